@@ -1,0 +1,10 @@
+//! IR -> Verilog, manifests, output folders, and the lint/synthesis flows that check them.
+
+pub mod flow;
+pub mod manifest;
+pub mod output;
+pub mod tools;
+pub mod verilog;
+
+pub use manifest::Manifest;
+pub use output::{render, write_design};

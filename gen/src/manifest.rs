@@ -1,0 +1,106 @@
+//! `manifest.json`: what an output folder holds, for tools and for `verilator_tb`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use hdl::ir::{Dir, Module};
+use serde::{Deserialize, Serialize};
+
+/// The manifest written beside the Verilog.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    /// Generator name and version.
+    pub generator: String,
+    /// The top module.
+    pub top: String,
+    /// Verilog files in dependency order (children first), relative to the folder.
+    pub files: Vec<String>,
+    /// Every module in the design.
+    pub modules: Vec<ModuleEntry>,
+    /// Other files this folder holds (filelists, constraints), relative to the folder.
+    #[serde(default)]
+    pub extra_files: Vec<String>,
+    /// The configuration that produced the design.
+    pub config: serde_json::Value,
+}
+
+/// One module of the design.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ModuleEntry {
+    pub name: String,
+    pub file: String,
+    /// All ports, clock and reset included.
+    pub ports: Vec<PortEntry>,
+    /// Inputs applied before clock edge 1 appear at the outputs after edge `latency`;
+    /// 0 means combinational.
+    pub latency: u32,
+}
+
+/// One port.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PortEntry {
+    pub name: String,
+    /// "input" or "output".
+    pub dir: String,
+    pub width: u32,
+}
+
+impl PortEntry {
+    pub fn is_input(&self) -> bool {
+        self.dir == "input"
+    }
+}
+
+impl ModuleEntry {
+    pub fn from_module(m: &Module) -> Self {
+        ModuleEntry {
+            name: m.name.clone(),
+            file: format!("{}.v", m.name),
+            ports: m
+                .all_ports()
+                .into_iter()
+                .map(|p| PortEntry {
+                    name: p.name,
+                    dir: match p.dir {
+                        Dir::Input => "input".into(),
+                        Dir::Output => "output".into(),
+                    },
+                    width: p.width,
+                })
+                .collect(),
+            latency: m.latency,
+        }
+    }
+
+    /// The port called `name`.
+    pub fn port(&self, name: &str) -> Option<&PortEntry> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+}
+
+impl Manifest {
+    /// Reads `dir/manifest.json`.
+    pub fn load(dir: &Path) -> Result<Manifest> {
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "cannot read {}: is {} a folder written by `regflash gen`?",
+                path.display(),
+                dir.display()
+            )
+        })?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a valid regflash manifest", path.display()))
+    }
+
+    /// The entry of the top module.
+    pub fn top_module(&self) -> &ModuleEntry {
+        self.module(&self.top)
+            .expect("manifest lists its top module")
+    }
+
+    /// The entry of module `name`.
+    pub fn module(&self, name: &str) -> Option<&ModuleEntry> {
+        self.modules.iter().find(|m| m.name == name)
+    }
+}

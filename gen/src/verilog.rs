@@ -1,0 +1,523 @@
+//! IR -> Verilog-2005.
+//!
+//! The output is meant to be read: named nets keep their Rust names, expressions are printed
+//! inline where they are used once, and only values that are shared, sliced or need a signed
+//! context get a wire of their own. It is also meant to be lint-clean under
+//! `verilator --lint-only -Wall`: every operator is printed with operands of the result's width
+//! (the IR guarantees that), and before printing, a bit-usage check rejects any signal with bits
+//! nobody reads, naming the signal and the bits, since Verilator would warn about them.
+
+use std::collections::HashSet;
+use std::fmt::Write;
+
+use anyhow::{bail, Result};
+use hdl::ir::*;
+
+/// Everything the printer needs to know about one module's nodes.
+struct Plan<'a> {
+    m: &'a Module,
+    /// Name of every node that is referenced by name (ports, nets, regs, instance outputs, and
+    /// the expression nodes promoted to wires).
+    names: Vec<Option<String>>,
+    /// Expression nodes promoted to wires, in creation (hence dependency) order.
+    temps: Vec<NodeId>,
+}
+
+/// Prints `m` as one Verilog file: `header` (comment lines), the module's doc comment, the module.
+pub fn emit_module(m: &Module, header: &str) -> Result<String> {
+    let plan = plan(m)?;
+    check_bit_usage(&plan)?;
+    let mut out = String::new();
+    for line in header.lines() {
+        writeln!(out, "// {line}").unwrap();
+    }
+    out.push_str("`default_nettype none\n\n");
+    for line in m.doc.lines() {
+        writeln!(out, "// {line}").unwrap();
+    }
+    plan.print(&mut out);
+    out.push_str("\n`default_nettype wire\n");
+    Ok(out)
+}
+
+fn plan(m: &Module) -> Result<Plan<'_>> {
+    let uses = m.use_counts();
+    let mut sliced = vec![false; m.nodes.len()];
+    for n in &m.nodes {
+        if let NodeKind::Slice { a, .. } = n.kind {
+            sliced[a as usize] = true;
+        }
+    }
+    let reachable = reachable(m);
+    let mut taken: HashSet<String> = m.names.clone();
+    let mut names: Vec<Option<String>> = vec![None; m.nodes.len()];
+    let mut temps = vec![];
+    for (i, n) in m.nodes.iter().enumerate() {
+        names[i] = match &n.kind {
+            NodeKind::Input(p) => Some(m.ports[*p].name.clone()),
+            NodeKind::Net(k) => Some(m.nets[*k].name.clone()),
+            NodeKind::Reg(k) => Some(m.regs[*k].name.clone()),
+            NodeKind::InstOut { inst, port } => {
+                let inst = &m.insts[*inst];
+                let port = inst
+                    .module
+                    .ports
+                    .iter()
+                    .filter(|p| p.dir == Dir::Output)
+                    .nth(*port)
+                    .expect("instance output index");
+                Some(format!("{}_{}", inst.name, port.name))
+            }
+            NodeKind::Const(_) => None,
+            kind => {
+                let shared = uses[i] > 1;
+                let signed_context = matches!(kind, NodeKind::Binary(BinOp::Sra, ..));
+                if reachable[i] && (shared || sliced[i] || signed_context) {
+                    let base = format!("{}_{i}", op_name(kind));
+                    let mut name = base.clone();
+                    let mut k = 1;
+                    while !taken.insert(name.clone()) {
+                        name = format!("{base}_{k}");
+                        k += 1;
+                    }
+                    temps.push(i as NodeId);
+                    Some(name)
+                } else {
+                    None
+                }
+            }
+        };
+    }
+    Ok(Plan { m, names, temps })
+}
+
+/// Nodes that something in the module reads (transitively from the roots).
+fn reachable(m: &Module) -> Vec<bool> {
+    let mut seen = vec![false; m.nodes.len()];
+    let mut stack = m.roots();
+    while let Some(id) = stack.pop() {
+        if std::mem::replace(&mut seen[id as usize], true) {
+            continue;
+        }
+        stack.extend(m.operands(id));
+    }
+    seen
+}
+
+fn op_name(kind: &NodeKind) -> &'static str {
+    match kind {
+        NodeKind::MemRead { .. } => "rd",
+        NodeKind::Unary(UnOp::Not, _) => "not",
+        NodeKind::Unary(_, _) => "red",
+        NodeKind::Binary(op, _, _) => match op {
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Xor => "xor",
+            BinOp::Add => "sum",
+            BinOp::Sub => "diff",
+            BinOp::Mul => "prod",
+            BinOp::Shl | BinOp::Shr | BinOp::Sra => "shift",
+            _ => "cmp",
+        },
+        NodeKind::Mux { .. } => "mux",
+        NodeKind::Concat(_) => "cat",
+        NodeKind::Slice { .. } => "bits",
+        NodeKind::Repeat { .. } => "rep",
+        _ => "n",
+    }
+}
+
+/// Every bit of every declared signal must be read somewhere; Verilator `-Wall` warns otherwise.
+fn check_bit_usage(plan: &Plan) -> Result<()> {
+    let m = plan.m;
+    let reachable = reachable(m);
+    // used[i] = bit mask of node i's bits that are read (as ranges, via a Vec<bool> per node).
+    let mut used: Vec<Vec<bool>> = m
+        .nodes
+        .iter()
+        .map(|n| vec![false; n.width as usize])
+        .collect();
+    let mark_all = |used: &mut Vec<Vec<bool>>, id: NodeId| {
+        used[id as usize].iter_mut().for_each(|b| *b = true);
+    };
+    for id in 0..m.nodes.len() as NodeId {
+        if !reachable[id as usize] {
+            continue;
+        }
+        match m.node(id).kind {
+            NodeKind::Slice { a, lo } => {
+                let w = m.node(id).width;
+                for b in lo..lo + w {
+                    used[a as usize][b as usize] = true;
+                }
+            }
+            _ => {
+                for op in m.operands(id) {
+                    mark_all(&mut used, op);
+                }
+            }
+        }
+    }
+    for r in m.roots() {
+        mark_all(&mut used, r);
+    }
+    let mut problems = vec![];
+    for (id, name) in plan.names.iter().enumerate() {
+        let Some(name) = name else { continue };
+        let bits = &used[id];
+        if bits.iter().all(|&b| b) {
+            continue;
+        }
+        if bits.iter().all(|&b| !b) {
+            problems.push(format!("`{name}` is never read"));
+        } else {
+            problems.push(format!("`{name}` has bits nobody reads: {}", ranges(bits)));
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "module `{}`: {} (Verilator -Wall would warn; use the bits or do not create them)",
+            m.name,
+            problems.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// "[7:4], [1]" for the false entries of `bits`.
+fn ranges(bits: &[bool]) -> String {
+    let mut out = vec![];
+    let mut i = 0;
+    while i < bits.len() {
+        if bits[i] {
+            i += 1;
+            continue;
+        }
+        let lo = i;
+        while i < bits.len() && !bits[i] {
+            i += 1;
+        }
+        let hi = i - 1;
+        out.push(if hi == lo {
+            format!("[{lo}]")
+        } else {
+            format!("[{hi}:{lo}]")
+        });
+    }
+    out.reverse();
+    out.join(", ")
+}
+
+fn range_decl(width: u32) -> String {
+    if width == 1 {
+        String::new()
+    } else {
+        format!("[{}:0] ", width - 1)
+    }
+}
+
+/// A sized Verilog literal.
+pub fn literal(width: u32, value: u64) -> String {
+    if width == 1 {
+        format!("1'b{value}")
+    } else if value < 10 {
+        format!("{width}'d{value}")
+    } else {
+        format!("{width}'h{value:x}")
+    }
+}
+
+impl Plan<'_> {
+    /// `id` as an operand: its name, or its expression in parentheses.
+    fn operand(&self, id: NodeId) -> String {
+        if let Some(n) = &self.names[id as usize] {
+            return n.clone();
+        }
+        let e = self.expr(id);
+        match self.m.node(id).kind {
+            NodeKind::Const(_) | NodeKind::Concat(_) | NodeKind::Repeat { .. } => e,
+            NodeKind::MemRead { .. } => e,
+            _ => format!("({e})"),
+        }
+    }
+
+    /// The expression computing `id`, without outer parentheses.
+    fn expr(&self, id: NodeId) -> String {
+        let node = self.m.node(id);
+        match &node.kind {
+            NodeKind::Const(v) => literal(node.width, *v),
+            NodeKind::Input(_) | NodeKind::Net(_) | NodeKind::Reg(_) | NodeKind::InstOut { .. } => {
+                self.names[id as usize].clone().expect("leaf has a name")
+            }
+            NodeKind::MemRead { mem, addr } => {
+                format!("{}[{}]", self.m.mems[*mem].name, self.bare(*addr))
+            }
+            NodeKind::Unary(op, a) => {
+                let sym = match op {
+                    UnOp::Not => "~",
+                    UnOp::RedAnd => "&",
+                    UnOp::RedOr => "|",
+                    UnOp::RedXor => "^",
+                };
+                format!("{sym}{}", self.operand(*a))
+            }
+            NodeKind::Binary(op, a, b) => {
+                let (a, b) = (self.operand(*a), self.operand(*b));
+                match op {
+                    BinOp::Lts => format!("$signed({a}) < $signed({b})"),
+                    BinOp::Les => format!("$signed({a}) <= $signed({b})"),
+                    BinOp::Sra => format!("$signed({a}) >>> {b}"),
+                    _ => {
+                        let sym = match op {
+                            BinOp::And => "&",
+                            BinOp::Or => "|",
+                            BinOp::Xor => "^",
+                            BinOp::Add => "+",
+                            BinOp::Sub => "-",
+                            BinOp::Mul => "*",
+                            BinOp::Eq => "==",
+                            BinOp::Ne => "!=",
+                            BinOp::Ltu => "<",
+                            BinOp::Leu => "<=",
+                            BinOp::Shl => "<<",
+                            BinOp::Shr => ">>",
+                            BinOp::Lts | BinOp::Les | BinOp::Sra => unreachable!(),
+                        };
+                        format!("{a} {sym} {b}")
+                    }
+                }
+            }
+            NodeKind::Mux { sel, t, f } => {
+                // Chains of muxes read best unparenthesized in the else position.
+                let f_str = if self.names[*f as usize].is_none()
+                    && matches!(self.m.node(*f).kind, NodeKind::Mux { .. })
+                {
+                    self.expr(*f)
+                } else {
+                    self.operand(*f)
+                };
+                format!("{} ? {} : {f_str}", self.operand(*sel), self.operand(*t))
+            }
+            NodeKind::Concat(parts) => {
+                let p: Vec<String> = parts.iter().map(|&p| self.bare(p)).collect();
+                format!("{{{}}}", p.join(", "))
+            }
+            NodeKind::Slice { a, lo } => {
+                let name = self.names[*a as usize]
+                    .as_ref()
+                    .expect("sliced nodes are named");
+                let hi = lo + node.width - 1;
+                if hi == *lo {
+                    format!("{name}[{lo}]")
+                } else {
+                    format!("{name}[{hi}:{lo}]")
+                }
+            }
+            NodeKind::Repeat { a, n } => format!("{{{n}{{{}}}}}", self.bare(*a)),
+        }
+    }
+
+    /// An operand in a position where no parentheses are needed (inside `{}` or `[]`).
+    fn bare(&self, id: NodeId) -> String {
+        match &self.names[id as usize] {
+            Some(n) => n.clone(),
+            None => self.expr(id),
+        }
+    }
+
+    fn print(&self, out: &mut String) {
+        let m = self.m;
+        let mut ports = vec![];
+        if m.has_clk {
+            ports.push("    input  wire clk".to_string());
+        }
+        if m.has_rst {
+            ports.push("    input  wire rst".to_string());
+        }
+        for p in &m.ports {
+            let dir = match p.dir {
+                Dir::Input => "input  wire",
+                Dir::Output => "output wire",
+            };
+            ports.push(format!("    {dir} {}{}", range_decl(p.width), p.name));
+        }
+        writeln!(out, "module {} (\n{}\n);", m.name, ports.join(",\n")).unwrap();
+
+        let mut decls = String::new();
+        for r in &m.regs {
+            writeln!(decls, "    reg  {}{};", range_decl(r.width), r.name).unwrap();
+        }
+        for mem in &m.mems {
+            writeln!(
+                decls,
+                "    reg  {}{} [0:{}];",
+                range_decl(mem.width),
+                mem.name,
+                mem.depth - 1
+            )
+            .unwrap();
+        }
+        for inst in &m.insts {
+            for &o in &inst.outputs {
+                let w = m.node(o).width;
+                let name = self.names[o as usize].as_ref().unwrap();
+                writeln!(decls, "    wire {}{};", range_decl(w), name).unwrap();
+            }
+        }
+        // Nets driven by a newer node are declared first and assigned at the end.
+        let mut late = vec![];
+        for (id, node) in m.nodes.iter().enumerate() {
+            if let NodeKind::Net(k) = node.kind {
+                let net = &m.nets[k];
+                if net.driver.unwrap() as usize > id {
+                    writeln!(decls, "    wire {}{};", range_decl(net.width), net.name).unwrap();
+                    late.push(k);
+                }
+            }
+        }
+        if !decls.is_empty() {
+            out.push('\n');
+            out.push_str(&decls);
+        }
+
+        // Named values in dependency order.
+        let mut body = String::new();
+        let temps: HashSet<NodeId> = self.temps.iter().copied().collect();
+        for (id, node) in m.nodes.iter().enumerate() {
+            let id = id as NodeId;
+            let (name, driver) = match node.kind {
+                NodeKind::Net(k) if !late.contains(&k) => {
+                    (&m.nets[k].name, m.nets[k].driver.unwrap())
+                }
+                _ if temps.contains(&id) => {
+                    let name = self.names[id as usize].as_ref().unwrap();
+                    writeln!(
+                        body,
+                        "    wire {}{} = {};",
+                        range_decl(node.width),
+                        name,
+                        self.expr(id)
+                    )
+                    .unwrap();
+                    continue;
+                }
+                _ => continue,
+            };
+            writeln!(
+                body,
+                "    wire {}{} = {};",
+                range_decl(node.width),
+                name,
+                self.bare(driver)
+            )
+            .unwrap();
+        }
+        for k in late {
+            let net = &m.nets[k];
+            writeln!(
+                body,
+                "    assign {} = {};",
+                net.name,
+                self.bare(net.driver.unwrap())
+            )
+            .unwrap();
+        }
+        if !body.is_empty() {
+            out.push('\n');
+            out.push_str(&body);
+        }
+
+        let mut seq = String::new();
+        for r in &m.regs {
+            let next = self.bare(r.next.unwrap());
+            let load = match r.enable {
+                Some(en) => format!("if ({}) {} <= {};", self.bare(en), r.name, next),
+                None => format!("{} <= {};", r.name, next),
+            };
+            match r.reset {
+                Some(v) => writeln!(
+                    seq,
+                    "    always @(posedge clk)\n        if (rst) {} <= {};\n        else {load}",
+                    r.name,
+                    literal(r.width, v)
+                ),
+                None => writeln!(seq, "    always @(posedge clk)\n        {load}"),
+            }
+            .unwrap();
+        }
+        for mem in &m.mems {
+            if mem.writes.is_empty() {
+                continue;
+            }
+            writeln!(seq, "    always @(posedge clk) begin").unwrap();
+            for w in &mem.writes {
+                writeln!(
+                    seq,
+                    "        if ({}) {}[{}] <= {};",
+                    self.bare(w.enable),
+                    mem.name,
+                    self.bare(w.addr),
+                    self.bare(w.data)
+                )
+                .unwrap();
+            }
+            writeln!(seq, "    end").unwrap();
+        }
+        if !seq.is_empty() {
+            out.push('\n');
+            out.push_str(&seq);
+        }
+        if !m.discards.is_empty() {
+            let parts: Vec<String> = m.discards.iter().map(|&d| self.bare(d)).collect();
+            writeln!(
+                out,
+                "\n    // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.\n    \
+                 wire unused = ^{{{}}};",
+                parts.join(", ")
+            )
+            .unwrap();
+        }
+
+        for inst in &m.insts {
+            let mut conns = vec![];
+            if inst.module.has_clk {
+                conns.push("        .clk(clk)".to_string());
+            }
+            if inst.module.has_rst {
+                conns.push("        .rst(rst)".to_string());
+            }
+            let mut ins = inst.inputs.iter();
+            let mut outs = inst.outputs.iter();
+            for p in &inst.module.ports {
+                let id = match p.dir {
+                    Dir::Input => *ins.next().unwrap(),
+                    Dir::Output => *outs.next().unwrap(),
+                };
+                conns.push(format!("        .{}({})", p.name, self.bare(id)));
+            }
+            writeln!(
+                out,
+                "\n    {} {} (\n{}\n    );",
+                inst.module.name,
+                inst.name,
+                conns.join(",\n")
+            )
+            .unwrap();
+        }
+
+        let outs: Vec<&Port> = m.ports.iter().filter(|p| p.dir == Dir::Output).collect();
+        if !outs.is_empty() {
+            out.push('\n');
+        }
+        for p in outs {
+            writeln!(
+                out,
+                "    assign {} = {};",
+                p.name,
+                self.bare(p.driver.unwrap())
+            )
+            .unwrap();
+        }
+        out.push_str("endmodule\n");
+    }
+}

@@ -1,0 +1,112 @@
+//! `fp16_mul`: exact binary16 × binary16 product in binary32.
+//!
+//! Ports: `a`, `b` (16 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name suffix
+//! `_l<latency>`), one result per cycle. Latency 1 registers the output; latency 2 also
+//! registers the raw 22-bit significand product.
+//!
+//! Numerics (bit-exact model: `kernels::fp::fp16_mul`): the product is exact, no rounding;
+//! subnormal inputs are supported; NaN × y and Inf × 0 give the canonical NaN 0x7FC00000;
+//! Inf × nonzero gives a signed Inf; a zero factor gives a zero with the XOR of the signs.
+
+use anyhow::{ensure, Result};
+
+use crate::arith::{leading_zeros, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Configuration of `fp16_mul`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fp16MulConfig {
+    /// Pipeline registers between input and output: 0, 1 or 2.
+    pub latency: u32,
+}
+
+impl Fp16MulConfig {
+    pub const MAX_LATENCY: u32 = 2;
+
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.latency <= Self::MAX_LATENCY,
+            "fp16_mul latency {} is not supported: choose 0, 1 or 2 cycles",
+            self.latency
+        );
+        Ok(())
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("fp16_mul_l{}", self.latency)
+    }
+}
+
+/// Defines `fp16_mul_l<latency>` in `d`.
+pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> ModRef {
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "fp16_mul: exact binary16 x binary16 -> binary32 product.\n\
+             Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
+             Bit-exact model: kernels::fp::fp16_mul.",
+            cfg.latency
+        ));
+        let a = m.input("a", 16);
+        let b = m.input("b", 16);
+        let y = logic(m, a, b, cfg.latency);
+        m.output("y", y);
+        m.set_latency(cfg.latency);
+    })
+}
+
+/// The multiplier's logic with `latency` pipeline registers; returns the binary32 product.
+pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
+    let ua = unpack(m, a, 5, 10, "a");
+    let ub = unpack(m, b, 5, 10, "b");
+    let sign = m.xor(ua.sign, ub.sign);
+    let a_zero_b_inf = m.and(ua.is_zero, ub.is_inf);
+    let a_inf_b_zero = m.and(ua.is_inf, ub.is_zero);
+    let is_nan = m.or_all(&[ua.is_nan, ub.is_nan, a_zero_b_inf, a_inf_b_zero]);
+    let is_nan = m.name("is_nan", is_nan);
+    let is_inf = m.or(ua.is_inf, ub.is_inf);
+    let is_inf = m.name("is_inf", is_inf);
+    let is_zero = m.or(ua.is_zero, ub.is_zero);
+    let is_zero = m.name("is_zero", is_zero);
+    // Exponent of the product before normalization: ea + eb + 98 - lz (see the model).
+    let ea = m.zext(ua.exp_eff, 8);
+    let eb = m.zext(ub.exp_eff, 8);
+    let exp_sum = m.add(ea, eb);
+    let exp_sum = m.name("exp_sum", exp_sum);
+    let product = m.mul(ua.sig, ub.sig);
+    let product = m.name("product", product);
+
+    // Optional cut after the significand multiply.
+    let cut = latency >= 2;
+    let sign = m.stage("sign", sign, cut);
+    let is_nan = m.stage("is_nan", is_nan, cut);
+    let is_inf = m.stage("is_inf", is_inf, cut);
+    let is_zero = m.stage("is_zero", is_zero, cut);
+    let exp_sum = m.stage("exp_sum", exp_sum, cut);
+    let product = m.stage("product", product, cut);
+
+    // Normalize: the leading one of the 22-bit product moves to bit 21 and is dropped.
+    let lz = leading_zeros(m, product);
+    let lz = m.name("lz", lz);
+    let below_top = m.slice(product, 20, 0);
+    let norm = m.shl(below_top, lz);
+    let norm = m.name("norm", norm);
+    let pad = m.zero(2);
+    let frac = m.cat(&[norm, pad]);
+    let bias = m.lit(8, 98);
+    let exp = m.add(exp_sum, bias);
+    let lz8 = m.zext(lz, 8);
+    let exp = m.sub(exp, lz8);
+    let exp = m.name("exp", exp);
+    let finite = m.cat(&[sign, exp, frac]);
+
+    let nan = m.lit(32, ieee::F32_QNAN);
+    let inf_bits = m.lit(31, ieee::F32_INF);
+    let inf = m.cat(&[sign, inf_bits]);
+    let zero_bits = m.zero(31);
+    let zero = m.cat(&[sign, zero_bits]);
+    let y = m.mux(is_zero, zero, finite);
+    let y = m.mux(is_inf, inf, y);
+    let y = m.mux(is_nan, nan, y);
+    m.stage("y", y, latency >= 1)
+}

@@ -1,0 +1,57 @@
+//! `fp16_to_fp32`: exact binary16 → binary32 conversion.
+//!
+//! Ports: `a` (16 bits) → `y` (32 bits). Combinational (latency 0).
+//!
+//! Numerics (bit-exact model: `kernels::fp::fp16_to_fp32`): every binary16 value is exactly
+//! representable; subnormals are normalized; ±0 and ±Inf keep their sign; NaN gives the
+//! canonical NaN 0x7FC00000.
+
+use crate::arith::{leading_zeros, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Module name (the block has no parameters).
+pub const MODULE_NAME: &str = "fp16_to_fp32";
+
+/// Defines `fp16_to_fp32` in `d`.
+pub fn build(d: &mut Design) -> ModRef {
+    d.define(MODULE_NAME, |_, m| {
+        m.doc(
+            "fp16_to_fp32: exact binary16 -> binary32 conversion. Combinational.\n\
+             NaN results are 0x7FC00000. Bit-exact model: kernels::fp::fp16_to_fp32.",
+        );
+        let a = m.input("a", 16);
+        let y = logic(m, a);
+        m.output("y", y);
+    })
+}
+
+/// The conversion logic.
+pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
+    let u = unpack(m, a, 5, 10, "a");
+    // Subnormal: shift the fraction left until its leading one drops out of the 10-bit field;
+    // that is lz + 1 places, and the exponent falls by as much (1 + 112 - (lz + 1)).
+    let lz = leading_zeros(m, u.frac);
+    let lz_plus_one = m.add_lit(lz, 1);
+    let zero4 = m.zero(4);
+    let shift = m.mux(u.exp_zero, lz_plus_one, zero4);
+    let shift = m.name("shift", shift);
+    let frac = m.shl(u.frac, shift);
+    let frac = m.name("frac", frac);
+    let exp_eff = m.zext(u.exp_eff, 8);
+    let exp = m.add_lit(exp_eff, 112);
+    let shift8 = m.zext(shift, 8);
+    let exp = m.sub(exp, shift8);
+    let exp = m.name("exp", exp);
+    let pad = m.zero(13);
+    let finite = m.cat(&[u.sign, exp, frac, pad]);
+
+    let nan = m.lit(32, ieee::F32_QNAN);
+    let inf_bits = m.lit(31, ieee::F32_INF);
+    let inf = m.cat(&[u.sign, inf_bits]);
+    let zero_bits = m.zero(31);
+    let zero = m.cat(&[u.sign, zero_bits]);
+    let y = m.mux(u.is_zero, zero, finite);
+    let y = m.mux(u.is_inf, inf, y);
+    m.mux(u.is_nan, nan, y)
+}

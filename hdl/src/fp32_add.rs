@@ -1,0 +1,184 @@
+//! `fp32_add`: binary32 addition, round to nearest even.
+//!
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name suffix
+//! `_l<latency>`), one result per cycle. Latency 1 registers the output; latency 2 also
+//! registers the aligned operands.
+//!
+//! Numerics (bit-exact model: `kernels::fp::fp32_add`): IEEE 754 round to nearest even with
+//! subnormal inputs and results (no flush to zero); x + (−x) = +0 and (−0) + (−0) = −0;
+//! overflow gives ±Inf; Inf − Inf and any NaN input give the canonical NaN 0x7FC00000.
+//!
+//! Structure: order the operands by magnitude, align the smaller one with guard/round/sticky
+//! bits, add or subtract, normalize (one step right on carry, or left by the leading-zero count
+//! but never below the smallest exponent, which yields subnormals), round, and pack; the
+//! rounding increment is added to the packed exponent and fraction so that carries into the
+//! exponent (including to Inf) come out right without extra logic.
+
+use anyhow::{ensure, Result};
+
+use crate::arith::{clamp, leading_zeros, shift_right_sticky, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Configuration of `fp32_add`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fp32AddConfig {
+    /// Pipeline registers between input and output: 0, 1 or 2.
+    pub latency: u32,
+}
+
+impl Fp32AddConfig {
+    pub const MAX_LATENCY: u32 = 2;
+
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.latency <= Self::MAX_LATENCY,
+            "fp32_add latency {} is not supported: choose 0, 1 or 2 cycles",
+            self.latency
+        );
+        Ok(())
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("fp32_add_l{}", self.latency)
+    }
+}
+
+/// Defines `fp32_add_l<latency>` in `d`.
+pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> ModRef {
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "fp32_add: binary32 a + b, round to nearest even, subnormals supported.\n\
+             Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
+             Bit-exact model: kernels::fp::fp32_add.",
+            cfg.latency
+        ));
+        let a = m.input("a", 32);
+        let b = m.input("b", 32);
+        let y = logic(m, a, b, cfg.latency);
+        m.output("y", y);
+        m.set_latency(cfg.latency);
+    })
+}
+
+/// The adder's logic with `latency` pipeline registers; returns the binary32 sum.
+pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
+    let ua = unpack(m, a, 8, 23, "a");
+    let ub = unpack(m, b, 8, 23, "b");
+    let a_sign = ua.sign;
+    let b_sign = ub.sign;
+    let subtract = m.xor(a_sign, b_sign);
+    let subtract = m.name("subtract", subtract);
+    let both_inf = m.and(ua.is_inf, ub.is_inf);
+    let inf_minus_inf = m.and(both_inf, subtract);
+    let is_nan = m.or_all(&[ua.is_nan, ub.is_nan, inf_minus_inf]);
+    let is_nan = m.name("is_nan", is_nan);
+    let is_inf = m.or(ua.is_inf, ub.is_inf);
+    let is_inf = m.name("is_inf", is_inf);
+    // An exact zero sum is -0 only when both operands are -0.
+    let zero_sign = m.and(a_sign, b_sign);
+    let zero_sign = m.name("zero_sign", zero_sign);
+
+    // Order by magnitude: x is the larger, y the smaller.
+    let a_mag = m.slice(a, 30, 0);
+    let b_mag = m.slice(b, 30, 0);
+    let swap = m.lt(a_mag, b_mag);
+    let swap = m.name("swap", swap);
+    let sign = m.mux(swap, b_sign, a_sign);
+    let x_sig = m.mux(swap, ub.sig, ua.sig);
+    let y_sig = m.mux(swap, ua.sig, ub.sig);
+    let x_exp = m.mux(swap, ub.exp_eff, ua.exp_eff);
+    let y_exp = m.mux(swap, ua.exp_eff, ub.exp_eff);
+    let x_exp = m.name("x_exp", x_exp);
+    let exp_diff = m.sub(x_exp, y_exp);
+    let exp_diff = m.name("exp_diff", exp_diff);
+    // Shifting 27 bits by 31 already moves everything into the sticky bit.
+    let align = clamp(m, exp_diff, 31, 5);
+    let grs = m.zero(3);
+    let y_ext = m.cat(&[y_sig, grs]);
+    let y_aligned = shift_right_sticky(m, y_ext, align);
+    let y_aligned = m.name("y_aligned", y_aligned);
+
+    // Optional cut after alignment.
+    let cut = latency >= 2;
+    let is_nan = m.stage("is_nan", is_nan, cut);
+    let is_inf = m.stage("is_inf", is_inf, cut);
+    let zero_sign = m.stage("zero_sign", zero_sign, cut);
+    let subtract = m.stage("subtract", subtract, cut);
+    let sign = m.stage("sign", sign, cut);
+    let x_sig = m.stage("x_sig", x_sig, cut);
+    let x_exp = m.stage("x_exp", x_exp, cut);
+    let y_aligned = m.stage("y_aligned", y_aligned, cut);
+
+    // Add or subtract in 28 bits: bit 27 is the carry, bit 26 the hidden-bit position.
+    let zero1 = m.zero(1);
+    let big = m.cat(&[zero1, x_sig, grs]);
+    let small = m.cat(&[zero1, y_aligned]);
+    let invert = m.repeat(subtract, 28);
+    let small = m.xor(small, invert);
+    let carry_in = m.zext(subtract, 28);
+    let sum = m.add(big, small);
+    let sum = m.add(sum, carry_in);
+    let sum = m.name("sum", sum);
+    let sum_zero = m.is_zero(sum);
+    let sum_zero = m.name("sum_zero", sum_zero);
+    let carry = m.bit(sum, 27);
+
+    // Carry: one step right, the dropped bit joins the sticky bit.
+    let sum_hi = m.slice(sum, 27, 2);
+    let sum_b1 = m.bit(sum, 1);
+    let sum_b0 = m.bit(sum, 0);
+    let sticky_r = m.or(sum_b1, sum_b0);
+    let norm_right = m.cat(&[sum_hi, sticky_r]);
+    let exp_right = m.add_lit(x_exp, 1);
+    let overflow = m.eq_lit(exp_right, 0xFF);
+    let overflow = m.and(carry, overflow);
+    let overflow = m.name("overflow", overflow);
+
+    // No carry: left by the leading-zero count, but not below exponent 1 (subnormal result).
+    let sum_low = m.slice(sum, 26, 0);
+    let lz = leading_zeros(m, sum_low);
+    let lz = m.name("lz", lz);
+    let max_left = m.sub_lit(x_exp, 1);
+    let lz8 = m.zext(lz, 8);
+    let limited = m.lt(max_left, lz8);
+    let max_left5 = m.trunc(max_left, 5);
+    let left = m.mux(limited, max_left5, lz);
+    let left = m.name("left", left);
+    let norm_left = m.shl(sum_low, left);
+    let left8 = m.zext(left, 8);
+    let exp_left = m.sub(x_exp, left8);
+
+    let norm = m.mux(carry, norm_right, norm_left);
+    let norm = m.name("norm", norm);
+    let exp = m.mux(carry, exp_right, exp_left);
+    // Without the hidden bit the value is subnormal: exponent field 0.
+    let hidden = m.bit(norm, 26);
+    let zero8 = m.zero(8);
+    let exp_field = m.mux(hidden, exp, zero8);
+
+    // Round to nearest even on guard (bit 2) and sticky (bits 1..0).
+    let frac = m.slice(norm, 25, 3);
+    let lsb = m.bit(norm, 3);
+    let guard = m.bit(norm, 2);
+    let sticky_bits = m.slice(norm, 1, 0);
+    let sticky = m.any(sticky_bits);
+    let tie_or_above = m.or(sticky, lsb);
+    let round_up = m.and(guard, tie_or_above);
+    let round_up = m.name("round_up", round_up);
+    let packed = m.cat(&[exp_field, frac]);
+    let round31 = m.zext(round_up, 31);
+    let packed = m.add(packed, round31);
+    let finite = m.cat(&[sign, packed]);
+
+    let nan = m.lit(32, ieee::F32_QNAN);
+    let inf_bits = m.lit(31, ieee::F32_INF);
+    let inf = m.cat(&[sign, inf_bits]);
+    let zero_bits = m.zero(31);
+    let zero = m.cat(&[zero_sign, zero_bits]);
+    let y = m.mux(sum_zero, zero, finite);
+    let infinite = m.or(is_inf, overflow);
+    let y = m.mux(infinite, inf, y);
+    let y = m.mux(is_nan, nan, y);
+    m.stage("y", y, latency >= 1)
+}

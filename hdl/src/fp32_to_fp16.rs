@@ -1,0 +1,90 @@
+//! `fp32_to_fp16`: binary32 → binary16, round to nearest even.
+//!
+//! Ports: `a` (32 bits) → `y` (16 bits). Combinational (latency 0).
+//!
+//! Numerics (bit-exact model: `kernels::fp::fp32_to_fp16`): values beyond the binary16 range
+//! (after rounding) give ±Inf; small values round to binary16 subnormals or ±0; binary32
+//! subnormals give ±0; NaN gives the canonical NaN 0x7E00.
+
+use crate::arith::{clamp, shift_right_sticky};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Module name (the block has no parameters).
+pub const MODULE_NAME: &str = "fp32_to_fp16";
+
+/// Defines `fp32_to_fp16` in `d`.
+pub fn build(d: &mut Design) -> ModRef {
+    d.define(MODULE_NAME, |_, m| {
+        m.doc(
+            "fp32_to_fp16: binary32 -> binary16, round to nearest even. Combinational.\n\
+             Overflow gives Inf, NaN results are 0x7E00. Bit-exact model: kernels::fp::fp32_to_fp16.",
+        );
+        let a = m.input("a", 32);
+        let y = logic(m, a);
+        m.output("y", y);
+    })
+}
+
+/// The conversion logic.
+pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
+    let sign = m.msb(a);
+    let exp = m.slice(a, 30, 23);
+    let exp = m.name("a_exp", exp);
+    let frac = m.slice(a, 22, 0);
+    let exp_max = m.all(exp);
+    let frac_nonzero = m.any(frac);
+    let is_nan = m.and(exp_max, frac_nonzero);
+    // Binary32 zeros and subnormals are far below half the smallest binary16 subnormal.
+    let to_zero = m.is_zero(exp);
+    // Unbiased exponent above 15 (biased 143..254), or Inf itself.
+    let e143 = m.lit(8, 143);
+    let overflow = m.ge(exp, e143);
+    let overflow = m.name("overflow", overflow);
+
+    // Normal results keep 11 significant bits (shift right by 13); below 2^-14 each step down
+    // shifts one more (126 - exp), up to 25, where everything has become sticky.
+    let e113 = m.lit(8, 113);
+    let normal = m.ge(exp, e113);
+    let normal = m.name("normal", normal);
+    let c126 = m.lit(8, 126);
+    let sub_shift = m.sub(c126, exp);
+    let sub_shift = clamp(m, sub_shift, 25, 5);
+    let c13 = m.lit(5, 13);
+    let shift = m.mux(normal, c13, sub_shift);
+    let shift = m.name("shift", shift);
+    // Two extra low bits: after the shift, bit 1 is the guard bit and bit 0 the sticky bit.
+    let one = m.lit(1, 1);
+    let zero2 = m.zero(2);
+    let sig = m.cat(&[one, frac, zero2]);
+    let shifted = shift_right_sticky(m, sig, shift);
+    let shifted = m.name("shifted", shifted);
+    // At least 13 places were shifted out: above the 10 kept fraction bits there is only the
+    // hidden bit (implied by the exponent field) and zeros.
+    let known_zero = m.slice(shifted, 25, 12);
+    m.discard(known_zero);
+    let kept = m.slice(shifted, 11, 2);
+    let lsb = m.bit(shifted, 2);
+    let guard = m.bit(shifted, 1);
+    let sticky = m.bit(shifted, 0);
+    let tie_or_above = m.or(sticky, lsb);
+    let round_up = m.and(guard, tie_or_above);
+    let round_up = m.name("round_up", round_up);
+    let exp_low = m.trunc(exp, 5);
+    let exp_field = m.sub_lit(exp_low, 112 % 32);
+    let zero5 = m.zero(5);
+    let exp_field = m.mux(normal, exp_field, zero5);
+    let packed = m.cat(&[exp_field, kept]);
+    let round15 = m.zext(round_up, 15);
+    let packed = m.add(packed, round15);
+    let finite = m.cat(&[sign, packed]);
+
+    let nan = m.lit(16, ieee::F16_QNAN);
+    let inf_bits = m.lit(15, ieee::F16_INF);
+    let inf = m.cat(&[sign, inf_bits]);
+    let zero_bits = m.zero(15);
+    let zero = m.cat(&[sign, zero_bits]);
+    let y = m.mux(to_zero, zero, finite);
+    let y = m.mux(overflow, inf, y);
+    m.mux(is_nan, nan, y)
+}

@@ -1,0 +1,24 @@
+//! The description layer: a small RTL IR with a builder, and the block library built on it.
+//!
+//! Blocks are Rust functions from a config to a module definition; intermediate values are
+//! ordinary `let`s with names that show up in the Verilog and in waveforms. One file per block:
+//! `fp16_mul`, `fp32_add`, `fp16_to_fp32`, `fp32_to_fp16`, `mac`, `pe`, `array` (the PE grid);
+//! `config` holds whole-design configurations and presets; `units` builds any block by name.
+
+pub mod arith;
+mod builder;
+pub mod config;
+pub mod ieee;
+pub mod ir;
+
+pub mod array;
+pub mod fp16_mul;
+pub mod fp16_to_fp32;
+pub mod fp32_add;
+pub mod fp32_to_fp16;
+pub mod mac;
+pub mod pe;
+pub mod units;
+
+pub use builder::{addr_bits, bits_for, InstOutputs, MemHandle, ModuleBuilder, RegHandle};
+pub use ir::{Design, ModRef, Sig};

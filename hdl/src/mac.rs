@@ -1,0 +1,73 @@
+//! `mac`: the PE's multiply-accumulate, `y = acc + a × b`.
+//!
+//! Ports: `a`, `b` (binary16), `acc` (binary32) → `y` (binary32), all inputs in the same cycle.
+//! Latency = multiplier latency + adder latency (module name `mac_m<mul>_a<add>`), one result
+//! per cycle: an instance of `fp16_mul` feeding an instance of `fp32_add`, with `acc` delayed to
+//! meet the product.
+//!
+//! Numerics (bit-exact model: `kernels::fp::mac`): the FP16 product is exact, so the result has
+//! one RNE rounding and equals a fused multiply-add of the widened inputs.
+
+use anyhow::Result;
+
+use crate::fp16_mul::{self, Fp16MulConfig};
+use crate::fp32_add::{self, Fp32AddConfig};
+use crate::{Design, ModRef};
+
+/// Configuration of `mac`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MacConfig {
+    pub mul: Fp16MulConfig,
+    pub add: Fp32AddConfig,
+}
+
+impl MacConfig {
+    pub fn validate(&self) -> Result<()> {
+        self.mul.validate()?;
+        self.add.validate()
+    }
+
+    pub fn latency(&self) -> u32 {
+        self.mul.latency + self.add.latency
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("mac_m{}_a{}", self.mul.latency, self.add.latency)
+    }
+}
+
+impl Default for MacConfig {
+    /// One register after the multiplier and one after the adder.
+    fn default() -> Self {
+        MacConfig {
+            mul: Fp16MulConfig { latency: 1 },
+            add: Fp32AddConfig { latency: 1 },
+        }
+    }
+}
+
+/// Defines the MAC (and its multiplier and adder) in `d`.
+pub fn build(d: &mut Design, cfg: &MacConfig) -> ModRef {
+    let mul = fp16_mul::build(d, &cfg.mul);
+    let add = fp32_add::build(d, &cfg.add);
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "mac: y = acc + a * b (binary16 product, exact; binary32 sum, RNE).\n\
+             Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.\n\
+             Bit-exact model: kernels::fp::mac.",
+            cfg.latency(),
+            cfg.mul.latency,
+            cfg.add.latency
+        ));
+        let a = m.input("a", 16);
+        let b = m.input("b", 16);
+        let acc = m.input("acc", 32);
+        let product = m.instance(&mul, "u_mul", &[("a", a), ("b", b)]).get("y");
+        let acc = m.delay_n("acc", acc, cfg.mul.latency);
+        let y = m
+            .instance(&add, "u_add", &[("a", acc), ("b", product)])
+            .get("y");
+        m.output("y", y);
+        m.set_latency(cfg.latency());
+    })
+}

@@ -1,0 +1,31 @@
+//! Turning a configuration into an output folder: the one place the CLI and the tests build
+//! designs, so both see the same Verilog.
+
+use std::path::Path;
+
+use anyhow::Result;
+use gen::Manifest;
+use hdl::config::CoreConfig;
+use hdl::units;
+use hdl::Design;
+
+/// What to generate: a whole preset design, or one unit of it.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Core,
+    Unit(String),
+}
+
+/// Builds `target` from `cfg` and writes it to `dir`.
+pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifest> {
+    let mut d = Design::new();
+    let top = match target {
+        Target::Core => units::build_core(&mut d, cfg)?,
+        Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
+    };
+    let config = serde_json::json!({
+        "target": match target { Target::Core => "core".to_string(), Target::Unit(u) => u.clone() },
+        "core": cfg,
+    });
+    gen::write_design(&d, &top.name, &config, dir)
+}

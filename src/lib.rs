@@ -1,0 +1,5 @@
+//! regflash: a register-level FlashAttention NPU generator. This crate holds the command line
+//! and the checks that tie the layers together (generate, simulate, compare).
+
+pub mod cli;
+pub mod design;
