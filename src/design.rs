@@ -29,3 +29,12 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
     });
     gen::write_design(&d, &top.name, &config, dir)
 }
+
+/// Generates `target` into a scratch folder and builds (or fetches from the cache) its
+/// Verilator model. Returns the model and the manifest.
+pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
+    let scratch = gen::tools::ScratchDir::new("model")?;
+    let manifest = generate(cfg, target, scratch.path())?;
+    let model = verilator_tb::Model::build(scratch.path())?;
+    Ok((model, manifest))
+}

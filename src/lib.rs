@@ -3,3 +3,4 @@
 
 pub mod cli;
 pub mod design;
+pub mod verify;

@@ -2,3 +2,4 @@
 //! tiled FlashAttention hardware model, the f64 reference and the energy model.
 
 pub mod fp;
+pub mod pe;

@@ -1,1 +1,13 @@
+//! Build, load and drive Verilator models of regflash designs from Rust.
+//!
+//! The `verilated` crates do not work with Verilator 5 (DESIGN.md §5), so the bridge is ours: a
+//! C++ shim rendered with tera from the manifest's port list ([`compile`]), compiled into a
+//! shared library by `verilator --build` and cached by content hash, then loaded with
+//! libloading and driven through [`Dut`] ([`dut`]): ports of any width, ticks, reset, and
+//! batched streaming of many cycles per call.
 
+pub mod compile;
+pub mod dut;
+
+pub use compile::BuildOptions;
+pub use dut::{Dut, Model, PortId};

@@ -1,0 +1,40 @@
+//! Functional model of a processing element: a register file updated by MAC, clear-MAC and load
+//! operations applied in order. (When each operation takes effect is the hardware's business;
+//! the RTL harness applies an operation to this model at the cycle the RTL writes it back.)
+
+use crate::fp::{mac, ACC_CLEAR};
+
+/// A PE operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeOp {
+    Nop,
+    /// `rf[addr] = rf[addr] + a × b`.
+    Mac,
+    /// `rf[addr] = −0 + a × b`.
+    MacClear,
+    /// `rf[addr] = data`.
+    Load,
+}
+
+/// The register file of one PE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeModel {
+    pub regs: Vec<u32>,
+}
+
+impl PeModel {
+    /// `n` registers, all +0 (the RTL's register file powers up as zeros in simulation).
+    pub fn new(n: usize) -> Self {
+        PeModel { regs: vec![0; n] }
+    }
+
+    /// Applies one operation.
+    pub fn apply(&mut self, op: PeOp, addr: usize, a: u16, b: u16, data: u32) {
+        match op {
+            PeOp::Nop => {}
+            PeOp::Mac => self.regs[addr] = mac(self.regs[addr], a, b),
+            PeOp::MacClear => self.regs[addr] = mac(ACC_CLEAR, a, b),
+            PeOp::Load => self.regs[addr] = data,
+        }
+    }
+}

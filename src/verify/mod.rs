@@ -1,0 +1,6 @@
+//! RTL-versus-model checking, shared by the test suite and `regflash verify`.
+
+pub mod pe;
+pub mod pure;
+pub mod stimulus;
+pub mod units;

@@ -1,0 +1,316 @@
+//! Checking a PE, or a grid of them, cycle by cycle: random operation streams (MAC, clear-MAC,
+//! load, idle) with biased FP operands run through the RTL while a functional model applies
+//! each operation at the cycle the RTL writes it back; the read port is compared every cycle,
+//! and at the end every register of every PE is read back and compared.
+//!
+//! The stream obeys the PE's documented hazard rule: an operation on a register issues at least
+//! `latency` cycles after the previous operation on it (an operation that would break the rule
+//! becomes idle), so a mismatch is a bug, not a misuse.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use kernels::pe::{PeModel, PeOp};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use verilator_tb::Model;
+
+use super::stimulus::{f16_value, f32_value};
+
+/// Shape of the PE block under test (a single PE is a 1×1 grid: the ports are the same).
+#[derive(Clone, Copy, Debug)]
+pub struct GridShape {
+    pub rows: u32,
+    pub cols: u32,
+    pub regs: u32,
+    /// Issue-to-visible latency (the module's manifest latency).
+    pub latency: u32,
+}
+
+/// One cycle of raw stimulus; the harness maps it onto a legal operation.
+#[derive(Clone, Debug)]
+pub struct PeCycle {
+    pub op: u8,
+    pub hot: bool,
+    pub addr: u32,
+    pub a: Vec<u16>,
+    pub b: Vec<u16>,
+    pub ld_data: u32,
+    pub rd_addr: u32,
+    pub rd_row: u32,
+}
+
+/// Random cycles for a grid of `rows` × `cols`: mostly MACs into a few hot registers, so long
+/// accumulation chains form.
+pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
+    let op = prop_oneof![4 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8), 1 => Just(0u8)];
+    (
+        op,
+        prop::bool::weighted(0.8),
+        any::<u32>(),
+        prop::collection::vec(f16_value(), rows as usize),
+        prop::collection::vec(f16_value(), cols as usize),
+        f32_value(),
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(|(op, hot, addr, a, b, ld_data, rd_addr, rd_row)| PeCycle {
+            op,
+            hot,
+            addr,
+            a,
+            b,
+            ld_data,
+            rd_addr,
+            rd_row,
+        })
+}
+
+/// A read-port mismatch.
+#[derive(Debug, Clone)]
+pub struct PeMismatch {
+    pub cycle: usize,
+    pub row: u32,
+    pub col: u32,
+    pub reg: u32,
+    pub expected: u32,
+    pub actual: u32,
+    /// The operations the model applied to that register, oldest first.
+    pub history: Vec<String>,
+}
+
+impl fmt::Display for PeMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        writeln!(
+            f,
+            "PE ({}, {}) register {} read on cycle {}: expected {:#010x} ({:e}), RTL {:#010x} ({:e})",
+            self.row,
+            self.col,
+            self.reg,
+            self.cycle,
+            self.expected,
+            f32::from_bits(self.expected),
+            self.actual,
+            f32::from_bits(self.actual)
+        )?;
+        write!(
+            f,
+            "  operations on that register: {}",
+            self.history.join("; ")
+        )
+    }
+}
+
+const HOT: u32 = 6;
+
+fn decode(op: u8) -> PeOp {
+    match op {
+        1 => PeOp::Mac,
+        2 => PeOp::MacClear,
+        3 => PeOp::Load,
+        _ => PeOp::Nop,
+    }
+}
+
+/// Runs `cycles` (plus a drain and a full read-back) on a fresh instance of `model` and compares
+/// every read with the functional model. Returns the number of operations issued.
+pub fn check_pe_stream(
+    model: &Model,
+    shape: GridShape,
+    cycles: &[PeCycle],
+) -> anyhow::Result<Result<u64, PeMismatch>> {
+    let GridShape {
+        rows,
+        cols,
+        regs,
+        latency,
+    } = shape;
+    let mut dut = model.dut()?;
+    let mut in_ports = vec![
+        dut.port("a")?,
+        dut.port("b")?,
+        dut.port("op")?,
+        dut.port("addr")?,
+        dut.port("ld_data")?,
+        dut.port("rd_addr")?,
+    ];
+    if rows > 1 {
+        in_ports.push(dut.port("rd_row")?);
+    }
+    let rd_data = dut.port("rd_data")?;
+
+    // Legalize the stream, then append the drain and the read-back sweep.
+    struct Issue {
+        op: PeOp,
+        addr: u32,
+        a: Vec<u16>,
+        b: Vec<u16>,
+        ld_data: u32,
+        rd_addr: u32,
+        rd_row: u32,
+    }
+    let hot = HOT.min(regs);
+    let mut last = vec![i64::MIN / 2; regs as usize];
+    let mut issues = vec![];
+    let mut ops = 0u64;
+    for (t, c) in cycles.iter().enumerate() {
+        let addr = if c.hot { c.addr % hot } else { c.addr % regs };
+        let mut op = decode(c.op);
+        if op != PeOp::Nop {
+            if (t as i64) - last[addr as usize] < latency as i64 {
+                op = PeOp::Nop;
+            } else {
+                last[addr as usize] = t as i64;
+                ops += 1;
+            }
+        }
+        let rd_addr = if c.rd_addr & 1 == 0 {
+            (c.rd_addr >> 1) % hot
+        } else {
+            (c.rd_addr >> 1) % regs
+        };
+        issues.push(Issue {
+            op,
+            addr,
+            a: c.a.clone(),
+            b: c.b.clone(),
+            ld_data: c.ld_data,
+            rd_addr,
+            rd_row: c.rd_row % rows,
+        });
+    }
+    let idle = |rd_row: u32, rd_addr: u32| Issue {
+        op: PeOp::Nop,
+        addr: 0,
+        a: vec![0; rows as usize],
+        b: vec![0; cols as usize],
+        ld_data: 0,
+        rd_addr,
+        rd_row,
+    };
+    for _ in 0..latency {
+        issues.push(idle(0, 0));
+    }
+    for r in 0..rows {
+        for k in 0..regs {
+            issues.push(idle(r, k));
+        }
+    }
+
+    // Pack the inputs.
+    let pack16 = |xs: &[u16], words: &mut Vec<u32>| {
+        for pair in xs.chunks(2) {
+            words.push(pair[0] as u32 | pair.get(1).map_or(0, |&x| (x as u32) << 16));
+        }
+    };
+    let mut words = vec![];
+    for i in &issues {
+        pack16(&i.a, &mut words);
+        pack16(&i.b, &mut words);
+        words.push(i.op as u32);
+        words.push(i.addr);
+        words.push(i.ld_data);
+        words.push(i.rd_addr);
+        if rows > 1 {
+            words.push(i.rd_row);
+        }
+    }
+    let out = dut.run(&in_ports, &words, &[rd_data], issues.len() as u64);
+
+    // Replay on the model.
+    let mut pes: Vec<PeModel> = (0..rows * cols)
+        .map(|_| PeModel::new(regs as usize))
+        .collect();
+    let mut history: Vec<Vec<String>> = vec![vec![]; (rows * cols * regs) as usize];
+    let mut pending: VecDeque<usize> = VecDeque::new();
+    for (t, i) in issues.iter().enumerate() {
+        while let Some(&j) = pending.front() {
+            if j + latency as usize > t {
+                break;
+            }
+            pending.pop_front();
+            let op = &issues[j];
+            for r in 0..rows {
+                for c in 0..cols {
+                    let (a, b) = (op.a[r as usize], op.b[c as usize]);
+                    pes[(r * cols + c) as usize].apply(op.op, op.addr as usize, a, b, op.ld_data);
+                    let h = &mut history[((r * cols + c) * regs + op.addr) as usize];
+                    h.push(format!(
+                        "cycle {j}: {:?} a={a:#06x} b={b:#06x} ld={:#010x}",
+                        op.op, op.ld_data
+                    ));
+                }
+            }
+        }
+        for c in 0..cols {
+            let expected = pes[(i.rd_row * cols + c) as usize].regs[i.rd_addr as usize];
+            let actual = out[t * cols as usize + c as usize];
+            if expected != actual {
+                let h = &history[((i.rd_row * cols + c) * regs + i.rd_addr) as usize];
+                return Ok(Err(PeMismatch {
+                    cycle: t,
+                    row: i.rd_row,
+                    col: c,
+                    reg: i.rd_addr,
+                    expected,
+                    actual,
+                    history: h[h.len().saturating_sub(4)..].to_vec(),
+                }));
+            }
+        }
+        if i.op != PeOp::Nop {
+            pending.push_back(t);
+        }
+    }
+    Ok(Ok(ops))
+}
+
+/// What a PE proptest run checked.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeChecked {
+    /// Random stimulus cycles streamed (each a vector of all the block's inputs).
+    pub cycles: u64,
+    /// Operations (MAC, clear-MAC, load) among them that passed the hazard rule.
+    pub ops: u64,
+}
+
+/// Runs `cases` proptest cases, each a stream of 1 to `max_len` random cycles; returns what was
+/// checked. On a mismatch proptest shrinks the stream (dropping cycles, simplifying operands).
+pub fn proptest_pe(
+    model: &Model,
+    shape: GridShape,
+    cases: u32,
+    max_len: usize,
+    seed: u64,
+) -> anyhow::Result<PeChecked> {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let checked = std::cell::Cell::new(PeChecked::default());
+    let strategy = prop::collection::vec(pe_cycle(shape.rows, shape.cols), 1..=max_len);
+    let result = runner.run(&strategy, |cycles| {
+        match check_pe_stream(model, shape, &cycles) {
+            Ok(Ok(n)) => {
+                let c = checked.get();
+                checked.set(PeChecked {
+                    cycles: c.cycles + cycles.len() as u64,
+                    ops: c.ops + n,
+                });
+                Ok(())
+            }
+            Ok(Err(m)) => Err(TestCaseError::fail(m.to_string())),
+            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
+        }
+    });
+    match result {
+        Ok(()) => Ok(checked.get()),
+        Err(TestError::Fail(reason, minimal)) => anyhow::bail!(
+            "{reason}\n(minimal failing stream after shrinking: {} cycle(s): {minimal:x?})",
+            minimal.len()
+        ),
+        Err(TestError::Abort(reason)) => anyhow::bail!("proptest aborted: {reason}"),
+    }
+}

@@ -1,0 +1,226 @@
+//! Building a Verilator model of an output folder's top module into a shared library, cached by
+//! content hash.
+//!
+//! The C++ shim is rendered with tera from the manifest's port list; `verilator --cc --exe
+//! --build` compiles model and shim with `-fPIC` and links them with `-shared`, so the "exe" is
+//! a library that libloading opens. The cache key covers the Verilog text, the shim, the
+//! options and Verilator's version, so an unchanged design is never rebuilt, and a changed one
+//! always is. Concurrent builds of the same design (parallel tests) serialize on a lock file.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use gen::manifest::{Manifest, ModuleEntry};
+use gen::tools::{require, verilator_version, Tool};
+use serde::Serialize;
+
+const SHIM_TEMPLATE: &str = include_str!("../templates/shim.cpp.tera");
+
+/// Options that change the built model.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BuildOptions {
+    /// Build with VCD tracing (waveforms).
+    pub trace: bool,
+}
+
+impl BuildOptions {
+    /// Options from the environment: `REGFLASH_WAVES=1` turns tracing on.
+    pub fn from_env() -> Self {
+        BuildOptions {
+            trace: std::env::var("REGFLASH_WAVES").is_ok_and(|v| v == "1"),
+        }
+    }
+}
+
+/// A built model: the shared library and the port list of its top.
+#[derive(Clone, Debug)]
+pub struct Built {
+    pub library: PathBuf,
+    pub top: ModuleEntry,
+    pub options: BuildOptions,
+    /// False when the library came from the cache.
+    pub compiled: bool,
+}
+
+#[derive(Serialize)]
+struct ShimPort {
+    name: String,
+    width: u32,
+    words: u32,
+    last_mask: String,
+    input: bool,
+}
+
+/// Renders the C++ shim for `top`.
+pub fn render_shim(top: &ModuleEntry, options: &BuildOptions) -> Result<String> {
+    let ports: Vec<ShimPort> = top
+        .ports
+        .iter()
+        .map(|p| {
+            let rem = p.width % 32;
+            ShimPort {
+                name: p.name.clone(),
+                width: p.width,
+                words: p.width.div_ceil(32),
+                last_mask: if rem == 0 {
+                    "0xffffffff".into()
+                } else {
+                    format!("{:#x}", (1u64 << rem) - 1)
+                },
+                input: p.is_input(),
+            }
+        })
+        .collect();
+    let mut ctx = tera::Context::new();
+    ctx.insert("top", &top.name);
+    ctx.insert("ports", &ports);
+    ctx.insert("trace", &options.trace);
+    ctx.insert("has_clk", &top.port("clk").is_some());
+    tera::Tera::one_off(SHIM_TEMPLATE, &ctx, false).context("cannot render the C++ shim")
+}
+
+/// Where built models are cached: `$REGFLASH_CACHE_DIR`, else `$XDG_CACHE_HOME/regflash`, else
+/// `~/.cache/regflash`, else the system temp folder.
+pub fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("REGFLASH_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("regflash");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("regflash");
+    }
+    std::env::temp_dir().join("regflash-cache")
+}
+
+/// 64-bit FNV-1a: a stable content hash for cache keys (std's hasher may change between
+/// Rust releases).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        // Separate fields so ("ab","c") and ("a","bc") differ.
+        self.0 ^= 0xff;
+        self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+    }
+}
+
+/// Builds (or finds in the cache) the Verilator model of the folder `dir`'s top module.
+pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
+    let manifest = Manifest::load(dir)?;
+    let top = manifest.top_module().clone();
+    let (major, minor) = verilator_version()?;
+    let shim = render_shim(&top, options)?;
+    let mut hash = Fnv::new();
+    hash.feed(format!("verilator {major}.{minor}").as_bytes());
+    hash.feed(shim.as_bytes());
+    hash.feed(format!("{options:?}").as_bytes());
+    let mut sources = vec![];
+    for f in &manifest.files {
+        let path = dir.join(f);
+        let text = std::fs::read(&path).with_context(|| {
+            format!(
+                "{} is listed in manifest.json but cannot be read",
+                path.display()
+            )
+        })?;
+        hash.feed(f.as_bytes());
+        hash.feed(&text);
+        sources.push((f.clone(), text));
+    }
+    let key = format!("{}-{:016x}", top.name, hash.0);
+    let root = cache_root().join("verilator");
+    std::fs::create_dir_all(&root)
+        .with_context(|| format!("cannot create the model cache {}", root.display()))?;
+    let final_dir = root.join(&key);
+    let library = final_dir.join("libdut.so");
+    if library.is_file() {
+        return Ok(Built {
+            library,
+            top,
+            options: options.clone(),
+            compiled: false,
+        });
+    }
+
+    // One builder at a time per design; whoever waited finds the library afterwards.
+    let lock_path = root.join(format!("{key}.lock"));
+    let lock = File::create(&lock_path)
+        .with_context(|| format!("cannot create lock file {}", lock_path.display()))?;
+    lock.lock().context("cannot lock the model cache")?;
+    if library.is_file() {
+        return Ok(Built {
+            library,
+            top,
+            options: options.clone(),
+            compiled: false,
+        });
+    }
+    let work = root.join(format!("{key}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(work.join("src"))?;
+    let mut files = vec![];
+    for (name, text) in &sources {
+        let p = work.join("src").join(name);
+        std::fs::write(&p, text)?;
+        files.push(p);
+    }
+    let shim_path = work.join("src").join("regflash_shim.cpp");
+    std::fs::write(&shim_path, shim)?;
+
+    let verilator = require(Tool::Verilator)?;
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cmd = Command::new(verilator);
+    cmd.current_dir(&work)
+        .args(["--cc", "--exe", "--build", "-Wno-fatal"])
+        .args(["-j", &jobs.to_string()])
+        .args(["--top-module", &top.name])
+        .args(["-Mdir", "obj", "-o", "libdut.so"])
+        .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"]);
+    if options.trace {
+        cmd.arg("--trace");
+    }
+    cmd.args(&files).arg(&shim_path);
+    let out = cmd
+        .output()
+        .context("cannot run verilator to build the simulation model")?;
+    if !out.status.success() {
+        let log = gen::tools::tail(&out, 80);
+        let _ = std::fs::remove_dir_all(&work);
+        bail!(
+            "building the Verilator model of `{}` failed ({}). Compiler output:\n{log}",
+            top.name,
+            out.status
+        );
+    }
+    let built = work.join("obj").join("libdut.so");
+    if !built.is_file() {
+        bail!(
+            "verilator reported success but {} is missing",
+            built.display()
+        );
+    }
+    // Keep only the library: the object folder is large and not needed again.
+    std::fs::create_dir_all(&final_dir)?;
+    std::fs::rename(&built, final_dir.join("libdut.so.partial"))?;
+    std::fs::rename(final_dir.join("libdut.so.partial"), &library)?;
+    let _ = std::fs::remove_dir_all(&work);
+    // The lock file stays: removing it could let a waiting builder and a new one race.
+    drop(lock);
+    Ok(Built {
+        library,
+        top,
+        options: options.clone(),
+        compiled: true,
+    })
+}
