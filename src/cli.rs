@@ -3,11 +3,17 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use hdl::config::CoreConfig;
+use gen::flow::{CellStats, SynthReport};
+use gen::tools::ScratchDir;
+use hdl::config::{CoreConfig, PRESETS};
+use hdl::units::UNITS;
+use serde::Serialize;
 
 use crate::design::{generate, Target};
+use crate::verify::run::{verify_pe_block, verify_pure, BlockReport};
+use crate::verify::units::PURE_UNITS;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -22,6 +28,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Generate every block of a preset, lint and synthesize it, simulate it under Verilator
+    /// against the bit-exact Rust models, and report.
+    Verify(VerifyArgs),
     /// Write Verilog, files.f and manifest.json for a preset design or one unit.
     Gen(GenArgs),
     /// Run `verilator --lint-only -Wall` and Yosys synthesis checks on a generated folder.
@@ -29,13 +38,17 @@ pub enum Command {
         /// Folder written by `regflash gen`.
         dir: PathBuf,
     },
+    /// Synthesize a preset design or one unit with Yosys (generic cells) and report cell counts.
+    Synth(SynthArgs),
+    /// List the presets with their derived figures.
+    Presets,
 }
 
 /// Which configuration to start from and how to change it.
 #[derive(Args, Debug, Clone)]
 pub struct ConfigArgs {
-    /// Built-in preset (seed, small).
-    #[arg(long, default_value = "seed")]
+    /// Built-in preset (seed: 32x32 PEs; small: 4x4 PEs).
+    #[arg(long, default_value = "small")]
     pub preset: String,
     /// Override: fp16_mul pipeline registers (0..=2).
     #[arg(long)]
@@ -78,37 +91,267 @@ pub struct GenArgs {
     pub out: PathBuf,
 }
 
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Synthesize one block instead of the whole design.
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// Also write the report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Random vectors per pure unit (FP units, MAC); PE blocks get about as many cycles.
+    #[arg(long, default_value_t = 200_000)]
+    pub vectors: u32,
+    /// proptest seed (fixed, so a run is reproducible).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also write the report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Gen(args) => {
-            let cfg = args.config.resolve()?;
-            let target = match &args.unit {
-                Some(u) => Target::Unit(u.clone()),
-                None => Target::Core,
-            };
-            let manifest = generate(&cfg, &target, &args.out)?;
-            let lines: usize = manifest
-                .files
-                .iter()
-                .map(|f| std::fs::read_to_string(args.out.join(f)).map(|t| t.lines().count()))
-                .sum::<std::io::Result<usize>>()?;
-            println!(
-                "wrote {} module(s), {lines} lines of Verilog, top `{}`, to {}",
-                manifest.files.len(),
-                manifest.top,
-                args.out.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Gen(args) => gen_cmd(args),
         Command::Lint { dir } => {
             let report = gen::flow::lint(&dir)?;
             println!("{}", report.summary());
-            Ok(if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(exit(report.passed()))
+        }
+        Command::Synth(args) => synth_cmd(args),
+        Command::Verify(args) => verify_cmd(args),
+        Command::Presets => {
+            presets_cmd()?;
+            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn target(unit: &Option<String>) -> Target {
+    match unit {
+        Some(u) => Target::Unit(u.clone()),
+        None => Target::Core,
+    }
+}
+
+fn gen_cmd(args: GenArgs) -> Result<ExitCode> {
+    let cfg = args.config.resolve()?;
+    let manifest = generate(&cfg, &target(&args.unit), &args.out)?;
+    let lines: usize = manifest
+        .files
+        .iter()
+        .map(|f| std::fs::read_to_string(args.out.join(f)).map(|t| t.lines().count()))
+        .sum::<std::io::Result<usize>>()?;
+    println!(
+        "wrote {} module(s), {lines} lines of Verilog, top `{}`, to {}",
+        manifest.files.len(),
+        manifest.top,
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_json<T: Serialize>(path: &PathBuf, value: &T) -> Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
+        .with_context(|| format!("cannot write report {}", path.display()))
+}
+
+fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
+    let cfg = args.config.resolve()?;
+    let dir = ScratchDir::new("synth")?;
+    generate(&cfg, &target(&args.unit), dir.path())?;
+    let report = gen::flow::synth(dir.path())?;
+    println!("{}", synth_table(&report));
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed()))
+}
+
+/// Markdown table of a synthesis report: each module's own cells, then the flattened total.
+pub fn synth_table(r: &SynthReport) -> String {
+    let mut s =
+        String::from("| module | cells | flip-flops | logic cells |\n|---|---:|---:|---:|\n");
+    let row = |name: &str, c: &CellStats| {
+        format!(
+            "| {name} | {} | {} | {} |\n",
+            c.cells,
+            c.flip_flops,
+            c.cells - c.flip_flops
+        )
+    };
+    for (name, c) in &r.modules {
+        s.push_str(&row(name, c));
+    }
+    s.push_str(&row(&format!("**{} (whole hierarchy)**", r.top), &r.total));
+    s.push_str(&format!(
+        "\nlatches: {}; yosys check problems: {}",
+        r.latches,
+        r.yosys_problems.len()
+    ));
+    s
+}
+
+#[derive(Serialize)]
+struct VerifyBlock {
+    unit: String,
+    passed: bool,
+    error: Option<String>,
+    check: Option<BlockReport>,
+    lint_clean: bool,
+    lint: Vec<String>,
+    cells: u64,
+    flip_flops: u64,
+}
+
+#[derive(Serialize)]
+struct VerifyReport {
+    preset: String,
+    config: CoreConfig,
+    seed: u64,
+    passed: bool,
+    blocks: Vec<VerifyBlock>,
+}
+
+fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
+    let cfg = args.config.resolve()?;
+    let mut blocks = vec![];
+    let pe_cases = (args.vectors / 500).max(1);
+    for unit in UNITS {
+        eprintln!(
+            "[{}/{}] {unit}: generate, lint, synthesize, simulate ...",
+            blocks.len() + 1,
+            UNITS.len()
+        );
+        let lint_dir = ScratchDir::new("verify")?;
+        generate(&cfg, &Target::Unit(unit.to_string()), lint_dir.path())?;
+        let lint = gen::flow::lint(lint_dir.path())?;
+        let check = if PURE_UNITS.iter().any(|u| u.name == *unit) {
+            verify_pure(&cfg, unit, args.vectors, args.seed)
+        } else {
+            verify_pe_block(&cfg, unit, pe_cases, 1000, args.seed)
+        };
+        let (check, error) = match check {
+            Ok(r) => (Some(r), None),
+            Err(e) => {
+                eprintln!("{unit}: {e:#}");
+                (None, Some(format!("{e:#}")))
+            }
+        };
+        let mut lint_msgs = lint.verilator.clone();
+        lint_msgs.extend(lint.synth.yosys_problems.iter().cloned());
+        if lint.synth.latches > 0 {
+            lint_msgs.push(format!("{} latches", lint.synth.latches));
+        }
+        blocks.push(VerifyBlock {
+            unit: unit.to_string(),
+            passed: error.is_none() && lint.passed(),
+            error,
+            check,
+            lint_clean: lint.passed(),
+            lint: lint_msgs,
+            cells: lint.synth.total.cells,
+            flip_flops: lint.synth.total.flip_flops,
+        });
+    }
+    let passed = blocks.iter().all(|b| b.passed);
+    println!(
+        "regflash verify --preset {} ({}x{} PEs, {} registers/PE)\n",
+        cfg.name, cfg.rows, cfg.cols, cfg.regs_per_pe
+    );
+    println!("| block | module | latency | directed | random | RTL = model | lint + synth | cells | flip-flops | checked cycles/s |");
+    println!("|---|---|---:|---:|---:|---|---|---:|---:|---:|");
+    for b in &blocks {
+        let (module, latency, directed, random, rate) = match &b.check {
+            Some(c) => (
+                c.module.clone(),
+                c.latency.to_string(),
+                c.directed_vectors.to_string(),
+                c.random_vectors.to_string(),
+                format!("{:.2e}", c.sim_cycles as f64 / c.sim_seconds.max(1e-9)),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "| {} | {module} | {latency} | {directed} | {random} | {} | {} | {} | {} | {rate} |",
+            b.unit,
+            if b.error.is_none() {
+                "yes, bit exact"
+            } else {
+                "**MISMATCH**"
+            },
+            if b.lint_clean { "clean" } else { "**FAILED**" },
+            b.cells,
+            b.flip_flops,
+        );
+    }
+    for b in blocks.iter().filter(|b| !b.lint.is_empty()) {
+        println!(
+            "\n{} lint/synthesis problems:\n  {}",
+            b.unit,
+            b.lint.join("\n  ")
+        );
+    }
+    println!(
+        "\n{}",
+        if passed {
+            "PASS: every block's Verilog equals its bit-exact model on every vector, lint-clean, no latches."
+        } else {
+            "FAIL: see the blocks marked above."
+        }
+    );
+    if let Some(path) = &args.report {
+        write_json(
+            path,
+            &VerifyReport {
+                preset: cfg.name.clone(),
+                config: cfg.clone(),
+                seed: args.seed,
+                passed,
+                blocks,
+            },
+        )?;
+    }
+    Ok(exit(passed))
+}
+
+fn presets_cmd() -> Result<()> {
+    println!("| preset | PEs | Br x Bc x d | registers/PE | register file | S + O_acc need | peak MACs/cycle | MAC latency |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
+    for name in PRESETS {
+        let c = CoreConfig::preset(name)?;
+        println!(
+            "| {name} | {}x{} = {} | {}x{}x{} | {} | {} KiB | {} KiB ({:.0} %) | {} | {} |",
+            c.rows,
+            c.cols,
+            c.pes(),
+            c.br,
+            c.bc,
+            c.head_dim,
+            c.regs_per_pe,
+            c.register_bytes() / 1024,
+            c.register_bytes_needed() as f64 / 1024.0,
+            100.0 * c.register_bytes_needed() as f64 / c.register_bytes() as f64,
+            c.peak_macs_per_cycle(),
+            c.mul_latency + c.add_latency,
+        );
+    }
+    Ok(())
 }

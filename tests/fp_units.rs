@@ -1,32 +1,25 @@
 //! Every FP unit's Verilog under Verilator against its bit-exact Rust model: directed special
-//! values (all pairs / triples, exhaustive sweeps where the space allows) and 200,000
-//! proptest-generated biased vectors per unit (one proptest case each, so a failure
+//! values (all pairs / triples, exhaustive sweeps where the space allows) streamed back to back,
+//! and 200,000 proptest-generated biased vectors per unit (one proptest case each, so a failure
 //! shrinks to a minimal vector), at the shortest and longest pipeline.
 
 mod common;
 
 use common::*;
-use regflash::verify::pure::{check_stream, proptest_vectors};
-use regflash::verify::units::{directed, pure_unit, strategy};
+use regflash::verify::run::verify_pure;
 
 fn check_unit(name: &str, mul_latency: u32, add_latency: u32, seed: u64) {
-    let cfg = small(mul_latency, add_latency);
-    let (model, latency) = unit_model(&cfg, name);
-    let unit = pure_unit(name).unwrap();
-    let mut dut = model.dut().unwrap();
-
-    let vectors = directed(name);
-    assert!(!vectors.is_empty());
-    if let Err(m) = check_stream(&mut dut, unit, latency, &vectors).unwrap() {
-        panic!("directed vectors:\n{m}");
-    }
-
-    let checked = proptest_vectors(&mut dut, unit, latency, strategy(name), CASES, seed)
+    let r = verify_pure(&small(mul_latency, add_latency), name, CASES, seed)
         .unwrap_or_else(|e| panic!("{e:#}"));
-    assert_eq!(checked, CASES as u64, "every generated vector was checked");
+    assert!(r.directed_vectors > 0);
+    assert_eq!(
+        r.random_vectors, CASES as u64,
+        "every generated vector was checked"
+    );
+    assert!(r.sim_cycles >= r.directed_vectors + r.random_vectors);
     eprintln!(
-        "{name} (latency {latency}): {} directed + {checked} random vectors match the model",
-        vectors.len()
+        "{} ({}, latency {}): {} directed + {} random vectors match the model",
+        name, r.module, r.latency, r.directed_vectors, r.random_vectors
     );
 }
 

@@ -6,59 +6,50 @@ mod common;
 
 use common::*;
 use hdl::config::CoreConfig;
-use regflash::verify::pe::{proptest_pe, GridShape};
+use regflash::verify::run::verify_pe_block;
 
-/// Streams of up to this many cycles; 500 cases average ~200,000 cycles per block.
+/// Streams of up to this many cycles; 500 cases average ~250,000 cycles per block.
 const MAX_LEN: usize = 1000;
 const PE_CASES: u32 = 500;
 
-fn check(cfg: &CoreConfig, unit: &str, rows: u32, cols: u32, cases: u32, seed: u64) -> u64 {
-    let (model, latency) = unit_model(cfg, unit);
+fn check(cfg: &CoreConfig, unit: &str, cases: u32, seed: u64) -> u64 {
+    let r = verify_pe_block(cfg, unit, cases, MAX_LEN, seed).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(
-        latency,
+        r.latency,
         cfg.mul_latency + cfg.add_latency + 1,
         "PE latency = MAC + write-back"
     );
-    let shape = GridShape {
-        rows,
-        cols,
-        regs: cfg.regs_per_pe,
-        latency,
-    };
-    let checked =
-        proptest_pe(&model, shape, cases, MAX_LEN, seed).unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!(
-        "{unit} {rows}x{cols} (latency {latency}): {} cycles, {} operations match the model",
-        checked.cycles, checked.ops
+        "{} (latency {}): {} cycles, {} operations match the model",
+        r.module, r.latency, r.random_vectors, r.operations
     );
     assert!(
-        checked.ops > checked.cycles / 3,
+        r.operations > r.random_vectors / 3,
         "the hazard rule left too few operations"
     );
-    checked.cycles
+    r.random_vectors
 }
 
 #[test]
 fn pe_pipelined_mac() {
-    let cycles = check(&small(1, 1), "pe", 1, 1, PE_CASES, 11);
+    let cycles = check(&small(1, 1), "pe", PE_CASES, 11);
     assert!(cycles >= 200_000, "only {cycles} cycles checked");
 }
 
 #[test]
 fn pe_combinational_mac_accumulates_every_cycle() {
-    let cycles = check(&small(0, 0), "pe", 1, 1, PE_CASES, 12);
+    let cycles = check(&small(0, 0), "pe", PE_CASES, 12);
     assert!(cycles >= 200_000, "only {cycles} cycles checked");
 }
 
 #[test]
 fn pe_deepest_pipeline() {
-    check(&small(2, 2), "pe", 1, 1, 100, 13);
+    check(&small(2, 2), "pe", 100, 13);
 }
 
 #[test]
 fn grid_small_preset() {
-    let cfg = small(1, 1);
-    check(&cfg, "pe_grid", cfg.rows, cfg.cols, 100, 14);
+    check(&small(1, 1), "pe_grid", 100, 14);
 }
 
 #[test]
@@ -72,7 +63,7 @@ fn grid_odd_shape_few_registers() {
         regs_per_pe: 8,
         ..small(1, 0)
     };
-    check(&cfg, "pe_grid", 3, 2, 100, 15);
+    check(&cfg, "pe_grid", 100, 15);
 }
 
 #[test]
@@ -86,5 +77,5 @@ fn grid_one_by_one() {
         regs_per_pe: 2,
         ..small(0, 1)
     };
-    check(&cfg, "pe_grid", 1, 1, 100, 16);
+    check(&cfg, "pe_grid", 100, 16);
 }

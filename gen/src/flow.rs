@@ -16,15 +16,13 @@ pub struct LintReport {
     pub top: String,
     /// Verilator `-Wall` warnings and errors, one per entry (empty when clean).
     pub verilator: Vec<String>,
-    /// Problems Yosys `check` reported after synthesis (logic loops, multiple drivers, ...).
-    pub yosys_problems: Vec<String>,
-    /// Latch cells after synthesis (must be 0).
-    pub latches: u64,
+    /// Generic Yosys synthesis: cell counts, latches and `check` problems.
+    pub synth: SynthReport,
 }
 
 impl LintReport {
     pub fn passed(&self) -> bool {
-        self.verilator.is_empty() && self.yosys_problems.is_empty() && self.latches == 0
+        self.verilator.is_empty() && self.synth.passed()
     }
 
     /// A human-readable account of what failed, or "clean".
@@ -39,11 +37,14 @@ impl LintReport {
         for w in &self.verilator {
             s.push_str(&format!("  verilator: {w}\n"));
         }
-        for p in &self.yosys_problems {
+        for p in &self.synth.yosys_problems {
             s.push_str(&format!("  yosys check: {p}\n"));
         }
-        if self.latches > 0 {
-            s.push_str(&format!("  yosys: {} latch cells inferred\n", self.latches));
+        if self.synth.latches > 0 {
+            s.push_str(&format!(
+                "  yosys: {} latch cells inferred\n",
+                self.synth.latches
+            ));
         }
         s
     }
@@ -66,6 +67,13 @@ pub struct SynthReport {
     pub total: CellStats,
     pub latches: u64,
     pub yosys_problems: Vec<String>,
+}
+
+impl SynthReport {
+    /// No latches and no `check` problems (combinational loops, multiple drivers, ...).
+    pub fn passed(&self) -> bool {
+        self.latches == 0 && self.yosys_problems.is_empty()
+    }
 }
 
 /// Runs Verilator's lint and Yosys synthesis checks on the folder `dir` (written by `gen`).
@@ -95,8 +103,7 @@ pub fn lint(dir: &Path) -> Result<LintReport> {
     Ok(LintReport {
         top: manifest.top,
         verilator: warnings,
-        yosys_problems: synth.yosys_problems,
-        latches: synth.latches,
+        synth,
     })
 }
 

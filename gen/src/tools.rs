@@ -62,15 +62,19 @@ pub fn verilator_version() -> Result<(u32, u32)> {
     let text = String::from_utf8_lossy(&out.stdout);
     let version = parse_verilator_version(&text)
         .with_context(|| format!("cannot parse Verilator's version from `{}`", text.trim()))?;
-    if version.0 < 5 {
+    check_verilator_version(version)?;
+    Ok(version)
+}
+
+/// Accepts Verilator 5.0 and newer (the shim uses the Verilator 5 API).
+pub fn check_verilator_version((major, minor): (u32, u32)) -> Result<()> {
+    if major < 5 {
         bail!(
-            "Verilator {}.{:03} is too old: regflash needs Verilator 5.0 or newer \
-             (Debian 12 ships 5.006: `sudo apt-get install -y verilator`)",
-            version.0,
-            version.1
+            "Verilator {major}.{minor:03} is too old: regflash needs Verilator 5.0 or newer \
+             (Debian 12 ships 5.006: `sudo apt-get install -y verilator`)"
         );
     }
-    Ok(version)
+    Ok(())
 }
 
 /// Parses "Verilator 5.006 2023-01-22 rev ..." into (5, 6).

@@ -478,6 +478,9 @@ impl Plan<'_> {
             .unwrap();
         }
 
+        if !m.insts.is_empty() {
+            out.push('\n');
+        }
         for inst in &m.insts {
             let mut conns = vec![];
             if inst.module.has_clk {
@@ -495,14 +498,29 @@ impl Plan<'_> {
                 };
                 conns.push(format!("        .{}({})", p.name, self.bare(id)));
             }
-            writeln!(
-                out,
-                "\n    {} {} (\n{}\n    );",
+            // Short connection lists stay on one line: a 32x32 grid reads as 1,024 lines.
+            let one_line = format!(
+                "    {} {} ({});",
                 inst.module.name,
                 inst.name,
-                conns.join(",\n")
-            )
-            .unwrap();
+                conns
+                    .iter()
+                    .map(|c| c.trim())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if one_line.len() <= 200 {
+                writeln!(out, "{one_line}").unwrap();
+            } else {
+                writeln!(
+                    out,
+                    "    {} {} (\n{}\n    );",
+                    inst.module.name,
+                    inst.name,
+                    conns.join(",\n")
+                )
+                .unwrap();
+            }
         }
 
         let outs: Vec<&Port> = m.ports.iter().filter(|p| p.dir == Dir::Output).collect();

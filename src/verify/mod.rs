@@ -2,5 +2,6 @@
 
 pub mod pe;
 pub mod pure;
+pub mod run;
 pub mod stimulus;
 pub mod units;

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 use verilator_tb::Model;
 
-use super::stimulus::{f16_value, f32_value};
+use super::stimulus::{f16_value, f32_value, F16_SPECIALS, F32_SPECIALS};
 
 /// Shape of the PE block under test (a single PE is a 1×1 grid: the ports are the same).
 #[derive(Clone, Copy, Debug)]
@@ -66,6 +66,46 @@ pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
         })
 }
 
+/// Directed stream: every binary32 special loaded into a register, then two MACs of every pair
+/// of binary16 specials on top of it (special + special × special), for each PE a different
+/// pairing. Six registers rotate, so no operation waits on the hazard rule (latency ≤ 6).
+pub fn directed_pe_stream(rows: u32, cols: u32) -> Vec<PeCycle> {
+    let n16 = F16_SPECIALS.len();
+    let mut triples = vec![];
+    for &ld in F32_SPECIALS {
+        for i in 0..n16 {
+            for j in 0..n16 {
+                triples.push((ld, i, j));
+            }
+        }
+    }
+    let mut cycles = vec![];
+    for group in triples.chunks(HOT as usize) {
+        for (phase, op) in [(0, 3u8), (1, 1), (2, 1)] {
+            for (reg, &(ld, i, j)) in group.iter().enumerate() {
+                // Row r multiplies special (i + r), column c special (j + c); the second MAC
+                // swaps the operands.
+                let (fa, fb) = if phase == 2 { (j, i) } else { (i, j) };
+                cycles.push(PeCycle {
+                    op,
+                    hot: true,
+                    addr: reg as u32,
+                    a: (0..rows)
+                        .map(|r| F16_SPECIALS[(fa + r as usize) % n16])
+                        .collect(),
+                    b: (0..cols)
+                        .map(|c| F16_SPECIALS[(fb + c as usize) % n16])
+                        .collect(),
+                    ld_data: ld,
+                    rd_addr: 2 * reg as u32,
+                    rd_row: (reg as u32) % rows,
+                });
+            }
+        }
+    }
+    cycles
+}
+
 /// A read-port mismatch.
 #[derive(Debug, Clone)]
 pub struct PeMismatch {
@@ -112,13 +152,22 @@ fn decode(op: u8) -> PeOp {
     }
 }
 
+/// What one stream exercised.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamStats {
+    /// Operations issued (after the hazard rule).
+    pub ops: u64,
+    /// Clock cycles simulated (stimulus, drain and read-back).
+    pub sim_cycles: u64,
+}
+
 /// Runs `cycles` (plus a drain and a full read-back) on a fresh instance of `model` and compares
-/// every read with the functional model. Returns the number of operations issued.
+/// every read with the functional model.
 pub fn check_pe_stream(
     model: &Model,
     shape: GridShape,
     cycles: &[PeCycle],
-) -> anyhow::Result<Result<u64, PeMismatch>> {
+) -> anyhow::Result<Result<StreamStats, PeMismatch>> {
     let GridShape {
         rows,
         cols,
@@ -262,7 +311,10 @@ pub fn check_pe_stream(
             pending.push_back(t);
         }
     }
-    Ok(Ok(ops))
+    Ok(Ok(StreamStats {
+        ops,
+        sim_cycles: issues.len() as u64,
+    }))
 }
 
 /// What a PE proptest run checked.
@@ -272,6 +324,8 @@ pub struct PeChecked {
     pub cycles: u64,
     /// Operations (MAC, clear-MAC, load) among them that passed the hazard rule.
     pub ops: u64,
+    /// Clock cycles simulated, drains and read-backs included.
+    pub sim_cycles: u64,
 }
 
 /// Runs `cases` proptest cases, each a stream of 1 to `max_len` random cycles; returns what was
@@ -297,7 +351,8 @@ pub fn proptest_pe(
                 let c = checked.get();
                 checked.set(PeChecked {
                     cycles: c.cycles + cycles.len() as u64,
-                    ops: c.ops + n,
+                    ops: c.ops + n.ops,
+                    sim_cycles: c.sim_cycles + n.sim_cycles,
                 });
                 Ok(())
             }

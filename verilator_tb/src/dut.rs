@@ -109,9 +109,37 @@ impl Model {
     }
 
     /// A fresh simulation instance, reset if the design has a reset (see [`Dut::reset`]).
-    /// With waveforms enabled, it writes `<top>-<pid>-<n>.vcd` into `$REGFLASH_WAVES_DIR`
-    /// (default `waves/`).
+    /// With waveforms enabled (`REGFLASH_WAVES=1`), it writes `<top>-<pid>-<n>.vcd` into
+    /// `$REGFLASH_WAVES_DIR` (default `waves/`).
     pub fn dut(&self) -> Result<Dut> {
+        let waves = if self.options.trace {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let dir = std::env::var_os("REGFLASH_WAVES_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("waves"));
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create waveform folder {}", dir.display()))?;
+            Some(dir.join(format!(
+                "{}-{}-{}.vcd",
+                self.top.name,
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            )))
+        } else {
+            None
+        };
+        self.instantiate(waves.as_deref())
+    }
+
+    /// A fresh instance writing its waveform to `vcd` (the model must be built with tracing).
+    pub fn dut_with_waves(&self, vcd: &Path) -> Result<Dut> {
+        if !self.options.trace {
+            bail!("the model was built without tracing: build it with BuildOptions {{ trace: true }} or REGFLASH_WAVES=1");
+        }
+        self.instantiate(Some(vcd))
+    }
+
+    fn instantiate(&self, vcd: Option<&Path>) -> Result<Dut> {
         // SAFETY: rfdut_new returns a fresh heap handle owned by the Dut until Drop.
         let handle = unsafe { (self.fns.new)() };
         let mut dut = Dut {
@@ -130,8 +158,8 @@ impl Model {
             cycles: 0,
             waves: None,
         };
-        if self.options.trace {
-            dut.waves = Some(dut.open_waves(&self.top.name)?);
+        if let Some(path) = vcd {
+            dut.open_waves(path)?;
         }
         if dut.index.contains_key("rst") {
             dut.reset(2);
@@ -365,24 +393,14 @@ impl Dut {
         out
     }
 
-    fn open_waves(&mut self, top: &str) -> Result<PathBuf> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::var_os("REGFLASH_WAVES_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("waves"));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create waveform folder {}", dir.display()))?;
-        let path = dir.join(format!(
-            "{top}-{}-{}.vcd",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+    fn open_waves(&mut self, path: &Path) -> Result<()> {
         let c = CString::new(path.display().to_string())?;
         // SAFETY: valid handle and NUL-terminated path.
         let ok = unsafe { (self.fns.trace)(self.handle, c.as_ptr()) };
         if ok != 1 {
             bail!("the model was built without tracing");
         }
-        Ok(path)
+        self.waves = Some(path.to_path_buf());
+        Ok(())
     }
 }

@@ -1,0 +1,116 @@
+//! One check per block, end to end: generate the block from a configuration, build its
+//! Verilator model, stream directed and random stimulus, compare with the model. The test suite
+//! and `regflash verify` both call these, so they check the same thing.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use hdl::config::CoreConfig;
+use serde::Serialize;
+
+use crate::design::{simulate, Target};
+use crate::verify::pe::{check_pe_stream, directed_pe_stream, proptest_pe, GridShape};
+use crate::verify::pure::{check_stream, proptest_vectors};
+use crate::verify::units::{directed, pure_unit, strategy};
+
+/// What checking one block found (it is only returned when everything matched).
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockReport {
+    pub unit: String,
+    pub module: String,
+    pub latency: u32,
+    /// Directed vectors (special values, exhaustive or boundary sweeps).
+    pub directed_vectors: u64,
+    /// proptest-generated vectors (for PE blocks: stimulus cycles).
+    pub random_vectors: u64,
+    /// PE blocks: operations issued.
+    pub operations: u64,
+    /// Clock cycles simulated.
+    pub sim_cycles: u64,
+    /// Seconds spent generating stimulus, simulating and comparing (wall clock, this machine).
+    pub sim_seconds: f64,
+    /// Seconds to build the model; 0 when it came from the cache.
+    pub build_seconds: f64,
+}
+
+/// Checks pure unit `name` (fp16_mul, fp32_add, fp16_to_fp32, fp32_to_fp16, mac): all its
+/// directed vectors streamed back to back, then `cases` proptest vectors.
+pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Result<BlockReport> {
+    let Some(unit) = pure_unit(name) else {
+        bail!("`{name}` is not a pure unit");
+    };
+    let start = Instant::now();
+    let (model, manifest) = simulate(cfg, &Target::Unit(name.into()))?;
+    let build_seconds = if model.compiled {
+        start.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+    let latency = manifest.top_module().latency;
+    let mut dut = model.dut()?;
+    let start = Instant::now();
+    let vectors = directed(name);
+    if let Err(m) = check_stream(&mut dut, unit, latency, &vectors)? {
+        bail!("directed vectors:\n{m}");
+    }
+    let random = proptest_vectors(&mut dut, unit, latency, strategy(name), cases, seed)?;
+    Ok(BlockReport {
+        unit: name.into(),
+        module: manifest.top,
+        latency,
+        directed_vectors: vectors.len() as u64,
+        random_vectors: random,
+        operations: 0,
+        sim_cycles: dut.cycles(),
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
+}
+
+/// Checks a PE (`pe`) or the PE grid (`pe_grid`) of `cfg`: the directed special-value stream,
+/// then `cases` random operation streams of up to `max_len` cycles each.
+pub fn verify_pe_block(
+    cfg: &CoreConfig,
+    unit: &str,
+    cases: u32,
+    max_len: usize,
+    seed: u64,
+) -> Result<BlockReport> {
+    let (rows, cols) = match unit {
+        "pe" => (1, 1),
+        "pe_grid" => (cfg.rows, cfg.cols),
+        other => bail!("`{other}` is not a PE block (pe, pe_grid)"),
+    };
+    let start = Instant::now();
+    let (model, manifest) = simulate(cfg, &Target::Unit(unit.into()))?;
+    let build_seconds = if model.compiled {
+        start.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+    let latency = manifest.top_module().latency;
+    let shape = GridShape {
+        rows,
+        cols,
+        regs: cfg.regs_per_pe,
+        latency,
+    };
+    let start = Instant::now();
+    let stream = directed_pe_stream(rows, cols);
+    let directed = match check_pe_stream(&model, shape, &stream)? {
+        Ok(stats) => stats,
+        Err(m) => bail!("directed special-value stream:\n{m}"),
+    };
+    let checked = proptest_pe(&model, shape, cases, max_len, seed)?;
+    Ok(BlockReport {
+        unit: unit.into(),
+        module: manifest.top,
+        latency,
+        directed_vectors: stream.len() as u64,
+        random_vectors: checked.cycles,
+        operations: checked.ops + directed.ops,
+        sim_cycles: checked.sim_cycles + directed.sim_cycles,
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
+}

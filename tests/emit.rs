@@ -1,0 +1,374 @@
+//! The emitted Verilog: lint-clean under `verilator -Wall`, synthesizable by Yosys with no
+//! latches or loops, accepted by Icarus, deterministic, one definition per module, snapshotted
+//! for small blocks; output folders that never keep stale files; and clear errors for bad
+//! configurations and missing tools.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gen::tools::ScratchDir;
+use hdl::config::CoreConfig;
+use hdl::units::UNITS;
+use hdl::Design;
+use regflash::design::{generate, Target};
+
+fn small() -> CoreConfig {
+    CoreConfig::preset("small").unwrap()
+}
+
+fn gen_into(cfg: &CoreConfig, target: Target) -> (ScratchDir, gen::Manifest) {
+    let dir = ScratchDir::new("emit").unwrap();
+    let m = generate(cfg, &target, dir.path()).unwrap();
+    (dir, m)
+}
+
+fn assert_lint_clean(dir: &Path) {
+    let report = gen::flow::lint(dir).unwrap();
+    assert!(report.passed(), "{}", report.summary());
+}
+
+#[test]
+fn every_unit_lints_clean_and_synthesizes_without_latches() {
+    for latencies in [(0, 0), (1, 1), (2, 2)] {
+        let mut cfg = small();
+        (cfg.mul_latency, cfg.add_latency) = latencies;
+        for unit in UNITS {
+            let (dir, _) = gen_into(&cfg, Target::Unit(unit.to_string()));
+            assert_lint_clean(dir.path());
+        }
+    }
+}
+
+#[test]
+fn small_preset_lints_clean() {
+    let (dir, manifest) = gen_into(&small(), Target::Core);
+    assert_eq!(manifest.top, "pe_grid_4x4_pe_r64_m1_a1");
+    assert_lint_clean(dir.path());
+}
+
+#[test]
+fn icarus_compiles_the_filelist() {
+    gen::tools::require(gen::tools::Tool::Iverilog).unwrap();
+    for target in [Target::Core, Target::Unit("pe".into())] {
+        let (dir, manifest) = gen_into(&small(), target);
+        let out = Command::new("iverilog")
+            .current_dir(dir.path())
+            .args([
+                "-g2005",
+                "-Wall",
+                "-o",
+                "sim.vvp",
+                "-s",
+                &manifest.top,
+                "-c",
+                "files.f",
+            ])
+            .output()
+            .unwrap();
+        let msgs = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "iverilog failed:\n{msgs}");
+        assert!(msgs.trim().is_empty(), "iverilog warnings:\n{msgs}");
+    }
+}
+
+#[test]
+fn seed_grid_has_one_pe_definition_and_1024_instances() {
+    let cfg = CoreConfig::preset("seed").unwrap();
+    let mut d = Design::new();
+    let top = hdl::units::build_core(&mut d, &cfg).unwrap();
+    let files = gen::render(&d, &top.name, &serde_json::json!({})).unwrap();
+    let pe_name = cfg.pe().module_name();
+    let pe_defs: Vec<_> = files
+        .iter()
+        .filter(|(_, text)| text.contains(&format!("module {pe_name} (")))
+        .collect();
+    assert_eq!(pe_defs.len(), 1, "exactly one file defines the PE");
+    let all: String = files.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        all.matches("\nmodule ").count(),
+        files.len(),
+        "one module per file"
+    );
+    let grid = &files.last().unwrap().1;
+    assert_eq!(grid.matches(&format!("    {pe_name} pe_")).count(), 1024);
+    let lines = all.lines().count();
+    eprintln!(
+        "seed grid: {} modules, {lines} lines of Verilog",
+        files.len()
+    );
+    assert!(
+        lines < 4000,
+        "the seed grid should stay compact, got {lines} lines"
+    );
+}
+
+#[test]
+fn generation_is_deterministic() {
+    let (a, _) = gen_into(&small(), Target::Core);
+    let (b, _) = gen_into(&small(), Target::Core);
+    let read = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().to_string(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(read(a.path()), read(b.path()));
+}
+
+#[test]
+fn manifest_describes_ports_latency_and_dependency_order() {
+    let (dir, m) = gen_into(&small(), Target::Unit("pe".into()));
+    let loaded = gen::Manifest::load(dir.path()).unwrap();
+    assert_eq!(loaded, m);
+    assert_eq!(
+        m.files.last().unwrap(),
+        &format!("{}.v", m.top),
+        "top comes last"
+    );
+    // Children before parents.
+    let pos = |name: &str| {
+        m.files
+            .iter()
+            .position(|f| f == &format!("{name}.v"))
+            .unwrap()
+    };
+    assert!(pos("fp16_mul_l1") < pos("mac_m1_a1"));
+    assert!(pos("fp32_add_l1") < pos("mac_m1_a1"));
+    assert!(pos("mac_m1_a1") < pos("pe_r64_m1_a1"));
+    let top = m.top_module();
+    assert_eq!(top.latency, 3);
+    let names: Vec<_> = top
+        .ports
+        .iter()
+        .map(|p| (p.name.as_str(), p.dir.as_str(), p.width))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("clk", "input", 1),
+            ("rst", "input", 1),
+            ("a", "input", 16),
+            ("b", "input", 16),
+            ("op", "input", 2),
+            ("addr", "input", 6),
+            ("ld_data", "input", 32),
+            ("rd_addr", "input", 6),
+            ("rd_data", "output", 32),
+        ]
+    );
+    assert_eq!(m.module("fp16_mul_l1").unwrap().latency, 1);
+    assert_eq!(m.module("mac_m1_a1").unwrap().latency, 2);
+    let filelist = std::fs::read_to_string(dir.path().join("files.f")).unwrap();
+    assert_eq!(filelist.lines().collect::<Vec<_>>(), m.files);
+}
+
+fn snapshot_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("snapshots")
+}
+
+/// Small blocks' Verilog is compared with checked-in snapshots. After an intended change,
+/// rerun with `REGFLASH_BLESS=1` to rewrite them, and review the diff.
+#[test]
+fn verilog_snapshots_of_small_blocks() {
+    let bless = std::env::var("REGFLASH_BLESS").is_ok_and(|v| v == "1");
+    let cfg = small();
+    let mut stale = vec![];
+    for unit in [
+        "fp16_to_fp32",
+        "fp32_to_fp16",
+        "fp16_mul",
+        "fp32_add",
+        "mac",
+    ] {
+        let mut d = Design::new();
+        let top = hdl::units::build_unit(&mut d, unit, &cfg).unwrap();
+        let config = serde_json::json!({ "snapshot": unit });
+        for (file, text) in gen::render(&d, &top.name, &config).unwrap() {
+            if file != format!("{}.v", top.name) {
+                continue;
+            }
+            let path = snapshot_dir().join(&file);
+            if bless {
+                std::fs::create_dir_all(snapshot_dir()).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            } else {
+                let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+                    panic!(
+                        "missing snapshot {}: run with REGFLASH_BLESS=1",
+                        path.display()
+                    )
+                });
+                if want != text {
+                    stale.push(file);
+                }
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "emitted Verilog differs from the snapshots for {stale:?}; if intended, rerun with \
+         REGFLASH_BLESS=1 and review the diff"
+    );
+}
+
+#[test]
+fn rerunning_into_a_folder_leaves_no_stale_files() {
+    let dir = ScratchDir::new("hygiene").unwrap();
+    let out = dir.path().join("out");
+    generate(&small(), &Target::Unit("pe".into()), &out).unwrap();
+    std::fs::write(dir.path().join("out").join("notes.txt"), "mine").unwrap();
+    let m = generate(&small(), &Target::Unit("fp32_add".into()), &out).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    let mut want = vec![
+        "files.f".to_string(),
+        "manifest.json".to_string(),
+        "notes.txt".to_string(),
+    ];
+    want.extend(m.files.clone());
+    want.sort();
+    assert_eq!(
+        names, want,
+        "old modules are removed; the user's own file stays"
+    );
+}
+
+#[test]
+fn refuses_a_non_empty_folder_it_did_not_write() {
+    let dir = ScratchDir::new("foreign").unwrap();
+    std::fs::write(dir.path().join("design.v"), "module x; endmodule\n").unwrap();
+    let err = generate(&small(), &Target::Core, dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not written by regflash"), "{err}");
+    assert!(dir.path().join("design.v").exists());
+}
+
+#[test]
+fn configuration_errors_say_what_and_how_to_fix() {
+    type Change = Box<dyn Fn(&mut CoreConfig)>;
+    let cases: Vec<(Change, &str)> = vec![
+        (Box::new(|c| c.regs_per_pe = 48), "power of two"),
+        (Box::new(|c| c.mul_latency = 3), "fp16_mul latency 3"),
+        (Box::new(|c| c.add_latency = 9), "fp32_add latency 9"),
+        (
+            Box::new(|c| c.br = 6),
+            "Br (query rows per tile) = 6 must be a positive multiple of rows = 4",
+        ),
+        (Box::new(|c| c.head_dim = 0), "head_dim = 0"),
+        (
+            Box::new(|c| c.rows = 0),
+            "rows and columns must be 1 to 256",
+        ),
+        (Box::new(|c| c.head_dim = 4096), "raise regs_per_pe"),
+        (Box::new(|c| c.clock_mhz = -1.0), "clock_mhz"),
+    ];
+    for (change, expect) in cases {
+        let mut cfg = small();
+        change(&mut cfg);
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains(expect), "expected `{expect}` in: {err}");
+    }
+    let err = CoreConfig::preset("huge").unwrap_err().to_string();
+    assert!(
+        err.contains("unknown preset `huge`") && err.contains("seed, small"),
+        "{err}"
+    );
+    let mut d = Design::new();
+    let err = hdl::units::build_unit(&mut d, "fp64_div", &small())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown unit `fp64_div`") && err.contains("fp32_add"),
+        "{err}"
+    );
+}
+
+fn regflash() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_regflash"))
+}
+
+#[test]
+fn cli_reports_bad_input_without_panicking() {
+    let dir = ScratchDir::new("cli").unwrap();
+    let out_dir = dir.path().join("o");
+    let out_s = out_dir.to_str().unwrap();
+    let runs: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["gen", "--unit", "nope", "--out", out_s],
+            "unknown unit `nope`",
+        ),
+        (
+            vec!["gen", "--preset", "nope", "--out", out_s],
+            "unknown preset `nope`",
+        ),
+        (
+            vec!["gen", "--preset", "small", "--regs", "3", "--out", out_s],
+            "power of two",
+        ),
+        (
+            vec!["lint", "/nonexistent/folder"],
+            "is /nonexistent/folder a folder written by `regflash gen`",
+        ),
+    ];
+    for (args, expect) in runs {
+        let out = regflash().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expect),
+            "{args:?}: expected `{expect}` in {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn missing_tools_are_named_with_the_install_command() {
+    let (dir, _) = gen_into(&small(), Target::Unit("fp32_add".into()));
+    let out = regflash()
+        .args(["lint", dir.path().to_str().unwrap()])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`verilator` was not found")
+            && stderr.contains("apt-get install -y verilator"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn verilator_version_gate() {
+    use gen::tools::{check_verilator_version, parse_verilator_version};
+    assert_eq!(
+        parse_verilator_version("Verilator 5.006 2023-01-22 rev (Debian 5.006-3)"),
+        Some((5, 6))
+    );
+    assert_eq!(
+        parse_verilator_version("Verilator 4.038 2020-07-11"),
+        Some((4, 38))
+    );
+    assert_eq!(parse_verilator_version("garbage"), None);
+    let err = check_verilator_version((4, 38)).unwrap_err().to_string();
+    assert!(
+        err.contains("4.038 is too old") && err.contains("5.0 or newer"),
+        "{err}"
+    );
+    check_verilator_version((5, 6)).unwrap();
+}

@@ -1,0 +1,112 @@
+//! The Verilator bridge itself: build failures are reported with the tool's own messages,
+//! waveforms are written on request, cached models are reused, bad port use is explained.
+
+use gen::tools::ScratchDir;
+use hdl::config::CoreConfig;
+use regflash::design::{generate, Target};
+use verilator_tb::{BuildOptions, Model};
+
+#[test]
+fn a_broken_design_reports_verilators_message() {
+    let dir = ScratchDir::new("broken").unwrap();
+    std::fs::write(
+        dir.path().join("broken.v"),
+        "module broken (input wire a, output wire y);\n  assign y = a +;\nendmodule\n",
+    )
+    .unwrap();
+    let manifest = gen::Manifest {
+        generator: "test".into(),
+        top: "broken".into(),
+        files: vec!["broken.v".into()],
+        modules: vec![gen::manifest::ModuleEntry {
+            name: "broken".into(),
+            file: "broken.v".into(),
+            ports: vec![
+                gen::manifest::PortEntry {
+                    name: "a".into(),
+                    dir: "input".into(),
+                    width: 1,
+                },
+                gen::manifest::PortEntry {
+                    name: "y".into(),
+                    dir: "output".into(),
+                    width: 1,
+                },
+            ],
+            latency: 0,
+        }],
+        extra_files: vec![],
+        config: serde_json::json!({}),
+    };
+    gen::output::save_manifest(&manifest, dir.path()).unwrap();
+    let err = format!(
+        "{:#}",
+        Model::build(dir.path()).err().expect("the build must fail")
+    );
+    assert!(
+        err.contains("building the Verilator model of `broken` failed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("%Error"),
+        "the compiler's message is shown: {err}"
+    );
+}
+
+#[test]
+fn waveforms_on_request_with_named_signals() {
+    let dir = ScratchDir::new("waves").unwrap();
+    let cfg = CoreConfig::preset("small").unwrap();
+    generate(&cfg, &Target::Unit("fp16_mul".into()), dir.path()).unwrap();
+    let model = Model::build_with(dir.path(), &BuildOptions { trace: true }).unwrap();
+    let vcd = dir.path().join("mul.vcd");
+    {
+        let mut dut = model.dut_with_waves(&vcd).unwrap();
+        dut.set("a", 0x3C00);
+        dut.set("b", 0x4000);
+        dut.step(3);
+        assert_eq!(dut.get("y"), 0x4000_0000);
+    }
+    let text = std::fs::read_to_string(&vcd).unwrap();
+    for name in ["product", "exp_sum", "lz", "y_q"] {
+        assert!(
+            text.contains(&format!(" {name} ")),
+            "waveform lacks `{name}`"
+        );
+    }
+    // A model built without tracing refuses to write waveforms.
+    let plain = Model::build_with(dir.path(), &BuildOptions { trace: false }).unwrap();
+    assert!(plain.dut_with_waves(&vcd).is_err());
+}
+
+#[test]
+fn an_unchanged_design_is_not_rebuilt() {
+    let cfg = CoreConfig::preset("small").unwrap();
+    let a = ScratchDir::new("cache").unwrap();
+    let b = ScratchDir::new("cache").unwrap();
+    generate(&cfg, &Target::Unit("fp32_to_fp16".into()), a.path()).unwrap();
+    generate(&cfg, &Target::Unit("fp32_to_fp16".into()), b.path()).unwrap();
+    let first = Model::build_with(a.path(), &BuildOptions::default()).unwrap();
+    let second = Model::build_with(b.path(), &BuildOptions::default()).unwrap();
+    assert!(
+        !second.compiled,
+        "same Verilog in another folder comes from the cache"
+    );
+    drop(first);
+    // A different design is a different model.
+    let c = ScratchDir::new("cache").unwrap();
+    generate(&cfg, &Target::Unit("fp16_to_fp32".into()), c.path()).unwrap();
+    let third = Model::build_with(c.path(), &BuildOptions::default()).unwrap();
+    assert_eq!(third.top().name, "fp16_to_fp32");
+}
+
+#[test]
+fn unknown_ports_are_explained() {
+    let dir = ScratchDir::new("ports").unwrap();
+    let cfg = CoreConfig::preset("small").unwrap();
+    generate(&cfg, &Target::Unit("fp16_to_fp32".into()), dir.path()).unwrap();
+    let model = Model::build(dir.path()).unwrap();
+    let dut = model.dut().unwrap();
+    let err = dut.port("b").unwrap_err().to_string();
+    assert!(err.contains("no port `b`") && err.contains("a, y"), "{err}");
+}
