@@ -33,20 +33,26 @@ pub struct BlockReport {
     pub build_seconds: f64,
 }
 
+/// Generates unit `name` of `cfg` and builds its model: (model, latency, module name, seconds
+/// spent building, 0 when the model came from the cache).
+fn build(cfg: &CoreConfig, name: &str) -> Result<(verilator_tb::Model, u32, String, f64)> {
+    let start = Instant::now();
+    let (model, manifest) = simulate(cfg, &Target::Unit(name.into()))?;
+    let seconds = if model.compiled {
+        start.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+    Ok((model, manifest.top_module().latency, manifest.top, seconds))
+}
+
 /// Checks pure unit `name` (fp16_mul, fp32_add, fp16_to_fp32, fp32_to_fp16, mac): all its
 /// directed vectors streamed back to back, then `cases` proptest vectors.
 pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Result<BlockReport> {
     let Some(unit) = pure_unit(name) else {
         bail!("`{name}` is not a pure unit");
     };
-    let start = Instant::now();
-    let (model, manifest) = simulate(cfg, &Target::Unit(name.into()))?;
-    let build_seconds = if model.compiled {
-        start.elapsed().as_secs_f64()
-    } else {
-        0.0
-    };
-    let latency = manifest.top_module().latency;
+    let (model, latency, module, build_seconds) = build(cfg, name)?;
     let mut dut = model.dut()?;
     let start = Instant::now();
     let vectors = directed(name);
@@ -56,7 +62,7 @@ pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Resul
     let random = proptest_vectors(&mut dut, unit, latency, strategy(name), cases, seed)?;
     Ok(BlockReport {
         unit: name.into(),
-        module: manifest.top,
+        module,
         latency,
         directed_vectors: vectors.len() as u64,
         random_vectors: random,
@@ -81,14 +87,7 @@ pub fn verify_pe_block(
         "pe_grid" => (cfg.rows, cfg.cols),
         other => bail!("`{other}` is not a PE block (pe, pe_grid)"),
     };
-    let start = Instant::now();
-    let (model, manifest) = simulate(cfg, &Target::Unit(unit.into()))?;
-    let build_seconds = if model.compiled {
-        start.elapsed().as_secs_f64()
-    } else {
-        0.0
-    };
-    let latency = manifest.top_module().latency;
+    let (model, latency, module, build_seconds) = build(cfg, unit)?;
     let shape = GridShape {
         rows,
         cols,
@@ -104,7 +103,7 @@ pub fn verify_pe_block(
     let checked = proptest_pe(&model, shape, cases, max_len, seed)?;
     Ok(BlockReport {
         unit: unit.into(),
-        module: manifest.top,
+        module,
         latency,
         directed_vectors: stream.len() as u64,
         random_vectors: checked.cycles,

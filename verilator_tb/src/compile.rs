@@ -144,13 +144,14 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .with_context(|| format!("cannot create the model cache {}", root.display()))?;
     let final_dir = root.join(&key);
     let library = final_dir.join("libdut.so");
+    let built = |compiled| Built {
+        library: library.clone(),
+        top: top.clone(),
+        options: options.clone(),
+        compiled,
+    };
     if library.is_file() {
-        return Ok(Built {
-            library,
-            top,
-            options: options.clone(),
-            compiled: false,
-        });
+        return Ok(built(false));
     }
 
     // One builder at a time per design; whoever waited finds the library afterwards.
@@ -159,12 +160,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .with_context(|| format!("cannot create lock file {}", lock_path.display()))?;
     lock.lock().context("cannot lock the model cache")?;
     if library.is_file() {
-        return Ok(Built {
-            library,
-            top,
-            options: options.clone(),
-            compiled: false,
-        });
+        return Ok(built(false));
     }
     let work = root.join(format!("{key}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -203,24 +199,19 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
             out.status
         );
     }
-    let built = work.join("obj").join("libdut.so");
-    if !built.is_file() {
+    let output = work.join("obj").join("libdut.so");
+    if !output.is_file() {
         bail!(
             "verilator reported success but {} is missing",
-            built.display()
+            output.display()
         );
     }
     // Keep only the library: the object folder is large and not needed again.
     std::fs::create_dir_all(&final_dir)?;
-    std::fs::rename(&built, final_dir.join("libdut.so.partial"))?;
+    std::fs::rename(&output, final_dir.join("libdut.so.partial"))?;
     std::fs::rename(final_dir.join("libdut.so.partial"), &library)?;
     let _ = std::fs::remove_dir_all(&work);
     // The lock file stays: removing it could let a waiting builder and a new one race.
     drop(lock);
-    Ok(Built {
-        library,
-        top,
-        options: options.clone(),
-        compiled: true,
-    })
+    Ok(built(true))
 }
