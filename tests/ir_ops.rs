@@ -110,6 +110,17 @@ fn zoo(
     let k14_b = m.zext(k14_1, 9);
     let fz9 = m.zext(fz, 9);
     out("o_fold_const", m.or(k14_b, fz9));
+    // Reductions over concatenations with constant parts fold away.
+    let z3 = m.zero(3);
+    let o3 = m.ones(3);
+    let one = m.lit(1, 1);
+    let x_z = m.cat(&[x, z3]);
+    let x_o = m.cat(&[o3, x]);
+    let x_1 = m.cat(&[x, one]);
+    out("o_any_xz", m.any(x_z));
+    out("o_all_xo", m.all(x_o));
+    out("o_all_xz", m.all(x_z));
+    out("o_any_x1", m.any(x_1));
     let idx = m.slice(s, 2, 0);
     let c2 = m.xor(x, y);
     let c3 = m.not(y);
@@ -185,6 +196,10 @@ fn reference(x: u128, y: u128, s: u32, w: u32, with_mul: bool) -> BTreeMap<Strin
     put("o_fold_and0", 0);
     put("o_fold_or1", m);
     put("o_fold_const", 14);
+    put("o_any_xz", (x != 0) as u128);
+    put("o_all_xo", (x == m) as u128);
+    put("o_all_xz", 0);
+    put("o_any_x1", 1);
     let idx = s & 7;
     let choices = [x, y, x ^ y, !y & m, x.wrapping_add(y) & m];
     r.insert("o_mux_index".into(), choices.get(idx as usize).copied());

@@ -68,12 +68,16 @@ fn plan(m: &Module) -> Result<Plan<'_>> {
                     .expect("instance output index");
                 Some(format!("{}_{}", inst.name, port.name))
             }
-            NodeKind::Const(_) => None,
+            // Constants and part-selects are primaries: printed in place, never given a wire.
+            NodeKind::Const(_) | NodeKind::Slice { .. } => None,
             kind => {
                 let shared = uses[i] > 1;
                 let signed_context = matches!(kind, NodeKind::Binary(BinOp::Sra, ..));
                 if reachable[i] && (shared || sliced[i] || signed_context) {
-                    let base = format!("{}_{i}", op_name(kind));
+                    let base = match m.hints.get(&(i as NodeId)) {
+                        Some(h) => h.clone(),
+                        None => format!("{}_{i}", op_name(kind)),
+                    };
                     let mut name = base.clone();
                     let mut k = 1;
                     while !taken.insert(name.clone()) {
@@ -235,8 +239,11 @@ impl Plan<'_> {
         }
         let e = self.expr(id);
         match self.m.node(id).kind {
-            NodeKind::Const(_) | NodeKind::Concat(_) | NodeKind::Repeat { .. } => e,
-            NodeKind::MemRead { .. } => e,
+            NodeKind::Const(_)
+            | NodeKind::Concat(_)
+            | NodeKind::Repeat { .. }
+            | NodeKind::MemRead { .. }
+            | NodeKind::Slice { .. } => e,
             _ => format!("({e})"),
         }
     }

@@ -46,11 +46,13 @@ fn lzc_tree(m: &mut ModuleBuilder, x: Sig) -> (Sig, Sig) {
 pub fn shift_right_sticky(m: &mut ModuleBuilder, x: Sig, amount: Sig) -> Sig {
     let w = x.width();
     let shifted = m.shr(x, amount);
+    let shifted = m.hint("shifted", shifted);
     let ones = m.ones(w);
     let kept_mask = m.shl(ones, amount);
     let lost_mask = m.not(kept_mask);
     let lost = m.and(x, lost_mask);
     let sticky = m.any(lost);
+    let sticky = m.hint("sticky", sticky);
     let top = m.slice(shifted, w - 1, 1);
     let bit0 = m.bit(shifted, 0);
     let bit0 = m.or(bit0, sticky);
@@ -83,7 +85,7 @@ pub struct Unpacked {
 }
 
 /// Splits `x` into IEEE fields; `prefix` names the exponent and fraction wires (`a` gives
-/// `a_exp`, `a_frac`). Class flags stay unnamed: callers name the ones they use.
+/// `a_exp`, `a_frac`) and hints names for the rest (`a_is_nan`, `a_sig`, ...).
 pub fn unpack(
     m: &mut ModuleBuilder,
     x: Sig,
@@ -110,15 +112,20 @@ pub fn unpack(
     let is_zero = m.and(exp_zero, frac_zero);
     let is_inf = m.and(exp_max, frac_zero);
     let is_nan = m.and(exp_max, frac_nonzero);
+    let mut h = |what: &str, s: Sig| m.hint(&format!("{prefix}_{what}"), s);
+    h("exp_max", exp_max);
+    h("frac_zero", frac_zero);
+    h("frac_nonzero", frac_nonzero);
+    h("hidden", hidden);
     Unpacked {
-        sign,
+        sign: h("sign", sign),
         exp,
         frac,
-        sig,
-        exp_eff,
-        exp_zero,
-        is_zero,
-        is_inf,
-        is_nan,
+        sig: h("sig", sig),
+        exp_eff: h("exp_eff", exp_eff),
+        exp_zero: h("exp_zero", exp_zero),
+        is_zero: h("is_zero", is_zero),
+        is_inf: h("is_inf", is_inf),
+        is_nan: h("is_nan", is_nan),
     }
 }

@@ -54,6 +54,7 @@ pub struct ModuleBuilder {
     mems: Vec<Memory>,
     insts: Vec<Instance>,
     discards: Vec<NodeId>,
+    hints: HashMap<NodeId, String>,
     names: HashSet<String>,
     latency: u32,
     child_clk: bool,
@@ -91,6 +92,7 @@ impl ModuleBuilder {
             mems: vec![],
             insts: vec![],
             discards: vec![],
+            hints: HashMap::new(),
             names,
             latency: 0,
             child_clk: false,
@@ -243,6 +245,19 @@ impl ModuleBuilder {
         self.node(NodeKind::Net(idx), value.width)
     }
 
+    /// Suggests a name for `value` without creating a net: if the emitter gives the value a
+    /// wire of its own (it is shared, or sliced), the wire gets this name; if the value is used
+    /// once and printed inline, or never used, nothing is emitted. Helpers use hints to name
+    /// everything they compute without leaving unread nets behind. The first hint wins.
+    pub fn hint(&mut self, name: &str, value: Sig) -> Sig {
+        if is_valid_identifier(name) && self.const_value(value).is_none() {
+            self.hints
+                .entry(value.id)
+                .or_insert_with(|| name.to_string());
+        }
+        value
+    }
+
     /// Declares a net to be driven later with [`ModuleBuilder::drive`] (for values needed before
     /// they can be computed).
     pub fn net(&mut self, name: &str, width: u32) -> Sig {
@@ -361,6 +376,13 @@ impl ModuleBuilder {
         self.unary(UnOp::Not, a)
     }
 
+    fn node_parts(&self, s: Sig) -> usize {
+        match self.kind(s) {
+            NodeKind::Concat(parts) => parts.len(),
+            _ => 1,
+        }
+    }
+
     fn unary(&mut self, op: UnOp, a: Sig) -> Sig {
         let w = a.width;
         if op != UnOp::Not && w == 1 {
@@ -374,6 +396,38 @@ impl ModuleBuilder {
                 UnOp::RedOr => self.lit(1, (v != 0) as u64),
                 UnOp::RedXor => self.lit(1, (v.count_ones() & 1) as u64),
             };
+        }
+        // A reduction over a concatenation with constant parts: a nonzero part settles an OR,
+        // a part with a zero bit settles an AND, and all-zero (OR) or all-one (AND) parts drop.
+        if let (UnOp::RedOr | UnOp::RedAnd, NodeKind::Concat(parts)) = (op, self.kind(a).clone()) {
+            let parts: Vec<Sig> = parts
+                .iter()
+                .map(|&p| Sig {
+                    id: p,
+                    width: self.nodes[p as usize].width,
+                })
+                .collect();
+            let mut rest = vec![];
+            for p in parts {
+                match (self.const_value(p), p.width <= 64) {
+                    (Some(v), true) => {
+                        let full = v == u64::MAX >> (64 - p.width);
+                        match op {
+                            UnOp::RedOr if v != 0 => return self.lit(1, 1),
+                            UnOp::RedAnd if !full => return self.lit(1, 0),
+                            _ => {}
+                        }
+                    }
+                    _ => rest.push(p),
+                }
+            }
+            if rest.is_empty() {
+                return self.lit(1, (op == UnOp::RedAnd) as u64);
+            }
+            if rest.len() < self.node_parts(a) {
+                let c = self.cat(&rest);
+                return self.unary(op, c);
+            }
         }
         // ~~x = x
         if let (UnOp::Not, NodeKind::Unary(UnOp::Not, inner)) = (op, self.kind(a)) {
@@ -977,6 +1031,7 @@ impl ModuleBuilder {
             mems: self.mems,
             insts: self.insts,
             discards: self.discards,
+            hints: self.hints,
             has_clk: has_state || self.child_clk,
             has_rst,
             latency: self.latency,

@@ -60,6 +60,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let ua = unpack(m, a, 5, 10, "a");
     let ub = unpack(m, b, 5, 10, "b");
     let sign = m.xor(ua.sign, ub.sign);
+    let sign = m.hint("sign", sign);
     let a_zero_b_inf = m.and(ua.is_zero, ub.is_inf);
     let a_inf_b_zero = m.and(ua.is_inf, ub.is_zero);
     let is_nan = m.or_all(&[ua.is_nan, ub.is_nan, a_zero_b_inf, a_inf_b_zero]);

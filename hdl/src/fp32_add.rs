@@ -85,8 +85,11 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let swap = m.lt(a_mag, b_mag);
     let swap = m.name("swap", swap);
     let sign = m.mux(swap, b_sign, a_sign);
+    let sign = m.hint("sign", sign);
     let x_sig = m.mux(swap, ub.sig, ua.sig);
+    let x_sig = m.hint("x_sig", x_sig);
     let y_sig = m.mux(swap, ua.sig, ub.sig);
+    let y_sig = m.hint("y_sig", y_sig);
     let x_exp = m.mux(swap, ub.exp_eff, ua.exp_eff);
     let y_exp = m.mux(swap, ua.exp_eff, ub.exp_eff);
     let x_exp = m.name("x_exp", x_exp);
@@ -94,6 +97,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let exp_diff = m.name("exp_diff", exp_diff);
     // Shifting 27 bits by 31 already moves everything into the sticky bit.
     let align = clamp(m, exp_diff, 31, 5);
+    let align = m.hint("align", align);
     let grs = m.zero(3);
     let y_ext = m.cat(&[y_sig, grs]);
     let y_aligned = shift_right_sticky(m, y_ext, align);
@@ -123,6 +127,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let sum_zero = m.is_zero(sum);
     let sum_zero = m.name("sum_zero", sum_zero);
     let carry = m.bit(sum, 27);
+    let carry = m.hint("carry", carry);
 
     // Carry: one step right, the dropped bit joins the sticky bit.
     let sum_hi = m.slice(sum, 27, 2);
@@ -131,6 +136,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let sticky_r = m.or(sum_b1, sum_b0);
     let norm_right = m.cat(&[sum_hi, sticky_r]);
     let exp_right = m.add_lit(x_exp, 1);
+    let exp_right = m.hint("exp_right", exp_right);
     let overflow = m.eq_lit(exp_right, 0xFF);
     let overflow = m.and(carry, overflow);
     let overflow = m.name("overflow", overflow);
@@ -140,6 +146,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let lz = leading_zeros(m, sum_low);
     let lz = m.name("lz", lz);
     let max_left = m.sub_lit(x_exp, 1);
+    let max_left = m.hint("max_left", max_left);
     let lz8 = m.zext(lz, 8);
     let limited = m.lt(max_left, lz8);
     let max_left5 = m.trunc(max_left, 5);

@@ -248,6 +248,8 @@ pub struct Module {
     pub regs: Vec<Reg>,
     pub mems: Vec<Memory>,
     pub insts: Vec<Instance>,
+    /// Preferred wire names for expression nodes, used if the emitter gives the node a wire.
+    pub hints: HashMap<NodeId, String>,
     /// Values whose bits are dropped on purpose (e.g. the known-zero top of a shifted value);
     /// the emitter routes them into one `unused` sink so Verilator's lint knows it is intended.
     pub discards: Vec<NodeId>,

@@ -9,25 +9,23 @@ module fp16_to_fp32 (
     output wire [31:0] y
 );
 
-    wire bits_1 = a[15];
     wire [4:0] a_exp = a[14:10];
     wire [9:0] a_frac = a[9:0];
-    wire red_6 = |a_exp;
-    wire not_7 = ~red_6;
-    wire red_8 = &a_exp;
-    wire red_9 = |a_frac;
-    wire not_10 = ~red_9;
-    wire [1:0] bits_23 = a_frac[1:0];
-    wire not_32 = ~(|(a_frac[9:8]));
-    wire and_39 = not_32 & (~(|(a_frac[7:6])));
-    wire not_47 = ~(|(a_frac[5:4]));
-    wire and_57 = and_39 & (not_47 & (~(|(a_frac[3:2]))));
-    wire not_67 = ~(|bits_23);
-    wire [3:0] shift = not_7 ? ({and_57, and_57 ? {1'b0, {not_67, not_67 ? 1'b0 : (~(a_frac[1]))}} : {and_39, and_39 ? {not_47, not_47 ? (~(a_frac[3])) : (~(a_frac[5]))} : {not_32, not_32 ? (~(a_frac[7])) : (~(a_frac[9]))}}} + 4'd1) : 4'd0;
+    wire a_hidden = |a_exp;
+    wire a_exp_zero = ~a_hidden;
+    wire a_exp_max = &a_exp;
+    wire a_frac_nonzero = |a_frac;
+    wire a_frac_zero = ~a_frac_nonzero;
+    wire not_32 = ~(|a_frac[9:8]);
+    wire and_39 = not_32 & (~(|a_frac[7:6]));
+    wire not_47 = ~(|a_frac[5:4]);
+    wire and_57 = and_39 & (not_47 & (~(|a_frac[3:2])));
+    wire not_67 = ~(|a_frac[1:0]);
+    wire [3:0] shift = a_exp_zero ? ({and_57, and_57 ? {1'b0, {not_67, not_67 ? 1'b0 : (~a_frac[1])}} : {and_39, and_39 ? {not_47, not_47 ? (~a_frac[3]) : (~a_frac[5])} : {not_32, not_32 ? (~a_frac[7]) : (~a_frac[9])}}} + 4'd1) : 4'd0;
     wire [9:0] frac = a_frac << shift;
-    wire [7:0] exp = ({3'd0, {a_exp[4:1], (a_exp[0]) | not_7}} + 8'h70) - {4'd0, shift};
+    wire [7:0] exp = ({3'd0, {a_exp[4:1], a_exp[0] | a_exp_zero}} + 8'h70) - {4'd0, shift};
 
-    assign y = (red_8 & red_9) ? 32'h7fc00000 : (red_8 & not_10) ? {bits_1, 31'h7f800000} : (not_7 & not_10) ? {bits_1, 31'd0} : {bits_1, exp, frac, 13'd0};
+    assign y = (a_exp_max & a_frac_nonzero) ? 32'h7fc00000 : (a_exp_max & a_frac_zero) ? {a[15], 31'h7f800000} : (a_exp_zero & a_frac_zero) ? {a[15], 31'd0} : {a[15], exp, frac, 13'd0};
 endmodule
 
 `default_nettype wire

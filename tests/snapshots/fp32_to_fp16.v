@@ -9,22 +9,20 @@ module fp32_to_fp16 (
     output wire [15:0] y
 );
 
-    wire bits_1 = a[31];
     wire [7:0] a_exp = a[30:23];
-    wire [22:0] bits_4 = a[22:0];
     wire overflow = 8'h8f <= a_exp;
     wire normal = 8'h71 <= a_exp;
     wire [7:0] diff_17 = 8'h7e - a_exp;
-    wire [4:0] shift = normal ? 5'hd : (8'h19 < diff_17) ? 5'h19 : (diff_17[4:0]);
-    wire [25:0] cat_28 = {1'b1, bits_4, 2'd0};
-    wire [25:0] shift_29 = cat_28 >> shift;
-    wire [25:0] shifted = {shift_29[25:1], (shift_29[0]) | (|(cat_28 & (~(26'h3ffffff << shift))))};
-    wire round_up = (shifted[1]) & ((shifted[0]) | (shifted[2]));
+    wire [4:0] shift = normal ? 5'hd : (8'h19 < diff_17) ? 5'h19 : diff_17[4:0];
+    wire [25:0] cat_28 = {1'b1, a[22:0], 2'd0};
+    wire [25:0] shifted_1 = cat_28 >> shift;
+    wire [25:0] shifted = {shifted_1[25:1], shifted_1[0] | (|(cat_28 & (~(26'h3ffffff << shift))))};
+    wire round_up = shifted[1] & (shifted[0] | shifted[2]);
 
     // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.
     wire unused = ^{shifted[25:12]};
 
-    assign y = ((&a_exp) & (|bits_4)) ? 16'h7e00 : overflow ? {bits_1, 15'h7c00} : (~(|a_exp)) ? {bits_1, 15'd0} : {bits_1, {normal ? ((a_exp[4:0]) - 5'h10) : 5'd0, shifted[11:2]} + {14'd0, round_up}};
+    assign y = ((&a_exp) & (|a[22:0])) ? 16'h7e00 : overflow ? {a[31], 15'h7c00} : (~(|a_exp)) ? {a[31], 15'd0} : {a[31], {normal ? (a_exp[4:0] - 5'h10) : 5'd0, shifted[11:2]} + {14'd0, round_up}};
 endmodule
 
 `default_nettype wire
