@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use gen::flow::{CellStats, SynthReport};
+use gen::constraints::SynthTarget;
+use gen::flow::SynthReport;
 use gen::tools::ScratchDir;
 use hdl::config::{CoreConfig, PRESETS};
 use hdl::units::UNITS;
@@ -40,16 +41,23 @@ pub enum Command {
     },
     /// Synthesize a preset design or one unit with Yosys (generic cells) and report cell counts.
     Synth(SynthArgs),
-    /// List the presets with their derived figures.
-    Presets,
+    /// List the presets with their derived figures, or print one as a TOML config file.
+    Presets {
+        /// Print this preset as TOML (a starting point for --config).
+        #[arg(long)]
+        toml: Option<String>,
+    },
 }
 
 /// Which configuration to start from and how to change it.
 #[derive(Args, Debug, Clone)]
 pub struct ConfigArgs {
     /// Built-in preset (seed: 32x32 PEs; small: 4x4 PEs).
-    #[arg(long, default_value = "small")]
+    #[arg(long, default_value = "small", conflicts_with = "config")]
     pub preset: String,
+    /// TOML configuration file (see presets/*.toml); the options below override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Override: fp16_mul pipeline registers (0..=2).
     #[arg(long)]
     pub mul_latency: Option<u32>,
@@ -63,7 +71,15 @@ pub struct ConfigArgs {
 
 impl ConfigArgs {
     pub fn resolve(&self) -> Result<CoreConfig> {
-        let mut cfg = CoreConfig::preset(&self.preset)?;
+        let mut cfg = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config file {}", path.display()))?;
+                CoreConfig::from_toml(&text)
+                    .with_context(|| format!("config file {}", path.display()))?
+            }
+            None => CoreConfig::preset(&self.preset)?,
+        };
         if let Some(v) = self.mul_latency {
             cfg.mul_latency = v;
         }
@@ -98,6 +114,13 @@ pub struct SynthArgs {
     /// Synthesize one block instead of the whole design.
     #[arg(long)]
     pub unit: Option<String>,
+    /// generic (Yosys cells, longest paths), ice40 (LUT4s; place and route for fmax) or
+    /// xilinx (7-series LUTs, DSPs, RAMs).
+    #[arg(long, default_value = "generic")]
+    pub target: SynthTarget,
+    /// iCE40: skip nextpnr place and route (no fmax).
+    #[arg(long)]
+    pub no_pnr: bool,
     /// Also write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -129,8 +152,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Synth(args) => synth_cmd(args),
         Command::Verify(args) => verify_cmd(args),
-        Command::Presets => {
+        Command::Presets { toml: None } => {
             presets_cmd()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Presets { toml: Some(name) } => {
+            print!("{}", CoreConfig::preset(&name)?.to_toml());
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -177,7 +204,7 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
     let dir = ScratchDir::new("synth")?;
     generate(&cfg, &target(&args.unit), dir.path())?;
-    let report = gen::flow::synth(dir.path())?;
+    let report = gen::flow::synth(dir.path(), args.target, !args.no_pnr)?;
     println!("{}", synth_table(&report));
     if let Some(path) = &args.report {
         write_json(path, &report)?;
@@ -185,22 +212,41 @@ fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     Ok(exit(report.passed()))
 }
 
-/// Markdown table of a synthesis report: each module's own cells, then the flattened total.
+/// Markdown table of a synthesis report: each module's own cells, then the whole hierarchy.
 pub fn synth_table(r: &SynthReport) -> String {
-    let mut s =
-        String::from("| module | cells | flip-flops | logic cells |\n|---|---:|---:|---:|\n");
-    let row = |name: &str, c: &CellStats| {
-        format!(
-            "| {name} | {} | {} | {} |\n",
-            c.cells,
-            c.flip_flops,
-            c.cells - c.flip_flops
-        )
-    };
+    let mut s = format!(
+        "Yosys synthesis of {}, target {}\n\n",
+        r.top,
+        r.target.name()
+    );
+    s.push_str(
+        "| module | own cells | own flip-flops | longest path (cells) |\n|---|---:|---:|---:|\n",
+    );
     for (name, c) in &r.modules {
-        s.push_str(&row(name, c));
+        let ltp = r
+            .longest_path
+            .get(name)
+            .map_or("-".to_string(), |n| n.to_string());
+        s.push_str(&format!(
+            "| {name} | {} | {} | {ltp} |\n",
+            c.cells, c.flip_flops
+        ));
     }
-    s.push_str(&row(&format!("**{} (whole hierarchy)**", r.top), &r.total));
+    s.push_str(&format!(
+        "| **{} (whole hierarchy)** | {} | {} | |\n",
+        r.top, r.total.cells, r.total.flip_flops
+    ));
+    if let Some(res) = &r.resources {
+        s.push_str(&format!(
+            "\nresources: {} LUTs, {} flip-flops, {} carry cells, {} DSPs, {} block RAMs, {} LUT RAMs\n",
+            res.luts, res.flip_flops, res.carry_cells, res.dsps, res.block_rams, res.lut_rams
+        ));
+    }
+    if let (Some(f), Some(dev)) = (r.fmax_mhz, &r.device) {
+        s.push_str(&format!(
+            "\nfmax: {f:.2} MHz on {dev} (nextpnr-ice40, inside the 6-pin serial wrapper)\n"
+        ));
+    }
     s.push_str(&format!(
         "\nlatches: {}; yosys check problems: {}",
         r.latches,

@@ -23,11 +23,17 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
         Target::Core => units::build_core(&mut d, cfg)?,
         Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
     };
+    let wrapper = hdl::wrap::serial_wrapper(&mut d, &top);
     let config = serde_json::json!({
         "target": match target { Target::Core => "core".to_string(), Target::Unit(u) => u.clone() },
         "core": cfg,
     });
-    gen::write_design(&d, &top.name, &config, dir)
+    let spec = gen::OutputSpec {
+        wrapper: Some(&wrapper.name),
+        clock_mhz: cfg.clock_mhz,
+        ..gen::OutputSpec::new(&d, &top.name, config)
+    };
+    gen::write_design(&spec, dir)
 }
 
 /// Generates `target` into a scratch folder and builds (or fetches from the cache) its

@@ -107,18 +107,10 @@ fn generation_is_deterministic() {
     let (a, _) = gen_into(&small(), Target::Core);
     let (b, _) = gen_into(&small(), Target::Core);
     let read = |d: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut v: Vec<_> = std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (
-                    e.file_name().to_string_lossy().to_string(),
-                    std::fs::read(e.path()).unwrap(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
+        all_files(d)
+            .into_iter()
+            .map(|f| (f.clone(), std::fs::read(d.join(&f)).unwrap()))
+            .collect()
     };
     assert_eq!(read(a.path()), read(b.path()));
 }
@@ -221,29 +213,56 @@ fn verilog_snapshots_of_small_blocks() {
     );
 }
 
+/// Every file below `dir`, relative, sorted.
+fn all_files(dir: &Path) -> Vec<String> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn rerunning_into_a_folder_leaves_no_stale_files() {
     let dir = ScratchDir::new("hygiene").unwrap();
     let out = dir.path().join("out");
     generate(&small(), &Target::Unit("pe".into()), &out).unwrap();
-    std::fs::write(dir.path().join("out").join("notes.txt"), "mine").unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    std::fs::write(out.join("fpga").join("board.txt"), "mine too").unwrap();
     let m = generate(&small(), &Target::Unit("fp32_add".into()), &out).unwrap();
-    let mut names: Vec<String> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .collect();
-    names.sort();
-    let mut want = vec![
-        "files.f".to_string(),
+    let mut want: Vec<String> = m.files.iter().chain(&m.extra_files).cloned().collect();
+    want.extend([
         "manifest.json".to_string(),
-        "notes.txt".to_string(),
-    ];
-    want.extend(m.files.clone());
+        "notes.txt".into(),
+        "fpga/board.txt".into(),
+    ]);
     want.sort();
     assert_eq!(
-        names, want,
-        "old modules are removed; the user's own file stays"
+        all_files(&out),
+        want,
+        "old modules and constraints are removed; the user's files stay"
     );
+    for f in [
+        "constraints/fp32_add_l1.sdc",
+        "constraints/fp32_add_l1.xdc",
+        "fpga/fp32_add_l1_serial.v",
+        "fpga/fp32_add_l1_serial.pcf",
+        "fpga/files.f",
+        "synth/generic.ys",
+        "synth/ice40.ys",
+        "synth/xilinx.ys",
+    ] {
+        assert!(m.extra_files.contains(&f.to_string()), "manifest lists {f}");
+    }
 }
 
 #[test]
@@ -261,20 +280,39 @@ fn refuses_a_non_empty_folder_it_did_not_write() {
 fn configuration_errors_say_what_and_how_to_fix() {
     type Change = Box<dyn Fn(&mut CoreConfig)>;
     let cases: Vec<(Change, &str)> = vec![
-        (Box::new(|c| c.regs_per_pe = 48), "power of two"),
-        (Box::new(|c| c.mul_latency = 3), "fp16_mul latency 3"),
-        (Box::new(|c| c.add_latency = 9), "fp32_add latency 9"),
+        (
+            Box::new(|c| c.regs_per_pe = 48),
+            "regs_per_pe = 48 is not supported: allowed are powers of two from 2 to 1024",
+        ),
+        (
+            Box::new(|c| c.mul_latency = 3),
+            "mul_latency = 3 is out of range: allowed 0 to 2",
+        ),
+        (
+            Box::new(|c| c.add_latency = 9),
+            "add_latency = 9 is out of range: allowed 0 to 2",
+        ),
         (
             Box::new(|c| c.br = 6),
-            "Br (query rows per tile) = 6 must be a positive multiple of rows = 4",
+            "br = 6 must be a positive multiple of rows = 4",
         ),
-        (Box::new(|c| c.head_dim = 0), "head_dim = 0"),
+        (
+            Box::new(|c| c.head_dim = 0),
+            "head_dim = 0 must be a positive multiple of cols = 4",
+        ),
         (
             Box::new(|c| c.rows = 0),
-            "rows and columns must be 1 to 256",
+            "rows = 0 is out of range: allowed 1 to 256",
+        ),
+        (
+            Box::new(|c| c.cols = 300),
+            "cols = 300 is out of range: allowed 1 to 256",
         ),
         (Box::new(|c| c.head_dim = 4096), "raise regs_per_pe"),
-        (Box::new(|c| c.clock_mhz = -1.0), "clock_mhz"),
+        (
+            Box::new(|c| c.clock_mhz = -1.0),
+            "clock_mhz = -1 is out of range",
+        ),
     ];
     for (change, expect) in cases {
         let mut cfg = small();
@@ -317,13 +355,32 @@ fn cli_reports_bad_input_without_panicking() {
         ),
         (
             vec!["gen", "--preset", "small", "--regs", "3", "--out", out_s],
-            "power of two",
+            "regs_per_pe = 3 is not supported",
         ),
         (
             vec!["lint", "/nonexistent/folder"],
             "is /nonexistent/folder a folder written by `regflash gen`",
         ),
     ];
+    let conflict = vec![
+        "gen",
+        "--preset",
+        "seed",
+        "--config",
+        "presets/small.toml",
+        "--out",
+        out_s,
+    ];
+    let runs = runs
+        .into_iter()
+        .chain([
+            (conflict, "cannot be used with"),
+            (
+                vec!["synth", "--target", "asic"],
+                "unknown synthesis target `asic`",
+            ),
+        ])
+        .collect::<Vec<_>>();
     for (args, expect) in runs {
         let out = regflash().args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -334,6 +391,32 @@ fn cli_reports_bad_input_without_panicking() {
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+#[test]
+fn cli_generates_from_a_config_file() {
+    let dir = ScratchDir::new("cli-config").unwrap();
+    let cfg_path = dir.path().join("mine.toml");
+    std::fs::write(&cfg_path, "preset = \"small\"\nrows = 2\nbr = 4\n").unwrap();
+    let out = dir.path().join("o");
+    let run = regflash()
+        .args([
+            "gen",
+            "--config",
+            cfg_path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let m = gen::Manifest::load(&out).unwrap();
+    assert_eq!(m.top, "pe_grid_2x4_pe_r64_m1_a1");
+    assert_eq!(m.config["core"]["rows"], 2);
 }
 
 #[test]

@@ -217,13 +217,8 @@ fn build_zoo(w: u32, with_mul: bool) -> (Model, ScratchDir) {
         }
     });
     let dir = ScratchDir::new("ops").unwrap();
-    gen::write_design(
-        &d,
-        &top.name,
-        &serde_json::json!({ "test": "ir_ops" }),
-        dir.path(),
-    )
-    .unwrap();
+    let spec = gen::OutputSpec::new(&d, &top.name, serde_json::json!({ "test": "ir_ops" }));
+    gen::write_design(&spec, dir.path()).unwrap();
     let report = gen::flow::lint(dir.path()).unwrap();
     assert!(report.passed(), "{}", report.summary());
     (Model::build(dir.path()).unwrap(), dir)
@@ -339,7 +334,11 @@ fn registers_and_memories() {
         m.output("rd1", rd1);
     });
     let dir = ScratchDir::new("state").unwrap();
-    gen::write_design(&d, &top.name, &serde_json::json!({}), dir.path()).unwrap();
+    gen::write_design(
+        &gen::OutputSpec::new(&d, &top.name, serde_json::json!({})),
+        dir.path(),
+    )
+    .unwrap();
     let report = gen::flow::lint(dir.path()).unwrap();
     assert!(report.passed(), "{}", report.summary());
     let model = Model::build(dir.path()).unwrap();

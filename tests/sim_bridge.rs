@@ -35,6 +35,8 @@ fn a_broken_design_reports_verilators_message() {
             ],
             latency: 0,
         }],
+        wrapper: None,
+        clock_mhz: 1500.0,
         extra_files: vec![],
         config: serde_json::json!({}),
     };

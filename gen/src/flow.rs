@@ -1,13 +1,19 @@
-//! Lint and synthesis checks on an output folder: `verilator --lint-only -Wall` and Yosys.
+//! Lint and synthesis of an output folder: `verilator --lint-only -Wall`, Yosys on each target,
+//! and nextpnr-ice40 for an fmax.
+//!
+//! The Yosys scripts come from the same templates as the ones written into the folder (see
+//! `constraints.rs`), with report files added, so every figure can be reproduced by hand.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::constraints::{yosys_script, ReportPaths, SynthTarget};
 use crate::manifest::Manifest;
+use crate::output::generator_id;
 use crate::tools::{require, run, tail, ScratchDir, Tool};
 
 /// What the lint and synthesis checks found.
@@ -50,23 +56,47 @@ impl LintReport {
     }
 }
 
-/// Cell statistics of one module after generic synthesis.
-#[derive(Debug, Serialize, Clone, Default)]
+/// Cell statistics of one module.
+#[derive(Debug, Serialize, Clone, Default, PartialEq)]
 pub struct CellStats {
+    /// Cells, each instance of a submodule counting as one.
     pub cells: u64,
     pub flip_flops: u64,
     pub by_type: BTreeMap<String, u64>,
 }
 
-/// Yosys statistics: per module (its own cells, submodules counted as one cell each) and for the
-/// whole hierarchy under the top (`total`).
+/// FPGA resources of a design, by class.
+#[derive(Debug, Serialize, Clone, Default, PartialEq)]
+pub struct Resources {
+    pub luts: u64,
+    pub flip_flops: u64,
+    pub carry_cells: u64,
+    pub dsps: u64,
+    pub block_rams: u64,
+    /// Distributed (LUT) RAM cells (Xilinx).
+    pub lut_rams: u64,
+}
+
+/// Yosys statistics of a design on one target.
 #[derive(Debug, Serialize)]
 pub struct SynthReport {
     pub top: String,
+    pub target: SynthTarget,
+    /// Each module's own cells (submodule instances count as one cell each).
     pub modules: BTreeMap<String, CellStats>,
+    /// The whole hierarchy under the top, submodules expanded. For iCE40, the serial wrapper
+    /// (used only to place and route with six pins) is not included.
     pub total: CellStats,
+    /// FPGA targets: the total by resource class.
+    pub resources: Option<Resources>,
+    /// Generic target: longest topological path (cells) inside each module, from `ltp -noff`.
+    pub longest_path: BTreeMap<String, u64>,
     pub latches: u64,
     pub yosys_problems: Vec<String>,
+    /// iCE40 with place and route: nextpnr-ice40's fmax of the design in its serial wrapper.
+    pub fmax_mhz: Option<f64>,
+    /// The device placed and routed on.
+    pub device: Option<String>,
 }
 
 impl SynthReport {
@@ -76,7 +106,7 @@ impl SynthReport {
     }
 }
 
-/// Runs Verilator's lint and Yosys synthesis checks on the folder `dir` (written by `gen`).
+/// Runs Verilator's lint and generic Yosys synthesis checks on the folder `dir`.
 pub fn lint(dir: &Path) -> Result<LintReport> {
     let manifest = Manifest::load(dir)?;
     let verilator = require(Tool::Verilator)?;
@@ -99,7 +129,7 @@ pub fn lint(dir: &Path) -> Result<LintReport> {
             tail(&out, 20)
         ));
     }
-    let synth = synth_generic(dir, &manifest)?;
+    let synth = synth_with(dir, &manifest, SynthTarget::Generic, false)?;
     Ok(LintReport {
         top: manifest.top,
         verilator: warnings,
@@ -107,31 +137,66 @@ pub fn lint(dir: &Path) -> Result<LintReport> {
     })
 }
 
-/// Generic Yosys synthesis of the folder `dir`: cell counts, latches and `check` problems.
-pub fn synth(dir: &Path) -> Result<SynthReport> {
+/// Synthesizes the folder `dir` for `target`. With `place_and_route` on iCE40, also runs
+/// nextpnr-ice40 on the serial wrapper and reports its fmax.
+pub fn synth(dir: &Path, target: SynthTarget, place_and_route: bool) -> Result<SynthReport> {
     let manifest = Manifest::load(dir)?;
-    synth_generic(dir, &manifest)
+    synth_with(dir, &manifest, target, place_and_route)
 }
 
-fn synth_generic(dir: &Path, manifest: &Manifest) -> Result<SynthReport> {
+/// nextpnr device options of the iCE40 smoke build (the HX8K breakout board's part).
+const ICE40_DEVICE: [&str; 3] = ["--hx8k", "--package", "ct256"];
+
+fn synth_with(
+    dir: &Path,
+    manifest: &Manifest,
+    target: SynthTarget,
+    place_and_route: bool,
+) -> Result<SynthReport> {
     let yosys = require(Tool::Yosys)?;
     let scratch = ScratchDir::new("yosys")?;
-    let files: Vec<String> = manifest
+    let abs = |f: &str| -> Result<String> {
+        Ok(dir
+            .join(f)
+            .canonicalize()
+            .with_context(|| format!("{f}, listed in manifest.json, is missing"))?
+            .display()
+            .to_string())
+    };
+    let mut files: Vec<String> = manifest
         .files
         .iter()
-        .map(|f| dir.join(f).canonicalize().map(|p| p.display().to_string()))
-        .collect::<std::io::Result<_>>()
-        .context("a file listed in manifest.json is missing")?;
-    let check_log = scratch.path().join("check.log");
-    let stat_json = scratch.path().join("stat.json");
-    let script = format!(
-        "read_verilog {files}\nhierarchy -check -top {top}\nsynth -top {top}\n\
-         tee -q -o {check} check\ntee -q -o {stat} stat -json\n",
-        files = files.join(" "),
-        top = manifest.top,
-        check = check_log.display(),
-        stat = stat_json.display()
-    );
+        .map(|f| abs(f))
+        .collect::<Result<_>>()?;
+    let wrapper = match (target, &manifest.wrapper) {
+        (SynthTarget::Ice40, Some(w)) => {
+            files.push(abs(&w.file)?);
+            w.name.clone()
+        }
+        (SynthTarget::Ice40, None) => {
+            bail!(
+                "{} has no serial wrapper for iCE40: regenerate it with `regflash gen`",
+                dir.display()
+            )
+        }
+        _ => String::new(),
+    };
+    let at = |name: &str| scratch.path().join(name).display().to_string();
+    let reports = ReportPaths {
+        check: at("check.log"),
+        stat: at("stat.json"),
+        ltp: at("ltp.log"),
+    };
+    let json = at("netlist.json");
+    let script = yosys_script(
+        target,
+        &manifest.top,
+        &wrapper,
+        &files,
+        &json,
+        Some(&reports),
+        &generator_id(),
+    )?;
     let script_path = scratch.path().join("synth.ys");
     std::fs::write(&script_path, script)?;
     run(
@@ -140,35 +205,170 @@ fn synth_generic(dir: &Path, manifest: &Manifest) -> Result<SynthReport> {
             .arg("-s")
             .arg(&script_path)
             .current_dir(scratch.path()),
-        "yosys synthesis",
+        &format!("yosys {} synthesis", target.name()),
     )?;
-    let check = std::fs::read_to_string(&check_log)?;
+    let check = std::fs::read_to_string(&reports.check)?;
     let problems = check
         .lines()
         .filter(|l| l.trim_start().starts_with("Warning:"))
         .map(|l| l.trim().to_string())
         .collect();
-    let stat = parse_stat_json(&std::fs::read_to_string(&stat_json)?)?;
+    let stat = parse_stat_json(&std::fs::read_to_string(&reports.stat)?)?;
     let mut modules = BTreeMap::new();
     if let Some(ms) = stat["modules"].as_object() {
         for (name, v) in ms {
-            modules.insert(name.trim_start_matches('\\').to_string(), cell_stats(v));
+            modules.insert(
+                name.trim_start_matches('\\').to_string(),
+                cell_stats(v, target),
+            );
         }
     }
-    let total = cell_stats(&stat["design"]);
+    let total = hierarchy_total(&modules, &manifest.top, target)?;
+    if !wrapper.is_empty() {
+        modules.remove(&wrapper);
+    }
     let latches = total
         .by_type
         .iter()
-        .filter(|(t, _)| t.contains("LATCH"))
+        .filter(|(t, _)| t.contains("LATCH") || t.contains("DLATCH") || t.starts_with("LD"))
         .map(|(_, n)| n)
         .sum();
+    let longest_path = if target == SynthTarget::Generic {
+        parse_ltp(&std::fs::read_to_string(&reports.ltp)?)
+    } else {
+        BTreeMap::new()
+    };
+    let resources = (target != SynthTarget::Generic).then(|| resources(&total, target));
+    let (fmax_mhz, device) = if target == SynthTarget::Ice40 && place_and_route {
+        let pcf = dir.join(format!("fpga/{wrapper}.pcf"));
+        (
+            Some(nextpnr_fmax(&json, &pcf)?),
+            Some("iCE40-HX8K CT256".to_string()),
+        )
+    } else {
+        (None, None)
+    };
     Ok(SynthReport {
         top: manifest.top.clone(),
+        target,
         modules,
         total,
+        resources,
+        longest_path,
         latches,
         yosys_problems: problems,
+        fmax_mhz,
+        device,
     })
+}
+
+fn nextpnr_fmax(json: &str, pcf: &Path) -> Result<f64> {
+    let nextpnr = require(Tool::NextpnrIce40)?;
+    let out = run(
+        Command::new(nextpnr)
+            .args(ICE40_DEVICE)
+            .args(["--json", json, "--pcf"])
+            .arg(pcf)
+            .args(["--freq", "100", "--seed", "1", "--timing-allow-fail"]),
+        "nextpnr-ice40 place and route",
+    )?;
+    // nextpnr reports fmax after placement and again after routing; the last one counts.
+    let log = String::from_utf8_lossy(&out.stderr);
+    log.lines()
+        .filter(|l| l.contains("Max frequency for clock"))
+        .filter_map(|l| {
+            l.split("': ")
+                .nth(1)?
+                .split(" MHz")
+                .next()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .last()
+        .with_context(|| format!("nextpnr-ice40 reported no fmax:\n{}", tail(&out, 30)))
+}
+
+/// Cells of `top` with every submodule instance expanded.
+fn hierarchy_total(
+    modules: &BTreeMap<String, CellStats>,
+    top: &str,
+    target: SynthTarget,
+) -> Result<CellStats> {
+    let m = modules
+        .get(top)
+        .with_context(|| format!("yosys reported no statistics for `{top}`"))?;
+    let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
+    for (t, &n) in &m.by_type {
+        if modules.contains_key(t) {
+            let sub = hierarchy_total(modules, t, target)?;
+            for (st, &sn) in &sub.by_type {
+                *by_type.entry(st.clone()).or_default() += n * sn;
+            }
+        } else {
+            *by_type.entry(t.clone()).or_default() += n;
+        }
+    }
+    let cells = by_type.values().sum();
+    let flip_flops = by_type
+        .iter()
+        .filter(|(t, _)| is_flip_flop(t, target))
+        .map(|(_, n)| n)
+        .sum();
+    Ok(CellStats {
+        cells,
+        flip_flops,
+        by_type,
+    })
+}
+
+fn is_flip_flop(cell: &str, target: SynthTarget) -> bool {
+    match target {
+        SynthTarget::Generic => cell.contains("DFF"),
+        SynthTarget::Ice40 => cell.starts_with("SB_DFF"),
+        SynthTarget::Xilinx => cell.starts_with("FD"),
+    }
+}
+
+fn resources(total: &CellStats, target: SynthTarget) -> Resources {
+    let count = |f: &dyn Fn(&str) -> bool| -> u64 {
+        total
+            .by_type
+            .iter()
+            .filter(|(t, _)| f(t))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    match target {
+        SynthTarget::Ice40 => Resources {
+            luts: count(&|t| t == "SB_LUT4"),
+            flip_flops: total.flip_flops,
+            carry_cells: count(&|t| t == "SB_CARRY"),
+            dsps: count(&|t| t == "SB_MAC16"),
+            block_rams: count(&|t| t.starts_with("SB_RAM")),
+            lut_rams: 0,
+        },
+        _ => Resources {
+            luts: count(&|t| t.starts_with("LUT")),
+            flip_flops: total.flip_flops,
+            carry_cells: count(&|t| t.starts_with("CARRY")),
+            dsps: count(&|t| t.starts_with("DSP")),
+            block_rams: count(&|t| t.starts_with("RAMB")),
+            lut_rams: count(&|t| t.starts_with("RAM") && !t.starts_with("RAMB")),
+        },
+    }
+}
+
+/// `ltp` lines "Longest topological path in <module> (length=N):".
+fn parse_ltp(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("Longest topological path in ")?;
+            let (name, len) = rest.split_once(" (length=")?;
+            let len = len.split(')').next()?.parse().ok()?;
+            Some((name.trim_start_matches('\\').to_string(), len))
+        })
+        .collect()
 }
 
 /// Parses `stat -json` output. Yosys 0.23 prints the hierarchy listing (lines such as
@@ -186,7 +386,7 @@ fn parse_stat_json(text: &str) -> Result<serde_json::Value> {
     serde_json::from_str(&json).context("cannot parse Yosys `stat -json` output")
 }
 
-fn cell_stats(v: &serde_json::Value) -> CellStats {
+fn cell_stats(v: &serde_json::Value, target: SynthTarget) -> CellStats {
     let mut s = CellStats {
         cells: v["num_cells"].as_u64().unwrap_or(0),
         ..Default::default()
@@ -194,7 +394,7 @@ fn cell_stats(v: &serde_json::Value) -> CellStats {
     if let Some(types) = v["num_cells_by_type"].as_object() {
         for (t, n) in types {
             let n = n.as_u64().unwrap_or(0);
-            if t.contains("DFF") {
+            if is_flip_flop(t, target) {
                 s.flip_flops += n;
             }
             s.by_type.insert(t.clone(), n);

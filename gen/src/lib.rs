@@ -1,5 +1,6 @@
 //! IR -> Verilog, manifests, output folders, and the lint/synthesis flows that check them.
 
+pub mod constraints;
 pub mod flow;
 pub mod manifest;
 pub mod output;
@@ -7,4 +8,4 @@ pub mod tools;
 pub mod verilog;
 
 pub use manifest::Manifest;
-pub use output::{render, write_design};
+pub use output::{render, write_design, OutputSpec};

@@ -15,13 +15,23 @@ pub struct Manifest {
     pub top: String,
     /// Verilog files in dependency order (children first), relative to the folder.
     pub files: Vec<String>,
-    /// Every module in the design.
+    /// Every module under the top.
     pub modules: Vec<ModuleEntry>,
+    /// The top's pin-limited serial wrapper for FPGA smoke builds (file under `fpga/`).
+    #[serde(default)]
+    pub wrapper: Option<ModuleEntry>,
+    /// Target clock of the constraints, MHz.
+    #[serde(default = "default_clock")]
+    pub clock_mhz: f64,
     /// Other files this folder holds (filelists, constraints), relative to the folder.
     #[serde(default)]
     pub extra_files: Vec<String>,
     /// The configuration that produced the design.
     pub config: serde_json::Value,
+}
+
+fn default_clock() -> f64 {
+    1500.0
 }
 
 /// One module of the design.

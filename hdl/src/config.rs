@@ -39,6 +39,65 @@ pub struct CoreConfig {
     pub clock_mhz: f64,
 }
 
+/// A configuration file: an optional base preset and any keys of [`CoreConfig`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    preset: Option<String>,
+    name: Option<String>,
+    rows: Option<u32>,
+    cols: Option<u32>,
+    br: Option<u32>,
+    bc: Option<u32>,
+    head_dim: Option<u32>,
+    regs_per_pe: Option<u32>,
+    mul_latency: Option<u32>,
+    add_latency: Option<u32>,
+    clock_mhz: Option<f64>,
+}
+
+impl ConfigFile {
+    fn resolve(self) -> Result<CoreConfig> {
+        let base = match &self.preset {
+            Some(p) => Some(CoreConfig::preset(p)?),
+            None => None,
+        };
+        let mut missing = vec![];
+        macro_rules! take {
+            ($key:ident) => {
+                match (self.$key, &base) {
+                    (Some(v), _) => v,
+                    (None, Some(b)) => b.$key.clone(),
+                    (None, None) => {
+                        missing.push(stringify!($key));
+                        Default::default()
+                    }
+                }
+            };
+        }
+        let cfg = CoreConfig {
+            name: take!(name),
+            rows: take!(rows),
+            cols: take!(cols),
+            br: take!(br),
+            bc: take!(bc),
+            head_dim: take!(head_dim),
+            regs_per_pe: take!(regs_per_pe),
+            mul_latency: take!(mul_latency),
+            add_latency: take!(add_latency),
+            clock_mhz: take!(clock_mhz),
+        };
+        if !missing.is_empty() {
+            bail!(
+                "the configuration lacks {}: give every key, or start from a preset with \
+                 `preset = \"small\"` (or \"seed\") and set only what differs",
+                missing.join(", ")
+            );
+        }
+        Ok(cfg)
+    }
+}
+
 /// Names of the built-in presets.
 pub const PRESETS: &[&str] = &["seed", "small"];
 
@@ -76,17 +135,44 @@ impl CoreConfig {
         })
     }
 
-    /// Checks that the configuration can be built, explaining what is wrong otherwise.
+    /// Checks that the configuration can be built. Errors name the key (as in a TOML config
+    /// file), its value and what would be allowed.
     pub fn validate(&self) -> Result<()> {
-        self.grid().validate()?;
-        for (what, tile, dim, knob) in [
-            ("Br (query rows per tile)", self.br, self.rows, "rows"),
-            ("Bc (key rows per block)", self.bc, self.cols, "cols"),
+        let range = |key: &str, v: u32, lo: u32, hi: u32| {
+            ensure!(
+                (lo..=hi).contains(&v),
+                "{key} = {v} is out of range: allowed {lo} to {hi}"
+            );
+            Ok(())
+        };
+        range("rows", self.rows, 1, 256)?;
+        range("cols", self.cols, 1, 256)?;
+        range(
+            "mul_latency",
+            self.mul_latency,
+            0,
+            Fp16MulConfig::MAX_LATENCY,
+        )?;
+        range(
+            "add_latency",
+            self.add_latency,
+            0,
+            Fp32AddConfig::MAX_LATENCY,
+        )?;
+        ensure!(
+            self.regs_per_pe.is_power_of_two() && (2..=1024).contains(&self.regs_per_pe),
+            "regs_per_pe = {} is not supported: allowed are powers of two from 2 to 1024 \
+             (the seed design has 64)",
+            self.regs_per_pe
+        );
+        for (key, tile, dim, knob) in [
+            ("br", self.br, self.rows, "rows"),
+            ("bc", self.bc, self.cols, "cols"),
             ("head_dim", self.head_dim, self.cols, "cols"),
         ] {
             ensure!(
                 tile >= dim && tile % dim == 0,
-                "{what} = {tile} must be a positive multiple of {knob} = {dim}: each PE owns an \
+                "{key} = {tile} must be a positive multiple of {knob} = {dim}: each PE owns an \
                  equal share"
             );
         }
@@ -94,18 +180,33 @@ impl CoreConfig {
         let have = self.register_bytes();
         ensure!(
             need <= have,
-            "the S tile (Br*Bc*2 B = {} B) and the O accumulator (Br*d*4 B = {} B) need {need} B \
-             of registers but the array has {have} B (rows*cols*regs_per_pe*4): raise \
+            "the S tile (br*bc*2 B = {} B) and the O accumulator (br*head_dim*4 B = {} B) need \
+             {need} B of registers but the array has {have} B (rows*cols*regs_per_pe*4): raise \
              regs_per_pe or shrink br, bc or head_dim",
             self.br * self.bc * 2,
             self.br * self.head_dim * 4
         );
         ensure!(
             self.clock_mhz > 0.0 && self.clock_mhz.is_finite(),
-            "clock_mhz = {} must be a positive number",
+            "clock_mhz = {} is out of range: allowed any positive number of MHz",
             self.clock_mhz
         );
-        Ok(())
+        // The blocks' own checks, in case a knob above maps to more than one.
+        self.grid().validate()
+    }
+
+    /// Reads a TOML configuration: either every key, or `preset = "<name>"` and the keys that
+    /// differ from that preset. Unknown keys are rejected; the result is validated.
+    pub fn from_toml(text: &str) -> Result<CoreConfig> {
+        let file: ConfigFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cfg = file.resolve()?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// This configuration as a TOML file (every key).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a CoreConfig always serializes")
     }
 
     /// The PE configuration.

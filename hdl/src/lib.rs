@@ -19,6 +19,7 @@ pub mod fp32_to_fp16;
 pub mod mac;
 pub mod pe;
 pub mod units;
+pub mod wrap;
 
 pub use builder::{addr_bits, bits_for, InstOutputs, MemHandle, ModuleBuilder, RegHandle};
 pub use ir::{Design, ModRef, Sig};

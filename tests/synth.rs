@@ -1,0 +1,229 @@
+//! The synthesis flow: generic synthesis of the `small` preset against a cell-count snapshot,
+//! the iCE40 flow through place and route, the Xilinx flow, the scripts and constraints written
+//! into an output folder, and TOML configuration files.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use gen::constraints::SynthTarget;
+use gen::tools::ScratchDir;
+use hdl::config::{CoreConfig, PRESETS};
+use regflash::design::{generate, Target};
+
+fn small() -> CoreConfig {
+    CoreConfig::preset("small").unwrap()
+}
+
+fn snapshot() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/small_synth_cells.json")
+}
+
+/// Cells per module of the `small` preset stay within 10 % of the checked-in snapshot (rerun
+/// with REGFLASH_BLESS=1 after an intended change).
+#[test]
+fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
+    let dir = ScratchDir::new("synth").unwrap();
+    generate(&small(), &Target::Core, dir.path()).unwrap();
+    let r = gen::flow::synth(dir.path(), SynthTarget::Generic, false).unwrap();
+    assert_eq!(r.latches, 0);
+    assert!(r.yosys_problems.is_empty(), "{:?}", r.yosys_problems);
+    let mut cells: BTreeMap<String, u64> = r
+        .modules
+        .iter()
+        .map(|(m, c)| (m.clone(), c.cells))
+        .collect();
+    cells.insert("total".into(), r.total.cells);
+    // The grid holds 16 PEs: the flattened total must say so.
+    let pe = r.modules.keys().find(|m| m.starts_with("pe_r")).unwrap();
+    assert_eq!(r.modules[&r.top].by_type[pe], 16);
+    for (m, len) in &r.longest_path {
+        assert!(*len > 0, "{m} has a longest path");
+    }
+    if std::env::var("REGFLASH_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(
+            snapshot(),
+            serde_json::to_string_pretty(&cells).unwrap() + "\n",
+        )
+        .unwrap();
+        return;
+    }
+    let want: BTreeMap<String, u64> = serde_json::from_str(
+        &std::fs::read_to_string(snapshot()).expect("snapshot: run with REGFLASH_BLESS=1"),
+    )
+    .unwrap();
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        cells.keys().collect::<Vec<_>>(),
+        "same modules"
+    );
+    for (m, &w) in &want {
+        let got = cells[m] as f64;
+        let ratio = got / w as f64;
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "{m}: {got} cells against {w} in the snapshot ({:+.1} %); if intended, rerun with REGFLASH_BLESS=1",
+            (ratio - 1.0) * 100.0
+        );
+    }
+}
+
+#[test]
+fn ice40_flow_places_and_routes_for_an_fmax() {
+    let dir = ScratchDir::new("ice40").unwrap();
+    generate(&small(), &Target::Unit("fp16_to_fp32".into()), dir.path()).unwrap();
+    let r = gen::flow::synth(dir.path(), SynthTarget::Ice40, true).unwrap();
+    let res = r.resources.unwrap();
+    assert!(res.luts > 20, "{res:?}");
+    assert_eq!(
+        res.flip_flops, 0,
+        "the unit itself is combinational; the wrapper is not counted"
+    );
+    let fmax = r.fmax_mhz.unwrap();
+    assert!(fmax > 1.0 && fmax < 1000.0, "fmax {fmax}");
+    assert!(!r.modules.contains_key("fp16_to_fp32_serial"));
+}
+
+#[test]
+fn xilinx_flow_maps_the_multiplier_to_a_dsp() {
+    let dir = ScratchDir::new("xilinx").unwrap();
+    generate(&small(), &Target::Unit("fp16_mul".into()), dir.path()).unwrap();
+    let r = gen::flow::synth(dir.path(), SynthTarget::Xilinx, false).unwrap();
+    let res = r.resources.unwrap();
+    assert_eq!(res.dsps, 1, "{res:?}");
+    assert!(res.luts > 0);
+    assert_eq!(
+        res.flip_flops, 30,
+        "the output register (32 bits) minus two constant bits"
+    );
+    assert_eq!(r.latches, 0);
+}
+
+#[test]
+fn scripts_in_the_output_folder_run_as_written() {
+    let dir = ScratchDir::new("scripts").unwrap();
+    generate(&small(), &Target::Unit("fp32_to_fp16".into()), dir.path()).unwrap();
+    for target in ["generic", "ice40", "xilinx"] {
+        let out = Command::new("yosys")
+            .current_dir(dir.path())
+            .args(["-q", "-s", &format!("synth/{target}.ys")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "synth/{target}.ys: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        dir.path().join("fp32_to_fp16_serial.json").exists(),
+        "the iCE40 script writes the netlist"
+    );
+}
+
+#[test]
+fn timing_constraints_follow_the_clock_and_the_ports() {
+    let dir = ScratchDir::new("sdc").unwrap();
+    let mut cfg = small();
+    cfg.clock_mhz = 500.0;
+    generate(&cfg, &Target::Unit("pe".into()), dir.path()).unwrap();
+    let sdc = std::fs::read_to_string(dir.path().join("constraints/pe_r64_m1_a1.sdc")).unwrap();
+    assert!(
+        sdc.contains("create_clock -name clk -period 2.0000 [get_ports clk]"),
+        "{sdc}"
+    );
+    assert!(
+        sdc.contains(
+            "set_input_delay -clock clk 0.4000 [get_ports { a b op addr ld_data rd_addr }]"
+        ),
+        "{sdc}"
+    );
+    assert!(
+        sdc.contains("set_output_delay -clock clk 0.4000 [get_ports { rd_data }]"),
+        "{sdc}"
+    );
+    assert!(
+        sdc.contains("set_false_path -from [get_ports rst]"),
+        "{sdc}"
+    );
+    let xdc = std::fs::read_to_string(dir.path().join("constraints/pe_r64_m1_a1.xdc")).unwrap();
+    assert!(
+        xdc.contains("create_clock -period 2.0000 -name clk [get_ports clk]"),
+        "{xdc}"
+    );
+    assert!(
+        xdc.contains("set_input_delay -clock clk 0.4000 [get_ports {ld_data[*]}]"),
+        "{xdc}"
+    );
+
+    // A combinational block gets a virtual clock and no reset path.
+    let comb = ScratchDir::new("sdc").unwrap();
+    generate(&small(), &Target::Unit("fp16_to_fp32".into()), comb.path()).unwrap();
+    let sdc = std::fs::read_to_string(comb.path().join("constraints/fp16_to_fp32.sdc")).unwrap();
+    assert!(
+        sdc.contains("create_clock -name clk -period 0.6667\n"),
+        "{sdc}"
+    );
+    assert!(!sdc.contains("rst"), "{sdc}");
+    let pcf = std::fs::read_to_string(comb.path().join("fpga/fp16_to_fp32_serial.pcf")).unwrap();
+    assert!(
+        pcf.contains("set_io clk J3") && pcf.contains("set_io sout C5"),
+        "{pcf}"
+    );
+}
+
+#[test]
+fn preset_config_files_equal_the_built_in_presets() {
+    for name in PRESETS {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("presets/{name}.toml"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            CoreConfig::from_toml(&text).unwrap(),
+            CoreConfig::preset(name).unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            CoreConfig::from_toml(&CoreConfig::preset(name).unwrap().to_toml())
+                .unwrap()
+                .name,
+            *name
+        );
+    }
+    let cfg = CoreConfig::from_toml("preset = \"small\"\nadd_latency = 2\n").unwrap();
+    assert_eq!(
+        cfg,
+        CoreConfig {
+            add_latency: 2,
+            ..small()
+        }
+    );
+}
+
+#[test]
+fn config_file_errors_name_the_key() {
+    let cases = [
+        ("preset = \"small\"\nregs = 32\n", "unknown field `regs`"),
+        (
+            "preset = \"small\"\nrows = \"4\"\n",
+            "invalid type: string \"4\", expected u32",
+        ),
+        (
+            "preset = \"small\"\nregs_per_pe = 48\n",
+            "regs_per_pe = 48 is not supported",
+        ),
+        (
+            "preset = \"small\"\nmul_latency = 5\n",
+            "mul_latency = 5 is out of range: allowed 0 to 2",
+        ),
+        ("preset = \"tiny\"\n", "unknown preset `tiny`"),
+        ("rows = 4\n", "the configuration lacks name, cols, br"),
+        (
+            "preset = \"small\"\nrows = \n",
+            "TOML parse error at line 2",
+        ),
+    ];
+    for (text, expect) in cases {
+        let err = format!("{:#}", CoreConfig::from_toml(text).unwrap_err());
+        assert!(err.contains(expect), "expected `{expect}` in: {err}");
+    }
+}
