@@ -275,8 +275,9 @@ fn nextpnr_fmax(json: &str, pcf: &Path) -> Result<f64> {
     // nextpnr reports fmax after placement and again after routing; the last one counts.
     let log = String::from_utf8_lossy(&out.stderr);
     log.lines()
+        .rev()
         .filter(|l| l.contains("Max frequency for clock"))
-        .filter_map(|l| {
+        .find_map(|l| {
             l.split("': ")
                 .nth(1)?
                 .split(" MHz")
@@ -285,7 +286,6 @@ fn nextpnr_fmax(json: &str, pcf: &Path) -> Result<f64> {
                 .parse::<f64>()
                 .ok()
         })
-        .last()
         .with_context(|| format!("nextpnr-ice40 reported no fmax:\n{}", tail(&out, 30)))
 }
 

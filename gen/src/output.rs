@@ -1,11 +1,13 @@
 //! Writing a design into an output folder:
 //!
-//!     <module>.v ...        one file per module, named after it (header: generator + config)
-//!     files.f               the top's files in dependency order (Verilator, Icarus, Yosys)
-//!     manifest.json         top, files, modules with ports and latency, config
-//!     constraints/<top>.sdc, constraints/<top>.xdc
-//!     fpga/<top>_serial.v, fpga/<top>_serial.pcf, fpga/files.f   (pin-limited iCE40 wrapper)
-//!     synth/generic.ys, synth/ice40.ys, synth/xilinx.ys           (run from the folder)
+//! ```text
+//! <module>.v ...        one file per module, named after it (header: generator + config)
+//! files.f               the top's files in dependency order (Verilator, Icarus, Yosys)
+//! manifest.json         top, files, modules with ports and latency, config
+//! constraints/<top>.sdc, constraints/<top>.xdc
+//! fpga/<top>_serial.v, fpga/<top>_serial.pcf, fpga/files.f   (pin-limited iCE40 wrapper)
+//! synth/generic.ys, synth/ice40.ys, synth/xilinx.ys           (run from the folder)
+//! ```
 //!
 //! Rerunning into the same folder removes everything the previous run listed in its manifest,
 //! so no stale module is ever picked up by a filelist or a glob.
