@@ -233,6 +233,212 @@ pub fn mac(acc: u32, a: u16, b: u16) -> u32 {
 /// addition for every value including −0 itself.
 pub const ACC_CLEAR: u32 = F32_SIGN;
 
+/// −Inf in binary32.
+pub const F32_NEG_INF: u32 = 0xFF80_0000;
+/// 1.0 in binary32.
+pub const F32_ONE: u32 = 0x3F80_0000;
+
+/// Rounds the positive value `(sig + ε) · 2^exp` to binary32 with round to nearest even, where
+/// ε is an infinitesimal present when `sticky` (bits already lost below `sig`), and applies
+/// `sign`. Handles subnormal results and overflow to Inf. Shared by the multiply, reciprocal,
+/// power-of-two scaling and exp2 models.
+pub fn round_to_f32(sign: u32, sig: u64, exp: i32, sticky: bool) -> u32 {
+    if sig == 0 {
+        // Only a sticky remainder: below half the smallest subnormal.
+        return sign;
+    }
+    let lead = 63 - sig.leading_zeros() as i32;
+    let biased = lead + exp + 127;
+    if biased >= 0xFF {
+        return sign | F32_INF;
+    }
+    // Keep 24 significant bits, fewer for a subnormal result.
+    let shift = lead - 23 + if biased < 1 { 1 - biased } else { 0 };
+    let exp_field = biased.max(0) as u32;
+    let (kept, round_up) = if shift <= 0 {
+        (sig << -shift, false)
+    } else if shift >= 64 {
+        (0, false)
+    } else {
+        let kept = sig >> shift;
+        let rest = sig & ((1u64 << shift) - 1);
+        let half = 1u64 << (shift - 1);
+        let above = rest > half || (rest == half && sticky);
+        let tie = rest == half && !sticky;
+        (kept, above || (tie && kept & 1 == 1))
+    };
+    let packed = if biased >= 1 {
+        (exp_field << 23) | (kept as u32 & 0x7F_FFFF)
+    } else {
+        kept as u32
+    };
+    sign | (packed + round_up as u32)
+}
+
+/// Significand normalized to [2^23, 2^24) and the matching (possibly < 1) biased exponent of a
+/// finite nonzero binary32 value.
+fn f32_normalized(x: u32) -> (u64, i32) {
+    let (m, e) = f32_unpack(x);
+    let lz = m.leading_zeros() as i32 - 8;
+    ((m as u64) << lz, e as i32 - lz)
+}
+
+/// binary32 multiplication, round to nearest even (subnormals, ±0, ±Inf; NaN and Inf × 0 give
+/// the canonical NaN).
+pub fn fp32_mul(a: u32, b: u32) -> u32 {
+    let sign = (a ^ b) & F32_SIGN;
+    if f32_is_nan(a) || f32_is_nan(b) {
+        return F32_QNAN;
+    }
+    let a_zero = a & 0x7FFF_FFFF == 0;
+    let b_zero = b & 0x7FFF_FFFF == 0;
+    if f32_is_inf(a) || f32_is_inf(b) {
+        return if a_zero || b_zero {
+            F32_QNAN
+        } else {
+            sign | F32_INF
+        };
+    }
+    if a_zero || b_zero {
+        return sign;
+    }
+    let (ma, ea) = f32_normalized(a);
+    let (mb, eb) = f32_normalized(b);
+    // value = ma·2^(ea-150) · mb·2^(eb-150)
+    round_to_f32(sign, ma * mb, ea + eb - 300, false)
+}
+
+/// IEEE maximum: NaN if either input is NaN (canonical), −0 < +0, −Inf is the identity.
+pub fn fp32_max(a: u32, b: u32) -> u32 {
+    if f32_is_nan(a) || f32_is_nan(b) {
+        return F32_QNAN;
+    }
+    if f32_order_key(a) >= f32_order_key(b) {
+        a
+    } else {
+        b
+    }
+}
+
+/// A key whose unsigned order is binary32's total order on non-NaN values (−0 below +0).
+pub fn f32_order_key(x: u32) -> u32 {
+    if x & F32_SIGN != 0 {
+        !x
+    } else {
+        x | F32_SIGN
+    }
+}
+
+/// Smallest integer not below `x`, as binary32 (ceil(−0.5) = −0; NaN gives the canonical NaN).
+pub fn fp32_ceil(x: u32) -> u32 {
+    if f32_is_nan(x) {
+        return F32_QNAN;
+    }
+    let e = ((x >> 23) & 0xFF) as i32 - 127;
+    let negative = x & F32_SIGN != 0;
+    if x & 0x7FFF_FFFF == 0 || e >= 23 {
+        return x; // zero, Inf, or already an integer
+    }
+    if e < 0 {
+        // 0 < |x| < 1
+        return if negative { F32_SIGN } else { F32_ONE };
+    }
+    let mask = (1u32 << (23 - e)) - 1;
+    if x & mask == 0 {
+        x
+    } else if negative {
+        x & !mask
+    } else {
+        (x & !mask) + (mask + 1)
+    }
+}
+
+/// `x · 2^−n`: exact unless the result is subnormal, then rounded to nearest even.
+pub fn fp32_scale2(x: u32, n: u8) -> u32 {
+    if f32_is_nan(x) {
+        return F32_QNAN;
+    }
+    if f32_is_inf(x) || x & 0x7FFF_FFFF == 0 {
+        return x;
+    }
+    let (m, e) = f32_normalized(x);
+    round_to_f32(x & F32_SIGN, m, e - 150 - n as i32, false)
+}
+
+/// Correctly rounded (round to nearest even) binary32 reciprocal: 1/±0 = ±Inf, 1/±Inf = ±0,
+/// NaN gives the canonical NaN; subnormal inputs and results are supported.
+pub fn fp32_recip(x: u32) -> u32 {
+    let sign = x & F32_SIGN;
+    if f32_is_nan(x) {
+        return F32_QNAN;
+    }
+    if f32_is_inf(x) {
+        return sign;
+    }
+    if x & 0x7FFF_FFFF == 0 {
+        return sign | F32_INF;
+    }
+    let (m, e) = f32_normalized(x);
+    // 1 / (m·2^(e-150)) = (2^50 / m) · 2^(100 - e); the quotient has 27 bits, the remainder
+    // is the sticky bit.
+    let num = 1u64 << 50;
+    round_to_f32(sign, num / m, 100 - e, !num.is_multiple_of(m))
+}
+
+/// exp2's table: 2^(k/64) for k = 0..=64 in 1.23 fixed point, rounded to nearest.
+pub fn exp2_table() -> [u32; 65] {
+    std::array::from_fn(|k| ((k as f64 / 64.0).exp2() * (1u64 << 23) as f64).round() as u32)
+}
+
+/// 2^x for binary32 x (one result per cycle in hardware; see `hdl::exp2`).
+///
+/// x = n + f with n = floor(x) and f in [0, 1) taken in fixed point with 24 fraction bits
+/// (floor of the exact product); 2^f = T[k] + (T[k+1] − T[k]) · r / 2^18, with k the top 6 bits of
+/// f and r the low 18 bits (table of 65 entries, linear interpolation, product truncated);
+/// the result is 2^n times that, rounded to nearest even only where it is subnormal.
+/// NaN → canonical NaN; x ≥ 128 → +Inf; x ≤ −152 (and −Inf) → +0. Relative error below 2^-14
+/// wherever the result is normal.
+pub fn exp2(x: u32) -> u32 {
+    if f32_is_nan(x) {
+        return F32_QNAN;
+    }
+    let negative = x & F32_SIGN != 0;
+    let mag = x & 0x7FFF_FFFF;
+    if !negative && mag >= 0x4300_0000 {
+        return F32_INF; // x >= 128
+    }
+    if negative && mag >= 0x4318_0000 {
+        return 0; // x <= -152
+    }
+    // X = floor(x · 2^24) as a signed integer: |x| < 152 fits in 8 + 24 bits.
+    let (m, e) = f32_unpack(mag);
+    let fixed: i64 = if mag == 0 {
+        0
+    } else {
+        let sh = e as i32 - 126; // value · 2^24 = m · 2^(e - 126)
+        let (q, inexact) = if sh >= 0 {
+            ((m as i64) << sh, false)
+        } else if -sh >= 63 {
+            (0, true)
+        } else {
+            ((m as i64) >> -sh, (m as i64) & ((1i64 << -sh) - 1) != 0)
+        };
+        if negative {
+            -(q + inexact as i64)
+        } else {
+            q
+        }
+    };
+    let n = (fixed >> 24) as i32;
+    let f = (fixed & 0xFF_FFFF) as u32;
+    let k = (f >> 18) as usize;
+    let r = (f & 0x3_FFFF) as u64;
+    let t = exp2_table();
+    let slope = (t[k + 1] - t[k]) as u64;
+    let y = t[k] as u64 + ((slope * r) >> 18);
+    round_to_f32(0, y, n - 23, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +574,97 @@ mod tests {
             let wa = f16::from_bits(a).to_f32();
             let wb = f16::from_bits(b).to_f32();
             prop_assert!(same(mac(acc, a, b), wa.mul_add(wb, f32::from_bits(acc))));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn fp32_mul_matches_f32(a in any::<u32>(), b in any::<u32>(), ea in 0u32..=254, eb in 0u32..=254) {
+            prop_assert!(same(fp32_mul(a, b), f32::from_bits(a) * f32::from_bits(b)));
+            // Exponents chosen to hit overflow, underflow and the subnormal boundary.
+            let a2 = (a & 0x807F_FFFF) | (ea << 23);
+            let b2 = (b & 0x807F_FFFF) | (eb << 23);
+            prop_assert!(same(fp32_mul(a2, b2), f32::from_bits(a2) * f32::from_bits(b2)), "{:#x} {:#x}", a2, b2);
+        }
+
+        #[test]
+        fn fp32_recip_matches_f64_division(x in any::<u32>()) {
+            // Rounding the f64 quotient to f32 is innocuous (53 >= 2*24 + 2).
+            let oracle = (1.0f64 / f32::from_bits(x) as f64) as f32;
+            prop_assert!(same(fp32_recip(x), oracle), "x={:#x}", x);
+        }
+
+        #[test]
+        fn fp32_scale2_matches_f64(x in any::<u32>(), n in any::<u8>()) {
+            let oracle = (f32::from_bits(x) as f64 * (-(n as f64)).exp2()) as f32;
+            prop_assert!(same(fp32_scale2(x, n), oracle), "x={:#x} n={}", x, n);
+        }
+
+        #[test]
+        fn fp32_ceil_and_max_match_std(a in any::<u32>(), b in any::<u32>(), e in 100u32..=160) {
+            let a2 = (a & 0x807F_FFFF) | (e << 23);
+            for x in [a, a2] {
+                prop_assert!(same(fp32_ceil(x), f32::from_bits(x).ceil()), "ceil {:#x}", x);
+            }
+            let (fa, fb) = (f32::from_bits(a), f32::from_bits(b));
+            // IEEE 754-2019 maximum: NaN wins, and +0 is above -0.
+            let want = if fa.is_nan() || fb.is_nan() {
+                f32::NAN
+            } else if fa == fb {
+                if fa.is_sign_negative() { fb } else { fa }
+            } else {
+                fa.max(fb)
+            };
+            prop_assert!(same(fp32_max(a, b), want), "max {:#x} {:#x}", a, b);
+        }
+    }
+
+    #[test]
+    fn recip_exhaustive_over_significands() {
+        // Every significand at three exponents (normal, result subnormal, input subnormal).
+        for e in [127u32, 253, 0] {
+            for m in 0..(1u32 << 23) {
+                let x = (e << 23) | m;
+                let oracle = (1.0f64 / f32::from_bits(x) as f64) as f32;
+                assert!(same(fp32_recip(x), oracle), "x={x:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn exp2_special_values_and_accuracy() {
+        assert_eq!(exp2(0), F32_ONE);
+        assert_eq!(exp2(F32_SIGN), F32_ONE);
+        assert_eq!(exp2(0xBF80_0000), 0x3F00_0000); // 2^-1
+        assert_eq!(exp2(0xC2FC_0000), 0x0080_0000); // 2^-126: smallest normal
+        assert_eq!(exp2(0xC315_0000), 0x0000_0001); // 2^-149: smallest subnormal
+        assert_eq!(exp2(0x4300_0000), F32_INF);
+        assert_eq!(exp2(F32_NEG_INF), 0);
+        assert_eq!(exp2(F32_INF), F32_INF);
+        assert_eq!(exp2(F32_QNAN), F32_QNAN);
+        let mut worst: f64 = 0.0;
+        let mut x = -24.0f32;
+        while x <= 0.0 {
+            let got = f32::from_bits(exp2(x.to_bits())) as f64;
+            let want = (x as f64).exp2();
+            worst = worst.max(((got - want) / want).abs());
+            x = f32::from_bits(x.to_bits() - 97); // about 30 million points
+        }
+        assert!(worst < (2.0f64).powi(-14), "worst relative error {worst:e}");
+    }
+
+    #[test]
+    fn exp2_table_entries_are_far_from_rounding_ties() {
+        // So that any correctly rounded exp2 in f64 gives the same table.
+        for k in 0..=64 {
+            let v = (k as f64 / 64.0).exp2() * (1u64 << 23) as f64;
+            let frac = v - v.floor();
+            assert!(
+                (frac - 0.5).abs() > 1e-6,
+                "entry {k} is within 1e-6 of a tie"
+            );
         }
     }
 

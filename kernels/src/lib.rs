@@ -1,5 +1,12 @@
-//! Golden models with no hardware dependency: bit-exact operator models, and (in later work) the
-//! tiled FlashAttention hardware model, the f64 reference and the energy model.
+//! Golden models with no hardware dependency: bit-exact operator models (`fp`), the reduction
+//! orders (`reduce`), the online-softmax arithmetic (`softmax`), the causal mask (`mask`), the PE
+//! (`pe`), the tiled FlashAttention hardware model (`flash`) and the f64 and plain
+//! low-precision references (`reference`).
 
+pub mod flash;
 pub mod fp;
+pub mod mask;
 pub mod pe;
+pub mod reduce;
+pub mod reference;
+pub mod softmax;

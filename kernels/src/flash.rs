@@ -1,0 +1,163 @@
+//! The tiled FlashAttention hardware model: the exact arithmetic, in the exact order, that the
+//! RTL core performs, assembled from the bit-exact operator models. The RTL's output must equal
+//! this model bit for bit; this model must stay within DESIGN.md §3's tolerance of the f64
+//! reference.
+//!
+//! Per Q tile (Br rows) and per K/V block (Bc keys) that is not entirely masked:
+//! 1. s = −0 + Σ_k q·k, one MAC per k in order (masked positions are not computed);
+//! 2. t = s · C ([`scale_score`]); the row max of t (masked: −Inf) updates m and gives `shift`;
+//! 3. p = FP16(exp2(t − m)) (masked: +0);
+//! 4. l = l · 2^-shift + rowsum(p) with the array's association order ([`row_sum`]: each of the
+//!    `cols` PEs sums its Bc/cols keys in order, then the tree);
+//! 5. O = O · 2^-shift, then O += p · v for each unmasked key in order (one MAC each).
+//!
+//! After the last block, out = O · r with r = 1/l (1 if l = 0), in FP32 or rounded to FP16.
+//! O starts at +0 for every tile.
+
+use crate::fp::*;
+use crate::mask::MaskSpec;
+use crate::reduce::{row_max, row_sum};
+use crate::softmax::{scale_constant, scale_score, weight, RowState};
+
+/// The output format of O / l.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutFormat {
+    /// Rounded to binary16 (nearest even).
+    F16,
+    /// binary32.
+    F32,
+}
+
+/// Tiling and mapping parameters that change the arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashConfig {
+    /// Query rows per tile.
+    pub br: usize,
+    /// Keys per block.
+    pub bc: usize,
+    pub head_dim: usize,
+    /// PE columns: the row sums split a block's keys over this many PEs (see `reduce`).
+    pub cols: usize,
+    pub causal: bool,
+    pub out: OutFormat,
+}
+
+/// One attention problem: FP16 Q (q_len × d), K and V (k_len × d), row-major.
+#[derive(Clone, Debug)]
+pub struct Problem<'a> {
+    pub q: &'a [u16],
+    pub k: &'a [u16],
+    pub v: &'a [u16],
+    pub q_len: usize,
+    pub k_len: usize,
+}
+
+/// What the model computed, for performance counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlashStats {
+    /// MACs of Q·Kᵀ and of P·V that were performed.
+    pub macs: u64,
+    /// MACs skipped because their position is masked (inside computed blocks).
+    pub masked_macs: u64,
+    /// K/V blocks computed, and skipped as entirely masked, summed over Q tiles.
+    pub blocks: u64,
+    pub skipped_blocks: u64,
+}
+
+/// The output bits (FP16 in the low half, or FP32), q_len × d, and the counters.
+pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats) {
+    let d = cfg.head_dim;
+    assert_eq!(p.q.len(), p.q_len * d, "Q must be q_len x d");
+    assert_eq!(p.k.len(), p.k_len * d, "K must be k_len x d");
+    assert_eq!(p.v.len(), p.k_len * d, "V must be k_len x d");
+    assert!(
+        cfg.bc.is_multiple_of(cfg.cols),
+        "Bc must split evenly over the PE columns"
+    );
+    let mask = MaskSpec {
+        q_len: p.q_len,
+        k_len: p.k_len,
+        causal: cfg.causal,
+    };
+    let c = scale_constant(d);
+    let mut out = vec![0u32; p.q_len * d];
+    let mut stats = FlashStats::default();
+    for q_base in (0..p.q_len).step_by(cfg.br) {
+        let rows = cfg.br.min(p.q_len - q_base);
+        let mut state = vec![RowState::default(); rows];
+        let mut o = vec![0u32; rows * d];
+        for k_base in (0..p.k_len).step_by(cfg.bc) {
+            if mask.block_skipped(q_base, cfg.br, k_base) {
+                stats.skipped_blocks += 1;
+                continue;
+            }
+            stats.blocks += 1;
+            for r in 0..rows {
+                let i = q_base + r;
+                let qi = &p.q[i * d..(i + 1) * d];
+                // Scores, scaled; masked positions are −Inf for the max.
+                let mut t = vec![F32_NEG_INF; cfg.bc];
+                let mut visible = vec![false; cfg.bc];
+                for (jj, tj) in t.iter_mut().enumerate() {
+                    let j = k_base + jj;
+                    if mask.masked(i, j) {
+                        stats.masked_macs += 2 * d as u64;
+                        continue;
+                    }
+                    visible[jj] = true;
+                    let kj = &p.k[j * d..(j + 1) * d];
+                    let s = qi
+                        .iter()
+                        .zip(kj)
+                        .fold(ACC_CLEAR, |acc, (&a, &b)| mac(acc, a, b));
+                    stats.macs += d as u64;
+                    *tj = scale_score(s, c);
+                }
+                let st = &mut state[r];
+                let shift = st.update_max(row_max(&t, cfg.cols));
+                let weights: Vec<u16> = t
+                    .iter()
+                    .zip(&visible)
+                    .map(|(&tj, &vis)| if vis { weight(tj, st.m) } else { 0 })
+                    .collect();
+                let wide: Vec<u32> = weights.iter().map(|&w| fp16_to_fp32(w)).collect();
+                st.update_sum(row_sum(&wide, cfg.cols), shift);
+                let orow = &mut o[r * d..(r + 1) * d];
+                for x in orow.iter_mut() {
+                    *x = fp32_scale2(*x, shift);
+                }
+                for (jj, &w) in weights.iter().enumerate() {
+                    if !visible[jj] {
+                        continue;
+                    }
+                    let vj = &p.v[(k_base + jj) * d..(k_base + jj + 1) * d];
+                    for (x, &vv) in orow.iter_mut().zip(vj) {
+                        *x = mac(*x, w, vv);
+                    }
+                    stats.macs += d as u64;
+                }
+            }
+        }
+        for r in 0..rows {
+            let recip = state[r].reciprocal();
+            for c in 0..d {
+                let y = fp32_mul(o[r * d + c], recip);
+                out[(q_base + r) * d + c] = match cfg.out {
+                    OutFormat::F32 => y,
+                    OutFormat::F16 => fp32_to_fp16(y) as u32,
+                };
+            }
+        }
+    }
+    (out, stats)
+}
+
+/// Output bits as numbers.
+pub fn decode(out: &[u32], format: OutFormat) -> Vec<f64> {
+    out.iter()
+        .map(|&b| match format {
+            OutFormat::F32 => f32::from_bits(b) as f64,
+            OutFormat::F16 => half::f16::from_bits(b as u16).to_f64(),
+        })
+        .collect()
+}

@@ -1,0 +1,88 @@
+//! The association orders of the row reductions, which the hardware reproduces bit for bit.
+//!
+//! A PE first reduces its own `b` values in order (a chain: ((v0 ⊕ v1) ⊕ v2) ⊕ ...), then the
+//! row-reduction tree combines the C per-PE results level by level: at each level neighbours
+//! (0, 1), (2, 3), ... are combined and an odd last element passes through unchanged.
+
+use crate::fp::{fp32_add, fp32_max};
+
+/// The row-reduction tree over `values` (one per PE of a row) with operator `op`.
+pub fn tree(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
+    assert!(
+        !values.is_empty(),
+        "a tree reduction needs at least one value"
+    );
+    let mut level = values.to_vec();
+    while level.len() > 1 {
+        level = level
+            .chunks(2)
+            .map(|p| if p.len() == 2 { op(p[0], p[1]) } else { p[0] })
+            .collect();
+    }
+    level[0]
+}
+
+/// Levels of the tree for `n` inputs: ceil(log2 n).
+pub fn tree_levels(n: usize) -> u32 {
+    usize::BITS - (n.max(1) - 1).leading_zeros()
+}
+
+/// A PE's local reduction of its own values, in order.
+pub fn chain(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
+    let (&first, rest) = values
+        .split_first()
+        .expect("a chain needs at least one value");
+    rest.iter().fold(first, |acc, &v| op(acc, v))
+}
+
+/// Row sum as the array computes it: `values` (a row of one block, Bc of them) split into
+/// `cols` contiguous groups of Bc/cols, each summed in order by its PE, then the tree.
+pub fn row_sum(values: &[u32], cols: usize) -> u32 {
+    row_reduce(values, cols, fp32_add)
+}
+
+/// Row maximum (order does not matter for max, but the hardware uses the same shape).
+pub fn row_max(values: &[u32], cols: usize) -> u32 {
+    row_reduce(values, cols, fp32_max)
+}
+
+fn row_reduce(values: &[u32], cols: usize, op: fn(u32, u32) -> u32) -> u32 {
+    assert!(
+        cols > 0 && values.len().is_multiple_of(cols),
+        "{} values do not split over {cols} PEs",
+        values.len()
+    );
+    let locals: Vec<u32> = values
+        .chunks(values.len() / cols)
+        .map(|c| chain(c, op))
+        .collect();
+    tree(&locals, op)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_shape() {
+        assert_eq!(tree_levels(1), 0);
+        assert_eq!(tree_levels(2), 1);
+        assert_eq!(tree_levels(3), 2);
+        assert_eq!(tree_levels(4), 2);
+        assert_eq!(tree_levels(5), 3);
+        assert_eq!(tree_levels(32), 5);
+        // ((a+b)+(c+d))+e, checked with an operator that records the order.
+        fn cat(a: u32, b: u32) -> u32 {
+            a * 10 + b
+        }
+        assert_eq!(
+            tree(&[1, 2, 3, 4, 5], cat),
+            cat(cat(cat(1, 2), cat(3, 4)), 5)
+        );
+        assert_ne!(
+            tree(&[1, 2, 3, 4, 5], cat),
+            cat(cat(cat(cat(1, 2), 3), 4), 5)
+        );
+        assert_eq!(chain(&[1, 2, 3], cat), cat(cat(1, 2), 3));
+    }
+}

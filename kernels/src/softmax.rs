@@ -1,0 +1,137 @@
+//! The online-softmax arithmetic of one query row, as the hardware does it.
+//!
+//! * Scores are scaled once, in FP32: t = s · C with C = f32(log2(e) / √d) ([`scale_constant`]).
+//! * The running max m is kept in the log2 domain as an integer-valued FP32 (Softermax): a new
+//!   block moves it to max(m, ceil(rowmax t)). The rescale factor 2^(m_old − m_new) is then an
+//!   exact power of two, applied to l and O_acc as an exponent shift ([`fp32_scale2`]) of
+//!   `shift` = min(m_new − m_old, 255) places. m starts at −Inf, so IEEE arithmetic needs no
+//!   special cases: a first block flushes the (zero) state; NaN and +Inf scores turn the row
+//!   into NaN exactly as the f64 reference does; −Inf scores contribute nothing.
+//! * p = exp2(t − m), rounded to FP16 (the S/P registers hold FP16); masked positions give +0.
+//! * l = l · 2^-shift + rowsum(p) with the rowsum over the FP16 values widened to FP32, so the
+//!   final normalization divides exactly the weights the PV products used.
+//! * After the last block, r = 1 / l (correctly rounded), or 1 when l is 0 (a row whose keys
+//!   are all masked), and out = O · r.
+
+use crate::fp::*;
+
+/// The softmax constant C = log2(e) / √d, rounded once to FP32 (f64 arithmetic here is
+/// correctly rounded, so C is the same on every platform).
+pub fn scale_constant(head_dim: usize) -> u32 {
+    ((std::f64::consts::LOG2_E / (head_dim as f64).sqrt()) as f32).to_bits()
+}
+
+/// t = s · C.
+pub fn scale_score(s: u32, c: u32) -> u32 {
+    fp32_mul(s, c)
+}
+
+/// The P value of an unmasked position: FP16(exp2(t − m)).
+pub fn weight(t: u32, m: u32) -> u16 {
+    fp32_to_fp16(exp2(fp32_add(t, m ^ F32_SIGN)))
+}
+
+/// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.
+pub fn saturate_shift(d: u32) -> u8 {
+    if f32_is_nan(d) {
+        return 255;
+    }
+    let e = ((d >> 23) & 0xFF) as i32 - 127;
+    if d & F32_SIGN != 0 || e < 0 {
+        0
+    } else if e >= 8 {
+        255
+    } else {
+        (((d & 0x7F_FFFF) | 0x80_0000) >> (23 - e)) as u8
+    }
+}
+
+/// Running state of one query row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowState {
+    /// Running max of t, an integer-valued FP32 (or −Inf before any key, NaN after a NaN).
+    pub m: u32,
+    /// Running sum of the FP16 weights, in FP32.
+    pub l: u32,
+}
+
+impl Default for RowState {
+    fn default() -> Self {
+        RowState {
+            m: F32_NEG_INF,
+            l: 0,
+        }
+    }
+}
+
+impl RowState {
+    /// Takes a block's row max of t; returns the shift to apply to l and O_acc.
+    pub fn update_max(&mut self, block_max: u32) -> u8 {
+        let m_new = fp32_max(self.m, fp32_ceil(block_max));
+        let shift = saturate_shift(fp32_add(m_new, self.m ^ F32_SIGN));
+        self.m = m_new;
+        shift
+    }
+
+    /// Takes a block's row sum of weights: l = l · 2^-shift + sum.
+    pub fn update_sum(&mut self, block_sum: u32, shift: u8) {
+        self.l = fp32_add(fp32_scale2(self.l, shift), block_sum);
+    }
+
+    /// 1 / l, or 1 when l is zero (every key masked: O is zero and stays zero).
+    pub fn reciprocal(&self) -> u32 {
+        if self.l & 0x7FFF_FFFF == 0 {
+            F32_ONE
+        } else {
+            fp32_recip(self.l)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shift_saturates() {
+        for (d, want) in [
+            (0.0f32, 0u8),
+            (1.0, 1),
+            (7.0, 7),
+            (255.0, 255),
+            (256.0, 255),
+            (1e30, 255),
+        ] {
+            assert_eq!(saturate_shift(d.to_bits()), want, "{d}");
+        }
+        assert_eq!(saturate_shift(F32_INF), 255);
+        assert_eq!(saturate_shift(F32_QNAN), 255);
+    }
+
+    #[test]
+    fn first_block_and_fully_masked_rows() {
+        let mut r = RowState::default();
+        // A block with every key masked: max is −Inf, nothing changes.
+        assert_eq!(r.update_max(F32_NEG_INF), 255);
+        r.update_sum(0, 255);
+        assert_eq!(r, RowState::default());
+        assert_eq!(r.reciprocal(), F32_ONE);
+        // A real block: m = ceil(2.5) = 3.
+        let shift = r.update_max(2.5f32.to_bits());
+        assert_eq!(f32::from_bits(r.m), 3.0);
+        assert_eq!(shift, 255);
+        r.update_sum(1.5f32.to_bits(), shift);
+        assert_eq!(f32::from_bits(r.l), 1.5);
+        // A larger max two steps up halves l twice.
+        let shift = r.update_max(4.2f32.to_bits());
+        assert_eq!(shift, 2);
+        r.update_sum(1.0f32.to_bits(), shift);
+        assert_eq!(f32::from_bits(r.l), 1.5 / 4.0 + 1.0);
+    }
+
+    #[test]
+    fn scale_constant_for_d_128() {
+        let c = f32::from_bits(scale_constant(128)) as f64;
+        assert!((c - std::f64::consts::LOG2_E / 128f64.sqrt()).abs() < 1e-8);
+    }
+}
