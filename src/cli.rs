@@ -13,8 +13,7 @@ use hdl::units::UNITS;
 use serde::Serialize;
 
 use crate::design::{generate, Target};
-use crate::verify::run::{verify_pe_block, verify_pure, BlockReport};
-use crate::verify::units::PURE_UNITS;
+use crate::verify::run::{verify_block, BlockReport};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -136,6 +135,9 @@ pub struct VerifyArgs {
     /// proptest seed (fixed, so a run is reproducible).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Check only these blocks (repeatable); default: every block.
+    #[arg(long = "unit")]
+    pub units: Vec<String>,
     /// Also write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -278,22 +280,27 @@ struct VerifyReport {
 
 fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
+    for u in &args.units {
+        if !UNITS.contains(&u.as_str()) {
+            anyhow::bail!("unknown unit `{u}`: choose one of {}", UNITS.join(", "));
+        }
+    }
+    let selected: Vec<&str> = UNITS
+        .iter()
+        .copied()
+        .filter(|u| args.units.is_empty() || args.units.iter().any(|a| a == u))
+        .collect();
     let mut blocks = vec![];
-    let pe_cases = (args.vectors / 500).max(1);
-    for unit in UNITS {
+    for unit in &selected {
         eprintln!(
             "[{}/{}] {unit}: generate, lint, synthesize, simulate ...",
             blocks.len() + 1,
-            UNITS.len()
+            selected.len()
         );
         let lint_dir = ScratchDir::new("verify")?;
         generate(&cfg, &Target::Unit(unit.to_string()), lint_dir.path())?;
         let lint = gen::flow::lint(lint_dir.path())?;
-        let check = if PURE_UNITS.iter().any(|u| u.name == *unit) {
-            verify_pure(&cfg, unit, args.vectors, args.seed)
-        } else {
-            verify_pe_block(&cfg, unit, pe_cases, 1000, args.seed)
-        };
+        let check = verify_block(&cfg, unit, args.vectors, args.seed);
         let (check, error) = match check {
             Ok(r) => (Some(r), None),
             Err(e) => {

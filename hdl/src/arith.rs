@@ -129,3 +129,78 @@ pub fn unpack(
         is_nan: h("is_nan", is_nan),
     }
 }
+
+/// Rounds `sig · 2^(exp − 127 − (W − 1))` to binary32 (round to nearest even) and applies `sign`:
+/// the hardware twin of `kernels::fp::round_to_f32`.
+///
+/// `sig` (W ≥ 24 bits) must have its leading one at bit W − 1; `exp` (two's complement, at least
+/// 10 bits) is the biased exponent of that leading one; `sticky` says whether bits below `sig`
+/// were already lost. Subnormal results shift right with a sticky bit; exponents of 255 and
+/// above, and rounding carries past the largest finite value, give Inf.
+pub fn round_pack_f32(m: &mut ModuleBuilder, sign: Sig, sig: Sig, exp: Sig, sticky: Sig) -> Sig {
+    let w = sig.width();
+    let ew = exp.width();
+    assert!(
+        w >= 24 && ew >= 10,
+        "round_pack_f32 needs a 24-bit significand and a 10-bit exponent"
+    );
+    let one = m.lit(ew, 1);
+    let normal = m.ge_signed(exp, one);
+    let normal = m.hint("normal", normal);
+    let max_exp = m.lit(ew, 255);
+    let overflow = m.ge_signed(exp, max_exp);
+    // Subnormal: shift right by 1 - exp; 31 places already move everything below the guard bit.
+    let under = m.sub(one, exp);
+    let limit = m_lit_signed(m, ew, 31);
+    let neg_or_big = m.gt_signed(under, limit);
+    let under5 = m.trunc(under, 5);
+    let max5 = m.lit(5, 31);
+    let under5 = m.mux(neg_or_big, max5, under5);
+    let zero5 = m.zero(5);
+    let shift = m.mux(normal, zero5, under5);
+    let zero2 = m.zero(2);
+    let ext = m.cat(&[sig, zero2]);
+    let shifted = shift_right_sticky(m, ext, shift);
+    let kept_hidden = m.bit(shifted, w + 1);
+    m.discard(kept_hidden); // implied by the exponent field
+    let frac = m.slice(shifted, w, w - 22);
+    let lsb = m.bit(shifted, w - 22);
+    let guard = m.bit(shifted, w - 23);
+    let low = m.slice(shifted, w - 24, 0);
+    let low_any = m.any(low);
+    let sticky_all = m.or(low_any, sticky);
+    let tie_or_above = m.or(sticky_all, lsb);
+    let round_up = m.and(guard, tie_or_above);
+    let round_up = m.hint("round_up", round_up);
+    let exp8 = m.trunc(exp, 8);
+    let zero8 = m.zero(8);
+    let exp_field = m.mux(normal, exp8, zero8);
+    let packed = m.cat(&[exp_field, frac]);
+    let round31 = m.zext(round_up, 31);
+    let packed = m.add(packed, round31);
+    let inf = m.lit(31, crate::ieee::F32_INF);
+    let magnitude = m.mux(overflow, inf, packed);
+    m.cat(&[sign, magnitude])
+}
+
+/// A `width`-bit two's complement constant.
+fn m_lit_signed(m: &mut ModuleBuilder, width: u32, value: i64) -> Sig {
+    let mask = if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
+    m.lit(width, value as u64 & mask)
+}
+
+/// A binary32 significand normalized so its leading one is at bit 23, and the matching biased
+/// exponent (10-bit two's complement, below 1 for subnormal inputs). Zero inputs give garbage:
+/// callers handle zeros as special values.
+pub fn normalize_f32(m: &mut ModuleBuilder, u: &Unpacked) -> (Sig, Sig) {
+    let lz = leading_zeros(m, u.sig);
+    let sig = m.shl(u.sig, lz);
+    let exp = m.zext(u.exp_eff, 10);
+    let lz10 = m.zext(lz, 10);
+    let exp = m.sub(exp, lz10);
+    (sig, exp)
+}

@@ -8,10 +8,15 @@ use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::array::PeGridConfig;
+use crate::exp2::Exp2Config;
 use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
+use crate::fp32_mul::Fp32MulConfig;
 use crate::mac::MacConfig;
+use crate::mask::MaskConfig;
 use crate::pe::PeConfig;
+use crate::row_reduce::RowReduceConfig;
+use crate::softmax::SoftmaxExpConfig;
 
 /// Every knob of a regflash design.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,6 +40,12 @@ pub struct CoreConfig {
     pub mul_latency: u32,
     /// fp32_add pipeline registers (0..=2).
     pub add_latency: u32,
+    /// fp32_mul pipeline registers (0..=2), in the softmax datapath.
+    pub fmul_latency: u32,
+    /// exp2 pipeline registers (0..=2).
+    pub exp_latency: u32,
+    /// Bits of a sequence index or length (sequences up to 2^index_bits - 1 long).
+    pub index_bits: u32,
     /// Target clock in MHz (for constraints and reports).
     pub clock_mhz: f64,
 }
@@ -53,6 +64,9 @@ struct ConfigFile {
     regs_per_pe: Option<u32>,
     mul_latency: Option<u32>,
     add_latency: Option<u32>,
+    fmul_latency: Option<u32>,
+    exp_latency: Option<u32>,
+    index_bits: Option<u32>,
     clock_mhz: Option<f64>,
 }
 
@@ -85,6 +99,9 @@ impl ConfigFile {
             regs_per_pe: take!(regs_per_pe),
             mul_latency: take!(mul_latency),
             add_latency: take!(add_latency),
+            fmul_latency: take!(fmul_latency),
+            exp_latency: take!(exp_latency),
+            index_bits: take!(index_bits),
             clock_mhz: take!(clock_mhz),
         };
         if !missing.is_empty() {
@@ -114,6 +131,9 @@ impl CoreConfig {
             regs_per_pe: 64,
             mul_latency: 1,
             add_latency: 1,
+            fmul_latency: 1,
+            exp_latency: 2,
+            index_bits: 16,
             clock_mhz: 1500.0,
         };
         Ok(match name {
@@ -191,8 +211,17 @@ impl CoreConfig {
             "clock_mhz = {} is out of range: allowed any positive number of MHz",
             self.clock_mhz
         );
+        ensure!(
+            (self.br.max(self.bc) as u64) < (1u64 << self.index_bits),
+            "index_bits = {} cannot index a {}x{} tile: raise index_bits",
+            self.index_bits,
+            self.br,
+            self.bc
+        );
         // The blocks' own checks, in case a knob above maps to more than one.
-        self.grid().validate()
+        self.grid().validate()?;
+        self.softmax_exp().validate()?;
+        self.mask().validate()
     }
 
     /// Reads a TOML configuration: either every key, or `preset = "<name>"` and the keys that
@@ -222,6 +251,40 @@ impl CoreConfig {
                 },
             },
         }
+    }
+
+    /// The softmax exp stage.
+    pub fn softmax_exp(&self) -> SoftmaxExpConfig {
+        SoftmaxExpConfig {
+            mul: self.fmul(),
+            add: Fp32AddConfig {
+                latency: self.add_latency,
+            },
+            exp: Exp2Config {
+                latency: self.exp_latency,
+            },
+        }
+    }
+
+    /// The FP32 multiplier of the softmax datapath.
+    pub fn fmul(&self) -> Fp32MulConfig {
+        Fp32MulConfig {
+            latency: self.fmul_latency,
+        }
+    }
+
+    /// The causal-mask generator of one tile.
+    pub fn mask(&self) -> MaskConfig {
+        MaskConfig {
+            br: self.br,
+            bc: self.bc,
+            index_bits: self.index_bits,
+        }
+    }
+
+    /// The row-reduction tree across the PE columns.
+    pub fn row_reduce(&self) -> RowReduceConfig {
+        RowReduceConfig { cols: self.cols }
     }
 
     /// The PE grid configuration.

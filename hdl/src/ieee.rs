@@ -11,3 +11,7 @@ pub const F16_QNAN: u64 = 0x7E00;
 pub const F16_INF: u64 = 0x7C00;
 /// −0, binary32: the value a cleared accumulator starts from (identity of addition).
 pub const F32_NEG_ZERO: u64 = 0x8000_0000;
+/// 1.0, binary32.
+pub const F32_ONE: u64 = 0x3F80_0000;
+/// −Inf, binary32.
+pub const F32_NEG_INF: u64 = 0xFF80_0000;

@@ -12,12 +12,19 @@ pub mod ieee;
 pub mod ir;
 
 pub mod array;
+pub mod exp2;
 pub mod fp16_mul;
 pub mod fp16_to_fp32;
 pub mod fp32_add;
+pub mod fp32_misc;
+pub mod fp32_mul;
+pub mod fp32_recip;
 pub mod fp32_to_fp16;
 pub mod mac;
+pub mod mask;
 pub mod pe;
+pub mod row_reduce;
+pub mod softmax;
 pub mod units;
 pub mod wrap;
 

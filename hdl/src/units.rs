@@ -4,7 +4,10 @@
 use anyhow::{bail, Result};
 
 use crate::config::CoreConfig;
-use crate::{array, fp16_mul, fp16_to_fp32, fp32_add, fp32_to_fp16, mac, pe, Design, ModRef};
+use crate::{
+    array, exp2, fp16_mul, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip, fp32_to_fp16,
+    mac, mask, pe, row_reduce, softmax, Design, ModRef,
+};
 
 /// Names accepted by [`build_unit`].
 pub const UNITS: &[&str] = &[
@@ -15,6 +18,16 @@ pub const UNITS: &[&str] = &[
     "mac",
     "pe",
     "pe_grid",
+    "fp32_mul",
+    "fp32_max",
+    "fp32_ceil",
+    "fp32_scale2",
+    "exp2",
+    "fp32_recip",
+    "row_reduce",
+    "softmax_row",
+    "softmax_exp",
+    "mask_gen",
 ];
 
 /// Builds unit `name` as configured in `cfg` into `d`, returning its interface (the top).
@@ -29,6 +42,16 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
         "mac" => mac::build(d, &pe.mac),
         "pe" => pe::build(d, &pe),
         "pe_grid" => array::build(d, &cfg.grid()),
+        "fp32_mul" => fp32_mul::build(d, &cfg.fmul()),
+        "fp32_max" => fp32_misc::build_max(d),
+        "fp32_ceil" => fp32_misc::build_ceil(d),
+        "fp32_scale2" => fp32_misc::build_scale2(d),
+        "exp2" => exp2::build(d, &cfg.softmax_exp().exp),
+        "fp32_recip" => fp32_recip::build(d),
+        "row_reduce" => row_reduce::build(d, &cfg.row_reduce()),
+        "softmax_row" => softmax::build_row(d),
+        "softmax_exp" => softmax::build_exp(d, &cfg.softmax_exp()),
+        "mask_gen" => mask::build(d, &cfg.mask()),
         other => bail!("unknown unit `{other}`: choose one of {}", UNITS.join(", ")),
     })
 }

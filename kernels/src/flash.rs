@@ -5,8 +5,8 @@
 //!
 //! Per Q tile (Br rows) and per K/V block (Bc keys) that is not entirely masked:
 //! 1. s = −0 + Σ_k q·k, one MAC per k in order (masked positions are not computed);
-//! 2. t = s · C ([`scale_score`]); the row max of t (masked: −Inf) updates m and gives `shift`;
-//! 3. p = FP16(exp2(t − m)) (masked: +0);
+//! 2. the row max of s (masked: −Inf), scaled by C, updates m and gives `shift`;
+//! 3. p = FP16(exp2(s · C − m)) (masked: +0) ([`weight`]);
 //! 4. l = l · 2^-shift + rowsum(p) with the array's association order ([`row_sum`]: each of the
 //!    `cols` PEs sums its Bc/cols keys in order, then the tree);
 //! 5. O = O · 2^-shift, then O += p · v for each unmasked key in order (one MAC each).
@@ -17,7 +17,7 @@
 use crate::fp::*;
 use crate::mask::MaskSpec;
 use crate::reduce::{row_max, row_sum};
-use crate::softmax::{scale_constant, scale_score, weight, RowState};
+use crate::softmax::{scale_constant, weight, RowState};
 
 /// The output format of O / l.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,10 +95,10 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
             for r in 0..rows {
                 let i = q_base + r;
                 let qi = &p.q[i * d..(i + 1) * d];
-                // Scores, scaled; masked positions are −Inf for the max.
-                let mut t = vec![F32_NEG_INF; cfg.bc];
+                // Scores; masked positions are −Inf for the max.
+                let mut s = vec![F32_NEG_INF; cfg.bc];
                 let mut visible = vec![false; cfg.bc];
-                for (jj, tj) in t.iter_mut().enumerate() {
+                for (jj, sj) in s.iter_mut().enumerate() {
                     let j = k_base + jj;
                     if mask.masked(i, j) {
                         stats.masked_macs += 2 * d as u64;
@@ -106,19 +106,18 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     }
                     visible[jj] = true;
                     let kj = &p.k[j * d..(j + 1) * d];
-                    let s = qi
+                    *sj = qi
                         .iter()
                         .zip(kj)
                         .fold(ACC_CLEAR, |acc, (&a, &b)| mac(acc, a, b));
                     stats.macs += d as u64;
-                    *tj = scale_score(s, c);
                 }
                 let st = &mut state[r];
-                let shift = st.update_max(row_max(&t, cfg.cols));
-                let weights: Vec<u16> = t
+                let shift = st.update_max(row_max(&s, cfg.cols), c);
+                let weights: Vec<u16> = s
                     .iter()
                     .zip(&visible)
-                    .map(|(&tj, &vis)| if vis { weight(tj, st.m) } else { 0 })
+                    .map(|(&sj, &vis)| weight(sj, st.m, c, !vis))
                     .collect();
                 let wide: Vec<u32> = weights.iter().map(|&w| fp16_to_fp32(w)).collect();
                 st.update_sum(row_sum(&wide, cfg.cols), shift);

@@ -1,8 +1,10 @@
 //! The online-softmax arithmetic of one query row, as the hardware does it.
 //!
 //! * Scores are scaled once, in FP32: t = s · C with C = f32(log2(e) / √d) ([`scale_constant`]).
+//!   The row max is taken over the raw scores and scaled once per row: rounding is monotone, so
+//!   that equals the max of the scaled scores, and it saves a multiplier in the max path.
 //! * The running max m is kept in the log2 domain as an integer-valued FP32 (Softermax): a new
-//!   block moves it to max(m, ceil(rowmax t)). The rescale factor 2^(m_old − m_new) is then an
+//!   block moves it to max(m, ceil(C · rowmax s)). The rescale factor 2^(m_old − m_new) is then an
 //!   exact power of two, applied to l and O_acc as an exponent shift ([`fp32_scale2`]) of
 //!   `shift` = min(m_new − m_old, 255) places. m starts at −Inf, so IEEE arithmetic needs no
 //!   special cases: a first block flushes the (zero) state; NaN and +Inf scores turn the row
@@ -26,9 +28,12 @@ pub fn scale_score(s: u32, c: u32) -> u32 {
     fp32_mul(s, c)
 }
 
-/// The P value of an unmasked position: FP16(exp2(t − m)).
-pub fn weight(t: u32, m: u32) -> u16 {
-    fp32_to_fp16(exp2(fp32_add(t, m ^ F32_SIGN)))
+/// The P value of a position: +0 if masked, else FP16(exp2(s · C − m)).
+pub fn weight(s: u32, m: u32, c: u32, masked: bool) -> u16 {
+    if masked {
+        return 0;
+    }
+    fp32_to_fp16(exp2(fp32_add(scale_score(s, c), m ^ F32_SIGN)))
 }
 
 /// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.
@@ -65,9 +70,10 @@ impl Default for RowState {
 }
 
 impl RowState {
-    /// Takes a block's row max of t; returns the shift to apply to l and O_acc.
-    pub fn update_max(&mut self, block_max: u32) -> u8 {
-        let m_new = fp32_max(self.m, fp32_ceil(block_max));
+    /// Takes a block's row max of the raw scores s (−Inf if every key is masked) and the
+    /// constant C; returns the shift to apply to l and O_acc.
+    pub fn update_max(&mut self, block_max: u32, c: u32) -> u8 {
+        let m_new = fp32_max(self.m, fp32_ceil(scale_score(block_max, c)));
         let shift = saturate_shift(fp32_add(m_new, self.m ^ F32_SIGN));
         self.m = m_new;
         shift
@@ -111,19 +117,20 @@ mod tests {
     #[test]
     fn first_block_and_fully_masked_rows() {
         let mut r = RowState::default();
+        let one = F32_ONE;
         // A block with every key masked: max is −Inf, nothing changes.
-        assert_eq!(r.update_max(F32_NEG_INF), 255);
+        assert_eq!(r.update_max(F32_NEG_INF, one), 255);
         r.update_sum(0, 255);
         assert_eq!(r, RowState::default());
         assert_eq!(r.reciprocal(), F32_ONE);
         // A real block: m = ceil(2.5) = 3.
-        let shift = r.update_max(2.5f32.to_bits());
+        let shift = r.update_max(2.5f32.to_bits(), one);
         assert_eq!(f32::from_bits(r.m), 3.0);
         assert_eq!(shift, 255);
         r.update_sum(1.5f32.to_bits(), shift);
         assert_eq!(f32::from_bits(r.l), 1.5);
         // A larger max two steps up halves l twice.
-        let shift = r.update_max(4.2f32.to_bits());
+        let shift = r.update_max(4.2f32.to_bits(), one);
         assert_eq!(shift, 2);
         r.update_sum(1.0f32.to_bits(), shift);
         assert_eq!(f32::from_bits(r.l), 1.5 / 4.0 + 1.0);

@@ -3,5 +3,6 @@
 pub mod pe;
 pub mod pure;
 pub mod run;
+pub mod stateful;
 pub mod stimulus;
 pub mod units;

@@ -11,7 +11,11 @@ use serde::Serialize;
 use crate::design::{simulate, Target};
 use crate::verify::pe::{check_pe_stream, directed_pe_stream, proptest_pe, GridShape};
 use crate::verify::pure::{check_stream, proptest_vectors};
-use crate::verify::units::{directed, pure_unit, strategy};
+use crate::verify::stateful::{
+    check_recip, check_softmax_row, proptest_recip, proptest_softmax_row, recip_directed,
+    softmax_row_directed,
+};
+use crate::verify::units::{directed, pure_unit, strategy, PURE_UNITS};
 
 /// What checking one block found (it is only returned when everything matched).
 #[derive(Clone, Debug, Serialize)]
@@ -46,20 +50,20 @@ fn build(cfg: &CoreConfig, name: &str) -> Result<(verilator_tb::Model, u32, Stri
     Ok((model, manifest.top_module().latency, manifest.top, seconds))
 }
 
-/// Checks pure unit `name` (fp16_mul, fp32_add, fp16_to_fp32, fp32_to_fp16, mac): all its
-/// directed vectors streamed back to back, then `cases` proptest vectors.
+/// Checks pure unit `name` (see `units::PURE_UNITS`): all its directed vectors streamed back to
+/// back, then `cases` proptest vectors.
 pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Result<BlockReport> {
-    let Some(unit) = pure_unit(name) else {
+    let Some(unit) = pure_unit(name, cfg) else {
         bail!("`{name}` is not a pure unit");
     };
     let (model, latency, module, build_seconds) = build(cfg, name)?;
     let mut dut = model.dut()?;
     let start = Instant::now();
-    let vectors = directed(name);
-    if let Err(m) = check_stream(&mut dut, unit, latency, &vectors)? {
+    let vectors = directed(name, cfg);
+    if let Err(m) = check_stream(&mut dut, &unit, latency, &vectors)? {
         bail!("directed vectors:\n{m}");
     }
-    let random = proptest_vectors(&mut dut, unit, latency, strategy(name), cases, seed)?;
+    let random = proptest_vectors(&mut dut, &unit, latency, strategy(name, cfg), cases, seed)?;
     Ok(BlockReport {
         unit: name.into(),
         module,
@@ -112,4 +116,68 @@ pub fn verify_pe_block(
         sim_seconds: start.elapsed().as_secs_f64(),
         build_seconds,
     })
+}
+
+/// Checks `fp32_recip`: its directed set, then `cases` proptest reciprocals.
+pub fn verify_recip(cfg: &CoreConfig, cases: u32, seed: u64) -> Result<BlockReport> {
+    let (model, latency, module, build_seconds) = build(cfg, "fp32_recip")?;
+    let mut dut = model.dut()?;
+    let start = Instant::now();
+    let xs = recip_directed();
+    if let Err(m) = check_recip(&mut dut, &xs)? {
+        bail!("directed vectors:\n{m}");
+    }
+    let random = proptest_recip(&mut dut, cases, seed)?;
+    Ok(BlockReport {
+        unit: "fp32_recip".into(),
+        module,
+        latency,
+        directed_vectors: xs.len() as u64,
+        random_vectors: random,
+        operations: xs.len() as u64 + random,
+        sim_cycles: dut.cycles(),
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
+}
+
+/// Checks `softmax_row`: its directed stream, then `cases` random operation streams of up to
+/// 1,000 cycles.
+pub fn verify_softmax_row(cfg: &CoreConfig, cases: u32, seed: u64) -> Result<BlockReport> {
+    let (model, latency, module, build_seconds) = build(cfg, "softmax_row")?;
+    let mut dut = model.dut()?;
+    let start = Instant::now();
+    let stream = softmax_row_directed();
+    if let Err(m) = check_softmax_row(&mut dut, &stream)? {
+        bail!("directed stream:\n{m}");
+    }
+    let random = proptest_softmax_row(&mut dut, cases, 1000, seed)?;
+    Ok(BlockReport {
+        unit: "softmax_row".into(),
+        module,
+        latency,
+        directed_vectors: stream.len() as u64,
+        random_vectors: random,
+        operations: stream.len() as u64 + random,
+        sim_cycles: dut.cycles(),
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
+}
+
+/// Checks any unit of `hdl::units::UNITS` with about `vectors` random vectors (or cycles).
+pub fn verify_block(cfg: &CoreConfig, unit: &str, vectors: u32, seed: u64) -> Result<BlockReport> {
+    match unit {
+        u if PURE_UNITS.contains(&u) => verify_pure(cfg, u, vectors, seed),
+        // Streams of 1 to 1,000 cycles average about 500: 10 % more cases keep the total above
+        // `vectors`.
+        "pe" | "pe_grid" => verify_pe_block(cfg, unit, stream_cases(vectors), 1000, seed),
+        "fp32_recip" => verify_recip(cfg, vectors, seed),
+        "softmax_row" => verify_softmax_row(cfg, stream_cases(vectors), seed),
+        other => bail!("no checker for unit `{other}`"),
+    }
+}
+
+fn stream_cases(vectors: u32) -> u32 {
+    (vectors / 450).max(1)
 }

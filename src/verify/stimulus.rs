@@ -202,3 +202,129 @@ pub fn fp16_rounding_boundaries() -> Vec<u32> {
     }
     v
 }
+
+/// Operand pairs for binary32 multiplication: exponent sums near overflow and underflow (the
+/// subnormal boundary), sparse fractions (exact products and ties), subnormal operands.
+pub fn f32_mul_pair() -> impl Strategy<Value = (u32, u32)> {
+    let with = |lo: u32, hi: u32| {
+        (any::<bool>(), lo..=hi, any::<u32>(), 0u32..23)
+            .prop_map(|(s, e, f, tz)| sign_bit32(s) | (e << 23) | sparse(f, tz, 23))
+    };
+    prop_oneof![
+        3 => (f32_value(), f32_value()),
+        // Products near the subnormal range: exponent sums around 127 - 24 .. 127.
+        3 => (with(1, 126), 0u32..=30).prop_flat_map(move |(a, k)| {
+            let e = ((a >> 23) & 0xFF) as i64;
+            let eb = (127 - k as i64 - e + 1).clamp(0, 254) as u32;
+            (Just(a), with(eb.saturating_sub(1), eb + 1))
+        }),
+        // Products near overflow.
+        2 => (with(180, 254), with(120, 200)),
+        // Subnormal operands.
+        2 => ((any::<bool>(), any::<u32>()).prop_map(|(s, f)| sign_bit32(s) | (f & 0x7F_FFFF)), f32_value()),
+    ]
+}
+
+/// Pairs for the IEEE maximum: equal magnitudes with different signs, NaNs, ±0, and randoms.
+pub fn f32_max_pair() -> impl Strategy<Value = (u32, u32)> {
+    prop_oneof![
+        3 => (f32_value(), f32_value()),
+        2 => f32_value().prop_map(|x| (x, x ^ F32_SIGN)),
+        1 => (f32_value(), -2i32..=2).prop_map(|(x, k)| (x, x.wrapping_add(k as u32))),
+    ]
+}
+
+/// Values around integers, where ceil acts: exponents 110 to 160 with sparse fractions.
+pub fn f32_for_ceil() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        1 => f32_value(),
+        3 => (any::<bool>(), 110u32..=160, any::<u32>(), 0u32..23)
+            .prop_map(|(s, e, f, tz)| sign_bit32(s) | (e << 23) | sparse(f, tz, 23)),
+    ]
+}
+
+/// Shift amounts for `fp32_scale2`, biased towards the subnormal boundary of typical values.
+pub fn f32_scale2_shift() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        2 => any::<u8>(),
+        3 => 100u8..=160,
+        1 => 0u8..=4,
+    ]
+}
+
+/// exp2 inputs: mostly the softmax range [-24, 0], then the whole useful range, then anything.
+pub fn f32_for_exp2() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        4 => (-24.0f32..=0.0).prop_map(f32::to_bits),
+        3 => (-155.0f32..=130.0).prop_map(f32::to_bits),
+        1 => (-1e-3f32..=1e-3).prop_map(f32::to_bits),
+        1 => f32_value(),
+    ]
+}
+
+/// One FP32 value per PE of a row: mixes of ordinary values, cancelling pairs and specials.
+pub fn row_lanes(n: usize) -> impl Strategy<Value = Vec<u32>> {
+    prop_oneof![
+        3 => prop::collection::vec(f32_value(), n),
+        2 => prop::collection::vec((-100.0f32..100.0).prop_map(f32::to_bits), n),
+        1 => (prop::collection::vec(f32_value(), n), any::<bool>()).prop_map(|(mut v, neg)| {
+            // Pairs that cancel exactly.
+            for i in (1..v.len()).step_by(2) {
+                v[i] = v[i - 1] ^ if neg { F32_SIGN } else { 0 };
+            }
+            v
+        }),
+    ]
+}
+
+/// (s, m, c, masked) for the exp stage: m an integer near s·c (as the running max is), or any
+/// value; c one of the head dimensions' constants or any positive value.
+pub fn softmax_exp_inputs(constants: Vec<u32>) -> impl Strategy<Value = (u32, u32, u32, bool)> {
+    let c = prop_oneof![3 => select(constants), 1 => (1e-3f32..10.0).prop_map(f32::to_bits)];
+    let s = prop_oneof![
+        4 => (-500.0f32..500.0).prop_map(f32::to_bits),
+        1 => f32_value(),
+    ];
+    (
+        s,
+        c,
+        -40i32..=2,
+        prop::bool::weighted(0.1),
+        any::<bool>(),
+        f32_value(),
+    )
+        .prop_map(|(s, c, k, masked, near, other)| {
+            let t = f32::from_bits(s) * f32::from_bits(c);
+            let m = if near && t.is_finite() {
+                (t.ceil() + k as f32).to_bits()
+            } else {
+                other
+            };
+            (s, m, c, masked)
+        })
+}
+
+/// mask_gen inputs: bases and lengths around the tile size, or anywhere in the index range.
+pub fn mask_inputs(br: u32, bc: u32, index_bits: u32) -> impl Strategy<Value = Vec<u64>> {
+    let limit = 1u64 << index_bits;
+    let span = 4 * (br.max(bc) as u64) + 4;
+    let small = move || 0u64..span.min(limit);
+    let any_index = move || 0u64..limit;
+    prop_oneof![
+        3 => (small(), small(), small(), small(), any::<bool>())
+            .prop_map(|(a, b, c, d, e)| vec![a, b, c, d, e as u64]),
+        1 => (any_index(), any_index(), any_index(), any_index(), any::<bool>())
+            .prop_map(|(a, b, c, d, e)| vec![a, b, c, d, e as u64]),
+        // Near the diagonal of long sequences.
+        2 => (any_index(), -(span as i64)..span as i64, -(span as i64)..span as i64, any::<bool>()).prop_map(
+            move |(base, dk, dl, causal)| {
+                let clamp = |x: i64| x.clamp(0, limit as i64 - 1) as u64;
+                let q_base = base;
+                let k_base = clamp(base as i64 + dk);
+                let q_len = clamp(base as i64 + span as i64);
+                let k_len = clamp(q_len as i64 + dl);
+                vec![q_base, k_base, q_len, k_len, causal as u64]
+            }
+        ),
+    ]
+}

@@ -1,57 +1,162 @@
-//! The catalogue of pure units: ports, bit-exact models, directed vectors and random stimulus.
+//! The catalogue of pure units: ports, bit-exact models, directed vectors and random stimulus,
+//! each built from the configuration the unit is generated from.
 
+use hdl::config::CoreConfig;
 use kernels::fp;
+use kernels::mask::MaskSpec;
+use kernels::reduce::tree;
+use kernels::softmax::{scale_constant, weight};
 use proptest::prelude::*;
 
-use super::pure::{Fmt, PureUnit};
+use super::pure::{Fmt, PortSpec, PureUnit};
 use super::stimulus::*;
 
-/// fp16_mul: y = a × b.
-pub const FP16_MUL: PureUnit = PureUnit {
-    name: "fp16_mul",
-    inputs: &[("a", Fmt::F16), ("b", Fmt::F16)],
-    output: ("y", Fmt::F32),
-    model: |v| fp::fp16_mul(v[0] as u16, v[1] as u16) as u64,
-};
+/// Names of the pure units, in the order `regflash verify` checks them.
+pub const PURE_UNITS: &[&str] = &[
+    "fp16_mul",
+    "fp32_add",
+    "fp16_to_fp32",
+    "fp32_to_fp16",
+    "mac",
+    "fp32_mul",
+    "fp32_max",
+    "fp32_ceil",
+    "fp32_scale2",
+    "exp2",
+    "row_reduce",
+    "softmax_exp",
+    "mask_gen",
+];
 
-/// fp32_add: y = a + b.
-pub const FP32_ADD: PureUnit = PureUnit {
-    name: "fp32_add",
-    inputs: &[("a", Fmt::F32), ("b", Fmt::F32)],
-    output: ("y", Fmt::F32),
-    model: |v| fp::fp32_add(v[0] as u32, v[1] as u32) as u64,
-};
+fn one(name: &'static str, fmt: Fmt) -> PortSpec {
+    PortSpec::one(name, fmt)
+}
 
-/// fp16_to_fp32.
-pub const FP16_TO_FP32: PureUnit = PureUnit {
-    name: "fp16_to_fp32",
-    inputs: &[("a", Fmt::F16)],
-    output: ("y", Fmt::F32),
-    model: |v| fp::fp16_to_fp32(v[0] as u16) as u64,
-};
+fn unary(name: &'static str, a: (&'static str, Fmt), y: Fmt, f: fn(u64) -> u64) -> PureUnit {
+    PureUnit {
+        name,
+        inputs: vec![one(a.0, a.1)],
+        outputs: vec![one("y", y)],
+        model: Box::new(move |v| vec![f(v[0])]),
+    }
+}
 
-/// fp32_to_fp16.
-pub const FP32_TO_FP16: PureUnit = PureUnit {
-    name: "fp32_to_fp16",
-    inputs: &[("a", Fmt::F32)],
-    output: ("y", Fmt::F16),
-    model: |v| fp::fp32_to_fp16(v[0] as u32) as u64,
-};
+fn binary(
+    name: &'static str,
+    a: Fmt,
+    b: (&'static str, Fmt),
+    y: Fmt,
+    f: fn(u64, u64) -> u64,
+) -> PureUnit {
+    PureUnit {
+        name,
+        inputs: vec![one("a", a), one(b.0, b.1)],
+        outputs: vec![one("y", y)],
+        model: Box::new(move |v| vec![f(v[0], v[1])]),
+    }
+}
 
-/// mac: y = acc + a × b.
-pub const MAC: PureUnit = PureUnit {
-    name: "mac",
-    inputs: &[("a", Fmt::F16), ("b", Fmt::F16), ("acc", Fmt::F32)],
-    output: ("y", Fmt::F32),
-    model: |v| fp::mac(v[2] as u32, v[0] as u16, v[1] as u16) as u64,
-};
-
-/// Every pure unit.
-pub const PURE_UNITS: &[PureUnit] = &[FP16_MUL, FP32_ADD, FP16_TO_FP32, FP32_TO_FP16, MAC];
-
-/// The pure unit called `name`.
-pub fn pure_unit(name: &str) -> Option<&'static PureUnit> {
-    PURE_UNITS.iter().find(|u| u.name == name)
+/// The pure unit called `name` as `cfg` configures it, or None if it is not a pure unit.
+pub fn pure_unit(name: &str, cfg: &CoreConfig) -> Option<PureUnit> {
+    use Fmt::*;
+    Some(match name {
+        "fp16_mul" => binary("fp16_mul", F16, ("b", F16), F32, |a, b| {
+            fp::fp16_mul(a as u16, b as u16) as u64
+        }),
+        "fp32_add" => binary("fp32_add", F32, ("b", F32), F32, |a, b| {
+            fp::fp32_add(a as u32, b as u32) as u64
+        }),
+        "fp16_to_fp32" => unary("fp16_to_fp32", ("a", F16), F32, |a| {
+            fp::fp16_to_fp32(a as u16) as u64
+        }),
+        "fp32_to_fp16" => unary("fp32_to_fp16", ("a", F32), F16, |a| {
+            fp::fp32_to_fp16(a as u32) as u64
+        }),
+        "mac" => PureUnit {
+            name: "mac",
+            inputs: vec![one("a", F16), one("b", F16), one("acc", F32)],
+            outputs: vec![one("y", F32)],
+            model: Box::new(|v| vec![fp::mac(v[2] as u32, v[0] as u16, v[1] as u16) as u64]),
+        },
+        "fp32_mul" => binary("fp32_mul", F32, ("b", F32), F32, |a, b| {
+            fp::fp32_mul(a as u32, b as u32) as u64
+        }),
+        "fp32_max" => binary("fp32_max", F32, ("b", F32), F32, |a, b| {
+            fp::fp32_max(a as u32, b as u32) as u64
+        }),
+        "fp32_ceil" => unary("fp32_ceil", ("a", F32), F32, |a| {
+            fp::fp32_ceil(a as u32) as u64
+        }),
+        "fp32_scale2" => binary("fp32_scale2", F32, ("n", Bits(8)), F32, |a, n| {
+            fp::fp32_scale2(a as u32, n as u8) as u64
+        }),
+        "exp2" => unary("exp2", ("x", F32), F32, |x| fp::exp2(x as u32) as u64),
+        "row_reduce" => PureUnit {
+            name: "row_reduce",
+            inputs: vec![PortSpec {
+                name: "x",
+                lanes: cfg.cols,
+                fmt: F32,
+            }],
+            outputs: vec![one("max", F32), one("sum", F32)],
+            model: Box::new(|v| {
+                let lanes: Vec<u32> = v.iter().map(|&x| x as u32).collect();
+                vec![
+                    tree(&lanes, fp::fp32_max) as u64,
+                    tree(&lanes, fp::fp32_add) as u64,
+                ]
+            }),
+        },
+        "softmax_exp" => PureUnit {
+            name: "softmax_exp",
+            inputs: vec![
+                one("s", F32),
+                one("m", F32),
+                one("c", F32),
+                one("masked", Bits(1)),
+            ],
+            outputs: vec![one("p", F16)],
+            model: Box::new(|v| {
+                vec![weight(v[0] as u32, v[1] as u32, v[2] as u32, v[3] == 1) as u64]
+            }),
+        },
+        "mask_gen" => {
+            let (br, bc, iw) = (cfg.br, cfg.bc, cfg.index_bits);
+            PureUnit {
+                name: "mask_gen",
+                inputs: vec![
+                    one("q_base", Bits(iw)),
+                    one("k_base", Bits(iw)),
+                    one("q_len", Bits(iw)),
+                    one("k_len", Bits(iw)),
+                    one("causal", Bits(1)),
+                ],
+                outputs: vec![
+                    PortSpec {
+                        name: "mask",
+                        lanes: br * bc,
+                        fmt: Bits(1),
+                    },
+                    one("skip", Bits(1)),
+                ],
+                model: Box::new(move |v| {
+                    let (q_base, k_base) = (v[0] as usize, v[1] as usize);
+                    let spec = MaskSpec {
+                        q_len: v[2] as usize,
+                        k_len: v[3] as usize,
+                        causal: v[4] == 1,
+                    };
+                    let mut out: Vec<u64> = (0..br as usize)
+                        .flat_map(|i| (0..bc as usize).map(move |j| (i, j)))
+                        .map(|(i, j)| spec.masked(q_base + i, k_base + j) as u64)
+                        .collect();
+                    out.push(spec.block_skipped(q_base, br as usize, k_base) as u64);
+                    out
+                }),
+            }
+        }
+        _ => return None,
+    })
 }
 
 fn pairs<T: Copy + Into<u64>>(xs: &[T], ys: &[T]) -> Vec<Vec<u64>> {
@@ -60,9 +165,19 @@ fn pairs<T: Copy + Into<u64>>(xs: &[T], ys: &[T]) -> Vec<Vec<u64>> {
         .collect()
 }
 
-/// Directed vectors of unit `name`: every pair (or triple) of special values, plus
-/// exhaustive or boundary sweeps where the input space allows.
-pub fn directed(name: &str) -> Vec<Vec<u64>> {
+/// Softmax constants for a few head dimensions, and 1.
+fn scale_constants() -> Vec<u32> {
+    let mut v: Vec<u32> = [16, 64, 128, 256]
+        .iter()
+        .map(|&d| scale_constant(d))
+        .collect();
+    v.push(fp::F32_ONE);
+    v
+}
+
+/// Directed vectors of unit `name`: special values in every combination, plus exhaustive or
+/// boundary sweeps where the input space allows.
+pub fn directed(name: &str, cfg: &CoreConfig) -> Vec<Vec<u64>> {
     match name {
         "fp16_mul" => {
             let mut v = pairs(F16_SPECIALS, F16_SPECIALS);
@@ -74,7 +189,7 @@ pub fn directed(name: &str) -> Vec<Vec<u64>> {
             }
             v
         }
-        "fp32_add" => {
+        "fp32_add" | "fp32_mul" | "fp32_max" => {
             let mut v = pairs(F32_SPECIALS, F32_SPECIALS);
             // Each special against its neighbours and their negations (cancellation, ties).
             for &x in F32_SPECIALS {
@@ -104,24 +219,130 @@ pub fn directed(name: &str) -> Vec<Vec<u64>> {
             }
             v
         }
+        "fp32_ceil" => {
+            let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
+            // Integers and their neighbours, both signs, across the exponents where ceil acts.
+            for e in 120u32..=152 {
+                for m in [0u32, 1, 0x40_0000, 0x7F_FFFF, 0x12_3456] {
+                    for s in [0, fp::F32_SIGN] {
+                        v.push(vec![(s | (e << 23) | m) as u64]);
+                    }
+                }
+            }
+            v
+        }
+        "fp32_scale2" => {
+            let mut v = vec![];
+            for &x in F32_SPECIALS {
+                for n in [
+                    0u64, 1, 2, 22, 23, 24, 25, 126, 127, 148, 149, 150, 151, 200, 254, 255,
+                ] {
+                    v.push(vec![x as u64, n]);
+                }
+            }
+            v
+        }
+        "exp2" => {
+            let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
+            // Every multiple of 1/256 from -160 to 140, the range limits and their neighbours.
+            for k in -160 * 256..=140 * 256 {
+                v.push(vec![((k as f32) / 256.0).to_bits() as u64]);
+            }
+            for x in [128.0f32, -152.0, -149.0, -126.0, -150.0, -151.0] {
+                for d in [-1i32, 0, 1] {
+                    v.push(vec![(x.to_bits() as i64 + d as i64) as u64]);
+                }
+            }
+            v
+        }
+        "row_reduce" => {
+            let n = cfg.cols as usize;
+            let mut v = vec![];
+            for &x in F32_SPECIALS {
+                // All lanes equal; one special among ones; the special against its negation.
+                v.push(vec![x as u64; n]);
+                for at in 0..n {
+                    let mut lanes = vec![fp::F32_ONE as u64; n];
+                    lanes[at] = x as u64;
+                    v.push(lanes);
+                }
+                let alternating = (0..n)
+                    .map(|i| if i % 2 == 0 { x } else { x ^ fp::F32_SIGN } as u64)
+                    .collect();
+                v.push(alternating);
+            }
+            v
+        }
+        "softmax_exp" => {
+            let mut v = vec![];
+            let ms = [
+                0.0f32,
+                3.0,
+                -7.0,
+                100.0,
+                f32::NEG_INFINITY,
+                f32::INFINITY,
+                f32::NAN,
+            ];
+            for &s in F32_SPECIALS {
+                for &m in &ms {
+                    for &c in &scale_constants() {
+                        for masked in [0, 1] {
+                            v.push(vec![s as u64, m.to_bits() as u64, c as u64, masked]);
+                        }
+                    }
+                }
+            }
+            v
+        }
+        "mask_gen" => {
+            // Every combination of small bases and lengths.
+            let (br, bc) = (cfg.br as u64, cfg.bc as u64);
+            let mut v = vec![];
+            for q_len in [0, 1, br - 1, br, br + 1, 3 * br] {
+                for k_len in [0, 1, bc - 1, bc, bc + 1, 3 * bc] {
+                    for q_base in [0, 1, br, 2 * br] {
+                        for k_base in [0, 1, bc, 2 * bc] {
+                            for causal in [0, 1] {
+                                v.push(vec![q_base, k_base, q_len, k_len, causal]);
+                            }
+                        }
+                    }
+                }
+            }
+            v
+        }
         other => panic!("no directed vectors for `{other}`"),
     }
 }
 
-/// Random, biased stimulus for unit `name`: one vector (input values in port order) per value.
-pub fn strategy(name: &str) -> BoxedStrategy<Vec<u64>> {
+/// Random, biased stimulus for unit `name`: one vector (input lanes in port order) per value.
+pub fn strategy(name: &str, cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+    let pair = |s: BoxedStrategy<(u32, u32)>| s.prop_map(|(a, b)| vec![a as u64, b as u64]).boxed();
     match name {
         "fp16_mul" => f16_mul_pair()
             .prop_map(|(a, b)| vec![a as u64, b as u64])
             .boxed(),
-        "fp32_add" => f32_add_pair()
-            .prop_map(|(a, b)| vec![a as u64, b as u64])
-            .boxed(),
+        "fp32_add" => pair(f32_add_pair().boxed()),
         "fp16_to_fp32" => f16_value().prop_map(|a| vec![a as u64]).boxed(),
         "fp32_to_fp16" => f32_for_fp16().prop_map(|a| vec![a as u64]).boxed(),
         "mac" => mac_triple()
             .prop_map(|(acc, a, b)| vec![a as u64, b as u64, acc as u64])
             .boxed(),
+        "fp32_mul" => pair(f32_mul_pair().boxed()),
+        "fp32_max" => pair(f32_max_pair().boxed()),
+        "fp32_ceil" => f32_for_ceil().prop_map(|a| vec![a as u64]).boxed(),
+        "fp32_scale2" => (f32_value(), f32_scale2_shift())
+            .prop_map(|(a, n)| vec![a as u64, n as u64])
+            .boxed(),
+        "exp2" => f32_for_exp2().prop_map(|x| vec![x as u64]).boxed(),
+        "row_reduce" => row_lanes(cfg.cols as usize)
+            .prop_map(|v| v.into_iter().map(|x| x as u64).collect())
+            .boxed(),
+        "softmax_exp" => softmax_exp_inputs(scale_constants())
+            .prop_map(|(s, m, c, masked)| vec![s as u64, m as u64, c as u64, masked as u64])
+            .boxed(),
+        "mask_gen" => mask_inputs(cfg.br, cfg.bc, cfg.index_bits).boxed(),
         other => panic!("no stimulus for `{other}`"),
     }
 }

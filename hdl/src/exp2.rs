@@ -1,0 +1,151 @@
+//! `exp2`: y = 2^x for binary32 x, pipelined, one result per cycle.
+//!
+//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 (module name `exp2_l<latency>`):
+//! latency 1 registers the output, latency 2 also the table lookup.
+//!
+//! Algorithm (bit-exact model: `kernels::fp::exp2`): X = floor(x · 2^24) in fixed point, so
+//! x = n + f with n = X >> 24 and f the low 24 bits; 2^f is read from a 64-segment table by
+//! linear interpolation, T[k] + D[k] · r / 2^18 with k = f[23:18], r = f[17:0], T[k] =
+//! round(2^(k/64) · 2^23) and D[k] = T[k+1] − T[k] (the product's low 18 bits are dropped);
+//! the result is 2^n times that, rounded to nearest even where it is subnormal. NaN gives the
+//! canonical NaN, x ≥ 128 gives +Inf, x ≤ −152 (and −Inf) gives +0. Relative error below 2^-14
+//! wherever the result is normal (2^-11, half an FP16 ulp, is what softmax needs).
+
+use anyhow::{ensure, Result};
+
+use crate::arith::{round_pack_f32, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Segments of the 2^f table (a power of two).
+pub const SEGMENTS: u32 = 64;
+
+/// The table T[0..=64]: 2^(k/64) in 1.23 fixed point, rounded to nearest.
+pub fn table() -> Vec<u64> {
+    (0..=SEGMENTS)
+        .map(|k| ((k as f64 / SEGMENTS as f64).exp2() * (1u64 << 23) as f64).round() as u64)
+        .collect()
+}
+
+/// Configuration of `exp2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exp2Config {
+    pub latency: u32,
+}
+
+impl Exp2Config {
+    pub const MAX_LATENCY: u32 = 2;
+
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.latency <= Self::MAX_LATENCY,
+            "exp2 latency {} is not supported: choose 0, 1 or 2 cycles",
+            self.latency
+        );
+        Ok(())
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("exp2_l{}", self.latency)
+    }
+}
+
+/// Defines `exp2_l<latency>`.
+pub fn build(d: &mut Design, cfg: &Exp2Config) -> ModRef {
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "exp2: y = 2^x (binary32), 64-segment table with linear interpolation.\n\
+             Latency {} cycle(s), one result per cycle. NaN -> 0x7FC00000, x >= 128 -> +Inf,\n\
+             x <= -152 -> +0. Bit-exact model: kernels::fp::exp2.",
+            cfg.latency
+        ));
+        let x = m.input("x", 32);
+        let y = logic(m, x, cfg.latency);
+        m.output("y", y);
+        m.set_latency(cfg.latency);
+    })
+}
+
+/// The exp2 logic with `latency` pipeline registers.
+pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
+    let u = unpack(m, x, 8, 23, "x");
+    let negative = u.sign;
+    let positive = m.not(negative);
+    let mag = m.slice(x, 30, 0);
+    let c128 = m.lit(31, 0x4300_0000);
+    let c152 = m.lit(31, 0x4318_0000);
+    let big = m.ge(mag, c128);
+    let big = m.and(positive, big);
+    let big = m.name("overflow", big);
+    let tiny = m.ge(mag, c152);
+    let tiny = m.and(negative, tiny);
+    let tiny = m.name("underflow", tiny);
+    let is_nan = m.name("is_nan", u.is_nan);
+
+    // |x| · 2^24 = sig · 2^(exp - 126); for exp <= 134 it fits 32 bits: (sig << 8) >> (134 - exp).
+    let zero8 = m.zero(8);
+    let sig_up = m.cat(&[u.sig, zero8]);
+    let c134 = m.lit(8, 134);
+    let rsh = m.sub(c134, u.exp_eff);
+    let rsh = crate::arith::clamp(m, rsh, 32, 6);
+    let rsh = m.hint("rsh", rsh);
+    let whole = m.shr(sig_up, rsh);
+    let whole = m.hint("whole", whole);
+    let ones = m.ones(32);
+    let kept_mask = m.shl(ones, rsh);
+    let lost_mask = m.not(kept_mask);
+    let lost = m.and(sig_up, lost_mask);
+    let inexact = m.any(lost);
+    // floor(x · 2^24): truncation for x >= 0, -(|x| rounded up) for x < 0.
+    let round_away = m.and(negative, inexact);
+    let mag33 = m.zext(whole, 33);
+    let inc33 = m.zext(round_away, 33);
+    let mag33 = m.add(mag33, inc33);
+    let zero33 = m.zero(33);
+    let neg33 = m.sub(zero33, mag33);
+    let fixed = m.mux(negative, neg33, mag33);
+    let fixed = m.name("fixed", fixed);
+    let n = m.slice(fixed, 32, 24);
+    let k = m.slice(fixed, 23, 18);
+    let r = m.slice(fixed, 17, 0);
+
+    let t = table();
+    let t_consts: Vec<Sig> = (0..SEGMENTS as usize).map(|i| m.lit(24, t[i])).collect();
+    let d_consts: Vec<Sig> = (0..SEGMENTS as usize)
+        .map(|i| m.lit(18, t[i + 1] - t[i]))
+        .collect();
+    let base = m.mux_index(k, &t_consts);
+    let base = m.name("base", base);
+    let slope = m.mux_index(k, &d_consts);
+    let slope = m.name("slope", slope);
+
+    let cut = latency >= 2;
+    let is_nan = m.stage("is_nan", is_nan, cut);
+    let big = m.stage("overflow", big, cut);
+    let tiny = m.stage("underflow", tiny, cut);
+    let n = m.stage("n", n, cut);
+    let r = m.stage("r", r, cut);
+    let base = m.stage("base", base, cut);
+    let slope = m.stage("slope", slope, cut);
+
+    let step = m.mul(slope, r);
+    let step = m.name("step", step);
+    let dropped = m.slice(step, 17, 0);
+    m.discard(dropped);
+    let step = m.slice(step, 35, 18);
+    let step24 = m.zext(step, 24);
+    let frac = m.add(base, step24);
+    let frac = m.name("pow_frac", frac);
+    let n10 = m.sext(n, 10);
+    let exp = m.add_lit(n10, 127);
+    let zero1 = m.zero(1);
+    let y = round_pack_f32(m, zero1, frac, exp, zero1);
+
+    let nan = m.lit(32, ieee::F32_QNAN);
+    let inf = m.lit(32, ieee::F32_INF);
+    let zero = m.zero(32);
+    let y = m.mux(tiny, zero, y);
+    let y = m.mux(big, inf, y);
+    let y = m.mux(is_nan, nan, y);
+    m.stage("y", y, latency >= 1)
+}

@@ -1,0 +1,131 @@
+//! Small binary32 operators of the softmax datapath, each combinational:
+//!
+//! * `fp32_max` (`a`, `b` → `y`): IEEE maximum: NaN if either input is NaN (canonical NaN),
+//!   −0 below +0, −Inf the identity. Model: `kernels::fp::fp32_max`.
+//! * `fp32_ceil` (`a` → `y`): the smallest integer not below `a` (ceil(−0.5) = −0; NaN gives
+//!   the canonical NaN). Model: `kernels::fp::fp32_ceil`.
+//! * `fp32_scale2` (`a`, `n` (8 bits) → `y`): `a · 2^−n`, exact unless the result is subnormal,
+//!   then rounded to nearest even. Model: `kernels::fp::fp32_scale2`.
+
+use crate::arith::{normalize_f32, round_pack_f32, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// A key whose unsigned order is binary32's total order on non-NaN values.
+fn order_key(m: &mut ModuleBuilder, x: Sig) -> Sig {
+    let sign = m.msb(x);
+    let flipped = m.not(x);
+    let sign_bit = m.lit(32, 0x8000_0000);
+    let marked = m.or(x, sign_bit);
+    m.mux(sign, flipped, marked)
+}
+
+/// IEEE maximum of two binary32 values.
+pub fn max_logic(m: &mut ModuleBuilder, a: Sig, b: Sig) -> Sig {
+    let ua = unpack(m, a, 8, 23, "a");
+    let ub = unpack(m, b, 8, 23, "b");
+    let is_nan = m.or(ua.is_nan, ub.is_nan);
+    let ka = order_key(m, a);
+    let kb = order_key(m, b);
+    let a_wins = m.ge(ka, kb);
+    let a_wins = m.hint("a_wins", a_wins);
+    let y = m.mux(a_wins, a, b);
+    let nan = m.lit(32, ieee::F32_QNAN);
+    m.mux(is_nan, nan, y)
+}
+
+/// Defines `fp32_max`.
+pub fn build_max(d: &mut Design) -> ModRef {
+    d.define("fp32_max", |_, m| {
+        m.doc(
+            "fp32_max: IEEE maximum of binary32 a and b: NaN in -> 0x7FC00000, -0 < +0.\n\
+             Combinational. Bit-exact model: kernels::fp::fp32_max.",
+        );
+        let a = m.input("a", 32);
+        let b = m.input("b", 32);
+        let y = max_logic(m, a, b);
+        m.output("y", y);
+    })
+}
+
+/// Round toward +Inf to an integer.
+pub fn ceil_logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
+    let u = unpack(m, a, 8, 23, "a");
+    let negative = u.sign;
+    // Exponents 150 and above (and Inf) are integers already; below 127, |a| < 1.
+    let c150 = m.lit(8, 150);
+    let integral = m.ge(u.exp, c150);
+    let c127 = m.lit(8, 127);
+    let below_one = m.lt(u.exp, c127);
+    // 127 <= exp < 150: the low 150 - exp fraction bits are the fractional part.
+    // (150 - exp) mod 32, computed in 5 bits.
+    let c150_5 = m.lit(5, 150 % 32);
+    let exp5 = m.trunc(u.exp, 5);
+    let frac_bits = m.sub(c150_5, exp5);
+    let frac_bits = m.hint("frac_bits", frac_bits);
+    let ones = m.ones(32);
+    let int_mask = m.shl(ones, frac_bits);
+    let int_mask = m.hint("int_mask", int_mask);
+    let truncated = m.and(a, int_mask);
+    let truncated = m.hint("truncated", truncated);
+    let is_int = m.eq(truncated, a);
+    let step = m.not(int_mask);
+    let one32 = m.lit(32, 1);
+    let step = m.add(step, one32);
+    let up = m.add(truncated, step);
+    let round_up = m.not(is_int);
+    let positive = m.not(negative);
+    let round_up = m.and(round_up, positive);
+    let in_range = m.mux(round_up, up, truncated);
+    let one = m.lit(32, ieee::F32_ONE);
+    let neg_zero = m.lit(32, ieee::F32_NEG_ZERO);
+    let small = m.mux(negative, neg_zero, one);
+    let keep = m.or(integral, u.is_zero);
+    let y = m.mux(below_one, small, in_range);
+    let y = m.mux(keep, a, y);
+    let nan = m.lit(32, ieee::F32_QNAN);
+    m.mux(u.is_nan, nan, y)
+}
+
+/// Defines `fp32_ceil`.
+pub fn build_ceil(d: &mut Design) -> ModRef {
+    d.define("fp32_ceil", |_, m| {
+        m.doc(
+            "fp32_ceil: smallest integer not below binary32 a (ceil(-0.5) = -0).\n\
+             Combinational. Bit-exact model: kernels::fp::fp32_ceil.",
+        );
+        let a = m.input("a", 32);
+        let y = ceil_logic(m, a);
+        m.output("y", y);
+    })
+}
+
+/// `a · 2^-n`.
+pub fn scale2_logic(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Sig {
+    let u = unpack(m, a, 8, 23, "a");
+    let (sig, exp) = normalize_f32(m, &u);
+    let n10 = m.zext(n, 10);
+    let exp = m.sub(exp, n10);
+    let exp = m.name("exp", exp);
+    let zero1 = m.zero(1);
+    let scaled = round_pack_f32(m, u.sign, sig, exp, zero1);
+    let keep = m.or(u.is_inf, u.is_zero);
+    let y = m.mux(keep, a, scaled);
+    let nan = m.lit(32, ieee::F32_QNAN);
+    m.mux(u.is_nan, nan, y)
+}
+
+/// Defines `fp32_scale2`.
+pub fn build_scale2(d: &mut Design) -> ModRef {
+    d.define("fp32_scale2", |_, m| {
+        m.doc(
+            "fp32_scale2: binary32 a * 2^-n for n = 0..255: exact unless the result is\n\
+             subnormal, then rounded to nearest even. Combinational.\n\
+             Bit-exact model: kernels::fp::fp32_scale2.",
+        );
+        let a = m.input("a", 32);
+        let n = m.input("n", 8);
+        let y = scale2_logic(m, a, n);
+        m.output("y", y);
+    })
+}

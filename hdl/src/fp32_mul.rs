@@ -1,0 +1,108 @@
+//! `fp32_mul`: binary32 multiplication, round to nearest even.
+//!
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name suffix
+//! `_l<latency>`), one result per cycle. Latency 1 registers the output; latency 2 also
+//! registers the significand product.
+//!
+//! Numerics (bit-exact model: `kernels::fp::fp32_mul`): subnormal inputs are normalized first
+//! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
+//! NaN 0x7FC00000.
+
+use anyhow::{ensure, Result};
+
+use crate::arith::{normalize_f32, round_pack_f32, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Configuration of `fp32_mul`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fp32MulConfig {
+    /// Pipeline registers: 0, 1 or 2.
+    pub latency: u32,
+}
+
+impl Fp32MulConfig {
+    pub const MAX_LATENCY: u32 = 2;
+
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.latency <= Self::MAX_LATENCY,
+            "fp32_mul latency {} is not supported: choose 0, 1 or 2 cycles",
+            self.latency
+        );
+        Ok(())
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("fp32_mul_l{}", self.latency)
+    }
+}
+
+/// Defines `fp32_mul_l<latency>` in `d`.
+pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> ModRef {
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "fp32_mul: binary32 a * b, round to nearest even, subnormals supported.\n\
+             Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
+             Bit-exact model: kernels::fp::fp32_mul.",
+            cfg.latency
+        ));
+        let a = m.input("a", 32);
+        let b = m.input("b", 32);
+        let y = logic(m, a, b, cfg.latency);
+        m.output("y", y);
+        m.set_latency(cfg.latency);
+    })
+}
+
+/// The multiplier's logic with `latency` pipeline registers.
+pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
+    let ua = unpack(m, a, 8, 23, "a");
+    let ub = unpack(m, b, 8, 23, "b");
+    let sign = m.xor(ua.sign, ub.sign);
+    let sign = m.hint("sign", sign);
+    let a_zero_b_inf = m.and(ua.is_zero, ub.is_inf);
+    let a_inf_b_zero = m.and(ua.is_inf, ub.is_zero);
+    let is_nan = m.or_all(&[ua.is_nan, ub.is_nan, a_zero_b_inf, a_inf_b_zero]);
+    let is_nan = m.name("is_nan", is_nan);
+    let is_inf = m.or(ua.is_inf, ub.is_inf);
+    let is_inf = m.name("is_inf", is_inf);
+    let is_zero = m.or(ua.is_zero, ub.is_zero);
+    let is_zero = m.name("is_zero", is_zero);
+    let (sig_a, exp_a) = normalize_f32(m, &ua);
+    let (sig_b, exp_b) = normalize_f32(m, &ub);
+    let exp_sum = m.add(exp_a, exp_b);
+    let exp_sum = m.sub_lit(exp_sum, 127);
+    let exp_sum = m.name("exp_sum", exp_sum);
+    let product = m.mul(sig_a, sig_b);
+    let product = m.name("product", product);
+
+    let cut = latency >= 2;
+    let sign = m.stage("sign", sign, cut);
+    let is_nan = m.stage("is_nan", is_nan, cut);
+    let is_inf = m.stage("is_inf", is_inf, cut);
+    let is_zero = m.stage("is_zero", is_zero, cut);
+    let exp_sum = m.stage("exp_sum", exp_sum, cut);
+    let product = m.stage("product", product, cut);
+
+    // The product of two normalized significands has its leading one at bit 47 or 46.
+    let top = m.bit(product, 47);
+    let low47 = m.slice(product, 46, 0);
+    let zero1 = m.zero(1);
+    let shifted = m.cat(&[low47, zero1]);
+    let sig = m.mux(top, product, shifted);
+    let top10 = m.zext(top, 10);
+    let exp = m.add(exp_sum, top10);
+    let exp = m.name("exp", exp);
+    let finite = round_pack_f32(m, sign, sig, exp, zero1);
+
+    let nan = m.lit(32, ieee::F32_QNAN);
+    let inf_bits = m.lit(31, ieee::F32_INF);
+    let inf = m.cat(&[sign, inf_bits]);
+    let zero_bits = m.zero(31);
+    let zero = m.cat(&[sign, zero_bits]);
+    let y = m.mux(is_zero, zero, finite);
+    let y = m.mux(is_inf, inf, y);
+    let y = m.mux(is_nan, nan, y);
+    m.stage("y", y, latency >= 1)
+}

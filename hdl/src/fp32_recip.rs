@@ -1,0 +1,133 @@
+//! `fp32_recip`: correctly rounded binary32 reciprocal, one quotient bit per cycle.
+//!
+//! Ports: `start`, `x` (32 bits) → `busy`, `done`, `y` (32 bits). A cycle with `start` high
+//! takes `x` (restarting any division under way); `done` is high for one cycle exactly
+//! [`LATENCY`] cycles later (the manifest's latency), and from then on `y` holds 1/x until the
+//! next start. `busy` is high while a division runs. One reciprocal per normalization of a
+//! query row is all the datapath needs, so a small sequential divider serves.
+//!
+//! Numerics (bit-exact model: `kernels::fp::fp32_recip`): round to nearest even, subnormal
+//! inputs and results; 1/±0 = ±Inf, 1/±Inf = ±0, NaN gives the canonical NaN.
+//!
+//! Algorithm: the significand m (normalized to [2^23, 2^24)) divides 2^50 by restoring
+//! division, 28 quotient bits from a partial remainder that starts at 2^22; the quotient's 27 or
+//! 28 bits and a sticky bit from the final remainder go to the shared round-and-pack logic.
+
+use crate::arith::{normalize_f32, round_pack_f32, unpack};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Quotient bits computed, one per cycle.
+const STEPS: u64 = 28;
+/// Cycles from a start to `done`: one to load, then one per quotient bit.
+pub const LATENCY: u32 = STEPS as u32 + 1;
+
+/// Module name (the block has no parameters).
+pub const MODULE_NAME: &str = "fp32_recip";
+
+/// Defines `fp32_recip`.
+pub fn build(d: &mut Design) -> ModRef {
+    d.define(MODULE_NAME, |_, m| {
+        m.doc(&format!(
+            "fp32_recip: correctly rounded binary32 1/x (round to nearest even), sequential.\n\
+             start takes x; done pulses {LATENCY} cycles later, then y holds 1/x until the next\n\
+             start. Bit-exact model: kernels::fp::fp32_recip."
+        ));
+        let start = m.input("start", 1);
+        let x = m.input("x", 32);
+        logic(m, start, x);
+        m.set_latency(LATENCY);
+    })
+}
+
+fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
+    let u = unpack(m, x, 8, 23, "x");
+    let (sig, exp) = normalize_f32(m, &u);
+
+    // Operand and special-case registers, loaded at start.
+    let divisor = m.reg("divisor", 24, Some(0));
+    m.set_next(divisor, sig);
+    m.set_enable(divisor, start);
+    let exp_q = m.reg("x_exp", 10, Some(0));
+    m.set_next(exp_q, exp);
+    m.set_enable(exp_q, start);
+    let sign_q = m.reg("sign", 1, Some(0));
+    m.set_next(sign_q, u.sign);
+    m.set_enable(sign_q, start);
+    let nan_q = m.reg("is_nan", 1, Some(0));
+    m.set_next(nan_q, u.is_nan);
+    m.set_enable(nan_q, start);
+    let inf_q = m.reg("is_inf", 1, Some(0));
+    m.set_next(inf_q, u.is_inf);
+    m.set_enable(inf_q, start);
+    let zero_q = m.reg("is_zero", 1, Some(0));
+    m.set_next(zero_q, u.is_zero);
+    m.set_enable(zero_q, start);
+
+    // Steps left; a start loads the count and the first partial remainder.
+    let count = m.reg("count", 5, Some(0));
+    let running = m.any(count.q);
+    let running = m.name("running", running);
+    let remainder = m.reg("remainder", 24, Some(0));
+    let quotient = m.reg("quotient", 28, Some(0));
+
+    let zero1 = m.zero(1);
+    let doubled = m.cat(&[remainder.q, zero1]);
+    let divisor25 = m.zext(divisor.q, 25);
+    let fits = m.ge(doubled, divisor25);
+    let fits = m.name("fits", fits);
+    let less = m.sub(doubled, divisor25);
+    let next_rem = m.mux(fits, less, doubled);
+    // The partial remainder stays below the divisor, so its top bit is always clear.
+    let next_rem_top = m.bit(next_rem, 24);
+    m.discard(next_rem_top);
+    let next_rem = m.trunc(next_rem, 24);
+    let q_low = m.slice(quotient.q, 26, 0);
+    let next_q = m.cat(&[q_low, fits]);
+
+    let start_rem = m.lit(24, 1 << 22);
+    let zero28 = m.zero(28);
+    let rem_d = m.mux(start, start_rem, next_rem);
+    let q_d = m.mux(start, zero28, next_q);
+    m.set_next(remainder, rem_d);
+    m.set_next(quotient, q_d);
+    let load = m.or(start, running);
+    m.set_enable(remainder, load);
+    m.set_enable(quotient, load);
+    let steps = m.lit(5, STEPS);
+    let count_down = m.sub_lit(count.q, 1);
+    let zero5 = m.zero(5);
+    let count_next = m.mux(running, count_down, zero5);
+    let count_d = m.mux(start, steps, count_next);
+    m.set_next(count, count_d);
+
+    // done: the last step just happened.
+    let last = m.eq_lit(count.q, 1);
+    let not_start = m.not(start);
+    let finishing = m.and(last, not_start);
+    let done = m.delay("done", finishing);
+
+    // Round: the quotient's leading one is bit 27 (divisor 2^23) or bit 26.
+    let top = m.bit(quotient.q, 27);
+    let q_shift = m.cat(&[q_low, zero1]);
+    let sig28 = m.mux(top, quotient.q, q_shift);
+    let c254 = m.lit(10, 254);
+    let c253 = m.lit(10, 253);
+    let base = m.mux(top, c254, c253);
+    let y_exp = m.sub(base, exp_q.q);
+    let y_exp = m.name("y_exp", y_exp);
+    let sticky = m.any(remainder.q);
+    let rounded = round_pack_f32(m, sign_q.q, sig28, y_exp, sticky);
+
+    let nan = m.lit(32, ieee::F32_QNAN);
+    let inf_bits = m.lit(31, ieee::F32_INF);
+    let inf = m.cat(&[sign_q.q, inf_bits]);
+    let zero_bits = m.zero(31);
+    let zero = m.cat(&[sign_q.q, zero_bits]);
+    let y = m.mux(zero_q.q, inf, rounded);
+    let y = m.mux(inf_q.q, zero, y);
+    let y = m.mux(nan_q.q, nan, y);
+    m.output("y", y);
+    m.output("done", done);
+    m.output("busy", running);
+}

@@ -1,0 +1,132 @@
+//! `mask_gen`: the causal mask of a Br × Bc tile, and whether the tile can be skipped.
+//!
+//! Ports: `q_base`, `k_base` (first query row and first key of the tile), `q_len`, `k_len`
+//! (sequence lengths), `causal` → `mask` (Br·Bc bits, bit i·Bc + j set when query q_base + i
+//! must not see key k_base + j) and `skip` (every position masked: the block is not fetched or
+//! computed). Combinational. Bottom-right alignment as FlashAttention: query i sees key j when
+//! j ≤ i + (k_len − q_len); positions past either sequence's end are masked
+//! (bit-exact model: `kernels::mask::MaskSpec`).
+//!
+//! Structure: one subtraction gives δ = q_base + k_len − k_base − q_len; position (i, j) is
+//! causally masked when j − i > δ, and j − i takes only Br + Bc − 1 values, so one comparator
+//! per value (a thermometer code) serves the whole tile, plus one per row and one per column for
+//! the sequence ends: about 2(Br + Bc) comparators, not Br·Bc.
+
+use anyhow::{ensure, Result};
+
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// Configuration of `mask_gen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaskConfig {
+    pub br: u32,
+    pub bc: u32,
+    /// Bits of a sequence index or length.
+    pub index_bits: u32,
+}
+
+impl MaskConfig {
+    pub fn validate(&self) -> Result<()> {
+        ensure!(self.br >= 1 && self.bc >= 1, "mask_gen needs Br, Bc >= 1");
+        ensure!(
+            (4..=30).contains(&self.index_bits),
+            "index_bits = {} is out of range: allowed 4 to 30",
+            self.index_bits
+        );
+        ensure!(
+            (self.br as u64) < (1 << self.index_bits) && (self.bc as u64) < (1 << self.index_bits),
+            "a {}x{} tile needs indices wider than {} bits",
+            self.br,
+            self.bc,
+            self.index_bits
+        );
+        Ok(())
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("mask_gen_{}x{}_i{}", self.br, self.bc, self.index_bits)
+    }
+}
+
+fn signed_lit(m: &mut ModuleBuilder, width: u32, v: i64) -> Sig {
+    m.lit(width, (v as u64) & ((1u64 << width) - 1))
+}
+
+/// Defines `mask_gen`.
+pub fn build(d: &mut Design, cfg: &MaskConfig) -> ModRef {
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "mask_gen: causal mask of a {} x {} tile (bit i*Bc + j: query q_base+i must not see\n\
+             key k_base+j) and skip (the whole tile is masked). Bottom-right aligned.\n\
+             Combinational. Model: kernels::mask::MaskSpec.",
+            cfg.br, cfg.bc
+        ));
+        let iw = cfg.index_bits;
+        let w = iw + 2; // signed arithmetic on sums and differences of indices
+        let q_base = m.input("q_base", iw);
+        let k_base = m.input("k_base", iw);
+        let q_len = m.input("q_len", iw);
+        let k_len = m.input("k_len", iw);
+        let causal = m.input("causal", 1);
+        let (qb, kb, ql, kl) = (
+            m.zext(q_base, w),
+            m.zext(k_base, w),
+            m.zext(q_len, w),
+            m.zext(k_len, w),
+        );
+        let delta = m.add(qb, kl);
+        let delta = m.sub(delta, kb);
+        let delta = m.sub(delta, ql);
+        let delta = m.name("delta", delta);
+        let q_rem = m.sub(ql, qb);
+        let q_rem = m.name("q_rem", q_rem);
+        let k_rem = m.sub(kl, kb);
+        let k_rem = m.name("k_rem", k_rem);
+
+        // Thermometer: causal mask of relative position v = j - i.
+        let mut past_diag = vec![];
+        for v in -(cfg.br as i64 - 1)..cfg.bc as i64 {
+            let lit = signed_lit(m, w, v);
+            let gt = m.gt_signed(lit, delta);
+            past_diag.push(m.and(causal, gt));
+        }
+        let rows_out: Vec<Sig> = (0..cfg.br)
+            .map(|i| {
+                let lit = signed_lit(m, w, i as i64);
+                m.ge_signed(lit, q_rem)
+            })
+            .collect();
+        let cols_out: Vec<Sig> = (0..cfg.bc)
+            .map(|j| {
+                let lit = signed_lit(m, w, j as i64);
+                m.ge_signed(lit, k_rem)
+            })
+            .collect();
+        let mut bits = vec![];
+        for i in 0..cfg.br {
+            for j in 0..cfg.bc {
+                let v = (j as i64 - i as i64 + cfg.br as i64 - 1) as usize;
+                let out = m.or(rows_out[i as usize], cols_out[j as usize]);
+                bits.push(m.or(out, past_diag[v]));
+            }
+        }
+        bits.reverse(); // bit 0 = (0, 0)
+        let mask = m.cat(&bits);
+        m.output("mask", mask);
+
+        // Skip: no valid row, no valid key, or even the last valid row sees none of the keys.
+        let zero = m.zero(w);
+        let no_rows = m.le_signed(q_rem, zero);
+        let no_keys = m.le_signed(k_rem, zero);
+        let br = signed_lit(m, w, cfg.br as i64);
+        let full = m.gt_signed(q_rem, br);
+        let br_m1 = signed_lit(m, w, cfg.br as i64 - 1);
+        let q_rem_m1 = m.sub_lit(q_rem, 1);
+        let last_row = m.mux(full, br_m1, q_rem_m1);
+        let neg_last = m.sub(zero, last_row);
+        let all_past = m.lt_signed(delta, neg_last);
+        let all_past = m.and(causal, all_past);
+        let skip = m.or_all(&[no_rows, no_keys, all_past]);
+        m.output("skip", skip);
+    })
+}

@@ -1,0 +1,97 @@
+//! `row_reduce`: max and sum of one binary32 value per PE across a row of C PEs.
+//!
+//! Ports: `x` (C × 32 bits; PE c at bits [32c+31:32c]) → `max`, `sum` (32 bits each).
+//! A pipelined tree of ceil(log2 C) levels with a register after each level, so the latency is
+//! ceil(log2 C) cycles (0 for C = 1) and a new row is accepted every cycle. At each level
+//! neighbours (0, 1), (2, 3), ... combine and an odd last value passes through: the association
+//! order of `kernels::reduce::tree`, which the sum reproduces bit for bit. The max is IEEE
+//! (`fp32_max`: NaN propagates, −Inf is the identity); the sum uses `fp32_add_l0`. Reductions
+//! run along array rows only.
+
+use anyhow::{ensure, Result};
+
+use crate::fp32_add::{self, Fp32AddConfig};
+use crate::fp32_misc;
+use crate::{Design, ModRef, Sig};
+
+/// Configuration of `row_reduce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowReduceConfig {
+    /// PEs in the row (C), any C >= 1.
+    pub cols: u32,
+}
+
+impl RowReduceConfig {
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            (1..=256).contains(&self.cols),
+            "row_reduce over {} PEs: use 1 to 256",
+            self.cols
+        );
+        Ok(())
+    }
+
+    /// Tree levels = latency.
+    pub fn levels(&self) -> u32 {
+        32 - (self.cols.max(1) - 1).leading_zeros()
+    }
+
+    pub fn module_name(&self) -> String {
+        format!("row_reduce_c{}", self.cols)
+    }
+}
+
+/// Defines `row_reduce_c<C>`.
+pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
+    let max = fp32_misc::build_max(d);
+    let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "row_reduce: IEEE max and sum of {} binary32 values (one per PE of a row).\n\
+             Pipelined tree, one register per level: latency {} cycle(s), one row per cycle.\n\
+             Association order: kernels::reduce::tree.",
+            cfg.cols,
+            cfg.levels()
+        ));
+        let x = m.input("x", 32 * cfg.cols);
+        let inputs: Vec<Sig> = (0..cfg.cols)
+            .map(|c| m.slice(x, 32 * c + 31, 32 * c))
+            .collect();
+        let mut maxes = inputs.clone();
+        let mut sums = inputs;
+        let mut level = 0;
+        while maxes.len() > 1 {
+            level += 1;
+            let mut next_max = vec![];
+            let mut next_sum = vec![];
+            for (pair, (mx, sm)) in maxes.chunks(2).zip(sums.chunks(2)).enumerate() {
+                let (vm, vs) = if mx.len() == 2 {
+                    let vm = m
+                        .instance(
+                            &max,
+                            &format!("max_l{level}_{pair}"),
+                            &[("a", mx[0]), ("b", mx[1])],
+                        )
+                        .get("y");
+                    let vs = m
+                        .instance(
+                            &add,
+                            &format!("add_l{level}_{pair}"),
+                            &[("a", sm[0]), ("b", sm[1])],
+                        )
+                        .get("y");
+                    (vm, vs)
+                } else {
+                    (mx[0], sm[0])
+                };
+                next_max.push(m.delay(&format!("max_l{level}_{pair}"), vm));
+                next_sum.push(m.delay(&format!("sum_l{level}_{pair}"), vs));
+            }
+            maxes = next_max;
+            sums = next_sum;
+        }
+        m.output("max", maxes[0]);
+        m.output("sum", sums[0]);
+        m.set_latency(cfg.levels());
+    })
+}

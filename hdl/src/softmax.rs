@@ -1,0 +1,185 @@
+//! The online-softmax datapath of one query row (bit-exact model: `kernels::softmax`).
+//!
+//! * `softmax_row`: the row's running state. Ports: `op` (2 bits: 0 hold, 1 init, 2 max, 3 sum),
+//!   `blk_max` (the block's row max of raw scores, −Inf if all masked), `blk_sum` (the block's
+//!   row sum of FP16 weights widened to FP32), `c` (the softmax constant C = log2(e)/√d) →
+//!   `m`, `l` (FP32), `shift` (8 bits), `l_zero`. Latency 1 (state registers):
+//!   init: m = −Inf, l = +0, shift = 0;
+//!   max: m' = max(m, ceil(blk_max · C)), shift = min(m' − m, 255) (NaN → 255), m = m';
+//!   sum: l = l · 2^-shift + blk_sum (the shift of the last max).
+//!   After the last block, 1/l comes from `fp32_recip` unless `l_zero` (then 1: O is zero).
+//! * `softmax_exp`: one weight per cycle: `s` (raw score), `m`, `c`, `masked` → `p` (FP16) =
+//!   masked ? +0 : FP16(exp2(s · C − m)). Latency = fp32_mul + fp32_add + exp2 latencies.
+//!
+//! m is an integer-valued FP32 in the log2 domain, so the rescale of O and l by
+//! 2^(m_old − m_new) is an exact exponent shift (`fp32_scale2`), and IEEE arithmetic covers the
+//! first block (m = −Inf), masked blocks, and NaN/Inf scores with no special cases.
+
+use anyhow::Result;
+
+use crate::exp2::{self, Exp2Config};
+use crate::fp32_add::{self, Fp32AddConfig};
+use crate::fp32_misc;
+use crate::fp32_mul::{self, Fp32MulConfig};
+use crate::ieee;
+use crate::{Design, ModRef, ModuleBuilder, Sig};
+
+/// `softmax_row` operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RowOp {
+    Hold = 0,
+    Init = 1,
+    Max = 2,
+    Sum = 3,
+}
+
+/// `min(d, 255)` of a non-negative integer-valued FP32 `d`; NaN gives 255.
+fn saturate_shift(m: &mut ModuleBuilder, d: Sig) -> Sig {
+    let sign = m.msb(d);
+    let exp = m.slice(d, 30, 23);
+    let frac = m.slice(d, 22, 0);
+    let one = m.lit(1, 1);
+    let sig = m.cat(&[one, frac]);
+    let c127 = m.lit(8, 127);
+    let c135 = m.lit(8, 135);
+    let below_one = m.lt(exp, c127);
+    let too_big = m.ge(exp, c135); // includes Inf and NaN
+                                   // 127 <= exp < 135: value = sig >> (150 - exp), below 256.
+    let c150 = m.lit(5, 150 % 32);
+    let exp5 = m.trunc(exp, 5);
+    let rsh = m.sub(c150, exp5);
+    let int = m.shr(sig, rsh);
+    let int = m.hint("shift_int", int);
+    let high = m.slice(int, 23, 8);
+    m.discard(high); // zero in range
+    let int8 = m.trunc(int, 8);
+    let zero8 = m.zero(8);
+    let max8 = m.lit(8, 255);
+    let small = m.or(below_one, sign);
+    let v = m.mux(small, zero8, int8);
+    m.mux(too_big, max8, v)
+}
+
+/// Defines `softmax_row`.
+pub fn build_row(d: &mut Design) -> ModRef {
+    let mul = fp32_mul::build(d, &Fp32MulConfig { latency: 0 });
+    let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
+    let max = fp32_misc::build_max(d);
+    let ceil = fp32_misc::build_ceil(d);
+    let scale2 = fp32_misc::build_scale2(d);
+    d.define("softmax_row", |_, m| {
+        m.doc(
+            "softmax_row: running max m (integer-valued FP32, log2 domain) and sum l of one\n\
+             query row. op 1 init, 2 max (m' = max(m, ceil(blk_max * c)), shift = min(m' - m, 255)),\n\
+             3 sum (l = l * 2^-shift + blk_sum). Latency 1. Model: kernels::softmax::RowState.",
+        );
+        let op = m.input("op", 2);
+        let blk_max = m.input("blk_max", 32);
+        let blk_sum = m.input("blk_sum", 32);
+        let c = m.input("c", 32);
+        let m_reg = m.reg("m", 32, Some(ieee::F32_NEG_INF));
+        let l_reg = m.reg("l", 32, Some(0));
+        let shift_reg = m.reg("shift", 8, Some(0));
+
+        let scaled = m.instance(&mul, "u_scale", &[("a", blk_max), ("b", c)]).get("y");
+        let ceiled = m.instance(&ceil, "u_ceil", &[("a", scaled)]).get("y");
+        let m_new = m.instance(&max, "u_max", &[("a", m_reg.q), ("b", ceiled)]).get("y");
+        let sign = m.lit(32, 0x8000_0000);
+        let neg_m = m.xor(m_reg.q, sign);
+        let delta = m.instance(&add, "u_delta", &[("a", m_new), ("b", neg_m)]).get("y");
+        let shift_new = saturate_shift(m, delta);
+        let shift_new = m.name("shift_new", shift_new);
+        let l_scaled = m
+            .instance(&scale2, "u_rescale", &[("a", l_reg.q), ("n", shift_reg.q)])
+            .get("y");
+        let l_new = m
+            .instance(&add, "u_sum", &[("a", l_scaled), ("b", blk_sum)])
+            .get("y");
+
+        let is_init = m.eq_lit(op, RowOp::Init as u64);
+        let is_max = m.eq_lit(op, RowOp::Max as u64);
+        let is_sum = m.eq_lit(op, RowOp::Sum as u64);
+        let neg_inf = m.lit(32, ieee::F32_NEG_INF);
+        let zero32 = m.zero(32);
+        let zero8 = m.zero(8);
+        let m_d = m.mux(is_init, neg_inf, m_new);
+        let l_d = m.mux(is_init, zero32, l_new);
+        let shift_d = m.mux(is_init, zero8, shift_new);
+        m.set_next(m_reg, m_d);
+        m.set_next(l_reg, l_d);
+        m.set_next(shift_reg, shift_d);
+        let m_en = m.or(is_init, is_max);
+        let l_en = m.or(is_init, is_sum);
+        m.set_enable(m_reg, m_en);
+        m.set_enable(l_reg, l_en);
+        m.set_enable(shift_reg, m_en);
+
+        let l_mag = m.slice(l_reg.q, 30, 0);
+        let l_zero = m.is_zero(l_mag);
+        m.output("m", m_reg.q);
+        m.output("l", l_reg.q);
+        m.output("shift", shift_reg.q);
+        m.output("l_zero", l_zero);
+        m.set_latency(1);
+    })
+}
+
+/// Configuration of `softmax_exp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftmaxExpConfig {
+    pub mul: Fp32MulConfig,
+    pub add: Fp32AddConfig,
+    pub exp: Exp2Config,
+}
+
+impl SoftmaxExpConfig {
+    pub fn validate(&self) -> Result<()> {
+        self.mul.validate()?;
+        self.add.validate()?;
+        self.exp.validate()
+    }
+
+    pub fn latency(&self) -> u32 {
+        self.mul.latency + self.add.latency + self.exp.latency
+    }
+
+    pub fn module_name(&self) -> String {
+        format!(
+            "softmax_exp_m{}_a{}_e{}",
+            self.mul.latency, self.add.latency, self.exp.latency
+        )
+    }
+}
+
+/// Defines `softmax_exp`.
+pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
+    let mul = fp32_mul::build(d, &cfg.mul);
+    let add = fp32_add::build(d, &cfg.add);
+    let exp = exp2::build(d, &cfg.exp);
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "softmax_exp: p = masked ? +0 : FP16(exp2(s * c - m)), one per cycle.\n\
+             Latency {} cycle(s). Model: kernels::softmax::weight.",
+            cfg.latency()
+        ));
+        let s = m.input("s", 32);
+        let row_max = m.input("m", 32);
+        let c = m.input("c", 32);
+        let masked = m.input("masked", 1);
+        let t = m.instance(&mul, "u_scale", &[("a", s), ("b", c)]).get("y");
+        let row_max = m.delay_n("m", row_max, cfg.mul.latency);
+        let sign = m.lit(32, 0x8000_0000);
+        let neg_m = m.xor(row_max, sign);
+        let x = m
+            .instance(&add, "u_sub", &[("a", t), ("b", neg_m)])
+            .get("y");
+        let e = m.instance(&exp, "u_exp2", &[("x", x)]).get("y");
+        let p = crate::fp32_to_fp16::logic(m, e);
+        let masked = m.delay_n("masked", masked, cfg.latency());
+        let zero = m.zero(16);
+        let p = m.mux(masked, zero, p);
+        m.output("p", p);
+        m.set_latency(cfg.latency());
+    })
+}

@@ -1,0 +1,275 @@
+//! Checking the stateful softmax blocks cycle by cycle against their models:
+//!
+//! * `fp32_recip`: each vector is a start pulse and [`LATENCY`] cycles; `done` must rise on the
+//!   last of them and not before, and `y` must equal `kernels::fp::fp32_recip`.
+//! * `softmax_row`: a stream of operations (init, max, sum, hold) with biased block maxima and
+//!   sums; after every cycle m, l, shift and l_zero must equal `kernels::softmax::RowState`.
+
+use std::cell::RefCell;
+
+use hdl::fp32_recip::LATENCY;
+use hdl::softmax::RowOp;
+use kernels::fp::{self, F32_NEG_INF};
+use kernels::softmax::{scale_constant, RowState};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use verilator_tb::Dut;
+
+use super::stimulus::{f32_value, F32_SPECIALS};
+
+fn runner(cases: u32, seed: u64) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(TestError::Fail(reason, minimal)) => {
+            anyhow::bail!("{reason}\n(minimal failing input after shrinking: {minimal:x?})")
+        }
+        Err(TestError::Abort(reason)) => anyhow::bail!("proptest aborted: {reason}"),
+    }
+}
+
+/// Runs reciprocals of `xs` back to back; the first wrong result, if any, as a message.
+pub fn check_recip(dut: &mut Dut, xs: &[u32]) -> anyhow::Result<Result<(), String>> {
+    let (start, x) = (dut.port("start")?, dut.port("x")?);
+    let (y, done, busy) = (dut.port("y")?, dut.port("done")?, dut.port("busy")?);
+    let per = LATENCY as usize + 1;
+    let mut words = Vec::with_capacity(xs.len() * per * 2);
+    for &v in xs {
+        words.extend([1, v]);
+        for _ in 0..LATENCY {
+            words.extend([0, v]);
+        }
+    }
+    let out = dut.run(
+        &[start, x],
+        &words,
+        &[y, done, busy],
+        (xs.len() * per) as u64,
+    );
+    for (n, &v) in xs.iter().enumerate() {
+        let at = |k: usize| &out[(n * per + k) * 3..(n * per + k + 1) * 3];
+        for k in 1..LATENCY as usize {
+            if at(k)[1] != 0 {
+                return Ok(Err(format!(
+                    "x = {v:#010x}: done rose {k} cycles after start, expected {LATENCY}"
+                )));
+            }
+            if at(k)[2] != 1 {
+                return Ok(Err(format!(
+                    "x = {v:#010x}: busy low {k} cycles after start"
+                )));
+            }
+        }
+        let last = at(LATENCY as usize);
+        if last[1] != 1 {
+            return Ok(Err(format!(
+                "x = {v:#010x}: done not high {LATENCY} cycles after start"
+            )));
+        }
+        let want = fp::fp32_recip(v);
+        if last[0] != want {
+            return Ok(Err(format!(
+                "fp32_recip: 1 / {v:#010x} ({:e}): expected {want:#010x} ({:e}), RTL {:#010x} ({:e})",
+                f32::from_bits(v),
+                f32::from_bits(want),
+                last[0],
+                f32::from_bits(last[0])
+            )));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Directed reciprocals: specials, and every significand with 16 fraction bits set at a normal
+/// exponent, at the exponents where the result turns subnormal, and for subnormal inputs.
+pub fn recip_directed() -> Vec<u32> {
+    let mut v: Vec<u32> = F32_SPECIALS.to_vec();
+    for e in [127u32, 252, 253, 254, 0] {
+        for m in 0..(1u32 << 16) {
+            v.push((e << 23) | (m << 7) | (m >> 9));
+        }
+    }
+    v
+}
+
+/// proptest over reciprocals; returns the number checked.
+pub fn proptest_recip(dut: &mut Dut, cases: u32, seed: u64) -> anyhow::Result<u64> {
+    let dut = RefCell::new(dut);
+    let strategy = prop_oneof![3 => f32_value(), 1 => (250u32..=254, any::<u32>()).prop_map(|(e, f)| (e << 23) | (f & 0x807F_FFFF))];
+    let result = runner(cases, seed).run(&strategy, |x| {
+        match check_recip(&mut dut.borrow_mut(), &[x]) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(m)) => Err(TestCaseError::fail(m)),
+            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
+        }
+    });
+    outcome(result)?;
+    Ok(cases as u64)
+}
+
+/// One cycle of `softmax_row` stimulus.
+#[derive(Clone, Copy, Debug)]
+pub struct RowCycle {
+    pub op: u8,
+    pub blk_max: u32,
+    pub blk_sum: u32,
+    pub c: u32,
+}
+
+/// Streams `cycles` through a fresh `softmax_row` and compares its outputs every cycle.
+pub fn check_softmax_row(dut: &mut Dut, cycles: &[RowCycle]) -> anyhow::Result<Result<(), String>> {
+    let ins = [
+        dut.port("op")?,
+        dut.port("blk_max")?,
+        dut.port("blk_sum")?,
+        dut.port("c")?,
+    ];
+    let outs = [
+        dut.port("m")?,
+        dut.port("l")?,
+        dut.port("shift")?,
+        dut.port("l_zero")?,
+    ];
+    dut.reset(1);
+    let words: Vec<u32> = cycles
+        .iter()
+        .flat_map(|c| [c.op as u32, c.blk_max, c.blk_sum, c.c])
+        .collect();
+    let out = dut.run(&ins, &words, &outs, cycles.len() as u64);
+    let mut state = RowState::default();
+    let mut shift = 0u8;
+    for (t, c) in cycles.iter().enumerate() {
+        let got = &out[t * 4..t * 4 + 4];
+        let want = [
+            state.m,
+            state.l,
+            shift as u32,
+            (state.l & 0x7FFF_FFFF == 0) as u32,
+        ];
+        if got != want {
+            return Ok(Err(format!(
+                "softmax_row after {t} operations: m, l, shift, l_zero = {:#010x?}, expected {:#010x?} \
+                 (m = {:e}, l = {:e} expected); last operation {:?}",
+                got,
+                want,
+                f32::from_bits(want[0]),
+                f32::from_bits(want[1]),
+                cycles[..t].last()
+            )));
+        }
+        match c.op {
+            1 => {
+                state = RowState::default();
+                shift = 0;
+            }
+            2 => shift = state.update_max(c.blk_max, c.c),
+            3 => state.update_sum(c.blk_sum, shift),
+            _ => {}
+        }
+    }
+    Ok(Ok(()))
+}
+
+fn row_cycle() -> impl Strategy<Value = RowCycle> {
+    let op = prop_oneof![1 => Just(RowOp::Init as u8), 4 => Just(RowOp::Max as u8), 4 => Just(RowOp::Sum as u8), 1 => Just(RowOp::Hold as u8)];
+    let blk_max = prop_oneof![
+        6 => (-2000.0f32..2000.0).prop_map(f32::to_bits),
+        1 => Just(F32_NEG_INF),
+        1 => f32_value(),
+    ];
+    let blk_sum = prop_oneof![
+        6 => (0.5f32..200.0).prop_map(f32::to_bits),
+        1 => Just(0u32),
+        1 => f32_value(),
+    ];
+    let c = prop_oneof![
+        4 => prop::sample::select(vec![scale_constant(16), scale_constant(128), fp::F32_ONE]),
+        1 => (1e-3f32..4.0).prop_map(f32::to_bits),
+    ];
+    (op, blk_max, blk_sum, c).prop_map(|(op, blk_max, blk_sum, c)| RowCycle {
+        op,
+        blk_max,
+        blk_sum,
+        c,
+    })
+}
+
+/// Directed `softmax_row` stream: init, then every special block max followed by a sum of
+/// every special, with hold cycles between.
+pub fn softmax_row_directed() -> Vec<RowCycle> {
+    let c = scale_constant(128);
+    let mut v = vec![];
+    for &mx in F32_SPECIALS.iter().chain(&[F32_NEG_INF]) {
+        for &sm in F32_SPECIALS {
+            v.push(RowCycle {
+                op: RowOp::Init as u8,
+                blk_max: 0,
+                blk_sum: 0,
+                c,
+            });
+            v.push(RowCycle {
+                op: RowOp::Max as u8,
+                blk_max: 3.5f32.to_bits(),
+                blk_sum: 0,
+                c,
+            });
+            v.push(RowCycle {
+                op: RowOp::Sum as u8,
+                blk_max: 0,
+                blk_sum: 1.25f32.to_bits(),
+                c,
+            });
+            v.push(RowCycle {
+                op: RowOp::Max as u8,
+                blk_max: mx,
+                blk_sum: 0,
+                c,
+            });
+            v.push(RowCycle {
+                op: RowOp::Hold as u8,
+                blk_max: mx,
+                blk_sum: sm,
+                c,
+            });
+            v.push(RowCycle {
+                op: RowOp::Sum as u8,
+                blk_max: 0,
+                blk_sum: sm,
+                c,
+            });
+        }
+    }
+    v
+}
+
+/// proptest over `softmax_row` streams of up to `max_len` cycles; returns cycles checked.
+pub fn proptest_softmax_row(
+    dut: &mut Dut,
+    cases: u32,
+    max_len: usize,
+    seed: u64,
+) -> anyhow::Result<u64> {
+    let dut = RefCell::new(dut);
+    let checked = std::cell::Cell::new(0u64);
+    let strategy = prop::collection::vec(row_cycle(), 1..=max_len);
+    let result = runner(cases, seed).run(&strategy, |cycles| {
+        match check_softmax_row(&mut dut.borrow_mut(), &cycles) {
+            Ok(Ok(())) => {
+                checked.set(checked.get() + cycles.len() as u64);
+                Ok(())
+            }
+            Ok(Err(m)) => Err(TestCaseError::fail(m)),
+            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
+        }
+    });
+    outcome(result)?;
+    Ok(checked.get())
+}
