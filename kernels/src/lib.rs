@@ -3,9 +3,11 @@
 //! (`pe`), the tiled FlashAttention hardware model (`flash`) and the f64 and plain
 //! low-precision references (`reference`).
 
+pub mod accuracy;
 pub mod flash;
 pub mod fp;
 pub mod mask;
+pub mod patterns;
 pub mod pe;
 pub mod reduce;
 pub mod reference;

@@ -1,0 +1,97 @@
+//! Q/K/V value patterns for accuracy studies: ordinary values and the hard cases of DESIGN.md
+//! §3 (values up to ±65504, all-equal scores, one dominant score, large outputs). Deterministic
+//! for a given seed.
+
+use half::f16;
+
+/// A value pattern for Q, K and V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Uniform in [-1, 1].
+    Unit,
+    /// Uniform in [-65504, 65504]: scores up to ~1e11, one-hot softmax.
+    Extreme,
+    /// Every key identical: all scores of a row equal.
+    EqualScores,
+    /// One key aligned with each query, far above the rest.
+    Dominant,
+    /// Q, K in [-4, 4], V up to ±65504: large outputs.
+    LargeValues,
+}
+
+impl Pattern {
+    pub const ALL: [Pattern; 5] = [
+        Pattern::Unit,
+        Pattern::Extreme,
+        Pattern::EqualScores,
+        Pattern::Dominant,
+        Pattern::LargeValues,
+    ];
+}
+
+/// xorshift64: a small deterministic generator.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// An FP16 value uniform in [lo, hi].
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> u16 {
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        f16::from_f64(lo as f64 + u * (hi - lo) as f64).to_bits()
+    }
+}
+
+/// FP16 Q (q_len × d), K and V (k_len × d) of `pattern`.
+pub fn tensors(
+    pattern: Pattern,
+    q_len: usize,
+    k_len: usize,
+    d: usize,
+    seed: u64,
+) -> (Vec<u16>, Vec<u16>, Vec<u16>) {
+    let mut rng = Rng(seed | 1);
+    let mut gen =
+        |n: usize, lo: f32, hi: f32| (0..n).map(|_| rng.uniform(lo, hi)).collect::<Vec<u16>>();
+    match pattern {
+        Pattern::Unit => (
+            gen(q_len * d, -1.0, 1.0),
+            gen(k_len * d, -1.0, 1.0),
+            gen(k_len * d, -1.0, 1.0),
+        ),
+        Pattern::Extreme => (
+            gen(q_len * d, -65504.0, 65504.0),
+            gen(k_len * d, -65504.0, 65504.0),
+            gen(k_len * d, -65504.0, 65504.0),
+        ),
+        Pattern::EqualScores => {
+            let q = gen(q_len * d, -2.0, 2.0);
+            let key = gen(d, -2.0, 2.0);
+            let k = (0..k_len).flat_map(|_| key.clone()).collect();
+            (q, k, gen(k_len * d, -1.0, 1.0))
+        }
+        Pattern::Dominant => {
+            let k = gen(k_len * d, -0.5, 0.5);
+            let q = (0..q_len)
+                .flat_map(|i| {
+                    let j = (i * 7) % k_len.max(1);
+                    k[j * d..(j + 1) * d]
+                        .iter()
+                        .map(|&x| f16::from_f32(f16::from_bits(x).to_f32() * 24.0).to_bits())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            (q, k, gen(k_len * d, -1.0, 1.0))
+        }
+        Pattern::LargeValues => (
+            gen(q_len * d, -4.0, 4.0),
+            gen(k_len * d, -4.0, 4.0),
+            gen(k_len * d, -65504.0, 65504.0),
+        ),
+    }
+}
