@@ -204,3 +204,40 @@ pub fn normalize_f32(m: &mut ModuleBuilder, u: &Unpacked) -> (Sig, Sig) {
     let exp = m.sub(exp, lz10);
     (sig, exp)
 }
+
+/// Special cases of a product: (sign, is NaN, is Inf, is zero) from the operands' classes, with
+/// wire names for the flags. NaN × y and Inf × 0 are NaN; Inf × nonzero is Inf.
+pub fn mul_specials(m: &mut ModuleBuilder, a: &Unpacked, b: &Unpacked) -> (Sig, Sig, Sig, Sig) {
+    let sign = m.xor(a.sign, b.sign);
+    let sign = m.hint("sign", sign);
+    let a_zero_b_inf = m.and(a.is_zero, b.is_inf);
+    let a_inf_b_zero = m.and(a.is_inf, b.is_zero);
+    let is_nan = m.or_all(&[a.is_nan, b.is_nan, a_zero_b_inf, a_inf_b_zero]);
+    let is_nan = m.name("is_nan", is_nan);
+    let is_inf = m.or(a.is_inf, b.is_inf);
+    let is_inf = m.name("is_inf", is_inf);
+    let is_zero = m.or(a.is_zero, b.is_zero);
+    let is_zero = m.name("is_zero", is_zero);
+    (sign, is_nan, is_inf, is_zero)
+}
+
+/// The binary32 result with special cases applied, in priority order: NaN (canonical), then a
+/// signed Inf (`inf_sign`), then a signed zero (`zero_sign`), else `finite`.
+pub fn select_special_f32(
+    m: &mut ModuleBuilder,
+    finite: Sig,
+    is_nan: Sig,
+    is_inf: Sig,
+    inf_sign: Sig,
+    is_zero: Sig,
+    zero_sign: Sig,
+) -> Sig {
+    let inf_bits = m.lit(31, crate::ieee::F32_INF);
+    let inf = m.cat(&[inf_sign, inf_bits]);
+    let zero_bits = m.zero(31);
+    let zero = m.cat(&[zero_sign, zero_bits]);
+    let nan = m.lit(32, crate::ieee::F32_QNAN);
+    let y = m.mux(is_zero, zero, finite);
+    let y = m.mux(is_inf, inf, y);
+    m.mux(is_nan, nan, y)
+}

@@ -63,6 +63,20 @@ pub struct ModuleBuilder {
     pure: HashMap<(NodeKind, u32), NodeId>,
 }
 
+/// Checks a pipelined block's latency against the most it supports.
+pub fn check_latency(block: &str, latency: u32, max: u32) -> Result<()> {
+    if latency > max {
+        bail!(
+            "{block} latency {latency} is not supported: choose {}",
+            (0..=max)
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Bits needed to count `0..=n`.
 pub fn bits_for(n: u64) -> u32 {
     (64 - n.leading_zeros()).max(1)
@@ -866,6 +880,15 @@ impl ModuleBuilder {
     pub fn delay(&mut self, name: &str, d: Sig) -> Sig {
         let r = self.reg(name, d.width, Some(0));
         self.set_next(r, d);
+        r.q
+    }
+
+    /// A register (reset to 0) that loads `d` in cycles where `enable` is high and holds
+    /// otherwise. Returns its output.
+    pub fn hold(&mut self, name: &str, d: Sig, enable: Sig) -> Sig {
+        let r = self.reg(name, d.width, Some(0));
+        self.set_next(r, d);
+        self.set_enable(r, enable);
         r.q
     }
 

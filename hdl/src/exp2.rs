@@ -11,7 +11,7 @@
 //! canonical NaN, x ≥ 128 gives +Inf, x ≤ −152 (and −Inf) gives +0. Relative error below 2^-14
 //! wherever the result is normal (2^-11, half an FP16 ulp, is what softmax needs).
 
-use anyhow::{ensure, Result};
+use anyhow::Result;
 
 use crate::arith::{round_pack_f32, unpack};
 use crate::ieee;
@@ -37,12 +37,7 @@ impl Exp2Config {
     pub const MAX_LATENCY: u32 = 2;
 
     pub fn validate(&self) -> Result<()> {
-        ensure!(
-            self.latency <= Self::MAX_LATENCY,
-            "exp2 latency {} is not supported: choose 0, 1 or 2 cycles",
-            self.latency
-        );
-        Ok(())
+        crate::check_latency("exp2", self.latency, Self::MAX_LATENCY)
     }
 
     pub fn module_name(&self) -> String {

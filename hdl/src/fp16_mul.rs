@@ -8,10 +8,9 @@
 //! subnormal inputs are supported; NaN × y and Inf × 0 give the canonical NaN 0x7FC00000;
 //! Inf × nonzero gives a signed Inf; a zero factor gives a zero with the XOR of the signs.
 
-use anyhow::{ensure, Result};
+use anyhow::Result;
 
-use crate::arith::{leading_zeros, unpack};
-use crate::ieee;
+use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp16_mul`.
@@ -25,12 +24,7 @@ impl Fp16MulConfig {
     pub const MAX_LATENCY: u32 = 2;
 
     pub fn validate(&self) -> Result<()> {
-        ensure!(
-            self.latency <= Self::MAX_LATENCY,
-            "fp16_mul latency {} is not supported: choose 0, 1 or 2 cycles",
-            self.latency
-        );
-        Ok(())
+        crate::check_latency("fp16_mul", self.latency, Self::MAX_LATENCY)
     }
 
     pub fn module_name(&self) -> String {
@@ -59,16 +53,7 @@ pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> ModRef {
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let ua = unpack(m, a, 5, 10, "a");
     let ub = unpack(m, b, 5, 10, "b");
-    let sign = m.xor(ua.sign, ub.sign);
-    let sign = m.hint("sign", sign);
-    let a_zero_b_inf = m.and(ua.is_zero, ub.is_inf);
-    let a_inf_b_zero = m.and(ua.is_inf, ub.is_zero);
-    let is_nan = m.or_all(&[ua.is_nan, ub.is_nan, a_zero_b_inf, a_inf_b_zero]);
-    let is_nan = m.name("is_nan", is_nan);
-    let is_inf = m.or(ua.is_inf, ub.is_inf);
-    let is_inf = m.name("is_inf", is_inf);
-    let is_zero = m.or(ua.is_zero, ub.is_zero);
-    let is_zero = m.name("is_zero", is_zero);
+    let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);
     // Exponent of the product before normalization: ea + eb + 98 - lz (see the model).
     let ea = m.zext(ua.exp_eff, 8);
     let eb = m.zext(ub.exp_eff, 8);
@@ -100,14 +85,6 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let exp = m.sub(exp, lz8);
     let exp = m.name("exp", exp);
     let finite = m.cat(&[sign, exp, frac]);
-
-    let nan = m.lit(32, ieee::F32_QNAN);
-    let inf_bits = m.lit(31, ieee::F32_INF);
-    let inf = m.cat(&[sign, inf_bits]);
-    let zero_bits = m.zero(31);
-    let zero = m.cat(&[sign, zero_bits]);
-    let y = m.mux(is_zero, zero, finite);
-    let y = m.mux(is_inf, inf, y);
-    let y = m.mux(is_nan, nan, y);
+    let y = select_special_f32(m, finite, is_nan, is_inf, sign, is_zero, sign);
     m.stage("y", y, latency >= 1)
 }

@@ -6,8 +6,7 @@
 //! representable; subnormals are normalized; ±0 and ±Inf keep their sign; NaN gives the
 //! canonical NaN 0x7FC00000.
 
-use crate::arith::{leading_zeros, unpack};
-use crate::ieee;
+use crate::arith::{leading_zeros, select_special_f32, unpack};
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
@@ -45,13 +44,5 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let exp = m.name("exp", exp);
     let pad = m.zero(13);
     let finite = m.cat(&[u.sign, exp, frac, pad]);
-
-    let nan = m.lit(32, ieee::F32_QNAN);
-    let inf_bits = m.lit(31, ieee::F32_INF);
-    let inf = m.cat(&[u.sign, inf_bits]);
-    let zero_bits = m.zero(31);
-    let zero = m.cat(&[u.sign, zero_bits]);
-    let y = m.mux(u.is_zero, zero, finite);
-    let y = m.mux(u.is_inf, inf, y);
-    m.mux(u.is_nan, nan, y)
+    select_special_f32(m, finite, u.is_nan, u.is_inf, u.sign, u.is_zero, u.sign)
 }

@@ -14,10 +14,9 @@
 //! rounding increment is added to the packed exponent and fraction so that carries into the
 //! exponent (including to Inf) come out right without extra logic.
 
-use anyhow::{ensure, Result};
+use anyhow::Result;
 
-use crate::arith::{clamp, leading_zeros, shift_right_sticky, unpack};
-use crate::ieee;
+use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_add`.
@@ -31,12 +30,7 @@ impl Fp32AddConfig {
     pub const MAX_LATENCY: u32 = 2;
 
     pub fn validate(&self) -> Result<()> {
-        ensure!(
-            self.latency <= Self::MAX_LATENCY,
-            "fp32_add latency {} is not supported: choose 0, 1 or 2 cycles",
-            self.latency
-        );
-        Ok(())
+        crate::check_latency("fp32_add", self.latency, Self::MAX_LATENCY)
     }
 
     pub fn module_name(&self) -> String {
@@ -177,15 +171,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let round31 = m.zext(round_up, 31);
     let packed = m.add(packed, round31);
     let finite = m.cat(&[sign, packed]);
-
-    let nan = m.lit(32, ieee::F32_QNAN);
-    let inf_bits = m.lit(31, ieee::F32_INF);
-    let inf = m.cat(&[sign, inf_bits]);
-    let zero_bits = m.zero(31);
-    let zero = m.cat(&[zero_sign, zero_bits]);
-    let y = m.mux(sum_zero, zero, finite);
     let infinite = m.or(is_inf, overflow);
-    let y = m.mux(infinite, inf, y);
-    let y = m.mux(is_nan, nan, y);
+    let y = select_special_f32(m, finite, is_nan, infinite, sign, sum_zero, zero_sign);
     m.stage("y", y, latency >= 1)
 }

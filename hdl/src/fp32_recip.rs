@@ -45,24 +45,12 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let (sig, exp) = normalize_f32(m, &u);
 
     // Operand and special-case registers, loaded at start.
-    let divisor = m.reg("divisor", 24, Some(0));
-    m.set_next(divisor, sig);
-    m.set_enable(divisor, start);
-    let exp_q = m.reg("x_exp", 10, Some(0));
-    m.set_next(exp_q, exp);
-    m.set_enable(exp_q, start);
-    let sign_q = m.reg("sign", 1, Some(0));
-    m.set_next(sign_q, u.sign);
-    m.set_enable(sign_q, start);
-    let nan_q = m.reg("is_nan", 1, Some(0));
-    m.set_next(nan_q, u.is_nan);
-    m.set_enable(nan_q, start);
-    let inf_q = m.reg("is_inf", 1, Some(0));
-    m.set_next(inf_q, u.is_inf);
-    m.set_enable(inf_q, start);
-    let zero_q = m.reg("is_zero", 1, Some(0));
-    m.set_next(zero_q, u.is_zero);
-    m.set_enable(zero_q, start);
+    let divisor = m.hold("divisor", sig, start);
+    let exp_q = m.hold("x_exp", exp, start);
+    let sign_q = m.hold("sign", u.sign, start);
+    let nan_q = m.hold("is_nan", u.is_nan, start);
+    let inf_q = m.hold("is_inf", u.is_inf, start);
+    let zero_q = m.hold("is_zero", u.is_zero, start);
 
     // Steps left; a start loads the count and the first partial remainder.
     let count = m.reg("count", 5, Some(0));
@@ -73,7 +61,7 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
 
     let zero1 = m.zero(1);
     let doubled = m.cat(&[remainder.q, zero1]);
-    let divisor25 = m.zext(divisor.q, 25);
+    let divisor25 = m.zext(divisor, 25);
     let fits = m.ge(doubled, divisor25);
     let fits = m.name("fits", fits);
     let less = m.sub(doubled, divisor25);
@@ -114,19 +102,19 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let c254 = m.lit(10, 254);
     let c253 = m.lit(10, 253);
     let base = m.mux(top, c254, c253);
-    let y_exp = m.sub(base, exp_q.q);
+    let y_exp = m.sub(base, exp_q);
     let y_exp = m.name("y_exp", y_exp);
     let sticky = m.any(remainder.q);
-    let rounded = round_pack_f32(m, sign_q.q, sig28, y_exp, sticky);
+    let rounded = round_pack_f32(m, sign_q, sig28, y_exp, sticky);
 
     let nan = m.lit(32, ieee::F32_QNAN);
     let inf_bits = m.lit(31, ieee::F32_INF);
-    let inf = m.cat(&[sign_q.q, inf_bits]);
+    let inf = m.cat(&[sign_q, inf_bits]);
     let zero_bits = m.zero(31);
-    let zero = m.cat(&[sign_q.q, zero_bits]);
-    let y = m.mux(zero_q.q, inf, rounded);
-    let y = m.mux(inf_q.q, zero, y);
-    let y = m.mux(nan_q.q, nan, y);
+    let zero = m.cat(&[sign_q, zero_bits]);
+    let y = m.mux(zero_q, inf, rounded);
+    let y = m.mux(inf_q, zero, y);
+    let y = m.mux(nan_q, nan, y);
     m.output("y", y);
     m.output("done", done);
     m.output("busy", running);

@@ -28,5 +28,7 @@ pub mod softmax;
 pub mod units;
 pub mod wrap;
 
-pub use builder::{addr_bits, bits_for, InstOutputs, MemHandle, ModuleBuilder, RegHandle};
+pub use builder::{
+    addr_bits, bits_for, check_latency, InstOutputs, MemHandle, ModuleBuilder, RegHandle,
+};
 pub use ir::{Design, ModRef, Sig};

@@ -52,20 +52,9 @@ pub fn f16_is_inf(x: u16) -> bool {
 /// gives a zero with the XOR of the signs.
 pub fn fp16_mul(a: u16, b: u16) -> u32 {
     let sign = (((a ^ b) & F16_SIGN) as u32) << 16;
-    if f16_is_nan(a) || f16_is_nan(b) {
-        return F32_QNAN;
-    }
-    let a_zero = a & 0x7FFF == 0;
-    let b_zero = b & 0x7FFF == 0;
-    if f16_is_inf(a) || f16_is_inf(b) {
-        return if a_zero || b_zero {
-            F32_QNAN
-        } else {
-            sign | F32_INF
-        };
-    }
-    if a_zero || b_zero {
-        return sign;
+    let class = |x: u16| (f16_is_nan(x), f16_is_inf(x), x & 0x7FFF == 0);
+    if let Some(special) = mul_special(class(a), class(b), sign) {
+        return special;
     }
     let (ma, ea) = f16_unpack(a);
     let (mb, eb) = f16_unpack(b);
@@ -76,6 +65,22 @@ pub fn fp16_mul(a: u16, b: u16) -> u32 {
     let exp = p + ea + eb + 77;
     let frac = (product << (23 - p)) & 0x7F_FFFF;
     sign | (exp << 23) | frac
+}
+
+/// The binary32 result of a product with a special operand, given each operand's
+/// (is NaN, is Inf, is zero) and the result's sign bit; `None` when both are finite nonzero.
+/// NaN × y and Inf × 0 give the canonical NaN, Inf × nonzero a signed Inf, a zero factor a zero.
+fn mul_special(a: (bool, bool, bool), b: (bool, bool, bool), sign: u32) -> Option<u32> {
+    let ((a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero)) = (a, b);
+    if a_nan || b_nan || (a_inf && b_zero) || (a_zero && b_inf) {
+        Some(F32_QNAN)
+    } else if a_inf || b_inf {
+        Some(sign | F32_INF)
+    } else if a_zero || b_zero {
+        Some(sign)
+    } else {
+        None
+    }
 }
 
 /// Significand (hidden bit included when normal) and effective biased exponent (1 for
@@ -287,20 +292,9 @@ fn f32_normalized(x: u32) -> (u64, i32) {
 /// the canonical NaN).
 pub fn fp32_mul(a: u32, b: u32) -> u32 {
     let sign = (a ^ b) & F32_SIGN;
-    if f32_is_nan(a) || f32_is_nan(b) {
-        return F32_QNAN;
-    }
-    let a_zero = a & 0x7FFF_FFFF == 0;
-    let b_zero = b & 0x7FFF_FFFF == 0;
-    if f32_is_inf(a) || f32_is_inf(b) {
-        return if a_zero || b_zero {
-            F32_QNAN
-        } else {
-            sign | F32_INF
-        };
-    }
-    if a_zero || b_zero {
-        return sign;
+    let class = |x: u32| (f32_is_nan(x), f32_is_inf(x), x & 0x7FFF_FFFF == 0);
+    if let Some(special) = mul_special(class(a), class(b), sign) {
+        return special;
     }
     let (ma, ea) = f32_normalized(a);
     let (mb, eb) = f32_normalized(b);

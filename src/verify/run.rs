@@ -16,6 +16,7 @@ use crate::verify::stateful::{
     softmax_row_directed,
 };
 use crate::verify::units::{directed, pure_unit, strategy, PURE_UNITS};
+use verilator_tb::Dut;
 
 /// What checking one block found (it is only returned when everything matched).
 #[derive(Clone, Debug, Serialize)]
@@ -118,47 +119,29 @@ pub fn verify_pe_block(
     })
 }
 
-/// Checks `fp32_recip`: its directed set, then `cases` proptest reciprocals.
-pub fn verify_recip(cfg: &CoreConfig, cases: u32, seed: u64) -> Result<BlockReport> {
-    let (model, latency, module, build_seconds) = build(cfg, "fp32_recip")?;
+/// Checks a stateful unit: its directed input with `check`, then proptest with `random` (which
+/// returns how many random vectors or cycles it checked).
+fn verify_stateful<T>(
+    cfg: &CoreConfig,
+    unit: &str,
+    directed: &[T],
+    check: impl FnOnce(&mut Dut, &[T]) -> Result<Result<(), String>>,
+    random: impl FnOnce(&mut Dut) -> Result<u64>,
+) -> Result<BlockReport> {
+    let (model, latency, module, build_seconds) = build(cfg, unit)?;
     let mut dut = model.dut()?;
     let start = Instant::now();
-    let xs = recip_directed();
-    if let Err(m) = check_recip(&mut dut, &xs)? {
-        bail!("directed vectors:\n{m}");
+    if let Err(m) = check(&mut dut, directed)? {
+        bail!("directed stimulus:\n{m}");
     }
-    let random = proptest_recip(&mut dut, cases, seed)?;
+    let random = random(&mut dut)?;
     Ok(BlockReport {
-        unit: "fp32_recip".into(),
+        unit: unit.into(),
         module,
         latency,
-        directed_vectors: xs.len() as u64,
+        directed_vectors: directed.len() as u64,
         random_vectors: random,
-        operations: xs.len() as u64 + random,
-        sim_cycles: dut.cycles(),
-        sim_seconds: start.elapsed().as_secs_f64(),
-        build_seconds,
-    })
-}
-
-/// Checks `softmax_row`: its directed stream, then `cases` random operation streams of up to
-/// 1,000 cycles.
-pub fn verify_softmax_row(cfg: &CoreConfig, cases: u32, seed: u64) -> Result<BlockReport> {
-    let (model, latency, module, build_seconds) = build(cfg, "softmax_row")?;
-    let mut dut = model.dut()?;
-    let start = Instant::now();
-    let stream = softmax_row_directed();
-    if let Err(m) = check_softmax_row(&mut dut, &stream)? {
-        bail!("directed stream:\n{m}");
-    }
-    let random = proptest_softmax_row(&mut dut, cases, 1000, seed)?;
-    Ok(BlockReport {
-        unit: "softmax_row".into(),
-        module,
-        latency,
-        directed_vectors: stream.len() as u64,
-        random_vectors: random,
-        operations: stream.len() as u64 + random,
+        operations: directed.len() as u64 + random,
         sim_cycles: dut.cycles(),
         sim_seconds: start.elapsed().as_secs_f64(),
         build_seconds,
@@ -172,8 +155,16 @@ pub fn verify_block(cfg: &CoreConfig, unit: &str, vectors: u32, seed: u64) -> Re
         // Streams of 1 to 1,000 cycles average about 500: 10 % more cases keep the total above
         // `vectors`.
         "pe" | "pe_grid" => verify_pe_block(cfg, unit, stream_cases(vectors), 1000, seed),
-        "fp32_recip" => verify_recip(cfg, vectors, seed),
-        "softmax_row" => verify_softmax_row(cfg, stream_cases(vectors), seed),
+        "fp32_recip" => verify_stateful(cfg, unit, &recip_directed(), check_recip, |dut| {
+            proptest_recip(dut, vectors, seed)
+        }),
+        "softmax_row" => verify_stateful(
+            cfg,
+            unit,
+            &softmax_row_directed(),
+            check_softmax_row,
+            |dut| proptest_softmax_row(dut, stream_cases(vectors), 1000, seed),
+        ),
         other => bail!("no checker for unit `{other}`"),
     }
 }
