@@ -121,6 +121,13 @@ fn zoo(
     out("o_all_xo", m.all(x_o));
     out("o_all_xz", m.all(x_z));
     out("o_any_x1", m.any(x_1));
+    // Unsigned comparisons with a constant at the end of the range fold to constants.
+    let zero_w = m.zero(w);
+    let ones_w = m.ones(w);
+    out("o_ge_zero", m.ge(x, zero_w));
+    out("o_lt_zero", m.lt(x, zero_w));
+    out("o_le_max", m.le(x, ones_w));
+    out("o_gt_max", m.gt(x, ones_w));
     let idx = m.slice(s, 2, 0);
     let c2 = m.xor(x, y);
     let c3 = m.not(y);
@@ -200,6 +207,10 @@ fn reference(x: u128, y: u128, s: u32, w: u32, with_mul: bool) -> BTreeMap<Strin
     put("o_all_xo", (x == m) as u128);
     put("o_all_xz", 0);
     put("o_any_x1", 1);
+    put("o_ge_zero", 1);
+    put("o_lt_zero", 0);
+    put("o_le_max", 1);
+    put("o_gt_max", 0);
     let idx = s & 7;
     let choices = [x, y, x ^ y, !y & m, x.wrapping_add(y) & m];
     r.insert("o_mux_index".into(), choices.get(idx as usize).copied());

@@ -61,6 +61,7 @@ fn grid_odd_shape_few_registers() {
         bc: 4,
         head_dim: 4,
         regs_per_pe: 8,
+        mem_width: 64, // rows of 4 FP16 values
         ..small(1, 0)
     };
     check(&cfg, "pe_grid", 100, 15);
@@ -73,8 +74,9 @@ fn grid_one_by_one() {
         cols: 1,
         br: 1,
         bc: 1,
-        head_dim: 1,
-        regs_per_pe: 2,
+        head_dim: 2,
+        regs_per_pe: 4,
+        mem_width: 32, // rows of 2 FP16 values
         ..small(0, 1)
     };
     check(&cfg, "pe_grid", 100, 16);

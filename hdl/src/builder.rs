@@ -237,6 +237,21 @@ impl ModuleBuilder {
         }
     }
 
+    /// True if `s` is a constant with every bit set (any width).
+    pub fn is_all_ones(&self, s: Sig) -> bool {
+        match self.kind(s) {
+            NodeKind::Const(v) => s.width <= 64 && *v == u64::MAX >> (64 - s.width),
+            NodeKind::Repeat { a, .. } => {
+                let a = Sig {
+                    id: *a,
+                    width: self.nodes[*a as usize].width,
+                };
+                self.is_all_ones(a)
+            }
+            _ => false,
+        }
+    }
+
     /// The constant value of `s`, if it is a constant.
     pub fn const_value(&self, s: Sig) -> Option<u64> {
         match self.kind(s) {
@@ -341,6 +356,14 @@ impl ModuleBuilder {
                     }
                 }
             });
+        }
+        // Unsigned comparisons decided by a constant at the end of the range (Verilator's lint
+        // rejects them as constant): 0 <= x, x < 0, x <= max, max < x. Any width.
+        if op == BinOp::Leu && (ca == Some(0) || self.is_all_ones(b)) {
+            return Some(self.lit(1, 1));
+        }
+        if op == BinOp::Ltu && (cb == Some(0) || self.is_all_ones(a)) {
+            return Some(self.lit(1, 0));
         }
         if w > 64 {
             return None;

@@ -8,10 +8,12 @@ use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::array::PeGridConfig;
+use crate::dma::DmaConfig;
 use crate::exp2::Exp2Config;
 use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
 use crate::fp32_mul::Fp32MulConfig;
+use crate::landing::{LandingConfig, Layout};
 use crate::mac::MacConfig;
 use crate::mask::MaskConfig;
 use crate::pe::PeConfig;
@@ -46,6 +48,12 @@ pub struct CoreConfig {
     pub exp_latency: u32,
     /// Bits of a sequence index or length (sequences up to 2^index_bits - 1 long).
     pub index_bits: u32,
+    /// DMA memory port width in bits.
+    pub mem_width: u32,
+    /// DMA byte address width (the address range is 2^addr_bits bytes).
+    pub addr_bits: u32,
+    /// DMA reads in flight at most (hides this many cycles of memory latency).
+    pub max_outstanding: u32,
     /// Target clock in MHz (for constraints and reports).
     pub clock_mhz: f64,
 }
@@ -67,6 +75,9 @@ struct ConfigFile {
     fmul_latency: Option<u32>,
     exp_latency: Option<u32>,
     index_bits: Option<u32>,
+    mem_width: Option<u32>,
+    addr_bits: Option<u32>,
+    max_outstanding: Option<u32>,
     clock_mhz: Option<f64>,
 }
 
@@ -102,6 +113,9 @@ impl ConfigFile {
             fmul_latency: take!(fmul_latency),
             exp_latency: take!(exp_latency),
             index_bits: take!(index_bits),
+            mem_width: take!(mem_width),
+            addr_bits: take!(addr_bits),
+            max_outstanding: take!(max_outstanding),
             clock_mhz: take!(clock_mhz),
         };
         if !missing.is_empty() {
@@ -134,6 +148,9 @@ impl CoreConfig {
             fmul_latency: 1,
             exp_latency: 2,
             index_bits: 16,
+            mem_width: 256,
+            addr_bits: 32,
+            max_outstanding: 128,
             clock_mhz: 1500.0,
         };
         Ok(match name {
@@ -218,7 +235,19 @@ impl CoreConfig {
             self.br,
             self.bc
         );
+        let beat = self.mem_width / 8;
+        ensure!(
+            self.mem_width >= 16 && (self.head_dim * 2).is_multiple_of(beat.max(1)),
+            "a row of head_dim = {} FP16 values is {} bytes, not a whole number of memory beats \
+             (mem_width = {} bits = {beat} bytes): use a narrower mem_width or a head_dim that is a \
+             multiple of {}",
+            self.head_dim,
+            self.head_dim * 2,
+            self.mem_width,
+            (beat / 2).max(1)
+        );
         // The blocks' own checks, in case a knob above maps to more than one.
+        self.dma().validate()?;
         self.grid().validate()?;
         self.softmax_exp().validate()?;
         self.mask().validate()
@@ -279,6 +308,39 @@ impl CoreConfig {
             br: self.br,
             bc: self.bc,
             index_bits: self.index_bits,
+        }
+    }
+
+    /// The DMA: Q and K land in banks per PE row / column, V one row per read, O in FP32 rows.
+    pub fn dma(&self) -> DmaConfig {
+        let beat = (self.mem_width / 8).max(1);
+        let row_beats = (self.head_dim * 2).div_ceil(beat);
+        let land = |rows: u32, layout: Layout| LandingConfig {
+            rows,
+            row_beats,
+            width: self.mem_width,
+            layout,
+        };
+        DmaConfig {
+            width: self.mem_width,
+            addr_bits: self.addr_bits,
+            index_bits: self.index_bits,
+            max_outstanding: self.max_outstanding,
+            q: land(
+                self.br,
+                Layout::RowBanked {
+                    rows_per_bank: self.br / self.rows.max(1),
+                },
+            ),
+            k: land(
+                self.bc,
+                Layout::RowBanked {
+                    rows_per_bank: self.bc / self.cols.max(1),
+                },
+            ),
+            v: land(self.bc, Layout::BeatSliced),
+            o_rows: self.br,
+            o_row_beats: (self.head_dim * 4).div_ceil(beat),
         }
     }
 

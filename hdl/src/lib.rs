@@ -12,6 +12,7 @@ pub mod ieee;
 pub mod ir;
 
 pub mod array;
+pub mod dma;
 pub mod exp2;
 pub mod fp16_mul;
 pub mod fp16_to_fp32;
@@ -20,6 +21,7 @@ pub mod fp32_misc;
 pub mod fp32_mul;
 pub mod fp32_recip;
 pub mod fp32_to_fp16;
+pub mod landing;
 pub mod mac;
 pub mod mask;
 pub mod pe;

@@ -5,8 +5,8 @@ use anyhow::{bail, Result};
 
 use crate::config::CoreConfig;
 use crate::{
-    array, exp2, fp16_mul, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip, fp32_to_fp16,
-    mac, mask, pe, row_reduce, softmax, Design, ModRef,
+    array, dma, exp2, fp16_mul, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip,
+    fp32_to_fp16, mac, mask, pe, row_reduce, softmax, Design, ModRef,
 };
 
 /// Names accepted by [`build_unit`].
@@ -28,6 +28,7 @@ pub const UNITS: &[&str] = &[
     "softmax_row",
     "softmax_exp",
     "mask_gen",
+    "dma",
 ];
 
 /// Builds unit `name` as configured in `cfg` into `d`, returning its interface (the top).
@@ -52,6 +53,7 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
         "softmax_row" => softmax::build_row(d),
         "softmax_exp" => softmax::build_exp(d, &cfg.softmax_exp()),
         "mask_gen" => mask::build(d, &cfg.mask()),
+        "dma" => dma::build(d, &cfg.dma()),
         other => bail!("unknown unit `{other}`: choose one of {}", UNITS.join(", ")),
     })
 }

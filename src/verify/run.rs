@@ -165,10 +165,37 @@ pub fn verify_block(cfg: &CoreConfig, unit: &str, vectors: u32, seed: u64) -> Re
             check_softmax_row,
             |dut| proptest_softmax_row(dut, stream_cases(vectors), 1000, seed),
         ),
+        "dma" => verify_dma(cfg, vectors, seed),
         other => bail!("no checker for unit `{other}`"),
     }
 }
 
 fn stream_cases(vectors: u32) -> u32 {
     (vectors / 450).max(1)
+}
+
+/// Checks the DMA: every descriptor error on every channel, then random concurrent transfers
+/// (one scenario per 1,000 `vectors`) against the memory model.
+pub fn verify_dma(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    anyhow::ensure!(
+        cfg.addr_bits >= 20,
+        "the DMA checks use a 1 MB memory: addr_bits must be at least 20"
+    );
+    let (model, latency, module, build_seconds) = build(cfg, "dma")?;
+    let d = cfg.dma();
+    let start = Instant::now();
+    let errors = crate::verify::dma::check_errors(&model, &d)?;
+    let (scenarios, beats, cycles) =
+        crate::verify::dma::random_transfers(&model, &d, (vectors / 1000).max(1), seed)?;
+    Ok(BlockReport {
+        unit: "dma".into(),
+        module,
+        latency,
+        directed_vectors: errors,
+        random_vectors: scenarios,
+        operations: beats,
+        sim_cycles: cycles,
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
 }

@@ -4,10 +4,13 @@
 //! C++ shim rendered with tera from the manifest's port list ([`compile`]), compiled into a
 //! shared library by `verilator --build` and cached by content hash, then loaded with
 //! libloading and driven through [`Dut`] ([`dut`]): ports of any width, ticks, reset, and
-//! batched streaming of many cycles per call.
+//! batched streaming of many cycles per call. [`memory`] is the testbench memory behind a
+//! design's memory port; [`npy`] reads and writes `.npy` tensors.
 
 pub mod compile;
 pub mod dut;
+pub mod memory;
+pub mod npy;
 
 pub use compile::BuildOptions;
 pub use dut::{Dut, Model, PortId};

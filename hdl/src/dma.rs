@@ -1,0 +1,764 @@
+//! The DMA: `dma_engine` (descriptor walkers, arbitration, memory port) and `dma` (the engine
+//! with its landing buffers and the O staging buffer).
+//!
+//! **Memory port** (valid/ready, `width` bits, byte addresses): `mem_req_valid/ready`,
+//! `mem_req_addr`, `mem_req_write`, `mem_req_wdata`; responses `mem_rsp_valid`, `mem_rsp_data`
+//! arrive in request order, one per read, and are always accepted.
+//!
+//! **Read channels** `q`, `k`, `v`. A descriptor (`x_base`, `x_stride` bytes between rows,
+//! `x_row_bytes`, `x_rows` in all, `x_block_rows` per block) is taken by a `x_start` pulse. The
+//! channel reads the rows block by block, in natural row-major layout, into a double-buffered
+//! landing buffer: it fetches block j+1 while the consumer holds block j, never more than one
+//! block ahead. `x_ready` says the current block (`x_block`, in slot `x_slot`) has landed; the
+//! consumer reads it through the landing buffer's port and pulses `x_release` when done, which
+//! frees the buffer for block j+2. A last block may have fewer rows. `x_busy` stays high until
+//! the last block is released.
+//!
+//! **Write channel** `o`: the consumer fills the staging buffer (`o_wr_*`), then a descriptor
+//! (`o_base`, `o_stride`, `o_row_bytes`, `o_rows`) and `o_start` write its rows to memory;
+//! `o_busy` falls when the last beat is accepted (writes are posted).
+//!
+//! **Descriptor errors** (`x_error`, sticky until the next start; the channel stays idle and
+//! never hangs): 1 zero size; 2 base, stride or row bytes not a multiple of the beat; 3 rows or
+//! row longer than the landing or staging buffer; 4 beyond the address range (2^addr_bits
+//! bytes); 5 started while busy (the running transfer continues).
+//!
+//! **Arbitration**: round robin among the channels with a request; reads also need room in the
+//! tag FIFO (`max_outstanding` reads in flight), which records which channel each response
+//! belongs to. A response walker per channel mirrors its request walk, so addresses are not
+//! stored.
+//!
+//! **Counters**: `read_beats`, `write_beats`; per read channel `x_wait` (cycles the consumer
+//! asserted `x_want` for a block after the first and it had not landed: prefetch should keep
+//! this 0) and `x_first_wait` (the same for each transfer's first block).
+
+use anyhow::{ensure, Result};
+
+use crate::landing::{self, LandingConfig};
+use crate::{addr_bits, bits_for, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+
+/// Configuration of the DMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaConfig {
+    /// Memory port width in bits: a power of two from 32 to 1024.
+    pub width: u32,
+    /// Byte address width; the address range is 2^addr_bits bytes.
+    pub addr_bits: u32,
+    /// Width of row counts.
+    pub index_bits: u32,
+    /// Reads in flight at most: a power of two.
+    pub max_outstanding: u32,
+    pub q: LandingConfig,
+    pub k: LandingConfig,
+    pub v: LandingConfig,
+    /// Staging buffer of the write channel: rows and beats per row.
+    pub o_rows: u32,
+    pub o_row_beats: u32,
+}
+
+/// Error codes of `x_error`.
+pub mod error {
+    pub const ZERO_SIZE: u64 = 1;
+    pub const MISALIGNED: u64 = 2;
+    pub const TOO_LARGE: u64 = 3;
+    pub const OUT_OF_RANGE: u64 = 4;
+    pub const BUSY: u64 = 5;
+}
+
+/// Width of the row-bytes descriptor fields.
+pub const ROW_BYTES_BITS: u32 = 16;
+
+impl DmaConfig {
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            self.width.is_power_of_two() && (32..=1024).contains(&self.width),
+            "mem_width = {} is not supported: allowed are powers of two from 32 to 1024",
+            self.width
+        );
+        ensure!(
+            (8..=48).contains(&self.addr_bits),
+            "addr_bits = {} is out of range: allowed 8 to 48",
+            self.addr_bits
+        );
+        ensure!(
+            self.max_outstanding.is_power_of_two() && (2..=4096).contains(&self.max_outstanding),
+            "max_outstanding = {} is not supported: allowed are powers of two from 2 to 4096",
+            self.max_outstanding
+        );
+        for (name, l) in [("Q", &self.q), ("K", &self.k), ("V", &self.v)] {
+            l.validate()?;
+            ensure!(
+                l.width == self.width,
+                "the {name} landing buffer must be {} bits wide",
+                self.width
+            );
+            ensure!(
+                (l.row_beats * self.beat_bytes()) < (1 << ROW_BYTES_BITS),
+                "{name} rows of {} beats are too long for the DMA's row-bytes field",
+                l.row_beats
+            );
+        }
+        ensure!(
+            self.o_rows >= 1 && self.o_row_beats >= 1,
+            "the O staging buffer needs a row of a beat"
+        );
+        Ok(())
+    }
+
+    pub fn beat_bytes(&self) -> u32 {
+        self.width / 8
+    }
+
+    /// log2 of the beat size in bytes.
+    pub fn beat_shift(&self) -> u32 {
+        self.beat_bytes().trailing_zeros()
+    }
+
+    pub fn o_row_bits(&self) -> u32 {
+        addr_bits(self.o_rows)
+    }
+
+    pub fn o_beat_bits(&self) -> u32 {
+        addr_bits(self.o_row_beats)
+    }
+
+    pub fn engine_name(&self) -> String {
+        format!(
+            "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}",
+            self.width,
+            self.addr_bits,
+            self.index_bits,
+            self.max_outstanding,
+            self.q.rows,
+            self.q.row_beats,
+            self.k.rows,
+            self.k.row_beats,
+            self.v.rows,
+            self.v.row_beats,
+            self.o_rows,
+            self.o_row_beats
+        )
+    }
+
+    pub fn module_name(&self) -> String {
+        let lay = |l: &LandingConfig| match l.layout {
+            landing::Layout::RowBanked { rows_per_bank } => format!("rb{rows_per_bank}"),
+            landing::Layout::BeatSliced => "bs".into(),
+        };
+        format!(
+            "{}_{}{}{}",
+            self.engine_name().replacen("dma_engine", "dma", 1),
+            lay(&self.q),
+            lay(&self.k),
+            lay(&self.v)
+        )
+    }
+}
+
+/// Descriptor inputs of a channel.
+struct Descriptor {
+    start: Sig,
+    base: Sig,
+    stride: Sig,
+    row_bytes: Sig,
+    rows: Sig,
+    /// Read channels only.
+    block_rows: Option<Sig>,
+}
+
+impl Descriptor {
+    fn inputs(m: &mut ModuleBuilder, cfg: &DmaConfig, name: &str, blocks: bool) -> Self {
+        Descriptor {
+            start: m.input(&format!("{name}_start"), 1),
+            base: m.input(&format!("{name}_base"), cfg.addr_bits),
+            stride: m.input(&format!("{name}_stride"), cfg.addr_bits),
+            row_bytes: m.input(&format!("{name}_row_bytes"), ROW_BYTES_BITS),
+            rows: m.input(&format!("{name}_rows"), cfg.index_bits),
+            block_rows: blocks.then(|| m.input(&format!("{name}_block_rows"), cfg.index_bits)),
+        }
+    }
+}
+
+/// The error code of a descriptor (0 when it can run).
+fn check_descriptor(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    d: &Descriptor,
+    max_rows: u32,
+    max_row_beats: u32,
+) -> Sig {
+    let lb = cfg.beat_shift();
+    let a = cfg.addr_bits;
+    let zero_rows = m.is_zero(d.rows);
+    let zero_bytes = m.is_zero(d.row_bytes);
+    let mut zero = m.or(zero_rows, zero_bytes);
+    if let Some(br) = d.block_rows {
+        let zero_br = m.is_zero(br);
+        zero = m.or(zero, zero_br);
+    }
+    let mut low = |x: Sig| {
+        let bits = m.slice(x, lb - 1, 0);
+        m.any(bits)
+    };
+    let (base_low, stride_low, bytes_low) = (low(d.base), low(d.stride), low(d.row_bytes));
+    let misaligned = m.or_all(&[base_low, stride_low, bytes_low]);
+    let max_bytes = m.lit(ROW_BYTES_BITS, (max_row_beats * cfg.beat_bytes()) as u64);
+    let long_row = m.gt(d.row_bytes, max_bytes);
+    let rows_field = d.block_rows.unwrap_or(d.rows);
+    let max_rows_lit = m.lit(rows_field.width(), max_rows as u64);
+    let many_rows = m.gt(rows_field, max_rows_lit);
+    let too_large = m.or(long_row, many_rows);
+    // Last byte: base + (rows - 1) * stride + row_bytes - 1, wide enough not to wrap.
+    let w = a + cfg.index_bits + 2;
+    let rows_m1 = m.sub_lit(d.rows, 1);
+    let span = m.mul(rows_m1, d.stride);
+    let span = m.zext(span, w);
+    let base = m.zext(d.base, w);
+    let bytes = m.zext(d.row_bytes, w);
+    let last = m.add(base, span);
+    let last = m.add(last, bytes);
+    let last = m.sub_lit(last, 1);
+    let last = m.name("last_byte", last);
+    let high = m.slice(last, w - 1, a);
+    let out_of_range = m.any(high);
+    let low_bits = m.slice(last, a - 1, 0);
+    m.discard(low_bits);
+    let ok = m.zero(3);
+    let c4 = m.lit(3, error::OUT_OF_RANGE);
+    let c3 = m.lit(3, error::TOO_LARGE);
+    let c2 = m.lit(3, error::MISALIGNED);
+    let c1 = m.lit(3, error::ZERO_SIZE);
+    let e = m.mux(out_of_range, c4, ok);
+    let e = m.mux(too_large, c3, e);
+    let e = m.mux(misaligned, c2, e);
+    m.mux(zero, c1, e)
+}
+
+/// Beats per row from a row-bytes field (the descriptor check guarantees the value fits).
+fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, bits: u32) -> Sig {
+    let beats = m.shr_const(row_bytes, cfg.beat_shift());
+    if bits >= ROW_BYTES_BITS {
+        return m.zext(beats, bits);
+    }
+    let high = m.slice(beats, ROW_BYTES_BITS - 1, bits);
+    m.discard(high);
+    m.trunc(beats, bits)
+}
+
+/// A 32-bit event counter.
+fn counter(m: &mut ModuleBuilder, name: &str, event: Sig) -> Sig {
+    let r = m.reg(name, 32, Some(0));
+    let inc = m.add_lit(r.q, 1);
+    m.set_next(r, inc);
+    m.set_enable(r, event);
+    r.q
+}
+
+/// Registers that walk rows and beats (a request walker and a response walker per channel).
+struct Walker {
+    beat: RegHandle,
+    row: RegHandle,
+    rows_left: RegHandle,
+    block: RegHandle,
+}
+
+impl Walker {
+    fn new(m: &mut ModuleBuilder, prefix: &str, beat_bits: u32, row_bits: u32, iw: u32) -> Self {
+        Walker {
+            beat: m.reg(&format!("{prefix}_beat"), beat_bits, Some(0)),
+            row: m.reg(&format!("{prefix}_row"), row_bits, Some(0)),
+            rows_left: m.reg(&format!("{prefix}_rows_left"), iw, Some(0)),
+            block: m.reg(&format!("{prefix}_block"), iw, Some(0)),
+        }
+    }
+
+    /// Sets the walk: `load` restarts it for `rows` rows, `step` takes one beat. Returns (this
+    /// beat ends a row, this row ends a block).
+    fn advance(
+        &self,
+        m: &mut ModuleBuilder,
+        step: Sig,
+        load: Sig,
+        rows: Sig,
+        row_beats: Sig,
+        block_rows: Sig,
+    ) -> (Sig, Sig) {
+        let w = self.beat.q.width().max(row_beats.width());
+        let beat = m.zext(self.beat.q, w);
+        let rb = m.zext(row_beats, w);
+        let rb_m1 = m.sub_lit(rb, 1);
+        let last_beat = m.eq(beat, rb_m1);
+        let rw = self.row.q.width().max(block_rows.width());
+        let row = m.zext(self.row.q, rw);
+        let br = m.zext(block_rows, rw);
+        let br_m1 = m.sub_lit(br, 1);
+        let last_in_block = m.eq(row, br_m1);
+        let one_left = m.eq_lit(self.rows_left.q, 1);
+        let block_end = m.or(last_in_block, one_left);
+
+        let zero_beat = m.zero(self.beat.q.width());
+        let beat_inc = m.add_lit(self.beat.q, 1);
+        let beat_d = m.mux(last_beat, zero_beat, beat_inc);
+        let beat_d = m.mux(load, zero_beat, beat_d);
+        let zero_row = m.zero(self.row.q.width());
+        let row_inc = m.add_lit(self.row.q, 1);
+        let row_d = m.mux(block_end, zero_row, row_inc);
+        let row_d = m.mux(load, zero_row, row_d);
+        let left_dec = m.sub_lit(self.rows_left.q, 1);
+        let rows_d = m.mux(load, rows, left_dec);
+        let zero_blk = m.zero(self.block.q.width());
+        let block_inc = m.add_lit(self.block.q, 1);
+        let block_d = m.mux(block_end, block_inc, self.block.q);
+        let block_d = m.mux(load, zero_blk, block_d);
+        m.set_next(self.beat, beat_d);
+        m.set_next(self.row, row_d);
+        m.set_next(self.rows_left, rows_d);
+        m.set_next(self.block, block_d);
+        let beat_en = m.or(step, load);
+        m.set_enable(self.beat, beat_en);
+        let row_step = m.and(step, last_beat);
+        let row_en = m.or(row_step, load);
+        m.set_enable(self.row, row_en);
+        m.set_enable(self.rows_left, row_en);
+        m.set_enable(self.block, row_en);
+        (last_beat, block_end)
+    }
+}
+
+/// What every channel shares: descriptor, state, and its request (before arbitration).
+struct Channel {
+    name: &'static str,
+    desc: Descriptor,
+    code: Sig,
+    load: Sig,
+    active: RegHandle,
+    error: RegHandle,
+    stride: RegHandle,
+    row_beats: RegHandle,
+    block_rows: Option<RegHandle>,
+    row_addr: RegHandle,
+    req: Walker,
+    req_valid: Sig,
+    req_addr: Sig,
+}
+
+/// Builds a channel's state and request. Read channels (`land` given) may run one block ahead
+/// of their consumer (`cons_block`); the write channel walks the staging buffer's rows.
+fn channel(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    name: &'static str,
+    rows: u32,
+    row_beats: u32,
+    read: Option<RegHandle>,
+) -> Channel {
+    let a = cfg.addr_bits;
+    let iw = cfg.index_bits;
+    let desc = Descriptor::inputs(m, cfg, name, read.is_some());
+    let code = check_descriptor(m, cfg, &desc, rows, row_beats);
+    let code = m.name(&format!("{name}_check"), code);
+    let active = m.reg(&format!("{name}_active"), 1, Some(0));
+    let error = m.reg(&format!("{name}_error"), 3, Some(0));
+    let stride = m.reg(&format!("{name}_stride"), a, Some(0));
+    let rb = m.reg(
+        &format!("{name}_row_beats"),
+        bits_for(row_beats as u64),
+        Some(0),
+    );
+    let block_rows = read.map(|_| m.reg(&format!("{name}_block_rows"), iw, Some(0)));
+    let row_addr = m.reg(&format!("{name}_row_addr"), a, Some(0));
+    let req = Walker::new(
+        m,
+        &format!("{name}_req"),
+        addr_bits(row_beats),
+        addr_bits(rows),
+        iw,
+    );
+
+    let idle = m.not(active.q);
+    let fresh = m.and(desc.start, idle);
+    let valid_desc = m.is_zero(code);
+    let load = m.and(fresh, valid_desc);
+    let load = m.name(&format!("{name}_load"), load);
+    let rows_pending = m.any(req.rows_left.q);
+    let mut conds = vec![active.q, rows_pending];
+    if let Some(cons_block) = read {
+        // Fetch at most one block ahead of the consumer (the double buffer).
+        let ahead = m.sub(req.block.q, cons_block.q);
+        let two = m.lit(iw, 2);
+        conds.push(m.lt(ahead, two));
+    }
+    let req_valid = m.and_all(&conds);
+    let req_valid = m.name(&format!("{name}_req_valid"), req_valid);
+    let beat_a = m.zext(req.beat.q, a);
+    let offset = m.shl_const(beat_a, cfg.beat_shift());
+    let req_addr = m.add(row_addr.q, offset);
+    Channel {
+        name,
+        desc,
+        code,
+        load,
+        active,
+        error,
+        stride,
+        row_beats: rb,
+        block_rows,
+        row_addr,
+        req,
+        req_valid,
+        req_addr,
+    }
+}
+
+impl Channel {
+    /// Descriptor registers, error status and the request walk, given whether the request was
+    /// accepted this cycle. Returns `done_requests`: the last beat was just accepted.
+    fn finish_requests(&self, m: &mut ModuleBuilder, cfg: &DmaConfig, accepted: Sig) -> Sig {
+        let beats = beats_of(m, cfg, self.desc.row_bytes, self.row_beats.q.width());
+        m.set_next(self.stride, self.desc.stride);
+        m.set_enable(self.stride, self.load);
+        m.set_next(self.row_beats, beats);
+        m.set_enable(self.row_beats, self.load);
+        let block_rows = match (self.block_rows, self.desc.block_rows) {
+            (Some(r), Some(input)) => {
+                m.set_next(r, input);
+                m.set_enable(r, self.load);
+                r.q
+            }
+            // The write channel has one block: all its rows.
+            _ => m.lit(cfg.index_bits, 0),
+        };
+        let busy = m.lit(3, error::BUSY);
+        let err_d = m.mux(self.active.q, busy, self.code);
+        m.set_next(self.error, err_d);
+        m.set_enable(self.error, self.desc.start);
+
+        let (last_beat, _) = self.req.advance(
+            m,
+            accepted,
+            self.load,
+            self.desc.rows,
+            self.row_beats.q,
+            block_rows,
+        );
+        let next_row = m.add(self.row_addr.q, self.stride.q);
+        let row_addr_d = m.mux(self.load, self.desc.base, next_row);
+        m.set_next(self.row_addr, row_addr_d);
+        let row_done = m.and(accepted, last_beat);
+        let en = m.or(self.load, row_done);
+        m.set_enable(self.row_addr, en);
+        let last_row = m.eq_lit(self.req.rows_left.q, 1);
+        m.and(row_done, last_row)
+    }
+
+    /// `active`: set by a load, cleared by `done`.
+    fn finish_active(&self, m: &mut ModuleBuilder, done: Sig) {
+        let one = m.lit(1, 1);
+        let zero = m.zero(1);
+        let d = m.mux(self.load, one, zero);
+        m.set_next(self.active, d);
+        let en = m.or(self.load, done);
+        m.set_enable(self.active, en);
+        m.output(&format!("{}_busy", self.name), self.active.q);
+        m.output(&format!("{}_error", self.name), self.error.q);
+    }
+}
+
+/// The response side of a read channel: walker, landed flags, consumer handshake, counters.
+/// Returns the landing port (we, buf, row, beat).
+fn finish_read(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    ch: &Channel,
+    cons_block: RegHandle,
+    land: &LandingConfig,
+    response: Sig,
+) -> [Sig; 4] {
+    let name = ch.name;
+    let iw = cfg.index_bits;
+    let want = m.input(&format!("{name}_want"), 1);
+    let release = m.input(&format!("{name}_release"), 1);
+    let rsp = Walker::new(
+        m,
+        &format!("{name}_rsp"),
+        land.beat_bits(),
+        land.row_bits(),
+        iw,
+    );
+    let block_rows = ch.block_rows.expect("a read channel has blocks").q;
+    let (last_beat, block_end) = rsp.advance(
+        m,
+        response,
+        ch.load,
+        ch.desc.rows,
+        ch.row_beats.q,
+        block_rows,
+    );
+    let block_landed = m.and_all(&[response, last_beat, block_end]);
+    let landed = m.reg(&format!("{name}_landed"), 2, Some(0));
+    let land_buf = m.bit(rsp.block.q, 0);
+    let cons_buf = m.bit(cons_block.q, 0);
+    let landed0 = m.bit(landed.q, 0);
+    let landed1 = m.bit(landed.q, 1);
+    let here = m.mux(cons_buf, landed1, landed0);
+    let ready = m.and(ch.active.q, here);
+    let ready = m.name(&format!("{name}_ready_int"), ready);
+    let released = m.and(release, ready);
+    // landed: set the buffer whose block just landed, clear the one just released.
+    let one2 = m.lit(2, 1);
+    let zero2 = m.zero(2);
+    let set = m.shl(one2, land_buf);
+    let set = m.mux(block_landed, set, zero2);
+    let clear = m.shl(one2, cons_buf);
+    let clear = m.mux(released, clear, zero2);
+    let keep = m.not(clear);
+    let kept = m.and(landed.q, keep);
+    let landed_d = m.or(kept, set);
+    let landed_d = m.mux(ch.load, zero2, landed_d);
+    m.set_next(landed, landed_d);
+    let zero_blk = m.zero(iw);
+    let cons_inc = m.add_lit(cons_block.q, 1);
+    let cons_d = m.mux(ch.load, zero_blk, cons_inc);
+    m.set_next(cons_block, cons_d);
+    let cons_en = m.or(ch.load, released);
+    m.set_enable(cons_block, cons_en);
+
+    // Done once every row has landed and every landed block has been released.
+    let all_landed = m.is_zero(rsp.rows_left.q);
+    let all_released = m.eq(cons_block.q, rsp.block.q);
+    let done = m.and_all(&[ch.active.q, all_landed, all_released]);
+    ch.finish_active(m, done);
+
+    let not_ready = m.not(ready);
+    let waiting = m.and_all(&[ch.active.q, want, not_ready]);
+    let first = m.is_zero(cons_block.q);
+    let later = m.not(first);
+    let wait_later = m.and(waiting, later);
+    let wait_first = m.and(waiting, first);
+    let wait = counter(m, &format!("{name}_wait"), wait_later);
+    let first_wait = counter(m, &format!("{name}_first_wait"), wait_first);
+    m.output(&format!("{name}_ready"), ready);
+    m.output(&format!("{name}_slot"), cons_buf);
+    m.output(&format!("{name}_block"), cons_block.q);
+    m.output(&format!("{name}_wait"), wait);
+    m.output(&format!("{name}_first_wait"), first_wait);
+    [response, land_buf, rsp.row.q, rsp.beat.q]
+}
+
+/// Index of the lowest set bit of a 4-bit value (and whether any is set).
+fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
+    let bits: Vec<Sig> = (0..4).map(|i| m.bit(v, i)).collect();
+    let mut idx = m.lit(2, 3);
+    for i in (0..3).rev() {
+        let lit = m.lit(2, i as u64);
+        idx = m.mux(bits[i], lit, idx);
+    }
+    (m.any(v), idx)
+}
+
+/// Defines the engine.
+pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
+    let cfg = *cfg;
+    d.define(&cfg.engine_name(), |_, m| {
+        m.doc(&format!(
+            "dma_engine: Q/K/V read channels (2-D block walks, double-buffered) and an O write\n\
+             channel on one {}-bit valid/ready memory port, round-robin, up to {} reads in flight.\n\
+             See hdl/src/dma.rs for the protocol and error codes.",
+            cfg.width, cfg.max_outstanding
+        ));
+        let w = cfg.width;
+        let a = cfg.addr_bits;
+        let mem_req_ready = m.input("mem_req_ready", 1);
+        let mem_rsp_valid = m.input("mem_rsp_valid", 1);
+
+        // Channels and their requests.
+        let iw = cfg.index_bits;
+        let cons: Vec<RegHandle> = ["q", "k", "v"]
+            .iter()
+            .map(|n| m.reg(&format!("{n}_cons_block"), iw, Some(0)))
+            .collect();
+        let lands = [cfg.q, cfg.k, cfg.v];
+        let mut chans = vec![];
+        for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
+            chans.push(channel(m, &cfg, name, lands[i].rows, lands[i].row_beats, Some(cons[i])));
+        }
+        chans.push(channel(m, &cfg, "o", cfg.o_rows, cfg.o_row_beats, None));
+
+        // Tag FIFO: which read channel each response belongs to.
+        let depth = cfg.max_outstanding;
+        let pw = addr_bits(depth) + 1;
+        let head = m.reg("tag_head", pw, Some(0));
+        let tail = m.reg("tag_tail", pw, Some(0));
+        let in_flight = m.sub(tail.q, head.q);
+        let depth_lit = m.lit(pw, depth as u64);
+        let room = m.lt(in_flight, depth_lit);
+        let room = m.name("tag_room", room);
+
+        // Round-robin arbitration from `rr` upwards.
+        let reqs: Vec<Sig> = chans
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i < 3 { m.and(c.req_valid, room) } else { c.req_valid })
+            .collect();
+        let mut rev = reqs.clone();
+        rev.reverse();
+        let req_vec = m.cat(&rev);
+        let req_vec = m.name("requests", req_vec);
+        let rr = m.reg("rr", 2, Some(0));
+        let ones4 = m.ones(4);
+        let at_or_above = m.shl(ones4, rr.q);
+        let upper = m.and(req_vec, at_or_above);
+        let (upper_any, upper_idx) = lowest_set(m, upper);
+        let (any_req, lowest_idx) = lowest_set(m, req_vec);
+        let grant = m.mux(upper_any, upper_idx, lowest_idx);
+        let grant = m.name("grant", grant);
+        let accept = m.and(any_req, mem_req_ready);
+        let accept = m.name("accept", accept);
+        let grant_next = m.add_lit(grant, 1);
+        m.set_next(rr, grant_next);
+        m.set_enable(rr, accept);
+        let is_write = m.eq_lit(grant, 3);
+        let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
+        let addr = m.mux_index(grant, &addrs);
+        let wdata = m.input("o_rd_data", w);
+        m.output("mem_req_valid", any_req);
+        m.output("mem_req_addr", addr);
+        m.output("mem_req_write", is_write);
+        m.output("mem_req_wdata", wdata);
+
+        // Tag FIFO push on accepted reads, pop on responses.
+        let is_read = m.not(is_write);
+        let push = m.and(accept, is_read);
+        let tags = m.memory("tags", depth, 2);
+        let tail_idx = m.trunc(tail.q, pw - 1);
+        let grant_tag = grant;
+        m.mem_write(tags, push, tail_idx, grant_tag);
+        let tail_inc = m.add_lit(tail.q, 1);
+        m.set_next(tail, tail_inc);
+        m.set_enable(tail, push);
+        let head_idx = m.trunc(head.q, pw - 1);
+        let rsp_tag = m.mem_read(tags, head_idx);
+        let rsp_tag = m.name("rsp_tag", rsp_tag);
+        let head_inc = m.add_lit(head.q, 1);
+        m.set_next(head, head_inc);
+        m.set_enable(head, mem_rsp_valid);
+
+        // Channel updates.
+        let mut land_ports = vec![];
+        for (i, ch) in chans.iter().enumerate() {
+            let granted = m.eq_lit(grant, i as u64);
+            let accepted = m.and(accept, granted);
+            let accepted = m.name(&format!("{}_accepted", ch.name), accepted);
+            let done_requests = ch.finish_requests(m, &cfg, accepted);
+            if i < 3 {
+                let mine = m.eq_lit(rsp_tag, i as u64);
+                let response = m.and(mem_rsp_valid, mine);
+                let response = m.name(&format!("{}_response", ch.name), response);
+                land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], response));
+            } else {
+                ch.finish_active(m, done_requests);
+                m.output("o_rd_row", ch.req.row.q);
+                m.output("o_rd_beat", ch.req.beat.q);
+                // The write channel's single block never ends before its last row.
+                m.discard(ch.req.block.q);
+            }
+        }
+        for (ch, [we, buf, row, beat]) in chans.iter().zip(land_ports) {
+            m.output(&format!("{}_land_we", ch.name), we);
+            m.output(&format!("{}_land_slot", ch.name), buf);
+            m.output(&format!("{}_land_row", ch.name), row);
+            m.output(&format!("{}_land_beat", ch.name), beat);
+        }
+        let rsp_data = m.input("mem_rsp_data", w);
+        m.output("land_data", rsp_data);
+        let read_beats = counter(m, "read_beats", push);
+        let write_accept = m.and(accept, is_write);
+        let write_beats = counter(m, "write_beats", write_accept);
+        m.output("read_beats", read_beats);
+        m.output("write_beats", write_beats);
+        let _ = a;
+        m.set_latency(1);
+    })
+}
+
+/// Defines the DMA: the engine, a landing buffer per read channel, and the O staging buffer.
+/// Ports: the engine's, minus its landing and staging sides, plus `x_rd_addr` → `x_rd_data`
+/// per read channel (see `landing.rs`) and `o_wr_en`, `o_wr_row`, `o_wr_beat`, `o_wr_data`.
+pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
+    let engine = build_engine(d, cfg);
+    let landings: Vec<ModRef> = [cfg.q, cfg.k, cfg.v]
+        .iter()
+        .map(|l| landing::build(d, l))
+        .collect();
+    let cfg = *cfg;
+    d.define(&cfg.module_name(), |_, m| {
+        m.doc(&format!(
+            "dma: dma_engine with double-buffered landing buffers for Q, K and V and the O\n\
+             staging buffer ({} rows x {} beats). See hdl/src/dma.rs and hdl/src/landing.rs.",
+            cfg.o_rows, cfg.o_row_beats
+        ));
+        // Pass every engine input through, except the staging read data (ours).
+        let mut conns: Vec<(String, Sig)> = vec![];
+        for p in engine
+            .ports
+            .iter()
+            .filter(|p| p.dir == crate::ir::Dir::Input)
+        {
+            if p.name == "o_rd_data" {
+                continue;
+            }
+            conns.push((p.name.clone(), m.input(&p.name, p.width)));
+        }
+        let staging = m.memory(
+            "o_staging",
+            1 << (cfg.o_row_bits() + cfg.o_beat_bits()),
+            cfg.width,
+        );
+        let o_rd = m.net("o_rd_data", cfg.width);
+        conns.push(("o_rd_data".into(), o_rd));
+        let refs: Vec<(&str, Sig)> = conns.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let e = m.instance(&engine, "u_engine", &refs);
+        let rd_row = e.get("o_rd_row");
+        let rd_beat = e.get("o_rd_beat");
+        let rd_idx = m.cat(&[rd_row, rd_beat]);
+        let rd = m.mem_read(staging, rd_idx);
+        m.drive(o_rd, rd);
+        let wr_en = m.input("o_wr_en", 1);
+        let wr_row = m.input("o_wr_row", cfg.o_row_bits());
+        let wr_beat = m.input("o_wr_beat", cfg.o_beat_bits());
+        let wr_data = m.input("o_wr_data", cfg.width);
+        let wr_idx = m.cat(&[wr_row, wr_beat]);
+        m.mem_write(staging, wr_en, wr_idx, wr_data);
+
+        let land_data = e.get("land_data");
+        for (i, name) in ["q", "k", "v"].iter().enumerate() {
+            let lc = [cfg.q, cfg.k, cfg.v][i];
+            let rd_addr = m.input(&format!("{name}_rd_addr"), lc.rd_addr_width());
+            let out = m.instance(
+                &landings[i],
+                &format!("u_{name}_landing"),
+                &[
+                    ("we", e.get(&format!("{name}_land_we"))),
+                    ("slot", e.get(&format!("{name}_land_slot"))),
+                    ("row", e.get(&format!("{name}_land_row"))),
+                    ("beat", e.get(&format!("{name}_land_beat"))),
+                    ("data", land_data),
+                    ("rd_addr", rd_addr),
+                ],
+            );
+            m.output(&format!("{name}_rd_data"), out.get("rd_data"));
+        }
+        for p in engine
+            .ports
+            .iter()
+            .filter(|p| p.dir == crate::ir::Dir::Output)
+        {
+            let internal =
+                p.name.contains("_land_") || p.name == "land_data" || p.name.starts_with("o_rd_");
+            if !internal {
+                m.output(&p.name, e.get(&p.name));
+            }
+        }
+        m.set_latency(1);
+    })
+}

@@ -1,0 +1,703 @@
+//! Checking the DMA against the memory model: transfers on every channel at once under random
+//! latency, bandwidth, bank conflicts and back-pressure.
+//!
+//! For each read channel the bench plays the consumer: it asks for blocks (`x_want`), and when
+//! one has landed it reads every row back through the landing buffer's port and compares each
+//! beat with the memory at the descriptor's address, holds the block for a set number of
+//! cycles (the compute it would feed), then releases it. For the write channel it fills the
+//! staging buffer, runs the descriptor, and afterwards compares the whole memory with what it
+//! should be: written beats where the descriptor says, everything else untouched. Counters
+//! (the DMA's and the memory's) must show every beat moved exactly once.
+
+use anyhow::{bail, ensure, Context, Result};
+use hdl::dma::{error, DmaConfig};
+use hdl::landing::{LandingConfig, Layout};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use verilator_tb::memory::{Memory, MemoryConfig, MemoryStats};
+use verilator_tb::{Dut, Model, PortId};
+
+/// A transfer descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Desc {
+    pub base: u64,
+    pub stride: u64,
+    pub row_bytes: u64,
+    pub rows: u64,
+    /// Read channels: rows per block.
+    pub block_rows: u64,
+}
+
+/// One read channel's job: the descriptor and how long the consumer holds each block.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadJob {
+    pub desc: Desc,
+    pub hold: u32,
+}
+
+/// What a run did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DmaRun {
+    pub cycles: u64,
+    pub memory: MemoryStats,
+    pub read_beats: u64,
+    pub write_beats: u64,
+    /// Per read channel (q, k, v): cycles the consumer waited for a block after the first,
+    /// and for the first.
+    pub wait: [u64; 3],
+    pub first_wait: [u64; 3],
+    /// Blocks checked per read channel.
+    pub blocks: [u64; 3],
+}
+
+const READ: [&str; 3] = ["q", "k", "v"];
+
+struct Consumer {
+    name: &'static str,
+    land: LandingConfig,
+    job: Option<ReadJob>,
+    /// Cycles left holding the current block; None while waiting for one.
+    holding: Option<u32>,
+    blocks: u64,
+    want: PortId,
+    release: PortId,
+    ready: PortId,
+    slot: PortId,
+    block: PortId,
+    busy: PortId,
+    rd_addr: PortId,
+    rd_data: PortId,
+}
+
+/// Ports of the memory side.
+struct MemPorts {
+    req_valid: PortId,
+    req_ready: PortId,
+    req_addr: PortId,
+    req_write: PortId,
+    req_wdata: PortId,
+    rsp_valid: PortId,
+    rsp_data: PortId,
+}
+
+/// The DMA on a memory model.
+pub struct DmaBench {
+    pub dut: Dut,
+    pub mem: Memory,
+    cfg: DmaConfig,
+    ports: MemPorts,
+    consumers: Vec<Consumer>,
+    words: usize,
+}
+
+impl DmaBench {
+    pub fn new(model: &Model, cfg: &DmaConfig, mem: MemoryConfig) -> Result<Self> {
+        ensure!(
+            mem.beat_bytes == cfg.beat_bytes() as usize,
+            "memory beat and DMA width differ"
+        );
+        let dut = model.dut()?;
+        let p = |n: &str| dut.port(n);
+        let ports = MemPorts {
+            req_valid: p("mem_req_valid")?,
+            req_ready: p("mem_req_ready")?,
+            req_addr: p("mem_req_addr")?,
+            req_write: p("mem_req_write")?,
+            req_wdata: p("mem_req_wdata")?,
+            rsp_valid: p("mem_rsp_valid")?,
+            rsp_data: p("mem_rsp_data")?,
+        };
+        let lands = [cfg.q, cfg.k, cfg.v];
+        let mut consumers = vec![];
+        for (i, name) in READ.into_iter().enumerate() {
+            let q = |s: &str| dut.port(&format!("{name}_{s}"));
+            consumers.push(Consumer {
+                name,
+                land: lands[i],
+                job: None,
+                holding: None,
+                blocks: 0,
+                want: q("want")?,
+                release: q("release")?,
+                ready: q("ready")?,
+                slot: q("slot")?,
+                block: q("block")?,
+                busy: q("busy")?,
+                rd_addr: q("rd_addr")?,
+                rd_data: q("rd_data")?,
+            });
+        }
+        Ok(DmaBench {
+            dut,
+            mem: Memory::new(mem)?,
+            cfg: *cfg,
+            ports,
+            consumers,
+            words: (cfg.width / 32) as usize,
+        })
+    }
+
+    fn set_desc(&mut self, ch: &str, d: &Desc, blocks: bool) {
+        let dut = &mut self.dut;
+        dut.set(&format!("{ch}_base"), d.base);
+        dut.set(&format!("{ch}_stride"), d.stride);
+        dut.set(&format!("{ch}_row_bytes"), d.row_bytes);
+        dut.set(&format!("{ch}_rows"), d.rows);
+        if blocks {
+            dut.set(&format!("{ch}_block_rows"), d.block_rows);
+        }
+    }
+
+    /// Starts a descriptor on channel `ch` (one start pulse) and returns the error code it got.
+    pub fn start(&mut self, ch: &str, d: &Desc) -> Result<u64> {
+        let read = ch != "o";
+        self.set_desc(ch, d, read);
+        self.dut.set(&format!("{ch}_start"), 1);
+        self.cycle()?;
+        self.dut.set(&format!("{ch}_start"), 0);
+        Ok(self.dut.get(&format!("{ch}_error")))
+    }
+
+    /// Sets the read job of channel `index` (0 q, 1 k, 2 v) and starts it; fails if the DMA
+    /// reports an error.
+    pub fn start_read(&mut self, index: usize, job: ReadJob) -> Result<()> {
+        let code = self.start(READ[index], &job.desc)?;
+        ensure!(
+            code == 0,
+            "channel {} refused {:?} with error {code}",
+            READ[index],
+            job.desc
+        );
+        self.consumers[index].job = Some(job);
+        self.consumers[index].holding = None;
+        Ok(())
+    }
+
+    /// Fills the staging buffer with `data` (row-major, the descriptor's beats per row) and
+    /// starts the write descriptor.
+    pub fn start_write(&mut self, d: &Desc, data: &[Vec<u32>]) -> Result<()> {
+        let row_beats = (d.row_bytes / self.cfg.beat_bytes() as u64).max(1);
+        for (i, beat) in data.iter().enumerate() {
+            self.dut.set("o_wr_en", 1);
+            self.dut.set("o_wr_row", i as u64 / row_beats);
+            self.dut.set("o_wr_beat", i as u64 % row_beats);
+            self.dut.set_words("o_wr_data", beat);
+            self.cycle()?;
+        }
+        self.dut.set("o_wr_en", 0);
+        let code = self.start("o", d)?;
+        ensure!(code == 0, "channel o refused {d:?} with error {code}");
+        Ok(())
+    }
+
+    /// One clock cycle: memory response and request handshake, consumers, edge.
+    pub fn cycle(&mut self) -> Result<()> {
+        let words = self.words;
+        let rsp = self.mem.response().map(|w| w.to_vec());
+        self.dut.set_id(self.ports.rsp_valid, rsp.is_some() as u64);
+        self.dut.set_words_id(
+            self.ports.rsp_data,
+            rsp.as_deref().unwrap_or(&vec![0; words]),
+        );
+        for i in 0..self.consumers.len() {
+            self.consume(i)?;
+        }
+        let valid = self.dut.get_id(self.ports.req_valid) == 1;
+        let addr = self.dut.get_id(self.ports.req_addr);
+        let write = self.dut.get_id(self.ports.req_write) == 1;
+        let wdata = self.dut.get_words_id(self.ports.req_wdata);
+        let ready = self.mem.ready(valid.then_some(addr));
+        self.dut.set_id(self.ports.req_ready, ready as u64);
+        self.dut.tick();
+        if valid && ready {
+            self.mem
+                .accept(addr, write.then_some(wdata.as_slice()))
+                .with_context(|| format!("cycle {}", self.dut.cycles()))?;
+        }
+        self.mem.end_cycle();
+        Ok(())
+    }
+
+    /// The consumer of read channel `i`, before the clock edge.
+    fn consume(&mut self, i: usize) -> Result<()> {
+        let c = &self.consumers[i];
+        let Some(job) = c.job else {
+            self.dut.set_id(c.want, 0);
+            self.dut.set_id(c.release, 0);
+            return Ok(());
+        };
+        let (want, release, ready) = (c.want, c.release, c.ready);
+        let mut do_release = false;
+        match c.holding {
+            Some(0) => do_release = true,
+            Some(n) => self.consumers[i].holding = Some(n - 1),
+            None => {
+                if self.dut.get_id(ready) == 1 {
+                    self.check_block(i, &job)?;
+                    self.consumers[i].blocks += 1;
+                    if job.hold == 0 {
+                        do_release = true;
+                    } else {
+                        self.consumers[i].holding = Some(job.hold - 1);
+                    }
+                }
+            }
+        }
+        let holding = self.consumers[i].holding.is_some();
+        // A consumer knows how many blocks the transfer has: it does not ask past the last.
+        let expected = job.desc.rows.div_ceil(job.desc.block_rows.max(1));
+        let more = self.consumers[i].blocks < expected;
+        self.dut
+            .set_id(want, (more && !holding && !do_release) as u64);
+        self.dut.set_id(release, do_release as u64);
+        if do_release {
+            self.consumers[i].holding = None;
+        }
+        Ok(())
+    }
+
+    /// Reads every row of the landed block back and compares it with memory.
+    fn check_block(&mut self, i: usize, job: &ReadJob) -> Result<()> {
+        let c = &self.consumers[i];
+        let (land, name) = (c.land, c.name);
+        let (slot, block) = (self.dut.get_id(c.slot), self.dut.get_id(c.block));
+        let (rd_addr, rd_data) = (c.rd_addr, c.rd_data);
+        let d = job.desc;
+        let beat = self.cfg.beat_bytes() as u64;
+        let first_row = block * d.block_rows;
+        let rows = d.block_rows.min(d.rows - first_row);
+        let beats = d.row_bytes / beat;
+        let bw = land.beat_bits();
+        let lrb = land.local_row_bits();
+        for r in 0..rows {
+            for t in 0..beats {
+                let (addr, bank) = match land.layout {
+                    Layout::RowBanked { rows_per_bank } => {
+                        let local = r % rows_per_bank as u64;
+                        (
+                            (slot << (lrb + bw)) | (local << bw) | t,
+                            r / rows_per_bank as u64,
+                        )
+                    }
+                    Layout::BeatSliced => ((slot << land.row_bits()) | r, t),
+                };
+                self.dut.set_id(rd_addr, addr);
+                let all = self.dut.get_words_id(rd_data);
+                let per = self.words;
+                let got = &all[bank as usize * per..(bank as usize + 1) * per];
+                let at = (d.base + (first_row + r) * d.stride + t * beat) as usize;
+                let want: Vec<u32> = self
+                    .mem
+                    .read_bytes(at, beat as usize)
+                    .chunks(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                if got != want.as_slice() {
+                    bail!(
+                        "channel {name}, block {block} (slot {slot}), row {r}, beat {t}: landed {got:08x?}, \
+                         memory at {at:#x} holds {want:08x?}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs until no channel is busy; fails after `limit` cycles (a hang).
+    pub fn run_to_idle(&mut self, limit: u64) -> Result<()> {
+        let start = self.dut.cycles();
+        loop {
+            let busy = self.consumers.iter().any(|c| self.dut.get_id(c.busy) == 1)
+                || self.dut.get("o_busy") == 1;
+            if !busy && self.mem.outstanding() == 0 {
+                for c in &mut self.consumers {
+                    c.job = None;
+                }
+                self.cycle()?;
+                return Ok(());
+            }
+            if self.dut.cycles() - start > limit {
+                bail!("the DMA is still busy after {limit} cycles");
+            }
+            self.cycle()?;
+        }
+    }
+
+    /// Counters so far.
+    pub fn counters(&mut self) -> DmaRun {
+        let mut r = DmaRun {
+            cycles: self.dut.cycles(),
+            memory: self.mem.stats,
+            read_beats: self.dut.get("read_beats"),
+            write_beats: self.dut.get("write_beats"),
+            ..DmaRun::default()
+        };
+        for (i, c) in self.consumers.iter().enumerate() {
+            r.wait[i] = self.dut.get(&format!("{}_wait", c.name));
+            r.first_wait[i] = self.dut.get(&format!("{}_first_wait", c.name));
+            r.blocks[i] = c.blocks;
+        }
+        r
+    }
+}
+
+/// Bytes of the memory model in the random scenarios and error checks.
+pub const MEM: usize = 1 << 20;
+
+/// Deterministic pseudo-random memory contents.
+pub fn pattern(seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..MEM)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A random descriptor that fits channel limits, with its rows inside [lo, hi).
+fn desc(
+    beat: u64,
+    max_beats: u64,
+    max_block: u64,
+    lo: u64,
+    hi: u64,
+) -> impl Strategy<Value = Desc> {
+    (1..=max_beats, 0u64..4, 1u64..=40, 1..=max_block, 0u64..1024).prop_map(
+        move |(beats, gap, rows, block, at)| {
+            let row_bytes = beats * beat;
+            let stride = row_bytes + gap * beat;
+            let base = lo + (at * beat) % (hi - lo - rows * stride).max(beat);
+            Desc {
+                base: base / beat * beat,
+                stride,
+                row_bytes,
+                rows,
+                block_rows: block,
+            }
+        },
+    )
+}
+
+#[derive(Clone, Debug)]
+/// A random test scenario: jobs on every channel and the memory's behaviour.
+pub struct Scenario {
+    reads: [Option<ReadJob>; 3],
+    write: Option<(Desc, u64)>,
+    latency: u32,
+    bandwidth_div: usize,
+    banks: usize,
+    bank_busy: u32,
+    stall: f64,
+    seed: u64,
+}
+
+/// Random scenarios for the DMA `d`.
+pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
+    let d = *d;
+    let beat = d.beat_bytes() as u64;
+    // Read regions in the lower half, the write region in the upper half: no read/write races.
+    let read = |rows: u32, beats: u32| {
+        prop::option::weighted(
+            0.8,
+            (
+                desc(beat, beats as u64, rows as u64, 0, MEM as u64 / 2),
+                0u32..40,
+            ),
+        )
+        .prop_map(|j| j.map(|(desc, hold)| ReadJob { desc, hold }))
+    };
+    let write = prop::option::weighted(
+        0.6,
+        (
+            desc(
+                beat,
+                d.o_row_beats as u64,
+                d.o_rows as u64,
+                MEM as u64 / 2,
+                MEM as u64,
+            ),
+            any::<u64>(),
+        )
+            .prop_map(move |(mut w, s)| {
+                w.rows = w.rows.min(d.o_rows as u64);
+                (w, s)
+            }),
+    );
+    (
+        (
+            read(d.q.rows, d.q.row_beats),
+            read(d.k.rows, d.k.row_beats),
+            read(d.v.rows, d.v.row_beats),
+        ),
+        write,
+        prop_oneof![Just(1u32), 2u32..=30, 90u32..=130],
+        prop::sample::select(vec![1usize, 2, 4]),
+        prop::sample::select(vec![1usize, 2, 4]),
+        1u32..=3,
+        prop::sample::select(vec![0.0, 0.1, 0.3, 0.6]),
+        any::<u64>(),
+    )
+        .prop_map(
+            |((q, k, v), write, latency, bandwidth_div, banks, bank_busy, stall, seed)| Scenario {
+                reads: [q, k, v],
+                write,
+                latency,
+                bandwidth_div,
+                banks,
+                bank_busy,
+                stall,
+                seed,
+            },
+        )
+}
+
+/// Runs a scenario and checks every landed beat, every written byte and every counter;
+/// returns the beats moved and the cycles taken.
+pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, u64), String> {
+    let beat = d.beat_bytes() as usize;
+    let mem = MemoryConfig {
+        size: MEM,
+        beat_bytes: beat,
+        latency: s.latency,
+        bytes_per_cycle: (beat / s.bandwidth_div).max(1),
+        banks: s.banks,
+        bank_busy: s.bank_busy,
+        stall_probability: s.stall,
+        seed: s.seed,
+    };
+    let e = |x: anyhow::Error| format!("{x:#}");
+    let mut b = DmaBench::new(model, d, mem).map_err(e)?;
+    let initial = pattern(s.seed);
+    b.mem.load_bytes(0, &initial).map_err(e)?;
+    let mut expected = initial.clone();
+    let mut read_beats = 0;
+    let mut blocks = [0u64; 3];
+    for (i, job) in s.reads.iter().enumerate() {
+        if let Some(job) = job {
+            b.start_read(i, *job).map_err(e)?;
+            read_beats += job.desc.rows * job.desc.row_bytes / beat as u64;
+            blocks[i] = job.desc.rows.div_ceil(job.desc.block_rows);
+        }
+    }
+    let mut write_beats = 0;
+    if let Some((w, seed)) = s.write {
+        let row_beats = w.row_bytes / beat as u64;
+        let mut x = seed | 1;
+        let data: Vec<Vec<u32>> = (0..w.rows * row_beats)
+            .map(|_| {
+                (0..beat / 4)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u32
+                    })
+                    .collect()
+            })
+            .collect();
+        for (n, words) in data.iter().enumerate() {
+            let (r, t) = (n as u64 / row_beats, n as u64 % row_beats);
+            let at = (w.base + r * w.stride + t * beat as u64) as usize;
+            for (k, word) in words.iter().enumerate() {
+                expected[at + 4 * k..at + 4 * k + 4].copy_from_slice(&word.to_le_bytes());
+            }
+        }
+        b.start_write(&w, &data).map_err(e)?;
+        write_beats = w.rows * row_beats;
+    }
+    b.run_to_idle(200_000).map_err(e)?;
+    let r = b.counters();
+    if r.blocks != blocks {
+        return Err(format!(
+            "blocks checked {:?}, expected {blocks:?}",
+            r.blocks
+        ));
+    }
+    if r.read_beats != read_beats || r.memory.reads != read_beats {
+        return Err(format!(
+            "read {} beats (memory saw {}), expected exactly {read_beats}",
+            r.read_beats, r.memory.reads
+        ));
+    }
+    if r.write_beats != write_beats || r.memory.writes != write_beats {
+        return Err(format!(
+            "wrote {} beats (memory saw {}), expected exactly {write_beats}",
+            r.write_beats, r.memory.writes
+        ));
+    }
+    if let Some(at) = (0..MEM).find(|&a| b.mem.bytes()[a] != expected[a]) {
+        return Err(format!(
+            "memory byte {at:#x} is {:#04x}, expected {:#04x} (writes landed in the wrong place)",
+            b.mem.bytes()[at],
+            expected[at]
+        ));
+    }
+    Ok((read_beats + write_beats, r.cycles))
+}
+
+/// Every class of bad descriptor on every channel: the error code, an idle channel, no memory
+/// traffic; then a good descriptor runs and a second start reports busy. Returns the cases.
+pub fn check_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
+    let beat = d.beat_bytes() as u64;
+    let range = 1u64 << d.addr_bits;
+    let good = Desc {
+        base: 0,
+        stride: beat,
+        row_bytes: beat,
+        rows: 2,
+        block_rows: 1,
+    };
+    let max_rows = d.q.rows.min(d.k.rows).min(d.v.rows) as u64;
+    let cases: Vec<(&str, Desc, u64)> = vec![
+        ("zero rows", Desc { rows: 0, ..good }, error::ZERO_SIZE),
+        (
+            "zero row bytes",
+            Desc {
+                row_bytes: 0,
+                ..good
+            },
+            error::ZERO_SIZE,
+        ),
+        (
+            "zero block rows",
+            Desc {
+                block_rows: 0,
+                ..good
+            },
+            error::ZERO_SIZE,
+        ),
+        (
+            "misaligned base",
+            Desc { base: 4, ..good },
+            error::MISALIGNED,
+        ),
+        (
+            "misaligned stride",
+            Desc {
+                stride: beat + 4,
+                ..good
+            },
+            error::MISALIGNED,
+        ),
+        (
+            "misaligned row bytes",
+            Desc {
+                row_bytes: beat / 2,
+                ..good
+            },
+            error::MISALIGNED,
+        ),
+        (
+            "block taller than the landing buffer",
+            Desc {
+                block_rows: max_rows + 1,
+                rows: max_rows + 1,
+                ..good
+            },
+            error::TOO_LARGE,
+        ),
+        (
+            "past the end of the address range",
+            Desc {
+                base: range - beat,
+                ..good
+            },
+            error::OUT_OF_RANGE,
+        ),
+        (
+            "stride past the end",
+            Desc {
+                stride: range / 2 + beat,
+                rows: 3,
+                ..good
+            },
+            error::OUT_OF_RANGE,
+        ),
+    ];
+    let mut n = 0;
+    for ch in ["q", "k", "v", "o"] {
+        let max_beats = match ch {
+            "q" => d.q.row_beats,
+            "k" => d.k.row_beats,
+            "v" => d.v.row_beats,
+            _ => d.o_row_beats,
+        } as u64;
+        let long = Desc {
+            row_bytes: (max_beats + 1) * beat,
+            stride: (max_beats + 1) * beat,
+            ..good
+        };
+        let mut all = cases.clone();
+        all.push(("row longer than the buffer", long, error::TOO_LARGE));
+        if ch == "o" {
+            all.retain(|(w, _, _)| !w.contains("block"));
+            all.push((
+                "more rows than the staging buffer",
+                Desc {
+                    rows: d.o_rows as u64 + 1,
+                    ..good
+                },
+                error::TOO_LARGE,
+            ));
+        }
+        for (what, desc, code) in all {
+            let mut b = DmaBench::new(model, d, MemoryConfig::simple(MEM, beat as usize, 3))?;
+            let got = b.start(ch, &desc)?;
+            ensure!(got == code, "{ch}: {what}: error {got}, expected {code}");
+            for _ in 0..20 {
+                b.cycle()?;
+            }
+            ensure!(
+                b.dut.get(&format!("{ch}_busy")) == 0,
+                "{ch}: {what}: the channel is busy"
+            );
+            ensure!(
+                b.mem.stats.reads + b.mem.stats.writes == 0,
+                "{ch}: {what}: memory traffic"
+            );
+            ensure!(
+                b.start(ch, &good)? == 0,
+                "{ch}: a good descriptor after {what} failed"
+            );
+            ensure!(
+                b.start(ch, &good)? == error::BUSY,
+                "{ch}: a start while busy was not refused"
+            );
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// `cases` random scenarios (proptest, fixed seed); returns (scenarios, beats moved, cycles).
+pub fn random_transfers(
+    model: &Model,
+    d: &DmaConfig,
+    cases: u32,
+    seed: u64,
+) -> anyhow::Result<(u64, u64, u64)> {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        max_shrink_iters: 200,
+        ..Config::default()
+    });
+    let totals = std::cell::Cell::new((0u64, 0u64, 0u64));
+    let result = runner.run(&scenario(d), |s| {
+        let (beats, cycles) = run(model, d, &s).map_err(TestCaseError::fail)?;
+        let (n, b, c) = totals.get();
+        totals.set((n + 1, b + beats, c + cycles));
+        Ok(())
+    });
+    match result {
+        Ok(()) => Ok(totals.get()),
+        Err(TestError::Fail(reason, minimal)) => {
+            bail!("{reason}\n(minimal failing scenario: {minimal:#?})")
+        }
+        Err(TestError::Abort(reason)) => bail!("proptest aborted: {reason}"),
+    }
+}
