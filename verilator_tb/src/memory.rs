@@ -237,3 +237,160 @@ impl Memory {
         self.in_flight.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Presents a read request every cycle for `cycles` cycles; returns the cycles in which
+    /// requests were taken and responses presented.
+    fn drive(mem: &mut Memory, cycles: u64, addr: impl Fn(u64) -> u64) -> (Vec<u64>, Vec<u64>) {
+        let (mut taken, mut answered) = (vec![], vec![]);
+        for c in 0..cycles {
+            if mem.response().is_some() {
+                answered.push(c);
+            }
+            let a = addr(c);
+            if mem.ready(Some(a)) {
+                mem.accept(a, None).unwrap();
+                taken.push(c);
+            }
+            mem.end_cycle();
+        }
+        (taken, answered)
+    }
+
+    #[test]
+    fn latency_and_in_order_data() {
+        let mut mem = Memory::new(MemoryConfig::simple(1024, 32, 5)).unwrap();
+        let bytes: Vec<u8> = (0..=255).collect();
+        mem.load_bytes(256, &bytes).unwrap();
+        let mut seen = vec![];
+        for c in 0..20u64 {
+            if let Some(w) = mem.response() {
+                seen.push((c, w[0]));
+            }
+            if c < 3 && mem.ready(Some(256 + 32 * c)) {
+                mem.accept(256 + 32 * c, None).unwrap();
+            }
+            mem.end_cycle();
+        }
+        let first = |k: u32| {
+            u32::from_le_bytes([
+                4 * 8 * k as u8,
+                4 * 8 * k as u8 + 1,
+                4 * 8 * k as u8 + 2,
+                4 * 8 * k as u8 + 3,
+            ])
+        };
+        assert_eq!(seen, vec![(5, first(0)), (6, first(1)), (7, first(2))]);
+        assert_eq!(mem.stats.reads, 3);
+        assert_eq!(mem.stats.bytes_read, 96);
+    }
+
+    #[test]
+    fn bandwidth_banks_and_backpressure_limit_the_rate() {
+        let rate = |cfg: MemoryConfig, stride: u64| {
+            let mut mem = Memory::new(cfg).unwrap();
+            let (taken, _) = drive(&mut mem, 1000, |c| (c * stride) % 512);
+            taken.len()
+        };
+        let base = MemoryConfig::simple(1024, 32, 3);
+        assert_eq!(
+            rate(base.clone(), 32),
+            1000,
+            "full bandwidth: a beat per cycle"
+        );
+        assert_eq!(
+            rate(
+                MemoryConfig {
+                    bytes_per_cycle: 16,
+                    ..base.clone()
+                },
+                32
+            ),
+            500
+        );
+        assert_eq!(
+            rate(
+                MemoryConfig {
+                    bytes_per_cycle: 8,
+                    ..base.clone()
+                },
+                32
+            ),
+            250
+        );
+        // One bank busy for 2 cycles halves the rate; two interleaved banks restore it.
+        assert_eq!(
+            rate(
+                MemoryConfig {
+                    bank_busy: 2,
+                    ..base.clone()
+                },
+                32
+            ),
+            500
+        );
+        assert_eq!(
+            rate(
+                MemoryConfig {
+                    bank_busy: 2,
+                    banks: 2,
+                    ..base.clone()
+                },
+                32
+            ),
+            1000
+        );
+        // Same bank every time (stride of two beats over two banks): half again.
+        assert_eq!(
+            rate(
+                MemoryConfig {
+                    bank_busy: 2,
+                    banks: 2,
+                    ..base.clone()
+                },
+                64
+            ),
+            500
+        );
+        let stalled = rate(
+            MemoryConfig {
+                stall_probability: 0.5,
+                ..base.clone()
+            },
+            32,
+        );
+        assert!((400..600).contains(&stalled), "{stalled}");
+        assert_eq!(
+            stalled,
+            rate(
+                MemoryConfig {
+                    stall_probability: 0.5,
+                    ..base
+                },
+                32
+            ),
+            "seeded: reproducible"
+        );
+    }
+
+    #[test]
+    fn writes_and_bad_requests() {
+        let mut mem = Memory::new(MemoryConfig::simple(256, 8, 1)).unwrap();
+        assert!(mem.ready(Some(8)));
+        mem.accept(8, Some(&[0x0403_0201, 0x0807_0605])).unwrap();
+        mem.end_cycle();
+        assert_eq!(mem.read_bytes(8, 8), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(mem.stats.writes, 1);
+        assert!(mem.accept(4, None).is_err(), "misaligned");
+        assert!(mem.accept(256, None).is_err(), "outside");
+        assert!(mem.load_bytes(250, &[0; 8]).is_err());
+        assert!(Memory::new(MemoryConfig {
+            latency: 0,
+            ..MemoryConfig::simple(64, 8, 1)
+        })
+        .is_err());
+    }
+}

@@ -156,3 +156,93 @@ pub fn write(path: &Path, t: &Tensor) -> Result<()> {
     out.extend_from_slice(&t.bytes());
     std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("regflash-npy-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn round_trip_both_types_and_shapes() {
+        for (dtype, shape) in [
+            (DType::F16, vec![3, 5]),
+            (DType::F32, vec![2, 3, 4]),
+            (DType::F16, vec![7]),
+        ] {
+            let n: usize = shape.iter().product();
+            let mask = if dtype == DType::F16 {
+                0xFFFF
+            } else {
+                u32::MAX
+            };
+            let data = (0..n as u32)
+                .map(|i| i.wrapping_mul(2654435761) & mask)
+                .collect();
+            let t = Tensor { dtype, shape, data };
+            let p = tmp("rt.npy");
+            write(&p, &t).unwrap();
+            let bytes = std::fs::read(&p).unwrap();
+            let header_end = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+            assert_eq!(header_end % 64, 0, "data is 64-byte aligned");
+            assert_eq!(read(&p).unwrap(), t);
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn reads_what_numpy_writes() {
+        // np.save of np.array([[1, 2]], dtype=np.float16): version 1.0, padded header.
+        let mut b =
+            b"\x93NUMPY\x01\x00v\x00{'descr': '<f2', 'fortran_order': False, 'shape': (1, 2), }"
+                .to_vec();
+        while b.len() < 10 + 0x76 - 1 {
+            b.push(b' ');
+        }
+        b.push(b'\n');
+        b.extend_from_slice(&[0x00, 0x3C, 0x00, 0x40]);
+        let t = parse(&b).unwrap();
+        assert_eq!(t.shape, vec![1, 2]);
+        assert_eq!(t.data, vec![0x3C00, 0x4000]);
+    }
+
+    #[test]
+    fn malformed_files_are_explained() {
+        let ok = Tensor {
+            dtype: DType::F32,
+            shape: vec![2],
+            data: vec![1, 2],
+        };
+        let p = tmp("bad.npy");
+        write(&p, &ok).unwrap();
+        let good = std::fs::read(&p).unwrap();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"not an npy file".to_vec(), "magic"),
+            (
+                String::from_utf8_lossy(&good)
+                    .replace("<f4", "<i4")
+                    .into_bytes(),
+                "not supported: save float16 or float32",
+            ),
+            (
+                String::from_utf8_lossy(&good)
+                    .replace("False", "True ")
+                    .into_bytes(),
+                "Fortran-order",
+            ),
+            (
+                good[..good.len() - 1].to_vec(),
+                "needs 8 bytes of data but the file holds 7",
+            ),
+        ];
+        for (bytes, expect) in cases {
+            let err = format!("{:#}", parse(&bytes).unwrap_err());
+            assert!(err.contains(expect), "expected `{expect}` in: {err}");
+        }
+        let err = format!("{:#}", read(Path::new("/nonexistent/q.npy")).unwrap_err());
+        assert!(err.contains("cannot read /nonexistent/q.npy"), "{err}");
+        std::fs::remove_file(p).unwrap();
+    }
+}
