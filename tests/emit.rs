@@ -149,9 +149,11 @@ fn manifest_describes_ports_latency_and_dependency_order() {
             ("rst", "input", 1),
             ("a", "input", 16),
             ("b", "input", 16),
-            ("op", "input", 2),
+            ("op", "input", 3),
+            ("en", "input", 1),
             ("addr", "input", 6),
             ("ld_data", "input", 32),
+            ("shift", "input", 8),
             ("rd_addr", "input", 6),
             ("rd_data", "output", 32),
         ]

@@ -414,3 +414,56 @@ fn registers_and_memories() {
     dut.reset(1);
     assert_eq!(value(&dut.get_words("q_held")), 0x1234);
 }
+
+/// Assertions: lint-clean with and without REGFLASH_ASSERTIONS, counted by the simulator when
+/// they fail, and a signal that only an assertion reads is rejected at emission.
+#[test]
+fn assertions_fire_in_simulation() {
+    let mut d = Design::new();
+    let top = d.define("asserted", |_, m| {
+        let x = m.input("x", 4);
+        let q = m.delay("held", x);
+        m.output("y", q);
+        let seven = m.lit(4, 7);
+        let ok = m.ne(q, seven);
+        m.assert_always("never_seven", ok, "the held value must not be 7");
+    });
+    let dir = ScratchDir::new("assert").unwrap();
+    gen::write_design(
+        &gen::OutputSpec::new(&d, &top.name, serde_json::json!({})),
+        dir.path(),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(dir.path().join("asserted.v")).unwrap();
+    assert!(
+        text.contains("`ifdef REGFLASH_ASSERTIONS") && text.contains("$error"),
+        "{text}"
+    );
+    let report = gen::flow::lint(dir.path()).unwrap();
+    assert!(report.passed(), "{}", report.summary());
+    let model = Model::build(dir.path()).unwrap();
+    let mut dut = model.dut().unwrap();
+    dut.set("x", 3);
+    dut.step(3);
+    assert_eq!(dut.assertion_failures(), 0);
+    dut.set("x", 7);
+    dut.step(3);
+    assert!(dut.assertion_failures() >= 1, "the assertion fired");
+
+    let mut d = Design::new();
+    let top = d.define("assert_only", |_, m| {
+        let x = m.input("x", 4);
+        let q = m.delay("held", x);
+        let y = m.input("y", 1);
+        m.output("z", y);
+        let ok = m.any(q);
+        m.assert_always("nonzero", ok, "held must be nonzero");
+    });
+    let err = gen::render(&d, &top.name, &serde_json::json!({}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("held_q") && err.contains("never read"),
+        "{err}"
+    );
+}

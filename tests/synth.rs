@@ -134,7 +134,7 @@ fn timing_constraints_follow_the_clock_and_the_ports() {
     );
     assert!(
         sdc.contains(
-            "set_input_delay -clock clk 0.4000 [get_ports { a b op addr ld_data rd_addr }]"
+            "set_input_delay -clock clk 0.4000 [get_ports { a b op en addr ld_data shift rd_addr }]"
         ),
         "{sdc}"
     );

@@ -110,24 +110,33 @@ impl SynthReport {
 pub fn lint(dir: &Path) -> Result<LintReport> {
     let manifest = Manifest::load(dir)?;
     let verilator = require(Tool::Verilator)?;
-    let out = Command::new(verilator)
-        .current_dir(dir)
-        .args(["--lint-only", "-Wall", "--top-module", &manifest.top])
-        .args(&manifest.files)
-        .output()
-        .context("cannot run verilator")?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    let mut warnings: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with("%Warning") || l.starts_with("%Error"))
-        .map(str::to_string)
-        .collect();
-    if !out.status.success() && warnings.is_empty() {
-        warnings.push(format!(
-            "verilator exited with {}: {}",
-            out.status,
-            tail(&out, 20)
-        ));
+    // Once as synthesis sees it, once with the simulation-only assertions.
+    let mut warnings: Vec<String> = vec![];
+    for define in [None, Some("+define+REGFLASH_ASSERTIONS")] {
+        let out = Command::new(&verilator)
+            .current_dir(dir)
+            .args(["--lint-only", "-Wall", "--top-module", &manifest.top])
+            .args(define)
+            .args(&manifest.files)
+            .output()
+            .context("cannot run verilator")?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        let found: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("%Warning") || l.starts_with("%Error"))
+            .map(|l| match define {
+                Some(_) => format!("(with REGFLASH_ASSERTIONS) {l}"),
+                None => l.to_string(),
+            })
+            .collect();
+        if !out.status.success() && found.is_empty() {
+            warnings.push(format!(
+                "verilator exited with {}: {}",
+                out.status,
+                tail(&out, 20)
+            ));
+        }
+        warnings.extend(found);
     }
     let synth = synth_with(dir, &manifest, SynthTarget::Generic, false)?;
     Ok(LintReport {

@@ -41,14 +41,17 @@ pub fn emit_module(m: &Module, header: &str) -> Result<String> {
 }
 
 fn plan(m: &Module) -> Result<Plan<'_>> {
-    let uses = m.use_counts();
+    let mut uses = m.use_counts();
+    for a in &m.assertions {
+        uses[a.1 as usize] += 1;
+    }
     let mut sliced = vec![false; m.nodes.len()];
     for n in &m.nodes {
         if let NodeKind::Slice { a, .. } = n.kind {
             sliced[a as usize] = true;
         }
     }
-    let reachable = reachable(m);
+    let reachable = reachable(m, true);
     let mut taken: HashSet<String> = m.names.clone();
     let mut names: Vec<Option<String>> = vec![None; m.nodes.len()];
     let mut temps = vec![];
@@ -95,10 +98,15 @@ fn plan(m: &Module) -> Result<Plan<'_>> {
     Ok(Plan { m, names, temps })
 }
 
-/// Nodes that something in the module reads (transitively from the roots).
-fn reachable(m: &Module) -> Vec<bool> {
+/// Nodes that something in the module reads (transitively from the roots, assertions included
+/// when `with_assertions`).
+fn reachable(m: &Module, with_assertions: bool) -> Vec<bool> {
     let mut seen = vec![false; m.nodes.len()];
-    let mut stack = m.roots();
+    let mut stack = if with_assertions {
+        m.roots_with_assertions()
+    } else {
+        m.roots()
+    };
     while let Some(id) = stack.pop() {
         if std::mem::replace(&mut seen[id as usize], true) {
             continue;
@@ -134,7 +142,8 @@ fn op_name(kind: &NodeKind) -> &'static str {
 /// Every bit of every declared signal must be read somewhere; Verilator `-Wall` warns otherwise.
 fn check_bit_usage(plan: &Plan) -> Result<()> {
     let m = plan.m;
-    let reachable = reachable(m);
+    // Assertions vanish in synthesis: what only they read would be unused there.
+    let reachable = reachable(m, false);
     // used[i] = bit mask of node i's bits that are read (as ranges, via a Vec<bool> per node).
     let mut used: Vec<Vec<bool>> = m
         .nodes
@@ -473,6 +482,18 @@ impl Plan<'_> {
         if !seq.is_empty() {
             out.push('\n');
             out.push_str(&seq);
+        }
+        if !m.assertions.is_empty() {
+            out.push_str("\n`ifdef REGFLASH_ASSERTIONS\n    // Simulation-only checks; synthesis leaves REGFLASH_ASSERTIONS undefined.\n");
+            for (name, cond, message) in &m.assertions {
+                writeln!(
+                    out,
+                    "    always @(posedge clk)\n        if (!rst && !({})) $error(\"regflash assertion `{name}` failed: {message}\");",
+                    self.bare(*cond)
+                )
+                .unwrap();
+            }
+            out.push_str("`endif\n");
         }
         if !m.discards.is_empty() {
             let parts: Vec<String> = m.discards.iter().map(|&d| self.bare(d)).collect();

@@ -1,9 +1,10 @@
 //! `pe_grid`: an R×C grid of PEs with row and column operand buses and a row-select read port.
 //!
 //! Ports: `a` (R × 16 bits; bits [16r+15:16r] go to every PE of row r), `b` (C × 16 bits;
-//! bits [16c+15:16c] go to every PE of column c), `op`, `addr`, `ld_data` (shared by every PE),
-//! `rd_addr` and, when R > 1, `rd_row` → `rd_data` (C × 32 bits: register `rd_addr` of every PE
-//! in row `rd_row`, column c at bits [32c+31:32c]).
+//! bits [16c+15:16c] go to every PE of column c), `op`, `addr`, `ld_data`, `shift` (shared by
+//! every PE), `en` (R × C bits, PE (r, c) at bit rC + c), `rd_addr` and, when R > 1, `rd_row` →
+//! `rd_data` (C × 32 bits: register `rd_addr` of every PE in row `rd_row`, column c at bits
+//! [32c+31:32c]).
 //!
 //! One PE module definition serves every grid position. Until the FlashAttention core exists,
 //! this is the top of a preset; the controller that drives it comes with the core.
@@ -48,16 +49,19 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "pe_grid: {} x {} PEs ({}); operands broadcast along rows (a) and columns (b);\n\
-             op/addr/ld_data shared; rd_data returns register rd_addr of every PE in row rd_row.\n\
+             op/addr/ld_data/shift shared, en per PE; rd_data returns register rd_addr of every\n\
+             PE in row rd_row.\n\
              Latency {} cycle(s) from issue to rd_data.",
             cfg.rows, cfg.cols, pe.name, pe.latency
         ));
         let aw = cfg.pe.addr_width();
         let a = m.input("a", 16 * cfg.rows);
         let b = m.input("b", 16 * cfg.cols);
-        let op = m.input("op", 2);
+        let op = m.input("op", pe::OP_BITS);
+        let en = m.input("en", cfg.rows * cfg.cols);
         let addr = m.input("addr", aw);
         let ld_data = m.input("ld_data", 32);
+        let shift = m.input("shift", 8);
         let rd_addr = m.input("rd_addr", aw);
         let rd_row = (cfg.rows > 1).then(|| m.input("rd_row", bits_for(cfg.rows as u64 - 1)));
 
@@ -67,6 +71,7 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
             let mut row = vec![];
             for c in 0..cfg.cols {
                 let b_c = m.slice(b, 16 * c + 15, 16 * c);
+                let en_rc = m.bit(en, r * cfg.cols + c);
                 let out = m.instance(
                     &pe,
                     &format!("pe_{r}_{c}"),
@@ -74,8 +79,10 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
                         ("a", a_r),
                         ("b", b_c),
                         ("op", op),
+                        ("en", en_rc),
                         ("addr", addr),
                         ("ld_data", ld_data),
+                        ("shift", shift),
                         ("rd_addr", rd_addr),
                     ],
                 );

@@ -54,6 +54,7 @@ pub struct ModuleBuilder {
     mems: Vec<Memory>,
     insts: Vec<Instance>,
     discards: Vec<NodeId>,
+    assertions: Vec<(String, NodeId, String)>,
     hints: HashMap<NodeId, String>,
     names: HashSet<String>,
     latency: u32,
@@ -106,6 +107,7 @@ impl ModuleBuilder {
             mems: vec![],
             insts: vec![],
             discards: vec![],
+            assertions: vec![],
             hints: HashMap::new(),
             names,
             latency: 0,
@@ -837,6 +839,21 @@ impl ModuleBuilder {
         self.discards.push(value.id);
     }
 
+    /// A simulation-only check: `holds` must be 1 at every clock edge outside reset, else the
+    /// simulator reports `regflash assertion `name` failed: message`. Emitted under
+    /// `ifdef REGFLASH_ASSERTIONS` (regflash's Verilator builds define it; synthesis does not).
+    /// Signals read only by assertions are rejected at emission: they would be unused in
+    /// synthesis.
+    pub fn assert_always(&mut self, name: &str, holds: Sig, message: &str) {
+        assert_eq!(holds.width, 1, "an assertion's condition is one bit");
+        assert!(
+            is_valid_identifier(name) && !message.contains('"') && !message.contains('\\'),
+            "assertion names are identifiers and messages plain text"
+        );
+        self.assertions
+            .push((name.to_string(), holds.id, message.to_string()));
+    }
+
     // ----- reductions ------------------------------------------------------------------
 
     /// OR of all bits.
@@ -1065,7 +1082,14 @@ impl ModuleBuilder {
         if !self.ports.iter().any(|p| p.dir == Dir::Output) {
             bail!("module has no outputs");
         }
-        let has_state = !self.regs.is_empty() || !self.mems.is_empty();
+        if !self.assertions.is_empty()
+            && self.regs.iter().all(|r| r.reset.is_none())
+            && !self.child_rst
+        {
+            bail!("a module with assertions needs a reset (they are checked outside reset)");
+        }
+        let has_state =
+            !self.regs.is_empty() || !self.mems.is_empty() || !self.assertions.is_empty();
         let has_rst = self.child_rst || self.regs.iter().any(|r| r.reset.is_some());
         let module = Module {
             name: self.name,
@@ -1077,6 +1101,7 @@ impl ModuleBuilder {
             mems: self.mems,
             insts: self.insts,
             discards: self.discards,
+            assertions: self.assertions,
             hints: self.hints,
             has_clk: has_state || self.child_clk,
             has_rst,

@@ -250,6 +250,9 @@ pub struct Module {
     pub insts: Vec<Instance>,
     /// Preferred wire names for expression nodes, used if the emitter gives the node a wire.
     pub hints: HashMap<NodeId, String>,
+    /// Simulation-only checks: (name, condition that must hold, message). Emitted under
+    /// `ifdef REGFLASH_ASSERTIONS`; synthesis leaves them out.
+    pub assertions: Vec<(String, NodeId, String)>,
     /// Values whose bits are dropped on purpose (e.g. the known-zero top of a shifted value);
     /// the emitter routes them into one `unused` sink so Verilator's lint knows it is intended.
     pub discards: Vec<NodeId>,
@@ -343,6 +346,13 @@ impl Module {
             v.extend(i.inputs.iter().copied());
         }
         v.extend(self.discards.iter().copied());
+        v
+    }
+
+    /// `roots` plus the assertion conditions: everything the emitted text reads.
+    pub fn roots_with_assertions(&self) -> Vec<NodeId> {
+        let mut v = self.roots();
+        v.extend(self.assertions.iter().map(|a| a.1));
         v
     }
 

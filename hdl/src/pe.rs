@@ -3,9 +3,12 @@
 //! Ports:
 //! * `a`, `b` (binary16): the operands (in the array, `a` is broadcast along the PE's row and
 //!   `b` down its column);
-//! * `op` (2 bits, [`PeOp`]): what to do this cycle;
+//! * `op` (3 bits, [`PeOp`]) and `en`: what to do this cycle (`en` low turns it into a NOP: the
+//!   array masks PEs with it);
 //! * `addr`: the register the operation accumulates into or loads;
 //! * `ld_data` (32 bits): the value a `Load` writes;
+//! * `shift` (8 bits): the rescale a `MacScale` applies to the accumulator (2^−shift, exact
+//!   unless subnormal, see `fp32_scale2`);
 //! * `rd_addr` → `rd_data` (32 bits): an asynchronous read port.
 //!
 //! Every operation reads `rf[addr]` when it is issued and writes its result back `L + 1` clock
@@ -15,16 +18,19 @@
 //! operation that writes the same register (there is no forwarding): the array's schedule
 //! rotates through several accumulators to meet this.
 //!
-//! Numerics: `Mac` is `kernels::fp::mac(rf[addr], a, b)`; `MacClear` starts from −0 (so the
-//! result is exactly the product); `Load` writes `ld_data` unchanged.
+//! Numerics (model: `kernels::pe::PeModel`): `Mac` is `kernels::fp::mac(rf[addr], a, b)`;
+//! `MacClear` starts from −0 (the S accumulators: exactly the product); `MacZero` from +0 (the O
+//! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
+//! writes `ld_data` unchanged.
 
 use anyhow::{ensure, Result};
 
+use crate::fp32_misc;
 use crate::ieee;
 use crate::mac::{self, MacConfig};
 use crate::{addr_bits, Design, ModRef};
 
-/// The PE's operations (the `op` port).
+/// The PE's operations (the `op` port; 6 and 7 are NOPs too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum PeOp {
@@ -36,7 +42,14 @@ pub enum PeOp {
     MacClear = 2,
     /// `rf[addr] = ld_data`.
     Load = 3,
+    /// `rf[addr] = +0 + a × b`.
+    MacZero = 4,
+    /// `rf[addr] = rf[addr] · 2^−shift + a × b`.
+    MacScale = 5,
 }
+
+/// Width of the `op` port.
+pub const OP_BITS: u32 = 3;
 
 /// Configuration of a PE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,8 +102,9 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.mac);
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "pe: MAC + {} x 32-bit register file. op: 0 nop, 1 mac (rf[addr] += a*b),\n\
-             2 mac_clear (rf[addr] = a*b), 3 load (rf[addr] = ld_data).\n\
+            "pe: MAC + {} x 32-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
+             2 mac_clear (rf[addr] = -0 + a*b), 3 load (rf[addr] = ld_data), 4 mac_zero\n\
+             (rf[addr] = +0 + a*b), 5 mac_scale (rf[addr] = rf[addr] * 2^-shift + a*b).\n\
              Latency {} cycle(s) from issue to rd_data; one op per cycle; no forwarding: an op\n\
              reading a register must issue >= {} cycles after the previous write to it.",
             cfg.regs,
@@ -100,16 +114,33 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let aw = cfg.addr_width();
         let a = m.input("a", 16);
         let b = m.input("b", 16);
-        let op = m.input("op", 2);
+        let op_in = m.input("op", OP_BITS);
+        let en = m.input("en", 1);
         let addr = m.input("addr", aw);
         let ld_data = m.input("ld_data", 32);
+        let shift = m.input("shift", 8);
         let rd_addr = m.input("rd_addr", aw);
+
+        // A masked PE, or an unused code, does nothing.
+        let last_op = m.lit(OP_BITS, PeOp::MacScale as u64);
+        let valid = m.le(op_in, last_op);
+        let live = m.and(en, valid);
+        let nop = m.lit(OP_BITS, PeOp::Nop as u64);
+        let op = m.mux(live, op_in, nop);
+        let op = m.name("op_eff", op);
 
         let rf = m.memory("rf", cfg.regs, 32);
         let acc_old = m.mem_read(rf, addr);
+        let acc_old = m.name("acc_old", acc_old);
+        let scaled = fp32_misc::scale2_logic(m, acc_old, shift);
         let is_clear = m.eq_lit(op, PeOp::MacClear as u64);
+        let is_zero = m.eq_lit(op, PeOp::MacZero as u64);
+        let is_scale = m.eq_lit(op, PeOp::MacScale as u64);
         let neg_zero = m.lit(32, ieee::F32_NEG_ZERO);
-        let acc_in = m.mux(is_clear, neg_zero, acc_old);
+        let pos_zero = m.zero(32);
+        let acc_in = m.mux(is_scale, scaled, acc_old);
+        let acc_in = m.mux(is_zero, pos_zero, acc_in);
+        let acc_in = m.mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
         let result = m
             .instance(&mac, "u_mac", &[("a", a), ("b", b), ("acc", acc_in)])
@@ -120,7 +151,6 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let wb_op = m.delay_n("op", op, latency);
         let wb_addr = m.delay_n("addr", addr, latency);
         let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
-        let nop = m.lit(2, PeOp::Nop as u64);
         let wb_en = m.ne(wb_op, nop);
         let wb_load = m.eq_lit(wb_op, PeOp::Load as u64);
         let wb_data = m.mux(wb_load, wb_ld_data, result);

@@ -2,7 +2,7 @@
 //! operations applied in order. (When each operation takes effect is the hardware's business;
 //! the RTL harness applies an operation to this model at the cycle the RTL writes it back.)
 
-use crate::fp::{mac, ACC_CLEAR};
+use crate::fp::{fp32_scale2, mac, ACC_CLEAR};
 
 /// A PE operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +14,11 @@ pub enum PeOp {
     MacClear,
     /// `rf[addr] = data`.
     Load,
+    /// `rf[addr] = +0 + a × b`: the first product of an O accumulator (O starts at +0).
+    MacZero,
+    /// `rf[addr] = rf[addr] · 2^−shift + a × b`: the first product of a block into an O
+    /// accumulator, applying the block's rescale.
+    MacScale,
 }
 
 /// The register file of one PE.
@@ -28,13 +33,15 @@ impl PeModel {
         PeModel { regs: vec![0; n] }
     }
 
-    /// Applies one operation.
-    pub fn apply(&mut self, op: PeOp, addr: usize, a: u16, b: u16, data: u32) {
+    /// Applies one operation (`shift` matters to `MacScale` only).
+    pub fn apply(&mut self, op: PeOp, addr: usize, a: u16, b: u16, data: u32, shift: u8) {
         match op {
             PeOp::Nop => {}
             PeOp::Mac => self.regs[addr] = mac(self.regs[addr], a, b),
             PeOp::MacClear => self.regs[addr] = mac(ACC_CLEAR, a, b),
             PeOp::Load => self.regs[addr] = data,
+            PeOp::MacZero => self.regs[addr] = mac(0, a, b),
+            PeOp::MacScale => self.regs[addr] = mac(fp32_scale2(self.regs[addr], shift), a, b),
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct GridShape {
 #[derive(Clone, Debug)]
 pub struct PeCycle {
     pub op: u8,
+    /// Per PE (row-major): whether it takes part (a masked PE does nothing).
+    pub en: Vec<bool>,
+    pub shift: u8,
     pub hot: bool,
     pub addr: u32,
     pub a: Vec<u16>,
@@ -43,9 +46,22 @@ pub struct PeCycle {
 /// Random cycles for a grid of `rows` × `cols`: mostly MACs into a few hot registers, so long
 /// accumulation chains form.
 pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
-    let op = prop_oneof![4 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8), 1 => Just(0u8)];
+    let op = prop_oneof![
+        4 => Just(PeOp::Mac as u8),
+        1 => Just(PeOp::MacClear as u8),
+        1 => Just(PeOp::Load as u8),
+        1 => Just(PeOp::MacZero as u8),
+        2 => Just(PeOp::MacScale as u8),
+        1 => Just(PeOp::Nop as u8),
+        1 => 6u8..=7,
+    ];
+    let shift = prop_oneof![3 => 0u8..=4, 1 => any::<u8>()];
     (
-        op,
+        (
+            op,
+            prop::collection::vec(prop::bool::weighted(0.85), (rows * cols) as usize),
+            shift,
+        ),
         prop::bool::weighted(0.8),
         any::<u32>(),
         prop::collection::vec(f16_value(), rows as usize),
@@ -54,16 +70,20 @@ pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
         any::<u32>(),
         any::<u32>(),
     )
-        .prop_map(|(op, hot, addr, a, b, ld_data, rd_addr, rd_row)| PeCycle {
-            op,
-            hot,
-            addr,
-            a,
-            b,
-            ld_data,
-            rd_addr,
-            rd_row,
-        })
+        .prop_map(
+            |((op, en, shift), hot, addr, a, b, ld_data, rd_addr, rd_row)| PeCycle {
+                op,
+                en,
+                shift,
+                hot,
+                addr,
+                a,
+                b,
+                ld_data,
+                rd_addr,
+                rd_row,
+            },
+        )
 }
 
 /// Directed stream: every binary32 special loaded into a register, then two MACs of every pair
@@ -80,14 +100,24 @@ pub fn directed_pe_stream(rows: u32, cols: u32) -> Vec<PeCycle> {
         }
     }
     let mut cycles = vec![];
-    for group in triples.chunks(HOT as usize) {
-        for (phase, op) in [(0, 3u8), (1, 1), (2, 1)] {
+    for (g, group) in triples.chunks(HOT as usize).enumerate() {
+        // Load a special, then a MAC of special operands, then a rescaling MAC (shifts 0, 1,
+        // 23, 126, 149, 255 in turn) or a MAC from +0.
+        let shift = [0u8, 1, 23, 126, 149, 255][g % 6];
+        let third = if g % 7 == 3 {
+            PeOp::MacZero
+        } else {
+            PeOp::MacScale
+        } as u8;
+        for (phase, op) in [(0, PeOp::Load as u8), (1, PeOp::Mac as u8), (2, third)] {
             for (reg, &(ld, i, j)) in group.iter().enumerate() {
                 // Row r multiplies special (i + r), column c special (j + c); the second MAC
                 // swaps the operands.
                 let (fa, fb) = if phase == 2 { (j, i) } else { (i, j) };
                 cycles.push(PeCycle {
                     op,
+                    en: vec![true; (rows * cols) as usize],
+                    shift,
                     hot: true,
                     addr: reg as u32,
                     a: (0..rows)
@@ -148,6 +178,8 @@ fn decode(op: u8) -> PeOp {
         1 => PeOp::Mac,
         2 => PeOp::MacClear,
         3 => PeOp::Load,
+        4 => PeOp::MacZero,
+        5 => PeOp::MacScale,
         _ => PeOp::Nop,
     }
 }
@@ -179,8 +211,10 @@ pub fn check_pe_stream(
         dut.port("a")?,
         dut.port("b")?,
         dut.port("op")?,
+        dut.port("en")?,
         dut.port("addr")?,
         dut.port("ld_data")?,
+        dut.port("shift")?,
         dut.port("rd_addr")?,
     ];
     if rows > 1 {
@@ -191,6 +225,9 @@ pub fn check_pe_stream(
     // Legalize the stream, then append the drain and the read-back sweep.
     struct Issue {
         op: PeOp,
+        raw_op: u8,
+        en: Vec<bool>,
+        shift: u8,
         addr: u32,
         a: Vec<u16>,
         b: Vec<u16>,
@@ -205,9 +242,12 @@ pub fn check_pe_stream(
     for (t, c) in cycles.iter().enumerate() {
         let addr = if c.hot { c.addr % hot } else { c.addr % regs };
         let mut op = decode(c.op);
+        // Codes 6 and 7 reach the RTL as they are: they must behave as NOPs.
+        let mut raw_op = c.op;
         if op != PeOp::Nop {
             if (t as i64) - last[addr as usize] < latency as i64 {
                 op = PeOp::Nop;
+                raw_op = PeOp::Nop as u8;
             } else {
                 last[addr as usize] = t as i64;
                 ops += 1;
@@ -220,6 +260,9 @@ pub fn check_pe_stream(
         };
         issues.push(Issue {
             op,
+            raw_op,
+            en: c.en.clone(),
+            shift: c.shift,
             addr,
             a: c.a.clone(),
             b: c.b.clone(),
@@ -230,6 +273,9 @@ pub fn check_pe_stream(
     }
     let idle = |rd_row: u32, rd_addr: u32| Issue {
         op: PeOp::Nop,
+        raw_op: 0,
+        en: vec![false; (rows * cols) as usize],
+        shift: 0,
         addr: 0,
         a: vec![0; rows as usize],
         b: vec![0; cols as usize],
@@ -256,9 +302,12 @@ pub fn check_pe_stream(
     for i in &issues {
         pack16(&i.a, &mut words);
         pack16(&i.b, &mut words);
-        words.push(i.op as u32);
+        words.push(i.raw_op as u32);
+        let en: Vec<u64> = i.en.iter().map(|&e| e as u64).collect();
+        super::pure::pack(&en, 1, &mut words);
         words.push(i.addr);
         words.push(i.ld_data);
+        words.push(i.shift as u32);
         words.push(i.rd_addr);
         if rows > 1 {
             words.push(i.rd_row);
@@ -281,12 +330,22 @@ pub fn check_pe_stream(
             let op = &issues[j];
             for r in 0..rows {
                 for c in 0..cols {
+                    if !op.en[(r * cols + c) as usize] {
+                        continue;
+                    }
                     let (a, b) = (op.a[r as usize], op.b[c as usize]);
-                    pes[(r * cols + c) as usize].apply(op.op, op.addr as usize, a, b, op.ld_data);
+                    pes[(r * cols + c) as usize].apply(
+                        op.op,
+                        op.addr as usize,
+                        a,
+                        b,
+                        op.ld_data,
+                        op.shift,
+                    );
                     let h = &mut history[((r * cols + c) * regs + op.addr) as usize];
                     h.push(format!(
-                        "cycle {j}: {:?} a={a:#06x} b={b:#06x} ld={:#010x}",
-                        op.op, op.ld_data
+                        "cycle {j}: {:?} a={a:#06x} b={b:#06x} ld={:#010x} shift={}",
+                        op.op, op.ld_data, op.shift
                     ));
                 }
             }

@@ -124,7 +124,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let mut hash = Fnv::new();
     hash.feed(format!("verilator {major}.{minor}").as_bytes());
     hash.feed(shim.as_bytes());
-    hash.feed(format!("{options:?}").as_bytes());
+    hash.feed(format!("{options:?} --assert +define+REGFLASH_ASSERTIONS").as_bytes());
     let mut sources = vec![];
     for f in &manifest.files {
         let path = dir.join(f);
@@ -182,7 +182,9 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .args(["-j", &jobs.to_string()])
         .args(["--top-module", &top.name])
         .args(["-Mdir", "obj", "-o", "libdut.so"])
-        .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"]);
+        .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
+        // Simulation runs with the RTL's assertions on.
+        .args(["--assert", "+define+REGFLASH_ASSERTIONS"]);
     if options.trace {
         cmd.arg("--trace");
     }

@@ -27,6 +27,7 @@ type TickFn = unsafe extern "C" fn(*mut c_void, u64);
 type RunFn =
     unsafe extern "C" fn(*mut c_void, u64, u32, *const u32, *const u32, u32, *const u32, *mut u32);
 type AbiFn = unsafe extern "C" fn() -> u32;
+type ErrorsFn = unsafe extern "C" fn(*mut c_void) -> u32;
 
 #[derive(Clone, Copy)]
 struct Fns {
@@ -38,6 +39,7 @@ struct Fns {
     eval: EvalFn,
     tick: TickFn,
     run: RunFn,
+    errors: ErrorsFn,
 }
 
 /// A Verilator model loaded into this process; instantiate it with [`Model::dut`].
@@ -76,9 +78,9 @@ impl Model {
         // templates/shim.cpp.tera); the ABI version guards against a stale cached library.
         let fns = unsafe {
             let abi: AbiFn = *lib.get::<AbiFn>(b"rfdut_abi_version\0")?;
-            if abi() != 1 {
+            if abi() != 2 {
                 bail!(
-                    "{} has shim ABI {} but this regflash expects 1: clear the model cache",
+                    "{} has shim ABI {} but this regflash expects 2: clear the model cache",
                     built.library.display(),
                     abi()
                 );
@@ -92,6 +94,7 @@ impl Model {
                 eval: *lib.get(b"rfdut_eval\0")?,
                 tick: *lib.get(b"rfdut_tick\0")?,
                 run: *lib.get(b"rfdut_run\0")?,
+                errors: *lib.get(b"rfdut_errors\0")?,
             }
         };
         Ok(Model {
@@ -223,6 +226,13 @@ impl Dut {
     /// The waveform file this instance writes, if tracing is on.
     pub fn waves(&self) -> Option<&Path> {
         self.waves.as_deref()
+    }
+
+    /// How many times an RTL assertion has failed (each failure also prints a `%Error` line
+    /// naming the assertion on standard output).
+    pub fn assertion_failures(&self) -> u32 {
+        // SAFETY: valid handle.
+        unsafe { (self.fns.errors)(self.handle) }
     }
 
     /// Rising edges since the model was created.
