@@ -28,6 +28,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run attention on the whole core under Verilator: Q/K/V streamed through the DMA from a
+    /// memory model, O compared bit for bit with the hardware model and against the f64
+    /// reference, performance from the core's counters.
+    Sim(SimArgs),
     /// Generate every block of a preset, lint and synthesize it, simulate it under Verilator
     /// against the bit-exact Rust models, and report.
     Verify(VerifyArgs),
@@ -54,7 +58,7 @@ pub enum Command {
 /// Which configuration to start from and how to change it.
 #[derive(Args, Debug, Clone)]
 pub struct ConfigArgs {
-    /// Built-in preset (seed: 32x32 PEs; small: 4x4 PEs).
+    /// Built-in preset (seed: 32x32 PEs; npu16: 16x16; medium: 8x8; small: 4x4).
     #[arg(long, default_value = "small", conflicts_with = "config")]
     pub preset: String,
     /// TOML configuration file (see presets/*.toml); the options below override it.
@@ -147,6 +151,48 @@ pub struct VerifyArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Sequence length of random Q, K, V (ignored with --q/--k/--v).
+    #[arg(long, default_value_t = 256)]
+    pub seq: usize,
+    /// Attention heads of random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Causal masking (bottom-right aligned when Q and K lengths differ).
+    #[arg(long)]
+    pub causal: bool,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Q as .npy, FP16 or FP32 (rounded to FP16), shaped (seq, d) or (heads, seq, d).
+    #[arg(long, requires_all = ["k", "v"])]
+    pub q: Option<PathBuf>,
+    /// K as .npy, shaped like Q (its sequence length may differ).
+    #[arg(long, requires_all = ["q", "v"])]
+    pub k: Option<PathBuf>,
+    /// V as .npy, shaped like K.
+    #[arg(long, requires_all = ["q", "k"])]
+    pub v: Option<PathBuf>,
+    /// Output FP32 instead of FP16.
+    #[arg(long)]
+    pub f32: bool,
+    /// Write O as .npy.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write the report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+    /// Probability that the memory refuses a request in a cycle (random back-pressure).
+    #[arg(long, default_value_t = 0.0)]
+    pub mem_stall: f64,
+}
+
+#[derive(Args, Debug)]
 pub struct AccuracyArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -162,6 +208,7 @@ pub struct AccuracyArgs {
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Gen(args) => gen_cmd(args),
+        Command::Sim(args) => sim_cmd(args),
         Command::Lint { dir } => {
             let report = gen::flow::lint(&dir)?;
             println!("{}", report.summary());
@@ -301,10 +348,12 @@ fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
             anyhow::bail!("unknown unit `{u}`: choose one of {}", UNITS.join(", "));
         }
     }
+    // pe_row has no port-level model of its own: `core` checks it, row engines included.
     let selected: Vec<&str> = UNITS
         .iter()
         .copied()
         .filter(|u| args.units.is_empty() || args.units.iter().any(|a| a == u))
+        .filter(|u| *u != "pe_row" || !args.units.is_empty())
         .collect();
     let mut blocks = vec![];
     for unit in &selected {
@@ -402,24 +451,44 @@ fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
 }
 
 fn presets_cmd() -> Result<()> {
-    println!("| preset | PEs | Br x Bc x d | registers/PE | register file | S + O_acc need | peak MACs/cycle | MAC latency |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| preset | PEs | Br x Bc x d | rows x keys x O columns per PE | registers/PE used | \
+         register file | S + O_acc | MAC steps per block (QK + PV) | K/V block | MACs per K/V byte \
+         | MAC latency |"
+    );
+    println!("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for name in PRESETS {
         let c = CoreConfig::preset(name)?;
+        let p = hdl::core::CoreParams::from_config(&c)?;
+        let (qk, pv) = p.block_steps();
+        let kv_bytes = 2 * 2 * c.bc as u64 * c.head_dim as u64;
+        let block_macs = 2 * c.br as u64 * c.bc as u64 * c.head_dim as u64;
         println!(
-            "| {name} | {}x{} = {} | {}x{}x{} | {} | {} KiB | {} KiB ({:.0} %) | {} | {} |",
+            "| {name} | {}x{} = {} | {}x{}x{} | {} x {} x {} | {} of {} | {} KiB | {:.1} KiB ({:.0} %) \
+             | {} + {} | {} | {:.0} | {} |",
             c.rows,
             c.cols,
             c.pes(),
             c.br,
             c.bc,
             c.head_dim,
+            p.row.a,
+            p.row.b,
+            p.row.e,
+            p.row.regs_needed(),
             c.regs_per_pe,
             c.register_bytes() / 1024,
             c.register_bytes_needed() as f64 / 1024.0,
             100.0 * c.register_bytes_needed() as f64 / c.register_bytes() as f64,
-            c.peak_macs_per_cycle(),
-            c.mul_latency + c.add_latency,
+            qk,
+            pv,
+            if kv_bytes >= 1024 {
+                format!("{} KiB", kv_bytes / 1024)
+            } else {
+                format!("{kv_bytes} B")
+            },
+            block_macs as f64 / kv_bytes as f64,
+            c.mul_latency + c.add_latency + 1,
         );
     }
     Ok(())
@@ -489,4 +558,75 @@ fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         }
     }
     Ok(exit(ok))
+}
+
+/// A one-line progress bar on stderr, when stderr is a terminal.
+fn progress_bar() -> impl FnMut(u64, u64) {
+    use std::io::{IsTerminal, Write};
+    let tty = std::io::stderr().is_terminal();
+    move |done: u64, estimate: u64| {
+        if !tty {
+            return;
+        }
+        let frac = (done as f64 / estimate.max(1) as f64).min(1.0);
+        let filled = (frac * 40.0) as usize;
+        eprint!(
+            "\r[{}{}] {:3.0} % {done} cycles",
+            "#".repeat(filled),
+            ".".repeat(40 - filled),
+            100.0 * frac
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
+    use crate::sim;
+    use kernels::flash::OutFormat;
+    let cfg = args.config.resolve()?;
+    let out = if args.f32 {
+        OutFormat::F32
+    } else {
+        OutFormat::F16
+    };
+    let problem = match (&args.q, &args.k, &args.v) {
+        (Some(q), Some(k), Some(v)) => sim::load_problem(q, k, v, args.causal, out)?,
+        _ => {
+            anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
+            anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+            sim::random_problem(
+                args.heads,
+                args.seq,
+                cfg.head_dim as usize,
+                args.causal,
+                out,
+                args.seed,
+            )
+        }
+    };
+    anyhow::ensure!(
+        (0.0..0.95).contains(&args.mem_stall),
+        "--mem-stall must be in [0, 0.95)"
+    );
+    anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
+    let timing = crate::verify::attention::MemoryTiming {
+        latency: args.mem_latency,
+        stall_probability: args.mem_stall,
+        seed: args.seed,
+        ..Default::default()
+    };
+    eprintln!(
+        "regflash sim: building the {} core (cached after the first build) ...",
+        cfg.name
+    );
+    let (report, o) = sim::run(&cfg, &problem, &timing, progress_bar())?;
+    eprintln!();
+    println!("{}", report.summary());
+    if let Some(path) = &args.out {
+        sim::write_output(path, &problem, &o)?;
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed))
 }

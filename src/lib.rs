@@ -3,4 +3,5 @@
 
 pub mod cli;
 pub mod design;
+pub mod sim;
 pub mod verify;

@@ -34,9 +34,11 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
         .map(|(m, c)| (m.clone(), c.cells))
         .collect();
     cells.insert("total".into(), r.total.cells);
-    // The grid holds 16 PEs: the flattened total must say so.
+    // 4 rows of 4 PEs: the core instantiates 4 PE rows, each 4 PEs.
     let pe = r.modules.keys().find(|m| m.starts_with("pe_r")).unwrap();
-    assert_eq!(r.modules[&r.top].by_type[pe], 16);
+    let row = r.modules.keys().find(|m| m.starts_with("pe_row_")).unwrap();
+    assert_eq!(r.modules[&r.top].by_type[row], 4);
+    assert_eq!(r.modules[row].by_type[pe], 4);
     for (m, len) in &r.longest_path {
         assert!(*len > 0, "{m} has a longest path");
     }

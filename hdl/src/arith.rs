@@ -241,3 +241,44 @@ pub fn select_special_f32(
     let y = m.mux(is_inf, inf, y);
     m.mux(is_nan, nan, y)
 }
+
+/// `ceil(x / divisor)` for an unsigned `x` and a constant divisor, by multiplying with a
+/// reciprocal ("magic number") and shifting: no divider. The constants are chosen, and checked
+/// exhaustively over every `x.width()`-bit value when the hardware is built, so the result is
+/// exact.
+pub fn div_ceil_const(m: &mut ModuleBuilder, x: Sig, divisor: u64) -> Sig {
+    let w = x.width();
+    assert!(
+        divisor >= 1 && w <= 24,
+        "div_ceil_const: divisor >= 1, inputs up to 24 bits"
+    );
+    if divisor == 1 {
+        return x;
+    }
+    // ceil(x / d) = floor((x + d - 1) / d) = floor((x + d - 1) * magic >> shift).
+    let xw = w + 1;
+    let shift = xw + bits_for(divisor);
+    let magic = (1u64 << shift).div_ceil(divisor);
+    let exact = (0..1u64 << w).all(|v| ((v + divisor - 1) * magic) >> shift == v.div_ceil(divisor));
+    assert!(
+        exact,
+        "div_ceil_const: no exact reciprocal for {divisor} at {w} bits"
+    );
+    let xe = m.zext(x, xw);
+    let biased = m.add_lit(xe, divisor - 1);
+    let magic_s = m.lit(bits_for(magic), magic);
+    let prod = m.mul(biased, magic_s);
+    let q = m.slice(prod, prod.width() - 1, shift);
+    let low = m.slice(prod, shift - 1, 0);
+    m.discard(low);
+    match q.width().cmp(&w) {
+        std::cmp::Ordering::Greater => {
+            // The quotient never exceeds x, so its top bits are zero.
+            let high = m.slice(q, q.width() - 1, w);
+            m.discard(high);
+            m.trunc(q, w)
+        }
+        std::cmp::Ordering::Equal => q,
+        std::cmp::Ordering::Less => m.zext(q, w),
+    }
+}

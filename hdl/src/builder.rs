@@ -485,6 +485,12 @@ impl ModuleBuilder {
     pub fn xor(&mut self, a: Sig, b: Sig) -> Sig {
         self.binary(BinOp::Xor, a, b)
     }
+    /// `a & !b`.
+    pub fn and_not(&mut self, a: Sig, b: Sig) -> Sig {
+        let nb = self.not(b);
+        self.and(a, nb)
+    }
+
     /// AND of several equal-width values.
     pub fn and_all(&mut self, xs: &[Sig]) -> Sig {
         self.fold(xs, Self::and)
@@ -531,6 +537,21 @@ impl ModuleBuilder {
         let b = self.zext(b, w);
         self.binary(BinOp::Mul, a, b)
     }
+    /// The low `width` bits of the unsigned product (operands zero-extended or truncated to
+    /// `width` first): an address computation that cannot overflow needs no more.
+    pub fn mul_lo(&mut self, a: Sig, b: Sig, width: u32) -> Sig {
+        let fit = |m: &mut Self, x: Sig| {
+            if x.width >= width {
+                m.trunc(x, width)
+            } else {
+                m.zext(x, width)
+            }
+        };
+        let a = fit(self, a);
+        let b = fit(self, b);
+        self.binary(BinOp::Mul, a, b)
+    }
+
     /// Full two's-complement product: width `a.width + b.width`.
     pub fn mul_signed(&mut self, a: Sig, b: Sig) -> Sig {
         let w = a.width + b.width;

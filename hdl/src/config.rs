@@ -56,6 +56,14 @@ pub struct CoreConfig {
     pub max_outstanding: u32,
     /// Target clock in MHz (for constraints and reports).
     pub clock_mhz: f64,
+    /// Test only: the core never releases V blocks, a broken schedule its assertions must
+    /// catch. Leave false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub debug_hold_v: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`].
@@ -79,6 +87,7 @@ struct ConfigFile {
     addr_bits: Option<u32>,
     max_outstanding: Option<u32>,
     clock_mhz: Option<f64>,
+    debug_hold_v: Option<bool>,
 }
 
 impl ConfigFile {
@@ -117,6 +126,7 @@ impl ConfigFile {
             addr_bits: take!(addr_bits),
             max_outstanding: take!(max_outstanding),
             clock_mhz: take!(clock_mhz),
+            debug_hold_v: self.debug_hold_v.unwrap_or(false),
         };
         if !missing.is_empty() {
             bail!(
@@ -130,7 +140,7 @@ impl ConfigFile {
 }
 
 /// Names of the built-in presets.
-pub const PRESETS: &[&str] = &["seed", "small"];
+pub const PRESETS: &[&str] = &["seed", "small", "medium", "npu16"];
 
 impl CoreConfig {
     /// The built-in preset called `name`.
@@ -152,6 +162,7 @@ impl CoreConfig {
             addr_bits: 32,
             max_outstanding: 128,
             clock_mhz: 1500.0,
+            debug_hold_v: false,
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128.
@@ -163,6 +174,22 @@ impl CoreConfig {
                 br: 8,
                 bc: 8,
                 head_dim: 16,
+                ..base
+            },
+            // The same mapping on 8x8 PEs: Br = Bc = 16, d = 32.
+            "medium" => CoreConfig {
+                rows: 8,
+                cols: 8,
+                br: 16,
+                bc: 16,
+                head_dim: 32,
+                ..base
+            },
+            // 16x16 PEs as in the NPU evaluation: 4 query rows, 4 keys and 8 O columns per PE
+            // fill the 64 registers exactly (2 x 16 S + 32 O).
+            "npu16" => CoreConfig {
+                rows: 16,
+                cols: 16,
                 ..base
             },
             other => bail!(
@@ -341,7 +368,20 @@ impl CoreConfig {
             v: land(self.bc, Layout::BeatSliced),
             o_rows: self.br,
             o_row_beats: (self.head_dim * 4).div_ceil(beat),
+            o_rows_per_bank: self.br / self.rows.max(1),
         }
+    }
+
+    /// Cycles a landed K/V block may wait to be consumed before the core's assertion fires:
+    /// generous, sixteen blocks' worth of MAC steps plus memory slack.
+    pub fn kv_bound(&self) -> u32 {
+        let (a, b, e) = (
+            self.br / self.rows.max(1),
+            self.bc / self.cols.max(1),
+            self.head_dim / self.cols.max(1),
+        );
+        let block = self.head_dim * a * b + self.bc * a * e;
+        (16 * block + 4096).min(1 << 23)
     }
 
     /// The row-reduction tree across the PE columns.

@@ -51,9 +51,11 @@ pub struct DmaConfig {
     pub q: LandingConfig,
     pub k: LandingConfig,
     pub v: LandingConfig,
-    /// Staging buffer of the write channel: rows and beats per row.
+    /// Staging buffer of the write channel: rows and beats per row, banked by `o_rows_per_bank`
+    /// rows (a write port per bank: each PE row writes its own outputs).
     pub o_rows: u32,
     pub o_row_beats: u32,
+    pub o_rows_per_bank: u32,
 }
 
 /// Error codes of `x_error`.
@@ -102,6 +104,12 @@ impl DmaConfig {
             self.o_rows >= 1 && self.o_row_beats >= 1,
             "the O staging buffer needs a row of a beat"
         );
+        ensure!(
+            self.o_rows_per_bank >= 1 && self.o_rows.is_multiple_of(self.o_rows_per_bank),
+            "the O staging buffer's {} rows do not split into banks of {}",
+            self.o_rows,
+            self.o_rows_per_bank
+        );
         Ok(())
     }
 
@@ -120,6 +128,20 @@ impl DmaConfig {
 
     pub fn o_beat_bits(&self) -> u32 {
         addr_bits(self.o_row_beats)
+    }
+
+    /// Banks of the O staging buffer.
+    pub fn o_banks(&self) -> u32 {
+        self.o_rows / self.o_rows_per_bank
+    }
+
+    /// Bits of the row-within-bank field of an O staging write (0 for one row per bank).
+    pub fn o_local_row_bits(&self) -> u32 {
+        if self.o_rows_per_bank == 1 {
+            0
+        } else {
+            addr_bits(self.o_rows_per_bank)
+        }
     }
 
     pub fn engine_name(&self) -> String {
@@ -146,11 +168,12 @@ impl DmaConfig {
             landing::Layout::BeatSliced => "bs".into(),
         };
         format!(
-            "{}_{}{}{}",
+            "{}_{}{}{}o{}",
             self.engine_name().replacen("dma_engine", "dma", 1),
             lay(&self.q),
             lay(&self.k),
-            lay(&self.v)
+            lay(&self.v),
+            self.o_rows_per_bank
         )
     }
 }
@@ -683,7 +706,9 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
 
 /// Defines the DMA: the engine, a landing buffer per read channel, and the O staging buffer.
 /// Ports: the engine's, minus its landing and staging sides, plus `x_rd_addr` → `x_rd_data`
-/// per read channel (see `landing.rs`) and `o_wr_en`, `o_wr_row`, `o_wr_beat`, `o_wr_data`.
+/// per read channel (see `landing.rs`) and the staging banks' write ports `o_wr_en`, `o_wr_row`
+/// (absent with one row per bank), `o_wr_beat`, `o_wr_data` (one field per bank, bank 0 in the
+/// low bits).
 pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let engine = build_engine(d, cfg);
     let landings: Vec<ModRef> = [cfg.q, cfg.k, cfg.v]
@@ -694,8 +719,9 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "dma: dma_engine with double-buffered landing buffers for Q, K and V and the O\n\
-             staging buffer ({} rows x {} beats). See hdl/src/dma.rs and hdl/src/landing.rs.",
-            cfg.o_rows, cfg.o_row_beats
+             staging buffer ({} rows x {} beats in banks of {} rows).\n\
+             See hdl/src/dma.rs and hdl/src/landing.rs.",
+            cfg.o_rows, cfg.o_row_beats, cfg.o_rows_per_bank
         ));
         // Pass every engine input through, except the staging read data (ours).
         let mut conns: Vec<(String, Sig)> = vec![];
@@ -704,31 +730,64 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             .iter()
             .filter(|p| p.dir == crate::ir::Dir::Input)
         {
-            if p.name == "o_rd_data" {
-                continue;
+            if p.name != "o_rd_data" {
+                conns.push((p.name.clone(), m.input(&p.name, p.width)));
             }
-            conns.push((p.name.clone(), m.input(&p.name, p.width)));
         }
-        let staging = m.memory(
-            "o_staging",
-            1 << (cfg.o_row_bits() + cfg.o_beat_bits()),
-            cfg.width,
-        );
         let o_rd = m.net("o_rd_data", cfg.width);
         conns.push(("o_rd_data".into(), o_rd));
         let refs: Vec<(&str, Sig)> = conns.iter().map(|(n, s)| (n.as_str(), *s)).collect();
         let e = m.instance(&engine, "u_engine", &refs);
+
+        // O staging: a bank per `o_rows_per_bank` rows, each with its own write port.
+        let banks = cfg.o_banks();
+        let (lrb, bb, w) = (cfg.o_local_row_bits(), cfg.o_beat_bits(), cfg.width);
+        let wr_en = m.input("o_wr_en", banks);
+        let wr_row = (lrb > 0).then(|| m.input("o_wr_row", banks * lrb));
+        let wr_beat = m.input("o_wr_beat", banks * bb);
+        let wr_data = m.input("o_wr_data", banks * w);
         let rd_row = e.get("o_rd_row");
         let rd_beat = e.get("o_rd_beat");
-        let rd_idx = m.cat(&[rd_row, rd_beat]);
-        let rd = m.mem_read(staging, rd_idx);
+        let mut bank_data = vec![];
+        for n in 0..banks {
+            let mem = m.memory(&format!("o_staging{n}"), 1 << (lrb + bb), w);
+            let en = m.bit(wr_en, n);
+            let beat = m.slice(wr_beat, n * bb + bb - 1, n * bb);
+            let data = m.slice(wr_data, n * w + w - 1, n * w);
+            let idx = match wr_row {
+                Some(rows) => {
+                    let row = m.slice(rows, n * lrb + lrb - 1, n * lrb);
+                    m.cat(&[row, beat])
+                }
+                None => beat,
+            };
+            m.mem_write(mem, en, idx, data);
+            // Read side: row r lives in bank r / rows_per_bank at r % rows_per_bank.
+            let local = if lrb == 0 {
+                rd_beat
+            } else {
+                let base = (n * cfg.o_rows_per_bank) as u64;
+                let r_lo = m.trunc(rd_row, lrb);
+                let base_lo = m.lit(lrb, base & ((1 << lrb) - 1));
+                let row = m.sub(r_lo, base_lo);
+                m.cat(&[row, rd_beat])
+            };
+            bank_data.push(m.mem_read(mem, local));
+        }
+        let rd = if banks == 1 {
+            bank_data[0]
+        } else {
+            let bits = addr_bits(banks);
+            let mut sel = m.zero(bits);
+            for n in 1..banks {
+                let lo = m.lit(rd_row.width(), (n * cfg.o_rows_per_bank) as u64);
+                let past = m.ge(rd_row, lo);
+                let nl = m.lit(bits, n as u64);
+                sel = m.mux(past, nl, sel);
+            }
+            m.mux_index(sel, &bank_data)
+        };
         m.drive(o_rd, rd);
-        let wr_en = m.input("o_wr_en", 1);
-        let wr_row = m.input("o_wr_row", cfg.o_row_bits());
-        let wr_beat = m.input("o_wr_beat", cfg.o_beat_bits());
-        let wr_data = m.input("o_wr_data", cfg.width);
-        let wr_idx = m.cat(&[wr_row, wr_beat]);
-        m.mem_write(staging, wr_en, wr_idx, wr_data);
 
         let land_data = e.get("land_data");
         for (i, name) in ["q", "k", "v"].iter().enumerate() {

@@ -8,6 +8,7 @@
 pub mod arith;
 mod builder;
 pub mod config;
+pub mod core;
 pub mod ieee;
 pub mod ir;
 
@@ -25,6 +26,7 @@ pub mod landing;
 pub mod mac;
 pub mod mask;
 pub mod pe;
+pub mod pe_row;
 pub mod row_reduce;
 pub mod softmax;
 pub mod units;

@@ -4,9 +4,10 @@
 use anyhow::{bail, Result};
 
 use crate::config::CoreConfig;
+use crate::core::{self, CoreParams};
 use crate::{
     array, dma, exp2, fp16_mul, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip,
-    fp32_to_fp16, mac, mask, pe, row_reduce, softmax, Design, ModRef,
+    fp32_to_fp16, mac, mask, pe, pe_row, row_reduce, softmax, Design, ModRef,
 };
 
 /// Names accepted by [`build_unit`].
@@ -29,6 +30,8 @@ pub const UNITS: &[&str] = &[
     "softmax_exp",
     "mask_gen",
     "dma",
+    "pe_row",
+    "core",
 ];
 
 /// Builds unit `name` as configured in `cfg` into `d`, returning its interface (the top).
@@ -54,12 +57,13 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
         "softmax_exp" => softmax::build_exp(d, &cfg.softmax_exp()),
         "mask_gen" => mask::build(d, &cfg.mask()),
         "dma" => dma::build(d, &cfg.dma()),
+        "pe_row" => pe_row::build(d, &CoreParams::from_config(cfg)?.row),
+        "core" => core::build(d, &CoreParams::from_config(cfg)?),
         other => bail!("unknown unit `{other}`: choose one of {}", UNITS.join(", ")),
     })
 }
 
-/// Builds a whole preset design into `d`, returning its top. Until the FlashAttention core
-/// exists, the top is the PE grid.
+/// Builds a whole design into `d`: the FlashAttention core. Returns its top.
 pub fn build_core(d: &mut Design, cfg: &CoreConfig) -> Result<ModRef> {
-    build_unit(d, "pe_grid", cfg)
+    build_unit(d, "core", cfg)
 }

@@ -57,7 +57,8 @@ pub struct Problem<'a> {
 pub struct FlashStats {
     /// MACs of Q·Kᵀ and of P·V that were performed.
     pub macs: u64,
-    /// MACs skipped because their position is masked (inside computed blocks).
+    /// MAC slots of computed blocks that were not performed: masked positions and the padding
+    /// of partial tiles and blocks (a computed block has 2 · Br · Bc · d slots, QK and PV).
     pub masked_macs: u64,
     /// K/V blocks computed, and skipped as entirely masked, summed over Q tiles.
     pub blocks: u64,
@@ -92,6 +93,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                 continue;
             }
             stats.blocks += 1;
+            let macs_before = stats.macs;
             for r in 0..rows {
                 let i = q_base + r;
                 let qi = &p.q[i * d..(i + 1) * d];
@@ -101,7 +103,6 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                 for (jj, sj) in s.iter_mut().enumerate() {
                     let j = k_base + jj;
                     if mask.masked(i, j) {
-                        stats.masked_macs += 2 * d as u64;
                         continue;
                     }
                     visible[jj] = true;
@@ -136,6 +137,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     stats.macs += d as u64;
                 }
             }
+            stats.masked_macs += (2 * cfg.br * cfg.bc * d) as u64 - (stats.macs - macs_before);
         }
         for r in 0..rows {
             let recip = state[r].reciprocal();

@@ -9,13 +9,15 @@
 //! should be: written beats where the descriptor says, everything else untouched. Counters
 //! (the DMA's and the memory's) must show every beat moved exactly once.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use hdl::dma::{error, DmaConfig};
 use hdl::landing::{LandingConfig, Layout};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
-use verilator_tb::memory::{Memory, MemoryConfig, MemoryStats};
+use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model, PortId};
+
+use super::pure::pack;
 
 /// A transfer descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,25 +71,13 @@ struct Consumer {
     rd_data: PortId,
 }
 
-/// Ports of the memory side.
-struct MemPorts {
-    req_valid: PortId,
-    req_ready: PortId,
-    req_addr: PortId,
-    req_write: PortId,
-    req_wdata: PortId,
-    rsp_valid: PortId,
-    rsp_data: PortId,
-}
-
 /// The DMA on a memory model.
 pub struct DmaBench {
     pub dut: Dut,
     pub mem: Memory,
     cfg: DmaConfig,
-    ports: MemPorts,
+    link: MemLink,
     consumers: Vec<Consumer>,
-    words: usize,
 }
 
 impl DmaBench {
@@ -97,16 +87,7 @@ impl DmaBench {
             "memory beat and DMA width differ"
         );
         let dut = model.dut()?;
-        let p = |n: &str| dut.port(n);
-        let ports = MemPorts {
-            req_valid: p("mem_req_valid")?,
-            req_ready: p("mem_req_ready")?,
-            req_addr: p("mem_req_addr")?,
-            req_write: p("mem_req_write")?,
-            req_wdata: p("mem_req_wdata")?,
-            rsp_valid: p("mem_rsp_valid")?,
-            rsp_data: p("mem_rsp_data")?,
-        };
+        let link = MemLink::new(&dut)?;
         let lands = [cfg.q, cfg.k, cfg.v];
         let mut consumers = vec![];
         for (i, name) in READ.into_iter().enumerate() {
@@ -131,9 +112,8 @@ impl DmaBench {
             dut,
             mem: Memory::new(mem)?,
             cfg: *cfg,
-            ports,
+            link,
             consumers,
-            words: (cfg.width / 32) as usize,
         })
     }
 
@@ -173,18 +153,35 @@ impl DmaBench {
         Ok(())
     }
 
-    /// Fills the staging buffer with `data` (row-major, the descriptor's beats per row) and
-    /// starts the write descriptor.
+    /// Fills the staging buffer with `data` (row-major, the descriptor's beats per row) through
+    /// the banks' write ports, and starts the write descriptor.
     pub fn start_write(&mut self, d: &Desc, data: &[Vec<u32>]) -> Result<()> {
         let row_beats = (d.row_bytes / self.cfg.beat_bytes() as u64).max(1);
+        let (banks, rpb) = (self.cfg.o_banks(), self.cfg.o_rows_per_bank as u64);
+        let (lrb, bb) = (self.cfg.o_local_row_bits(), self.cfg.o_beat_bits());
+        let words = (self.cfg.width / 32) as usize;
+        // One lane per bank in each field: only the addressed bank's lane is set.
+        let field = |bank: u64, value: u64, width: u32| {
+            let mut lanes = vec![0u64; banks as usize];
+            lanes[bank as usize] = value;
+            let mut w = vec![];
+            pack(&lanes, width, &mut w);
+            w
+        };
         for (i, beat) in data.iter().enumerate() {
-            self.dut.set("o_wr_en", 1);
-            self.dut.set("o_wr_row", i as u64 / row_beats);
-            self.dut.set("o_wr_beat", i as u64 % row_beats);
-            self.dut.set_words("o_wr_data", beat);
+            let (row, t) = (i as u64 / row_beats, i as u64 % row_beats);
+            let (bank, local) = (row / rpb, row % rpb);
+            self.dut.set_words("o_wr_en", &field(bank, 1, 1));
+            if lrb > 0 {
+                self.dut.set_words("o_wr_row", &field(bank, local, lrb));
+            }
+            self.dut.set_words("o_wr_beat", &field(bank, t, bb));
+            let mut all = vec![0u32; words * banks as usize];
+            all[bank as usize * words..(bank as usize + 1) * words].copy_from_slice(beat);
+            self.dut.set_words("o_wr_data", &all);
             self.cycle()?;
         }
-        self.dut.set("o_wr_en", 0);
+        self.dut.set_words("o_wr_en", &field(0, 0, 1));
         let code = self.start("o", d)?;
         ensure!(code == 0, "channel o refused {d:?} with error {code}");
         Ok(())
@@ -192,30 +189,11 @@ impl DmaBench {
 
     /// One clock cycle: memory response and request handshake, consumers, edge.
     pub fn cycle(&mut self) -> Result<()> {
-        let words = self.words;
-        let rsp = self.mem.response().map(|w| w.to_vec());
-        self.dut.set_id(self.ports.rsp_valid, rsp.is_some() as u64);
-        self.dut.set_words_id(
-            self.ports.rsp_data,
-            rsp.as_deref().unwrap_or(&vec![0; words]),
-        );
+        self.link.present(&mut self.dut, &mut self.mem);
         for i in 0..self.consumers.len() {
             self.consume(i)?;
         }
-        let valid = self.dut.get_id(self.ports.req_valid) == 1;
-        let addr = self.dut.get_id(self.ports.req_addr);
-        let write = self.dut.get_id(self.ports.req_write) == 1;
-        let wdata = self.dut.get_words_id(self.ports.req_wdata);
-        let ready = self.mem.ready(valid.then_some(addr));
-        self.dut.set_id(self.ports.req_ready, ready as u64);
-        self.dut.tick();
-        if valid && ready {
-            self.mem
-                .accept(addr, write.then_some(wdata.as_slice()))
-                .with_context(|| format!("cycle {}", self.dut.cycles()))?;
-        }
-        self.mem.end_cycle();
-        Ok(())
+        self.link.edge(&mut self.dut, &mut self.mem)
     }
 
     /// The consumer of read channel `i`, before the clock edge.
@@ -283,7 +261,7 @@ impl DmaBench {
                 };
                 self.dut.set_id(rd_addr, addr);
                 let all = self.dut.get_words_id(rd_data);
-                let per = self.words;
+                let per = (self.cfg.width / 32) as usize;
                 let got = &all[bank as usize * per..(bank as usize + 1) * per];
                 let at = (d.base + (first_row + r) * d.stride + t * beat) as usize;
                 let want: Vec<u32> = self

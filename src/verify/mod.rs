@@ -1,5 +1,6 @@
 //! RTL-versus-model checking, shared by the test suite and `regflash verify`.
 
+pub mod attention;
 pub mod dma;
 pub mod pe;
 pub mod pure;

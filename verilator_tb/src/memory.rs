@@ -11,8 +11,9 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
+use crate::dut::{Dut, PortId};
 use crate::npy::{self, Tensor};
 
 /// How the memory behaves.
@@ -235,6 +236,69 @@ impl Memory {
     /// Reads taken and not yet presented.
     pub fn outstanding(&self) -> usize {
         self.in_flight.len()
+    }
+}
+
+/// The memory-side ports of a design (`mem_req_valid`, `mem_req_ready`, `mem_req_addr`,
+/// `mem_req_write`, `mem_req_wdata`, `mem_rsp_valid`, `mem_rsp_data`), connected to a
+/// [`Memory`] one cycle at a time.
+pub struct MemLink {
+    req_valid: PortId,
+    req_ready: PortId,
+    req_addr: PortId,
+    req_write: PortId,
+    req_wdata: PortId,
+    rsp_valid: PortId,
+    rsp_data: PortId,
+    idle_rsp: Vec<u32>,
+}
+
+impl MemLink {
+    pub fn new(dut: &Dut) -> Result<Self> {
+        let p = |n: &str| dut.port(&format!("mem_{n}"));
+        let rsp_data = p("rsp_data")?;
+        Ok(MemLink {
+            req_valid: p("req_valid")?,
+            req_ready: p("req_ready")?,
+            req_addr: p("req_addr")?,
+            req_write: p("req_write")?,
+            req_wdata: p("req_wdata")?,
+            rsp_valid: p("rsp_valid")?,
+            idle_rsp: vec![0; dut.width(rsp_data).div_ceil(32) as usize],
+            rsp_data,
+        })
+    }
+
+    /// Before the clock edge: presents this cycle's read response (if any).
+    pub fn present(&self, dut: &mut Dut, mem: &mut Memory) {
+        match mem.response() {
+            Some(w) => {
+                dut.set_id(self.rsp_valid, 1);
+                dut.set_words_id(self.rsp_data, w);
+            }
+            None => {
+                dut.set_id(self.rsp_valid, 0);
+                dut.set_words_id(self.rsp_data, &self.idle_rsp);
+            }
+        }
+    }
+
+    /// The request handshake, the clock edge, and the memory's side of the edge. Fails if
+    /// the design presents a request the memory cannot take (misaligned or out of range).
+    pub fn edge(&self, dut: &mut Dut, mem: &mut Memory) -> Result<()> {
+        let valid = dut.get_id(self.req_valid) == 1;
+        let addr = if valid { dut.get_id(self.req_addr) } else { 0 };
+        let ready = mem.ready(valid.then_some(addr));
+        dut.set_id(self.req_ready, ready as u64);
+        let wdata = (valid && ready && dut.get_id(self.req_write) == 1)
+            .then(|| dut.get_words_id(self.req_wdata));
+        dut.tick();
+        if valid && ready {
+            mem.accept(addr, wdata.as_deref())
+                .with_context(|| format!("cycle {}", dut.cycles()))?;
+        }
+        mem.end_cycle();
+        Ok(())
     }
 }
 

@@ -1,0 +1,1052 @@
+//! `core`: the FlashAttention core: R `pe_row`s (C PEs each, with their row engines), the DMA,
+//! two causal-mask generators and the sequencer. Bit-exact model: `kernels::flash`.
+//!
+//! **Ports.** The memory port (see `dma.rs`); `start` with the problem: `q_addr`, `k_addr`,
+//! `v_addr`, `o_addr` (byte addresses of (heads, len, d) row-major FP16 tensors, O in FP16 or,
+//! with `out_f32`, FP32), `heads`, `q_len`, `k_len`, `causal`, `c_const` (the softmax constant
+//! f32(log2(e)/√d)); `busy`, `done`, `error` (a DMA channel's error code); counters.
+//!
+//! **Schedule.** Per head, the Q channel streams Q tiles (Br rows); per Q tile, the K and V
+//! channels stream the blocks (Bc keys) the tile needs: all of K for non-causal attention, the
+//! prefix up to the last row's diagonal for causal (later blocks are entirely masked and are
+//! neither fetched nor computed). The MAC phases run back to back:
+//! QK(0), QK(1), PV(0), QK(2), PV(1), ..., PV(n−1). QK(j) is d·a·b steps (k, ii, jj), PV(j) is
+//! Bc·a·e steps (j, ii, q); one step per cycle, every PE one MAC per step. The softmax of
+//! block j runs in the row engines while QK(j+1) computes (S is double-buffered in the PE
+//! registers). After a tile's last PV the row engines normalize O into the O staging buffer and
+//! the DMA writes it out, while the next tile's QK(0) already runs.
+//!
+//! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
+//! (MACs performed), `masked_macs` (MAC slots of issued steps that were masked),
+//! `stall_kv`, `stall_q`, `stall_softmax`, `stall_other` (busy cycles without a MAC step, by the
+//! reason the next phase could not start), `blocks`, `skipped_blocks`, `rf_reads`,
+//! `rf_writes`, `read_beats`, `write_beats`.
+//!
+//! **Assertions** (simulation only): a K or V block that has landed is consumed within
+//! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
+//! never written to memory).
+
+use anyhow::{ensure, Result};
+
+use crate::arith::div_ceil_const;
+use crate::config::CoreConfig;
+use crate::dma::{self, DmaConfig};
+use crate::mask::{self, MaskConfig};
+use crate::pe::{PeOp, OP_BITS};
+use crate::pe_row::{self, PeRowConfig};
+use crate::{addr_bits, bits_for, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+
+/// Counter width.
+pub const COUNTER_BITS: u32 = 48;
+
+/// Names of the counters, in port order.
+pub const COUNTERS: &[&str] = &[
+    "cycles",
+    "mac_cycles",
+    "macs",
+    "masked_macs",
+    "stall_kv",
+    "stall_q",
+    "stall_softmax",
+    "stall_other",
+    "blocks",
+    "skipped_blocks",
+    "rf_reads",
+    "rf_writes",
+    "read_beats",
+    "write_beats",
+];
+
+/// Everything the core is built from, derived from a `CoreConfig`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CoreParams {
+    pub rows: u32,
+    pub row: PeRowConfig,
+    pub dma: DmaConfig,
+    pub mask: MaskConfig,
+    pub index_bits: u32,
+    pub addr_bits: u32,
+    /// Cycles a landed K/V block may wait before the assertion fires.
+    pub kv_bound: u32,
+    /// Test only: never release V blocks (a broken schedule that the assertions must catch).
+    pub debug_hold_v: bool,
+}
+
+impl CoreParams {
+    pub fn from_config(c: &CoreConfig) -> Result<Self> {
+        c.validate()?;
+        let (a, b, e) = (c.br / c.rows, c.bc / c.cols, c.head_dim / c.cols);
+        let row = PeRowConfig {
+            cols: c.cols,
+            a,
+            b,
+            e,
+            pe: c.pe(),
+            exp: c.softmax_exp(),
+            mem_width: c.mem_width,
+        };
+        let p = CoreParams {
+            rows: c.rows,
+            row,
+            dma: c.dma(),
+            mask: c.mask(),
+            index_bits: c.index_bits,
+            addr_bits: c.addr_bits,
+            kv_bound: c.kv_bound(),
+            debug_hold_v: c.debug_hold_v,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        self.row.validate()?;
+        let lat = self.row.pe.latency();
+        let r = &self.row;
+        ensure!(
+            r.regs_needed() <= r.pe.regs,
+            "each PE needs {} registers (2 x {} S values double-buffered + {} O values) but has \
+             regs_per_pe = {}: raise regs_per_pe or shrink the tile",
+            r.regs_needed(),
+            r.a * r.b,
+            r.a * r.e,
+            r.pe.regs
+        );
+        ensure!(
+            r.a * r.b >= lat && r.a * r.e >= lat,
+            "a PE updates each of its {} S and {} O accumulators once every {} and {} cycles, \
+             fewer than the MAC's {lat}-cycle latency: raise br, bc or head_dim, or lower \
+             mul_latency / add_latency",
+            r.a * r.b,
+            r.a * r.e,
+            r.a * r.b,
+            r.a * r.e
+        );
+        ensure!(
+            self.dma.width >= 16 && (r.d() * 16).is_multiple_of(self.dma.width),
+            "rows of head_dim values must fill whole memory beats"
+        );
+        Ok(())
+    }
+
+    pub fn br(&self) -> u32 {
+        self.rows * self.row.a
+    }
+
+    pub fn bc(&self) -> u32 {
+        self.row.bc()
+    }
+
+    pub fn d(&self) -> u32 {
+        self.row.d()
+    }
+
+    /// FP16 values per memory beat.
+    pub fn lanes(&self) -> u32 {
+        self.dma.width / 16
+    }
+
+    /// MAC steps of one block: QK then PV.
+    pub fn block_steps(&self) -> (u32, u32) {
+        let r = &self.row;
+        (self.d() * r.a * r.b, self.bc() * r.a * r.e)
+    }
+
+    pub fn module_name(&self) -> String {
+        format!(
+            "core_{}x{}_{}{}",
+            self.rows,
+            self.row.cols,
+            self.row.module_name().trim_start_matches("pe_row_"),
+            if self.debug_hold_v { "_dbg_hold_v" } else { "" }
+        )
+    }
+}
+
+/// Main sequencer states.
+mod st {
+    pub const IDLE: u64 = 0;
+    pub const HEAD: u64 = 1;
+    pub const TILE: u64 = 2;
+    pub const TILE_GO: u64 = 3;
+    pub const RUN: u64 = 4;
+    pub const END: u64 = 5;
+    pub const FINISH: u64 = 6;
+    pub const BITS: u32 = 3;
+}
+
+/// Phase kinds.
+mod ph {
+    pub const NONE: u64 = 0;
+    pub const QK: u64 = 1;
+    pub const PV: u64 = 2;
+}
+
+/// Readout states.
+mod ro {
+    pub const IDLE: u64 = 0;
+    pub const PEND: u64 = 1;
+    pub const RUN: u64 = 2;
+    pub const WRITE: u64 = 3;
+}
+
+fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
+    let r = m.reg(name, COUNTER_BITS, Some(0));
+    let inc = m.zext(inc, COUNTER_BITS);
+    let sum = m.add(r.q, inc);
+    let zero = m.zero(COUNTER_BITS);
+    let d = m.mux(clear, zero, sum);
+    m.set_next(r, d);
+    r.q
+}
+
+fn reg_set(m: &mut ModuleBuilder, r: RegHandle, d: Sig, en: Sig) {
+    m.set_next(r, d);
+    m.set_enable(r, en);
+}
+
+/// Defines the core.
+pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
+    let row_mod = pe_row::build(d, &p.row);
+    let dma_mod = dma::build(d, &p.dma);
+    let mask_mod = mask::build(d, &p.mask);
+    let p = *p;
+    d.define(&p.module_name(), |_, m| {
+        m.doc(&format!(
+            "core: FlashAttention on {} x {} PEs, Br = {}, Bc = {}, d = {}. See hdl/src/core.rs\n\
+             for the ports, the schedule, the counters and the assertions.",
+            p.rows,
+            p.row.cols,
+            p.br(),
+            p.bc(),
+            p.d()
+        ));
+        let (rr, cn, a_n, b_n, e_n) = (p.rows, p.row.cols, p.row.a, p.row.b, p.row.e);
+        let (br, bc, dd) = (p.br(), p.bc(), p.d());
+        let iw = p.index_bits;
+        let aw_addr = p.addr_bits;
+        let lanes = p.lanes();
+        let w = p.dma.width;
+        let row_bytes = (dd * 2) as u64;
+
+        // ---------------- problem inputs ----------------------------------------------
+        let start = m.input("start", 1);
+        let q_addr = m.input("q_addr", aw_addr);
+        let k_addr = m.input("k_addr", aw_addr);
+        let v_addr = m.input("v_addr", aw_addr);
+        let o_addr = m.input("o_addr", aw_addr);
+        let heads = m.input("heads", iw);
+        let q_len = m.input("q_len", iw);
+        let k_len = m.input("k_len", iw);
+        let causal = m.input("causal", 1);
+        let out_f32 = m.input("out_f32", 1);
+        let c_const = m.input("c_const", 32);
+        // Latched at start: the problem does not change while the core runs.
+        let state = m.reg("state", st::BITS, Some(st::IDLE));
+        let idle = m.eq_lit(state.q, st::IDLE);
+        let go = m.and(start, idle);
+        let go = m.name("go", go);
+        let hq = |m: &mut ModuleBuilder, n: &str, x: Sig| m.hold(n, x, go);
+        let q_addr = hq(m, "q_base_addr", q_addr);
+        let k_addr = hq(m, "k_base_addr", k_addr);
+        let v_addr = hq(m, "v_base_addr", v_addr);
+        let o_addr = hq(m, "o_base_addr", o_addr);
+        let heads = hq(m, "n_heads", heads);
+        let q_len = hq(m, "q_length", q_len);
+        let k_len = hq(m, "k_length", k_len);
+        let causal = hq(m, "is_causal", causal);
+        let out_f32 = hq(m, "is_f32", out_f32);
+        let c_const = hq(m, "softmax_c", c_const);
+        let o_row_bytes = {
+            let rb16 = m.lit(16, row_bytes);
+            let rb32 = m.lit(16, 2 * row_bytes);
+            m.mux(out_f32, rb32, rb16)
+        };
+
+        // ---------------- DMA ----------------------------------------------------------
+        let dma_in =
+            |m: &mut ModuleBuilder, name: &str, width: u32| m.net(&format!("dma_{name}"), width);
+        let mut dma_conns: Vec<(String, Sig)> = vec![];
+        let mut dma_nets = std::collections::HashMap::new();
+        for port in dma_mod
+            .ports
+            .iter()
+            .filter(|x| x.dir == crate::ir::Dir::Input)
+        {
+            let s = if port.name.starts_with("mem_") {
+                m.input(&port.name, port.width)
+            } else {
+                let s = dma_in(m, &port.name, port.width);
+                dma_nets.insert(port.name.clone(), s);
+                s
+            };
+            dma_conns.push((port.name.clone(), s));
+        }
+        let refs: Vec<(&str, Sig)> = dma_conns.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let dm = m.instance(&dma_mod, "u_dma", &refs);
+        let dn = |n: &str| dma_nets[n];
+        for port in dma_mod
+            .ports
+            .iter()
+            .filter(|x| x.dir == crate::ir::Dir::Output)
+        {
+            if port.name.starts_with("mem_") {
+                m.output(&port.name, dm.get(&port.name));
+            }
+        }
+        let q_ready = dm.get("q_ready");
+        let k_ready = dm.get("k_ready");
+        let v_ready = dm.get("v_ready");
+        let q_busy = dm.get("q_busy");
+        let k_busy = dm.get("k_busy");
+        let v_busy = dm.get("v_busy");
+        let o_busy = dm.get("o_busy");
+
+        // ---------------- sequencer registers -------------------------------------------
+        let head = m.reg("head", iw, Some(0));
+        let q_base = m.reg("q_base", iw, Some(0));
+        let qkv_head_off = m.reg("q_head_off", aw_addr, Some(0));
+        let kv_head_off = m.reg("kv_head_off", aw_addr, Some(0));
+        let o_head_off = m.reg("o_head_off", aw_addr, Some(0));
+        let nblk = m.reg("nblk", iw, Some(0));
+        let needed = m.reg("needed", iw, Some(0));
+        let ph_kind = m.reg("ph_kind", 2, Some(ph::NONE));
+        let ph_blk = m.reg("ph_blk", iw, Some(0));
+        let kk = m.reg("k", addr_bits(dd), Some(0));
+        let ii = m.reg("ii", addr_bits(a_n), Some(0));
+        let jj = m.reg("jj", addr_bits(b_n), Some(0));
+        let jk = m.reg("jk", addr_bits(bc), Some(0));
+        let qq = m.reg("q", addr_bits(e_n), Some(0));
+        let qk_issued = m.reg("qk_issued", iw, Some(0));
+        let pv_issued = m.reg("pv_issued", iw, Some(0));
+        let qk_done = m.reg("qk_done", iw, Some(0));
+        let pv_done = m.reg("pv_done", iw, Some(0));
+        let sm_done = m.reg("sm_done", iw, Some(0));
+        let sm_running = m.reg("sm_running", 1, Some(0));
+        let sm_kbase = m.reg("sm_kbase", iw, Some(0));
+        let ro_state = m.reg("ro_state", 2, Some(ro::IDLE));
+        let ro_rows = m.reg("ro_rows", iw, Some(0));
+        let ro_qbase = m.reg("ro_qbase", iw, Some(0));
+        let ro_zero = m.reg("ro_zero", 1, Some(0));
+        let ro_ohead = m.reg("ro_ohead", aw_addr, Some(0));
+
+        let is = |m: &mut ModuleBuilder, s: u64| m.eq_lit(state.q, s);
+        let s_head = is(m, st::HEAD);
+        let s_tile = is(m, st::TILE);
+        let s_tile_go = is(m, st::TILE_GO);
+        let s_run = is(m, st::RUN);
+        let s_end = is(m, st::END);
+        let s_finish = is(m, st::FINISH);
+        let in_qk = m.eq_lit(ph_kind.q, ph::QK);
+        let in_pv = m.eq_lit(ph_kind.q, ph::PV);
+        let no_phase = m.eq_lit(ph_kind.q, ph::NONE);
+        let ro_idle = m.eq_lit(ro_state.q, ro::IDLE);
+
+        // Per-tile derived values: the tile's last row, the keys it needs, its blocks.
+        let brl = m.lit(iw, br as u64);
+        let tile_end = m.add(q_base.q, brl);
+        let past_end = m.gt(tile_end, q_len);
+        let tile_end = m.mux(past_end, q_len, tile_end);
+        let rows_valid = m.sub(tile_end, q_base.q);
+        let rows_valid = m.name("rows_valid", rows_valid);
+        // Causal: keys up to (last row) + k_len - q_len, i.e. tile_end + k_len - q_len.
+        let wide = iw + 2;
+        let te = m.zext(tile_end, wide);
+        let kl = m.zext(k_len, wide);
+        let ql = m.zext(q_len, wide);
+        let reach = m.add(te, kl);
+        let reach = m.sub(reach, ql);
+        let zero_w = m.zero(wide);
+        let negative = m.lt_signed(reach, zero_w);
+        let reach = m.mux(negative, zero_w, reach);
+        let over = m.gt(reach, kl);
+        let reach = m.mux(over, kl, reach);
+        let reach = m.trunc(reach, iw);
+        let need_d = m.mux(causal, reach, k_len);
+        let need_d = m.name("keys_needed", need_d);
+        let nblk_d = div_ceil_const(m, need_d, bc as u64);
+        let all_blocks = div_ceil_const(m, k_len, bc as u64);
+
+        // ---------------- phase selection and steps -------------------------------------
+        // QK may run at most two blocks ahead of PV: QK(0), QK(1), PV(0), QK(2), PV(1), ...
+        let qk_more = m.lt(qk_issued.q, nblk.q);
+        let pv_plus2 = m.add_lit(pv_issued.q, 2);
+        let qk_allowed = m.lt(qk_issued.q, pv_plus2);
+        let want_qk = m.and(qk_more, qk_allowed);
+        let pv_more = m.lt(pv_issued.q, qk_issued.q);
+        let sm_ahead = m.gt(sm_done.q, pv_issued.q);
+        let choose = m.and(s_run, no_phase);
+        let qk_can = m.and_all(&[want_qk, k_ready, q_ready]);
+        let pv_can = m.and_all(&[pv_more, sm_ahead, v_ready]);
+        let want_pv = m.not(want_qk);
+        let pv_can = m.and(pv_can, want_pv);
+        let start_qk = m.and(choose, qk_can);
+        let start_qk = m.name("start_qk", start_qk);
+        let start_pv = m.and(choose, pv_can);
+        let start_pv = m.name("start_pv", start_pv);
+
+        // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last.
+        let step = |m: &mut ModuleBuilder, r: RegHandle, n: u32| -> (Sig, Sig) {
+            let last = m.eq_lit(r.q, (n - 1) as u64);
+            let inc = m.add_lit(r.q, 1);
+            let zero = m.zero(r.q.width());
+            (m.mux(last, zero, inc), last)
+        };
+        let (jj_n, jj_last) = step(m, jj, b_n);
+        let (ii_n, ii_last) = step(m, ii, a_n);
+        let (k_n, k_last) = step(m, kk, dd);
+        let (q_n, q_last) = step(m, qq, e_n);
+        let (jk_n, jk_last) = step(m, jk, bc);
+        let qk_inner = jj_last;
+        let qk_mid = m.and(jj_last, ii_last);
+        let qk_end = m.and(qk_mid, k_last);
+        let pv_mid = m.and(q_last, ii_last);
+        let pv_end = m.and(pv_mid, jk_last);
+        let qk_last_step = m.and(in_qk, qk_end);
+        let qk_last_step = m.name("qk_last_step", qk_last_step);
+        let pv_last_step = m.and(in_pv, pv_end);
+        let pv_last_step = m.name("pv_last_step", pv_last_step);
+        let begin = m.or(start_qk, start_pv);
+        let z = |m: &mut ModuleBuilder, r: RegHandle| m.zero(r.q.width());
+        // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
+        let zj = z(m, jj);
+        let jj_d = m.mux(begin, zj, jj_n);
+        let jj_en = m.or(in_qk, begin);
+        reg_set(m, jj, jj_d, jj_en);
+        let ii_step_qk = m.and(in_qk, qk_inner);
+        let ii_step_pv = m.and(in_pv, q_last);
+        let ii_step = m.or(ii_step_qk, ii_step_pv);
+        let zi = z(m, ii);
+        let ii_d = m.mux(begin, zi, ii_n);
+        let ii_en = m.or(ii_step, begin);
+        reg_set(m, ii, ii_d, ii_en);
+        let k_step = m.and(in_qk, qk_mid);
+        let zk = z(m, kk);
+        let k_d = m.mux(begin, zk, k_n);
+        let k_en = m.or(k_step, begin);
+        reg_set(m, kk, k_d, k_en);
+        let zq = z(m, qq);
+        let q_d = m.mux(begin, zq, q_n);
+        let q_en = m.or(in_pv, begin);
+        reg_set(m, qq, q_d, q_en);
+        let jk_step = m.and(in_pv, pv_mid);
+        let zjk = z(m, jk);
+        let jk_d = m.mux(begin, zjk, jk_n);
+        let jk_en = m.or(jk_step, begin);
+        reg_set(m, jk, jk_d, jk_en);
+        // Phase kind and block.
+        let phase_over = m.or(qk_last_step, pv_last_step);
+        let none = m.lit(2, ph::NONE);
+        let qk_l = m.lit(2, ph::QK);
+        let pv_l = m.lit(2, ph::PV);
+        let kind_d = m.mux(start_pv, pv_l, none);
+        let kind_d = m.mux(start_qk, qk_l, kind_d);
+        let kind_en = m.or(begin, phase_over);
+        reg_set(m, ph_kind, kind_d, kind_en);
+        let blk_d = m.mux(start_qk, qk_issued.q, pv_issued.q);
+        reg_set(m, ph_blk, blk_d, begin);
+
+        // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
+        let tile_reset = s_tile_go;
+        let zero_iw = m.zero(iw);
+        let count = |m: &mut ModuleBuilder, r: RegHandle, inc: Sig| {
+            let plus = m.add_lit(r.q, 1);
+            let d = m.mux(tile_reset, zero_iw, plus);
+            let en = m.or(inc, tile_reset);
+            reg_set(m, r, d, en);
+        };
+        count(m, qk_issued, qk_last_step);
+        count(m, pv_issued, pv_last_step);
+        let lat = p.row.pe.latency();
+        let qk_drained = m.delay_n("qk_drain", qk_last_step, lat);
+        let pv_drained = m.delay_n("pv_drain", pv_last_step, lat);
+        count(m, qk_done, qk_drained);
+        count(m, pv_done, pv_drained);
+
+        // ---------------- softmax trigger ---------------------------------------------
+        let rows_busy = m.net("rows_busy", 1);
+        let sm_more = m.lt(sm_done.q, nblk.q);
+        let qk_ready = m.gt(qk_done.q, sm_done.q);
+        let p_free = m.ge(pv_issued.q, sm_done.q);
+        let first_block = m.is_zero(sm_done.q);
+        let later_block = m.not(first_block);
+        let ro_ok = m.or(ro_idle, later_block);
+        let not_running = m.not(sm_running.q);
+        let not_busy = m.not(rows_busy);
+        let sm_go = m.and_all(&[
+            s_run,
+            sm_more,
+            qk_ready,
+            p_free,
+            ro_ok,
+            not_running,
+            not_busy,
+        ]);
+        let sm_go = m.name("sm_go", sm_go);
+        // Running until the engines, busy from the next cycle, are idle again.
+        let sm_seen = m.reg("sm_seen", 1, Some(0));
+        let zero_bit = m.zero(1);
+        let seen_d = m.mux(sm_go, zero_bit, rows_busy);
+        let seen_d = m.or(seen_d, sm_seen.q);
+        let seen_d = m.and_not(seen_d, sm_go);
+        let finished = m.and_all(&[sm_running.q, sm_seen.q, not_busy]);
+        let seen_d = m.mux(finished, zero_bit, seen_d);
+        m.set_next(sm_seen, seen_d);
+        let one1 = m.lit(1, 1);
+        let zero1 = m.zero(1);
+        let run_d = m.mux(sm_go, one1, zero1);
+        let run_en = m.or(sm_go, finished);
+        reg_set(m, sm_running, run_d, run_en);
+        count(m, sm_done, finished);
+        let bcl = m.lit(iw, bc as u64);
+        let next_kbase = m.mul_lo(sm_done.q, bcl, iw);
+        reg_set(m, sm_kbase, next_kbase, sm_go);
+
+        // ---------------- main sequencer --------------------------------------------------
+        let head_last = m.ge(head.q, heads);
+        let q_idle = m.not(q_busy);
+        let tiles_done = m.ge(q_base.q, q_len);
+        let kv_busy = m.or(k_busy, v_busy);
+        let kv_idle = m.not(kv_busy);
+        let empty_tile = m.is_zero(nblk.q);
+        let all_pv = m.ge(pv_issued.q, nblk.q);
+        let drained = m.ge(pv_done.q, nblk.q);
+        let end_ok = m.and(drained, ro_idle);
+        let lit = |m: &mut ModuleBuilder, s: u64| m.lit(st::BITS, s);
+        let (l_idle, l_head, l_tile, l_go, l_run, l_end, l_fin) = (
+            lit(m, st::IDLE),
+            lit(m, st::HEAD),
+            lit(m, st::TILE),
+            lit(m, st::TILE_GO),
+            lit(m, st::RUN),
+            lit(m, st::END),
+            lit(m, st::FINISH),
+        );
+        let from_idle = m.mux(go, l_head, l_idle);
+        let head_go = m.mux(q_idle, l_tile, l_head);
+        let from_head = m.mux(head_last, l_fin, head_go);
+        let tile_go = m.mux(kv_idle, l_go, l_tile);
+        let from_tile = m.mux(tiles_done, l_head, tile_go);
+        // An empty tile (no block to compute) still waits for its Q block, to release it.
+        let q_not_ready = m.not(q_ready);
+        let go_wait = m.and_all(&[s_tile_go, empty_tile, q_not_ready]);
+        let go_wait = m.name("empty_tile_wait", go_wait);
+        let go_once = m.and_not(s_tile_go, go_wait);
+        let from_go = m.mux(go_wait, l_go, l_run);
+        let from_run = m.mux(all_pv, l_end, l_run);
+        let from_end = m.mux(end_ok, l_tile, l_end);
+        let o_idle = m.not(o_busy);
+        let fin_ok = m.and(ro_idle, o_idle);
+        let from_fin = m.mux(fin_ok, l_idle, l_fin);
+        let table = [
+            from_idle, from_head, from_tile, from_go, from_run, from_end, from_fin, l_idle,
+        ];
+        let state_d = m.mux_index(state.q, &table);
+        m.set_next(state, state_d);
+        // Heads: the Q descriptor starts when the head begins; offsets step per head.
+        let heads_left = m.not(head_last);
+        let head_start = m.and_all(&[s_head, heads_left, q_idle]);
+        let head_start = m.name("head_start", head_start);
+        let head_next = m.and(s_tile, tiles_done);
+        let zero_a = m.zero(aw_addr);
+        let step_off = |m: &mut ModuleBuilder, r: RegHandle, len: Sig, bytes: Sig| {
+            let span = m.mul_lo(len, bytes, aw_addr);
+            let next = m.add(r.q, span);
+            let d = m.mux(go, zero_a, next);
+            let en = m.or(go, head_next);
+            reg_set(m, r, d, en);
+        };
+        let rb_lit = m.lit(16, row_bytes);
+        step_off(m, qkv_head_off, q_len, rb_lit);
+        step_off(m, kv_head_off, k_len, rb_lit);
+        step_off(m, o_head_off, q_len, o_row_bytes);
+        let head_inc = m.add_lit(head.q, 1);
+        let head_d = m.mux(go, zero_iw, head_inc);
+        let head_en = m.or(go, head_next);
+        reg_set(m, head, head_d, head_en);
+        // Tiles: q_base steps by Br at the end of each tile, restarts per head.
+        let tile_next = m.and(s_end, end_ok);
+        let q_step = m.add(q_base.q, brl);
+        let q_d = m.mux(head_start, zero_iw, q_step);
+        let q_en = m.or(head_start, tile_next);
+        reg_set(m, q_base, q_d, q_en);
+        reg_set(m, needed, need_d, s_tile);
+        reg_set(m, nblk, nblk_d, s_tile);
+
+        // ---------------- DMA descriptors and handshakes ----------------------------------
+        let set = |m: &mut ModuleBuilder, n: &str, v: Sig| {
+            let t = dn(n);
+            let v = if v.width() == t.width() {
+                v
+            } else if v.width() < t.width() {
+                m.zext(v, t.width())
+            } else {
+                m.trunc(v, t.width())
+            };
+            m.drive(t, v);
+        };
+        let row_bytes16 = m.lit(16, row_bytes);
+        let stride_l = m.lit(aw_addr, row_bytes);
+        // Q: one descriptor per head, a block per tile.
+        set(m, "q_start", head_start);
+        let qa = m.add(q_addr, qkv_head_off.q);
+        set(m, "q_base", qa);
+        set(m, "q_stride", stride_l);
+        set(m, "q_row_bytes", row_bytes16);
+        set(m, "q_rows", q_len);
+        set(m, "q_block_rows", brl);
+        set(m, "q_want", zero_bit);
+        // The Q tile is released after its last QK step, or at once for a tile with no block.
+        let q_last_qk = {
+            let last_blk = m.add_lit(ph_blk.q, 1);
+            let is_last = m.eq(last_blk, nblk.q);
+            m.and(qk_last_step, is_last)
+        };
+        let empty_release = m.and(go_once, empty_tile);
+        let q_rel = m.or(q_last_qk, empty_release);
+        set(m, "q_release", q_rel);
+        // K and V: one descriptor per tile, blocks of Bc rows.
+        let kv_start = m.and_not(s_tile_go, empty_tile);
+        let kv_start = m.name("kv_start", kv_start);
+        let ka = m.add(k_addr, kv_head_off.q);
+        let va = m.add(v_addr, kv_head_off.q);
+        for (ch, base) in [("k", ka), ("v", va)] {
+            set(m, &format!("{ch}_start"), kv_start);
+            set(m, &format!("{ch}_base"), base);
+            set(m, &format!("{ch}_stride"), stride_l);
+            set(m, &format!("{ch}_row_bytes"), row_bytes16);
+            set(m, &format!("{ch}_rows"), needed.q);
+            set(m, &format!("{ch}_block_rows"), bcl);
+        }
+        set(m, "k_want", zero_bit);
+        set(m, "v_want", zero_bit);
+        set(m, "k_release", qk_last_step);
+        let v_rel = if p.debug_hold_v {
+            zero_bit
+        } else {
+            pv_last_step
+        };
+        set(m, "v_release", v_rel);
+
+        // ---------------- mask generators -----------------------------------------------
+        let qk_kbase = m.mul_lo(ph_blk.q, bcl, iw);
+        let ma = m.instance(
+            &mask_mod,
+            "u_mask_qk",
+            &[
+                ("q_base", q_base.q),
+                ("k_base", qk_kbase),
+                ("q_len", q_len),
+                ("k_len", k_len),
+                ("causal", causal),
+            ],
+        );
+        let mask_a = ma.get("mask");
+        m.discard(ma.get("skip"));
+        let mb = m.instance(
+            &mask_mod,
+            "u_mask_sp",
+            &[
+                ("q_base", q_base.q),
+                ("k_base", sm_kbase.q),
+                ("q_len", q_len),
+                ("k_len", k_len),
+                ("causal", causal),
+            ],
+        );
+        let mask_b = mb.get("mask");
+        m.discard(mb.get("skip"));
+
+        // ---------------- operands ------------------------------------------------------
+        let lane_bits = addr_bits(lanes);
+        let q_land = &p.dma.q;
+        let k_land = &p.dma.k;
+        let k_lane = m.trunc(kk.q, lane_bits.min(kk.q.width()));
+        let k_lane = m.zext(k_lane, lane_bits);
+        let k_beat = if kk.q.width() > lane_bits {
+            m.slice(kk.q, kk.q.width() - 1, lane_bits)
+        } else {
+            m.zero(1)
+        };
+        let field = |m: &mut ModuleBuilder, x: Sig, bits: u32| -> Option<Sig> {
+            (bits > 0).then(|| {
+                if x.width() >= bits {
+                    m.trunc(x, bits)
+                } else {
+                    m.zext(x, bits)
+                }
+            })
+        };
+        let q_slot = dm.get("q_slot");
+        let k_slot = dm.get("k_slot");
+        let v_slot = dm.get("v_slot");
+        let q_rd = {
+            let mut parts = vec![q_slot];
+            parts.extend(field(m, ii.q, q_land.local_row_bits()));
+            parts.extend(field(m, k_beat, q_land.beat_bits()));
+            m.cat(&parts)
+        };
+        set(m, "q_rd_addr", q_rd);
+        let k_rd = {
+            let mut parts = vec![k_slot];
+            parts.extend(field(m, jj.q, k_land.local_row_bits()));
+            parts.extend(field(m, k_beat, k_land.beat_bits()));
+            m.cat(&parts)
+        };
+        set(m, "k_rd_addr", k_rd);
+        let v_rd = {
+            let jkf = field(m, jk.q, p.dma.v.row_bits()).expect("rows");
+            m.cat(&[v_slot, jkf])
+        };
+        set(m, "v_rd_addr", v_rd);
+        let lane_of = |m: &mut ModuleBuilder, beat: Sig, lane: Sig| -> Sig {
+            let vals: Vec<Sig> = (0..beat.width() / 16)
+                .map(|i| m.slice(beat, 16 * i + 15, 16 * i))
+                .collect();
+            m.mux_index(lane, &vals)
+        };
+        let q_data = dm.get("q_rd_data");
+        let k_data = dm.get("k_rd_data");
+        let v_data = dm.get("v_rd_data");
+        let mut k_cols = vec![];
+        let mut v_cols = vec![];
+        for c in 0..cn {
+            let kb = m.slice(k_data, w * c + w - 1, w * c);
+            k_cols.push(lane_of(m, kb, k_lane));
+            let lanes_c: Vec<Sig> = (0..e_n)
+                .map(|q| {
+                    let lane = c * e_n + q;
+                    m.slice(v_data, 16 * lane + 15, 16 * lane)
+                })
+                .collect();
+            let qsel = if e_n == 1 { m.zero(1) } else { qq.q };
+            v_cols.push(m.mux_index(qsel, &lanes_c));
+        }
+        k_cols.reverse();
+        v_cols.reverse();
+        let k_bus = m.cat(&k_cols);
+        let v_bus = m.cat(&v_cols);
+        let b_col = m.mux(in_pv, v_bus, k_bus);
+        let b_col = m.name("b_col", b_col);
+
+        // ---------------- PE rows -----------------------------------------------------------
+        let step_valid = m.or(in_qk, in_pv);
+        let first_k = m.is_zero(kk.q);
+        let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
+        let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
+        let qk_op = m.mux(first_k, op_clear, op_mac);
+        let aw_pe = p.row.pe.addr_width();
+        let s_addr = {
+            let slot = m.bit(ph_blk.q, 0);
+            let abl = m.lit(aw_pe, (a_n * b_n) as u64);
+            let so = m.mul_lo(slot, abl, aw_pe);
+            let bl = m.lit(aw_pe, b_n as u64);
+            let io = m.mul_lo(ii.q, bl, aw_pe);
+            let jw = m.zext(jj.q, aw_pe);
+            let x = m.add(so, io);
+            m.add(x, jw)
+        };
+        let o_addr_pe = {
+            let el = m.lit(aw_pe, e_n as u64);
+            let io = m.mul_lo(ii.q, el, aw_pe);
+            let qw = m.zext(qq.q, aw_pe);
+            let base = m.lit(aw_pe, (2 * a_n * b_n) as u64);
+            let x = m.add(base, io);
+            m.add(x, qw)
+        };
+        let step_addr = m.mux(in_pv, o_addr_pe, s_addr);
+        let step_jj = if b_n == 1 { m.zero(1) } else { jj.q };
+        let pv_arm = start_pv; // the cycle before a PV phase's first step
+        let ro_go = m.eq_lit(ro_state.q, ro::PEND);
+        let ro_go = m.and_not(ro_go, rows_busy);
+        let ro_go = m.and_not(ro_go, o_busy);
+        let ro_go = m.name("ro_go", ro_go);
+        let sm_slot = m.bit(sm_done.q, 0);
+        let mut macs_sum = m.zero(bits_for((rr * cn) as u64));
+        let mut busy_any = m.zero(1);
+        let mut rf_read0 = None;
+        let mut st_en = vec![];
+        let mut st_row = vec![];
+        let mut st_beat = vec![];
+        let mut st_data = vec![];
+        for r in 0..rr {
+            let qb = m.slice(q_data, w * r + w - 1, w * r);
+            let a_q = lane_of(m, qb, k_lane);
+            let lo = a_n * r * bc;
+            let mq = m.slice(mask_a, lo + a_n * bc - 1, lo);
+            let ms = m.slice(mask_b, lo + a_n * bc - 1, lo);
+            let out = m.instance(
+                &row_mod,
+                &format!("row{r}"),
+                &[
+                    ("a_q", a_q),
+                    ("b_col", b_col),
+                    ("step_valid", step_valid),
+                    ("step_pv", in_pv),
+                    ("step_op", qk_op),
+                    ("step_addr", step_addr),
+                    ("step_ii", ii.q),
+                    ("step_jj", step_jj),
+                    ("step_j", jk.q),
+                    ("step_last", q_last),
+                    ("mask_qk", mq),
+                    ("mask_sp", ms),
+                    ("pv_block_start", pv_arm),
+                    ("sm_start", sm_go),
+                    ("sm_first", first_block),
+                    ("sm_slot", sm_slot),
+                    ("c_const", c_const),
+                    ("ro_start", ro_go),
+                    ("ro_zero", ro_zero.q),
+                    ("out_f32", out_f32),
+                ],
+            );
+            let mc = m.zext(out.get("macs"), macs_sum.width());
+            macs_sum = m.add(macs_sum, mc);
+            busy_any = m.or(busy_any, out.get("busy"));
+            if r == 0 {
+                rf_read0 = Some(out.get("rf_read"));
+            } else {
+                m.discard(out.get("rf_read"));
+            }
+            st_en.push(out.get("st_we"));
+            st_row.push(out.get("st_row"));
+            st_beat.push(out.get("st_beat"));
+            st_data.push(out.get("st_data"));
+        }
+        m.drive(rows_busy, busy_any);
+        for v in [&mut st_en, &mut st_row, &mut st_beat, &mut st_data] {
+            v.reverse();
+        }
+        let st_en = m.cat(&st_en);
+        set(m, "o_wr_en", st_en);
+        if p.dma.o_local_row_bits() > 0 {
+            let rows: Vec<Sig> = st_row
+                .iter()
+                .map(|&r| field(m, r, p.dma.o_local_row_bits()).unwrap())
+                .collect();
+            let rows = m.cat(&rows);
+            set(m, "o_wr_row", rows);
+        } else {
+            for r in st_row {
+                m.discard(r);
+            }
+        }
+        let beats: Vec<Sig> = st_beat
+            .iter()
+            .map(|&b| field(m, b, p.dma.o_beat_bits()).unwrap())
+            .collect();
+        let beats = m.cat(&beats);
+        set(m, "o_wr_beat", beats);
+        let data = m.cat(&st_data);
+        set(m, "o_wr_data", data);
+
+        // ---------------- readout hand-off and O write -------------------------------------
+        let handoff = m.and(s_end, end_ok);
+        let handoff = m.name("handoff", handoff);
+        reg_set(m, ro_rows, rows_valid, handoff);
+        reg_set(m, ro_qbase, q_base.q, handoff);
+        reg_set(m, ro_zero, empty_tile, handoff);
+        reg_set(m, ro_ohead, o_head_off.q, handoff);
+        let ro_seen = m.reg("ro_seen", 1, Some(0));
+        let in_ro_run = m.eq_lit(ro_state.q, ro::RUN);
+        let seen_d = m.or(ro_seen.q, rows_busy);
+        let seen_d = m.and(seen_d, in_ro_run);
+        m.set_next(ro_seen, seen_d);
+        let ro_finished = m.and_all(&[in_ro_run, ro_seen.q, not_busy]);
+        let in_write = m.eq_lit(ro_state.q, ro::WRITE);
+        let o_start = m.and(in_write, o_idle);
+        let o_start = m.name("o_start", o_start);
+        let rl = |m: &mut ModuleBuilder, s: u64| m.lit(2, s);
+        let (r_idle, r_pend, r_run, r_write) = (
+            rl(m, ro::IDLE),
+            rl(m, ro::PEND),
+            rl(m, ro::RUN),
+            rl(m, ro::WRITE),
+        );
+        let f_idle = m.mux(handoff, r_pend, r_idle);
+        let f_pend = m.mux(ro_go, r_run, r_pend);
+        let f_run = m.mux(ro_finished, r_write, r_run);
+        let f_write = m.mux(o_start, r_idle, r_write);
+        let ro_d = m.mux_index(ro_state.q, &[f_idle, f_pend, f_run, f_write]);
+        m.set_next(ro_state, ro_d);
+        set(m, "o_start", o_start);
+        let o_tile_off = { m.mul_lo(ro_qbase.q, o_row_bytes, aw_addr) };
+        let o_base = m.add(o_addr, ro_ohead.q);
+        let o_base = m.add(o_base, o_tile_off);
+        let o_base = m.name("o_tile_base", o_base);
+        set(m, "o_base", o_base);
+        let o_stride = m.zext(o_row_bytes, aw_addr);
+        set(m, "o_stride", o_stride);
+        set(m, "o_row_bytes", o_row_bytes);
+        set(m, "o_rows", ro_rows.q);
+        // The O region being written, for the write assertion.
+        let o_span = { m.mul_lo(ro_rows.q, o_stride, aw_addr) };
+        let o_limit = m.add(o_base, o_span);
+        // Latched when the write starts: the next tile's hand-off may change o_base meanwhile.
+        let wr_base = m.hold("o_write_base", o_base, o_start);
+        let wr_limit = m.hold("o_write_end", o_limit, o_start);
+        m.output("o_write_base", wr_base);
+        m.output("o_write_limit", wr_limit);
+
+        // ---------------- status -------------------------------------------------------------
+        let busy = m.not(idle);
+        m.output("busy", busy);
+        let done_r = m.reg("done", 1, Some(0));
+        let fin = m.and(s_finish, fin_ok);
+        let done_d = m.mux(go, zero1, one1);
+        let done_en = m.or(go, fin);
+        reg_set(m, done_r, done_d, done_en);
+        m.output("done", done_r.q);
+        let errs: Vec<Sig> = ["q", "k", "v", "o"]
+            .iter()
+            .map(|c| dm.get(&format!("{c}_error")))
+            .collect();
+        let mut err = m.zero(3);
+        for e in errs.into_iter().rev() {
+            let any = m.any(e);
+            err = m.mux(any, e, err);
+        }
+        m.output("error", err);
+
+        // ---------------- counters -----------------------------------------------------------
+        let clear = go;
+        let run_busy = m.and_not(busy, go);
+        let c_cycles = counter(m, "cnt_cycles", run_busy, clear);
+        let c_mac_cycles = counter(m, "cnt_mac_cycles", step_valid, clear);
+        let c_macs = counter(m, "cnt_macs", macs_sum, clear);
+        let slots = m.lit(macs_sum.width(), (rr * cn) as u64);
+        let zero_s = m.zero(macs_sum.width());
+        let slots = m.mux(step_valid, slots, zero_s);
+        let masked = m.sub(slots, macs_sum);
+        let c_masked = counter(m, "cnt_masked", masked, clear);
+        // Why no MAC step issued, while busy: the phase the sequencer wanted was waiting for
+        // K/V data, for the Q tile, for the softmax, or something else (tile changes, drains).
+        let idle_cycle = m.and_not(run_busy, step_valid);
+        let waiting_phase = m.and(s_run, no_phase);
+        let qk_wait = m.and(waiting_phase, want_qk);
+        let need_k = m.and_not(qk_wait, k_ready);
+        let no_q = m.not(q_ready);
+        let need_q = m.and_all(&[qk_wait, k_ready, no_q]);
+        let pv_wait = m.and_all(&[waiting_phase, want_pv, pv_more]);
+        let need_sm = m.and_not(pv_wait, sm_ahead);
+        let no_v = m.not(v_ready);
+        let need_v = m.and_all(&[pv_wait, sm_ahead, no_v]);
+        let st_kv = m.or(need_k, need_v);
+        let st_kv = m.and(idle_cycle, st_kv);
+        let st_q = m.and(idle_cycle, need_q);
+        let st_sm = m.and(idle_cycle, need_sm);
+        let known = m.or_all(&[st_kv, st_q, st_sm]);
+        let st_other = m.and_not(idle_cycle, known);
+        let c_st_kv = counter(m, "cnt_stall_kv", st_kv, clear);
+        let c_st_q = counter(m, "cnt_stall_q", st_q, clear);
+        let c_st_sm = counter(m, "cnt_stall_softmax", st_sm, clear);
+        let c_st_o = counter(m, "cnt_stall_other", st_other, clear);
+        let c_blocks = counter(m, "cnt_blocks", qk_last_step, clear);
+        let skipped = {
+            let s = m.sub(all_blocks, nblk_d);
+            m.mux(go_once, s, zero_iw)
+        };
+        let c_skipped = counter(m, "cnt_skipped", skipped, clear);
+        let reads = {
+            let rf = rf_read0.expect("at least one row");
+            let rows_l = m.lit(macs_sum.width() + 8, rr as u64);
+            let zero = m.zero(macs_sum.width() + 8);
+            let eng = m.mux(rf, rows_l, zero);
+            let mw = m.zext(macs_sum, macs_sum.width() + 8);
+            m.add(mw, eng)
+        };
+        let c_reads = counter(m, "cnt_rf_reads", reads, clear);
+        let c_writes = counter(m, "cnt_rf_writes", macs_sum, clear);
+        let rb = m.zext(dm.get("read_beats"), COUNTER_BITS);
+        let wb = m.zext(dm.get("write_beats"), COUNTER_BITS);
+        for (name, v) in COUNTERS.iter().zip([
+            c_cycles,
+            c_mac_cycles,
+            c_macs,
+            c_masked,
+            c_st_kv,
+            c_st_q,
+            c_st_sm,
+            c_st_o,
+            c_blocks,
+            c_skipped,
+            c_reads,
+            c_writes,
+            rb,
+            wb,
+        ]) {
+            m.output(name, v);
+        }
+        for n in [
+            "q_wait",
+            "k_wait",
+            "v_wait",
+            "q_first_wait",
+            "k_first_wait",
+            "v_first_wait",
+            "q_block",
+            "k_block",
+            "v_block",
+        ] {
+            m.discard(dm.get(n));
+        }
+
+        // ---------------- assertions ---------------------------------------------------------
+        // A landed K or V block is consumed within kv_bound cycles.
+        let age_bits = 24;
+        for (ch, ready, release) in [("k", k_ready, qk_last_step), ("v", v_ready, v_rel)] {
+            let age = m.reg(&format!("{ch}_ready_age"), age_bits, Some(0));
+            let inc = m.add_lit(age.q, 1);
+            let sat = m.all(age.q);
+            let inc = m.mux(sat, age.q, inc);
+            let zero = m.zero(age_bits);
+            let held = m.and_not(ready, release);
+            let d = m.mux(held, inc, zero);
+            m.set_next(age, d);
+            m.output(&format!("{ch}_ready_age"), age.q);
+            let bound = m.lit(age_bits, p.kv_bound as u64);
+            let ok = m.lt(age.q, bound);
+            m.assert_always(
+                &format!("{ch}_block_consumed"),
+                ok,
+                &format!(
+                    "a landed {} block was not consumed within {} cycles",
+                    ch.to_uppercase(),
+                    p.kv_bound
+                ),
+            );
+        }
+        // Memory writes land only inside the O tile being written: S and P never reach memory.
+        let wr = m.and(dm.get("mem_req_valid"), dm.get("mem_req_write"));
+        let addr = dm.get("mem_req_addr");
+        let below = m.lt(addr, wr_base);
+        let above = m.ge(addr, wr_limit);
+        let outside = m.or(below, above);
+        let bad = m.and(wr, outside);
+        let ok = m.not(bad);
+        m.assert_always(
+            "writes_only_o",
+            ok,
+            "a memory write fell outside the O tile being written",
+        );
+        // Blocks are released only while one is held.
+        for (ch, ready, release) in [
+            ("q", q_ready, q_rel),
+            ("k", k_ready, qk_last_step),
+            ("v", v_ready, v_rel),
+        ] {
+            let bad = m.and_not(release, ready);
+            let ok = m.not(bad);
+            m.assert_always(
+                &format!("{ch}_release_held"),
+                ok,
+                &format!(
+                    "the sequencer released a {} block that had not landed",
+                    ch.to_uppercase()
+                ),
+            );
+        }
+        m.set_latency(1);
+    })
+}

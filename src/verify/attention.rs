@@ -1,0 +1,719 @@
+//! The whole core on the memory model: Q, K and V go into memory, the core runs to `done`, O
+//! comes back out and is compared bit for bit with the hardware model (`kernels::flash`), and
+//! the core's counters with what the model says the schedule must do.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, ensure, Context, Result};
+use hdl::core::{CoreParams, COUNTERS};
+use kernels::flash::{flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
+use kernels::patterns::{tensors, Pattern};
+use kernels::softmax::scale_constant;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
+use verilator_tb::Model;
+
+/// One attention problem: `heads` heads of FP16 Q (q_len × d), K and V (k_len × d), each
+/// stored (heads, len, d) row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attention {
+    pub heads: usize,
+    pub q_len: usize,
+    pub k_len: usize,
+    pub head_dim: usize,
+    pub q: Vec<u16>,
+    pub k: Vec<u16>,
+    pub v: Vec<u16>,
+    pub causal: bool,
+    pub out: OutFormat,
+}
+
+impl Attention {
+    /// Random values of `pattern`, a different seed per head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn generate(
+        pattern: Pattern,
+        heads: usize,
+        q_len: usize,
+        k_len: usize,
+        head_dim: usize,
+        causal: bool,
+        out: OutFormat,
+        seed: u64,
+    ) -> Self {
+        let (mut q, mut k, mut v) = (vec![], vec![], vec![]);
+        for h in 0..heads {
+            let s = seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(h as u64 + 1);
+            let (hq, hk, hv) = tensors(pattern, q_len, k_len, head_dim, s);
+            q.extend(hq);
+            k.extend(hk);
+            v.extend(hv);
+        }
+        Attention {
+            heads,
+            q_len,
+            k_len,
+            head_dim,
+            q,
+            k,
+            v,
+            causal,
+            out,
+        }
+    }
+
+    /// Checks that the problem fits the core: shapes, the head dimension, the index widths.
+    pub fn validate(&self, p: &CoreParams) -> Result<()> {
+        let d = self.head_dim;
+        ensure!(
+            d == p.d() as usize,
+            "the inputs have head dimension {d} but the core is built for head_dim = {}: \
+             use a preset or config with head_dim = {d}",
+            p.d()
+        );
+        ensure!(self.heads >= 1, "there must be at least one head");
+        ensure!(
+            self.q_len >= 1 && self.k_len >= 1,
+            "sequence lengths must be at least 1 (q_len = {}, k_len = {})",
+            self.q_len,
+            self.k_len
+        );
+        for (name, t, len) in [
+            ("Q", &self.q, self.q_len),
+            ("K", &self.k, self.k_len),
+            ("V", &self.v, self.k_len),
+        ] {
+            ensure!(
+                t.len() == self.heads * len * d,
+                "{name} holds {} values, not heads x len x d = {} x {len} x {d}",
+                t.len(),
+                self.heads
+            );
+        }
+        let max = (1u64 << p.index_bits) - 1;
+        for (what, n) in [
+            ("heads", self.heads),
+            ("q_len", self.q_len),
+            ("k_len", self.k_len),
+        ] {
+            ensure!(
+                n as u64 <= max,
+                "{what} = {n} does not fit the core's {}-bit index registers (at most {max}): \
+                 raise index_bits",
+                p.index_bits
+            );
+        }
+        // Sequence positions plus one tile or block must also fit.
+        let reach = (self.q_len.max(self.k_len) + p.br().max(p.bc()) as usize) as u64;
+        ensure!(
+            reach <= max,
+            "sequence length {} plus one tile exceeds the core's {}-bit index registers: raise \
+             index_bits",
+            self.q_len.max(self.k_len),
+            p.index_bits
+        );
+        Ok(())
+    }
+
+    fn head<'a>(&'a self, h: usize) -> Problem<'a> {
+        let d = self.head_dim;
+        let (qs, ks) = (self.q_len * d, self.k_len * d);
+        Problem {
+            q: &self.q[h * qs..(h + 1) * qs],
+            k: &self.k[h * ks..(h + 1) * ks],
+            v: &self.v[h * ks..(h + 1) * ks],
+            q_len: self.q_len,
+            k_len: self.k_len,
+        }
+    }
+
+    pub fn flash_config(&self, p: &CoreParams) -> FlashConfig {
+        FlashConfig {
+            br: p.br() as usize,
+            bc: p.bc() as usize,
+            head_dim: self.head_dim,
+            cols: p.row.cols as usize,
+            causal: self.causal,
+            out: self.out,
+        }
+    }
+
+    /// The hardware model's output bits (heads × q_len × d) and its counts.
+    pub fn expected(&self, p: &CoreParams) -> (Vec<u32>, FlashStats) {
+        let cfg = self.flash_config(p);
+        let mut out = vec![];
+        let mut stats = FlashStats::default();
+        for h in 0..self.heads {
+            let (o, s) = flash_attention(&self.head(h), &cfg);
+            out.extend(o);
+            stats.macs += s.macs;
+            stats.masked_macs += s.masked_macs;
+            stats.blocks += s.blocks;
+            stats.skipped_blocks += s.skipped_blocks;
+        }
+        (out, stats)
+    }
+
+    fn out_bytes(&self) -> usize {
+        match self.out {
+            OutFormat::F16 => 2,
+            OutFormat::F32 => 4,
+        }
+    }
+}
+
+/// Where the tensors live in the memory model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    pub size: u64,
+}
+
+impl Layout {
+    /// Q, K, V, O one after the other, each 4 KiB aligned.
+    pub fn of(a: &Attention) -> Layout {
+        let align = |x: u64| x.div_ceil(4096) * 4096;
+        let d = a.head_dim as u64;
+        let h = a.heads as u64;
+        let q = 0;
+        let k = align(q + 2 * h * a.q_len as u64 * d);
+        let v = align(k + 2 * h * a.k_len as u64 * d);
+        let o = align(v + 2 * h * a.k_len as u64 * d);
+        let size = align(o + a.out_bytes() as u64 * h * a.q_len as u64 * d);
+        Layout { q, k, v, o, size }
+    }
+}
+
+/// How the memory behaves, apart from its size and beat (which follow the core).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryTiming {
+    pub latency: u32,
+    /// Peak bytes per cycle; 0 means one full beat per cycle.
+    pub bytes_per_cycle: usize,
+    pub stall_probability: f64,
+    pub seed: u64,
+}
+
+impl Default for MemoryTiming {
+    fn default() -> Self {
+        MemoryTiming {
+            latency: 20,
+            bytes_per_cycle: 0,
+            stall_probability: 0.0,
+            seed: 1,
+        }
+    }
+}
+
+/// What one run of the core produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreRun {
+    /// O bits, heads × q_len × d (FP16 in the low half, or FP32).
+    pub out: Vec<u32>,
+    /// The core's counters by name.
+    pub counters: BTreeMap<String, u64>,
+    pub memory: MemoryStats,
+    pub assertion_failures: u32,
+}
+
+/// Runs `a` on the core; `progress` is called now and then with (cycles so far, estimate).
+pub fn run(
+    model: &Model,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<CoreRun> {
+    a.validate(p)?;
+    let lay = Layout::of(a);
+    ensure!(
+        lay.size < 1u64 << p.addr_bits.min(63),
+        "the problem needs {} bytes of memory, more than the core's {}-bit addresses reach",
+        lay.size,
+        p.addr_bits
+    );
+    let beat = (p.dma.width / 8) as usize;
+    let mem_cfg = MemoryConfig {
+        size: lay.size as usize,
+        beat_bytes: beat,
+        latency: timing.latency,
+        bytes_per_cycle: if timing.bytes_per_cycle == 0 {
+            beat
+        } else {
+            timing.bytes_per_cycle
+        },
+        banks: 1,
+        bank_busy: 1,
+        stall_probability: timing.stall_probability,
+        seed: timing.seed,
+    };
+    let mut mem = Memory::new(mem_cfg)?;
+    let le = |t: &[u16]| t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    mem.load_bytes(lay.q as usize, &le(&a.q))?;
+    mem.load_bytes(lay.k as usize, &le(&a.k))?;
+    mem.load_bytes(lay.v as usize, &le(&a.v))?;
+
+    let mut dut = model.dut()?;
+    let link = MemLink::new(&dut)?;
+    dut.set("start", 0);
+    dut.reset(2);
+    for (name, v) in [
+        ("q_addr", lay.q),
+        ("k_addr", lay.k),
+        ("v_addr", lay.v),
+        ("o_addr", lay.o),
+        ("heads", a.heads as u64),
+        ("q_len", a.q_len as u64),
+        ("k_len", a.k_len as u64),
+        ("causal", a.causal as u64),
+        ("out_f32", (a.out == OutFormat::F32) as u64),
+        ("c_const", scale_constant(a.head_dim) as u64),
+    ] {
+        dut.set(name, v);
+    }
+    let estimate = estimate_cycles(p, a);
+    let slack = 1.0 / (1.0 - timing.stall_probability.min(0.9));
+    let beat_bytes = beat as u64;
+    let bw = mem.config().bytes_per_cycle as u64;
+    let limit = ((estimate as f64 * slack * 4.0) as u64) * beat_bytes.div_ceil(bw) + 200_000;
+    let done = dut.port("done")?;
+    let error = dut.port("error")?;
+    dut.set("start", 1);
+    link.present(&mut dut, &mut mem);
+    link.edge(&mut dut, &mut mem)?;
+    dut.set("start", 0);
+    let mut cycles = 0u64;
+    loop {
+        if dut.get_id(done) == 1 {
+            break;
+        }
+        let code = dut.get_id(error);
+        if code != 0 {
+            bail!(
+                "the core's DMA reported error code {code} at cycle {cycles} (see hdl/src/dma.rs \
+                 for the codes)"
+            );
+        }
+        if cycles >= limit {
+            bail!(
+                "the core did not finish within {limit} cycles (about {estimate} expected): a \
+                 hang; rerun with REGFLASH_WAVES=1 to see where it stops"
+            );
+        }
+        link.present(&mut dut, &mut mem);
+        link.edge(&mut dut, &mut mem)?;
+        cycles += 1;
+        if cycles.is_multiple_of(64) {
+            let n = dut.assertion_failures();
+            ensure!(
+                n == 0,
+                "an RTL assertion failed ({n} failures by cycle {cycles}); Verilator printed                  which one above"
+            );
+            if cycles.is_multiple_of(8192) {
+                progress(cycles, estimate);
+            }
+        }
+    }
+    progress(cycles, estimate);
+    let counters = COUNTERS
+        .iter()
+        .map(|&n| (n.to_string(), dut.get(n)))
+        .collect();
+    let ob = a.out_bytes();
+    let n = a.heads * a.q_len * a.head_dim;
+    let raw = mem.read_bytes(lay.o as usize, n * ob);
+    let out = raw
+        .chunks(ob)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..ob].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect();
+    Ok(CoreRun {
+        out,
+        counters,
+        memory: mem.stats,
+        assertion_failures: dut.assertion_failures(),
+    })
+}
+
+/// MAC steps of the schedule: per computed block, the QK and PV steps. A lower bound on cycles
+/// (one step per cycle) and the basis of the hang limit.
+pub fn estimate_cycles(p: &CoreParams, a: &Attention) -> u64 {
+    let (qk, pv) = p.block_steps();
+    let blocks = schedule_blocks(p, a);
+    blocks * (qk + pv) as u64
+}
+
+/// Blocks computed over all heads and tiles (the causal prefix only).
+pub fn schedule_blocks(p: &CoreParams, a: &Attention) -> u64 {
+    let (br, bc) = (p.br() as usize, p.bc() as usize);
+    let mut blocks = 0u64;
+    for q_base in (0..a.q_len).step_by(br) {
+        let keys = needed_keys(a, q_base, br);
+        blocks += keys.div_ceil(bc) as u64;
+    }
+    blocks * a.heads as u64
+}
+
+/// Keys the tile at `q_base` needs: all, or the causal prefix up to its last row's diagonal.
+fn needed_keys(a: &Attention, q_base: usize, br: usize) -> usize {
+    if !a.causal {
+        return a.k_len;
+    }
+    let end = (q_base + br).min(a.q_len);
+    (end + a.k_len).saturating_sub(a.q_len).min(a.k_len)
+}
+
+/// The memory beats the schedule must move: Q once, K and V once per tile (the keys it needs),
+/// O once.
+pub fn expected_beats(p: &CoreParams, a: &Attention) -> (u64, u64) {
+    let beat = (p.dma.width / 8) as u64;
+    let row = 2 * a.head_dim as u64;
+    let br = p.br() as usize;
+    let mut kv_rows = 0u64;
+    for q_base in (0..a.q_len).step_by(br) {
+        kv_rows += needed_keys(a, q_base, br) as u64;
+    }
+    let h = a.heads as u64;
+    let reads = h * (a.q_len as u64 + 2 * kv_rows) * row / beat;
+    let writes = h * a.q_len as u64 * (a.out_bytes() as u64 * a.head_dim as u64) / beat;
+    (reads, writes)
+}
+
+/// A bit mismatch: where, and the two values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    pub head: usize,
+    pub row: usize,
+    pub col: usize,
+    pub got: u32,
+    pub want: u32,
+}
+
+/// The comparison of a run with the hardware model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreCheck {
+    pub bit_mismatches: usize,
+    pub first_mismatch: Option<Mismatch>,
+    /// Counters that differ from what the model and the schedule require: (name, got, want).
+    pub counter_errors: Vec<(String, u64, u64)>,
+    pub stats: FlashStats,
+}
+
+impl CoreCheck {
+    pub fn ok(&self) -> bool {
+        self.bit_mismatches == 0 && self.counter_errors.is_empty()
+    }
+
+    /// A one-paragraph account of what went wrong (empty if nothing did).
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        if let Some(m) = self.first_mismatch {
+            s += &format!(
+                "{} output values differ from the hardware model; first at head {}, row {}, \
+                 column {}: RTL {:#x}, model {:#x}. ",
+                self.bit_mismatches, m.head, m.row, m.col, m.got, m.want
+            );
+        }
+        for (n, got, want) in &self.counter_errors {
+            s += &format!("counter `{n}` is {got}, expected {want}. ");
+        }
+        s.trim_end().to_string()
+    }
+}
+
+/// Compares a run with the model: every output bit, and the counters that the model and the
+/// schedule fix exactly.
+pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
+    let (want, stats) = a.expected(p);
+    let d = a.head_dim;
+    let mut bit_mismatches = 0;
+    let mut first_mismatch = None;
+    for (i, (&g, &w)) in run.out.iter().zip(&want).enumerate() {
+        if g != w {
+            bit_mismatches += 1;
+            first_mismatch.get_or_insert(Mismatch {
+                head: i / (a.q_len * d),
+                row: i / d % a.q_len,
+                col: i % d,
+                got: g,
+                want: w,
+            });
+        }
+    }
+    let (qk, pv) = p.block_steps();
+    let (reads, writes) = expected_beats(p, a);
+    let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
+    let exact = [
+        ("macs", stats.macs),
+        ("masked_macs", stats.masked_macs),
+        ("blocks", stats.blocks),
+        ("skipped_blocks", stats.skipped_blocks),
+        ("mac_cycles", stats.blocks * (qk + pv) as u64),
+        ("rf_writes", stats.macs),
+        ("read_beats", reads),
+        ("write_beats", writes),
+    ];
+    let mut counter_errors: Vec<(String, u64, u64)> = exact
+        .iter()
+        .filter(|(n, want)| c(n) != *want)
+        .map(|(n, want)| (n.to_string(), c(n), *want))
+        .collect();
+    // Every busy cycle is a MAC cycle or a stall of exactly one cause.
+    let stalls: u64 = ["stall_kv", "stall_q", "stall_softmax", "stall_other"]
+        .iter()
+        .map(|n| c(n))
+        .sum();
+    if c("mac_cycles") + stalls != c("cycles") {
+        counter_errors.push((
+            "mac_cycles + stalls".into(),
+            c("mac_cycles") + stalls,
+            c("cycles"),
+        ));
+    }
+    let mem_reads = run.memory.reads;
+    if mem_reads != reads {
+        counter_errors.push(("memory reads (model side)".into(), mem_reads, reads));
+    }
+    if run.memory.writes != writes {
+        counter_errors.push((
+            "memory writes (model side)".into(),
+            run.memory.writes,
+            writes,
+        ));
+    }
+    if run.assertion_failures != 0 {
+        counter_errors.push((
+            "assertion failures".into(),
+            run.assertion_failures as u64,
+            0,
+        ));
+    }
+    CoreCheck {
+        bit_mismatches,
+        first_mismatch,
+        counter_errors,
+        stats,
+    }
+}
+
+/// Runs and checks; an error describes the first difference.
+pub fn run_and_check(
+    model: &Model,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+) -> Result<(CoreRun, CoreCheck)> {
+    let run = run(model, p, a, timing, |_, _| {}).with_context(|| {
+        format!(
+            "heads {}, q_len {}, k_len {}, causal {}",
+            a.heads, a.q_len, a.k_len, a.causal
+        )
+    })?;
+    let chk = check(p, a, &run);
+    ensure!(
+        chk.ok(),
+        "heads {}, q_len {}, k_len {}, causal {}, {:?}: {}",
+        a.heads,
+        a.q_len,
+        a.k_len,
+        a.causal,
+        a.out,
+        chk.describe()
+    );
+    Ok((run, chk))
+}
+
+/// One end-to-end scenario: a problem's shape and values, and how the memory behaves.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub heads: usize,
+    pub q_len: usize,
+    pub k_len: usize,
+    pub causal: bool,
+    pub out: OutFormat,
+    pub pattern: Pattern,
+    pub seed: u64,
+    pub timing: MemoryTiming,
+}
+
+impl Scenario {
+    pub fn attention(&self, head_dim: usize) -> Attention {
+        Attention::generate(
+            self.pattern,
+            self.heads,
+            self.q_len,
+            self.k_len,
+            head_dim,
+            self.causal,
+            self.out,
+            self.seed,
+        )
+    }
+}
+
+/// Directed scenarios: a single query and key, primes, lengths that are not multiples of the
+/// blocks either way round (causal ones with fully masked rows and tiles with no block),
+/// several heads, FP32 output, every value pattern, memory back-pressure and slow memory.
+pub fn directed(br: usize, bc: usize) -> Vec<Scenario> {
+    let base = Scenario {
+        heads: 1,
+        q_len: 1,
+        k_len: 1,
+        causal: false,
+        out: OutFormat::F16,
+        pattern: Pattern::Unit,
+        seed: 1,
+        timing: MemoryTiming::default(),
+    };
+    let mut v = vec![];
+    for (q, k) in [
+        (1, 1),
+        (1, 2 * bc + 1),
+        (2 * br + 1, 1),
+        (7, 7),
+        (13, 31),
+        (31, 13),
+        (br, bc),
+        (3 * br + 5, 2 * bc + 3),
+        (2 * br + 3, 5 * bc + 1),
+    ] {
+        for causal in [false, true] {
+            v.push(Scenario {
+                q_len: q,
+                k_len: k,
+                causal,
+                ..base.clone()
+            });
+        }
+    }
+    for (i, pattern) in Pattern::ALL.into_iter().enumerate() {
+        v.push(Scenario {
+            q_len: 2 * br + 1,
+            k_len: 3 * bc - 1,
+            causal: i % 2 == 1,
+            pattern,
+            seed: 10 + i as u64,
+            ..base.clone()
+        });
+    }
+    v.push(Scenario {
+        heads: 3,
+        q_len: br + 3,
+        k_len: 2 * bc + 5,
+        causal: true,
+        out: OutFormat::F32,
+        ..base.clone()
+    });
+    v.push(Scenario {
+        heads: 2,
+        q_len: 3 * br,
+        k_len: 3 * bc,
+        timing: MemoryTiming {
+            latency: 3,
+            bytes_per_cycle: 8,
+            stall_probability: 0.3,
+            seed: 5,
+        },
+        ..base.clone()
+    });
+    v.push(Scenario {
+        q_len: 2 * br + 1,
+        k_len: 4 * bc,
+        causal: true,
+        timing: MemoryTiming {
+            latency: 200,
+            ..MemoryTiming::default()
+        },
+        ..base
+    });
+    v
+}
+
+/// Random scenarios: 1 to 3 heads, lengths 1 to `max_len` (equal half the time), causal or
+/// not, either output format, any value pattern, memory latency 1 to 60 cycles, bandwidth of
+/// a full or a partial beat per cycle, refusal probability up to 0.3.
+pub fn scenarios(max_len: usize) -> impl Strategy<Value = Scenario> {
+    let len = prop_oneof![1..=max_len.min(24), 1..=max_len];
+    (
+        1usize..=3,
+        len.clone(),
+        prop_oneof![Just(None), len.prop_map(Some)],
+        any::<bool>(),
+        any::<bool>(),
+        0..Pattern::ALL.len(),
+        any::<u64>(),
+        (
+            1u32..=60,
+            prop_oneof![Just(0usize), Just(8), Just(16)],
+            0.0..0.3f64,
+        ),
+    )
+        .prop_map(
+            |(heads, q_len, k_len, causal, f32, pat, seed, (latency, bpc, stall))| Scenario {
+                heads,
+                q_len,
+                k_len: k_len.unwrap_or(q_len),
+                causal,
+                out: if f32 { OutFormat::F32 } else { OutFormat::F16 },
+                pattern: Pattern::ALL[pat],
+                seed,
+                timing: MemoryTiming {
+                    latency,
+                    bytes_per_cycle: bpc,
+                    stall_probability: stall,
+                    seed,
+                },
+            },
+        )
+}
+
+/// Runs `scenarios` and then `cases` random ones (fixed proptest seed), each checked bit for
+/// bit; returns (scenarios run, simulated cycles).
+pub fn check_scenarios(
+    model: &Model,
+    p: &CoreParams,
+    directed: &[Scenario],
+    cases: u32,
+    max_len: usize,
+    seed: u64,
+) -> Result<(u64, u64)> {
+    let d = p.d() as usize;
+    let mut totals = (0u64, 0u64);
+    for s in directed {
+        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing)
+            .with_context(|| format!("directed scenario {s:?}"))?;
+        totals.0 += 1;
+        totals.1 += run.counters["cycles"];
+    }
+    let mut runner = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        max_shrink_iters: 50,
+        ..Config::default()
+    });
+    let acc = std::cell::Cell::new(totals);
+    let result = runner.run(&scenarios(max_len), |s| {
+        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing)
+            .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
+        let (n, c) = acc.get();
+        acc.set((n + 1, c + run.counters["cycles"]));
+        Ok(())
+    });
+    match result {
+        Ok(()) => Ok(acc.get()),
+        Err(TestError::Fail(reason, minimal)) => {
+            bail!("{reason}\n(minimal failing scenario: {minimal:#?})")
+        }
+        Err(TestError::Abort(reason)) => bail!("proptest aborted: {reason}"),
+    }
+}
