@@ -32,6 +32,9 @@ pub enum Command {
     /// memory model, O compared bit for bit with the hardware model and against the f64
     /// reference, performance from the core's counters.
     Sim(SimArgs),
+    /// Utilization of the core over presets, sequence lengths and causal masking (every run
+    /// checked bit for bit), written as a markdown table.
+    Bench(BenchArgs),
     /// Generate every block of a preset, lint and synthesize it, simulate it under Verilator
     /// against the bit-exact Rust models, and report.
     Verify(VerifyArgs),
@@ -41,6 +44,9 @@ pub enum Command {
     Lint {
         /// Folder written by `regflash gen`.
         dir: PathBuf,
+        /// Verilator lint only (Yosys on a big core such as npu16 or seed takes long).
+        #[arg(long)]
+        no_synth: bool,
     },
     /// Synthesize a preset design or one unit with Yosys (generic cells) and report cell counts.
     Synth(SynthArgs),
@@ -193,6 +199,31 @@ pub struct SimArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Presets to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "small,medium,npu16")]
+    pub presets: Vec<String>,
+    /// Sequence lengths, comma separated; each runs non-causal and causal.
+    #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+    pub seq: Vec<usize>,
+    /// Attention heads per run.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+    /// Write the markdown table here as well as to standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write every run's report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 pub struct AccuracyArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -209,7 +240,28 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Gen(args) => gen_cmd(args),
         Command::Sim(args) => sim_cmd(args),
-        Command::Lint { dir } => {
+        Command::Bench(args) => bench_cmd(args),
+        Command::Lint {
+            dir,
+            no_synth: true,
+        } => {
+            let manifest = gen::Manifest::load(&dir)?;
+            let warnings = gen::flow::verilator_lint(&dir, &manifest)?;
+            for w in &warnings {
+                println!("{w}");
+            }
+            println!(
+                "{}: verilator --lint-only -Wall: {}",
+                manifest.top,
+                if warnings.is_empty() {
+                    "clean".to_string()
+                } else {
+                    format!("{} problem(s)", warnings.len())
+                }
+            );
+            Ok(exit(warnings.is_empty()))
+        }
+        Command::Lint { dir, .. } => {
             let report = gen::flow::lint(&dir)?;
             println!("{}", report.summary());
             Ok(exit(report.passed()))
@@ -629,4 +681,52 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         write_json(path, &report)?;
     }
     Ok(exit(report.passed))
+}
+
+fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
+    use crate::bench;
+    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
+    let configs = args
+        .presets
+        .iter()
+        .map(|p| CoreConfig::preset(p))
+        .collect::<Result<Vec<_>>>()?;
+    let plan = bench::BenchPlan {
+        configs,
+        seq_lens: args.seq.clone(),
+        heads: args.heads,
+        timing: crate::verify::attention::MemoryTiming {
+            latency: args.mem_latency,
+            seed: args.seed,
+            ..Default::default()
+        },
+        seed: args.seed,
+    };
+    let mut bar = progress_bar();
+    let rows = bench::run(
+        &plan,
+        |row| {
+            let r = &row.report;
+            eprintln!(
+                "\r{} seq {} {}: {} cycles, utilization {:.1} %{}",
+                r.preset,
+                r.seq_len,
+                if r.causal { "causal" } else { "non-causal" },
+                r.cycles,
+                100.0 * r.utilization,
+                if r.passed { "" } else { ", MISMATCH" }
+            );
+        },
+        |_, done, estimate| bar(done, estimate),
+    )?;
+    let table = bench::table(&rows);
+    println!("{table}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &table).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &rows)?;
+    }
+    Ok(exit(rows.iter().all(|r| r.report.passed)))
 }

@@ -1,6 +1,7 @@
 //! regflash: a register-level FlashAttention NPU generator. This crate holds the command line
 //! and the checks that tie the layers together (generate, simulate, compare).
 
+pub mod bench;
 pub mod cli;
 pub mod design;
 pub mod sim;

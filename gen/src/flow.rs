@@ -109,6 +109,18 @@ impl SynthReport {
 /// Runs Verilator's lint and generic Yosys synthesis checks on the folder `dir`.
 pub fn lint(dir: &Path) -> Result<LintReport> {
     let manifest = Manifest::load(dir)?;
+    let warnings = verilator_lint(dir, &manifest)?;
+    let synth = synth_with(dir, &manifest, SynthTarget::Generic, false)?;
+    Ok(LintReport {
+        top: manifest.top,
+        verilator: warnings,
+        synth,
+    })
+}
+
+/// `verilator --lint-only -Wall` of the folder `dir`, with and without the simulation-only
+/// assertions: every warning and error line (none means clean).
+pub fn verilator_lint(dir: &Path, manifest: &Manifest) -> Result<Vec<String>> {
     let verilator = require(Tool::Verilator)?;
     // Once as synthesis sees it, once with the simulation-only assertions.
     let mut warnings: Vec<String> = vec![];
@@ -138,12 +150,7 @@ pub fn lint(dir: &Path) -> Result<LintReport> {
         }
         warnings.extend(found);
     }
-    let synth = synth_with(dir, &manifest, SynthTarget::Generic, false)?;
-    Ok(LintReport {
-        top: manifest.top,
-        verilator: warnings,
-        synth,
-    })
+    Ok(warnings)
 }
 
 /// Synthesizes the folder `dir` for `target`. With `place_and_route` on iCE40, also runs

@@ -229,6 +229,33 @@ fn range_decl(width: u32) -> String {
     }
 }
 
+/// `stmt` (one statement of expressions: no string literals) broken at spaces into lines of
+/// about 100 characters, continuation lines indented: wide concatenations and deep mux trees
+/// stay readable, and tools that limit tokens per line (Verilator's preprocessor) accept them.
+fn wrap_statement(stmt: &str) -> String {
+    const WIDTH: usize = 100;
+    if stmt.len() <= WIDTH {
+        return stmt.to_string();
+    }
+    let mut out = String::with_capacity(stmt.len() + stmt.len() / 8);
+    let mut line = 0;
+    for (i, word) in stmt.split(' ').enumerate() {
+        if i > 0 {
+            // The leading indentation splits into empty words: keep them.
+            if line > 0 && line + 1 + word.len() > WIDTH && !word.is_empty() {
+                out += "\n        ";
+                line = 8;
+            } else {
+                out.push(' ');
+                line += 1;
+            }
+        }
+        out += word;
+        line += word.len();
+    }
+    out
+}
+
 /// A sized Verilog literal.
 pub fn literal(width: u32, value: u64) -> String {
     if width == 1 {
@@ -407,36 +434,33 @@ impl Plan<'_> {
                 }
                 _ if temps.contains(&id) => {
                     let name = self.names[id as usize].as_ref().unwrap();
-                    writeln!(
-                        body,
+                    let stmt = format!(
                         "    wire {}{} = {};",
                         range_decl(node.width),
                         name,
                         self.expr(id)
-                    )
-                    .unwrap();
+                    );
+                    writeln!(body, "{}", wrap_statement(&stmt)).unwrap();
                     continue;
                 }
                 _ => continue,
             };
-            writeln!(
-                body,
+            let stmt = format!(
                 "    wire {}{} = {};",
                 range_decl(node.width),
                 name,
                 self.bare(driver)
-            )
-            .unwrap();
+            );
+            writeln!(body, "{}", wrap_statement(&stmt)).unwrap();
         }
         for k in late {
             let net = &m.nets[k];
-            writeln!(
-                body,
+            let stmt = format!(
                 "    assign {} = {};",
                 net.name,
                 self.bare(net.driver.unwrap())
-            )
-            .unwrap();
+            );
+            writeln!(body, "{}", wrap_statement(&stmt)).unwrap();
         }
         if !body.is_empty() {
             out.push('\n');
@@ -497,11 +521,11 @@ impl Plan<'_> {
         }
         if !m.discards.is_empty() {
             let parts: Vec<String> = m.discards.iter().map(|&d| self.bare(d)).collect();
+            let stmt = format!("    wire unused = ^{{{}}};", parts.join(", "));
             writeln!(
                 out,
-                "\n    // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.\n    \
-                 wire unused = ^{{{}}};",
-                parts.join(", ")
+                "\n    // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.\n{}",
+                wrap_statement(&stmt)
             )
             .unwrap();
         }
@@ -556,13 +580,8 @@ impl Plan<'_> {
             out.push('\n');
         }
         for p in outs {
-            writeln!(
-                out,
-                "    assign {} = {};",
-                p.name,
-                self.bare(p.driver.unwrap())
-            )
-            .unwrap();
+            let stmt = format!("    assign {} = {};", p.name, self.bare(p.driver.unwrap()));
+            writeln!(out, "{}", wrap_statement(&stmt)).unwrap();
         }
         out.push_str("endmodule\n");
     }

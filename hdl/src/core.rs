@@ -305,11 +305,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         // ---------------- sequencer registers -------------------------------------------
         let head = m.reg("head", iw, Some(0));
         let q_base = m.reg("q_base", iw, Some(0));
-        let qkv_head_off = m.reg("q_head_off", aw_addr, Some(0));
-        let kv_head_off = m.reg("kv_head_off", aw_addr, Some(0));
         let o_head_off = m.reg("o_head_off", aw_addr, Some(0));
         let nblk = m.reg("nblk", iw, Some(0));
-        let needed = m.reg("needed", iw, Some(0));
         let ph_kind = m.reg("ph_kind", 2, Some(ph::NONE));
         let ph_blk = m.reg("ph_blk", iw, Some(0));
         let kk = m.reg("k", addr_bits(dd), Some(0));
@@ -331,7 +328,6 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let ro_ohead = m.reg("ro_ohead", aw_addr, Some(0));
 
         let is = |m: &mut ModuleBuilder, s: u64| m.eq_lit(state.q, s);
-        let s_head = is(m, st::HEAD);
         let s_tile = is(m, st::TILE);
         let s_tile_go = is(m, st::TILE_GO);
         let s_run = is(m, st::RUN);
@@ -344,40 +340,62 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
 
         // Per-tile derived values: the tile's last row, the keys it needs, its blocks.
         let brl = m.lit(iw, br as u64);
-        let tile_end = m.add(q_base.q, brl);
-        let past_end = m.gt(tile_end, q_len);
-        let tile_end = m.mux(past_end, q_len, tile_end);
+        // The keys the tile starting at query row `qb` needs: all of K, or for causal attention
+        // keys up to its last row's diagonal, tile_end + k_len - q_len (bottom-right aligned).
+        let keys_needed = |m: &mut ModuleBuilder, qb: Sig| -> (Sig, Sig) {
+            let tile_end = m.add(qb, brl);
+            let past_end = m.gt(tile_end, q_len);
+            let tile_end = m.mux(past_end, q_len, tile_end);
+            let wide = iw + 2;
+            let te = m.zext(tile_end, wide);
+            let kl = m.zext(k_len, wide);
+            let ql = m.zext(q_len, wide);
+            let reach = m.add(te, kl);
+            let reach = m.sub(reach, ql);
+            let zero_w = m.zero(wide);
+            let negative = m.lt_signed(reach, zero_w);
+            let reach = m.mux(negative, zero_w, reach);
+            let over = m.gt(reach, kl);
+            let reach = m.mux(over, kl, reach);
+            let reach = m.trunc(reach, iw);
+            (m.mux(causal, reach, k_len), tile_end)
+        };
+        let (need_d, tile_end) = keys_needed(m, q_base.q);
         let rows_valid = m.sub(tile_end, q_base.q);
         let rows_valid = m.name("rows_valid", rows_valid);
-        // Causal: keys up to (last row) + k_len - q_len, i.e. tile_end + k_len - q_len.
-        let wide = iw + 2;
-        let te = m.zext(tile_end, wide);
-        let kl = m.zext(k_len, wide);
-        let ql = m.zext(q_len, wide);
-        let reach = m.add(te, kl);
-        let reach = m.sub(reach, ql);
-        let zero_w = m.zero(wide);
-        let negative = m.lt_signed(reach, zero_w);
-        let reach = m.mux(negative, zero_w, reach);
-        let over = m.gt(reach, kl);
-        let reach = m.mux(over, kl, reach);
-        let reach = m.trunc(reach, iw);
-        let need_d = m.mux(causal, reach, k_len);
         let need_d = m.name("keys_needed", need_d);
         let nblk_d = div_ceil_const(m, need_d, bc as u64);
         let all_blocks = div_ceil_const(m, k_len, bc as u64);
 
         // ---------------- phase selection and steps -------------------------------------
         // QK may run at most two blocks ahead of PV: QK(0), QK(1), PV(0), QK(2), PV(1), ...
-        let qk_more = m.lt(qk_issued.q, nblk.q);
-        let pv_plus2 = m.add_lit(pv_issued.q, 2);
-        let qk_allowed = m.lt(qk_issued.q, pv_plus2);
+        // The next phase is chosen in the last step of the current one, so phases run back to
+        // back, from the issue counts as they will be after this cycle. A phase never follows
+        // one of its own kind directly: the block just released has not yet been replaced in
+        // the channel's ready flag.
+        let qk_last_step = m.net("qk_last_step", 1);
+        let pv_last_step = m.net("pv_last_step", 1);
+        let qk_issued_n = {
+            let inc = m.zext(qk_last_step, iw);
+            m.add(qk_issued.q, inc)
+        };
+        let pv_issued_n = {
+            let inc = m.zext(pv_last_step, iw);
+            m.add(pv_issued.q, inc)
+        };
+        let qk_more = m.lt(qk_issued_n, nblk.q);
+        let pv_plus2 = m.add_lit(pv_issued_n, 2);
+        let qk_allowed = m.lt(qk_issued_n, pv_plus2);
         let want_qk = m.and(qk_more, qk_allowed);
-        let pv_more = m.lt(pv_issued.q, qk_issued.q);
-        let sm_ahead = m.gt(sm_done.q, pv_issued.q);
-        let choose = m.and(s_run, no_phase);
+        let pv_more = m.lt(pv_issued_n, qk_issued_n);
+        let sm_ahead = m.gt(sm_done.q, pv_issued_n);
+        let phase_over = m.or(qk_last_step, pv_last_step);
+        let free = m.or(no_phase, phase_over);
+        let choose = m.and(s_run, free);
         let qk_can = m.and_all(&[want_qk, k_ready, q_ready]);
+        let qk_can = m.and_not(qk_can, qk_last_step);
         let pv_can = m.and_all(&[pv_more, sm_ahead, v_ready]);
+        let pv_can = m.and_not(pv_can, pv_last_step);
         let want_pv = m.not(want_qk);
         let pv_can = m.and(pv_can, want_pv);
         let start_qk = m.and(choose, qk_can);
@@ -402,10 +420,10 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let qk_end = m.and(qk_mid, k_last);
         let pv_mid = m.and(q_last, ii_last);
         let pv_end = m.and(pv_mid, jk_last);
-        let qk_last_step = m.and(in_qk, qk_end);
-        let qk_last_step = m.name("qk_last_step", qk_last_step);
-        let pv_last_step = m.and(in_pv, pv_end);
-        let pv_last_step = m.name("pv_last_step", pv_last_step);
+        let qk_end = m.and(in_qk, qk_end);
+        m.drive(qk_last_step, qk_end);
+        let pv_end = m.and(in_pv, pv_end);
+        m.drive(pv_last_step, pv_end);
         let begin = m.or(start_qk, start_pv);
         let z = |m: &mut ModuleBuilder, r: RegHandle| m.zero(r.q.width());
         // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
@@ -435,7 +453,6 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let jk_en = m.or(jk_step, begin);
         reg_set(m, jk, jk_d, jk_en);
         // Phase kind and block.
-        let phase_over = m.or(qk_last_step, pv_last_step);
         let none = m.lit(2, ph::NONE);
         let qk_l = m.lit(2, ph::QK);
         let pv_l = m.lit(2, ph::PV);
@@ -443,7 +460,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let kind_d = m.mux(start_qk, qk_l, kind_d);
         let kind_en = m.or(begin, phase_over);
         reg_set(m, ph_kind, kind_d, kind_en);
-        let blk_d = m.mux(start_qk, qk_issued.q, pv_issued.q);
+        let blk_d = m.mux(start_qk, qk_issued_n, pv_issued_n);
         reg_set(m, ph_blk, blk_d, begin);
 
         // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
@@ -504,10 +521,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
 
         // ---------------- main sequencer --------------------------------------------------
         let head_last = m.ge(head.q, heads);
-        let q_idle = m.not(q_busy);
         let tiles_done = m.ge(q_base.q, q_len);
-        let kv_busy = m.or(k_busy, v_busy);
-        let kv_idle = m.not(kv_busy);
         let empty_tile = m.is_zero(nblk.q);
         let all_pv = m.ge(pv_issued.q, nblk.q);
         let drained = m.ge(pv_done.q, nblk.q);
@@ -523,10 +537,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
             lit(m, st::FINISH),
         );
         let from_idle = m.mux(go, l_head, l_idle);
-        let head_go = m.mux(q_idle, l_tile, l_head);
-        let from_head = m.mux(head_last, l_fin, head_go);
-        let tile_go = m.mux(kv_idle, l_go, l_tile);
-        let from_tile = m.mux(tiles_done, l_head, tile_go);
+        let from_head = m.mux(head_last, l_fin, l_tile);
+        let from_tile = m.mux(tiles_done, l_head, l_go);
         // An empty tile (no block to compute) still waits for its Q block, to release it.
         let q_not_ready = m.not(q_ready);
         let go_wait = m.and_all(&[s_tile_go, empty_tile, q_not_ready]);
@@ -543,23 +555,15 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         ];
         let state_d = m.mux_index(state.q, &table);
         m.set_next(state, state_d);
-        // Heads: the Q descriptor starts when the head begins; offsets step per head.
-        let heads_left = m.not(head_last);
-        let head_start = m.and_all(&[s_head, heads_left, q_idle]);
-        let head_start = m.name("head_start", head_start);
+        // Heads: O's offset steps per head; q_base restarts.
         let head_next = m.and(s_tile, tiles_done);
         let zero_a = m.zero(aw_addr);
-        let step_off = |m: &mut ModuleBuilder, r: RegHandle, len: Sig, bytes: Sig| {
-            let span = m.mul_lo(len, bytes, aw_addr);
-            let next = m.add(r.q, span);
-            let d = m.mux(go, zero_a, next);
-            let en = m.or(go, head_next);
-            reg_set(m, r, d, en);
-        };
         let rb_lit = m.lit(16, row_bytes);
-        step_off(m, qkv_head_off, q_len, rb_lit);
-        step_off(m, kv_head_off, k_len, rb_lit);
-        step_off(m, o_head_off, q_len, o_row_bytes);
+        let o_span = m.mul_lo(q_len, o_row_bytes, aw_addr);
+        let o_next = m.add(o_head_off.q, o_span);
+        let o_off_d = m.mux(go, zero_a, o_next);
+        let o_off_en = m.or(go, head_next);
+        reg_set(m, o_head_off, o_off_d, o_off_en);
         let head_inc = m.add_lit(head.q, 1);
         let head_d = m.mux(go, zero_iw, head_inc);
         let head_en = m.or(go, head_next);
@@ -567,10 +571,10 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         // Tiles: q_base steps by Br at the end of each tile, restarts per head.
         let tile_next = m.and(s_end, end_ok);
         let q_step = m.add(q_base.q, brl);
-        let q_d = m.mux(head_start, zero_iw, q_step);
-        let q_en = m.or(head_start, tile_next);
+        let head_reset = m.or(go, head_next);
+        let q_d = m.mux(head_reset, zero_iw, q_step);
+        let q_en = m.or(head_reset, tile_next);
         reg_set(m, q_base, q_d, q_en);
-        reg_set(m, needed, need_d, s_tile);
         reg_set(m, nblk, nblk_d, s_tile);
 
         // ---------------- DMA descriptors and handshakes ----------------------------------
@@ -587,9 +591,29 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         };
         let row_bytes16 = m.lit(16, row_bytes);
         let stride_l = m.lit(aw_addr, row_bytes);
+        // Fetch cursors run ahead of the sequencer: a channel takes its next descriptor as soon
+        // as it is idle (its last block released), so the next tile's (or head's) first block is
+        // fetched while the current tile still computes. A channel with an error stops.
+        let running = m.not(idle);
+        let heads_w = m.zext(heads, iw);
         // Q: one descriptor per head, a block per tile.
-        set(m, "q_start", head_start);
-        let qa = m.add(q_addr, qkv_head_off.q);
+        let qf_head = m.reg("qf_head", iw, Some(0));
+        let qf_off = m.reg("qf_off", aw_addr, Some(0));
+        let q_ok = m.is_zero(dm.get("q_error"));
+        let qf_more = m.lt(qf_head.q, heads_w);
+        let q_free = m.not(q_busy);
+        let q_start = m.and_all(&[running, qf_more, q_free, q_ok]);
+        let q_start = m.name("q_fetch_start", q_start);
+        let qf_inc = m.add_lit(qf_head.q, 1);
+        let qf_head_d = m.mux(go, zero_iw, qf_inc);
+        let qf_en = m.or(go, q_start);
+        reg_set(m, qf_head, qf_head_d, qf_en);
+        let q_span = m.mul_lo(q_len, rb_lit, aw_addr);
+        let qf_next = m.add(qf_off.q, q_span);
+        let qf_off_d = m.mux(go, zero_a, qf_next);
+        reg_set(m, qf_off, qf_off_d, qf_en);
+        set(m, "q_start", q_start);
+        let qa = m.add(q_addr, qf_off.q);
         set(m, "q_base", qa);
         set(m, "q_stride", stride_l);
         set(m, "q_row_bytes", row_bytes16);
@@ -605,17 +629,45 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let empty_release = m.and(go_once, empty_tile);
         let q_rel = m.or(q_last_qk, empty_release);
         set(m, "q_release", q_rel);
-        // K and V: one descriptor per tile, blocks of Bc rows.
-        let kv_start = m.and_not(s_tile_go, empty_tile);
-        let kv_start = m.name("kv_start", kv_start);
-        let ka = m.add(k_addr, kv_head_off.q);
-        let va = m.add(v_addr, kv_head_off.q);
-        for (ch, base) in [("k", ka), ("v", va)] {
-            set(m, &format!("{ch}_start"), kv_start);
+        // K and V: one descriptor per tile with keys to see, blocks of Bc rows; each channel
+        // walks (head, tile) on its own and skips tiles that need no key.
+        let kv_span = m.mul_lo(k_len, rb_lit, aw_addr);
+        for (ch, addr, busy) in [("k", k_addr, k_busy), ("v", v_addr, v_busy)] {
+            let f_head = m.reg(&format!("{ch}f_head"), iw, Some(0));
+            let f_qbase = m.reg(&format!("{ch}f_qbase"), iw, Some(0));
+            let f_off = m.reg(&format!("{ch}f_off"), aw_addr, Some(0));
+            let ok = m.is_zero(dm.get(&format!("{ch}_error")));
+            let more = m.lt(f_head.q, heads_w);
+            let active = m.and_all(&[running, more, ok]);
+            let head_over = m.ge(f_qbase.q, q_len);
+            let (need, _) = keys_needed(m, f_qbase.q);
+            let no_keys = m.is_zero(need);
+            let has_keys = m.not(no_keys);
+            let free = m.not(busy);
+            let in_head = m.and_not(active, head_over);
+            let take = m.and(in_head, free);
+            let start = m.and(take, has_keys);
+            let start = m.name(&format!("{ch}_fetch_start"), start);
+            let next_head = m.and(active, head_over);
+            // (head, q_base, offset): the next tile at a take, the next head at a head end.
+            let h_inc = m.add_lit(f_head.q, 1);
+            let h_d = m.mux(go, zero_iw, h_inc);
+            let h_en = m.or(go, next_head);
+            reg_set(m, f_head, h_d, h_en);
+            let qb_step = m.add(f_qbase.q, brl);
+            let qb_reset = m.or(go, next_head);
+            let qb_d = m.mux(qb_reset, zero_iw, qb_step);
+            let qb_en = m.or(qb_reset, take);
+            reg_set(m, f_qbase, qb_d, qb_en);
+            let off_next = m.add(f_off.q, kv_span);
+            let off_d = m.mux(go, zero_a, off_next);
+            reg_set(m, f_off, off_d, h_en);
+            let base = m.add(addr, f_off.q);
+            set(m, &format!("{ch}_start"), start);
             set(m, &format!("{ch}_base"), base);
             set(m, &format!("{ch}_stride"), stride_l);
             set(m, &format!("{ch}_row_bytes"), row_bytes16);
-            set(m, &format!("{ch}_rows"), needed.q);
+            set(m, &format!("{ch}_rows"), need);
             set(m, &format!("{ch}_block_rows"), bcl);
         }
         set(m, "k_want", zero_bit);
@@ -986,8 +1038,6 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
             "k_first_wait",
             "v_first_wait",
             "q_block",
-            "k_block",
-            "v_block",
         ] {
             m.discard(dm.get(n));
         }
@@ -1030,6 +1080,24 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
             ok,
             "a memory write fell outside the O tile being written",
         );
+        // A phase starts on the block it expects: the channel's current block (counted from
+        // the tile's descriptor) is the phase's block; a stale block would be reused otherwise.
+        for (ch, start, issued) in [("k", start_qk, qk_issued), ("v", start_pv, pv_issued)] {
+            let current = dm.get(&format!("{ch}_block"));
+            m.output(&format!("{ch}_block"), current);
+            let wrong = m.ne(current, issued.q);
+            let bad = m.and(start, wrong);
+            let ok = m.not(bad);
+            m.assert_always(
+                &format!("{ch}_block_in_order"),
+                ok,
+                &format!(
+                    "a {} phase started on a {} block other than the one it needs",
+                    if ch == "k" { "QK" } else { "PV" },
+                    ch.to_uppercase()
+                ),
+            );
+        }
         // Blocks are released only while one is held.
         for (ch, ready, release) in [
             ("q", q_ready, q_rel),

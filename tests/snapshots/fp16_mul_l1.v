@@ -34,10 +34,12 @@ module fp16_mul_l1 (
     wire b_is_zero = b_exp_zero & b_frac_zero;
     wire b_is_inf = b_exp_max & b_frac_zero;
     wire sign = a[15] ^ b[15];
-    wire is_nan = (((a_exp_max & a_frac_nonzero) | (b_exp_max & b_frac_nonzero)) | (a_is_zero & b_is_inf)) | (a_is_inf & b_is_zero);
+    wire is_nan = (((a_exp_max & a_frac_nonzero) | (b_exp_max & b_frac_nonzero)) | (a_is_zero &
+        b_is_inf)) | (a_is_inf & b_is_zero);
     wire is_inf = a_is_inf | b_is_inf;
     wire is_zero = a_is_zero | b_is_zero;
-    wire [7:0] exp_sum = {3'd0, {a_exp[4:1], a_exp[0] | a_exp_zero}} + {3'd0, {b_exp[4:1], b_exp[0] | b_exp_zero}};
+    wire [7:0] exp_sum = {3'd0, {a_exp[4:1], a_exp[0] | a_exp_zero}} + {3'd0, {b_exp[4:1], b_exp[0]
+        | b_exp_zero}};
     wire [21:0] product = {11'd0, {a_hidden, a_frac}} * {11'd0, {b_hidden, b_frac}};
     wire not_74 = ~(|product[21:20]);
     wire and_81 = not_74 & (~(|product[19:18]));
@@ -50,7 +52,11 @@ module fp16_mul_l1 (
     wire not_151 = ~(|product[5:4]);
     wire and_158 = not_151 & (~(|product[3:2]));
     wire not_165 = ~(|product[1:0]);
-    wire [4:0] lz = {and_137, and_137 ? {1'b0, {and_158, and_158 ? {not_165, not_165 ? 1'b0 : (~product[1])} : {not_151, not_151 ? (~product[3]) : (~product[5])}}} : {and_99, and_99 ? {and_116, and_116 ? {not_124, not_124 ? (~product[7]) : (~product[9])} : {not_109, not_109 ? (~product[11]) : (~product[13])}} : {and_81, and_81 ? {not_89, not_89 ? (~product[15]) : (~product[17])} : {not_74, not_74 ? (~product[19]) : (~product[21])}}}};
+    wire [4:0] lz = {and_137, and_137 ? {1'b0, {and_158, and_158 ? {not_165, not_165 ? 1'b0 :
+        (~product[1])} : {not_151, not_151 ? (~product[3]) : (~product[5])}}} : {and_99, and_99 ?
+        {and_116, and_116 ? {not_124, not_124 ? (~product[7]) : (~product[9])} : {not_109, not_109 ?
+        (~product[11]) : (~product[13])}} : {and_81, and_81 ? {not_89, not_89 ? (~product[15]) :
+        (~product[17])} : {not_74, not_74 ? (~product[19]) : (~product[21])}}}};
     wire [20:0] norm = product[20:0] << lz;
     wire [7:0] exp = (exp_sum + 8'h62) - {3'd0, lz};
 

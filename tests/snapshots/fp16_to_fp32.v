@@ -21,11 +21,14 @@ module fp16_to_fp32 (
     wire not_47 = ~(|a_frac[5:4]);
     wire and_57 = and_39 & (not_47 & (~(|a_frac[3:2])));
     wire not_67 = ~(|a_frac[1:0]);
-    wire [3:0] shift = a_exp_zero ? ({and_57, and_57 ? {1'b0, {not_67, not_67 ? 1'b0 : (~a_frac[1])}} : {and_39, and_39 ? {not_47, not_47 ? (~a_frac[3]) : (~a_frac[5])} : {not_32, not_32 ? (~a_frac[7]) : (~a_frac[9])}}} + 4'd1) : 4'd0;
+    wire [3:0] shift = a_exp_zero ? ({and_57, and_57 ? {1'b0, {not_67, not_67 ? 1'b0 :
+        (~a_frac[1])}} : {and_39, and_39 ? {not_47, not_47 ? (~a_frac[3]) : (~a_frac[5])} : {not_32,
+        not_32 ? (~a_frac[7]) : (~a_frac[9])}}} + 4'd1) : 4'd0;
     wire [9:0] frac = a_frac << shift;
     wire [7:0] exp = ({3'd0, {a_exp[4:1], a_exp[0] | a_exp_zero}} + 8'h70) - {4'd0, shift};
 
-    assign y = (a_exp_max & a_frac_nonzero) ? 32'h7fc00000 : (a_exp_max & a_frac_zero) ? {a[15], 31'h7f800000} : (a_exp_zero & a_frac_zero) ? {a[15], 31'd0} : {a[15], exp, frac, 13'd0};
+    assign y = (a_exp_max & a_frac_nonzero) ? 32'h7fc00000 : (a_exp_max & a_frac_zero) ? {a[15],
+        31'h7f800000} : (a_exp_zero & a_frac_zero) ? {a[15], 31'd0} : {a[15], exp, frac, 13'd0};
 endmodule
 
 `default_nettype wire

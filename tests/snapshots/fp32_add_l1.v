@@ -36,7 +36,8 @@ module fp32_add_l1 (
     wire [7:0] b_exp_eff = {b_exp[7:1], b_exp[0] | b_exp_zero};
     wire b_is_inf = b_exp_max & b_frac_zero;
     wire subtract = a[31] ^ b[31];
-    wire is_nan = ((a_exp_max & a_frac_nonzero) | (b_exp_max & b_frac_nonzero)) | ((a_is_inf & b_is_inf) & subtract);
+    wire is_nan = ((a_exp_max & a_frac_nonzero) | (b_exp_max & b_frac_nonzero)) | ((a_is_inf &
+        b_is_inf) & subtract);
     wire is_inf = a_is_inf | b_is_inf;
     wire zero_sign = a[31] & b[31];
     wire swap = a[30:0] < b[30:0];
@@ -47,7 +48,8 @@ module fp32_add_l1 (
     wire [26:0] cat_67 = {swap ? a_sig : b_sig, 3'd0};
     wire [26:0] shifted = cat_67 >> align;
     wire [26:0] y_aligned = {shifted[26:1], shifted[0] | (|(cat_67 & (~(27'h7ffffff << align))))};
-    wire [27:0] sum = ({1'b0, swap ? b_sig : a_sig, 3'd0} + ({1'b0, y_aligned} ^ {28{subtract}})) + {27'd0, subtract};
+    wire [27:0] sum = ({1'b0, swap ? b_sig : a_sig, 3'd0} + ({1'b0, y_aligned} ^ {28{subtract}})) +
+        {27'd0, subtract};
     wire sum_zero = ~(|sum);
     wire [7:0] exp_right = x_exp + 8'd1;
     wire overflow = sum[27] & (exp_right == 8'hff);
@@ -64,7 +66,12 @@ module fp32_add_l1 (
     wire not_211 = ~(|sum[6:5]);
     wire and_221 = and_203 & (not_211 & (~(|sum[4:3])));
     wire not_229 = ~(|sum[2:1]);
-    wire [4:0] lz = {and_183, and_183 ? {and_221, and_221 ? {1'b0, {not_229, not_229 ? (~sum[0]) : (~sum[2])}} : {and_203, and_203 ? {not_211, not_211 ? (~sum[4]) : (~sum[6])} : {not_196, not_196 ? (~sum[8]) : (~sum[10])}}} : {and_145, and_145 ? {and_162, and_162 ? {not_170, not_170 ? (~sum[12]) : (~sum[14])} : {not_155, not_155 ? (~sum[16]) : (~sum[18])}} : {and_127, and_127 ? {not_135, not_135 ? (~sum[20]) : (~sum[22])} : {not_120, not_120 ? (~sum[24]) : (~sum[26])}}}};
+    wire [4:0] lz = {and_183, and_183 ? {and_221, and_221 ? {1'b0, {not_229, not_229 ? (~sum[0]) :
+        (~sum[2])}} : {and_203, and_203 ? {not_211, not_211 ? (~sum[4]) : (~sum[6])} : {not_196,
+        not_196 ? (~sum[8]) : (~sum[10])}}} : {and_145, and_145 ? {and_162, and_162 ? {not_170,
+        not_170 ? (~sum[12]) : (~sum[14])} : {not_155, not_155 ? (~sum[16]) : (~sum[18])}} :
+        {and_127, and_127 ? {not_135, not_135 ? (~sum[20]) : (~sum[22])} : {not_120, not_120 ?
+        (~sum[24]) : (~sum[26])}}}};
     wire [7:0] max_left = x_exp - 8'd1;
     wire [4:0] left = (max_left < {3'd0, lz}) ? max_left[4:0] : lz;
     wire [26:0] norm = sum[27] ? {sum[27:2], sum[1] | sum[0]} : (sum[26:0] << left);

@@ -22,7 +22,9 @@ module fp32_to_fp16 (
     // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.
     wire unused = ^{shifted[25:12]};
 
-    assign y = ((&a_exp) & (|a[22:0])) ? 16'h7e00 : overflow ? {a[31], 15'h7c00} : (~(|a_exp)) ? {a[31], 15'd0} : {a[31], {normal ? (a_exp[4:0] - 5'h10) : 5'd0, shifted[11:2]} + {14'd0, round_up}};
+    assign y = ((&a_exp) & (|a[22:0])) ? 16'h7e00 : overflow ? {a[31], 15'h7c00} : (~(|a_exp)) ?
+        {a[31], 15'd0} : {a[31], {normal ? (a_exp[4:0] - 5'h10) : 5'd0, shifted[11:2]} + {14'd0,
+        round_up}};
 endmodule
 
 `default_nettype wire

@@ -1,0 +1,262 @@
+//! `regflash sim` and `regflash bench` as a user runs them: the JSON report carries the fields
+//! the issue names with consistent values, `.npy` inputs and outputs round-trip and match the
+//! hardware model, and bad inputs get a clear error and a non-zero exit, never a panic.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use gen::tools::ScratchDir;
+use hdl::config::CoreConfig;
+use hdl::core::CoreParams;
+use kernels::flash::OutFormat;
+use regflash::verify::attention::Attention;
+use verilator_tb::npy::{self, DType, Tensor};
+
+fn regflash(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_regflash"))
+        .args(args)
+        .output()
+        .expect("the regflash binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn write_tensor(path: &Path, dtype: DType, shape: &[usize], bits: &[u16]) {
+    let data = bits
+        .iter()
+        .map(|&b| match dtype {
+            DType::F16 => b as u32,
+            DType::F32 => half::f16::from_bits(b).to_f32().to_bits(),
+        })
+        .collect();
+    npy::write(
+        path,
+        &Tensor {
+            dtype,
+            shape: shape.to_vec(),
+            data,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn sim_report_and_output_match_the_hardware_model() {
+    let dir = ScratchDir::new("cli-sim").unwrap();
+    let (report, out) = (dir.path().join("r.json"), dir.path().join("o.npy"));
+    let o = regflash(&[
+        "sim",
+        "--seq",
+        "37",
+        "--heads",
+        "2",
+        "--causal",
+        "--seed",
+        "5",
+        "--mem-stall",
+        "0.2",
+        "--report",
+        report.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("PASS"), "{}", text(&o));
+
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["preset"], "small");
+    assert_eq!(r["seq_len"], 37);
+    assert_eq!(r["heads"], 2);
+    assert_eq!(r["head_dim"], 16);
+    assert_eq!(r["causal"], true);
+    assert_eq!(r["bit_mismatches"], 0);
+    let cycles = r["cycles"].as_u64().unwrap();
+    let ideal = r["ideal_cycles"].as_f64().unwrap();
+    let util = r["utilization"].as_f64().unwrap();
+    assert!(
+        ideal > 0.0 && (cycles as f64) > ideal,
+        "{cycles} vs {ideal}"
+    );
+    assert!((util - ideal / cycles as f64).abs() < 1e-12);
+    assert_eq!(r["counters"]["cycles"].as_u64(), Some(cycles));
+    assert!(r["counters"]["skipped_blocks"].as_u64().unwrap() > 0);
+    let (abs, plain) = (
+        r["max_abs_err"].as_f64().unwrap(),
+        r["plain_lowprec_max_abs_err"].as_f64().unwrap(),
+    );
+    assert!(abs > 0.0 && abs <= 2.0 * plain + 1e-3, "{abs} vs {plain}");
+    assert!(r["max_rel_err"].as_f64().unwrap() < 1e-3);
+
+    // The written O is the hardware model's output for the same inputs.
+    let t = npy::read(&out).unwrap();
+    assert_eq!((t.dtype, t.shape.clone()), (DType::F16, vec![2, 37, 16]));
+    let cfg = CoreConfig::preset("small").unwrap();
+    let a = regflash::sim::random_problem(2, 37, 16, true, OutFormat::F16, 5);
+    let (want, _) = a.expected(&CoreParams::from_config(&cfg).unwrap());
+    assert_eq!(t.data, want);
+}
+
+#[test]
+fn sim_reads_npy_inputs_of_either_precision() {
+    let dir = ScratchDir::new("cli-sim").unwrap();
+    let a = Attention::generate(
+        kernels::patterns::Pattern::LargeValues,
+        1,
+        13,
+        21,
+        16,
+        false,
+        OutFormat::F32,
+        9,
+    );
+    let p = |n: &str| dir.path().join(n);
+    // Q as FP32 (exactly representable in FP16, so nothing is rounded), K and V as FP16.
+    write_tensor(&p("q.npy"), DType::F32, &[13, 16], &a.q);
+    write_tensor(&p("k.npy"), DType::F16, &[21, 16], &a.k);
+    write_tensor(&p("v.npy"), DType::F16, &[21, 16], &a.v);
+    let o = regflash(&[
+        "sim",
+        "--q",
+        p("q.npy").to_str().unwrap(),
+        "--k",
+        p("k.npy").to_str().unwrap(),
+        "--v",
+        p("v.npy").to_str().unwrap(),
+        "--f32",
+        "--out",
+        p("o.npy").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("seq 13 (keys 21)"), "{}", text(&o));
+    let t = npy::read(&p("o.npy")).unwrap();
+    assert_eq!((t.dtype, t.shape.clone()), (DType::F32, vec![13, 16]));
+    let cfg = CoreConfig::preset("small").unwrap();
+    let (want, _) = a.expected(&CoreParams::from_config(&cfg).unwrap());
+    assert_eq!(t.data, want);
+}
+
+#[test]
+fn sim_and_bench_refuse_bad_input_clearly() {
+    let dir = ScratchDir::new("cli-sim").unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let ok = vec![0x3c00u16; 10 * 16];
+    write_tensor(Path::new(&p("q.npy")), DType::F16, &[10, 16], &ok);
+    write_tensor(Path::new(&p("k.npy")), DType::F16, &[10, 16], &ok);
+    write_tensor(Path::new(&p("v9.npy")), DType::F16, &[9, 16], &ok[..9 * 16]);
+    write_tensor(Path::new(&p("q32.npy")), DType::F16, &[5, 32], &ok);
+    write_tensor(Path::new(&p("q1d.npy")), DType::F16, &[160], &ok);
+    std::fs::write(p("junk.npy"), b"not a numpy file").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--q", &p("q.npy"), "--k", &p("k.npy"), "--v", &p("v9.npy")],
+            "K has shape [1, 10, 16] but V has shape [1, 9, 16]",
+        ),
+        (
+            vec!["--q", &p("q32.npy"), "--k", &p("k.npy"), "--v", &p("k.npy")],
+            "heads and head dimension must match",
+        ),
+        (
+            vec![
+                "--q",
+                &p("q32.npy"),
+                "--k",
+                &p("q32.npy"),
+                "--v",
+                &p("q32.npy"),
+            ],
+            "head_dim = 16",
+        ),
+        (
+            vec!["--q", &p("q1d.npy"), "--k", &p("k.npy"), "--v", &p("k.npy")],
+            "expected (seq, d) or (heads, seq, d)",
+        ),
+        (
+            vec![
+                "--q",
+                &p("junk.npy"),
+                "--k",
+                &p("k.npy"),
+                "--v",
+                &p("k.npy"),
+            ],
+            "Q input",
+        ),
+        (
+            vec![
+                "--q",
+                &p("missing.npy"),
+                "--k",
+                &p("k.npy"),
+                "--v",
+                &p("k.npy"),
+            ],
+            "missing.npy",
+        ),
+        (vec!["--seq", "0"], "--seq must be at least 1"),
+        (
+            vec!["--mem-stall", "1.5"],
+            "--mem-stall must be in [0, 0.95)",
+        ),
+        (vec!["--preset", "tiny"], "unknown preset `tiny`"),
+    ]
+    .into_iter()
+    .map(|(args, want)| (args.into_iter().map(String::from).collect(), want))
+    .collect();
+    for (args, want) in cases {
+        let mut all = vec!["sim".to_string()];
+        all.extend(args);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let o = regflash(&all);
+        let t = text(&o);
+        assert!(!o.status.success(), "{all:?} succeeded: {t}");
+        assert!(t.contains(want), "{all:?}: expected `{want}` in: {t}");
+        assert!(!t.contains("panicked"), "{all:?}: {t}");
+    }
+    let o = regflash(&["bench", "--presets", "small,huge"]);
+    assert!(!o.status.success() && text(&o).contains("unknown preset `huge`"));
+}
+
+#[test]
+fn bench_tables_causal_against_non_causal() {
+    let dir = ScratchDir::new("cli-bench").unwrap();
+    let md = dir.path().join("b.md");
+    let o = regflash(&[
+        "bench",
+        "--presets",
+        "small",
+        "--seq",
+        "20,64",
+        "--out",
+        md.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let table = std::fs::read_to_string(&md).unwrap();
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| small")).collect();
+    assert_eq!(rows.len(), 4, "{table}");
+    for (row, (seq, causal)) in rows
+        .iter()
+        .zip([(20, "no"), (20, "yes"), (64, "no"), (64, "yes")])
+    {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(
+            (cells[4], cells[5]),
+            (seq.to_string().as_str(), causal),
+            "{row}"
+        );
+        assert_eq!(cells[14], "yes", "not bit-exact: {row}");
+        // Causal rows carry the ratio of their cycles to the non-causal run's, below 1.
+        if causal == "yes" {
+            let ratio: f64 = cells[9].parse().unwrap();
+            assert!(ratio > 0.3 && ratio < 1.0, "{row}");
+        } else {
+            assert_eq!(cells[9], "", "{row}");
+        }
+    }
+}
