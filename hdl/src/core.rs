@@ -404,12 +404,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let start_pv = m.name("start_pv", start_pv);
 
         // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last.
-        let step = |m: &mut ModuleBuilder, r: RegHandle, n: u32| -> (Sig, Sig) {
-            let last = m.eq_lit(r.q, (n - 1) as u64);
-            let inc = m.add_lit(r.q, 1);
-            let zero = m.zero(r.q.width());
-            (m.mux(last, zero, inc), last)
-        };
+        let step = |m: &mut ModuleBuilder, r: RegHandle, n: u32| pe_row::step_counter(m, r.q, n);
         let (jj_n, jj_last) = step(m, jj, b_n);
         let (ii_n, ii_last) = step(m, ii, a_n);
         let (k_n, k_last) = step(m, kk, dd);
@@ -425,33 +420,23 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let pv_end = m.and(in_pv, pv_end);
         m.drive(pv_last_step, pv_end);
         let begin = m.or(start_qk, start_pv);
-        let z = |m: &mut ModuleBuilder, r: RegHandle| m.zero(r.q.width());
         // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
-        let zj = z(m, jj);
-        let jj_d = m.mux(begin, zj, jj_n);
-        let jj_en = m.or(in_qk, begin);
-        reg_set(m, jj, jj_d, jj_en);
+        let advance = |m: &mut ModuleBuilder, r: RegHandle, next: Sig, step: Sig| {
+            let zero = m.zero(r.q.width());
+            let d = m.mux(begin, zero, next);
+            let en = m.or(step, begin);
+            reg_set(m, r, d, en);
+        };
+        advance(m, jj, jj_n, in_qk);
         let ii_step_qk = m.and(in_qk, qk_inner);
         let ii_step_pv = m.and(in_pv, q_last);
         let ii_step = m.or(ii_step_qk, ii_step_pv);
-        let zi = z(m, ii);
-        let ii_d = m.mux(begin, zi, ii_n);
-        let ii_en = m.or(ii_step, begin);
-        reg_set(m, ii, ii_d, ii_en);
+        advance(m, ii, ii_n, ii_step);
         let k_step = m.and(in_qk, qk_mid);
-        let zk = z(m, kk);
-        let k_d = m.mux(begin, zk, k_n);
-        let k_en = m.or(k_step, begin);
-        reg_set(m, kk, k_d, k_en);
-        let zq = z(m, qq);
-        let q_d = m.mux(begin, zq, q_n);
-        let q_en = m.or(in_pv, begin);
-        reg_set(m, qq, q_d, q_en);
+        advance(m, kk, k_n, k_step);
+        advance(m, qq, q_n, in_pv);
         let jk_step = m.and(in_pv, pv_mid);
-        let zjk = z(m, jk);
-        let jk_d = m.mux(begin, zjk, jk_n);
-        let jk_en = m.or(jk_step, begin);
-        reg_set(m, jk, jk_d, jk_en);
+        advance(m, jk, jk_n, jk_step);
         // Phase kind and block.
         let none = m.lit(2, ph::NONE);
         let qk_l = m.lit(2, ph::QK);
@@ -790,22 +775,9 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let aw_pe = p.row.pe.addr_width();
         let s_addr = {
             let slot = m.bit(ph_blk.q, 0);
-            let abl = m.lit(aw_pe, (a_n * b_n) as u64);
-            let so = m.mul_lo(slot, abl, aw_pe);
-            let bl = m.lit(aw_pe, b_n as u64);
-            let io = m.mul_lo(ii.q, bl, aw_pe);
-            let jw = m.zext(jj.q, aw_pe);
-            let x = m.add(so, io);
-            m.add(x, jw)
+            p.row.s_addr_rtl(m, slot, ii.q, jj.q, aw_pe)
         };
-        let o_addr_pe = {
-            let el = m.lit(aw_pe, e_n as u64);
-            let io = m.mul_lo(ii.q, el, aw_pe);
-            let qw = m.zext(qq.q, aw_pe);
-            let base = m.lit(aw_pe, (2 * a_n * b_n) as u64);
-            let x = m.add(base, io);
-            m.add(x, qw)
-        };
+        let o_addr_pe = p.row.o_addr_rtl(m, ii.q, qq.q, aw_pe);
         let step_addr = m.mux(in_pv, o_addr_pe, s_addr);
         let step_jj = if b_n == 1 { m.zero(1) } else { jj.q };
         let pv_arm = start_pv; // the cycle before a PV phase's first step

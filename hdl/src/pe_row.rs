@@ -77,6 +77,34 @@ impl PeRowConfig {
         2 * self.a * self.b + ii * self.e + q
     }
 
+    /// `s_addr` in hardware: the register of S (slot, ii, jj), `width` bits.
+    pub fn s_addr_rtl(
+        &self,
+        m: &mut ModuleBuilder,
+        slot: Sig,
+        ii: Sig,
+        jj: Sig,
+        width: u32,
+    ) -> Sig {
+        let ab = m.lit(width, (self.a * self.b) as u64);
+        let slot_off = m.mul_lo(slot, ab, width);
+        let b = m.lit(width, self.b as u64);
+        let ii_off = m.mul_lo(ii, b, width);
+        let jj = m.zext(jj, width);
+        let x = m.add(slot_off, ii_off);
+        m.add(x, jj)
+    }
+
+    /// `o_addr` in hardware: the register of O (ii, q), `width` bits.
+    pub fn o_addr_rtl(&self, m: &mut ModuleBuilder, ii: Sig, q: Sig, width: u32) -> Sig {
+        let e = m.lit(width, self.e as u64);
+        let off = m.mul_lo(ii, e, width);
+        let q = m.zext(q, width);
+        let base = m.lit(width, (2 * self.a * self.b) as u64);
+        let x = m.add(base, off);
+        m.add(x, q)
+    }
+
     /// Registers the mapping needs per PE.
     pub fn regs_needed(&self) -> u32 {
         2 * self.a * self.b + self.a * self.e
@@ -114,7 +142,7 @@ impl PeRowConfig {
 }
 
 /// Counter `v + 1` wrapping at `n` (returns the next value and whether `v` was the last).
-fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) {
+pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) {
     let last = m.eq_lit(v, (n - 1) as u64);
     let inc = m.add_lit(v, 1);
     let zero = m.zero(v.width());
@@ -191,25 +219,8 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let in_ro = is(m, st::RO_SWEEP);
 
         // The engine reads PE registers at one shared address; `cc` picks the PE.
-        let ab = a_n * b_n;
-        let s_base = {
-            // slot*a*b + ii*b + jj
-            let ab_l = m.lit(aw, ab as u64);
-            let slot_off = m.mul_lo(slot, ab_l, aw);
-            let b_l = m.lit(aw, b_n as u64);
-            let ii_off = m.mul_lo(ii.q, b_l, aw);
-            let jj_w = m.zext(jj.q, aw);
-            let s = m.add(slot_off, ii_off);
-            m.add(s, jj_w)
-        };
-        let o_base = {
-            let e_l = m.lit(aw, e_n as u64);
-            let off = m.mul_lo(ii.q, e_l, aw);
-            let q_w = m.zext(qq.q, aw);
-            let base = m.lit(aw, (2 * ab) as u64);
-            let x = m.add(base, off);
-            m.add(x, q_w)
-        };
+        let s_base = cfg.s_addr_rtl(m, slot, ii.q, jj.q, aw);
+        let o_base = cfg.o_addr_rtl(m, ii.q, qq.q, aw);
         let rd_addr = m.mux(in_ro, o_base, s_base);
         let rd_addr = m.name("rd_addr", rd_addr);
 
