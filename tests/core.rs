@@ -51,6 +51,17 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
     scenarios(&c, 60, 160, 92);
 }
 
+/// The smallest array: one PE (so one key block column and a 64-bit port with one beat per
+/// row), where widths collapse to one bit and the row-reduction tree has a single input.
+#[test]
+fn one_pe_core_is_bit_exact() {
+    let mut c = small();
+    c.name = "one_pe".into();
+    (c.rows, c.cols, c.br, c.bc, c.head_dim, c.mem_width) = (1, 1, 2, 2, 4, 64);
+    c.validate().unwrap();
+    scenarios(&c, 30, 40, 93);
+}
+
 /// The counters account for every cycle, and a long enough run keeps the array busy.
 #[test]
 fn counters_account_for_the_run() {

@@ -398,7 +398,8 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let out_jj = m.delay_n("exp_jj", jj.q, exp_lat);
         let p_j = {
             let jb = cfg.j_bits();
-            let b_l = m.lit(jb, b_n as u64);
+            // Low jb bits of c·b (b itself may not fit jb bits when C = 1).
+            let b_l = m.lit(bits_for(b_n as u64), b_n as u64);
             let col = m.mul_lo(out_c, b_l, jb);
             let jj_w = m.zext(out_jj, jb);
             m.add(col, jj_w)
