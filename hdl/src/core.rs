@@ -469,7 +469,9 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let rows_busy = m.net("rows_busy", 1);
         let sm_more = m.lt(sm_done.q, nblk.q);
         let qk_ready = m.gt(qk_done.q, sm_done.q);
-        let p_free = m.ge(pv_issued.q, sm_done.q);
+        // P and the shifts are double-buffered: softmax j may run once PV(j-2) has issued.
+        let pv_issued_1 = m.add_lit(pv_issued.q, 1);
+        let p_free = m.ge(pv_issued_1, sm_done.q);
         let first_block = m.is_zero(sm_done.q);
         let later_block = m.not(first_block);
         let ro_ok = m.or(ro_idle, later_block);
@@ -768,6 +770,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
 
         // ---------------- PE rows -----------------------------------------------------------
         let step_valid = m.or(in_qk, in_pv);
+        let blk_parity = m.bit(ph_blk.q, 0);
         let first_k = m.is_zero(kk.q);
         let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
         let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
@@ -813,6 +816,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
                     ("step_jj", step_jj),
                     ("step_j", jk.q),
                     ("step_last", q_last),
+                    ("step_slot", blk_parity),
                     ("mask_qk", mq),
                     ("mask_sp", ms),
                     ("pv_block_start", pv_arm),

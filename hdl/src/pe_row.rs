@@ -195,6 +195,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let step_jj = m.input("step_jj", cfg.jj_bits());
         let step_j = m.input("step_j", cfg.j_bits());
         let step_last = m.input("step_last", 1);
+        let step_slot = m.input("step_slot", 1);
         let mask_qk = m.input("mask_qk", a_n * bc);
         let mask_sp = m.input("mask_sp", a_n * bc);
         let pv_block_start = m.input("pv_block_start", 1);
@@ -254,14 +255,36 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let cur_m = pick(m, ii.q, 0);
         let cur_l = pick(m, ii.q, 1);
         let cur_l_zero = pick(m, ii.q, 3);
-        let step_shift = pick(m, step_ii, 2);
+        // Each row's rescale shift for a block, kept per block parity: the softmax of block j
+        // may run while the PV steps of block j-1 still use theirs.
+        let in_sumu_row = is(m, st::SUM_UPDATE);
+        let mut shift_slots = vec![];
+        for (r, outs) in row_outs.iter().enumerate() {
+            let this_row = m.eq_lit(ii.q, r as u64);
+            let capture = m.and(in_sumu_row, this_row);
+            let slots: Vec<Sig> = (0..2u64)
+                .map(|k| {
+                    let here = m.eq_lit(slot, k);
+                    let en = m.and(capture, here);
+                    m.hold(&format!("shift_r{r}_s{k}"), outs[2], en)
+                })
+                .collect();
+            shift_slots.push(slots);
+        }
+        let step_shift = {
+            let per_row: Vec<Sig> = shift_slots
+                .iter()
+                .map(|sl| m.mux(step_slot, sl[1], sl[0]))
+                .collect();
+            m.mux_index(step_ii, &per_row)
+        };
 
         // ---------------- PEs -------------------------------------------------------------
         // Row-level PV operation and flags.
         let started = m.reg("o_started", a_n, Some(0));
         let scaled = m.reg("scaled", a_n, Some(0));
-        // mask_sp[ii][j]: the step's query row, then its key.
-        let pv_masked = select_bit2(m, mask_sp, a_n, bc, step_ii, step_j);
+        // mask_qk follows the running phase's block: [ii][j], the step's query row, then its key.
+        let pv_masked = select_bit2(m, mask_qk, a_n, bc, step_ii, step_j);
         let started_bits: Vec<Sig> = (0..a_n).map(|r| m.bit(started.q, r)).collect();
         let started_ii = m.mux_index(step_ii, &started_bits);
         let scaled_bits: Vec<Sig> = (0..a_n).map(|r| m.bit(scaled.q, r)).collect();
@@ -292,9 +315,10 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let scaled_d = m.mux(pv_block_start, zero_a, scaled_d);
         m.set_next(scaled, scaled_d);
 
-        // Row operand: Q in QK steps, P from the row's P buffer in PV steps.
-        let p_buf = m.memory("p_buf", 1 << (cfg.ii_bits() + cfg.j_bits()), 16);
-        let p_rd = m.cat(&[step_ii, step_j]);
+        // Row operand: Q in QK steps, P from the row's P buffer in PV steps. P is
+        // double-buffered by block parity, like S.
+        let p_buf = m.memory("p_buf", 2 << (cfg.ii_bits() + cfg.j_bits()), 16);
+        let p_rd = m.cat(&[step_slot, step_ii, step_j]);
         let p_val = m.mem_read(p_buf, p_rd);
         let a_row = m.mux(step_pv, p_val, a_q);
         let a_row = m.name("a_row", a_row);
@@ -404,7 +428,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             let jj_w = m.zext(out_jj, jb);
             m.add(col, jj_w)
         };
-        let p_wr = m.cat(&[out_ii, p_j]);
+        let p_wr = m.cat(&[slot, out_ii, p_j]);
         m.mem_write(p_buf, out_valid, p_wr, p);
         let wide = crate::fp16_to_fp32::logic(m, p);
         let chain = m.reg("chain", 32, Some(0));
