@@ -91,8 +91,9 @@ fn counters_account_for_the_run() {
     assert_eq!(r.memory.bytes_written, 128 * 16 * 2);
 }
 
-/// A deliberately broken schedule (V blocks never released) trips the K/V residency
-/// assertion instead of hanging silently.
+/// A deliberately broken schedule (V blocks never released, so the second PV phase would reuse
+/// the first V block) trips an RTL assertion (`v_block_in_order`) and stops the run, instead of
+/// producing wrong numbers or hanging.
 #[test]
 fn assertion_fires_on_a_broken_schedule() {
     let mut c = small();

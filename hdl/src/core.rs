@@ -11,10 +11,14 @@
 //! prefix up to the last row's diagonal for causal (later blocks are entirely masked and are
 //! neither fetched nor computed). The MAC phases run back to back:
 //! QK(0), QK(1), PV(0), QK(2), PV(1), ..., PV(n−1). QK(j) is d·a·b steps (k, ii, jj), PV(j) is
-//! Bc·a·e steps (j, ii, q); one step per cycle, every PE one MAC per step. The softmax of
-//! block j runs in the row engines while QK(j+1) computes (S is double-buffered in the PE
-//! registers). After a tile's last PV the row engines normalize O into the O staging buffer and
-//! the DMA writes it out, while the next tile's QK(0) already runs.
+//! Bc·a·e steps (j, ii, q); one step per cycle, every PE one MAC per step; the next phase is
+//! chosen in the current one's last step, so phases run back to back. The softmax of block j
+//! runs in the row engines while QK(j+1) and PV(j−1) compute (S in the PE registers, P and the
+//! rescale shifts in the row engines are double-buffered by block parity). The Q, K and V
+//! channels take their next descriptor (next head, next tile) as soon as they are idle, so
+//! first blocks are fetched while the previous tile computes. After a tile's last PV the row
+//! engines normalize O into the O staging buffer and the DMA writes it out, while the next
+//! tile's QK(0) already runs.
 //!
 //! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
 //! (MACs performed), `masked_macs` (MAC slots of issued steps that were masked),

@@ -9,7 +9,8 @@
 //! **MAC steps** (from the core's sequencer, one per cycle, `step_*` inputs): a QK step
 //! (query row ii, key jj of every PE, dimension k) multiplies the row operand `a_q` (Q) by the
 //! column operands `b_col` (K) into S, each PE masked by `mask_qk`; a PV step (query row ii,
-//! key j, output column q) multiplies P[ii][j] from the row's P buffer by `b_col` (V) into O.
+//! key j, output column q) multiplies P[ii][j] from the row's P buffer by `b_col` (V) into O,
+//! masked by `mask_qk` (which follows the running phase's block).
 //! A PV step's operation is the row's own: NOP if masked, MAC_ZERO on the row's first product
 //! of the tile (O starts at +0), MAC_SCALE on its first product of a block (the block's
 //! rescale), MAC otherwise. Skipping the rescale of a row with no product in a block is exact
@@ -19,7 +20,9 @@
 //! sweep over the row's Bc scores (masked: −Inf) updates m and the shift (`softmax_row`); an
 //! exp sweep computes p = FP16(exp2(s·C − m)) into the P buffer, sums each PE's b weights in
 //! order and the C PE sums through `row_reduce`; l is updated. `sm_first` (the tile's first
-//! block) resets the row state first. About a · (2·Bc + pipeline depths) cycles.
+//! block) resets the row state first. About a · (2·Bc + pipeline depths) cycles. P and each
+//! row's shift are kept per block parity (`sm_slot` when written, `step_slot` when a PV step
+//! reads them), so the softmax of block j may overlap the PV steps of block j − 1.
 //!
 //! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into

@@ -313,7 +313,8 @@ pub fn run(
             let n = dut.assertion_failures();
             ensure!(
                 n == 0,
-                "an RTL assertion failed ({n} failures by cycle {cycles}); Verilator printed                  which one above"
+                "an RTL assertion failed ({n} failures by cycle {cycles}); the simulator's \
+                 message above names it (`regflash assertion <name> failed: ...`)"
             );
             if cycles.is_multiple_of(8192) {
                 progress(cycles, estimate);
