@@ -81,15 +81,17 @@ pub struct ConfigArgs {
     pub regs: Option<u32>,
 }
 
+/// A configuration from a TOML file, with the file named in any error.
+fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    CoreConfig::from_toml(&text).with_context(|| format!("config file {}", path.display()))
+}
+
 impl ConfigArgs {
     pub fn resolve(&self) -> Result<CoreConfig> {
         let mut cfg = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config file {}", path.display()))?;
-                CoreConfig::from_toml(&text)
-                    .with_context(|| format!("config file {}", path.display()))?
-            }
+            Some(path) => load_config(path)?,
             None => CoreConfig::preset(&self.preset)?,
         };
         if let Some(v) = self.mul_latency {
@@ -200,9 +202,12 @@ pub struct SimArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Presets to run, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "small,medium,npu16")]
+    /// Presets to run, comma separated (default small,medium,npu16 when no --config is given).
+    #[arg(long, value_delimiter = ',')]
     pub presets: Vec<String>,
+    /// TOML configuration files to run as well (repeatable), e.g. a preset with a wider port.
+    #[arg(long = "config")]
+    pub configs: Vec<PathBuf>,
     /// Sequence lengths, comma separated; each runs non-causal and causal.
     #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
     pub seq: Vec<usize>,
@@ -687,11 +692,21 @@ fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     use crate::bench;
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
     anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
-    let configs = args
-        .presets
+    let presets = if args.presets.is_empty() && args.configs.is_empty() {
+        vec!["small".into(), "medium".into(), "npu16".into()]
+    } else {
+        args.presets.clone()
+    };
+    let mut configs = presets
         .iter()
         .map(|p| CoreConfig::preset(p))
         .collect::<Result<Vec<_>>>()?;
+    for path in &args.configs {
+        let cfg = load_config(path)?;
+        cfg.validate()
+            .with_context(|| format!("config file {}", path.display()))?;
+        configs.push(cfg);
+    }
     let plan = bench::BenchPlan {
         configs,
         seq_lens: args.seq.clone(),

@@ -221,16 +221,20 @@ fn sim_and_bench_refuse_bad_input_clearly() {
     }
     let o = regflash(&["bench", "--presets", "small,huge"]);
     assert!(!o.status.success() && text(&o).contains("unknown preset `huge`"));
+    let o = regflash(&["bench", "--config", &p("missing.toml")]);
+    assert!(!o.status.success() && text(&o).contains("cannot read config file"));
 }
 
 #[test]
 fn bench_tables_causal_against_non_causal() {
     let dir = ScratchDir::new("cli-bench").unwrap();
     let md = dir.path().join("b.md");
+    // A config file (here the small preset's own) runs like a preset.
+    let small_toml = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/small.toml");
     let o = regflash(&[
         "bench",
-        "--presets",
-        "small",
+        "--config",
+        small_toml,
         "--seq",
         "20,64",
         "--out",
