@@ -113,7 +113,8 @@ pub struct GenArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Generate one block as the top instead of the whole design
-    /// (fp16_mul, fp32_add, fp16_to_fp32, fp32_to_fp16, mac, pe, pe_grid).
+    /// (fp16_mul, fp32_add, mac, pe, pe_grid, exp2, row_reduce, mask_gen, dma, pe_row, ...;
+    /// an unknown name lists them all).
     #[arg(long)]
     pub unit: Option<String>,
     /// Output folder (created if missing; a folder from an earlier run is cleaned first).
