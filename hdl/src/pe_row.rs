@@ -230,6 +230,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
 
         // ---------------- softmax row state, one unit per query row -------------------
         let mut row_outs = vec![];
+        let mut shift_slots = vec![];
         let row_op = m.net("row_op", 2);
         let row_sel = m.net("row_sel", a_n);
         let blk_max = m.net("blk_max", 32);
@@ -249,6 +250,18 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
                 ],
             );
             row_outs.push([o.get("m"), o.get("l"), o.get("shift"), o.get("l_zero")]);
+            // The row's rescale shift for its block, kept per block parity: the softmax of
+            // block j may run while the PV steps of block j-1 still use theirs. Captured at
+            // the row's sum operation, when the block's max has set it.
+            let is_sum = m.eq_lit(op, RowOp::Sum as u64);
+            let slots: Vec<Sig> = (0..2u64)
+                .map(|k| {
+                    let here = m.eq_lit(slot, k);
+                    let en = m.and(is_sum, here);
+                    m.hold(&format!("shift_r{r}_s{k}"), o.get("shift"), en)
+                })
+                .collect();
+            shift_slots.push(slots);
         }
         // Field f (m, l, shift, l_zero) of the row `idx` selects.
         let pick = |m: &mut ModuleBuilder, idx: Sig, f: usize| -> Sig {
@@ -258,22 +271,6 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let cur_m = pick(m, ii.q, 0);
         let cur_l = pick(m, ii.q, 1);
         let cur_l_zero = pick(m, ii.q, 3);
-        // Each row's rescale shift for a block, kept per block parity: the softmax of block j
-        // may run while the PV steps of block j-1 still use theirs.
-        let in_sumu_row = is(m, st::SUM_UPDATE);
-        let mut shift_slots = vec![];
-        for (r, outs) in row_outs.iter().enumerate() {
-            let this_row = m.eq_lit(ii.q, r as u64);
-            let capture = m.and(in_sumu_row, this_row);
-            let slots: Vec<Sig> = (0..2u64)
-                .map(|k| {
-                    let here = m.eq_lit(slot, k);
-                    let en = m.and(capture, here);
-                    m.hold(&format!("shift_r{r}_s{k}"), outs[2], en)
-                })
-                .collect();
-            shift_slots.push(slots);
-        }
         let step_shift = {
             let per_row: Vec<Sig> = shift_slots
                 .iter()
