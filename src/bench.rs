@@ -2,7 +2,7 @@
 //! causal masking, every run checked bit for bit like `regflash sim`, written as a markdown
 //! table. All figures come from the core's own counters.
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use hdl::config::CoreConfig;
 use kernels::flash::OutFormat;
 use serde::Serialize;
@@ -16,6 +16,7 @@ use crate::verify::attention::MemoryTiming;
 pub struct BenchRow {
     pub report: SimReport,
     /// Cycles of this causal run over the non-causal run of the same shape.
+    #[serde(serialize_with = "crate::report::opt_real")]
     pub causal_cycle_ratio: Option<f64>,
 }
 
@@ -42,6 +43,21 @@ pub fn run(
         plan.seq_lens.iter().all(|&n| n >= 1),
         "sequence lengths must be at least 1"
     );
+    // Every point is checked before the first runs, so a bad one fails at once, not hours in.
+    for cfg in &plan.configs {
+        let p = hdl::core::CoreParams::from_config(cfg)?;
+        for &seq in &plan.seq_lens {
+            crate::verify::attention::check_shape(
+                &p,
+                plan.heads,
+                seq,
+                seq,
+                cfg.head_dim as usize,
+                OutFormat::F16,
+            )
+            .with_context(|| format!("{} at seq {seq}", cfg.name))?;
+        }
+    }
     let mut rows = Vec::new();
     for cfg in &plan.configs {
         for &seq in &plan.seq_lens {

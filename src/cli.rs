@@ -187,6 +187,10 @@ pub struct SimArgs {
     /// Output FP32 instead of FP16.
     #[arg(long)]
     pub f32: bool,
+    /// Clamp FP32 input values outside the FP16 range to ±65504 (counted in the report)
+    /// instead of refusing them.
+    #[arg(long)]
+    pub saturate: bool,
     /// Write O as .npy.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -318,6 +322,37 @@ fn gen_cmd(args: GenArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Checks, before any long work, that `path` can be written: its folder exists and the file can
+/// be opened for writing (an existing file is left as it is, a new one is not left behind).
+pub fn check_writable(path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "cannot write {}: folder {} does not exist (create it first)",
+        path.display(),
+        dir.display()
+    );
+    anyhow::ensure!(
+        !path.is_dir(),
+        "cannot write {}: it is a folder; name a file",
+        path.display()
+    );
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if !existed {
+        std::fs::remove_file(path).ok();
+    }
+    Ok(())
+}
+
 fn write_json<T: Serialize>(path: &PathBuf, value: &T) -> Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
         .with_context(|| format!("cannot write report {}", path.display()))
@@ -325,6 +360,9 @@ fn write_json<T: Serialize>(path: &PathBuf, value: &T) -> Result<()> {
 
 fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
+    if let Some(path) = &args.report {
+        check_writable(path)?;
+    }
     let dir = ScratchDir::new("synth")?;
     generate(&cfg, &target(&args.unit), dir.path())?;
     let report = gen::flow::synth(dir.path(), args.target, !args.no_pnr)?;
@@ -401,6 +439,9 @@ struct VerifyReport {
 
 fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
+    if let Some(path) = &args.report {
+        check_writable(path)?;
+    }
     for u in &args.units {
         if !UNITS.contains(&u.as_str()) {
             anyhow::bail!("unknown unit `{u}`: choose one of {}", UNITS.join(", "));
@@ -601,16 +642,16 @@ fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
             let verdict = a.check();
             ok &= verdict.is_ok();
             let ratio = if a.plain_err > 0.0 {
-                format!("{:.2}", a.hw_err / a.plain_err)
+                format!("{:.2}", a.max_abs_err / a.plain_err)
             } else {
                 "-".into()
             };
             println!(
                 "| {pattern:?} | {causal} | {:.3e} | {:.3e} | {ratio} | {:.2e} | {:.2e} | {} |",
-                a.hw_err,
+                a.max_abs_err,
                 a.plain_err,
-                a.hw_err / a.v_scale.max(f64::MIN_POSITIVE),
-                a.hw_err / a.out_scale.max(f64::MIN_POSITIVE),
+                a.rel_err(),
+                a.max_abs_err / a.out_scale.max(f64::MIN_POSITIVE),
                 verdict.map_or_else(|e| format!("**FAIL**: {e}"), |_| "met".into())
             );
         }
@@ -642,31 +683,46 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     use crate::sim;
     use kernels::flash::OutFormat;
     let cfg = args.config.resolve()?;
+    let params = hdl::core::CoreParams::from_config(&cfg)?;
     let out = if args.f32 {
         OutFormat::F32
     } else {
         OutFormat::F16
-    };
-    let problem = match (&args.q, &args.k, &args.v) {
-        (Some(q), Some(k), Some(v)) => sim::load_problem(q, k, v, args.causal, out)?,
-        _ => {
-            anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
-            anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
-            sim::random_problem(
-                args.heads,
-                args.seq,
-                cfg.head_dim as usize,
-                args.causal,
-                out,
-                args.seed,
-            )
-        }
     };
     anyhow::ensure!(
         (0.0..0.95).contains(&args.mem_stall),
         "--mem-stall must be in [0, 0.95)"
     );
     anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
+    // Before minutes of simulation: the outputs can be written.
+    for path in args.out.iter().chain(&args.report) {
+        check_writable(path)?;
+    }
+    let (problem, saturated) = match (&args.q, &args.k, &args.v) {
+        (Some(q), Some(k), Some(v)) => sim::load_problem(q, k, v, args.causal, out, args.saturate)?,
+        _ => {
+            anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
+            anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+            // Before allocating anything.
+            crate::verify::attention::check_shape(
+                &params,
+                args.heads,
+                args.seq,
+                args.seq,
+                cfg.head_dim as usize,
+                out,
+            )?;
+            let a = sim::random_problem(
+                args.heads,
+                args.seq,
+                cfg.head_dim as usize,
+                args.causal,
+                out,
+                args.seed,
+            );
+            (a, 0)
+        }
+    };
     let timing = crate::verify::attention::MemoryTiming {
         latency: args.mem_latency,
         stall_probability: args.mem_stall,
@@ -677,7 +733,8 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         "regflash sim: building the {} core (cached after the first build) ...",
         cfg.name
     );
-    let (report, o) = sim::run(&cfg, &problem, &timing, progress_bar())?;
+    let (mut report, o) = sim::run(&cfg, &problem, &timing, progress_bar())?;
+    report.saturated_inputs = saturated;
     eprintln!();
     println!("{}", report.summary());
     if let Some(path) = &args.out {
@@ -693,6 +750,9 @@ fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     use crate::bench;
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
     anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
+    for path in args.out.iter().chain(&args.report) {
+        check_writable(path)?;
+    }
     let presets = if args.presets.is_empty() && args.configs.is_empty() {
         vec!["small".into(), "medium".into(), "npu16".into()]
     } else {

@@ -4,5 +4,6 @@
 pub mod bench;
 pub mod cli;
 pub mod design;
+pub mod report;
 pub mod sim;
 pub mod verify;

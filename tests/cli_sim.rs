@@ -87,12 +87,9 @@ fn sim_report_and_output_match_the_hardware_model() {
     assert!((util - ideal / cycles as f64).abs() < 1e-12);
     assert_eq!(r["counters"]["cycles"].as_u64(), Some(cycles));
     assert!(r["counters"]["skipped_blocks"].as_u64().unwrap() > 0);
-    let (abs, plain) = (
-        r["max_abs_err"].as_f64().unwrap(),
-        r["plain_lowprec_max_abs_err"].as_f64().unwrap(),
-    );
-    assert!(abs > 0.0 && abs <= 2.0 * plain + 1e-3, "{abs} vs {plain}");
-    assert!(r["max_rel_err"].as_f64().unwrap() < 1e-3);
+    assert_eq!(r["bit_exact"], true);
+    assert_eq!(r["accuracy_ok"], true);
+    assert_eq!(r["nonfinite_outputs"], 0);
 
     // The written O is the hardware model's output for the same inputs.
     let t = npy::read(&out).unwrap();
@@ -101,6 +98,43 @@ fn sim_report_and_output_match_the_hardware_model() {
     let a = regflash::sim::random_problem(2, 37, 16, true, OutFormat::F16, 5);
     let (want, _) = a.expected(&CoreParams::from_config(&cfg).unwrap());
     assert_eq!(t.data, want);
+
+    // The reported errors, recomputed here from O and the references: the contract's bound
+    // is 2 x plain + one FP16 ulp of max |O_f64| (no looser floor), the relative error is over
+    // max |V|.
+    let (mut abs, mut plain, mut scale, mut vmax) = (0f64, 0f64, 0f64, 0f64);
+    for h in 0..2 {
+        let n = 37 * 16;
+        let (q, k, v) = (
+            &a.q[h * n..(h + 1) * n],
+            &a.k[h * n..(h + 1) * n],
+            &a.v[h * n..(h + 1) * n],
+        );
+        let f64_ref = kernels::reference::attention_f64(q, k, v, 37, 37, 16, true);
+        let pl = kernels::reference::attention_plain_lowprec(q, k, v, 37, 37, 16, true);
+        for (i, &w) in f64_ref.iter().enumerate() {
+            let got = half::f16::from_bits(t.data[h * n + i] as u16).to_f64();
+            abs = abs.max((got - w).abs());
+            plain = plain.max((pl[i] - w).abs());
+            scale = scale.max(w.abs());
+        }
+        for &x in v {
+            vmax = vmax.max(half::f16::from_bits(x).to_f64().abs());
+        }
+    }
+    let near = |x: f64, y: f64| (x - y).abs() <= 1e-12 * y.abs();
+    assert!(near(r["max_abs_err"].as_f64().unwrap(), abs), "{r}");
+    assert!(near(
+        r["plain_lowprec_max_abs_err"].as_f64().unwrap(),
+        plain
+    ));
+    assert!(near(r["max_rel_err"].as_f64().unwrap(), abs / vmax));
+    let ulp = 2f64.powi(scale.log2().floor() as i32 - 10);
+    assert!(near(
+        r["max_abs_err_bound"].as_f64().unwrap(),
+        2.0 * plain + ulp
+    ));
+    assert!(abs > 0.0 && abs <= 2.0 * plain + ulp, "{abs} vs {plain}");
 }
 
 #[test]
@@ -153,6 +187,23 @@ fn sim_and_bench_refuse_bad_input_clearly() {
     write_tensor(Path::new(&p("q32.npy")), DType::F16, &[5, 32], &ok);
     write_tensor(Path::new(&p("q1d.npy")), DType::F16, &[160], &ok);
     std::fs::write(p("junk.npy"), b"not a numpy file").unwrap();
+    // FP32 beyond FP16's range (1e6 at Q[0, 3, 5]): refused, not turned into Inf.
+    let mut big = vec![0x3c00u16; 10 * 16];
+    big[3 * 16 + 5] = 0x7bff;
+    let mut data: Vec<u32> = big
+        .iter()
+        .map(|&b| half::f16::from_bits(b).to_f32().to_bits())
+        .collect();
+    data[3 * 16 + 5] = 1e6f32.to_bits();
+    npy::write(
+        Path::new(&p("q_big.npy")),
+        &Tensor {
+            dtype: DType::F32,
+            shape: vec![1, 10, 16],
+            data,
+        },
+    )
+    .unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--q", &p("q.npy"), "--k", &p("k.npy"), "--v", &p("v9.npy")],
@@ -199,7 +250,35 @@ fn sim_and_bench_refuse_bad_input_clearly() {
             ],
             "missing.npy",
         ),
+        (
+            vec![
+                "--q",
+                &p("q_big.npy"),
+                "--k",
+                &p("k.npy"),
+                "--v",
+                &p("k.npy"),
+            ],
+            "element [0, 3, 5] = 1e6 is outside the FP16 range",
+        ),
         (vec!["--seq", "0"], "--seq must be at least 1"),
+        (
+            vec!["--seq", "99999999999"],
+            "does not fit the core's 16-bit index registers",
+        ),
+        (
+            vec!["--heads", "99999999999"],
+            "heads = 99999999999 does not fit",
+        ),
+        (
+            vec!["--seq", "60000", "--heads", "5000"],
+            "more than the core's 32-bit addresses reach",
+        ),
+        (
+            vec!["--report", "/nonexistent-folder/r.json"],
+            "folder /nonexistent-folder does not exist",
+        ),
+        (vec!["--out", &p("")], "it is a folder"),
         (
             vec!["--mem-stall", "1.5"],
             "--mem-stall must be in [0, 0.95)",
@@ -219,6 +298,25 @@ fn sim_and_bench_refuse_bad_input_clearly() {
         assert!(t.contains(want), "{all:?}: expected `{want}` in: {t}");
         assert!(!t.contains("panicked"), "{all:?}: {t}");
     }
+    // --saturate clamps instead, and the report counts what it clamped.
+    let r = p("sat.json");
+    let o = regflash(&[
+        "sim",
+        "--q",
+        &p("q_big.npy"),
+        "--k",
+        &p("k.npy"),
+        "--v",
+        &p("k.npy"),
+        "--saturate",
+        "--report",
+        &r,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
+    assert_eq!(j["saturated_inputs"], 1);
+    let o = regflash(&["bench", "--presets", "small", "--seq", "99999999"]);
+    assert!(!o.status.success() && text(&o).contains("small at seq 99999999"));
     let o = regflash(&["bench", "--presets", "small,huge"]);
     assert!(!o.status.success() && text(&o).contains("unknown preset `huge`"));
     let o = regflash(&["bench", "--config", &p("missing.toml")]);

@@ -5,15 +5,18 @@
 //!   row sum of FP16 weights widened to FP32), `c` (the softmax constant C = log2(e)/√d) →
 //!   `m`, `l` (FP32), `shift` (8 bits), `l_zero`. Latency 1 (state registers):
 //!   init: m = −Inf, l = +0, shift = 0;
-//!   max: m' = max(m, ceil(blk_max · C)), shift = min(m' − m, 255) (NaN → 255), m = m';
+//!   max: m' = max(m, ceil(blk_max · C)), shift = min(m' − m, 255) (NaN → 255; 0 while m' is
+//!   −Inf), m = m';
 //!   sum: l = l · 2^-shift + blk_sum (the shift of the last max).
 //!   After the last block, 1/l comes from `fp32_recip` unless `l_zero` (then 1: O is zero).
 //! * `softmax_exp`: one weight per cycle: `s` (raw score), `m`, `c`, `masked` → `p` (FP16) =
-//!   masked ? +0 : FP16(exp2(s · C − m)). Latency = fp32_mul + fp32_add + exp2 latencies.
+//!   masked ? +0 : FP16(exp2(s · C − m)), with +0 in place of m while m is −Inf.
+//!   Latency = fp32_mul + fp32_add + exp2 latencies.
 //!
 //! m is an integer-valued FP32 in the log2 domain, so the rescale of O and l by
-//! 2^(m_old − m_new) is an exact exponent shift (`fp32_scale2`), and IEEE arithmetic covers the
-//! first block (m = −Inf), masked blocks, and NaN/Inf scores with no special cases.
+//! 2^(m_old − m_new) is an exact exponent shift (`fp32_scale2`). While m is −Inf (all scores so
+//! far −Inf or masked) FlashAttention's rule holds: the max subtracted is +0 and the rescale
+//! is 1, so blocks of −Inf scores (padding keys) contribute +0, never NaN.
 
 use anyhow::Result;
 
@@ -88,7 +91,13 @@ pub fn build_row(d: &mut Design) -> ModRef {
         let sign = m.lit(32, 0x8000_0000);
         let neg_m = m.xor(m_reg.q, sign);
         let delta = m.instance(&add, "u_delta", &[("a", m_new), ("b", neg_m)]).get("y");
-        let shift_new = saturate_shift(m, delta);
+        // While the max is still −Inf the rescale is 1 (FlashAttention's rule), not
+        // 2^(−Inf + Inf).
+        let shift_sat = saturate_shift(m, delta);
+        let m_new_neg_inf = m.eq_lit(m_new, ieee::F32_NEG_INF);
+        let m_new_neg_inf = m.name("m_new_neg_inf", m_new_neg_inf);
+        let zero_shift = m.zero(8);
+        let shift_new = m.mux(m_new_neg_inf, zero_shift, shift_sat);
         let shift_new = m.name("shift_new", shift_new);
         let l_scaled = m
             .instance(&scale2, "u_rescale", &[("a", l_reg.q), ("n", shift_reg.q)])
@@ -168,6 +177,12 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
         let c = m.input("c", 32);
         let masked = m.input("masked", 1);
         let t = m.instance(&mul, "u_scale", &[("a", s), ("b", c)]).get("y");
+        // While the running max is −Inf, +0 is subtracted: a −Inf score then gives +0, not
+        // exp2(−Inf + Inf) = NaN.
+        let m_neg_inf = m.eq_lit(row_max, ieee::F32_NEG_INF);
+        let m_neg_inf = m.name("m_neg_inf", m_neg_inf);
+        let zero32 = m.zero(32);
+        let row_max = m.mux(m_neg_inf, zero32, row_max);
         let row_max = m.delay_n("m", row_max, cfg.mul.latency);
         let sign = m.lit(32, 0x8000_0000);
         let neg_m = m.xor(row_max, sign);

@@ -17,16 +17,31 @@ pub enum Pattern {
     Dominant,
     /// Q, K in [-4, 4], V up to ±65504: large outputs.
     LargeValues,
+    /// Padding keys: Q in [0.25, 1] (positive), K in [-1, 1] with runs of rows set to −Inf
+    /// (the run length 1 to 16 drawn from the seed, every third run), V in [-1, 1]. Scores of
+    /// padded keys are −Inf; whole blocks of them, and rows that see only them, occur.
+    NegInfKeys,
 }
 
 impl Pattern {
-    pub const ALL: [Pattern; 5] = [
+    pub const ALL: [Pattern; 6] = [
         Pattern::Unit,
         Pattern::Extreme,
         Pattern::EqualScores,
         Pattern::Dominant,
         Pattern::LargeValues,
+        Pattern::NegInfKeys,
     ];
+}
+
+/// FP16 −Inf.
+pub const F16_NEG_INF: u16 = 0xFC00;
+
+/// Sets key rows `rows` of K (rows × d) to −Inf.
+pub fn pad_keys(k: &mut [u16], d: usize, rows: impl IntoIterator<Item = usize>) {
+    for j in rows {
+        k[j * d..(j + 1) * d].fill(F16_NEG_INF);
+    }
 }
 
 /// xorshift64: a small deterministic generator.
@@ -93,5 +108,17 @@ pub fn tensors(
             gen(k_len * d, -4.0, 4.0),
             gen(k_len * d, -65504.0, 65504.0),
         ),
+        Pattern::NegInfKeys => {
+            let run = 1 << ((seed >> 3) % 5);
+            let q = gen(q_len * d, 0.25, 1.0);
+            let mut k = gen(k_len * d, -1.0, 1.0);
+            let v = gen(k_len * d, -1.0, 1.0);
+            pad_keys(
+                &mut k,
+                d,
+                (0..k_len).filter(|j| (j / run).is_multiple_of(3)),
+            );
+            (q, k, v)
+        }
     }
 }

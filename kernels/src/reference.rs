@@ -4,15 +4,38 @@
 //!   FP32 accumulation of Q·Kᵀ, softmax in FP32, P stored as FP16, P·V accumulated in FP32,
 //!   output stored as FP16.
 //!
-//! Both use the causal mask of `mask.rs`; a query with no visible key outputs 0 (the
-//! FlashAttention convention).
+//! Both write the causal mask from its definition (bottom-right aligned: query i of q_len sees
+//! key j of k_len when j ≤ i + k_len − q_len) rather than using `mask.rs`, so that a mask bug
+//! cannot hide in the model and the reference alike. A query with no visible key outputs 0
+//! (the FlashAttention convention), and so does a query whose visible scores are all −Inf (its
+//! max is −Inf, and FlashAttention subtracts 0 then). Special values follow IEEE arithmetic: a
+//! NaN score makes its row NaN (the max propagates it), as does a +Inf score (Inf − Inf).
 
 use half::f16;
 
-use crate::mask::MaskSpec;
-
 fn f(x: u16) -> f64 {
     f16::from_bits(x).to_f64()
+}
+
+/// Query `i` sees key `j`: always, or when causal, j ≤ i + k_len − q_len.
+pub fn visible(i: usize, j: usize, q_len: usize, k_len: usize, causal: bool) -> bool {
+    !causal || (j as i128) <= i as i128 + k_len as i128 - q_len as i128
+}
+
+/// Query `i` sees at least one key.
+pub fn has_visible_key(i: usize, q_len: usize, k_len: usize, causal: bool) -> bool {
+    k_len > 0 && visible(i, 0, q_len, k_len, causal)
+}
+
+/// The row max with NaN propagated (f64::max would drop it); −Inf for no value.
+fn nan_max(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.fold(f64::NEG_INFINITY, |a, b| {
+        if a.is_nan() || b.is_nan() {
+            f64::NAN
+        } else {
+            a.max(b)
+        }
+    })
 }
 
 /// Attention in f64: softmax(Q·Kᵀ/√d)·V.
@@ -25,17 +48,12 @@ pub fn attention_f64(
     d: usize,
     causal: bool,
 ) -> Vec<f64> {
-    let mask = MaskSpec {
-        q_len,
-        k_len,
-        causal,
-    };
     let scale = 1.0 / (d as f64).sqrt();
     let mut out = vec![0.0; q_len * d];
     for i in 0..q_len {
         let scores: Vec<Option<f64>> = (0..k_len)
             .map(|j| {
-                (!mask.masked(i, j)).then(|| {
+                visible(i, j, q_len, k_len, causal).then(|| {
                     (0..d)
                         .map(|c| f(q[i * d + c]) * f(k[j * d + c]))
                         .sum::<f64>()
@@ -43,12 +61,9 @@ pub fn attention_f64(
                 })
             })
             .collect();
-        let m = scores
-            .iter()
-            .flatten()
-            .fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+        let m = nan_max(scores.iter().flatten().copied());
         if m == f64::NEG_INFINITY {
-            continue; // no visible key
+            continue; // no visible key, or every visible score −Inf: the row is 0
         }
         let p: Vec<f64> = scores
             .iter()
@@ -57,7 +72,7 @@ pub fn attention_f64(
         let l: f64 = p.iter().sum();
         for c in 0..d {
             let acc: f64 = (0..k_len)
-                .filter(|&j| !mask.masked(i, j))
+                .filter(|&j| visible(i, j, q_len, k_len, causal))
                 .map(|j| p[j] * f(v[j * d + c]))
                 .sum();
             out[i * d + c] = acc / l;
@@ -76,28 +91,21 @@ pub fn attention_plain_lowprec(
     d: usize,
     causal: bool,
 ) -> Vec<f64> {
-    let mask = MaskSpec {
-        q_len,
-        k_len,
-        causal,
-    };
     let scale = (1.0 / (d as f64).sqrt()) as f32;
     let w = |x: u16| f16::from_bits(x).to_f32();
     let mut out = vec![0.0; q_len * d];
     for i in 0..q_len {
         let scores: Vec<Option<f32>> = (0..k_len)
             .map(|j| {
-                (!mask.masked(i, j)).then(|| {
+                visible(i, j, q_len, k_len, causal).then(|| {
                     (0..d).fold(0.0f32, |acc, c| {
                         w(q[i * d + c]).mul_add(w(k[j * d + c]), acc)
                     }) * scale
                 })
             })
             .collect();
-        let m = scores
-            .iter()
-            .flatten()
-            .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        // Exact: every f32 is an f64.
+        let m = nan_max(scores.iter().flatten().map(|&x| x as f64)) as f32;
         if m == f32::NEG_INFINITY {
             continue;
         }
@@ -109,7 +117,7 @@ pub fn attention_plain_lowprec(
         let p: Vec<f32> = e.iter().map(|&x| f16::from_f32(x / l).to_f32()).collect();
         for c in 0..d {
             let acc = (0..k_len)
-                .filter(|&j| !mask.masked(i, j))
+                .filter(|&j| visible(i, j, q_len, k_len, causal))
                 .fold(0.0f32, |acc, j| p[j].mul_add(w(v[j * d + c]), acc));
             out[i * d + c] = f16::from_f32(acc).to_f64();
         }
@@ -117,21 +125,89 @@ pub fn attention_plain_lowprec(
     out
 }
 
-/// Largest |got − want| and largest |want| over all elements. NaN in `got` where `want` is
-/// finite counts as an infinite error; NaN in both counts as agreement.
+/// Largest |got − want| and largest finite |want| over all elements. Equal values count as
+/// agreement (NaN and NaN, +Inf and +Inf); any other disagreement involving a NaN or an
+/// infinity is an infinite error.
 pub fn max_errors(got: &[f64], want: &[f64]) -> (f64, f64) {
     assert_eq!(got.len(), want.len());
     let mut err: f64 = 0.0;
     let mut scale: f64 = 0.0;
     for (&g, &w) in got.iter().zip(want) {
-        if w.is_nan() && g.is_nan() {
-            continue;
-        }
-        let e = (g - w).abs();
-        err = err.max(if e.is_nan() { f64::INFINITY } else { e });
+        err = err.max(abs_error(g, w));
         if w.is_finite() {
             scale = scale.max(w.abs());
         }
     }
     (err, scale)
+}
+
+/// |got − want|, 0 for equal special values (NaN and NaN count as equal), +Inf for any other
+/// disagreement that involves a special value.
+pub fn abs_error(got: f64, want: f64) -> f64 {
+    if got == want || (got.is_nan() && want.is_nan()) {
+        return 0.0;
+    }
+    let e = (got - want).abs();
+    if e.is_finite() {
+        e
+    } else {
+        f64::INFINITY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: u16 = 0x3C00;
+    const NAN: u16 = 0x7E00;
+    const NEG_INF: u16 = 0xFC00;
+
+    #[test]
+    fn equal_special_values_agree() {
+        let (e, s) = max_errors(
+            &[f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0],
+            &[f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.5],
+        );
+        assert_eq!((e, s), (0.5, 1.5));
+        assert_eq!(abs_error(f64::INFINITY, f64::NEG_INFINITY), f64::INFINITY);
+        assert_eq!(abs_error(1.0, f64::NAN), f64::INFINITY);
+        assert_eq!(abs_error(f64::NAN, 1.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn a_nan_score_makes_its_row_nan() {
+        // d = 1, two keys; the second key is NaN: row 0's score against it is NaN.
+        let q = [ONE];
+        let k = [ONE, NAN];
+        let v = [ONE, ONE];
+        for f in [attention_f64, attention_plain_lowprec] {
+            assert!(f(&q, &k, &v, 1, 2, 1, false)[0].is_nan());
+        }
+    }
+
+    #[test]
+    fn neg_inf_scores_contribute_nothing_and_an_all_neg_inf_row_is_zero() {
+        // Keys 0 and 2 are −Inf: the output is V of key 1. A row with only −Inf keys is 0.
+        let q = [ONE];
+        let k = [NEG_INF, ONE, NEG_INF];
+        let v = [0x4000, 0x4200, 0x4400]; // 2, 3, 4
+        for f in [attention_f64, attention_plain_lowprec] {
+            assert_eq!(f(&q, &k, &v, 1, 3, 1, false), vec![3.0]);
+            assert_eq!(
+                f(&q, &[NEG_INF, NEG_INF], &v[..2], 1, 2, 1, false),
+                vec![0.0]
+            );
+        }
+    }
+
+    #[test]
+    fn the_causal_mask_is_bottom_right_aligned() {
+        // 2 queries, 3 keys: query 0 sees keys 0 and 1, query 1 all three.
+        assert!(visible(0, 1, 2, 3, true) && !visible(0, 2, 2, 3, true));
+        assert!(visible(1, 2, 2, 3, true));
+        // 3 queries, 1 key: only the last query sees it.
+        assert!(!has_visible_key(1, 3, 1, true) && has_visible_key(2, 3, 1, true));
+        assert!(has_visible_key(0, 3, 1, false));
+    }
 }

@@ -6,9 +6,11 @@
 //! * The running max m is kept in the log2 domain as an integer-valued FP32 (Softermax): a new
 //!   block moves it to max(m, ceil(C · rowmax s)). The rescale factor 2^(m_old − m_new) is then an
 //!   exact power of two, applied to l and O_acc as an exponent shift ([`fp32_scale2`]) of
-//!   `shift` = min(m_new − m_old, 255) places. m starts at −Inf, so IEEE arithmetic needs no
-//!   special cases: a first block flushes the (zero) state; NaN and +Inf scores turn the row
-//!   into NaN exactly as the f64 reference does; −Inf scores contribute nothing.
+//!   `shift` = min(m_new − m_old, 255) places. m starts at −Inf: a first block flushes the
+//!   (zero) state; NaN and +Inf scores turn the row into NaN exactly as the f64 reference does.
+//! * While the running max is still −Inf (every score so far −Inf or masked, e.g. K rows of
+//!   −Inf used as padding), FlashAttention's rule applies: the max subtracted is +0, so a −Inf
+//!   score gives p = +0 rather than exp2(−Inf − (−Inf)) = NaN, and the rescale is 1 (shift 0).
 //! * p = exp2(t − m), rounded to FP16 (the S/P registers hold FP16); masked positions give +0.
 //! * l = l · 2^-shift + rowsum(p) with the rowsum over the FP16 values widened to FP32, so the
 //!   final normalization divides exactly the weights the PV products used.
@@ -28,11 +30,22 @@ pub fn scale_score(s: u32, c: u32) -> u32 {
     fp32_mul(s, c)
 }
 
-/// The P value of a position: +0 if masked, else FP16(exp2(s · C − m)).
+/// The max a weight subtracts: m, or +0 while m is −Inf (no finite score seen yet).
+pub fn subtracted_max(m: u32) -> u32 {
+    if m == F32_NEG_INF {
+        0
+    } else {
+        m
+    }
+}
+
+/// The P value of a position: +0 if masked, else FP16(exp2(s · C − m)), with m replaced by +0
+/// while it is −Inf ([`subtracted_max`]).
 pub fn weight(s: u32, m: u32, c: u32, masked: bool) -> u16 {
     if masked {
         return 0;
     }
+    let m = subtracted_max(m);
     fp32_to_fp16(exp2(fp32_add(scale_score(s, c), m ^ F32_SIGN)))
 }
 
@@ -71,10 +84,15 @@ impl Default for RowState {
 
 impl RowState {
     /// Takes a block's row max of the raw scores s (−Inf if every key is masked) and the
-    /// constant C; returns the shift to apply to l and O_acc.
+    /// constant C; returns the shift to apply to l and O_acc: 0 while the new max is still −Inf
+    /// (the rescale is 1, not 2^(−Inf + Inf)).
     pub fn update_max(&mut self, block_max: u32, c: u32) -> u8 {
         let m_new = fp32_max(self.m, fp32_ceil(scale_score(block_max, c)));
-        let shift = saturate_shift(fp32_add(m_new, self.m ^ F32_SIGN));
+        let shift = if m_new == F32_NEG_INF {
+            0
+        } else {
+            saturate_shift(fp32_add(m_new, self.m ^ F32_SIGN))
+        };
         self.m = m_new;
         shift
     }
@@ -118,9 +136,9 @@ mod tests {
     fn first_block_and_fully_masked_rows() {
         let mut r = RowState::default();
         let one = F32_ONE;
-        // A block with every key masked: max is −Inf, nothing changes.
-        assert_eq!(r.update_max(F32_NEG_INF, one), 255);
-        r.update_sum(0, 255);
+        // A block with every key masked: max is −Inf, nothing changes, the rescale is 1.
+        assert_eq!(r.update_max(F32_NEG_INF, one), 0);
+        r.update_sum(0, 0);
         assert_eq!(r, RowState::default());
         assert_eq!(r.reciprocal(), F32_ONE);
         // A real block: m = ceil(2.5) = 3.

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, ensure, Context, Result};
 use hdl::core::{CoreParams, COUNTERS};
-use kernels::flash::{flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
+use kernels::accuracy::Accuracy;
+use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
 use kernels::patterns::{tensors, Pattern};
 use kernels::softmax::scale_constant;
 use proptest::prelude::*;
@@ -65,22 +66,18 @@ impl Attention {
         }
     }
 
-    /// Checks that the problem fits the core: shapes, the head dimension, the index widths.
+    /// Checks that the problem fits the core: shapes, the head dimension, the index widths,
+    /// the memory the core addresses and the simulator holds.
     pub fn validate(&self, p: &CoreParams) -> Result<()> {
-        let d = self.head_dim;
-        ensure!(
-            d == p.d() as usize,
-            "the inputs have head dimension {d} but the core is built for head_dim = {}: \
-             use a preset or config with head_dim = {d}",
-            p.d()
-        );
-        ensure!(self.heads >= 1, "there must be at least one head");
-        ensure!(
-            self.q_len >= 1 && self.k_len >= 1,
-            "sequence lengths must be at least 1 (q_len = {}, k_len = {})",
+        check_shape(
+            p,
+            self.heads,
             self.q_len,
-            self.k_len
-        );
+            self.k_len,
+            self.head_dim,
+            self.out,
+        )?;
+        let d = self.head_dim;
         for (name, t, len) in [
             ("Q", &self.q, self.q_len),
             ("K", &self.k, self.k_len),
@@ -93,28 +90,6 @@ impl Attention {
                 self.heads
             );
         }
-        let max = (1u64 << p.index_bits) - 1;
-        for (what, n) in [
-            ("heads", self.heads),
-            ("q_len", self.q_len),
-            ("k_len", self.k_len),
-        ] {
-            ensure!(
-                n as u64 <= max,
-                "{what} = {n} does not fit the core's {}-bit index registers (at most {max}): \
-                 raise index_bits",
-                p.index_bits
-            );
-        }
-        // Sequence positions plus one tile or block must also fit.
-        let reach = (self.q_len.max(self.k_len) + p.br().max(p.bc()) as usize) as u64;
-        ensure!(
-            reach <= max,
-            "sequence length {} plus one tile exceeds the core's {}-bit index registers: raise \
-             index_bits",
-            self.q_len.max(self.k_len),
-            p.index_bits
-        );
         Ok(())
     }
 
@@ -157,12 +132,107 @@ impl Attention {
         (out, stats)
     }
 
+    /// `out` (heads × q_len × d bits) against the f64 and plain FP16 references, head by head.
+    pub fn accuracy(&self, out: &[u32]) -> Accuracy {
+        let got = decode(out, self.out);
+        let n = self.q_len * self.head_dim;
+        (0..self.heads)
+            .map(|h| {
+                let p = self.head(h);
+                Accuracy::of_attention(
+                    p.q,
+                    p.k,
+                    p.v,
+                    p.q_len,
+                    p.k_len,
+                    self.head_dim,
+                    self.causal,
+                    &got[h * n..(h + 1) * n],
+                )
+            })
+            .reduce(Accuracy::merge)
+            .unwrap_or_default()
+    }
+
     fn out_bytes(&self) -> usize {
         match self.out {
             OutFormat::F16 => 2,
             OutFormat::F32 => 4,
         }
     }
+}
+
+/// The byte the O region holds before a run (see [`run`]).
+pub const O_POISON: u8 = 0xFF;
+
+/// The largest memory image the simulator holds (Q, K, V and O of all heads): 4 GiB.
+pub const MAX_SIM_MEMORY: u64 = 4 << 30;
+
+/// Checks a problem's shape against the core before anything is allocated: the head dimension,
+/// the index registers (heads, lengths, a length plus one tile), the core's address reach and
+/// the simulator's memory, all in checked arithmetic.
+pub fn check_shape(
+    p: &CoreParams,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+    out: OutFormat,
+) -> Result<()> {
+    ensure!(
+        head_dim == p.d() as usize,
+        "the inputs have head dimension {head_dim} but the core is built for head_dim = {}: \
+         use a preset or config with head_dim = {head_dim}",
+        p.d()
+    );
+    ensure!(heads >= 1, "there must be at least one head");
+    ensure!(
+        q_len >= 1 && k_len >= 1,
+        "sequence lengths must be at least 1 (q_len = {q_len}, k_len = {k_len})"
+    );
+    let max = if p.index_bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << p.index_bits) - 1
+    };
+    for (what, n) in [("heads", heads), ("q_len", q_len), ("k_len", k_len)] {
+        ensure!(
+            n as u64 <= max,
+            "{what} = {n} does not fit the core's {}-bit index registers (at most {max}): \
+             raise index_bits",
+            p.index_bits
+        );
+    }
+    // Sequence positions plus one tile or block must also fit.
+    let reach = (q_len.max(k_len) as u64).checked_add(p.br().max(p.bc()) as u64);
+    ensure!(
+        reach.is_some_and(|r| r <= max),
+        "sequence length {} plus one tile exceeds the core's {}-bit index registers: raise \
+         index_bits",
+        q_len.max(k_len),
+        p.index_bits
+    );
+    let bytes = Layout::checked(heads, q_len, k_len, head_dim, out).map(|l| l.size);
+    let reach = if p.addr_bits >= 64 {
+        u64::MAX
+    } else {
+        1u64 << p.addr_bits
+    };
+    ensure!(
+        bytes.is_some_and(|b| b < reach),
+        "the problem needs {} bytes of memory, more than the core's {}-bit addresses reach: \
+         raise addr_bits or shorten the problem",
+        bytes.map_or("over 2^64".into(), |b| b.to_string()),
+        p.addr_bits
+    );
+    let bytes = bytes.unwrap_or(u64::MAX);
+    ensure!(
+        bytes <= MAX_SIM_MEMORY,
+        "the problem needs {bytes} bytes of simulated memory (heads {heads}, q_len {q_len}, \
+         k_len {k_len}, d {head_dim}); the simulator holds at most {MAX_SIM_MEMORY} bytes: use \
+         fewer heads or shorter sequences"
+    );
+    Ok(())
 }
 
 /// Where the tensors live in the memory model.
@@ -176,17 +246,36 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Q, K, V, O one after the other, each 4 KiB aligned.
+    /// Q, K, V, O one after the other, each 4 KiB aligned (the shape is validated).
     pub fn of(a: &Attention) -> Layout {
-        let align = |x: u64| x.div_ceil(4096) * 4096;
-        let d = a.head_dim as u64;
-        let h = a.heads as u64;
-        let q = 0;
-        let k = align(q + 2 * h * a.q_len as u64 * d);
-        let v = align(k + 2 * h * a.k_len as u64 * d);
-        let o = align(v + 2 * h * a.k_len as u64 * d);
-        let size = align(o + a.out_bytes() as u64 * h * a.q_len as u64 * d);
-        Layout { q, k, v, o, size }
+        Layout::checked(a.heads, a.q_len, a.k_len, a.head_dim, a.out)
+            .expect("a validated problem fits in 64-bit addresses")
+    }
+
+    /// The layout of a problem of this shape, or None if it overflows 64-bit addresses.
+    pub fn checked(
+        heads: usize,
+        q_len: usize,
+        k_len: usize,
+        head_dim: usize,
+        out: OutFormat,
+    ) -> Option<Layout> {
+        let align = |x: u64| x.checked_next_multiple_of(4096);
+        let bytes = |elem: u64, len: usize| {
+            elem.checked_mul(heads as u64)?
+                .checked_mul(len as u64)?
+                .checked_mul(head_dim as u64)
+        };
+        let out_bytes = match out {
+            OutFormat::F16 => 2,
+            OutFormat::F32 => 4,
+        };
+        let q = 0u64;
+        let k = align(q.checked_add(bytes(2, q_len)?)?)?;
+        let v = align(k.checked_add(bytes(2, k_len)?)?)?;
+        let o = align(v.checked_add(bytes(2, k_len)?)?)?;
+        let size = align(o.checked_add(bytes(out_bytes, q_len)?)?)?;
+        Some(Layout { q, k, v, o, size })
     }
 }
 
@@ -222,22 +311,15 @@ pub struct CoreRun {
     pub assertion_failures: u32,
 }
 
-/// Runs `a` on the core; `progress` is called now and then with (cycles so far, estimate).
-pub fn run(
-    model: &Model,
+/// The memory model for `a` before a run: Q, K and V at their [`Layout`], O filled with
+/// [`O_POISON`], timing as given.
+pub fn memory_image(
     p: &CoreParams,
     a: &Attention,
     timing: &MemoryTiming,
-    mut progress: impl FnMut(u64, u64),
-) -> Result<CoreRun> {
+) -> Result<(Memory, Layout)> {
     a.validate(p)?;
     let lay = Layout::of(a);
-    ensure!(
-        lay.size < 1u64 << p.addr_bits.min(63),
-        "the problem needs {} bytes of memory, more than the core's {}-bit addresses reach",
-        lay.size,
-        p.addr_bits
-    );
     let beat = (p.dma.width / 8) as usize;
     let mem_cfg = MemoryConfig {
         size: lay.size as usize,
@@ -258,7 +340,23 @@ pub fn run(
     mem.load_bytes(lay.q as usize, &le(&a.q))?;
     mem.load_bytes(lay.k as usize, &le(&a.k))?;
     mem.load_bytes(lay.v as usize, &le(&a.v))?;
+    // O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
+    // are a non-canonical NaN in either format, which no correct run produces.
+    let o_bytes = a.heads * a.q_len * a.head_dim * a.out_bytes();
+    mem.load_bytes(lay.o as usize, &vec![O_POISON; o_bytes])?;
+    Ok((mem, lay))
+}
 
+/// Runs `a` on the core; `progress` is called now and then with (cycles so far, estimate).
+pub fn run(
+    model: &Model,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<CoreRun> {
+    let (mut mem, lay) = memory_image(p, a, timing)?;
+    let beat = (p.dma.width / 8) as usize;
     let mut dut = model.dut()?;
     let link = MemLink::new(&dut)?;
     dut.set("start", 0);
@@ -399,7 +497,7 @@ pub struct Mismatch {
     pub want: u32,
 }
 
-/// The comparison of a run with the hardware model.
+/// The comparison of a run with the hardware model, and of its output with the references.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CoreCheck {
     pub bit_mismatches: usize,
@@ -407,16 +505,28 @@ pub struct CoreCheck {
     /// Counters that differ from what the model and the schedule require: (name, got, want).
     pub counter_errors: Vec<(String, u64, u64)>,
     pub stats: FlashStats,
+    /// The RTL's output against the f64 and plain FP16 references, over all heads.
+    pub accuracy: Accuracy,
 }
 
 impl CoreCheck {
+    /// Correct: bit-exact against the model, every counter as the schedule requires, and the
+    /// output within the numerical contract of the f64 reference (`Accuracy::check`), so that
+    /// the model agreeing with itself on a wrong answer cannot pass.
     pub fn ok(&self) -> bool {
-        self.bit_mismatches == 0 && self.counter_errors.is_empty()
+        self.bit_mismatches == 0 && self.counter_errors.is_empty() && self.accuracy_ok()
+    }
+
+    pub fn accuracy_ok(&self) -> bool {
+        self.accuracy.check().is_ok()
     }
 
     /// A one-paragraph account of what went wrong (empty if nothing did).
     pub fn describe(&self) -> String {
         let mut s = String::new();
+        if let Err(e) = self.accuracy.check() {
+            s += &format!("the output breaks the numerical contract: {e}. ");
+        }
         if let Some(m) = self.first_mismatch {
             s += &format!(
                 "{} output values differ from the hardware model; first at head {}, row {}, \
@@ -503,6 +613,7 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         first_mismatch,
         counter_errors,
         stats,
+        accuracy: a.accuracy(&run.out),
     }
 }
 

@@ -206,7 +206,24 @@ fn row_cycle() -> impl Strategy<Value = RowCycle> {
 /// every special, with hold cycles between.
 pub fn softmax_row_directed() -> Vec<RowCycle> {
     let c = scale_constant(128);
-    let mut v = vec![];
+    let cycle = |op: RowOp, blk_max: u32, blk_sum: u32| RowCycle {
+        op: op as u8,
+        blk_max,
+        blk_sum,
+        c,
+    };
+    // Blocks whose scores are all −Inf while m is still −Inf (padding keys first): shift 0.
+    let mut v = vec![
+        cycle(RowOp::Init, 0, 0),
+        cycle(RowOp::Max, F32_NEG_INF, 0),
+        cycle(RowOp::Sum, 0, 0),
+        cycle(RowOp::Max, F32_NEG_INF, 0),
+        cycle(RowOp::Sum, 0, 0),
+        cycle(RowOp::Max, 2.0f32.to_bits(), 0),
+        cycle(RowOp::Sum, 0, 1.5f32.to_bits()),
+        cycle(RowOp::Max, F32_NEG_INF, 0),
+        cycle(RowOp::Sum, 0, 0),
+    ];
     for &mx in F32_SPECIALS.iter().chain(&[F32_NEG_INF]) {
         for &sm in F32_SPECIALS {
             v.push(RowCycle {

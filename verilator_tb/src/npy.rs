@@ -104,13 +104,16 @@ pub fn parse(bytes: &[u8]) -> Result<Tensor> {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().with_context(|| format!("bad shape entry `{s}`")))
         .collect::<Result<_>>()?;
-    let n: usize = shape.iter().product();
     let data = &bytes[start + header_len..];
     let eb = dtype.bytes();
-    if data.len() != n * eb {
+    // Checked: a damaged or hostile header may claim any shape.
+    let need = shape
+        .iter()
+        .try_fold(eb, |acc, &n| acc.checked_mul(n))
+        .with_context(|| format!("shape {shape:?} is too large to be an array in memory"))?;
+    if data.len() != need {
         bail!(
-            "shape {shape:?} needs {} bytes of data but the file holds {}",
-            n * eb,
+            "shape {shape:?} needs {need} bytes of data but the file holds {}",
             data.len()
         );
     }
@@ -234,6 +237,19 @@ mod tests {
             (
                 good[..good.len() - 1].to_vec(),
                 "needs 8 bytes of data but the file holds 7",
+            ),
+            (
+                // A header whose shape overflows any allocation: refused, no abort or panic.
+                {
+                    let h = b"{'descr': '<f2', 'fortran_order': False, 'shape': \
+                              (4294967296, 4294967296, 4294967296), }\n";
+                    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+                    b.extend((h.len() as u16).to_le_bytes());
+                    b.extend(h);
+                    b.extend([0u8; 8]);
+                    b
+                },
+                "too large to be an array in memory",
             ),
         ];
         for (bytes, expect) in cases {

@@ -1,0 +1,110 @@
+//! Hostile but legal inputs (issue 10): each case here once gave a silent wrong answer, a
+//! crash or a hang. A PASS must mean the output is right by the numerical contract, not merely
+//! equal to our own model.
+
+use hdl::config::CoreConfig;
+use hdl::core::CoreParams;
+use kernels::flash::{decode, OutFormat};
+use kernels::patterns::{pad_keys, Pattern};
+use kernels::reference::attention_f64;
+use regflash::design::{simulate, Target};
+use regflash::verify::attention::{check, memory_image, run, Attention, MemoryTiming, O_POISON};
+use verilator_tb::Model;
+
+fn small_core() -> (Model, CoreParams) {
+    let cfg = CoreConfig::preset("small").unwrap();
+    let p = CoreParams::from_config(&cfg).unwrap();
+    (simulate(&cfg, &Target::Core).unwrap().0, p)
+}
+
+/// Positive Q (so q·k is −Inf for a −Inf key row, never NaN), random K and V, and the key rows
+/// `pad` set to −Inf: K padding as models encode it.
+fn padded(q_len: usize, k_len: usize, d: usize, causal: bool, pad: &[usize]) -> Attention {
+    let mut a = Attention::generate(Pattern::Unit, 1, q_len, k_len, d, causal, OutFormat::F16, 7);
+    for x in a.q.iter_mut() {
+        *x &= 0x7FFF; // |q|
+        if *x == 0 {
+            *x = 0x3C00;
+        }
+    }
+    pad_keys(&mut a.k, d, pad.iter().copied());
+    a
+}
+
+/// Item 1: a K/V block whose scores are all −Inf (first, middle, last and causal diagonal
+/// block, and a row that sees only −Inf keys) gives finite output equal to the f64 reference
+/// within the contract; it gave NaN everywhere (exp2(−Inf − (−Inf))) and still passed.
+#[test]
+fn neg_inf_blocks_give_finite_correct_output() {
+    let (model, p) = small_core();
+    let (bc, d) = (p.bc() as usize, p.d() as usize);
+    let block = |j: usize| (j * bc..(j + 1) * bc).collect::<Vec<_>>();
+    let cases: Vec<(&str, Attention)> = vec![
+        ("first block", padded(20, 3 * bc, d, false, &block(0))),
+        ("middle block", padded(20, 3 * bc, d, false, &block(1))),
+        ("last block", padded(20, 3 * bc, d, false, &block(2))),
+        (
+            "first two blocks, causal: tile 1 sees only −Inf keys",
+            padded(3 * bc, 3 * bc, d, true, &[block(0), block(1)].concat()),
+        ),
+        (
+            "causal diagonal block",
+            padded(3 * bc, 3 * bc, d, true, &block(2)),
+        ),
+        (
+            "every key",
+            padded(9, 2 * bc, d, false, &(0..2 * bc).collect::<Vec<_>>()),
+        ),
+    ];
+    for (what, a) in cases {
+        let r = run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap();
+        let chk = check(&p, &a, &r);
+        assert!(chk.ok(), "{what}: {}", chk.describe());
+        let got = decode(&r.out, a.out);
+        let want = attention_f64(&a.q, &a.k, &a.v, a.q_len, a.k_len, d, a.causal);
+        assert!(want.iter().all(|x| x.is_finite()), "{what}: reference");
+        assert!(
+            got.iter().all(|x| x.is_finite()),
+            "{what}: {} outputs not finite",
+            got.iter().filter(|x| !x.is_finite()).count()
+        );
+        assert_eq!(chk.accuracy.nonfinite_outputs, 0, "{what}");
+    }
+}
+
+/// Item 4: O starts as poison, so an output the core never writes cannot pass as the zero of
+/// a fully masked row; and a run whose O is all written leaves no poison behind.
+#[test]
+fn output_region_starts_as_poison() {
+    let (model, p) = small_core();
+    // 20 queries, 4 keys, causal: queries 0..15 see no key (tiles 0 and 1 have no block).
+    let a = Attention::generate(Pattern::Unit, 2, 20, 4, 16, true, OutFormat::F32, 3);
+    let (mem, lay) = memory_image(&p, &a, &MemoryTiming::default()).unwrap();
+    let o = mem.read_bytes(lay.o as usize, 2 * 20 * 16 * 4);
+    assert!(o.iter().all(|&b| b == O_POISON));
+    let r = run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap();
+    let chk = check(&p, &a, &r);
+    assert!(chk.ok(), "{}", chk.describe());
+    assert!(
+        r.out[..16 * 16].iter().all(|&x| x == 0),
+        "masked rows are +0"
+    );
+}
+
+/// Item 3: the contract fails what bit-exactness alone would pass: NaN where the reference is
+/// finite, a nonzero fully masked row, an error above the bound.
+#[test]
+fn the_contract_fails_wrong_outputs() {
+    use kernels::accuracy::Accuracy;
+    let one = 0x3C00u16;
+    // 2 queries, 1 key, causal: query 0 sees nothing (0), query 1 sees key 0 (V = 1).
+    let (q, k, v) = ([one; 2], [one], [one]);
+    let ok = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, 1.0]);
+    assert_eq!(ok.check(), Ok(()));
+    let nan = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, f64::NAN]);
+    assert!(nan.check().unwrap_err().contains("NaN or infinite"));
+    let masked = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[1e-9, 1.0]);
+    assert!(masked.check().unwrap_err().contains("see no key"));
+    let off = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, 1.01]);
+    assert!(off.check().unwrap_err().contains("exceeds"));
+}
