@@ -729,10 +729,6 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         seed: args.seed,
         ..Default::default()
     };
-    eprintln!(
-        "regflash sim: building the {} core (cached after the first build) ...",
-        cfg.name
-    );
     let (mut report, o) = sim::run(&cfg, &problem, &timing, progress_bar())?;
     report.saturated_inputs = saturated;
     eprintln!();

@@ -108,3 +108,80 @@ fn the_contract_fails_wrong_outputs() {
     let off = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, 1.01]);
     assert!(off.check().unwrap_err().contains("exceeds"));
 }
+
+/// Item 6: a truncated or corrupted cached model is detected before it is loaded and rebuilt
+/// with a notice (it killed the process with SIGBUS / SIGSEGV), and build folders of
+/// interrupted builds are removed.
+#[test]
+fn damaged_model_cache_heals() {
+    use std::process::Command;
+    let cache = gen::tools::ScratchDir::new("cache-heal").unwrap();
+    let verify = || {
+        Command::new(env!("CARGO_BIN_EXE_regflash"))
+            .args(["verify", "--unit", "fp32_max", "--vectors", "200"])
+            .env("REGFLASH_CACHE_DIR", cache.path())
+            .output()
+            .unwrap()
+    };
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let o = verify();
+    assert!(o.status.success(), "{}", text(&o));
+    let root = cache.path().join("verilator");
+    let lib = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("libdut.so"))
+        .find(|p| p.is_file())
+        .expect("a cached library");
+    // A cached run does not say it builds.
+    let o = verify();
+    assert!(
+        o.status.success() && !text(&o).contains("building"),
+        "{}",
+        text(&o)
+    );
+
+    // A build folder of a process that is gone.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = root.join(format!("x-0.tmp-{dead}"));
+    std::fs::create_dir_all(stale.join("obj")).unwrap();
+
+    let len = std::fs::metadata(&lib).unwrap().len();
+    let truncate = |lib: &std::path::Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(lib)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap()
+    };
+    let corrupt = |lib: &std::path::Path| {
+        let mut b = std::fs::read(lib).unwrap();
+        let n = b.len();
+        b[n / 3..n / 3 + 4096].fill(0xA5);
+        std::fs::write(lib, b).unwrap();
+    };
+    for (what, damage) in [
+        ("truncated", &truncate as &dyn Fn(&std::path::Path)),
+        ("corrupted", &corrupt),
+    ] {
+        damage(&lib);
+        let o = verify();
+        let t = text(&o);
+        assert!(o.status.success(), "{what}: {t}");
+        assert!(
+            t.contains("is damaged") && t.contains("rebuilding"),
+            "{what}: {t}"
+        );
+        assert_eq!(std::fs::metadata(&lib).unwrap().len(), len, "{what}");
+    }
+    assert!(!stale.exists(), "the stale build folder is removed");
+}

@@ -6,6 +6,13 @@
 //! a library that libloading opens. The cache key covers the Verilog text, the shim, the
 //! options and Verilator's version, so an unchanged design is never rebuilt, and a changed one
 //! always is. Concurrent builds of the same design (parallel tests) serialize on a lock file.
+//!
+//! A cached library is verified before it is loaded: its length and content hash, recorded in
+//! `libdut.so.sum` when it was built, must match, or the entry is rebuilt with a one-line
+//! notice (a truncated or corrupted library would otherwise kill the process with SIGBUS or
+//! SIGSEGV when opened). Build folders left by interrupted builds (`<key>.tmp-<pid>` whose
+//! process is gone) are removed. The Verilog sources stay in the cache entry (`src/`), so the
+//! file names in assertion messages point at files that exist.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -115,6 +122,54 @@ impl Fnv {
     }
 }
 
+fn checksum_path(library: &Path) -> PathBuf {
+    library.with_extension("so.sum")
+}
+
+/// "<length> <FNV-1a hash>" of a file.
+fn checksum(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut h = Fnv::new();
+    h.feed(&bytes);
+    Ok(format!("{} {:016x}\n", bytes.len(), h.0))
+}
+
+/// True if `library` exists and matches the checksum recorded when it was built.
+fn cached_library_ok(library: &Path) -> Result<bool> {
+    if !library.is_file() {
+        return Ok(false);
+    }
+    let Ok(recorded) = std::fs::read_to_string(checksum_path(library)) else {
+        return Ok(false);
+    };
+    Ok(checksum(library)? == recorded)
+}
+
+/// Removes `<key>.tmp-<pid>` build folders whose process no longer runs (interrupted builds).
+fn remove_stale_builds(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .rsplit_once(".tmp-")
+            .and_then(|(_, p)| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !process_alive(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether process `pid` runs (Linux: /proc; elsewhere assumed alive, so nothing is removed).
+fn process_alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
+}
+
 /// Builds (or finds in the cache) the Verilator model of the folder `dir`'s top module.
 pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let manifest = Manifest::load(dir)?;
@@ -150,7 +205,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         options: options.clone(),
         compiled,
     };
-    if library.is_file() {
+    if cached_library_ok(&library)? {
         return Ok(built(false));
     }
 
@@ -159,20 +214,48 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let lock = File::create(&lock_path)
         .with_context(|| format!("cannot create lock file {}", lock_path.display()))?;
     lock.lock().context("cannot lock the model cache")?;
-    if library.is_file() {
+    if cached_library_ok(&library)? {
         return Ok(built(false));
+    }
+    remove_stale_builds(&root);
+    if final_dir.exists() {
+        if library.exists() {
+            let why = if checksum_path(&library).exists() {
+                "is damaged (its content hash does not match the one recorded when it was built)"
+            } else {
+                "has no recorded checksum (an interrupted build, or an older regflash)"
+            };
+            eprintln!(
+                "regflash: the cached model {} {why}; rebuilding it",
+                library.display()
+            );
+        }
+        std::fs::remove_dir_all(&final_dir).with_context(|| {
+            format!(
+                "cannot remove the damaged cache entry {}",
+                final_dir.display()
+            )
+        })?;
     }
     let work = root.join(format!("{key}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(work.join("src"))?;
+    std::fs::create_dir_all(&work)?;
+    // The sources live in the cache entry itself, so that assertion messages, which name the
+    // Verilog file and line, point at files that outlive the build.
+    let src = final_dir.join("src");
+    std::fs::create_dir_all(&src).with_context(|| format!("cannot create {}", src.display()))?;
     let mut files = vec![];
     for (name, text) in &sources {
-        let p = work.join("src").join(name);
+        let p = src.join(name);
         std::fs::write(&p, text)?;
         files.push(p);
     }
-    let shim_path = work.join("src").join("regflash_shim.cpp");
+    let shim_path = src.join("regflash_shim.cpp");
     std::fs::write(&shim_path, shim)?;
+    eprintln!(
+        "regflash: building the Verilator model of `{}` (cached for later runs) ...",
+        top.name
+    );
 
     let verilator = require(Tool::Verilator)?;
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -208,10 +291,13 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
             output.display()
         );
     }
-    // Keep only the library: the object folder is large and not needed again.
-    std::fs::create_dir_all(&final_dir)?;
-    std::fs::rename(&output, final_dir.join("libdut.so.partial"))?;
-    std::fs::rename(final_dir.join("libdut.so.partial"), &library)?;
+    // Keep only the library and its checksum: the object folder is large and not needed again.
+    // The checksum is written first and the library renamed into place last, so a library
+    // that exists always has its checksum.
+    let partial = final_dir.join("libdut.so.partial");
+    std::fs::rename(&output, &partial)?;
+    std::fs::write(checksum_path(&library), checksum(&partial)?)?;
+    std::fs::rename(&partial, &library)?;
     let _ = std::fs::remove_dir_all(&work);
     // The lock file stays: removing it could let a waiting builder and a new one race.
     drop(lock);
