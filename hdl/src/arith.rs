@@ -243,14 +243,16 @@ pub fn select_special_f32(
 }
 
 /// `ceil(x / divisor)` for an unsigned `x` and a constant divisor, by multiplying with a
-/// reciprocal ("magic number") and shifting: no divider. The constants are chosen, and checked
-/// exhaustively over every `x.width()`-bit value when the hardware is built, so the result is
-/// exact.
+/// reciprocal ("magic number") and shifting: no divider. Exact for every `x.width()`-bit value:
+/// with n = x + d − 1 < 2^(w+1), s = w + 1 + bits(d) and magic = ceil(2^s / d) = (2^s + e) / d
+/// with 0 ≤ e < d, n·magic / 2^s = n/d + n·e/(d·2^s) and n·e < 2^s, so the floor is floor(n/d)
+/// (Granlund & Montgomery 1994). Up to 20 bits the generator also checks every value; above,
+/// the boundary values.
 pub fn div_ceil_const(m: &mut ModuleBuilder, x: Sig, divisor: u64) -> Sig {
     let w = x.width();
     assert!(
-        divisor >= 1 && w <= 24,
-        "div_ceil_const: divisor >= 1, inputs up to 24 bits"
+        divisor >= 1 && w <= 32 && divisor < 1 << 32,
+        "div_ceil_const: divisor >= 1, inputs and divisor up to 32 bits"
     );
     if divisor == 1 {
         return x;
@@ -258,12 +260,33 @@ pub fn div_ceil_const(m: &mut ModuleBuilder, x: Sig, divisor: u64) -> Sig {
     // ceil(x / d) = floor((x + d - 1) / d) = floor((x + d - 1) * magic >> shift).
     let xw = w + 1;
     let shift = xw + bits_for(divisor);
-    let magic = (1u64 << shift).div_ceil(divisor);
-    let exact = (0..1u64 << w).all(|v| ((v + divisor - 1) * magic) >> shift == v.div_ceil(divisor));
+    let magic = (1u128 << shift).div_ceil(divisor as u128);
+    let ok = |v: u64| {
+        ((v as u128 + divisor as u128 - 1) * magic) >> shift == v.div_ceil(divisor) as u128
+    };
+    let max = (1u64 << w) - 1;
+    let exact = if w <= 20 {
+        (0..=max).all(ok)
+    } else {
+        [
+            0,
+            1,
+            divisor - 1,
+            divisor,
+            divisor + 1,
+            max - divisor,
+            max - 1,
+            max,
+        ]
+        .into_iter()
+        .filter(|&v| v <= max)
+        .all(ok)
+    };
     assert!(
         exact,
         "div_ceil_const: no exact reciprocal for {divisor} at {w} bits"
     );
+    let magic = magic as u64;
     let xe = m.zext(x, xw);
     let biased = m.add_lit(xe, divisor - 1);
     let magic_s = m.lit(bits_for(magic), magic);

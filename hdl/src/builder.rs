@@ -541,8 +541,13 @@ impl ModuleBuilder {
     /// `width` first): an address computation that cannot overflow needs no more.
     pub fn mul_lo(&mut self, a: Sig, b: Sig, width: u32) -> Sig {
         let fit = |m: &mut Self, x: Sig| {
-            if x.width >= width {
+            if x.width > width {
+                // Bits above `width` cannot reach the low `width` bits of the product.
+                let high = m.slice(x, x.width - 1, width);
+                m.discard(high);
                 m.trunc(x, width)
+            } else if x.width == width {
+                x
             } else {
                 m.zext(x, width)
             }
@@ -833,6 +838,17 @@ impl ModuleBuilder {
     /// choices (which one is unspecified).
     pub fn mux_index(&mut self, index: Sig, choices: &[Sig]) -> Sig {
         assert!(!choices.is_empty(), "mux_index with no choices");
+        // Index bits that select nothing (one choice, or more bits than choices need) are
+        // intentionally unread.
+        if choices.len() == 1 {
+            self.discard(index);
+        } else {
+            let need = bits_for(choices.len() as u64 - 1);
+            if index.width > need {
+                let high = self.slice(index, index.width - 1, need);
+                self.discard(high);
+            }
+        }
         self.mux_tree(index, 0, choices)
     }
 

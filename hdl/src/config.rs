@@ -139,6 +139,20 @@ impl ConfigFile {
     }
 }
 
+/// The narrowest DMA address: a descriptor's row-bytes field is 16 bits
+/// (`dma::ROW_BYTES_BITS`), and an address must reach any row it describes.
+pub const MIN_ADDR_BITS: u32 = 16;
+
+/// The widest memory port (bits, a power of two from 32 to 1024) whose beat divides a row
+/// of `row_bytes` bytes; 0 if none does (a row narrower than 4 bytes).
+fn largest_beat_bits(row_bytes: u64) -> u64 {
+    (5..=10)
+        .rev()
+        .map(|k| 1u64 << k)
+        .find(|bits| row_bytes.is_multiple_of(bits / 8))
+        .unwrap_or(0)
+}
+
 /// Names of the built-in presets.
 pub const PRESETS: &[&str] = &["seed", "small", "medium", "npu16"];
 
@@ -211,6 +225,16 @@ impl CoreConfig {
         };
         range("rows", self.rows, 1, 256)?;
         range("cols", self.cols, 1, 256)?;
+        // Widths first: the checks below shift and multiply by them.
+        range("index_bits", self.index_bits, 4, 30)?;
+        range("addr_bits", self.addr_bits, MIN_ADDR_BITS, 48)?;
+        ensure!(
+            self.mem_width.is_power_of_two() && (32..=1024).contains(&self.mem_width),
+            "mem_width = {} is not supported: allowed are powers of two from 32 to 1024 bits",
+            self.mem_width
+        );
+        range("fmul_latency", self.fmul_latency, 0, 2)?;
+        range("exp_latency", self.exp_latency, 0, 2)?;
         range(
             "mul_latency",
             self.mul_latency,
@@ -247,8 +271,8 @@ impl CoreConfig {
             "the S tile (br*bc*2 B = {} B) and the O accumulator (br*head_dim*4 B = {} B) need \
              {need} B of registers but the array has {have} B (rows*cols*regs_per_pe*4): raise \
              regs_per_pe or shrink br, bc or head_dim",
-            self.br * self.bc * 2,
-            self.br * self.head_dim * 4
+            self.br as u64 * self.bc as u64 * 2,
+            self.br as u64 * self.head_dim as u64 * 4
         );
         ensure!(
             self.clock_mhz > 0.0 && self.clock_mhz.is_finite(),
@@ -263,16 +287,21 @@ impl CoreConfig {
             self.bc
         );
         let beat = self.mem_width / 8;
-        ensure!(
-            self.mem_width >= 16 && (self.head_dim * 2).is_multiple_of(beat.max(1)),
-            "a row of head_dim = {} FP16 values is {} bytes, not a whole number of memory beats \
-             (mem_width = {} bits = {beat} bytes): use a narrower mem_width or a head_dim that is a \
-             multiple of {}",
-            self.head_dim,
-            self.head_dim * 2,
-            self.mem_width,
-            (beat / 2).max(1)
-        );
+        let row_bytes = 2 * self.head_dim as u64;
+        if !row_bytes.is_multiple_of(beat as u64) {
+            let narrower = match largest_beat_bits(row_bytes) {
+                0 => String::new(),
+                bits => format!(", or mem_width = {bits}"),
+            };
+            bail!(
+                "a row of head_dim = {} FP16 values is {row_bytes} bytes, not a whole number of \
+                 {beat}-byte memory beats (mem_width = {} bits): use a head_dim that is a \
+                 multiple of {}{narrower}",
+                self.head_dim,
+                self.mem_width,
+                beat / 2
+            );
+        }
         // The blocks' own checks, in case a knob above maps to more than one.
         self.dma().validate()?;
         self.grid().validate()?;

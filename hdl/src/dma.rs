@@ -775,6 +775,9 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             bank_data.push(m.mem_read(mem, local));
         }
         let rd = if banks == 1 {
+            if lrb == 0 {
+                m.discard(rd_row); // one row: its index is always 0
+            }
             bank_data[0]
         } else {
             let bits = addr_bits(banks);

@@ -122,6 +122,11 @@ pub fn build(d: &mut Design, cfg: &LandingConfig) -> ModRef {
         let beat = m.input("beat", cfg.beat_bits());
         let data = m.input("data", cfg.width);
         let rd_addr = m.input("rd_addr", cfg.rd_addr_width());
+        if let Layout::RowBanked { .. } = cfg.layout {
+            if cfg.banks() == 1 && cfg.local_row_bits() == 0 {
+                m.discard(row); // one row in one bank: the row index is always 0
+            }
+        }
         let mut outs = vec![];
         for bank in 0..cfg.banks() {
             let mem = m.memory(&format!("bank{bank}"), cfg.bank_depth(), cfg.width);

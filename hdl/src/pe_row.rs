@@ -471,12 +471,16 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             .get("y");
         let y16 = crate::fp32_to_fp16::logic(m, y);
         let beat = m.reg("beat", w, Some(0));
-        let top32 = m.slice(beat.q, w - 1, 32);
         let top16 = m.slice(beat.q, w - 1, 16);
-        // The oldest lane shifts out as the beat fills.
+        // The oldest lane shifts out as the beat fills (a 32-bit beat holds one FP32 value).
         let oldest = m.slice(beat.q, 15, 0);
         m.discard(oldest);
-        let shifted32 = m.cat(&[y, top32]);
+        let shifted32 = if w > 32 {
+            let top32 = m.slice(beat.q, w - 1, 32);
+            m.cat(&[y, top32])
+        } else {
+            y
+        };
         let shifted16 = m.cat(&[y16, top16]);
         let beat_d = m.mux(out_f32, shifted32, shifted16);
         m.set_next(beat, beat_d);

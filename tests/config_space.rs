@@ -1,0 +1,264 @@
+//! The configuration space (issue 10, item 8): every value that validation accepts generates a
+//! core whose Verilog lints clean, and every other value is refused with a message. A panic is
+//! never an outcome. Each key is tried at, inside and beyond its bounds on top of `small`,
+//! coherent configurations sit at the extremes (256-row and 256-column arrays, the narrowest
+//! and widest widths), random combinations cover the rest, and the two extreme configurations
+//! simulate bit-exactly.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use gen::tools::ScratchDir;
+use hdl::config::CoreConfig;
+use hdl::core::CoreParams;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use regflash::design::{generate, simulate, Target};
+use regflash::verify::attention::{directed, run_and_check};
+
+/// What happened to one configuration.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Refused(String),
+    /// Generated (and linted clean, if asked).
+    Built,
+}
+
+/// Validates `c`; if accepted, generates the core and (with `lint`) lints it. A panic, an
+/// empty refusal or a lint warning is an error.
+fn try_config(c: &CoreConfig, lint: bool) -> Result<Outcome, String> {
+    let result = catch_unwind(AssertUnwindSafe(|| -> Result<Outcome, String> {
+        if let Err(e) = CoreParams::from_config(c) {
+            return Ok(Outcome::Refused(format!("{e:#}")));
+        }
+        let dir = ScratchDir::new("config-space").map_err(|e| e.to_string())?;
+        let manifest = generate(c, &Target::Core, dir.path())
+            .map_err(|e| format!("accepted but does not generate: {e:#}"))?;
+        if lint {
+            let w = gen::flow::verilator_lint(dir.path(), &manifest)
+                .map_err(|e| format!("lint did not run: {e:#}"))?;
+            if !w.is_empty() {
+                return Err(format!("accepted but not lint-clean: {}", w.join("\n")));
+            }
+        }
+        Ok(Outcome::Built)
+    }));
+    match result {
+        Ok(Ok(Outcome::Refused(m))) if m.trim().is_empty() => {
+            Err("refused without a message".into())
+        }
+        Ok(r) => r,
+        Err(p) => Err(format!(
+            "panicked: {}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+fn small() -> CoreConfig {
+    CoreConfig::preset("small").unwrap()
+}
+
+type Edit = fn(&mut CoreConfig, u64);
+
+/// (key, how to set it, values at / inside / beyond its bounds).
+fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
+    let wide = vec![0, 1, 2, 3, 4, 8, 256, 257, 65536, u32::MAX as u64];
+    vec![
+        ("rows", |c, v| c.rows = v as u32, wide.clone()),
+        ("cols", |c, v| c.cols = v as u32, wide.clone()),
+        ("br", |c, v| c.br = v as u32, wide.clone()),
+        ("bc", |c, v| c.bc = v as u32, wide.clone()),
+        ("head_dim", |c, v| c.head_dim = v as u32, wide.clone()),
+        (
+            "regs_per_pe",
+            |c, v| c.regs_per_pe = v as u32,
+            vec![0, 1, 2, 3, 32, 64, 1024, 2048, u32::MAX as u64],
+        ),
+        (
+            "mul_latency",
+            |c, v| c.mul_latency = v as u32,
+            vec![0, 2, 3, 99],
+        ),
+        (
+            "add_latency",
+            |c, v| c.add_latency = v as u32,
+            vec![0, 2, 3, 99],
+        ),
+        (
+            "fmul_latency",
+            |c, v| c.fmul_latency = v as u32,
+            vec![0, 2, 3, 99],
+        ),
+        (
+            "exp_latency",
+            |c, v| c.exp_latency = v as u32,
+            vec![0, 2, 3, 99],
+        ),
+        (
+            "index_bits",
+            |c, v| c.index_bits = v as u32,
+            vec![0, 3, 4, 5, 30, 31, 32, 63, 64, 65, u32::MAX as u64],
+        ),
+        (
+            "mem_width",
+            |c, v| c.mem_width = v as u32,
+            vec![0, 7, 16, 24, 32, 64, 128, 512, 1024, 2048, u32::MAX as u64],
+        ),
+        (
+            "addr_bits",
+            |c, v| c.addr_bits = v as u32,
+            vec![0, 8, 12, 15, 16, 17, 32, 48, 49, 64, u32::MAX as u64],
+        ),
+        (
+            "max_outstanding",
+            |c, v| c.max_outstanding = v as u32,
+            vec![0, 1, 2, 3, 4096, 8192, u32::MAX as u64],
+        ),
+    ]
+}
+
+/// Every key at its bounds on top of `small`: each value is refused with a message naming
+/// the key, or builds and lints clean.
+#[test]
+fn every_key_at_its_bounds_builds_or_is_refused() {
+    let mut built = 0;
+    for (key, set, values) in keys() {
+        for v in values {
+            let mut c = small();
+            set(&mut c, v);
+            match try_config(&c, true) {
+                Ok(Outcome::Built) => built += 1,
+                Ok(Outcome::Refused(_)) => {}
+                Err(e) => panic!("{key} = {v}: {e}"),
+            }
+        }
+    }
+    for mhz in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-9, 1e9] {
+        let mut c = small();
+        c.clock_mhz = mhz;
+        try_config(&c, false).unwrap_or_else(|e| panic!("clock_mhz = {mhz}: {e}"));
+    }
+    // The in-range values above (latencies, widths, port, outstanding reads) build.
+    assert!(built >= 20, "only {built} configurations built");
+}
+
+/// Coherent configurations at the extremes of the space. The 256-row array is generated (the
+/// generator's own width and unread-bit checks run) but not linted: Verilator takes ~80 s over
+/// its 256 row engines, against ~20 s for the 256-column one.
+#[test]
+fn extreme_configurations_build_and_lint() {
+    let mut tall = small();
+    // 256 x 1 PEs: two query rows, two keys, four O columns per PE; 1-cycle MAC.
+    (tall.rows, tall.cols, tall.br, tall.bc, tall.head_dim) = (256, 1, 512, 2, 4);
+    (tall.mul_latency, tall.add_latency, tall.mem_width) = (0, 0, 64);
+    let mut wide = small();
+    // 1 x 256 PEs: a 256-input row-reduction tree, 1 KiB rows.
+    (wide.rows, wide.cols, wide.br, wide.bc, wide.head_dim) = (1, 256, 2, 512, 512);
+    (wide.mul_latency, wide.add_latency) = (0, 0);
+    assert_eq!(try_config(&tall, false), Ok(Outcome::Built), "{tall:?}");
+    for c in [wide, narrowest(), widest()] {
+        assert_eq!(try_config(&c, true), Ok(Outcome::Built), "{c:?}");
+    }
+}
+
+/// The narrowest widths: 4-bit indices, 16-bit addresses, a 32-bit port, two reads in flight.
+fn narrowest() -> CoreConfig {
+    let mut c = small();
+    (c.index_bits, c.addr_bits, c.mem_width, c.max_outstanding) = (4, 16, 32, 2);
+    c.name = "narrowest".into();
+    c
+}
+
+/// The deepest pipelines and widest widths.
+fn widest() -> CoreConfig {
+    let mut c = small();
+    (c.mul_latency, c.add_latency, c.fmul_latency, c.exp_latency) = (2, 2, 2, 2);
+    (c.index_bits, c.addr_bits, c.max_outstanding) = (30, 48, 4096);
+    (c.br, c.bc, c.head_dim, c.regs_per_pe) = (16, 16, 32, 128);
+    c.name = "widest".into();
+    c
+}
+
+/// Random combinations: refused with a message, or built (the first few also linted). Shapes
+/// are drawn as per-PE shares (so most tilings divide onto the array), every other key over
+/// its range and a little beyond.
+#[test]
+fn random_configurations_build_or_are_refused() {
+    // Mostly inside the ranges (the bounds test covers what lies beyond): registers from half
+    // to four times what the tile needs, a port no wider than a row (or, one time in four,
+    // any width), the MAC latency anywhere in its range.
+    let strategy = (
+        (1u32..=4, 1u32..=4, 1u32..=4, 1u32..=4, 1u32..=8),
+        (-1i32..=2, 0u32..=2, 0u32..=2, 0u32..=2, 0u32..=2),
+        (
+            4u32..=30,
+            (5u32..=10, prop::bool::weighted(0.25)),
+            16u32..=48,
+            1u32..=12,
+        ),
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        rng_seed: RngSeed::Fixed(81),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let (linted, built) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
+    runner
+        .run(
+            &strategy,
+            |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo))| {
+                let mut cfg = small();
+                (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
+                let need = (2 * a * b + a * e).next_power_of_two();
+                cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);
+                (cfg.mul_latency, cfg.add_latency) = (ml, al);
+                (cfg.fmul_latency, cfg.exp_latency) = (fl, el);
+                let row_bits = 16 * cfg.head_dim;
+                let fits = (5..=mk)
+                    .rev()
+                    .map(|k| 1 << k)
+                    .find(|w| row_bits.is_multiple_of(*w));
+                cfg.mem_width = if any_w { 1 << mk } else { fits.unwrap_or(32) };
+                (cfg.index_bits, cfg.addr_bits, cfg.max_outstanding) = (ib, ab, 1 << mo);
+                let lint = linted.get() < 6;
+                match try_config(&cfg, lint) {
+                    Ok(Outcome::Built) => {
+                        built.set(built.get() + 1);
+                        linted.set(linted.get() + lint as u32);
+                        Ok(())
+                    }
+                    Ok(Outcome::Refused(_)) => Ok(()),
+                    Err(e) => Err(TestCaseError::fail(format!("{cfg:?}: {e}"))),
+                }
+            },
+        )
+        .unwrap();
+    let (built, linted) = (built.get(), linted.get());
+    eprintln!("{built} of 64 random configurations built, {linted} linted");
+    assert!(
+        built >= 24 && linted >= 1,
+        "{built} built, {linted} linted: widen the strategy"
+    );
+}
+
+/// The narrowest and widest configurations simulate bit-exactly (a few directed problems).
+#[test]
+fn extreme_configurations_simulate() {
+    for c in [narrowest(), widest()] {
+        let p = CoreParams::from_config(&c).unwrap();
+        let (model, _) = simulate(&c, &Target::Core).unwrap();
+        let max_len = ((1u64 << p.index_bits) - 1) as usize - p.br().max(p.bc()) as usize;
+        for s in directed(p.br() as usize, p.bc() as usize)
+            .into_iter()
+            .filter(|s| s.q_len.max(s.k_len) <= max_len)
+            .step_by(3)
+        {
+            run_and_check(&model, &p, &s.attention(p.d() as usize), &s.timing)
+                .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
+        }
+    }
+}
