@@ -44,6 +44,7 @@ pub fn run(
         "sequence lengths must be at least 1"
     );
     // Every point is checked before the first runs, so a bad one fails at once, not hours in.
+    plan.timing.validate().context("--mem-latency")?;
     for cfg in &plan.configs {
         let p = hdl::core::CoreParams::from_config(cfg)?;
         for &seq in &plan.seq_lens {

@@ -191,6 +191,11 @@ pub struct SimArgs {
     /// instead of refusing them.
     #[arg(long)]
     pub saturate: bool,
+    /// Test only: simulate the core with a deliberate defect (hdl::fault), to see the checks
+    /// fail: stall_qk, stall_pv, write_outside_o, release_{q,k,v}_unheld, skip_k, skip_v,
+    /// causal_off_by_one, wrong_rescale.
+    #[arg(long, hide = true)]
+    pub fault: Option<String>,
     /// Write O as .npy.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -435,6 +440,8 @@ struct VerifyReport {
     seed: u64,
     passed: bool,
     blocks: Vec<VerifyBlock>,
+    /// Blocks without a port-level model, checked as part of the whole core.
+    checked_within_core: Vec<String>,
 }
 
 fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
@@ -519,6 +526,15 @@ fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
             b.flip_flops,
         );
     }
+    let within_core: Vec<String> = if args.units.is_empty() {
+        println!(
+            "| pe_row | - | - | - | - | checked within `core` (no port-level model of its own) \
+             | - | - | - | - |"
+        );
+        vec!["pe_row".into()]
+    } else {
+        vec![]
+    };
     for b in blocks.iter().filter(|b| !b.lint.is_empty()) {
         println!(
             "\n{} lint/synthesis problems:\n  {}",
@@ -543,6 +559,7 @@ fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
                 seed: args.seed,
                 passed,
                 blocks,
+                checked_within_core: within_core,
             },
         )?;
     }
@@ -693,7 +710,13 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         (0.0..0.95).contains(&args.mem_stall),
         "--mem-stall must be in [0, 0.95)"
     );
-    anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
+    let timing = crate::verify::attention::MemoryTiming {
+        latency: args.mem_latency,
+        stall_probability: args.mem_stall,
+        seed: args.seed,
+        ..Default::default()
+    };
+    timing.validate().context("--mem-latency")?;
     // Before minutes of simulation: the outputs can be written.
     for path in args.out.iter().chain(&args.report) {
         check_writable(path)?;
@@ -723,13 +746,16 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
             (a, 0)
         }
     };
-    let timing = crate::verify::attention::MemoryTiming {
-        latency: args.mem_latency,
-        stall_probability: args.mem_stall,
-        seed: args.seed,
-        ..Default::default()
+    let fault = match &args.fault {
+        Some(name) => Some(hdl::fault::Fault::from_name(name).with_context(|| {
+            format!(
+                "unknown fault `{name}`: choose one of {}",
+                hdl::fault::Fault::ALL.map(|f| f.name()).join(", ")
+            )
+        })?),
+        None => None,
     };
-    let (mut report, o) = sim::run(&cfg, &problem, &timing, progress_bar())?;
+    let (mut report, o) = sim::run_with_fault(&cfg, fault, &problem, &timing, progress_bar())?;
     report.saturated_inputs = saturated;
     eprintln!();
     println!("{}", report.summary());
@@ -745,7 +771,6 @@ fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
 fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     use crate::bench;
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
-    anyhow::ensure!(args.mem_latency >= 1, "--mem-latency must be at least 1");
     for path in args.out.iter().chain(&args.report) {
         check_writable(path)?;
     }

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use gen::Manifest;
 use hdl::config::CoreConfig;
+use hdl::fault::Fault;
 use hdl::units;
 use hdl::Design;
 
@@ -14,6 +15,8 @@ use hdl::Design;
 pub enum Target {
     Core,
     Unit(String),
+    /// The core with a deliberate defect (fault-injection tests; see `hdl::fault`).
+    FaultyCore(Fault),
 }
 
 /// Builds `target` from `cfg` and writes it to `dir`.
@@ -22,10 +25,15 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
     let top = match target {
         Target::Core => units::build_core(&mut d, cfg)?,
         Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
+        Target::FaultyCore(f) => units::build_faulty_core(&mut d, cfg, *f)?,
     };
     let wrapper = hdl::wrap::serial_wrapper(&mut d, &top);
     let config = serde_json::json!({
-        "target": match target { Target::Core => "core".to_string(), Target::Unit(u) => u.clone() },
+        "target": match target {
+            Target::Core => "core".to_string(),
+            Target::Unit(u) => u.clone(),
+            Target::FaultyCore(f) => format!("core with fault {}", f.name()),
+        },
         "core": cfg,
     });
     let spec = gen::OutputSpec {

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{bail, ensure, Context, Result};
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
+use hdl::fault::Fault;
 use kernels::flash::OutFormat;
 use kernels::fp::fp32_to_fp16;
 use kernels::patterns::Pattern;
@@ -172,9 +173,22 @@ pub fn run(
     timing: &MemoryTiming,
     progress: impl FnMut(u64, u64),
 ) -> Result<(SimReport, Vec<u32>)> {
+    run_with_fault(cfg, None, a, timing, progress)
+}
+
+/// [`run`], on the core with a deliberate defect when `fault` is given (fault injection).
+pub fn run_with_fault(
+    cfg: &CoreConfig,
+    fault: Option<Fault>,
+    a: &Attention,
+    timing: &MemoryTiming,
+    progress: impl FnMut(u64, u64),
+) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
     a.validate(&p)?;
-    let (model, _) = simulate(cfg, &Target::Core)?;
+    timing.validate()?;
+    let target = fault.map_or(Target::Core, Target::FaultyCore);
+    let (model, _) = simulate(cfg, &target)?;
     let run = attention::run(&model, &p, a, timing, progress)?;
     let chk = attention::check(&p, a, &run);
     let d = a.head_dim;

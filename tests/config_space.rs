@@ -11,7 +11,7 @@ use gen::tools::ScratchDir;
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError};
 use regflash::design::{generate, simulate, Target};
 use regflash::verify::attention::{directed, run_and_check};
 
@@ -200,43 +200,43 @@ fn random_configurations_build_or_are_refused() {
             1u32..=12,
         ),
     );
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases: 64,
-        rng_seed: RngSeed::Fixed(81),
         failure_persistence: None,
         ..Config::default()
-    });
+    };
     let (linted, built) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
-    runner
-        .run(
-            &strategy,
-            |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo))| {
-                let mut cfg = small();
-                (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
-                let need = (2 * a * b + a * e).next_power_of_two();
-                cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);
-                (cfg.mul_latency, cfg.add_latency) = (ml, al);
-                (cfg.fmul_latency, cfg.exp_latency) = (fl, el);
-                let row_bits = 16 * cfg.head_dim;
-                let fits = (5..=mk)
-                    .rev()
-                    .map(|k| 1 << k)
-                    .find(|w| row_bits.is_multiple_of(*w));
-                cfg.mem_width = if any_w { 1 << mk } else { fits.unwrap_or(32) };
-                (cfg.index_bits, cfg.addr_bits, cfg.max_outstanding) = (ib, ab, 1 << mo);
-                let lint = linted.get() < 6;
-                match try_config(&cfg, lint) {
-                    Ok(Outcome::Built) => {
-                        built.set(built.get() + 1);
-                        linted.set(linted.get() + lint as u32);
-                        Ok(())
-                    }
-                    Ok(Outcome::Refused(_)) => Ok(()),
-                    Err(e) => Err(TestCaseError::fail(format!("{cfg:?}: {e}"))),
+    regflash::verify::seeds::run(
+        config,
+        81,
+        &strategy,
+        |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo))| {
+            let mut cfg = small();
+            (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
+            let need = (2 * a * b + a * e).next_power_of_two();
+            cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);
+            (cfg.mul_latency, cfg.add_latency) = (ml, al);
+            (cfg.fmul_latency, cfg.exp_latency) = (fl, el);
+            let row_bits = 16 * cfg.head_dim;
+            let fits = (5..=mk)
+                .rev()
+                .map(|k| 1 << k)
+                .find(|w| row_bits.is_multiple_of(*w));
+            cfg.mem_width = if any_w { 1 << mk } else { fits.unwrap_or(32) };
+            (cfg.index_bits, cfg.addr_bits, cfg.max_outstanding) = (ib, ab, 1 << mo);
+            let lint = linted.get() < 6;
+            match try_config(&cfg, lint) {
+                Ok(Outcome::Built) => {
+                    built.set(built.get() + 1);
+                    linted.set(linted.get() + lint as u32);
+                    Ok(())
                 }
-            },
-        )
-        .unwrap();
+                Ok(Outcome::Refused(_)) => Ok(()),
+                Err(e) => Err(TestCaseError::fail(format!("{cfg:?}: {e}"))),
+            }
+        },
+    )
+    .unwrap();
     let (built, linted) = (built.get(), linted.get());
     eprintln!("{built} of 64 random configurations built, {linted} linted");
     assert!(

@@ -13,7 +13,8 @@ fn check_unit(name: &str, mul_latency: u32, add_latency: u32, seed: u64) {
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(r.directed_vectors > 0);
     assert_eq!(
-        r.random_vectors, CASES as u64,
+        r.random_vectors,
+        regflash::verify::seeds::total_cases(CASES),
         "every generated vector was checked"
     );
     assert!(r.sim_cycles >= r.directed_vectors + r.random_vectors);

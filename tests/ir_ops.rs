@@ -10,7 +10,7 @@ use gen::tools::ScratchDir;
 use hdl::arith::{clamp, leading_zeros, shift_right_sticky};
 use hdl::{Design, ModuleBuilder, Sig};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestRunner};
+use proptest::test_runner::Config;
 use verilator_tb::{Dut, Model};
 
 fn mask(w: u32) -> u128 {
@@ -286,18 +286,17 @@ fn run_width(w: u32, with_mul: bool, seed: u64) {
             }
         }
     }
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases: 20_000,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         ..Config::default()
-    });
+    };
     let dut = std::cell::RefCell::new(dut);
-    runner
-        .run(&(any::<u128>(), any::<u128>(), 0u32..128), |(x, y, s)| {
-            check(&mut dut.borrow_mut(), x & m, y & m, s, w, with_mul).map_err(TestCaseError::fail)
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+    let strategy = (any::<u128>(), any::<u128>(), 0u32..128);
+    regflash::verify::seeds::run(config, seed, &strategy, |(x, y, s)| {
+        check(&mut dut.borrow_mut(), x & m, y & m, s, w, with_mul).map_err(TestCaseError::fail)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -110,6 +110,20 @@ impl SynthReport {
 pub fn lint(dir: &Path) -> Result<LintReport> {
     let manifest = Manifest::load(dir)?;
     let warnings = verilator_lint(dir, &manifest)?;
+    // Verilog that Verilator cannot parse would only fail again in Yosys, with less to say:
+    // report Verilator's own messages instead.
+    let errors: Vec<&String> = warnings.iter().filter(|w| w.contains("%Error")).collect();
+    if !errors.is_empty() {
+        bail!(
+            "verilator --lint-only found errors in {} (Yosys synthesis was not run):\n  {}",
+            dir.display(),
+            errors
+                .iter()
+                .map(|e| e.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        );
+    }
     let synth = synth_with(dir, &manifest, SynthTarget::Generic, false)?;
     Ok(LintReport {
         top: manifest.top,

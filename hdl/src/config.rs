@@ -56,14 +56,6 @@ pub struct CoreConfig {
     pub max_outstanding: u32,
     /// Target clock in MHz (for constraints and reports).
     pub clock_mhz: f64,
-    /// Test only: the core never releases V blocks, a broken schedule its assertions must
-    /// catch. Leave false.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub debug_hold_v: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`].
@@ -87,7 +79,6 @@ struct ConfigFile {
     addr_bits: Option<u32>,
     max_outstanding: Option<u32>,
     clock_mhz: Option<f64>,
-    debug_hold_v: Option<bool>,
 }
 
 impl ConfigFile {
@@ -126,7 +117,6 @@ impl ConfigFile {
             addr_bits: take!(addr_bits),
             max_outstanding: take!(max_outstanding),
             clock_mhz: take!(clock_mhz),
-            debug_hold_v: self.debug_hold_v.unwrap_or(false),
         };
         if !missing.is_empty() {
             bail!(
@@ -138,6 +128,10 @@ impl ConfigFile {
         Ok(cfg)
     }
 }
+
+/// The slowest memory (read latency in cycles) the core's K/V assertion bound is derived for,
+/// and so the slowest `regflash` simulates: 4096 cycles, 2.7 µs at 1.5 GHz, far beyond DRAM.
+pub const MAX_MEM_LATENCY: u32 = 4096;
 
 /// The narrowest DMA address: a descriptor's row-bytes field is 16 bits
 /// (`dma::ROW_BYTES_BITS`), and an address must reach any row it describes.
@@ -176,7 +170,6 @@ impl CoreConfig {
             addr_bits: 32,
             max_outstanding: 128,
             clock_mhz: 1500.0,
-            debug_hold_v: false,
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128.
@@ -403,14 +396,19 @@ impl CoreConfig {
 
     /// Cycles a landed K/V block may wait to be consumed before the core's assertion fires:
     /// generous, sixteen blocks' worth of MAC steps plus memory slack.
+    ///
+    /// A landed block waits at most for the phases before its own (a few blocks of MAC steps)
+    /// and for the memory to deliver the blocks those phases need: with memory latency up to
+    /// [`MAX_MEM_LATENCY`] cycles, 16 blocks of steps + 4 latencies + 4096 cycles of slack.
     pub fn kv_bound(&self) -> u32 {
         let (a, b, e) = (
             self.br / self.rows.max(1),
             self.bc / self.cols.max(1),
             self.head_dim / self.cols.max(1),
         );
-        let block = self.head_dim * a * b + self.bc * a * e;
-        (16 * block + 4096).min(1 << 23)
+        let block =
+            self.head_dim as u64 * a as u64 * b as u64 + self.bc as u64 * a as u64 * e as u64;
+        (16 * block + 4 * MAX_MEM_LATENCY as u64 + 4096).min(1 << 23) as u32
     }
 
     /// The row-reduction tree across the PE columns.

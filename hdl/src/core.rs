@@ -35,6 +35,7 @@ use anyhow::{ensure, Result};
 use crate::arith::div_ceil_const;
 use crate::config::CoreConfig;
 use crate::dma::{self, DmaConfig};
+use crate::fault::Fault;
 use crate::mask::{self, MaskConfig};
 use crate::pe::{PeOp, OP_BITS};
 use crate::pe_row::{self, PeRowConfig};
@@ -72,8 +73,9 @@ pub struct CoreParams {
     pub addr_bits: u32,
     /// Cycles a landed K/V block may wait before the assertion fires.
     pub kv_bound: u32,
-    /// Test only: never release V blocks (a broken schedule that the assertions must catch).
-    pub debug_hold_v: bool,
+    /// A deliberate defect, for fault-injection tests only (see `fault.rs`); None in every
+    /// design built from a configuration.
+    pub fault: Option<Fault>,
 }
 
 impl CoreParams {
@@ -88,6 +90,7 @@ impl CoreParams {
             pe: c.pe(),
             exp: c.softmax_exp(),
             mem_width: c.mem_width,
+            fault: None,
         };
         let p = CoreParams {
             rows: c.rows,
@@ -97,7 +100,7 @@ impl CoreParams {
             index_bits: c.index_bits,
             addr_bits: c.addr_bits,
             kv_bound: c.kv_bound(),
-            debug_hold_v: c.debug_hold_v,
+            fault: None,
         };
         p.validate()?;
         Ok(p)
@@ -162,8 +165,20 @@ impl CoreParams {
             self.rows,
             self.row.cols,
             self.row.module_name().trim_start_matches("pe_row_"),
-            if self.debug_hold_v { "_dbg_hold_v" } else { "" }
+            self.fault
+                .map_or(String::new(), |f| format!("_fault_{}", f.name()))
         )
+    }
+
+    /// The same core with a deliberate defect (fault-injection tests).
+    pub fn with_fault(mut self, fault: Fault) -> Self {
+        self.fault = Some(fault);
+        self.row.fault = Some(fault);
+        self
+    }
+
+    fn has(&self, fault: Fault) -> bool {
+        self.fault == Some(fault)
     }
 }
 
@@ -402,6 +417,19 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let pv_can = m.and_not(pv_can, pv_last_step);
         let want_pv = m.not(want_qk);
         let pv_can = m.and(pv_can, want_pv);
+        // Faults: a phase kind that never starts.
+        let qk_can = if p.has(Fault::StallQk) {
+            m.discard(qk_can);
+            m.zero(1)
+        } else {
+            qk_can
+        };
+        let pv_can = if p.has(Fault::StallPv) {
+            m.discard(pv_can);
+            m.zero(1)
+        } else {
+            pv_can
+        };
         let start_qk = m.and(choose, qk_can);
         let start_qk = m.name("start_qk", start_qk);
         let start_pv = m.and(choose, pv_can);
@@ -455,14 +483,17 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
         let tile_reset = s_tile_go;
         let zero_iw = m.zero(iw);
-        let count = |m: &mut ModuleBuilder, r: RegHandle, inc: Sig| {
-            let plus = m.add_lit(r.q, 1);
+        let count_by = |m: &mut ModuleBuilder, r: RegHandle, inc: Sig, by: u64| {
+            let plus = m.add_lit(r.q, by);
             let d = m.mux(tile_reset, zero_iw, plus);
             let en = m.or(inc, tile_reset);
             reg_set(m, r, d, en);
         };
-        count(m, qk_issued, qk_last_step);
-        count(m, pv_issued, pv_last_step);
+        let count = |m: &mut ModuleBuilder, r: RegHandle, inc: Sig| count_by(m, r, inc, 1);
+        // Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
+        let by = |f: Fault| if p.has(f) { 2 } else { 1 };
+        count_by(m, qk_issued, qk_last_step, by(Fault::SkipK));
+        count_by(m, pv_issued, pv_last_step, by(Fault::SkipV));
         let lat = p.row.pe.latency();
         let qk_drained = m.delay_n("qk_drain", qk_last_step, lat);
         let pv_drained = m.delay_n("pv_drain", pv_last_step, lat);
@@ -619,6 +650,11 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         };
         let empty_release = m.and(go_once, empty_tile);
         let q_rel = m.or(q_last_qk, empty_release);
+        let q_rel = if p.has(Fault::ReleaseQUnheld) {
+            m.or(q_rel, go)
+        } else {
+            q_rel
+        };
         set(m, "q_release", q_rel);
         // K and V: one descriptor per tile with keys to see, blocks of Bc rows; each channel
         // walks (head, tile) on its own and skips tiles that need no key.
@@ -663,16 +699,25 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         }
         set(m, "k_want", zero_bit);
         set(m, "v_want", zero_bit);
-        set(m, "k_release", qk_last_step);
-        let v_rel = if p.debug_hold_v {
-            zero_bit
-        } else {
-            pv_last_step
+        // Faults: release at start, when nothing is held yet.
+        let release = |m: &mut ModuleBuilder, ch: &str, last: Sig, early| {
+            let r = if p.has(early) { m.or(last, go) } else { last };
+            m.name(&format!("{ch}_rel"), r)
         };
+        let k_rel = release(m, "k", qk_last_step, Fault::ReleaseKUnheld);
+        let v_rel = release(m, "v", pv_last_step, Fault::ReleaseVUnheld);
+        set(m, "k_release", k_rel);
         set(m, "v_release", v_rel);
 
         // ---------------- mask generators -----------------------------------------------
         let qk_kbase = m.mul_lo(ph_blk.q, bcl, iw);
+        // Fault: the diagonal one key late (also unmasks key k_len, never fetched when k_len
+        // is a multiple of Bc).
+        let mask_k_len = if p.has(Fault::CausalOffByOne) {
+            m.add_lit(k_len, 1)
+        } else {
+            k_len
+        };
         let ma = m.instance(
             &mask_mod,
             "u_mask_qk",
@@ -680,7 +725,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
                 ("q_base", q_base.q),
                 ("k_base", qk_kbase),
                 ("q_len", q_len),
-                ("k_len", k_len),
+                ("k_len", mask_k_len),
                 ("causal", causal),
             ],
         );
@@ -693,7 +738,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
                 ("q_base", q_base.q),
                 ("k_base", sm_kbase.q),
                 ("q_len", q_len),
-                ("k_len", k_len),
+                ("k_len", mask_k_len),
                 ("causal", causal),
             ],
         );
@@ -907,7 +952,14 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let o_base = m.add(o_addr, ro_ohead.q);
         let o_base = m.add(o_base, o_tile_off);
         let o_base = m.name("o_tile_base", o_base);
-        set(m, "o_base", o_base);
+        // Fault: the descriptor's base one row late (the checker keeps the tile's own region).
+        let o_desc_base = if p.has(Fault::WriteOutsideO) {
+            let one_row = m.zext(o_row_bytes, aw_addr);
+            m.add(o_base, one_row)
+        } else {
+            o_base
+        };
+        set(m, "o_base", o_desc_base);
         let o_stride = m.zext(o_row_bytes, aw_addr);
         set(m, "o_stride", o_stride);
         set(m, "o_row_bytes", o_row_bytes);
@@ -1025,7 +1077,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         // ---------------- assertions ---------------------------------------------------------
         // A landed K or V block is consumed within kv_bound cycles.
         let age_bits = 24;
-        for (ch, ready, release) in [("k", k_ready, qk_last_step), ("v", v_ready, v_rel)] {
+        for (ch, ready, release) in [("k", k_ready, k_rel), ("v", v_ready, v_rel)] {
             let age = m.reg(&format!("{ch}_ready_age"), age_bits, Some(0));
             let inc = m.add_lit(age.q, 1);
             let sat = m.all(age.q);
@@ -1081,7 +1133,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         // Blocks are released only while one is held.
         for (ch, ready, release) in [
             ("q", q_ready, q_rel),
-            ("k", k_ready, qk_last_step),
+            ("k", k_ready, k_rel),
             ("v", v_ready, v_rel),
         ] {
             let bad = m.and_not(release, ready);

@@ -15,6 +15,7 @@ pub mod ir;
 pub mod array;
 pub mod dma;
 pub mod exp2;
+pub mod fault;
 pub mod fp16_mul;
 pub mod fp16_to_fp32;
 pub mod fp32_add;

@@ -30,6 +30,7 @@
 
 use anyhow::Result;
 
+use crate::fault::Fault;
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_mul::{self, Fp32MulConfig};
 use crate::fp32_recip;
@@ -54,6 +55,8 @@ pub struct PeRowConfig {
     pub exp: SoftmaxExpConfig,
     /// Width of an O staging beat.
     pub mem_width: u32,
+    /// A deliberate defect, for fault-injection tests only (`Fault::WrongRescale` acts here).
+    pub fault: Option<Fault>,
 }
 
 impl PeRowConfig {
@@ -140,7 +143,11 @@ impl PeRowConfig {
             self.mem_width,
             self.pe.module_name(),
             self.exp.module_name()
-        )
+        ) + if self.fault == Some(Fault::WrongRescale) {
+            "_fault_wrong_rescale"
+        } else {
+            ""
+        }
     }
 }
 
@@ -276,7 +283,12 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
                 .iter()
                 .map(|sl| m.mux(step_slot, sl[1], sl[0]))
                 .collect();
-            m.mux_index(step_ii, &per_row)
+            let shift = m.mux_index(step_ii, &per_row);
+            if cfg.fault == Some(Fault::WrongRescale) {
+                m.add_lit(shift, 1)
+            } else {
+                shift
+            }
         };
 
         // ---------------- PEs -------------------------------------------------------------

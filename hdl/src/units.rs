@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 
 use crate::config::CoreConfig;
 use crate::core::{self, CoreParams};
+use crate::fault::Fault;
 use crate::{
     array, dma, exp2, fp16_mul, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip,
     fp32_to_fp16, mac, mask, pe, pe_row, row_reduce, softmax, Design, ModRef,
@@ -61,6 +62,14 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
         "core" => core::build(d, &CoreParams::from_config(cfg)?),
         other => bail!("unknown unit `{other}`: choose one of {}", UNITS.join(", ")),
     })
+}
+
+/// Builds the core of `cfg` with a deliberate defect (fault-injection tests). Returns its top.
+pub fn build_faulty_core(d: &mut Design, cfg: &CoreConfig, fault: Fault) -> Result<ModRef> {
+    Ok(core::build(
+        d,
+        &CoreParams::from_config(cfg)?.with_fault(fault),
+    ))
 }
 
 /// Builds a whole design into `d`: the FlashAttention core. Returns its top.

@@ -146,7 +146,8 @@ impl Accuracy {
         let within = |x: f64, limit: f64| x.partial_cmp(&limit).is_some_and(|o| o.is_le());
         if !within(self.max_abs_err, self.abs_bound()) {
             return Err(format!(
-                "max |O - O_f64| = {:e} exceeds 2 x plain FP16 attention's {:e} + one FP16 ulp                  of max |O_f64| ({:e})",
+                "max |O - O_f64| = {:.3e} exceeds 2 x plain FP16 attention's {:.3e} + one FP16 ulp of \
+                 max |O_f64| ({:.3e})",
                 self.max_abs_err,
                 self.plain_err,
                 fp16_ulp(self.out_scale)
@@ -154,7 +155,8 @@ impl Accuracy {
         }
         if !within(self.rel_err(), MAX_REL_ERR) {
             return Err(format!(
-                "relative error {:e} (max |O - O_f64| / max |V| = {:e} / {:e}) exceeds {MAX_REL_ERR:e}",
+                "relative error {:.3e} (max |O - O_f64| / max |V| = {:.3e} / {:.3e}) exceeds \
+                 {MAX_REL_ERR:e}",
                 self.rel_err(),
                 self.max_abs_err,
                 self.v_scale

@@ -5,13 +5,14 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, ensure, Context, Result};
+use hdl::config::MAX_MEM_LATENCY;
 use hdl::core::{CoreParams, COUNTERS};
 use kernels::accuracy::Accuracy;
 use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
 use kernels::patterns::{tensors, Pattern};
 use kernels::softmax::scale_constant;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestError};
 use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
 use verilator_tb::Model;
 
@@ -289,6 +290,25 @@ pub struct MemoryTiming {
     pub seed: u64,
 }
 
+impl MemoryTiming {
+    /// Latency 1 to [`MAX_MEM_LATENCY`] (the core's assertion bounds are derived for that
+    /// range), refusal probability in [0, 0.95).
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            (1..=MAX_MEM_LATENCY).contains(&self.latency),
+            "memory latency {} cycles is out of range: allowed 1 to {MAX_MEM_LATENCY} (the core's \
+             K/V assertion bound, kv_bound, allows for memory up to that slow)",
+            self.latency
+        );
+        ensure!(
+            (0.0..0.95).contains(&self.stall_probability),
+            "memory stall probability {} is out of range: allowed [0, 0.95)",
+            self.stall_probability
+        );
+        Ok(())
+    }
+}
+
 impl Default for MemoryTiming {
     fn default() -> Self {
         MemoryTiming {
@@ -319,6 +339,7 @@ pub fn memory_image(
     timing: &MemoryTiming,
 ) -> Result<(Memory, Layout)> {
     a.validate(p)?;
+    timing.validate()?;
     let lay = Layout::of(a);
     let beat = (p.dma.width / 8) as usize;
     let mem_cfg = MemoryConfig {
@@ -379,7 +400,14 @@ pub fn run(
     let slack = 1.0 / (1.0 - timing.stall_probability.min(0.9));
     let beat_bytes = beat as u64;
     let bw = mem.config().bytes_per_cycle as u64;
-    let limit = ((estimate as f64 * slack * 4.0) as u64) * beat_bytes.div_ceil(bw) + 200_000;
+    // Each descriptor waits for memory once per max_outstanding beats: allow two latencies for
+    // each such round trip on top of the MAC steps at the memory's pace.
+    let round_trips = expected_beats(p, a).0 / p.dma.max_outstanding as u64
+        + 2 * schedule_blocks(p, a)
+        + 2 * (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64;
+    let limit = ((estimate as f64 * slack * 4.0) as u64) * beat_bytes.div_ceil(bw)
+        + 2 * round_trips * timing.latency as u64
+        + 200_000;
     let done = dut.port("done")?;
     let error = dut.port("error")?;
     dut.set("start", 1);
@@ -806,15 +834,14 @@ pub fn check_scenarios(
         totals.0 += 1;
         totals.1 += run.counters["cycles"];
     }
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         max_shrink_iters: 50,
         ..Config::default()
-    });
+    };
     let acc = std::cell::Cell::new(totals);
-    let result = runner.run(&scenarios(max_len), |s| {
+    let result = super::seeds::run(config, seed, &scenarios(max_len), |s| {
         let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing)
             .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
         let (n, c) = acc.get();

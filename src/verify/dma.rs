@@ -13,7 +13,7 @@ use anyhow::{bail, ensure, Result};
 use hdl::dma::{error, DmaConfig};
 use hdl::landing::{LandingConfig, Layout};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestError};
 use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model, PortId};
 
@@ -657,15 +657,14 @@ pub fn random_transfers(
     cases: u32,
     seed: u64,
 ) -> anyhow::Result<(u64, u64, u64)> {
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         max_shrink_iters: 200,
         ..Config::default()
-    });
+    };
     let totals = std::cell::Cell::new((0u64, 0u64, 0u64));
-    let result = runner.run(&scenario(d), |s| {
+    let result = super::seeds::run(config, seed, &scenario(d), |s| {
         let (beats, cycles) = run(model, d, &s).map_err(TestCaseError::fail)?;
         let (n, b, c) = totals.get();
         totals.set((n + 1, b + beats, c + cycles));

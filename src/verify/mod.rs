@@ -5,6 +5,7 @@ pub mod dma;
 pub mod pe;
 pub mod pure;
 pub mod run;
+pub mod seeds;
 pub mod stateful;
 pub mod stimulus;
 pub mod units;

@@ -12,7 +12,7 @@ use std::fmt;
 
 use kernels::pe::{PeModel, PeOp};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestError};
 use verilator_tb::Model;
 
 use super::stimulus::{f16_value, f32_value, F16_SPECIALS, F32_SPECIALS};
@@ -396,15 +396,14 @@ pub fn proptest_pe(
     max_len: usize,
     seed: u64,
 ) -> anyhow::Result<PeChecked> {
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         ..Config::default()
-    });
+    };
     let checked = std::cell::Cell::new(PeChecked::default());
     let strategy = prop::collection::vec(pe_cycle(shape.rows, shape.cols), 1..=max_len);
-    let result = runner.run(&strategy, |cycles| {
+    let result = super::seeds::run(config, seed, &strategy, |cycles| {
         match check_pe_stream(model, shape, &cycles) {
             Ok(Ok(n)) => {
                 let c = checked.get();

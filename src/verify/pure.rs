@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestError};
 use verilator_tb::{Dut, PortId};
 
 /// How a lane is printed in a failure report, and its width.
@@ -274,15 +274,14 @@ pub fn proptest_vectors<S>(
 where
     S: Strategy<Value = Vec<u64>>,
 {
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         ..Config::default()
-    });
+    };
     let dut = RefCell::new(dut);
     let checked = RefCell::new(0u64);
-    let result = runner.run(&strategy, |vector| {
+    let result = super::seeds::run(config, seed, &strategy, |vector| {
         let mut d = dut.borrow_mut();
         match check_stream(&mut d, unit, latency, std::slice::from_ref(&vector)) {
             Ok(Ok(())) => {

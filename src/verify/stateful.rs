@@ -12,18 +12,17 @@ use hdl::softmax::RowOp;
 use kernels::fp::{self, F32_NEG_INF};
 use kernels::softmax::{scale_constant, RowState};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestError};
 use verilator_tb::Dut;
 
 use super::stimulus::{f32_value, F32_SPECIALS};
 
-fn runner(cases: u32, seed: u64) -> TestRunner {
-    TestRunner::new(Config {
+fn config(cases: u32) -> Config {
+    Config {
         cases,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
         ..Config::default()
-    })
+    }
 }
 
 fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
@@ -104,7 +103,7 @@ pub fn recip_directed() -> Vec<u32> {
 pub fn proptest_recip(dut: &mut Dut, cases: u32, seed: u64) -> anyhow::Result<u64> {
     let dut = RefCell::new(dut);
     let strategy = prop_oneof![3 => f32_value(), 1 => (250u32..=254, any::<u32>()).prop_map(|(e, f)| (e << 23) | (f & 0x807F_FFFF))];
-    let result = runner(cases, seed).run(&strategy, |x| {
+    let result = super::seeds::run(config(cases), seed, &strategy, |x| {
         match check_recip(&mut dut.borrow_mut(), &[x]) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(m)) => Err(TestCaseError::fail(m)),
@@ -277,16 +276,19 @@ pub fn proptest_softmax_row(
     let dut = RefCell::new(dut);
     let checked = std::cell::Cell::new(0u64);
     let strategy = prop::collection::vec(row_cycle(), 1..=max_len);
-    let result = runner(cases, seed).run(&strategy, |cycles| {
-        match check_softmax_row(&mut dut.borrow_mut(), &cycles) {
+    let result = super::seeds::run(
+        config(cases),
+        seed,
+        &strategy,
+        |cycles| match check_softmax_row(&mut dut.borrow_mut(), &cycles) {
             Ok(Ok(())) => {
                 checked.set(checked.get() + cycles.len() as u64);
                 Ok(())
             }
             Ok(Err(m)) => Err(TestCaseError::fail(m)),
             Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
-        }
-    });
+        },
+    );
     outcome(result)?;
     Ok(checked.get())
 }

@@ -1,0 +1,83 @@
+//! Deliberate defects for fault-injection tests: each breaks one rule of the core that a
+//! named RTL assertion, or only the end-to-end comparison, must catch. They prove that the
+//! checks can fail. A fault is never a configuration key: it reaches the core only through
+//! `CoreParams::with_fault`, and its name is part of the module name (`..._fault_stall_pv`), so a
+//! faulty model is never mistaken for, or cached as, the real one.
+
+/// One deliberate defect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// QK phases never start, so the landed K block is never consumed: `k_block_consumed`.
+    StallQk,
+    /// PV phases never start: `v_block_consumed`.
+    StallPv,
+    /// O is written one row past the tile's region: `writes_only_o`.
+    WriteOutsideO,
+    /// Q is released at `start`, before any Q tile landed: `q_release_held`.
+    ReleaseQUnheld,
+    /// K is released at `start`, before any K block landed: `k_release_held`.
+    ReleaseKUnheld,
+    /// V is released at `start`, before any V block landed: `v_release_held`.
+    ReleaseVUnheld,
+    /// The sequencer counts QK phases two at a time, so the next QK phase starts expecting a
+    /// block the K channel does not hold: `k_block_in_order`.
+    SkipK,
+    /// The same for PV phases and V: `v_block_in_order`.
+    SkipV,
+    /// The causal diagonal off by one (each query also sees the next key): no assertion can
+    /// tell, only the comparison of O with the model and the reference.
+    CausalOffByOne,
+    /// The rescale shift of O one place too large: only the comparison catches it.
+    WrongRescale,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 10] = [
+        Fault::StallQk,
+        Fault::StallPv,
+        Fault::WriteOutsideO,
+        Fault::ReleaseQUnheld,
+        Fault::ReleaseKUnheld,
+        Fault::ReleaseVUnheld,
+        Fault::SkipK,
+        Fault::SkipV,
+        Fault::CausalOffByOne,
+        Fault::WrongRescale,
+    ];
+
+    /// The snake_case name (module-name suffix, `regflash sim --fault`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::StallQk => "stall_qk",
+            Fault::StallPv => "stall_pv",
+            Fault::WriteOutsideO => "write_outside_o",
+            Fault::ReleaseQUnheld => "release_q_unheld",
+            Fault::ReleaseKUnheld => "release_k_unheld",
+            Fault::ReleaseVUnheld => "release_v_unheld",
+            Fault::SkipK => "skip_k",
+            Fault::SkipV => "skip_v",
+            Fault::CausalOffByOne => "causal_off_by_one",
+            Fault::WrongRescale => "wrong_rescale",
+        }
+    }
+
+    /// The fault called `name`.
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The assertion that must fire first, or None for faults only the comparison sees.
+    pub fn assertion(self) -> Option<&'static str> {
+        match self {
+            Fault::StallQk => Some("k_block_consumed"),
+            Fault::StallPv => Some("v_block_consumed"),
+            Fault::WriteOutsideO => Some("writes_only_o"),
+            Fault::ReleaseQUnheld => Some("q_release_held"),
+            Fault::ReleaseKUnheld => Some("k_release_held"),
+            Fault::ReleaseVUnheld => Some("v_release_held"),
+            Fault::SkipK => Some("k_block_in_order"),
+            Fault::SkipV => Some("v_block_in_order"),
+            Fault::CausalOffByOne | Fault::WrongRescale => None,
+        }
+    }
+}
