@@ -34,10 +34,13 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
         .map(|(m, c)| (m.clone(), c.cells))
         .collect();
     cells.insert("total".into(), r.total.cells);
-    // 4 rows of 4 PEs: the core instantiates 4 PE rows, each 4 PEs.
+    // 4 rows of 4 PEs: the core's engine (inside the top's abort wrapper) instantiates 4 PE
+    // rows, each 4 PEs.
     let pe = r.modules.keys().find(|m| m.starts_with("pe_r")).unwrap();
     let row = r.modules.keys().find(|m| m.starts_with("pe_row_")).unwrap();
-    assert_eq!(r.modules[&r.top].by_type[row], 4);
+    let engine = r.modules.keys().find(|m| m.ends_with("_engine")).unwrap();
+    assert_eq!(r.modules[&r.top].by_type[engine], 1);
+    assert_eq!(r.modules[engine].by_type[row], 4);
     assert_eq!(r.modules[row].by_type[pe], 4);
     // Longest paths run through each module's own gates only (never through an instance), and
     // the control logic is not the critical path: no longer than the FP32 multiplier's.
@@ -52,7 +55,7 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
         .unwrap()
         .1;
     assert!(*mul > 20, "fp32_mul's longest path is {mul} cells");
-    for m in [&r.top, row] {
+    for m in [&r.top, engine, row] {
         let len = r.longest_path[m];
         assert!(
             len > 0 && len <= *mul,

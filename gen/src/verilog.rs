@@ -58,6 +58,7 @@ fn plan(m: &Module) -> Result<Plan<'_>> {
     for (i, n) in m.nodes.iter().enumerate() {
         names[i] = match &n.kind {
             NodeKind::Input(p) => Some(m.ports[*p].name.clone()),
+            NodeKind::Reset => Some("rst".to_string()),
             NodeKind::Net(k) => Some(m.nets[*k].name.clone()),
             NodeKind::Reg(k) => Some(m.regs[*k].name.clone()),
             NodeKind::InstOut { inst, port } => {
@@ -289,7 +290,11 @@ impl Plan<'_> {
         let node = self.m.node(id);
         match &node.kind {
             NodeKind::Const(v) => literal(node.width, *v),
-            NodeKind::Input(_) | NodeKind::Net(_) | NodeKind::Reg(_) | NodeKind::InstOut { .. } => {
+            NodeKind::Input(_)
+            | NodeKind::Reset
+            | NodeKind::Net(_)
+            | NodeKind::Reg(_)
+            | NodeKind::InstOut { .. } => {
                 self.names[id as usize].clone().expect("leaf has a name")
             }
             NodeKind::MemRead { mem, addr } => {
@@ -539,7 +544,8 @@ impl Plan<'_> {
                 conns.push("        .clk(clk)".to_string());
             }
             if inst.module.has_rst {
-                conns.push("        .rst(rst)".to_string());
+                let rst = inst.reset.map_or("rst".to_string(), |r| self.bare(r));
+                conns.push(format!("        .rst({rst})"));
             }
             let mut ins = inst.inputs.iter();
             let mut outs = inst.outputs.iter();

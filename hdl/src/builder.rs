@@ -136,7 +136,11 @@ impl ModuleBuilder {
         assert!(width > 0, "zero-width node in `{}`: {kind:?}", self.name);
         let pure = !matches!(
             kind,
-            NodeKind::Input(_) | NodeKind::Net(_) | NodeKind::Reg(_) | NodeKind::InstOut { .. }
+            NodeKind::Input(_)
+                | NodeKind::Reset
+                | NodeKind::Net(_)
+                | NodeKind::Reg(_)
+                | NodeKind::InstOut { .. }
         );
         if pure {
             if let Some(&id) = self.pure.get(&(kind.clone(), width)) {
@@ -1039,6 +1043,37 @@ impl ModuleBuilder {
     /// Instantiates `module` as `name`, connecting every data input by name. Clock and reset are
     /// connected automatically. Returns the instance's outputs.
     pub fn instance(&mut self, module: &ModRef, name: &str, inputs: &[(&str, Sig)]) -> InstOutputs {
+        self.instance_inner(module, name, inputs, None)
+    }
+
+    /// `rst | x`: this module's reset, or `x` (one bit): a reset for a child that also clears
+    /// on `x`.
+    pub fn rst_or(&mut self, x: Sig) -> Sig {
+        let rst = self.node(NodeKind::Reset, 1);
+        self.or(rst, x)
+    }
+
+    /// [`ModuleBuilder::instance`], with the instance's `rst` driven by `reset` (one bit, a
+    /// synchronous reset) instead of this module's `rst`.
+    pub fn instance_with_reset(
+        &mut self,
+        module: &ModRef,
+        name: &str,
+        inputs: &[(&str, Sig)],
+        reset: Sig,
+    ) -> InstOutputs {
+        assert_eq!(reset.width, 1, "a reset is one bit");
+        assert!(module.has_rst, "`{}` has no reset to drive", module.name);
+        self.instance_inner(module, name, inputs, Some(reset))
+    }
+
+    fn instance_inner(
+        &mut self,
+        module: &ModRef,
+        name: &str,
+        inputs: &[(&str, Sig)],
+        reset: Option<Sig>,
+    ) -> InstOutputs {
         let inst_name = self.unique(name);
         let index = self.insts.len();
         let mut in_nodes = vec![];
@@ -1096,6 +1131,7 @@ impl ModuleBuilder {
             module: module.clone(),
             inputs: in_nodes,
             outputs: out_nodes,
+            reset: reset.map(|r| r.id),
         });
         InstOutputs {
             instance: inst_name,
@@ -1127,7 +1163,9 @@ impl ModuleBuilder {
         }
         let has_state =
             !self.regs.is_empty() || !self.mems.is_empty() || !self.assertions.is_empty();
-        let has_rst = self.child_rst || self.regs.iter().any(|r| r.reset.is_some());
+        let reads_rst = self.nodes.iter().any(|n| n.kind == NodeKind::Reset);
+        let has_rst =
+            self.child_rst || reads_rst || self.regs.iter().any(|r| r.reset.is_some());
         let module = Module {
             name: self.name,
             doc: self.doc,

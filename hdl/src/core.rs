@@ -226,11 +226,108 @@ fn reg_set(m: &mut ModuleBuilder, r: RegHandle, d: Sig, en: Sig) {
 
 /// Defines the core.
 pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
+    let engine = build_engine(d, p);
+    d.define(&p.module_name(), |_, m| abort_wrapper(m, &engine))
+}
+
+/// The core's top: the engine, and what happens when a DMA descriptor is refused. The engine
+/// alone would wait forever for the channel that stopped; here the first nonzero `error` is
+/// latched, the memory port stops taking requests (responses to reads already accepted still
+/// reach the engine), and once no read is in flight the engine is reset for one cycle. The
+/// core then reports `done` with `error` holding the code until the next `start`, which it
+/// accepts like any other. Counters restart at zero with the reset. Every other port passes
+/// through. Latency 1.
+fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
+    m.doc(
+        "core top: the engine (see <name>_engine) and its abort on a DMA descriptor error: the\n\
+         error code is latched, the memory port stops taking requests, and when no read is in\n\
+         flight the engine is reset; then done = 1 and error holds the code until the next start.",
+    );
+    const OWN: [&str; 5] = ["start", "mem_req_ready", "busy", "done", "error"];
+    let mut inputs = vec![];
+    for port in engine.ports.iter().filter(|p| p.dir == crate::ir::Dir::Input) {
+        if !OWN.contains(&port.name.as_str()) {
+            inputs.push((port.name.clone(), m.input(&port.name, port.width)));
+        }
+    }
+    let start = m.input("start", 1);
+    let mem_ready = m.input("mem_req_ready", 1);
+    let draining = m.reg("draining", 1, Some(0));
+    let soft_rst = m.net("engine_reset", 1);
+    let engine_rst = m.rst_or(soft_rst);
+    let engine_start = m.and_not(start, draining.q);
+    let engine_ready = m.and_not(mem_ready, draining.q);
+    let mut conns: Vec<(&str, Sig)> = inputs.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    conns.push(("start", engine_start));
+    conns.push(("mem_req_ready", engine_ready));
+    let e = m.instance_with_reset(engine, "u_engine", &conns, engine_rst);
+    // Reads in flight: accepted read requests minus responses.
+    let req_valid = e.get("mem_req_valid");
+    let req_valid = m.and_not(req_valid, draining.q);
+    let read_taken = m.and(req_valid, mem_ready);
+    let read_taken = m.and_not(read_taken, e.get("mem_req_write"));
+    let rsp = inputs
+        .iter()
+        .find(|(n, _)| n == "mem_rsp_valid")
+        .map(|(_, s)| *s)
+        .expect("the engine has a memory response port");
+    let bits = 16;
+    let inflight = m.reg("reads_in_flight", bits, Some(0));
+    let up = m.add_lit(inflight.q, 1);
+    let down = m.sub_lit(inflight.q, 1);
+    let same = m.eq(read_taken, rsp);
+    let n_d = m.mux(read_taken, up, down);
+    let n_d = m.mux(same, inflight.q, n_d);
+    m.set_next(inflight, n_d);
+    let none_in_flight = m.is_zero(inflight.q);
+    // Abort: latch the first error, drain, reset the engine for one cycle, report done.
+    let error = e.get("error");
+    let go = {
+        let idle = m.not(e.get("busy"));
+        let idle = m.and_not(idle, draining.q);
+        m.and(start, idle)
+    };
+    let failed = m.any(error);
+    let begin = m.and_not(failed, draining.q);
+    let code = m.reg("error_code", error.width(), Some(0));
+    let zero_code = m.zero(error.width());
+    let code_d = m.mux(go, zero_code, error);
+    let code_en = m.or(go, begin);
+    m.set_next(code, code_d);
+    m.set_enable(code, code_en);
+    let reset_now = m.and(draining.q, none_in_flight);
+    m.drive(soft_rst, reset_now);
+    let drain_d = m.or(begin, draining.q);
+    let drain_d = m.and_not(drain_d, reset_now);
+    m.set_next(draining, drain_d);
+    let aborted = m.reg("aborted", 1, Some(0));
+    let ab_d = m.or(reset_now, aborted.q);
+    let ab_d = m.and_not(ab_d, go);
+    m.set_next(aborted, ab_d);
+    for port in engine.ports.iter().filter(|p| p.dir == crate::ir::Dir::Output) {
+        let v = e.get(&port.name);
+        let v = match port.name.as_str() {
+            "mem_req_valid" => req_valid,
+            "busy" => m.or(v, draining.q),
+            "done" => m.or(v, aborted.q),
+            "error" => {
+                m.discard(v);
+                code.q
+            }
+            _ => v,
+        };
+        m.output(&port.name, v);
+    }
+    m.set_latency(1);
+}
+
+/// The engine: sequencer, fetch, PE rows, readout, counters and assertions.
+fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
     let row_mod = pe_row::build(d, &p.row);
     let dma_mod = dma::build(d, &p.dma);
     let mask_mod = mask::build(d, &p.mask);
     let p = *p;
-    d.define(&p.module_name(), |_, m| {
+    d.define(&format!("{}_engine", p.module_name()), |_, m| {
         m.doc(&format!(
             "core: FlashAttention on {} x {} PEs, Br = {}, Bc = {}, d = {}. See hdl/src/core.rs\n\
              for the ports, the schedule, the counters and the assertions.",
@@ -840,7 +937,11 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
         let sm_slot = m.bit(sm_done.q, 0);
         let mut macs_sum = m.zero(bits_for((rr * cn) as u64));
         let mut busy_any = m.zero(1);
-        let mut rf_read0 = None;
+        // Register-file accesses, at the ports, summed over the rows: up to C + 1 reads (each
+        // PE's accumulator port and the engine's read) and C writes per row and cycle.
+        let acc_w = bits_for((rr * (cn + 1)) as u64);
+        let mut rf_reads_sum = m.zero(acc_w);
+        let mut rf_writes_sum = m.zero(acc_w);
         let mut st_en = vec![];
         let mut st_row = vec![];
         let mut st_beat = vec![];
@@ -881,11 +982,10 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
             let mc = m.zext(out.get("macs"), macs_sum.width());
             macs_sum = m.add(macs_sum, mc);
             busy_any = m.or(busy_any, out.get("busy"));
-            if r == 0 {
-                rf_read0 = Some(out.get("rf_read"));
-            } else {
-                m.discard(out.get("rf_read"));
-            }
+            let rd = m.zext(out.get("rf_reads"), acc_w);
+            rf_reads_sum = m.add(rf_reads_sum, rd);
+            let wr = m.zext(out.get("rf_writes"), acc_w);
+            rf_writes_sum = m.add(rf_writes_sum, wr);
             st_en.push(out.get("st_we"));
             st_row.push(out.get("st_row"));
             st_beat.push(out.get("st_beat"));
@@ -1032,16 +1132,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
             m.mux(go_once, s, zero_iw)
         };
         let c_skipped = counter(m, "cnt_skipped", skipped, clear);
-        let reads = {
-            let rf = rf_read0.expect("at least one row");
-            let rows_l = m.lit(macs_sum.width() + 8, rr as u64);
-            let zero = m.zero(macs_sum.width() + 8);
-            let eng = m.mux(rf, rows_l, zero);
-            let mw = m.zext(macs_sum, macs_sum.width() + 8);
-            m.add(mw, eng)
-        };
-        let c_reads = counter(m, "cnt_rf_reads", reads, clear);
-        let c_writes = counter(m, "cnt_rf_writes", macs_sum, clear);
+        let c_reads = counter(m, "cnt_rf_reads", rf_reads_sum, clear);
+        let c_writes = counter(m, "cnt_rf_writes", rf_writes_sum, clear);
         let rb = m.zext(dm.get("read_beats"), COUNTER_BITS);
         let wb = m.zext(dm.get("write_beats"), COUNTER_BITS);
         for (name, v) in COUNTERS.iter().zip([

@@ -65,6 +65,19 @@ pub mod error {
     pub const TOO_LARGE: u64 = 3;
     pub const OUT_OF_RANGE: u64 = 4;
     pub const BUSY: u64 = 5;
+
+    /// What an error code means.
+    pub fn describe(code: u64) -> &'static str {
+        match code {
+            0 => "no error",
+            ZERO_SIZE => "a descriptor of zero size",
+            MISALIGNED => "a base, stride or row length that is not a multiple of the beat",
+            TOO_LARGE => "rows or a row longer than the landing or staging buffer",
+            OUT_OF_RANGE => "a transfer beyond the address range",
+            BUSY => "a start while the channel was busy",
+            _ => "an unknown error code",
+        }
+    }
 }
 
 /// Width of the row-bytes descriptor fields.

@@ -118,6 +118,8 @@ impl BinOp {
 pub enum NodeKind {
     /// The value of input port `ports[i]`.
     Input(usize),
+    /// The module's synchronous reset input `rst`.
+    Reset,
     /// A constant (width ≤ 64 bits of value; wider nodes are zero-extended).
     Const(u64),
     /// A named net `nets[i]`.
@@ -208,6 +210,9 @@ pub struct Instance {
     pub module: ModRef,
     pub inputs: Vec<NodeId>,
     pub outputs: Vec<NodeId>,
+    /// The one-bit signal driving the instance's `rst`, when not the parent's own `rst` (a
+    /// parent that resets a child on its own terms, such as an abort).
+    pub reset: Option<NodeId>,
 }
 
 /// The interface of a defined module, as seen by a parent that instantiates it.
@@ -314,6 +319,7 @@ impl Module {
     pub fn operands(&self, id: NodeId) -> Vec<NodeId> {
         match &self.node(id).kind {
             NodeKind::Input(_)
+            | NodeKind::Reset
             | NodeKind::Const(_)
             | NodeKind::Net(_)
             | NodeKind::Reg(_)
@@ -344,6 +350,7 @@ impl Module {
         }
         for i in &self.insts {
             v.extend(i.inputs.iter().copied());
+            v.extend(i.reset);
         }
         v.extend(self.discards.iter().copied());
         v

@@ -9,7 +9,12 @@
 //! * `ld_data` (32 bits): the value a `Load` writes;
 //! * `shift` (8 bits): the rescale a `MacScale` applies to the accumulator (2^−shift, exact
 //!   unless subnormal, see `fp32_scale2`);
-//! * `rd_addr` → `rd_data` (32 bits): an asynchronous read port.
+//! * `rd_addr` → `rd_data` (32 bits): an asynchronous read port;
+//! * `rf_acc_read`, `rf_write` (1 bit each): the register file's accumulator port read
+//!   `rf[addr]` this cycle (a live `Mac` or `MacScale`: `MacClear`, `MacZero` and `Load`
+//!   overwrite the register without reading it), and its write port wrote (the write-back of a
+//!   live operation issued L cycles earlier). They feed the energy counters; the `rd_addr`
+//!   port's reads are counted by whoever uses its data.
 //!
 //! Every operation reads `rf[addr]` when it is issued and writes its result back `L + 1` clock
 //! edges later, where L is the MAC latency; the module's latency (issue to visible on
@@ -152,6 +157,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let wb_addr = m.delay_n("addr", addr, latency);
         let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
         let wb_en = m.ne(wb_op, nop);
+        let wb_en = m.name("wb_en", wb_en);
         let wb_load = m.eq_lit(wb_op, PeOp::Load as u64);
         let wb_data = m.mux(wb_load, wb_ld_data, result);
         let wb_data = m.name("wb_data", wb_data);
@@ -159,6 +165,10 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
+        let is_mac = m.eq_lit(op, PeOp::Mac as u64);
+        let acc_read = m.or(is_mac, is_scale);
+        m.output("rf_acc_read", acc_read);
+        m.output("rf_write", wb_en);
         m.set_latency(cfg.latency());
     })
 }

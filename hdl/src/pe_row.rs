@@ -337,6 +337,8 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let zero32 = m.zero(32);
         let mut rd_datas = vec![];
         let mut enables = vec![];
+        let mut acc_reads = vec![];
+        let mut rf_writes = vec![];
         for c in 0..c_n {
             // QK: PE c masked by mask_qk[ii][b*c + jj]; PV: the row's operation decides.
             let cands: Vec<Sig> = (0..a_n)
@@ -368,6 +370,8 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
                 ],
             );
             rd_datas.push(out.get("rd_data"));
+            acc_reads.push(out.get("rf_acc_read"));
+            rf_writes.push(out.get("rf_write"));
         }
         // MACs performed this cycle (for the core's counters).
         let live = m.ne(row_op_pe, op_nop);
@@ -621,8 +625,25 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
 
         let busy = m.not(idle);
         m.output("busy", busy);
+        // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
+        // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
+        // sweep, the exp sweep and the readout).
         let reading = m.or_all(&[in_max, in_exp, in_ro]);
-        m.output("rf_read", reading);
+        let count_w = bits_for(c_n as u64 + 1);
+        let popcount = |m: &mut ModuleBuilder, bits: &[Sig]| {
+            let mut n = m.zero(count_w);
+            for &b in bits {
+                let x = m.zext(b, count_w);
+                n = m.add(n, x);
+            }
+            n
+        };
+        let mut reads: Vec<Sig> = acc_reads;
+        reads.push(reading);
+        let reads = popcount(m, &reads);
+        let writes = popcount(m, &rf_writes);
+        m.output("rf_reads", reads);
+        m.output("rf_writes", writes);
         let _ = ii_last;
         m.set_latency(1);
     })

@@ -221,6 +221,11 @@ pub fn check_pe_stream(
         in_ports.push(dut.port("rd_row")?);
     }
     let rd_data = dut.port("rd_data")?;
+    // A single PE also reports its register-file port activity (the grid does not).
+    let port_activity = match (dut.port("rf_acc_read"), dut.port("rf_write")) {
+        (Ok(acc), Ok(wr)) => Some((acc, wr)),
+        _ => None,
+    };
 
     // Legalize the stream, then append the drain and the read-back sweep.
     struct Issue {
@@ -313,7 +318,39 @@ pub fn check_pe_stream(
             words.push(i.rd_row);
         }
     }
-    let out = dut.run(&in_ports, &words, &[rd_data], issues.len() as u64);
+    let mut out_ports = vec![rd_data];
+    if let Some((acc, wr)) = port_activity {
+        out_ports.extend([acc, wr]);
+    }
+    let per = cols as usize + 2 * port_activity.is_some() as usize;
+    let out = dut.run(&in_ports, &words, &out_ports, issues.len() as u64);
+    // Port activity: the accumulator port reads for a live Mac or MacScale as it issues; the
+    // write port writes the live operation issued `latency - 1` cycles before (its MAC
+    // latency).
+    if port_activity.is_some() {
+        let live = |i: &Issue| i.op != PeOp::Nop && i.en[0];
+        let mac_latency = latency as usize - 1;
+        for (t, i) in issues.iter().enumerate() {
+            let acc_want = live(i) && matches!(i.op, PeOp::Mac | PeOp::MacScale);
+            let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);
+            let (acc, wr) = (out[t * per + cols as usize], out[t * per + cols as usize + 1]);
+            if (acc != 0) != acc_want || (wr != 0) != wr_want {
+                return Ok(Err(PeMismatch {
+                    cycle: t,
+                    row: 0,
+                    col: 0,
+                    reg: i.addr,
+                    expected: (acc_want as u32) | (wr_want as u32) << 1,
+                    actual: acc | wr << 1,
+                    history: vec![format!(
+                        "register-file port activity (bit 0: accumulator read, bit 1: write) \
+                         of {:?} issued at cycle {t}",
+                        i.op
+                    )],
+                }));
+            }
+        }
+    }
 
     // Replay on the model.
     let mut pes: Vec<PeModel> = (0..rows * cols)
@@ -352,7 +389,7 @@ pub fn check_pe_stream(
         }
         for c in 0..cols {
             let expected = pes[(i.rd_row * cols + c) as usize].regs[i.rd_addr as usize];
-            let actual = out[t * cols as usize + c as usize];
+            let actual = out[t * per + c as usize];
             if expected != actual {
                 let h = &history[((i.rd_row * cols + c) * regs + i.rd_addr) as usize];
                 return Ok(Err(PeMismatch {
