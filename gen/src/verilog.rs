@@ -294,9 +294,7 @@ impl Plan<'_> {
             | NodeKind::Reset
             | NodeKind::Net(_)
             | NodeKind::Reg(_)
-            | NodeKind::InstOut { .. } => {
-                self.names[id as usize].clone().expect("leaf has a name")
-            }
+            | NodeKind::InstOut { .. } => self.names[id as usize].clone().expect("leaf has a name"),
             NodeKind::MemRead { mem, addr } => {
                 format!("{}[{}]", self.m.mems[*mem].name, self.bare(*addr))
             }

@@ -1164,8 +1164,7 @@ impl ModuleBuilder {
         let has_state =
             !self.regs.is_empty() || !self.mems.is_empty() || !self.assertions.is_empty();
         let reads_rst = self.nodes.iter().any(|n| n.kind == NodeKind::Reset);
-        let has_rst =
-            self.child_rst || reads_rst || self.regs.iter().any(|r| r.reset.is_some());
+        let has_rst = self.child_rst || reads_rst || self.regs.iter().any(|r| r.reset.is_some());
         let module = Module {
             name: self.name,
             doc: self.doc,

@@ -245,7 +245,11 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
     );
     const OWN: [&str; 5] = ["start", "mem_req_ready", "busy", "done", "error"];
     let mut inputs = vec![];
-    for port in engine.ports.iter().filter(|p| p.dir == crate::ir::Dir::Input) {
+    for port in engine
+        .ports
+        .iter()
+        .filter(|p| p.dir == crate::ir::Dir::Input)
+    {
         if !OWN.contains(&port.name.as_str()) {
             inputs.push((port.name.clone(), m.input(&port.name, port.width)));
         }
@@ -304,7 +308,11 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
     let ab_d = m.or(reset_now, aborted.q);
     let ab_d = m.and_not(ab_d, go);
     m.set_next(aborted, ab_d);
-    for port in engine.ports.iter().filter(|p| p.dir == crate::ir::Dir::Output) {
+    for port in engine
+        .ports
+        .iter()
+        .filter(|p| p.dir == crate::ir::Dir::Output)
+    {
         let v = e.get(&port.name);
         let v = match port.name.as_str() {
             "mem_req_valid" => req_valid,

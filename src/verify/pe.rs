@@ -333,7 +333,10 @@ pub fn check_pe_stream(
         for (t, i) in issues.iter().enumerate() {
             let acc_want = live(i) && matches!(i.op, PeOp::Mac | PeOp::MacScale);
             let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);
-            let (acc, wr) = (out[t * per + cols as usize], out[t * per + cols as usize + 1]);
+            let (acc, wr) = (
+                out[t * per + cols as usize],
+                out[t * per + cols as usize + 1],
+            );
             if (acc != 0) != acc_want || (wr != 0) != wr_want {
                 return Ok(Err(PeMismatch {
                     cycle: t,
