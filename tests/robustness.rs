@@ -99,13 +99,20 @@ fn the_contract_fails_wrong_outputs() {
     let one = 0x3C00u16;
     // 2 queries, 1 key, causal: query 0 sees nothing (0), query 1 sees key 0 (V = 1).
     let (q, k, v) = ([one; 2], [one], [one]);
-    let ok = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, 1.0]);
-    assert_eq!(ok.check(), Ok(()));
-    let nan = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, f64::NAN]);
+    let p = kernels::flash::Problem {
+        q: &q,
+        k: &k,
+        v: &v,
+        q_len: 2,
+        k_len: 1,
+    };
+    let acc = |got: &[f64]| Accuracy::of_attention(&p, 1, true, got);
+    assert_eq!(acc(&[0.0, 1.0]).check(), Ok(()));
+    let nan = acc(&[0.0, f64::NAN]);
     assert!(nan.check().unwrap_err().contains("NaN or infinite"));
-    let masked = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[1e-9, 1.0]);
+    let masked = acc(&[1e-9, 1.0]);
     assert!(masked.check().unwrap_err().contains("see no key"));
-    let off = Accuracy::of_attention(&q, &k, &v, 2, 1, 1, true, &[0.0, 1.01]);
+    let off = acc(&[0.0, 1.01]);
     assert!(off.check().unwrap_err().contains("exceeds"));
 }
 
@@ -290,44 +297,24 @@ fn dma_errors_end_the_run_and_the_core_restarts() {
     let (_, good) = memory_image(&p, &a, &t).unwrap();
     // Aligned, but the transfer runs past the top of the address range.
     let top = (1u64 << p.addr_bits) - 32;
-    let cases = [
-        (
-            "Q misaligned",
-            Layout {
-                q: good.q + 2,
-                ..good
-            },
-            MISALIGNED,
-        ),
-        (
-            "K misaligned",
-            Layout {
-                k: good.k + 2,
-                ..good
-            },
-            MISALIGNED,
-        ),
-        (
-            "V misaligned",
-            Layout {
-                v: good.v + 2,
-                ..good
-            },
-            MISALIGNED,
-        ),
-        (
-            "O misaligned",
-            Layout {
-                o: good.o + 2,
-                ..good
-            },
-            MISALIGNED,
-        ),
-        ("Q out of range", Layout { q: top, ..good }, OUT_OF_RANGE),
-        ("K out of range", Layout { k: top, ..good }, OUT_OF_RANGE),
-        ("V out of range", Layout { v: top, ..good }, OUT_OF_RANGE),
-        ("O out of range", Layout { o: top, ..good }, OUT_OF_RANGE),
+    type Set = fn(&mut Layout, u64);
+    let channels: [(&str, Set, u64); 4] = [
+        ("Q", |l, x| l.q = x, good.q),
+        ("K", |l, x| l.k = x, good.k),
+        ("V", |l, x| l.v = x, good.v),
+        ("O", |l, x| l.o = x, good.o),
     ];
+    let mut cases = vec![];
+    for (ch, set, base) in channels {
+        for (what, addr, code) in [
+            ("misaligned", base + 2, MISALIGNED),
+            ("out of range", top, OUT_OF_RANGE),
+        ] {
+            let mut l = good;
+            set(&mut l, addr);
+            cases.push((format!("{ch} {what}"), l, code));
+        }
+    }
     let mut dut = model.dut().unwrap();
     dut.set("start", 0);
     dut.reset(2);

@@ -76,18 +76,10 @@ impl Accuracy {
         a
     }
 
-    /// Computes both references of one head and compares `got` with them.
-    #[allow(clippy::too_many_arguments)]
-    pub fn of_attention(
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-        q_len: usize,
-        k_len: usize,
-        d: usize,
-        causal: bool,
-        got: &[f64],
-    ) -> Accuracy {
+    /// Computes both references of one head (`p`, head dimension `d`) and compares `got` with
+    /// them.
+    pub fn of_attention(p: &Problem, d: usize, causal: bool, got: &[f64]) -> Accuracy {
+        let (q, k, v, q_len, k_len) = (p.q, p.k, p.v, p.q_len, p.k_len);
         let want = attention_f64(q, k, v, q_len, k_len, d, causal);
         let plain = attention_plain_lowprec(q, k, v, q_len, k_len, d, causal);
         Accuracy::of_output(got, &want, &plain, v, q_len, k_len, d, causal)

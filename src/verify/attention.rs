@@ -139,13 +139,8 @@ impl Attention {
         let n = self.q_len * self.head_dim;
         (0..self.heads)
             .map(|h| {
-                let p = self.head(h);
                 Accuracy::of_attention(
-                    p.q,
-                    p.k,
-                    p.v,
-                    p.q_len,
-                    p.k_len,
+                    &self.head(h),
                     self.head_dim,
                     self.causal,
                     &got[h * n..(h + 1) * n],
