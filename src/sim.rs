@@ -127,13 +127,15 @@ impl SimReport {
         );
         s += &format!(
             "  MACs {} (masked slots {}), blocks {} (skipped {}), register file reads {} / \
-             writes {}\n",
+             writes {}, P buffer reads {} / writes {}\n",
             c("macs"),
             c("masked_macs"),
             c("blocks"),
             c("skipped_blocks"),
             c("rf_reads"),
-            c("rf_writes")
+            c("rf_writes"),
+            c("p_buf_reads"),
+            c("p_buf_writes")
         );
         s += &format!(
             "  memory: {} bytes read, {} bytes written\n",

@@ -123,7 +123,7 @@ fn seed_grid_has_one_pe_definition_and_1024_instances() {
     let mut d = Design::new();
     let top = hdl::units::build_unit(&mut d, "pe_grid", &cfg).unwrap();
     let files = gen::render(&d, &top.name, &serde_json::json!({})).unwrap();
-    let pe_name = cfg.pe().module_name();
+    let pe_name = cfg.grid().pe.module_name();
     let pe_defs: Vec<_> = files
         .iter()
         .filter(|(_, text)| text.contains(&format!("module {pe_name} (")))
@@ -180,7 +180,7 @@ fn manifest_describes_ports_latency_and_dependency_order() {
     };
     assert!(pos("fp16_mul_l1") < pos("mac_m1_a1"));
     assert!(pos("fp32_add_l1") < pos("mac_m1_a1"));
-    assert!(pos("mac_m1_a1") < pos("pe_r64_m1_a1"));
+    assert!(pos("mac_m1_a1") < pos("pe_r64_m1_a1_cnt"));
     let top = m.top_module();
     assert_eq!(top.latency, 3);
     let names: Vec<_> = top
@@ -202,6 +202,8 @@ fn manifest_describes_ports_latency_and_dependency_order() {
             ("shift", "input", 8),
             ("rd_addr", "input", 6),
             ("rd_data", "output", 32),
+            ("rf_acc_read", "output", 1),
+            ("rf_write", "output", 1),
         ]
     );
     assert_eq!(m.module("fp16_mul_l1").unwrap().latency, 1);

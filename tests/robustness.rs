@@ -349,6 +349,9 @@ fn register_file_counters_count_port_accesses() {
     assert_eq!(r.counters["macs"], 2048);
     assert_eq!(r.counters["rf_writes"], 2048);
     assert_eq!(r.counters["rf_reads"], 2112);
+    // P: the exp stage writes the 64 weights; each row engine's 8 x 2 x 4 PV steps read one.
+    assert_eq!(r.counters["p_buf_writes"], 64);
+    assert_eq!(r.counters["p_buf_reads"], 4 * 64);
 }
 
 /// Item 12: messages that say what is wrong and how to fix it: impossible port widths and a

@@ -87,9 +87,6 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
                     ],
                 );
                 row.push(out.get("rd_data"));
-                // The grid is a test structure: its port activity is not counted.
-                m.discard(out.get("rf_acc_read"));
-                m.discard(out.get("rf_write"));
             }
             row.reverse(); // column 0 in the low bits
             let row_data = m.cat(&row);

@@ -328,6 +328,7 @@ impl CoreConfig {
                     latency: self.add_latency,
                 },
             },
+            counted: true,
         }
     }
 
@@ -421,7 +422,10 @@ impl CoreConfig {
         PeGridConfig {
             rows: self.rows,
             cols: self.cols,
-            pe: self.pe(),
+            pe: PeConfig {
+                counted: false,
+                ..self.pe()
+            },
         }
     }
 

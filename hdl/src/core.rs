@@ -24,7 +24,8 @@
 //! (MACs performed), `masked_macs` (MAC slots of issued steps that were masked),
 //! `stall_kv`, `stall_q`, `stall_softmax`, `stall_other` (busy cycles without a MAC step, by the
 //! reason the next phase could not start), `blocks`, `skipped_blocks`, `rf_reads`,
-//! `rf_writes`, `read_beats`, `write_beats`.
+//! `rf_writes` (32-bit register-file accesses at the PE ports), `p_buf_reads`, `p_buf_writes`
+//! (16-bit accesses of the row engines' P buffers), `read_beats`, `write_beats`.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
@@ -58,6 +59,8 @@ pub const COUNTERS: &[&str] = &[
     "skipped_blocks",
     "rf_reads",
     "rf_writes",
+    "p_buf_reads",
+    "p_buf_writes",
     "read_beats",
     "write_beats",
 ];
@@ -950,6 +953,9 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let acc_w = bits_for((rr * (cn + 1)) as u64);
         let mut rf_reads_sum = m.zero(acc_w);
         let mut rf_writes_sum = m.zero(acc_w);
+        let p_w = bits_for(rr as u64);
+        let mut p_reads_sum = m.zero(p_w);
+        let mut p_writes_sum = m.zero(p_w);
         let mut st_en = vec![];
         let mut st_row = vec![];
         let mut st_beat = vec![];
@@ -994,6 +1000,10 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             rf_reads_sum = m.add(rf_reads_sum, rd);
             let wr = m.zext(out.get("rf_writes"), acc_w);
             rf_writes_sum = m.add(rf_writes_sum, wr);
+            let pr = m.zext(out.get("p_read"), p_w);
+            p_reads_sum = m.add(p_reads_sum, pr);
+            let pw = m.zext(out.get("p_write"), p_w);
+            p_writes_sum = m.add(p_writes_sum, pw);
             st_en.push(out.get("st_we"));
             st_row.push(out.get("st_row"));
             st_beat.push(out.get("st_beat"));
@@ -1142,6 +1152,8 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let c_skipped = counter(m, "cnt_skipped", skipped, clear);
         let c_reads = counter(m, "cnt_rf_reads", rf_reads_sum, clear);
         let c_writes = counter(m, "cnt_rf_writes", rf_writes_sum, clear);
+        let c_p_reads = counter(m, "cnt_p_buf_reads", p_reads_sum, clear);
+        let c_p_writes = counter(m, "cnt_p_buf_writes", p_writes_sum, clear);
         let rb = m.zext(dm.get("read_beats"), COUNTER_BITS);
         let wb = m.zext(dm.get("write_beats"), COUNTER_BITS);
         for (name, v) in COUNTERS.iter().zip([
@@ -1157,6 +1169,8 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             c_skipped,
             c_reads,
             c_writes,
+            c_p_reads,
+            c_p_writes,
             rb,
             wb,
         ]) {

@@ -62,6 +62,10 @@ pub struct PeConfig {
     /// Registers in the local register file (32 bits each); a power of two from 2 to 1024.
     pub regs: u32,
     pub mac: MacConfig,
+    /// Report register-file port activity (`rf_acc_read`, `rf_write`) for the energy
+    /// counters (module name `…_cnt`): on in the core's PEs; off in the stand-alone grid, which
+    /// counts nothing and keeps its 1,024-instance Verilog compact.
+    pub counted: bool,
 }
 
 impl Default for PeConfig {
@@ -69,6 +73,7 @@ impl Default for PeConfig {
         PeConfig {
             regs: 64,
             mac: MacConfig::default(),
+            counted: true,
         }
     }
 }
@@ -95,6 +100,15 @@ impl PeConfig {
     }
 
     pub fn module_name(&self) -> String {
+        format!(
+            "{}{}",
+            self.params_name(),
+            if self.counted { "_cnt" } else { "" }
+        )
+    }
+
+    /// The parameters in a name (`pe_r64_m1_a1`): part of the names of modules built from it.
+    pub fn params_name(&self) -> String {
         format!(
             "pe_r{}_m{}_a{}",
             self.regs, self.mac.mul.latency, self.mac.add.latency
@@ -165,10 +179,12 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
-        let is_mac = m.eq_lit(op, PeOp::Mac as u64);
-        let acc_read = m.or(is_mac, is_scale);
-        m.output("rf_acc_read", acc_read);
-        m.output("rf_write", wb_en);
+        if cfg.counted {
+            let is_mac = m.eq_lit(op, PeOp::Mac as u64);
+            let acc_read = m.or(is_mac, is_scale);
+            m.output("rf_acc_read", acc_read);
+            m.output("rf_write", wb_en);
+        }
         m.set_latency(cfg.latency());
     })
 }

@@ -141,7 +141,7 @@ impl PeRowConfig {
             self.b,
             self.e,
             self.mem_width,
-            self.pe.module_name(),
+            self.pe.params_name(),
             self.exp.module_name()
         ) + if self.fault == Some(Fault::WrongRescale) {
             "_fault_wrong_rescale"
@@ -644,6 +644,10 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let writes = popcount(m, &rf_writes);
         m.output("rf_reads", reads);
         m.output("rf_writes", writes);
+        // P buffer accesses (16 bits): a PV step reads the row operand, the exp stage writes
+        // each weight.
+        m.output("p_read", pv_step);
+        m.output("p_write", out_valid);
         let _ = ii_last;
         m.set_latency(1);
     })

@@ -635,6 +635,10 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         ("mac_cycles", stats.blocks * (qk + pv) as u64),
         ("rf_writes", stats.macs),
         ("rf_reads", expected_rf_reads(p, a, stats.macs)),
+        // Per computed block: the exp stage writes Br·Bc weights, every PV step of every row
+        // engine reads one.
+        ("p_buf_writes", stats.blocks * (p.br() * p.bc()) as u64),
+        ("p_buf_reads", stats.blocks * (pv as u64) * p.rows as u64),
         ("read_beats", reads),
         ("write_beats", writes),
     ];
