@@ -8,14 +8,14 @@ use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::array::PeGridConfig;
-use crate::dma::DmaConfig;
+use crate::dma::{self, DmaConfig};
 use crate::exp2::Exp2Config;
 use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
 use crate::fp32_mul::Fp32MulConfig;
 use crate::landing::{LandingConfig, Layout};
 use crate::mac::MacConfig;
-use crate::mask::MaskConfig;
+use crate::mask::{self, MaskConfig};
 use crate::pe::PeConfig;
 use crate::row_reduce::RowReduceConfig;
 use crate::softmax::SoftmaxExpConfig;
@@ -133,10 +133,6 @@ impl ConfigFile {
 /// and so the slowest `regflash` simulates: 4096 cycles, 2.7 µs at 1.5 GHz, far beyond DRAM.
 pub const MAX_MEM_LATENCY: u32 = 4096;
 
-/// The narrowest DMA address: a descriptor's row-bytes field is 16 bits
-/// (`dma::ROW_BYTES_BITS`), and an address must reach any row it describes.
-pub const MIN_ADDR_BITS: u32 = 16;
-
 /// The widest memory port (bits, a power of two from 32 to 1024) whose beat divides a row
 /// of `row_bytes` bytes; 0 if none does (a row narrower than 4 bytes).
 fn largest_beat_bits(row_bytes: u64) -> u64 {
@@ -218,16 +214,17 @@ impl CoreConfig {
         };
         range("rows", self.rows, 1, 256)?;
         range("cols", self.cols, 1, 256)?;
-        // Widths first: the checks below shift and multiply by them.
-        range("index_bits", self.index_bits, 4, 30)?;
-        range("addr_bits", self.addr_bits, MIN_ADDR_BITS, 48)?;
-        ensure!(
-            self.mem_width.is_power_of_two() && (32..=1024).contains(&self.mem_width),
-            "mem_width = {} is not supported: allowed are powers of two from 32 to 1024 bits",
-            self.mem_width
-        );
-        range("fmul_latency", self.fmul_latency, 0, 2)?;
-        range("exp_latency", self.exp_latency, 0, 2)?;
+        // Widths first: the checks below shift and multiply by them (the blocks' own checks,
+        // run again at the end).
+        mask::validate_index_bits(self.index_bits)?;
+        dma::validate_widths(self.mem_width, self.addr_bits)?;
+        range(
+            "fmul_latency",
+            self.fmul_latency,
+            0,
+            Fp32MulConfig::MAX_LATENCY,
+        )?;
+        range("exp_latency", self.exp_latency, 0, Exp2Config::MAX_LATENCY)?;
         range(
             "mul_latency",
             self.mul_latency,
@@ -395,11 +392,9 @@ impl CoreConfig {
         }
     }
 
-    /// Cycles a landed K/V block may wait to be consumed before the core's assertion fires:
-    /// generous, sixteen blocks' worth of MAC steps plus memory slack.
-    ///
-    /// A landed block waits at most for the phases before its own (a few blocks of MAC steps)
-    /// and for the memory to deliver the blocks those phases need: with memory latency up to
+    /// Cycles a landed K/V block may wait to be consumed before the core's assertion fires. A
+    /// landed block waits at most for the phases before its own (a few blocks of MAC steps) and
+    /// for the memory to deliver the blocks those phases need: with memory latency up to
     /// [`MAX_MEM_LATENCY`] cycles, 16 blocks of steps + 4 latencies + 4096 cycles of slack.
     pub fn kv_bound(&self) -> u32 {
         let (a, b, e) = (

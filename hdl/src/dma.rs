@@ -80,21 +80,32 @@ pub mod error {
     }
 }
 
+/// The narrowest byte address: a descriptor's row bytes are `ROW_BYTES_BITS` wide, and an
+/// address must reach any row it describes.
+pub const MIN_ADDR_BITS: u32 = ROW_BYTES_BITS;
+/// The widest byte address.
+pub const MAX_ADDR_BITS: u32 = 48;
+
+/// The port width (`mem_width`: a power of two from 32 to 1024 bits) and the address width
+/// (`MIN_ADDR_BITS` to `MAX_ADDR_BITS`), checked before anything is derived from them.
+pub fn validate_widths(width: u32, addr_bits: u32) -> Result<()> {
+    ensure!(
+        width.is_power_of_two() && (32..=1024).contains(&width),
+        "mem_width = {width} is not supported: allowed are powers of two from 32 to 1024 bits"
+    );
+    ensure!(
+        (MIN_ADDR_BITS..=MAX_ADDR_BITS).contains(&addr_bits),
+        "addr_bits = {addr_bits} is out of range: allowed {MIN_ADDR_BITS} to {MAX_ADDR_BITS}"
+    );
+    Ok(())
+}
+
 /// Width of the row-bytes descriptor fields.
 pub const ROW_BYTES_BITS: u32 = 16;
 
 impl DmaConfig {
     pub fn validate(&self) -> Result<()> {
-        ensure!(
-            self.width.is_power_of_two() && (32..=1024).contains(&self.width),
-            "mem_width = {} is not supported: allowed are powers of two from 32 to 1024",
-            self.width
-        );
-        ensure!(
-            (8..=48).contains(&self.addr_bits),
-            "addr_bits = {} is out of range: allowed 8 to 48",
-            self.addr_bits
-        );
+        validate_widths(self.width, self.addr_bits)?;
         ensure!(
             self.max_outstanding.is_power_of_two() && (2..=4096).contains(&self.max_outstanding),
             "max_outstanding = {} is not supported: allowed are powers of two from 2 to 4096",

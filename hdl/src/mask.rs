@@ -25,14 +25,24 @@ pub struct MaskConfig {
     pub index_bits: u32,
 }
 
+/// The narrowest and widest sequence indices.
+pub const MIN_INDEX_BITS: u32 = 4;
+pub const MAX_INDEX_BITS: u32 = 30;
+
+/// `index_bits` within [`MIN_INDEX_BITS`, `MAX_INDEX_BITS`], checked before anything shifts
+/// by it.
+pub fn validate_index_bits(index_bits: u32) -> Result<()> {
+    ensure!(
+        (MIN_INDEX_BITS..=MAX_INDEX_BITS).contains(&index_bits),
+        "index_bits = {index_bits} is out of range: allowed {MIN_INDEX_BITS} to {MAX_INDEX_BITS}"
+    );
+    Ok(())
+}
+
 impl MaskConfig {
     pub fn validate(&self) -> Result<()> {
         ensure!(self.br >= 1 && self.bc >= 1, "mask_gen needs Br, Bc >= 1");
-        ensure!(
-            (4..=30).contains(&self.index_bits),
-            "index_bits = {} is out of range: allowed 4 to 30",
-            self.index_bits
-        );
+        validate_index_bits(self.index_bits)?;
         ensure!(
             (self.br as u64) < (1 << self.index_bits) && (self.bc as u64) < (1 << self.index_bits),
             "a {}x{} tile needs indices wider than {} bits",
