@@ -524,6 +524,17 @@ impl ModuleBuilder {
         let b = self.zext(b, w);
         self.add(a, b)
     }
+    /// The sum of `values`, each zero-extended to `width` bits, modulo 2^width (a population
+    /// count when they are single bits).
+    pub fn sum(&mut self, values: &[Sig], width: u32) -> Sig {
+        let mut acc = self.zero(width);
+        for &v in values {
+            let x = self.zext(v, width);
+            acc = self.add(acc, x);
+        }
+        acc
+    }
+
     /// `a + k` for a constant `k`, modulo 2^width.
     pub fn add_lit(&mut self, a: Sig, k: u64) -> Sig {
         let k = self.lit(a.width, k);

@@ -946,16 +946,8 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let ro_go = m.and_not(ro_go, o_busy);
         let ro_go = m.name("ro_go", ro_go);
         let sm_slot = m.bit(sm_done.q, 0);
-        let mut macs_sum = m.zero(bits_for((rr * cn) as u64));
         let mut busy_any = m.zero(1);
-        // Register-file accesses, at the ports, summed over the rows: up to C + 1 reads (each
-        // PE's accumulator port and the engine's read) and C writes per row and cycle.
-        let acc_w = bits_for((rr * (cn + 1)) as u64);
-        let mut rf_reads_sum = m.zero(acc_w);
-        let mut rf_writes_sum = m.zero(acc_w);
-        let p_w = bits_for(rr as u64);
-        let mut p_reads_sum = m.zero(p_w);
-        let mut p_writes_sum = m.zero(p_w);
+        let mut row_outs = vec![];
         let mut st_en = vec![];
         let mut st_row = vec![];
         let mut st_beat = vec![];
@@ -993,23 +985,28 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
                     ("out_f32", out_f32),
                 ],
             );
-            let mc = m.zext(out.get("macs"), macs_sum.width());
-            macs_sum = m.add(macs_sum, mc);
             busy_any = m.or(busy_any, out.get("busy"));
-            let rd = m.zext(out.get("rf_reads"), acc_w);
-            rf_reads_sum = m.add(rf_reads_sum, rd);
-            let wr = m.zext(out.get("rf_writes"), acc_w);
-            rf_writes_sum = m.add(rf_writes_sum, wr);
-            let pr = m.zext(out.get("p_read"), p_w);
-            p_reads_sum = m.add(p_reads_sum, pr);
-            let pw = m.zext(out.get("p_write"), p_w);
-            p_writes_sum = m.add(p_writes_sum, pw);
             st_en.push(out.get("st_we"));
             st_row.push(out.get("st_row"));
             st_beat.push(out.get("st_beat"));
             st_data.push(out.get("st_data"));
+            row_outs.push(out);
         }
         m.drive(rows_busy, busy_any);
+        // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports
+        // (up to C + 1 reads, each PE's accumulator port and the engine's read, and C writes per
+        // row); P-buffer accesses (one read and one write per row at most).
+        let sum_rows = |m: &mut ModuleBuilder, port: &str, width: u32| {
+            let xs: Vec<Sig> = row_outs.iter().map(|o| o.get(port)).collect();
+            m.sum(&xs, width)
+        };
+        let macs_sum = sum_rows(m, "macs", bits_for((rr * cn) as u64));
+        let acc_w = bits_for((rr * (cn + 1)) as u64);
+        let rf_reads_sum = sum_rows(m, "rf_reads", acc_w);
+        let rf_writes_sum = sum_rows(m, "rf_writes", acc_w);
+        let p_w = bits_for(rr as u64);
+        let p_reads_sum = sum_rows(m, "p_read", p_w);
+        let p_writes_sum = sum_rows(m, "p_write", p_w);
         for v in [&mut st_en, &mut st_row, &mut st_beat, &mut st_data] {
             v.reverse();
         }

@@ -375,13 +375,8 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         }
         // MACs performed this cycle (for the core's counters).
         let live = m.ne(row_op_pe, op_nop);
-        let cnt_w = bits_for(c_n as u64);
-        let mut macs = m.zero(cnt_w);
-        for &en in &enables {
-            let x = m.and(en, live);
-            let x = m.zext(x, cnt_w);
-            macs = m.add(macs, x);
-        }
+        let performed: Vec<Sig> = enables.iter().map(|&en| m.and(en, live)).collect();
+        let macs = m.sum(&performed, bits_for(c_n as u64));
         m.output("macs", macs);
 
         // ---------------- engine datapath ---------------------------------------------
@@ -630,18 +625,10 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         // sweep, the exp sweep and the readout).
         let reading = m.or_all(&[in_max, in_exp, in_ro]);
         let count_w = bits_for(c_n as u64 + 1);
-        let popcount = |m: &mut ModuleBuilder, bits: &[Sig]| {
-            let mut n = m.zero(count_w);
-            for &b in bits {
-                let x = m.zext(b, count_w);
-                n = m.add(n, x);
-            }
-            n
-        };
         let mut reads: Vec<Sig> = acc_reads;
         reads.push(reading);
-        let reads = popcount(m, &reads);
-        let writes = popcount(m, &rf_writes);
+        let reads = m.sum(&reads, count_w);
+        let writes = m.sum(&rf_writes, count_w);
         m.output("rf_reads", reads);
         m.output("rf_writes", writes);
         // P buffer accesses (16 bits): a PV step reads the row operand, the exp stage writes
