@@ -189,22 +189,23 @@ pub fn attention_accuracy(
         q_len,
         k_len,
     };
-    let mut acc: Option<Accuracy> = None;
-    for out in [OutFormat::F16, OutFormat::F32] {
-        let cfg = FlashConfig {
-            br,
-            bc,
-            head_dim: d,
-            cols,
-            causal,
-            out,
-        };
-        let (bits, _) = flash_attention(&problem, &cfg);
-        let got = decode(&bits, out);
-        let a = Accuracy::of_output(&got, &want, &plain, &v, q_len, k_len, d, causal);
-        acc = Some(acc.map_or(a, |b| b.merge(a)));
-    }
-    acc.expect("two formats")
+    [OutFormat::F16, OutFormat::F32]
+        .map(|out| {
+            let cfg = FlashConfig {
+                br,
+                bc,
+                head_dim: d,
+                cols,
+                causal,
+                out,
+            };
+            let (bits, _) = flash_attention(&problem, &cfg);
+            let got = decode(&bits, out);
+            Accuracy::of_output(&got, &want, &plain, &v, q_len, k_len, d, causal)
+        })
+        .into_iter()
+        .reduce(Accuracy::merge)
+        .expect("two formats")
 }
 
 /// exp2's worst errors over inputs in [lo, hi).

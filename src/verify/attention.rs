@@ -151,10 +151,15 @@ impl Attention {
     }
 
     fn out_bytes(&self) -> usize {
-        match self.out {
-            OutFormat::F16 => 2,
-            OutFormat::F32 => 4,
-        }
+        out_bytes(self.out)
+    }
+}
+
+/// Bytes of one output value.
+fn out_bytes(out: OutFormat) -> usize {
+    match out {
+        OutFormat::F16 => 2,
+        OutFormat::F32 => 4,
     }
 }
 
@@ -186,11 +191,8 @@ pub fn check_shape(
         q_len >= 1 && k_len >= 1,
         "sequence lengths must be at least 1 (q_len = {q_len}, k_len = {k_len})"
     );
-    let max = if p.index_bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << p.index_bits) - 1
-    };
+    // Validated configurations have index_bits ≤ 30 and addr_bits ≤ 48: the shifts fit.
+    let max = (1u64 << p.index_bits) - 1;
     for (what, n) in [("heads", heads), ("q_len", q_len), ("k_len", k_len)] {
         ensure!(
             n as u64 <= max,
@@ -209,11 +211,7 @@ pub fn check_shape(
         p.index_bits
     );
     let bytes = Layout::checked(heads, q_len, k_len, head_dim, out).map(|l| l.size);
-    let reach = if p.addr_bits >= 64 {
-        u64::MAX
-    } else {
-        1u64 << p.addr_bits
-    };
+    let reach = 1u64 << p.addr_bits;
     ensure!(
         bytes.is_some_and(|b| b < reach),
         "the problem needs {} bytes of memory, more than the core's {}-bit addresses reach: \
@@ -262,10 +260,7 @@ impl Layout {
                 .checked_mul(len as u64)?
                 .checked_mul(head_dim as u64)
         };
-        let out_bytes = match out {
-            OutFormat::F16 => 2,
-            OutFormat::F32 => 4,
-        };
+        let out_bytes = out_bytes(out) as u64;
         let q = 0u64;
         let k = align(q.checked_add(bytes(2, q_len)?)?)?;
         let v = align(k.checked_add(bytes(2, k_len)?)?)?;
