@@ -3,7 +3,6 @@
 //! hardware model, and bad inputs get a clear error and a non-zero exit, never a panic.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use gen::tools::ScratchDir;
 use hdl::config::CoreConfig;
@@ -12,20 +11,8 @@ use kernels::flash::OutFormat;
 use regflash::verify::attention::Attention;
 use verilator_tb::npy::{self, DType, Tensor};
 
-fn regflash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_regflash"))
-        .args(args)
-        .output()
-        .expect("the regflash binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+mod common;
+use common::{regflash, text};
 
 fn write_tensor(path: &Path, dtype: DType, shape: &[usize], bits: &[u16]) {
     let data = bits

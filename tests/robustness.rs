@@ -11,6 +11,9 @@ use regflash::design::{simulate, Target};
 use regflash::verify::attention::{check, memory_image, run, Attention, MemoryTiming, O_POISON};
 use verilator_tb::Model;
 
+mod common;
+use common::{regflash, text};
+
 fn small_core() -> (Model, CoreParams) {
     let cfg = CoreConfig::preset("small").unwrap();
     let p = CoreParams::from_config(&cfg).unwrap();
@@ -130,13 +133,6 @@ fn damaged_model_cache_heals() {
             .output()
             .unwrap()
     };
-    let text = |o: &std::process::Output| {
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
     let o = verify();
     assert!(o.status.success(), "{}", text(&o));
     let root = cache.path().join("verilator");
@@ -240,41 +236,35 @@ fn every_assertion_has_a_fault_that_fires_it() {
             Some(_) => &["--seq", "10"],
             None => &["--seq", "6", "--causal"],
         };
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_regflash"))
-            .args(["sim", "--config", cfg.to_str().unwrap()])
-            .args(shape)
-            .args(["--fault", fault.name()])
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(!o.status.success(), "{fault:?} passed: {text}");
-        let fired: Vec<&str> = text
+        let mut args = vec!["sim", "--config", cfg.to_str().unwrap()];
+        args.extend(shape);
+        args.extend(["--fault", fault.name()]);
+        let o = regflash(&args);
+        let out = text(&o);
+        assert!(!o.status.success(), "{fault:?} passed: {out}");
+        let fired: Vec<&str> = out
             .split("regflash assertion `")
             .skip(1)
             .filter_map(|t| t.split('`').next())
             .collect();
         match fault.assertion() {
             Some(name) => {
-                assert_eq!(fired.first(), Some(&name), "{fault:?}: {text}");
+                assert_eq!(fired.first(), Some(&name), "{fault:?}: {out}");
                 // The simulator names the Verilog source: it must still exist.
-                let file = text
+                let file = out
                     .split_whitespace()
                     .find(|w| w.starts_with('/') && w.contains(".v:"))
                     .and_then(|w| w.split(".v:").next())
                     .map(|f| format!("{f}.v"))
-                    .unwrap_or_else(|| panic!("{fault:?}: no source path in {text}"));
+                    .unwrap_or_else(|| panic!("{fault:?}: no source path in {out}"));
                 assert!(std::path::Path::new(&file).is_file(), "{file}");
             }
             None => {
-                assert!(fired.is_empty(), "{fault:?}: {text}");
-                assert!(text.contains("not bit-exact"), "{fault:?}: {text}");
+                assert!(fired.is_empty(), "{fault:?}: {out}");
+                assert!(out.contains("not bit-exact"), "{fault:?}: {out}");
                 assert!(
-                    text.contains("not correct against the f64 reference"),
-                    "{fault:?}: {text}"
+                    out.contains("not correct against the f64 reference"),
+                    "{fault:?}: {out}"
                 );
             }
         }
@@ -359,18 +349,10 @@ fn register_file_counters_count_port_accesses() {
 /// `regflash lint` passes on Verilator's own syntax error instead of a Yosys failure.
 #[test]
 fn messages_say_what_is_wrong() {
-    use std::process::Command;
     let dir = gen::tools::ScratchDir::new("messages").unwrap();
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_regflash"))
-            .args(args)
-            .output()
-            .unwrap();
-        let t = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = regflash(args);
+        let t = text(&o);
         assert!(
             !o.status.success() && !t.contains("panicked"),
             "{args:?}: {t}"
@@ -417,10 +399,7 @@ fn messages_say_what_is_wrong() {
         assert!(t.contains(want), "{key}: expected `{want}` in: {t}");
     }
     let g = dir.path().join("unit");
-    let o = Command::new(env!("CARGO_BIN_EXE_regflash"))
-        .args(["gen", "--unit", "fp32_max", "--out", g.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = regflash(&["gen", "--unit", "fp32_max", "--out", g.to_str().unwrap()]);
     assert!(o.status.success());
     let v = g.join("fp32_max.v");
     let text = std::fs::read_to_string(&v)
