@@ -9,6 +9,7 @@
 //! One PE module definition serves every grid position. Until the FlashAttention core exists,
 //! this is the top of a preset; the controller that drives it comes with the core.
 
+use crate::{cat, mux_index};
 use anyhow::{ensure, Result};
 
 use crate::pe::{self, PeConfig};
@@ -67,11 +68,11 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
 
         let mut rows = vec![];
         for r in 0..cfg.rows {
-            let a_r = m.slice(a, 16 * r + 15, 16 * r);
+            let a_r = a.slice(16 * r + 15, 16 * r);
             let mut row = vec![];
             for c in 0..cfg.cols {
-                let b_c = m.slice(b, 16 * c + 15, 16 * c);
-                let en_rc = m.bit(en, r * cfg.cols + c);
+                let b_c = b.slice(16 * c + 15, 16 * c);
+                let en_rc = en.bit(r * cfg.cols + c);
                 let out = m.instance(
                     &pe,
                     &format!("pe_{r}_{c}"),
@@ -89,11 +90,11 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
                 row.push(out.get("rd_data"));
             }
             row.reverse(); // column 0 in the low bits
-            let row_data = m.cat(&row);
+            let row_data = cat(&row);
             rows.push(m.name(&format!("row{r}_data"), row_data));
         }
         let rd_data = match rd_row {
-            Some(sel) => m.mux_index(sel, &rows),
+            Some(sel) => mux_index(sel, &rows),
             None => rows[0],
         };
         m.output("rd_data", rd_data);

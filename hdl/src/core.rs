@@ -31,6 +31,7 @@
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
 //! never written to memory).
 
+use crate::{and_all, cat, mux, mux_index, or_all};
 use anyhow::{ensure, Result};
 
 use crate::arith::div_ceil_const;
@@ -214,10 +215,10 @@ mod ro {
 
 fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
     let r = m.reg(name, COUNTER_BITS, Some(0));
-    let inc = m.zext(inc, COUNTER_BITS);
-    let sum = m.add(r.q, inc);
+    let inc = inc.zext(COUNTER_BITS);
+    let sum = r.q + inc;
     let zero = m.zero(COUNTER_BITS);
-    let d = m.mux(clear, zero, sum);
+    let d = mux(clear, zero, sum);
     m.set_next(r, d);
     r.q
 }
@@ -262,17 +263,17 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
     let draining = m.reg("draining", 1, Some(0));
     let soft_rst = m.net("engine_reset", 1);
     let engine_rst = m.rst_or(soft_rst);
-    let engine_start = m.and_not(start, draining.q);
-    let engine_ready = m.and_not(mem_ready, draining.q);
+    let engine_start = start & !draining.q;
+    let engine_ready = mem_ready & !draining.q;
     let mut conns: Vec<(&str, Sig)> = inputs.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     conns.push(("start", engine_start));
     conns.push(("mem_req_ready", engine_ready));
     let e = m.instance_with_reset(engine, "u_engine", &conns, engine_rst);
     // Reads in flight: accepted read requests minus responses.
     let req_valid = e.get("mem_req_valid");
-    let req_valid = m.and_not(req_valid, draining.q);
-    let read_taken = m.and(req_valid, mem_ready);
-    let read_taken = m.and_not(read_taken, e.get("mem_req_write"));
+    let req_valid = req_valid & !draining.q;
+    let read_taken = req_valid & mem_ready;
+    let read_taken = read_taken & !e.get("mem_req_write");
     let rsp = inputs
         .iter()
         .find(|(n, _)| n == "mem_rsp_valid")
@@ -280,36 +281,36 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
         .expect("the engine has a memory response port");
     let bits = 16;
     let inflight = m.reg("reads_in_flight", bits, Some(0));
-    let up = m.add_lit(inflight.q, 1);
-    let down = m.sub_lit(inflight.q, 1);
-    let same = m.eq(read_taken, rsp);
-    let n_d = m.mux(read_taken, up, down);
-    let n_d = m.mux(same, inflight.q, n_d);
+    let up = inflight.q + 1;
+    let down = inflight.q - 1;
+    let same = read_taken.eq(rsp);
+    let n_d = mux(read_taken, up, down);
+    let n_d = mux(same, inflight.q, n_d);
     m.set_next(inflight, n_d);
-    let none_in_flight = m.is_zero(inflight.q);
+    let none_in_flight = inflight.q.is_zero();
     // Abort: latch the first error, drain, reset the engine for one cycle, report done.
     let error = e.get("error");
     let go = {
-        let idle = m.not(e.get("busy"));
-        let idle = m.and_not(idle, draining.q);
-        m.and(start, idle)
+        let idle = !e.get("busy");
+        let idle = idle & !draining.q;
+        start & idle
     };
-    let failed = m.any(error);
-    let begin = m.and_not(failed, draining.q);
+    let failed = error.any();
+    let begin = failed & !draining.q;
     let code = m.reg("error_code", error.width(), Some(0));
     let zero_code = m.zero(error.width());
-    let code_d = m.mux(go, zero_code, error);
-    let code_en = m.or(go, begin);
+    let code_d = mux(go, zero_code, error);
+    let code_en = go | begin;
     m.set_next(code, code_d);
     m.set_enable(code, code_en);
-    let reset_now = m.and(draining.q, none_in_flight);
+    let reset_now = draining.q & none_in_flight;
     m.drive(soft_rst, reset_now);
-    let drain_d = m.or(begin, draining.q);
-    let drain_d = m.and_not(drain_d, reset_now);
+    let drain_d = begin | draining.q;
+    let drain_d = drain_d & !reset_now;
     m.set_next(draining, drain_d);
     let aborted = m.reg("aborted", 1, Some(0));
-    let ab_d = m.or(reset_now, aborted.q);
-    let ab_d = m.and_not(ab_d, go);
+    let ab_d = reset_now | aborted.q;
+    let ab_d = ab_d & !go;
     m.set_next(aborted, ab_d);
     for port in engine
         .ports
@@ -319,8 +320,8 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
         let v = e.get(&port.name);
         let v = match port.name.as_str() {
             "mem_req_valid" => req_valid,
-            "busy" => m.or(v, draining.q),
-            "done" => m.or(v, aborted.q),
+            "busy" => v | draining.q,
+            "done" => v | aborted.q,
             "error" => {
                 m.discard(v);
                 code.q
@@ -370,8 +371,8 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let c_const = m.input("c_const", 32);
         // Latched at start: the problem does not change while the core runs.
         let state = m.reg("state", st::BITS, Some(st::IDLE));
-        let idle = m.eq_lit(state.q, st::IDLE);
-        let go = m.and(start, idle);
+        let idle = state.q.eq(st::IDLE);
+        let go = start & idle;
         let go = m.name("go", go);
         let hq = |m: &mut ModuleBuilder, n: &str, x: Sig| m.hold(n, x, go);
         let q_addr = hq(m, "q_base_addr", q_addr);
@@ -387,7 +388,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let o_row_bytes = {
             let rb16 = m.lit(16, row_bytes);
             let rb32 = m.lit(16, 2 * row_bytes);
-            m.mux(out_f32, rb32, rb16)
+            mux(out_f32, rb32, rb16)
         };
 
         // ---------------- DMA ----------------------------------------------------------
@@ -454,41 +455,41 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let ro_zero = m.reg("ro_zero", 1, Some(0));
         let ro_ohead = m.reg("ro_ohead", aw_addr, Some(0));
 
-        let is = |m: &mut ModuleBuilder, s: u64| m.eq_lit(state.q, s);
-        let s_tile = is(m, st::TILE);
-        let s_tile_go = is(m, st::TILE_GO);
-        let s_run = is(m, st::RUN);
-        let s_end = is(m, st::END);
-        let s_finish = is(m, st::FINISH);
-        let in_qk = m.eq_lit(ph_kind.q, ph::QK);
-        let in_pv = m.eq_lit(ph_kind.q, ph::PV);
-        let no_phase = m.eq_lit(ph_kind.q, ph::NONE);
-        let ro_idle = m.eq_lit(ro_state.q, ro::IDLE);
+        let is = |s: u64| state.q.eq(s);
+        let s_tile = is(st::TILE);
+        let s_tile_go = is(st::TILE_GO);
+        let s_run = is(st::RUN);
+        let s_end = is(st::END);
+        let s_finish = is(st::FINISH);
+        let in_qk = ph_kind.q.eq(ph::QK);
+        let in_pv = ph_kind.q.eq(ph::PV);
+        let no_phase = ph_kind.q.eq(ph::NONE);
+        let ro_idle = ro_state.q.eq(ro::IDLE);
 
         // Per-tile derived values: the tile's last row, the keys it needs, its blocks.
         let brl = m.lit(iw, br as u64);
         // The keys the tile starting at query row `qb` needs: all of K, or for causal attention
         // keys up to its last row's diagonal, tile_end + k_len - q_len (bottom-right aligned).
         let keys_needed = |m: &mut ModuleBuilder, qb: Sig| -> (Sig, Sig) {
-            let tile_end = m.add(qb, brl);
-            let past_end = m.gt(tile_end, q_len);
-            let tile_end = m.mux(past_end, q_len, tile_end);
+            let tile_end = qb + brl;
+            let past_end = tile_end.gt(q_len);
+            let tile_end = mux(past_end, q_len, tile_end);
             let wide = iw + 2;
-            let te = m.zext(tile_end, wide);
-            let kl = m.zext(k_len, wide);
-            let ql = m.zext(q_len, wide);
-            let reach = m.add(te, kl);
-            let reach = m.sub(reach, ql);
+            let te = tile_end.zext(wide);
+            let kl = k_len.zext(wide);
+            let ql = q_len.zext(wide);
+            let reach = te + kl;
+            let reach = reach - ql;
             let zero_w = m.zero(wide);
-            let negative = m.lt_signed(reach, zero_w);
-            let reach = m.mux(negative, zero_w, reach);
-            let over = m.gt(reach, kl);
-            let reach = m.mux(over, kl, reach);
-            let reach = m.trunc(reach, iw);
-            (m.mux(causal, reach, k_len), tile_end)
+            let negative = reach.lt_signed(zero_w);
+            let reach = mux(negative, zero_w, reach);
+            let over = reach.gt(kl);
+            let reach = mux(over, kl, reach);
+            let reach = reach.trunc(iw);
+            (mux(causal, reach, k_len), tile_end)
         };
         let (need_d, tile_end) = keys_needed(m, q_base.q);
-        let rows_valid = m.sub(tile_end, q_base.q);
+        let rows_valid = tile_end - q_base.q;
         let rows_valid = m.name("rows_valid", rows_valid);
         let need_d = m.name("keys_needed", need_d);
         let nblk_d = div_ceil_const(m, need_d, bc as u64);
@@ -503,28 +504,28 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let qk_last_step = m.net("qk_last_step", 1);
         let pv_last_step = m.net("pv_last_step", 1);
         let qk_issued_n = {
-            let inc = m.zext(qk_last_step, iw);
-            m.add(qk_issued.q, inc)
+            let inc = qk_last_step.zext(iw);
+            qk_issued.q + inc
         };
         let pv_issued_n = {
-            let inc = m.zext(pv_last_step, iw);
-            m.add(pv_issued.q, inc)
+            let inc = pv_last_step.zext(iw);
+            pv_issued.q + inc
         };
-        let qk_more = m.lt(qk_issued_n, nblk.q);
-        let pv_plus2 = m.add_lit(pv_issued_n, 2);
-        let qk_allowed = m.lt(qk_issued_n, pv_plus2);
-        let want_qk = m.and(qk_more, qk_allowed);
-        let pv_more = m.lt(pv_issued_n, qk_issued_n);
-        let sm_ahead = m.gt(sm_done.q, pv_issued_n);
-        let phase_over = m.or(qk_last_step, pv_last_step);
-        let free = m.or(no_phase, phase_over);
-        let choose = m.and(s_run, free);
-        let qk_can = m.and_all(&[want_qk, k_ready, q_ready]);
-        let qk_can = m.and_not(qk_can, qk_last_step);
-        let pv_can = m.and_all(&[pv_more, sm_ahead, v_ready]);
-        let pv_can = m.and_not(pv_can, pv_last_step);
-        let want_pv = m.not(want_qk);
-        let pv_can = m.and(pv_can, want_pv);
+        let qk_more = qk_issued_n.lt(nblk.q);
+        let pv_plus2 = pv_issued_n + 2;
+        let qk_allowed = qk_issued_n.lt(pv_plus2);
+        let want_qk = qk_more & qk_allowed;
+        let pv_more = pv_issued_n.lt(qk_issued_n);
+        let sm_ahead = sm_done.q.gt(pv_issued_n);
+        let phase_over = qk_last_step | pv_last_step;
+        let free = no_phase | phase_over;
+        let choose = s_run & free;
+        let qk_can = and_all(&[want_qk, k_ready, q_ready]);
+        let qk_can = qk_can & !qk_last_step;
+        let pv_can = and_all(&[pv_more, sm_ahead, v_ready]);
+        let pv_can = pv_can & !pv_last_step;
+        let want_pv = !want_qk;
+        let pv_can = pv_can & want_pv;
         // Faults: a phase kind that never starts.
         let qk_can = if p.has(Fault::StallQk) {
             m.discard(qk_can);
@@ -538,9 +539,9 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         } else {
             pv_can
         };
-        let start_qk = m.and(choose, qk_can);
+        let start_qk = choose & qk_can;
         let start_qk = m.name("start_qk", start_qk);
-        let start_pv = m.and(choose, pv_can);
+        let start_pv = choose & pv_can;
         let start_pv = m.name("start_pv", start_pv);
 
         // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last.
@@ -551,50 +552,50 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let (q_n, q_last) = step(m, qq, e_n);
         let (jk_n, jk_last) = step(m, jk, bc);
         let qk_inner = jj_last;
-        let qk_mid = m.and(jj_last, ii_last);
-        let qk_end = m.and(qk_mid, k_last);
-        let pv_mid = m.and(q_last, ii_last);
-        let pv_end = m.and(pv_mid, jk_last);
-        let qk_end = m.and(in_qk, qk_end);
+        let qk_mid = jj_last & ii_last;
+        let qk_end = qk_mid & k_last;
+        let pv_mid = q_last & ii_last;
+        let pv_end = pv_mid & jk_last;
+        let qk_end = in_qk & qk_end;
         m.drive(qk_last_step, qk_end);
-        let pv_end = m.and(in_pv, pv_end);
+        let pv_end = in_pv & pv_end;
         m.drive(pv_last_step, pv_end);
-        let begin = m.or(start_qk, start_pv);
+        let begin = start_qk | start_pv;
         // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
         let advance = |m: &mut ModuleBuilder, r: RegHandle, next: Sig, step: Sig| {
             let zero = m.zero(r.q.width());
-            let d = m.mux(begin, zero, next);
-            let en = m.or(step, begin);
+            let d = mux(begin, zero, next);
+            let en = step | begin;
             reg_set(m, r, d, en);
         };
         advance(m, jj, jj_n, in_qk);
-        let ii_step_qk = m.and(in_qk, qk_inner);
-        let ii_step_pv = m.and(in_pv, q_last);
-        let ii_step = m.or(ii_step_qk, ii_step_pv);
+        let ii_step_qk = in_qk & qk_inner;
+        let ii_step_pv = in_pv & q_last;
+        let ii_step = ii_step_qk | ii_step_pv;
         advance(m, ii, ii_n, ii_step);
-        let k_step = m.and(in_qk, qk_mid);
+        let k_step = in_qk & qk_mid;
         advance(m, kk, k_n, k_step);
         advance(m, qq, q_n, in_pv);
-        let jk_step = m.and(in_pv, pv_mid);
+        let jk_step = in_pv & pv_mid;
         advance(m, jk, jk_n, jk_step);
         // Phase kind and block.
         let none = m.lit(2, ph::NONE);
         let qk_l = m.lit(2, ph::QK);
         let pv_l = m.lit(2, ph::PV);
-        let kind_d = m.mux(start_pv, pv_l, none);
-        let kind_d = m.mux(start_qk, qk_l, kind_d);
-        let kind_en = m.or(begin, phase_over);
+        let kind_d = mux(start_pv, pv_l, none);
+        let kind_d = mux(start_qk, qk_l, kind_d);
+        let kind_en = begin | phase_over;
         reg_set(m, ph_kind, kind_d, kind_en);
-        let blk_d = m.mux(start_qk, qk_issued_n, pv_issued_n);
+        let blk_d = mux(start_qk, qk_issued_n, pv_issued_n);
         reg_set(m, ph_blk, blk_d, begin);
 
         // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
         let tile_reset = s_tile_go;
         let zero_iw = m.zero(iw);
         let count_by = |m: &mut ModuleBuilder, r: RegHandle, inc: Sig, by: u64| {
-            let plus = m.add_lit(r.q, by);
-            let d = m.mux(tile_reset, zero_iw, plus);
-            let en = m.or(inc, tile_reset);
+            let plus = r.q + by;
+            let d = mux(tile_reset, zero_iw, plus);
+            let en = inc | tile_reset;
             reg_set(m, r, d, en);
         };
         let count = |m: &mut ModuleBuilder, r: RegHandle, inc: Sig| count_by(m, r, inc, 1);
@@ -610,17 +611,17 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
 
         // ---------------- softmax trigger ---------------------------------------------
         let rows_busy = m.net("rows_busy", 1);
-        let sm_more = m.lt(sm_done.q, nblk.q);
-        let qk_ready = m.gt(qk_done.q, sm_done.q);
+        let sm_more = sm_done.q.lt(nblk.q);
+        let qk_ready = qk_done.q.gt(sm_done.q);
         // P and the shifts are double-buffered: softmax j may run once PV(j-2) has issued.
-        let pv_issued_1 = m.add_lit(pv_issued.q, 1);
-        let p_free = m.ge(pv_issued_1, sm_done.q);
-        let first_block = m.is_zero(sm_done.q);
-        let later_block = m.not(first_block);
-        let ro_ok = m.or(ro_idle, later_block);
-        let not_running = m.not(sm_running.q);
-        let not_busy = m.not(rows_busy);
-        let sm_go = m.and_all(&[
+        let pv_issued_1 = pv_issued.q + 1;
+        let p_free = pv_issued_1.ge(sm_done.q);
+        let first_block = sm_done.q.is_zero();
+        let later_block = !first_block;
+        let ro_ok = ro_idle | later_block;
+        let not_running = !sm_running.q;
+        let not_busy = !rows_busy;
+        let sm_go = and_all(&[
             s_run,
             sm_more,
             qk_ready,
@@ -633,29 +634,29 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         // Running until the engines, busy from the next cycle, are idle again.
         let sm_seen = m.reg("sm_seen", 1, Some(0));
         let zero_bit = m.zero(1);
-        let seen_d = m.mux(sm_go, zero_bit, rows_busy);
-        let seen_d = m.or(seen_d, sm_seen.q);
-        let seen_d = m.and_not(seen_d, sm_go);
-        let finished = m.and_all(&[sm_running.q, sm_seen.q, not_busy]);
-        let seen_d = m.mux(finished, zero_bit, seen_d);
+        let seen_d = mux(sm_go, zero_bit, rows_busy);
+        let seen_d = seen_d | sm_seen.q;
+        let seen_d = seen_d & !sm_go;
+        let finished = and_all(&[sm_running.q, sm_seen.q, not_busy]);
+        let seen_d = mux(finished, zero_bit, seen_d);
         m.set_next(sm_seen, seen_d);
         let one1 = m.lit(1, 1);
         let zero1 = m.zero(1);
-        let run_d = m.mux(sm_go, one1, zero1);
-        let run_en = m.or(sm_go, finished);
+        let run_d = mux(sm_go, one1, zero1);
+        let run_en = sm_go | finished;
         reg_set(m, sm_running, run_d, run_en);
         count(m, sm_done, finished);
         let bcl = m.lit(iw, bc as u64);
-        let next_kbase = m.mul_lo(sm_done.q, bcl, iw);
+        let next_kbase = sm_done.q.mul_lo(bcl, iw);
         reg_set(m, sm_kbase, next_kbase, sm_go);
 
         // ---------------- main sequencer --------------------------------------------------
-        let head_last = m.ge(head.q, heads);
-        let tiles_done = m.ge(q_base.q, q_len);
-        let empty_tile = m.is_zero(nblk.q);
-        let all_pv = m.ge(pv_issued.q, nblk.q);
-        let drained = m.ge(pv_done.q, nblk.q);
-        let end_ok = m.and(drained, ro_idle);
+        let head_last = head.q.ge(heads);
+        let tiles_done = q_base.q.ge(q_len);
+        let empty_tile = nblk.q.is_zero();
+        let all_pv = pv_issued.q.ge(nblk.q);
+        let drained = pv_done.q.ge(nblk.q);
+        let end_ok = drained & ro_idle;
         let lit = |m: &mut ModuleBuilder, s: u64| m.lit(st::BITS, s);
         let (l_idle, l_head, l_tile, l_go, l_run, l_end, l_fin) = (
             lit(m, st::IDLE),
@@ -666,44 +667,44 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             lit(m, st::END),
             lit(m, st::FINISH),
         );
-        let from_idle = m.mux(go, l_head, l_idle);
-        let from_head = m.mux(head_last, l_fin, l_tile);
-        let from_tile = m.mux(tiles_done, l_head, l_go);
+        let from_idle = mux(go, l_head, l_idle);
+        let from_head = mux(head_last, l_fin, l_tile);
+        let from_tile = mux(tiles_done, l_head, l_go);
         // An empty tile (no block to compute) still waits for its Q block, to release it.
-        let q_not_ready = m.not(q_ready);
-        let go_wait = m.and_all(&[s_tile_go, empty_tile, q_not_ready]);
+        let q_not_ready = !q_ready;
+        let go_wait = and_all(&[s_tile_go, empty_tile, q_not_ready]);
         let go_wait = m.name("empty_tile_wait", go_wait);
-        let go_once = m.and_not(s_tile_go, go_wait);
-        let from_go = m.mux(go_wait, l_go, l_run);
-        let from_run = m.mux(all_pv, l_end, l_run);
-        let from_end = m.mux(end_ok, l_tile, l_end);
-        let o_idle = m.not(o_busy);
-        let fin_ok = m.and(ro_idle, o_idle);
-        let from_fin = m.mux(fin_ok, l_idle, l_fin);
+        let go_once = s_tile_go & !go_wait;
+        let from_go = mux(go_wait, l_go, l_run);
+        let from_run = mux(all_pv, l_end, l_run);
+        let from_end = mux(end_ok, l_tile, l_end);
+        let o_idle = !o_busy;
+        let fin_ok = ro_idle & o_idle;
+        let from_fin = mux(fin_ok, l_idle, l_fin);
         let table = [
             from_idle, from_head, from_tile, from_go, from_run, from_end, from_fin, l_idle,
         ];
-        let state_d = m.mux_index(state.q, &table);
+        let state_d = mux_index(state.q, &table);
         m.set_next(state, state_d);
         // Heads: O's offset steps per head; q_base restarts.
-        let head_next = m.and(s_tile, tiles_done);
+        let head_next = s_tile & tiles_done;
         let zero_a = m.zero(aw_addr);
         let rb_lit = m.lit(16, row_bytes);
-        let o_span = m.mul_lo(q_len, o_row_bytes, aw_addr);
-        let o_next = m.add(o_head_off.q, o_span);
-        let o_off_d = m.mux(go, zero_a, o_next);
-        let o_off_en = m.or(go, head_next);
+        let o_span = q_len.mul_lo(o_row_bytes, aw_addr);
+        let o_next = o_head_off.q + o_span;
+        let o_off_d = mux(go, zero_a, o_next);
+        let o_off_en = go | head_next;
         reg_set(m, o_head_off, o_off_d, o_off_en);
-        let head_inc = m.add_lit(head.q, 1);
-        let head_d = m.mux(go, zero_iw, head_inc);
-        let head_en = m.or(go, head_next);
+        let head_inc = head.q + 1;
+        let head_d = mux(go, zero_iw, head_inc);
+        let head_en = go | head_next;
         reg_set(m, head, head_d, head_en);
         // Tiles: q_base steps by Br at the end of each tile, restarts per head.
-        let tile_next = m.and(s_end, end_ok);
-        let q_step = m.add(q_base.q, brl);
-        let head_reset = m.or(go, head_next);
-        let q_d = m.mux(head_reset, zero_iw, q_step);
-        let q_en = m.or(head_reset, tile_next);
+        let tile_next = s_end & end_ok;
+        let q_step = q_base.q + brl;
+        let head_reset = go | head_next;
+        let q_d = mux(head_reset, zero_iw, q_step);
+        let q_en = head_reset | tile_next;
         reg_set(m, q_base, q_d, q_en);
         reg_set(m, nblk, nblk_d, s_tile);
 
@@ -713,9 +714,9 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             let v = if v.width() == t.width() {
                 v
             } else if v.width() < t.width() {
-                m.zext(v, t.width())
+                v.zext(t.width())
             } else {
-                m.trunc(v, t.width())
+                v.trunc(t.width())
             };
             m.drive(t, v);
         };
@@ -724,26 +725,26 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         // Fetch cursors run ahead of the sequencer: a channel takes its next descriptor as soon
         // as it is idle (its last block released), so the next tile's (or head's) first block is
         // fetched while the current tile still computes. A channel with an error stops.
-        let running = m.not(idle);
-        let heads_w = m.zext(heads, iw);
+        let running = !idle;
+        let heads_w = heads.zext(iw);
         // Q: one descriptor per head, a block per tile.
         let qf_head = m.reg("qf_head", iw, Some(0));
         let qf_off = m.reg("qf_off", aw_addr, Some(0));
-        let q_ok = m.is_zero(dm.get("q_error"));
-        let qf_more = m.lt(qf_head.q, heads_w);
-        let q_free = m.not(q_busy);
-        let q_start = m.and_all(&[running, qf_more, q_free, q_ok]);
+        let q_ok = dm.get("q_error").is_zero();
+        let qf_more = qf_head.q.lt(heads_w);
+        let q_free = !q_busy;
+        let q_start = and_all(&[running, qf_more, q_free, q_ok]);
         let q_start = m.name("q_fetch_start", q_start);
-        let qf_inc = m.add_lit(qf_head.q, 1);
-        let qf_head_d = m.mux(go, zero_iw, qf_inc);
-        let qf_en = m.or(go, q_start);
+        let qf_inc = qf_head.q + 1;
+        let qf_head_d = mux(go, zero_iw, qf_inc);
+        let qf_en = go | q_start;
         reg_set(m, qf_head, qf_head_d, qf_en);
-        let q_span = m.mul_lo(q_len, rb_lit, aw_addr);
-        let qf_next = m.add(qf_off.q, q_span);
-        let qf_off_d = m.mux(go, zero_a, qf_next);
+        let q_span = q_len.mul_lo(rb_lit, aw_addr);
+        let qf_next = qf_off.q + q_span;
+        let qf_off_d = mux(go, zero_a, qf_next);
         reg_set(m, qf_off, qf_off_d, qf_en);
         set(m, "q_start", q_start);
-        let qa = m.add(q_addr, qf_off.q);
+        let qa = q_addr + qf_off.q;
         set(m, "q_base", qa);
         set(m, "q_stride", stride_l);
         set(m, "q_row_bytes", row_bytes16);
@@ -752,52 +753,52 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         set(m, "q_want", zero_bit);
         // The Q tile is released after its last QK step, or at once for a tile with no block.
         let q_last_qk = {
-            let last_blk = m.add_lit(ph_blk.q, 1);
-            let is_last = m.eq(last_blk, nblk.q);
-            m.and(qk_last_step, is_last)
+            let last_blk = ph_blk.q + 1;
+            let is_last = last_blk.eq(nblk.q);
+            qk_last_step & is_last
         };
-        let empty_release = m.and(go_once, empty_tile);
-        let q_rel = m.or(q_last_qk, empty_release);
+        let empty_release = go_once & empty_tile;
+        let q_rel = q_last_qk | empty_release;
         let q_rel = if p.has(Fault::ReleaseQUnheld) {
-            m.or(q_rel, go)
+            q_rel | go
         } else {
             q_rel
         };
         set(m, "q_release", q_rel);
         // K and V: one descriptor per tile with keys to see, blocks of Bc rows; each channel
         // walks (head, tile) on its own and skips tiles that need no key.
-        let kv_span = m.mul_lo(k_len, rb_lit, aw_addr);
+        let kv_span = k_len.mul_lo(rb_lit, aw_addr);
         for (ch, addr, busy) in [("k", k_addr, k_busy), ("v", v_addr, v_busy)] {
             let f_head = m.reg(&format!("{ch}f_head"), iw, Some(0));
             let f_qbase = m.reg(&format!("{ch}f_qbase"), iw, Some(0));
             let f_off = m.reg(&format!("{ch}f_off"), aw_addr, Some(0));
-            let ok = m.is_zero(dm.get(&format!("{ch}_error")));
-            let more = m.lt(f_head.q, heads_w);
-            let active = m.and_all(&[running, more, ok]);
-            let head_over = m.ge(f_qbase.q, q_len);
+            let ok = dm.get(&format!("{ch}_error")).is_zero();
+            let more = f_head.q.lt(heads_w);
+            let active = and_all(&[running, more, ok]);
+            let head_over = f_qbase.q.ge(q_len);
             let (need, _) = keys_needed(m, f_qbase.q);
-            let no_keys = m.is_zero(need);
-            let has_keys = m.not(no_keys);
-            let free = m.not(busy);
-            let in_head = m.and_not(active, head_over);
-            let take = m.and(in_head, free);
-            let start = m.and(take, has_keys);
+            let no_keys = need.is_zero();
+            let has_keys = !no_keys;
+            let free = !busy;
+            let in_head = active & !head_over;
+            let take = in_head & free;
+            let start = take & has_keys;
             let start = m.name(&format!("{ch}_fetch_start"), start);
-            let next_head = m.and(active, head_over);
+            let next_head = active & head_over;
             // (head, q_base, offset): the next tile at a take, the next head at a head end.
-            let h_inc = m.add_lit(f_head.q, 1);
-            let h_d = m.mux(go, zero_iw, h_inc);
-            let h_en = m.or(go, next_head);
+            let h_inc = f_head.q + 1;
+            let h_d = mux(go, zero_iw, h_inc);
+            let h_en = go | next_head;
             reg_set(m, f_head, h_d, h_en);
-            let qb_step = m.add(f_qbase.q, brl);
-            let qb_reset = m.or(go, next_head);
-            let qb_d = m.mux(qb_reset, zero_iw, qb_step);
-            let qb_en = m.or(qb_reset, take);
+            let qb_step = f_qbase.q + brl;
+            let qb_reset = go | next_head;
+            let qb_d = mux(qb_reset, zero_iw, qb_step);
+            let qb_en = qb_reset | take;
             reg_set(m, f_qbase, qb_d, qb_en);
-            let off_next = m.add(f_off.q, kv_span);
-            let off_d = m.mux(go, zero_a, off_next);
+            let off_next = f_off.q + kv_span;
+            let off_d = mux(go, zero_a, off_next);
             reg_set(m, f_off, off_d, h_en);
-            let base = m.add(addr, f_off.q);
+            let base = addr + f_off.q;
             set(m, &format!("{ch}_start"), start);
             set(m, &format!("{ch}_base"), base);
             set(m, &format!("{ch}_stride"), stride_l);
@@ -809,7 +810,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         set(m, "v_want", zero_bit);
         // Faults: release at start, when nothing is held yet.
         let release = |m: &mut ModuleBuilder, ch: &str, last: Sig, early| {
-            let r = if p.has(early) { m.or(last, go) } else { last };
+            let r = if p.has(early) { last | go } else { last };
             m.name(&format!("{ch}_rel"), r)
         };
         let k_rel = release(m, "k", qk_last_step, Fault::ReleaseKUnheld);
@@ -818,11 +819,11 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         set(m, "v_release", v_rel);
 
         // ---------------- mask generators -----------------------------------------------
-        let qk_kbase = m.mul_lo(ph_blk.q, bcl, iw);
+        let qk_kbase = ph_blk.q.mul_lo(bcl, iw);
         // Fault: the diagonal one key late (also unmasks key k_len, never fetched when k_len
         // is a multiple of Bc).
         let mask_k_len = if p.has(Fault::CausalOffByOne) {
-            m.add_lit(k_len, 1)
+            k_len + 1
         } else {
             k_len
         };
@@ -857,19 +858,19 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let lane_bits = addr_bits(lanes);
         let q_land = &p.dma.q;
         let k_land = &p.dma.k;
-        let k_lane = m.trunc(kk.q, lane_bits.min(kk.q.width()));
-        let k_lane = m.zext(k_lane, lane_bits);
+        let k_lane = kk.q.trunc(lane_bits.min(kk.q.width()));
+        let k_lane = k_lane.zext(lane_bits);
         let k_beat = if kk.q.width() > lane_bits {
-            m.slice(kk.q, kk.q.width() - 1, lane_bits)
+            kk.q.slice(kk.q.width() - 1, lane_bits)
         } else {
             m.zero(1)
         };
-        let field = |m: &mut ModuleBuilder, x: Sig, bits: u32| -> Option<Sig> {
+        let field = |x: Sig, bits: u32| -> Option<Sig> {
             (bits > 0).then(|| {
                 if x.width() >= bits {
-                    m.trunc(x, bits)
+                    x.trunc(bits)
                 } else {
-                    m.zext(x, bits)
+                    x.zext(bits)
                 }
             })
         };
@@ -878,28 +879,28 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let v_slot = dm.get("v_slot");
         let q_rd = {
             let mut parts = vec![q_slot];
-            parts.extend(field(m, ii.q, q_land.local_row_bits()));
-            parts.extend(field(m, k_beat, q_land.beat_bits()));
-            m.cat(&parts)
+            parts.extend(field(ii.q, q_land.local_row_bits()));
+            parts.extend(field(k_beat, q_land.beat_bits()));
+            cat(&parts)
         };
         set(m, "q_rd_addr", q_rd);
         let k_rd = {
             let mut parts = vec![k_slot];
-            parts.extend(field(m, jj.q, k_land.local_row_bits()));
-            parts.extend(field(m, k_beat, k_land.beat_bits()));
-            m.cat(&parts)
+            parts.extend(field(jj.q, k_land.local_row_bits()));
+            parts.extend(field(k_beat, k_land.beat_bits()));
+            cat(&parts)
         };
         set(m, "k_rd_addr", k_rd);
         let v_rd = {
-            let jkf = field(m, jk.q, p.dma.v.row_bits()).expect("rows");
-            m.cat(&[v_slot, jkf])
+            let jkf = field(jk.q, p.dma.v.row_bits()).expect("rows");
+            cat(&[v_slot, jkf])
         };
         set(m, "v_rd_addr", v_rd);
-        let lane_of = |m: &mut ModuleBuilder, beat: Sig, lane: Sig| -> Sig {
+        let lane_of = |beat: Sig, lane: Sig| -> Sig {
             let vals: Vec<Sig> = (0..beat.width() / 16)
-                .map(|i| m.slice(beat, 16 * i + 15, 16 * i))
+                .map(|i| beat.slice(16 * i + 15, 16 * i))
                 .collect();
-            m.mux_index(lane, &vals)
+            mux_index(lane, &vals)
         };
         let q_data = dm.get("q_rd_data");
         let k_data = dm.get("k_rd_data");
@@ -907,45 +908,45 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let mut k_cols = vec![];
         let mut v_cols = vec![];
         for c in 0..cn {
-            let kb = m.slice(k_data, w * c + w - 1, w * c);
-            k_cols.push(lane_of(m, kb, k_lane));
+            let kb = k_data.slice(w * c + w - 1, w * c);
+            k_cols.push(lane_of(kb, k_lane));
             let lanes_c: Vec<Sig> = (0..e_n)
                 .map(|q| {
                     let lane = c * e_n + q;
-                    m.slice(v_data, 16 * lane + 15, 16 * lane)
+                    v_data.slice(16 * lane + 15, 16 * lane)
                 })
                 .collect();
             let qsel = if e_n == 1 { m.zero(1) } else { qq.q };
-            v_cols.push(m.mux_index(qsel, &lanes_c));
+            v_cols.push(mux_index(qsel, &lanes_c));
         }
         k_cols.reverse();
         v_cols.reverse();
-        let k_bus = m.cat(&k_cols);
-        let v_bus = m.cat(&v_cols);
-        let b_col = m.mux(in_pv, v_bus, k_bus);
+        let k_bus = cat(&k_cols);
+        let v_bus = cat(&v_cols);
+        let b_col = mux(in_pv, v_bus, k_bus);
         let b_col = m.name("b_col", b_col);
 
         // ---------------- PE rows -----------------------------------------------------------
-        let step_valid = m.or(in_qk, in_pv);
-        let blk_parity = m.bit(ph_blk.q, 0);
-        let first_k = m.is_zero(kk.q);
+        let step_valid = in_qk | in_pv;
+        let blk_parity = ph_blk.q.bit(0);
+        let first_k = kk.q.is_zero();
         let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
         let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
-        let qk_op = m.mux(first_k, op_clear, op_mac);
+        let qk_op = mux(first_k, op_clear, op_mac);
         let aw_pe = p.row.pe.addr_width();
         let s_addr = {
-            let slot = m.bit(ph_blk.q, 0);
+            let slot = ph_blk.q.bit(0);
             p.row.s_addr_rtl(m, slot, ii.q, jj.q, aw_pe)
         };
         let o_addr_pe = p.row.o_addr_rtl(m, ii.q, qq.q, aw_pe);
-        let step_addr = m.mux(in_pv, o_addr_pe, s_addr);
+        let step_addr = mux(in_pv, o_addr_pe, s_addr);
         let step_jj = if b_n == 1 { m.zero(1) } else { jj.q };
         let pv_arm = start_pv; // the cycle before a PV phase's first step
-        let ro_go = m.eq_lit(ro_state.q, ro::PEND);
-        let ro_go = m.and_not(ro_go, rows_busy);
-        let ro_go = m.and_not(ro_go, o_busy);
+        let ro_go = ro_state.q.eq(ro::PEND);
+        let ro_go = ro_go & !rows_busy;
+        let ro_go = ro_go & !o_busy;
         let ro_go = m.name("ro_go", ro_go);
-        let sm_slot = m.bit(sm_done.q, 0);
+        let sm_slot = sm_done.q.bit(0);
         let mut busy_any = m.zero(1);
         let mut row_outs = vec![];
         let mut st_en = vec![];
@@ -953,11 +954,11 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let mut st_beat = vec![];
         let mut st_data = vec![];
         for r in 0..rr {
-            let qb = m.slice(q_data, w * r + w - 1, w * r);
-            let a_q = lane_of(m, qb, k_lane);
+            let qb = q_data.slice(w * r + w - 1, w * r);
+            let a_q = lane_of(qb, k_lane);
             let lo = a_n * r * bc;
-            let mq = m.slice(mask_a, lo + a_n * bc - 1, lo);
-            let ms = m.slice(mask_b, lo + a_n * bc - 1, lo);
+            let mq = mask_a.slice(lo + a_n * bc - 1, lo);
+            let ms = mask_b.slice(lo + a_n * bc - 1, lo);
             let out = m.instance(
                 &row_mod,
                 &format!("row{r}"),
@@ -985,7 +986,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
                     ("out_f32", out_f32),
                 ],
             );
-            busy_any = m.or(busy_any, out.get("busy"));
+            busy_any = busy_any | out.get("busy");
             st_en.push(out.get("st_we"));
             st_row.push(out.get("st_row"));
             st_beat.push(out.get("st_beat"));
@@ -1010,14 +1011,14 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         for v in [&mut st_en, &mut st_row, &mut st_beat, &mut st_data] {
             v.reverse();
         }
-        let st_en = m.cat(&st_en);
+        let st_en = cat(&st_en);
         set(m, "o_wr_en", st_en);
         if p.dma.o_local_row_bits() > 0 {
             let rows: Vec<Sig> = st_row
                 .iter()
-                .map(|&r| field(m, r, p.dma.o_local_row_bits()).unwrap())
+                .map(|&r| field(r, p.dma.o_local_row_bits()).unwrap())
                 .collect();
-            let rows = m.cat(&rows);
+            let rows = cat(&rows);
             set(m, "o_wr_row", rows);
         } else {
             for r in st_row {
@@ -1026,28 +1027,28 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         }
         let beats: Vec<Sig> = st_beat
             .iter()
-            .map(|&b| field(m, b, p.dma.o_beat_bits()).unwrap())
+            .map(|&b| field(b, p.dma.o_beat_bits()).unwrap())
             .collect();
-        let beats = m.cat(&beats);
+        let beats = cat(&beats);
         set(m, "o_wr_beat", beats);
-        let data = m.cat(&st_data);
+        let data = cat(&st_data);
         set(m, "o_wr_data", data);
 
         // ---------------- readout hand-off and O write -------------------------------------
-        let handoff = m.and(s_end, end_ok);
+        let handoff = s_end & end_ok;
         let handoff = m.name("handoff", handoff);
         reg_set(m, ro_rows, rows_valid, handoff);
         reg_set(m, ro_qbase, q_base.q, handoff);
         reg_set(m, ro_zero, empty_tile, handoff);
         reg_set(m, ro_ohead, o_head_off.q, handoff);
         let ro_seen = m.reg("ro_seen", 1, Some(0));
-        let in_ro_run = m.eq_lit(ro_state.q, ro::RUN);
-        let seen_d = m.or(ro_seen.q, rows_busy);
-        let seen_d = m.and(seen_d, in_ro_run);
+        let in_ro_run = ro_state.q.eq(ro::RUN);
+        let seen_d = ro_seen.q | rows_busy;
+        let seen_d = seen_d & in_ro_run;
         m.set_next(ro_seen, seen_d);
-        let ro_finished = m.and_all(&[in_ro_run, ro_seen.q, not_busy]);
-        let in_write = m.eq_lit(ro_state.q, ro::WRITE);
-        let o_start = m.and(in_write, o_idle);
+        let ro_finished = and_all(&[in_ro_run, ro_seen.q, not_busy]);
+        let in_write = ro_state.q.eq(ro::WRITE);
+        let o_start = in_write & o_idle;
         let o_start = m.name("o_start", o_start);
         let rl = |m: &mut ModuleBuilder, s: u64| m.lit(2, s);
         let (r_idle, r_pend, r_run, r_write) = (
@@ -1056,32 +1057,32 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             rl(m, ro::RUN),
             rl(m, ro::WRITE),
         );
-        let f_idle = m.mux(handoff, r_pend, r_idle);
-        let f_pend = m.mux(ro_go, r_run, r_pend);
-        let f_run = m.mux(ro_finished, r_write, r_run);
-        let f_write = m.mux(o_start, r_idle, r_write);
-        let ro_d = m.mux_index(ro_state.q, &[f_idle, f_pend, f_run, f_write]);
+        let f_idle = mux(handoff, r_pend, r_idle);
+        let f_pend = mux(ro_go, r_run, r_pend);
+        let f_run = mux(ro_finished, r_write, r_run);
+        let f_write = mux(o_start, r_idle, r_write);
+        let ro_d = mux_index(ro_state.q, &[f_idle, f_pend, f_run, f_write]);
         m.set_next(ro_state, ro_d);
         set(m, "o_start", o_start);
-        let o_tile_off = { m.mul_lo(ro_qbase.q, o_row_bytes, aw_addr) };
-        let o_base = m.add(o_addr, ro_ohead.q);
-        let o_base = m.add(o_base, o_tile_off);
+        let o_tile_off = { ro_qbase.q.mul_lo(o_row_bytes, aw_addr) };
+        let o_base = o_addr + ro_ohead.q;
+        let o_base = o_base + o_tile_off;
         let o_base = m.name("o_tile_base", o_base);
         // Fault: the descriptor's base one row late (the checker keeps the tile's own region).
         let o_desc_base = if p.has(Fault::WriteOutsideO) {
-            let one_row = m.zext(o_row_bytes, aw_addr);
-            m.add(o_base, one_row)
+            let one_row = o_row_bytes.zext(aw_addr);
+            o_base + one_row
         } else {
             o_base
         };
         set(m, "o_base", o_desc_base);
-        let o_stride = m.zext(o_row_bytes, aw_addr);
+        let o_stride = o_row_bytes.zext(aw_addr);
         set(m, "o_stride", o_stride);
         set(m, "o_row_bytes", o_row_bytes);
         set(m, "o_rows", ro_rows.q);
         // The O region being written, for the write assertion.
-        let o_span = { m.mul_lo(ro_rows.q, o_stride, aw_addr) };
-        let o_limit = m.add(o_base, o_span);
+        let o_span = { ro_rows.q.mul_lo(o_stride, aw_addr) };
+        let o_limit = o_base + o_span;
         // Latched when the write starts: the next tile's hand-off may change o_base meanwhile.
         let wr_base = m.hold("o_write_base", o_base, o_start);
         let wr_limit = m.hold("o_write_end", o_limit, o_start);
@@ -1089,12 +1090,12 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         m.output("o_write_limit", wr_limit);
 
         // ---------------- status -------------------------------------------------------------
-        let busy = m.not(idle);
+        let busy = !idle;
         m.output("busy", busy);
         let done_r = m.reg("done", 1, Some(0));
-        let fin = m.and(s_finish, fin_ok);
-        let done_d = m.mux(go, zero1, one1);
-        let done_en = m.or(go, fin);
+        let fin = s_finish & fin_ok;
+        let done_d = mux(go, zero1, one1);
+        let done_en = go | fin;
         reg_set(m, done_r, done_d, done_en);
         m.output("done", done_r.q);
         let errs: Vec<Sig> = ["q", "k", "v", "o"]
@@ -1103,56 +1104,56 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             .collect();
         let mut err = m.zero(3);
         for e in errs.into_iter().rev() {
-            let any = m.any(e);
-            err = m.mux(any, e, err);
+            let any = e.any();
+            err = mux(any, e, err);
         }
         m.output("error", err);
 
         // ---------------- counters -----------------------------------------------------------
         let clear = go;
-        let run_busy = m.and_not(busy, go);
+        let run_busy = busy & !go;
         let c_cycles = counter(m, "cnt_cycles", run_busy, clear);
         let c_mac_cycles = counter(m, "cnt_mac_cycles", step_valid, clear);
         let c_macs = counter(m, "cnt_macs", macs_sum, clear);
         let slots = m.lit(macs_sum.width(), (rr * cn) as u64);
         let zero_s = m.zero(macs_sum.width());
-        let slots = m.mux(step_valid, slots, zero_s);
-        let masked = m.sub(slots, macs_sum);
+        let slots = mux(step_valid, slots, zero_s);
+        let masked = slots - macs_sum;
         let c_masked = counter(m, "cnt_masked", masked, clear);
         // Why no MAC step issued, while busy: the phase the sequencer wanted was waiting for
         // K/V data, for the Q tile, for the softmax, or something else (tile changes, drains).
-        let idle_cycle = m.and_not(run_busy, step_valid);
-        let waiting_phase = m.and(s_run, no_phase);
-        let qk_wait = m.and(waiting_phase, want_qk);
-        let need_k = m.and_not(qk_wait, k_ready);
-        let no_q = m.not(q_ready);
-        let need_q = m.and_all(&[qk_wait, k_ready, no_q]);
-        let pv_wait = m.and_all(&[waiting_phase, want_pv, pv_more]);
-        let need_sm = m.and_not(pv_wait, sm_ahead);
-        let no_v = m.not(v_ready);
-        let need_v = m.and_all(&[pv_wait, sm_ahead, no_v]);
-        let st_kv = m.or(need_k, need_v);
-        let st_kv = m.and(idle_cycle, st_kv);
-        let st_q = m.and(idle_cycle, need_q);
-        let st_sm = m.and(idle_cycle, need_sm);
-        let known = m.or_all(&[st_kv, st_q, st_sm]);
-        let st_other = m.and_not(idle_cycle, known);
+        let idle_cycle = run_busy & !step_valid;
+        let waiting_phase = s_run & no_phase;
+        let qk_wait = waiting_phase & want_qk;
+        let need_k = qk_wait & !k_ready;
+        let no_q = !q_ready;
+        let need_q = and_all(&[qk_wait, k_ready, no_q]);
+        let pv_wait = and_all(&[waiting_phase, want_pv, pv_more]);
+        let need_sm = pv_wait & !sm_ahead;
+        let no_v = !v_ready;
+        let need_v = and_all(&[pv_wait, sm_ahead, no_v]);
+        let st_kv = need_k | need_v;
+        let st_kv = idle_cycle & st_kv;
+        let st_q = idle_cycle & need_q;
+        let st_sm = idle_cycle & need_sm;
+        let known = or_all(&[st_kv, st_q, st_sm]);
+        let st_other = idle_cycle & !known;
         let c_st_kv = counter(m, "cnt_stall_kv", st_kv, clear);
         let c_st_q = counter(m, "cnt_stall_q", st_q, clear);
         let c_st_sm = counter(m, "cnt_stall_softmax", st_sm, clear);
         let c_st_o = counter(m, "cnt_stall_other", st_other, clear);
         let c_blocks = counter(m, "cnt_blocks", qk_last_step, clear);
         let skipped = {
-            let s = m.sub(all_blocks, nblk_d);
-            m.mux(go_once, s, zero_iw)
+            let s = all_blocks - nblk_d;
+            mux(go_once, s, zero_iw)
         };
         let c_skipped = counter(m, "cnt_skipped", skipped, clear);
         let c_reads = counter(m, "cnt_rf_reads", rf_reads_sum, clear);
         let c_writes = counter(m, "cnt_rf_writes", rf_writes_sum, clear);
         let c_p_reads = counter(m, "cnt_p_buf_reads", p_reads_sum, clear);
         let c_p_writes = counter(m, "cnt_p_buf_writes", p_writes_sum, clear);
-        let rb = m.zext(dm.get("read_beats"), COUNTER_BITS);
-        let wb = m.zext(dm.get("write_beats"), COUNTER_BITS);
+        let rb = dm.get("read_beats").zext(COUNTER_BITS);
+        let wb = dm.get("write_beats").zext(COUNTER_BITS);
         for (name, v) in COUNTERS.iter().zip([
             c_cycles,
             c_mac_cycles,
@@ -1190,16 +1191,16 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let age_bits = 24;
         for (ch, ready, release) in [("k", k_ready, k_rel), ("v", v_ready, v_rel)] {
             let age = m.reg(&format!("{ch}_ready_age"), age_bits, Some(0));
-            let inc = m.add_lit(age.q, 1);
-            let sat = m.all(age.q);
-            let inc = m.mux(sat, age.q, inc);
+            let inc = age.q + 1;
+            let sat = age.q.all();
+            let inc = mux(sat, age.q, inc);
             let zero = m.zero(age_bits);
-            let held = m.and_not(ready, release);
-            let d = m.mux(held, inc, zero);
+            let held = ready & !release;
+            let d = mux(held, inc, zero);
             m.set_next(age, d);
             m.output(&format!("{ch}_ready_age"), age.q);
             let bound = m.lit(age_bits, p.kv_bound as u64);
-            let ok = m.lt(age.q, bound);
+            let ok = age.q.lt(bound);
             m.assert_always(
                 &format!("{ch}_block_consumed"),
                 ok,
@@ -1211,13 +1212,13 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             );
         }
         // Memory writes land only inside the O tile being written: S and P never reach memory.
-        let wr = m.and(dm.get("mem_req_valid"), dm.get("mem_req_write"));
+        let wr = dm.get("mem_req_valid") & dm.get("mem_req_write");
         let addr = dm.get("mem_req_addr");
-        let below = m.lt(addr, wr_base);
-        let above = m.ge(addr, wr_limit);
-        let outside = m.or(below, above);
-        let bad = m.and(wr, outside);
-        let ok = m.not(bad);
+        let below = addr.lt(wr_base);
+        let above = addr.ge(wr_limit);
+        let outside = below | above;
+        let bad = wr & outside;
+        let ok = !bad;
         m.assert_always(
             "writes_only_o",
             ok,
@@ -1228,9 +1229,9 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         for (ch, start, issued) in [("k", start_qk, qk_issued), ("v", start_pv, pv_issued)] {
             let current = dm.get(&format!("{ch}_block"));
             m.output(&format!("{ch}_block"), current);
-            let wrong = m.ne(current, issued.q);
-            let bad = m.and(start, wrong);
-            let ok = m.not(bad);
+            let wrong = current.ne(issued.q);
+            let bad = start & wrong;
+            let ok = !bad;
             m.assert_always(
                 &format!("{ch}_block_in_order"),
                 ok,
@@ -1247,8 +1248,8 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             ("k", k_ready, k_rel),
             ("v", v_ready, v_rel),
         ] {
-            let bad = m.and_not(release, ready);
-            let ok = m.not(bad);
+            let bad = release & !ready;
+            let ok = !bad;
             m.assert_always(
                 &format!("{ch}_release_held"),
                 ok,

@@ -32,6 +32,7 @@
 //! asserted `x_want` for a block after the first and it had not landed: prefetch should keep
 //! this 0) and `x_first_wait` (the same for each transfer's first block).
 
+use crate::{and_all, cat, mux, mux_index, or_all};
 use anyhow::{ensure, Result};
 
 use crate::landing::{self, LandingConfig};
@@ -236,66 +237,66 @@ fn check_descriptor(
 ) -> Sig {
     let lb = cfg.beat_shift();
     let a = cfg.addr_bits;
-    let zero_rows = m.is_zero(d.rows);
-    let zero_bytes = m.is_zero(d.row_bytes);
-    let mut zero = m.or(zero_rows, zero_bytes);
+    let zero_rows = d.rows.is_zero();
+    let zero_bytes = d.row_bytes.is_zero();
+    let mut zero = zero_rows | zero_bytes;
     if let Some(br) = d.block_rows {
-        let zero_br = m.is_zero(br);
-        zero = m.or(zero, zero_br);
+        let zero_br = br.is_zero();
+        zero = zero | zero_br;
     }
-    let mut low = |x: Sig| {
-        let bits = m.slice(x, lb - 1, 0);
-        m.any(bits)
+    let low = |x: Sig| {
+        let bits = x.slice(lb - 1, 0);
+        bits.any()
     };
     let (base_low, stride_low, bytes_low) = (low(d.base), low(d.stride), low(d.row_bytes));
-    let misaligned = m.or_all(&[base_low, stride_low, bytes_low]);
+    let misaligned = or_all(&[base_low, stride_low, bytes_low]);
     let max_bytes = m.lit(ROW_BYTES_BITS, (max_row_beats * cfg.beat_bytes()) as u64);
-    let long_row = m.gt(d.row_bytes, max_bytes);
+    let long_row = d.row_bytes.gt(max_bytes);
     let rows_field = d.block_rows.unwrap_or(d.rows);
     let max_rows_lit = m.lit(rows_field.width(), max_rows as u64);
-    let many_rows = m.gt(rows_field, max_rows_lit);
-    let too_large = m.or(long_row, many_rows);
+    let many_rows = rows_field.gt(max_rows_lit);
+    let too_large = long_row | many_rows;
     // Last byte: base + (rows - 1) * stride + row_bytes - 1, wide enough not to wrap.
     let w = a + cfg.index_bits + 2;
-    let rows_m1 = m.sub_lit(d.rows, 1);
-    let span = m.mul(rows_m1, d.stride);
-    let span = m.zext(span, w);
-    let base = m.zext(d.base, w);
-    let bytes = m.zext(d.row_bytes, w);
-    let last = m.add(base, span);
-    let last = m.add(last, bytes);
-    let last = m.sub_lit(last, 1);
+    let rows_m1 = d.rows - 1;
+    let span = rows_m1.mul_wide(d.stride);
+    let span = span.zext(w);
+    let base = d.base.zext(w);
+    let bytes = d.row_bytes.zext(w);
+    let last = base + span;
+    let last = last + bytes;
+    let last = last - 1;
     let last = m.name("last_byte", last);
-    let high = m.slice(last, w - 1, a);
-    let out_of_range = m.any(high);
-    let low_bits = m.slice(last, a - 1, 0);
+    let high = last.slice(w - 1, a);
+    let out_of_range = high.any();
+    let low_bits = last.slice(a - 1, 0);
     m.discard(low_bits);
     let ok = m.zero(3);
     let c4 = m.lit(3, error::OUT_OF_RANGE);
     let c3 = m.lit(3, error::TOO_LARGE);
     let c2 = m.lit(3, error::MISALIGNED);
     let c1 = m.lit(3, error::ZERO_SIZE);
-    let e = m.mux(out_of_range, c4, ok);
-    let e = m.mux(too_large, c3, e);
-    let e = m.mux(misaligned, c2, e);
-    m.mux(zero, c1, e)
+    let e = mux(out_of_range, c4, ok);
+    let e = mux(too_large, c3, e);
+    let e = mux(misaligned, c2, e);
+    mux(zero, c1, e)
 }
 
 /// Beats per row from a row-bytes field (the descriptor check guarantees the value fits).
 fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, bits: u32) -> Sig {
-    let beats = m.shr_const(row_bytes, cfg.beat_shift());
+    let beats = row_bytes >> cfg.beat_shift();
     if bits >= ROW_BYTES_BITS {
-        return m.zext(beats, bits);
+        return beats.zext(bits);
     }
-    let high = m.slice(beats, ROW_BYTES_BITS - 1, bits);
+    let high = beats.slice(ROW_BYTES_BITS - 1, bits);
     m.discard(high);
-    m.trunc(beats, bits)
+    beats.trunc(bits)
 }
 
 /// A 32-bit event counter.
 fn counter(m: &mut ModuleBuilder, name: &str, event: Sig) -> Sig {
     let r = m.reg(name, 32, Some(0));
-    let inc = m.add_lit(r.q, 1);
+    let inc = r.q + 1;
     m.set_next(r, inc);
     m.set_enable(r, event);
     r.q
@@ -331,40 +332,40 @@ impl Walker {
         block_rows: Sig,
     ) -> (Sig, Sig) {
         let w = self.beat.q.width().max(row_beats.width());
-        let beat = m.zext(self.beat.q, w);
-        let rb = m.zext(row_beats, w);
-        let rb_m1 = m.sub_lit(rb, 1);
-        let last_beat = m.eq(beat, rb_m1);
+        let beat = self.beat.q.zext(w);
+        let rb = row_beats.zext(w);
+        let rb_m1 = rb - 1;
+        let last_beat = beat.eq(rb_m1);
         let rw = self.row.q.width().max(block_rows.width());
-        let row = m.zext(self.row.q, rw);
-        let br = m.zext(block_rows, rw);
-        let br_m1 = m.sub_lit(br, 1);
-        let last_in_block = m.eq(row, br_m1);
-        let one_left = m.eq_lit(self.rows_left.q, 1);
-        let block_end = m.or(last_in_block, one_left);
+        let row = self.row.q.zext(rw);
+        let br = block_rows.zext(rw);
+        let br_m1 = br - 1;
+        let last_in_block = row.eq(br_m1);
+        let one_left = self.rows_left.q.eq(1);
+        let block_end = last_in_block | one_left;
 
         let zero_beat = m.zero(self.beat.q.width());
-        let beat_inc = m.add_lit(self.beat.q, 1);
-        let beat_d = m.mux(last_beat, zero_beat, beat_inc);
-        let beat_d = m.mux(load, zero_beat, beat_d);
+        let beat_inc = self.beat.q + 1;
+        let beat_d = mux(last_beat, zero_beat, beat_inc);
+        let beat_d = mux(load, zero_beat, beat_d);
         let zero_row = m.zero(self.row.q.width());
-        let row_inc = m.add_lit(self.row.q, 1);
-        let row_d = m.mux(block_end, zero_row, row_inc);
-        let row_d = m.mux(load, zero_row, row_d);
-        let left_dec = m.sub_lit(self.rows_left.q, 1);
-        let rows_d = m.mux(load, rows, left_dec);
+        let row_inc = self.row.q + 1;
+        let row_d = mux(block_end, zero_row, row_inc);
+        let row_d = mux(load, zero_row, row_d);
+        let left_dec = self.rows_left.q - 1;
+        let rows_d = mux(load, rows, left_dec);
         let zero_blk = m.zero(self.block.q.width());
-        let block_inc = m.add_lit(self.block.q, 1);
-        let block_d = m.mux(block_end, block_inc, self.block.q);
-        let block_d = m.mux(load, zero_blk, block_d);
+        let block_inc = self.block.q + 1;
+        let block_d = mux(block_end, block_inc, self.block.q);
+        let block_d = mux(load, zero_blk, block_d);
         m.set_next(self.beat, beat_d);
         m.set_next(self.row, row_d);
         m.set_next(self.rows_left, rows_d);
         m.set_next(self.block, block_d);
-        let beat_en = m.or(step, load);
+        let beat_en = step | load;
         m.set_enable(self.beat, beat_en);
-        let row_step = m.and(step, last_beat);
-        let row_en = m.or(row_step, load);
+        let row_step = step & last_beat;
+        let row_en = row_step | load;
         m.set_enable(self.row, row_en);
         m.set_enable(self.rows_left, row_en);
         m.set_enable(self.block, row_en);
@@ -422,24 +423,24 @@ fn channel(
         iw,
     );
 
-    let idle = m.not(active.q);
-    let fresh = m.and(desc.start, idle);
-    let valid_desc = m.is_zero(code);
-    let load = m.and(fresh, valid_desc);
+    let idle = !active.q;
+    let fresh = desc.start & idle;
+    let valid_desc = code.is_zero();
+    let load = fresh & valid_desc;
     let load = m.name(&format!("{name}_load"), load);
-    let rows_pending = m.any(req.rows_left.q);
+    let rows_pending = req.rows_left.q.any();
     let mut conds = vec![active.q, rows_pending];
     if let Some(cons_block) = read {
         // Fetch at most one block ahead of the consumer (the double buffer).
-        let ahead = m.sub(req.block.q, cons_block.q);
+        let ahead = req.block.q - cons_block.q;
         let two = m.lit(iw, 2);
-        conds.push(m.lt(ahead, two));
+        conds.push(ahead.lt(two));
     }
-    let req_valid = m.and_all(&conds);
+    let req_valid = and_all(&conds);
     let req_valid = m.name(&format!("{name}_req_valid"), req_valid);
-    let beat_a = m.zext(req.beat.q, a);
-    let offset = m.shl_const(beat_a, cfg.beat_shift());
-    let req_addr = m.add(row_addr.q, offset);
+    let beat_a = req.beat.q.zext(a);
+    let offset = beat_a << cfg.beat_shift();
+    let req_addr = row_addr.q + offset;
     Channel {
         name,
         desc,
@@ -476,7 +477,7 @@ impl Channel {
             _ => m.lit(cfg.index_bits, 0),
         };
         let busy = m.lit(3, error::BUSY);
-        let err_d = m.mux(self.active.q, busy, self.code);
+        let err_d = mux(self.active.q, busy, self.code);
         m.set_next(self.error, err_d);
         m.set_enable(self.error, self.desc.start);
 
@@ -488,23 +489,23 @@ impl Channel {
             self.row_beats.q,
             block_rows,
         );
-        let next_row = m.add(self.row_addr.q, self.stride.q);
-        let row_addr_d = m.mux(self.load, self.desc.base, next_row);
+        let next_row = self.row_addr.q + self.stride.q;
+        let row_addr_d = mux(self.load, self.desc.base, next_row);
         m.set_next(self.row_addr, row_addr_d);
-        let row_done = m.and(accepted, last_beat);
-        let en = m.or(self.load, row_done);
+        let row_done = accepted & last_beat;
+        let en = self.load | row_done;
         m.set_enable(self.row_addr, en);
-        let last_row = m.eq_lit(self.req.rows_left.q, 1);
-        m.and(row_done, last_row)
+        let last_row = self.req.rows_left.q.eq(1);
+        row_done & last_row
     }
 
     /// `active`: set by a load, cleared by `done`.
     fn finish_active(&self, m: &mut ModuleBuilder, done: Sig) {
         let one = m.lit(1, 1);
         let zero = m.zero(1);
-        let d = m.mux(self.load, one, zero);
+        let d = mux(self.load, one, zero);
         m.set_next(self.active, d);
-        let en = m.or(self.load, done);
+        let en = self.load | done;
         m.set_enable(self.active, en);
         m.output(&format!("{}_busy", self.name), self.active.q);
         m.output(&format!("{}_error", self.name), self.error.q);
@@ -541,47 +542,47 @@ fn finish_read(
         ch.row_beats.q,
         block_rows,
     );
-    let block_landed = m.and_all(&[response, last_beat, block_end]);
+    let block_landed = and_all(&[response, last_beat, block_end]);
     let landed = m.reg(&format!("{name}_landed"), 2, Some(0));
-    let land_buf = m.bit(rsp.block.q, 0);
-    let cons_buf = m.bit(cons_block.q, 0);
-    let landed0 = m.bit(landed.q, 0);
-    let landed1 = m.bit(landed.q, 1);
-    let here = m.mux(cons_buf, landed1, landed0);
-    let ready = m.and(ch.active.q, here);
+    let land_buf = rsp.block.q.bit(0);
+    let cons_buf = cons_block.q.bit(0);
+    let landed0 = landed.q.bit(0);
+    let landed1 = landed.q.bit(1);
+    let here = mux(cons_buf, landed1, landed0);
+    let ready = ch.active.q & here;
     let ready = m.name(&format!("{name}_ready_int"), ready);
-    let released = m.and(release, ready);
+    let released = release & ready;
     // landed: set the buffer whose block just landed, clear the one just released.
     let one2 = m.lit(2, 1);
     let zero2 = m.zero(2);
-    let set = m.shl(one2, land_buf);
-    let set = m.mux(block_landed, set, zero2);
-    let clear = m.shl(one2, cons_buf);
-    let clear = m.mux(released, clear, zero2);
-    let keep = m.not(clear);
-    let kept = m.and(landed.q, keep);
-    let landed_d = m.or(kept, set);
-    let landed_d = m.mux(ch.load, zero2, landed_d);
+    let set = one2 << land_buf;
+    let set = mux(block_landed, set, zero2);
+    let clear = one2 << cons_buf;
+    let clear = mux(released, clear, zero2);
+    let keep = !clear;
+    let kept = landed.q & keep;
+    let landed_d = kept | set;
+    let landed_d = mux(ch.load, zero2, landed_d);
     m.set_next(landed, landed_d);
     let zero_blk = m.zero(iw);
-    let cons_inc = m.add_lit(cons_block.q, 1);
-    let cons_d = m.mux(ch.load, zero_blk, cons_inc);
+    let cons_inc = cons_block.q + 1;
+    let cons_d = mux(ch.load, zero_blk, cons_inc);
     m.set_next(cons_block, cons_d);
-    let cons_en = m.or(ch.load, released);
+    let cons_en = ch.load | released;
     m.set_enable(cons_block, cons_en);
 
     // Done once every row has landed and every landed block has been released.
-    let all_landed = m.is_zero(rsp.rows_left.q);
-    let all_released = m.eq(cons_block.q, rsp.block.q);
-    let done = m.and_all(&[ch.active.q, all_landed, all_released]);
+    let all_landed = rsp.rows_left.q.is_zero();
+    let all_released = cons_block.q.eq(rsp.block.q);
+    let done = and_all(&[ch.active.q, all_landed, all_released]);
     ch.finish_active(m, done);
 
-    let not_ready = m.not(ready);
-    let waiting = m.and_all(&[ch.active.q, want, not_ready]);
-    let first = m.is_zero(cons_block.q);
-    let later = m.not(first);
-    let wait_later = m.and(waiting, later);
-    let wait_first = m.and(waiting, first);
+    let not_ready = !ready;
+    let waiting = and_all(&[ch.active.q, want, not_ready]);
+    let first = cons_block.q.is_zero();
+    let later = !first;
+    let wait_later = waiting & later;
+    let wait_first = waiting & first;
     let wait = counter(m, &format!("{name}_wait"), wait_later);
     let first_wait = counter(m, &format!("{name}_first_wait"), wait_first);
     m.output(&format!("{name}_ready"), ready);
@@ -594,13 +595,13 @@ fn finish_read(
 
 /// Index of the lowest set bit of a 4-bit value (and whether any is set).
 fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
-    let bits: Vec<Sig> = (0..4).map(|i| m.bit(v, i)).collect();
+    let bits: Vec<Sig> = (0..4).map(|i| v.bit(i)).collect();
     let mut idx = m.lit(2, 3);
     for i in (0..3).rev() {
         let lit = m.lit(2, i as u64);
-        idx = m.mux(bits[i], lit, idx);
+        idx = mux(bits[i], lit, idx);
     }
-    (m.any(v), idx)
+    (v.any(), idx)
 }
 
 /// Defines the engine.
@@ -636,37 +637,37 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         let pw = addr_bits(depth) + 1;
         let head = m.reg("tag_head", pw, Some(0));
         let tail = m.reg("tag_tail", pw, Some(0));
-        let in_flight = m.sub(tail.q, head.q);
+        let in_flight = tail.q - head.q;
         let depth_lit = m.lit(pw, depth as u64);
-        let room = m.lt(in_flight, depth_lit);
+        let room = in_flight.lt(depth_lit);
         let room = m.name("tag_room", room);
 
         // Round-robin arbitration from `rr` upwards.
         let reqs: Vec<Sig> = chans
             .iter()
             .enumerate()
-            .map(|(i, c)| if i < 3 { m.and(c.req_valid, room) } else { c.req_valid })
+            .map(|(i, c)| if i < 3 { c.req_valid & room } else { c.req_valid })
             .collect();
         let mut rev = reqs.clone();
         rev.reverse();
-        let req_vec = m.cat(&rev);
+        let req_vec = cat(&rev);
         let req_vec = m.name("requests", req_vec);
         let rr = m.reg("rr", 2, Some(0));
         let ones4 = m.ones(4);
-        let at_or_above = m.shl(ones4, rr.q);
-        let upper = m.and(req_vec, at_or_above);
+        let at_or_above = ones4 << rr.q;
+        let upper = req_vec & at_or_above;
         let (upper_any, upper_idx) = lowest_set(m, upper);
         let (any_req, lowest_idx) = lowest_set(m, req_vec);
-        let grant = m.mux(upper_any, upper_idx, lowest_idx);
+        let grant = mux(upper_any, upper_idx, lowest_idx);
         let grant = m.name("grant", grant);
-        let accept = m.and(any_req, mem_req_ready);
+        let accept = any_req & mem_req_ready;
         let accept = m.name("accept", accept);
-        let grant_next = m.add_lit(grant, 1);
+        let grant_next = grant + 1;
         m.set_next(rr, grant_next);
         m.set_enable(rr, accept);
-        let is_write = m.eq_lit(grant, 3);
+        let is_write = grant.eq(3);
         let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
-        let addr = m.mux_index(grant, &addrs);
+        let addr = mux_index(grant, &addrs);
         let wdata = m.input("o_rd_data", w);
         m.output("mem_req_valid", any_req);
         m.output("mem_req_addr", addr);
@@ -674,32 +675,32 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         m.output("mem_req_wdata", wdata);
 
         // Tag FIFO push on accepted reads, pop on responses.
-        let is_read = m.not(is_write);
-        let push = m.and(accept, is_read);
+        let is_read = !is_write;
+        let push = accept & is_read;
         let tags = m.memory("tags", depth, 2);
-        let tail_idx = m.trunc(tail.q, pw - 1);
+        let tail_idx = tail.q.trunc(pw - 1);
         let grant_tag = grant;
         m.mem_write(tags, push, tail_idx, grant_tag);
-        let tail_inc = m.add_lit(tail.q, 1);
+        let tail_inc = tail.q + 1;
         m.set_next(tail, tail_inc);
         m.set_enable(tail, push);
-        let head_idx = m.trunc(head.q, pw - 1);
+        let head_idx = head.q.trunc(pw - 1);
         let rsp_tag = m.mem_read(tags, head_idx);
         let rsp_tag = m.name("rsp_tag", rsp_tag);
-        let head_inc = m.add_lit(head.q, 1);
+        let head_inc = head.q + 1;
         m.set_next(head, head_inc);
         m.set_enable(head, mem_rsp_valid);
 
         // Channel updates.
         let mut land_ports = vec![];
         for (i, ch) in chans.iter().enumerate() {
-            let granted = m.eq_lit(grant, i as u64);
-            let accepted = m.and(accept, granted);
+            let granted = grant.eq(i as u64);
+            let accepted = accept & granted;
             let accepted = m.name(&format!("{}_accepted", ch.name), accepted);
             let done_requests = ch.finish_requests(m, &cfg, accepted);
             if i < 3 {
-                let mine = m.eq_lit(rsp_tag, i as u64);
-                let response = m.and(mem_rsp_valid, mine);
+                let mine = rsp_tag.eq(i as u64);
+                let response = mem_rsp_valid & mine;
                 let response = m.name(&format!("{}_response", ch.name), response);
                 land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], response));
             } else {
@@ -719,7 +720,7 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         let rsp_data = m.input("mem_rsp_data", w);
         m.output("land_data", rsp_data);
         let read_beats = counter(m, "read_beats", push);
-        let write_accept = m.and(accept, is_write);
+        let write_accept = accept & is_write;
         let write_beats = counter(m, "write_beats", write_accept);
         m.output("read_beats", read_beats);
         m.output("write_beats", write_beats);
@@ -775,13 +776,13 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         let mut bank_data = vec![];
         for n in 0..banks {
             let mem = m.memory(&format!("o_staging{n}"), 1 << (lrb + bb), w);
-            let en = m.bit(wr_en, n);
-            let beat = m.slice(wr_beat, n * bb + bb - 1, n * bb);
-            let data = m.slice(wr_data, n * w + w - 1, n * w);
+            let en = wr_en.bit(n);
+            let beat = wr_beat.slice(n * bb + bb - 1, n * bb);
+            let data = wr_data.slice(n * w + w - 1, n * w);
             let idx = match wr_row {
                 Some(rows) => {
-                    let row = m.slice(rows, n * lrb + lrb - 1, n * lrb);
-                    m.cat(&[row, beat])
+                    let row = rows.slice(n * lrb + lrb - 1, n * lrb);
+                    cat(&[row, beat])
                 }
                 None => beat,
             };
@@ -791,10 +792,10 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
                 rd_beat
             } else {
                 let base = (n * cfg.o_rows_per_bank) as u64;
-                let r_lo = m.trunc(rd_row, lrb);
+                let r_lo = rd_row.trunc(lrb);
                 let base_lo = m.lit(lrb, base & ((1 << lrb) - 1));
-                let row = m.sub(r_lo, base_lo);
-                m.cat(&[row, rd_beat])
+                let row = r_lo - base_lo;
+                cat(&[row, rd_beat])
             };
             bank_data.push(m.mem_read(mem, local));
         }
@@ -808,11 +809,11 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             let mut sel = m.zero(bits);
             for n in 1..banks {
                 let lo = m.lit(rd_row.width(), (n * cfg.o_rows_per_bank) as u64);
-                let past = m.ge(rd_row, lo);
+                let past = rd_row.ge(lo);
                 let nl = m.lit(bits, n as u64);
-                sel = m.mux(past, nl, sel);
+                sel = mux(past, nl, sel);
             }
-            m.mux_index(sel, &bank_data)
+            mux_index(sel, &bank_data)
         };
         m.drive(o_rd, rd);
 

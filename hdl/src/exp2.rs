@@ -11,6 +11,7 @@
 //! canonical NaN, x ≥ 128 gives +Inf, x ≤ −152 (and −Inf) gives +0. Relative error below 2^-14
 //! wherever the result is normal (2^-11, half an FP16 ulp, is what softmax needs).
 
+use crate::{cat, mux, mux_index};
 use anyhow::Result;
 
 use crate::arith::{round_pack_f32, unpack};
@@ -65,53 +66,53 @@ pub fn build(d: &mut Design, cfg: &Exp2Config) -> ModRef {
 pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let u = unpack(m, x, 8, 23, "x");
     let negative = u.sign;
-    let positive = m.not(negative);
-    let mag = m.slice(x, 30, 0);
+    let positive = !negative;
+    let mag = x.slice(30, 0);
     let c128 = m.lit(31, 0x4300_0000);
     let c152 = m.lit(31, 0x4318_0000);
-    let big = m.ge(mag, c128);
-    let big = m.and(positive, big);
+    let big = mag.ge(c128);
+    let big = positive & big;
     let big = m.name("overflow", big);
-    let tiny = m.ge(mag, c152);
-    let tiny = m.and(negative, tiny);
+    let tiny = mag.ge(c152);
+    let tiny = negative & tiny;
     let tiny = m.name("underflow", tiny);
     let is_nan = m.name("is_nan", u.is_nan);
 
     // |x| · 2^24 = sig · 2^(exp - 126); for exp <= 134 it fits 32 bits: (sig << 8) >> (134 - exp).
     let zero8 = m.zero(8);
-    let sig_up = m.cat(&[u.sig, zero8]);
+    let sig_up = cat(&[u.sig, zero8]);
     let c134 = m.lit(8, 134);
-    let rsh = m.sub(c134, u.exp_eff);
+    let rsh = c134 - u.exp_eff;
     let rsh = crate::arith::clamp(m, rsh, 32, 6);
     let rsh = m.hint("rsh", rsh);
-    let whole = m.shr(sig_up, rsh);
+    let whole = sig_up >> rsh;
     let whole = m.hint("whole", whole);
     let ones = m.ones(32);
-    let kept_mask = m.shl(ones, rsh);
-    let lost_mask = m.not(kept_mask);
-    let lost = m.and(sig_up, lost_mask);
-    let inexact = m.any(lost);
+    let kept_mask = ones << rsh;
+    let lost_mask = !kept_mask;
+    let lost = sig_up & lost_mask;
+    let inexact = lost.any();
     // floor(x · 2^24): truncation for x >= 0, -(|x| rounded up) for x < 0.
-    let round_away = m.and(negative, inexact);
-    let mag33 = m.zext(whole, 33);
-    let inc33 = m.zext(round_away, 33);
-    let mag33 = m.add(mag33, inc33);
+    let round_away = negative & inexact;
+    let mag33 = whole.zext(33);
+    let inc33 = round_away.zext(33);
+    let mag33 = mag33 + inc33;
     let zero33 = m.zero(33);
-    let neg33 = m.sub(zero33, mag33);
-    let fixed = m.mux(negative, neg33, mag33);
+    let neg33 = zero33 - mag33;
+    let fixed = mux(negative, neg33, mag33);
     let fixed = m.name("fixed", fixed);
-    let n = m.slice(fixed, 32, 24);
-    let k = m.slice(fixed, 23, 18);
-    let r = m.slice(fixed, 17, 0);
+    let n = fixed.slice(32, 24);
+    let k = fixed.slice(23, 18);
+    let r = fixed.slice(17, 0);
 
     let t = table();
     let t_consts: Vec<Sig> = (0..SEGMENTS as usize).map(|i| m.lit(24, t[i])).collect();
     let d_consts: Vec<Sig> = (0..SEGMENTS as usize)
         .map(|i| m.lit(18, t[i + 1] - t[i]))
         .collect();
-    let base = m.mux_index(k, &t_consts);
+    let base = mux_index(k, &t_consts);
     let base = m.name("base", base);
-    let slope = m.mux_index(k, &d_consts);
+    let slope = mux_index(k, &d_consts);
     let slope = m.name("slope", slope);
 
     let cut = latency >= 2;
@@ -123,24 +124,24 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let base = m.stage("base", base, cut);
     let slope = m.stage("slope", slope, cut);
 
-    let step = m.mul(slope, r);
+    let step = slope.mul_wide(r);
     let step = m.name("step", step);
-    let dropped = m.slice(step, 17, 0);
+    let dropped = step.slice(17, 0);
     m.discard(dropped);
-    let step = m.slice(step, 35, 18);
-    let step24 = m.zext(step, 24);
-    let frac = m.add(base, step24);
+    let step = step.slice(35, 18);
+    let step24 = step.zext(24);
+    let frac = base + step24;
     let frac = m.name("pow_frac", frac);
-    let n10 = m.sext(n, 10);
-    let exp = m.add_lit(n10, 127);
+    let n10 = n.sext(10);
+    let exp = n10 + 127;
     let zero1 = m.zero(1);
     let y = round_pack_f32(m, zero1, frac, exp, zero1);
 
     let nan = m.lit(32, ieee::F32_QNAN);
     let inf = m.lit(32, ieee::F32_INF);
     let zero = m.zero(32);
-    let y = m.mux(tiny, zero, y);
-    let y = m.mux(big, inf, y);
-    let y = m.mux(is_nan, nan, y);
+    let y = mux(tiny, zero, y);
+    let y = mux(big, inf, y);
+    let y = mux(is_nan, nan, y);
     m.stage("y", y, latency >= 1)
 }

@@ -8,6 +8,7 @@
 //! subnormal inputs are supported; NaN × y and Inf × 0 give the canonical NaN 0x7FC00000;
 //! Inf × nonzero gives a signed Inf; a zero factor gives a zero with the XOR of the signs.
 
+use crate::cat;
 use anyhow::Result;
 
 use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
@@ -55,11 +56,11 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let ub = unpack(m, b, 5, 10, "b");
     let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);
     // Exponent of the product before normalization: ea + eb + 98 - lz (see the model).
-    let ea = m.zext(ua.exp_eff, 8);
-    let eb = m.zext(ub.exp_eff, 8);
-    let exp_sum = m.add(ea, eb);
+    let ea = ua.exp_eff.zext(8);
+    let eb = ub.exp_eff.zext(8);
+    let exp_sum = ea + eb;
     let exp_sum = m.name("exp_sum", exp_sum);
-    let product = m.mul(ua.sig, ub.sig);
+    let product = ua.sig.mul_wide(ub.sig);
     let product = m.name("product", product);
 
     // Optional cut after the significand multiply.
@@ -74,17 +75,17 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     // Normalize: the leading one of the 22-bit product moves to bit 21 and is dropped.
     let lz = leading_zeros(m, product);
     let lz = m.name("lz", lz);
-    let below_top = m.slice(product, 20, 0);
-    let norm = m.shl(below_top, lz);
+    let below_top = product.slice(20, 0);
+    let norm = below_top << lz;
     let norm = m.name("norm", norm);
     let pad = m.zero(2);
-    let frac = m.cat(&[norm, pad]);
+    let frac = cat(&[norm, pad]);
     let bias = m.lit(8, 98);
-    let exp = m.add(exp_sum, bias);
-    let lz8 = m.zext(lz, 8);
-    let exp = m.sub(exp, lz8);
+    let exp = exp_sum + bias;
+    let lz8 = lz.zext(8);
+    let exp = exp - lz8;
     let exp = m.name("exp", exp);
-    let finite = m.cat(&[sign, exp, frac]);
+    let finite = cat(&[sign, exp, frac]);
     let y = select_special_f32(m, finite, is_nan, is_inf, sign, is_zero, sign);
     m.stage("y", y, latency >= 1)
 }

@@ -7,6 +7,7 @@
 //! canonical NaN 0x7FC00000.
 
 use crate::arith::{leading_zeros, select_special_f32, unpack};
+use crate::{cat, mux};
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
@@ -31,18 +32,18 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     // Subnormal: shift the fraction left until its leading one drops out of the 10-bit field;
     // that is lz + 1 places, and the exponent falls by as much (1 + 112 - (lz + 1)).
     let lz = leading_zeros(m, u.frac);
-    let lz_plus_one = m.add_lit(lz, 1);
+    let lz_plus_one = lz + 1;
     let zero4 = m.zero(4);
-    let shift = m.mux(u.exp_zero, lz_plus_one, zero4);
+    let shift = mux(u.exp_zero, lz_plus_one, zero4);
     let shift = m.name("shift", shift);
-    let frac = m.shl(u.frac, shift);
+    let frac = u.frac << shift;
     let frac = m.name("frac", frac);
-    let exp_eff = m.zext(u.exp_eff, 8);
-    let exp = m.add_lit(exp_eff, 112);
-    let shift8 = m.zext(shift, 8);
-    let exp = m.sub(exp, shift8);
+    let exp_eff = u.exp_eff.zext(8);
+    let exp = exp_eff + 112;
+    let shift8 = shift.zext(8);
+    let exp = exp - shift8;
     let exp = m.name("exp", exp);
     let pad = m.zero(13);
-    let finite = m.cat(&[u.sign, exp, frac, pad]);
+    let finite = cat(&[u.sign, exp, frac, pad]);
     select_special_f32(m, finite, u.is_nan, u.is_inf, u.sign, u.is_zero, u.sign)
 }

@@ -14,6 +14,7 @@
 //! rounding increment is added to the packed exponent and fraction so that carries into the
 //! exponent (including to Inf) come out right without extra logic.
 
+use crate::{cat, mux, or_all};
 use anyhow::Result;
 
 use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
@@ -61,39 +62,39 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let ub = unpack(m, b, 8, 23, "b");
     let a_sign = ua.sign;
     let b_sign = ub.sign;
-    let subtract = m.xor(a_sign, b_sign);
+    let subtract = a_sign ^ b_sign;
     let subtract = m.name("subtract", subtract);
-    let both_inf = m.and(ua.is_inf, ub.is_inf);
-    let inf_minus_inf = m.and(both_inf, subtract);
-    let is_nan = m.or_all(&[ua.is_nan, ub.is_nan, inf_minus_inf]);
+    let both_inf = ua.is_inf & ub.is_inf;
+    let inf_minus_inf = both_inf & subtract;
+    let is_nan = or_all(&[ua.is_nan, ub.is_nan, inf_minus_inf]);
     let is_nan = m.name("is_nan", is_nan);
-    let is_inf = m.or(ua.is_inf, ub.is_inf);
+    let is_inf = ua.is_inf | ub.is_inf;
     let is_inf = m.name("is_inf", is_inf);
     // An exact zero sum is -0 only when both operands are -0.
-    let zero_sign = m.and(a_sign, b_sign);
+    let zero_sign = a_sign & b_sign;
     let zero_sign = m.name("zero_sign", zero_sign);
 
     // Order by magnitude: x is the larger, y the smaller.
-    let a_mag = m.slice(a, 30, 0);
-    let b_mag = m.slice(b, 30, 0);
-    let swap = m.lt(a_mag, b_mag);
+    let a_mag = a.slice(30, 0);
+    let b_mag = b.slice(30, 0);
+    let swap = a_mag.lt(b_mag);
     let swap = m.name("swap", swap);
-    let sign = m.mux(swap, b_sign, a_sign);
+    let sign = mux(swap, b_sign, a_sign);
     let sign = m.hint("sign", sign);
-    let x_sig = m.mux(swap, ub.sig, ua.sig);
+    let x_sig = mux(swap, ub.sig, ua.sig);
     let x_sig = m.hint("x_sig", x_sig);
-    let y_sig = m.mux(swap, ua.sig, ub.sig);
+    let y_sig = mux(swap, ua.sig, ub.sig);
     let y_sig = m.hint("y_sig", y_sig);
-    let x_exp = m.mux(swap, ub.exp_eff, ua.exp_eff);
-    let y_exp = m.mux(swap, ua.exp_eff, ub.exp_eff);
+    let x_exp = mux(swap, ub.exp_eff, ua.exp_eff);
+    let y_exp = mux(swap, ua.exp_eff, ub.exp_eff);
     let x_exp = m.name("x_exp", x_exp);
-    let exp_diff = m.sub(x_exp, y_exp);
+    let exp_diff = x_exp - y_exp;
     let exp_diff = m.name("exp_diff", exp_diff);
     // Shifting 27 bits by 31 already moves everything into the sticky bit.
     let align = clamp(m, exp_diff, 31, 5);
     let align = m.hint("align", align);
     let grs = m.zero(3);
-    let y_ext = m.cat(&[y_sig, grs]);
+    let y_ext = cat(&[y_sig, grs]);
     let y_aligned = shift_right_sticky(m, y_ext, align);
     let y_aligned = m.name("y_aligned", y_aligned);
 
@@ -110,68 +111,68 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
 
     // Add or subtract in 28 bits: bit 27 is the carry, bit 26 the hidden-bit position.
     let zero1 = m.zero(1);
-    let big = m.cat(&[zero1, x_sig, grs]);
-    let small = m.cat(&[zero1, y_aligned]);
-    let invert = m.repeat(subtract, 28);
-    let small = m.xor(small, invert);
-    let carry_in = m.zext(subtract, 28);
-    let sum = m.add(big, small);
-    let sum = m.add(sum, carry_in);
+    let big = cat(&[zero1, x_sig, grs]);
+    let small = cat(&[zero1, y_aligned]);
+    let invert = subtract.repeat(28);
+    let small = small ^ invert;
+    let carry_in = subtract.zext(28);
+    let sum = big + small;
+    let sum = sum + carry_in;
     let sum = m.name("sum", sum);
-    let sum_zero = m.is_zero(sum);
+    let sum_zero = sum.is_zero();
     let sum_zero = m.name("sum_zero", sum_zero);
-    let carry = m.bit(sum, 27);
+    let carry = sum.bit(27);
     let carry = m.hint("carry", carry);
 
     // Carry: one step right, the dropped bit joins the sticky bit.
-    let sum_hi = m.slice(sum, 27, 2);
-    let sum_b1 = m.bit(sum, 1);
-    let sum_b0 = m.bit(sum, 0);
-    let sticky_r = m.or(sum_b1, sum_b0);
-    let norm_right = m.cat(&[sum_hi, sticky_r]);
-    let exp_right = m.add_lit(x_exp, 1);
+    let sum_hi = sum.slice(27, 2);
+    let sum_b1 = sum.bit(1);
+    let sum_b0 = sum.bit(0);
+    let sticky_r = sum_b1 | sum_b0;
+    let norm_right = cat(&[sum_hi, sticky_r]);
+    let exp_right = x_exp + 1;
     let exp_right = m.hint("exp_right", exp_right);
-    let overflow = m.eq_lit(exp_right, 0xFF);
-    let overflow = m.and(carry, overflow);
+    let overflow = exp_right.eq(0xFF);
+    let overflow = carry & overflow;
     let overflow = m.name("overflow", overflow);
 
     // No carry: left by the leading-zero count, but not below exponent 1 (subnormal result).
-    let sum_low = m.slice(sum, 26, 0);
+    let sum_low = sum.slice(26, 0);
     let lz = leading_zeros(m, sum_low);
     let lz = m.name("lz", lz);
-    let max_left = m.sub_lit(x_exp, 1);
+    let max_left = x_exp - 1;
     let max_left = m.hint("max_left", max_left);
-    let lz8 = m.zext(lz, 8);
-    let limited = m.lt(max_left, lz8);
-    let max_left5 = m.trunc(max_left, 5);
-    let left = m.mux(limited, max_left5, lz);
+    let lz8 = lz.zext(8);
+    let limited = max_left.lt(lz8);
+    let max_left5 = max_left.trunc(5);
+    let left = mux(limited, max_left5, lz);
     let left = m.name("left", left);
-    let norm_left = m.shl(sum_low, left);
-    let left8 = m.zext(left, 8);
-    let exp_left = m.sub(x_exp, left8);
+    let norm_left = sum_low << left;
+    let left8 = left.zext(8);
+    let exp_left = x_exp - left8;
 
-    let norm = m.mux(carry, norm_right, norm_left);
+    let norm = mux(carry, norm_right, norm_left);
     let norm = m.name("norm", norm);
-    let exp = m.mux(carry, exp_right, exp_left);
+    let exp = mux(carry, exp_right, exp_left);
     // Without the hidden bit the value is subnormal: exponent field 0.
-    let hidden = m.bit(norm, 26);
+    let hidden = norm.bit(26);
     let zero8 = m.zero(8);
-    let exp_field = m.mux(hidden, exp, zero8);
+    let exp_field = mux(hidden, exp, zero8);
 
     // Round to nearest even on guard (bit 2) and sticky (bits 1..0).
-    let frac = m.slice(norm, 25, 3);
-    let lsb = m.bit(norm, 3);
-    let guard = m.bit(norm, 2);
-    let sticky_bits = m.slice(norm, 1, 0);
-    let sticky = m.any(sticky_bits);
-    let tie_or_above = m.or(sticky, lsb);
-    let round_up = m.and(guard, tie_or_above);
+    let frac = norm.slice(25, 3);
+    let lsb = norm.bit(3);
+    let guard = norm.bit(2);
+    let sticky_bits = norm.slice(1, 0);
+    let sticky = sticky_bits.any();
+    let tie_or_above = sticky | lsb;
+    let round_up = guard & tie_or_above;
     let round_up = m.name("round_up", round_up);
-    let packed = m.cat(&[exp_field, frac]);
-    let round31 = m.zext(round_up, 31);
-    let packed = m.add(packed, round31);
-    let finite = m.cat(&[sign, packed]);
-    let infinite = m.or(is_inf, overflow);
+    let packed = cat(&[exp_field, frac]);
+    let round31 = round_up.zext(31);
+    let packed = packed + round31;
+    let finite = cat(&[sign, packed]);
+    let infinite = is_inf | overflow;
     let y = select_special_f32(m, finite, is_nan, infinite, sign, sum_zero, zero_sign);
     m.stage("y", y, latency >= 1)
 }

@@ -9,29 +9,30 @@
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
+use crate::mux;
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// A key whose unsigned order is binary32's total order on non-NaN values.
 fn order_key(m: &mut ModuleBuilder, x: Sig) -> Sig {
-    let sign = m.msb(x);
-    let flipped = m.not(x);
+    let sign = x.msb();
+    let flipped = !x;
     let sign_bit = m.lit(32, 0x8000_0000);
-    let marked = m.or(x, sign_bit);
-    m.mux(sign, flipped, marked)
+    let marked = x | sign_bit;
+    mux(sign, flipped, marked)
 }
 
 /// IEEE maximum of two binary32 values.
 pub fn max_logic(m: &mut ModuleBuilder, a: Sig, b: Sig) -> Sig {
     let ua = unpack(m, a, 8, 23, "a");
     let ub = unpack(m, b, 8, 23, "b");
-    let is_nan = m.or(ua.is_nan, ub.is_nan);
+    let is_nan = ua.is_nan | ub.is_nan;
     let ka = order_key(m, a);
     let kb = order_key(m, b);
-    let a_wins = m.ge(ka, kb);
+    let a_wins = ka.ge(kb);
     let a_wins = m.hint("a_wins", a_wins);
-    let y = m.mux(a_wins, a, b);
+    let y = mux(a_wins, a, b);
     let nan = m.lit(32, ieee::F32_QNAN);
-    m.mux(is_nan, nan, y)
+    mux(is_nan, nan, y)
 }
 
 /// Defines `fp32_max`.
@@ -54,37 +55,37 @@ pub fn ceil_logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let negative = u.sign;
     // Exponents 150 and above (and Inf) are integers already; below 127, |a| < 1.
     let c150 = m.lit(8, 150);
-    let integral = m.ge(u.exp, c150);
+    let integral = u.exp.ge(c150);
     let c127 = m.lit(8, 127);
-    let below_one = m.lt(u.exp, c127);
+    let below_one = u.exp.lt(c127);
     // 127 <= exp < 150: the low 150 - exp fraction bits are the fractional part.
     // (150 - exp) mod 32, computed in 5 bits.
     let c150_5 = m.lit(5, 150 % 32);
-    let exp5 = m.trunc(u.exp, 5);
-    let frac_bits = m.sub(c150_5, exp5);
+    let exp5 = u.exp.trunc(5);
+    let frac_bits = c150_5 - exp5;
     let frac_bits = m.hint("frac_bits", frac_bits);
     let ones = m.ones(32);
-    let int_mask = m.shl(ones, frac_bits);
+    let int_mask = ones << frac_bits;
     let int_mask = m.hint("int_mask", int_mask);
-    let truncated = m.and(a, int_mask);
+    let truncated = a & int_mask;
     let truncated = m.hint("truncated", truncated);
-    let is_int = m.eq(truncated, a);
-    let step = m.not(int_mask);
+    let is_int = truncated.eq(a);
+    let step = !int_mask;
     let one32 = m.lit(32, 1);
-    let step = m.add(step, one32);
-    let up = m.add(truncated, step);
-    let round_up = m.not(is_int);
-    let positive = m.not(negative);
-    let round_up = m.and(round_up, positive);
-    let in_range = m.mux(round_up, up, truncated);
+    let step = step + one32;
+    let up = truncated + step;
+    let round_up = !is_int;
+    let positive = !negative;
+    let round_up = round_up & positive;
+    let in_range = mux(round_up, up, truncated);
     let one = m.lit(32, ieee::F32_ONE);
     let neg_zero = m.lit(32, ieee::F32_NEG_ZERO);
-    let small = m.mux(negative, neg_zero, one);
-    let keep = m.or(integral, u.is_zero);
-    let y = m.mux(below_one, small, in_range);
-    let y = m.mux(keep, a, y);
+    let small = mux(negative, neg_zero, one);
+    let keep = integral | u.is_zero;
+    let y = mux(below_one, small, in_range);
+    let y = mux(keep, a, y);
     let nan = m.lit(32, ieee::F32_QNAN);
-    m.mux(u.is_nan, nan, y)
+    mux(u.is_nan, nan, y)
 }
 
 /// Defines `fp32_ceil`.
@@ -104,15 +105,15 @@ pub fn build_ceil(d: &mut Design) -> ModRef {
 pub fn scale2_logic(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Sig {
     let u = unpack(m, a, 8, 23, "a");
     let (sig, exp) = normalize_f32(m, &u);
-    let n10 = m.zext(n, 10);
-    let exp = m.sub(exp, n10);
+    let n10 = n.zext(10);
+    let exp = exp - n10;
     let exp = m.name("exp", exp);
     let zero1 = m.zero(1);
     let scaled = round_pack_f32(m, u.sign, sig, exp, zero1);
-    let keep = m.or(u.is_inf, u.is_zero);
-    let y = m.mux(keep, a, scaled);
+    let keep = u.is_inf | u.is_zero;
+    let y = mux(keep, a, scaled);
     let nan = m.lit(32, ieee::F32_QNAN);
-    m.mux(u.is_nan, nan, y)
+    mux(u.is_nan, nan, y)
 }
 
 /// Defines `fp32_scale2`.

@@ -8,6 +8,7 @@
 //! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
 //! NaN 0x7FC00000.
 
+use crate::{cat, mux};
 use anyhow::Result;
 
 use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
@@ -56,10 +57,10 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);
     let (sig_a, exp_a) = normalize_f32(m, &ua);
     let (sig_b, exp_b) = normalize_f32(m, &ub);
-    let exp_sum = m.add(exp_a, exp_b);
-    let exp_sum = m.sub_lit(exp_sum, 127);
+    let exp_sum = exp_a + exp_b;
+    let exp_sum = exp_sum - 127;
     let exp_sum = m.name("exp_sum", exp_sum);
-    let product = m.mul(sig_a, sig_b);
+    let product = sig_a.mul_wide(sig_b);
     let product = m.name("product", product);
 
     let cut = latency >= 2;
@@ -71,13 +72,13 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let product = m.stage("product", product, cut);
 
     // The product of two normalized significands has its leading one at bit 47 or 46.
-    let top = m.bit(product, 47);
-    let low47 = m.slice(product, 46, 0);
+    let top = product.bit(47);
+    let low47 = product.slice(46, 0);
     let zero1 = m.zero(1);
-    let shifted = m.cat(&[low47, zero1]);
-    let sig = m.mux(top, product, shifted);
-    let top10 = m.zext(top, 10);
-    let exp = m.add(exp_sum, top10);
+    let shifted = cat(&[low47, zero1]);
+    let sig = mux(top, product, shifted);
+    let top10 = top.zext(10);
+    let exp = exp_sum + top10;
     let exp = m.name("exp", exp);
     let finite = round_pack_f32(m, sign, sig, exp, zero1);
     let y = select_special_f32(m, finite, is_nan, is_inf, sign, is_zero, sign);

@@ -15,6 +15,7 @@
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
+use crate::{cat, mux};
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// Quotient bits computed, one per cycle.
@@ -54,67 +55,67 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
 
     // Steps left; a start loads the count and the first partial remainder.
     let count = m.reg("count", 5, Some(0));
-    let running = m.any(count.q);
+    let running = count.q.any();
     let running = m.name("running", running);
     let remainder = m.reg("remainder", 24, Some(0));
     let quotient = m.reg("quotient", 28, Some(0));
 
     let zero1 = m.zero(1);
-    let doubled = m.cat(&[remainder.q, zero1]);
-    let divisor25 = m.zext(divisor, 25);
-    let fits = m.ge(doubled, divisor25);
+    let doubled = cat(&[remainder.q, zero1]);
+    let divisor25 = divisor.zext(25);
+    let fits = doubled.ge(divisor25);
     let fits = m.name("fits", fits);
-    let less = m.sub(doubled, divisor25);
-    let next_rem = m.mux(fits, less, doubled);
+    let less = doubled - divisor25;
+    let next_rem = mux(fits, less, doubled);
     // The partial remainder stays below the divisor, so its top bit is always clear.
-    let next_rem_top = m.bit(next_rem, 24);
+    let next_rem_top = next_rem.bit(24);
     m.discard(next_rem_top);
-    let next_rem = m.trunc(next_rem, 24);
-    let q_low = m.slice(quotient.q, 26, 0);
-    let next_q = m.cat(&[q_low, fits]);
+    let next_rem = next_rem.trunc(24);
+    let q_low = quotient.q.slice(26, 0);
+    let next_q = cat(&[q_low, fits]);
 
     let start_rem = m.lit(24, 1 << 22);
     let zero28 = m.zero(28);
-    let rem_d = m.mux(start, start_rem, next_rem);
-    let q_d = m.mux(start, zero28, next_q);
+    let rem_d = mux(start, start_rem, next_rem);
+    let q_d = mux(start, zero28, next_q);
     m.set_next(remainder, rem_d);
     m.set_next(quotient, q_d);
-    let load = m.or(start, running);
+    let load = start | running;
     m.set_enable(remainder, load);
     m.set_enable(quotient, load);
     let steps = m.lit(5, STEPS);
-    let count_down = m.sub_lit(count.q, 1);
+    let count_down = count.q - 1;
     let zero5 = m.zero(5);
-    let count_next = m.mux(running, count_down, zero5);
-    let count_d = m.mux(start, steps, count_next);
+    let count_next = mux(running, count_down, zero5);
+    let count_d = mux(start, steps, count_next);
     m.set_next(count, count_d);
 
     // done: the last step just happened.
-    let last = m.eq_lit(count.q, 1);
-    let not_start = m.not(start);
-    let finishing = m.and(last, not_start);
+    let last = count.q.eq(1);
+    let not_start = !start;
+    let finishing = last & not_start;
     let done = m.delay("done", finishing);
 
     // Round: the quotient's leading one is bit 27 (divisor 2^23) or bit 26.
-    let top = m.bit(quotient.q, 27);
-    let q_shift = m.cat(&[q_low, zero1]);
-    let sig28 = m.mux(top, quotient.q, q_shift);
+    let top = quotient.q.bit(27);
+    let q_shift = cat(&[q_low, zero1]);
+    let sig28 = mux(top, quotient.q, q_shift);
     let c254 = m.lit(10, 254);
     let c253 = m.lit(10, 253);
-    let base = m.mux(top, c254, c253);
-    let y_exp = m.sub(base, exp_q);
+    let base = mux(top, c254, c253);
+    let y_exp = base - exp_q;
     let y_exp = m.name("y_exp", y_exp);
-    let sticky = m.any(remainder.q);
+    let sticky = remainder.q.any();
     let rounded = round_pack_f32(m, sign_q, sig28, y_exp, sticky);
 
     let nan = m.lit(32, ieee::F32_QNAN);
     let inf_bits = m.lit(31, ieee::F32_INF);
-    let inf = m.cat(&[sign_q, inf_bits]);
+    let inf = cat(&[sign_q, inf_bits]);
     let zero_bits = m.zero(31);
-    let zero = m.cat(&[sign_q, zero_bits]);
-    let y = m.mux(zero_q, inf, rounded);
-    let y = m.mux(inf_q, zero, y);
-    let y = m.mux(nan_q, nan, y);
+    let zero = cat(&[sign_q, zero_bits]);
+    let y = mux(zero_q, inf, rounded);
+    let y = mux(inf_q, zero, y);
+    let y = mux(nan_q, nan, y);
     m.output("y", y);
     m.output("done", done);
     m.output("busy", running);

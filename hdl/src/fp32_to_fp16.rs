@@ -8,6 +8,7 @@
 
 use crate::arith::{clamp, shift_right_sticky};
 use crate::ieee;
+use crate::{cat, mux};
 use crate::{Design, ModRef, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
@@ -28,63 +29,63 @@ pub fn build(d: &mut Design) -> ModRef {
 
 /// The conversion logic.
 pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
-    let sign = m.msb(a);
-    let exp = m.slice(a, 30, 23);
+    let sign = a.msb();
+    let exp = a.slice(30, 23);
     let exp = m.name("a_exp", exp);
-    let frac = m.slice(a, 22, 0);
-    let exp_max = m.all(exp);
-    let frac_nonzero = m.any(frac);
-    let is_nan = m.and(exp_max, frac_nonzero);
+    let frac = a.slice(22, 0);
+    let exp_max = exp.all();
+    let frac_nonzero = frac.any();
+    let is_nan = exp_max & frac_nonzero;
     // Binary32 zeros and subnormals are far below half the smallest binary16 subnormal.
-    let to_zero = m.is_zero(exp);
+    let to_zero = exp.is_zero();
     // Unbiased exponent above 15 (biased 143..254), or Inf itself.
     let e143 = m.lit(8, 143);
-    let overflow = m.ge(exp, e143);
+    let overflow = exp.ge(e143);
     let overflow = m.name("overflow", overflow);
 
     // Normal results keep 11 significant bits (shift right by 13); below 2^-14 each step down
     // shifts one more (126 - exp), up to 25, where everything has become sticky.
     let e113 = m.lit(8, 113);
-    let normal = m.ge(exp, e113);
+    let normal = exp.ge(e113);
     let normal = m.name("normal", normal);
     let c126 = m.lit(8, 126);
-    let sub_shift = m.sub(c126, exp);
+    let sub_shift = c126 - exp;
     let sub_shift = clamp(m, sub_shift, 25, 5);
     let c13 = m.lit(5, 13);
-    let shift = m.mux(normal, c13, sub_shift);
+    let shift = mux(normal, c13, sub_shift);
     let shift = m.name("shift", shift);
     // Two extra low bits: after the shift, bit 1 is the guard bit and bit 0 the sticky bit.
     let one = m.lit(1, 1);
     let zero2 = m.zero(2);
-    let sig = m.cat(&[one, frac, zero2]);
+    let sig = cat(&[one, frac, zero2]);
     let shifted = shift_right_sticky(m, sig, shift);
     let shifted = m.name("shifted", shifted);
     // At least 13 places were shifted out: above the 10 kept fraction bits there is only the
     // hidden bit (implied by the exponent field) and zeros.
-    let known_zero = m.slice(shifted, 25, 12);
+    let known_zero = shifted.slice(25, 12);
     m.discard(known_zero);
-    let kept = m.slice(shifted, 11, 2);
-    let lsb = m.bit(shifted, 2);
-    let guard = m.bit(shifted, 1);
-    let sticky = m.bit(shifted, 0);
-    let tie_or_above = m.or(sticky, lsb);
-    let round_up = m.and(guard, tie_or_above);
+    let kept = shifted.slice(11, 2);
+    let lsb = shifted.bit(2);
+    let guard = shifted.bit(1);
+    let sticky = shifted.bit(0);
+    let tie_or_above = sticky | lsb;
+    let round_up = guard & tie_or_above;
     let round_up = m.name("round_up", round_up);
-    let exp_low = m.trunc(exp, 5);
-    let exp_field = m.sub_lit(exp_low, 112 % 32);
+    let exp_low = exp.trunc(5);
+    let exp_field = exp_low - (112 % 32);
     let zero5 = m.zero(5);
-    let exp_field = m.mux(normal, exp_field, zero5);
-    let packed = m.cat(&[exp_field, kept]);
-    let round15 = m.zext(round_up, 15);
-    let packed = m.add(packed, round15);
-    let finite = m.cat(&[sign, packed]);
+    let exp_field = mux(normal, exp_field, zero5);
+    let packed = cat(&[exp_field, kept]);
+    let round15 = round_up.zext(15);
+    let packed = packed + round15;
+    let finite = cat(&[sign, packed]);
 
     let nan = m.lit(16, ieee::F16_QNAN);
     let inf_bits = m.lit(15, ieee::F16_INF);
-    let inf = m.cat(&[sign, inf_bits]);
+    let inf = cat(&[sign, inf_bits]);
     let zero_bits = m.zero(15);
-    let zero = m.cat(&[sign, zero_bits]);
-    let y = m.mux(to_zero, zero, finite);
-    let y = m.mux(overflow, inf, y);
-    m.mux(is_nan, nan, y)
+    let zero = cat(&[sign, zero_bits]);
+    let y = mux(to_zero, zero, finite);
+    let y = mux(overflow, inf, y);
+    mux(is_nan, nan, y)
 }

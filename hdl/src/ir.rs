@@ -21,6 +21,8 @@ pub type NodeId = u32;
 pub struct Sig {
     pub(crate) id: NodeId,
     pub(crate) width: u32,
+    /// The serial number of the module under construction that owns the node.
+    pub(crate) module: u32,
 }
 
 impl Sig {

@@ -15,6 +15,7 @@
 //!
 //! Reads are combinational (latency 0); a write is visible after the clock edge.
 
+use crate::cat;
 use anyhow::{ensure, Result};
 
 use crate::{addr_bits, Design, ModRef};
@@ -133,24 +134,24 @@ pub fn build(d: &mut Design, cfg: &LandingConfig) -> ModRef {
             let (sel, entry) = match cfg.layout {
                 Layout::RowBanked { rows_per_bank } => {
                     let lo = m.lit(row.width(), (bank * rows_per_bank) as u64);
-                    let ge = m.ge(row, lo);
+                    let ge = row.ge(lo);
                     // Rows never reach cfg.rows, so the last bank needs no upper bound.
                     let sel = if bank + 1 == cfg.banks() {
                         ge
                     } else {
                         let hi = m.lit(row.width(), ((bank + 1) * rows_per_bank) as u64);
-                        let lt = m.lt(row, hi);
-                        m.and(ge, lt)
+                        let lt = row.lt(hi);
+                        ge & lt
                     };
                     let entry = if cfg.local_row_bits() == 0 {
-                        m.cat(&[buf, beat])
+                        cat(&[buf, beat])
                     } else {
                         // row - lo < rows_per_bank, so the low bits of the operands suffice.
                         let k = cfg.local_row_bits();
-                        let row_lo = m.trunc(row, k);
-                        let lo_lo = m.trunc(lo, k);
-                        let local = m.sub(row_lo, lo_lo);
-                        m.cat(&[buf, local, beat])
+                        let row_lo = row.trunc(k);
+                        let lo_lo = lo.trunc(k);
+                        let local = row_lo - lo_lo;
+                        cat(&[buf, local, beat])
                     };
                     (sel, entry)
                 }
@@ -160,17 +161,17 @@ pub fn build(d: &mut Design, cfg: &LandingConfig) -> ModRef {
                         m.discard(beat);
                         one
                     } else {
-                        m.eq_lit(beat, bank as u64)
+                        beat.eq(bank as u64)
                     };
-                    (sel, m.cat(&[buf, row]))
+                    (sel, cat(&[buf, row]))
                 }
             };
-            let en = m.and(we, sel);
+            let en = we & sel;
             m.mem_write(mem, en, entry, data);
             outs.push(m.mem_read(mem, rd_addr));
         }
         outs.reverse();
-        let rd_data = m.cat(&outs);
+        let rd_data = cat(&outs);
         m.output("rd_data", rd_data);
     })
 }

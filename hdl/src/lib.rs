@@ -11,6 +11,7 @@ pub mod config;
 pub mod core;
 pub mod ieee;
 pub mod ir;
+mod signal;
 
 pub mod array;
 pub mod dma;
@@ -37,3 +38,4 @@ pub use builder::{
     addr_bits, bits_for, check_latency, InstOutputs, MemHandle, ModuleBuilder, RegHandle,
 };
 pub use ir::{Design, ModRef, Sig};
+pub use signal::{and_all, cat, mux, mux_index, or_all, Operand};

@@ -12,6 +12,7 @@
 //! per value (a thermometer code) serves the whole tile, plus one per row and one per column for
 //! the sequence ends: about 2(Br + Bc) comparators, not Br·Bc.
 
+use crate::{cat, mux, or_all};
 use anyhow::{ensure, Result};
 
 use crate::{Design, ModRef, ModuleBuilder, Sig};
@@ -78,65 +79,60 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> ModRef {
         let q_len = m.input("q_len", iw);
         let k_len = m.input("k_len", iw);
         let causal = m.input("causal", 1);
-        let (qb, kb, ql, kl) = (
-            m.zext(q_base, w),
-            m.zext(k_base, w),
-            m.zext(q_len, w),
-            m.zext(k_len, w),
-        );
-        let delta = m.add(qb, kl);
-        let delta = m.sub(delta, kb);
-        let delta = m.sub(delta, ql);
+        let (qb, kb, ql, kl) = (q_base.zext(w), k_base.zext(w), q_len.zext(w), k_len.zext(w));
+        let delta = qb + kl;
+        let delta = delta - kb;
+        let delta = delta - ql;
         let delta = m.name("delta", delta);
-        let q_rem = m.sub(ql, qb);
+        let q_rem = ql - qb;
         let q_rem = m.name("q_rem", q_rem);
-        let k_rem = m.sub(kl, kb);
+        let k_rem = kl - kb;
         let k_rem = m.name("k_rem", k_rem);
 
         // Thermometer: causal mask of relative position v = j - i.
         let mut past_diag = vec![];
         for v in -(cfg.br as i64 - 1)..cfg.bc as i64 {
             let lit = signed_lit(m, w, v);
-            let gt = m.gt_signed(lit, delta);
-            past_diag.push(m.and(causal, gt));
+            let gt = lit.gt_signed(delta);
+            past_diag.push(causal & gt);
         }
         let rows_out: Vec<Sig> = (0..cfg.br)
             .map(|i| {
                 let lit = signed_lit(m, w, i as i64);
-                m.ge_signed(lit, q_rem)
+                lit.ge_signed(q_rem)
             })
             .collect();
         let cols_out: Vec<Sig> = (0..cfg.bc)
             .map(|j| {
                 let lit = signed_lit(m, w, j as i64);
-                m.ge_signed(lit, k_rem)
+                lit.ge_signed(k_rem)
             })
             .collect();
         let mut bits = vec![];
         for i in 0..cfg.br {
             for j in 0..cfg.bc {
                 let v = (j as i64 - i as i64 + cfg.br as i64 - 1) as usize;
-                let out = m.or(rows_out[i as usize], cols_out[j as usize]);
-                bits.push(m.or(out, past_diag[v]));
+                let out = rows_out[i as usize] | cols_out[j as usize];
+                bits.push(out | past_diag[v]);
             }
         }
         bits.reverse(); // bit 0 = (0, 0)
-        let mask = m.cat(&bits);
+        let mask = cat(&bits);
         m.output("mask", mask);
 
         // Skip: no valid row, no valid key, or even the last valid row sees none of the keys.
         let zero = m.zero(w);
-        let no_rows = m.le_signed(q_rem, zero);
-        let no_keys = m.le_signed(k_rem, zero);
+        let no_rows = q_rem.le_signed(zero);
+        let no_keys = k_rem.le_signed(zero);
         let br = signed_lit(m, w, cfg.br as i64);
-        let full = m.gt_signed(q_rem, br);
+        let full = q_rem.gt_signed(br);
         let br_m1 = signed_lit(m, w, cfg.br as i64 - 1);
-        let q_rem_m1 = m.sub_lit(q_rem, 1);
-        let last_row = m.mux(full, br_m1, q_rem_m1);
-        let neg_last = m.sub(zero, last_row);
-        let all_past = m.lt_signed(delta, neg_last);
-        let all_past = m.and(causal, all_past);
-        let skip = m.or_all(&[no_rows, no_keys, all_past]);
+        let q_rem_m1 = q_rem - 1;
+        let last_row = mux(full, br_m1, q_rem_m1);
+        let neg_last = zero - last_row;
+        let all_past = delta.lt_signed(neg_last);
+        let all_past = causal & all_past;
+        let skip = or_all(&[no_rows, no_keys, all_past]);
         m.output("skip", skip);
     })
 }

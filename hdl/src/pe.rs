@@ -28,6 +28,7 @@
 //! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
 //! writes `ld_data` unchanged.
 
+use crate::mux;
 use anyhow::{ensure, Result};
 
 use crate::fp32_misc;
@@ -142,24 +143,24 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         // A masked PE, or an unused code, does nothing.
         let last_op = m.lit(OP_BITS, PeOp::MacScale as u64);
-        let valid = m.le(op_in, last_op);
-        let live = m.and(en, valid);
+        let valid = op_in.le(last_op);
+        let live = en & valid;
         let nop = m.lit(OP_BITS, PeOp::Nop as u64);
-        let op = m.mux(live, op_in, nop);
+        let op = mux(live, op_in, nop);
         let op = m.name("op_eff", op);
 
         let rf = m.memory("rf", cfg.regs, 32);
         let acc_old = m.mem_read(rf, addr);
         let acc_old = m.name("acc_old", acc_old);
         let scaled = fp32_misc::scale2_logic(m, acc_old, shift);
-        let is_clear = m.eq_lit(op, PeOp::MacClear as u64);
-        let is_zero = m.eq_lit(op, PeOp::MacZero as u64);
-        let is_scale = m.eq_lit(op, PeOp::MacScale as u64);
+        let is_clear = op.eq(PeOp::MacClear as u64);
+        let is_zero = op.eq(PeOp::MacZero as u64);
+        let is_scale = op.eq(PeOp::MacScale as u64);
         let neg_zero = m.lit(32, ieee::F32_NEG_ZERO);
         let pos_zero = m.zero(32);
-        let acc_in = m.mux(is_scale, scaled, acc_old);
-        let acc_in = m.mux(is_zero, pos_zero, acc_in);
-        let acc_in = m.mux(is_clear, neg_zero, acc_in);
+        let acc_in = mux(is_scale, scaled, acc_old);
+        let acc_in = mux(is_zero, pos_zero, acc_in);
+        let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
         let result = m
             .instance(&mac, "u_mac", &[("a", a), ("b", b), ("acc", acc_in)])
@@ -170,18 +171,18 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let wb_op = m.delay_n("op", op, latency);
         let wb_addr = m.delay_n("addr", addr, latency);
         let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
-        let wb_en = m.ne(wb_op, nop);
+        let wb_en = wb_op.ne(nop);
         let wb_en = m.name("wb_en", wb_en);
-        let wb_load = m.eq_lit(wb_op, PeOp::Load as u64);
-        let wb_data = m.mux(wb_load, wb_ld_data, result);
+        let wb_load = wb_op.eq(PeOp::Load as u64);
+        let wb_data = mux(wb_load, wb_ld_data, result);
         let wb_data = m.name("wb_data", wb_data);
         m.mem_write(rf, wb_en, wb_addr, wb_data);
 
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
         if cfg.counted {
-            let is_mac = m.eq_lit(op, PeOp::Mac as u64);
-            let acc_read = m.or(is_mac, is_scale);
+            let is_mac = op.eq(PeOp::Mac as u64);
+            let acc_read = is_mac | is_scale;
             m.output("rf_acc_read", acc_read);
             m.output("rf_write", wb_en);
         }

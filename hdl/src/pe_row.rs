@@ -28,6 +28,7 @@
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
 //! beats for the row's O staging bank (`st_*`). `ro_zero` outputs zeros (a tile with no block).
 
+use crate::{and_all, cat, mux, mux_index, or_all};
 use anyhow::Result;
 
 use crate::fault::Fault;
@@ -93,22 +94,22 @@ impl PeRowConfig {
         width: u32,
     ) -> Sig {
         let ab = m.lit(width, (self.a * self.b) as u64);
-        let slot_off = m.mul_lo(slot, ab, width);
+        let slot_off = slot.mul_lo(ab, width);
         let b = m.lit(width, self.b as u64);
-        let ii_off = m.mul_lo(ii, b, width);
-        let jj = m.zext(jj, width);
-        let x = m.add(slot_off, ii_off);
-        m.add(x, jj)
+        let ii_off = ii.mul_lo(b, width);
+        let jj = jj.zext(width);
+        let x = slot_off + ii_off;
+        x + jj
     }
 
     /// `o_addr` in hardware: the register of O (ii, q), `width` bits.
     pub fn o_addr_rtl(&self, m: &mut ModuleBuilder, ii: Sig, q: Sig, width: u32) -> Sig {
         let e = m.lit(width, self.e as u64);
-        let off = m.mul_lo(ii, e, width);
-        let q = m.zext(q, width);
+        let off = ii.mul_lo(e, width);
+        let q = q.zext(width);
         let base = m.lit(width, (2 * self.a * self.b) as u64);
-        let x = m.add(base, off);
-        m.add(x, q)
+        let x = base + off;
+        x + q
     }
 
     /// Registers the mapping needs per PE.
@@ -153,10 +154,10 @@ impl PeRowConfig {
 
 /// Counter `v + 1` wrapping at `n` (returns the next value and whether `v` was the last).
 pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) {
-    let last = m.eq_lit(v, (n - 1) as u64);
-    let inc = m.add_lit(v, 1);
+    let last = v.eq((n - 1) as u64);
+    let inc = v + 1;
     let zero = m.zero(v.width());
-    (m.mux(last, zero, inc), last)
+    (mux(last, zero, inc), last)
 }
 
 /// Engine states.
@@ -224,15 +225,15 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let jj = m.reg("jj", cfg.jj_bits(), Some(0));
         let qq = m.reg("qq", addr_bits(e_n), Some(0));
         let slot = m.hold("slot", sm_slot, sm_start);
-        let is = |m: &mut ModuleBuilder, s: u64| m.eq_lit(state.q, s);
-        let in_max = is(m, st::MAX_SWEEP);
-        let in_exp = is(m, st::EXP_SWEEP);
-        let in_ro = is(m, st::RO_SWEEP);
+        let is = |s: u64| state.q.eq(s);
+        let in_max = is(st::MAX_SWEEP);
+        let in_exp = is(st::EXP_SWEEP);
+        let in_ro = is(st::RO_SWEEP);
 
         // The engine reads PE registers at one shared address; `cc` picks the PE.
         let s_base = cfg.s_addr_rtl(m, slot, ii.q, jj.q, aw);
         let o_base = cfg.o_addr_rtl(m, ii.q, qq.q, aw);
-        let rd_addr = m.mux(in_ro, o_base, s_base);
+        let rd_addr = mux(in_ro, o_base, s_base);
         let rd_addr = m.name("rd_addr", rd_addr);
 
         // ---------------- softmax row state, one unit per query row -------------------
@@ -243,9 +244,9 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let blk_max = m.net("blk_max", 32);
         let blk_sum = m.net("blk_sum", 32);
         for r in 0..a_n {
-            let sel = m.bit(row_sel, r);
+            let sel = row_sel.bit(r);
             let zero2 = m.zero(2);
-            let op = m.mux(sel, row_op, zero2);
+            let op = mux(sel, row_op, zero2);
             let o = m.instance(
                 &srow,
                 &format!("u_row{r}"),
@@ -260,32 +261,32 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             // The row's rescale shift for its block, kept per block parity: the softmax of
             // block j may run while the PV steps of block j-1 still use theirs. Captured at
             // the row's sum operation, when the block's max has set it.
-            let is_sum = m.eq_lit(op, RowOp::Sum as u64);
+            let is_sum = op.eq(RowOp::Sum as u64);
             let slots: Vec<Sig> = (0..2u64)
                 .map(|k| {
-                    let here = m.eq_lit(slot, k);
-                    let en = m.and(is_sum, here);
+                    let here = slot.eq(k);
+                    let en = is_sum & here;
                     m.hold(&format!("shift_r{r}_s{k}"), o.get("shift"), en)
                 })
                 .collect();
             shift_slots.push(slots);
         }
         // Field f (m, l, shift, l_zero) of the row `idx` selects.
-        let pick = |m: &mut ModuleBuilder, idx: Sig, f: usize| -> Sig {
+        let pick = |idx: Sig, f: usize| -> Sig {
             let xs: Vec<Sig> = row_outs.iter().map(|r| r[f]).collect();
-            m.mux_index(idx, &xs)
+            mux_index(idx, &xs)
         };
-        let cur_m = pick(m, ii.q, 0);
-        let cur_l = pick(m, ii.q, 1);
-        let cur_l_zero = pick(m, ii.q, 3);
+        let cur_m = pick(ii.q, 0);
+        let cur_l = pick(ii.q, 1);
+        let cur_l_zero = pick(ii.q, 3);
         let step_shift = {
             let per_row: Vec<Sig> = shift_slots
                 .iter()
-                .map(|sl| m.mux(step_slot, sl[1], sl[0]))
+                .map(|sl| mux(step_slot, sl[1], sl[0]))
                 .collect();
-            let shift = m.mux_index(step_ii, &per_row);
+            let shift = mux_index(step_ii, &per_row);
             if cfg.fault == Some(Fault::WrongRescale) {
-                m.add_lit(shift, 1)
+                shift + 1
             } else {
                 shift
             }
@@ -296,43 +297,43 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let started = m.reg("o_started", a_n, Some(0));
         let scaled = m.reg("scaled", a_n, Some(0));
         // mask_qk follows the running phase's block: [ii][j], the step's query row, then its key.
-        let pv_masked = select_bit2(m, mask_qk, a_n, bc, step_ii, step_j);
-        let started_bits: Vec<Sig> = (0..a_n).map(|r| m.bit(started.q, r)).collect();
-        let started_ii = m.mux_index(step_ii, &started_bits);
-        let scaled_bits: Vec<Sig> = (0..a_n).map(|r| m.bit(scaled.q, r)).collect();
-        let scaled_ii = m.mux_index(step_ii, &scaled_bits);
+        let pv_masked = select_bit2(mask_qk, a_n, bc, step_ii, step_j);
+        let started_bits: Vec<Sig> = (0..a_n).map(|r| started.q.bit(r)).collect();
+        let started_ii = mux_index(step_ii, &started_bits);
+        let scaled_bits: Vec<Sig> = (0..a_n).map(|r| scaled.q.bit(r)).collect();
+        let scaled_ii = mux_index(step_ii, &scaled_bits);
         let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
         let op_zero = m.lit(OP_BITS, PeOp::MacZero as u64);
         let op_scale = m.lit(OP_BITS, PeOp::MacScale as u64);
         let op_nop = m.lit(OP_BITS, PeOp::Nop as u64);
-        let pv_op = m.mux(scaled_ii, op_mac, op_scale);
-        let pv_op = m.mux(started_ii, pv_op, op_zero);
-        let pv_op = m.mux(pv_masked, op_nop, pv_op);
-        let row_op_pe = m.mux(step_pv, pv_op, step_op);
-        let row_op_pe = m.mux(step_valid, row_op_pe, op_nop);
+        let pv_op = mux(scaled_ii, op_mac, op_scale);
+        let pv_op = mux(started_ii, pv_op, op_zero);
+        let pv_op = mux(pv_masked, op_nop, pv_op);
+        let row_op_pe = mux(step_pv, pv_op, step_op);
+        let row_op_pe = mux(step_valid, row_op_pe, op_nop);
         let row_op_pe = m.name("pe_op", row_op_pe);
         // Flags: a row's first product of the tile, and of the block.
-        let pv_step = m.and(step_valid, step_pv);
-        let pv_live = m.not(pv_masked);
-        let mark = m.and_all(&[pv_step, pv_live, step_last]);
+        let pv_step = step_valid & step_pv;
+        let pv_live = !pv_masked;
+        let mark = and_all(&[pv_step, pv_live, step_last]);
         let one_a = m.lit(a_n, 1);
-        let bit_ii = m.shl(one_a, step_ii);
+        let bit_ii = one_a << step_ii;
         let zero_a = m.zero(a_n);
-        let set = m.mux(mark, bit_ii, zero_a);
-        let started_d = m.or(started.q, set);
-        let tile_reset = m.and(sm_start, sm_first);
-        let started_d = m.mux(tile_reset, zero_a, started_d);
+        let set = mux(mark, bit_ii, zero_a);
+        let started_d = started.q | set;
+        let tile_reset = sm_start & sm_first;
+        let started_d = mux(tile_reset, zero_a, started_d);
         m.set_next(started, started_d);
-        let scaled_d = m.or(scaled.q, set);
-        let scaled_d = m.mux(pv_block_start, zero_a, scaled_d);
+        let scaled_d = scaled.q | set;
+        let scaled_d = mux(pv_block_start, zero_a, scaled_d);
         m.set_next(scaled, scaled_d);
 
         // Row operand: Q in QK steps, P from the row's P buffer in PV steps. P is
         // double-buffered by block parity, like S.
         let p_buf = m.memory("p_buf", 2 << (cfg.ii_bits() + cfg.j_bits()), 16);
-        let p_rd = m.cat(&[step_slot, step_ii, step_j]);
+        let p_rd = cat(&[step_slot, step_ii, step_j]);
         let p_val = m.mem_read(p_buf, p_rd);
-        let a_row = m.mux(step_pv, p_val, a_q);
+        let a_row = mux(step_pv, p_val, a_q);
         let a_row = m.name("a_row", a_row);
         let zero32 = m.zero(32);
         let mut rd_datas = vec![];
@@ -344,17 +345,17 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             let cands: Vec<Sig> = (0..a_n)
                 .map(|r| {
                     let bits: Vec<Sig> = (0..b_n)
-                        .map(|k| m.bit(mask_qk, r * bc + b_n * c + k))
+                        .map(|k| mask_qk.bit(r * bc + b_n * c + k))
                         .collect();
-                    m.mux_index(step_jj, &bits)
+                    mux_index(step_jj, &bits)
                 })
                 .collect();
-            let qk_mask = m.mux_index(step_ii, &cands);
-            let qk_en = m.not(qk_mask);
+            let qk_mask = mux_index(step_ii, &cands);
+            let qk_en = !qk_mask;
             let one = m.lit(1, 1);
-            let en = m.mux(step_pv, one, qk_en);
+            let en = mux(step_pv, one, qk_en);
             enables.push(en);
-            let b_c = m.slice(b_col, 16 * c + 15, 16 * c);
+            let b_c = b_col.slice(16 * c + 15, 16 * c);
             let out = m.instance(
                 &pe_mod,
                 &format!("pe{c}"),
@@ -374,13 +375,13 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             rf_writes.push(out.get("rf_write"));
         }
         // MACs performed this cycle (for the core's counters).
-        let live = m.ne(row_op_pe, op_nop);
-        let performed: Vec<Sig> = enables.iter().map(|&en| m.and(en, live)).collect();
+        let live = row_op_pe.ne(op_nop);
+        let performed: Vec<Sig> = enables.iter().map(|&en| en & live).collect();
         let macs = m.sum(&performed, bits_for(c_n as u64));
         m.output("macs", macs);
 
         // ---------------- engine datapath ---------------------------------------------
-        let value = m.mux_index(cc.q, &rd_datas);
+        let value = mux_index(cc.q, &rd_datas);
         let value = m.name("rd_value", value);
         // mask_sp[ii][b*cc + jj] for the engine's sweep position.
         let masked_e = {
@@ -389,27 +390,27 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
                     let cols: Vec<Sig> = (0..c_n)
                         .map(|c| {
                             let bits: Vec<Sig> = (0..b_n)
-                                .map(|k| m.bit(mask_sp, r * bc + b_n * c + k))
+                                .map(|k| mask_sp.bit(r * bc + b_n * c + k))
                                 .collect();
-                            m.mux_index(jj.q, &bits)
+                            mux_index(jj.q, &bits)
                         })
                         .collect();
-                    m.mux_index(cc.q, &cols)
+                    mux_index(cc.q, &cols)
                 })
                 .collect();
-            m.mux_index(ii.q, &rows)
+            mux_index(ii.q, &rows)
         };
         let masked_e = m.name("masked", masked_e);
 
         // Max sweep: running max, masked values are -Inf.
         let neg_inf = m.lit(32, ieee::F32_NEG_INF);
-        let candidate = m.mux(masked_e, neg_inf, value);
+        let candidate = mux(masked_e, neg_inf, value);
         let run_max = m.reg("run_max", 32, Some(ieee::F32_NEG_INF));
         let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
-        let start_sweep = is(m, st::MAX_UPDATE); // run_max is read there, then reset
-        let run_max_d = m.mux(start_sweep, neg_inf, maxed);
+        let start_sweep = is(st::MAX_UPDATE); // run_max is read there, then reset
+        let run_max_d = mux(start_sweep, neg_inf, maxed);
         m.set_next(run_max, run_max_d);
-        let run_max_en = m.or(in_max, start_sweep);
+        let run_max_en = in_max | start_sweep;
         m.set_enable(run_max, run_max_en);
         m.drive(blk_max, run_max.q);
 
@@ -435,87 +436,87 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             let jb = cfg.j_bits();
             // Low jb bits of c·b (b itself may not fit jb bits when C = 1).
             let b_l = m.lit(bits_for(b_n as u64), b_n as u64);
-            let col = m.mul_lo(out_c, b_l, jb);
-            let jj_w = m.zext(out_jj, jb);
-            m.add(col, jj_w)
+            let col = out_c.mul_lo(b_l, jb);
+            let jj_w = out_jj.zext(jb);
+            col + jj_w
         };
-        let p_wr = m.cat(&[slot, out_ii, p_j]);
+        let p_wr = cat(&[slot, out_ii, p_j]);
         m.mem_write(p_buf, out_valid, p_wr, p);
         let wide = crate::fp16_to_fp32::logic(m, p);
         let chain = m.reg("chain", 32, Some(0));
         let summed = m
             .instance(&add0, "u_chain", &[("a", chain.q), ("b", wide)])
             .get("y");
-        let chain_first = m.eq_lit(out_jj, 0);
-        let chain_d = m.mux(chain_first, wide, summed);
+        let chain_first = out_jj.eq(0);
+        let chain_d = mux(chain_first, wide, summed);
         m.set_next(chain, chain_d);
         m.set_enable(chain, out_valid);
-        let chain_last = m.eq_lit(out_jj, (b_n - 1) as u64);
-        let store = m.and(out_valid, chain_last);
+        let chain_last = out_jj.eq((b_n - 1) as u64);
+        let store = out_valid & chain_last;
         let mut locals = vec![];
         for c in 0..c_n {
-            let mine = m.eq_lit(out_c, c as u64);
-            let en = m.and(store, mine);
+            let mine = out_c.eq(c as u64);
+            let en = store & mine;
             locals.push(m.hold(&format!("local_sum{c}"), chain_d, en));
         }
         locals.reverse();
-        let tree_in = m.cat(&locals);
+        let tree_in = cat(&locals);
         let t = m.instance(&tree, "u_tree", &[("x", tree_in)]);
         m.discard(t.get("max"));
         m.drive(blk_sum, t.get("sum"));
 
         // Readout: r = 1/l (1 if l = 0), O * r, FP32 or FP16, packed into beats.
-        let recip_start = is(m, st::RO_RECIP);
+        let recip_start = is(st::RO_RECIP);
         let rc = m.instance(&recip, "u_recip", &[("start", recip_start), ("x", cur_l)]);
         let recip_done = rc.get("done");
         m.discard(rc.get("busy"));
-        let zeros = m.or(cur_l_zero, ro_zero);
+        let zeros = cur_l_zero | ro_zero;
         let zeros = m.name("row_is_zero", zeros);
         let one = m.lit(32, ieee::F32_ONE);
-        let r_val = m.mux(zeros, one, rc.get("y"));
+        let r_val = mux(zeros, one, rc.get("y"));
         let r = m.reg("r", 32, Some(0));
         m.set_next(r, r_val);
         m.set_enable(r, recip_done);
-        let o_val = m.mux(zeros, zero32, value);
+        let o_val = mux(zeros, zero32, value);
         let y = m
             .instance(&mul0, "u_norm", &[("a", o_val), ("b", r.q)])
             .get("y");
         let y16 = crate::fp32_to_fp16::logic(m, y);
         let beat = m.reg("beat", w, Some(0));
-        let top16 = m.slice(beat.q, w - 1, 16);
+        let top16 = beat.q.slice(w - 1, 16);
         // The oldest lane shifts out as the beat fills (a 32-bit beat holds one FP32 value).
-        let oldest = m.slice(beat.q, 15, 0);
+        let oldest = beat.q.slice(15, 0);
         m.discard(oldest);
         let shifted32 = if w > 32 {
-            let top32 = m.slice(beat.q, w - 1, 32);
-            m.cat(&[y, top32])
+            let top32 = beat.q.slice(w - 1, 32);
+            cat(&[y, top32])
         } else {
             y
         };
-        let shifted16 = m.cat(&[y16, top16]);
-        let beat_d = m.mux(out_f32, shifted32, shifted16);
+        let shifted16 = cat(&[y16, top16]);
+        let beat_d = mux(out_f32, shifted32, shifted16);
         m.set_next(beat, beat_d);
         m.set_enable(beat, in_ro);
         let lanes16 = w / 16;
         let lane = m.reg("lane", addr_bits(lanes16), Some(0));
-        let last16 = m.eq_lit(lane.q, (lanes16 - 1) as u64);
-        let last32 = m.eq_lit(lane.q, (w / 32 - 1) as u64);
-        let lane_last = m.mux(out_f32, last32, last16);
-        let lane_inc = m.add_lit(lane.q, 1);
+        let last16 = lane.q.eq((lanes16 - 1) as u64);
+        let last32 = lane.q.eq((w / 32 - 1) as u64);
+        let lane_last = mux(out_f32, last32, last16);
+        let lane_inc = lane.q + 1;
         let zero_l = m.zero(lane.q.width());
-        let lane_d = m.mux(lane_last, zero_l, lane_inc);
-        let ro_begin = is(m, st::RO_WAIT);
-        let lane_d = m.mux(ro_begin, zero_l, lane_d);
+        let lane_d = mux(lane_last, zero_l, lane_inc);
+        let ro_begin = is(st::RO_WAIT);
+        let lane_d = mux(ro_begin, zero_l, lane_d);
         m.set_next(lane, lane_d);
-        let lane_en = m.or(in_ro, ro_begin);
+        let lane_en = in_ro | ro_begin;
         m.set_enable(lane, lane_en);
         let st_beat = m.reg("st_beat", cfg.beat_bits(), Some(0));
-        let beat_inc = m.add_lit(st_beat.q, 1);
+        let beat_inc = st_beat.q + 1;
         let zero_b = m.zero(cfg.beat_bits());
-        let write = m.and(in_ro, lane_last);
-        let beat_next = m.mux(ro_begin, zero_b, beat_inc);
+        let write = in_ro & lane_last;
+        let beat_next = mux(ro_begin, zero_b, beat_inc);
         m.set_next(st_beat, beat_next);
-        let beat_en = m.or(write, ro_begin);
+        let beat_en = write | ro_begin;
         m.set_enable(st_beat, beat_en);
         m.output("st_we", write);
         m.output("st_row", ii.q);
@@ -527,15 +528,15 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let (cc_next, cc_last) = step_counter(m, cc.q, c_n);
         let (qq_next, qq_last) = step_counter(m, qq.q, e_n);
         let (ii_next, ii_last) = step_counter(m, ii.q, a_n);
-        let sweep_end = m.and(cc_last, jj_last);
-        let ro_end = m.and(cc_last, qq_last);
-        let sweeping = m.or(in_max, in_exp);
+        let sweep_end = cc_last & jj_last;
+        let ro_end = cc_last & qq_last;
+        let sweeping = in_max | in_exp;
         // jj / cc advance through the sweeps; qq / cc through the readout.
         m.set_next(jj, jj_next);
         m.set_enable(jj, sweeping);
-        let cc_step_sweep = m.and(sweeping, jj_last);
-        let cc_step_ro = m.and(in_ro, qq_last);
-        let cc_en = m.or(cc_step_sweep, cc_step_ro);
+        let cc_step_sweep = sweeping & jj_last;
+        let cc_step_ro = in_ro & qq_last;
+        let cc_en = cc_step_sweep | cc_step_ro;
         m.set_next(cc, cc_next);
         m.set_enable(cc, cc_en);
         m.set_next(qq, qq_next);
@@ -546,14 +547,14 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             bits_for((exp_lat + tree_latency + 2) as u64),
             Some(0),
         );
-        let drain_done = m.is_zero(drain.q);
-        let drain_dec = m.sub_lit(drain.q, 1);
+        let drain_done = drain.q.is_zero();
+        let drain_dec = drain.q - 1;
         let drain_init = m.lit(drain.q.width(), (exp_lat + tree_latency + 1) as u64);
-        let enter_drain = m.and(in_exp, sweep_end);
-        let drain_d = m.mux(enter_drain, drain_init, drain_dec);
+        let enter_drain = in_exp & sweep_end;
+        let drain_d = mux(enter_drain, drain_init, drain_dec);
         m.set_next(drain, drain_d);
-        let in_drain = is(m, st::EXP_DRAIN);
-        let drain_en = m.or(enter_drain, in_drain);
+        let in_drain = is(st::EXP_DRAIN);
+        let drain_en = enter_drain | in_drain;
         m.set_enable(drain, drain_en);
 
         let lit = |m: &mut ModuleBuilder, s: u64| m.lit(st::BITS, s);
@@ -567,63 +568,63 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let s_ror = lit(m, st::RO_RECIP);
         let s_row = lit(m, st::RO_WAIT);
         let s_ros = lit(m, st::RO_SWEEP);
-        let idle = is(m, st::IDLE);
+        let idle = is(st::IDLE);
         // IDLE: a softmax start (init first on the tile's first block), or a readout.
-        let after_start = m.mux(sm_first, s_init, s_maxs);
-        let from_idle = m.mux(ro_start, s_ror, s_idle);
-        let from_idle = m.mux(sm_start, after_start, from_idle);
-        let from_maxs = m.mux(sweep_end, s_maxu, s_maxs);
-        let from_exps = m.mux(sweep_end, s_expd, s_exps);
-        let from_expd = m.mux(drain_done, s_sumu, s_expd);
-        let from_sumu = m.mux(ii_last, s_idle, s_maxs);
+        let after_start = mux(sm_first, s_init, s_maxs);
+        let from_idle = mux(ro_start, s_ror, s_idle);
+        let from_idle = mux(sm_start, after_start, from_idle);
+        let from_maxs = mux(sweep_end, s_maxu, s_maxs);
+        let from_exps = mux(sweep_end, s_expd, s_exps);
+        let from_expd = mux(drain_done, s_sumu, s_expd);
+        let from_sumu = mux(ii_last, s_idle, s_maxs);
         let from_ror = s_row;
-        let from_row = m.mux(recip_done, s_ros, s_row);
+        let from_row = mux(recip_done, s_ros, s_row);
         let from_ros = {
-            let row_done = m.mux(ii_last, s_idle, s_ror);
-            m.mux(ro_end, row_done, s_ros)
+            let row_done = mux(ii_last, s_idle, s_ror);
+            mux(ro_end, row_done, s_ros)
         };
         let table = [
             from_idle, s_maxs, from_maxs, s_exps, from_exps, from_expd, from_sumu, from_ror,
             from_row, from_ros,
         ];
-        let state_d = m.mux_index(state.q, &table);
+        let state_d = mux_index(state.q, &table);
         m.set_next(state, state_d);
         // ii: reset on a start, advance after a row's sum update or readout.
-        let in_sumu = is(m, st::SUM_UPDATE);
+        let in_sumu = is(st::SUM_UPDATE);
         let row_done_sm = in_sumu;
-        let row_done_ro = m.and(in_ro, ro_end);
-        let ii_adv = m.or(row_done_sm, row_done_ro);
-        let starting = m.and(idle, sm_start);
-        let starting_ro = m.and(idle, ro_start);
-        let reset_ii = m.or(starting, starting_ro);
+        let row_done_ro = in_ro & ro_end;
+        let ii_adv = row_done_sm | row_done_ro;
+        let starting = idle & sm_start;
+        let starting_ro = idle & ro_start;
+        let reset_ii = starting | starting_ro;
         let zero_ii = m.zero(cfg.ii_bits());
-        let ii_d = m.mux(reset_ii, zero_ii, ii_next);
+        let ii_d = mux(reset_ii, zero_ii, ii_next);
         m.set_next(ii, ii_d);
-        let ii_en = m.or(ii_adv, reset_ii);
+        let ii_en = ii_adv | reset_ii;
         m.set_enable(ii, ii_en);
 
         // Row state operations.
-        let in_init = is(m, st::INIT);
+        let in_init = is(st::INIT);
         let op_init = m.lit(2, RowOp::Init as u64);
         let op_max = m.lit(2, RowOp::Max as u64);
         let op_sum = m.lit(2, RowOp::Sum as u64);
         let op_hold = m.lit(2, RowOp::Hold as u64);
         let in_maxu = start_sweep;
-        let rop = m.mux(in_sumu, op_sum, op_hold);
-        let rop = m.mux(in_maxu, op_max, rop);
-        let rop = m.mux(in_init, op_init, rop);
+        let rop = mux(in_sumu, op_sum, op_hold);
+        let rop = mux(in_maxu, op_max, rop);
+        let rop = mux(in_init, op_init, rop);
         m.drive(row_op, rop);
         let ones_a = m.ones(a_n);
         let one_hot = bit_of(m, ii.q, a_n);
-        let sel = m.mux(in_init, ones_a, one_hot);
+        let sel = mux(in_init, ones_a, one_hot);
         m.drive(row_sel, sel);
 
-        let busy = m.not(idle);
+        let busy = !idle;
         m.output("busy", busy);
         // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
         // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
         // sweep, the exp sweep and the readout).
-        let reading = m.or_all(&[in_max, in_exp, in_ro]);
+        let reading = or_all(&[in_max, in_exp, in_ro]);
         let count_w = bits_for(c_n as u64 + 1);
         let mut reads: Vec<Sig> = acc_reads;
         reads.push(reading);
@@ -643,16 +644,16 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
 /// One-hot of `idx` over `n` bits.
 fn bit_of(m: &mut ModuleBuilder, idx: Sig, n: u32) -> Sig {
     let one = m.lit(n, 1);
-    m.shl(one, idx)
+    one << idx
 }
 
 /// Bit `row * width + col` of `bits` (rows of `width` bits), selected by `row` then `col`.
-fn select_bit2(m: &mut ModuleBuilder, bits: Sig, rows: u32, width: u32, row: Sig, col: Sig) -> Sig {
+fn select_bit2(bits: Sig, rows: u32, width: u32, row: Sig, col: Sig) -> Sig {
     let per_row: Vec<Sig> = (0..rows)
         .map(|r| {
-            let bs: Vec<Sig> = (0..width).map(|k| m.bit(bits, r * width + k)).collect();
-            m.mux_index(col, &bs)
+            let bs: Vec<Sig> = (0..width).map(|k| bits.bit(r * width + k)).collect();
+            mux_index(col, &bs)
         })
         .collect();
-    m.mux_index(row, &per_row)
+    mux_index(row, &per_row)
 }

@@ -55,7 +55,7 @@ pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
         ));
         let x = m.input("x", 32 * cfg.cols);
         let inputs: Vec<Sig> = (0..cfg.cols)
-            .map(|c| m.slice(x, 32 * c + 31, 32 * c))
+            .map(|c| x.slice(32 * c + 31, 32 * c))
             .collect();
         let mut maxes = inputs.clone();
         let mut sums = inputs;

@@ -18,6 +18,7 @@
 //! far −Inf or masked) FlashAttention's rule holds: the max subtracted is +0 and the rescale
 //! is 1, so blocks of −Inf scores (padding keys) contribute +0, never NaN.
 
+use crate::{cat, mux};
 use anyhow::Result;
 
 use crate::exp2::{self, Exp2Config};
@@ -39,29 +40,29 @@ pub enum RowOp {
 
 /// `min(d, 255)` of a non-negative integer-valued FP32 `d`; NaN gives 255.
 fn saturate_shift(m: &mut ModuleBuilder, d: Sig) -> Sig {
-    let sign = m.msb(d);
-    let exp = m.slice(d, 30, 23);
-    let frac = m.slice(d, 22, 0);
+    let sign = d.msb();
+    let exp = d.slice(30, 23);
+    let frac = d.slice(22, 0);
     let one = m.lit(1, 1);
-    let sig = m.cat(&[one, frac]);
+    let sig = cat(&[one, frac]);
     let c127 = m.lit(8, 127);
     let c135 = m.lit(8, 135);
-    let below_one = m.lt(exp, c127);
-    let too_big = m.ge(exp, c135); // includes Inf and NaN
-                                   // 127 <= exp < 135: value = sig >> (150 - exp), below 256.
+    let below_one = exp.lt(c127);
+    let too_big = exp.ge(c135); // includes Inf and NaN
+                                // 127 <= exp < 135: value = sig >> (150 - exp), below 256.
     let c150 = m.lit(5, 150 % 32);
-    let exp5 = m.trunc(exp, 5);
-    let rsh = m.sub(c150, exp5);
-    let int = m.shr(sig, rsh);
+    let exp5 = exp.trunc(5);
+    let rsh = c150 - exp5;
+    let int = sig >> rsh;
     let int = m.hint("shift_int", int);
-    let high = m.slice(int, 23, 8);
+    let high = int.slice(23, 8);
     m.discard(high); // zero in range
-    let int8 = m.trunc(int, 8);
+    let int8 = int.trunc(8);
     let zero8 = m.zero(8);
     let max8 = m.lit(8, 255);
-    let small = m.or(below_one, sign);
-    let v = m.mux(small, zero8, int8);
-    m.mux(too_big, max8, v)
+    let small = below_one | sign;
+    let v = mux(small, zero8, int8);
+    mux(too_big, max8, v)
 }
 
 /// Defines `softmax_row`.
@@ -89,15 +90,15 @@ pub fn build_row(d: &mut Design) -> ModRef {
         let ceiled = m.instance(&ceil, "u_ceil", &[("a", scaled)]).get("y");
         let m_new = m.instance(&max, "u_max", &[("a", m_reg.q), ("b", ceiled)]).get("y");
         let sign = m.lit(32, 0x8000_0000);
-        let neg_m = m.xor(m_reg.q, sign);
+        let neg_m = m_reg.q ^ sign;
         let delta = m.instance(&add, "u_delta", &[("a", m_new), ("b", neg_m)]).get("y");
         // While the max is still −Inf the rescale is 1 (FlashAttention's rule), not
         // 2^(−Inf + Inf).
         let shift_sat = saturate_shift(m, delta);
-        let m_new_neg_inf = m.eq_lit(m_new, ieee::F32_NEG_INF);
+        let m_new_neg_inf = m_new.eq(ieee::F32_NEG_INF);
         let m_new_neg_inf = m.name("m_new_neg_inf", m_new_neg_inf);
         let zero_shift = m.zero(8);
-        let shift_new = m.mux(m_new_neg_inf, zero_shift, shift_sat);
+        let shift_new = mux(m_new_neg_inf, zero_shift, shift_sat);
         let shift_new = m.name("shift_new", shift_new);
         let l_scaled = m
             .instance(&scale2, "u_rescale", &[("a", l_reg.q), ("n", shift_reg.q)])
@@ -106,26 +107,26 @@ pub fn build_row(d: &mut Design) -> ModRef {
             .instance(&add, "u_sum", &[("a", l_scaled), ("b", blk_sum)])
             .get("y");
 
-        let is_init = m.eq_lit(op, RowOp::Init as u64);
-        let is_max = m.eq_lit(op, RowOp::Max as u64);
-        let is_sum = m.eq_lit(op, RowOp::Sum as u64);
+        let is_init = op.eq(RowOp::Init as u64);
+        let is_max = op.eq(RowOp::Max as u64);
+        let is_sum = op.eq(RowOp::Sum as u64);
         let neg_inf = m.lit(32, ieee::F32_NEG_INF);
         let zero32 = m.zero(32);
         let zero8 = m.zero(8);
-        let m_d = m.mux(is_init, neg_inf, m_new);
-        let l_d = m.mux(is_init, zero32, l_new);
-        let shift_d = m.mux(is_init, zero8, shift_new);
+        let m_d = mux(is_init, neg_inf, m_new);
+        let l_d = mux(is_init, zero32, l_new);
+        let shift_d = mux(is_init, zero8, shift_new);
         m.set_next(m_reg, m_d);
         m.set_next(l_reg, l_d);
         m.set_next(shift_reg, shift_d);
-        let m_en = m.or(is_init, is_max);
-        let l_en = m.or(is_init, is_sum);
+        let m_en = is_init | is_max;
+        let l_en = is_init | is_sum;
         m.set_enable(m_reg, m_en);
         m.set_enable(l_reg, l_en);
         m.set_enable(shift_reg, m_en);
 
-        let l_mag = m.slice(l_reg.q, 30, 0);
-        let l_zero = m.is_zero(l_mag);
+        let l_mag = l_reg.q.slice(30, 0);
+        let l_zero = l_mag.is_zero();
         m.output("m", m_reg.q);
         m.output("l", l_reg.q);
         m.output("shift", shift_reg.q);
@@ -179,13 +180,13 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
         let t = m.instance(&mul, "u_scale", &[("a", s), ("b", c)]).get("y");
         // While the running max is −Inf, +0 is subtracted: a −Inf score then gives +0, not
         // exp2(−Inf + Inf) = NaN.
-        let m_neg_inf = m.eq_lit(row_max, ieee::F32_NEG_INF);
+        let m_neg_inf = row_max.eq(ieee::F32_NEG_INF);
         let m_neg_inf = m.name("m_neg_inf", m_neg_inf);
         let zero32 = m.zero(32);
-        let row_max = m.mux(m_neg_inf, zero32, row_max);
+        let row_max = mux(m_neg_inf, zero32, row_max);
         let row_max = m.delay_n("m", row_max, cfg.mul.latency);
         let sign = m.lit(32, 0x8000_0000);
-        let neg_m = m.xor(row_max, sign);
+        let neg_m = row_max ^ sign;
         let x = m
             .instance(&add, "u_sub", &[("a", t), ("b", neg_m)])
             .get("y");
@@ -193,7 +194,7 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
         let p = crate::fp32_to_fp16::logic(m, e);
         let masked = m.delay_n("masked", masked, cfg.latency());
         let zero = m.zero(16);
-        let p = m.mux(masked, zero, p);
+        let p = mux(masked, zero, p);
         m.output("p", p);
         m.set_latency(cfg.latency());
     })

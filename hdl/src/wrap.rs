@@ -8,6 +8,7 @@
 //! place-and-route tool's fmax is the unit's own.
 
 use crate::ir::{Dir, ModRef};
+use crate::{cat, mux};
 use crate::{Design, Sig};
 
 /// Defines the serial wrapper of `unit` in `d` (the unit must already be defined there).
@@ -33,8 +34,8 @@ pub fn serial_wrapper(d: &mut Design, unit: &ModRef) -> ModRef {
         let shifted_in = if in_width == 1 {
             sin
         } else {
-            let low = m.slice(in_reg.q, in_width - 2, 0);
-            m.cat(&[low, sin])
+            let low = in_reg.q.slice(in_width - 2, 0);
+            cat(&[low, sin])
         };
         m.set_next(in_reg, shifted_in);
         m.set_enable(in_reg, shift);
@@ -42,27 +43,27 @@ pub fn serial_wrapper(d: &mut Design, unit: &ModRef) -> ModRef {
         let mut conns: Vec<(&str, Sig)> = vec![];
         let mut top = in_width;
         for p in &inputs {
-            let s = m.slice(in_reg.q, top - 1, top - p.width);
+            let s = in_reg.q.slice(top - 1, top - p.width);
             conns.push((p.name.as_str(), s));
             top -= p.width;
         }
         let outs = m.instance(&unit, "u_unit", &conns);
         let results: Vec<Sig> = outputs.iter().map(|p| outs.get(&p.name)).collect();
-        let results = m.cat(&results);
+        let results = cat(&results);
 
         let out_reg = m.reg("out_chain", out_width, Some(0));
         let shifted_out = if out_width == 1 {
             m.zero(1)
         } else {
-            let low = m.slice(out_reg.q, out_width - 2, 0);
+            let low = out_reg.q.slice(out_width - 2, 0);
             let zero = m.zero(1);
-            m.cat(&[low, zero])
+            cat(&[low, zero])
         };
-        let next = m.mux(capture, results, shifted_out);
+        let next = mux(capture, results, shifted_out);
         m.set_next(out_reg, next);
-        let load = m.or(capture, shift);
+        let load = capture | shift;
         m.set_enable(out_reg, load);
-        let msb = m.msb(out_reg.q);
+        let msb = out_reg.q.msb();
         m.output("sout", msb);
         m.set_latency(0);
     })
