@@ -61,14 +61,44 @@ fn mac_latency_longer_than_the_accumulator_period_is_refused() {
     }
 }
 
+/// The small core lints clean, and its state machines read as named states: `localparam`s in
+/// the Verilog, comparisons against the names, a GTKWave translate file per state register.
 #[test]
-fn small_preset_lints_clean() {
+fn small_preset_lints_clean_with_named_states() {
     let (dir, manifest) = gen_into(&small(), Target::Core);
     assert_eq!(
         manifest.top,
         "core_4x4_c4_a2_b2_e4_w256_pe_r64_m1_a1_softmax_exp_m1_a1_e2"
     );
     assert_lint_clean(dir.path());
+    let engine = manifest
+        .module(&format!("{}_engine", manifest.top))
+        .unwrap();
+    let registers: Vec<&str> = engine.fsms.iter().map(|f| f.register.as_str()).collect();
+    assert_eq!(registers, ["state_q", "ph_kind_q", "ro_state_q"]);
+    let verilog = std::fs::read_to_string(dir.path().join(&engine.file)).unwrap();
+    assert!(verilog.contains("localparam [2:0] S_TILE_GO = 3'd3;"));
+    assert!(verilog.contains("state_q == S_RUN"));
+    assert!(
+        !verilog.contains("state_q == 3'd"),
+        "a state compared as a number"
+    );
+    let row = manifest
+        .modules
+        .iter()
+        .find(|m| m.name.starts_with("pe_row"))
+        .unwrap();
+    let fsm = &row.fsms[0];
+    assert_eq!(fsm.states.len(), 10);
+    let translate = std::fs::read_to_string(dir.path().join(&fsm.translate_file)).unwrap();
+    assert!(
+        translate.lines().any(|l| l == "4 S_EXP_SWEEP"),
+        "{translate}"
+    );
+    assert!(
+        translate.lines().any(|l| l == "9 S_RO_SWEEP"),
+        "{translate}"
+    );
 }
 
 /// The big presets' cores (too big to synthesize in the suite) are Verilator-lint clean, and

@@ -44,6 +44,34 @@ pub struct ModuleEntry {
     /// Inputs applied before clock edge 1 appear at the outputs after edge `latency`;
     /// 0 means combinational.
     pub latency: u32,
+    /// The module's state machines, with a GTKWave translate file each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fsms: Vec<FsmEntry>,
+}
+
+/// A state register, its named states and its waveform translate file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FsmEntry {
+    /// The register's Verilog name (`state_q`).
+    pub register: String,
+    /// The Rust enum that declares the states.
+    pub states_type: String,
+    /// `localparam` name and code of every state, in code order.
+    pub states: Vec<(String, u64)>,
+    /// GTKWave translate filter file (hex codes to names), relative to the output folder.
+    pub translate_file: String,
+}
+
+impl FsmEntry {
+    /// The translate filter file's text: one `hex-code name` line per state (GTKWave shows the
+    /// names on a trace displayed in hex with this filter).
+    pub fn translate_text(&self) -> String {
+        let mut out = format!("# {} states of {}\n", self.states_type, self.register);
+        for (name, code) in &self.states {
+            out += &format!("{code:x} {name}\n");
+        }
+        out
+    }
 }
 
 /// One port.
@@ -79,6 +107,16 @@ impl ModuleEntry {
                 })
                 .collect(),
             latency: m.latency,
+            fsms: m
+                .fsms
+                .iter()
+                .map(|f| FsmEntry {
+                    register: f.reg.clone(),
+                    states_type: f.states_type.clone(),
+                    states: f.states.clone(),
+                    translate_file: format!("waves/{}.{}.gtkw.txt", m.name, f.reg),
+                })
+                .collect(),
         }
     }
 

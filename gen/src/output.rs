@@ -7,6 +7,7 @@
 //! constraints/<top>.sdc, constraints/<top>.xdc
 //! fpga/<top>_serial.v, fpga/<top>_serial.pcf, fpga/files.f   (pin-limited iCE40 wrapper)
 //! synth/generic.ys, synth/ice40.ys, synth/xilinx.ys           (run from the folder)
+//! waves/<module>.<state register>.gtkw.txt   GTKWave translate files: state codes to names
 //! ```
 //!
 //! Rerunning into the same folder removes everything the previous run listed in its manifest,
@@ -104,6 +105,9 @@ pub fn write_design(spec: &OutputSpec, dir: &Path) -> Result<Manifest> {
         .into_iter()
         .map(ModuleEntry::from_module)
         .collect();
+    for f in modules.iter().flat_map(|m| &m.fsms) {
+        write(&f.translate_file, &f.translate_text())?;
+    }
     let top_entry = modules.last().expect("a design has its top").clone();
     let generator = generator_id();
     write(

@@ -73,7 +73,7 @@ fn plan(m: &Module) -> Result<Plan<'_>> {
                 Some(format!("{}_{}", inst.name, port.name))
             }
             // Constants and part-selects are primaries: printed in place, never given a wire.
-            NodeKind::Const(_) | NodeKind::Slice { .. } => None,
+            NodeKind::Const(_) | NodeKind::Symbol(_) | NodeKind::Slice { .. } => None,
             kind => {
                 let shared = uses[i] > 1;
                 let signed_context = matches!(kind, NodeKind::Binary(BinOp::Sra, ..));
@@ -277,6 +277,7 @@ impl Plan<'_> {
         let e = self.expr(id);
         match self.m.node(id).kind {
             NodeKind::Const(_)
+            | NodeKind::Symbol(_)
             | NodeKind::Concat(_)
             | NodeKind::Repeat { .. }
             | NodeKind::MemRead { .. }
@@ -290,6 +291,7 @@ impl Plan<'_> {
         let node = self.m.node(id);
         match &node.kind {
             NodeKind::Const(v) => literal(node.width, *v),
+            NodeKind::Symbol(k) => self.m.symbols[*k].name.clone(),
             NodeKind::Input(_)
             | NodeKind::Reset
             | NodeKind::Net(_)
@@ -363,6 +365,45 @@ impl Plan<'_> {
         }
     }
 
+    /// `localparam` declarations of the named constants the module reads, each state machine's
+    /// states together in code order.
+    fn localparams(&self) -> String {
+        let m = self.m;
+        let reachable = reachable(m, true);
+        let mut used = vec![false; m.symbols.len()];
+        for (id, n) in m.nodes.iter().enumerate() {
+            if let (NodeKind::Symbol(k), true) = (&n.kind, reachable[id]) {
+                used[*k] = true;
+            }
+        }
+        let mut out = String::new();
+        let mut printed = vec![false; m.symbols.len()];
+        let mut declare = |k: usize, out: &mut String| {
+            if used[k] && !std::mem::replace(&mut printed[k], true) {
+                let s = &m.symbols[k];
+                let value = literal(s.width, s.value);
+                writeln!(
+                    out,
+                    "    localparam {}{} = {value};",
+                    range_decl(s.width),
+                    s.name
+                )
+                .unwrap();
+            }
+        };
+        for f in &m.fsms {
+            for (name, _) in &f.states {
+                if let Some(k) = m.symbols.iter().position(|s| &s.name == name) {
+                    declare(k, &mut out);
+                }
+            }
+        }
+        for k in 0..m.symbols.len() {
+            declare(k, &mut out);
+        }
+        out
+    }
+
     /// An operand in a position where no parentheses are needed (inside `{}` or `[]`).
     fn bare(&self, id: NodeId) -> String {
         match &self.names[id as usize] {
@@ -389,7 +430,7 @@ impl Plan<'_> {
         }
         writeln!(out, "module {} (\n{}\n);", m.name, ports.join(",\n")).unwrap();
 
-        let mut decls = String::new();
+        let mut decls = self.localparams();
         for r in &m.regs {
             writeln!(decls, "    reg  {}{};", range_decl(r.width), r.name).unwrap();
         }

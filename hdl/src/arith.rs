@@ -1,8 +1,7 @@
 //! Building blocks shared by the floating-point units: leading-zero count, right shift with a
 //! sticky bit, and IEEE field decoding.
 
-use crate::{bits_for, ModuleBuilder, Sig};
-use crate::{cat, mux, or_all};
+use crate::{bits_for, cat, mux, or_all, ModuleBuilder, Sig};
 
 /// Number of leading zeros of `x` (x.width when x is zero), `bits_for(x.width)` bits wide.
 ///

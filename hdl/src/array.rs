@@ -9,11 +9,10 @@
 //! One PE module definition serves every grid position. Until the FlashAttention core exists,
 //! this is the top of a preset; the controller that drives it comes with the core.
 
-use crate::{cat, mux_index};
 use anyhow::{ensure, Result};
 
 use crate::pe::{self, PeConfig};
-use crate::{bits_for, Design, ModRef};
+use crate::{bits_for, cat, mux_index, Design, ModRef};
 
 /// Configuration of a PE grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -66,6 +66,7 @@ pub struct ModuleBuilder {
     latency: u32,
     child_clk: bool,
     child_rst: bool,
+    fsms: Vec<FsmInfo>,
 }
 
 /// Checks a pipelined block's latency against the most it supports.
@@ -120,6 +121,7 @@ impl ModuleBuilder {
             latency: 0,
             child_clk: false,
             child_rst: false,
+            fsms: vec![],
         }
     }
 
@@ -333,6 +335,16 @@ impl ModuleBuilder {
         });
         let q = self.node(NodeKind::Reg(index), width);
         RegHandle { q, index }
+    }
+
+    /// The Verilog name of a register (`name_q`).
+    pub fn reg_name(&self, r: RegHandle) -> &str {
+        &self.regs[r.index].name
+    }
+
+    /// Records a state machine (see `fsm.rs`).
+    pub(crate) fn add_fsm(&mut self, info: FsmInfo) {
+        self.fsms.push(info);
     }
 
     /// Sets what a register loads at the next clock edge.
@@ -564,13 +576,17 @@ impl ModuleBuilder {
         }
         let has_state =
             !self.regs.is_empty() || !self.mems.is_empty() || !self.assertions.is_empty();
-        let (nodes, discards) = {
+        let (nodes, discards, symbols) = {
             let mut arena = self.arena.borrow_mut();
             (
                 std::mem::take(&mut arena.nodes),
                 std::mem::take(&mut arena.discards),
+                std::mem::take(&mut arena.symbols),
             )
         };
+        for s in &symbols {
+            self.reserve_exact(&s.name, "localparam");
+        }
         let reads_rst = nodes.iter().any(|n| n.kind == NodeKind::Reset);
         let has_rst = self.child_rst || reads_rst || self.regs.iter().any(|r| r.reset.is_some());
         let module = Module {
@@ -589,6 +605,8 @@ impl ModuleBuilder {
             has_rst,
             latency: self.latency,
             names: std::mem::take(&mut self.names),
+            symbols,
+            fsms: std::mem::take(&mut self.fsms),
         };
         check_combinational_loops(&module)?;
         Ok(module)

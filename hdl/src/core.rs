@@ -31,17 +31,20 @@
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
 //! never written to memory).
 
-use crate::{and_all, cat, mux, mux_index, or_all};
 use anyhow::{ensure, Result};
 
 use crate::arith::div_ceil_const;
 use crate::config::CoreConfig;
 use crate::dma::{self, DmaConfig};
 use crate::fault::Fault;
+use crate::fsm::Fsm;
 use crate::mask::{self, MaskConfig};
 use crate::pe::{PeOp, OP_BITS};
 use crate::pe_row::{self, PeRowConfig};
-use crate::{addr_bits, bits_for, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+use crate::{
+    addr_bits, and_all, bits_for, cat, mux, mux_index, or_all, Design, ModRef, ModuleBuilder,
+    RegHandle, Sig,
+};
 
 /// Counter width.
 pub const COUNTER_BITS: u32 = 48;
@@ -186,31 +189,20 @@ impl CoreParams {
     }
 }
 
-/// Main sequencer states.
-mod st {
-    pub const IDLE: u64 = 0;
-    pub const HEAD: u64 = 1;
-    pub const TILE: u64 = 2;
-    pub const TILE_GO: u64 = 3;
-    pub const RUN: u64 = 4;
-    pub const END: u64 = 5;
-    pub const FINISH: u64 = 6;
-    pub const BITS: u32 = 3;
+crate::states! {
+    /// The main sequencer: per head, per query tile, run the tile's blocks, then hand the tile
+    /// to the readout.
+    enum Seq = "S" { Idle, Head, Tile, TileGo, Run, End, Finish }
 }
 
-/// Phase kinds.
-mod ph {
-    pub const NONE: u64 = 0;
-    pub const QK: u64 = 1;
-    pub const PV: u64 = 2;
+crate::states! {
+    /// The phase the PE array runs this step.
+    enum Phase = "PH" { None, Qk, Pv }
 }
 
-/// Readout states.
-mod ro {
-    pub const IDLE: u64 = 0;
-    pub const PEND: u64 = 1;
-    pub const RUN: u64 = 2;
-    pub const WRITE: u64 = 3;
+crate::states! {
+    /// The readout: normalize a finished tile and write it to O.
+    enum Readout = "RO" { Idle, Pend, Run, Write }
 }
 
 fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
@@ -370,8 +362,8 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let out_f32 = m.input("out_f32", 1);
         let c_const = m.input("c_const", 32);
         // Latched at start: the problem does not change while the core runs.
-        let state = m.reg("state", st::BITS, Some(st::IDLE));
-        let idle = state.q.eq(st::IDLE);
+        let state = Fsm::new(m, "state", Seq::Idle);
+        let idle = state.is(Seq::Idle);
         let go = start & idle;
         let go = m.name("go", go);
         let hq = |m: &mut ModuleBuilder, n: &str, x: Sig| m.hold(n, x, go);
@@ -435,7 +427,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let q_base = m.reg("q_base", iw, Some(0));
         let o_head_off = m.reg("o_head_off", aw_addr, Some(0));
         let nblk = m.reg("nblk", iw, Some(0));
-        let ph_kind = m.reg("ph_kind", 2, Some(ph::NONE));
+        let ph_kind = Fsm::new(m, "ph_kind", Phase::None);
         let ph_blk = m.reg("ph_blk", iw, Some(0));
         let kk = m.reg("k", addr_bits(dd), Some(0));
         let ii = m.reg("ii", addr_bits(a_n), Some(0));
@@ -449,22 +441,21 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let sm_done = m.reg("sm_done", iw, Some(0));
         let sm_running = m.reg("sm_running", 1, Some(0));
         let sm_kbase = m.reg("sm_kbase", iw, Some(0));
-        let ro_state = m.reg("ro_state", 2, Some(ro::IDLE));
+        let ro_state = Fsm::new(m, "ro_state", Readout::Idle);
         let ro_rows = m.reg("ro_rows", iw, Some(0));
         let ro_qbase = m.reg("ro_qbase", iw, Some(0));
         let ro_zero = m.reg("ro_zero", 1, Some(0));
         let ro_ohead = m.reg("ro_ohead", aw_addr, Some(0));
 
-        let is = |s: u64| state.q.eq(s);
-        let s_tile = is(st::TILE);
-        let s_tile_go = is(st::TILE_GO);
-        let s_run = is(st::RUN);
-        let s_end = is(st::END);
-        let s_finish = is(st::FINISH);
-        let in_qk = ph_kind.q.eq(ph::QK);
-        let in_pv = ph_kind.q.eq(ph::PV);
-        let no_phase = ph_kind.q.eq(ph::NONE);
-        let ro_idle = ro_state.q.eq(ro::IDLE);
+        let s_tile = state.is(Seq::Tile);
+        let s_tile_go = state.is(Seq::TileGo);
+        let s_run = state.is(Seq::Run);
+        let s_end = state.is(Seq::End);
+        let s_finish = state.is(Seq::Finish);
+        let in_qk = ph_kind.is(Phase::Qk);
+        let in_pv = ph_kind.is(Phase::Pv);
+        let no_phase = ph_kind.is(Phase::None);
+        let ro_idle = ro_state.is(Readout::Idle);
 
         // Per-tile derived values: the tile's last row, the keys it needs, its blocks.
         let brl = m.lit(iw, br as u64);
@@ -579,13 +570,11 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let jk_step = in_pv & pv_mid;
         advance(m, jk, jk_n, jk_step);
         // Phase kind and block.
-        let none = m.lit(2, ph::NONE);
-        let qk_l = m.lit(2, ph::QK);
-        let pv_l = m.lit(2, ph::PV);
-        let kind_d = mux(start_pv, pv_l, none);
-        let kind_d = mux(start_qk, qk_l, kind_d);
+        let kind_d = mux(start_pv, ph_kind.code(Phase::Pv), ph_kind.code(Phase::None));
+        let kind_d = mux(start_qk, ph_kind.code(Phase::Qk), kind_d);
         let kind_en = begin | phase_over;
-        reg_set(m, ph_kind, kind_d, kind_en);
+        ph_kind.set_next(m, kind_d);
+        ph_kind.set_enable(m, kind_en);
         let blk_d = mux(start_qk, qk_issued_n, pv_issued_n);
         reg_set(m, ph_blk, blk_d, begin);
 
@@ -657,35 +646,30 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let all_pv = pv_issued.q.ge(nblk.q);
         let drained = pv_done.q.ge(nblk.q);
         let end_ok = drained & ro_idle;
-        let lit = |m: &mut ModuleBuilder, s: u64| m.lit(st::BITS, s);
-        let (l_idle, l_head, l_tile, l_go, l_run, l_end, l_fin) = (
-            lit(m, st::IDLE),
-            lit(m, st::HEAD),
-            lit(m, st::TILE),
-            lit(m, st::TILE_GO),
-            lit(m, st::RUN),
-            lit(m, st::END),
-            lit(m, st::FINISH),
-        );
-        let from_idle = mux(go, l_head, l_idle);
-        let from_head = mux(head_last, l_fin, l_tile);
-        let from_tile = mux(tiles_done, l_head, l_go);
+        let st = |s: Seq| state.code(s);
+        let from_idle = mux(go, st(Seq::Head), st(Seq::Idle));
+        let from_head = mux(head_last, st(Seq::Finish), st(Seq::Tile));
+        let from_tile = mux(tiles_done, st(Seq::Head), st(Seq::TileGo));
         // An empty tile (no block to compute) still waits for its Q block, to release it.
         let q_not_ready = !q_ready;
         let go_wait = and_all(&[s_tile_go, empty_tile, q_not_ready]);
         let go_wait = m.name("empty_tile_wait", go_wait);
         let go_once = s_tile_go & !go_wait;
-        let from_go = mux(go_wait, l_go, l_run);
-        let from_run = mux(all_pv, l_end, l_run);
-        let from_end = mux(end_ok, l_tile, l_end);
+        let from_go = mux(go_wait, st(Seq::TileGo), st(Seq::Run));
+        let from_run = mux(all_pv, st(Seq::End), st(Seq::Run));
+        let from_end = mux(end_ok, st(Seq::Tile), st(Seq::End));
         let o_idle = !o_busy;
         let fin_ok = ro_idle & o_idle;
-        let from_fin = mux(fin_ok, l_idle, l_fin);
-        let table = [
-            from_idle, from_head, from_tile, from_go, from_run, from_end, from_fin, l_idle,
-        ];
-        let state_d = mux_index(state.q, &table);
-        m.set_next(state, state_d);
+        let from_fin = mux(fin_ok, st(Seq::Idle), st(Seq::Finish));
+        state.set_transitions(m, |s| match s {
+            Seq::Idle => from_idle,
+            Seq::Head => from_head,
+            Seq::Tile => from_tile,
+            Seq::TileGo => from_go,
+            Seq::Run => from_run,
+            Seq::End => from_end,
+            Seq::Finish => from_fin,
+        });
         // Heads: O's offset steps per head; q_base restarts.
         let head_next = s_tile & tiles_done;
         let zero_a = m.zero(aw_addr);
@@ -942,7 +926,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         let step_addr = mux(in_pv, o_addr_pe, s_addr);
         let step_jj = if b_n == 1 { m.zero(1) } else { jj.q };
         let pv_arm = start_pv; // the cycle before a PV phase's first step
-        let ro_go = ro_state.q.eq(ro::PEND);
+        let ro_go = ro_state.is(Readout::Pend);
         let ro_go = ro_go & !rows_busy;
         let ro_go = ro_go & !o_busy;
         let ro_go = m.name("ro_go", ro_go);
@@ -1042,27 +1026,21 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
         reg_set(m, ro_zero, empty_tile, handoff);
         reg_set(m, ro_ohead, o_head_off.q, handoff);
         let ro_seen = m.reg("ro_seen", 1, Some(0));
-        let in_ro_run = ro_state.q.eq(ro::RUN);
+        let in_ro_run = ro_state.is(Readout::Run);
         let seen_d = ro_seen.q | rows_busy;
         let seen_d = seen_d & in_ro_run;
         m.set_next(ro_seen, seen_d);
         let ro_finished = and_all(&[in_ro_run, ro_seen.q, not_busy]);
-        let in_write = ro_state.q.eq(ro::WRITE);
+        let in_write = ro_state.is(Readout::Write);
         let o_start = in_write & o_idle;
         let o_start = m.name("o_start", o_start);
-        let rl = |m: &mut ModuleBuilder, s: u64| m.lit(2, s);
-        let (r_idle, r_pend, r_run, r_write) = (
-            rl(m, ro::IDLE),
-            rl(m, ro::PEND),
-            rl(m, ro::RUN),
-            rl(m, ro::WRITE),
-        );
-        let f_idle = mux(handoff, r_pend, r_idle);
-        let f_pend = mux(ro_go, r_run, r_pend);
-        let f_run = mux(ro_finished, r_write, r_run);
-        let f_write = mux(o_start, r_idle, r_write);
-        let ro_d = mux_index(ro_state.q, &[f_idle, f_pend, f_run, f_write]);
-        m.set_next(ro_state, ro_d);
+        let r = |s: Readout| ro_state.code(s);
+        ro_state.set_transitions(m, |s| match s {
+            Readout::Idle => mux(handoff, r(Readout::Pend), r(Readout::Idle)),
+            Readout::Pend => mux(ro_go, r(Readout::Run), r(Readout::Pend)),
+            Readout::Run => mux(ro_finished, r(Readout::Write), r(Readout::Run)),
+            Readout::Write => mux(o_start, r(Readout::Idle), r(Readout::Write)),
+        });
         set(m, "o_start", o_start);
         let o_tile_off = { ro_qbase.q.mul_lo(o_row_bytes, aw_addr) };
         let o_base = o_addr + ro_ohead.q;

@@ -32,11 +32,13 @@
 //! asserted `x_want` for a block after the first and it had not landed: prefetch should keep
 //! this 0) and `x_first_wait` (the same for each transfer's first block).
 
-use crate::{and_all, cat, mux, mux_index, or_all};
 use anyhow::{ensure, Result};
 
 use crate::landing::{self, LandingConfig};
-use crate::{addr_bits, bits_for, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+use crate::{
+    addr_bits, and_all, bits_for, cat, mux, mux_index, or_all, Design, ModRef, ModuleBuilder,
+    RegHandle, Sig,
+};
 
 /// Configuration of the DMA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

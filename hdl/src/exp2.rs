@@ -11,12 +11,11 @@
 //! canonical NaN, x ≥ 128 gives +Inf, x ≤ −152 (and −Inf) gives +0. Relative error below 2^-14
 //! wherever the result is normal (2^-11, half an FP16 ulp, is what softmax needs).
 
-use crate::{cat, mux, mux_index};
 use anyhow::Result;
 
 use crate::arith::{round_pack_f32, unpack};
 use crate::ieee;
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, mux_index, Design, ModRef, ModuleBuilder, Sig};
 
 /// Segments of the 2^f table (a power of two).
 pub const SEGMENTS: u32 = 64;

@@ -8,11 +8,10 @@
 //! subnormal inputs are supported; NaN × y and Inf × 0 give the canonical NaN 0x7FC00000;
 //! Inf × nonzero gives a signed Inf; a zero factor gives a zero with the XOR of the signs.
 
-use crate::cat;
 use anyhow::Result;
 
 use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp16_mul`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,8 +7,7 @@
 //! canonical NaN 0x7FC00000.
 
 use crate::arith::{leading_zeros, select_special_f32, unpack};
-use crate::{cat, mux};
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
 pub const MODULE_NAME: &str = "fp16_to_fp32";

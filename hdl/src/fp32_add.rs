@@ -14,11 +14,10 @@
 //! rounding increment is added to the packed exponent and fraction so that carries into the
 //! exponent (including to Inf) come out right without extra logic.
 
-use crate::{cat, mux, or_all};
 use anyhow::Result;
 
 use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_add`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,8 +9,7 @@
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
-use crate::mux;
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// A key whose unsigned order is binary32's total order on non-NaN values.
 fn order_key(m: &mut ModuleBuilder, x: Sig) -> Sig {

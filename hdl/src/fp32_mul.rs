@@ -8,11 +8,10 @@
 //! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
 //! NaN 0x7FC00000.
 
-use crate::{cat, mux};
 use anyhow::Result;
 
 use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_mul`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,8 +15,7 @@
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
-use crate::{cat, mux};
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// Quotient bits computed, one per cycle.
 const STEPS: u64 = 28;

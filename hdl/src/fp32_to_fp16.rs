@@ -8,8 +8,7 @@
 
 use crate::arith::{clamp, shift_right_sticky};
 use crate::ieee;
-use crate::{cat, mux};
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
 pub const MODULE_NAME: &str = "fp32_to_fp16";

@@ -124,6 +124,9 @@ pub enum NodeKind {
     Reset,
     /// A constant (width ≤ 64 bits of value; wider nodes are zero-extended).
     Const(u64),
+    /// The named constant `symbols[i]` (an FSM state code), printed as its `localparam` name.
+    /// Never folded: a state keeps its name wherever it is used.
+    Symbol(usize),
     /// A named net `nets[i]`.
     Net(usize),
     /// The output of register `regs[i]`.
@@ -269,6 +272,29 @@ pub struct Module {
     pub latency: u32,
     /// Every identifier used in the module (ports, nets, regs, memories, instances).
     pub names: HashSet<String>,
+    /// Named constants (`localparam`s), referenced by [`NodeKind::Symbol`].
+    pub symbols: Vec<Symbol>,
+    /// The module's state machines: which register holds which named states.
+    pub fsms: Vec<FsmInfo>,
+}
+
+/// A named constant: `localparam [width-1:0] name = value;`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub width: u32,
+    pub value: u64,
+}
+
+/// A state register and its states, for waveform viewers (translate files) and the manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsmInfo {
+    /// The register's Verilog name (`state_q`).
+    pub reg: String,
+    /// The Rust enum the states come from.
+    pub states_type: String,
+    /// Every state's localparam name and code, in code order.
+    pub states: Vec<(String, u64)>,
 }
 
 impl Module {
@@ -323,6 +349,7 @@ impl Module {
             NodeKind::Input(_)
             | NodeKind::Reset
             | NodeKind::Const(_)
+            | NodeKind::Symbol(_)
             | NodeKind::Net(_)
             | NodeKind::Reg(_)
             | NodeKind::InstOut { .. } => vec![],

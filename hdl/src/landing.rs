@@ -15,10 +15,9 @@
 //!
 //! Reads are combinational (latency 0); a write is visible after the clock edge.
 
-use crate::cat;
 use anyhow::{ensure, Result};
 
-use crate::{addr_bits, Design, ModRef};
+use crate::{addr_bits, cat, Design, ModRef};
 
 /// How rows map onto banks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

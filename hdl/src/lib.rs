@@ -24,6 +24,7 @@ pub mod fp32_misc;
 pub mod fp32_mul;
 pub mod fp32_recip;
 pub mod fp32_to_fp16;
+pub mod fsm;
 pub mod landing;
 pub mod mac;
 pub mod mask;

@@ -12,10 +12,9 @@
 //! per value (a thermometer code) serves the whole tile, plus one per row and one per column for
 //! the sequence ends: about 2(Br + Bc) comparators, not Br·Bc.
 
-use crate::{cat, mux, or_all};
 use anyhow::{ensure, Result};
 
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `mask_gen`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,13 +28,12 @@
 //! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
 //! writes `ld_data` unchanged.
 
-use crate::mux;
 use anyhow::{ensure, Result};
 
 use crate::fp32_misc;
 use crate::ieee;
 use crate::mac::{self, MacConfig};
-use crate::{addr_bits, Design, ModRef};
+use crate::{addr_bits, mux, Design, ModRef};
 
 /// The PE's operations (the `op` port; 6 and 7 are NOPs too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,18 +28,20 @@
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
 //! beats for the row's O staging bank (`st_*`). `ro_zero` outputs zeros (a tile with no block).
 
-use crate::{and_all, cat, mux, mux_index, or_all};
 use anyhow::Result;
 
 use crate::fault::Fault;
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_mul::{self, Fp32MulConfig};
 use crate::fp32_recip;
+use crate::fsm::Fsm;
 use crate::ieee;
 use crate::pe::{self, PeConfig, PeOp, OP_BITS};
 use crate::row_reduce::{self, RowReduceConfig};
 use crate::softmax::{self, RowOp, SoftmaxExpConfig};
-use crate::{addr_bits, bits_for, Design, ModRef, ModuleBuilder, Sig};
+use crate::{
+    addr_bits, and_all, bits_for, cat, mux, mux_index, or_all, Design, ModRef, ModuleBuilder, Sig,
+};
 
 /// Configuration of a PE row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,19 +162,12 @@ pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) 
     (mux(last, zero, inc), last)
 }
 
-/// Engine states.
-mod st {
-    pub const IDLE: u64 = 0;
-    pub const INIT: u64 = 1;
-    pub const MAX_SWEEP: u64 = 2;
-    pub const MAX_UPDATE: u64 = 3;
-    pub const EXP_SWEEP: u64 = 4;
-    pub const EXP_DRAIN: u64 = 5;
-    pub const SUM_UPDATE: u64 = 6;
-    pub const RO_RECIP: u64 = 7;
-    pub const RO_WAIT: u64 = 8;
-    pub const RO_SWEEP: u64 = 9;
-    pub const BITS: u32 = 4;
+crate::states! {
+    /// The row engine: softmax of a block (max sweep, max update, exp sweep and drain, sum
+    /// update, per query row), or the readout of a tile (reciprocal, wait, sweep, per row).
+    enum Engine = "S" {
+        Idle, Init, MaxSweep, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip, RoWait, RoSweep
+    }
 }
 
 /// Defines the PE row.
@@ -219,16 +214,16 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let out_f32 = m.input("out_f32", 1);
 
         // ---------------- engine state ------------------------------------------------
-        let state = m.reg("state", st::BITS, Some(st::IDLE));
+        let state = Fsm::new(m, "state", Engine::Idle);
         let ii = m.reg("ii", cfg.ii_bits(), Some(0));
         let cc = m.reg("cc", addr_bits(c_n), Some(0));
         let jj = m.reg("jj", cfg.jj_bits(), Some(0));
         let qq = m.reg("qq", addr_bits(e_n), Some(0));
         let slot = m.hold("slot", sm_slot, sm_start);
-        let is = |s: u64| state.q.eq(s);
-        let in_max = is(st::MAX_SWEEP);
-        let in_exp = is(st::EXP_SWEEP);
-        let in_ro = is(st::RO_SWEEP);
+        let is = |s: Engine| state.is(s);
+        let in_max = is(Engine::MaxSweep);
+        let in_exp = is(Engine::ExpSweep);
+        let in_ro = is(Engine::RoSweep);
 
         // The engine reads PE registers at one shared address; `cc` picks the PE.
         let s_base = cfg.s_addr_rtl(m, slot, ii.q, jj.q, aw);
@@ -407,7 +402,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let candidate = mux(masked_e, neg_inf, value);
         let run_max = m.reg("run_max", 32, Some(ieee::F32_NEG_INF));
         let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
-        let start_sweep = is(st::MAX_UPDATE); // run_max is read there, then reset
+        let start_sweep = is(Engine::MaxUpdate); // run_max is read there, then reset
         let run_max_d = mux(start_sweep, neg_inf, maxed);
         m.set_next(run_max, run_max_d);
         let run_max_en = in_max | start_sweep;
@@ -466,7 +461,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         m.drive(blk_sum, t.get("sum"));
 
         // Readout: r = 1/l (1 if l = 0), O * r, FP32 or FP16, packed into beats.
-        let recip_start = is(st::RO_RECIP);
+        let recip_start = is(Engine::RoRecip);
         let rc = m.instance(&recip, "u_recip", &[("start", recip_start), ("x", cur_l)]);
         let recip_done = rc.get("done");
         m.discard(rc.get("busy"));
@@ -505,7 +500,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let lane_inc = lane.q + 1;
         let zero_l = m.zero(lane.q.width());
         let lane_d = mux(lane_last, zero_l, lane_inc);
-        let ro_begin = is(st::RO_WAIT);
+        let ro_begin = is(Engine::RoWait);
         let lane_d = mux(ro_begin, zero_l, lane_d);
         m.set_next(lane, lane_d);
         let lane_en = in_ro | ro_begin;
@@ -553,22 +548,22 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         let enter_drain = in_exp & sweep_end;
         let drain_d = mux(enter_drain, drain_init, drain_dec);
         m.set_next(drain, drain_d);
-        let in_drain = is(st::EXP_DRAIN);
+        let in_drain = is(Engine::ExpDrain);
         let drain_en = enter_drain | in_drain;
         m.set_enable(drain, drain_en);
 
-        let lit = |m: &mut ModuleBuilder, s: u64| m.lit(st::BITS, s);
-        let s_idle = lit(m, st::IDLE);
-        let s_init = lit(m, st::INIT);
-        let s_maxs = lit(m, st::MAX_SWEEP);
-        let s_maxu = lit(m, st::MAX_UPDATE);
-        let s_exps = lit(m, st::EXP_SWEEP);
-        let s_expd = lit(m, st::EXP_DRAIN);
-        let s_sumu = lit(m, st::SUM_UPDATE);
-        let s_ror = lit(m, st::RO_RECIP);
-        let s_row = lit(m, st::RO_WAIT);
-        let s_ros = lit(m, st::RO_SWEEP);
-        let idle = is(st::IDLE);
+        let c = |s: Engine| state.code(s);
+        let s_idle = c(Engine::Idle);
+        let s_init = c(Engine::Init);
+        let s_maxs = c(Engine::MaxSweep);
+        let s_maxu = c(Engine::MaxUpdate);
+        let s_exps = c(Engine::ExpSweep);
+        let s_expd = c(Engine::ExpDrain);
+        let s_sumu = c(Engine::SumUpdate);
+        let s_ror = c(Engine::RoRecip);
+        let s_row = c(Engine::RoWait);
+        let s_ros = c(Engine::RoSweep);
+        let idle = is(Engine::Idle);
         // IDLE: a softmax start (init first on the tile's first block), or a readout.
         let after_start = mux(sm_first, s_init, s_maxs);
         let from_idle = mux(ro_start, s_ror, s_idle);
@@ -583,14 +578,20 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
             let row_done = mux(ii_last, s_idle, s_ror);
             mux(ro_end, row_done, s_ros)
         };
-        let table = [
-            from_idle, s_maxs, from_maxs, s_exps, from_exps, from_expd, from_sumu, from_ror,
-            from_row, from_ros,
-        ];
-        let state_d = mux_index(state.q, &table);
-        m.set_next(state, state_d);
+        state.set_transitions(m, |s| match s {
+            Engine::Idle => from_idle,
+            Engine::Init => s_maxs,
+            Engine::MaxSweep => from_maxs,
+            Engine::MaxUpdate => s_exps,
+            Engine::ExpSweep => from_exps,
+            Engine::ExpDrain => from_expd,
+            Engine::SumUpdate => from_sumu,
+            Engine::RoRecip => from_ror,
+            Engine::RoWait => from_row,
+            Engine::RoSweep => from_ros,
+        });
         // ii: reset on a start, advance after a row's sum update or readout.
-        let in_sumu = is(st::SUM_UPDATE);
+        let in_sumu = is(Engine::SumUpdate);
         let row_done_sm = in_sumu;
         let row_done_ro = in_ro & ro_end;
         let ii_adv = row_done_sm | row_done_ro;
@@ -604,7 +605,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> ModRef {
         m.set_enable(ii, ii_en);
 
         // Row state operations.
-        let in_init = is(st::INIT);
+        let in_init = is(Engine::Init);
         let op_init = m.lit(2, RowOp::Init as u64);
         let op_max = m.lit(2, RowOp::Max as u64);
         let op_sum = m.lit(2, RowOp::Sum as u64);

@@ -27,6 +27,7 @@ pub(crate) struct Arena {
     pub(crate) name: String,
     pub(crate) nodes: Vec<Node>,
     pub(crate) discards: Vec<NodeId>,
+    pub(crate) symbols: Vec<Symbol>,
     /// Hash-consing: every pure node is created once, so equal expressions share a node.
     pure: HashMap<(NodeKind, u32), NodeId>,
 }
@@ -51,6 +52,7 @@ pub(crate) fn open(name: &str) -> Shared {
         name: name.to_string(),
         nodes: vec![],
         discards: vec![],
+        symbols: vec![],
         pure: HashMap::new(),
     }));
     OPEN.with(|o| o.borrow_mut().push((module, arena.clone())));
@@ -321,7 +323,40 @@ pub fn or_all(xs: &[Sig]) -> Sig {
     on(xs, |a| a.or_all(xs))
 }
 
+/// The named constant `name` = `value` of `like`'s width, in `like`'s module: the code of an FSM
+/// state, printed as a `localparam` (see `fsm.rs`).
+pub(crate) fn symbol(like: Sig, name: &str, value: u64) -> Sig {
+    on(&[like], |a| a.symbol(name, like.width, value))
+}
+
 impl Arena {
+    fn symbol(&mut self, name: &str, width: u32, value: u64) -> Sig {
+        assert!(
+            width >= 64 || value >> width == 0,
+            "state {name} = {value} does not fit in {width} bits"
+        );
+        let idx = match self.symbols.iter().position(|s| s.name == name) {
+            Some(i) => {
+                let s = &self.symbols[i];
+                assert!(
+                    s.width == width && s.value == value,
+                    "`{name}` is defined twice in `{}` with different values",
+                    self.name
+                );
+                i
+            }
+            None => {
+                self.symbols.push(Symbol {
+                    name: name.to_string(),
+                    width,
+                    value,
+                });
+                self.symbols.len() - 1
+            }
+        };
+        self.node(NodeKind::Symbol(idx), width)
+    }
+
     fn sig(&self, id: NodeId) -> Sig {
         Sig {
             id,

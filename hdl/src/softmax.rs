@@ -18,7 +18,6 @@
 //! far −Inf or masked) FlashAttention's rule holds: the max subtracted is +0 and the rescale
 //! is 1, so blocks of −Inf scores (padding keys) contribute +0, never NaN.
 
-use crate::{cat, mux};
 use anyhow::Result;
 
 use crate::exp2::{self, Exp2Config};
@@ -26,7 +25,7 @@ use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_misc;
 use crate::fp32_mul::{self, Fp32MulConfig};
 use crate::ieee;
-use crate::{Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// `softmax_row` operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,8 +8,7 @@
 //! place-and-route tool's fmax is the unit's own.
 
 use crate::ir::{Dir, ModRef};
-use crate::{cat, mux};
-use crate::{Design, Sig};
+use crate::{cat, mux, Design, Sig};
 
 /// Defines the serial wrapper of `unit` in `d` (the unit must already be defined there).
 pub fn serial_wrapper(d: &mut Design, unit: &ModRef) -> ModRef {
