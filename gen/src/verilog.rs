@@ -28,13 +28,24 @@ pub fn emit_module(m: &Module, header: &str) -> Result<String> {
     let plan = plan(m)?;
     check_bit_usage(&plan)?;
     let mut out = String::new();
-    for line in header.lines() {
-        writeln!(out, "// {line}").unwrap();
+    for line in header.lines().chain(["`default_nettype none"]) {
+        if line.starts_with('`') {
+            writeln!(out, "{line}\n").unwrap();
+        } else {
+            out += &comment(line);
+        }
     }
-    out.push_str("`default_nettype none\n\n");
     for line in m.doc.lines() {
-        writeln!(out, "// {line}").unwrap();
+        out += &comment(line);
     }
+    out += &comment(&if m.sim_only {
+        "Simulation only: instantiated under REGFLASH_ASSERTIONS, never synthesized.".to_string()
+    } else {
+        match m.latency {
+            0 => "Latency: 0 cycles (combinational).".to_string(),
+            n => format!("Latency: {n} cycle(s) from inputs to outputs."),
+        }
+    });
     plan.print(&mut out);
     out.push_str("\n`default_nettype wire\n");
     Ok(out)
@@ -80,7 +91,8 @@ fn plan(m: &Module) -> Result<Plan<'_>> {
                 if reachable[i] && (shared || sliced[i] || signed_context) {
                     let base = match m.hints.get(&(i as NodeId)) {
                         Some(h) => h.clone(),
-                        None => format!("{}_{i}", op_name(kind)),
+                        None => compare_name(m, &names, kind)
+                            .unwrap_or_else(|| format!("{}_{i}", op_name(kind))),
                     };
                     let mut name = base.clone();
                     let mut k = 1;
@@ -117,6 +129,35 @@ fn reachable(m: &Module, with_assertions: bool) -> Vec<bool> {
     seen
 }
 
+/// A name for a comparison of a named signal with a named signal, a state or a constant:
+/// `state_q_is_S_RUN`, `k_q_eq_15`, `head_q_lt_n_heads_q`.
+fn compare_name(m: &Module, names: &[Option<String>], kind: &NodeKind) -> Option<String> {
+    let NodeKind::Binary(op, a, b) = kind else {
+        return None;
+    };
+    let term = |id: NodeId| match &m.node(id).kind {
+        NodeKind::Const(v) => Some((v.to_string(), true)),
+        NodeKind::Symbol(k) => Some((m.symbols[*k].name.clone(), true)),
+        _ => names[id as usize].clone().map(|n| (n, false)),
+    };
+    let ((a, a_const), (b, b_const)) = (term(*a)?, term(*b)?);
+    let (verb, flipped) = match op {
+        BinOp::Eq if b.starts_with(|c: char| c.is_ascii_uppercase()) => ("is", "is"),
+        BinOp::Eq => ("eq", "eq"),
+        BinOp::Ne => ("ne", "ne"),
+        BinOp::Ltu | BinOp::Lts => ("lt", "gt"),
+        BinOp::Leu | BinOp::Les => ("le", "ge"),
+        _ => return None,
+    };
+    // The named signal first: `k_q_ge_2` rather than `2_le_k_q`.
+    let name = match (a_const, b_const) {
+        (false, _) => format!("{a}_{verb}_{b}"),
+        (true, false) => format!("{b}_{flipped}_{a}"),
+        (true, true) => return None,
+    };
+    (name.len() <= 48 && is_valid_identifier(&name)).then_some(name)
+}
+
 fn op_name(kind: &NodeKind) -> &'static str {
     match kind {
         NodeKind::MemRead { .. } => "rd",
@@ -143,8 +184,9 @@ fn op_name(kind: &NodeKind) -> &'static str {
 /// Every bit of every declared signal must be read somewhere; Verilator `-Wall` warns otherwise.
 fn check_bit_usage(plan: &Plan) -> Result<()> {
     let m = plan.m;
-    // Assertions vanish in synthesis: what only they read would be unused there.
-    let reachable = reachable(m, false);
+    // Assertions vanish in synthesis: what only they read would be unused there (except in a
+    // simulation-only module, which synthesis never sees).
+    let reachable = reachable(m, m.sim_only);
     // used[i] = bit mask of node i's bits that are read (as ranges, via a Vec<bool> per node).
     let mut used: Vec<Vec<bool>> = m
         .nodes
@@ -172,7 +214,12 @@ fn check_bit_usage(plan: &Plan) -> Result<()> {
             }
         }
     }
-    for r in m.roots() {
+    let roots = if m.sim_only {
+        m.roots_with_assertions()
+    } else {
+        m.roots()
+    };
+    for r in roots {
         mark_all(&mut used, r);
     }
     let mut problems = vec![];
@@ -238,14 +285,16 @@ fn wrap_statement(stmt: &str) -> String {
     if stmt.len() <= WIDTH {
         return stmt.to_string();
     }
+    let indent = (stmt.len() - stmt.trim_start().len() + 4).max(8);
+    let newline = format!("\n{}", " ".repeat(indent));
     let mut out = String::with_capacity(stmt.len() + stmt.len() / 8);
     let mut line = 0;
     for (i, word) in stmt.split(' ').enumerate() {
         if i > 0 {
             // The leading indentation splits into empty words: keep them.
             if line > 0 && line + 1 + word.len() > WIDTH && !word.is_empty() {
-                out += "\n        ";
-                line = 8;
+                out += &newline;
+                line = indent;
             } else {
                 out.push(' ');
                 line += 1;
@@ -255,6 +304,55 @@ fn wrap_statement(stmt: &str) -> String {
         line += word.len();
     }
     out
+}
+
+/// The longest line the emitter writes on purpose (a single identifier or literal may exceed it).
+pub const MAX_LINE: usize = 120;
+
+/// `text` as `//` comment lines of at most [`MAX_LINE`] characters, broken at spaces (or
+/// after commas, for long JSON).
+fn comment(text: &str) -> String {
+    let width = MAX_LINE - 3;
+    let mut out = String::new();
+    let mut cur = String::new();
+    let flush = |cur: &mut String, out: &mut String| {
+        out.push_str(&format!("// {}\n", cur.trim_end()));
+        cur.clear();
+    };
+    for word in text.split_inclusive(' ') {
+        let mut word = word;
+        while cur.len() + word.trim_end().len() > width {
+            if !cur.is_empty() {
+                flush(&mut cur, &mut out);
+                continue;
+            }
+            // A word longer than a line: break it after a comma, or anywhere.
+            let cut = word[..width].rfind(',').map_or(width, |i| i + 1);
+            cur.push_str(&word[..cut]);
+            flush(&mut cur, &mut out);
+            word = &word[cut..];
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() || out.is_empty() {
+        flush(&mut cur, &mut out);
+    }
+    out
+}
+
+/// A one-line instance broken after its commas into lines of at most [`MAX_LINE`] characters.
+fn pack_list(line: &str) -> String {
+    let mut out = String::new();
+    let mut cur = String::new();
+    for piece in line.split_inclusive(", ") {
+        if !cur.is_empty() && cur.len() + piece.trim_end().len() > MAX_LINE {
+            out += cur.trim_end();
+            out += "\n";
+            cur = " ".repeat(8);
+        }
+        cur += piece;
+    }
+    out + &cur
 }
 
 /// A sized Verilog literal.
@@ -521,11 +619,16 @@ impl Plan<'_> {
             match r.reset {
                 Some(v) => writeln!(
                     seq,
-                    "    always @(posedge clk)\n        if (rst) {} <= {};\n        else {load}",
+                    "    always @(posedge clk)\n        if (rst) {} <= {};\n{}",
                     r.name,
-                    literal(r.width, v)
+                    literal(r.width, v),
+                    wrap_statement(&format!("        else {load}"))
                 ),
-                None => writeln!(seq, "    always @(posedge clk)\n        {load}"),
+                None => writeln!(
+                    seq,
+                    "    always @(posedge clk)\n{}",
+                    wrap_statement(&format!("        {load}"))
+                ),
             }
             .unwrap();
         }
@@ -535,15 +638,14 @@ impl Plan<'_> {
             }
             writeln!(seq, "    always @(posedge clk) begin").unwrap();
             for w in &mem.writes {
-                writeln!(
-                    seq,
+                let stmt = format!(
                     "        if ({}) {}[{}] <= {};",
                     self.bare(w.enable),
                     mem.name,
                     self.bare(w.addr),
                     self.bare(w.data)
-                )
-                .unwrap();
+                );
+                writeln!(seq, "{}", wrap_statement(&stmt)).unwrap();
             }
             writeln!(seq, "    end").unwrap();
         }
@@ -554,10 +656,11 @@ impl Plan<'_> {
         if !m.assertions.is_empty() {
             out.push_str("\n`ifdef REGFLASH_ASSERTIONS\n    // Simulation-only checks; synthesis leaves REGFLASH_ASSERTIONS undefined.\n");
             for (name, cond, message) in &m.assertions {
+                let check = format!("        if (!rst && !({}))", self.bare(*cond));
                 writeln!(
                     out,
-                    "    always @(posedge clk)\n        if (!rst && !({})) $error(\"regflash assertion `{name}` failed: {message}\");",
-                    self.bare(*cond)
+                    "    always @(posedge clk)\n{}\n            $error(\"regflash assertion `%s` failed: %s\",\n                \"{name}\", \"{message}\");",
+                    wrap_statement(&check)
                 )
                 .unwrap();
             }
@@ -606,8 +709,14 @@ impl Plan<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            if one_line.len() <= 200 {
+            if inst.module.sim_only {
+                out.push_str("`ifdef REGFLASH_ASSERTIONS\n    // A simulation-only checker.\n");
+            }
+            if one_line.len() <= MAX_LINE {
                 writeln!(out, "{one_line}").unwrap();
+            } else if conns.len() <= 16 {
+                // Few ports: packed into lines, so a 32x32 grid stays short.
+                writeln!(out, "{}", pack_list(&one_line)).unwrap();
             } else {
                 writeln!(
                     out,
@@ -617,6 +726,9 @@ impl Plan<'_> {
                     conns.join(",\n")
                 )
                 .unwrap();
+            }
+            if inst.module.sim_only {
+                out.push_str("`endif\n");
             }
         }
 

@@ -67,6 +67,9 @@ pub struct ModuleBuilder {
     child_clk: bool,
     child_rst: bool,
     fsms: Vec<FsmInfo>,
+    sim_only: bool,
+    /// Output names reserved before their ports are declared.
+    declared_outputs: HashSet<String>,
 }
 
 /// Checks a pipelined block's latency against the most it supports.
@@ -122,6 +125,8 @@ impl ModuleBuilder {
             child_clk: false,
             child_rst: false,
             fsms: vec![],
+            sim_only: false,
+            declared_outputs: HashSet::new(),
         }
     }
 
@@ -187,6 +192,15 @@ impl ModuleBuilder {
 
     // ----- ports ---------------------------------------------------------------------------
 
+    /// Reserves the names of output ports declared later with [`ModuleBuilder::output`], so
+    /// that nets named inside the module do not take them.
+    pub fn reserve_outputs(&mut self, names: &[String]) {
+        for n in names {
+            self.reserve_exact(n, "port");
+            self.declared_outputs.insert(n.clone());
+        }
+    }
+
     /// Declares an input port.
     pub fn input(&mut self, name: &str, width: u32) -> Sig {
         self.reserve_exact(name, "port");
@@ -202,7 +216,9 @@ impl ModuleBuilder {
 
     /// Declares an output port driven by `value`.
     pub fn output(&mut self, name: &str, value: Sig) {
-        self.reserve_exact(name, "port");
+        if !self.declared_outputs.remove(name) {
+            self.reserve_exact(name, "port");
+        }
         self.ports.push(Port {
             name: name.to_string(),
             dir: Dir::Output,
@@ -340,6 +356,13 @@ impl ModuleBuilder {
     /// The Verilog name of a register (`name_q`).
     pub fn reg_name(&self, r: RegHandle) -> &str {
         &self.regs[r.index].name
+    }
+
+    /// Makes this module simulation-only: a checker made of assertions (and the state they
+    /// need), instantiated under `ifdef REGFLASH_ASSERTIONS`, invisible to synthesis. Its
+    /// parent keeps every signal it feeds in the `unused` sink, so synthesis lint stays clean.
+    pub fn simulation_only(&mut self) {
+        self.sim_only = true;
     }
 
     /// Records a state machine (see `fsm.rs`).
@@ -537,6 +560,13 @@ impl ModuleBuilder {
             outputs.insert(p.name.clone(), s);
             out_nodes.push(s.id);
         }
+        if module.sim_only {
+            // Read only under REGFLASH_ASSERTIONS: kept used for synthesis and its lint.
+            let mut arena = self.arena.borrow_mut();
+            for s in inputs {
+                arena.discard(s.1);
+            }
+        }
         self.child_clk |= module.has_clk;
         self.child_rst |= module.has_rst;
         self.insts.push(Instance {
@@ -565,8 +595,14 @@ impl ModuleBuilder {
                 bail!("register `{}` has no input", r.name);
             }
         }
-        if !self.ports.iter().any(|p| p.dir == Dir::Output) {
+        if let Some(n) = self.declared_outputs.iter().next() {
+            bail!("output `{n}` was reserved but never declared");
+        }
+        if !self.sim_only && !self.ports.iter().any(|p| p.dir == Dir::Output) {
             bail!("module has no outputs");
+        }
+        if self.sim_only && self.assertions.is_empty() {
+            bail!("a simulation-only module checks something: it needs assertions");
         }
         if !self.assertions.is_empty()
             && self.regs.iter().all(|r| r.reset.is_none())
@@ -604,6 +640,7 @@ impl ModuleBuilder {
             has_clk: has_state || self.child_clk,
             has_rst,
             latency: self.latency,
+            sim_only: self.sim_only,
             names: std::mem::take(&mut self.names),
             symbols,
             fsms: std::mem::take(&mut self.fsms),

@@ -63,6 +63,8 @@ pub struct DmaConfig {
 
 /// Error codes of `x_error`.
 pub mod error {
+    /// Width of an error code.
+    pub const BITS: u32 = 3;
     pub const ZERO_SIZE: u64 = 1;
     pub const MISALIGNED: u64 = 2;
     pub const TOO_LARGE: u64 = 3;
@@ -408,7 +410,7 @@ fn channel(
     let code = check_descriptor(m, cfg, &desc, rows, row_beats);
     let code = m.name(&format!("{name}_check"), code);
     let active = m.reg(&format!("{name}_active"), 1, Some(0));
-    let error = m.reg(&format!("{name}_error"), 3, Some(0));
+    let error = m.reg(&format!("{name}_error"), error::BITS, Some(0));
     let stride = m.reg(&format!("{name}_stride"), a, Some(0));
     let rb = m.reg(
         &format!("{name}_row_beats"),

@@ -229,6 +229,9 @@ pub struct ModRef {
     pub has_clk: bool,
     pub has_rst: bool,
     pub latency: u32,
+    /// A simulation-only module (a checker): its instances are emitted under
+    /// `ifdef REGFLASH_ASSERTIONS` and synthesis never sees it.
+    pub sim_only: bool,
 }
 
 impl ModRef {
@@ -270,6 +273,9 @@ pub struct Module {
     pub has_rst: bool,
     /// Cycles from inputs to outputs (see the manifest's definition); 0 = combinational.
     pub latency: u32,
+    /// Simulation only (see [`ModRef::sim_only`]): may have no outputs, and what only its
+    /// assertions read is not an unused signal.
+    pub sim_only: bool,
     /// Every identifier used in the module (ports, nets, regs, memories, instances).
     pub names: HashSet<String>,
     /// Named constants (`localparam`s), referenced by [`NodeKind::Symbol`].
@@ -319,6 +325,7 @@ impl Module {
             has_clk: self.has_clk,
             has_rst: self.has_rst,
             latency: self.latency,
+            sim_only: self.sim_only,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod fp32_mul;
 pub mod fp32_recip;
 pub mod fp32_to_fp16;
 pub mod fsm;
+pub mod iface;
 pub mod landing;
 pub mod mac;
 pub mod mask;

@@ -5,6 +5,7 @@
 // fp16_mul: exact binary16 x binary16 -> binary32 product.
 // Latency 1 cycle(s), one result per cycle. NaN results are 0x7FC00000.
 // Bit-exact model: kernels::fp::fp16_mul.
+// Latency: 1 cycle(s) from inputs to outputs.
 module fp16_mul_l1 (
     input  wire clk,
     input  wire rst,
@@ -62,7 +63,8 @@ module fp16_mul_l1 (
 
     always @(posedge clk)
         if (rst) y_q <= 32'd0;
-        else y_q <= is_nan ? 32'h7fc00000 : is_inf ? {sign, 31'h7f800000} : is_zero ? {sign, 31'd0} : {sign, exp, {norm, 2'd0}};
+        else y_q <= is_nan ? 32'h7fc00000 : is_inf ? {sign, 31'h7f800000} : is_zero ? {sign, 31'd0}
+            : {sign, exp, {norm, 2'd0}};
 
     assign y = y_q;
 endmodule

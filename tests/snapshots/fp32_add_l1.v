@@ -5,6 +5,7 @@
 // fp32_add: binary32 a + b, round to nearest even, subnormals supported.
 // Latency 1 cycle(s), one result per cycle. NaN results are 0x7FC00000.
 // Bit-exact model: kernels::fp::fp32_add.
+// Latency: 1 cycle(s) from inputs to outputs.
 module fp32_add_l1 (
     input  wire clk,
     input  wire rst,
@@ -79,7 +80,9 @@ module fp32_add_l1 (
 
     always @(posedge clk)
         if (rst) y_q <= 32'd0;
-        else y_q <= is_nan ? 32'h7fc00000 : (is_inf | overflow) ? {sign, 31'h7f800000} : sum_zero ? {zero_sign, 31'd0} : {sign, {norm[26] ? (sum[27] ? exp_right : (x_exp - {3'd0, left})) : 8'd0, norm[25:3]} + {30'd0, round_up}};
+        else y_q <= is_nan ? 32'h7fc00000 : (is_inf | overflow) ? {sign, 31'h7f800000} : sum_zero ?
+            {zero_sign, 31'd0} : {sign, {norm[26] ? (sum[27] ? exp_right : (x_exp - {3'd0, left})) :
+            8'd0, norm[25:3]} + {30'd0, round_up}};
 
     assign y = y_q;
 endmodule

@@ -5,6 +5,7 @@
 // mac: y = acc + a * b (binary16 product, exact; binary32 sum, RNE).
 // Latency 2 cycle(s): multiplier 1, adder 1; one result per cycle.
 // Bit-exact model: kernels::fp::mac.
+// Latency: 2 cycle(s) from inputs to outputs.
 module mac_m1_a1 (
     input  wire clk,
     input  wire rst,

@@ -1,0 +1,123 @@
+//! The core's counter file: 48-bit performance counters, cleared by `start`, counting while
+//! the core is busy (see the core's module docs for each counter). MACs, register-file and
+//! P-buffer accesses are summed over the rows each cycle; a cycle without a MAC step is a stall
+//! of the first reason that holds: K/V data, the Q tile, the softmax, or other (tile changes,
+//! drains).
+
+use super::ports::{Counters, RowActivity, Stall};
+use super::{CoreParams, COUNTER_BITS};
+use crate::iface::{Block, Ports};
+use crate::{and_all, bits_for, group, mux, or_all, Design, ModuleBuilder, Sig};
+
+group! {
+    /// What the counters count: the run (`clear` at start, `busy`), MAC steps, blocks, skipped
+    /// blocks, the stall reasons and the channels' ready flags, the DMA's beat counts, and each
+    /// row's activity.
+    pub struct CountIn<T> {
+        clear, busy, step_valid, block_done, skipped, q_ready, k_ready, v_ready, dma_read_beats,
+        dma_write_beats;
+        stall: Stall<T>,
+        rows: Vec<RowActivity<T>>,
+    }
+}
+
+/// The counter file's block.
+pub type CountBlock = Block<CountIn, Counters<u32>>;
+
+/// Defines the counter file of the core `p`.
+pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
+    let inputs = CountIn {
+        clear: 1,
+        busy: 1,
+        step_valid: 1,
+        block_done: 1,
+        skipped: p.index_bits,
+        q_ready: 1,
+        k_ready: 1,
+        v_ready: 1,
+        dma_read_beats: 32,
+        dma_write_beats: 32,
+        stall: Stall::widths(),
+        rows: vec![RowActivity::widths(p); p.rows as usize],
+    };
+    let name = format!("{}_counters", p.module_name());
+    d.define_block(&name, &inputs, Counters::widths(), |_, m, i| {
+        m.doc(
+            "core counter file: 48-bit performance counters, cleared at start (see \
+             hdl/src/core/mod.rs for each).\nLatency 1. See hdl/src/core/counters.rs.",
+        );
+        m.set_latency(1);
+        counters(m, p, &i)
+    })
+}
+
+/// A counter: `+= inc` every cycle, cleared by `clear`.
+fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
+    let r = m.reg(name, COUNTER_BITS, Some(0));
+    let zero = m.zero(COUNTER_BITS);
+    m.set_next(r, mux(clear, zero, r.q + inc.zext(COUNTER_BITS)));
+    r.q
+}
+
+fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
+    let (rr, cn) = (p.rows, p.row.cols);
+    // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports (up to
+    // C + 1 reads, each PE's accumulator port and the engine's read, and C writes per row);
+    // P-buffer accesses (one read and one write per row at most).
+    let mut sum = |f: fn(&RowActivity) -> Sig, width: u32| {
+        let xs: Vec<Sig> = i.rows.iter().map(f).collect();
+        m.sum(&xs, width)
+    };
+    let macs = sum(|r| r.macs, bits_for((rr * cn) as u64));
+    let acc_w = bits_for((rr * (cn + 1)) as u64);
+    let rf_reads = sum(|r| r.rf_reads, acc_w);
+    let rf_writes = sum(|r| r.rf_writes, acc_w);
+    let p_w = bits_for(rr as u64);
+    let p_reads = sum(|r| r.p_read, p_w);
+    let p_writes = sum(|r| r.p_write, p_w);
+    let clear = i.clear;
+    let run_busy = i.busy & !clear;
+    let slots = m.lit(macs.width(), (rr * cn) as u64);
+    let zero_s = m.zero(macs.width());
+    let masked = mux(i.step_valid, slots, zero_s) - macs;
+    // Why no MAC step issued, while busy.
+    let idle_cycle = run_busy & !i.step_valid;
+    let s = &i.stall;
+    let qk_wait = s.waiting & s.want_qk;
+    let need_k = qk_wait & !i.k_ready;
+    let need_q = and_all(&[qk_wait, i.k_ready, !i.q_ready]);
+    let pv_wait = and_all(&[s.waiting, s.want_pv, s.pv_more]);
+    let need_sm = pv_wait & !s.sm_ahead;
+    let need_v = and_all(&[pv_wait, s.sm_ahead, !i.v_ready]);
+    let st_kv = idle_cycle & (need_k | need_v);
+    let st_q = idle_cycle & need_q;
+    let st_sm = idle_cycle & need_sm;
+    let st_other = idle_cycle & !or_all(&[st_kv, st_q, st_sm]);
+    let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
+    let out = Counters {
+        cycles: c("cnt_cycles", run_busy),
+        mac_cycles: c("cnt_mac_cycles", i.step_valid),
+        macs: c("cnt_macs", macs),
+        masked_macs: c("cnt_masked", masked),
+        stall_kv: c("cnt_stall_kv", st_kv),
+        stall_q: c("cnt_stall_q", st_q),
+        stall_softmax: c("cnt_stall_softmax", st_sm),
+        stall_other: c("cnt_stall_other", st_other),
+        blocks: c("cnt_blocks", i.block_done),
+        skipped_blocks: c("cnt_skipped", i.skipped),
+        rf_reads: c("cnt_rf_reads", rf_reads),
+        rf_writes: c("cnt_rf_writes", rf_writes),
+        p_buf_reads: c("cnt_p_buf_reads", p_reads),
+        p_buf_writes: c("cnt_p_buf_writes", p_writes),
+        read_beats: i.dma_read_beats.zext(COUNTER_BITS),
+        write_beats: i.dma_write_beats.zext(COUNTER_BITS),
+    };
+    assert_eq!(
+        out.named()
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        super::COUNTERS
+    );
+    out
+}

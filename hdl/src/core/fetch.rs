@@ -1,0 +1,280 @@
+//! The core's fetch unit: the Q, K and V channels' descriptors and block hand-over, and the
+//! operands the PE rows read from the landing buffers.
+//!
+//! Fetch cursors run ahead of the sequencer: a channel takes its next descriptor as soon as it
+//! is idle (its last block released), so the next tile's (or head's) first block is fetched
+//! while the current tile still computes. Q has one descriptor per head and a block per tile;
+//! K and V one descriptor per tile with keys to see (blocks of Bc rows), each walking
+//! (head, tile) on its own and skipping tiles that need no key. A channel with an error stops.
+//! The operands are combinational from the step counters: row r's Q value `a_q` (lane k of
+//! its landing bank) and the column operands `b_col` (K lanes in QK, V lanes in PV).
+
+use super::ports::{Problem, ReadCmd, ReadStatus, Step};
+use super::sequencer::keys_needed;
+use super::{reg_set, CoreParams};
+use crate::fault::Fault;
+use crate::iface::Block;
+use crate::{
+    addr_bits, and_all, cat, group, interface, mux, mux_index, Design, ModuleBuilder, Sig,
+};
+
+interface! {
+    /// Row r's operand: the Q value of its current query row and dimension.
+    pub struct RowOperand { a_q }
+}
+
+group! {
+    /// The fetch unit's inputs: the run, the sequencer's phase events and tile, the problem,
+    /// the loop counters and the channels' status.
+    pub struct FetchIn<T> {
+        go, busy, qk_last_step, pv_last_step, go_once, empty_tile, blk, nblk;
+        problem: Problem<T>,
+        step: Step<T>,
+        q: ReadStatus<T>,
+        k: ReadStatus<T>,
+        v: ReadStatus<T>,
+    }
+}
+
+group! {
+    /// The fetch unit's outputs: the channels' commands and the PE operands.
+    pub struct FetchOut<T> {
+        b_col;
+        q: ReadCmd<T>,
+        k: ReadCmd<T>,
+        v: ReadCmd<T>,
+        rows: Vec<RowOperand<T>>,
+    }
+}
+
+/// The fetch unit's block.
+pub type FetchBlock = Block<FetchIn, FetchOut<u32>>;
+
+fn rd_data_width(p: &CoreParams, l: &crate::landing::LandingConfig) -> u32 {
+    l.banks() * p.dma.width
+}
+
+/// Defines the fetch unit of the core `p`.
+pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
+    let dma = &p.dma;
+    let inputs = FetchIn {
+        go: 1,
+        busy: 1,
+        qk_last_step: 1,
+        pv_last_step: 1,
+        go_once: 1,
+        empty_tile: 1,
+        blk: p.index_bits,
+        nblk: p.index_bits,
+        problem: Problem::widths(p),
+        step: Step::widths(p),
+        q: ReadStatus::widths(rd_data_width(p, &dma.q)),
+        k: ReadStatus::widths(rd_data_width(p, &dma.k)),
+        v: ReadStatus::widths(rd_data_width(p, &dma.v)),
+    };
+    let outputs = FetchOut {
+        b_col: 16 * p.row.cols,
+        q: ReadCmd::widths(p, dma.q.rd_addr_width()),
+        k: ReadCmd::widths(p, dma.k.rd_addr_width()),
+        v: ReadCmd::widths(p, dma.v.rd_addr_width()),
+        rows: vec![RowOperand { a_q: 16 }; p.rows as usize],
+    };
+    let name = format!("{}_fetch", p.module_name());
+    d.define_block(&name, &inputs, outputs, |_, m, i| {
+        m.doc(
+            "core fetch unit: Q/K/V descriptors (cursors run ahead of the sequencer), block \
+             release, landing-buffer read addresses and the PE operands (a_q per row, b_col).\n\
+             Combinational from the step counters to the operands. See hdl/src/core/fetch.rs.",
+        );
+        fetch(m, p, &i)
+    })
+}
+
+fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
+    let prob = &i.problem;
+    // What the sequencer and the readout use of the problem and the channels.
+    for unused in [prob.o_addr, prob.out_f32, prob.c_const, i.step.qk] {
+        m.discard(unused);
+    }
+    for unused in [i.q.ready, i.k.ready, i.v.ready] {
+        m.discard(unused);
+    }
+    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let row_bytes = (p.d() * 2) as u64;
+    let rb16 = m.lit(16, row_bytes);
+    let stride = m.lit(aw, row_bytes);
+    let brl = m.lit(iw, p.br() as u64);
+    let bcl = m.lit(iw, p.bc() as u64);
+    let zero_bit = m.zero(1);
+    let (zero_i, zero_a) = (m.zero(iw), m.zero(aw));
+    let heads = prob.heads.zext(iw);
+    let running = i.busy;
+    let go = i.go;
+    // Q: one descriptor per head, a block per tile.
+    let qf_head = m.reg("qf_head", iw, Some(0));
+    let qf_off = m.reg("qf_off", aw, Some(0));
+    let q_ok = i.q.error.is_zero();
+    let q_start = and_all(&[running, qf_head.q.lt(heads), !i.q.busy, q_ok]);
+    let q_start = m.name("q_fetch_start", q_start);
+    let qf_en = go | q_start;
+    reg_set(m, qf_head, mux(go, zero_i, qf_head.q + 1), qf_en);
+    let q_span = prob.q_len.mul_lo(rb16, aw);
+    reg_set(m, qf_off, mux(go, zero_a, qf_off.q + q_span), qf_en);
+    // The Q tile is released after its last QK step, or at once for a tile with no block.
+    let q_last_qk = i.qk_last_step & (i.blk + 1).eq(i.nblk);
+    let q_rel = q_last_qk | (i.go_once & i.empty_tile);
+    let q_rel = if p.has(Fault::ReleaseQUnheld) {
+        q_rel | go
+    } else {
+        q_rel
+    };
+    let (rd_q, rd_k, rd_v) = read_addresses(m, p, i);
+    let q = ReadCmd {
+        start: q_start,
+        base: prob.q_addr + qf_off.q,
+        stride,
+        row_bytes: rb16,
+        rows: prob.q_len,
+        block_rows: brl,
+        want: zero_bit,
+        release: q_rel,
+        rd_addr: rd_q,
+    };
+    // K and V: one descriptor per tile with keys to see, blocks of Bc rows.
+    let kv_span = prob.k_len.mul_lo(rb16, aw);
+    let mut kv = |ch: &str, addr: Sig, status: &ReadStatus, last: Sig, early: Fault, rd| {
+        let f_head = m.reg(&format!("{ch}f_head"), iw, Some(0));
+        let f_qbase = m.reg(&format!("{ch}f_qbase"), iw, Some(0));
+        let f_off = m.reg(&format!("{ch}f_off"), aw, Some(0));
+        let active = and_all(&[running, f_head.q.lt(heads), status.error.is_zero()]);
+        let head_over = f_qbase.q.ge(prob.q_len);
+        let (need, _) = keys_needed(m, p, prob, f_qbase.q);
+        let take = (active & !head_over) & !status.busy;
+        let start = take & !need.is_zero();
+        let start = m.name(&format!("{ch}_fetch_start"), start);
+        let next_head = active & head_over;
+        // (head, q_base, offset): the next tile at a take, the next head at a head end.
+        let h_en = go | next_head;
+        reg_set(m, f_head, mux(go, zero_i, f_head.q + 1), h_en);
+        let qb_reset = go | next_head;
+        let qb_d = mux(qb_reset, zero_i, f_qbase.q + brl);
+        reg_set(m, f_qbase, qb_d, qb_reset | take);
+        reg_set(m, f_off, mux(go, zero_a, f_off.q + kv_span), h_en);
+        // Fault: release at start, when nothing is held yet.
+        let release = if p.has(early) { last | go } else { last };
+        ReadCmd {
+            start,
+            base: addr + f_off.q,
+            stride,
+            row_bytes: rb16,
+            rows: need,
+            block_rows: bcl,
+            want: zero_bit,
+            release: m.name(&format!("{ch}_rel"), release),
+            rd_addr: rd,
+        }
+    };
+    let k = kv(
+        "k",
+        prob.k_addr,
+        &i.k,
+        i.qk_last_step,
+        Fault::ReleaseKUnheld,
+        rd_k,
+    );
+    let v = kv(
+        "v",
+        prob.v_addr,
+        &i.v,
+        i.pv_last_step,
+        Fault::ReleaseVUnheld,
+        rd_v,
+    );
+    let (rows, b_col) = operands(m, p, i);
+    FetchOut {
+        b_col,
+        q,
+        k,
+        v,
+        rows,
+    }
+}
+
+/// `x` fitted to `bits` (truncated or zero-extended); None for a field of no bits.
+fn field(x: Sig, bits: u32) -> Option<Sig> {
+    (bits > 0).then(|| {
+        if x.width() >= bits {
+            x.trunc(bits)
+        } else {
+            x.zext(bits)
+        }
+    })
+}
+
+/// The landing buffers' read addresses: {slot, row field, beat field}. Dimension k selects
+/// beat k / lanes and lane k % lanes of Q and K rows; V rows are read whole, by key.
+fn read_addresses(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Sig, Sig, Sig) {
+    let lane_bits = addr_bits(p.lanes());
+    let kk = i.step.k;
+    let k_beat = if kk.width() > lane_bits {
+        kk.slice(kk.width() - 1, lane_bits)
+    } else {
+        m.zero(1)
+    };
+    let (ql, kl) = (&p.dma.q, &p.dma.k);
+    let addr = |slot: Sig, row: Sig, row_bits: u32, beat_bits: u32| {
+        let mut parts = vec![slot];
+        parts.extend(field(row, row_bits));
+        parts.extend(field(k_beat, beat_bits));
+        cat(&parts)
+    };
+    let q = addr(i.q.slot, i.step.ii, ql.local_row_bits(), ql.beat_bits());
+    let k = addr(i.k.slot, i.step.jj, kl.local_row_bits(), kl.beat_bits());
+    let jk = field(i.step.jk, p.dma.v.row_bits()).expect("rows");
+    (q, k, cat(&[i.v.slot, jk]))
+}
+
+/// Lane `lane` of a beat of 16-bit lanes.
+fn lane_of(beat: Sig, lane: Sig) -> Sig {
+    let vals: Vec<Sig> = (0..beat.width() / 16)
+        .map(|i| beat.slice(16 * i + 15, 16 * i))
+        .collect();
+    mux_index(lane, &vals)
+}
+
+/// The PE operands: each row's Q value (lane k of its bank of the Q landing buffer) and the
+/// column bus: PE c's K value (lane k of bank c) in QK, its V value (lane c·e + q) in PV.
+fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOperand>, Sig) {
+    let w = p.dma.width;
+    let lane_bits = addr_bits(p.lanes());
+    let kk = i.step.k;
+    let k_lane = kk.trunc(lane_bits.min(kk.width())).zext(lane_bits);
+    let e_n = p.row.e;
+    let mut k_cols = vec![];
+    let mut v_cols = vec![];
+    for c in 0..p.row.cols {
+        let kb = i.k.rd_data.slice(w * c + w - 1, w * c);
+        k_cols.push(lane_of(kb, k_lane));
+        let lanes_c: Vec<Sig> = (0..e_n)
+            .map(|q| {
+                let lane = c * e_n + q;
+                i.v.rd_data.slice(16 * lane + 15, 16 * lane)
+            })
+            .collect();
+        let qsel = if e_n == 1 { m.zero(1) } else { i.step.q };
+        v_cols.push(mux_index(qsel, &lanes_c));
+    }
+    k_cols.reverse();
+    v_cols.reverse();
+    let b_col = mux(i.step.pv, cat(&v_cols), cat(&k_cols));
+    let b_col = m.name("b_col", b_col);
+    let rows = (0..p.rows)
+        .map(|r| {
+            let qb = i.q.rd_data.slice(w * r + w - 1, w * r);
+            RowOperand {
+                a_q: lane_of(qb, k_lane),
+            }
+        })
+        .collect();
+    (rows, b_col)
+}

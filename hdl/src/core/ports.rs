@@ -1,0 +1,216 @@
+//! The core's port groups: the problem descriptor, the PE step bus, the DMA channel commands
+//! and statuses, and the interfaces between the core's modules (sequencer, fetch, readout,
+//! counter file, checker).
+
+use super::CoreParams;
+use crate::dma::ROW_BYTES_BITS;
+use crate::pe::OP_BITS;
+use crate::{addr_bits, bits_for, group, interface};
+
+interface! {
+    /// The problem `start` presents (latched for the run): byte addresses of Q, K, V and O,
+    /// heads, sequence lengths, causal masking, FP32 output, the softmax constant.
+    pub struct Problem { q_addr, k_addr, v_addr, o_addr, heads, q_len, k_len, causal, out_f32, c_const }
+}
+
+impl Problem<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let (a, i) = (p.addr_bits, p.index_bits);
+        Problem {
+            q_addr: a,
+            k_addr: a,
+            v_addr: a,
+            o_addr: a,
+            heads: i,
+            q_len: i,
+            k_len: i,
+            causal: 1,
+            out_f32: 1,
+            c_const: 32,
+        }
+    }
+}
+
+interface! {
+    /// The MAC step every PE row executes this cycle (`step_*` ports of `pe_row`): valid, PV
+    /// (else QK), the PE operation, the register address, the loop indices (query row ii, key
+    /// jj within a PE, key j within the block), the last step of a query row, the block slot.
+    pub struct PeStep { valid, pv, op, addr, ii, jj, j, last, slot }
+}
+
+impl PeStep<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let r = &p.row;
+        PeStep {
+            valid: 1,
+            pv: 1,
+            op: OP_BITS,
+            addr: r.pe.addr_width(),
+            ii: r.ii_bits(),
+            jj: r.jj_bits(),
+            j: r.j_bits(),
+            last: 1,
+            slot: 1,
+        }
+    }
+}
+
+interface! {
+    /// The sequencer's loop counters: phase (QK, PV) and the indices k (dimension), ii (query
+    /// row), jj (key within a PE), jk (key within the block), q (output column within a PE).
+    pub struct Step { qk, pv, k, ii, jj, jk, q }
+}
+
+impl Step<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let r = &p.row;
+        Step {
+            qk: 1,
+            pv: 1,
+            k: addr_bits(p.d()),
+            ii: addr_bits(r.a),
+            jj: addr_bits(r.b),
+            jk: addr_bits(p.bc()),
+            q: addr_bits(r.e),
+        }
+    }
+}
+
+interface! {
+    /// Why the array is not stepping (for the stall counters): waiting for a phase, which one
+    /// the sequencer wants, whether a PV has a block to do and its softmax is done.
+    pub struct Stall { waiting, want_qk, want_pv, pv_more, sm_ahead }
+}
+
+impl Stall<u32> {
+    pub fn widths() -> Self {
+        Stall {
+            waiting: 1,
+            want_qk: 1,
+            want_pv: 1,
+            pv_more: 1,
+            sm_ahead: 1,
+        }
+    }
+}
+
+interface! {
+    /// A read channel's command to the DMA: its descriptor (`start` with base, stride,
+    /// row_bytes, rows, block_rows), the block hand-over (`want`, `release`), and the landing
+    /// buffer's read address.
+    pub struct ReadCmd { start, base, stride, row_bytes, rows, block_rows, want, release, rd_addr }
+}
+
+impl ReadCmd<u32> {
+    pub fn widths(p: &CoreParams, rd_addr: u32) -> Self {
+        ReadCmd {
+            start: 1,
+            base: p.addr_bits,
+            stride: p.addr_bits,
+            row_bytes: ROW_BYTES_BITS,
+            rows: p.index_bits,
+            block_rows: p.index_bits,
+            want: 1,
+            release: 1,
+            rd_addr,
+        }
+    }
+}
+
+interface! {
+    /// A read channel's status from the DMA: descriptor busy, error code, a block landed
+    /// (ready) in landing slot `slot`, its read data.
+    pub struct ReadStatus { busy, error, ready, slot, rd_data }
+}
+
+impl ReadStatus<u32> {
+    pub fn widths(rd_data: u32) -> Self {
+        ReadStatus {
+            busy: 1,
+            error: crate::dma::error::BITS,
+            ready: 1,
+            slot: 1,
+            rd_data,
+        }
+    }
+}
+
+interface! {
+    /// The O channel's descriptor.
+    pub struct WriteDesc { start, base, stride, row_bytes, rows }
+}
+
+interface! {
+    /// What the PE row's engine reports each cycle for the counters: MACs performed,
+    /// register-file reads and writes, P-buffer read and write.
+    pub struct RowActivity { macs, rf_reads, rf_writes, p_read, p_write }
+}
+
+impl RowActivity<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let c = p.row.cols as u64;
+        RowActivity {
+            macs: bits_for(c),
+            rf_reads: bits_for(c + 1),
+            rf_writes: bits_for(c + 1),
+            p_read: 1,
+            p_write: 1,
+        }
+    }
+}
+
+interface! {
+    /// The core's performance counters (see the module docs for their meaning).
+    pub struct Counters {
+        cycles, mac_cycles, macs, masked_macs, stall_kv, stall_q, stall_softmax, stall_other,
+        blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads, p_buf_writes, read_beats,
+        write_beats
+    }
+}
+
+impl Counters<u32> {
+    pub fn widths() -> Self {
+        let w = super::COUNTER_BITS;
+        Counters {
+            cycles: w,
+            mac_cycles: w,
+            macs: w,
+            masked_macs: w,
+            stall_kv: w,
+            stall_q: w,
+            stall_softmax: w,
+            stall_other: w,
+            blocks: w,
+            skipped_blocks: w,
+            rf_reads: w,
+            rf_writes: w,
+            p_buf_reads: w,
+            p_buf_writes: w,
+            read_beats: w,
+            write_beats: w,
+        }
+    }
+}
+
+group! {
+    /// The sequencer's inputs.
+    pub struct SeqIn<T> {
+        start, rows_busy, ro_idle, q_ready, k_ready, v_ready, o_busy;
+        problem: Problem<T>,
+    }
+}
+
+group! {
+    /// The sequencer's outputs: the run (go, busy, done), the latched problem, the step bus and
+    /// loop counters, the phase events, the softmax trigger, the tile being computed, and what
+    /// the fetch unit, the readout and the counters need of it.
+    pub struct SeqOut<T> {
+        go, busy, done, start_qk, start_pv, qk_last_step, pv_last_step, sm_go, sm_first,
+        sm_slot, sm_kbase, blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
+        o_head_off, o_row_bytes, skipped, qk_issued, pv_issued;
+        latched: Problem<T>,
+        pe: PeStep<T>,
+        step: Step<T>,
+        stall: Stall<T>,
+    }
+}

@@ -1,0 +1,132 @@
+//! The core's readout: takes a finished tile from the sequencer, starts the row engines'
+//! normalization (1/l times O, into the O staging buffer) and then the O channel's write.
+//! One tile at a time: the next tile's hand-off waits until this one's write has started.
+
+use super::ports::WriteDesc;
+use super::{reg_set, CoreParams};
+use crate::fault::Fault;
+use crate::fsm::Fsm;
+use crate::iface::Block;
+use crate::{and_all, group, mux, Design, ModuleBuilder};
+
+crate::states! {
+    /// The readout: a tile handed over (pending), the rows normalizing (run), the O write.
+    pub enum Readout = "RO" { Idle, Pend, Run, Write }
+}
+
+group! {
+    /// The readout's inputs: the hand-off and the tile handed over (rows, first query row,
+    /// no block to compute, O's offset for the head), the row engines' and O channel's busy,
+    /// the O base address and row length.
+    pub struct ReadoutIn<T> {
+        handoff, rows_valid, q_base, empty_tile, o_head_off, rows_busy, o_busy, o_addr,
+        out_row_bytes;
+    }
+}
+
+group! {
+    /// The readout's outputs: idle (a tile may be handed over), the rows' normalization start
+    /// and its zero flag, the O descriptor, and the O region of the tile being written (for
+    /// the checker).
+    pub struct ReadoutOut<T> {
+        idle, go, zero, tile_base, tile_limit;
+        o: WriteDesc<T>,
+    }
+}
+
+/// The readout's block.
+pub type ReadoutBlock = Block<ReadoutIn, ReadoutOut<u32>>;
+
+/// Defines the readout of the core `p`.
+pub fn build(d: &mut Design, p: &CoreParams) -> ReadoutBlock {
+    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let inputs = ReadoutIn {
+        handoff: 1,
+        rows_valid: iw,
+        q_base: iw,
+        empty_tile: 1,
+        o_head_off: aw,
+        rows_busy: 1,
+        o_busy: 1,
+        o_addr: aw,
+        out_row_bytes: 16,
+    };
+    let outputs = ReadoutOut {
+        idle: 1,
+        go: 1,
+        zero: 1,
+        tile_base: aw,
+        tile_limit: aw,
+        o: WriteDesc {
+            start: 1,
+            base: aw,
+            stride: aw,
+            row_bytes: 16,
+            rows: iw,
+        },
+    };
+    let name = format!("{}_readout", p.module_name());
+    d.define_block(&name, &inputs, outputs, |_, m, i| {
+        m.doc(
+            "core readout: tile hand-off, row normalization start, O descriptor (states RO_*).\n\
+             Latency 1. See hdl/src/core/readout.rs.",
+        );
+        m.set_latency(1);
+        readout(m, p, &i)
+    })
+}
+
+fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
+    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let state = Fsm::new(m, "ro_state", Readout::Idle);
+    let rows = m.reg("ro_rows", iw, Some(0));
+    let qbase = m.reg("ro_qbase", iw, Some(0));
+    let zero = m.reg("ro_zero", 1, Some(0));
+    let ohead = m.reg("ro_ohead", aw, Some(0));
+    reg_set(m, rows, i.rows_valid, i.handoff);
+    reg_set(m, qbase, i.q_base, i.handoff);
+    reg_set(m, zero, i.empty_tile, i.handoff);
+    reg_set(m, ohead, i.o_head_off, i.handoff);
+    // The rows run once they are free and O has room; finished when they were seen busy and
+    // are idle again.
+    let go = state.is(Readout::Pend) & !i.rows_busy;
+    let go = m.name("ro_go", go & !i.o_busy);
+    let seen = m.reg("ro_seen", 1, Some(0));
+    let in_run = state.is(Readout::Run);
+    m.set_next(seen, (seen.q | i.rows_busy) & in_run);
+    let finished = and_all(&[in_run, seen.q, !i.rows_busy]);
+    let o_start = state.is(Readout::Write) & !i.o_busy;
+    let o_start = m.name("o_start", o_start);
+    let r = |s: Readout| state.code(s);
+    let pick = |c, t, f| mux(c, r(t), r(f));
+    state.set_transitions(m, |s| match s {
+        Readout::Idle => pick(i.handoff, Readout::Pend, Readout::Idle),
+        Readout::Pend => pick(go, Readout::Run, Readout::Pend),
+        Readout::Run => pick(finished, Readout::Write, Readout::Run),
+        Readout::Write => pick(o_start, Readout::Idle, Readout::Write),
+    });
+    let tile_off = qbase.q.mul_lo(i.out_row_bytes, aw);
+    let base = m.name("o_tile_base", (i.o_addr + ohead.q) + tile_off);
+    let stride = i.out_row_bytes.zext(aw);
+    // Fault: the descriptor's base one row late (the checker keeps the tile's own region).
+    let desc_base = if p.has(Fault::WriteOutsideO) {
+        base + stride
+    } else {
+        base
+    };
+    let limit = base + rows.q.mul_lo(stride, aw);
+    ReadoutOut {
+        idle: state.is(Readout::Idle),
+        go,
+        zero: zero.q,
+        tile_base: base,
+        tile_limit: limit,
+        o: WriteDesc {
+            start: o_start,
+            base: desc_base,
+            stride,
+            row_bytes: i.out_row_bytes,
+            rows: rows.q,
+        },
+    }
+}

@@ -1,0 +1,544 @@
+//! The core's sequencer: latches the problem at `start`, walks heads and query tiles (the main
+//! state machine), chooses the next MAC phase in the last step of the current one, counts the
+//! steps (the PE step bus), triggers the row engines' softmax of each block, and hands a
+//! finished tile to the readout.
+//!
+//! Phase selection: QK may run at most two blocks ahead of PV (QK(0), QK(1), PV(0), QK(2),
+//! PV(1), …); a PV needs its block's softmax done and the V block landed, a QK the K block and
+//! the Q tile. A phase never follows one of its own kind directly (the block just released has
+//! not yet been replaced in the channel's ready flag). Combinational from the DMA's ready flags
+//! to the step bus; latency 1 from `start` to `busy`.
+
+use super::ports::{PeStep, Problem, SeqIn, SeqOut, Stall, Step};
+use super::{reg_set, CoreParams};
+use crate::arith::div_ceil_const;
+use crate::fault::Fault;
+use crate::fsm::Fsm;
+use crate::iface::Block;
+use crate::pe::{PeOp, OP_BITS};
+use crate::pe_row::step_counter;
+use crate::{addr_bits, and_all, mux, Design, ModuleBuilder, RegHandle, Sig};
+
+crate::states! {
+    /// The main sequencer: per head, per query tile, run the tile's blocks, then hand the tile
+    /// to the readout.
+    pub enum Seq = "S" { Idle, Head, Tile, TileGo, Run, End, Finish }
+}
+
+crate::states! {
+    /// The phase the PE array runs this step.
+    pub enum Phase = "PH" { None, Qk, Pv }
+}
+
+/// The sequencer's block: inputs [`SeqIn`], outputs [`SeqOut`].
+pub type SeqBlock = Block<SeqIn, SeqOut<u32>>;
+
+/// Input widths.
+pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
+    SeqIn {
+        start: 1,
+        rows_busy: 1,
+        ro_idle: 1,
+        q_ready: 1,
+        k_ready: 1,
+        v_ready: 1,
+        o_busy: 1,
+        problem: Problem::widths(p),
+    }
+}
+
+/// Output widths.
+pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
+    let (i, a) = (p.index_bits, p.addr_bits);
+    SeqOut {
+        go: 1,
+        busy: 1,
+        done: 1,
+        start_qk: 1,
+        start_pv: 1,
+        qk_last_step: 1,
+        pv_last_step: 1,
+        sm_go: 1,
+        sm_first: 1,
+        sm_slot: 1,
+        sm_kbase: i,
+        blk: i,
+        q_base: i,
+        nblk: i,
+        go_once: 1,
+        empty_tile: 1,
+        handoff: 1,
+        rows_valid: i,
+        o_head_off: a,
+        o_row_bytes: 16,
+        skipped: i,
+        qk_issued: i,
+        pv_issued: i,
+        latched: Problem::widths(p),
+        pe: PeStep::widths(p),
+        step: Step::widths(p),
+        stall: Stall::widths(),
+    }
+}
+
+/// Defines the sequencer of the core `p`.
+pub fn build(d: &mut Design, p: &CoreParams) -> SeqBlock {
+    let name = format!("{}_seq", p.module_name());
+    d.define_block(&name, &input_widths(p), output_widths(p), |_, m, i| {
+        m.doc(
+            "core sequencer: problem latch, heads and tiles (state S_*), phase selection \
+                 (PH_*), MAC step counters, softmax trigger, tile hand-off to the readout.\n\
+                 Latency 1 (start -> busy); the step bus is combinational from the DMA's ready \
+                 flags. See hdl/src/core/sequencer.rs.",
+        );
+        m.set_latency(1);
+        sequencer(m, p, &i)
+    })
+}
+
+/// The keys the query tile starting at row `qb` needs, and the tile's end row: all of K, or for
+/// causal attention the keys up to its last row's diagonal, tile_end + k_len − q_len
+/// (bottom-right aligned), clamped to 0..=k_len.
+pub(crate) fn keys_needed(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    prob: &Problem,
+    qb: Sig,
+) -> (Sig, Sig) {
+    let iw = p.index_bits;
+    let tile_end = qb + p.br() as u64;
+    let past_end = tile_end.gt(prob.q_len);
+    let tile_end = mux(past_end, prob.q_len, tile_end);
+    let wide = iw + 2;
+    let kl = prob.k_len.zext(wide);
+    let reach = tile_end.zext(wide) + kl;
+    let reach = reach - prob.q_len.zext(wide);
+    let zero_w = m.zero(wide);
+    let negative = reach.lt_signed(zero_w);
+    let reach = mux(negative, zero_w, reach);
+    let over = reach.gt(kl);
+    let reach = mux(over, kl, reach).trunc(iw);
+    (mux(prob.causal, reach, prob.k_len), tile_end)
+}
+
+/// The sequencer's registers.
+struct Regs {
+    state: Fsm<Seq>,
+    head: RegHandle,
+    q_base: RegHandle,
+    o_head_off: RegHandle,
+    nblk: RegHandle,
+    ph_kind: Fsm<Phase>,
+    ph_blk: RegHandle,
+    kk: RegHandle,
+    ii: RegHandle,
+    jj: RegHandle,
+    jk: RegHandle,
+    qq: RegHandle,
+    qk_issued: RegHandle,
+    pv_issued: RegHandle,
+    qk_done: RegHandle,
+    pv_done: RegHandle,
+    sm_done: RegHandle,
+}
+
+impl Regs {
+    fn new(m: &mut ModuleBuilder, p: &CoreParams) -> Self {
+        let (iw, aw) = (p.index_bits, p.addr_bits);
+        let r = &p.row;
+        let mut reg = |name: &str, w: u32| m.reg(name, w, Some(0));
+        let (head, q_base, o_head_off, nblk) = (
+            reg("head", iw),
+            reg("q_base", iw),
+            reg("o_head_off", aw),
+            reg("nblk", iw),
+        );
+        let ph_blk = reg("ph_blk", iw);
+        let (kk, ii, jj, jk, qq) = (
+            reg("k", addr_bits(p.d())),
+            reg("ii", addr_bits(r.a)),
+            reg("jj", addr_bits(r.b)),
+            reg("jk", addr_bits(p.bc())),
+            reg("q", addr_bits(r.e)),
+        );
+        let (qk_issued, pv_issued, qk_done, pv_done, sm_done) = (
+            reg("qk_issued", iw),
+            reg("pv_issued", iw),
+            reg("qk_done", iw),
+            reg("pv_done", iw),
+            reg("sm_done", iw),
+        );
+        Regs {
+            state: Fsm::new(m, "state", Seq::Idle),
+            ph_kind: Fsm::new(m, "ph_kind", Phase::None),
+            head,
+            q_base,
+            o_head_off,
+            nblk,
+            ph_blk,
+            kk,
+            ii,
+            jj,
+            jk,
+            qq,
+            qk_issued,
+            pv_issued,
+            qk_done,
+            pv_done,
+            sm_done,
+        }
+    }
+}
+
+/// What phase selection decides this cycle.
+struct Phases {
+    start_qk: Sig,
+    start_pv: Sig,
+    qk_last_step: Sig,
+    pv_last_step: Sig,
+    stall: Stall,
+    step: Step,
+    q_last: Sig,
+}
+
+fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
+    let r = Regs::new(m, p);
+    let idle = r.state.is(Seq::Idle);
+    let go = i.start & idle;
+    let go = m.name("go", go);
+    // Latched at start: the problem does not change while the core runs.
+    let raw = &i.problem;
+    let mut hold = |n: &str, x: Sig| m.hold(n, x, go);
+    let prob = Problem {
+        q_addr: hold("q_base_addr", raw.q_addr),
+        k_addr: hold("k_base_addr", raw.k_addr),
+        v_addr: hold("v_base_addr", raw.v_addr),
+        o_addr: hold("o_base_addr", raw.o_addr),
+        heads: hold("n_heads", raw.heads),
+        q_len: hold("q_length", raw.q_len),
+        k_len: hold("k_length", raw.k_len),
+        causal: hold("is_causal", raw.causal),
+        out_f32: hold("is_f32", raw.out_f32),
+        c_const: hold("softmax_c", raw.c_const),
+    };
+    let row_bytes = (p.d() * 2) as u64;
+    let o_row_bytes = {
+        let rb16 = m.lit(16, row_bytes);
+        let rb32 = m.lit(16, 2 * row_bytes);
+        mux(prob.out_f32, rb32, rb16)
+    };
+    let (need_d, tile_end) = keys_needed(m, p, &prob, r.q_base.q);
+    let rows_valid = m.name("rows_valid", tile_end - r.q_base.q);
+    let need_d = m.name("keys_needed", need_d);
+    let nblk_d = div_ceil_const(m, need_d, p.bc() as u64);
+    let all_blocks = div_ceil_const(m, prob.k_len, p.bc() as u64);
+
+    let ph = phases(m, p, &r, i);
+    let sm = softmax_trigger(m, p, &r, i);
+    let tile = main_fsm(m, p, &r, i, &prob, o_row_bytes, go, nblk_d);
+    let pe = pe_step(m, p, &r, &ph);
+    let skipped = {
+        let s = all_blocks - nblk_d;
+        let zero = m.zero(p.index_bits);
+        mux(tile.go_once, s, zero)
+    };
+    SeqOut {
+        go,
+        busy: !idle,
+        done: tile.done,
+        start_qk: ph.start_qk,
+        start_pv: ph.start_pv,
+        qk_last_step: ph.qk_last_step,
+        pv_last_step: ph.pv_last_step,
+        sm_go: sm.go,
+        sm_first: sm.first,
+        sm_slot: r.sm_done.q.bit(0),
+        sm_kbase: sm.kbase,
+        blk: r.ph_blk.q,
+        q_base: r.q_base.q,
+        nblk: r.nblk.q,
+        go_once: tile.go_once,
+        empty_tile: tile.empty,
+        handoff: tile.handoff,
+        rows_valid,
+        o_head_off: r.o_head_off.q,
+        o_row_bytes,
+        skipped,
+        qk_issued: r.qk_issued.q,
+        pv_issued: r.pv_issued.q,
+        latched: prob,
+        pe,
+        step: ph.step,
+        stall: ph.stall,
+    }
+}
+
+/// Phase selection, the step counters and the phase bookkeeping (issued and drained counts).
+fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
+    let iw = p.index_bits;
+    let (a_n, b_n, e_n) = (p.row.a, p.row.b, p.row.e);
+    let in_qk = r.ph_kind.is(Phase::Qk);
+    let in_pv = r.ph_kind.is(Phase::Pv);
+    let no_phase = r.ph_kind.is(Phase::None);
+    let s_run = r.state.is(Seq::Run);
+    // The next phase is chosen in the last step of the current one, from the issue counts as
+    // they will be after this cycle.
+    let qk_last_step = m.net("qk_last_step", 1);
+    let pv_last_step = m.net("pv_last_step", 1);
+    let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
+    let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
+    let qk_more = qk_issued_n.lt(r.nblk.q);
+    let qk_allowed = qk_issued_n.lt(pv_issued_n + 2);
+    let want_qk = qk_more & qk_allowed;
+    let pv_more = pv_issued_n.lt(qk_issued_n);
+    let sm_ahead = r.sm_done.q.gt(pv_issued_n);
+    let phase_over = qk_last_step | pv_last_step;
+    let choose = s_run & (no_phase | phase_over);
+    let qk_can = and_all(&[want_qk, i.k_ready, i.q_ready]) & !qk_last_step;
+    let want_pv = !want_qk;
+    let pv_can = and_all(&[pv_more, sm_ahead, i.v_ready]) & !pv_last_step;
+    let pv_can = pv_can & want_pv;
+    // Faults: a phase kind that never starts.
+    let mut never = |fault: Fault, can: Sig| {
+        if p.has(fault) {
+            m.discard(can);
+            m.zero(1)
+        } else {
+            can
+        }
+    };
+    let qk_can = never(Fault::StallQk, qk_can);
+    let pv_can = never(Fault::StallPv, pv_can);
+    let start_qk = m.name("start_qk", choose & qk_can);
+    let start_pv = m.name("start_pv", choose & pv_can);
+
+    // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last.
+    let (jj_n, jj_last) = step_counter(m, r.jj.q, b_n);
+    let (ii_n, ii_last) = step_counter(m, r.ii.q, a_n);
+    let (k_n, k_last) = step_counter(m, r.kk.q, p.d());
+    let (q_n, q_last) = step_counter(m, r.qq.q, e_n);
+    let (jk_n, jk_last) = step_counter(m, r.jk.q, p.bc());
+    let qk_mid = jj_last & ii_last;
+    let pv_mid = q_last & ii_last;
+    m.drive(qk_last_step, in_qk & (qk_mid & k_last));
+    m.drive(pv_last_step, in_pv & (pv_mid & jk_last));
+    let begin = start_qk | start_pv;
+    // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
+    let mut advance = |reg: RegHandle, next: Sig, step: Sig| {
+        let zero = m.zero(reg.q.width());
+        let d = mux(begin, zero, next);
+        reg_set(m, reg, d, step | begin);
+    };
+    advance(r.jj, jj_n, in_qk);
+    let ii_step = (in_qk & jj_last) | (in_pv & q_last);
+    advance(r.ii, ii_n, ii_step);
+    advance(r.kk, k_n, in_qk & qk_mid);
+    advance(r.qq, q_n, in_pv);
+    advance(r.jk, jk_n, in_pv & pv_mid);
+    // Phase kind and block.
+    let code = |s: Phase| r.ph_kind.code(s);
+    let kind_d = mux(start_pv, code(Phase::Pv), code(Phase::None));
+    let kind_d = mux(start_qk, code(Phase::Qk), kind_d);
+    r.ph_kind.set_next(m, kind_d);
+    r.ph_kind.set_enable(m, begin | phase_over);
+    let blk_d = mux(start_qk, qk_issued_n, pv_issued_n);
+    reg_set(m, r.ph_blk, blk_d, begin);
+
+    // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
+    // Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
+    let by = |f: Fault| if p.has(f) { 2 } else { 1 };
+    count_by(m, r, r.qk_issued, qk_last_step, by(Fault::SkipK));
+    count_by(m, r, r.pv_issued, pv_last_step, by(Fault::SkipV));
+    let lat = p.row.pe.latency();
+    let qk_drained = m.delay_n("qk_drain", qk_last_step, lat);
+    let pv_drained = m.delay_n("pv_drain", pv_last_step, lat);
+    count_by(m, r, r.qk_done, qk_drained, 1);
+    count_by(m, r, r.pv_done, pv_drained, 1);
+    Phases {
+        start_qk,
+        start_pv,
+        qk_last_step,
+        pv_last_step,
+        stall: Stall {
+            waiting: s_run & no_phase,
+            want_qk,
+            want_pv,
+            pv_more,
+            sm_ahead,
+        },
+        step: Step {
+            qk: in_qk,
+            pv: in_pv,
+            k: r.kk.q,
+            ii: r.ii.q,
+            jj: r.jj.q,
+            jk: r.jk.q,
+            q: r.qq.q,
+        },
+        q_last,
+    }
+}
+
+/// A per-tile count: `reg += by` when `inc`, cleared when a tile starts.
+fn count_by(m: &mut ModuleBuilder, r: &Regs, reg: RegHandle, inc: Sig, by: u64) {
+    let tile_reset = r.state.is(Seq::TileGo);
+    let zero = m.zero(reg.q.width());
+    let d = mux(tile_reset, zero, reg.q + by);
+    reg_set(m, reg, d, inc | tile_reset);
+}
+
+/// The softmax trigger's outputs.
+struct Softmax {
+    go: Sig,
+    first: Sig,
+    kbase: Sig,
+}
+
+/// Starts the row engines' softmax of the next block once its QK has drained, P is free (P
+/// and the shifts are double-buffered: softmax j may run once PV(j−2) has issued) and, for a
+/// tile's first block, the readout has taken the previous tile.
+fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Softmax {
+    let sm_running = m.reg("sm_running", 1, Some(0));
+    let sm_kbase = m.reg("sm_kbase", p.index_bits, Some(0));
+    let sm_more = r.sm_done.q.lt(r.nblk.q);
+    let qk_ready = r.qk_done.q.gt(r.sm_done.q);
+    let p_free = (r.pv_issued.q + 1).ge(r.sm_done.q);
+    let first_block = r.sm_done.q.is_zero();
+    let ro_ok = i.ro_idle | !first_block;
+    let not_busy = !i.rows_busy;
+    let sm_go = and_all(&[
+        r.state.is(Seq::Run),
+        sm_more,
+        qk_ready,
+        p_free,
+        ro_ok,
+        !sm_running.q,
+        not_busy,
+    ]);
+    let sm_go = m.name("sm_go", sm_go);
+    // Running until the engines, busy from the next cycle, are idle again.
+    let sm_seen = m.reg("sm_seen", 1, Some(0));
+    let zero_bit = m.zero(1);
+    let seen_d = mux(sm_go, zero_bit, i.rows_busy) | sm_seen.q;
+    let seen_d = seen_d & !sm_go;
+    let finished = and_all(&[sm_running.q, sm_seen.q, not_busy]);
+    let seen_d = mux(finished, zero_bit, seen_d);
+    m.set_next(sm_seen, seen_d);
+    let one1 = m.lit(1, 1);
+    let run_d = mux(sm_go, one1, zero_bit);
+    reg_set(m, sm_running, run_d, sm_go | finished);
+    count_by(m, r, r.sm_done, finished, 1);
+    let bcl = m.lit(p.index_bits, p.bc() as u64);
+    let next_kbase = r.sm_done.q.mul_lo(bcl, p.index_bits);
+    reg_set(m, sm_kbase, next_kbase, sm_go);
+    Softmax {
+        go: sm_go,
+        first: first_block,
+        kbase: sm_kbase.q,
+    }
+}
+
+/// The tile the main state machine is on.
+struct Tile {
+    done: Sig,
+    go_once: Sig,
+    empty: Sig,
+    handoff: Sig,
+}
+
+/// The main state machine: heads, query tiles, the hand-off of a finished tile, done.
+#[allow(clippy::too_many_arguments)]
+fn main_fsm(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    r: &Regs,
+    i: &SeqIn,
+    prob: &Problem,
+    o_row_bytes: Sig,
+    go: Sig,
+    nblk_d: Sig,
+) -> Tile {
+    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let head_last = r.head.q.ge(prob.heads);
+    let tiles_done = r.q_base.q.ge(prob.q_len);
+    let empty_tile = r.nblk.q.is_zero();
+    let all_pv = r.pv_issued.q.ge(r.nblk.q);
+    let drained = r.pv_done.q.ge(r.nblk.q);
+    let end_ok = drained & i.ro_idle;
+    let s_tile_go = r.state.is(Seq::TileGo);
+    // An empty tile (no block to compute) still waits for its Q block, to release it.
+    let go_wait = and_all(&[s_tile_go, empty_tile, !i.q_ready]);
+    let go_wait = m.name("empty_tile_wait", go_wait);
+    let go_once = s_tile_go & !go_wait;
+    let fin_ok = i.ro_idle & !i.o_busy;
+    let st = |s: Seq| r.state.code(s);
+    let pick = |c: Sig, t: Seq, f: Seq| mux(c, st(t), st(f));
+    let from_idle = pick(go, Seq::Head, Seq::Idle);
+    let from_head = pick(head_last, Seq::Finish, Seq::Tile);
+    let from_tile = pick(tiles_done, Seq::Head, Seq::TileGo);
+    let from_go = pick(go_wait, Seq::TileGo, Seq::Run);
+    let from_run = pick(all_pv, Seq::End, Seq::Run);
+    let from_end = pick(end_ok, Seq::Tile, Seq::End);
+    let from_fin = pick(fin_ok, Seq::Idle, Seq::Finish);
+    r.state.set_transitions(m, |s| match s {
+        Seq::Idle => from_idle,
+        Seq::Head => from_head,
+        Seq::Tile => from_tile,
+        Seq::TileGo => from_go,
+        Seq::Run => from_run,
+        Seq::End => from_end,
+        Seq::Finish => from_fin,
+    });
+    // Heads: O's offset steps per head; q_base restarts.
+    let head_next = r.state.is(Seq::Tile) & tiles_done;
+    let zero_a = m.zero(aw);
+    let zero_i = m.zero(iw);
+    let o_span = prob.q_len.mul_lo(o_row_bytes, aw);
+    let o_off_d = mux(go, zero_a, r.o_head_off.q + o_span);
+    reg_set(m, r.o_head_off, o_off_d, go | head_next);
+    let head_d = mux(go, zero_i, r.head.q + 1);
+    reg_set(m, r.head, head_d, go | head_next);
+    // Tiles: q_base steps by Br at the end of each tile, restarts per head.
+    let handoff = r.state.is(Seq::End) & end_ok;
+    let handoff = m.name("handoff", handoff);
+    let head_reset = go | head_next;
+    let q_d = mux(head_reset, zero_i, r.q_base.q + p.br() as u64);
+    reg_set(m, r.q_base, q_d, head_reset | handoff);
+    reg_set(m, r.nblk, nblk_d, r.state.is(Seq::Tile));
+    // Done: set when the last tile is out, cleared by the next start.
+    let done = m.reg("done", 1, Some(0));
+    let fin = r.state.is(Seq::Finish) & fin_ok;
+    let (one, zero) = (m.lit(1, 1), m.zero(1));
+    reg_set(m, done, mux(go, zero, one), go | fin);
+    Tile {
+        done: done.q,
+        go_once,
+        empty: empty_tile,
+        handoff,
+    }
+}
+
+/// The PE step bus: QK steps clear S on the first dimension (MAC_CLEAR) and address S (slot,
+/// ii, jj); PV steps address O (ii, q) and let each row choose its operation.
+fn pe_step(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, ph: &Phases) -> PeStep {
+    let in_pv = ph.step.pv;
+    let first_k = r.kk.q.is_zero();
+    let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
+    let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
+    let aw_pe = p.row.pe.addr_width();
+    let slot = r.ph_blk.q.bit(0);
+    let s_addr = p.row.s_addr_rtl(m, slot, r.ii.q, r.jj.q, aw_pe);
+    let o_addr = p.row.o_addr_rtl(m, r.ii.q, r.qq.q, aw_pe);
+    let jj = if p.row.b == 1 { m.zero(1) } else { r.jj.q };
+    PeStep {
+        valid: ph.step.qk | in_pv,
+        pv: in_pv,
+        op: mux(first_k, op_clear, op_mac),
+        addr: mux(in_pv, o_addr, s_addr),
+        ii: r.ii.q,
+        jj,
+        j: r.jk.q,
+        last: ph.q_last,
+        slot,
+    }
+}
