@@ -306,7 +306,7 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
 /// The engine: the DMA, the sequencer, the fetch unit, the mask generators, the PE rows, the
 /// readout, the counter file and the checker; this module only wires them.
 fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
-    let row_mod = pe_row::build(d, &p.row);
+    let row_blk = pe_row::build(d, &p.row);
     let dma_mod = dma::build(d, &p.dma);
     let mask_mod = mask::build(d, &p.mask);
     let seq_blk = sequencer::build(d, p);
@@ -388,7 +388,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             },
         );
         m.drive(ro_idle, ro.idle);
-        let rows = pe_rows(m, &p, &row_mod, &seq, &fetch, &ro, mask_qk, mask_sp);
+        let rows = pe_rows(m, &p, &row_blk, &seq, &fetch, &ro, mask_qk, mask_sp);
         m.drive(rows_busy, rows.busy);
         // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
         for (prefix, cmd) in [("q", &fetch.q), ("k", &fetch.k), ("v", &fetch.v)] {
@@ -572,7 +572,7 @@ struct Rows {
 fn pe_rows(
     m: &mut ModuleBuilder,
     p: &CoreParams,
-    row_mod: &ModRef,
+    row_blk: &pe_row::RowBlock,
     seq: &SeqOut,
     fetch: &fetch::FetchOut,
     ro: &readout::ReadoutOut,
@@ -585,45 +585,40 @@ fn pe_rows(
         (vec![], vec![], vec![], vec![], vec![]);
     for r in 0..p.rows {
         let lo = span * r;
-        let pe = &seq.pe;
-        let out = m.instance(
-            row_mod,
+        let out = m.instantiate(
+            row_blk,
             &format!("row{r}"),
-            &[
-                ("a_q", fetch.rows[r as usize].a_q),
-                ("b_col", fetch.b_col),
-                ("step_valid", pe.valid),
-                ("step_pv", pe.pv),
-                ("step_op", pe.op),
-                ("step_addr", pe.addr),
-                ("step_ii", pe.ii),
-                ("step_jj", pe.jj),
-                ("step_j", pe.j),
-                ("step_last", pe.last),
-                ("step_slot", pe.slot),
-                ("mask_qk", mask_qk.slice(lo + span - 1, lo)),
-                ("mask_sp", mask_sp.slice(lo + span - 1, lo)),
-                ("pv_block_start", seq.start_pv),
-                ("sm_start", seq.sm_go),
-                ("sm_first", seq.sm_first),
-                ("sm_slot", seq.sm_slot),
-                ("c_const", seq.latched.c_const),
-                ("ro_start", ro.go),
-                ("ro_zero", ro.zero),
-                ("out_f32", seq.latched.out_f32),
-            ],
+            &pe_row::RowIn {
+                a_q: fetch.rows[r as usize].a_q,
+                b_col: fetch.b_col,
+                mask_qk: mask_qk.slice(lo + span - 1, lo),
+                mask_sp: mask_sp.slice(lo + span - 1, lo),
+                pv_block_start: seq.start_pv,
+                c_const: seq.latched.c_const,
+                out_f32: seq.latched.out_f32,
+                step: seq.pe,
+                sm: pe_row::SmCtl {
+                    start: seq.sm_go,
+                    first: seq.sm_first,
+                    slot: seq.sm_slot,
+                },
+                ro: pe_row::RoCtl {
+                    start: ro.go,
+                    zero: ro.zero,
+                },
+            },
         );
-        busy = busy | out.get("busy");
-        en.push(out.get("st_we"));
-        row.push(out.get("st_row"));
-        beat.push(out.get("st_beat"));
-        data.push(out.get("st_data"));
+        busy = busy | out.busy;
+        en.push(out.st.we);
+        row.push(out.st.row);
+        beat.push(out.st.beat);
+        data.push(out.st.data);
         activity.push(RowActivity {
-            macs: out.get("macs"),
-            rf_reads: out.get("rf_reads"),
-            rf_writes: out.get("rf_writes"),
-            p_read: out.get("p_read"),
-            p_write: out.get("p_write"),
+            macs: out.macs,
+            rf_reads: out.rf_reads,
+            rf_writes: out.rf_writes,
+            p_read: out.p_read,
+            p_write: out.p_write,
         });
     }
     for v in [&mut en, &mut row, &mut beat, &mut data] {

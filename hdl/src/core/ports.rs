@@ -4,7 +4,6 @@
 
 use super::CoreParams;
 use crate::dma::ROW_BYTES_BITS;
-use crate::pe::OP_BITS;
 use crate::{addr_bits, bits_for, group, interface};
 
 interface! {
@@ -31,29 +30,7 @@ impl Problem<u32> {
     }
 }
 
-interface! {
-    /// The MAC step every PE row executes this cycle (`step_*` ports of `pe_row`): valid, PV
-    /// (else QK), the PE operation, the register address, the loop indices (query row ii, key
-    /// jj within a PE, key j within the block), the last step of a query row, the block slot.
-    pub struct PeStep { valid, pv, op, addr, ii, jj, j, last, slot }
-}
-
-impl PeStep<u32> {
-    pub fn widths(p: &CoreParams) -> Self {
-        let r = &p.row;
-        PeStep {
-            valid: 1,
-            pv: 1,
-            op: OP_BITS,
-            addr: r.pe.addr_width(),
-            ii: r.ii_bits(),
-            jj: r.jj_bits(),
-            j: r.j_bits(),
-            last: 1,
-            slot: 1,
-        }
-    }
-}
+pub use crate::pe_row::PeStep;
 
 interface! {
     /// The sequencer's loop counters: phase (QK, PV) and the indices k (dimension), ii (query

@@ -75,7 +75,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         qk_issued: i,
         pv_issued: i,
         latched: Problem::widths(p),
-        pe: PeStep::widths(p),
+        pe: p.row.step_widths(),
         step: Step::widths(p),
         stall: Stall::widths(),
     }
