@@ -34,10 +34,11 @@
 
 use anyhow::{ensure, Result};
 
+use crate::iface::Block;
 use crate::landing::{self, LandingConfig};
 use crate::{
-    addr_bits, and_all, bits_for, cat, mux, mux_index, or_all, Design, ModRef, ModuleBuilder,
-    RegHandle, Sig,
+    addr_bits, and_all, bits_for, cat, group, interface, mux, mux_index, or_all, Design, ModRef,
+    ModuleBuilder, RegHandle, Sig,
 };
 
 /// Configuration of the DMA.
@@ -608,6 +609,145 @@ fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
     (v.any(), idx)
 }
 
+interface! {
+    /// A read channel's command: its descriptor (`start` with base, stride, row_bytes, rows,
+    /// block_rows), the block hand-over (`want`, `release`), the landing buffer's read address.
+    pub struct ReadCmd { start, base, stride, row_bytes, rows, block_rows, want, release, rd_addr }
+}
+
+interface! {
+    /// A read channel's status: descriptor busy, error code, a block landed (`ready`) in landing
+    /// slot `slot`, the current block's number, the consumer's wait cycles (later blocks, first
+    /// blocks), the landing buffer's read data.
+    pub struct ReadChannel { busy, error, ready, slot, block, wait, first_wait, rd_data }
+}
+
+interface! {
+    /// The O channel's descriptor.
+    pub struct WriteDesc { start, base, stride, row_bytes, rows }
+}
+
+interface! {
+    /// The O channel's status.
+    pub struct WriteStatus { busy, error }
+}
+
+interface! {
+    /// The O staging banks' write ports (one field per bank, bank 0 in the low bits).
+    pub struct StageWrite { en, row, beat, data }
+}
+
+interface! {
+    /// A memory request (`mem_req_*`): valid (with `ready` the other way), byte address,
+    /// write, write data.
+    pub struct MemReq { valid, addr, write, wdata }
+}
+
+group! {
+    /// The DMA's inputs: the memory port's ready and response, the channels' commands and the
+    /// O staging writes.
+    pub struct DmaIn<T> {
+        mem_req_ready, mem_rsp_valid, mem_rsp_data;
+        q: ReadCmd<T>,
+        k: ReadCmd<T>,
+        v: ReadCmd<T>,
+        o: WriteDesc<T>,
+        o_wr: StageWrite<T>,
+    }
+}
+
+group! {
+    /// The DMA's outputs: the memory request, the channels' statuses, the beat counters.
+    pub struct DmaOut<T> {
+        read_beats, write_beats;
+        mem_req: MemReq<T>,
+        q: ReadChannel<T>,
+        k: ReadChannel<T>,
+        v: ReadChannel<T>,
+        o: WriteStatus<T>,
+    }
+}
+
+/// The DMA's block.
+pub type DmaBlock = Block<DmaIn, DmaOut<u32>>;
+
+impl DmaConfig {
+    /// A read channel's command widths for landing buffer `l`.
+    pub fn read_cmd(&self, l: &LandingConfig) -> ReadCmd<u32> {
+        ReadCmd {
+            start: 1,
+            base: self.addr_bits,
+            stride: self.addr_bits,
+            row_bytes: ROW_BYTES_BITS,
+            rows: self.index_bits,
+            block_rows: self.index_bits,
+            want: 1,
+            release: 1,
+            rd_addr: l.rd_addr_width(),
+        }
+    }
+
+    fn read_channel(&self, l: &LandingConfig) -> ReadChannel<u32> {
+        ReadChannel {
+            busy: 1,
+            error: error::BITS,
+            ready: 1,
+            slot: 1,
+            block: self.index_bits,
+            wait: 32,
+            first_wait: 32,
+            rd_data: l.banks() * self.width,
+        }
+    }
+
+    /// The DMA's input widths.
+    pub fn input_widths(&self) -> DmaIn<u32> {
+        let (a, banks) = (self.addr_bits, self.o_banks());
+        DmaIn {
+            mem_req_ready: 1,
+            mem_rsp_valid: 1,
+            mem_rsp_data: self.width,
+            q: self.read_cmd(&self.q),
+            k: self.read_cmd(&self.k),
+            v: self.read_cmd(&self.v),
+            o: WriteDesc {
+                start: 1,
+                base: a,
+                stride: a,
+                row_bytes: ROW_BYTES_BITS,
+                rows: self.index_bits,
+            },
+            o_wr: StageWrite {
+                en: banks,
+                row: (banks * self.o_local_row_bits()).max(1),
+                beat: banks * self.o_beat_bits(),
+                data: banks * self.width,
+            },
+        }
+    }
+
+    /// The DMA's output widths.
+    pub fn output_widths(&self) -> DmaOut<u32> {
+        DmaOut {
+            read_beats: 32,
+            write_beats: 32,
+            mem_req: MemReq {
+                valid: 1,
+                addr: self.addr_bits,
+                write: 1,
+                wdata: self.width,
+            },
+            q: self.read_channel(&self.q),
+            k: self.read_channel(&self.k),
+            v: self.read_channel(&self.v),
+            o: WriteStatus {
+                busy: 1,
+                error: error::BITS,
+            },
+        }
+    }
+}
+
 /// Defines the engine.
 pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let cfg = *cfg;
@@ -736,9 +876,14 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
 /// Defines the DMA: the engine, a landing buffer per read channel, and the O staging buffer.
 /// Ports: the engine's, minus its landing and staging sides, plus `x_rd_addr` → `x_rd_data`
 /// per read channel (see `landing.rs`) and the staging banks' write ports `o_wr_en`, `o_wr_row`
-/// (absent with one row per bank), `o_wr_beat`, `o_wr_data` (one field per bank, bank 0 in the
-/// low bits).
-pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
+/// (one unused bit with one row per bank), `o_wr_beat`, `o_wr_data` (one field per bank, bank 0
+/// in the low bits). Returned as a typed view: [`DmaIn`] in, [`DmaOut`] out.
+pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
+    let module = build_module(d, cfg);
+    Block::view(module, &cfg.input_widths(), cfg.output_widths())
+}
+
+fn build_module(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let engine = build_engine(d, cfg);
     let landings: Vec<ModRef> = [cfg.q, cfg.k, cfg.v]
         .iter()
@@ -772,7 +917,14 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         let banks = cfg.o_banks();
         let (lrb, bb, w) = (cfg.o_local_row_bits(), cfg.o_beat_bits(), cfg.width);
         let wr_en = m.input("o_wr_en", banks);
-        let wr_row = (lrb > 0).then(|| m.input("o_wr_row", banks * lrb));
+        // One row per bank: the row field is a placeholder bit, unused.
+        let wr_row = m.input("o_wr_row", (banks * lrb).max(1));
+        let wr_row = if lrb > 0 {
+            Some(wr_row)
+        } else {
+            m.discard(wr_row);
+            None
+        };
         let wr_beat = m.input("o_wr_beat", banks * bb);
         let wr_data = m.input("o_wr_data", banks * w);
         let rd_row = e.get("o_rd_row");

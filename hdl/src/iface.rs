@@ -90,13 +90,14 @@ macro_rules! interface {
 }
 
 /// Declares an interface of leaves and interfaces: `group! { pub struct DmaIn<T> { start,
-/// busy; q: Desc<T>, rows: Vec<Row<T>> } }`: leaves first (ports `start`, `busy`), then the
-/// sub-interfaces (field `q`'s ports are prefixed `q_`).
+/// busy; q: Desc<T>, rows: Vec<Row<T>>, problem => Problem<T> } }`: leaves first (ports
+/// `start`, `busy`), then the sub-interfaces: `field: Type` prefixes the field's ports with
+/// `field_` (`q_base`), `field => Type` keeps their names (`q_addr`, not `problem_q_addr`).
 #[macro_export]
 macro_rules! group {
     ($(#[$meta:meta])* $vis:vis struct $name:ident<$t:ident> {
         $($(#[$lmeta:meta])* $leaf:ident),* ;
-        $($(#[$fmeta:meta])* $field:ident : $fty:ty),* $(,)?
+        $($(#[$fmeta:meta])* $field:ident $sep:tt $fty:ty),* $(,)?
     }) => {
         $(#[$meta])*
         #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +111,7 @@ macro_rules! group {
                 $(out.push(($crate::iface::join(prefix, stringify!($leaf)), self.$leaf));)*
                 $($crate::iface::Ports::leaves(
                     &self.$field,
-                    &$crate::iface::join(prefix, stringify!($field)),
+                    &$crate::group!(@prefix $sep prefix, stringify!($field)),
                     out,
                 );)*
             }
@@ -123,13 +124,15 @@ macro_rules! group {
                     $($leaf: f(&$crate::iface::join(prefix, stringify!($leaf)), self.$leaf),)*
                     $($field: $crate::iface::Ports::map(
                         &self.$field,
-                        &$crate::iface::join(prefix, stringify!($field)),
+                        &$crate::group!(@prefix $sep prefix, stringify!($field)),
                         f,
                     )),*
                 }
             }
         }
     };
+    (@prefix : $prefix:expr, $name:expr) => { $crate::iface::join($prefix, $name) };
+    (@prefix => $prefix:expr, $name:expr) => { $prefix.to_string() };
 }
 
 /// No ports (a simulation-only checker's outputs).
@@ -193,6 +196,23 @@ impl ModuleBuilder {
     }
 }
 
+impl ModuleBuilder {
+    /// [`ModuleBuilder::instantiate`], the instance's `rst` driven by `reset` (see
+    /// [`ModuleBuilder::instance_with_reset`]).
+    pub fn instantiate_with_reset<I: Ports<Sig>, O: Ports<u32>>(
+        &mut self,
+        block: &Block<I, O>,
+        name: &str,
+        inputs: &I,
+        reset: Sig,
+    ) -> O::With<Sig> {
+        let conns = inputs.named();
+        let refs: Vec<(&str, Sig)> = conns.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let outs = self.instance_with_reset(&block.module, name, &refs, reset);
+        block.outputs.map("", &mut |port, _| outs.get(port))
+    }
+}
+
 /// A module with typed ports: inputs `I` (a struct of signals), outputs described by `O` (a
 /// struct of widths).
 pub struct Block<I, O> {
@@ -208,6 +228,41 @@ impl<I, O: Clone> Clone for Block<I, O> {
         Block {
             module: self.module.clone(),
             outputs: self.outputs.clone(),
+            _inputs: PhantomData,
+        }
+    }
+}
+
+impl<I: Ports<Sig>, O: Ports<u32>> Block<I, O> {
+    /// A typed view of a module built port by port: panics (a generator bug) unless its ports
+    /// are exactly the leaves of `inputs` and `outputs`, by name, direction and width.
+    pub fn view(module: ModRef, inputs: &I::With<u32>, outputs: O) -> Self
+    where
+        I::With<u32>: Ports<u32>,
+    {
+        let mut want: Vec<(String, crate::ir::Dir, u32)> = vec![];
+        let dirs = [
+            (inputs.named(), crate::ir::Dir::Input),
+            (outputs.named(), crate::ir::Dir::Output),
+        ];
+        for (leaves, dir) in dirs {
+            want.extend(leaves.into_iter().map(|(n, w)| (n, dir, w)));
+        }
+        let mut have: Vec<(String, crate::ir::Dir, u32)> = module
+            .ports
+            .iter()
+            .map(|p| (p.name.clone(), p.dir, p.width))
+            .collect();
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        have.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            have, want,
+            "the ports of `{}` differ from its typed view",
+            module.name
+        );
+        Block {
+            module,
+            outputs,
             _inputs: PhantomData,
         }
     }
@@ -258,8 +313,13 @@ mod tests {
         struct Desc { start, base }
     }
 
+    crate::interface! {
+        /// A test result.
+        struct Res { done, sum }
+    }
+
     crate::group! {
-        struct Pair<T> { go; q: Desc<T>, rows: Vec<Desc<T>> }
+        struct Pair<T> { go; q: Desc<T>, rows: Vec<Desc<T>>, flat => Desc<T> }
     }
 
     #[test]
@@ -268,6 +328,7 @@ mod tests {
             go: 1,
             q: Desc { start: 1, base: 32 },
             rows: vec![Desc { start: 1, base: 8 }; 2],
+            flat: Desc { start: 1, base: 4 },
         };
         let names: Vec<String> = w.named().into_iter().map(|(n, _)| n).collect();
         assert_eq!(
@@ -279,7 +340,9 @@ mod tests {
                 "rows0_start",
                 "rows0_base",
                 "rows1_start",
-                "rows1_base"
+                "rows1_base",
+                "start",
+                "base"
             ]
         );
     }
@@ -290,20 +353,20 @@ mod tests {
         let inner = d.define_block(
             "inner",
             &Desc { start: 1, base: 8 },
-            Desc { start: 1, base: 8 },
-            |_, _, i| Desc {
-                start: !i.start,
-                base: i.base + 1,
+            Res { done: 1, sum: 8 },
+            |_, _, i| Res {
+                done: !i.start,
+                sum: i.base + 1,
             },
         );
         d.define("outer", |_, m| {
             let i = m.inputs("x", &Desc { start: 1, base: 8 });
             let o = m.instantiate(&inner, "u_inner", &i);
-            assert_eq!(widths_of(&o), Desc { start: 1, base: 8 });
+            assert_eq!(widths_of(&o), Res { done: 1, sum: 8 });
             m.outputs("y", &o);
         });
         let outer = d.module("outer").unwrap();
         let ports: Vec<&str> = outer.ports.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(ports, ["x_start", "x_base", "y_start", "y_base"]);
+        assert_eq!(ports, ["x_start", "x_base", "y_done", "y_sum"]);
     }
 }

@@ -57,7 +57,7 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
         "softmax_row" => softmax::build_row(d),
         "softmax_exp" => softmax::build_exp(d, &cfg.softmax_exp()),
         "mask_gen" => mask::build(d, &cfg.mask()),
-        "dma" => dma::build(d, &cfg.dma()),
+        "dma" => dma::build(d, &cfg.dma()).module,
         "pe_row" => pe_row::build(d, &CoreParams::from_config(cfg)?.row).module,
         "core" => core::build(d, &CoreParams::from_config(cfg)?),
         other => bail!("unknown unit `{other}`: choose one of {}", UNITS.join(", ")),

@@ -74,9 +74,9 @@ pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
     };
     let outputs = FetchOut {
         b_col: 16 * p.row.cols,
-        q: ReadCmd::widths(p, dma.q.rd_addr_width()),
-        k: ReadCmd::widths(p, dma.k.rd_addr_width()),
-        v: ReadCmd::widths(p, dma.v.rd_addr_width()),
+        q: dma.read_cmd(&dma.q),
+        k: dma.read_cmd(&dma.k),
+        v: dma.read_cmd(&dma.v),
         rows: vec![RowOperand { a_q: 16 }; p.rows as usize],
     };
     let name = format!("{}_fetch", p.module_name());

@@ -42,13 +42,13 @@ use anyhow::{ensure, Result};
 
 use crate::config::CoreConfig;
 use crate::dma::{self, DmaConfig};
+use crate::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::fault::Fault;
-use crate::iface::Ports;
-use crate::ir::Dir;
+use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
 use crate::pe_row::{self, PeRowConfig};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
-use ports::{Problem, ReadStatus, RowActivity, SeqIn, SeqOut};
+use ports::{CoreIn, CoreOut, Counters, ReadStatus, RowActivity, SeqIn, SeqOut};
 
 /// Counter width.
 pub const COUNTER_BITS: u32 = 48;
@@ -201,7 +201,11 @@ fn reg_set(m: &mut ModuleBuilder, r: RegHandle, d: Sig, en: Sig) {
 /// Defines the core.
 pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
     let engine = build_engine(d, p);
-    d.define(&p.module_name(), |_, m| abort_wrapper(m, &engine))
+    let (inputs, outputs) = (CoreIn::widths(p), CoreOut::widths(p));
+    d.define_block(&p.module_name(), &inputs, outputs, |_, m, i| {
+        abort_wrapper(m, &engine, &i)
+    })
+    .module
 }
 
 /// The core's top: the engine, and what happens when a DMA descriptor is refused. The engine
@@ -211,111 +215,70 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
 /// core then reports `done` with `error` holding the code until the next `start`, which it
 /// accepts like any other. Counters restart at zero with the reset. Every other port passes
 /// through. Latency 1.
-fn abort_wrapper(m: &mut ModuleBuilder, engine: &ModRef) {
+fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> CoreOut {
     m.doc(
         "core top: the engine (see <name>_engine) and its abort on a DMA descriptor error: the\n\
          error code is latched, the memory port stops taking requests, and when no read is in\n\
          flight the engine is reset; then done = 1 and error holds the code until the next start.",
     );
-    const OWN: [&str; 5] = ["start", "mem_req_ready", "busy", "done", "error"];
-    let mut inputs = vec![];
-    for port in engine
-        .ports
-        .iter()
-        .filter(|p| p.dir == crate::ir::Dir::Input)
-    {
-        if !OWN.contains(&port.name.as_str()) {
-            inputs.push((port.name.clone(), m.input(&port.name, port.width)));
-        }
-    }
-    let start = m.input("start", 1);
-    let mem_ready = m.input("mem_req_ready", 1);
+    m.set_latency(1);
     let draining = m.reg("draining", 1, Some(0));
     let soft_rst = m.net("engine_reset", 1);
     let engine_rst = m.rst_or(soft_rst);
-    let engine_start = start & !draining.q;
-    let engine_ready = mem_ready & !draining.q;
-    let mut conns: Vec<(&str, Sig)> = inputs.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-    conns.push(("start", engine_start));
-    conns.push(("mem_req_ready", engine_ready));
-    let e = m.instance_with_reset(engine, "u_engine", &conns, engine_rst);
+    let mut to_engine = i.clone();
+    to_engine.start = i.start & !draining.q;
+    to_engine.mem_req_ready = i.mem_req_ready & !draining.q;
+    let e = m.instantiate_with_reset(engine, "u_engine", &to_engine, engine_rst);
     // Reads in flight: accepted read requests minus responses.
-    let req_valid = e.get("mem_req_valid");
-    let req_valid = req_valid & !draining.q;
-    let read_taken = req_valid & mem_ready;
-    let read_taken = read_taken & !e.get("mem_req_write");
-    let rsp = inputs
-        .iter()
-        .find(|(n, _)| n == "mem_rsp_valid")
-        .map(|(_, s)| *s)
-        .expect("the engine has a memory response port");
-    let bits = 16;
-    let inflight = m.reg("reads_in_flight", bits, Some(0));
-    let up = inflight.q + 1;
-    let down = inflight.q - 1;
-    let same = read_taken.eq(rsp);
-    let n_d = mux(read_taken, up, down);
-    let n_d = mux(same, inflight.q, n_d);
-    m.set_next(inflight, n_d);
+    let req_valid = e.mem_req.valid & !draining.q;
+    let read_taken = (req_valid & i.mem_req_ready) & !e.mem_req.write;
+    let inflight = m.reg("reads_in_flight", 16, Some(0));
+    let n_d = mux(read_taken, inflight.q + 1, inflight.q - 1);
+    m.set_next(
+        inflight,
+        mux(read_taken.eq(i.mem_rsp_valid), inflight.q, n_d),
+    );
     let none_in_flight = inflight.q.is_zero();
     // Abort: latch the first error, drain, reset the engine for one cycle, report done.
-    let error = e.get("error");
-    let go = {
-        let idle = !e.get("busy");
-        let idle = idle & !draining.q;
-        start & idle
-    };
-    let failed = error.any();
-    let begin = failed & !draining.q;
-    let code = m.reg("error_code", error.width(), Some(0));
-    let zero_code = m.zero(error.width());
-    let code_d = mux(go, zero_code, error);
-    let code_en = go | begin;
-    m.set_next(code, code_d);
-    m.set_enable(code, code_en);
+    let go = i.start & (!e.busy & !draining.q);
+    let begin = e.error.any() & !draining.q;
+    let code = m.reg("error_code", e.error.width(), Some(0));
+    let zero_code = m.zero(e.error.width());
+    m.set_next(code, mux(go, zero_code, e.error));
+    m.set_enable(code, go | begin);
     let reset_now = draining.q & none_in_flight;
     m.drive(soft_rst, reset_now);
-    let drain_d = begin | draining.q;
-    let drain_d = drain_d & !reset_now;
-    m.set_next(draining, drain_d);
+    m.set_next(draining, (begin | draining.q) & !reset_now);
     let aborted = m.reg("aborted", 1, Some(0));
-    let ab_d = reset_now | aborted.q;
-    let ab_d = ab_d & !go;
-    m.set_next(aborted, ab_d);
-    for port in engine
-        .ports
-        .iter()
-        .filter(|p| p.dir == crate::ir::Dir::Output)
-    {
-        let v = e.get(&port.name);
-        let v = match port.name.as_str() {
-            "mem_req_valid" => req_valid,
-            "busy" => v | draining.q,
-            "done" => v | aborted.q,
-            "error" => {
-                m.discard(v);
-                code.q
-            }
-            _ => v,
-        };
-        m.output(&port.name, v);
-    }
-    m.set_latency(1);
+    m.set_next(aborted, (reset_now | aborted.q) & !go);
+    let mut out = e.clone();
+    out.mem_req.valid = req_valid;
+    out.busy = e.busy | draining.q;
+    out.done = e.done | aborted.q;
+    out.error = code.q;
+    out
 }
+
+/// The engine's block (the core's ports, without the abort).
+type EngineBlock = Block<CoreIn, CoreOut<u32>>;
 
 /// The engine: the DMA, the sequencer, the fetch unit, the mask generators, the PE rows, the
 /// readout, the counter file and the checker; this module only wires them.
-fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
-    let row_blk = pe_row::build(d, &p.row);
-    let dma_mod = dma::build(d, &p.dma);
-    let mask_mod = mask::build(d, &p.mask);
-    let seq_blk = sequencer::build(d, p);
-    let fetch_blk = fetch::build(d, p);
-    let ro_blk = readout::build(d, p);
-    let cnt_blk = counters::build(d, p);
-    let chk_blk = check::build(d, p);
+fn build_engine(d: &mut Design, p: &CoreParams) -> EngineBlock {
+    let parts = Parts {
+        row: pe_row::build(d, &p.row),
+        dma: dma::build(d, &p.dma),
+        mask: mask::build(d, &p.mask),
+        seq: sequencer::build(d, p),
+        fetch: fetch::build(d, p),
+        readout: readout::build(d, p),
+        counters: counters::build(d, p),
+        check: check::build(d, p),
+    };
     let p = *p;
-    d.define(&format!("{}_engine", p.module_name()), |_, m| {
+    let name = format!("{}_engine", p.module_name());
+    let (inputs, outputs) = (CoreIn::widths(&p), CoreOut::widths(&p));
+    d.define_block(&name, &inputs, outputs, |_, m, i| {
         m.doc(&format!(
             "core: FlashAttention on {} x {} PEs, Br = {}, Bc = {}, d = {}: the DMA, sequencer,\n\
              fetch unit, mask generators, PE rows, readout, counter file and checker.\n\
@@ -326,202 +289,171 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> ModRef {
             p.bc(),
             p.d()
         ));
-        let start = m.input("start", 1);
-        let problem = m.inputs("", &Problem::widths(&p));
-        let dma = Dma::new(m, &dma_mod);
-        let rows_busy = m.net("rows_busy", 1);
-        let ro_idle = m.net("ro_idle", 1);
-        let seq = m.instantiate(
-            &seq_blk,
-            "u_seq",
-            &SeqIn {
-                start,
-                rows_busy,
-                ro_idle,
-                q_ready: dma.get("q_ready"),
-                k_ready: dma.get("k_ready"),
-                v_ready: dma.get("v_ready"),
-                o_busy: dma.get("o_busy"),
-                problem,
-            },
-        );
-        let status = |ch: &str| ReadStatus {
-            busy: dma.get(&format!("{ch}_busy")),
-            error: dma.get(&format!("{ch}_error")),
-            ready: dma.get(&format!("{ch}_ready")),
-            slot: dma.get(&format!("{ch}_slot")),
-            rd_data: dma.get(&format!("{ch}_rd_data")),
-        };
-        let fetch = m.instantiate(
-            &fetch_blk,
-            "u_fetch",
-            &fetch::FetchIn {
-                go: seq.go,
-                busy: seq.busy,
-                qk_last_step: seq.qk_last_step,
-                pv_last_step: seq.pv_last_step,
-                go_once: seq.go_once,
-                empty_tile: seq.empty_tile,
-                blk: seq.blk,
-                nblk: seq.nblk,
-                problem: seq.latched,
-                step: seq.step,
-                q: status("q"),
-                k: status("k"),
-                v: status("v"),
-            },
-        );
-        let (mask_qk, mask_sp) = masks(m, &p, &mask_mod, &seq);
-        let ro = m.instantiate(
-            &ro_blk,
-            "u_readout",
-            &readout::ReadoutIn {
-                handoff: seq.handoff,
-                rows_valid: seq.rows_valid,
-                q_base: seq.q_base,
-                empty_tile: seq.empty_tile,
-                o_head_off: seq.o_head_off,
-                rows_busy,
-                o_busy: dma.get("o_busy"),
-                o_addr: seq.latched.o_addr,
-                out_row_bytes: seq.o_row_bytes,
-            },
-        );
-        m.drive(ro_idle, ro.idle);
-        let rows = pe_rows(m, &p, &row_blk, &seq, &fetch, &ro, mask_qk, mask_sp);
-        m.drive(rows_busy, rows.busy);
-        // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
-        for (prefix, cmd) in [("q", &fetch.q), ("k", &fetch.k), ("v", &fetch.v)] {
-            dma.set_all(m, prefix, cmd);
-        }
-        dma.set_all(m, "o", &ro.o);
-        dma.set("o_wr_en", rows.st_en, m);
-        if let Some(r) = rows.st_row {
-            dma.set("o_wr_row", r, m);
-        }
-        dma.set("o_wr_beat", rows.st_beat, m);
-        dma.set("o_wr_data", rows.st_data, m);
-
-        // Status: busy, done, and the first channel's error code (Q, K, V, O in that order).
-        m.output("busy", seq.busy);
-        m.output("done", seq.done);
-        let mut err = m.zero(dma::error::BITS);
-        for ch in ["o", "v", "k", "q"] {
-            let e = dma.get(&format!("{ch}_error"));
-            err = mux(e.any(), e, err);
-        }
-        m.output("error", err);
-        let counters = m.instantiate(
-            &cnt_blk,
-            "u_counters",
-            &counters::CountIn {
-                clear: seq.go,
-                busy: seq.busy,
-                step_valid: seq.pe.valid,
-                block_done: seq.qk_last_step,
-                skipped: seq.skipped,
-                q_ready: dma.get("q_ready"),
-                k_ready: dma.get("k_ready"),
-                v_ready: dma.get("v_ready"),
-                dma_read_beats: dma.get("read_beats"),
-                dma_write_beats: dma.get("write_beats"),
-                stall: seq.stall,
-                rows: rows.activity,
-            },
-        );
-        m.outputs("", &counters);
-        for n in [
-            "q_wait",
-            "k_wait",
-            "v_wait",
-            "q_first_wait",
-            "k_first_wait",
-            "v_first_wait",
-        ] {
-            m.discard(dma.get(n));
-        }
-        m.discard(dma.get("q_block"));
-        let watch = |ch: &str, release: Sig| check::ChannelWatch {
-            ready: dma.get(&format!("{ch}_ready")),
-            release,
-        };
-        m.instantiate(
-            &chk_blk,
-            "u_check",
-            &check::CheckIn {
-                mem_valid: dma.get("mem_req_valid"),
-                mem_write: dma.get("mem_req_write"),
-                mem_addr: dma.get("mem_req_addr"),
-                o_start: ro.o.start,
-                tile_base: ro.tile_base,
-                tile_limit: ro.tile_limit,
-                start_qk: seq.start_qk,
-                start_pv: seq.start_pv,
-                k_block: dma.get("k_block"),
-                v_block: dma.get("v_block"),
-                qk_issued: seq.qk_issued,
-                pv_issued: seq.pv_issued,
-                q: watch("q", fetch.q.release),
-                k: watch("k", fetch.k.release),
-                v: watch("v", fetch.v.release),
-            },
-        );
         m.set_latency(1);
+        engine(m, &p, &parts, &i)
     })
 }
 
-/// The DMA instance. Its memory port is the engine's; every other input is a net the engine
-/// drives (with [`Dma::set`]) once the module that computes it is instantiated.
-struct Dma {
-    outs: crate::InstOutputs,
-    nets: std::collections::HashMap<String, Sig>,
+/// The blocks the engine wires.
+struct Parts {
+    row: pe_row::RowBlock,
+    dma: dma::DmaBlock,
+    mask: ModRef,
+    seq: sequencer::SeqBlock,
+    fetch: fetch::FetchBlock,
+    readout: readout::ReadoutBlock,
+    counters: counters::CountBlock,
+    check: check::CheckBlock,
 }
 
-impl Dma {
-    fn new(m: &mut ModuleBuilder, module: &ModRef) -> Self {
-        let mut conns: Vec<(String, Sig)> = vec![];
-        let mut nets = std::collections::HashMap::new();
-        for port in module.ports.iter().filter(|x| x.dir == Dir::Input) {
-            let s = if port.name.starts_with("mem_") {
-                m.input(&port.name, port.width)
-            } else {
-                let s = m.net(&format!("dma_{}", port.name), port.width);
-                nets.insert(port.name.clone(), s);
-                s
-            };
-            conns.push((port.name.clone(), s));
-        }
-        let refs: Vec<(&str, Sig)> = conns.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        let outs = m.instance(module, "u_dma", &refs);
-        for port in module.ports.iter().filter(|x| x.dir == Dir::Output) {
-            if port.name.starts_with("mem_") {
-                m.output(&port.name, outs.get(&port.name));
-            }
-        }
-        Dma { outs, nets }
+fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> CoreOut {
+    // The DMA's commands come from modules that need its status first: nets, driven below.
+    let w = p.dma.input_widths();
+    let dma_in = DmaIn {
+        mem_req_ready: i.mem_req_ready,
+        mem_rsp_valid: i.mem_rsp_valid,
+        mem_rsp_data: i.mem_rsp_data,
+        q: m.nets("dma_q", &w.q),
+        k: m.nets("dma_k", &w.k),
+        v: m.nets("dma_v", &w.v),
+        o: m.nets("dma_o", &w.o),
+        o_wr: m.nets("dma_o_wr", &w.o_wr),
+    };
+    let dma = m.instantiate(&parts.dma, "u_dma", &dma_in);
+    let rows_busy = m.net("rows_busy", 1);
+    let ro_idle = m.net("ro_idle", 1);
+    let seq_in = SeqIn {
+        start: i.start,
+        rows_busy,
+        ro_idle,
+        q_ready: dma.q.ready,
+        k_ready: dma.k.ready,
+        v_ready: dma.v.ready,
+        o_busy: dma.o.busy,
+        problem: i.problem,
+    };
+    let seq = m.instantiate(&parts.seq, "u_seq", &seq_in);
+    let status = |c: &dma::ReadChannel| ReadStatus {
+        busy: c.busy,
+        error: c.error,
+        ready: c.ready,
+        slot: c.slot,
+        rd_data: c.rd_data,
+    };
+    let fetch_in = fetch::FetchIn {
+        go: seq.go,
+        busy: seq.busy,
+        qk_last_step: seq.qk_last_step,
+        pv_last_step: seq.pv_last_step,
+        go_once: seq.go_once,
+        empty_tile: seq.empty_tile,
+        blk: seq.blk,
+        nblk: seq.nblk,
+        problem: seq.latched,
+        step: seq.step,
+        q: status(&dma.q),
+        k: status(&dma.k),
+        v: status(&dma.v),
+    };
+    let fetch = m.instantiate(&parts.fetch, "u_fetch", &fetch_in);
+    let (mask_qk, mask_sp) = masks(m, p, &parts.mask, &seq);
+    let ro_in = readout::ReadoutIn {
+        handoff: seq.handoff,
+        rows_valid: seq.rows_valid,
+        q_base: seq.q_base,
+        empty_tile: seq.empty_tile,
+        o_head_off: seq.o_head_off,
+        rows_busy,
+        o_busy: dma.o.busy,
+        o_addr: seq.latched.o_addr,
+        out_row_bytes: seq.o_row_bytes,
+    };
+    let ro = m.instantiate(&parts.readout, "u_readout", &ro_in);
+    m.drive(ro_idle, ro.idle);
+    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, mask_qk, mask_sp);
+    m.drive(rows_busy, rows.busy);
+    // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
+    m.drive_all(&dma_in.q, &fetch.q);
+    m.drive_all(&dma_in.k, &fetch.k);
+    m.drive_all(&dma_in.v, &fetch.v);
+    m.drive_all(&dma_in.o, &ro.o);
+    m.drive_all(&dma_in.o_wr, &rows.store);
+    // What nothing in the engine reads: the consumers' wait counters, Q's block number.
+    for c in [&dma.q, &dma.k, &dma.v] {
+        m.discard(c.wait);
+        m.discard(c.first_wait);
     }
+    m.discard(dma.q.block);
+    let counters = counter_file(m, parts, &seq, &dma, rows.activity);
+    checker(m, parts, &seq, &fetch, &ro, &dma);
+    // The first channel's error code (Q, K, V, O in that order).
+    let mut error = m.zero(dma::error::BITS);
+    for e in [dma.o.error, dma.v.error, dma.k.error, dma.q.error] {
+        error = mux(e.any(), e, error);
+    }
+    CoreOut {
+        busy: seq.busy,
+        done: seq.done,
+        error,
+        mem_req: dma.mem_req,
+        counters,
+    }
+}
 
-    fn get(&self, port: &str) -> Sig {
-        self.outs.get(port)
-    }
+fn counter_file(
+    m: &mut ModuleBuilder,
+    parts: &Parts,
+    seq: &SeqOut,
+    dma: &dma::DmaOut,
+    rows: Vec<RowActivity>,
+) -> Counters {
+    let count_in = counters::CountIn {
+        clear: seq.go,
+        busy: seq.busy,
+        step_valid: seq.pe.valid,
+        block_done: seq.qk_last_step,
+        skipped: seq.skipped,
+        q_ready: dma.q.ready,
+        k_ready: dma.k.ready,
+        v_ready: dma.v.ready,
+        dma_read_beats: dma.read_beats,
+        dma_write_beats: dma.write_beats,
+        stall: seq.stall,
+        rows,
+    };
+    m.instantiate(&parts.counters, "u_counters", &count_in)
+}
 
-    /// Drives DMA input `port` with `v`.
-    fn set(&self, port: &str, v: Sig, m: &mut ModuleBuilder) {
-        let net = *self
-            .nets
-            .get(port)
-            .unwrap_or_else(|| panic!("the DMA has no input `{port}`"));
-        m.drive(net, v);
-    }
-
-    /// Drives every input of `cmd`'s ports under `prefix`.
-    fn set_all<P: Ports<Sig>>(&self, m: &mut ModuleBuilder, prefix: &str, cmd: &P) {
-        let mut leaves = vec![];
-        cmd.leaves(prefix, &mut leaves);
-        for (port, v) in leaves {
-            self.set(&port, v, m);
-        }
-    }
+fn checker(
+    m: &mut ModuleBuilder,
+    parts: &Parts,
+    seq: &SeqOut,
+    fetch: &fetch::FetchOut,
+    ro: &readout::ReadoutOut,
+    dma: &dma::DmaOut,
+) {
+    let watch = |c: &dma::ReadChannel, cmd: &ReadCmd| check::ChannelWatch {
+        ready: c.ready,
+        release: cmd.release,
+    };
+    let check_in = check::CheckIn {
+        mem_valid: dma.mem_req.valid,
+        mem_write: dma.mem_req.write,
+        mem_addr: dma.mem_req.addr,
+        o_start: ro.o.start,
+        tile_base: ro.tile_base,
+        tile_limit: ro.tile_limit,
+        start_qk: seq.start_qk,
+        start_pv: seq.start_pv,
+        k_block: dma.k.block,
+        v_block: dma.v.block,
+        qk_issued: seq.qk_issued,
+        pv_issued: seq.pv_issued,
+        q: watch(&dma.q, &fetch.q),
+        k: watch(&dma.k, &fetch.k),
+        v: watch(&dma.v, &fetch.v),
+    };
+    m.instantiate(&parts.check, "u_check", &check_in);
 }
 
 /// The two causal-mask generators: for the running QK phase's block, and for the block whose
@@ -560,10 +492,7 @@ fn masks(m: &mut ModuleBuilder, p: &CoreParams, module: &ModRef, seq: &SeqOut) -
 /// bits, as the DMA's banked write ports take them) and their activity.
 struct Rows {
     busy: Sig,
-    st_en: Sig,
-    st_row: Option<Sig>,
-    st_beat: Sig,
-    st_data: Sig,
+    store: StageWrite,
     activity: Vec<RowActivity>,
 }
 
@@ -632,22 +561,25 @@ fn pe_rows(
         }
     };
     let lrb = p.dma.o_local_row_bits();
+    // One row per bank: the DMA's row field is a placeholder bit.
     let st_row = if lrb > 0 {
-        Some(cat(&row.iter().map(|&r| fit(r, lrb)).collect::<Vec<_>>()))
+        cat(&row.iter().map(|&r| fit(r, lrb)).collect::<Vec<_>>())
     } else {
         for r in row {
             m.discard(r);
         }
-        None
+        m.zero(1)
     };
     let bb = p.dma.o_beat_bits();
     let st_beat = cat(&beat.iter().map(|&b| fit(b, bb)).collect::<Vec<_>>());
     Rows {
         busy,
-        st_en: cat(&en),
-        st_row,
-        st_beat,
-        st_data: cat(&data),
+        store: StageWrite {
+            en: cat(&en),
+            row: st_row,
+            beat: st_beat,
+            data: cat(&data),
+        },
         activity,
     }
 }

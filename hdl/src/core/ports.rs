@@ -3,7 +3,6 @@
 //! counter file, checker).
 
 use super::CoreParams;
-use crate::dma::ROW_BYTES_BITS;
 use crate::{addr_bits, bits_for, group, interface};
 
 interface! {
@@ -71,32 +70,11 @@ impl Stall<u32> {
     }
 }
 
-interface! {
-    /// A read channel's command to the DMA: its descriptor (`start` with base, stride,
-    /// row_bytes, rows, block_rows), the block hand-over (`want`, `release`), and the landing
-    /// buffer's read address.
-    pub struct ReadCmd { start, base, stride, row_bytes, rows, block_rows, want, release, rd_addr }
-}
-
-impl ReadCmd<u32> {
-    pub fn widths(p: &CoreParams, rd_addr: u32) -> Self {
-        ReadCmd {
-            start: 1,
-            base: p.addr_bits,
-            stride: p.addr_bits,
-            row_bytes: ROW_BYTES_BITS,
-            rows: p.index_bits,
-            block_rows: p.index_bits,
-            want: 1,
-            release: 1,
-            rd_addr,
-        }
-    }
-}
+pub use crate::dma::{MemReq, ReadCmd, WriteDesc};
 
 interface! {
-    /// A read channel's status from the DMA: descriptor busy, error code, a block landed
-    /// (ready) in landing slot `slot`, its read data.
+    /// What the fetch unit needs of a read channel: descriptor busy, error code, a block
+    /// landed (ready) in landing slot `slot`, its read data.
     pub struct ReadStatus { busy, error, ready, slot, rd_data }
 }
 
@@ -110,11 +88,6 @@ impl ReadStatus<u32> {
             rd_data,
         }
     }
-}
-
-interface! {
-    /// The O channel's descriptor.
-    pub struct WriteDesc { start, base, stride, row_bytes, rows }
 }
 
 interface! {
@@ -189,5 +162,48 @@ group! {
         pe: PeStep<T>,
         step: Step<T>,
         stall: Stall<T>,
+    }
+}
+
+group! {
+    /// The core's (and its engine's) inputs: `start`, the memory port's ready and response,
+    /// the problem (ports `q_addr`, … `c_const`).
+    pub struct CoreIn<T> {
+        start, mem_req_ready, mem_rsp_valid, mem_rsp_data;
+        problem => Problem<T>,
+    }
+}
+
+impl CoreIn<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        CoreIn {
+            start: 1,
+            mem_req_ready: 1,
+            mem_rsp_valid: 1,
+            mem_rsp_data: p.dma.width,
+            problem: Problem::widths(p),
+        }
+    }
+}
+
+group! {
+    /// The core's outputs: `busy`, `done`, `error` (a DMA channel's error code), the memory
+    /// request (`mem_req_*`) and the counters (ports `cycles`, … `write_beats`).
+    pub struct CoreOut<T> {
+        busy, done, error;
+        mem_req: MemReq<T>,
+        counters => Counters<T>,
+    }
+}
+
+impl CoreOut<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        CoreOut {
+            busy: 1,
+            done: 1,
+            error: crate::dma::error::BITS,
+            mem_req: p.dma.output_widths().mem_req,
+            counters: Counters::widths(),
+        }
     }
 }
