@@ -11,6 +11,7 @@
 
 use anyhow::{ensure, Result};
 
+use crate::pe::PeIn;
 use crate::pe::{self, PeConfig};
 use crate::{bits_for, cat, mux_index, Design, ModRef};
 
@@ -45,14 +46,14 @@ impl PeGridConfig {
 
 /// Defines the grid (and its PE) in `d`.
 pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
-    let pe = pe::build(d, &cfg.pe);
+    let pe = pe::build_plain(d, &cfg.pe);
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "pe_grid: {} x {} PEs ({}); operands broadcast along rows (a) and columns (b);\n\
              op/addr/ld_data/shift shared, en per PE; rd_data returns register rd_addr of every\n\
              PE in row rd_row.\n\
              Latency {} cycle(s) from issue to rd_data.",
-            cfg.rows, cfg.cols, pe.name, pe.latency
+            cfg.rows, cfg.cols, pe.module.name, pe.module.latency
         ));
         let aw = cfg.pe.addr_width();
         let a = m.input("a", 16 * cfg.rows);
@@ -72,21 +73,17 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
             for c in 0..cfg.cols {
                 let b_c = b.slice(16 * c + 15, 16 * c);
                 let en_rc = en.bit(r * cfg.cols + c);
-                let out = m.instance(
-                    &pe,
-                    &format!("pe_{r}_{c}"),
-                    &[
-                        ("a", a_r),
-                        ("b", b_c),
-                        ("op", op),
-                        ("en", en_rc),
-                        ("addr", addr),
-                        ("ld_data", ld_data),
-                        ("shift", shift),
-                        ("rd_addr", rd_addr),
-                    ],
-                );
-                row.push(out.get("rd_data"));
+                let ins = PeIn {
+                    a: a_r,
+                    b: b_c,
+                    op,
+                    en: en_rc,
+                    addr,
+                    ld_data,
+                    shift,
+                    rd_addr,
+                };
+                row.push(m.instantiate(&pe, &format!("pe_{r}_{c}"), &ins).rd_data);
             }
             row.reverse(); // column 0 in the low bits
             let row_data = cat(&row);
@@ -97,6 +94,6 @@ pub fn build(d: &mut Design, cfg: &PeGridConfig) -> ModRef {
             None => rows[0],
         };
         m.output("rd_data", rd_data);
-        m.set_latency(pe.latency);
+        m.set_latency(pe.module.latency);
     })
 }

@@ -885,7 +885,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
 
 fn build_module(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let engine = build_engine(d, cfg);
-    let landings: Vec<ModRef> = [cfg.q, cfg.k, cfg.v]
+    let landings: Vec<Block<landing::LandIn, landing::RdData<u32>>> = [cfg.q, cfg.k, cfg.v]
         .iter()
         .map(|l| landing::build(d, l))
         .collect();
@@ -977,19 +977,17 @@ fn build_module(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         for (i, name) in ["q", "k", "v"].iter().enumerate() {
             let lc = [cfg.q, cfg.k, cfg.v][i];
             let rd_addr = m.input(&format!("{name}_rd_addr"), lc.rd_addr_width());
-            let out = m.instance(
-                &landings[i],
-                &format!("u_{name}_landing"),
-                &[
-                    ("we", e.get(&format!("{name}_land_we"))),
-                    ("slot", e.get(&format!("{name}_land_slot"))),
-                    ("row", e.get(&format!("{name}_land_row"))),
-                    ("beat", e.get(&format!("{name}_land_beat"))),
-                    ("data", land_data),
-                    ("rd_addr", rd_addr),
-                ],
-            );
-            m.output(&format!("{name}_rd_data"), out.get("rd_data"));
+            let land = |port: &str| e.get(&format!("{name}_land_{port}"));
+            let ins = landing::LandIn {
+                we: land("we"),
+                slot: land("slot"),
+                row: land("row"),
+                beat: land("beat"),
+                data: land_data,
+                rd_addr,
+            };
+            let out = m.instantiate(&landings[i], &format!("u_{name}_landing"), &ins);
+            m.output(&format!("{name}_rd_data"), out.rd_data);
         }
         for p in engine
             .ports

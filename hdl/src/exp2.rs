@@ -15,6 +15,8 @@ use anyhow::Result;
 
 use crate::arith::{round_pack_f32, unpack};
 use crate::ieee;
+use crate::iface::Block;
+use crate::ports::{X, Y};
 use crate::{cat, mux, mux_index, Design, ModRef, ModuleBuilder, Sig};
 
 /// Segments of the 2^f table (a power of two).
@@ -46,7 +48,12 @@ impl Exp2Config {
 }
 
 /// Defines `exp2_l<latency>`.
-pub fn build(d: &mut Design, cfg: &Exp2Config) -> ModRef {
+pub fn build(d: &mut Design, cfg: &Exp2Config) -> Block<X, Y<u32>> {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines `exp2_l<latency>`.
+fn build_module(d: &mut Design, cfg: &Exp2Config) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "exp2: y = 2^x (binary32), 64-segment table with linear interpolation.\n\

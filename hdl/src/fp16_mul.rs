@@ -11,6 +11,8 @@
 use anyhow::Result;
 
 use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
+use crate::iface::Block;
+use crate::ports::BinaryBlock;
 use crate::{cat, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp16_mul`.
@@ -33,7 +35,12 @@ impl Fp16MulConfig {
 }
 
 /// Defines `fp16_mul_l<latency>` in `d`.
-pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> BinaryBlock {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines `fp16_mul_l<latency>` in `d`.
+fn build_module(d: &mut Design, cfg: &Fp16MulConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "fp16_mul: exact binary16 x binary16 -> binary32 product.\n\

@@ -7,13 +7,20 @@
 //! canonical NaN 0x7FC00000.
 
 use crate::arith::{leading_zeros, select_special_f32, unpack};
+use crate::iface::Block;
+use crate::ports::UnaryBlock;
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
 pub const MODULE_NAME: &str = "fp16_to_fp32";
 
 /// Defines `fp16_to_fp32` in `d`.
-pub fn build(d: &mut Design) -> ModRef {
+pub fn build(d: &mut Design) -> UnaryBlock {
+    Block::of(build_module(d))
+}
+
+/// Defines `fp16_to_fp32` in `d`.
+fn build_module(d: &mut Design) -> ModRef {
     d.define(MODULE_NAME, |_, m| {
         m.doc(
             "fp16_to_fp32: exact binary16 -> binary32 conversion. Combinational.\n\

@@ -17,6 +17,8 @@
 use anyhow::Result;
 
 use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
+use crate::iface::Block;
+use crate::ports::BinaryBlock;
 use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_add`.
@@ -39,7 +41,12 @@ impl Fp32AddConfig {
 }
 
 /// Defines `fp32_add_l<latency>` in `d`.
-pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> BinaryBlock {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines `fp32_add_l<latency>` in `d`.
+fn build_module(d: &mut Design, cfg: &Fp32AddConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "fp32_add: binary32 a + b, round to nearest even, subnormals supported.\n\

@@ -9,7 +9,15 @@
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
+use crate::iface::Block;
+use crate::interface;
+use crate::ports::{BinaryBlock, UnaryBlock, Y};
 use crate::{mux, Design, ModRef, ModuleBuilder, Sig};
+
+interface! {
+    /// `fp32_scale2`'s operands: the value and the exponent decrement.
+    pub struct Scale2 { a, n }
+}
 
 /// A key whose unsigned order is binary32's total order on non-NaN values.
 fn order_key(m: &mut ModuleBuilder, x: Sig) -> Sig {
@@ -35,7 +43,12 @@ pub fn max_logic(m: &mut ModuleBuilder, a: Sig, b: Sig) -> Sig {
 }
 
 /// Defines `fp32_max`.
-pub fn build_max(d: &mut Design) -> ModRef {
+pub fn build_max(d: &mut Design) -> BinaryBlock {
+    Block::of(build_max_module(d))
+}
+
+/// Defines `fp32_max`.
+fn build_max_module(d: &mut Design) -> ModRef {
     d.define("fp32_max", |_, m| {
         m.doc(
             "fp32_max: IEEE maximum of binary32 a and b: NaN in -> 0x7FC00000, -0 < +0.\n\
@@ -88,7 +101,12 @@ pub fn ceil_logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
 }
 
 /// Defines `fp32_ceil`.
-pub fn build_ceil(d: &mut Design) -> ModRef {
+pub fn build_ceil(d: &mut Design) -> UnaryBlock {
+    Block::of(build_ceil_module(d))
+}
+
+/// Defines `fp32_ceil`.
+fn build_ceil_module(d: &mut Design) -> ModRef {
     d.define("fp32_ceil", |_, m| {
         m.doc(
             "fp32_ceil: smallest integer not below binary32 a (ceil(-0.5) = -0).\n\
@@ -116,7 +134,12 @@ pub fn scale2_logic(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Sig {
 }
 
 /// Defines `fp32_scale2`.
-pub fn build_scale2(d: &mut Design) -> ModRef {
+pub fn build_scale2(d: &mut Design) -> Block<Scale2, Y<u32>> {
+    Block::of(build_scale2_module(d))
+}
+
+/// Defines `fp32_scale2`.
+fn build_scale2_module(d: &mut Design) -> ModRef {
     d.define("fp32_scale2", |_, m| {
         m.doc(
             "fp32_scale2: binary32 a * 2^-n for n = 0..255: exact unless the result is\n\

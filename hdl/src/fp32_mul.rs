@@ -11,6 +11,8 @@
 use anyhow::Result;
 
 use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
+use crate::iface::Block;
+use crate::ports::BinaryBlock;
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_mul`.
@@ -33,7 +35,12 @@ impl Fp32MulConfig {
 }
 
 /// Defines `fp32_mul_l<latency>` in `d`.
-pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> BinaryBlock {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines `fp32_mul_l<latency>` in `d`.
+fn build_module(d: &mut Design, cfg: &Fp32MulConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "fp32_mul: binary32 a * b, round to nearest even, subnormals supported.\n\

@@ -15,7 +15,19 @@
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
+use crate::iface::Block;
+use crate::interface;
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+
+interface! {
+    /// Start a reciprocal of `x`.
+    pub struct RecipIn { start, x }
+}
+
+interface! {
+    /// The reciprocal `y`, valid with `done`; `busy` while it runs.
+    pub struct RecipOut { y, done, busy }
+}
 
 /// Quotient bits computed, one per cycle.
 const STEPS: u64 = 28;
@@ -26,7 +38,12 @@ pub const LATENCY: u32 = STEPS as u32 + 1;
 pub const MODULE_NAME: &str = "fp32_recip";
 
 /// Defines `fp32_recip`.
-pub fn build(d: &mut Design) -> ModRef {
+pub fn build(d: &mut Design) -> Block<RecipIn, RecipOut<u32>> {
+    Block::of(build_module(d))
+}
+
+/// Defines `fp32_recip`.
+fn build_module(d: &mut Design) -> ModRef {
     d.define(MODULE_NAME, |_, m| {
         m.doc(&format!(
             "fp32_recip: correctly rounded binary32 1/x (round to nearest even), sequential.\n\

@@ -67,7 +67,7 @@ macro_rules! interface {
         $($(#[$fmeta:meta])* $field:ident),+ $(,)?
     }) => {
         $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         $vis struct $name<T = $crate::Sig> {
             $($(#[$fmeta])* pub $field: T),+
         }
@@ -265,6 +265,29 @@ impl<I: Ports<Sig>, O: Ports<u32>> Block<I, O> {
             outputs,
             _inputs: PhantomData,
         }
+    }
+}
+
+impl<I, O> Block<I, O>
+where
+    I: Ports<Sig>,
+    I::With<u32>: Ports<u32, With<u32> = I::With<u32>> + Default,
+    O: Ports<u32, With<u32> = O> + Default,
+{
+    /// The typed view of a module whose ports are flat interfaces (no vectors): the widths
+    /// are the module's own, and every port must be a leaf of `I` or `O` (see
+    /// [`Block::view`]).
+    pub fn of(module: ModRef) -> Self {
+        let width = |dir: crate::ir::Dir, name: &str| {
+            module
+                .port(name)
+                .filter(|p| p.dir == dir)
+                .unwrap_or_else(|| panic!("`{}` has no {dir:?} port `{name}`", module.name))
+                .width
+        };
+        let inputs = I::With::<u32>::default().map("", &mut |n, _| width(crate::ir::Dir::Input, n));
+        let outputs = O::default().map("", &mut |n, _| width(crate::ir::Dir::Output, n));
+        Block::view(module.clone(), &inputs, outputs)
     }
 }
 

@@ -17,7 +17,19 @@
 
 use anyhow::{ensure, Result};
 
+use crate::iface::Block;
+use crate::interface;
 use crate::{addr_bits, cat, Design, ModRef};
+
+interface! {
+    /// A landing write (enable, buffer slot, row, beat, data) and the read address.
+    pub struct LandIn { we, slot, row, beat, data, rd_addr }
+}
+
+interface! {
+    /// The read data.
+    pub struct RdData { rd_data }
+}
 
 /// How rows map onto banks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +116,12 @@ impl LandingConfig {
 }
 
 /// Defines the landing buffer.
-pub fn build(d: &mut Design, cfg: &LandingConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &LandingConfig) -> Block<LandIn, RdData<u32>> {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines the landing buffer.
+fn build_module(d: &mut Design, cfg: &LandingConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "landing_buffer: two blocks of {} rows x {} beats of {} bits, {} bank(s) of {} entries,\n\

@@ -31,6 +31,7 @@ pub mod mac;
 pub mod mask;
 pub mod pe;
 pub mod pe_row;
+pub mod ports;
 pub mod row_reduce;
 pub mod softmax;
 pub mod units;

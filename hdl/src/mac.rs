@@ -12,7 +12,16 @@ use anyhow::Result;
 
 use crate::fp16_mul::{self, Fp16MulConfig};
 use crate::fp32_add::{self, Fp32AddConfig};
+use crate::iface::Block;
+use crate::interface;
+use crate::ports::Binary;
+use crate::ports::Y;
 use crate::{Design, ModRef};
+
+interface! {
+    /// The MAC's operands: a · b + acc.
+    pub struct MacIn { a, b, acc }
+}
 
 /// Configuration of `mac`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +56,12 @@ impl Default for MacConfig {
 }
 
 /// Defines the MAC (and its multiplier and adder) in `d`.
-pub fn build(d: &mut Design, cfg: &MacConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines the MAC (and its multiplier and adder) in `d`.
+fn build_module(d: &mut Design, cfg: &MacConfig) -> ModRef {
     let mul = fp16_mul::build(d, &cfg.mul);
     let add = fp32_add::build(d, &cfg.add);
     d.define(&cfg.module_name(), |_, m| {
@@ -62,11 +76,11 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> ModRef {
         let a = m.input("a", 16);
         let b = m.input("b", 16);
         let acc = m.input("acc", 32);
-        let product = m.instance(&mul, "u_mul", &[("a", a), ("b", b)]).get("y");
+        let product = m.instantiate(&mul, "u_mul", &Binary { a, b }).y;
         let acc = m.delay_n("acc", acc, cfg.mul.latency);
         let y = m
-            .instance(&add, "u_add", &[("a", acc), ("b", product)])
-            .get("y");
+            .instantiate(&add, "u_add", &Binary { a: acc, b: product })
+            .y;
         m.output("y", y);
         m.set_latency(cfg.latency());
     })

@@ -14,7 +14,19 @@
 
 use anyhow::{ensure, Result};
 
+use crate::iface::Block;
+use crate::interface;
 use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
+
+interface! {
+    /// The block: its first query row and key, the sequence lengths, causal.
+    pub struct MaskIn { q_base, k_base, q_len, k_len, causal }
+}
+
+interface! {
+    /// The block's mask bits and whether it is masked entirely.
+    pub struct MaskOut { mask, skip }
+}
 
 /// Configuration of `mask_gen`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +75,12 @@ fn signed_lit(m: &mut ModuleBuilder, width: u32, v: i64) -> Sig {
 }
 
 /// Defines `mask_gen`.
-pub fn build(d: &mut Design, cfg: &MaskConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines `mask_gen`.
+fn build_module(d: &mut Design, cfg: &MaskConfig) -> ModRef {
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mask_gen: causal mask of a {} x {} tile (bit i*Bc + j: query q_base+i must not see\n\

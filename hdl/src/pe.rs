@@ -32,8 +32,27 @@ use anyhow::{ensure, Result};
 
 use crate::fp32_misc;
 use crate::ieee;
+use crate::iface::Block;
+use crate::interface;
+use crate::mac::MacIn;
 use crate::mac::{self, MacConfig};
 use crate::{addr_bits, mux, Design, ModRef};
+
+interface! {
+    /// The PE's inputs: operands, operation, enable, register address, load data, rescale
+    /// shift, read address.
+    pub struct PeIn { a, b, op, en, addr, ld_data, shift, rd_addr }
+}
+
+interface! {
+    /// A counted PE's outputs: the read port and its register-file accesses this cycle.
+    pub struct PeOut { rd_data, rf_acc_read, rf_write }
+}
+
+interface! {
+    /// An uncounted PE's output: the read port.
+    pub struct PeData { rd_data }
+}
 
 /// The PE's operations (the `op` port; 6 and 7 are NOPs too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,9 +180,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let acc_in = mux(is_zero, pos_zero, acc_in);
         let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
-        let result = m
-            .instance(&mac, "u_mac", &[("a", a), ("b", b), ("acc", acc_in)])
-            .get("y");
+        let result = m.instantiate(&mac, "u_mac", &MacIn { a, b, acc: acc_in }).y;
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.
         let latency = cfg.mac.latency();
@@ -187,4 +204,16 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         }
         m.set_latency(cfg.latency());
     })
+}
+
+/// The counted PE (`cfg.counted`) as a typed block.
+pub fn build_counted(d: &mut Design, cfg: &PeConfig) -> Block<PeIn, PeOut<u32>> {
+    assert!(cfg.counted, "build_counted needs a counted PE");
+    Block::of(build(d, cfg))
+}
+
+/// The uncounted PE as a typed block.
+pub fn build_plain(d: &mut Design, cfg: &PeConfig) -> Block<PeIn, PeData<u32>> {
+    assert!(!cfg.counted, "build_plain needs an uncounted PE");
+    Block::of(build(d, cfg))
 }

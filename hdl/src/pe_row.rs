@@ -34,15 +34,20 @@ use crate::fault::Fault;
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_mul::{self, Fp32MulConfig};
 use crate::fp32_recip;
+use crate::fp32_recip::{RecipIn, RecipOut};
 use crate::fsm::Fsm;
 use crate::ieee;
 use crate::iface::Block;
 use crate::pe::{self, PeConfig, PeOp, OP_BITS};
+use crate::pe::{PeIn, PeOut};
+use crate::ports::{Binary, BinaryBlock, X};
+use crate::row_reduce::Reduce;
 use crate::row_reduce::{self, RowReduceConfig};
 use crate::softmax::{self, RowOp, SoftmaxExpConfig};
+use crate::softmax::{ExpIn, ExpOut, RowOpIn, RowState};
 use crate::{
     addr_bits, and_all, bits_for, cat, group, interface, mux, mux_index, or_all, Design, MemHandle,
-    ModRef, ModuleBuilder, RegHandle, Sig,
+    ModuleBuilder, RegHandle, Sig,
 };
 
 /// Configuration of a PE row.
@@ -275,20 +280,20 @@ pub type RowBlock = Block<RowIn, RowOut<u32>>;
 
 /// The blocks a row instantiates.
 struct Parts {
-    pe: ModRef,
-    srow: ModRef,
-    sexp: ModRef,
-    add0: ModRef,
-    mul0: ModRef,
-    recip: ModRef,
-    tree: ModRef,
+    pe: Block<PeIn, PeOut<u32>>,
+    srow: Block<RowOpIn, RowState<u32>>,
+    sexp: Block<ExpIn, ExpOut<u32>>,
+    add0: BinaryBlock,
+    mul0: BinaryBlock,
+    recip: Block<RecipIn, RecipOut<u32>>,
+    tree: Block<X, Reduce<u32>>,
     tree_latency: u32,
 }
 
 /// Defines the PE row.
 pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
     let parts = Parts {
-        pe: pe::build(d, &cfg.pe),
+        pe: pe::build_counted(d, &cfg.pe),
         srow: softmax::build_row(d),
         sexp: softmax::build_exp(d, &cfg.exp),
         add0: fp32_add::build(d, &Fp32AddConfig { latency: 0 }),
@@ -428,17 +433,14 @@ fn softmax_rows(
     for r in 0..a_n {
         let zero2 = m.zero(2);
         let op = mux(row_sel.bit(r), row_op, zero2);
-        let o = m.instance(
-            &parts.srow,
-            &format!("u_row{r}"),
-            &[
-                ("op", op),
-                ("blk_max", blk_max),
-                ("blk_sum", blk_sum),
-                ("c", i.c_const),
-            ],
-        );
-        row_outs.push([o.get("m"), o.get("l"), o.get("shift"), o.get("l_zero")]);
+        let ins = RowOpIn {
+            op,
+            blk_max,
+            blk_sum,
+            c: i.c_const,
+        };
+        let o = m.instantiate(&parts.srow, &format!("u_row{r}"), &ins);
+        row_outs.push([o.m, o.l, o.shift, o.l_zero]);
         // The row's rescale shift for its block, kept per block parity: the softmax of block
         // j may run while the PV steps of block j-1 still use theirs. Captured at the row's
         // sum operation, when the block's max has set it.
@@ -446,7 +448,7 @@ fn softmax_rows(
         let slots: Vec<Sig> = (0..2u64)
             .map(|k| {
                 let en = is_sum & e.slot.eq(k);
-                m.hold(&format!("shift_r{r}_s{k}"), o.get("shift"), en)
+                m.hold(&format!("shift_r{r}_s{k}"), o.shift, en)
             })
             .collect();
         shift_slots.push(slots);
@@ -549,23 +551,20 @@ fn pe_array(
         let one = m.lit(1, 1);
         let en = mux(st.pv, one, qk_en);
         enables.push(en);
-        let out = m.instance(
-            &parts.pe,
-            &format!("pe{c}"),
-            &[
-                ("a", a_row),
-                ("b", i.b_col.slice(16 * c + 15, 16 * c)),
-                ("op", pe_op),
-                ("en", en),
-                ("addr", st.addr),
-                ("ld_data", zero32),
-                ("shift", step_shift),
-                ("rd_addr", rd_addr),
-            ],
-        );
-        pes.rd_datas.push(out.get("rd_data"));
-        pes.acc_reads.push(out.get("rf_acc_read"));
-        pes.rf_writes.push(out.get("rf_write"));
+        let ins = PeIn {
+            a: a_row,
+            b: i.b_col.slice(16 * c + 15, 16 * c),
+            op: pe_op,
+            en,
+            addr: st.addr,
+            ld_data: zero32,
+            shift: step_shift,
+            rd_addr,
+        };
+        let out = m.instantiate(&parts.pe, &format!("pe{c}"), &ins);
+        pes.rd_datas.push(out.rd_data);
+        pes.acc_reads.push(out.rf_acc_read);
+        pes.rf_writes.push(out.rf_write);
     }
     // MACs performed this cycle (for the core's counters).
     let live = pe_op.ne(op_nop);
@@ -635,18 +634,13 @@ fn exp_sweep(
 ) -> ExpSweep {
     let (c_n, b_n) = (cfg.cols, cfg.b);
     let exp_lat = cfg.exp.latency();
-    let p = m
-        .instance(
-            &parts.sexp,
-            "u_exp",
-            &[
-                ("s", value),
-                ("m", sm.cur_m),
-                ("c", i.c_const),
-                ("masked", masked),
-            ],
-        )
-        .get("p");
+    let ins = ExpIn {
+        s: value,
+        m: sm.cur_m,
+        c: i.c_const,
+        masked,
+    };
+    let p = m.instantiate(&parts.sexp, "u_exp", &ins).p;
     let out_valid = m.delay_n("exp_valid", e.in_exp, exp_lat);
     let out_ii = m.delay_n("exp_ii", e.ii.q, exp_lat);
     let out_c = m.delay_n("exp_c", e.cc.q, exp_lat);
@@ -660,9 +654,11 @@ fn exp_sweep(
     m.mem_write(p_buf, out_valid, cat(&[e.slot, out_ii, p_j]), p);
     let wide = crate::fp16_to_fp32::logic(m, p);
     let chain = m.reg("chain", 32, Some(0));
-    let summed = m
-        .instance(&parts.add0, "u_chain", &[("a", chain.q), ("b", wide)])
-        .get("y");
+    let chain_in = Binary {
+        a: chain.q,
+        b: wide,
+    };
+    let summed = m.instantiate(&parts.add0, "u_chain", &chain_in).y;
     let chain_d = mux(out_jj.eq(0), wide, summed);
     m.set_next(chain, chain_d);
     m.set_enable(chain, out_valid);
@@ -674,9 +670,9 @@ fn exp_sweep(
         })
         .collect();
     locals.reverse();
-    let t = m.instance(&parts.tree, "u_tree", &[("x", cat(&locals))]);
-    m.discard(t.get("max"));
-    m.drive(sm.blk_sum, t.get("sum"));
+    let t = m.instantiate(&parts.tree, "u_tree", &X { x: cat(&locals) });
+    m.discard(t.max);
+    m.drive(sm.blk_sum, t.sum);
     ExpSweep {
         valid: out_valid,
         drain_latency: exp_lat + parts.tree_latency + 1,
@@ -696,23 +692,23 @@ fn readout(
 ) -> (RowStore, Sig) {
     let w = cfg.mem_width;
     let recip_start = e.state.is(Engine::RoRecip);
-    let rc = m.instance(
-        &parts.recip,
-        "u_recip",
-        &[("start", recip_start), ("x", sm.cur_l)],
-    );
-    let recip_done = rc.get("done");
-    m.discard(rc.get("busy"));
+    let recip_in = RecipIn {
+        start: recip_start,
+        x: sm.cur_l,
+    };
+    let rc = m.instantiate(&parts.recip, "u_recip", &recip_in);
+    let recip_done = rc.done;
+    m.discard(rc.busy);
     let zeros = m.name("row_is_zero", sm.cur_l_zero | i.ro.zero);
     let one = m.lit(32, ieee::F32_ONE);
     let r = m.reg("r", 32, Some(0));
-    m.set_next(r, mux(zeros, one, rc.get("y")));
+    m.set_next(r, mux(zeros, one, rc.y));
     m.set_enable(r, recip_done);
     let zero32 = m.zero(32);
     let o_val = mux(zeros, zero32, value);
     let y = m
-        .instance(&parts.mul0, "u_norm", &[("a", o_val), ("b", r.q)])
-        .get("y");
+        .instantiate(&parts.mul0, "u_norm", &Binary { a: o_val, b: r.q })
+        .y;
     let y16 = crate::fp32_to_fp16::logic(m, y);
     let beat = m.reg("beat", w, Some(0));
     // The oldest lane shifts out as the beat fills (a 32-bit beat holds one FP32 value).

@@ -12,7 +12,16 @@ use anyhow::{ensure, Result};
 
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_misc;
+use crate::iface::Block;
+use crate::interface;
+use crate::ports::Binary;
+use crate::ports::X;
 use crate::{Design, ModRef, Sig};
+
+interface! {
+    /// The maximum and the sum of the inputs.
+    pub struct Reduce { max, sum }
+}
 
 /// Configuration of `row_reduce`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +51,12 @@ impl RowReduceConfig {
 }
 
 /// Defines `row_reduce_c<C>`.
-pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
+pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> Block<X, Reduce<u32>> {
+    Block::of(build_module(d, cfg))
+}
+
+/// Defines `row_reduce_c<C>`.
+fn build_module(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
     let max = fp32_misc::build_max(d);
     let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
     d.define(&cfg.module_name(), |_, m| {
@@ -66,20 +80,14 @@ pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
             let mut next_sum = vec![];
             for (pair, (mx, sm)) in maxes.chunks(2).zip(sums.chunks(2)).enumerate() {
                 let (vm, vs) = if mx.len() == 2 {
+                    let (a, b) = (mx[0], mx[1]);
                     let vm = m
-                        .instance(
-                            &max,
-                            &format!("max_l{level}_{pair}"),
-                            &[("a", mx[0]), ("b", mx[1])],
-                        )
-                        .get("y");
+                        .instantiate(&max, &format!("max_l{level}_{pair}"), &Binary { a, b })
+                        .y;
+                    let (a, b) = (sm[0], sm[1]);
                     let vs = m
-                        .instance(
-                            &add,
-                            &format!("add_l{level}_{pair}"),
-                            &[("a", sm[0]), ("b", sm[1])],
-                        )
-                        .get("y");
+                        .instantiate(&add, &format!("add_l{level}_{pair}"), &Binary { a, b })
+                        .y;
                     (vm, vs)
                 } else {
                     (mx[0], sm[0])

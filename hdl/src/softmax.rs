@@ -23,9 +23,33 @@ use anyhow::Result;
 use crate::exp2::{self, Exp2Config};
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_misc;
+use crate::fp32_misc::Scale2;
 use crate::fp32_mul::{self, Fp32MulConfig};
 use crate::ieee;
+use crate::iface::Block;
+use crate::interface;
+use crate::ports::{Binary, Unary, X};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+
+interface! {
+    /// `softmax_row`'s inputs: the operation, the block's max and sum, the softmax constant.
+    pub struct RowOpIn { op, blk_max, blk_sum, c }
+}
+
+interface! {
+    /// A query row's running state: max m, sum l, the block's rescale shift, l = 0.
+    pub struct RowState { m, l, shift, l_zero }
+}
+
+interface! {
+    /// `softmax_exp`'s inputs: a score, the row's max, the softmax constant, masked.
+    pub struct ExpIn { s, m, c, masked }
+}
+
+interface! {
+    /// The FP16 weight.
+    pub struct ExpOut { p }
+}
 
 /// `softmax_row` operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +89,12 @@ fn saturate_shift(m: &mut ModuleBuilder, d: Sig) -> Sig {
 }
 
 /// Defines `softmax_row`.
-pub fn build_row(d: &mut Design) -> ModRef {
+pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
+    Block::of(build_row_module(d))
+}
+
+/// Defines `softmax_row`.
+fn build_row_module(d: &mut Design) -> ModRef {
     let mul = fp32_mul::build(d, &Fp32MulConfig { latency: 0 });
     let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
     let max = fp32_misc::build_max(d);
@@ -85,12 +114,12 @@ pub fn build_row(d: &mut Design) -> ModRef {
         let l_reg = m.reg("l", 32, Some(0));
         let shift_reg = m.reg("shift", 8, Some(0));
 
-        let scaled = m.instance(&mul, "u_scale", &[("a", blk_max), ("b", c)]).get("y");
-        let ceiled = m.instance(&ceil, "u_ceil", &[("a", scaled)]).get("y");
-        let m_new = m.instance(&max, "u_max", &[("a", m_reg.q), ("b", ceiled)]).get("y");
+        let scaled = m.instantiate(&mul, "u_scale", &Binary { a: blk_max, b: c }).y;
+        let ceiled = m.instantiate(&ceil, "u_ceil", &Unary { a: scaled }).y;
+        let m_new = m.instantiate(&max, "u_max", &Binary { a: m_reg.q, b: ceiled }).y;
         let sign = m.lit(32, 0x8000_0000);
         let neg_m = m_reg.q ^ sign;
-        let delta = m.instance(&add, "u_delta", &[("a", m_new), ("b", neg_m)]).get("y");
+        let delta = m.instantiate(&add, "u_delta", &Binary { a: m_new, b: neg_m }).y;
         // While the max is still −Inf the rescale is 1 (FlashAttention's rule), not
         // 2^(−Inf + Inf).
         let shift_sat = saturate_shift(m, delta);
@@ -99,12 +128,14 @@ pub fn build_row(d: &mut Design) -> ModRef {
         let zero_shift = m.zero(8);
         let shift_new = mux(m_new_neg_inf, zero_shift, shift_sat);
         let shift_new = m.name("shift_new", shift_new);
-        let l_scaled = m
-            .instance(&scale2, "u_rescale", &[("a", l_reg.q), ("n", shift_reg.q)])
-            .get("y");
+        let rescale = Scale2 {
+            a: l_reg.q,
+            n: shift_reg.q,
+        };
+        let l_scaled = m.instantiate(&scale2, "u_rescale", &rescale).y;
         let l_new = m
-            .instance(&add, "u_sum", &[("a", l_scaled), ("b", blk_sum)])
-            .get("y");
+            .instantiate(&add, "u_sum", &Binary { a: l_scaled, b: blk_sum })
+            .y;
 
         let is_init = op.eq(RowOp::Init as u64);
         let is_max = op.eq(RowOp::Max as u64);
@@ -162,7 +193,12 @@ impl SoftmaxExpConfig {
 }
 
 /// Defines `softmax_exp`.
-pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
+pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<u32>> {
+    Block::of(build_exp_module(d, cfg))
+}
+
+/// Defines `softmax_exp`.
+fn build_exp_module(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
     let mul = fp32_mul::build(d, &cfg.mul);
     let add = fp32_add::build(d, &cfg.add);
     let exp = exp2::build(d, &cfg.exp);
@@ -176,7 +212,7 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
         let row_max = m.input("m", 32);
         let c = m.input("c", 32);
         let masked = m.input("masked", 1);
-        let t = m.instance(&mul, "u_scale", &[("a", s), ("b", c)]).get("y");
+        let t = m.instantiate(&mul, "u_scale", &Binary { a: s, b: c }).y;
         // While the running max is −Inf, +0 is subtracted: a −Inf score then gives +0, not
         // exp2(−Inf + Inf) = NaN.
         let m_neg_inf = row_max.eq(ieee::F32_NEG_INF);
@@ -186,10 +222,8 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
         let row_max = m.delay_n("m", row_max, cfg.mul.latency);
         let sign = m.lit(32, 0x8000_0000);
         let neg_m = row_max ^ sign;
-        let x = m
-            .instance(&add, "u_sub", &[("a", t), ("b", neg_m)])
-            .get("y");
-        let e = m.instance(&exp, "u_exp2", &[("x", x)]).get("y");
+        let x = m.instantiate(&add, "u_sub", &Binary { a: t, b: neg_m }).y;
+        let e = m.instantiate(&exp, "u_exp2", &X { x }).y;
         let p = crate::fp32_to_fp16::logic(m, e);
         let masked = m.delay_n("masked", masked, cfg.latency());
         let zero = m.zero(16);

@@ -298,7 +298,7 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> EngineBlock {
 struct Parts {
     row: pe_row::RowBlock,
     dma: dma::DmaBlock,
-    mask: ModRef,
+    mask: Block<mask::MaskIn, mask::MaskOut<u32>>,
     seq: sequencer::SeqBlock,
     fetch: fetch::FetchBlock,
     readout: readout::ReadoutBlock,
@@ -458,7 +458,12 @@ fn checker(
 
 /// The two causal-mask generators: for the running QK phase's block, and for the block whose
 /// softmax runs.
-fn masks(m: &mut ModuleBuilder, p: &CoreParams, module: &ModRef, seq: &SeqOut) -> (Sig, Sig) {
+fn masks(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    block: &Block<mask::MaskIn, mask::MaskOut<u32>>,
+    seq: &SeqOut,
+) -> (Sig, Sig) {
     let iw = p.index_bits;
     let bcl = m.lit(iw, p.bc() as u64);
     let qk_kbase = seq.blk.mul_lo(bcl, iw);
@@ -471,19 +476,16 @@ fn masks(m: &mut ModuleBuilder, p: &CoreParams, module: &ModRef, seq: &SeqOut) -
         prob.k_len
     };
     let mut mask = |name: &str, k_base: Sig| {
-        let out = m.instance(
-            module,
-            name,
-            &[
-                ("q_base", seq.q_base),
-                ("k_base", k_base),
-                ("q_len", prob.q_len),
-                ("k_len", k_len),
-                ("causal", prob.causal),
-            ],
-        );
-        m.discard(out.get("skip"));
-        out.get("mask")
+        let ins = mask::MaskIn {
+            q_base: seq.q_base,
+            k_base,
+            q_len: prob.q_len,
+            k_len,
+            causal: prob.causal,
+        };
+        let out = m.instantiate(block, name, &ins);
+        m.discard(out.skip);
+        out.mask
     };
     (mask("u_mask_qk", qk_kbase), mask("u_mask_sp", seq.sm_kbase))
 }
