@@ -1,41 +1,38 @@
 //! The description layer: a small RTL IR with a builder, and the block library built on it.
 //!
 //! Blocks are Rust functions from a config to a module definition; intermediate values are
-//! ordinary `let`s with names that show up in the Verilog and in waveforms. One file per block:
-//! `fp16_mul`, `fp32_add`, `fp16_to_fp32`, `fp32_to_fp16`, `mac`, `pe`, `array` (the PE grid);
-//! `config` holds whole-design configurations and presets; `units` builds any block by name.
-
-pub mod arith;
-mod builder;
-pub mod config;
-pub mod core;
-pub mod ieee;
-pub mod ir;
-mod signal;
+//! ordinary `let`s (operators on signals) with names that show up in the Verilog and in
+//! waveforms. By subsystem:
+//!
+//! * `ir/`: the IR (`mod.rs`), signals and their operators (`signal.rs`), the module builder
+//!   (`builder.rs`), typed port groups (`iface.rs`), state machines (`fsm.rs`);
+//! * `fp/`: the floating-point units; `softmax/`: exp2, the row state, the row reduction;
+//! * `array/`: MAC, PE, PE row, PE grid, causal mask; `mem/`: DMA and landing buffers;
+//! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
+//! * `config` (whole-design configurations and presets), `units` (any block by name), `fault`
+//!   (fault injection), `wrap` (register wrappers), `ports` (shared port groups).
 
 pub mod array;
-pub mod dma;
-pub mod exp2;
+pub mod config;
+pub mod core;
 pub mod fault;
-pub mod fp16_mul;
-pub mod fp16_to_fp32;
-pub mod fp32_add;
-pub mod fp32_misc;
-pub mod fp32_mul;
-pub mod fp32_recip;
-pub mod fp32_to_fp16;
-pub mod fsm;
-pub mod iface;
-pub mod landing;
-pub mod mac;
-pub mod mask;
-pub mod pe;
-pub mod pe_row;
+pub mod fp;
+pub mod ir;
+pub mod mem;
 pub mod ports;
-pub mod row_reduce;
 pub mod softmax;
 pub mod units;
 pub mod wrap;
+
+// Every block by its own name as well (`hdl::fp32_add`, `hdl::pe_row`, `hdl::dma`, ...).
+pub use array::{mac, mask, pe, pe_row};
+pub use fp::{
+    arith, fp16_mul, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip, fp32_to_fp16, ieee,
+};
+use ir::{builder, signal};
+pub use ir::{fsm, iface};
+pub use mem::{dma, landing};
+pub use softmax::{exp2, row_reduce};
 
 pub use builder::{
     addr_bits, bits_for, check_latency, InstOutputs, MemHandle, ModuleBuilder, RegHandle,

@@ -92,10 +92,13 @@ pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
 
 fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let prob = &i.problem;
-    // What the sequencer and the readout use of the problem and the channels.
-    for unused in [prob.o_addr, prob.out_f32, prob.c_const, i.step.qk] {
+    // What the sequencer and the readout use of the problem and the channels; the landing
+    // addresses read only the fields of the loop counters their layout has (none, for a
+    // single-row bank).
+    for unused in [prob.o_addr, prob.out_f32, prob.c_const] {
         m.discard(unused);
     }
+    m.discard_all(&i.step);
     for unused in [i.q.ready, i.k.ready, i.v.ready] {
         m.discard(unused);
     }

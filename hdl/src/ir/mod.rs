@@ -11,6 +11,11 @@
 //! keeps one definition per module name: a module's name carries its parameters, so building the
 //! same block twice with the same parameters yields one definition and two instances.
 
+pub(crate) mod builder;
+pub mod fsm;
+pub mod iface;
+pub(crate) mod signal;
+
 use std::collections::{HashMap, HashSet};
 
 /// Index of a node in its module's arena.

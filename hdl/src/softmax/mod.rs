@@ -18,9 +18,12 @@
 //! far −Inf or masked) FlashAttention's rule holds: the max subtracted is +0 and the rescale
 //! is 1, so blocks of −Inf scores (padding keys) contribute +0, never NaN.
 
+pub mod exp2;
+pub mod row_reduce;
+
 use anyhow::Result;
 
-use crate::exp2::{self, Exp2Config};
+use crate::exp2::Exp2Config;
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_misc;
 use crate::fp32_misc::Scale2;

@@ -1,0 +1,5 @@
+//! The memory side: the DMA (read channels with double-buffered landing buffers, the O write
+//! channel and its staging buffer) and the landing buffer.
+
+pub mod dma;
+pub mod landing;
