@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
+use crate::units;
 use anyhow::Result;
 use gen::Manifest;
 use hdl::config::CoreConfig;
 use hdl::fault::Fault;
-use hdl::units;
 use hdl::Design;
 
 /// What to generate: a whole preset design, or one unit of it.
@@ -23,9 +23,12 @@ pub enum Target {
 pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifest> {
     let mut d = Design::new();
     let top = match target {
-        Target::Core => units::build_core(&mut d, cfg)?,
+        Target::Core => units::build_unit(&mut d, "core", cfg)?,
         Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
-        Target::FaultyCore(f) => units::build_faulty_core(&mut d, cfg, *f)?,
+        Target::FaultyCore(f) => {
+            let p = hdl::core::CoreParams::from_config(cfg)?.with_fault(*f);
+            hdl::core::build(&mut d, &p)
+        }
     };
     let wrapper = hdl::wrap::serial_wrapper(&mut d, &top);
     let config = serde_json::json!({

@@ -6,4 +6,5 @@ pub mod cli;
 pub mod design;
 pub mod report;
 pub mod sim;
+pub mod units;
 pub mod verify;

@@ -9,8 +9,9 @@
 //! * `fp/`: the floating-point units; `softmax/`: exp2, the row state, the row reduction;
 //! * `array/`: MAC, PE, PE row, PE grid, causal mask; `mem/`: DMA and landing buffers;
 //! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
-//! * `config` (whole-design configurations and presets), `units` (any block by name), `fault`
-//!   (fault injection), `wrap` (register wrappers), `ports` (shared port groups).
+//! * `config` (whole-design configurations and presets), `fault` (fault injection), `wrap`
+//!   (register wrappers), `ports` (shared port groups). The registry of blocks by name (RTL,
+//!   model, stimulus, checker) is the `regflash` crate's `units`.
 
 pub mod array;
 pub mod config;
@@ -21,7 +22,6 @@ pub mod ir;
 pub mod mem;
 pub mod ports;
 pub mod softmax;
-pub mod units;
 pub mod wrap;
 
 // Every block by its own name as well (`hdl::fp32_add`, `hdl::pe_row`, `hdl::dma`, ...).

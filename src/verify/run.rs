@@ -9,13 +9,13 @@ use hdl::config::CoreConfig;
 use serde::Serialize;
 
 use crate::design::{simulate, Target};
+use crate::units::{self, Check};
 use crate::verify::pe::{check_pe_stream, directed_pe_stream, proptest_pe, GridShape};
 use crate::verify::pure::{check_stream, proptest_vectors};
 use crate::verify::stateful::{
     check_recip, check_softmax_row, proptest_recip, proptest_softmax_row, recip_directed,
     softmax_row_directed,
 };
-use crate::verify::units::{directed, pure_unit, strategy, PURE_UNITS};
 use verilator_tb::Dut;
 
 /// What checking one block found (it is only returned when everything matched).
@@ -51,20 +51,26 @@ fn build(cfg: &CoreConfig, name: &str) -> Result<(verilator_tb::Model, u32, Stri
     Ok((model, manifest.top_module().latency, manifest.top, seconds))
 }
 
-/// Checks pure unit `name` (see `units::PURE_UNITS`): all its directed vectors streamed back to
-/// back, then `cases` proptest vectors.
+/// Checks pure unit `name` (a [`Check::Pure`] block of the registry): all its directed vectors
+/// streamed back to back, then `cases` proptest vectors.
 pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Result<BlockReport> {
-    let Some(unit) = pure_unit(name, cfg) else {
+    let Check::Pure {
+        unit,
+        directed,
+        random,
+    } = units::unit(name)?.check
+    else {
         bail!("`{name}` is not a pure unit");
     };
+    let unit = unit(cfg);
     let (model, latency, module, build_seconds) = build(cfg, name)?;
     let mut dut = model.dut()?;
     let start = Instant::now();
-    let vectors = directed(name, cfg);
+    let vectors = directed(cfg);
     if let Err(m) = check_stream(&mut dut, &unit, latency, &vectors)? {
         bail!("directed vectors:\n{m}");
     }
-    let random = proptest_vectors(&mut dut, &unit, latency, strategy(name, cfg), cases, seed)?;
+    let random = proptest_vectors(&mut dut, &unit, latency, random(cfg), cases, seed)?;
     Ok(BlockReport {
         unit: name.into(),
         module,
@@ -148,35 +154,41 @@ fn verify_stateful<T>(
     })
 }
 
-/// Checks any unit of `hdl::units::UNITS` with about `vectors` random vectors (or cycles).
+/// Checks any block of the registry ([`units::UNITS`]) with about `vectors` random vectors (or
+/// cycles).
 pub fn verify_block(cfg: &CoreConfig, unit: &str, vectors: u32, seed: u64) -> Result<BlockReport> {
-    match unit {
-        u if PURE_UNITS.contains(&u) => verify_pure(cfg, u, vectors, seed),
-        // Streams of 1 to 1,000 cycles average about 500: 10 % more cases keep the total above
-        // `vectors`.
-        "pe" | "pe_grid" => verify_pe_block(cfg, unit, stream_cases(vectors), 1000, seed),
-        "fp32_recip" => verify_stateful(cfg, unit, &recip_directed(), check_recip, |dut| {
-            proptest_recip(dut, vectors, seed)
-        }),
-        "softmax_row" => verify_stateful(
-            cfg,
-            unit,
-            &softmax_row_directed(),
-            check_softmax_row,
-            |dut| proptest_softmax_row(dut, stream_cases(vectors), 1000, seed),
+    match units::unit(unit)?.check {
+        Check::Pure { .. } => verify_pure(cfg, unit, vectors, seed),
+        Check::Own(check) => check(cfg, vectors, seed),
+        Check::Within(block) => bail!(
+            "{unit} has no port-level model of its own; the {block}'s checks cover it: use \
+             --unit {block}"
         ),
-        "dma" => verify_dma(cfg, vectors, seed),
-        "core" => verify_core(cfg, vectors, seed),
-        "pe_row" => bail!(
-            "pe_row has no port-level model of its own; the core's checks cover it (row \
-             engines included): use --unit core"
-        ),
-        other => bail!("no checker for unit `{other}`"),
     }
 }
 
-fn stream_cases(vectors: u32) -> u32 {
+/// Streams of 1 to 1,000 cycles average about 500: 10 % more cases keep the total above
+/// `vectors`.
+pub fn stream_cases(vectors: u32) -> u32 {
     (vectors / 450).max(1)
+}
+
+/// Checks `fp32_recip`: directed operands, then about `vectors` random ones.
+pub fn verify_recip(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    verify_stateful(cfg, "fp32_recip", &recip_directed(), check_recip, |dut| {
+        proptest_recip(dut, vectors, seed)
+    })
+}
+
+/// Checks `softmax_row`: a directed operation sequence, then random streams.
+pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    verify_stateful(
+        cfg,
+        "softmax_row",
+        &softmax_row_directed(),
+        check_softmax_row,
+        |dut| proptest_softmax_row(dut, stream_cases(vectors), 1000, seed),
+    )
 }
 
 /// Checks the DMA: every descriptor error on every channel, then random concurrent transfers

@@ -11,23 +11,6 @@ use proptest::prelude::*;
 use super::pure::{Fmt, PortSpec, PureUnit};
 use super::stimulus::*;
 
-/// Names of the pure units, in the order `regflash verify` checks them.
-pub const PURE_UNITS: &[&str] = &[
-    "fp16_mul",
-    "fp32_add",
-    "fp16_to_fp32",
-    "fp32_to_fp16",
-    "mac",
-    "fp32_mul",
-    "fp32_max",
-    "fp32_ceil",
-    "fp32_scale2",
-    "exp2",
-    "row_reduce",
-    "softmax_exp",
-    "mask_gen",
-];
-
 fn one(name: &'static str, fmt: Fmt) -> PortSpec {
     PortSpec::one(name, fmt)
 }
@@ -56,109 +39,6 @@ fn binary(
     }
 }
 
-/// The pure unit called `name` as `cfg` configures it, or None if it is not a pure unit.
-pub fn pure_unit(name: &str, cfg: &CoreConfig) -> Option<PureUnit> {
-    use Fmt::*;
-    Some(match name {
-        "fp16_mul" => binary("fp16_mul", F16, ("b", F16), F32, |a, b| {
-            fp::fp16_mul(a as u16, b as u16) as u64
-        }),
-        "fp32_add" => binary("fp32_add", F32, ("b", F32), F32, |a, b| {
-            fp::fp32_add(a as u32, b as u32) as u64
-        }),
-        "fp16_to_fp32" => unary("fp16_to_fp32", ("a", F16), F32, |a| {
-            fp::fp16_to_fp32(a as u16) as u64
-        }),
-        "fp32_to_fp16" => unary("fp32_to_fp16", ("a", F32), F16, |a| {
-            fp::fp32_to_fp16(a as u32) as u64
-        }),
-        "mac" => PureUnit {
-            name: "mac",
-            inputs: vec![one("a", F16), one("b", F16), one("acc", F32)],
-            outputs: vec![one("y", F32)],
-            model: Box::new(|v| vec![fp::mac(v[2] as u32, v[0] as u16, v[1] as u16) as u64]),
-        },
-        "fp32_mul" => binary("fp32_mul", F32, ("b", F32), F32, |a, b| {
-            fp::fp32_mul(a as u32, b as u32) as u64
-        }),
-        "fp32_max" => binary("fp32_max", F32, ("b", F32), F32, |a, b| {
-            fp::fp32_max(a as u32, b as u32) as u64
-        }),
-        "fp32_ceil" => unary("fp32_ceil", ("a", F32), F32, |a| {
-            fp::fp32_ceil(a as u32) as u64
-        }),
-        "fp32_scale2" => binary("fp32_scale2", F32, ("n", Bits(8)), F32, |a, n| {
-            fp::fp32_scale2(a as u32, n as u8) as u64
-        }),
-        "exp2" => unary("exp2", ("x", F32), F32, |x| fp::exp2(x as u32) as u64),
-        "row_reduce" => PureUnit {
-            name: "row_reduce",
-            inputs: vec![PortSpec {
-                name: "x",
-                lanes: cfg.cols,
-                fmt: F32,
-            }],
-            outputs: vec![one("max", F32), one("sum", F32)],
-            model: Box::new(|v| {
-                let lanes: Vec<u32> = v.iter().map(|&x| x as u32).collect();
-                vec![
-                    tree(&lanes, fp::fp32_max) as u64,
-                    tree(&lanes, fp::fp32_add) as u64,
-                ]
-            }),
-        },
-        "softmax_exp" => PureUnit {
-            name: "softmax_exp",
-            inputs: vec![
-                one("s", F32),
-                one("m", F32),
-                one("c", F32),
-                one("masked", Bits(1)),
-            ],
-            outputs: vec![one("p", F16)],
-            model: Box::new(|v| {
-                vec![weight(v[0] as u32, v[1] as u32, v[2] as u32, v[3] == 1) as u64]
-            }),
-        },
-        "mask_gen" => {
-            let (br, bc, iw) = (cfg.br, cfg.bc, cfg.index_bits);
-            PureUnit {
-                name: "mask_gen",
-                inputs: vec![
-                    one("q_base", Bits(iw)),
-                    one("k_base", Bits(iw)),
-                    one("q_len", Bits(iw)),
-                    one("k_len", Bits(iw)),
-                    one("causal", Bits(1)),
-                ],
-                outputs: vec![
-                    PortSpec {
-                        name: "mask",
-                        lanes: br * bc,
-                        fmt: Bits(1),
-                    },
-                    one("skip", Bits(1)),
-                ],
-                model: Box::new(move |v| {
-                    let (q_base, k_base) = (v[0] as usize, v[1] as usize);
-                    let spec = MaskSpec {
-                        q_len: v[2] as usize,
-                        k_len: v[3] as usize,
-                        causal: v[4] == 1,
-                    };
-                    let mut out: Vec<u64> = (0..br as usize)
-                        .flat_map(|i| (0..bc as usize).map(move |j| (i, j)))
-                        .map(|(i, j)| spec.masked(q_base + i, k_base + j) as u64)
-                        .collect();
-                    out.push(spec.block_skipped(q_base, br as usize, k_base) as u64);
-                    out
-                }),
-            }
-        }
-        _ => return None,
-    })
-}
-
 fn pairs<T: Copy + Into<u64>>(xs: &[T], ys: &[T]) -> Vec<Vec<u64>> {
     xs.iter()
         .flat_map(|&x| ys.iter().map(move |&y| vec![x.into(), y.into()]))
@@ -175,174 +55,435 @@ fn scale_constants() -> Vec<u32> {
     v
 }
 
-/// Directed vectors of unit `name`: special values in every combination, plus exhaustive or
-/// boundary sweeps where the input space allows.
-pub fn directed(name: &str, cfg: &CoreConfig) -> Vec<Vec<u64>> {
-    match name {
-        "fp16_mul" => {
-            let mut v = pairs(F16_SPECIALS, F16_SPECIALS);
-            // Every binary16 value times a few representative factors.
-            for a in 0..=u16::MAX {
-                for b in [0x3C00u16, 0x0001, 0x03FF, 0x7BFF, 0xFC00, 0x8000, 0x3555] {
-                    v.push(vec![a as u64, b as u64]);
-                }
+/// A strategy of operand pairs as vectors.
+fn pair(s: BoxedStrategy<(u32, u32)>) -> BoxedStrategy<Vec<u64>> {
+    s.prop_map(|(a, b)| vec![a as u64, b as u64]).boxed()
+}
+
+/// `fp16_mul`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp16_mul {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        binary("fp16_mul", F16, ("b", F16), F32, |a, b| {
+            fp::fp16_mul(a as u16, b as u16) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = pairs(F16_SPECIALS, F16_SPECIALS);
+        // Every binary16 value times a few representative factors.
+        for a in 0..=u16::MAX {
+            for b in [0x3C00u16, 0x0001, 0x03FF, 0x7BFF, 0xFC00, 0x8000, 0x3555] {
+                v.push(vec![a as u64, b as u64]);
             }
-            v
         }
-        "fp32_add" | "fp32_mul" | "fp32_max" => {
-            let mut v = pairs(F32_SPECIALS, F32_SPECIALS);
-            // Each special against its neighbours and their negations (cancellation, ties).
-            for &x in F32_SPECIALS {
-                for k in [1u32, 2, 3] {
-                    for y in [x.wrapping_add(k), x.wrapping_sub(k)] {
-                        v.push(vec![x as u64, y as u64]);
-                        v.push(vec![x as u64, (y ^ fp::F32_SIGN) as u64]);
-                    }
-                }
-            }
-            v
-        }
-        "fp16_to_fp32" => (0..=u16::MAX).map(|x| vec![x as u64]).collect(),
-        "fp32_to_fp16" => fp16_rounding_boundaries()
-            .into_iter()
-            .chain(F32_SPECIALS.iter().copied())
-            .map(|x| vec![x as u64])
-            .collect(),
-        "mac" => {
-            let mut v = vec![];
-            for &acc in F32_SPECIALS {
-                for &a in F16_SPECIALS {
-                    for &b in F16_SPECIALS {
-                        v.push(vec![a as u64, b as u64, acc as u64]);
-                    }
-                }
-            }
-            v
-        }
-        "fp32_ceil" => {
-            let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
-            // Integers and their neighbours, both signs, across the exponents where ceil acts.
-            for e in 120u32..=152 {
-                for m in [0u32, 1, 0x40_0000, 0x7F_FFFF, 0x12_3456] {
-                    for s in [0, fp::F32_SIGN] {
-                        v.push(vec![(s | (e << 23) | m) as u64]);
-                    }
-                }
-            }
-            v
-        }
-        "fp32_scale2" => {
-            let mut v = vec![];
-            for &x in F32_SPECIALS {
-                for n in [
-                    0u64, 1, 2, 22, 23, 24, 25, 126, 127, 148, 149, 150, 151, 200, 254, 255,
-                ] {
-                    v.push(vec![x as u64, n]);
-                }
-            }
-            v
-        }
-        "exp2" => {
-            let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
-            // Every multiple of 1/256 from -160 to 140, the range limits and their neighbours.
-            for k in -160 * 256..=140 * 256 {
-                v.push(vec![((k as f32) / 256.0).to_bits() as u64]);
-            }
-            for x in [128.0f32, -152.0, -149.0, -126.0, -150.0, -151.0] {
-                for d in [-1i32, 0, 1] {
-                    v.push(vec![(x.to_bits() as i64 + d as i64) as u64]);
-                }
-            }
-            v
-        }
-        "row_reduce" => {
-            let n = cfg.cols as usize;
-            let mut v = vec![];
-            for &x in F32_SPECIALS {
-                // All lanes equal; one special among ones; the special against its negation.
-                v.push(vec![x as u64; n]);
-                for at in 0..n {
-                    let mut lanes = vec![fp::F32_ONE as u64; n];
-                    lanes[at] = x as u64;
-                    v.push(lanes);
-                }
-                let alternating = (0..n)
-                    .map(|i| if i % 2 == 0 { x } else { x ^ fp::F32_SIGN } as u64)
-                    .collect();
-                v.push(alternating);
-            }
-            v
-        }
-        "softmax_exp" => {
-            let mut v = vec![];
-            let ms = [
-                0.0f32,
-                3.0,
-                -7.0,
-                100.0,
-                f32::NEG_INFINITY,
-                f32::INFINITY,
-                f32::NAN,
-            ];
-            for &s in F32_SPECIALS {
-                for &m in &ms {
-                    for &c in &scale_constants() {
-                        for masked in [0, 1] {
-                            v.push(vec![s as u64, m.to_bits() as u64, c as u64, masked]);
-                        }
-                    }
-                }
-            }
-            v
-        }
-        "mask_gen" => {
-            // Every combination of small bases and lengths.
-            let (br, bc) = (cfg.br as u64, cfg.bc as u64);
-            let mut v = vec![];
-            for q_len in [0, 1, br - 1, br, br + 1, 3 * br] {
-                for k_len in [0, 1, bc - 1, bc, bc + 1, 3 * bc] {
-                    for q_base in [0, 1, br, 2 * br] {
-                        for k_base in [0, 1, bc, 2 * bc] {
-                            for causal in [0, 1] {
-                                v.push(vec![q_base, k_base, q_len, k_len, causal]);
-                            }
-                        }
-                    }
-                }
-            }
-            v
-        }
-        other => panic!("no directed vectors for `{other}`"),
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f16_mul_pair()
+            .prop_map(|(a, b)| vec![a as u64, b as u64])
+            .boxed()
     }
 }
 
-/// Random, biased stimulus for unit `name`: one vector (input lanes in port order) per value.
-pub fn strategy(name: &str, cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
-    let pair = |s: BoxedStrategy<(u32, u32)>| s.prop_map(|(a, b)| vec![a as u64, b as u64]).boxed();
-    match name {
-        "fp16_mul" => f16_mul_pair()
-            .prop_map(|(a, b)| vec![a as u64, b as u64])
-            .boxed(),
-        "fp32_add" => pair(f32_add_pair().boxed()),
-        "fp16_to_fp32" => f16_value().prop_map(|a| vec![a as u64]).boxed(),
-        "fp32_to_fp16" => f32_for_fp16().prop_map(|a| vec![a as u64]).boxed(),
-        "mac" => mac_triple()
+/// `fp32_add`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp32_add {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        binary("fp32_add", F32, ("b", F32), F32, |a, b| {
+            fp::fp32_add(a as u32, b as u32) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = pairs(F32_SPECIALS, F32_SPECIALS);
+        // Each special against its neighbours and their negations (cancellation, ties).
+        for &x in F32_SPECIALS {
+            for k in [1u32, 2, 3] {
+                for y in [x.wrapping_add(k), x.wrapping_sub(k)] {
+                    v.push(vec![x as u64, y as u64]);
+                    v.push(vec![x as u64, (y ^ fp::F32_SIGN) as u64]);
+                }
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        pair(f32_add_pair().boxed())
+    }
+}
+
+/// `fp16_to_fp32`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp16_to_fp32 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("fp16_to_fp32", ("a", F16), F32, |a| {
+            fp::fp16_to_fp32(a as u16) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        (0..=u16::MAX).map(|x| vec![x as u64]).collect()
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f16_value().prop_map(|a| vec![a as u64]).boxed()
+    }
+}
+
+/// `fp32_to_fp16`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp32_to_fp16 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("fp32_to_fp16", ("a", F32), F16, |a| {
+            fp::fp32_to_fp16(a as u32) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        fp16_rounding_boundaries()
+            .into_iter()
+            .chain(F32_SPECIALS.iter().copied())
+            .map(|x| vec![x as u64])
+            .collect()
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f32_for_fp16().prop_map(|a| vec![a as u64]).boxed()
+    }
+}
+
+/// `mac`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod mac {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        PureUnit {
+            name: "mac",
+            inputs: vec![one("a", F16), one("b", F16), one("acc", F32)],
+            outputs: vec![one("y", F32)],
+            model: Box::new(|v| vec![fp::mac(v[2] as u32, v[0] as u16, v[1] as u16) as u64]),
+        }
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = vec![];
+        for &acc in F32_SPECIALS {
+            for &a in F16_SPECIALS {
+                for &b in F16_SPECIALS {
+                    v.push(vec![a as u64, b as u64, acc as u64]);
+                }
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        mac_triple()
             .prop_map(|(acc, a, b)| vec![a as u64, b as u64, acc as u64])
-            .boxed(),
-        "fp32_mul" => pair(f32_mul_pair().boxed()),
-        "fp32_max" => pair(f32_max_pair().boxed()),
-        "fp32_ceil" => f32_for_ceil().prop_map(|a| vec![a as u64]).boxed(),
-        "fp32_scale2" => (f32_value(), f32_scale2_shift())
+            .boxed()
+    }
+}
+
+/// `fp32_mul`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp32_mul {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        binary("fp32_mul", F32, ("b", F32), F32, |a, b| {
+            fp::fp32_mul(a as u32, b as u32) as u64
+        })
+    }
+
+    pub fn directed(cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        super::fp32_add::directed(cfg)
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        pair(f32_mul_pair().boxed())
+    }
+}
+
+/// `fp32_max`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp32_max {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        binary("fp32_max", F32, ("b", F32), F32, |a, b| {
+            fp::fp32_max(a as u32, b as u32) as u64
+        })
+    }
+
+    pub fn directed(cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        super::fp32_add::directed(cfg)
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        pair(f32_max_pair().boxed())
+    }
+}
+
+/// `fp32_ceil`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp32_ceil {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("fp32_ceil", ("a", F32), F32, |a| {
+            fp::fp32_ceil(a as u32) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
+        // Integers and their neighbours, both signs, across the exponents where ceil acts.
+        for e in 120u32..=152 {
+            for m in [0u32, 1, 0x40_0000, 0x7F_FFFF, 0x12_3456] {
+                for s in [0, fp::F32_SIGN] {
+                    v.push(vec![(s | (e << 23) | m) as u64]);
+                }
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f32_for_ceil().prop_map(|a| vec![a as u64]).boxed()
+    }
+}
+
+/// `fp32_scale2`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod fp32_scale2 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        binary("fp32_scale2", F32, ("n", Bits(8)), F32, |a, n| {
+            fp::fp32_scale2(a as u32, n as u8) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = vec![];
+        for &x in F32_SPECIALS {
+            for n in [
+                0u64, 1, 2, 22, 23, 24, 25, 126, 127, 148, 149, 150, 151, 200, 254, 255,
+            ] {
+                v.push(vec![x as u64, n]);
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        (f32_value(), f32_scale2_shift())
             .prop_map(|(a, n)| vec![a as u64, n as u64])
-            .boxed(),
-        "exp2" => f32_for_exp2().prop_map(|x| vec![x as u64]).boxed(),
-        "row_reduce" => row_lanes(cfg.cols as usize)
+            .boxed()
+    }
+}
+
+/// `exp2`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod exp2 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("exp2", ("x", F32), F32, |x| fp::exp2(x as u32) as u64)
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
+        // Every multiple of 1/256 from -160 to 140, the range limits and their neighbours.
+        for k in -160 * 256..=140 * 256 {
+            v.push(vec![((k as f32) / 256.0).to_bits() as u64]);
+        }
+        for x in [128.0f32, -152.0, -149.0, -126.0, -150.0, -151.0] {
+            for d in [-1i32, 0, 1] {
+                v.push(vec![(x.to_bits() as i64 + d as i64) as u64]);
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f32_for_exp2().prop_map(|x| vec![x as u64]).boxed()
+    }
+}
+
+/// `row_reduce`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod row_reduce {
+    use super::*;
+
+    pub fn unit(cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        PureUnit {
+            name: "row_reduce",
+            inputs: vec![PortSpec {
+                name: "x",
+                lanes: cfg.cols,
+                fmt: F32,
+            }],
+            outputs: vec![one("max", F32), one("sum", F32)],
+            model: Box::new(|v| {
+                let lanes: Vec<u32> = v.iter().map(|&x| x as u32).collect();
+                vec![
+                    tree(&lanes, fp::fp32_max) as u64,
+                    tree(&lanes, fp::fp32_add) as u64,
+                ]
+            }),
+        }
+    }
+
+    pub fn directed(cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let n = cfg.cols as usize;
+        let mut v = vec![];
+        for &x in F32_SPECIALS {
+            // All lanes equal; one special among ones; the special against its negation.
+            v.push(vec![x as u64; n]);
+            for at in 0..n {
+                let mut lanes = vec![fp::F32_ONE as u64; n];
+                lanes[at] = x as u64;
+                v.push(lanes);
+            }
+            let alternating = (0..n)
+                .map(|i| if i % 2 == 0 { x } else { x ^ fp::F32_SIGN } as u64)
+                .collect();
+            v.push(alternating);
+        }
+        v
+    }
+
+    pub fn random(cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        row_lanes(cfg.cols as usize)
             .prop_map(|v| v.into_iter().map(|x| x as u64).collect())
-            .boxed(),
-        "softmax_exp" => softmax_exp_inputs(scale_constants())
+            .boxed()
+    }
+}
+
+/// `softmax_exp`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod softmax_exp {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        PureUnit {
+            name: "softmax_exp",
+            inputs: vec![
+                one("s", F32),
+                one("m", F32),
+                one("c", F32),
+                one("masked", Bits(1)),
+            ],
+            outputs: vec![one("p", F16)],
+            model: Box::new(|v| {
+                vec![weight(v[0] as u32, v[1] as u32, v[2] as u32, v[3] == 1) as u64]
+            }),
+        }
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = vec![];
+        let ms = [
+            0.0f32,
+            3.0,
+            -7.0,
+            100.0,
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        for &s in F32_SPECIALS {
+            for &m in &ms {
+                for &c in &scale_constants() {
+                    for masked in [0, 1] {
+                        v.push(vec![s as u64, m.to_bits() as u64, c as u64, masked]);
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        softmax_exp_inputs(scale_constants())
             .prop_map(|(s, m, c, masked)| vec![s as u64, m as u64, c as u64, masked as u64])
-            .boxed(),
-        "mask_gen" => mask_inputs(cfg.br, cfg.bc, cfg.index_bits).boxed(),
-        other => panic!("no stimulus for `{other}`"),
+            .boxed()
+    }
+}
+
+/// `mask_gen`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod mask_gen {
+    use super::*;
+
+    pub fn unit(cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        let (br, bc, iw) = (cfg.br, cfg.bc, cfg.index_bits);
+        PureUnit {
+            name: "mask_gen",
+            inputs: vec![
+                one("q_base", Bits(iw)),
+                one("k_base", Bits(iw)),
+                one("q_len", Bits(iw)),
+                one("k_len", Bits(iw)),
+                one("causal", Bits(1)),
+            ],
+            outputs: vec![
+                PortSpec {
+                    name: "mask",
+                    lanes: br * bc,
+                    fmt: Bits(1),
+                },
+                one("skip", Bits(1)),
+            ],
+            model: Box::new(move |v| {
+                let (q_base, k_base) = (v[0] as usize, v[1] as usize);
+                let spec = MaskSpec {
+                    q_len: v[2] as usize,
+                    k_len: v[3] as usize,
+                    causal: v[4] == 1,
+                };
+                let mut out: Vec<u64> = (0..br as usize)
+                    .flat_map(|i| (0..bc as usize).map(move |j| (i, j)))
+                    .map(|(i, j)| spec.masked(q_base + i, k_base + j) as u64)
+                    .collect();
+                out.push(spec.block_skipped(q_base, br as usize, k_base) as u64);
+                out
+            }),
+        }
+    }
+
+    pub fn directed(cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        // Every combination of small bases and lengths.
+        let (br, bc) = (cfg.br as u64, cfg.bc as u64);
+        let mut v = vec![];
+        for q_len in [0, 1, br - 1, br, br + 1, 3 * br] {
+            for k_len in [0, 1, bc - 1, bc, bc + 1, 3 * bc] {
+                for q_base in [0, 1, br, 2 * br] {
+                    for k_base in [0, 1, bc, 2 * bc] {
+                        for causal in [0, 1] {
+                            v.push(vec![q_base, k_base, q_len, k_len, causal]);
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    pub fn random(cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        mask_inputs(cfg.br, cfg.bc, cfg.index_bits).boxed()
     }
 }
