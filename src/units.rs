@@ -142,6 +142,11 @@ pub static UNITS: &[Unit] = &[
         check: Check::Own(run::verify_dma),
     },
     Unit {
+        name: "sequencer",
+        build: |d, c| Ok(hdl::core::sequencer::build(d, &CoreParams::from_config(c)?).module),
+        check: Check::Own(run::verify_sequencer),
+    },
+    Unit {
         name: "pe_row",
         build: |d, c| Ok(hdl::pe_row::build(d, &CoreParams::from_config(c)?.row).module),
         check: Check::Within("core"),

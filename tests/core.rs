@@ -172,3 +172,15 @@ fn bad_problems_are_refused() {
     );
     assert!(e.contains("index_bits"), "{e}");
 }
+
+/// The sequencer alone, in a random environment (ready flags, busy rows and readout), follows
+/// the schedule model: tiles, phases QK(0) QK(1) PV(0) ..., every loop step, softmax starts,
+/// skipped blocks, done (see `regflash::verify::sequencer`).
+#[test]
+fn sequencer_alone_follows_the_schedule_model() {
+    let cfg = hdl::config::CoreConfig::preset("small").unwrap();
+    let r = regflash::verify::run::verify_block(&cfg, "sequencer", 24 * 2000, 0x5E0)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(r.random_vectors, regflash::verify::seeds::total_cases(24));
+    assert!(r.sim_cycles > 24 * 256, "{} cycles", r.sim_cycles);
+}

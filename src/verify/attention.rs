@@ -488,19 +488,21 @@ pub fn schedule_blocks(p: &CoreParams, a: &Attention) -> u64 {
     let (br, bc) = (p.br() as usize, p.bc() as usize);
     let mut blocks = 0u64;
     for q_base in (0..a.q_len).step_by(br) {
-        let keys = needed_keys(a, q_base, br);
+        let keys = needed_keys(a.q_len, a.k_len, a.causal, q_base, br);
         blocks += keys.div_ceil(bc) as u64;
     }
     blocks * a.heads as u64
 }
 
 /// Keys the tile at `q_base` needs: all, or the causal prefix up to its last row's diagonal.
-fn needed_keys(a: &Attention, q_base: usize, br: usize) -> usize {
-    if !a.causal {
-        return a.k_len;
+/// The keys the query tile starting at row `q_base` (`br` rows) needs: all of K, or for causal
+/// attention the keys up to its last row's diagonal (bottom-right aligned).
+pub fn needed_keys(q_len: usize, k_len: usize, causal: bool, q_base: usize, br: usize) -> usize {
+    if !causal {
+        return k_len;
     }
-    let end = (q_base + br).min(a.q_len);
-    (end + a.k_len).saturating_sub(a.q_len).min(a.k_len)
+    let end = (q_base + br).min(q_len);
+    (end + k_len).saturating_sub(q_len).min(k_len)
 }
 
 /// The memory beats the schedule must move: Q once, K and V once per tile (the keys it needs),
@@ -511,7 +513,7 @@ pub fn expected_beats(p: &CoreParams, a: &Attention) -> (u64, u64) {
     let br = p.br() as usize;
     let mut kv_rows = 0u64;
     for q_base in (0..a.q_len).step_by(br) {
-        kv_rows += needed_keys(a, q_base, br) as u64;
+        kv_rows += needed_keys(a.q_len, a.k_len, a.causal, q_base, br) as u64;
     }
     let h = a.heads as u64;
     let reads = h * (a.q_len as u64 + 2 * kv_rows) * row / beat;
@@ -539,7 +541,8 @@ pub fn expected_rf_reads(p: &CoreParams, a: &Attention, macs: u64) -> u64 {
     }
     let mut engine = 0u64;
     for q_base in (0..a.q_len).step_by(br as usize) {
-        let blocks = needed_keys(a, q_base, br as usize).div_ceil(bc as usize) as u64;
+        let blocks = needed_keys(a.q_len, a.k_len, a.causal, q_base, br as usize)
+            .div_ceil(bc as usize) as u64;
         engine += blocks * 2 * br * bc + br * d;
     }
     let h = a.heads as u64;

@@ -6,6 +6,7 @@ pub mod pe;
 pub mod pure;
 pub mod run;
 pub mod seeds;
+pub mod sequencer;
 pub mod stateful;
 pub mod stimulus;
 pub mod units;

@@ -191,6 +191,27 @@ pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<B
     )
 }
 
+/// Checks the core's sequencer alone against the schedule model (see `verify::sequencer`): one
+/// random problem and environment per 2,000 `vectors`, at least 8.
+pub fn verify_sequencer(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    let (model, latency, module, build_seconds) = build(cfg, "sequencer")?;
+    let p = hdl::core::CoreParams::from_config(cfg)?;
+    let mut dut = model.dut()?;
+    let start = Instant::now();
+    let cases = crate::verify::sequencer::check(&mut dut, &p, (vectors / 2000).max(8), seed)?;
+    Ok(BlockReport {
+        unit: "sequencer".into(),
+        module,
+        latency,
+        directed_vectors: 0,
+        random_vectors: cases,
+        operations: cases,
+        sim_cycles: dut.cycles(),
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
+}
+
 /// Checks the DMA: every descriptor error on every channel, then random concurrent transfers
 /// (one scenario per 1,000 `vectors`) against the memory model.
 pub fn verify_dma(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
