@@ -1,0 +1,82 @@
+//! `regflash accuracy`: exp2 against f64, and the tiled hardware model against the f64 and
+//! plain FP16 references.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct AccuracyArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Query and key sequence length of the attention problems.
+    #[arg(long, default_value_t = 512)]
+    pub seq: usize,
+    /// Input seed of the value patterns.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+}
+
+pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
+    use kernels::accuracy::{attention_accuracy, exp2_accuracy};
+    use kernels::patterns::Pattern;
+    let cfg = args.config.resolve()?;
+    anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
+    println!("exp2 against f64 (every 64th binary32 input in each range)\n");
+    println!("| x in | inputs | max relative error | max error (ulps) |");
+    println!("|---|---:|---:|---:|");
+    for (lo, hi) in [
+        (-150.0, -149.0),
+        (-149.0, -126.0),
+        (-126.0, -24.0),
+        (-24.0, 0.0),
+        (0.0, 128.0),
+    ] {
+        let r = exp2_accuracy(lo, hi, 64);
+        println!(
+            "| [{lo}, {hi}) | {} | {:.3e} (2^{:.1}) | {:.2} |",
+            r.points,
+            r.max_rel,
+            r.max_rel.log2(),
+            r.max_ulps
+        );
+    }
+    println!(
+        "\nhardware model vs f64 reference, next to plain attention at FP16 storage / FP32 \
+         accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max |O - O_ref| over \
+         both output formats\n",
+        args.seq, cfg.head_dim, cfg.br, cfg.bc, cfg.cols
+    );
+    println!("| pattern | causal | hw error | plain FP16 error | hw / plain | hw / max|V| | hw / max|O_ref| | contract |");
+    println!("|---|---|---:|---:|---:|---:|---:|---|");
+    let mut ok = true;
+    for pattern in Pattern::ALL {
+        for causal in [false, true] {
+            let a = attention_accuracy(
+                pattern,
+                args.seq,
+                args.seq,
+                cfg.head_dim as usize,
+                cfg.br as usize,
+                cfg.bc as usize,
+                cfg.cols as usize,
+                causal,
+                args.seed,
+            );
+            let verdict = a.check();
+            ok &= verdict.is_ok();
+            let ratio = if a.plain_err > 0.0 {
+                format!("{:.2}", a.max_abs_err / a.plain_err)
+            } else {
+                "-".into()
+            };
+            println!(
+                "| {pattern:?} | {causal} | {:.3e} | {:.3e} | {ratio} | {:.2e} | {:.2e} | {} |",
+                a.max_abs_err,
+                a.plain_err,
+                a.rel_err(),
+                a.max_abs_err / a.out_scale.max(f64::MIN_POSITIVE),
+                verdict.map_or_else(|e| format!("**FAIL**: {e}"), |_| "met".into())
+            );
+        }
+    }
+    Ok(exit(ok))
+}

@@ -1,0 +1,91 @@
+//! `regflash bench`: utilization over presets, sequence lengths and causal masking.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Presets to run, comma separated (default small,medium,npu16 when no --config is given).
+    #[arg(long, value_delimiter = ',')]
+    pub presets: Vec<String>,
+    /// TOML configuration files to run as well (repeatable), e.g. a preset with a wider port.
+    #[arg(long = "config")]
+    pub configs: Vec<PathBuf>,
+    /// Sequence lengths, comma separated; each runs non-causal and causal.
+    #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+    pub seq: Vec<usize>,
+    /// Attention heads per run.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+    /// Write the markdown table here as well as to standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write every run's report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
+    use crate::bench;
+    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    for path in args.out.iter().chain(&args.report) {
+        check_writable(path)?;
+    }
+    let presets = if args.presets.is_empty() && args.configs.is_empty() {
+        vec!["small".into(), "medium".into(), "npu16".into()]
+    } else {
+        args.presets.clone()
+    };
+    let mut configs = presets
+        .iter()
+        .map(|p| CoreConfig::preset(p))
+        .collect::<Result<Vec<_>>>()?;
+    for path in &args.configs {
+        let cfg = load_config(path)?;
+        cfg.validate()
+            .with_context(|| format!("config file {}", path.display()))?;
+        configs.push(cfg);
+    }
+    let plan = bench::BenchPlan {
+        configs,
+        seq_lens: args.seq.clone(),
+        heads: args.heads,
+        timing: crate::verify::attention::MemoryTiming {
+            latency: args.mem_latency,
+            seed: args.seed,
+            ..Default::default()
+        },
+        seed: args.seed,
+    };
+    let mut bar = progress_bar();
+    let rows = bench::run(
+        &plan,
+        |row| {
+            let r = &row.report;
+            eprintln!(
+                "\r{} seq {} {}: {} cycles, utilization {:.1} %{}",
+                r.preset,
+                r.seq_len,
+                if r.causal { "causal" } else { "non-causal" },
+                r.cycles,
+                100.0 * r.utilization,
+                if r.passed { "" } else { ", MISMATCH" }
+            );
+        },
+        |_, done, estimate| bar(done, estimate),
+    )?;
+    let table = bench::table(&rows);
+    println!("{table}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &table).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &rows)?;
+    }
+    Ok(exit(rows.iter().all(|r| r.report.passed)))
+}

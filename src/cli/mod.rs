@@ -1,0 +1,275 @@
+//! Command-line parsing and the subcommands, one file each beside this one.
+
+mod accuracy;
+mod bench;
+mod presets;
+mod sim;
+mod synth;
+mod verify;
+
+use accuracy::accuracy_cmd;
+pub use accuracy::AccuracyArgs;
+use bench::bench_cmd;
+pub use bench::BenchArgs;
+use presets::presets_cmd;
+use sim::sim_cmd;
+pub use sim::SimArgs;
+use synth::synth_cmd;
+pub use synth::{synth_table, SynthArgs};
+use verify::verify_cmd;
+pub use verify::VerifyArgs;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::units::{self, Check, UNITS};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use gen::constraints::SynthTarget;
+use gen::flow::SynthReport;
+use gen::tools::ScratchDir;
+use hdl::config::{CoreConfig, PRESETS};
+use serde::Serialize;
+
+use crate::design::{generate, Target};
+use crate::verify::run::{verify_block, BlockReport};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "regflash",
+    version,
+    about = "Register-level FlashAttention NPU generator"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run attention on the whole core under Verilator: Q/K/V streamed through the DMA from a
+    /// memory model, O compared bit for bit with the hardware model and against the f64
+    /// reference, performance from the core's counters.
+    Sim(SimArgs),
+    /// Utilization of the core over presets, sequence lengths and causal masking (every run
+    /// checked bit for bit), written as a markdown table.
+    Bench(BenchArgs),
+    /// Generate every block of a preset, lint and synthesize it, simulate it under Verilator
+    /// against the bit-exact Rust models, and report.
+    Verify(VerifyArgs),
+    /// Write Verilog, files.f and manifest.json for a preset design or one unit.
+    Gen(GenArgs),
+    /// Run `verilator --lint-only -Wall` and Yosys synthesis checks on a generated folder.
+    Lint {
+        /// Folder written by `regflash gen`.
+        dir: PathBuf,
+        /// Verilator lint only (Yosys on a big core such as npu16 or seed takes long).
+        #[arg(long)]
+        no_synth: bool,
+    },
+    /// Synthesize a preset design or one unit with Yosys (generic cells) and report cell counts.
+    Synth(SynthArgs),
+    /// Accuracy of the numerics: exp2 against f64 by input range, and the tiled hardware model
+    /// against the f64 and plain FP16 references for the configuration's tiling.
+    Accuracy(AccuracyArgs),
+    /// List the presets with their derived figures, or print one as a TOML config file.
+    Presets {
+        /// Print this preset as TOML (a starting point for --config).
+        #[arg(long)]
+        toml: Option<String>,
+    },
+}
+
+/// Which configuration to start from and how to change it.
+#[derive(Args, Debug, Clone)]
+pub struct ConfigArgs {
+    /// Built-in preset (seed: 32x32 PEs; npu16: 16x16; medium: 8x8; small: 4x4).
+    #[arg(long, default_value = "small", conflicts_with = "config")]
+    pub preset: String,
+    /// TOML configuration file (see presets/*.toml); the options below override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override: fp16_mul pipeline registers (0..=2).
+    #[arg(long)]
+    pub mul_latency: Option<u32>,
+    /// Override: fp32_add pipeline registers (0..=2).
+    #[arg(long)]
+    pub add_latency: Option<u32>,
+    /// Override: 32-bit registers per PE.
+    #[arg(long)]
+    pub regs: Option<u32>,
+}
+
+/// A configuration from a TOML file, with the file named in any error.
+fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    CoreConfig::from_toml(&text).with_context(|| format!("config file {}", path.display()))
+}
+
+impl ConfigArgs {
+    pub fn resolve(&self) -> Result<CoreConfig> {
+        let mut cfg = match &self.config {
+            Some(path) => load_config(path)?,
+            None => CoreConfig::preset(&self.preset)?,
+        };
+        if let Some(v) = self.mul_latency {
+            cfg.mul_latency = v;
+        }
+        if let Some(v) = self.add_latency {
+            cfg.add_latency = v;
+        }
+        if let Some(v) = self.regs {
+            cfg.regs_per_pe = v;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Generate one block as the top instead of the whole design
+    /// (fp16_mul, fp32_add, mac, pe, pe_grid, exp2, row_reduce, mask_gen, dma, pe_row, ...;
+    /// an unknown name lists them all).
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// Output folder (created if missing; a folder from an earlier run is cleaned first).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Gen(args) => gen_cmd(args),
+        Command::Sim(args) => sim_cmd(args),
+        Command::Bench(args) => bench_cmd(args),
+        Command::Lint {
+            dir,
+            no_synth: true,
+        } => {
+            let manifest = gen::Manifest::load(&dir)?;
+            let warnings = gen::flow::verilator_lint(&dir, &manifest)?;
+            for w in &warnings {
+                println!("{w}");
+            }
+            println!(
+                "{}: verilator --lint-only -Wall: {}",
+                manifest.top,
+                if warnings.is_empty() {
+                    "clean".to_string()
+                } else {
+                    format!("{} problem(s)", warnings.len())
+                }
+            );
+            Ok(exit(warnings.is_empty()))
+        }
+        Command::Lint { dir, .. } => {
+            let report = gen::flow::lint(&dir)?;
+            println!("{}", report.summary());
+            Ok(exit(report.passed()))
+        }
+        Command::Synth(args) => synth_cmd(args),
+        Command::Verify(args) => verify_cmd(args),
+        Command::Accuracy(args) => accuracy_cmd(args),
+        Command::Presets { toml: None } => {
+            presets_cmd()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Presets { toml: Some(name) } => {
+            print!("{}", CoreConfig::preset(&name)?.to_toml());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn target(unit: &Option<String>) -> Target {
+    match unit {
+        Some(u) => Target::Unit(u.clone()),
+        None => Target::Core,
+    }
+}
+
+fn gen_cmd(args: GenArgs) -> Result<ExitCode> {
+    let cfg = args.config.resolve()?;
+    let manifest = generate(&cfg, &target(&args.unit), &args.out)?;
+    let lines: usize = manifest
+        .files
+        .iter()
+        .map(|f| std::fs::read_to_string(args.out.join(f)).map(|t| t.lines().count()))
+        .sum::<std::io::Result<usize>>()?;
+    println!(
+        "wrote {} module(s), {lines} lines of Verilog, top `{}`, to {}",
+        manifest.files.len(),
+        manifest.top,
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Checks, before any long work, that `path` can be written: its folder exists and the file can
+/// be opened for writing (an existing file is left as it is, a new one is not left behind).
+pub fn check_writable(path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "cannot write {}: folder {} does not exist (create it first)",
+        path.display(),
+        dir.display()
+    );
+    anyhow::ensure!(
+        !path.is_dir(),
+        "cannot write {}: it is a folder; name a file",
+        path.display()
+    );
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if !existed {
+        std::fs::remove_file(path).ok();
+    }
+    Ok(())
+}
+
+fn write_json<T: Serialize>(path: &PathBuf, value: &T) -> Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
+        .with_context(|| format!("cannot write report {}", path.display()))
+}
+
+/// A one-line progress bar on stderr, when stderr is a terminal.
+fn progress_bar() -> impl FnMut(u64, u64) {
+    use std::io::{IsTerminal, Write};
+    let tty = std::io::stderr().is_terminal();
+    move |done: u64, estimate: u64| {
+        if !tty {
+            return;
+        }
+        let frac = (done as f64 / estimate.max(1) as f64).min(1.0);
+        let filled = (frac * 40.0) as usize;
+        eprint!(
+            "\r[{}{}] {:3.0} % {done} cycles",
+            "#".repeat(filled),
+            ".".repeat(40 - filled),
+            100.0 * frac
+        );
+        let _ = std::io::stderr().flush();
+    }
+}

@@ -1,0 +1,126 @@
+//! `regflash sim`: attention on the whole core under Verilator.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Sequence length of random Q, K, V (ignored with --q/--k/--v).
+    #[arg(long, default_value_t = 256)]
+    pub seq: usize,
+    /// Attention heads of random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Causal masking (bottom-right aligned when Q and K lengths differ).
+    #[arg(long)]
+    pub causal: bool,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Q as .npy, FP16 or FP32 (rounded to FP16), shaped (seq, d) or (heads, seq, d).
+    #[arg(long, requires_all = ["k", "v"])]
+    pub q: Option<PathBuf>,
+    /// K as .npy, shaped like Q (its sequence length may differ).
+    #[arg(long, requires_all = ["q", "v"])]
+    pub k: Option<PathBuf>,
+    /// V as .npy, shaped like K.
+    #[arg(long, requires_all = ["q", "k"])]
+    pub v: Option<PathBuf>,
+    /// Output FP32 instead of FP16.
+    #[arg(long)]
+    pub f32: bool,
+    /// Clamp FP32 input values outside the FP16 range to ±65504 (counted in the report)
+    /// instead of refusing them.
+    #[arg(long)]
+    pub saturate: bool,
+    /// Test only: simulate the core with a deliberate defect (hdl::fault), to see the checks
+    /// fail: stall_qk, stall_pv, write_outside_o, release_{q,k,v}_unheld, skip_k, skip_v,
+    /// causal_off_by_one, wrong_rescale.
+    #[arg(long, hide = true)]
+    pub fault: Option<String>,
+    /// Write O as .npy.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write the report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+    /// Probability that the memory refuses a request in a cycle (random back-pressure).
+    #[arg(long, default_value_t = 0.0)]
+    pub mem_stall: f64,
+}
+
+pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
+    use crate::sim;
+    use kernels::flash::OutFormat;
+    let cfg = args.config.resolve()?;
+    let params = hdl::core::CoreParams::from_config(&cfg)?;
+    let out = if args.f32 {
+        OutFormat::F32
+    } else {
+        OutFormat::F16
+    };
+    anyhow::ensure!(
+        (0.0..0.95).contains(&args.mem_stall),
+        "--mem-stall must be in [0, 0.95)"
+    );
+    let timing = crate::verify::attention::MemoryTiming {
+        latency: args.mem_latency,
+        stall_probability: args.mem_stall,
+        seed: args.seed,
+        ..Default::default()
+    };
+    timing.validate().context("--mem-latency")?;
+    // Before minutes of simulation: the outputs can be written.
+    for path in args.out.iter().chain(&args.report) {
+        check_writable(path)?;
+    }
+    let (problem, saturated) = match (&args.q, &args.k, &args.v) {
+        (Some(q), Some(k), Some(v)) => sim::load_problem(q, k, v, args.causal, out, args.saturate)?,
+        _ => {
+            anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
+            anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+            // Before allocating anything.
+            crate::verify::attention::check_shape(
+                &params,
+                args.heads,
+                args.seq,
+                args.seq,
+                cfg.head_dim as usize,
+                out,
+            )?;
+            let a = sim::random_problem(
+                args.heads,
+                args.seq,
+                cfg.head_dim as usize,
+                args.causal,
+                out,
+                args.seed,
+            );
+            (a, 0)
+        }
+    };
+    let fault = match &args.fault {
+        Some(name) => Some(hdl::fault::Fault::from_name(name).with_context(|| {
+            format!(
+                "unknown fault `{name}`: choose one of {}",
+                hdl::fault::Fault::ALL.map(|f| f.name()).join(", ")
+            )
+        })?),
+        None => None,
+    };
+    let (mut report, o) = sim::run_with_fault(&cfg, fault, &problem, &timing, progress_bar())?;
+    report.saturated_inputs = saturated;
+    eprintln!();
+    println!("{}", report.summary());
+    if let Some(path) = &args.out {
+        sim::write_output(path, &problem, &o)?;
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed))
+}

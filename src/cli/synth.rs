@@ -1,0 +1,80 @@
+//! `regflash synth`: Yosys synthesis of a preset design or one unit, and its cell table.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Synthesize one block instead of the whole design.
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// generic (Yosys cells, longest paths), ice40 (LUT4s; place and route for fmax) or
+    /// xilinx (7-series LUTs, DSPs, RAMs).
+    #[arg(long, default_value = "generic")]
+    pub target: SynthTarget,
+    /// iCE40: skip nextpnr place and route (no fmax).
+    #[arg(long)]
+    pub no_pnr: bool,
+    /// Also write the report as JSON.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
+    let cfg = args.config.resolve()?;
+    if let Some(path) = &args.report {
+        check_writable(path)?;
+    }
+    let dir = ScratchDir::new("synth")?;
+    generate(&cfg, &target(&args.unit), dir.path())?;
+    let report = gen::flow::synth(dir.path(), args.target, !args.no_pnr)?;
+    println!("{}", synth_table(&report));
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed()))
+}
+
+/// Markdown table of a synthesis report: each module's own cells, then the whole hierarchy.
+pub fn synth_table(r: &SynthReport) -> String {
+    let mut s = format!(
+        "Yosys synthesis of {}, target {}\n\n",
+        r.top,
+        r.target.name()
+    );
+    s.push_str(
+        "| module | own cells | own flip-flops | longest path (cells) |\n|---|---:|---:|---:|\n",
+    );
+    for (name, c) in &r.modules {
+        let ltp = r
+            .longest_path
+            .get(name)
+            .map_or("-".to_string(), |n| n.to_string());
+        s.push_str(&format!(
+            "| {name} | {} | {} | {ltp} |\n",
+            c.cells, c.flip_flops
+        ));
+    }
+    s.push_str(&format!(
+        "| **{} (whole hierarchy)** | {} | {} | |\n",
+        r.top, r.total.cells, r.total.flip_flops
+    ));
+    if let Some(res) = &r.resources {
+        s.push_str(&format!(
+            "\nresources: {} LUTs, {} flip-flops, {} carry cells, {} DSPs, {} block RAMs, {} LUT RAMs\n",
+            res.luts, res.flip_flops, res.carry_cells, res.dsps, res.block_rams, res.lut_rams
+        ));
+    }
+    if let (Some(f), Some(dev)) = (r.fmax_mhz, &r.device) {
+        s.push_str(&format!(
+            "\nfmax: {f:.2} MHz on {dev} (nextpnr-ice40, inside the 6-pin serial wrapper)\n"
+        ));
+    }
+    s.push_str(&format!(
+        "\nlatches: {}; yosys check problems: {}",
+        r.latches,
+        r.yosys_problems.len()
+    ));
+    s
+}
