@@ -12,6 +12,7 @@
 //! same block twice with the same parameters yields one definition and two instances.
 
 pub(crate) mod builder;
+mod check;
 pub mod fsm;
 pub mod iface;
 pub(crate) mod signal;

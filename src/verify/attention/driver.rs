@@ -1,0 +1,250 @@
+//! Running a problem on the core: the memory image (Q, K, V at their layout, O poisoned), the
+//! descriptors, the run to `done` with a hang limit, the counters and O read back.
+
+use super::*;
+
+/// Where the tensors live in the memory model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    pub size: u64,
+}
+
+impl Layout {
+    /// Q, K, V, O one after the other, each 4 KiB aligned (the shape is validated).
+    pub fn of(a: &Attention) -> Layout {
+        Layout::checked(a.heads, a.q_len, a.k_len, a.head_dim, a.out)
+            .expect("a validated problem fits in 64-bit addresses")
+    }
+
+    /// The layout of a problem of this shape, or None if it overflows 64-bit addresses.
+    pub fn checked(
+        heads: usize,
+        q_len: usize,
+        k_len: usize,
+        head_dim: usize,
+        out: OutFormat,
+    ) -> Option<Layout> {
+        let align = |x: u64| x.checked_next_multiple_of(4096);
+        let bytes = |elem: u64, len: usize| {
+            elem.checked_mul(heads as u64)?
+                .checked_mul(len as u64)?
+                .checked_mul(head_dim as u64)
+        };
+        let out_bytes = out_bytes(out) as u64;
+        let q = 0u64;
+        let k = align(q.checked_add(bytes(2, q_len)?)?)?;
+        let v = align(k.checked_add(bytes(2, k_len)?)?)?;
+        let o = align(v.checked_add(bytes(2, k_len)?)?)?;
+        let size = align(o.checked_add(bytes(out_bytes, q_len)?)?)?;
+        Some(Layout { q, k, v, o, size })
+    }
+}
+
+/// How the memory behaves, apart from its size and beat (which follow the core).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryTiming {
+    pub latency: u32,
+    /// Peak bytes per cycle; 0 means one full beat per cycle.
+    pub bytes_per_cycle: usize,
+    pub stall_probability: f64,
+    pub seed: u64,
+}
+
+impl MemoryTiming {
+    /// Latency 1 to [`MAX_MEM_LATENCY`] (the core's assertion bounds are derived for that
+    /// range), refusal probability in [0, 0.95).
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            (1..=MAX_MEM_LATENCY).contains(&self.latency),
+            "memory latency {} cycles is out of range: allowed 1 to {MAX_MEM_LATENCY} (the core's \
+             K/V assertion bound, kv_bound, allows for memory up to that slow)",
+            self.latency
+        );
+        ensure!(
+            (0.0..0.95).contains(&self.stall_probability),
+            "memory stall probability {} is out of range: allowed [0, 0.95)",
+            self.stall_probability
+        );
+        Ok(())
+    }
+}
+
+impl Default for MemoryTiming {
+    fn default() -> Self {
+        MemoryTiming {
+            latency: 20,
+            bytes_per_cycle: 0,
+            stall_probability: 0.0,
+            seed: 1,
+        }
+    }
+}
+
+/// What one run of the core produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreRun {
+    /// O bits, heads × q_len × d (FP16 in the low half, or FP32).
+    pub out: Vec<u32>,
+    /// The core's counters by name.
+    pub counters: BTreeMap<String, u64>,
+    pub memory: MemoryStats,
+    pub assertion_failures: u32,
+    /// The DMA error code the core stopped with (0: none; see `hdl::dma::error`).
+    pub dma_error: u64,
+}
+
+/// The memory model for `a` before a run: Q, K and V at their [`Layout`], O filled with
+/// [`O_POISON`], timing as given.
+pub fn memory_image(
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+) -> Result<(Memory, Layout)> {
+    a.validate(p)?;
+    timing.validate()?;
+    let lay = Layout::of(a);
+    let beat = (p.dma.width / 8) as usize;
+    let mem_cfg = MemoryConfig {
+        size: lay.size as usize,
+        beat_bytes: beat,
+        latency: timing.latency,
+        bytes_per_cycle: if timing.bytes_per_cycle == 0 {
+            beat
+        } else {
+            timing.bytes_per_cycle
+        },
+        banks: 1,
+        bank_busy: 1,
+        stall_probability: timing.stall_probability,
+        seed: timing.seed,
+    };
+    let mut mem = Memory::new(mem_cfg)?;
+    let le = |t: &[u16]| t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    mem.load_bytes(lay.q as usize, &le(&a.q))?;
+    mem.load_bytes(lay.k as usize, &le(&a.k))?;
+    mem.load_bytes(lay.v as usize, &le(&a.v))?;
+    // O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
+    // are a non-canonical NaN in either format, which no correct run produces.
+    let o_bytes = a.heads * a.q_len * a.head_dim * a.out_bytes();
+    mem.load_bytes(lay.o as usize, &vec![O_POISON; o_bytes])?;
+    Ok((mem, lay))
+}
+
+/// Runs `a` on the core; `progress` is called now and then with (cycles so far, estimate).
+pub fn run(
+    model: &Model,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    progress: impl FnMut(u64, u64),
+) -> Result<CoreRun> {
+    let (mut mem, lay) = memory_image(p, a, timing)?;
+    let mut dut = model.dut()?;
+    dut.set("start", 0);
+    dut.reset(2);
+    run_on(&mut dut, p, a, timing, &mut mem, &lay, &lay, progress)
+}
+
+/// One run on an existing, idle `dut` (not reset first: a core must take a new `start` after
+/// any run, an aborted one included): the tensors are at `lay` in `mem`, the core is given the
+/// addresses `addrs` (the same, except where a test wants a descriptor refused).
+#[allow(clippy::too_many_arguments)]
+pub fn run_on(
+    dut: &mut Dut,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    mem: &mut Memory,
+    lay: &Layout,
+    addrs: &Layout,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<CoreRun> {
+    let beat = (p.dma.width / 8) as usize;
+    let link = MemLink::new(dut)?;
+    for (name, v) in [
+        ("q_addr", addrs.q),
+        ("k_addr", addrs.k),
+        ("v_addr", addrs.v),
+        ("o_addr", addrs.o),
+        ("heads", a.heads as u64),
+        ("q_len", a.q_len as u64),
+        ("k_len", a.k_len as u64),
+        ("causal", a.causal as u64),
+        ("out_f32", (a.out == OutFormat::F32) as u64),
+        ("c_const", scale_constant(a.head_dim) as u64),
+    ] {
+        dut.set(name, v);
+    }
+    let estimate = estimate_cycles(p, a);
+    let slack = 1.0 / (1.0 - timing.stall_probability.min(0.9));
+    let beat_bytes = beat as u64;
+    let bw = mem.config().bytes_per_cycle as u64;
+    // Each descriptor waits for memory once per max_outstanding beats: allow two latencies for
+    // each such round trip on top of the MAC steps at the memory's pace.
+    let round_trips = expected_beats(p, a).0 / p.dma.max_outstanding as u64
+        + 2 * schedule_blocks(p, a)
+        + 2 * (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64;
+    let limit = ((estimate as f64 * slack * 4.0) as u64) * beat_bytes.div_ceil(bw)
+        + 2 * round_trips * timing.latency as u64
+        + 200_000;
+    let done = dut.port("done")?;
+    let error = dut.port("error")?;
+    dut.set("start", 1);
+    link.present(dut, mem);
+    link.edge(dut, mem)?;
+    dut.set("start", 0);
+    let mut cycles = 0u64;
+    loop {
+        if dut.get_id(done) == 1 {
+            break;
+        }
+        if cycles >= limit {
+            bail!(
+                "the core did not finish within {limit} cycles (about {estimate} expected): a \
+                 hang; rerun with REGFLASH_WAVES=1 to see where it stops"
+            );
+        }
+        link.present(dut, mem);
+        link.edge(dut, mem)?;
+        cycles += 1;
+        if cycles.is_multiple_of(64) {
+            let n = dut.assertion_failures();
+            ensure!(
+                n == 0,
+                "an RTL assertion failed ({n} failures by cycle {cycles}); the simulator's \
+                 message above names it (`regflash assertion <name> failed: ...`)"
+            );
+            if cycles.is_multiple_of(8192) {
+                progress(cycles, estimate);
+            }
+        }
+    }
+    progress(cycles, estimate);
+    let dma_error = dut.get_id(error);
+    let counters = COUNTERS
+        .iter()
+        .map(|&n| (n.to_string(), dut.get(n)))
+        .collect();
+    let ob = a.out_bytes();
+    let n = a.heads * a.q_len * a.head_dim;
+    let raw = mem.read_bytes(lay.o as usize, n * ob);
+    let out = raw
+        .chunks(ob)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..ob].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect();
+    Ok(CoreRun {
+        out,
+        counters,
+        memory: mem.stats,
+        assertion_failures: dut.assertion_failures(),
+        dma_error,
+    })
+}

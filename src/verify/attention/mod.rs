@@ -1,0 +1,240 @@
+//! The whole core on the memory model: Q, K and V go into memory, the core runs to `done`, O
+//! comes back out and is compared bit for bit with the hardware model (`kernels::flash`), and
+//! the core's counters with what the model says the schedule must do. This file: the problem
+//! and its shape checks; `driver.rs` runs it, `expect.rs` checks a run, `scenarios.rs` holds
+//! the directed and random scenarios.
+
+mod driver;
+mod expect;
+mod scenarios;
+
+pub use driver::*;
+pub use expect::*;
+pub use scenarios::*;
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, ensure, Context, Result};
+use hdl::config::MAX_MEM_LATENCY;
+use hdl::core::{CoreParams, COUNTERS};
+use kernels::accuracy::Accuracy;
+use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
+use kernels::patterns::{tensors, Pattern};
+use kernels::softmax::scale_constant;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError};
+use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
+use verilator_tb::{Dut, Model};
+
+/// One attention problem: `heads` heads of FP16 Q (q_len × d), K and V (k_len × d), each
+/// stored (heads, len, d) row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attention {
+    pub heads: usize,
+    pub q_len: usize,
+    pub k_len: usize,
+    pub head_dim: usize,
+    pub q: Vec<u16>,
+    pub k: Vec<u16>,
+    pub v: Vec<u16>,
+    pub causal: bool,
+    pub out: OutFormat,
+}
+
+impl Attention {
+    /// Random values of `pattern`, a different seed per head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn generate(
+        pattern: Pattern,
+        heads: usize,
+        q_len: usize,
+        k_len: usize,
+        head_dim: usize,
+        causal: bool,
+        out: OutFormat,
+        seed: u64,
+    ) -> Self {
+        let (mut q, mut k, mut v) = (vec![], vec![], vec![]);
+        for h in 0..heads {
+            let s = seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(h as u64 + 1);
+            let (hq, hk, hv) = tensors(pattern, q_len, k_len, head_dim, s);
+            q.extend(hq);
+            k.extend(hk);
+            v.extend(hv);
+        }
+        Attention {
+            heads,
+            q_len,
+            k_len,
+            head_dim,
+            q,
+            k,
+            v,
+            causal,
+            out,
+        }
+    }
+
+    /// Checks that the problem fits the core: shapes, the head dimension, the index widths,
+    /// the memory the core addresses and the simulator holds.
+    pub fn validate(&self, p: &CoreParams) -> Result<()> {
+        check_shape(
+            p,
+            self.heads,
+            self.q_len,
+            self.k_len,
+            self.head_dim,
+            self.out,
+        )?;
+        let d = self.head_dim;
+        for (name, t, len) in [
+            ("Q", &self.q, self.q_len),
+            ("K", &self.k, self.k_len),
+            ("V", &self.v, self.k_len),
+        ] {
+            ensure!(
+                t.len() == self.heads * len * d,
+                "{name} holds {} values, not heads x len x d = {} x {len} x {d}",
+                t.len(),
+                self.heads
+            );
+        }
+        Ok(())
+    }
+
+    fn head<'a>(&'a self, h: usize) -> Problem<'a> {
+        let d = self.head_dim;
+        let (qs, ks) = (self.q_len * d, self.k_len * d);
+        Problem {
+            q: &self.q[h * qs..(h + 1) * qs],
+            k: &self.k[h * ks..(h + 1) * ks],
+            v: &self.v[h * ks..(h + 1) * ks],
+            q_len: self.q_len,
+            k_len: self.k_len,
+        }
+    }
+
+    pub fn flash_config(&self, p: &CoreParams) -> FlashConfig {
+        FlashConfig {
+            br: p.br() as usize,
+            bc: p.bc() as usize,
+            head_dim: self.head_dim,
+            cols: p.row.cols as usize,
+            causal: self.causal,
+            out: self.out,
+        }
+    }
+
+    /// The hardware model's output bits (heads × q_len × d) and its counts.
+    pub fn expected(&self, p: &CoreParams) -> (Vec<u32>, FlashStats) {
+        let cfg = self.flash_config(p);
+        let mut out = vec![];
+        let mut stats = FlashStats::default();
+        for h in 0..self.heads {
+            let (o, s) = flash_attention(&self.head(h), &cfg);
+            out.extend(o);
+            stats.macs += s.macs;
+            stats.masked_macs += s.masked_macs;
+            stats.blocks += s.blocks;
+            stats.skipped_blocks += s.skipped_blocks;
+        }
+        (out, stats)
+    }
+
+    /// `out` (heads × q_len × d bits) against the f64 and plain FP16 references, head by head.
+    pub fn accuracy(&self, out: &[u32]) -> Accuracy {
+        let got = decode(out, self.out);
+        let n = self.q_len * self.head_dim;
+        (0..self.heads)
+            .map(|h| {
+                Accuracy::of_attention(
+                    &self.head(h),
+                    self.head_dim,
+                    self.causal,
+                    &got[h * n..(h + 1) * n],
+                )
+            })
+            .reduce(Accuracy::merge)
+            .unwrap_or_default()
+    }
+
+    fn out_bytes(&self) -> usize {
+        out_bytes(self.out)
+    }
+}
+
+/// Bytes of one output value.
+pub(super) fn out_bytes(out: OutFormat) -> usize {
+    match out {
+        OutFormat::F16 => 2,
+        OutFormat::F32 => 4,
+    }
+}
+
+/// The byte the O region holds before a run (see [`run`]).
+pub const O_POISON: u8 = 0xFF;
+
+/// The largest memory image the simulator holds (Q, K, V and O of all heads): 4 GiB.
+pub const MAX_SIM_MEMORY: u64 = 4 << 30;
+
+/// Checks a problem's shape against the core before anything is allocated: the head dimension,
+/// the index registers (heads, lengths, a length plus one tile), the core's address reach and
+/// the simulator's memory, all in checked arithmetic.
+pub fn check_shape(
+    p: &CoreParams,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+    out: OutFormat,
+) -> Result<()> {
+    ensure!(
+        head_dim == p.d() as usize,
+        "the inputs have head dimension {head_dim} but the core is built for head_dim = {}: \
+         use a preset or config with head_dim = {head_dim}",
+        p.d()
+    );
+    ensure!(heads >= 1, "there must be at least one head");
+    ensure!(
+        q_len >= 1 && k_len >= 1,
+        "sequence lengths must be at least 1 (q_len = {q_len}, k_len = {k_len})"
+    );
+    // Validated configurations have index_bits ≤ 30 and addr_bits ≤ 48: the shifts fit.
+    let max = (1u64 << p.index_bits) - 1;
+    for (what, n) in [("heads", heads), ("q_len", q_len), ("k_len", k_len)] {
+        ensure!(
+            n as u64 <= max,
+            "{what} = {n} does not fit the core's {}-bit index registers (at most {max}): \
+             raise index_bits",
+            p.index_bits
+        );
+    }
+    // Sequence positions plus one tile or block must also fit.
+    let reach = (q_len.max(k_len) as u64).checked_add(p.br().max(p.bc()) as u64);
+    ensure!(
+        reach.is_some_and(|r| r <= max),
+        "sequence length {} plus one tile exceeds the core's {}-bit index registers: raise \
+         index_bits",
+        q_len.max(k_len),
+        p.index_bits
+    );
+    let bytes = Layout::checked(heads, q_len, k_len, head_dim, out).map(|l| l.size);
+    let reach = 1u64 << p.addr_bits;
+    ensure!(
+        bytes.is_some_and(|b| b < reach),
+        "the problem needs {} bytes of memory, more than the core's {}-bit addresses reach: \
+         raise addr_bits or shorten the problem",
+        bytes.map_or("over 2^64".into(), |b| b.to_string()),
+        p.addr_bits
+    );
+    let bytes = bytes.unwrap_or(u64::MAX);
+    ensure!(
+        bytes <= MAX_SIM_MEMORY,
+        "the problem needs {bytes} bytes of simulated memory (heads {heads}, q_len {q_len}, \
+         k_len {k_len}, d {head_dim}); the simulator holds at most {MAX_SIM_MEMORY} bytes: use \
+         fewer heads or shorter sequences"
+    );
+    Ok(())
+}
