@@ -12,6 +12,7 @@
 use super::ports::{Problem, ReadCmd, ReadStatus, Step};
 use super::sequencer::keys_needed;
 use super::{reg_set, CoreParams};
+use crate::dma::ReadDesc;
 use crate::fault::Fault;
 use crate::iface::Block;
 use crate::{
@@ -133,15 +134,17 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     };
     let (rd_q, rd_k, rd_v) = read_addresses(m, p, i);
     let q = ReadCmd {
-        start: q_start,
-        base: prob.q_addr + qf_off.q,
-        stride,
-        row_bytes: rb16,
-        rows: prob.q_len,
-        block_rows: brl,
-        want: zero_bit,
-        release: q_rel,
         rd_addr: rd_q,
+        desc: ReadDesc {
+            start: q_start,
+            base: prob.q_addr + qf_off.q,
+            stride,
+            row_bytes: rb16,
+            rows: prob.q_len,
+            block_rows: brl,
+            want: zero_bit,
+            release: q_rel,
+        },
     };
     // K and V: one descriptor per tile with keys to see, blocks of Bc rows.
     let kv_span = prob.k_len.mul_lo(rb16, aw);
@@ -166,15 +169,17 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         // Fault: release at start, when nothing is held yet.
         let release = if p.has(early) { last | go } else { last };
         ReadCmd {
-            start,
-            base: addr + f_off.q,
-            stride,
-            row_bytes: rb16,
-            rows: need,
-            block_rows: bcl,
-            want: zero_bit,
-            release: m.name(&format!("{ch}_rel"), release),
             rd_addr: rd,
+            desc: ReadDesc {
+                start,
+                base: addr + f_off.q,
+                stride,
+                row_bytes: rb16,
+                rows: need,
+                block_rows: bcl,
+                want: zero_bit,
+                release: m.name(&format!("{ch}_rel"), release),
+            },
         }
     };
     let k = kv(

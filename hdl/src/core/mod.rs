@@ -326,18 +326,18 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
         start: i.start,
         rows_busy,
         ro_idle,
-        q_ready: dma.q.ready,
-        k_ready: dma.k.ready,
-        v_ready: dma.v.ready,
+        q_ready: dma.q.status.ready,
+        k_ready: dma.k.status.ready,
+        v_ready: dma.v.status.ready,
         o_busy: dma.o.busy,
         problem: i.problem,
     };
     let seq = m.instantiate(&parts.seq, "u_seq", &seq_in);
     let status = |c: &dma::ReadChannel| ReadStatus {
-        busy: c.busy,
-        error: c.error,
-        ready: c.ready,
-        slot: c.slot,
+        busy: c.status.busy,
+        error: c.status.error,
+        ready: c.status.ready,
+        slot: c.status.slot,
         rd_data: c.rd_data,
     };
     let fetch_in = fetch::FetchIn {
@@ -380,15 +380,20 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
     m.drive_all(&dma_in.o_wr, &rows.store);
     // What nothing in the engine reads: the consumers' wait counters, Q's block number.
     for c in [&dma.q, &dma.k, &dma.v] {
-        m.discard(c.wait);
-        m.discard(c.first_wait);
+        m.discard(c.status.wait);
+        m.discard(c.status.first_wait);
     }
-    m.discard(dma.q.block);
+    m.discard(dma.q.status.block);
     let counters = counter_file(m, parts, &seq, &dma, rows.activity);
     checker(m, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, O in that order).
     let mut error = m.zero(dma::error::BITS);
-    for e in [dma.o.error, dma.v.error, dma.k.error, dma.q.error] {
+    for e in [
+        dma.o.error,
+        dma.v.status.error,
+        dma.k.status.error,
+        dma.q.status.error,
+    ] {
         error = mux(e.any(), e, error);
     }
     CoreOut {
@@ -413,9 +418,9 @@ fn counter_file(
         step_valid: seq.pe.valid,
         block_done: seq.qk_last_step,
         skipped: seq.skipped,
-        q_ready: dma.q.ready,
-        k_ready: dma.k.ready,
-        v_ready: dma.v.ready,
+        q_ready: dma.q.status.ready,
+        k_ready: dma.k.status.ready,
+        v_ready: dma.v.status.ready,
         dma_read_beats: dma.read_beats,
         dma_write_beats: dma.write_beats,
         stall: seq.stall,
@@ -433,8 +438,8 @@ fn checker(
     dma: &dma::DmaOut,
 ) {
     let watch = |c: &dma::ReadChannel, cmd: &ReadCmd| check::ChannelWatch {
-        ready: c.ready,
-        release: cmd.release,
+        ready: c.status.ready,
+        release: cmd.desc.release,
     };
     let check_in = check::CheckIn {
         mem_valid: dma.mem_req.valid,
@@ -445,8 +450,8 @@ fn checker(
         tile_limit: ro.tile_limit,
         start_qk: seq.start_qk,
         start_pv: seq.start_pv,
-        k_block: dma.k.block,
-        v_block: dma.v.block,
+        k_block: dma.k.status.block,
+        v_block: dma.v.status.block,
         qk_issued: seq.qk_issued,
         pv_issued: seq.pv_issued,
         q: watch(&dma.q, &fetch.q),

@@ -610,16 +610,38 @@ fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
 }
 
 interface! {
-    /// A read channel's command: its descriptor (`start` with base, stride, row_bytes, rows,
-    /// block_rows), the block hand-over (`want`, `release`), the landing buffer's read address.
-    pub struct ReadCmd { start, base, stride, row_bytes, rows, block_rows, want, release, rd_addr }
+    /// A read channel's descriptor (`start` with base, stride, row_bytes, rows, block_rows) and
+    /// block hand-over (`want`, `release`): what the engine takes.
+    pub struct ReadDesc { start, base, stride, row_bytes, rows, block_rows, want, release }
+}
+
+group! {
+    /// A read channel's command to the DMA: the landing buffer's read address and the
+    /// descriptor (ports `x_rd_addr`, `x_start`, ...).
+    pub struct ReadCmd<T> {
+        rd_addr;
+        desc => ReadDesc<T>,
+    }
 }
 
 interface! {
-    /// A read channel's status: descriptor busy, error code, a block landed (`ready`) in landing
-    /// slot `slot`, the current block's number, the consumer's wait cycles (later blocks, first
-    /// blocks), the landing buffer's read data.
-    pub struct ReadChannel { busy, error, ready, slot, block, wait, first_wait, rd_data }
+    /// A read channel's status from the engine: descriptor busy, error code, a block landed
+    /// (`ready`) in landing slot `slot`, the current block's number, the consumer's wait cycles
+    /// (later blocks, first blocks).
+    pub struct ChannelStatus { busy, error, ready, slot, block, wait, first_wait }
+}
+
+group! {
+    /// A read channel as the DMA reports it: the landing buffer's read data and the status.
+    pub struct ReadChannel<T> {
+        rd_data;
+        status => ChannelStatus<T>,
+    }
+}
+
+interface! {
+    /// The engine's write into a landing buffer (`x_land_*`): enable, slot, row, beat.
+    pub struct LandWrite { we, slot, row, beat }
 }
 
 interface! {
@@ -671,10 +693,37 @@ group! {
 /// The DMA's block.
 pub type DmaBlock = Block<DmaIn, DmaOut<u32>>;
 
+group! {
+    /// The engine's inputs: the memory port's ready and response, the descriptors, the O
+    /// staging buffer's read data.
+    pub struct EngineIn<T> {
+        mem_req_ready, mem_rsp_valid, mem_rsp_data, o_rd_data;
+        q: ReadDesc<T>,
+        k: ReadDesc<T>,
+        v: ReadDesc<T>,
+        o: WriteDesc<T>,
+    }
+}
+
+group! {
+    /// The engine's outputs: beat counters, the response data for the landing buffers and the
+    /// O staging read address; the memory request, the channels' statuses, the landing writes.
+    pub struct EngineOut<T> {
+        read_beats, write_beats, land_data, o_rd_row, o_rd_beat;
+        mem_req: MemReq<T>,
+        q: ChannelStatus<T>,
+        k: ChannelStatus<T>,
+        v: ChannelStatus<T>,
+        o: WriteStatus<T>,
+        q_land: LandWrite<T>,
+        k_land: LandWrite<T>,
+        v_land: LandWrite<T>,
+    }
+}
+
 impl DmaConfig {
-    /// A read channel's command widths for landing buffer `l`.
-    pub fn read_cmd(&self, l: &LandingConfig) -> ReadCmd<u32> {
-        ReadCmd {
+    fn read_desc(&self) -> ReadDesc<u32> {
+        ReadDesc {
             start: 1,
             base: self.addr_bits,
             stride: self.addr_bits,
@@ -683,12 +732,19 @@ impl DmaConfig {
             block_rows: self.index_bits,
             want: 1,
             release: 1,
-            rd_addr: l.rd_addr_width(),
         }
     }
 
-    fn read_channel(&self, l: &LandingConfig) -> ReadChannel<u32> {
-        ReadChannel {
+    /// A read channel's command widths for landing buffer `l`.
+    pub fn read_cmd(&self, l: &LandingConfig) -> ReadCmd<u32> {
+        ReadCmd {
+            rd_addr: l.rd_addr_width(),
+            desc: self.read_desc(),
+        }
+    }
+
+    fn channel_status(&self) -> ChannelStatus<u32> {
+        ChannelStatus {
             busy: 1,
             error: error::BITS,
             ready: 1,
@@ -696,13 +752,75 @@ impl DmaConfig {
             block: self.index_bits,
             wait: 32,
             first_wait: 32,
+        }
+    }
+
+    fn read_channel(&self, l: &LandingConfig) -> ReadChannel<u32> {
+        ReadChannel {
             rd_data: l.banks() * self.width,
+            status: self.channel_status(),
+        }
+    }
+
+    fn write_desc(&self) -> WriteDesc<u32> {
+        WriteDesc {
+            start: 1,
+            base: self.addr_bits,
+            stride: self.addr_bits,
+            row_bytes: ROW_BYTES_BITS,
+            rows: self.index_bits,
+        }
+    }
+
+    fn land_write(&self, l: &LandingConfig) -> LandWrite<u32> {
+        LandWrite {
+            we: 1,
+            slot: 1,
+            row: l.row_bits(),
+            beat: l.beat_bits(),
+        }
+    }
+
+    /// The engine's input widths.
+    pub fn engine_inputs(&self) -> EngineIn<u32> {
+        EngineIn {
+            mem_req_ready: 1,
+            mem_rsp_valid: 1,
+            mem_rsp_data: self.width,
+            o_rd_data: self.width,
+            q: self.read_desc(),
+            k: self.read_desc(),
+            v: self.read_desc(),
+            o: self.write_desc(),
+        }
+    }
+
+    /// The engine's output widths.
+    pub fn engine_outputs(&self) -> EngineOut<u32> {
+        let o_rows = addr_bits(self.o_rows);
+        EngineOut {
+            read_beats: 32,
+            write_beats: 32,
+            land_data: self.width,
+            o_rd_row: o_rows,
+            o_rd_beat: self.o_beat_bits(),
+            mem_req: self.output_widths().mem_req,
+            q: self.channel_status(),
+            k: self.channel_status(),
+            v: self.channel_status(),
+            o: WriteStatus {
+                busy: 1,
+                error: error::BITS,
+            },
+            q_land: self.land_write(&self.q),
+            k_land: self.land_write(&self.k),
+            v_land: self.land_write(&self.v),
         }
     }
 
     /// The DMA's input widths.
     pub fn input_widths(&self) -> DmaIn<u32> {
-        let (a, banks) = (self.addr_bits, self.o_banks());
+        let banks = self.o_banks();
         DmaIn {
             mem_req_ready: 1,
             mem_rsp_valid: 1,
@@ -710,13 +828,7 @@ impl DmaConfig {
             q: self.read_cmd(&self.q),
             k: self.read_cmd(&self.k),
             v: self.read_cmd(&self.v),
-            o: WriteDesc {
-                start: 1,
-                base: a,
-                stride: a,
-                row_bytes: ROW_BYTES_BITS,
-                rows: self.index_bits,
-            },
+            o: self.write_desc(),
             o_wr: StageWrite {
                 en: banks,
                 row: (banks * self.o_local_row_bits()).max(1),
@@ -879,127 +991,117 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
 /// (one unused bit with one row per bank), `o_wr_beat`, `o_wr_data` (one field per bank, bank 0
 /// in the low bits). Returned as a typed view: [`DmaIn`] in, [`DmaOut`] out.
 pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
-    let module = build_module(d, cfg);
-    Block::view(module, &cfg.input_widths(), cfg.output_widths())
-}
-
-fn build_module(d: &mut Design, cfg: &DmaConfig) -> ModRef {
-    let engine = build_engine(d, cfg);
+    let engine = Block::view(
+        build_engine(d, cfg),
+        &cfg.engine_inputs(),
+        cfg.engine_outputs(),
+    );
     let landings: Vec<Block<landing::LandIn, landing::RdData<u32>>> = [cfg.q, cfg.k, cfg.v]
         .iter()
         .map(|l| landing::build(d, l))
         .collect();
     let cfg = *cfg;
-    d.define(&cfg.module_name(), |_, m| {
-        m.doc(&format!(
-            "dma: dma_engine with double-buffered landing buffers for Q, K and V and the O\n\
+    let inputs = cfg.input_widths();
+    d.define_block(
+        &cfg.module_name(),
+        &inputs,
+        cfg.output_widths(),
+        |_, m, i| {
+            m.doc(&format!(
+                "dma: dma_engine with double-buffered landing buffers for Q, K and V and the O\n\
              staging buffer ({} rows x {} beats in banks of {} rows).\n\
-             See hdl/src/dma.rs and hdl/src/landing.rs.",
-            cfg.o_rows, cfg.o_row_beats, cfg.o_rows_per_bank
-        ));
-        // Pass every engine input through, except the staging read data (ours).
-        let mut conns: Vec<(String, Sig)> = vec![];
-        for p in engine
-            .ports
-            .iter()
-            .filter(|p| p.dir == crate::ir::Dir::Input)
-        {
-            if p.name != "o_rd_data" {
-                conns.push((p.name.clone(), m.input(&p.name, p.width)));
+             See hdl/src/mem/dma.rs and hdl/src/mem/landing.rs.",
+                cfg.o_rows, cfg.o_row_beats, cfg.o_rows_per_bank
+            ));
+            m.set_latency(1);
+            let o_rd = m.net("o_rd_data", cfg.width);
+            let to_engine = EngineIn {
+                mem_req_ready: i.mem_req_ready,
+                mem_rsp_valid: i.mem_rsp_valid,
+                mem_rsp_data: i.mem_rsp_data,
+                o_rd_data: o_rd,
+                q: i.q.desc,
+                k: i.k.desc,
+                v: i.v.desc,
+                o: i.o,
+            };
+            let e = m.instantiate(&engine, "u_engine", &to_engine);
+            let rd = staging(m, &cfg, &i.o_wr, e.o_rd_row, e.o_rd_beat);
+            m.drive(o_rd, rd);
+            let mut land = |n: usize, cmd: &ReadCmd, w: &LandWrite, status: ChannelStatus| {
+                let ins = landing::LandIn {
+                    we: w.we,
+                    slot: w.slot,
+                    row: w.row,
+                    beat: w.beat,
+                    data: e.land_data,
+                    rd_addr: cmd.rd_addr,
+                };
+                let name = ["u_q_landing", "u_k_landing", "u_v_landing"][n];
+                let rd_data = m.instantiate(&landings[n], name, &ins).rd_data;
+                ReadChannel { rd_data, status }
+            };
+            DmaOut {
+                read_beats: e.read_beats,
+                write_beats: e.write_beats,
+                mem_req: e.mem_req,
+                q: land(0, &i.q, &e.q_land, e.q),
+                k: land(1, &i.k, &e.k_land, e.k),
+                v: land(2, &i.v, &e.v_land, e.v),
+                o: e.o,
             }
-        }
-        let o_rd = m.net("o_rd_data", cfg.width);
-        conns.push(("o_rd_data".into(), o_rd));
-        let refs: Vec<(&str, Sig)> = conns.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        let e = m.instance(&engine, "u_engine", &refs);
+        },
+    )
+}
 
-        // O staging: a bank per `o_rows_per_bank` rows, each with its own write port.
-        let banks = cfg.o_banks();
-        let (lrb, bb, w) = (cfg.o_local_row_bits(), cfg.o_beat_bits(), cfg.width);
-        let wr_en = m.input("o_wr_en", banks);
+/// The O staging buffer: a bank per `o_rows_per_bank` rows, each with its own write port; the
+/// engine reads row `rd_row`, beat `rd_beat` (row r lives in bank r / rows_per_bank at
+/// r % rows_per_bank).
+fn staging(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    wr: &StageWrite,
+    rd_row: Sig,
+    rd_beat: Sig,
+) -> Sig {
+    let banks = cfg.o_banks();
+    let (lrb, bb, w) = (cfg.o_local_row_bits(), cfg.o_beat_bits(), cfg.width);
+    if lrb == 0 {
         // One row per bank: the row field is a placeholder bit, unused.
-        let wr_row = m.input("o_wr_row", (banks * lrb).max(1));
-        let wr_row = if lrb > 0 {
-            Some(wr_row)
+        m.discard(wr.row);
+    }
+    let mut bank_data = vec![];
+    for n in 0..banks {
+        let mem = m.memory(&format!("o_staging{n}"), 1 << (lrb + bb), w);
+        let beat = wr.beat.slice(n * bb + bb - 1, n * bb);
+        let data = wr.data.slice(n * w + w - 1, n * w);
+        let idx = if lrb > 0 {
+            cat(&[wr.row.slice(n * lrb + lrb - 1, n * lrb), beat])
         } else {
-            m.discard(wr_row);
-            None
+            beat
         };
-        let wr_beat = m.input("o_wr_beat", banks * bb);
-        let wr_data = m.input("o_wr_data", banks * w);
-        let rd_row = e.get("o_rd_row");
-        let rd_beat = e.get("o_rd_beat");
-        let mut bank_data = vec![];
-        for n in 0..banks {
-            let mem = m.memory(&format!("o_staging{n}"), 1 << (lrb + bb), w);
-            let en = wr_en.bit(n);
-            let beat = wr_beat.slice(n * bb + bb - 1, n * bb);
-            let data = wr_data.slice(n * w + w - 1, n * w);
-            let idx = match wr_row {
-                Some(rows) => {
-                    let row = rows.slice(n * lrb + lrb - 1, n * lrb);
-                    cat(&[row, beat])
-                }
-                None => beat,
-            };
-            m.mem_write(mem, en, idx, data);
-            // Read side: row r lives in bank r / rows_per_bank at r % rows_per_bank.
-            let local = if lrb == 0 {
-                rd_beat
-            } else {
-                let base = (n * cfg.o_rows_per_bank) as u64;
-                let r_lo = rd_row.trunc(lrb);
-                let base_lo = m.lit(lrb, base & ((1 << lrb) - 1));
-                let row = r_lo - base_lo;
-                cat(&[row, rd_beat])
-            };
-            bank_data.push(m.mem_read(mem, local));
-        }
-        let rd = if banks == 1 {
-            if lrb == 0 {
-                m.discard(rd_row); // one row: its index is always 0
-            }
-            bank_data[0]
+        m.mem_write(mem, wr.en.bit(n), idx, data);
+        let local = if lrb == 0 {
+            rd_beat
         } else {
-            let bits = addr_bits(banks);
-            let mut sel = m.zero(bits);
-            for n in 1..banks {
-                let lo = m.lit(rd_row.width(), (n * cfg.o_rows_per_bank) as u64);
-                let past = rd_row.ge(lo);
-                let nl = m.lit(bits, n as u64);
-                sel = mux(past, nl, sel);
-            }
-            mux_index(sel, &bank_data)
+            let base = (n * cfg.o_rows_per_bank) as u64;
+            let base_lo = m.lit(lrb, base & ((1 << lrb) - 1));
+            cat(&[rd_row.trunc(lrb) - base_lo, rd_beat])
         };
-        m.drive(o_rd, rd);
-
-        let land_data = e.get("land_data");
-        for (i, name) in ["q", "k", "v"].iter().enumerate() {
-            let lc = [cfg.q, cfg.k, cfg.v][i];
-            let rd_addr = m.input(&format!("{name}_rd_addr"), lc.rd_addr_width());
-            let land = |port: &str| e.get(&format!("{name}_land_{port}"));
-            let ins = landing::LandIn {
-                we: land("we"),
-                slot: land("slot"),
-                row: land("row"),
-                beat: land("beat"),
-                data: land_data,
-                rd_addr,
-            };
-            let out = m.instantiate(&landings[i], &format!("u_{name}_landing"), &ins);
-            m.output(&format!("{name}_rd_data"), out.rd_data);
+        bank_data.push(m.mem_read(mem, local));
+    }
+    if banks == 1 {
+        if lrb == 0 {
+            m.discard(rd_row); // one row: its index is always 0
         }
-        for p in engine
-            .ports
-            .iter()
-            .filter(|p| p.dir == crate::ir::Dir::Output)
-        {
-            let internal =
-                p.name.contains("_land_") || p.name == "land_data" || p.name.starts_with("o_rd_");
-            if !internal {
-                m.output(&p.name, e.get(&p.name));
-            }
-        }
-        m.set_latency(1);
-    })
+        return bank_data[0];
+    }
+    let bits = addr_bits(banks);
+    let mut sel = m.zero(bits);
+    for n in 1..banks {
+        let lo = m.lit(rd_row.width(), (n * cfg.o_rows_per_bank) as u64);
+        let nl = m.lit(bits, n as u64);
+        sel = mux(rd_row.ge(lo), nl, sel);
+    }
+    mux_index(sel, &bank_data)
 }
