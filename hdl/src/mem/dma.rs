@@ -867,7 +867,7 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         m.doc(&format!(
             "dma_engine: Q/K/V read channels (2-D block walks, double-buffered) and an O write\n\
              channel on one {}-bit valid/ready memory port, round-robin, up to {} reads in flight.\n\
-             See hdl/src/dma.rs for the protocol and error codes.",
+             See hdl/src/mem/dma.rs for the protocol and error codes.",
             cfg.width, cfg.max_outstanding
         ));
         let w = cfg.width;
