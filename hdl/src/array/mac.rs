@@ -16,7 +16,7 @@ use crate::iface::Block;
 use crate::interface;
 use crate::ports::Binary;
 use crate::ports::Y;
-use crate::{Design, ModRef};
+use crate::Design;
 
 interface! {
     /// The MAC's operands: a · b + acc.
@@ -57,14 +57,9 @@ impl Default for MacConfig {
 
 /// Defines the MAC (and its multiplier and adder) in `d`.
 pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines the MAC (and its multiplier and adder) in `d`.
-fn build_module(d: &mut Design, cfg: &MacConfig) -> ModRef {
     let mul = fp16_mul::build(d, &cfg.mul);
     let add = fp32_add::build(d, &cfg.add);
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mac: y = acc + a * b (binary16 product, exact; binary32 sum, RNE).\n\
              Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.\n\
@@ -83,5 +78,5 @@ fn build_module(d: &mut Design, cfg: &MacConfig) -> ModRef {
             .y;
         m.output("y", y);
         m.set_latency(cfg.latency());
-    })
+    }))
 }

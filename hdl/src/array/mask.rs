@@ -16,7 +16,7 @@ use anyhow::{ensure, Result};
 
 use crate::iface::Block;
 use crate::interface;
-use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
 
 interface! {
     /// The block: its first query row and key, the sequence lengths, causal.
@@ -76,12 +76,7 @@ fn signed_lit(m: &mut ModuleBuilder, width: u32, v: i64) -> Sig {
 
 /// Defines `mask_gen`.
 pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines `mask_gen`.
-fn build_module(d: &mut Design, cfg: &MaskConfig) -> ModRef {
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mask_gen: causal mask of a {} x {} tile (bit i*Bc + j: query q_base+i must not see\n\
              key k_base+j) and skip (the whole tile is masked). Bottom-right aligned.\n\
@@ -150,5 +145,5 @@ fn build_module(d: &mut Design, cfg: &MaskConfig) -> ModRef {
         let all_past = causal & all_past;
         let skip = or_all(&[no_rows, no_keys, all_past]);
         m.output("skip", skip);
-    })
+    }))
 }

@@ -13,7 +13,7 @@ use anyhow::Result;
 use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
 use crate::iface::Block;
 use crate::ports::BinaryBlock;
-use crate::{cat, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, Design, ModuleBuilder, Sig};
 
 /// Configuration of `fp16_mul`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,12 +36,7 @@ impl Fp16MulConfig {
 
 /// Defines `fp16_mul_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> BinaryBlock {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines `fp16_mul_l<latency>` in `d`.
-fn build_module(d: &mut Design, cfg: &Fp16MulConfig) -> ModRef {
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "fp16_mul: exact binary16 x binary16 -> binary32 product.\n\
              Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
@@ -53,7 +48,7 @@ fn build_module(d: &mut Design, cfg: &Fp16MulConfig) -> ModRef {
         let y = logic(m, a, b, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);
-    })
+    }))
 }
 
 /// The multiplier's logic with `latency` pipeline registers; returns the binary32 product.

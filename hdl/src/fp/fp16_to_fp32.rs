@@ -9,19 +9,14 @@
 use crate::arith::{leading_zeros, select_special_f32, unpack};
 use crate::iface::Block;
 use crate::ports::UnaryBlock;
-use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
 pub const MODULE_NAME: &str = "fp16_to_fp32";
 
 /// Defines `fp16_to_fp32` in `d`.
 pub fn build(d: &mut Design) -> UnaryBlock {
-    Block::of(build_module(d))
-}
-
-/// Defines `fp16_to_fp32` in `d`.
-fn build_module(d: &mut Design) -> ModRef {
-    d.define(MODULE_NAME, |_, m| {
+    Block::of(d.define(MODULE_NAME, |_, m| {
         m.doc(
             "fp16_to_fp32: exact binary16 -> binary32 conversion. Combinational.\n\
              NaN results are 0x7FC00000. Bit-exact model: kernels::fp::fp16_to_fp32.",
@@ -29,7 +24,7 @@ fn build_module(d: &mut Design) -> ModRef {
         let a = m.input("a", 16);
         let y = logic(m, a);
         m.output("y", y);
-    })
+    }))
 }
 
 /// The conversion logic.

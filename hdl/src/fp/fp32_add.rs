@@ -19,7 +19,7 @@ use anyhow::Result;
 use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
 use crate::iface::Block;
 use crate::ports::BinaryBlock;
-use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_add`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,12 +42,7 @@ impl Fp32AddConfig {
 
 /// Defines `fp32_add_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> BinaryBlock {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines `fp32_add_l<latency>` in `d`.
-fn build_module(d: &mut Design, cfg: &Fp32AddConfig) -> ModRef {
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "fp32_add: binary32 a + b, round to nearest even, subnormals supported.\n\
              Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
@@ -59,7 +54,7 @@ fn build_module(d: &mut Design, cfg: &Fp32AddConfig) -> ModRef {
         let y = logic(m, a, b, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);
-    })
+    }))
 }
 
 /// The adder's logic with `latency` pipeline registers; returns the binary32 sum.

@@ -12,7 +12,7 @@ use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
 use crate::ports::{BinaryBlock, UnaryBlock, Y};
-use crate::{mux, Design, ModRef, ModuleBuilder, Sig};
+use crate::{mux, Design, ModuleBuilder, Sig};
 
 interface! {
     /// `fp32_scale2`'s operands: the value and the exponent decrement.
@@ -44,12 +44,7 @@ pub fn max_logic(m: &mut ModuleBuilder, a: Sig, b: Sig) -> Sig {
 
 /// Defines `fp32_max`.
 pub fn build_max(d: &mut Design) -> BinaryBlock {
-    Block::of(build_max_module(d))
-}
-
-/// Defines `fp32_max`.
-fn build_max_module(d: &mut Design) -> ModRef {
-    d.define("fp32_max", |_, m| {
+    Block::of(d.define("fp32_max", |_, m| {
         m.doc(
             "fp32_max: IEEE maximum of binary32 a and b: NaN in -> 0x7FC00000, -0 < +0.\n\
              Combinational. Bit-exact model: kernels::fp::fp32_max.",
@@ -58,7 +53,7 @@ fn build_max_module(d: &mut Design) -> ModRef {
         let b = m.input("b", 32);
         let y = max_logic(m, a, b);
         m.output("y", y);
-    })
+    }))
 }
 
 /// Round toward +Inf to an integer.
@@ -102,12 +97,7 @@ pub fn ceil_logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
 
 /// Defines `fp32_ceil`.
 pub fn build_ceil(d: &mut Design) -> UnaryBlock {
-    Block::of(build_ceil_module(d))
-}
-
-/// Defines `fp32_ceil`.
-fn build_ceil_module(d: &mut Design) -> ModRef {
-    d.define("fp32_ceil", |_, m| {
+    Block::of(d.define("fp32_ceil", |_, m| {
         m.doc(
             "fp32_ceil: smallest integer not below binary32 a (ceil(-0.5) = -0).\n\
              Combinational. Bit-exact model: kernels::fp::fp32_ceil.",
@@ -115,7 +105,7 @@ fn build_ceil_module(d: &mut Design) -> ModRef {
         let a = m.input("a", 32);
         let y = ceil_logic(m, a);
         m.output("y", y);
-    })
+    }))
 }
 
 /// `a · 2^-n`.
@@ -135,12 +125,7 @@ pub fn scale2_logic(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Sig {
 
 /// Defines `fp32_scale2`.
 pub fn build_scale2(d: &mut Design) -> Block<Scale2, Y<u32>> {
-    Block::of(build_scale2_module(d))
-}
-
-/// Defines `fp32_scale2`.
-fn build_scale2_module(d: &mut Design) -> ModRef {
-    d.define("fp32_scale2", |_, m| {
+    Block::of(d.define("fp32_scale2", |_, m| {
         m.doc(
             "fp32_scale2: binary32 a * 2^-n for n = 0..255: exact unless the result is\n\
              subnormal, then rounded to nearest even. Combinational.\n\
@@ -150,5 +135,5 @@ fn build_scale2_module(d: &mut Design) -> ModRef {
         let n = m.input("n", 8);
         let y = scale2_logic(m, a, n);
         m.output("y", y);
-    })
+    }))
 }

@@ -13,7 +13,7 @@ use anyhow::Result;
 use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
 use crate::iface::Block;
 use crate::ports::BinaryBlock;
-use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_mul`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,12 +36,7 @@ impl Fp32MulConfig {
 
 /// Defines `fp32_mul_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> BinaryBlock {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines `fp32_mul_l<latency>` in `d`.
-fn build_module(d: &mut Design, cfg: &Fp32MulConfig) -> ModRef {
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "fp32_mul: binary32 a * b, round to nearest even, subnormals supported.\n\
              Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
@@ -53,7 +48,7 @@ fn build_module(d: &mut Design, cfg: &Fp32MulConfig) -> ModRef {
         let y = logic(m, a, b, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);
-    })
+    }))
 }
 
 /// The multiplier's logic with `latency` pipeline registers.

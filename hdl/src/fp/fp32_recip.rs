@@ -17,7 +17,7 @@ use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
-use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {
     /// Start a reciprocal of `x`.
@@ -39,12 +39,7 @@ pub const MODULE_NAME: &str = "fp32_recip";
 
 /// Defines `fp32_recip`.
 pub fn build(d: &mut Design) -> Block<RecipIn, RecipOut<u32>> {
-    Block::of(build_module(d))
-}
-
-/// Defines `fp32_recip`.
-fn build_module(d: &mut Design) -> ModRef {
-    d.define(MODULE_NAME, |_, m| {
+    Block::of(d.define(MODULE_NAME, |_, m| {
         m.doc(&format!(
             "fp32_recip: correctly rounded binary32 1/x (round to nearest even), sequential.\n\
              start takes x; done pulses {LATENCY} cycles later, then y holds 1/x until the next\n\
@@ -54,7 +49,7 @@ fn build_module(d: &mut Design) -> ModRef {
         let x = m.input("x", 32);
         logic(m, start, x);
         m.set_latency(LATENCY);
-    })
+    }))
 }
 
 fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {

@@ -10,19 +10,14 @@ use crate::arith::{clamp, shift_right_sticky};
 use crate::ieee;
 use crate::iface::Block;
 use crate::ports::UnaryBlock;
-use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).
 pub const MODULE_NAME: &str = "fp32_to_fp16";
 
 /// Defines `fp32_to_fp16` in `d`.
 pub fn build(d: &mut Design) -> UnaryBlock {
-    Block::of(build_module(d))
-}
-
-/// Defines `fp32_to_fp16` in `d`.
-fn build_module(d: &mut Design) -> ModRef {
-    d.define(MODULE_NAME, |_, m| {
+    Block::of(d.define(MODULE_NAME, |_, m| {
         m.doc(
             "fp32_to_fp16: binary32 -> binary16, round to nearest even. Combinational.\n\
              Overflow gives Inf, NaN results are 0x7E00. Bit-exact model: kernels::fp::fp32_to_fp16.",
@@ -30,7 +25,7 @@ fn build_module(d: &mut Design) -> ModRef {
         let a = m.input("a", 32);
         let y = logic(m, a);
         m.output("y", y);
-    })
+    }))
 }
 
 /// The conversion logic.

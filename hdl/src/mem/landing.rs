@@ -19,7 +19,7 @@ use anyhow::{ensure, Result};
 
 use crate::iface::Block;
 use crate::interface;
-use crate::{addr_bits, cat, Design, ModRef};
+use crate::{addr_bits, cat, Design};
 
 interface! {
     /// A landing write (enable, buffer slot, row, beat, data) and the read address.
@@ -117,12 +117,7 @@ impl LandingConfig {
 
 /// Defines the landing buffer.
 pub fn build(d: &mut Design, cfg: &LandingConfig) -> Block<LandIn, RdData<u32>> {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines the landing buffer.
-fn build_module(d: &mut Design, cfg: &LandingConfig) -> ModRef {
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "landing_buffer: two blocks of {} rows x {} beats of {} bits, {} bank(s) of {} entries,\n\
              layout {:?}. Reads combinational, writes at the clock edge.",
@@ -189,5 +184,5 @@ fn build_module(d: &mut Design, cfg: &LandingConfig) -> ModRef {
         outs.reverse();
         let rd_data = cat(&outs);
         m.output("rd_data", rd_data);
-    })
+    }))
 }

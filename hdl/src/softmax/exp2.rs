@@ -17,7 +17,7 @@ use crate::arith::{round_pack_f32, unpack};
 use crate::ieee;
 use crate::iface::Block;
 use crate::ports::{X, Y};
-use crate::{cat, mux, mux_index, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
 
 /// Segments of the 2^f table (a power of two).
 pub const SEGMENTS: u32 = 64;
@@ -49,12 +49,7 @@ impl Exp2Config {
 
 /// Defines `exp2_l<latency>`.
 pub fn build(d: &mut Design, cfg: &Exp2Config) -> Block<X, Y<u32>> {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines `exp2_l<latency>`.
-fn build_module(d: &mut Design, cfg: &Exp2Config) -> ModRef {
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "exp2: y = 2^x (binary32), 64-segment table with linear interpolation.\n\
              Latency {} cycle(s), one result per cycle. NaN -> 0x7FC00000, x >= 128 -> +Inf,\n\
@@ -65,7 +60,7 @@ fn build_module(d: &mut Design, cfg: &Exp2Config) -> ModRef {
         let y = logic(m, x, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);
-    })
+    }))
 }
 
 /// The exp2 logic with `latency` pipeline registers.

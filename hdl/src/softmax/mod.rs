@@ -32,7 +32,7 @@ use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
 use crate::ports::{Binary, Unary, X};
-use crate::{cat, mux, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {
     /// `softmax_row`'s inputs: the operation, the block's max and sum, the softmax constant.
@@ -93,17 +93,12 @@ fn saturate_shift(m: &mut ModuleBuilder, d: Sig) -> Sig {
 
 /// Defines `softmax_row`.
 pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
-    Block::of(build_row_module(d))
-}
-
-/// Defines `softmax_row`.
-fn build_row_module(d: &mut Design) -> ModRef {
     let mul = fp32_mul::build(d, &Fp32MulConfig { latency: 0 });
     let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
     let max = fp32_misc::build_max(d);
     let ceil = fp32_misc::build_ceil(d);
     let scale2 = fp32_misc::build_scale2(d);
-    d.define("softmax_row", |_, m| {
+    Block::of(d.define("softmax_row", |_, m| {
         m.doc(
             "softmax_row: running max m (integer-valued FP32, log2 domain) and sum l of one\n\
              query row. op 1 init, 2 max (m' = max(m, ceil(blk_max * c)), shift = min(m' - m, 255)),\n\
@@ -165,7 +160,7 @@ fn build_row_module(d: &mut Design) -> ModRef {
         m.output("shift", shift_reg.q);
         m.output("l_zero", l_zero);
         m.set_latency(1);
-    })
+    }))
 }
 
 /// Configuration of `softmax_exp`.
@@ -197,15 +192,10 @@ impl SoftmaxExpConfig {
 
 /// Defines `softmax_exp`.
 pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<u32>> {
-    Block::of(build_exp_module(d, cfg))
-}
-
-/// Defines `softmax_exp`.
-fn build_exp_module(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
     let mul = fp32_mul::build(d, &cfg.mul);
     let add = fp32_add::build(d, &cfg.add);
     let exp = exp2::build(d, &cfg.exp);
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "softmax_exp: p = masked ? +0 : FP16(exp2(s * c - m)), one per cycle.\n\
              Latency {} cycle(s). Model: kernels::softmax::weight.",
@@ -233,5 +223,5 @@ fn build_exp_module(d: &mut Design, cfg: &SoftmaxExpConfig) -> ModRef {
         let p = mux(masked, zero, p);
         m.output("p", p);
         m.set_latency(cfg.latency());
-    })
+    }))
 }

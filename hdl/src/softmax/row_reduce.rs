@@ -16,7 +16,7 @@ use crate::iface::Block;
 use crate::interface;
 use crate::ports::Binary;
 use crate::ports::X;
-use crate::{Design, ModRef, Sig};
+use crate::{Design, Sig};
 
 interface! {
     /// The maximum and the sum of the inputs.
@@ -52,14 +52,9 @@ impl RowReduceConfig {
 
 /// Defines `row_reduce_c<C>`.
 pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> Block<X, Reduce<u32>> {
-    Block::of(build_module(d, cfg))
-}
-
-/// Defines `row_reduce_c<C>`.
-fn build_module(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
     let max = fp32_misc::build_max(d);
     let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
-    d.define(&cfg.module_name(), |_, m| {
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "row_reduce: IEEE max and sum of {} binary32 values (one per PE of a row).\n\
              Pipelined tree, one register per level: latency {} cycle(s), one row per cycle.\n\
@@ -101,5 +96,5 @@ fn build_module(d: &mut Design, cfg: &RowReduceConfig) -> ModRef {
         m.output("max", maxes[0]);
         m.output("sum", sums[0]);
         m.set_latency(cfg.levels());
-    })
+    }))
 }
