@@ -210,13 +210,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
 
 /// `x` fitted to `bits` (truncated or zero-extended); None for a field of no bits.
 fn field(x: Sig, bits: u32) -> Option<Sig> {
-    (bits > 0).then(|| {
-        if x.width() >= bits {
-            x.trunc(bits)
-        } else {
-            x.zext(bits)
-        }
-    })
+    (bits > 0).then(|| x.resize(bits))
 }
 
 /// The landing buffers' read addresses: {slot, row field, beat field}. Dimension k selects

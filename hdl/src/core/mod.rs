@@ -560,17 +560,10 @@ fn pe_rows(
     for v in [&mut en, &mut row, &mut beat, &mut data] {
         v.reverse();
     }
-    let fit = |x: Sig, bits: u32| {
-        if x.width() >= bits {
-            x.trunc(bits)
-        } else {
-            x.zext(bits)
-        }
-    };
     let lrb = p.dma.o_local_row_bits();
     // One row per bank: the DMA's row field is a placeholder bit.
     let st_row = if lrb > 0 {
-        cat(&row.iter().map(|&r| fit(r, lrb)).collect::<Vec<_>>())
+        cat(&row.iter().map(|&r| r.resize(lrb)).collect::<Vec<_>>())
     } else {
         for r in row {
             m.discard(r);
@@ -578,7 +571,7 @@ fn pe_rows(
         m.zero(1)
     };
     let bb = p.dma.o_beat_bits();
-    let st_beat = cat(&beat.iter().map(|&b| fit(b, bb)).collect::<Vec<_>>());
+    let st_beat = cat(&beat.iter().map(|&b| b.resize(bb)).collect::<Vec<_>>());
     Rows {
         busy,
         store: StageWrite {

@@ -265,6 +265,14 @@ impl Sig {
     pub fn zext(self, width: u32) -> Sig {
         on(&[self], |a| a.zext(self, width))
     }
+    /// Fitted to `width` bits: the low bits when narrower, zero-extended when wider.
+    pub fn resize(self, width: u32) -> Sig {
+        if self.width >= width {
+            self.trunc(width)
+        } else {
+            self.zext(width)
+        }
+    }
     /// Sign-extended to `width` bits.
     pub fn sext(self, width: u32) -> Sig {
         on(&[self], |a| a.sext(self, width))
@@ -1015,6 +1023,8 @@ mod tests {
         assert_eq!(one_input(8, |x| (x & 0x0F).slice(3, 0)), 4);
         assert_eq!(one_input(8, |x| cat(&[x, !x]) >> 4u32), 16);
         assert_eq!(one_input(8, |x| mux(x.msb(), x, x - 1).zext(12)), 12);
+        assert_eq!(one_input(8, |x| x.resize(3)), 3);
+        assert_eq!(one_input(8, |x| x.resize(12)), 12);
     }
 
     #[test]
