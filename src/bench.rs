@@ -56,7 +56,7 @@ pub fn run(
                 cfg.head_dim as usize,
                 OutFormat::F16,
             )
-            .with_context(|| format!("{} at seq {seq}", cfg.name))?;
+            .with_context(|| format!("{} ({}) at seq {seq}", cfg.name, cfg.variant))?;
         }
     }
     let mut rows = Vec::new();
@@ -73,8 +73,9 @@ pub fn run(
                     plan.seed,
                 );
                 let label = format!(
-                    "{} seq {seq} {}",
+                    "{} {} seq {seq} {}",
                     cfg.name,
+                    cfg.variant,
                     if causal { "causal" } else { "non-causal" }
                 );
                 let (report, _) = sim::run(cfg, &a, &plan.timing, |d, e| progress(&label, d, e))?;
@@ -100,19 +101,22 @@ pub fn run(
 /// The markdown table of `rows`, with a legend.
 pub fn table(rows: &[BenchRow]) -> String {
     let mut s = String::from(
-        "| preset | PEs | Br×Bc×d | seq | causal | cycles | ideal cycles | utilization | \
-         causal / non-causal cycles | K/V stall | Q stall | softmax stall | other | bit-exact |\n\
-         |---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| preset | variant | PEs | Br×Bc×d | seq | causal | cycles | ideal cycles | utilization \
+         | causal / non-causal cycles | K/V stall | Q stall | softmax stall | other | S buffer \
+         bits | P bank bits | bit-exact |\n\
+         |---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for row in rows {
         let r = &row.report;
         let pct = |n: &str| {
             100.0 * r.counters.get(n).copied().unwrap_or(0) as f64 / r.cycles.max(1) as f64
         };
+        let count = |n: &str| r.counters.get(n).copied().unwrap_or(0);
         s += &format!(
-            "| {} | {}×{} | {}×{}×{} | {} | {} | {} | {:.0} | {:.1} % | {} | {:.1} % | {:.1} % | \
-             {:.1} % | {:.1} % | {} |\n",
+            "| {} | {} | {}×{} | {}×{}×{} | {} | {} | {} | {:.0} | {:.1} % | {} | {:.1} % | \
+             {:.1} % | {:.1} % | {:.1} % | {} | {} | {} |\n",
             r.preset,
+            r.variant,
             r.rows,
             r.cols,
             r.br,
@@ -129,12 +133,16 @@ pub fn table(rows: &[BenchRow]) -> String {
             pct("stall_q"),
             pct("stall_softmax"),
             pct("stall_other"),
+            32 * (count("s_buf_reads") + count("s_buf_writes")),
+            16 * (count("p_buf_reads") + count("p_buf_writes")),
             if r.passed { "yes" } else { "**NO**" }
         );
     }
     s += "\nutilization = useful MACs / (PEs × cycles); ideal cycles = useful MACs / PEs. \
           Stalls are cycles in which the array did no MAC step, by cause, as a share of all \
-          cycles (the core's counters). bit-exact: O equals the hardware model bit for bit, \
+          cycles (the core's counters). S buffer bits: reads and writes of the buf2d S arrays \
+          (32-bit words); P bank bits: reads and writes of the rows' P banks (16-bit words; in \
+          buf2d the buffer's P arrays). bit-exact: O equals the hardware model bit for bit, \
           every counter agrees with the schedule, and O meets the error contract against the \
           f64 reference (the run passed).\n";
     s

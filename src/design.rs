@@ -48,10 +48,15 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
 }
 
 /// Generates `target` into a scratch folder and builds (or fetches from the cache) its
-/// Verilator model. Returns the model and the manifest.
+/// Verilator model. Returns the model and the manifest. Memory macros (`buf_macro`) are
+/// simulated as the behavioural RAM with the same ports.
 pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
     let scratch = gen::tools::ScratchDir::new("model")?;
-    let manifest = generate(cfg, target, scratch.path())?;
+    let cfg = CoreConfig {
+        buf_macro: false,
+        ..cfg.clone()
+    };
+    let manifest = generate(&cfg, target, scratch.path())?;
     let model = verilator_tb::Model::build(scratch.path())?;
     Ok((model, manifest))
 }

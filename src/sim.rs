@@ -23,6 +23,8 @@ use crate::verify::attention::{self, Attention, MemoryTiming, Mismatch};
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
     pub preset: String,
+    /// reg2d, buf2d or reg3d.
+    pub variant: String,
     pub rows: u32,
     pub cols: u32,
     pub br: u32,
@@ -93,9 +95,10 @@ impl SimReport {
         let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
         let pct = |n: &str| 100.0 * c(n) as f64 / self.cycles.max(1) as f64;
         let mut s = format!(
-            "regflash sim: preset {} ({}x{} PEs, Br {} Bc {} d {}), {} head(s), seq {}{}, {}, \
-             out {}\n",
+            "regflash sim: preset {}, {} ({}x{} PEs, Br {} Bc {} d {}), {} head(s), seq {}{}, \
+             {}, out {}\n",
             self.preset,
+            self.variant,
             self.rows,
             self.cols,
             self.br,
@@ -137,6 +140,15 @@ impl SimReport {
             c("p_buf_reads"),
             c("p_buf_writes")
         );
+        if c("s_buf_writes") > 0 {
+            s += &format!(
+                "  S buffer (FP32 words): reads {} ({} bits) / writes {} ({} bits)\n",
+                c("s_buf_reads"),
+                32 * c("s_buf_reads"),
+                c("s_buf_writes"),
+                32 * c("s_buf_writes")
+            );
+        }
         s += &format!(
             "  memory: {} bytes read, {} bytes written\n",
             self.memory_bytes_read, self.memory_bytes_written
@@ -226,6 +238,7 @@ pub fn run_with_fault(
     }
     let report = SimReport {
         preset: cfg.name.clone(),
+        variant: cfg.variant.to_string(),
         rows: cfg.rows,
         cols: cfg.cols,
         br: cfg.br,

@@ -142,6 +142,11 @@ pub static UNITS: &[Unit] = &[
         check: Check::Own(run::verify_dma),
     },
     Unit {
+        name: "sram",
+        build: |d, c| Ok(hdl::sram::build(d, &CoreParams::from_config(c)?.row.p_array()).module),
+        check: Check::Own(run::verify_sram),
+    },
+    Unit {
         name: "sequencer",
         build: |d, c| Ok(hdl::core::sequencer::build(d, &CoreParams::from_config(c)?).module),
         check: Check::Own(run::verify_sequencer),

@@ -3,7 +3,7 @@
 //! counters with what the model and the schedule fix exactly, over directed and random
 //! shapes, heads, masks, value patterns and memory behaviour.
 
-use hdl::config::CoreConfig;
+use hdl::config::{CoreConfig, Variant};
 use hdl::core::CoreParams;
 use kernels::flash::OutFormat;
 use regflash::design::{simulate, Target};
@@ -19,6 +19,18 @@ fn core(cfg: &CoreConfig) -> (Model, CoreParams) {
 
 fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
+}
+
+/// `cfg` as buf2d with a P bank of `ports` ports.
+fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
+    let c = CoreConfig {
+        name: format!("{}_buf2d_p{ports}", cfg.name),
+        variant: Variant::Buf2d,
+        buf_ports: ports,
+        ..cfg.clone()
+    };
+    c.validate().unwrap();
+    c
 }
 
 fn scenarios(cfg: &CoreConfig, cases: u32, max_len: usize, seed: u64) {
@@ -38,8 +50,15 @@ fn small_core_is_bit_exact() {
     scenarios(&small(), 150, 300, 91);
 }
 
+/// The buffered baseline (S and P in the SRAM buffer, two-port P banks) on the same shapes.
+#[test]
+fn small_buffered_core_is_bit_exact() {
+    scenarios(&buffered(&small(), 2), 100, 300, 94);
+}
+
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
-/// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines.
+/// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d and as buf2d with
+/// single-port P banks (PV and the softmax take turns).
 #[test]
 fn narrow_core_with_deep_pipelines_is_bit_exact() {
     let mut c = small();
@@ -51,7 +70,62 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
     c.mul_latency = 2;
     c.add_latency = 2;
     c.validate().unwrap();
-    scenarios(&c, 60, 160, 92);
+    scenarios(&c, 40, 160, 92);
+    scenarios(&buffered(&c, 1), 40, 160, 95);
+}
+
+/// The variants compute the same O bit for bit from the same input, and differ only where the
+/// counters say: buf2d copies each score of each block to the S array once and reads it twice
+/// (so the row engines read the PE registers once per score instead of twice), keeps one S
+/// block in the PE registers and so spends cycles the counters attribute to the softmax;
+/// with single-port P banks more of them.
+#[test]
+fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        2,
+        72,
+        72,
+        16,
+        false,
+        OutFormat::F16,
+        12,
+    );
+    let mut runs = vec![];
+    for cfg in [small(), buffered(&small(), 2), buffered(&small(), 1)] {
+        let (model, p) = core(&cfg);
+        let (r, chk) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
+        assert!(chk.ok(), "{}: {}", cfg.name, chk.describe());
+        runs.push(r);
+    }
+    let (reg, buf2, buf1) = (&runs[0], &runs[1], &runs[2]);
+    assert_eq!(reg.out, buf2.out);
+    assert_eq!(reg.out, buf1.out);
+    let scores = 2 * 9 * 9 * 64; // heads x tiles x blocks x Br·Bc
+    assert_eq!(reg.counters["blocks"], 2 * 9 * 9);
+    for r in [buf2, buf1] {
+        assert_eq!(r.counters["s_buf_writes"], scores);
+        assert_eq!(r.counters["s_buf_reads"], 2 * scores);
+        assert_eq!(reg.counters["rf_reads"] - r.counters["rf_reads"], scores);
+        assert_eq!(r.counters["macs"], reg.counters["macs"]);
+        assert_eq!(r.counters["p_buf_reads"], reg.counters["p_buf_reads"]);
+    }
+    assert_eq!(
+        reg.counters["s_buf_reads"] + reg.counters["s_buf_writes"],
+        0
+    );
+    let cycles = |r: &regflash::verify::attention::CoreRun| r.counters["cycles"];
+    let stall = |r: &regflash::verify::attention::CoreRun| r.counters["stall_softmax"];
+    assert!(cycles(reg) < cycles(buf2) && cycles(buf2) < cycles(buf1));
+    assert!(stall(reg) < stall(buf2) && stall(buf2) < stall(buf1));
+    // The extra cycles are softmax stalls (the copy of S, the shared port), nothing else.
+    assert_eq!(
+        cycles(buf1) - cycles(reg),
+        stall(buf1) - stall(reg),
+        "reg2d {:?}\nbuf2d p1 {:?}",
+        reg.counters,
+        buf1.counters
+    );
 }
 
 /// The smallest array: one PE (so one key block column and a 64-bit port with one beat per

@@ -223,50 +223,71 @@ fn slow_memory_within_the_documented_maximum_passes() {
 fn every_assertion_has_a_fault_that_fires_it() {
     use hdl::fault::Fault;
     let dir = gen::tools::ScratchDir::new("faults").unwrap();
-    let cfg = dir.path().join("one_pe.toml");
-    std::fs::write(
-        &cfg,
-        "preset = \"small\"\nrows = 1\ncols = 1\nbr = 2\nbc = 2\nhead_dim = 4\nmem_width = 64\n",
-    )
-    .unwrap();
-    for fault in Fault::ALL {
-        // Schedule faults: 10 queries and keys, five blocks; the comparison-only faults: 6,
-        // causal (k_len a multiple of Bc, so the late diagonal unmasks only fetched keys).
-        let shape: &[&str] = match fault.assertion() {
-            Some(_) => &["--seq", "10"],
-            None => &["--seq", "6", "--causal"],
-        };
-        let mut args = vec!["sim", "--config", cfg.to_str().unwrap()];
-        args.extend(shape);
-        args.extend(["--fault", fault.name()]);
-        let o = regflash(&args);
-        let out = text(&o);
-        assert!(!o.status.success(), "{fault:?} passed: {out}");
-        let fired: Vec<&str> = out
-            .split("regflash assertion `")
-            .skip(1)
-            .filter_map(|t| t.split('`').next())
-            .collect();
-        match fault.assertion() {
-            Some(name) => {
-                assert_eq!(fired.first(), Some(&name), "{fault:?}: {out}");
-                // The simulator names the Verilog source: it must still exist.
-                let file = out
-                    .split_whitespace()
-                    .find(|w| w.starts_with('/') && w.contains(".v:"))
-                    .and_then(|w| w.split(".v:").next())
-                    .map(|f| format!("{f}.v"))
-                    .unwrap_or_else(|| panic!("{fault:?}: no source path in {out}"));
-                assert!(std::path::Path::new(&file).is_file(), "{file}");
+    let one_pe = "preset = \"small\"\nrows = 1\ncols = 1\nbr = 2\nbc = 2\nhead_dim = 4\n\
+                  mem_width = 64\n";
+    // Every variant, buf2d with the single-port P bank that its own fault needs.
+    let variants = [
+        ("reg2d", String::new()),
+        ("buf2d", "variant = \"buf2d\"\nbuf_ports = 1\n".to_string()),
+    ];
+    for (variant, extra) in variants {
+        let cfg = dir.path().join(format!("one_pe_{variant}.toml"));
+        std::fs::write(&cfg, format!("{one_pe}{extra}")).unwrap();
+        let p = CoreParams::from_config(
+            &CoreConfig::from_toml(&std::fs::read_to_string(&cfg).unwrap()).unwrap(),
+        )
+        .unwrap();
+        for fault in Fault::ALL {
+            if fault.needs(&p).is_none() {
+                fires(&cfg, fault);
             }
-            None => {
-                assert!(fired.is_empty(), "{fault:?}: {out}");
-                assert!(out.contains("not bit-exact"), "{fault:?}: {out}");
-                assert!(
-                    out.contains("not correct against the f64 reference"),
-                    "{fault:?}: {out}"
-                );
-            }
+        }
+    }
+}
+
+/// Simulates the core of the configuration file `cfg` with `fault`: the run fails, and the
+/// fault's assertion fires first (or, for a fault no assertion sees, the comparison fails).
+fn fires(cfg: &std::path::Path, fault: hdl::fault::Fault) {
+    // Schedule faults: 10 queries and keys, five blocks; the comparison-only faults: 6,
+    // causal (k_len a multiple of Bc, so the late diagonal unmasks only fetched keys).
+    let shape: &[&str] = match fault.assertion() {
+        Some(_) => &["--seq", "10"],
+        None => &["--seq", "6", "--causal"],
+    };
+    let mut args = vec!["sim", "--config", cfg.to_str().unwrap()];
+    args.extend(shape);
+    args.extend(["--fault", fault.name()]);
+    let o = regflash(&args);
+    let out = text(&o);
+    assert!(
+        !o.status.success(),
+        "{fault:?} passed in {}: {out}",
+        cfg.display()
+    );
+    let fired: Vec<&str> = out
+        .split("regflash assertion `")
+        .skip(1)
+        .filter_map(|t| t.split('`').next())
+        .collect();
+    match fault.assertion() {
+        Some(name) => {
+            assert_eq!(fired.first(), Some(&name), "{fault:?}: {out}");
+            // The simulator names the Verilog source: it must still exist.
+            let file = out
+                .split_whitespace()
+                .find(|w| w.starts_with('/') && w.contains(".v:"))
+                .and_then(|w| w.split(".v:").next())
+                .map(|f| format!("{f}.v"))
+                .unwrap_or_else(|| panic!("{fault:?}: no source path in {out}"));
+            assert!(std::path::Path::new(&file).is_file(), "{file}");
+        }
+        None => {
+            assert!(fired.is_empty(), "{fault:?}: {out}");
+            assert!(out.contains("not bit-exact"), "{fault:?}: {out}");
+            assert!(
+                out.contains("not correct against the f64 reference"),
+                "{fault:?}: {out}"
+            );
         }
     }
 }

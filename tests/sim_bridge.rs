@@ -40,6 +40,7 @@ fn a_broken_design_reports_verilators_message() {
         clock_mhz: 1500.0,
         extra_files: vec![],
         config: serde_json::json!({}),
+        memories: vec![],
     };
     gen::output::save_manifest(&manifest, dir.path()).unwrap();
     let err = format!(

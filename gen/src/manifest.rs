@@ -28,6 +28,28 @@ pub struct Manifest {
     pub extra_files: Vec<String>,
     /// The configuration that produced the design.
     pub config: serde_json::Value,
+    /// Every memory array under the top (the SRAM banks a macro may replace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memories: Vec<MemoryEntry>,
+}
+
+/// A memory array of one module, and how many copies of the module the design holds.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemoryEntry {
+    pub module: String,
+    pub memory: String,
+    pub depth: u32,
+    pub width: u32,
+    pub copies: u64,
+    /// The module is emitted as a blackbox (a macro replaces it).
+    pub blackbox: bool,
+}
+
+impl MemoryEntry {
+    /// Bits of all copies.
+    pub fn bits(&self) -> u64 {
+        self.depth as u64 * self.width as u64 * self.copies
+    }
 }
 
 fn default_clock() -> f64 {

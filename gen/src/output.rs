@@ -174,9 +174,28 @@ pub fn write_design(spec: &OutputSpec, dir: &Path) -> Result<Manifest> {
         clock_mhz: spec.clock_mhz,
         extra_files: written.into_iter().filter(|f| !names.contains(f)).collect(),
         config: spec.config.clone(),
+        memories: memories(spec.design, spec.top),
     };
     save_manifest(&manifest, dir)?;
     Ok(manifest)
+}
+
+/// Every memory array under `top`, with the copies of its module.
+fn memories(d: &hdl::Design, top: &str) -> Vec<crate::manifest::MemoryEntry> {
+    let copies = d.copies(top);
+    d.hierarchy(top)
+        .into_iter()
+        .flat_map(|m| {
+            m.mems.iter().map(|mem| crate::manifest::MemoryEntry {
+                module: m.name.clone(),
+                memory: mem.name.clone(),
+                depth: mem.depth,
+                width: mem.width,
+                copies: copies[&m.name],
+                blackbox: m.blackbox,
+            })
+        })
+        .collect()
 }
 
 /// Writes `manifest.json` into `dir`.

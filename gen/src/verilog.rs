@@ -526,6 +526,17 @@ impl Plan<'_> {
             };
             ports.push(format!("    {dir} {}{}", range_decl(p.width), p.name));
         }
+        if m.blackbox {
+            // A macro's ports, no body: the memory compiler's model or netlist replaces it.
+            writeln!(
+                out,
+                "(* blackbox *)\nmodule {} (\n{}\n);\nendmodule",
+                m.name,
+                ports.join(",\n")
+            )
+            .unwrap();
+            return;
+        }
         writeln!(out, "module {} (\n{}\n);", m.name, ports.join(",\n")).unwrap();
 
         let mut decls = self.localparams();

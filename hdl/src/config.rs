@@ -56,6 +56,71 @@ pub struct CoreConfig {
     pub max_outstanding: u32,
     /// Target clock in MHz (for constraints and reports).
     pub clock_mhz: f64,
+    /// Where S and P live: `reg2d` (PE registers, the default), `buf2d` (an on-chip SRAM
+    /// buffer between QK, softmax and PV), `reg3d` (stacked tiers; not built yet).
+    #[serde(default)]
+    pub variant: Variant,
+    /// buf2d: ports of each P buffer bank (2: one read and one write port, so the softmax of
+    /// a block may write P while PV reads the previous block's; 1: one shared port, so the
+    /// softmax and PV take turns).
+    #[serde(default = "default_buf_ports")]
+    pub buf_ports: u32,
+    /// buf2d: the on-chip buffer's capacity in bytes; 0 = exactly what the tiling needs. A
+    /// tiling that needs more is refused.
+    #[serde(default)]
+    pub buf_bytes: u64,
+    /// buf2d: emit the buffer banks as memory-macro blackboxes (same ports) instead of
+    /// behavioural synchronous RAM (`gen` and `synth` only; simulation uses the behaviour).
+    #[serde(default)]
+    pub buf_macro: bool,
+}
+
+fn default_buf_ports() -> u32 {
+    2
+}
+
+/// Where a design keeps S and P (DESIGN.md §7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// S and P in PE registers on one tier (register-level FlashAttention).
+    #[default]
+    Reg2d,
+    /// The same array with S and P in an on-chip SRAM buffer (the buffered 2-D baseline).
+    Buf2d,
+    /// QK, softmax and PV on stacked tiers with register-to-register vertical links.
+    Reg3d,
+}
+
+impl Variant {
+    /// Every variant, by name.
+    pub const ALL: [Variant; 3] = [Variant::Reg2d, Variant::Buf2d, Variant::Reg3d];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Reg2d => "reg2d",
+            Variant::Buf2d => "buf2d",
+            Variant::Reg3d => "reg3d",
+        }
+    }
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Variant {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Variant::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                anyhow::anyhow!("unknown variant `{s}`: choose one of reg2d, buf2d, reg3d")
+            })
+    }
 }
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`].
@@ -79,6 +144,10 @@ struct ConfigFile {
     addr_bits: Option<u32>,
     max_outstanding: Option<u32>,
     clock_mhz: Option<f64>,
+    variant: Option<Variant>,
+    buf_ports: Option<u32>,
+    buf_bytes: Option<u64>,
+    buf_macro: Option<bool>,
 }
 
 impl ConfigFile {
@@ -117,6 +186,20 @@ impl ConfigFile {
             addr_bits: take!(addr_bits),
             max_outstanding: take!(max_outstanding),
             clock_mhz: take!(clock_mhz),
+            variant: self
+                .variant
+                .or(base.as_ref().map(|b| b.variant))
+                .unwrap_or_default(),
+            buf_ports: (self.buf_ports.or(base.as_ref().map(|b| b.buf_ports)))
+                .unwrap_or_else(default_buf_ports),
+            buf_bytes: self
+                .buf_bytes
+                .or(base.as_ref().map(|b| b.buf_bytes))
+                .unwrap_or(0),
+            buf_macro: self
+                .buf_macro
+                .or(base.as_ref().map(|b| b.buf_macro))
+                .unwrap_or(false),
         };
         if !missing.is_empty() {
             bail!(
@@ -166,6 +249,10 @@ impl CoreConfig {
             addr_bits: 32,
             max_outstanding: 128,
             clock_mhz: 1500.0,
+            variant: Variant::Reg2d,
+            buf_ports: default_buf_ports(),
+            buf_bytes: 0,
+            buf_macro: false,
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128.
@@ -292,6 +379,7 @@ impl CoreConfig {
                 beat / 2
             );
         }
+        self.validate_variant()?;
         // The blocks' own checks, in case a knob above maps to more than one.
         self.dma().validate()?;
         self.grid().validate()?;
@@ -437,6 +525,53 @@ impl CoreConfig {
     /// Register bytes the S tile (FP16) and O accumulator (FP32) need.
     pub fn register_bytes_needed(&self) -> u64 {
         self.br as u64 * self.bc as u64 * 2 + self.br as u64 * self.head_dim as u64 * 4
+    }
+
+    /// The variant's own knobs.
+    fn validate_variant(&self) -> Result<()> {
+        match self.variant {
+            Variant::Reg2d => Ok(()),
+            Variant::Reg3d => bail!(
+                "variant = \"reg3d\" (stacked tiers) is not implemented yet: use \"reg2d\" \
+                 (S and P in PE registers) or \"buf2d\" (S and P in an on-chip SRAM buffer)"
+            ),
+            Variant::Buf2d => {
+                ensure!(
+                    matches!(self.buf_ports, 1 | 2),
+                    "buf_ports = {} is not supported: allowed 1 (one shared port per P bank) or 2 \
+                     (one read and one write port)",
+                    self.buf_ports
+                );
+                let need = self.buffer_bytes_needed();
+                ensure!(
+                    self.buf_bytes == 0 || self.buf_bytes >= need,
+                    "buf_bytes = {} is too small: the tiling needs {need} B of buffer (br*bc*4 B \
+                     of FP32 S plus 2*br*bc*2 B of FP16 P, double-buffered): raise buf_bytes, \
+                     set it to 0 (exactly what the tiling needs) or shrink br or bc",
+                    self.buf_bytes
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Bytes of on-chip buffer a buf2d tiling needs: S (Br x Bc FP32, one block) and P
+    /// (Br x Bc FP16, two blocks).
+    pub fn buffer_bytes_needed(&self) -> u64 {
+        let scores = self.br as u64 * self.bc as u64;
+        scores * 4 + 2 * scores * 2
+    }
+
+    /// 32-bit registers a PE needs: S (a x b, two blocks in reg2d, one in buf2d, where the
+    /// block moves to the buffer after its QK) and O (a x head_dim / C).
+    pub fn regs_needed_per_pe(&self) -> u32 {
+        let (a, b, e) = (
+            self.br / self.rows.max(1),
+            self.bc / self.cols.max(1),
+            self.head_dim / self.cols.max(1),
+        );
+        let s_slots = if self.variant == Variant::Buf2d { 1 } else { 2 };
+        s_slots * a * b + a * e
     }
 
     /// Peak multiply-accumulates per cycle (one per PE).

@@ -29,10 +29,13 @@ pub enum Fault {
     CausalOffByOne,
     /// The rescale shift of O one place too large: only the comparison catches it.
     WrongRescale,
+    /// buf2d with a single-port P bank: the sequencer lets PV steps read P while the softmax
+    /// writes it, so a read and a write meet on the one port: `one_access`.
+    SharedPortClash,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::StallQk,
         Fault::StallPv,
         Fault::WriteOutsideO,
@@ -43,6 +46,7 @@ impl Fault {
         Fault::SkipV,
         Fault::CausalOffByOne,
         Fault::WrongRescale,
+        Fault::SharedPortClash,
     ];
 
     /// The snake_case name (module-name suffix, `regflash sim --fault`).
@@ -58,6 +62,7 @@ impl Fault {
             Fault::SkipV => "skip_v",
             Fault::CausalOffByOne => "causal_off_by_one",
             Fault::WrongRescale => "wrong_rescale",
+            Fault::SharedPortClash => "shared_port_clash",
         }
     }
 
@@ -77,7 +82,18 @@ impl Fault {
             Fault::ReleaseVUnheld => Some("v_release_held"),
             Fault::SkipK => Some("k_block_in_order"),
             Fault::SkipV => Some("v_block_in_order"),
+            Fault::SharedPortClash => Some("one_access"),
             Fault::CausalOffByOne | Fault::WrongRescale => None,
+        }
+    }
+
+    /// Whether the fault can act in the core `p` (None), or what it needs (Some).
+    pub fn needs(self, p: &crate::core::CoreParams) -> Option<&'static str> {
+        match self {
+            Fault::SharedPortClash if p.row.buffer.is_none_or(|b| b.ports != 1) => {
+                Some("variant = \"buf2d\" with buf_ports = 1")
+            }
+            _ => None,
         }
     }
 }

@@ -12,3 +12,4 @@ pub mod pe;
 pub mod reduce;
 pub mod reference;
 pub mod softmax;
+pub mod sram;

@@ -10,6 +10,10 @@ pub struct BenchArgs {
     /// TOML configuration files to run as well (repeatable), e.g. a preset with a wider port.
     #[arg(long = "config")]
     pub configs: Vec<PathBuf>,
+    /// Variants to run each configuration as, comma separated (reg2d, buf2d, reg3d; default:
+    /// each configuration's own).
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<Variant>,
     /// Sequence lengths, comma separated; each runs non-causal and causal.
     #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
     pub seq: Vec<usize>,
@@ -51,6 +55,21 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
             .with_context(|| format!("config file {}", path.display()))?;
         configs.push(cfg);
     }
+    if !args.variants.is_empty() {
+        configs = configs
+            .iter()
+            .flat_map(|c| {
+                args.variants.iter().map(|&v| CoreConfig {
+                    variant: v,
+                    ..c.clone()
+                })
+            })
+            .collect();
+        for c in &configs {
+            c.validate()
+                .with_context(|| format!("{} as {}", c.name, c.variant))?;
+        }
+    }
     let plan = bench::BenchPlan {
         configs,
         seq_lens: args.seq.clone(),
@@ -68,8 +87,9 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
         |row| {
             let r = &row.report;
             eprintln!(
-                "\r{} seq {} {}: {} cycles, utilization {:.1} %{}",
+                "\r{} {} seq {} {}: {} cycles, utilization {:.1} %{}",
                 r.preset,
+                r.variant,
                 r.seq_len,
                 if r.causal { "causal" } else { "non-causal" },
                 r.cycles,

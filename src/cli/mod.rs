@@ -28,7 +28,7 @@ use clap::{Args, Parser, Subcommand};
 use gen::constraints::SynthTarget;
 use gen::flow::SynthReport;
 use gen::tools::ScratchDir;
-use hdl::config::{CoreConfig, PRESETS};
+use hdl::config::{CoreConfig, Variant, PRESETS};
 use serde::Serialize;
 
 use crate::design::{generate, Target};
@@ -98,6 +98,10 @@ pub struct ConfigArgs {
     /// Override: 32-bit registers per PE.
     #[arg(long)]
     pub regs: Option<u32>,
+    /// Override: where S and P live: reg2d (PE registers), buf2d (an on-chip SRAM buffer), or
+    /// reg3d (stacked tiers).
+    #[arg(long)]
+    pub variant: Option<Variant>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -121,6 +125,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.regs {
             cfg.regs_per_pe = v;
+        }
+        if let Some(v) = self.variant {
+            cfg.variant = v;
         }
         cfg.validate()?;
         Ok(cfg)

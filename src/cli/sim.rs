@@ -112,6 +112,12 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         })?),
         None => None,
     };
+    if let Some(f) = fault {
+        let p = hdl::core::CoreParams::from_config(&cfg)?;
+        if let Some(need) = f.needs(&p) {
+            anyhow::bail!("fault `{}` acts only in a core with {need}", f.name());
+        }
+    }
     let (mut report, o) = sim::run_with_fault(&cfg, fault, &problem, &timing, progress_bar())?;
     report.saturated_inputs = saturated;
     eprintln!();

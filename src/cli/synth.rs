@@ -27,13 +27,46 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         check_writable(path)?;
     }
     let dir = ScratchDir::new("synth")?;
-    generate(&cfg, &target(&args.unit), dir.path())?;
+    let manifest = generate(&cfg, &target(&args.unit), dir.path())?;
     let report = gen::flow::synth(dir.path(), args.target, !args.no_pnr)?;
     println!("{}", synth_table(&report));
+    println!("{}", memory_table(&manifest.memories));
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
     Ok(exit(report.passed()))
+}
+
+/// The design's memory arrays (from the generated design, not from Yosys, which maps them to
+/// flip-flops on the generic target and leaves a blackbox empty).
+pub fn memory_table(mems: &[gen::manifest::MemoryEntry]) -> String {
+    if mems.is_empty() {
+        return "\nmemories: none".into();
+    }
+    let mut s = String::from(
+        "\n| memory | words × bits | copies | bits | emitted as |\n|---|---:|---:|---:|---|\n",
+    );
+    for m in mems {
+        s += &format!(
+            "| {}.{} | {} × {} | {} | {} | {} |\n",
+            m.module,
+            m.memory,
+            m.depth,
+            m.width,
+            m.copies,
+            m.bits(),
+            if m.blackbox {
+                "blackbox (macro)"
+            } else {
+                "behavioural RAM"
+            }
+        );
+    }
+    s += &format!(
+        "| **all** | | | {} | |",
+        mems.iter().map(|m| m.bits()).sum::<u64>()
+    );
+    s
 }
 
 /// Markdown table of a synthesis report: each module's own cells, then the whole hierarchy.

@@ -191,6 +191,20 @@ pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<B
     )
 }
 
+/// Checks an SRAM bank (the configuration's P bank: its ports in buf2d, one read and one write
+/// port in reg2d): a directed stream, then random streams of legal cycles.
+pub fn verify_sram(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    use crate::verify::stateful::{check_sram, proptest_sram, sram_directed};
+    let bank = hdl::core::CoreParams::from_config(cfg)?.row.p_array();
+    verify_stateful(
+        cfg,
+        "sram",
+        &sram_directed(bank.depth, bank.width, bank.ports),
+        |dut, cycles| check_sram(dut, bank.depth, bank.width, cycles),
+        |dut| proptest_sram(dut, bank, stream_cases(vectors), 1000, seed),
+    )
+}
+
 /// Checks the core's sequencer alone against the schedule model (see `verify::sequencer`): one
 /// random problem and environment per 2,000 `vectors`, at least 8.
 pub fn verify_sequencer(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {

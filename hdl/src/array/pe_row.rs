@@ -45,8 +45,9 @@ use crate::row_reduce::Reduce;
 use crate::row_reduce::{self, RowReduceConfig};
 use crate::softmax::{self, RowOp, SoftmaxExpConfig};
 use crate::softmax::{ExpIn, ExpOut, RowOpIn, RowState};
+use crate::sram::{self, SramBlock, SramIn};
 use crate::{
-    addr_bits, and_all, bits_for, cat, group, interface, mux, mux_index, or_all, Design, MemHandle,
+    addr_bits, and_all, bits_for, cat, group, interface, mux, mux_index, or_all, Design,
     ModuleBuilder, RegHandle, Sig,
 };
 
@@ -67,12 +68,61 @@ pub struct PeRowConfig {
     pub mem_width: u32,
     /// A deliberate defect, for fault-injection tests only (`Fault::WrongRescale` acts here).
     pub fault: Option<Fault>,
+    /// buf2d: S and P in the row's SRAM bank (None: reg2d, S in the PE registers).
+    pub buffer: Option<RowBuffer>,
+}
+
+/// The row's SRAM bank in the buffered (buf2d) design: an S array (one block of the row's a × Bc
+/// FP32 scores, single-port: only the engine uses it, one sweep at a time) and a P array (two
+/// blocks of FP16 weights: the exp sweep writes, PV steps read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowBuffer {
+    /// Ports of the P array: 2 (one read, one write) or 1 (shared).
+    pub ports: u32,
+    /// Emit the arrays as memory-macro blackboxes.
+    pub blackbox: bool,
 }
 
 impl PeRowConfig {
     pub fn validate(&self) -> Result<()> {
         self.pe.validate()?;
         self.exp.validate()
+    }
+
+    /// S blocks the PE registers hold: two (the softmax of one block reads its S while the
+    /// next block's QK writes the other), or one when S moves to the buffer after its QK.
+    pub fn s_slots(&self) -> u32 {
+        if self.buffer.is_some() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The S array of the row's bank: a × Bc FP32 words at (ii, j), single-port.
+    pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
+        self.buffer.map(|b| crate::sram::SramConfig {
+            depth: 1 << (self.ii_bits() + self.j_bits()),
+            width: 32,
+            ports: 1,
+            blackbox: b.blackbox,
+        })
+    }
+
+    /// The row's P bank: two blocks of a × Bc FP16 weights at (slot, ii, j); one read and one
+    /// write port, or in buf2d the buffer's P array with its configured ports.
+    pub fn p_array(&self) -> crate::sram::SramConfig {
+        crate::sram::SramConfig {
+            depth: self.p_depth(),
+            width: 16,
+            ports: self.buffer.map_or(2, |b| b.ports),
+            blackbox: self.buffer.is_some_and(|b| b.blackbox),
+        }
+    }
+
+    /// Words of P (both block slots) the row keeps, at (slot, ii, j).
+    pub fn p_depth(&self) -> u32 {
+        2 << (self.ii_bits() + self.j_bits())
     }
 
     pub fn bc(&self) -> u32 {
@@ -83,14 +133,14 @@ impl PeRowConfig {
         self.cols * self.e
     }
 
-    /// Register of S (slot, ii, jj).
+    /// Register of S (slot, ii, jj); the slot is ignored when the registers hold one block.
     pub fn s_addr(&self, slot: u32, ii: u32, jj: u32) -> u32 {
-        slot * self.a * self.b + ii * self.b + jj
+        (slot % self.s_slots()) * self.a * self.b + ii * self.b + jj
     }
 
     /// Register of O (ii, q).
     pub fn o_addr(&self, ii: u32, q: u32) -> u32 {
-        2 * self.a * self.b + ii * self.e + q
+        self.s_slots() * self.a * self.b + ii * self.e + q
     }
 
     /// `s_addr` in hardware: the register of S (slot, ii, jj), `width` bits.
@@ -102,8 +152,12 @@ impl PeRowConfig {
         jj: Sig,
         width: u32,
     ) -> Sig {
-        let ab = m.lit(width, (self.a * self.b) as u64);
-        let slot_off = slot.mul_lo(ab, width);
+        let slot_off = if self.s_slots() == 2 {
+            let ab = m.lit(width, (self.a * self.b) as u64);
+            slot.mul_lo(ab, width)
+        } else {
+            m.zero(width)
+        };
         let b = m.lit(width, self.b as u64);
         let ii_off = ii.mul_lo(b, width);
         let jj = jj.zext(width);
@@ -116,14 +170,14 @@ impl PeRowConfig {
         let e = m.lit(width, self.e as u64);
         let off = ii.mul_lo(e, width);
         let q = q.zext(width);
-        let base = m.lit(width, (2 * self.a * self.b) as u64);
+        let base = m.lit(width, (self.s_slots() * self.a * self.b) as u64);
         let x = base + off;
         x + q
     }
 
     /// Registers the mapping needs per PE.
     pub fn regs_needed(&self) -> u32 {
-        2 * self.a * self.b + self.a * self.e
+        self.s_slots() * self.a * self.b + self.a * self.e
     }
 
     pub fn ii_bits(&self) -> u32 {
@@ -153,7 +207,10 @@ impl PeRowConfig {
             self.mem_width,
             self.pe.params_name(),
             self.exp.module_name()
-        ) + if self.fault == Some(Fault::WrongRescale) {
+        ) + &match self.buffer {
+            Some(b) => format!("_buf{}{}", b.ports, if b.blackbox { "m" } else { "" }),
+            None => String::new(),
+        } + if self.fault == Some(Fault::WrongRescale) {
             "_fault_wrong_rescale"
         } else {
             ""
@@ -170,10 +227,13 @@ pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) 
 }
 
 crate::states! {
-    /// The row engine: softmax of a block (max sweep, max update, exp sweep and drain, sum
-    /// update, per query row), or the readout of a tile (reciprocal, wait, sweep, per row).
+    /// The row engine: softmax of a block (in buf2d first the copy of S from the PE registers
+    /// to the S array; then per query row max sweep, max update, exp sweep and drain, sum
+    /// update), or the readout of a tile (reciprocal, wait, sweep, per row). `MaxWait` (buf2d)
+    /// waits for the S array's last read of a max sweep.
     enum Engine = "S" {
-        Idle, Init, MaxSweep, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip, RoWait, RoSweep
+        Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip,
+        RoWait, RoSweep
     }
 }
 
@@ -199,6 +259,13 @@ interface! {
     pub struct RowStore { we, row, beat, data }
 }
 
+interface! {
+    /// The P read for the next cycle's PV step (`p_rd_*`, from the sequencer one cycle ahead,
+    /// as the P bank's registered read needs): read (the next step is a PV step with output
+    /// column 0), block slot, query row, key.
+    pub struct PRead { re, slot, ii, j }
+}
+
 group! {
     /// The row's inputs: its Q operand, the column bus, the causal masks of the running phase's
     /// block and of the softmax's block, the start of a PV block, the softmax constant, FP32
@@ -206,16 +273,18 @@ group! {
     pub struct RowIn<T> {
         a_q, b_col, mask_qk, mask_sp, pv_block_start, c_const, out_f32;
         step: PeStep<T>,
+        p_rd: PRead<T>,
         sm: SmCtl<T>,
         ro: RoCtl<T>,
     }
 }
 
 group! {
-    /// The row's outputs: busy (the engine runs), this cycle's MACs, register-file reads and
-    /// writes, P-buffer read and write (for the counters), and the O staging write.
+    /// The row's outputs: busy (the engine runs), S copied out of the PE registers (buf2d: the
+    /// registers are free for the next block's QK), this cycle's MACs, register-file reads and
+    /// writes, P-bank and S-array reads and writes (for the counters), and the O staging write.
     pub struct RowOut<T> {
-        busy, macs, rf_reads, rf_writes, p_read, p_write;
+        busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write;
         st: RowStore<T>,
     }
 }
@@ -246,6 +315,7 @@ impl PeRowConfig {
             c_const: 32,
             out_f32: 1,
             step: self.step_widths(),
+            p_rd: self.p_read_widths(),
             sm: SmCtl {
                 start: 1,
                 first: 1,
@@ -255,16 +325,29 @@ impl PeRowConfig {
         }
     }
 
+    /// The P read bus's widths.
+    pub fn p_read_widths(&self) -> PRead<u32> {
+        PRead {
+            re: 1,
+            slot: 1,
+            ii: self.ii_bits(),
+            j: self.j_bits(),
+        }
+    }
+
     /// The outputs' widths.
     pub fn output_widths(&self) -> RowOut<u32> {
         let c = self.cols as u64;
         RowOut {
             busy: 1,
+            s_free: 1,
             macs: bits_for(c),
             rf_reads: bits_for(c + 1),
             rf_writes: bits_for(c + 1),
             p_read: 1,
             p_write: 1,
+            s_read: 1,
+            s_write: 1,
             st: RowStore {
                 we: 1,
                 row: self.ii_bits(),
@@ -288,6 +371,8 @@ struct Parts {
     recip: Block<RecipIn, RecipOut<u32>>,
     tree: Block<X, Reduce<u32>>,
     tree_latency: u32,
+    p_bank: SramBlock,
+    s_bank: Option<SramBlock>,
 }
 
 /// Defines the PE row.
@@ -301,6 +386,8 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         recip: fp32_recip::build(d),
         tree: row_reduce::build(d, &RowReduceConfig { cols: cfg.cols }),
         tree_latency: RowReduceConfig { cols: cfg.cols }.levels(),
+        p_bank: sram::build(d, &cfg.p_array()),
+        s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
     };
     let cfg = *cfg;
     let inputs = cfg.input_widths();
@@ -330,6 +417,7 @@ struct EngineRegs {
     qq: RegHandle,
     /// The S slot of the block the softmax works on.
     slot: Sig,
+    in_copy: Sig,
     in_max: Sig,
     in_exp: Sig,
     in_ro: Sig,
@@ -354,8 +442,6 @@ struct Pes {
     acc_reads: Vec<Sig>,
     rf_writes: Vec<Sig>,
     macs: Sig,
-    pv_step: Sig,
-    p_buf: MemHandle,
 }
 
 fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> RowOut {
@@ -367,6 +453,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         jj: m.reg("jj", cfg.jj_bits(), Some(0)),
         qq: m.reg("qq", addr_bits(cfg.e), Some(0)),
         slot: m.hold("slot", i.sm.slot, i.sm.start),
+        in_copy: state.is(Engine::SCopy),
         in_max: state.is(Engine::MaxSweep),
         in_exp: state.is(Engine::ExpSweep),
         in_ro: state.is(Engine::RoSweep),
@@ -377,12 +464,14 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let o_base = cfg.o_addr_rtl(m, e.ii.q, e.qq.q, aw);
     let rd_addr = m.name("rd_addr", mux(e.in_ro, o_base, s_base));
     let sm = softmax_rows(m, cfg, parts, i, &e);
-    let pes = pe_array(m, cfg, parts, i, rd_addr, sm.step_shift);
+    let p_bank = p_bank(m, cfg, parts, i);
+    let pes = pe_array(m, cfg, parts, i, rd_addr, sm.step_shift, p_bank.value);
     let value = m.name("rd_value", mux_index(e.cc.q, &pes.rd_datas));
     let masked = m.name("masked", sweep_mask(cfg, i.mask_sp, &e));
+    let sw = sweep_read(m, cfg, parts, &e, value, masked);
     let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
-    max_sweep(m, &e, &sm, value, masked, start_sweep);
-    let exp = exp_sweep(m, cfg, parts, i, &e, &sm, value, masked, pes.p_buf);
+    max_sweep(m, &sw, &sm, start_sweep);
+    let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank);
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, value);
     let idle = sequencing(
         m,
@@ -397,20 +486,27 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let out_valid = exp.valid;
     // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
     // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
-    // sweep, the exp sweep and the readout).
-    let reading = or_all(&[e.in_max, e.in_exp, e.in_ro]);
+    // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
+    let reading = if cfg.buffer.is_some() {
+        e.in_copy | e.in_ro
+    } else {
+        or_all(&[e.in_max, e.in_exp, e.in_ro])
+    };
     let count_w = bits_for(cfg.cols as u64 + 1);
     let mut reads = pes.acc_reads;
     reads.push(reading);
     RowOut {
         busy: !idle,
+        s_free: sw.copied,
         macs: pes.macs,
         rf_reads: m.sum(&reads, count_w),
         rf_writes: m.sum(&pes.rf_writes, count_w),
-        // P buffer accesses (16 bits): a PV step reads the row operand, the exp stage writes
-        // each weight.
-        p_read: pes.pv_step,
+        // P bank accesses (16 bits): one read per query row and key of a PV block, the exp
+        // stage writes each weight.
+        p_read: i.p_rd.re,
         p_write: out_valid,
+        s_read: sw.s_read,
+        s_write: sw.s_write,
         st,
     }
 }
@@ -490,6 +586,7 @@ fn pe_array(
     i: &RowIn,
     rd_addr: Sig,
     step_shift: Sig,
+    p_val: Sig,
 ) -> Pes {
     let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
     let st = &i.step;
@@ -523,9 +620,6 @@ fn pe_array(
     let tile_reset = i.sm.start & i.sm.first;
     m.set_next(started, mux(tile_reset, zero_a, started.q | set));
     m.set_next(scaled, mux(i.pv_block_start, zero_a, scaled.q | set));
-    // P is double-buffered by block parity, like S.
-    let p_buf = m.memory("p_buf", 2 << (cfg.ii_bits() + cfg.j_bits()), 16);
-    let p_val = m.mem_read(p_buf, cat(&[st.slot, st.ii, st.j]));
     let a_row = m.name("a_row", mux(st.pv, p_val, i.a_q));
     let zero32 = m.zero(32);
     let mut pes = Pes {
@@ -533,8 +627,6 @@ fn pe_array(
         acc_reads: vec![],
         rf_writes: vec![],
         macs: zero32,
-        pv_step,
-        p_buf,
     };
     let mut enables = vec![];
     for c in 0..c_n {
@@ -591,21 +683,127 @@ fn sweep_mask(cfg: &PeRowConfig, mask_sp: Sig, e: &EngineRegs) -> Sig {
     mux_index(e.ii.q, &rows)
 }
 
-/// Max sweep: the running max of the row's scores (masked ones are −Inf), the block max.
-fn max_sweep(
-    m: &mut ModuleBuilder,
-    e: &EngineRegs,
-    sm: &SoftmaxRows,
+/// Key j = c·b + jj of the block (PE c's key jj), in `j_bits`.
+fn key_index(m: &mut ModuleBuilder, cfg: &PeRowConfig, c: Sig, jj: Sig) -> Sig {
+    let jb = cfg.j_bits();
+    // Low jb bits of c·b (b itself may not fit jb bits when C = 1).
+    let b_l = m.lit(bits_for(cfg.b as u64), cfg.b as u64);
+    c.mul_lo(b_l, jb) + jj.zext(jb)
+}
+
+/// The row's P bank: the exp sweep writes each weight (through the write nets, driven by
+/// `exp_sweep`); the sequencer issues the read a cycle ahead of a PV step (`p_rd`), once per
+/// query row and key, and the registered read data holds the row operand for the key's e
+/// output columns.
+struct PBank {
+    value: Sig,
+    we: Sig,
+    waddr: Sig,
+    wdata: Sig,
+}
+
+fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> PBank {
+    let aw = cfg.p_array().addr_width();
+    let (we, waddr, wdata) = (m.net("p_we", 1), m.net("p_waddr", aw), m.net("p_wdata", 16));
+    let ins = SramIn {
+        we,
+        waddr,
+        wdata,
+        re: i.p_rd.re,
+        raddr: cat(&[i.p_rd.slot, i.p_rd.ii, i.p_rd.j]),
+    };
+    let value = m.instantiate(&parts.p_bank, "p_bank", &ins).rd_data;
+    PBank {
+        value,
+        we,
+        waddr,
+        wdata,
+    }
+}
+
+/// What the max and exp sweeps see of the score they visit: in reg2d the PE register, read in
+/// the same cycle; in buf2d the S array's registered read, a cycle after the visit (the copy
+/// sweep first fills the array from the PE registers, which are then free for the next
+/// block's QK).
+struct SweepRead {
     value: Sig,
     masked: Sig,
-    start_sweep: Sig,
-) {
+    in_max: Sig,
+    in_exp: Sig,
+    ii: Sig,
+    cc: Sig,
+    jj: Sig,
+    /// Cycles from a visit to its value (0 or 1).
+    latency: u32,
+    /// The copy sweep's last cycle (buf2d).
+    copied: Sig,
+    s_read: Sig,
+    s_write: Sig,
+}
+
+fn sweep_read(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    parts: &Parts,
+    e: &EngineRegs,
+    pe_value: Sig,
+    masked: Sig,
+) -> SweepRead {
+    let Some(bank) = &parts.s_bank else {
+        let zero = m.zero(1);
+        return SweepRead {
+            value: pe_value,
+            masked,
+            in_max: e.in_max,
+            in_exp: e.in_exp,
+            ii: e.ii.q,
+            cc: e.cc.q,
+            jj: e.jj.q,
+            latency: 0,
+            copied: zero,
+            s_read: zero,
+            s_write: zero,
+        };
+    };
+    let j = key_index(m, cfg, e.cc.q, e.jj.q);
+    let addr = cat(&[e.ii.q, j]);
+    let re = e.in_max | e.in_exp;
+    let ins = SramIn {
+        we: e.in_copy,
+        waddr: addr,
+        wdata: pe_value,
+        re,
+        raddr: addr,
+    };
+    let value = m.instantiate(bank, "s_bank", &ins).rd_data;
+    let at_end = and_all(&[
+        e.jj.q.eq((cfg.b - 1) as u64),
+        e.cc.q.eq((cfg.cols - 1) as u64),
+        e.ii.q.eq((cfg.a - 1) as u64),
+    ]);
+    SweepRead {
+        value,
+        masked: m.delay("masked_rd", masked),
+        in_max: m.delay("max_rd", e.in_max),
+        in_exp: m.delay("exp_rd", e.in_exp),
+        ii: m.delay("ii_rd", e.ii.q),
+        cc: m.delay("cc_rd", e.cc.q),
+        jj: m.delay("jj_rd", e.jj.q),
+        latency: 1,
+        copied: m.name("s_copied", e.in_copy & at_end),
+        s_read: re,
+        s_write: e.in_copy,
+    }
+}
+
+/// Max sweep: the running max of the row's scores (masked ones are −Inf), the block max.
+fn max_sweep(m: &mut ModuleBuilder, sw: &SweepRead, sm: &SoftmaxRows, start_sweep: Sig) {
     let neg_inf = m.lit(32, ieee::F32_NEG_INF);
-    let candidate = mux(masked, neg_inf, value);
+    let candidate = mux(sw.masked, neg_inf, sw.value);
     let run_max = m.reg("run_max", 32, Some(ieee::F32_NEG_INF));
     let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
     m.set_next(run_max, mux(start_sweep, neg_inf, maxed));
-    m.set_enable(run_max, e.in_max | start_sweep);
+    m.set_enable(run_max, sw.in_max | start_sweep);
     m.drive(sm.blk_max, run_max.q);
 }
 
@@ -628,30 +826,26 @@ fn exp_sweep(
     i: &RowIn,
     e: &EngineRegs,
     sm: &SoftmaxRows,
-    value: Sig,
-    masked: Sig,
-    p_buf: MemHandle,
+    sw: &SweepRead,
+    p_bank: &PBank,
 ) -> ExpSweep {
     let (c_n, b_n) = (cfg.cols, cfg.b);
     let exp_lat = cfg.exp.latency();
     let ins = ExpIn {
-        s: value,
+        s: sw.value,
         m: sm.cur_m,
         c: i.c_const,
-        masked,
+        masked: sw.masked,
     };
     let p = m.instantiate(&parts.sexp, "u_exp", &ins).p;
-    let out_valid = m.delay_n("exp_valid", e.in_exp, exp_lat);
-    let out_ii = m.delay_n("exp_ii", e.ii.q, exp_lat);
-    let out_c = m.delay_n("exp_c", e.cc.q, exp_lat);
-    let out_jj = m.delay_n("exp_jj", e.jj.q, exp_lat);
-    let p_j = {
-        let jb = cfg.j_bits();
-        // Low jb bits of c·b (b itself may not fit jb bits when C = 1).
-        let b_l = m.lit(bits_for(b_n as u64), b_n as u64);
-        out_c.mul_lo(b_l, jb) + out_jj.zext(jb)
-    };
-    m.mem_write(p_buf, out_valid, cat(&[e.slot, out_ii, p_j]), p);
+    let out_valid = m.delay_n("exp_valid", sw.in_exp, exp_lat);
+    let out_ii = m.delay_n("exp_ii", sw.ii, exp_lat);
+    let out_c = m.delay_n("exp_c", sw.cc, exp_lat);
+    let out_jj = m.delay_n("exp_jj", sw.jj, exp_lat);
+    let p_j = key_index(m, cfg, out_c, out_jj);
+    m.drive(p_bank.we, out_valid);
+    m.drive(p_bank.waddr, cat(&[e.slot, out_ii, p_j]));
+    m.drive(p_bank.wdata, p);
     let wide = crate::fp16_to_fp32::logic(m, p);
     let chain = m.reg("chain", 32, Some(0));
     let chain_in = Binary {
@@ -675,7 +869,7 @@ fn exp_sweep(
     m.drive(sm.blk_sum, t.sum);
     ExpSweep {
         valid: out_valid,
-        drain_latency: exp_lat + parts.tree_latency + 1,
+        drain_latency: sw.latency + exp_lat + parts.tree_latency + 1,
     }
 }
 
@@ -765,7 +959,7 @@ fn sequencing(
     let (ii_next, ii_last) = step_counter(m, e.ii.q, cfg.a);
     let sweep_end = cc_last & jj_last;
     let ro_end = cc_last & qq_last;
-    let sweeping = e.in_max | e.in_exp;
+    let sweeping = or_all(&[e.in_copy, e.in_max, e.in_exp]);
     // jj / cc advance through the sweeps; qq / cc through the readout.
     m.set_next(e.jj, jj_next);
     m.set_enable(e.jj, sweeping);
@@ -784,19 +978,35 @@ fn sequencing(
     let c = |s: Engine| e.state.code(s);
     let pick = |cond: Sig, t: Engine, f: Engine| mux(cond, c(t), c(f));
     let idle = e.state.is(Engine::Idle);
-    // IDLE: a softmax start (init first on the tile's first block), or a readout.
-    let after_start = pick(i.sm.first, Engine::Init, Engine::MaxSweep);
+    // IDLE: a softmax start (in buf2d the copy of S first; init first on the tile's first
+    // block), or a readout.
+    let buffered = cfg.buffer.is_some();
+    let after_copy = pick(i.sm.first, Engine::Init, Engine::MaxSweep);
+    let after_start = if buffered {
+        c(Engine::SCopy)
+    } else {
+        after_copy
+    };
     let from_idle = mux(
         i.sm.start,
         after_start,
         pick(i.ro.start, Engine::RoRecip, Engine::Idle),
     );
+    let copy_end = sweep_end & ii_last;
+    let after_max = if buffered {
+        Engine::MaxWait
+    } else {
+        Engine::MaxUpdate
+    };
     let row_done = pick(ii_last, Engine::Idle, Engine::RoRecip);
     let from_ros = mux(ro_end, row_done, c(Engine::RoSweep));
     e.state.set_transitions(m, |s| match s {
         Engine::Idle => from_idle,
+        Engine::SCopy if buffered => mux(copy_end, after_copy, c(Engine::SCopy)),
         Engine::Init => c(Engine::MaxSweep),
-        Engine::MaxSweep => pick(sweep_end, Engine::MaxUpdate, Engine::MaxSweep),
+        Engine::MaxSweep => pick(sweep_end, after_max, Engine::MaxSweep),
+        Engine::MaxWait if buffered => c(Engine::MaxUpdate),
+        Engine::SCopy | Engine::MaxWait => c(Engine::Idle),
         Engine::MaxUpdate => c(Engine::ExpSweep),
         Engine::ExpSweep => pick(sweep_end, Engine::ExpDrain, Engine::ExpSweep),
         Engine::ExpDrain => pick(drain_done, Engine::SumUpdate, Engine::ExpDrain),
@@ -807,7 +1017,7 @@ fn sequencing(
     });
     // ii: reset on a start, advance after a row's sum update or readout.
     let in_sumu = e.state.is(Engine::SumUpdate);
-    let ii_adv = in_sumu | (e.in_ro & ro_end);
+    let ii_adv = or_all(&[in_sumu, e.in_ro & ro_end, e.in_copy & sweep_end]);
     let reset_ii = (idle & i.sm.start) | (idle & i.ro.start);
     let zero_ii = m.zero(cfg.ii_bits());
     m.set_next(e.ii, mux(reset_ii, zero_ii, ii_next));

@@ -75,6 +75,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let p_w = bits_for(rr as u64);
     let p_reads = sum(|r| r.p_read, p_w);
     let p_writes = sum(|r| r.p_write, p_w);
+    let s_reads = sum(|r| r.s_read, p_w);
+    let s_writes = sum(|r| r.s_write, p_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
     let slots = m.lit(macs.width(), (rr * cn) as u64);
@@ -89,9 +91,13 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let pv_wait = and_all(&[s.waiting, s.want_pv, s.pv_more]);
     let need_sm = pv_wait & !s.sm_ahead;
     let need_v = and_all(&[pv_wait, s.sm_ahead, !i.v_ready]);
+    // The row engines hold the phase back: S not yet copied out of the PE registers (buf2d), or
+    // a single-port P bank busy with the softmax.
+    let need_s = and_all(&[qk_wait, i.k_ready, i.q_ready, !s.s_free]);
+    let need_p = and_all(&[pv_wait, s.sm_ahead, i.v_ready, !s.p_free]);
     let st_kv = idle_cycle & (need_k | need_v);
     let st_q = idle_cycle & need_q;
-    let st_sm = idle_cycle & need_sm;
+    let st_sm = idle_cycle & or_all(&[need_sm, need_s, need_p]);
     let st_other = idle_cycle & !or_all(&[st_kv, st_q, st_sm]);
     let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
     let out = Counters {
@@ -109,6 +115,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         rf_writes: c("cnt_rf_writes", rf_writes),
         p_buf_reads: c("cnt_p_buf_reads", p_reads),
         p_buf_writes: c("cnt_p_buf_writes", p_writes),
+        s_buf_reads: c("cnt_s_buf_reads", s_reads),
+        s_buf_writes: c("cnt_s_buf_writes", s_writes),
         read_beats: i.dma_read_beats.zext(COUNTER_BITS),
         write_beats: i.dma_write_beats.zext(COUNTER_BITS),
     };

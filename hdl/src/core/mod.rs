@@ -20,12 +20,25 @@
 //! engines normalize O into the O staging buffer and the DMA writes it out, while the next
 //! tile's QK(0) already runs.
 //!
+//! **Variants** (`CoreConfig::variant`, DESIGN.md §7). `reg2d` is the schedule above: S stays
+//! in the PE registers (two blocks), P in each row's P bank. `buf2d` is the same array and
+//! arithmetic with S and P in an on-chip SRAM buffer, one bank per PE row (`sram.rs`): the
+//! row engine's softmax of block j first copies the row's S out of the PE registers into the
+//! bank's S array (a·Bc cycles, one PE register read and one S write per cycle); its max and
+//! exp sweeps then read S from the array (registered reads, one cycle later) and write P to
+//! the bank's P array, which PV steps read. The PE registers hold one S block, so QK(j+1)
+//! waits until S(j) is copied out; with `buf_ports = 1` the P array has one port, and PV
+//! steps and the softmax take turns. O is bit-identical in every variant (same operators,
+//! same order); only where S and P live, the cycles and the counted traffic differ.
+//!
 //! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
 //! (MACs performed), `masked_macs` (MAC slots of issued steps that were masked),
 //! `stall_kv`, `stall_q`, `stall_softmax`, `stall_other` (busy cycles without a MAC step, by the
 //! reason the next phase could not start), `blocks`, `skipped_blocks`, `rf_reads`,
 //! `rf_writes` (32-bit register-file accesses at the PE ports), `p_buf_reads`, `p_buf_writes`
-//! (16-bit accesses of the row engines' P buffers), `read_beats`, `write_beats`.
+//! (16-bit accesses of the rows' P banks: one read per query row and key of a PV block, one
+//! write per weight), `s_buf_reads`, `s_buf_writes` (32-bit accesses of the buf2d S arrays;
+//! zero in reg2d), `read_beats`, `write_beats`.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
@@ -40,13 +53,13 @@ pub mod sequencer;
 
 use anyhow::{ensure, Result};
 
-use crate::config::CoreConfig;
+use crate::config::{CoreConfig, Variant};
 use crate::dma::{self, DmaConfig};
 use crate::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::fault::Fault;
 use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
-use crate::pe_row::{self, PeRowConfig};
+use crate::pe_row::{self, PeRowConfig, RowBuffer};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 use ports::{CoreIn, CoreOut, Counters, ReadStatus, RowActivity, SeqIn, SeqOut};
 
@@ -69,6 +82,8 @@ pub const COUNTERS: &[&str] = &[
     "rf_writes",
     "p_buf_reads",
     "p_buf_writes",
+    "s_buf_reads",
+    "s_buf_writes",
     "read_beats",
     "write_beats",
 ];
@@ -102,6 +117,10 @@ impl CoreParams {
             exp: c.softmax_exp(),
             mem_width: c.mem_width,
             fault: None,
+            buffer: (c.variant == Variant::Buf2d).then_some(RowBuffer {
+                ports: c.buf_ports,
+                blackbox: c.buf_macro,
+            }),
         };
         let p = CoreParams {
             rows: c.rows,
@@ -321,10 +340,12 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
     };
     let dma = m.instantiate(&parts.dma, "u_dma", &dma_in);
     let rows_busy = m.net("rows_busy", 1);
+    let s_free = m.net("s_free", 1);
     let ro_idle = m.net("ro_idle", 1);
     let seq_in = SeqIn {
         start: i.start,
         rows_busy,
+        s_free,
         ro_idle,
         q_ready: dma.q.status.ready,
         k_ready: dma.k.status.ready,
@@ -372,6 +393,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
     m.drive(ro_idle, ro.idle);
     let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, mask_qk, mask_sp);
     m.drive(rows_busy, rows.busy);
+    m.drive(s_free, rows.s_free);
     // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
     m.drive_all(&dma_in.q, &fetch.q);
     m.drive_all(&dma_in.k, &fetch.k);
@@ -499,6 +521,8 @@ fn masks(
 /// bits, as the DMA's banked write ports take them) and their activity.
 struct Rows {
     busy: Sig,
+    /// Row 0's S copied out (the rows run the softmax in lockstep).
+    s_free: Sig,
     store: StageWrite,
     activity: Vec<RowActivity>,
 }
@@ -517,6 +541,7 @@ fn pe_rows(
 ) -> Rows {
     let span = p.row.a * p.bc();
     let mut busy = m.zero(1);
+    let mut s_free = vec![];
     let (mut en, mut row, mut beat, mut data, mut activity) =
         (vec![], vec![], vec![], vec![], vec![]);
     for r in 0..p.rows {
@@ -533,6 +558,7 @@ fn pe_rows(
                 c_const: seq.latched.c_const,
                 out_f32: seq.latched.out_f32,
                 step: seq.pe,
+                p_rd: seq.p_rd,
                 sm: pe_row::SmCtl {
                     start: seq.sm_go,
                     first: seq.sm_first,
@@ -545,6 +571,7 @@ fn pe_rows(
             },
         );
         busy = busy | out.busy;
+        s_free.push(out.s_free);
         en.push(out.st.we);
         row.push(out.st.row);
         beat.push(out.st.beat);
@@ -555,6 +582,8 @@ fn pe_rows(
             rf_writes: out.rf_writes,
             p_read: out.p_read,
             p_write: out.p_write,
+            s_read: out.s_read,
+            s_write: out.s_write,
         });
     }
     for v in [&mut en, &mut row, &mut beat, &mut data] {
@@ -572,8 +601,12 @@ fn pe_rows(
     };
     let bb = p.dma.o_beat_bits();
     let st_beat = cat(&beat.iter().map(|&b| b.resize(bb)).collect::<Vec<_>>());
+    for &f in &s_free[1..] {
+        m.discard(f);
+    }
     Rows {
         busy,
+        s_free: s_free[0],
         store: StageWrite {
             en: cat(&en),
             row: st_row,

@@ -29,7 +29,7 @@ impl Problem<u32> {
     }
 }
 
-pub use crate::pe_row::PeStep;
+pub use crate::pe_row::{PRead, PeStep};
 
 interface! {
     /// The sequencer's loop counters: phase (QK, PV) and the indices k (dimension), ii (query
@@ -54,8 +54,10 @@ impl Step<u32> {
 
 interface! {
     /// Why the array is not stepping (for the stall counters): waiting for a phase, which one
-    /// the sequencer wants, whether a PV has a block to do and its softmax is done.
-    pub struct Stall { waiting, want_qk, want_pv, pv_more, sm_ahead }
+    /// the sequencer wants, whether a PV has a block to do and its softmax is done, whether
+    /// the PE registers are free for a QK (buf2d: S copied out) and the P bank for a PV (a
+    /// single-port P bank: no softmax running).
+    pub struct Stall { waiting, want_qk, want_pv, pv_more, sm_ahead, s_free, p_free }
 }
 
 impl Stall<u32> {
@@ -66,6 +68,8 @@ impl Stall<u32> {
             want_pv: 1,
             pv_more: 1,
             sm_ahead: 1,
+            s_free: 1,
+            p_free: 1,
         }
     }
 }
@@ -92,8 +96,8 @@ impl ReadStatus<u32> {
 
 interface! {
     /// What the PE row's engine reports each cycle for the counters: MACs performed,
-    /// register-file reads and writes, P-buffer read and write.
-    pub struct RowActivity { macs, rf_reads, rf_writes, p_read, p_write }
+    /// register-file reads and writes, P-bank read and write, S-array read and write (buf2d).
+    pub struct RowActivity { macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write }
 }
 
 impl RowActivity<u32> {
@@ -105,6 +109,8 @@ impl RowActivity<u32> {
             rf_writes: bits_for(c + 1),
             p_read: 1,
             p_write: 1,
+            s_read: 1,
+            s_write: 1,
         }
     }
 }
@@ -113,8 +119,8 @@ interface! {
     /// The core's performance counters (see the module docs for their meaning).
     pub struct Counters {
         cycles, mac_cycles, macs, masked_macs, stall_kv, stall_q, stall_softmax, stall_other,
-        blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads, p_buf_writes, read_beats,
-        write_beats
+        blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads, p_buf_writes, s_buf_reads,
+        s_buf_writes, read_beats, write_beats
     }
 }
 
@@ -136,6 +142,8 @@ impl Counters<u32> {
             rf_writes: w,
             p_buf_reads: w,
             p_buf_writes: w,
+            s_buf_reads: w,
+            s_buf_writes: w,
             read_beats: w,
             write_beats: w,
         }
@@ -145,7 +153,7 @@ impl Counters<u32> {
 group! {
     /// The sequencer's inputs.
     pub struct SeqIn<T> {
-        start, rows_busy, ro_idle, q_ready, k_ready, v_ready, o_busy;
+        start, rows_busy, s_free, ro_idle, q_ready, k_ready, v_ready, o_busy;
         problem: Problem<T>,
     }
 }
@@ -160,6 +168,7 @@ group! {
         o_head_off, o_row_bytes, skipped, qk_issued, pv_issued;
         latched: Problem<T>,
         pe: PeStep<T>,
+        p_rd: PRead<T>,
         step: Step<T>,
         stall: Stall<T>,
     }

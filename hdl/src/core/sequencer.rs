@@ -9,7 +9,7 @@
 //! not yet been replaced in the channel's ready flag). Combinational from the DMA's ready flags
 //! to the step bus; latency 1 from `start` to `busy`.
 
-use super::ports::{PeStep, Problem, SeqIn, SeqOut, Stall, Step};
+use super::ports::{PRead, PeStep, Problem, SeqIn, SeqOut, Stall, Step};
 use super::{reg_set, CoreParams};
 use crate::arith::div_ceil_const;
 use crate::fault::Fault;
@@ -38,6 +38,7 @@ pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
     SeqIn {
         start: 1,
         rows_busy: 1,
+        s_free: 1,
         ro_idle: 1,
         q_ready: 1,
         k_ready: 1,
@@ -76,6 +77,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         pv_issued: i,
         latched: Problem::widths(p),
         pe: p.row.step_widths(),
+        p_rd: p.row.p_read_widths(),
         step: Step::widths(p),
         stall: Stall::widths(),
     }
@@ -140,6 +142,8 @@ struct Regs {
     qk_done: RegHandle,
     pv_done: RegHandle,
     sm_done: RegHandle,
+    /// Blocks whose S the rows have copied out of the PE registers (buf2d).
+    s_copied: Option<RegHandle>,
 }
 
 impl Regs {
@@ -168,6 +172,7 @@ impl Regs {
             reg("pv_done", iw),
             reg("sm_done", iw),
         );
+        let s_copied = p.row.buffer.map(|_| reg("s_copied", iw));
         Regs {
             state: Fsm::new(m, "state", Seq::Idle),
             ph_kind: Fsm::new(m, "ph_kind", Phase::None),
@@ -186,6 +191,7 @@ impl Regs {
             qk_done,
             pv_done,
             sm_done,
+            s_copied,
         }
     }
 }
@@ -199,6 +205,8 @@ struct Phases {
     stall: Stall,
     step: Step,
     q_last: Sig,
+    /// The P read for the next cycle's step.
+    p_rd: PRead,
 }
 
 fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
@@ -233,8 +241,8 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     let nblk_d = div_ceil_const(m, need_d, p.bc() as u64);
     let all_blocks = div_ceil_const(m, prob.k_len, p.bc() as u64);
 
-    let ph = phases(m, p, &r, i);
     let sm = softmax_trigger(m, p, &r, i);
+    let ph = phases(m, p, &r, i, &sm);
     let tile = main_fsm(m, p, &r, i, &prob, o_row_bytes, go, nblk_d);
     let pe = pe_step(m, p, &r, &ph);
     let skipped = {
@@ -268,13 +276,16 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         pv_issued: r.pv_issued.q,
         latched: prob,
         pe,
+        p_rd: ph.p_rd,
         step: ph.step,
         stall: ph.stall,
     }
 }
 
 /// Phase selection, the step counters and the phase bookkeeping (issued and drained counts).
-fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
+/// In buf2d a QK also waits until the previous block's S is copied out of the PE registers,
+/// and with a single-port P bank a PV waits while the softmax runs (it writes P).
+fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softmax) -> Phases {
     let iw = p.index_bits;
     let (a_n, b_n, e_n) = (p.row.a, p.row.b, p.row.e);
     let in_qk = r.ph_kind.is(Phase::Qk);
@@ -294,9 +305,25 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases 
     let sm_ahead = r.sm_done.q.gt(pv_issued_n);
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
-    let qk_can = and_all(&[want_qk, i.k_ready, i.q_ready]) & !qk_last_step;
+    let one = m.lit(1, 1);
+    let s_free = match r.s_copied {
+        Some(reg) => {
+            count_by(m, r, reg, i.s_free, 1);
+            let copied = reg.q + i.s_free.zext(iw);
+            copied.ge(qk_issued_n)
+        }
+        None => {
+            m.discard(i.s_free);
+            one
+        }
+    };
+    let p_free = match p.row.buffer {
+        Some(b) if b.ports == 1 && !p.has(Fault::SharedPortClash) => !(sm.running | sm.go),
+        _ => one,
+    };
+    let qk_can = and_all(&[want_qk, i.k_ready, i.q_ready, s_free]) & !qk_last_step;
     let want_pv = !want_qk;
-    let pv_can = and_all(&[pv_more, sm_ahead, i.v_ready]) & !pv_last_step;
+    let pv_can = and_all(&[pv_more, sm_ahead, i.v_ready, p_free]) & !pv_last_step;
     let pv_can = pv_can & want_pv;
     // Faults: a phase kind that never starts.
     let mut never = |fault: Fault, can: Sig| {
@@ -323,18 +350,21 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases 
     m.drive(qk_last_step, in_qk & (qk_mid & k_last));
     m.drive(pv_last_step, in_pv & (pv_mid & jk_last));
     let begin = start_qk | start_pv;
-    // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
+    // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins. Each
+    // returns its value in the next cycle (for the P read a cycle ahead).
     let mut advance = |reg: RegHandle, next: Sig, step: Sig| {
         let zero = m.zero(reg.q.width());
         let d = mux(begin, zero, next);
-        reg_set(m, reg, d, step | begin);
+        let en = step | begin;
+        reg_set(m, reg, d, en);
+        mux(en, d, reg.q)
     };
     advance(r.jj, jj_n, in_qk);
     let ii_step = (in_qk & jj_last) | (in_pv & q_last);
-    advance(r.ii, ii_n, ii_step);
+    let ii_next = advance(r.ii, ii_n, ii_step);
     advance(r.kk, k_n, in_qk & qk_mid);
-    advance(r.qq, q_n, in_pv);
-    advance(r.jk, jk_n, in_pv & pv_mid);
+    let q_next = advance(r.qq, q_n, in_pv);
+    let jk_next = advance(r.jk, jk_n, in_pv & pv_mid);
     // Phase kind and block.
     let code = |s: Phase| r.ph_kind.code(s);
     let kind_d = mux(start_pv, code(Phase::Pv), code(Phase::None));
@@ -343,6 +373,15 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases 
     r.ph_kind.set_enable(m, begin | phase_over);
     let blk_d = mux(start_qk, qk_issued_n, pv_issued_n);
     reg_set(m, r.ph_blk, blk_d, begin);
+    // The P read for the next cycle: a PV step at output column 0 reads P[ii][j] of its block.
+    let pv_next = start_pv | (in_pv & !pv_last_step);
+    let blk_next = mux(begin, blk_d, r.ph_blk.q);
+    let p_rd = PRead {
+        re: pv_next & q_next.is_zero(),
+        slot: blk_next.bit(0),
+        ii: ii_next,
+        j: jk_next,
+    };
 
     // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
     // Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
@@ -365,6 +404,8 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases 
             want_pv,
             pv_more,
             sm_ahead,
+            s_free,
+            p_free,
         },
         step: Step {
             qk: in_qk,
@@ -376,6 +417,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases 
             q: r.qq.q,
         },
         q_last,
+        p_rd,
     }
 }
 
@@ -390,6 +432,8 @@ fn count_by(m: &mut ModuleBuilder, r: &Regs, reg: RegHandle, inc: Sig, by: u64) 
 /// The softmax trigger's outputs.
 struct Softmax {
     go: Sig,
+    /// The row engines run a block's softmax (from the cycle after `go` until they are idle).
+    running: Sig,
     first: Sig,
     kbase: Sig,
 }
@@ -406,6 +450,11 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     let first_block = r.sm_done.q.is_zero();
     let ro_ok = i.ro_idle | !first_block;
     let not_busy = !i.rows_busy;
+    // A single-port P bank: the softmax (it writes P) does not start while PV steps read it.
+    let p_turn = match p.row.buffer {
+        Some(b) if b.ports == 1 && !p.has(Fault::SharedPortClash) => !r.ph_kind.is(Phase::Pv),
+        _ => m.lit(1, 1),
+    };
     let sm_go = and_all(&[
         r.state.is(Seq::Run),
         sm_more,
@@ -414,6 +463,7 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
         ro_ok,
         !sm_running.q,
         not_busy,
+        p_turn,
     ]);
     let sm_go = m.name("sm_go", sm_go);
     // Running until the engines, busy from the next cycle, are idle again.
@@ -433,6 +483,7 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     reg_set(m, sm_kbase, next_kbase, sm_go);
     Softmax {
         go: sm_go,
+        running: sm_running.q,
         first: first_block,
         kbase: sm_kbase.q,
     }

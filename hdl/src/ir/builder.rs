@@ -68,6 +68,7 @@ pub struct ModuleBuilder {
     child_rst: bool,
     fsms: Vec<FsmInfo>,
     sim_only: bool,
+    blackbox: bool,
     /// Output names reserved before their ports are declared.
     declared_outputs: HashSet<String>,
 }
@@ -126,6 +127,7 @@ impl ModuleBuilder {
             child_rst: false,
             fsms: vec![],
             sim_only: false,
+            blackbox: false,
             declared_outputs: HashSet::new(),
         }
     }
@@ -363,6 +365,13 @@ impl ModuleBuilder {
     /// parent keeps every signal it feeds in the `unused` sink, so synthesis lint stays clean.
     pub fn simulation_only(&mut self) {
         self.sim_only = true;
+    }
+
+    /// Makes this module a blackbox: the emitter prints its ports and no body (a memory macro
+    /// replaces it in the user's flow). Its body is still built, for simulation of the same
+    /// design without the flag.
+    pub fn blackbox(&mut self) {
+        self.blackbox = true;
     }
 
     /// Records a state machine (see `fsm.rs`).
@@ -641,6 +650,7 @@ impl ModuleBuilder {
             has_rst,
             latency: self.latency,
             sim_only: self.sim_only,
+            blackbox: self.blackbox,
             names: std::mem::take(&mut self.names),
             symbols,
             fsms: std::mem::take(&mut self.fsms),

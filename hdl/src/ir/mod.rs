@@ -17,7 +17,7 @@ pub mod fsm;
 pub mod iface;
 pub(crate) mod signal;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Index of a node in its module's arena.
 pub type NodeId = u32;
@@ -282,6 +282,8 @@ pub struct Module {
     /// Simulation only (see [`ModRef::sim_only`]): may have no outputs, and what only its
     /// assertions read is not an unused signal.
     pub sim_only: bool,
+    /// Emitted as a blackbox (ports only, `(* blackbox *)`): a memory macro's stand-in.
+    pub blackbox: bool,
     /// Every identifier used in the module (ports, nets, regs, memories, instances).
     pub names: HashSet<String>,
     /// Named constants (`localparam`s), referenced by [`NodeKind::Symbol`].
@@ -472,6 +474,26 @@ impl Design {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         self.collect(top, &mut seen, &mut out);
+        out
+    }
+
+    /// How many copies of each module the hierarchy under `top` holds (`top` itself: 1).
+    pub fn copies(&self, top: &str) -> BTreeMap<String, u64> {
+        fn walk(d: &Design, name: &str, k: u64, out: &mut BTreeMap<String, u64>) {
+            *out.entry(name.to_string()).or_default() += k;
+            let m = d
+                .module(name)
+                .unwrap_or_else(|| panic!("module `{name}` is not defined in this design"));
+            let mut per_child: BTreeMap<&str, u64> = BTreeMap::new();
+            for inst in &m.insts {
+                *per_child.entry(&inst.module.name).or_default() += 1;
+            }
+            for (child, n) in per_child {
+                walk(d, child, k * n, out);
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(self, top, 1, &mut out);
         out
     }
 

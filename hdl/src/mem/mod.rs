@@ -3,3 +3,4 @@
 
 pub mod dma;
 pub mod landing;
+pub mod sram;

@@ -53,8 +53,9 @@ pub fn expected_beats(p: &CoreParams, a: &Attention) -> (u64, u64) {
 /// its accumulator, which is all of `macs` but the first product of each S element (a
 /// `MacClear`: one per visible query-key pair) and the first of each O element in a tile (a
 /// `MacZero`: d per query that sees a key), plus the row engines' reads of S and O, one PE
-/// per engine and cycle: two sweeps over the Br × Bc scores of every computed block and a
-/// readout of the Br × d outputs of every tile. Visibility comes from the mask's definition
+/// per engine and cycle: two sweeps over the Br × Bc scores of every computed block (in buf2d
+/// one, the copy of S to the buffer, whose S array the sweeps then read) and a readout of the
+/// Br × d outputs of every tile. Visibility comes from the mask's definition
 /// (`kernels::reference::visible`), not from the model.
 pub fn expected_rf_reads(p: &CoreParams, a: &Attention, macs: u64) -> u64 {
     use kernels::reference::visible;
@@ -71,10 +72,20 @@ pub fn expected_rf_reads(p: &CoreParams, a: &Attention, macs: u64) -> u64 {
     for q_base in (0..a.q_len).step_by(br as usize) {
         let blocks = needed_keys(a.q_len, a.k_len, a.causal, q_base, br as usize)
             .div_ceil(bc as usize) as u64;
-        engine += blocks * 2 * br * bc + br * d;
+        engine += blocks * s_sweeps_of_registers(p) * br * bc + br * d;
     }
     let h = a.heads as u64;
     macs - h * (pairs + d * seeing) + h * engine
+}
+
+/// Sweeps of the row engines over a block's scores in the PE registers: the max and exp sweeps,
+/// or in buf2d the copy to the buffer.
+fn s_sweeps_of_registers(p: &CoreParams) -> u64 {
+    if p.row.buffer.is_some() {
+        1
+    } else {
+        2
+    }
 }
 
 /// A bit mismatch: where, and the two values.
@@ -152,6 +163,8 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
     }
     let (qk, pv) = p.block_steps();
     let (reads, writes) = expected_beats(p, a);
+    let scores = (p.br() * p.bc()) as u64;
+    let s_buffered = p.row.buffer.is_some() as u64;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
     let exact = [
         ("macs", stats.macs),
@@ -161,10 +174,13 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         ("mac_cycles", stats.blocks * (qk + pv) as u64),
         ("rf_writes", stats.macs),
         ("rf_reads", expected_rf_reads(p, a, stats.macs)),
-        // Per computed block: the exp stage writes Br·Bc weights, every PV step of every row
-        // engine reads one.
-        ("p_buf_writes", stats.blocks * (p.br() * p.bc()) as u64),
-        ("p_buf_reads", stats.blocks * (pv as u64) * p.rows as u64),
+        // Per computed block: the exp stage writes Br·Bc weights, and PV reads each once (for
+        // the e output columns a PE's query row and key share).
+        ("p_buf_writes", stats.blocks * scores),
+        ("p_buf_reads", stats.blocks * scores),
+        // buf2d: the copy writes each score to the S array, the max and exp sweeps read it.
+        ("s_buf_writes", stats.blocks * scores * s_buffered),
+        ("s_buf_reads", stats.blocks * 2 * scores * s_buffered),
         ("read_beats", reads),
         ("write_beats", writes),
     ];
