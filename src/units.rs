@@ -143,7 +143,10 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "sram",
-        build: |d, c| Ok(hdl::sram::build(d, &CoreParams::from_config(c)?.row.p_array()).module),
+        build: |d, c| {
+            c.validate()?;
+            Ok(hdl::sram::build(d, &CoreParams::row_config(c).p_array()).module)
+        },
         check: Check::Own(run::verify_sram),
     },
     Unit {

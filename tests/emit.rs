@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gen::tools::ScratchDir;
-use hdl::config::CoreConfig;
+use hdl::config::{CoreConfig, Variant};
 use hdl::Design;
 use regflash::design::{generate, Target};
 use regflash::units::UNITS;
@@ -29,7 +29,9 @@ fn assert_lint_clean(dir: &Path) {
 
 #[test]
 fn every_unit_lints_clean_and_synthesizes_without_latches() {
-    for latencies in [(0, 0), (1, 1), (2, 2)] {
+    // The preset's latencies (1, 1) are linted and synthesized with the whole core by
+    // `small_preset_lints_clean_with_named_states`.
+    for latencies in [(0, 0), (2, 2)] {
         let mut cfg = small();
         (cfg.mul_latency, cfg.add_latency) = latencies;
         for unit in UNITS.iter().map(|u| u.name) {
@@ -99,16 +101,62 @@ fn small_preset_lints_clean_with_named_states() {
         .find(|m| m.name.starts_with("pe_row"))
         .unwrap();
     let fsm = &row.fsms[0];
-    assert_eq!(fsm.states.len(), 10);
+    assert_eq!(fsm.states.len(), 12);
     let translate = std::fs::read_to_string(dir.path().join(&fsm.translate_file)).unwrap();
     assert!(
-        translate.lines().any(|l| l == "4 S_EXP_SWEEP"),
+        translate.lines().any(|l| l == "6 S_EXP_SWEEP"),
         "{translate}"
     );
     assert!(
-        translate.lines().any(|l| l == "9 S_RO_SWEEP"),
+        translate.lines().any(|l| l == "b S_RO_SWEEP"),
         "{translate}"
     );
+}
+
+/// buf2d passes the same gates: the whole core lints clean under -Wall with single-port P banks
+/// and with two-port banks emitted as memory-macro blackboxes; the modules buf2d changes (the PE
+/// row, the sequencer) synthesize without latches or loops; the manifest lists the banks: per
+/// PE row an S array of a × Bc = 16 FP32 words and a P array of 2 × 16 FP16 words.
+#[test]
+fn buffered_core_passes_the_gates_and_lists_its_banks() {
+    for (ports, blackbox) in [(1, false), (2, true)] {
+        let cfg = CoreConfig {
+            variant: Variant::Buf2d,
+            buf_ports: ports,
+            buf_macro: blackbox,
+            ..small()
+        };
+        let (dir, manifest) = gen_into(&cfg, Target::Core);
+        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+        assert!(warnings.is_empty(), "ports {ports}: {warnings:#?}");
+        // The manifest lists every memory array (register files, landing buffers too).
+        let srams: Vec<_> = manifest
+            .memories
+            .iter()
+            .filter(|m| m.module.starts_with("sram_"))
+            .collect();
+        let mut banks: Vec<_> = srams
+            .iter()
+            .map(|m| (m.depth, m.width, m.copies, m.blackbox))
+            .collect();
+        banks.sort();
+        assert_eq!(banks, [(16, 32, 4, blackbox), (32, 16, 4, blackbox)]);
+        let bits: u64 = srams.iter().map(|m| m.bits()).sum();
+        assert_eq!(bits, 8 * cfg.buffer_bytes_needed());
+        assert!(manifest
+            .memories
+            .iter()
+            .all(|m| m.blackbox == (blackbox && srams.contains(&m))));
+    }
+    let cfg = CoreConfig {
+        variant: Variant::Buf2d,
+        buf_ports: 1,
+        ..small()
+    };
+    for unit in ["pe_row", "sequencer"] {
+        let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
+        assert_lint_clean(dir.path());
+    }
 }
 
 /// The big presets' cores (too big to synthesize in the suite) are Verilator-lint clean, and
@@ -402,6 +450,24 @@ fn configuration_errors_say_what_and_how_to_fix() {
         (
             Box::new(|c| c.clock_mhz = -1.0),
             "clock_mhz = -1 is out of range",
+        ),
+        (
+            Box::new(|c| c.variant = Variant::Reg3d),
+            "variant = \"reg3d\" (stacked tiers) is not implemented yet",
+        ),
+        (
+            Box::new(|c| {
+                c.variant = Variant::Buf2d;
+                c.buf_ports = 3;
+            }),
+            "buf_ports = 3 is not supported: allowed 1",
+        ),
+        (
+            Box::new(|c| {
+                c.variant = Variant::Buf2d;
+                c.buf_bytes = 100;
+            }),
+            "buf_bytes = 100 is too small: the tiling needs 512 B",
         ),
     ];
     for (change, expect) in cases {

@@ -223,14 +223,19 @@ fn slow_memory_within_the_documented_maximum_passes() {
 fn every_assertion_has_a_fault_that_fires_it() {
     use hdl::fault::Fault;
     let dir = gen::tools::ScratchDir::new("faults").unwrap();
-    let one_pe = "preset = \"small\"\nrows = 1\ncols = 1\nbr = 2\nbc = 2\nhead_dim = 4\n\
-                  mem_width = 64\n";
-    // Every variant, buf2d with the single-port P bank that its own fault needs.
+    let one_pe = "preset = \"small\"\nrows = 1\ncols = 1\nbr = 2\nhead_dim = 4\nmem_width = 64\n";
+    // Every variant: buf2d with the single-port P bank its own fault needs, and Bc = 4 keys
+    // (at least e = 4: each row's burst of P writes then meets a PV read for certain). The
+    // comparison-only faults run a causal shape whose k_len is a multiple of Bc.
     let variants = [
-        ("reg2d", String::new()),
-        ("buf2d", "variant = \"buf2d\"\nbuf_ports = 1\n".to_string()),
+        ("reg2d", "bc = 2\n".to_string(), "6"),
+        (
+            "buf2d",
+            "variant = \"buf2d\"\nbuf_ports = 1\nbc = 4\n".to_string(),
+            "8",
+        ),
     ];
-    for (variant, extra) in variants {
+    for (variant, extra, causal_seq) in variants {
         let cfg = dir.path().join(format!("one_pe_{variant}.toml"));
         std::fs::write(&cfg, format!("{one_pe}{extra}")).unwrap();
         let p = CoreParams::from_config(
@@ -239,7 +244,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
         .unwrap();
         for fault in Fault::ALL {
             if fault.needs(&p).is_none() {
-                fires(&cfg, fault);
+                fires(&cfg, fault, causal_seq);
             }
         }
     }
@@ -247,12 +252,12 @@ fn every_assertion_has_a_fault_that_fires_it() {
 
 /// Simulates the core of the configuration file `cfg` with `fault`: the run fails, and the
 /// fault's assertion fires first (or, for a fault no assertion sees, the comparison fails).
-fn fires(cfg: &std::path::Path, fault: hdl::fault::Fault) {
-    // Schedule faults: 10 queries and keys, five blocks; the comparison-only faults: 6,
-    // causal (k_len a multiple of Bc, so the late diagonal unmasks only fetched keys).
+fn fires(cfg: &std::path::Path, fault: hdl::fault::Fault, causal_seq: &str) {
+    // Schedule faults: 10 queries and keys; the comparison-only faults: `causal_seq`, causal
+    // (k_len a multiple of Bc, so the late diagonal unmasks only fetched keys).
     let shape: &[&str] = match fault.assertion() {
         Some(_) => &["--seq", "10"],
-        None => &["--seq", "6", "--causal"],
+        None => &["--seq", causal_seq, "--causal"],
     };
     let mut args = vec!["sim", "--config", cfg.to_str().unwrap()];
     args.extend(shape);

@@ -530,7 +530,9 @@ impl Plan<'_> {
             // A macro's ports, no body: the memory compiler's model or netlist replaces it.
             writeln!(
                 out,
-                "(* blackbox *)\nmodule {} (\n{}\n);\nendmodule",
+                "/* verilator lint_off UNUSEDSIGNAL */\n/* verilator lint_off UNDRIVEN */\n\
+                 (* blackbox *)\nmodule {} (\n{}\n);\nendmodule\n\
+                 /* verilator lint_on UNDRIVEN */\n/* verilator lint_on UNUSEDSIGNAL */",
                 m.name,
                 ports.join(",\n")
             )

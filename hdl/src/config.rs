@@ -545,9 +545,10 @@ impl CoreConfig {
                 let need = self.buffer_bytes_needed();
                 ensure!(
                     self.buf_bytes == 0 || self.buf_bytes >= need,
-                    "buf_bytes = {} is too small: the tiling needs {need} B of buffer (br*bc*4 B \
-                     of FP32 S plus 2*br*bc*2 B of FP16 P, double-buffered): raise buf_bytes, \
-                     set it to 0 (exactly what the tiling needs) or shrink br or bc",
+                    "buf_bytes = {} is too small: the tiling needs {need} B of buffer (per PE \
+                     row a*bc FP32 S words and 2*a*bc FP16 P words, a = br/rows, each count \
+                     rounded up to a power of two per query row and key): raise buf_bytes, set \
+                     it to 0 (exactly what the tiling needs) or shrink br or bc",
                     self.buf_bytes
                 );
                 Ok(())
@@ -555,11 +556,13 @@ impl CoreConfig {
         }
     }
 
-    /// Bytes of on-chip buffer a buf2d tiling needs: S (Br x Bc FP32, one block) and P
-    /// (Br x Bc FP16, two blocks).
+    /// Bytes of on-chip buffer a buf2d tiling needs: per PE row an S array (a x Bc FP32, one
+    /// block) and a P array (a x Bc FP16, two blocks), addressed by (query row, key), so each
+    /// count is rounded up to a power of two.
     pub fn buffer_bytes_needed(&self) -> u64 {
-        let scores = self.br as u64 * self.bc as u64;
-        scores * 4 + 2 * scores * 2
+        let a = (self.br / self.rows.max(1)).max(1);
+        let words = 1u64 << (crate::addr_bits(a) + crate::addr_bits(self.bc));
+        self.rows as u64 * (words * 4 + 2 * words * 2)
     }
 
     /// 32-bit registers a PE needs: S (a x b, two blocks in reg2d, one in buf2d, where the

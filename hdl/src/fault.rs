@@ -30,7 +30,7 @@ pub enum Fault {
     /// The rescale shift of O one place too large: only the comparison catches it.
     WrongRescale,
     /// buf2d with a single-port P bank: the sequencer lets PV steps read P while the softmax
-    /// writes it, so a read and a write meet on the one port: `one_access`.
+    /// writes it, so a read and a write meet on the one port: `p_one_access`.
     SharedPortClash,
 }
 
@@ -82,7 +82,7 @@ impl Fault {
             Fault::ReleaseVUnheld => Some("v_release_held"),
             Fault::SkipK => Some("k_block_in_order"),
             Fault::SkipV => Some("v_block_in_order"),
-            Fault::SharedPortClash => Some("one_access"),
+            Fault::SharedPortClash => Some("p_one_access"),
             Fault::CausalOffByOne | Fault::WrongRescale => None,
         }
     }

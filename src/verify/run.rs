@@ -195,7 +195,8 @@ pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<B
 /// port in reg2d): a directed stream, then random streams of legal cycles.
 pub fn verify_sram(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
     use crate::verify::stateful::{check_sram, proptest_sram, sram_directed};
-    let bank = hdl::core::CoreParams::from_config(cfg)?.row.p_array();
+    cfg.validate()?;
+    let bank = hdl::core::CoreParams::row_config(cfg).p_array();
     verify_stateful(
         cfg,
         "sram",

@@ -713,6 +713,13 @@ fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) ->
         raddr: cat(&[i.p_rd.slot, i.p_rd.ii, i.p_rd.j]),
     };
     let value = m.instantiate(&parts.p_bank, "p_bank", &ins).rd_data;
+    if cfg.p_array().ports == 1 {
+        m.assert_always(
+            "p_one_access",
+            !(we & i.p_rd.re),
+            "the single-port P bank got a read (PV) and a write (softmax) in the same cycle",
+        );
+    }
     PBank {
         value,
         we,

@@ -107,8 +107,28 @@ pub struct CoreParams {
 impl CoreParams {
     pub fn from_config(c: &CoreConfig) -> Result<Self> {
         c.validate()?;
-        let (a, b, e) = (c.br / c.rows, c.bc / c.cols, c.head_dim / c.cols);
-        let row = PeRowConfig {
+        let p = CoreParams {
+            rows: c.rows,
+            row: Self::row_config(c),
+            dma: c.dma(),
+            mask: c.mask(),
+            index_bits: c.index_bits,
+            addr_bits: c.addr_bits,
+            kv_bound: c.kv_bound(),
+            fault: None,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// The PE row of a configuration (not validated: `from_config` checks it against the MAC).
+    pub fn row_config(c: &CoreConfig) -> PeRowConfig {
+        let (a, b, e) = (
+            c.br / c.rows.max(1),
+            c.bc / c.cols.max(1),
+            c.head_dim / c.cols.max(1),
+        );
+        PeRowConfig {
             cols: c.cols,
             a,
             b,
@@ -121,19 +141,7 @@ impl CoreParams {
                 ports: c.buf_ports,
                 blackbox: c.buf_macro,
             }),
-        };
-        let p = CoreParams {
-            rows: c.rows,
-            row,
-            dma: c.dma(),
-            mask: c.mask(),
-            index_bits: c.index_bits,
-            addr_bits: c.addr_bits,
-            kv_bound: c.kv_bound(),
-            fault: None,
-        };
-        p.validate()?;
-        Ok(p)
+        }
     }
 
     pub fn validate(&self) -> Result<()> {

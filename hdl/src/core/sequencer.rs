@@ -142,8 +142,9 @@ struct Regs {
     qk_done: RegHandle,
     pv_done: RegHandle,
     sm_done: RegHandle,
-    /// Blocks whose S the rows have copied out of the PE registers (buf2d).
-    s_copied: Option<RegHandle>,
+    /// buf2d: the PE registers' one S block holds a QK's result the rows have not yet copied
+    /// out.
+    s_full: Option<RegHandle>,
 }
 
 impl Regs {
@@ -172,7 +173,7 @@ impl Regs {
             reg("pv_done", iw),
             reg("sm_done", iw),
         );
-        let s_copied = p.row.buffer.map(|_| reg("s_copied", iw));
+        let s_full = p.row.buffer.map(|_| reg("s_full", 1));
         Regs {
             state: Fsm::new(m, "state", Seq::Idle),
             ph_kind: Fsm::new(m, "ph_kind", Phase::None),
@@ -191,7 +192,7 @@ impl Regs {
             qk_done,
             pv_done,
             sm_done,
-            s_copied,
+            s_full,
         }
     }
 }
@@ -306,11 +307,12 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
     let one = m.lit(1, 1);
-    let s_free = match r.s_copied {
-        Some(reg) => {
-            count_by(m, r, reg, i.s_free, 1);
-            let copied = reg.q + i.s_free.zext(iw);
-            copied.ge(qk_issued_n)
+    let s_free = match r.s_full {
+        Some(full) => {
+            // Set when a QK phase ends, cleared when the rows have copied S out (never in the
+            // same cycle: the next QK waits for the copy, the copy for the QK).
+            m.set_next(full, qk_last_step | (full.q & !i.s_free));
+            !full.q | i.s_free
         }
         None => {
             m.discard(i.s_free);

@@ -5,8 +5,9 @@
 //! `raddr` → `rd_data` (the word at `raddr`, registered: valid from the cycle after `re` and
 //! held until the next read). A read and a write of the same word in one cycle read the old
 //! word (read-first). With `ports = 2` the bank has one read and one write port; with
-//! `ports = 1` one port serves both (the address is `waddr` when `we`, else `raddr`), and a
-//! read and a write in the same cycle is a design error the bank's assertion reports.
+//! `ports = 1` one port serves both (the address is `waddr` when `we`, else `raddr`): its user
+//! must never read and write in the same cycle (the PE row asserts it of its P bank). No
+//! reset, as a macro has none: the read register starts undefined.
 //!
 //! Emitted as behavioural Verilog that Yosys infers as a memory (one `$mem` per bank), or, with
 //! `blackbox`, as a module with the same ports and no body, for a memory macro to replace.
@@ -103,22 +104,18 @@ pub fn build(d: &mut Design, cfg: &SramConfig) -> SramBlock {
             }
             let mem = m.memory("mem", cfg.depth, cfg.width);
             let raddr = if cfg.ports == 1 {
-                let both = i.we & i.re;
-                m.assert_always(
-                    "one_access",
-                    !both,
-                    "a single-port bank got a read and a write in the same cycle",
-                );
                 crate::mux(i.we, i.waddr, i.raddr)
             } else {
                 i.raddr
             };
             let waddr = if cfg.ports == 1 { raddr } else { i.waddr };
             m.mem_write(mem, i.we, waddr, i.wdata);
+            // The read register, like a macro's, has no reset.
+            let rd = m.reg("rd_data", cfg.width, None);
             let word = m.mem_read(mem, raddr);
-            SramOut {
-                rd_data: m.hold("rd_data", word, i.re),
-            }
+            m.set_next(rd, word);
+            m.set_enable(rd, i.re);
+            SramOut { rd_data: rd.q }
         },
     )
 }
