@@ -56,7 +56,7 @@ pub fn run(
                 cfg.head_dim as usize,
                 OutFormat::F16,
             )
-            .with_context(|| format!("{} ({}) at seq {seq}", cfg.name, cfg.variant))?;
+            .with_context(|| format!("{} at seq {seq} ({})", cfg.name, cfg.variant))?;
         }
     }
     let mut rows = Vec::new();

@@ -95,3 +95,23 @@ fn prefetch_hides_latency_when_bandwidth_suffices() {
         );
     }
 }
+
+/// The SRAM bank (each row's P bank; buf2d's S and P arrays) against its model: a directed
+/// stream and random streams of legal cycles, with one read and one write port and with one
+/// shared port.
+#[test]
+fn sram_banks_match_their_model() {
+    for ports in [2, 1] {
+        let c = CoreConfig {
+            variant: hdl::config::Variant::Buf2d,
+            buf_ports: ports,
+            ..CoreConfig::preset("small").unwrap()
+        };
+        let r = regflash::verify::run::verify_block(&c, "sram", 20_000, 70 + ports as u64)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(
+            r.directed_vectors > 0 && r.random_vectors >= 18_000,
+            "ports {ports}: {r:?}"
+        );
+    }
+}

@@ -476,6 +476,19 @@ fn configuration_errors_say_what_and_how_to_fix() {
         let err = cfg.validate().unwrap_err().to_string();
         assert!(err.contains(expect), "expected `{expect}` in: {err}");
     }
+    // buf2d keeps one S block in the PE registers: a tiling whose two S blocks and O do not fit
+    // 16 registers (2 x 8 + 8) fits as buf2d (8 + 8).
+    let mut c = small();
+    (c.bc, c.regs_per_pe) = (16, 16);
+    let err = hdl::core::CoreParams::from_config(&c)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("needs 24 registers (16 S values: 2 block(s) of 8; and 8 O values)"),
+        "{err}"
+    );
+    c.variant = Variant::Buf2d;
+    hdl::core::CoreParams::from_config(&c).unwrap();
     let err = CoreConfig::preset("huge").unwrap_err().to_string();
     assert!(
         err.contains("unknown preset `huge`") && err.contains("seed, small, medium, npu16"),

@@ -65,8 +65,8 @@ pub struct CoreConfig {
     /// softmax and PV take turns).
     #[serde(default = "default_buf_ports")]
     pub buf_ports: u32,
-    /// buf2d: the on-chip buffer's capacity in bytes; 0 = exactly what the tiling needs. A
-    /// tiling that needs more is refused.
+    /// buf2d: the on-chip buffer capacity available, in bytes (0: no limit). The banks are
+    /// sized to what the tiling needs; a tiling that needs more than this is refused.
     #[serde(default)]
     pub buf_bytes: u64,
     /// buf2d: emit the buffer banks as memory-macro blackboxes (same ports) instead of
@@ -529,6 +529,12 @@ impl CoreConfig {
 
     /// The variant's own knobs.
     fn validate_variant(&self) -> Result<()> {
+        ensure!(
+            matches!(self.buf_ports, 1 | 2),
+            "buf_ports = {} is not supported: allowed 1 (one shared port per P bank) or 2 (one \
+             read and one write port)",
+            self.buf_ports
+        );
         match self.variant {
             Variant::Reg2d => Ok(()),
             Variant::Reg3d => bail!(
@@ -536,19 +542,13 @@ impl CoreConfig {
                  (S and P in PE registers) or \"buf2d\" (S and P in an on-chip SRAM buffer)"
             ),
             Variant::Buf2d => {
-                ensure!(
-                    matches!(self.buf_ports, 1 | 2),
-                    "buf_ports = {} is not supported: allowed 1 (one shared port per P bank) or 2 \
-                     (one read and one write port)",
-                    self.buf_ports
-                );
                 let need = self.buffer_bytes_needed();
                 ensure!(
                     self.buf_bytes == 0 || self.buf_bytes >= need,
                     "buf_bytes = {} is too small: the tiling needs {need} B of buffer (per PE \
                      row a*bc FP32 S words and 2*a*bc FP16 P words, a = br/rows, each count \
                      rounded up to a power of two per query row and key): raise buf_bytes, set \
-                     it to 0 (exactly what the tiling needs) or shrink br or bc",
+                     it to 0 (no limit) or shrink br or bc",
                     self.buf_bytes
                 );
                 Ok(())
@@ -563,18 +563,6 @@ impl CoreConfig {
         let a = (self.br / self.rows.max(1)).max(1);
         let words = 1u64 << (crate::addr_bits(a) + crate::addr_bits(self.bc));
         self.rows as u64 * (words * 4 + 2 * words * 2)
-    }
-
-    /// 32-bit registers a PE needs: S (a x b, two blocks in reg2d, one in buf2d, where the
-    /// block moves to the buffer after its QK) and O (a x head_dim / C).
-    pub fn regs_needed_per_pe(&self) -> u32 {
-        let (a, b, e) = (
-            self.br / self.rows.max(1),
-            self.bc / self.cols.max(1),
-            self.head_dim / self.cols.max(1),
-        );
-        let s_slots = if self.variant == Variant::Buf2d { 1 } else { 2 };
-        s_slots * a * b + a * e
     }
 
     /// Peak multiply-accumulates per cycle (one per PE).

@@ -31,7 +31,9 @@ impl Sram {
 
     /// One clock edge: a write of `wdata` at `waddr` when `we`, a read of `raddr` into the
     /// read data register when `re`. A read of the word written in the same cycle returns the
-    /// old word. Addresses past the depth wrap (the RTL's address bits cover a power of two).
+    /// old word. Addresses past the depth wrap (the designs' depths are powers of two). A
+    /// single-port bank must not be given `we` and `re` together (its one address is `waddr`
+    /// then); this model does not describe that case.
     pub fn clock(&mut self, we: bool, waddr: usize, wdata: u64, re: bool, raddr: usize) {
         let n = self.words.len();
         if re {

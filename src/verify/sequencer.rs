@@ -199,6 +199,7 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
         "rows_busy",
         "ro_idle",
         "start",
+        "s_free",
     ];
     let outputs = [
         "busy",
@@ -239,6 +240,10 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
     dut.reset(2);
     let mut env = Env(c.env_seed | 1);
     let (mut rows_busy_left, mut ro_busy_left) = (0u64, 0u64);
+    // buf2d: the rows report S copied out of the PE registers (`s_free`) once per softmax,
+    // while they are busy; a QK may start only when every earlier QK's S has been copied.
+    let (mut copy_left, mut copies, mut qk_starts) = (0u64, 0u64, 0u64);
+    let buffered = p.row.buffer.is_some();
     let mut seen = Seen::default();
     let tiles = tiles(p, c).len() as u64;
     let limit = 64 + tiles * 16 * (4 + 2 * 3 * (p.block_steps().0 + p.block_steps().1) as u64);
@@ -251,6 +256,7 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
             (rows_busy_left > 0) as u64,
             (ro_busy_left == 0) as u64,
             (cycle == 0) as u64,
+            (copy_left == 1) as u64,
         ];
         for (&id, &v) in ins.iter().zip(&values) {
             dut.set_id(id, v);
@@ -268,16 +274,34 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
             };
             match seen.phases.last_mut() {
                 Some((k, st)) if *k == (pv, o[10]) && st.len() < steps(p, pv).len() => st.push(idx),
-                _ => seen.phases.push(((pv, o[10]), vec![idx])),
+                _ => {
+                    if !pv {
+                        if buffered && copies < qk_starts {
+                            return Err(format!(
+                                "cycle {cycle}: QK({}) started before the S of the QK before it \
+                                 was copied out ({copies} copies for {qk_starts} QK phases)",
+                                o[10]
+                            ));
+                        }
+                        qk_starts += 1;
+                    }
+                    seen.phases.push(((pv, o[10]), vec![idx]))
+                }
             }
         }
         // The row engines are busy from the cycle after a softmax start; the readout leaves
         // idle the cycle after a hand-off.
         rows_busy_left = rows_busy_left.saturating_sub(1);
         ro_busy_left = ro_busy_left.saturating_sub(1);
+        if copy_left == 1 {
+            copies += 1;
+        }
+        copy_left = copy_left.saturating_sub(1);
         if o[11] == 1 {
             seen.softmax_starts += 1;
-            rows_busy_left = env.between(1, 5) + 1;
+            let busy = env.between(1, 5);
+            rows_busy_left = busy + 1;
+            copy_left = env.between(1, busy) + 1;
         }
         if o[12] == 1 {
             seen.handoffs.push((o[13], o[14], o[15] == 1));

@@ -320,7 +320,7 @@ pub fn check_sram(
         dut.port("raddr")?,
     ];
     let outs = [dut.port("rd_data")?];
-    dut.reset(1);
+    // No reset (the bank has none): the stream starts by writing every word.
     let init = (0..depth).map(|a| SramCycle {
         we: true,
         waddr: a,
@@ -328,16 +328,19 @@ pub fn check_sram(
         re: false,
         raddr: 0,
     });
-    // One read of word 0 (zero) makes the read register defined as well.
+    // One read of word 0 (zero) makes the read register defined as well; an idle cycle at the
+    // end shows the last cycle's read.
+    let idle = SramCycle {
+        we: false,
+        waddr: 0,
+        wdata: 0,
+        re: false,
+        raddr: 0,
+    };
     let all: Vec<SramCycle> = init
-        .chain([SramCycle {
-            we: false,
-            waddr: 0,
-            wdata: 0,
-            re: true,
-            raddr: 0,
-        }])
+        .chain([SramCycle { re: true, ..idle }])
         .chain(cycles.iter().copied())
+        .chain([idle])
         .collect();
     let words: Vec<u32> = all
         .iter()
@@ -347,7 +350,7 @@ pub fn check_sram(
     let mut bank = kernels::sram::Sram::new(depth as usize, width);
     let skip = depth as usize + 1;
     for (t, c) in all.iter().enumerate() {
-        if t > skip && out[t] as u64 != bank.rd_data() {
+        if t >= skip && out[t] as u64 != bank.rd_data() {
             return Ok(Err(format!(
                 "sram after {} stimulus cycles: rd_data = {:#x}, expected {:#x}; last cycle {:?}",
                 t - skip,

@@ -3,8 +3,8 @@
 //!
 //! **Mapping.** PE c of the row owns, for each of the a query rows, the b keys
 //! b·c .. b·c + b − 1 of the current block (S registers, double-buffered: slot, ii, jj at
-//! `slot·a·b + ii·b + jj`) and the e output columns e·c .. e·c + e − 1 (O registers at
-//! `2·a·b + ii·e + q`).
+//! `slot·a·b + ii·b + jj`; one block in buf2d) and the e output columns e·c .. e·c + e − 1 (O
+//! registers after S: `s_slots·a·b + ii·e + q`).
 //!
 //! **MAC steps** (from the core's sequencer, one per cycle, `step_*` inputs): a QK step
 //! (query row ii, key jj of every PE, dimension k) multiplies the row operand `a_q` (Q) by the
@@ -22,7 +22,14 @@
 //! order and the C PE sums through `row_reduce`; l is updated. `sm_first` (the tile's first
 //! block) resets the row state first. About a · (2·Bc + pipeline depths) cycles. P and each
 //! row's shift are kept per block parity (`sm_slot` when written, `step_slot` when a PV step
-//! reads them), so the softmax of block j may overlap the PV steps of block j − 1.
+//! reads them), so the softmax of block j may overlap the PV steps of block j − 1 (not with a
+//! single-port P bank: the sequencer then lets them take turns).
+//!
+//! **buf2d** (`buffer`): the softmax first copies the row's S from the PE registers into the
+//! bank's S array (`S_COPY`, a·Bc cycles, then `s_free`), and the sweeps read S from there, a
+//! cycle later (registered read; `S_MAX_WAIT` waits for a max sweep's last score): about
+//! a · (3·Bc + pipeline depths + 1) cycles. P goes to the bank's P array. The P bank is read
+//! the same way in both variants: `p_rd` from the sequencer a cycle ahead of the PV step.
 //!
 //! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into

@@ -150,9 +150,11 @@ impl CoreParams {
         let r = &self.row;
         ensure!(
             r.regs_needed() <= r.pe.regs,
-            "each PE needs {} registers (2 x {} S values double-buffered + {} O values) but has \
-             regs_per_pe = {}: raise regs_per_pe or shrink the tile",
+            "each PE needs {} registers ({} S values: {} block(s) of {}; and {} O values) but \
+             has regs_per_pe = {}: raise regs_per_pe or shrink the tile",
             r.regs_needed(),
+            r.s_slots() * r.a * r.b,
+            r.s_slots(),
             r.a * r.b,
             r.a * r.e,
             r.pe.regs

@@ -6,8 +6,12 @@
 //! Phase selection: QK may run at most two blocks ahead of PV (QK(0), QK(1), PV(0), QK(2),
 //! PV(1), …); a PV needs its block's softmax done and the V block landed, a QK the K block and
 //! the Q tile. A phase never follows one of its own kind directly (the block just released has
-//! not yet been replaced in the channel's ready flag). Combinational from the DMA's ready flags
-//! to the step bus; latency 1 from `start` to `busy`.
+//! not yet been replaced in the channel's ready flag). In buf2d a QK also waits until the rows
+//! have copied the previous block's S out of the PE registers (`s_free`; a full flag), and with
+//! single-port P banks a PV does not start while the softmax runs nor the softmax while PV
+//! runs. The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read).
+//! Combinational from the DMA's ready flags to the step bus and `p_rd` (a path from `v_ready`
+//! to the P banks' address); latency 1 from `start` to `busy`.
 
 use super::ports::{PRead, PeStep, Problem, SeqIn, SeqOut, Stall, Step};
 use super::{reg_set, CoreParams};
