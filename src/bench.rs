@@ -103,8 +103,8 @@ pub fn table(rows: &[BenchRow]) -> String {
     let mut s = String::from(
         "| preset | variant | PEs | Br×Bc×d | seq | causal | cycles | ideal cycles | utilization \
          | causal / non-causal cycles | K/V stall | Q stall | softmax stall | other | S buffer \
-         bits | P bank bits | bit-exact |\n\
-         |---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+         bits | P bank bits | bit-exact | QK busy | PV busy | link bits |\n\
+         |---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
     );
     for row in rows {
         let r = &row.report;
@@ -113,10 +113,15 @@ pub fn table(rows: &[BenchRow]) -> String {
         };
         let count = |n: &str| r.counters.get(n).copied().unwrap_or(0);
         s += &format!(
-            "| {} | {} | {}×{} | {}×{}×{} | {} | {} | {} | {:.0} | {:.1} % | {} | {:.1} % | \
-             {:.1} % | {:.1} % | {:.1} % | {} | {} | {} |\n",
+            "| {} | {} | {}{}×{} | {}×{}×{} | {} | {} | {} | {:.0} | {:.1} % | {} | {:.1} % | \
+             {:.1} % | {:.1} % | {:.1} % | {} | {} | {} | {:.1} % | {:.1} % | {} |\n",
             r.preset,
             r.variant,
+            if r.tiers > 1 {
+                format!("{}×", r.tiers)
+            } else {
+                String::new()
+            },
             r.rows,
             r.cols,
             r.br,
@@ -135,14 +140,20 @@ pub fn table(rows: &[BenchRow]) -> String {
             pct("stall_other"),
             32 * (count("s_buf_reads") + count("s_buf_writes")),
             16 * (count("p_buf_reads") + count("p_buf_writes")),
-            if r.passed { "yes" } else { "**NO**" }
+            if r.passed { "yes" } else { "**NO**" },
+            100.0 * r.qk_tier_busy,
+            100.0 * r.pv_tier_busy,
+            count("vlink_bits")
         );
     }
     s += "\nutilization = useful MACs / (PEs × cycles); ideal cycles = useful MACs / PEs. \
           Stalls are cycles in which the array did no MAC step, by cause, as a share of all \
           cycles (the core's counters). S buffer bits: reads and writes of the buf2d S arrays \
           (32-bit words); P bank bits: reads and writes of the rows' P banks (16-bit words; in \
-          buf2d the buffer's P arrays). bit-exact: O equals the hardware model bit for bit, \
+          buf2d the buffer's P arrays). QK / PV busy: cycles with a QK / PV step as a share of \
+          all (in reg3d each tier's busy share; in 2-D designs the one array's split). Link bits: \
+          reg3d's vertical-link traffic between the tiers (P up, O down). PEs: tiers × R × C; \
+          utilization counts the MACs of every tier. bit-exact: O equals the hardware model bit for bit, \
           every counter agrees with the schedule, and O meets the error contract against the \
           f64 reference (the run passed).\n";
     s

@@ -46,9 +46,18 @@ pub struct SimReport {
     /// ideal_cycles / cycles.
     #[serde(serialize_with = "real")]
     pub utilization: f64,
-    /// Cycles issuing a MAC step / cycles (masked slots inside those steps included).
+    /// Cycles issuing a MAC step (on any tier) / cycles (masked slots inside those steps
+    /// included).
     #[serde(serialize_with = "real")]
     pub array_busy: f64,
+    /// Tiers of PEs (1 in 2-D designs; utilization counts the MACs of all).
+    pub tiers: u32,
+    /// Cycles with a QK step / cycles (reg3d: the QK tier's busy share).
+    #[serde(serialize_with = "real")]
+    pub qk_tier_busy: f64,
+    /// Cycles with a PV step / cycles (reg3d: the PV tier's busy share).
+    #[serde(serialize_with = "real")]
+    pub pv_tier_busy: f64,
     /// Output values whose bits differ from the hardware model.
     pub bit_mismatches: usize,
     pub first_mismatch: Option<String>,
@@ -115,11 +124,19 @@ impl SimReport {
             self.out_format
         );
         s += &format!(
-            "  cycles {} (ideal {:.0}), utilization {:.1} %, MAC steps {:.1} % of cycles\n",
+            "  cycles {} (ideal {:.0}), utilization {:.1} %{}, MAC steps {:.1} % of cycles \
+             (QK {:.1} %, PV {:.1} %)\n",
             self.cycles,
             self.ideal_cycles,
             100.0 * self.utilization,
-            100.0 * self.array_busy
+            if self.tiers > 1 {
+                format!(" of {} tiers' MACs", self.tiers)
+            } else {
+                String::new()
+            },
+            100.0 * self.array_busy,
+            100.0 * self.qk_tier_busy,
+            100.0 * self.pv_tier_busy
         );
         s += &format!(
             "  stalls: K/V {:.1} %, Q {:.1} %, softmax {:.1} %, other {:.1} % of cycles\n",
@@ -140,6 +157,12 @@ impl SimReport {
             c("p_buf_reads"),
             c("p_buf_writes")
         );
+        if c("vlink_bits") > 0 {
+            s += &format!(
+                "  vertical link (QK tier <-> PV tier): {} bits (P up, O down to the readout)\n",
+                c("vlink_bits")
+            );
+        }
         if c("s_buf_writes") > 0 {
             s += &format!(
                 "  S buffer (FP32 words): reads {} ({} bits) / writes {} ({} bits)\n",
@@ -208,7 +231,13 @@ pub fn run_with_fault(
     let d = a.head_dim;
     let acc = chk.accuracy;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(0);
-    let pes = (cfg.rows * cfg.cols) as f64;
+    // Utilization counts the MACs of every tier.
+    let tiers = if cfg.variant == hdl::config::Variant::Reg3d {
+        cfg.tiers
+    } else {
+        1
+    };
+    let pes = (cfg.rows * cfg.cols * tiers) as f64;
     let ideal = c("macs") as f64 / pes;
     let cycles = c("cycles");
     let fmt_mismatch = |m: Mismatch| {
@@ -255,6 +284,9 @@ pub fn run_with_fault(
         ideal_cycles: ideal,
         utilization: ideal / cycles.max(1) as f64,
         array_busy: c("mac_cycles") as f64 / cycles.max(1) as f64,
+        tiers,
+        qk_tier_busy: c("qk_cycles") as f64 / cycles.max(1) as f64,
+        pv_tier_busy: c("pv_cycles") as f64 / cycles.max(1) as f64,
         bit_mismatches: chk.bit_mismatches,
         first_mismatch: chk.first_mismatch.map(fmt_mismatch),
         counter_errors,

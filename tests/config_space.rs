@@ -184,7 +184,7 @@ fn widest() -> CoreConfig {
 
 /// Random combinations: refused with a message, or built (the first few also linted). Shapes
 /// are drawn as per-PE shares (so most tilings divide onto the array), every other key over
-/// its range and a little beyond.
+/// its range and a little beyond, in every variant.
 #[test]
 fn random_configurations_build_or_are_refused() {
     // Mostly inside the ranges (the bounds test covers what lies beyond): registers from half
@@ -199,6 +199,7 @@ fn random_configurations_build_or_are_refused() {
             16u32..=48,
             1u32..=12,
         ),
+        0usize..3,
     );
     let config = Config {
         cases: 64,
@@ -210,8 +211,9 @@ fn random_configurations_build_or_are_refused() {
         config,
         81,
         &strategy,
-        |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo))| {
+        |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo), variant)| {
             let mut cfg = small();
+            cfg.variant = hdl::config::Variant::ALL[variant];
             (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
             let need = (2 * a * b + a * e).next_power_of_two();
             cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);

@@ -21,6 +21,17 @@ fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
 }
 
+/// `cfg` as reg3d: QK and PV on two tiers.
+fn tiered(cfg: &CoreConfig) -> CoreConfig {
+    let c = CoreConfig {
+        name: format!("{}_reg3d", cfg.name),
+        variant: Variant::Reg3d,
+        ..cfg.clone()
+    };
+    c.validate().unwrap();
+    c
+}
+
 /// `cfg` as buf2d with a P bank of `ports` ports.
 fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
     let c = CoreConfig {
@@ -47,13 +58,19 @@ fn scenarios(cfg: &CoreConfig, cases: u32, max_len: usize, seed: u64) {
 
 #[test]
 fn small_core_is_bit_exact() {
-    scenarios(&small(), 150, 300, 91);
+    scenarios(&small(), 120, 300, 91);
+}
+
+/// Two tiers (QK and PV at once, each on its own block) on the same shapes.
+#[test]
+fn small_tiered_core_is_bit_exact() {
+    scenarios(&tiered(&small()), 80, 300, 97);
 }
 
 /// The buffered baseline (S and P in the SRAM buffer, two-port P banks) on the same shapes.
 #[test]
 fn small_buffered_core_is_bit_exact() {
-    scenarios(&buffered(&small(), 2), 100, 300, 94);
+    scenarios(&buffered(&small(), 2), 60, 300, 94);
 }
 
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
@@ -70,8 +87,9 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
     c.mul_latency = 2;
     c.add_latency = 2;
     c.validate().unwrap();
-    scenarios(&c, 40, 160, 92);
-    scenarios(&buffered(&c, 1), 40, 160, 95);
+    scenarios(&c, 30, 160, 92);
+    scenarios(&buffered(&c, 1), 30, 160, 95);
+    scenarios(&tiered(&c), 30, 160, 98);
 }
 
 /// The variants compute the same O bit for bit from the same input, and differ only where the
@@ -92,15 +110,39 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         12,
     );
     let mut runs = vec![];
-    for cfg in [small(), buffered(&small(), 2), buffered(&small(), 1)] {
+    let cfgs = [
+        small(),
+        buffered(&small(), 2),
+        buffered(&small(), 1),
+        tiered(&small()),
+    ];
+    for cfg in cfgs {
         let (model, p) = core(&cfg);
         let (r, chk) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
         assert!(chk.ok(), "{}: {}", cfg.name, chk.describe());
         runs.push(r);
     }
-    let (reg, buf2, buf1) = (&runs[0], &runs[1], &runs[2]);
+    let (reg, buf2, buf1, reg3) = (&runs[0], &runs[1], &runs[2], &runs[3]);
     assert_eq!(reg.out, buf2.out);
     assert_eq!(reg.out, buf1.out);
+    assert_eq!(reg.out, reg3.out);
+    // reg3d: the same MACs and register-file traffic on two tiers at once, so fewer cycles;
+    // the weights (16 bits each) and the O values (32) cross between the tiers.
+    for n in [
+        "macs",
+        "rf_reads",
+        "rf_writes",
+        "p_buf_reads",
+        "qk_cycles",
+        "pv_cycles",
+    ] {
+        assert_eq!(reg3.counters[n], reg.counters[n], "{n}");
+    }
+    assert_eq!(
+        reg3.counters["vlink_bits"],
+        16 * 2 * 9 * 9 * 64 + 32 * 2 * 72 * 16
+    );
+    assert!(reg3.counters["cycles"] * 10 < reg.counters["cycles"] * 8);
     let scores = 2 * 9 * 9 * 64; // heads x tiles x blocks x Br·Bc
     assert_eq!(reg.counters["blocks"], 2 * 9 * 9);
     for r in [buf2, buf1] {
@@ -137,6 +179,7 @@ fn one_pe_core_is_bit_exact() {
     (c.rows, c.cols, c.br, c.bc, c.head_dim, c.mem_width) = (1, 1, 2, 2, 4, 64);
     c.validate().unwrap();
     scenarios(&c, 30, 40, 93);
+    scenarios(&tiered(&c), 20, 40, 99);
     // buf2d on one PE with one query row per PE row (a = 1) and a single-port P bank.
     (c.name, c.br, c.bc) = ("one_pe_a1".into(), 1, 4);
     scenarios(&buffered(&c, 1), 20, 40, 96);
@@ -178,7 +221,7 @@ fn counters_account_for_the_run() {
 /// (measured 99.8 %, 2,100,863 cycles) and ≥ 98.5 % causal (99.0 %), and the causal run takes
 /// at most 0.51 of the non-causal cycles (0.505; the block-granular limit is (n + 1) / 2n =
 /// 0.504 for n = 128 blocks per row). Utilization = useful MACs / (PEs × cycles), from the
-/// core's counters.
+/// core's counters. reg3d's tiers hold their own floor.
 #[test]
 fn small_core_utilization_floors() {
     let (model, p) = core(&small());
@@ -210,6 +253,28 @@ fn small_core_utilization_floors() {
         ratio <= 0.51,
         "causal / non-causal cycles {ratio:.4} above 0.51"
     );
+    // reg3d, non-causal: each tier busy ≥ 95 % of the cycles (measured 96.6 %: one idle cycle
+    // between a tier's blocks, and the fill and drain of each tile's pipeline), so the two
+    // tiers take at most 0.53 of the one tier's cycles (0.516).
+    let (model, p) = core(&tiered(&small()));
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        1024,
+        1024,
+        p.d() as usize,
+        false,
+        OutFormat::F16,
+        8,
+    );
+    let (r, _) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
+    let c = |n: &str| r.counters[n] as f64;
+    for tier in ["qk_cycles", "pv_cycles"] {
+        let busy = c(tier) / c("cycles");
+        assert!(busy >= 0.95, "reg3d {tier}: {:.2} % busy", 100.0 * busy);
+    }
+    let speedup = c("cycles") / cycles[0];
+    assert!(speedup <= 0.53, "reg3d / reg2d cycles {speedup:.4}");
 }
 
 /// Problems the core cannot run are refused with a message that says why.

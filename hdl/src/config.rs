@@ -73,10 +73,24 @@ pub struct CoreConfig {
     /// behavioural synchronous RAM (`gen` and `synth` only; simulation uses the behaviour).
     #[serde(default)]
     pub buf_macro: bool,
+    /// reg3d: tiers of the stack (2: QK with the softmax engines, and PV above).
+    #[serde(default = "default_tiers")]
+    pub tiers: u32,
+    /// reg3d: cycles a transfer over a vertical link takes (register stages, 0..=4).
+    #[serde(default = "default_vlink_latency")]
+    pub vlink_latency: u32,
 }
 
 fn default_buf_ports() -> u32 {
     2
+}
+
+fn default_tiers() -> u32 {
+    2
+}
+
+fn default_vlink_latency() -> u32 {
+    1
 }
 
 /// Where a design keeps S and P (DESIGN.md §7).
@@ -148,6 +162,8 @@ struct ConfigFile {
     buf_ports: Option<u32>,
     buf_bytes: Option<u64>,
     buf_macro: Option<bool>,
+    tiers: Option<u32>,
+    vlink_latency: Option<u32>,
 }
 
 impl ConfigFile {
@@ -169,6 +185,14 @@ impl ConfigFile {
                 }
             };
         }
+        // Keys added after the first presets: optional even without a base preset.
+        macro_rules! take_or {
+            ($key:ident, $default:expr) => {
+                self.$key
+                    .or(base.as_ref().map(|b| b.$key))
+                    .unwrap_or_else(|| $default)
+            };
+        }
         let cfg = CoreConfig {
             name: take!(name),
             rows: take!(rows),
@@ -186,20 +210,12 @@ impl ConfigFile {
             addr_bits: take!(addr_bits),
             max_outstanding: take!(max_outstanding),
             clock_mhz: take!(clock_mhz),
-            variant: self
-                .variant
-                .or(base.as_ref().map(|b| b.variant))
-                .unwrap_or_default(),
-            buf_ports: (self.buf_ports.or(base.as_ref().map(|b| b.buf_ports)))
-                .unwrap_or_else(default_buf_ports),
-            buf_bytes: self
-                .buf_bytes
-                .or(base.as_ref().map(|b| b.buf_bytes))
-                .unwrap_or(0),
-            buf_macro: self
-                .buf_macro
-                .or(base.as_ref().map(|b| b.buf_macro))
-                .unwrap_or(false),
+            variant: take_or!(variant, Variant::default()),
+            buf_ports: take_or!(buf_ports, default_buf_ports()),
+            buf_bytes: take_or!(buf_bytes, 0),
+            buf_macro: take_or!(buf_macro, false),
+            tiers: take_or!(tiers, default_tiers()),
+            vlink_latency: take_or!(vlink_latency, default_vlink_latency()),
         };
         if !missing.is_empty() {
             bail!(
@@ -253,6 +269,8 @@ impl CoreConfig {
             buf_ports: default_buf_ports(),
             buf_bytes: 0,
             buf_macro: false,
+            tiers: default_tiers(),
+            vlink_latency: default_vlink_latency(),
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128.
@@ -537,10 +555,21 @@ impl CoreConfig {
         );
         match self.variant {
             Variant::Reg2d => Ok(()),
-            Variant::Reg3d => bail!(
-                "variant = \"reg3d\" (stacked tiers) is not implemented yet: use \"reg2d\" \
-                 (S and P in PE registers) or \"buf2d\" (S and P in an on-chip SRAM buffer)"
-            ),
+            Variant::Reg3d => {
+                ensure!(
+                    self.tiers == 2,
+                    "tiers = {} is not supported: reg3d is built with 2 tiers (QK with the \
+                     softmax engines below, PV above); a separate softmax tier (tiers = 3) is \
+                     not implemented yet",
+                    self.tiers
+                );
+                ensure!(
+                    self.vlink_latency <= 4,
+                    "vlink_latency = {} is out of range: allowed 0 to 4 cycles",
+                    self.vlink_latency
+                );
+                Ok(())
+            }
             Variant::Buf2d => {
                 let need = self.buffer_bytes_needed();
                 ensure!(

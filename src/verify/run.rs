@@ -209,6 +209,11 @@ pub fn verify_sram(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRep
 /// Checks the core's sequencer alone against the schedule model (see `verify::sequencer`): one
 /// random problem and environment per 2,000 `vectors`, at least 8.
 pub fn verify_sequencer(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    anyhow::ensure!(
+        cfg.variant != hdl::config::Variant::Reg3d,
+        "the sequencer's standalone model is the one-tier schedule (one phase at a time); \
+         reg3d's two concurrent phase streams are checked within the core: use --unit core"
+    );
     let (model, latency, module, build_seconds) = build(cfg, "sequencer")?;
     let p = hdl::core::CoreParams::from_config(cfg)?;
     let mut dut = model.dut()?;

@@ -31,6 +31,14 @@
 //! a · (3·Bc + pipeline depths + 1) cycles. P goes to the bank's P array. The P bank is read
 //! the same way in both variants: `p_rd` from the sequencer a cycle ahead of the PV step.
 //!
+//! **reg3d** (`tiered`): two tiers of C PEs. The QK tier (`qk_pe*`) steps on `step` with K on
+//! `b_col` and holds S, which the engine's sweeps read; the PV tier (`pv_pe*`) steps on
+//! `step_pv` with V on `v_col` and P from the P bank, masked by `mask_pv`, and holds O, which
+//! the readout reads. The exp sweep's P writes reach the P bank through `vlink_latency`
+//! register stages (the vertical link), which the drain wait covers. Each tier's PE has the
+//! register file of the 2-D PE (iso-PE per tier; the QK tier uses its S part, the PV tier its O
+//! part).
+//!
 //! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
 //! beats for the row's O staging bank (`st_*`). `ro_zero` outputs zeros (a tile with no block).
@@ -77,6 +85,16 @@ pub struct PeRowConfig {
     pub fault: Option<Fault>,
     /// buf2d: S and P in the row's SRAM bank (None: reg2d, S in the PE registers).
     pub buffer: Option<RowBuffer>,
+    /// reg3d: the row's PEs on two tiers (QK below with the row engine, PV above), each on
+    /// its own step bus; P reaches the PV tier's P bank over a vertical link.
+    pub tiered: Option<RowTiers>,
+}
+
+/// The row's two tiers in reg3d.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowTiers {
+    /// Register stages of the vertical link that carries P up (cycles).
+    pub vlink_latency: u32,
 }
 
 /// The row's SRAM bank in the buffered (buf2d) design: an S array (one block of the row's a × Bc
@@ -182,6 +200,15 @@ impl PeRowConfig {
         x + q
     }
 
+    /// Tiers of PEs (1, or 2 in reg3d).
+    pub fn tiers(&self) -> u32 {
+        if self.tiered.is_some() {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Registers the mapping needs per PE.
     pub fn regs_needed(&self) -> u32 {
         self.s_slots() * self.a * self.b + self.a * self.e
@@ -216,6 +243,9 @@ impl PeRowConfig {
             self.exp.module_name()
         ) + &match self.buffer {
             Some(b) => format!("_buf{}{}", b.ports, if b.blackbox { "m" } else { "" }),
+            None => String::new(),
+        } + &match self.tiered {
+            Some(t) => format!("_t2l{}", t.vlink_latency),
             None => String::new(),
         } + if self.fault == Some(Fault::WrongRescale) {
             "_fault_wrong_rescale"
@@ -274,12 +304,16 @@ interface! {
 }
 
 group! {
-    /// The row's inputs: its Q operand, the column bus, the causal masks of the running phase's
-    /// block and of the softmax's block, the start of a PV block, the softmax constant, FP32
-    /// output; the step bus, the softmax and the readout controls.
+    /// The row's inputs: its Q operand, the column bus (K or V), the V column bus, the causal
+    /// masks of the QK phase's block, of the PV phase's block and of the softmax's block, the
+    /// start of a PV block, the softmax constant, FP32 output; the step bus, the PV step bus,
+    /// the P read, the softmax and the readout controls. In 2-D designs one phase runs at a
+    /// time: `b_col`, `mask_qk` and `step` serve both, and `v_col`, `mask_pv` and `step_pv` are
+    /// the same signals (not read); in reg3d the QK tier takes the first, the PV tier the second.
     pub struct RowIn<T> {
-        a_q, b_col, mask_qk, mask_sp, pv_block_start, c_const, out_f32;
+        a_q, b_col, v_col, mask_qk, mask_pv, mask_sp, pv_block_start, c_const, out_f32;
         step: PeStep<T>,
+        step_pv: PeStep<T>,
         p_rd: PRead<T>,
         sm: SmCtl<T>,
         ro: RoCtl<T>,
@@ -289,9 +323,10 @@ group! {
 group! {
     /// The row's outputs: busy (the engine runs), S copied out of the PE registers (buf2d: the
     /// registers are free for the next block's QK), this cycle's MACs, register-file reads and
-    /// writes, P-bank and S-array reads and writes (for the counters), and the O staging write.
+    /// writes, P-bank and S-array reads and writes, bits over the vertical link (reg3d: P up,
+    /// O down to the readout) (for the counters), and the O staging write.
     pub struct RowOut<T> {
-        busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write;
+        busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink;
         st: RowStore<T>,
     }
 }
@@ -316,12 +351,15 @@ impl PeRowConfig {
         RowIn {
             a_q: 16,
             b_col: 16 * self.cols,
+            v_col: 16 * self.cols,
             mask_qk: self.a * self.bc(),
+            mask_pv: self.a * self.bc(),
             mask_sp: self.a * self.bc(),
             pv_block_start: 1,
             c_const: 32,
             out_f32: 1,
             step: self.step_widths(),
+            step_pv: self.step_widths(),
             p_rd: self.p_read_widths(),
             sm: SmCtl {
                 start: 1,
@@ -344,7 +382,7 @@ impl PeRowConfig {
 
     /// The outputs' widths.
     pub fn output_widths(&self) -> RowOut<u32> {
-        let c = self.cols as u64;
+        let c = (self.cols * self.tiers()) as u64;
         RowOut {
             busy: 1,
             s_free: 1,
@@ -355,6 +393,7 @@ impl PeRowConfig {
             p_write: 1,
             s_read: 1,
             s_write: 1,
+            vlink: VLINK_BITS,
             st: RowStore {
                 we: 1,
                 row: self.ii_bits(),
@@ -364,6 +403,9 @@ impl PeRowConfig {
         }
     }
 }
+
+/// Width of a row's per-cycle vertical-link bit count (at most 16 + 32).
+pub const VLINK_BITS: u32 = 6;
 
 /// The PE row's block.
 pub type RowBlock = Block<RowIn, RowOut<u32>>;
@@ -451,6 +493,17 @@ struct Pes {
     macs: Sig,
 }
 
+impl Pes {
+    /// Both tiers' accesses and MACs (the read data stay per tier).
+    fn and(mut self, other: Pes) -> Pes {
+        self.acc_reads.extend(other.acc_reads);
+        self.rf_writes.extend(other.rf_writes);
+        let w = bits_for(2 * self.rd_datas.len() as u64);
+        self.macs = self.macs.zext(w) + other.macs.zext(w);
+        self
+    }
+}
+
 fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> RowOut {
     let aw = cfg.pe.addr_width();
     let state = Fsm::new(m, "state", Engine::Idle);
@@ -469,17 +522,81 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     // The engine reads PE registers at one shared address; `cc` picks the PE.
     let s_base = cfg.s_addr_rtl(m, e.slot, e.ii.q, e.jj.q, aw);
     let o_base = cfg.o_addr_rtl(m, e.ii.q, e.qq.q, aw);
-    let rd_addr = m.name("rd_addr", mux(e.in_ro, o_base, s_base));
     let sm = softmax_rows(m, cfg, parts, i, &e);
     let p_bank = p_bank(m, cfg, parts, i);
-    let pes = pe_array(m, cfg, parts, i, rd_addr, sm.step_shift, p_bank.value);
-    let value = m.name("rd_value", mux_index(e.cc.q, &pes.rd_datas));
+    let (pes, value, o_value) = match cfg.tiered {
+        // One tier: QK and PV steps on the same PEs, whose one read port serves the sweeps
+        // (S) and the readout (O).
+        None => {
+            let rd_addr = m.name("rd_addr", mux(e.in_ro, o_base, s_base));
+            let tier = Tier {
+                step: i.step,
+                b_col: i.b_col,
+                mask: i.mask_qk,
+                prefix: "",
+            };
+            let pes = pe_array(
+                m,
+                cfg,
+                parts,
+                i,
+                &tier,
+                rd_addr,
+                sm.step_shift,
+                p_bank.value,
+            );
+            m.discard_all(&i.step_pv);
+            m.discard(i.v_col);
+            m.discard(i.mask_pv);
+            let value = m.name("rd_value", mux_index(e.cc.q, &pes.rd_datas));
+            (pes, value, value)
+        }
+        // reg3d: the QK tier's PEs hold S (the sweeps read them), the PV tier's hold O (the
+        // readout reads them).
+        Some(_) => {
+            let qk_tier = Tier {
+                step: i.step,
+                b_col: i.b_col,
+                mask: i.mask_qk,
+                prefix: "qk_",
+            };
+            let qk = pe_array(
+                m,
+                cfg,
+                parts,
+                i,
+                &qk_tier,
+                s_base,
+                sm.step_shift,
+                p_bank.value,
+            );
+            let pv_tier = Tier {
+                step: i.step_pv,
+                b_col: i.v_col,
+                mask: i.mask_pv,
+                prefix: "pv_",
+            };
+            let pv = pe_array(
+                m,
+                cfg,
+                parts,
+                i,
+                &pv_tier,
+                o_base,
+                sm.step_shift,
+                p_bank.value,
+            );
+            let s_value = m.name("s_value", mux_index(e.cc.q, &qk.rd_datas));
+            let o_value = m.name("o_value", mux_index(e.cc.q, &pv.rd_datas));
+            (qk.and(pv), s_value, o_value)
+        }
+    };
     let masked = m.name("masked", sweep_mask(cfg, i.mask_sp, &e));
     let sw = sweep_read(m, cfg, parts, &e, value, masked);
     let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
     max_sweep(m, &sw, &sm, start_sweep);
     let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank);
-    let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, value);
+    let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
     let idle = sequencing(
         m,
         cfg,
@@ -499,7 +616,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     } else {
         or_all(&[e.in_max, e.in_exp, e.in_ro])
     };
-    let count_w = bits_for(cfg.cols as u64 + 1);
+    let count_w = bits_for((cfg.cols * cfg.tiers()) as u64 + 1);
     let mut reads = pes.acc_reads;
     reads.push(reading);
     RowOut {
@@ -514,6 +631,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         p_write: out_valid,
         s_read: sw.s_read,
         s_write: sw.s_write,
+        vlink: vlink_bits(m, cfg, exp.link_we, e.in_ro),
         st,
     }
 }
@@ -556,6 +674,14 @@ fn softmax_rows(
             .collect();
         shift_slots.push(slots);
     }
+    // The PV steps' bus: the one bus in 2-D, the PV tier's in reg3d (the QK tier's slot then
+    // goes unread: its PEs' addresses come with the bus).
+    let pv_step = if cfg.tiered.is_some() {
+        m.discard(i.step.slot);
+        i.step_pv
+    } else {
+        i.step
+    };
     // Field f (m, l, shift, l_zero) of the row `idx` selects.
     let pick = |idx: Sig, f: usize| -> Sig {
         let xs: Vec<Sig> = row_outs.iter().map(|r| r[f]).collect();
@@ -563,9 +689,9 @@ fn softmax_rows(
     };
     let per_row: Vec<Sig> = shift_slots
         .iter()
-        .map(|sl| mux(i.step.slot, sl[1], sl[0]))
+        .map(|sl| mux(pv_step.slot, sl[1], sl[0]))
         .collect();
-    let shift = mux_index(i.step.ii, &per_row);
+    let shift = mux_index(pv_step.ii, &per_row);
     let step_shift = if cfg.fault == Some(Fault::WrongRescale) {
         shift + 1
     } else {
@@ -583,24 +709,35 @@ fn softmax_rows(
     }
 }
 
+/// What one tier of PEs steps on: its step bus, its column bus, the mask of its phase's block,
+/// and the prefix of its instance names.
+struct Tier<'a> {
+    step: PeStep,
+    b_col: Sig,
+    mask: Sig,
+    prefix: &'a str,
+}
+
 /// The PEs: QK steps mask each PE by `mask_qk`; a PV step's operation is the row's own (NOP
 /// if masked, MAC_ZERO on the row's first product of the tile, MAC_SCALE on its first of a
 /// block, MAC otherwise). Row operand: Q in QK steps, P from the row's P buffer in PV steps.
+#[allow(clippy::too_many_arguments)]
 fn pe_array(
     m: &mut ModuleBuilder,
     cfg: &PeRowConfig,
     parts: &Parts,
     i: &RowIn,
+    tier: &Tier,
     rd_addr: Sig,
     step_shift: Sig,
     p_val: Sig,
 ) -> Pes {
     let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
-    let st = &i.step;
+    let st = &tier.step;
     let started = m.reg("o_started", a_n, Some(0));
     let scaled = m.reg("scaled", a_n, Some(0));
     // mask_qk follows the running phase's block: [ii][j], the step's query row, then its key.
-    let pv_masked = select_bit2(i.mask_qk, a_n, bc, st.ii, st.j);
+    let pv_masked = select_bit2(tier.mask, a_n, bc, st.ii, st.j);
     let bit_of_ii = |r: RegHandle| {
         let bits: Vec<Sig> = (0..a_n).map(|k| r.q.bit(k)).collect();
         mux_index(st.ii, &bits)
@@ -627,7 +764,7 @@ fn pe_array(
     let tile_reset = i.sm.start & i.sm.first;
     m.set_next(started, mux(tile_reset, zero_a, started.q | set));
     m.set_next(scaled, mux(i.pv_block_start, zero_a, scaled.q | set));
-    let a_row = m.name("a_row", mux(st.pv, p_val, i.a_q));
+    let a_row = m.name(&format!("{}a_row", tier.prefix), mux(st.pv, p_val, i.a_q));
     let zero32 = m.zero(32);
     let mut pes = Pes {
         rd_datas: vec![],
@@ -641,7 +778,7 @@ fn pe_array(
         let cands: Vec<Sig> = (0..a_n)
             .map(|r| {
                 let bits: Vec<Sig> = (0..b_n)
-                    .map(|k| i.mask_qk.bit(r * bc + b_n * c + k))
+                    .map(|k| tier.mask.bit(r * bc + b_n * c + k))
                     .collect();
                 mux_index(st.jj, &bits)
             })
@@ -652,7 +789,7 @@ fn pe_array(
         enables.push(en);
         let ins = PeIn {
             a: a_row,
-            b: i.b_col.slice(16 * c + 15, 16 * c),
+            b: tier.b_col.slice(16 * c + 15, 16 * c),
             op: pe_op,
             en,
             addr: st.addr,
@@ -660,7 +797,7 @@ fn pe_array(
             shift: step_shift,
             rd_addr,
         };
-        let out = m.instantiate(&parts.pe, &format!("pe{c}"), &ins);
+        let out = m.instantiate(&parts.pe, &format!("{}pe{c}", tier.prefix), &ins);
         pes.rd_datas.push(out.rd_data);
         pes.acc_reads.push(out.rf_acc_read);
         pes.rf_writes.push(out.rf_write);
@@ -821,10 +958,23 @@ fn max_sweep(m: &mut ModuleBuilder, sw: &SweepRead, sm: &SoftmaxRows, start_swee
     m.drive(sm.blk_max, run_max.q);
 }
 
+/// Bits over the vertical link this cycle (reg3d): a P weight up to the PV tier's bank (16),
+/// an O value down to the readout (32). Zero in 2-D designs.
+fn vlink_bits(m: &mut ModuleBuilder, cfg: &PeRowConfig, p_up: Sig, o_down: Sig) -> Sig {
+    let zero = m.zero(VLINK_BITS);
+    if cfg.tiered.is_none() {
+        return zero;
+    }
+    let (p16, o32) = (m.lit(VLINK_BITS, 16), m.lit(VLINK_BITS, 32));
+    mux(p_up, p16, zero) + mux(o_down, o32, zero)
+}
+
 /// What the exp sweep gives the rest of the row.
 struct ExpSweep {
     /// A weight leaves the exp pipeline (and is written to the P buffer).
     valid: Sig,
+    /// The weight's write reaches the P bank (after the vertical link in reg3d).
+    link_we: Sig,
     /// Cycles from the sweep's last score to the block sum: the pipeline, one cycle for the
     /// last local sum, the tree.
     drain_latency: u32,
@@ -857,9 +1007,17 @@ fn exp_sweep(
     let out_c = m.delay_n("exp_c", sw.cc, exp_lat);
     let out_jj = m.delay_n("exp_jj", sw.jj, exp_lat);
     let p_j = key_index(m, cfg, out_c, out_jj);
-    m.drive(p_bank.we, out_valid);
-    m.drive(p_bank.waddr, cat(&[e.slot, out_ii, p_j]));
-    m.drive(p_bank.wdata, p);
+    // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
+    let link = cfg.tiered.map_or(0, |t| t.vlink_latency);
+    let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
+    let (we, waddr, wdata) = (
+        up(m, "link_p_we", out_valid),
+        up(m, "link_p_waddr", cat(&[e.slot, out_ii, p_j])),
+        up(m, "link_p_wdata", p),
+    );
+    m.drive(p_bank.we, we);
+    m.drive(p_bank.waddr, waddr);
+    m.drive(p_bank.wdata, wdata);
     let wide = crate::fp16_to_fp32::logic(m, p);
     let chain = m.reg("chain", 32, Some(0));
     let chain_in = Binary {
@@ -883,7 +1041,8 @@ fn exp_sweep(
     m.drive(sm.blk_sum, t.sum);
     ExpSweep {
         valid: out_valid,
-        drain_latency: sw.latency + exp_lat + parts.tree_latency + 1,
+        link_we: we,
+        drain_latency: sw.latency + exp_lat + parts.tree_latency + 1 + link,
     }
 }
 

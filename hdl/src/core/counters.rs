@@ -14,7 +14,8 @@ group! {
     /// blocks, the stall reasons and the channels' ready flags, the DMA's beat counts, and each
     /// row's activity.
     pub struct CountIn<T> {
-        clear, busy, step_valid, block_done, skipped, q_ready, k_ready, v_ready, dma_read_beats,
+        clear, busy, step_valid, qk_step, pv_step, block_done, skipped, q_ready, k_ready, v_ready,
+        dma_read_beats,
         dma_write_beats;
         stall: Stall<T>,
         rows: Vec<RowActivity<T>>,
@@ -30,6 +31,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         clear: 1,
         busy: 1,
         step_valid: 1,
+        qk_step: 1,
+        pv_step: 1,
         block_done: 1,
         skipped: p.index_bits,
         q_ready: 1,
@@ -60,7 +63,7 @@ fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
 }
 
 fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
-    let (rr, cn) = (p.rows, p.row.cols);
+    let (rr, cn) = (p.rows, p.row.cols * p.row.tiers());
     // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports (up to
     // C + 1 reads, each PE's accumulator port and the engine's read, and C writes per row);
     // P-buffer accesses (one read and one write per row at most).
@@ -77,11 +80,19 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let p_writes = sum(|r| r.p_write, p_w);
     let s_reads = sum(|r| r.s_read, p_w);
     let s_writes = sum(|r| r.s_write, p_w);
+    let vlink = sum(|r| r.vlink, crate::pe_row::VLINK_BITS + bits_for(rr as u64));
     let clear = i.clear;
     let run_busy = i.busy & !clear;
-    let slots = m.lit(macs.width(), (rr * cn) as u64);
+    // MAC slots of the steps issued: R·C per tier that steps this cycle.
+    let tier_pes = m.lit(macs.width(), (rr * p.row.cols) as u64);
     let zero_s = m.zero(macs.width());
-    let masked = mux(i.step_valid, slots, zero_s) - macs;
+    let masked = if p.row.tiered.is_some() {
+        let qk_slots = mux(i.qk_step, tier_pes, zero_s);
+        let pv_slots = mux(i.pv_step, tier_pes, zero_s);
+        (qk_slots + pv_slots) - macs
+    } else {
+        mux(i.step_valid, tier_pes, zero_s) - macs
+    };
     // Why no MAC step issued, while busy.
     let idle_cycle = run_busy & !i.step_valid;
     let s = &i.stall;
@@ -103,6 +114,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let out = Counters {
         cycles: c("cnt_cycles", run_busy),
         mac_cycles: c("cnt_mac_cycles", i.step_valid),
+        qk_cycles: c("cnt_qk_cycles", i.qk_step),
+        pv_cycles: c("cnt_pv_cycles", i.pv_step),
         macs: c("cnt_macs", macs),
         masked_macs: c("cnt_masked", masked),
         stall_kv: c("cnt_stall_kv", st_kv),
@@ -117,6 +130,7 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         p_buf_writes: c("cnt_p_buf_writes", p_writes),
         s_buf_reads: c("cnt_s_buf_reads", s_reads),
         s_buf_writes: c("cnt_s_buf_writes", s_writes),
+        vlink_bits: c("cnt_vlink_bits", vlink),
         read_beats: i.dma_read_beats.zext(COUNTER_BITS),
         write_beats: i.dma_write_beats.zext(COUNTER_BITS),
     };

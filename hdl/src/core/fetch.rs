@@ -40,7 +40,7 @@ group! {
 group! {
     /// The fetch unit's outputs: the channels' commands and the PE operands.
     pub struct FetchOut<T> {
-        b_col;
+        b_col, v_col;
         q: ReadCmd<T>,
         k: ReadCmd<T>,
         v: ReadCmd<T>,
@@ -75,6 +75,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
     };
     let outputs = FetchOut {
         b_col: 16 * p.row.cols,
+        v_col: 16 * p.row.cols,
         q: dma.read_cmd(&dma.q),
         k: dma.read_cmd(&dma.k),
         v: dma.read_cmd(&dma.v),
@@ -198,9 +199,10 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         Fault::ReleaseVUnheld,
         rd_v,
     );
-    let (rows, b_col) = operands(m, p, i);
+    let (rows, b_col, v_col) = operands(m, p, i);
     FetchOut {
         b_col,
+        v_col,
         q,
         k,
         v,
@@ -245,8 +247,9 @@ fn lane_of(beat: Sig, lane: Sig) -> Sig {
 }
 
 /// The PE operands: each row's Q value (lane k of its bank of the Q landing buffer) and the
-/// column bus: PE c's K value (lane k of bank c) in QK, its V value (lane c·e + q) in PV.
-fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOperand>, Sig) {
+/// column buses: PE c's K value (lane k of bank c) in QK, its V value (lane c·e + q) in PV
+/// (in 2-D designs `b_col` carries either; `v_col` always V).
+fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOperand>, Sig, Sig) {
     let w = p.dma.width;
     let lane_bits = addr_bits(p.lanes());
     let kk = i.step.k;
@@ -268,8 +271,16 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
     }
     k_cols.reverse();
     v_cols.reverse();
-    let b_col = mux(i.step.pv, cat(&v_cols), cat(&k_cols));
+    // One phase at a time in 2-D: the column bus carries K or V. reg3d: K to the QK tier, V to
+    // the PV tier, at once.
+    let (k_bus, v_bus) = (cat(&k_cols), cat(&v_cols));
+    let b_col = if p.row.tiered.is_some() {
+        k_bus
+    } else {
+        mux(i.step.pv, v_bus, k_bus)
+    };
     let b_col = m.name("b_col", b_col);
+    let v_col = m.name("v_col", v_bus);
     let rows = (0..p.rows)
         .map(|r| {
             let qb = i.q.rd_data.slice(w * r + w - 1, w * r);
@@ -278,5 +289,5 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
             }
         })
         .collect();
-    (rows, b_col)
+    (rows, b_col, v_col)
 }

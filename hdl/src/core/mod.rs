@@ -28,8 +28,14 @@
 //! exp sweeps then read S from the array (registered reads, one cycle later) and write P to
 //! the bank's P array, which PV steps read. The PE registers hold one S block, so QK(j+1)
 //! waits until S(j) is copied out; with `buf_ports = 1` the P array has one port, and PV
-//! steps and the softmax take turns. O is bit-identical in every variant (same operators,
-//! same order); only where S and P live, the cycles and the counted traffic differ.
+//! steps and the softmax take turns. `reg3d` (tiers = 2) stacks two tiers of R × C PEs: the
+//! QK tier (S, the row engines' sweeps) on the K column bus, the PV tier (O, the P banks, the
+//! readout) on the V column bus, each with its own step bus from the sequencer's two phase
+//! streams, so in steady state the QK tier computes block j + 2 while the row engines run the
+//! softmax of j + 1 and the PV tier computes PV(j). P goes up to the PV tier's P bank over a
+//! vertical link of `vlink_latency` register stages; the readout takes O down. O is
+//! bit-identical in every variant (same operators, same order); only where S and P live, the
+//! cycles and the counted traffic differ.
 //!
 //! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
 //! (MACs performed), `masked_macs` (MAC slots of issued steps that were masked),
@@ -38,7 +44,9 @@
 //! `rf_writes` (32-bit register-file accesses at the PE ports), `p_buf_reads`, `p_buf_writes`
 //! (16-bit accesses of the rows' P banks: one read per query row and key of a PV block, one
 //! write per weight), `s_buf_reads`, `s_buf_writes` (32-bit accesses of the buf2d S arrays;
-//! zero in reg2d), `read_beats`, `write_beats`.
+//! zero otherwise), `vlink_bits` (reg3d: bits over the vertical links, 16 per weight up, 32
+//! per O value down), `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
+//! cycles in reg3d; `mac_cycles` counts cycles with either), `read_beats`, `write_beats`.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
@@ -59,7 +67,7 @@ use crate::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::fault::Fault;
 use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
-use crate::pe_row::{self, PeRowConfig, RowBuffer};
+use crate::pe_row::{self, PeRowConfig, RowBuffer, RowTiers};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 use ports::{CoreIn, CoreOut, Counters, ReadStatus, RowActivity, SeqIn, SeqOut};
 
@@ -76,6 +84,8 @@ pub const COUNTERS: &[&str] = &[
     "stall_q",
     "stall_softmax",
     "stall_other",
+    "qk_cycles",
+    "pv_cycles",
     "blocks",
     "skipped_blocks",
     "rf_reads",
@@ -84,6 +94,7 @@ pub const COUNTERS: &[&str] = &[
     "p_buf_writes",
     "s_buf_reads",
     "s_buf_writes",
+    "vlink_bits",
     "read_beats",
     "write_beats",
 ];
@@ -140,6 +151,9 @@ impl CoreParams {
             buffer: (c.variant == Variant::Buf2d).then_some(RowBuffer {
                 ports: c.buf_ports,
                 blackbox: c.buf_macro,
+            }),
+            tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
+                vlink_latency: c.vlink_latency,
             }),
         }
     }
@@ -387,7 +401,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
         v: status(&dma.v),
     };
     let fetch = m.instantiate(&parts.fetch, "u_fetch", &fetch_in);
-    let (mask_qk, mask_sp) = masks(m, p, &parts.mask, &seq);
+    let (mask_qk, mask_pv, mask_sp) = masks(m, p, &parts.mask, &seq);
     let ro_in = readout::ReadoutIn {
         handoff: seq.handoff,
         rows_valid: seq.rows_valid,
@@ -401,7 +415,12 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
     };
     let ro = m.instantiate(&parts.readout, "u_readout", &ro_in);
     m.drive(ro_idle, ro.idle);
-    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, mask_qk, mask_sp);
+    let masks = RowMasks {
+        qk: mask_qk,
+        pv: mask_pv,
+        sp: mask_sp,
+    };
+    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks);
     m.drive(rows_busy, rows.busy);
     m.drive(s_free, rows.s_free);
     // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
@@ -447,7 +466,9 @@ fn counter_file(
     let count_in = counters::CountIn {
         clear: seq.go,
         busy: seq.busy,
-        step_valid: seq.pe.valid,
+        step_valid: seq.pe.valid | seq.pe_pv.valid,
+        qk_step: seq.step.qk,
+        pv_step: seq.step.pv,
         block_done: seq.qk_last_step,
         skipped: seq.skipped,
         q_ready: dma.q.status.ready,
@@ -493,14 +514,14 @@ fn checker(
     m.instantiate(&parts.check, "u_check", &check_in);
 }
 
-/// The two causal-mask generators: for the running QK phase's block, and for the block whose
-/// softmax runs.
+/// The causal-mask generators: for the running phase's block (in reg3d one for the QK tier's
+/// and one for the PV tier's), and for the block whose softmax runs.
 fn masks(
     m: &mut ModuleBuilder,
     p: &CoreParams,
     block: &Block<mask::MaskIn, mask::MaskOut<u32>>,
     seq: &SeqOut,
-) -> (Sig, Sig) {
+) -> (Sig, Sig, Sig) {
     let iw = p.index_bits;
     let bcl = m.lit(iw, p.bc() as u64);
     let qk_kbase = seq.blk.mul_lo(bcl, iw);
@@ -524,7 +545,19 @@ fn masks(
         m.discard(out.skip);
         out.mask
     };
-    (mask("u_mask_qk", qk_kbase), mask("u_mask_sp", seq.sm_kbase))
+    let qk = mask("u_mask_qk", qk_kbase);
+    let pv = if p.row.tiered.is_some() {
+        let pv_kbase = seq.pv_blk.mul_lo(bcl, iw);
+        Some(mask("u_mask_pv", pv_kbase))
+    } else {
+        None
+    };
+    let sp = mask("u_mask_sp", seq.sm_kbase);
+    let pv = pv.unwrap_or_else(|| {
+        m.discard(seq.pv_blk);
+        qk
+    });
+    (qk, pv, sp)
 }
 
 /// What the PE rows give back: busy, their O staging writes (concatenated, row 0 in the low
@@ -537,8 +570,16 @@ struct Rows {
     activity: Vec<RowActivity>,
 }
 
-/// The R PE rows, each on its own Q operand and mask rows, sharing the column bus and the step.
-#[allow(clippy::too_many_arguments)]
+/// The masks the rows read: the QK phase's block, the PV phase's (the same in 2-D), the
+/// softmax's.
+struct RowMasks {
+    qk: Sig,
+    pv: Sig,
+    sp: Sig,
+}
+
+/// The R PE rows, each on its own Q operand and mask rows, sharing the column buses and the
+/// step buses.
 fn pe_rows(
     m: &mut ModuleBuilder,
     p: &CoreParams,
@@ -546,8 +587,7 @@ fn pe_rows(
     seq: &SeqOut,
     fetch: &fetch::FetchOut,
     ro: &readout::ReadoutOut,
-    mask_qk: Sig,
-    mask_sp: Sig,
+    masks: &RowMasks,
 ) -> Rows {
     let span = p.row.a * p.bc();
     let mut busy = m.zero(1);
@@ -562,12 +602,15 @@ fn pe_rows(
             &pe_row::RowIn {
                 a_q: fetch.rows[r as usize].a_q,
                 b_col: fetch.b_col,
-                mask_qk: mask_qk.slice(lo + span - 1, lo),
-                mask_sp: mask_sp.slice(lo + span - 1, lo),
+                v_col: fetch.v_col,
+                mask_qk: masks.qk.slice(lo + span - 1, lo),
+                mask_pv: masks.pv.slice(lo + span - 1, lo),
+                mask_sp: masks.sp.slice(lo + span - 1, lo),
                 pv_block_start: seq.start_pv,
                 c_const: seq.latched.c_const,
                 out_f32: seq.latched.out_f32,
                 step: seq.pe,
+                step_pv: seq.pe_pv,
                 p_rd: seq.p_rd,
                 sm: pe_row::SmCtl {
                     start: seq.sm_go,
@@ -594,6 +637,7 @@ fn pe_rows(
             p_write: out.p_write,
             s_read: out.s_read,
             s_write: out.s_write,
+            vlink: out.vlink,
         });
     }
     for v in [&mut en, &mut row, &mut beat, &mut data] {

@@ -97,12 +97,12 @@ impl ReadStatus<u32> {
 interface! {
     /// What the PE row's engine reports each cycle for the counters: MACs performed,
     /// register-file reads and writes, P-bank read and write, S-array read and write (buf2d).
-    pub struct RowActivity { macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write }
+    pub struct RowActivity { macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink }
 }
 
 impl RowActivity<u32> {
     pub fn widths(p: &CoreParams) -> Self {
-        let c = p.row.cols as u64;
+        let c = (p.row.cols * p.row.tiers()) as u64;
         RowActivity {
             macs: bits_for(c),
             rf_reads: bits_for(c + 1),
@@ -111,6 +111,7 @@ impl RowActivity<u32> {
             p_write: 1,
             s_read: 1,
             s_write: 1,
+            vlink: crate::pe_row::VLINK_BITS,
         }
     }
 }
@@ -119,8 +120,8 @@ interface! {
     /// The core's performance counters (see the module docs for their meaning).
     pub struct Counters {
         cycles, mac_cycles, macs, masked_macs, stall_kv, stall_q, stall_softmax, stall_other,
-        blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads, p_buf_writes, s_buf_reads,
-        s_buf_writes, read_beats, write_beats
+        qk_cycles, pv_cycles, blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads,
+        p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, read_beats, write_beats
     }
 }
 
@@ -136,6 +137,8 @@ impl Counters<u32> {
             stall_q: w,
             stall_softmax: w,
             stall_other: w,
+            qk_cycles: w,
+            pv_cycles: w,
             blocks: w,
             skipped_blocks: w,
             rf_reads: w,
@@ -144,6 +147,7 @@ impl Counters<u32> {
             p_buf_writes: w,
             s_buf_reads: w,
             s_buf_writes: w,
+            vlink_bits: w,
             read_beats: w,
             write_beats: w,
         }
@@ -164,10 +168,11 @@ group! {
     /// the fetch unit, the readout and the counters need of it.
     pub struct SeqOut<T> {
         go, busy, done, start_qk, start_pv, qk_last_step, pv_last_step, sm_go, sm_first,
-        sm_slot, sm_kbase, blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
+        sm_slot, sm_kbase, blk, pv_blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
         o_head_off, o_row_bytes, skipped, qk_issued, pv_issued;
         latched: Problem<T>,
         pe: PeStep<T>,
+        pe_pv: PeStep<T>,
         p_rd: PRead<T>,
         step: Step<T>,
         stall: Stall<T>,

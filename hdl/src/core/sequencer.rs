@@ -9,7 +9,8 @@
 //! not yet been replaced in the channel's ready flag). In buf2d a QK also waits until the rows
 //! have copied the previous block's S out of the PE registers (`s_free`; a full flag), and with
 //! single-port P banks a PV does not start while the softmax runs nor the softmax while PV
-//! runs. The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read).
+//! runs. reg3d runs two phase streams at once, one per tier (`phases_tiered`). The P read bus
+//! `p_rd` gives the next cycle's PV step (the P banks' registered read).
 //! Combinational from the DMA's ready flags to the step bus and `p_rd` (a path from `v_ready`
 //! to the P banks' address); latency 1 from `start` to `busy`.
 
@@ -68,6 +69,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         sm_slot: 1,
         sm_kbase: i,
         blk: i,
+        pv_blk: i,
         q_base: i,
         nblk: i,
         go_once: 1,
@@ -81,6 +83,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         pv_issued: i,
         latched: Problem::widths(p),
         pe: p.row.step_widths(),
+        pe_pv: p.row.step_widths(),
         p_rd: p.row.p_read_widths(),
         step: Step::widths(p),
         stall: Stall::widths(),
@@ -149,6 +152,15 @@ struct Regs {
     /// buf2d: the PE registers' one S block holds a QK's result the rows have not yet copied
     /// out.
     s_full: Option<RegHandle>,
+    /// reg3d: the PV tier's phase stream (the QK tier's is `ph_kind`, `ph_blk`, k, ii, jj).
+    pv: Option<PvStream>,
+}
+
+/// reg3d: the PV tier's phase: running, its query-row counter and its block.
+struct PvStream {
+    run: RegHandle,
+    ii: RegHandle,
+    blk: RegHandle,
 }
 
 impl Regs {
@@ -178,6 +190,11 @@ impl Regs {
             reg("sm_done", iw),
         );
         let s_full = p.row.buffer.map(|_| reg("s_full", 1));
+        let pv = p.row.tiered.map(|_| PvStream {
+            run: reg("pv_run", 1),
+            ii: reg("pv_ii", addr_bits(r.a)),
+            blk: reg("pv_blk", iw),
+        });
         Regs {
             state: Fsm::new(m, "state", Seq::Idle),
             ph_kind: Fsm::new(m, "ph_kind", Phase::None),
@@ -197,6 +214,7 @@ impl Regs {
             pv_done,
             sm_done,
             s_full,
+            pv,
         }
     }
 }
@@ -212,6 +230,15 @@ struct Phases {
     q_last: Sig,
     /// The P read for the next cycle's step.
     p_rd: PRead,
+    /// reg3d: the two tiers' step buses (2-D: None, `pe_step` makes the one bus).
+    tiers: Option<TierBuses>,
+}
+
+/// reg3d: the QK tier's and the PV tier's step buses, and the PV phase's block.
+struct TierBuses {
+    qk: PeStep,
+    pv: PeStep,
+    pv_blk: Sig,
 }
 
 fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
@@ -247,9 +274,18 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     let all_blocks = div_ceil_const(m, prob.k_len, p.bc() as u64);
 
     let sm = softmax_trigger(m, p, &r, i);
-    let ph = phases(m, p, &r, i, &sm);
+    let ph = match r.pv {
+        Some(_) => phases_tiered(m, p, &r, i),
+        None => phases(m, p, &r, i, &sm),
+    };
     let tile = main_fsm(m, p, &r, i, &prob, o_row_bytes, go, nblk_d);
-    let pe = pe_step(m, p, &r, &ph);
+    let (pe, pe_pv, pv_blk) = match &ph.tiers {
+        Some(t) => (t.qk, t.pv, t.pv_blk),
+        None => {
+            let pe = pe_step(m, p, &r, &ph);
+            (pe, pe, r.ph_blk.q)
+        }
+    };
     let skipped = {
         let s = all_blocks - nblk_d;
         let zero = m.zero(p.index_bits);
@@ -268,6 +304,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         sm_slot: r.sm_done.q.bit(0),
         sm_kbase: sm.kbase,
         blk: r.ph_blk.q,
+        pv_blk,
         q_base: r.q_base.q,
         nblk: r.nblk.q,
         go_once: tile.go_once,
@@ -281,6 +318,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         pv_issued: r.pv_issued.q,
         latched: prob,
         pe,
+        pe_pv,
         p_rd: ph.p_rd,
         step: ph.step,
         stall: ph.stall,
@@ -389,16 +427,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         j: jk_next,
     };
 
-    // Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
-    // Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
-    let by = |f: Fault| if p.has(f) { 2 } else { 1 };
-    count_by(m, r, r.qk_issued, qk_last_step, by(Fault::SkipK));
-    count_by(m, r, r.pv_issued, pv_last_step, by(Fault::SkipV));
-    let lat = p.row.pe.latency();
-    let qk_drained = m.delay_n("qk_drain", qk_last_step, lat);
-    let pv_drained = m.delay_n("pv_drain", pv_last_step, lat);
-    count_by(m, r, r.qk_done, qk_drained, 1);
-    count_by(m, r, r.pv_done, pv_drained, 1);
+    bookkeeping(m, p, r, qk_last_step, pv_last_step);
     Phases {
         start_qk,
         start_pv,
@@ -424,7 +453,163 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         },
         q_last,
         p_rd,
+        tiers: None,
     }
+}
+
+/// reg3d: two phase streams, one per tier, running at once. The QK tier takes block j as soon
+/// as the K block and the Q tile are there and its S slot is free (the softmax of block j − 2
+/// has read it); the PV tier takes block j once its softmax is done and the V block is there.
+/// Each stream rests one cycle between its phases (the block just released has not yet been
+/// replaced in the channel's ready flag). In steady state the QK tier works on block j + 2, the
+/// row engines on the softmax of j + 1 and the PV tier on j.
+fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
+    let iw = p.index_bits;
+    let (a_n, b_n, e_n) = (p.row.a, p.row.b, p.row.e);
+    let pv = r.pv.as_ref().expect("a tiered sequencer");
+    let in_qk = r.ph_kind.is(Phase::Qk);
+    let in_pv = pv.run.q;
+    let s_run = r.state.is(Seq::Run);
+    let qk_last_step = m.net("qk_last_step", 1);
+    let pv_last_step = m.net("pv_last_step", 1);
+    let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
+    let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
+    let qk_more = qk_issued_n.lt(r.nblk.q);
+    let s_slot_free = qk_issued_n.lt(r.sm_done.q + 2);
+    let qk_can = and_all(&[s_run, !in_qk, qk_more, s_slot_free, i.k_ready, i.q_ready]);
+    let pv_more = pv_issued_n.lt(qk_issued_n);
+    let sm_ahead = r.sm_done.q.gt(pv_issued_n);
+    let pv_can = and_all(&[s_run, !in_pv, pv_more, sm_ahead, i.v_ready]);
+    m.discard(i.s_free);
+    let mut never = |fault: Fault, can: Sig| {
+        if p.has(fault) {
+            m.discard(can);
+            m.zero(1)
+        } else {
+            can
+        }
+    };
+    let qk_can = never(Fault::StallQk, qk_can);
+    let pv_can = never(Fault::StallPv, pv_can);
+    let start_qk = m.name("start_qk", qk_can);
+    let start_pv = m.name("start_pv", pv_can);
+
+    // Step counters: QK (k, ii, jj) on the QK tier, PV (jk, pv_ii, q) on the PV tier.
+    let (jj_n, jj_last) = step_counter(m, r.jj.q, b_n);
+    let (ii_n, ii_last) = step_counter(m, r.ii.q, a_n);
+    let (k_n, k_last) = step_counter(m, r.kk.q, p.d());
+    let (q_n, q_last) = step_counter(m, r.qq.q, e_n);
+    let (iv_n, iv_last) = step_counter(m, pv.ii.q, a_n);
+    let (jk_n, jk_last) = step_counter(m, r.jk.q, p.bc());
+    let qk_mid = jj_last & ii_last;
+    let pv_mid = q_last & iv_last;
+    m.drive(qk_last_step, in_qk & (qk_mid & k_last));
+    m.drive(pv_last_step, in_pv & (pv_mid & jk_last));
+    // Each counter resets when its stream's phase begins; returns its next value.
+    let mut advance = |reg: RegHandle, next: Sig, step: Sig, begin: Sig| {
+        let zero = m.zero(reg.q.width());
+        let d = mux(begin, zero, next);
+        let en = step | begin;
+        reg_set(m, reg, d, en);
+        mux(en, d, reg.q)
+    };
+    advance(r.jj, jj_n, in_qk, start_qk);
+    advance(r.ii, ii_n, in_qk & jj_last, start_qk);
+    advance(r.kk, k_n, in_qk & qk_mid, start_qk);
+    let q_next = advance(r.qq, q_n, in_pv, start_pv);
+    let iv_next = advance(pv.ii, iv_n, in_pv & q_last, start_pv);
+    let jk_next = advance(r.jk, jk_n, in_pv & pv_mid, start_pv);
+    // The streams' phases and blocks.
+    let code = |s: Phase| r.ph_kind.code(s);
+    r.ph_kind
+        .set_next(m, mux(start_qk, code(Phase::Qk), code(Phase::None)));
+    r.ph_kind.set_enable(m, start_qk | qk_last_step);
+    reg_set(m, r.ph_blk, qk_issued_n, start_qk);
+    let pv_next = start_pv | (in_pv & !pv_last_step);
+    m.set_next(pv.run, pv_next);
+    reg_set(m, pv.blk, pv_issued_n, start_pv);
+    let blk_next = mux(start_pv, pv_issued_n, pv.blk.q);
+    let p_rd = PRead {
+        re: pv_next & q_next.is_zero(),
+        slot: blk_next.bit(0),
+        ii: iv_next,
+        j: jk_next,
+    };
+    bookkeeping(m, p, r, qk_last_step, pv_last_step);
+    // The two step buses.
+    let aw_pe = p.row.pe.addr_width();
+    let qk_slot = r.ph_blk.q.bit(0);
+    let first_k = r.kk.q.is_zero();
+    let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
+    let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
+    let jj = if b_n == 1 { m.zero(1) } else { r.jj.q };
+    let (zero1, zero_jj, zero_j) = (m.zero(1), m.zero(jj.width()), m.zero(r.jk.q.width()));
+    let qk_bus = PeStep {
+        valid: in_qk,
+        pv: zero1,
+        op: mux(first_k, op_clear, op_mac),
+        addr: p.row.s_addr_rtl(m, qk_slot, r.ii.q, r.jj.q, aw_pe),
+        ii: r.ii.q,
+        jj,
+        j: zero_j,
+        last: zero1,
+        slot: qk_slot,
+    };
+    let pv_bus = PeStep {
+        valid: in_pv,
+        pv: in_pv,
+        op: op_mac,
+        addr: p.row.o_addr_rtl(m, pv.ii.q, r.qq.q, aw_pe),
+        ii: pv.ii.q,
+        jj: zero_jj,
+        j: r.jk.q,
+        last: q_last,
+        slot: pv.blk.q.bit(0),
+    };
+    Phases {
+        start_qk,
+        start_pv,
+        qk_last_step,
+        pv_last_step,
+        stall: Stall {
+            waiting: s_run & !(in_qk | in_pv),
+            want_qk: qk_more,
+            want_pv: !qk_more,
+            pv_more,
+            sm_ahead,
+            s_free: s_slot_free,
+            p_free: m.lit(1, 1),
+        },
+        step: Step {
+            qk: in_qk,
+            pv: in_pv,
+            k: r.kk.q,
+            ii: r.ii.q,
+            jj: r.jj.q,
+            jk: r.jk.q,
+            q: r.qq.q,
+        },
+        q_last,
+        p_rd,
+        tiers: Some(TierBuses {
+            qk: qk_bus,
+            pv: pv_bus,
+            pv_blk: pv.blk.q,
+        }),
+    }
+}
+
+/// Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
+/// Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
+fn bookkeeping(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, qk_last: Sig, pv_last: Sig) {
+    let by = |f: Fault| if p.has(f) { 2 } else { 1 };
+    count_by(m, r, r.qk_issued, qk_last, by(Fault::SkipK));
+    count_by(m, r, r.pv_issued, pv_last, by(Fault::SkipV));
+    let lat = p.row.pe.latency();
+    let qk_drained = m.delay_n("qk_drain", qk_last, lat);
+    let pv_drained = m.delay_n("pv_drain", pv_last, lat);
+    count_by(m, r, r.qk_done, qk_drained, 1);
+    count_by(m, r, r.pv_done, pv_drained, 1);
 }
 
 /// A per-tile count: `reg += by` when `inc`, cleared when a tile starts.

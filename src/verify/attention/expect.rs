@@ -165,13 +165,17 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
     let (reads, writes) = expected_beats(p, a);
     let scores = (p.br() * p.bc()) as u64;
     let s_buffered = p.row.buffer.is_some() as u64;
+    let tiered = p.row.tiered.is_some() as u64;
+    let o_values = (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64 * (p.br() * p.d()) as u64;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
     let exact = [
         ("macs", stats.macs),
         ("masked_macs", stats.masked_macs),
         ("blocks", stats.blocks),
         ("skipped_blocks", stats.skipped_blocks),
-        ("mac_cycles", stats.blocks * (qk + pv) as u64),
+        // Each tier (the one tier of a 2-D design) steps through every block's QK and PV.
+        ("qk_cycles", stats.blocks * qk as u64),
+        ("pv_cycles", stats.blocks * pv as u64),
         ("rf_writes", stats.macs),
         ("rf_reads", expected_rf_reads(p, a, stats.macs)),
         // Per computed block: the exp stage writes Br·Bc weights, and PV reads each once (for
@@ -181,6 +185,12 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         // buf2d: the copy writes each score to the S array, the max and exp sweeps read it.
         ("s_buf_writes", stats.blocks * scores * s_buffered),
         ("s_buf_reads", stats.blocks * 2 * scores * s_buffered),
+        // reg3d: each weight goes up to the PV tier's P bank (16 bits), each O value of every
+        // tile down to the readout (32 bits).
+        (
+            "vlink_bits",
+            tiered * (16 * stats.blocks * scores + 32 * o_values),
+        ),
         ("read_beats", reads),
         ("write_beats", writes),
     ];
@@ -189,6 +199,16 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         .filter(|(n, want)| c(n) != *want)
         .map(|(n, want)| (n.to_string(), c(n), *want))
         .collect();
+    // A MAC cycle steps at least one tier: one phase at a time in 2-D, both at once in reg3d.
+    let (qk_c, pv_c) = (c("qk_cycles"), c("pv_cycles"));
+    let mac_ok = if p.row.tiered.is_some() {
+        (qk_c.max(pv_c)..=qk_c + pv_c).contains(&c("mac_cycles"))
+    } else {
+        c("mac_cycles") == qk_c + pv_c
+    };
+    if !mac_ok {
+        counter_errors.push(("mac_cycles".into(), c("mac_cycles"), qk_c + pv_c));
+    }
     // Every busy cycle is a MAC cycle or a stall of exactly one cause.
     let stalls: u64 = ["stall_kv", "stall_q", "stall_softmax", "stall_other"]
         .iter()
