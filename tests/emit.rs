@@ -35,8 +35,11 @@ fn every_unit_lints_clean_and_synthesizes_without_latches() {
     // so) is the same Verilog at (0, 0) and (2, 2).
     let mut d = Design::new();
     let core = regflash::units::build_unit(&mut d, "core", &small()).unwrap();
-    let mut seen: std::collections::HashSet<String> =
-        d.hierarchy(&core.name).iter().map(|m| m.name.clone()).collect();
+    let mut seen: std::collections::HashSet<String> = d
+        .hierarchy(&core.name)
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
     let mut linted = 0;
     for latencies in [(0, 0), (2, 2)] {
         let mut cfg = small();
