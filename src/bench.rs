@@ -116,9 +116,13 @@ pub fn table(rows: &[BenchRow]) -> String {
             "| {} | {} | {}{}×{} | {}×{}×{} | {} | {} | {} | {:.0} | {:.1} % | {} | {:.1} % | \
              {:.1} % | {:.1} % | {:.1} % | {} | {} | {} | {:.1} % | {:.1} % | {} |\n",
             r.preset,
-            r.variant,
-            if r.tiers > 1 {
-                format!("{}×", r.tiers)
+            if r.tiers > 2 {
+                format!("{} ({} tiers)", r.variant, r.tiers)
+            } else {
+                r.variant.clone()
+            },
+            if r.mac_tiers > 1 {
+                format!("{}×", r.mac_tiers)
             } else {
                 String::new()
             },
@@ -152,7 +156,8 @@ pub fn table(rows: &[BenchRow]) -> String {
           (32-bit words); P bank bits: reads and writes of the rows' P banks (16-bit words; in \
           buf2d the buffer's P arrays). QK / PV busy: cycles with a QK / PV step as a share of \
           all (in reg3d each tier's busy share; in 2-D designs the one array's split). Link bits: \
-          reg3d's vertical-link traffic between the tiers (P up, O down). PEs: tiers × R × C; \
+          reg3d's vertical-link traffic between the tiers (P up, O down, and with three tiers S \
+          up from the QK tier to the softmax tier). PEs: PE tiers × R × C; \
           utilization counts the MACs of every tier. bit-exact: O equals the hardware model bit for bit, \
           every counter agrees with the schedule, and O meets the error contract against the \
           f64 reference (the run passed).\n";

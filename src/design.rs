@@ -49,7 +49,8 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
 
 /// Generates `target` into a scratch folder and builds (or fetches from the cache) its
 /// Verilator model. Returns the model and the manifest. Memory macros (`buf_macro`) are
-/// simulated as the behavioural RAM with the same ports.
+/// simulated as the behavioural RAM with the same ports. Fault-injection cores are built
+/// without C++ optimization (`BuildOptions::quick`).
 pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
     let scratch = gen::tools::ScratchDir::new("model")?;
     let cfg = CoreConfig {
@@ -57,6 +58,11 @@ pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Mode
         ..cfg.clone()
     };
     let manifest = generate(&cfg, target, scratch.path())?;
-    let model = verilator_tb::Model::build(scratch.path())?;
+    // A faulty core runs a few hundred cycles in a test: build it quickly.
+    let options = verilator_tb::BuildOptions {
+        quick: matches!(target, Target::FaultyCore(_)),
+        ..verilator_tb::BuildOptions::from_env()
+    };
+    let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
     Ok((model, manifest))
 }

@@ -6,5 +6,6 @@ pub mod cli;
 pub mod design;
 pub mod report;
 pub mod sim;
+pub mod tiers;
 pub mod units;
 pub mod verify;

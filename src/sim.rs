@@ -50,8 +50,10 @@ pub struct SimReport {
     /// included).
     #[serde(serialize_with = "real")]
     pub array_busy: f64,
-    /// Tiers of PEs (1 in 2-D designs; utilization counts the MACs of all).
+    /// Tiers of the stack (1 in 2-D designs; 2 or 3 in reg3d).
     pub tiers: u32,
+    /// Tiers with PEs (MAC resources; utilization counts the MACs of all): 1, or 2 in reg3d.
+    pub mac_tiers: u32,
     /// Cycles with a QK step / cycles (reg3d: the QK tier's busy share).
     #[serde(serialize_with = "real")]
     pub qk_tier_busy: f64,
@@ -103,13 +105,19 @@ impl SimReport {
     pub fn summary(&self) -> String {
         let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
         let pct = |n: &str| 100.0 * c(n) as f64 / self.cycles.max(1) as f64;
-        let mut s = format!(
-            "regflash sim: preset {}, {} ({}x{} PEs, Br {} Bc {} d {}), {} head(s), seq {}{}, \
+        let mut s =
+            format!(
+            "regflash sim: preset {}, {} ({}x{} PEs{}, Br {} Bc {} d {}), {} head(s), seq {}{}, \
              {}, out {}\n",
             self.preset,
-            self.variant,
+            if self.tiers > 1 {
+                format!("{}, {} tiers", self.variant, self.tiers)
+            } else {
+                self.variant.clone()
+            },
             self.rows,
             self.cols,
+            if self.mac_tiers > 1 { " per PE tier" } else { "" },
             self.br,
             self.bc,
             self.head_dim,
@@ -129,8 +137,8 @@ impl SimReport {
             self.cycles,
             self.ideal_cycles,
             100.0 * self.utilization,
-            if self.tiers > 1 {
-                format!(" of {} tiers' MACs", self.tiers)
+            if self.mac_tiers > 1 {
+                format!(" of {} tiers' MACs", self.mac_tiers)
             } else {
                 String::new()
             },
@@ -157,7 +165,18 @@ impl SimReport {
             c("p_buf_reads"),
             c("p_buf_writes")
         );
-        if c("vlink_bits") > 0 {
+        s += &format!(
+            "  operand broadcasts (row and column buses): {} bit-hops\n",
+            c("bcast_bit_hops")
+        );
+        if c("vlink_s_bits") > 0 {
+            s += &format!(
+                "  vertical links: QK tier -> softmax tier {} bits (S up), softmax tier <-> PV \
+                 tier {} bits (P up, O down to the readout)\n",
+                c("vlink_s_bits"),
+                c("vlink_bits") - c("vlink_s_bits")
+            );
+        } else if c("vlink_bits") > 0 {
             s += &format!(
                 "  vertical link (QK tier <-> PV tier): {} bits (P up, O down to the readout)\n",
                 c("vlink_bits")
@@ -232,12 +251,7 @@ pub fn run_with_fault(
     let acc = chk.accuracy;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(0);
     // Utilization counts the MACs of every tier.
-    let tiers = if cfg.variant == hdl::config::Variant::Reg3d {
-        cfg.tiers
-    } else {
-        1
-    };
-    let pes = (cfg.rows * cfg.cols * tiers) as f64;
+    let pes = (cfg.rows * cfg.cols * p.row.mac_tiers()) as f64;
     let ideal = c("macs") as f64 / pes;
     let cycles = c("cycles");
     let fmt_mismatch = |m: Mismatch| {
@@ -284,7 +298,8 @@ pub fn run_with_fault(
         ideal_cycles: ideal,
         utilization: ideal / cycles.max(1) as f64,
         array_busy: c("mac_cycles") as f64 / cycles.max(1) as f64,
-        tiers,
+        tiers: p.row.tiers(),
+        mac_tiers: p.row.mac_tiers(),
         qk_tier_busy: c("qk_cycles") as f64 / cycles.max(1) as f64,
         pv_tier_busy: c("pv_cycles") as f64 / cycles.max(1) as f64,
         bit_mismatches: chk.bit_mismatches,

@@ -199,7 +199,7 @@ fn random_configurations_build_or_are_refused() {
             16u32..=48,
             1u32..=12,
         ),
-        0usize..3,
+        0usize..4,
     );
     let config = Config {
         cases: 64,
@@ -213,7 +213,9 @@ fn random_configurations_build_or_are_refused() {
         &strategy,
         |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo), variant)| {
             let mut cfg = small();
-            cfg.variant = hdl::config::Variant::ALL[variant];
+            // reg2d, buf2d, reg3d with two tiers, reg3d with three.
+            cfg.variant = hdl::config::Variant::ALL[variant.min(2)];
+            cfg.tiers = if variant == 3 { 3 } else { 2 };
             (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
             let need = (2 * a * b + a * e).next_power_of_two();
             cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);

@@ -23,9 +23,15 @@ fn small() -> CoreConfig {
 
 /// `cfg` as reg3d: QK and PV on two tiers.
 fn tiered(cfg: &CoreConfig) -> CoreConfig {
+    stacked(cfg, 2)
+}
+
+/// `cfg` as reg3d with `tiers` tiers (3: QK, a softmax tier, PV).
+fn stacked(cfg: &CoreConfig, tiers: u32) -> CoreConfig {
     let c = CoreConfig {
-        name: format!("{}_reg3d", cfg.name),
+        name: format!("{}_reg3d_t{tiers}", cfg.name),
         variant: Variant::Reg3d,
+        tiers,
         ..cfg.clone()
     };
     c.validate().unwrap();
@@ -61,10 +67,12 @@ fn small_core_is_bit_exact() {
     scenarios(&small(), 120, 300, 91);
 }
 
-/// Two tiers (QK and PV at once, each on its own block) on the same shapes.
+/// Two tiers (QK and PV at once, each on its own block) and three (the row engines and S
+/// between them) on the same shapes.
 #[test]
 fn small_tiered_core_is_bit_exact() {
-    scenarios(&tiered(&small()), 80, 300, 97);
+    scenarios(&tiered(&small()), 50, 300, 97);
+    scenarios(&stacked(&small(), 3), 40, 300, 90);
 }
 
 /// The buffered baseline (S and P in the SRAM buffer, two-port P banks) on the same shapes.
@@ -74,8 +82,8 @@ fn small_buffered_core_is_bit_exact() {
 }
 
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
-/// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d and as buf2d with
-/// single-port P banks (PV and the softmax take turns).
+/// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d, as buf2d with
+/// single-port P banks (PV and the softmax take turns), and as reg3d with two and three tiers.
 #[test]
 fn narrow_core_with_deep_pipelines_is_bit_exact() {
     let mut c = small();
@@ -90,6 +98,7 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
     scenarios(&c, 30, 160, 92);
     scenarios(&buffered(&c, 1), 30, 160, 95);
     scenarios(&tiered(&c), 30, 160, 98);
+    scenarios(&stacked(&c, 3), 20, 160, 88);
 }
 
 /// The variants compute the same O bit for bit from the same input, and differ only where the
@@ -115,6 +124,7 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         buffered(&small(), 2),
         buffered(&small(), 1),
         tiered(&small()),
+        stacked(&small(), 3),
     ];
     for cfg in cfgs {
         let (model, p) = core(&cfg);
@@ -123,9 +133,10 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         runs.push(r);
     }
     let (reg, buf2, buf1, reg3) = (&runs[0], &runs[1], &runs[2], &runs[3]);
-    assert_eq!(reg.out, buf2.out);
-    assert_eq!(reg.out, buf1.out);
-    assert_eq!(reg.out, reg3.out);
+    let t3 = &runs[4];
+    for r in &runs[1..] {
+        assert_eq!(reg.out, r.out);
+    }
     // reg3d: the same MACs and register-file traffic on two tiers at once, so fewer cycles;
     // the weights (16 bits each) and the O values (32) cross between the tiers.
     for n in [
@@ -143,6 +154,24 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         16 * 2 * 9 * 9 * 64 + 32 * 2 * 72 * 16
     );
     assert!(reg3.counters["cycles"] * 10 < reg.counters["cycles"] * 8);
+    // Three tiers: the same steps on the same two PE tiers; each score (every query sees
+    // every key: 2 heads × 72 × 72) also goes up its S link once, read at the QK PE's port
+    // and written into the softmax tier's registers; the rest of the link traffic and the
+    // cycles (up to the S links' stage per block) are reg3d's.
+    let pairs = 2 * 72 * 72;
+    for n in ["macs", "p_buf_reads", "qk_cycles", "pv_cycles"] {
+        assert_eq!(t3.counters[n], reg3.counters[n], "{n}");
+    }
+    assert_eq!(t3.counters["rf_reads"], reg3.counters["rf_reads"] + pairs);
+    assert_eq!(t3.counters["rf_writes"], reg3.counters["rf_writes"] + pairs);
+    assert_eq!(t3.counters["vlink_s_bits"], 32 * pairs);
+    assert_eq!(
+        t3.counters["vlink_bits"] - t3.counters["vlink_s_bits"],
+        reg3.counters["vlink_bits"]
+    );
+    assert_eq!(reg3.counters["vlink_s_bits"], 0);
+    let (c2, c3) = (reg3.counters["cycles"], t3.counters["cycles"]);
+    assert!(c2 <= c3 && c3 <= c2 + 2 * 9 * 9, "{c2} vs {c3} cycles");
     let scores = 2 * 9 * 9 * 64; // heads x tiles x blocks x Br·Bc
     assert_eq!(reg.counters["blocks"], 2 * 9 * 9);
     for r in [buf2, buf1] {
@@ -180,6 +209,7 @@ fn one_pe_core_is_bit_exact() {
     c.validate().unwrap();
     scenarios(&c, 30, 40, 93);
     scenarios(&tiered(&c), 20, 40, 99);
+    scenarios(&stacked(&c, 3), 20, 40, 89);
     // buf2d on one PE with one query row per PE row (a = 1) and a single-port P bank.
     (c.name, c.br, c.bc) = ("one_pe_a1".into(), 1, 4);
     scenarios(&buffered(&c, 1), 20, 40, 96);

@@ -230,7 +230,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
     // every fault; the others the faults that act in logic the variant changes: the phase
     // selection and counts (the sequencer's S-copy gate and port turns in buf2d, its two
     // phase streams in reg3d), the rescale shift (buf2d's sweeps, reg3d's PV tier), the PV
-    // mask (reg3d's own generator) and the shared port. The fetch unit's releases and the
+    // mask (reg3d's own generator), the shared port and the softmax tier's S slots. The fetch unit's releases and the
     // readout's writes are the same logic in every variant.
     use Fault::*;
     let schedule = [StallQk, StallPv, SkipK, SkipV];
@@ -255,6 +255,13 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "variant = \"reg3d\"\nbc = 2\n".to_string(),
             "6",
             reg3d,
+        ),
+        // Three tiers: the same phase streams; the softmax tier's S registers are its own.
+        (
+            "reg3d_t3",
+            "variant = \"reg3d\"\ntiers = 3\nbc = 2\n".to_string(),
+            "6",
+            vec![SharedSTierSlot],
         ),
     ];
     for (variant, extra, causal_seq, faults) in variants {

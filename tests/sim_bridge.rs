@@ -62,7 +62,14 @@ fn waveforms_on_request_with_named_signals() {
     let dir = ScratchDir::new("waves").unwrap();
     let cfg = CoreConfig::preset("small").unwrap();
     generate(&cfg, &Target::Unit("fp16_mul".into()), dir.path()).unwrap();
-    let model = Model::build_with(dir.path(), &BuildOptions { trace: true }).unwrap();
+    let model = Model::build_with(
+        dir.path(),
+        &BuildOptions {
+            trace: true,
+            quick: false,
+        },
+    )
+    .unwrap();
     let vcd = dir.path().join("mul.vcd");
     {
         let mut dut = model.dut_with_waves(&vcd).unwrap();
@@ -79,7 +86,14 @@ fn waveforms_on_request_with_named_signals() {
         );
     }
     // A model built without tracing refuses to write waveforms.
-    let plain = Model::build_with(dir.path(), &BuildOptions { trace: false }).unwrap();
+    let plain = Model::build_with(
+        dir.path(),
+        &BuildOptions {
+            trace: false,
+            quick: false,
+        },
+    )
+    .unwrap();
     assert!(plain.dut_with_waves(&vcd).is_err());
 }
 

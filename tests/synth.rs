@@ -35,13 +35,30 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
         .collect();
     cells.insert("total".into(), r.total.cells);
     // 4 rows of 4 PEs: the core's engine (inside the top's abort wrapper) instantiates 4 PE
-    // rows, each 4 PEs.
+    // rows, each its one tier of 4 PEs.
     let pe = r.modules.keys().find(|m| m.starts_with("pe_r")).unwrap();
     let row = r.modules.keys().find(|m| m.starts_with("pe_row_")).unwrap();
+    let tier = r
+        .modules
+        .keys()
+        .find(|m| m.starts_with("pe_tier_"))
+        .unwrap();
     let engine = r.modules.keys().find(|m| m.ends_with("_engine")).unwrap();
     assert_eq!(r.modules[&r.top].by_type[engine], 1);
     assert_eq!(r.modules[engine].by_type[row], 4);
-    assert_eq!(r.modules[row].by_type[pe], 4);
+    assert_eq!(r.modules[row].by_type[tier], 1);
+    assert_eq!(r.modules[tier].by_type[pe], 4);
+    // The per-tier account (`regflash synth`) covers the whole core: 16 PEs' worth of PE
+    // array, 4 rows' P banks and engines, and the control.
+    let manifest = gen::manifest::Manifest::load(dir.path()).unwrap();
+    let parts = regflash::tiers::parts(&small(), &r, &manifest.memories);
+    assert_eq!(parts.iter().map(|p| p.cells).sum::<u64>(), r.total.cells);
+    let array = parts
+        .iter()
+        .find(|p| p.part.starts_with("PE array"))
+        .unwrap();
+    assert_eq!(array.instances, 4);
+    assert_eq!(array.memory_bits, 16 * 64 * 32);
     // Longest paths run through each module's own gates only (never through an instance), and
     // the control logic is not the critical path: no longer than the FP32 multiplier's.
     assert_eq!(

@@ -320,7 +320,7 @@ fn nextpnr_fmax(json: &str, pcf: &Path) -> Result<f64> {
 }
 
 /// Cells of `top` with every submodule instance expanded.
-fn hierarchy_total(
+pub fn hierarchy_total(
     modules: &BTreeMap<String, CellStats>,
     top: &str,
     target: SynthTarget,

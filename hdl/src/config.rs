@@ -57,7 +57,8 @@ pub struct CoreConfig {
     /// Target clock in MHz (for constraints and reports).
     pub clock_mhz: f64,
     /// Where S and P live: `reg2d` (PE registers, the default), `buf2d` (an on-chip SRAM
-    /// buffer between QK, softmax and PV), `reg3d` (stacked tiers; not built yet).
+    /// buffer between QK, softmax and PV), `reg3d` (stacked tiers with register-to-register
+    /// vertical links).
     #[serde(default)]
     pub variant: Variant,
     /// buf2d: ports of each P buffer bank (2: one read and one write port, so the softmax of
@@ -73,7 +74,8 @@ pub struct CoreConfig {
     /// behavioural synchronous RAM (`gen` and `synth` only; simulation uses the behaviour).
     #[serde(default)]
     pub buf_macro: bool,
-    /// reg3d: tiers of the stack (2: QK with the softmax engines, and PV above).
+    /// reg3d: tiers of the stack (2: QK with the softmax engines, and PV above; 3: QK, a
+    /// softmax tier with the row engines and the S registers, and PV).
     #[serde(default = "default_tiers")]
     pub tiers: u32,
     /// reg3d: cycles a transfer over a vertical link takes (register stages, 0..=4).
@@ -557,10 +559,9 @@ impl CoreConfig {
             Variant::Reg2d => Ok(()),
             Variant::Reg3d => {
                 ensure!(
-                    self.tiers == 2,
-                    "tiers = {} is not supported: reg3d is built with 2 tiers (QK with the \
-                     softmax engines below, PV above); a separate softmax tier (tiers = 3) is \
-                     not implemented yet",
+                    matches!(self.tiers, 2 | 3),
+                    "tiers = {} is not supported: reg3d has 2 tiers (QK with the softmax \
+                     engines below, PV above) or 3 (QK, a softmax tier, PV)",
                     self.tiers
                 );
                 ensure!(

@@ -32,10 +32,14 @@ pub enum Fault {
     /// buf2d with a single-port P bank: the sequencer lets PV steps read P while the softmax
     /// writes it, so a read and a write meet on the one port: `p_one_access`.
     SharedPortClash,
+    /// reg3d with three tiers: the softmax tier keeps one S block instead of two, so the S
+    /// links overwrite the scores the softmax of the previous block still reads: only the
+    /// comparison catches it.
+    SharedSTierSlot,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::StallQk,
         Fault::StallPv,
         Fault::WriteOutsideO,
@@ -47,6 +51,7 @@ impl Fault {
         Fault::CausalOffByOne,
         Fault::WrongRescale,
         Fault::SharedPortClash,
+        Fault::SharedSTierSlot,
     ];
 
     /// The snake_case name (module-name suffix, `regflash sim --fault`).
@@ -63,6 +68,7 @@ impl Fault {
             Fault::CausalOffByOne => "causal_off_by_one",
             Fault::WrongRescale => "wrong_rescale",
             Fault::SharedPortClash => "shared_port_clash",
+            Fault::SharedSTierSlot => "shared_s_tier_slot",
         }
     }
 
@@ -83,7 +89,7 @@ impl Fault {
             Fault::SkipK => Some("k_block_in_order"),
             Fault::SkipV => Some("v_block_in_order"),
             Fault::SharedPortClash => Some("p_one_access"),
-            Fault::CausalOffByOne | Fault::WrongRescale => None,
+            Fault::CausalOffByOne | Fault::WrongRescale | Fault::SharedSTierSlot => None,
         }
     }
 
@@ -92,6 +98,9 @@ impl Fault {
         match self {
             Fault::SharedPortClash if p.row.buffer.is_none_or(|b| b.ports != 1) => {
                 Some("variant = \"buf2d\" with buf_ports = 1")
+            }
+            Fault::SharedSTierSlot if !p.row.softmax_tier() => {
+                Some("variant = \"reg3d\" with tiers = 3")
             }
             _ => None,
         }

@@ -14,6 +14,10 @@ pub struct BenchArgs {
     /// each configuration's own).
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<Variant>,
+    /// reg3d's tier counts to run it with, comma separated (2, 3; default: each
+    /// configuration's own). Other variants run once.
+    #[arg(long, value_delimiter = ',')]
+    pub tiers: Vec<u32>,
     /// Sequence lengths, comma separated; each runs non-causal and causal.
     #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
     pub seq: Vec<usize>,
@@ -65,10 +69,26 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
                 })
             })
             .collect();
-        for c in &configs {
-            c.validate()
-                .with_context(|| format!("{} as {}", c.name, c.variant))?;
-        }
+    }
+    if !args.tiers.is_empty() {
+        configs = configs
+            .iter()
+            .flat_map(|c| match c.variant {
+                Variant::Reg3d => args
+                    .tiers
+                    .iter()
+                    .map(|&t| CoreConfig {
+                        tiers: t,
+                        ..c.clone()
+                    })
+                    .collect(),
+                _ => vec![c.clone()],
+            })
+            .collect();
+    }
+    for c in &configs {
+        c.validate()
+            .with_context(|| format!("{} as {} ({} tiers)", c.name, c.variant, c.tiers))?;
     }
     let plan = bench::BenchPlan {
         configs,

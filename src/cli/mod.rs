@@ -102,6 +102,9 @@ pub struct ConfigArgs {
     /// reg3d (stacked tiers).
     #[arg(long)]
     pub variant: Option<Variant>,
+    /// Override: reg3d's tiers (2: QK with the softmax engines, PV; 3: QK, softmax, PV).
+    #[arg(long)]
+    pub tiers: Option<u32>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -128,6 +131,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.variant {
             cfg.variant = v;
+        }
+        if let Some(v) = self.tiers {
+            cfg.tiers = v;
         }
         cfg.validate()?;
         Ok(cfg)

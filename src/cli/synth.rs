@@ -31,6 +31,14 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     let report = gen::flow::synth(dir.path(), args.target, !args.no_pnr)?;
     println!("{}", synth_table(&report));
     println!("{}", memory_table(&manifest.memories));
+    let parts = crate::tiers::parts(&cfg, &report, &manifest.memories);
+    if parts.len() > 1 {
+        println!(
+            "\nBy tier (each part a module: Yosys's cells and flip-flops, the design's memory \
+             bits; see src/tiers.rs):{}",
+            crate::tiers::table(&parts)
+        );
+    }
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }

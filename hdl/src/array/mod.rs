@@ -6,5 +6,6 @@ pub mod mac;
 pub mod mask;
 pub mod pe;
 pub mod pe_row;
+pub mod pe_tier;
 
 pub use grid::*;

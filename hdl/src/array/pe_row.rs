@@ -37,7 +37,10 @@
 //! the readout reads. The exp sweep's P writes reach the P bank through `vlink_latency`
 //! register stages (the vertical link), which the drain wait covers. Each tier's PE has the
 //! register file of the 2-D PE (iso-PE per tier; the QK tier uses its S part, the PV tier its O
-//! part).
+//! part). With three tiers (`softmax_tier`) the engine sits on a tier of its own between them,
+//! with two blocks of S registers above each QK PE (`s_tier*`): each score goes up its PE's S
+//! link (the PE's read port, `vlink_latency` stages) in the cycle its last product lands, and
+//! the sweeps read it there; the QK PEs hold one block (`s_tier`).
 //!
 //! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
@@ -53,8 +56,8 @@ use crate::fp32_recip::{RecipIn, RecipOut};
 use crate::fsm::Fsm;
 use crate::ieee;
 use crate::iface::Block;
-use crate::pe::{self, PeConfig, PeOp, OP_BITS};
-use crate::pe::{PeIn, PeOut};
+use crate::pe::{PeConfig, OP_BITS};
+use crate::pe_tier::{self, STierBlock, STierIn, TierBlock, TierIn, TierKind, TierOut};
 use crate::ports::{Binary, BinaryBlock, X};
 use crate::row_reduce::Reduce;
 use crate::row_reduce::{self, RowReduceConfig};
@@ -81,7 +84,8 @@ pub struct PeRowConfig {
     pub exp: SoftmaxExpConfig,
     /// Width of an O staging beat.
     pub mem_width: u32,
-    /// A deliberate defect, for fault-injection tests only (`Fault::WrongRescale` acts here).
+    /// A deliberate defect, for fault-injection tests only (`Fault::WrongRescale` and
+    /// `Fault::SharedSTierSlot` act here).
     pub fault: Option<Fault>,
     /// buf2d: S and P in the row's SRAM bank (None: reg2d, S in the PE registers).
     pub buffer: Option<RowBuffer>,
@@ -90,11 +94,14 @@ pub struct PeRowConfig {
     pub tiered: Option<RowTiers>,
 }
 
-/// The row's two tiers in reg3d.
+/// The row's tiers in reg3d.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowTiers {
-    /// Register stages of the vertical link that carries P up (cycles).
+    /// Register stages of each vertical link (P up, and in three tiers S up) (cycles).
     pub vlink_latency: u32,
+    /// Three tiers: the row engine on a tier of its own between QK and PV, with the S
+    /// registers the sweeps read; each QK PE sends its scores up over its own link.
+    pub softmax_tier: bool,
 }
 
 /// The row's SRAM bank in the buffered (buf2d) design: an S array (one block of the row's a × Bc
@@ -115,13 +122,35 @@ impl PeRowConfig {
     }
 
     /// S blocks the PE registers hold: two (the softmax of one block reads its S while the
-    /// next block's QK writes the other), or one when S moves to the buffer after its QK.
+    /// next block's QK writes the other), or one when S moves on after its QK: to the buffer
+    /// (buf2d), or up to the softmax tier (reg3d, three tiers).
     pub fn s_slots(&self) -> u32 {
-        if self.buffer.is_some() {
+        if self.buffer.is_some() || self.softmax_tier() {
             1
         } else {
             2
         }
+    }
+
+    /// Three tiers: the row engine and its S registers on a tier of their own.
+    pub fn softmax_tier(&self) -> bool {
+        self.tiered.is_some_and(|t| t.softmax_tier)
+    }
+
+    /// The softmax tier's S registers above each QK PE (three tiers): two blocks of the PE's
+    /// a × b FP32 scores, at (slot, ii, jj).
+    pub fn s_tier_depth(&self) -> u32 {
+        2 << (self.ii_bits() + self.jj_bits())
+    }
+
+    /// Cycles from a QK phase's last step until the sweeps may read its S: the PE latency,
+    /// plus the S link's stages in three tiers.
+    pub fn s_ready_latency(&self) -> u32 {
+        self.pe.latency()
+            + match self.tiered {
+                Some(t) if t.softmax_tier => t.vlink_latency,
+                _ => 0,
+            }
     }
 
     /// The S array of the row's bank: a × Bc FP32 words at (ii, j), single-port.
@@ -200,13 +229,23 @@ impl PeRowConfig {
         x + q
     }
 
-    /// Tiers of PEs (1, or 2 in reg3d).
+    /// Tiers of the stack (1; 2 or 3 in reg3d).
     pub fn tiers(&self) -> u32 {
-        if self.tiered.is_some() {
-            2
-        } else {
-            1
+        match self.tiered {
+            None => 1,
+            Some(t) => 2 + t.softmax_tier as u32,
         }
+    }
+
+    /// Tiers of PEs (MAC resources): 1, or 2 in reg3d (the softmax tier has none).
+    pub fn mac_tiers(&self) -> u32 {
+        1 + self.tiered.is_some() as u32
+    }
+
+    /// Width of a row's per-cycle vertical-link bit count: a weight up (16) and an O value
+    /// down (32), and in three tiers a score up from every PE (32 · C).
+    pub fn vlink_width(&self) -> u32 {
+        bits_for(48 + 32 * self.cols as u64 * self.softmax_tier() as u64)
     }
 
     /// Registers the mapping needs per PE.
@@ -245,12 +284,13 @@ impl PeRowConfig {
             Some(b) => format!("_buf{}{}", b.ports, if b.blackbox { "m" } else { "" }),
             None => String::new(),
         } + &match self.tiered {
-            Some(t) => format!("_t2l{}", t.vlink_latency),
+            Some(t) => format!("_t{}l{}", self.tiers(), t.vlink_latency),
             None => String::new(),
-        } + if self.fault == Some(Fault::WrongRescale) {
-            "_fault_wrong_rescale"
-        } else {
-            ""
+        } + &match self.fault {
+            Some(f @ (Fault::WrongRescale | Fault::SharedSTierSlot)) => {
+                format!("_fault_{}", f.name())
+            }
+            _ => String::new(),
         }
     }
 }
@@ -323,10 +363,12 @@ group! {
 group! {
     /// The row's outputs: busy (the engine runs), S copied out of the PE registers (buf2d: the
     /// registers are free for the next block's QK), this cycle's MACs, register-file reads and
-    /// writes, P-bank and S-array reads and writes, bits over the vertical link (reg3d: P up,
-    /// O down to the readout) (for the counters), and the O staging write.
+    /// writes, P-bank and S-array reads and writes, bits over the vertical links (reg3d: P up,
+    /// O down to the readout, and in three tiers S up) and over the S links alone (for the
+    /// counters), and the O staging write.
     pub struct RowOut<T> {
-        busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink;
+        busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink,
+        vlink_s;
         st: RowStore<T>,
     }
 }
@@ -386,14 +428,15 @@ impl PeRowConfig {
         RowOut {
             busy: 1,
             s_free: 1,
-            macs: bits_for(c),
+            macs: bits_for((self.cols * self.mac_tiers()) as u64),
             rf_reads: bits_for(c + 1),
             rf_writes: bits_for(c + 1),
             p_read: 1,
             p_write: 1,
             s_read: 1,
             s_write: 1,
-            vlink: VLINK_BITS,
+            vlink: self.vlink_width(),
+            vlink_s: self.vlink_width(),
             st: RowStore {
                 we: 1,
                 row: self.ii_bits(),
@@ -404,15 +447,13 @@ impl PeRowConfig {
     }
 }
 
-/// Width of a row's per-cycle vertical-link bit count (at most 16 + 32).
-pub const VLINK_BITS: u32 = 6;
-
 /// The PE row's block.
 pub type RowBlock = Block<RowIn, RowOut<u32>>;
 
 /// The blocks a row instantiates.
 struct Parts {
-    pe: Block<PeIn, PeOut<u32>>,
+    /// The PE tiers: the one tier (2-D), or the QK and the PV tier (reg3d).
+    tiers: Vec<TierBlock>,
     srow: Block<RowOpIn, RowState<u32>>,
     sexp: Block<ExpIn, ExpOut<u32>>,
     add0: BinaryBlock,
@@ -422,12 +463,19 @@ struct Parts {
     tree_latency: u32,
     p_bank: SramBlock,
     s_bank: Option<SramBlock>,
+    /// Three tiers: the softmax tier's S registers and links.
+    s_tier: Option<STierBlock>,
 }
 
 /// Defines the PE row.
 pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
+    let kinds: &[TierKind] = if cfg.tiered.is_some() {
+        &[TierKind::Qk, TierKind::Pv]
+    } else {
+        &[TierKind::Both]
+    };
     let parts = Parts {
-        pe: pe::build_counted(d, &cfg.pe),
+        tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
         srow: softmax::build_row(d),
         sexp: softmax::build_exp(d, &cfg.exp),
         add0: fp32_add::build(d, &Fp32AddConfig { latency: 0 }),
@@ -437,6 +485,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         tree_latency: RowReduceConfig { cols: cfg.cols }.levels(),
         p_bank: sram::build(d, &cfg.p_array()),
         s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
+        s_tier: cfg.softmax_tier().then(|| pe_tier::build_s_tier(d, cfg)),
     };
     let cfg = *cfg;
     let inputs = cfg.input_widths();
@@ -491,9 +540,29 @@ struct Pes {
     acc_reads: Vec<Sig>,
     rf_writes: Vec<Sig>,
     macs: Sig,
+    /// The tier's read data and its PEs' enables (QK steps: not masked) as buses (PE 0
+    /// lowest).
+    rd_bus: Sig,
+    en_bus: Sig,
 }
 
 impl Pes {
+    /// A tier's outputs, per PE.
+    fn of(cfg: &PeRowConfig, t: &TierOut) -> Pes {
+        let c_n = cfg.cols;
+        let bits = |x: Sig| (0..c_n).map(|c| x.bit(c)).collect::<Vec<Sig>>();
+        Pes {
+            rd_datas: (0..c_n)
+                .map(|c| t.rd_data.slice(32 * c + 31, 32 * c))
+                .collect(),
+            acc_reads: bits(t.acc_read),
+            rf_writes: bits(t.rf_write),
+            macs: t.macs,
+            rd_bus: t.rd_data,
+            en_bus: t.en,
+        }
+    }
+
     /// Both tiers' accesses and MACs (the read data stay per tier).
     fn and(mut self, other: Pes) -> Pes {
         self.acc_reads.extend(other.acc_reads);
@@ -524,71 +593,85 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let o_base = cfg.o_addr_rtl(m, e.ii.q, e.qq.q, aw);
     let sm = softmax_rows(m, cfg, parts, i, &e);
     let p_bank = p_bank(m, cfg, parts, i);
-    let (pes, value, o_value) = match cfg.tiered {
+    let tile_reset = i.sm.start & i.sm.first;
+    let array = |m: &mut ModuleBuilder, k: usize, tier: Tier| {
+        let ins = TierIn {
+            a_q: i.a_q,
+            p_val: p_bank.value,
+            b_col: tier.b_col,
+            mask: tier.mask,
+            rd_addr: tier.rd_addr,
+            shift: sm.step_shift,
+            pv_block_start: i.pv_block_start,
+            tile_reset,
+            step: tier.step,
+        };
+        let out = m.instantiate(&parts.tiers[k], &format!("u_{}tier", tier.prefix), &ins);
+        // The enables feed only a softmax tier's S links.
+        if !(cfg.softmax_tier() && k == 0) {
+            m.discard(out.en);
+        }
+        Pes::of(cfg, &out)
+    };
+    let (pes, value, o_value, s_link) = match cfg.tiered {
         // One tier: QK and PV steps on the same PEs, whose one read port serves the sweeps
         // (S) and the readout (O).
         None => {
             let rd_addr = m.name("rd_addr", mux(e.in_ro, o_base, s_base));
-            let tier = Tier {
-                step: i.step,
-                b_col: i.b_col,
-                mask: i.mask_qk,
-                prefix: "",
-            };
-            let pes = pe_array(
-                m,
-                cfg,
-                parts,
-                i,
-                &tier,
-                rd_addr,
-                sm.step_shift,
-                p_bank.value,
-            );
+            let pes = array(m, 0, Tier::qk(i, rd_addr, ""));
             m.discard_all(&i.step_pv);
             m.discard(i.v_col);
             m.discard(i.mask_pv);
             let value = m.name("rd_value", mux_index(e.cc.q, &pes.rd_datas));
-            (pes, value, value)
+            (pes, value, value, None)
         }
-        // reg3d: the QK tier's PEs hold S (the sweeps read them), the PV tier's hold O (the
-        // readout reads them).
-        Some(_) => {
-            let qk_tier = Tier {
-                step: i.step,
-                b_col: i.b_col,
-                mask: i.mask_qk,
-                prefix: "qk_",
+        // reg3d: the QK tier's PEs hold S, the PV tier's hold O (the readout reads them). The
+        // sweeps read S in the QK PEs, or with a softmax tier in its S registers, which the QK
+        // PEs' read ports feed over the S links.
+        Some(t) => {
+            let aw = cfg.pe.addr_width();
+            let qk_rd = if t.softmax_tier {
+                m.net("link_rd_addr", aw)
+            } else {
+                s_base
             };
-            let qk = pe_array(
-                m,
-                cfg,
-                parts,
-                i,
-                &qk_tier,
-                s_base,
-                sm.step_shift,
-                p_bank.value,
-            );
+            let mut qk = array(m, 0, Tier::qk(i, qk_rd, "qk_"));
             let pv_tier = Tier {
                 step: i.step_pv,
                 b_col: i.v_col,
                 mask: i.mask_pv,
+                rd_addr: o_base,
                 prefix: "pv_",
             };
-            let pv = pe_array(
-                m,
-                cfg,
-                parts,
-                i,
-                &pv_tier,
-                o_base,
-                sm.step_shift,
-                p_bank.value,
-            );
-            let s_value = m.name("s_value", mux_index(e.cc.q, &qk.rd_datas));
+            let pv = array(m, 1, pv_tier);
             let o_value = m.name("o_value", mux_index(e.cc.q, &pv.rd_datas));
-            (qk.and(pv), s_value, o_value)
+            let (s_value, link) = if t.softmax_tier {
+                let block = parts.s_tier.as_ref().expect("three tiers");
+                let ins = STierIn {
+                    rd_data: qk.rd_bus,
+                    en: qk.en_bus,
+                    slot: e.slot,
+                    ii: e.ii.q,
+                    jj: e.jj.q,
+                    cc: e.cc.q,
+                    step: i.step,
+                };
+                let out = m.instantiate(block, "u_s_tier", &ins);
+                m.drive(qk_rd, out.rd_addr);
+                let bits = |x: Sig| (0..cfg.cols).map(|c| x.bit(c)).collect::<Vec<Sig>>();
+                let link = STier {
+                    value: out.value,
+                    reads: bits(out.reads),
+                    writes: bits(out.writes),
+                };
+                qk.acc_reads.extend(link.reads.iter().copied());
+                qk.rf_writes.extend(link.writes.iter().copied());
+                (link.value, Some(link))
+            } else {
+                (mux_index(e.cc.q, &qk.rd_datas), None)
+            };
+            let s_value = m.name("s_value", s_value);
+            (qk.and(pv), s_value, o_value, link)
         }
     };
     let masked = m.name("masked", sweep_mask(cfg, i.mask_sp, &e));
@@ -617,6 +700,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         or_all(&[e.in_max, e.in_exp, e.in_ro])
     };
     let count_w = bits_for((cfg.cols * cfg.tiers()) as u64 + 1);
+    let s_bits = s_link_bits(m, cfg, s_link.as_ref());
     let mut reads = pes.acc_reads;
     reads.push(reading);
     RowOut {
@@ -631,7 +715,8 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         p_write: out_valid,
         s_read: sw.s_read,
         s_write: sw.s_write,
-        vlink: vlink_bits(m, cfg, exp.link_we, e.in_ro),
+        vlink: vlink_bits(m, cfg, exp.link_we, e.in_ro, s_bits),
+        vlink_s: s_bits,
         st,
     }
 }
@@ -697,6 +782,7 @@ fn softmax_rows(
     } else {
         shift
     };
+    let step_shift = m.name("step_shift", step_shift);
     SoftmaxRows {
         row_op,
         row_sel,
@@ -710,104 +796,38 @@ fn softmax_rows(
 }
 
 /// What one tier of PEs steps on: its step bus, its column bus, the mask of its phase's block,
-/// and the prefix of its instance names.
+/// the address of its read port, and the prefix of its instance name.
 struct Tier<'a> {
     step: PeStep,
     b_col: Sig,
     mask: Sig,
+    rd_addr: Sig,
     prefix: &'a str,
 }
 
-/// The PEs: QK steps mask each PE by `mask_qk`; a PV step's operation is the row's own (NOP
-/// if masked, MAC_ZERO on the row's first product of the tile, MAC_SCALE on its first of a
-/// block, MAC otherwise). Row operand: Q in QK steps, P from the row's P buffer in PV steps.
-#[allow(clippy::too_many_arguments)]
-fn pe_array(
-    m: &mut ModuleBuilder,
-    cfg: &PeRowConfig,
-    parts: &Parts,
-    i: &RowIn,
-    tier: &Tier,
-    rd_addr: Sig,
-    step_shift: Sig,
-    p_val: Sig,
-) -> Pes {
-    let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
-    let st = &tier.step;
-    let started = m.reg("o_started", a_n, Some(0));
-    let scaled = m.reg("scaled", a_n, Some(0));
-    // mask_qk follows the running phase's block: [ii][j], the step's query row, then its key.
-    let pv_masked = select_bit2(tier.mask, a_n, bc, st.ii, st.j);
-    let bit_of_ii = |r: RegHandle| {
-        let bits: Vec<Sig> = (0..a_n).map(|k| r.q.bit(k)).collect();
-        mux_index(st.ii, &bits)
-    };
-    let (started_ii, scaled_ii) = (bit_of_ii(started), bit_of_ii(scaled));
-    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(OP_BITS, o as u64);
-    let (op_mac, op_zero, op_scale, op_nop) = (
-        op(m, PeOp::Mac),
-        op(m, PeOp::MacZero),
-        op(m, PeOp::MacScale),
-        op(m, PeOp::Nop),
-    );
-    let pv_op = mux(scaled_ii, op_mac, op_scale);
-    let pv_op = mux(started_ii, pv_op, op_zero);
-    let pv_op = mux(pv_masked, op_nop, pv_op);
-    let pe_op = mux(st.pv, pv_op, st.op);
-    let pe_op = m.name("pe_op", mux(st.valid, pe_op, op_nop));
-    // Flags: a row's first product of the tile, and of the block.
-    let pv_step = st.valid & st.pv;
-    let mark = and_all(&[pv_step, !pv_masked, st.last]);
-    let one_a = m.lit(a_n, 1);
-    let zero_a = m.zero(a_n);
-    let set = mux(mark, one_a << st.ii, zero_a);
-    let tile_reset = i.sm.start & i.sm.first;
-    m.set_next(started, mux(tile_reset, zero_a, started.q | set));
-    m.set_next(scaled, mux(i.pv_block_start, zero_a, scaled.q | set));
-    let a_row = m.name(&format!("{}a_row", tier.prefix), mux(st.pv, p_val, i.a_q));
-    let zero32 = m.zero(32);
-    let mut pes = Pes {
-        rd_datas: vec![],
-        acc_reads: vec![],
-        rf_writes: vec![],
-        macs: zero32,
-    };
-    let mut enables = vec![];
-    for c in 0..c_n {
-        // QK: PE c masked by mask_qk[ii][b*c + jj]; PV: the row's operation decides.
-        let cands: Vec<Sig> = (0..a_n)
-            .map(|r| {
-                let bits: Vec<Sig> = (0..b_n)
-                    .map(|k| tier.mask.bit(r * bc + b_n * c + k))
-                    .collect();
-                mux_index(st.jj, &bits)
-            })
-            .collect();
-        let qk_en = !mux_index(st.ii, &cands);
-        let one = m.lit(1, 1);
-        let en = mux(st.pv, one, qk_en);
-        enables.push(en);
-        let ins = PeIn {
-            a: a_row,
-            b: tier.b_col.slice(16 * c + 15, 16 * c),
-            op: pe_op,
-            en,
-            addr: st.addr,
-            ld_data: zero32,
-            shift: step_shift,
+impl<'a> Tier<'a> {
+    /// The tier on the step bus and the column bus (the one tier in 2-D, the QK tier in reg3d).
+    fn qk(i: &RowIn, rd_addr: Sig, prefix: &'a str) -> Self {
+        Tier {
+            step: i.step,
+            b_col: i.b_col,
+            mask: i.mask_qk,
             rd_addr,
-        };
-        let out = m.instantiate(&parts.pe, &format!("{}pe{c}", tier.prefix), &ins);
-        pes.rd_datas.push(out.rd_data);
-        pes.acc_reads.push(out.rf_acc_read);
-        pes.rf_writes.push(out.rf_write);
+            prefix,
+        }
     }
-    // MACs performed this cycle (for the core's counters).
-    let live = pe_op.ne(op_nop);
-    let performed: Vec<Sig> = enables.iter().map(|&en| en & live).collect();
-    pes.macs = m.sum(&performed, bits_for(c_n as u64));
-    pes
 }
+
+/// The softmax tier's S registers (three tiers), as the row sees them.
+struct STier {
+    /// The score the sweep visits (PE `cc`'s register at the engine's slot, ii, jj).
+    value: Sig,
+    /// Per PE: the link reads the QK PE's read port this cycle.
+    reads: Vec<Sig>,
+    /// Per PE: the link writes the S register above it this cycle.
+    writes: Vec<Sig>,
+}
+
 /// mask_sp[ii][b·cc + jj] for the engine's sweep position.
 fn sweep_mask(cfg: &PeRowConfig, mask_sp: Sig, e: &EngineRegs) -> Sig {
     let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
@@ -958,15 +978,37 @@ fn max_sweep(m: &mut ModuleBuilder, sw: &SweepRead, sm: &SoftmaxRows, start_swee
     m.drive(sm.blk_max, run_max.q);
 }
 
-/// Bits over the vertical link this cycle (reg3d): a P weight up to the PV tier's bank (16),
-/// an O value down to the readout (32). Zero in 2-D designs.
-fn vlink_bits(m: &mut ModuleBuilder, cfg: &PeRowConfig, p_up: Sig, o_down: Sig) -> Sig {
-    let zero = m.zero(VLINK_BITS);
+/// Bits over the vertical links this cycle (reg3d): a P weight up to the PV tier's bank (16),
+/// an O value down to the readout (32), and in three tiers the scores up the S links. Zero in
+/// 2-D designs.
+fn vlink_bits(m: &mut ModuleBuilder, cfg: &PeRowConfig, p_up: Sig, o_down: Sig, s: Sig) -> Sig {
+    let w = cfg.vlink_width();
+    let zero = m.zero(w);
     if cfg.tiered.is_none() {
+        m.discard(s);
         return zero;
     }
-    let (p16, o32) = (m.lit(VLINK_BITS, 16), m.lit(VLINK_BITS, 32));
-    mux(p_up, p16, zero) + mux(o_down, o32, zero)
+    let (p16, o32) = (m.lit(w, 16), m.lit(w, 32));
+    let po = mux(p_up, p16, zero) + mux(o_down, o32, zero);
+    if cfg.softmax_tier() {
+        po + s
+    } else {
+        m.discard(s);
+        po
+    }
+}
+
+/// Bits over the S links this cycle (three tiers): 32 per score written above. Zero otherwise.
+fn s_link_bits(m: &mut ModuleBuilder, cfg: &PeRowConfig, s_link: Option<&STier>) -> Sig {
+    let w = cfg.vlink_width();
+    match s_link {
+        Some(t) => {
+            let n = m.sum(&t.writes, w - 5);
+            let zero5 = m.zero(5);
+            cat(&[n, zero5])
+        }
+        None => m.zero(w),
+    }
 }
 
 /// What the exp sweep gives the rest of the row.
@@ -1218,15 +1260,4 @@ fn sequencing(
 fn bit_of(m: &mut ModuleBuilder, idx: Sig, n: u32) -> Sig {
     let one = m.lit(n, 1);
     one << idx
-}
-
-/// Bit `row * width + col` of `bits` (rows of `width` bits), selected by `row` then `col`.
-fn select_bit2(bits: Sig, rows: u32, width: u32, row: Sig, col: Sig) -> Sig {
-    let per_row: Vec<Sig> = (0..rows)
-        .map(|r| {
-            let bs: Vec<Sig> = (0..width).map(|k| bits.bit(r * width + k)).collect();
-            mux_index(col, &bs)
-        })
-        .collect();
-    mux_index(row, &per_row)
 }

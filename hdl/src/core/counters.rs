@@ -63,7 +63,7 @@ fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
 }
 
 fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
-    let (rr, cn) = (p.rows, p.row.cols * p.row.tiers());
+    let (rr, cn) = (p.rows, p.row.cols * p.row.mac_tiers());
     // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports (up to
     // C + 1 reads, each PE's accumulator port and the engine's read, and C writes per row);
     // P-buffer accesses (one read and one write per row at most).
@@ -72,7 +72,9 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         m.sum(&xs, width)
     };
     let macs = sum(|r| r.macs, bits_for((rr * cn) as u64));
-    let acc_w = bits_for((rr * (cn + 1)) as u64);
+    // Up to C + 1 reads and C writes per tier, and one engine read (three tiers: the S links
+    // read the QK PEs and write the softmax tier's registers).
+    let acc_w = bits_for((rr * (p.row.cols * p.row.tiers() + 1)) as u64);
     let rf_reads = sum(|r| r.rf_reads, acc_w);
     let rf_writes = sum(|r| r.rf_writes, acc_w);
     let p_w = bits_for(rr as u64);
@@ -80,7 +82,9 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let p_writes = sum(|r| r.p_write, p_w);
     let s_reads = sum(|r| r.s_read, p_w);
     let s_writes = sum(|r| r.s_write, p_w);
-    let vlink = sum(|r| r.vlink, crate::pe_row::VLINK_BITS + bits_for(rr as u64));
+    let vlink_w = p.row.vlink_width() + bits_for(rr as u64);
+    let vlink = sum(|r| r.vlink, vlink_w);
+    let vlink_s = sum(|r| r.vlink_s, vlink_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
     // MAC slots of the steps issued: R·C per tier that steps this cycle.
@@ -110,6 +114,17 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let st_q = idle_cycle & need_q;
     let st_sm = idle_cycle & or_all(&[need_sm, need_s, need_p]);
     let st_other = idle_cycle & !or_all(&[st_kv, st_q, st_sm]);
+    // Broadcast wire activity, bits × hops: each tier's step drives its R row buses (16 bits,
+    // the row operand Q or P, across C PE pitches) and its C column buses (16 bits, K or V,
+    // down R rows): 32·R·C bit·hops per tier and step, whatever the data.
+    let span = 32 * (rr * p.row.cols) as u64;
+    let bc_w = bits_for(span * p.row.mac_tiers() as u64);
+    let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
+    let bcast = if p.row.tiered.is_some() {
+        mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b)
+    } else {
+        mux(i.step_valid, span_l, zero_b)
+    };
     let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
     let out = Counters {
         cycles: c("cnt_cycles", run_busy),
@@ -131,6 +146,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         s_buf_reads: c("cnt_s_buf_reads", s_reads),
         s_buf_writes: c("cnt_s_buf_writes", s_writes),
         vlink_bits: c("cnt_vlink_bits", vlink),
+        vlink_s_bits: c("cnt_vlink_s_bits", vlink_s),
+        bcast_bit_hops: c("cnt_bcast_bit_hops", bcast),
         read_beats: i.dma_read_beats.zext(COUNTER_BITS),
         write_beats: i.dma_write_beats.zext(COUNTER_BITS),
     };

@@ -33,7 +33,10 @@
 //! readout) on the V column bus, each with its own step bus from the sequencer's two phase
 //! streams, so in steady state the QK tier computes block j + 2 while the row engines run the
 //! softmax of j + 1 and the PV tier computes PV(j). P goes up to the PV tier's P bank over a
-//! vertical link of `vlink_latency` register stages; the readout takes O down. O is
+//! vertical link of `vlink_latency` register stages; the readout takes O down. With
+//! `tiers = 3` the row engines sit on a softmax tier of their own between the two, with two
+//! blocks of S registers above each QK PE: each score goes up its PE's S link (32 bits,
+//! `vlink_latency` stages) as its last product lands, so the QK PEs hold one block. O is
 //! bit-identical in every variant (same operators, same order); only where S and P live, the
 //! cycles and the counted traffic differ.
 //!
@@ -45,7 +48,11 @@
 //! (16-bit accesses of the rows' P banks: one read per query row and key of a PV block, one
 //! write per weight), `s_buf_reads`, `s_buf_writes` (32-bit accesses of the buf2d S arrays;
 //! zero otherwise), `vlink_bits` (reg3d: bits over the vertical links, 16 per weight up, 32
-//! per O value down), `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
+//! per O value down, and with three tiers 32 per score up), `vlink_s_bits` (of those, the S
+//! links': the boundary between the QK and the softmax tier), `bcast_bit_hops` (the operand
+//! broadcasts' wire activity: per step of a tier, 16 bits across C PE pitches on each of R row
+//! buses and 16 bits down R rows on each of C column buses; data-independent, toggles are not
+//! counted), `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
 //! cycles in reg3d; `mac_cycles` counts cycles with either), `read_beats`, `write_beats`.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
@@ -95,6 +102,8 @@ pub const COUNTERS: &[&str] = &[
     "s_buf_reads",
     "s_buf_writes",
     "vlink_bits",
+    "vlink_s_bits",
+    "bcast_bit_hops",
     "read_beats",
     "write_beats",
 ];
@@ -154,6 +163,7 @@ impl CoreParams {
             }),
             tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
                 vlink_latency: c.vlink_latency,
+                softmax_tier: c.tiers == 3,
             }),
         }
     }
@@ -638,6 +648,7 @@ fn pe_rows(
             s_read: out.s_read,
             s_write: out.s_write,
             vlink: out.vlink,
+            vlink_s: out.vlink_s,
         });
     }
     for v in [&mut en, &mut row, &mut beat, &mut data] {

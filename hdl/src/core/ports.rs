@@ -97,21 +97,24 @@ impl ReadStatus<u32> {
 interface! {
     /// What the PE row's engine reports each cycle for the counters: MACs performed,
     /// register-file reads and writes, P-bank read and write, S-array read and write (buf2d).
-    pub struct RowActivity { macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink }
+    pub struct RowActivity {
+        macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink, vlink_s
+    }
 }
 
 impl RowActivity<u32> {
     pub fn widths(p: &CoreParams) -> Self {
         let c = (p.row.cols * p.row.tiers()) as u64;
         RowActivity {
-            macs: bits_for(c),
+            macs: bits_for((p.row.cols * p.row.mac_tiers()) as u64),
             rf_reads: bits_for(c + 1),
             rf_writes: bits_for(c + 1),
             p_read: 1,
             p_write: 1,
             s_read: 1,
             s_write: 1,
-            vlink: crate::pe_row::VLINK_BITS,
+            vlink: p.row.vlink_width(),
+            vlink_s: p.row.vlink_width(),
         }
     }
 }
@@ -121,7 +124,8 @@ interface! {
     pub struct Counters {
         cycles, mac_cycles, macs, masked_macs, stall_kv, stall_q, stall_softmax, stall_other,
         qk_cycles, pv_cycles, blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads,
-        p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, read_beats, write_beats
+        p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, vlink_s_bits, bcast_bit_hops,
+        read_beats, write_beats
     }
 }
 
@@ -148,6 +152,8 @@ impl Counters<u32> {
             s_buf_reads: w,
             s_buf_writes: w,
             vlink_bits: w,
+            vlink_s_bits: w,
+            bcast_bit_hops: w,
             read_beats: w,
             write_beats: w,
         }

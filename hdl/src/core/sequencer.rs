@@ -19,7 +19,7 @@ use super::{reg_set, CoreParams};
 use crate::arith::div_ceil_const;
 use crate::fault::Fault;
 use crate::fsm::Fsm;
-use crate::iface::Block;
+use crate::iface::{select, Block};
 use crate::pe::{PeOp, OP_BITS};
 use crate::pe_row::step_counter;
 use crate::{addr_bits, and_all, mux, Design, ModuleBuilder, RegHandle, Sig};
@@ -227,17 +227,12 @@ struct Phases {
     pv_last_step: Sig,
     stall: Stall,
     step: Step,
-    q_last: Sig,
     /// The P read for the next cycle's step.
     p_rd: PRead,
-    /// reg3d: the two tiers' step buses (2-D: None, `pe_step` makes the one bus).
-    tiers: Option<TierBuses>,
-}
-
-/// reg3d: the QK tier's and the PV tier's step buses, and the PV phase's block.
-struct TierBuses {
-    qk: PeStep,
-    pv: PeStep,
+    /// The QK phase's and the PV phase's step buses (reg3d: one per tier; 2-D designs merge
+    /// them into the one bus) and the PV phase's block.
+    qk_bus: PeStep,
+    pv_bus: PeStep,
     pv_blk: Sig,
 }
 
@@ -279,13 +274,15 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         None => phases(m, p, &r, i, &sm),
     };
     let tile = main_fsm(m, p, &r, i, &prob, o_row_bytes, go, nblk_d);
-    let (pe, pe_pv, pv_blk) = match &ph.tiers {
-        Some(t) => (t.qk, t.pv, t.pv_blk),
-        None => {
-            let pe = pe_step(m, p, &r, &ph);
-            (pe, pe, r.ph_blk.q)
-        }
+    // One phase at a time in 2-D: the one bus carries the running phase's steps.
+    let (pe, pe_pv) = if r.pv.is_some() {
+        (ph.qk_bus, ph.pv_bus)
+    } else {
+        let mut one = select(ph.step.pv, &ph.pv_bus, &ph.qk_bus);
+        one.valid = ph.qk_bus.valid | ph.pv_bus.valid;
+        (one, one)
     };
+    let pv_blk = ph.pv_blk;
     let skipped = {
         let s = all_blocks - nblk_d;
         let zero = m.zero(p.index_bits);
@@ -330,7 +327,6 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
 /// and with a single-port P bank a PV waits while the softmax runs (it writes P).
 fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softmax) -> Phases {
     let iw = p.index_bits;
-    let (a_n, b_n, e_n) = (p.row.a, p.row.b, p.row.e);
     let in_qk = r.ph_kind.is(Phase::Qk);
     let in_pv = r.ph_kind.is(Phase::Pv);
     let no_phase = r.ph_kind.is(Phase::None);
@@ -369,46 +365,23 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let want_pv = !want_qk;
     let pv_can = and_all(&[pv_more, sm_ahead, i.v_ready, p_free]) & !pv_last_step;
     let pv_can = pv_can & want_pv;
-    // Faults: a phase kind that never starts.
-    let mut never = |fault: Fault, can: Sig| {
-        if p.has(fault) {
-            m.discard(can);
-            m.zero(1)
-        } else {
-            can
-        }
-    };
-    let qk_can = never(Fault::StallQk, qk_can);
-    let pv_can = never(Fault::StallPv, pv_can);
+    let qk_can = unless(m, p, Fault::StallQk, qk_can);
+    let pv_can = unless(m, p, Fault::StallPv, pv_can);
     let start_qk = m.name("start_qk", choose & qk_can);
     let start_pv = m.name("start_pv", choose & pv_can);
 
-    // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last.
-    let (jj_n, jj_last) = step_counter(m, r.jj.q, b_n);
-    let (ii_n, ii_last) = step_counter(m, r.ii.q, a_n);
-    let (k_n, k_last) = step_counter(m, r.kk.q, p.d());
-    let (q_n, q_last) = step_counter(m, r.qq.q, e_n);
-    let (jk_n, jk_last) = step_counter(m, r.jk.q, p.bc());
-    let qk_mid = jj_last & ii_last;
-    let pv_mid = q_last & ii_last;
-    m.drive(qk_last_step, in_qk & (qk_mid & k_last));
-    m.drive(pv_last_step, in_pv & (pv_mid & jk_last));
+    // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last; ii is shared.
+    let c = LoopCounters::new(m, p, r, None);
+    m.drive(qk_last_step, in_qk & c.qk_last);
+    m.drive(pv_last_step, in_pv & c.pv_last);
     let begin = start_qk | start_pv;
-    // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins. Each
-    // returns its value in the next cycle (for the P read a cycle ahead).
-    let mut advance = |reg: RegHandle, next: Sig, step: Sig| {
-        let zero = m.zero(reg.q.width());
-        let d = mux(begin, zero, next);
-        let en = step | begin;
-        reg_set(m, reg, d, en);
-        mux(en, d, reg.q)
-    };
-    advance(r.jj, jj_n, in_qk);
-    let ii_step = (in_qk & jj_last) | (in_pv & q_last);
-    let ii_next = advance(r.ii, ii_n, ii_step);
-    advance(r.kk, k_n, in_qk & qk_mid);
-    let q_next = advance(r.qq, q_n, in_pv);
-    let jk_next = advance(r.jk, jk_n, in_pv & pv_mid);
+    // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
+    advance(m, r.jj, c.jj_n, in_qk, begin);
+    let ii_step = (in_qk & c.jj_last) | (in_pv & c.q_last);
+    let ii_next = advance(m, r.ii, c.ii_n, ii_step, begin);
+    advance(m, r.kk, c.k_n, in_qk & c.qk_mid, begin);
+    let q_next = advance(m, r.qq, c.q_n, in_pv, begin);
+    let jk_next = advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, begin);
     // Phase kind and block.
     let code = |s: Phase| r.ph_kind.code(s);
     let kind_d = mux(start_pv, code(Phase::Pv), code(Phase::None));
@@ -428,6 +401,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     };
 
     bookkeeping(m, p, r, qk_last_step, pv_last_step);
+    let (qk_bus, pv_bus) = step_buses(m, p, r, &c, in_qk, (in_pv, r.ii.q, r.ph_blk.q));
     Phases {
         start_qk,
         start_pv,
@@ -451,9 +425,10 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
             jk: r.jk.q,
             q: r.qq.q,
         },
-        q_last,
         p_rd,
-        tiers: None,
+        qk_bus,
+        pv_bus,
+        pv_blk: r.ph_blk.q,
     }
 }
 
@@ -465,7 +440,6 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
 /// row engines on the softmax of j + 1 and the PV tier on j.
 fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
     let iw = p.index_bits;
-    let (a_n, b_n, e_n) = (p.row.a, p.row.b, p.row.e);
     let pv = r.pv.as_ref().expect("a tiered sequencer");
     let in_qk = r.ph_kind.is(Phase::Qk);
     let in_pv = pv.run.q;
@@ -481,44 +455,22 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     let sm_ahead = r.sm_done.q.gt(pv_issued_n);
     let pv_can = and_all(&[s_run, !in_pv, pv_more, sm_ahead, i.v_ready]);
     m.discard(i.s_free);
-    let mut never = |fault: Fault, can: Sig| {
-        if p.has(fault) {
-            m.discard(can);
-            m.zero(1)
-        } else {
-            can
-        }
-    };
-    let qk_can = never(Fault::StallQk, qk_can);
-    let pv_can = never(Fault::StallPv, pv_can);
+    let qk_can = unless(m, p, Fault::StallQk, qk_can);
+    let pv_can = unless(m, p, Fault::StallPv, pv_can);
     let start_qk = m.name("start_qk", qk_can);
     let start_pv = m.name("start_pv", pv_can);
 
-    // Step counters: QK (k, ii, jj) on the QK tier, PV (jk, pv_ii, q) on the PV tier.
-    let (jj_n, jj_last) = step_counter(m, r.jj.q, b_n);
-    let (ii_n, ii_last) = step_counter(m, r.ii.q, a_n);
-    let (k_n, k_last) = step_counter(m, r.kk.q, p.d());
-    let (q_n, q_last) = step_counter(m, r.qq.q, e_n);
-    let (iv_n, iv_last) = step_counter(m, pv.ii.q, a_n);
-    let (jk_n, jk_last) = step_counter(m, r.jk.q, p.bc());
-    let qk_mid = jj_last & ii_last;
-    let pv_mid = q_last & iv_last;
-    m.drive(qk_last_step, in_qk & (qk_mid & k_last));
-    m.drive(pv_last_step, in_pv & (pv_mid & jk_last));
-    // Each counter resets when its stream's phase begins; returns its next value.
-    let mut advance = |reg: RegHandle, next: Sig, step: Sig, begin: Sig| {
-        let zero = m.zero(reg.q.width());
-        let d = mux(begin, zero, next);
-        let en = step | begin;
-        reg_set(m, reg, d, en);
-        mux(en, d, reg.q)
-    };
-    advance(r.jj, jj_n, in_qk, start_qk);
-    advance(r.ii, ii_n, in_qk & jj_last, start_qk);
-    advance(r.kk, k_n, in_qk & qk_mid, start_qk);
-    let q_next = advance(r.qq, q_n, in_pv, start_pv);
-    let iv_next = advance(pv.ii, iv_n, in_pv & q_last, start_pv);
-    let jk_next = advance(r.jk, jk_n, in_pv & pv_mid, start_pv);
+    // Step counters: QK (k, ii, jj) on the QK tier, PV (jk, pv_ii, q) on the PV tier; each
+    // resets when its stream's phase begins.
+    let c = LoopCounters::new(m, p, r, Some(pv.ii));
+    m.drive(qk_last_step, in_qk & c.qk_last);
+    m.drive(pv_last_step, in_pv & c.pv_last);
+    advance(m, r.jj, c.jj_n, in_qk, start_qk);
+    advance(m, r.ii, c.ii_n, in_qk & c.jj_last, start_qk);
+    advance(m, r.kk, c.k_n, in_qk & c.qk_mid, start_qk);
+    let q_next = advance(m, r.qq, c.q_n, in_pv, start_pv);
+    let iv_next = advance(m, pv.ii, c.iv_n, in_pv & c.q_last, start_pv);
+    let jk_next = advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, start_pv);
     // The streams' phases and blocks.
     let code = |s: Phase| r.ph_kind.code(s);
     r.ph_kind
@@ -536,36 +488,7 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
         j: jk_next,
     };
     bookkeeping(m, p, r, qk_last_step, pv_last_step);
-    // The two step buses.
-    let aw_pe = p.row.pe.addr_width();
-    let qk_slot = r.ph_blk.q.bit(0);
-    let first_k = r.kk.q.is_zero();
-    let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
-    let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
-    let jj = if b_n == 1 { m.zero(1) } else { r.jj.q };
-    let (zero1, zero_jj, zero_j) = (m.zero(1), m.zero(jj.width()), m.zero(r.jk.q.width()));
-    let qk_bus = PeStep {
-        valid: in_qk,
-        pv: zero1,
-        op: mux(first_k, op_clear, op_mac),
-        addr: p.row.s_addr_rtl(m, qk_slot, r.ii.q, r.jj.q, aw_pe),
-        ii: r.ii.q,
-        jj,
-        j: zero_j,
-        last: zero1,
-        slot: qk_slot,
-    };
-    let pv_bus = PeStep {
-        valid: in_pv,
-        pv: in_pv,
-        op: op_mac,
-        addr: p.row.o_addr_rtl(m, pv.ii.q, r.qq.q, aw_pe),
-        ii: pv.ii.q,
-        jj: zero_jj,
-        j: r.jk.q,
-        last: q_last,
-        slot: pv.blk.q.bit(0),
-    };
+    let (qk_bus, pv_bus) = step_buses(m, p, r, &c, in_qk, (in_pv, pv.ii.q, pv.blk.q));
     Phases {
         start_qk,
         start_pv,
@@ -589,25 +512,139 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
             jk: r.jk.q,
             q: r.qq.q,
         },
-        q_last,
         p_rd,
-        tiers: Some(TierBuses {
-            qk: qk_bus,
-            pv: pv_bus,
-            pv_blk: pv.blk.q,
-        }),
+        qk_bus,
+        pv_bus,
+        pv_blk: pv.blk.q,
     }
 }
 
-/// Phase bookkeeping: issued counts at the last step, drained counts L cycles later.
+/// A phase that may start, unless `fault` (a phase kind that never starts) is injected.
+fn unless(m: &mut ModuleBuilder, p: &CoreParams, fault: Fault, can: Sig) -> Sig {
+    if p.has(fault) {
+        m.discard(can);
+        m.zero(1)
+    } else {
+        can
+    }
+}
+
+/// A loop counter steps to `next` on `step`, or resets when its phase begins; returns its
+/// value in the next cycle (for the P read a cycle ahead).
+fn advance(m: &mut ModuleBuilder, reg: RegHandle, next: Sig, step: Sig, begin: Sig) -> Sig {
+    let zero = m.zero(reg.q.width());
+    let d = mux(begin, zero, next);
+    let en = step | begin;
+    reg_set(m, reg, d, en);
+    mux(en, d, reg.q)
+}
+
+/// The step loops' next values and last flags: QK (k, ii, jj), PV (jk, PV's ii, q), innermost
+/// last. PV's query row is `ii` in 2-D, the PV stream's own in reg3d.
+struct LoopCounters {
+    jj_n: Sig,
+    jj_last: Sig,
+    ii_n: Sig,
+    k_n: Sig,
+    k_last: Sig,
+    q_n: Sig,
+    q_last: Sig,
+    iv_n: Sig,
+    jk_n: Sig,
+    /// The QK steps' (ii, jj) and the PV steps' (ii, q) loops wrap.
+    qk_mid: Sig,
+    pv_mid: Sig,
+    /// A phase's last step.
+    qk_last: Sig,
+    pv_last: Sig,
+}
+
+impl LoopCounters {
+    /// `pv_ii`: the PV stream's own query-row counter (reg3d), or None (PV steps use ii).
+    fn new(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, pv_ii: Option<RegHandle>) -> Self {
+        let (jj_n, jj_last) = step_counter(m, r.jj.q, p.row.b);
+        let (ii_n, ii_last) = step_counter(m, r.ii.q, p.row.a);
+        let (k_n, k_last) = step_counter(m, r.kk.q, p.d());
+        let (q_n, q_last) = step_counter(m, r.qq.q, p.row.e);
+        let (iv_n, iv_last) = match pv_ii {
+            None => (ii_n, ii_last),
+            Some(reg) => step_counter(m, reg.q, p.row.a),
+        };
+        let (jk_n, jk_last) = step_counter(m, r.jk.q, p.bc());
+        let qk_mid = jj_last & ii_last;
+        let pv_mid = q_last & iv_last;
+        LoopCounters {
+            jj_n,
+            jj_last,
+            ii_n,
+            k_n,
+            k_last,
+            q_n,
+            q_last,
+            iv_n,
+            jk_n,
+            qk_mid,
+            pv_mid,
+            qk_last: qk_mid & k_last,
+            pv_last: pv_mid & jk_last,
+        }
+    }
+}
+
+/// The QK and PV step buses: QK steps clear S on the first dimension (MAC_CLEAR), address S
+/// (slot, ii, jj) and mark the last dimension (`last`: each score's last product, which a
+/// softmax tier's S links send up); PV steps address O (ii, q), mark a query row's last output
+/// column and let each row choose its operation. `pv` is the PV phase's (valid, ii, block).
+fn step_buses(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    r: &Regs,
+    c: &LoopCounters,
+    qk_valid: Sig,
+    pv: (Sig, Sig, Sig),
+) -> (PeStep, PeStep) {
+    let (pv_valid, pv_ii, pv_blk) = pv;
+    let aw_pe = p.row.pe.addr_width();
+    let qk_slot = r.ph_blk.q.bit(0);
+    let first_k = r.kk.q.is_zero();
+    let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
+    let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
+    let jj = if p.row.b == 1 { m.zero(1) } else { r.jj.q };
+    let (zero1, zero_jj, zero_j) = (m.zero(1), m.zero(jj.width()), m.zero(r.jk.q.width()));
+    let qk = PeStep {
+        valid: qk_valid,
+        pv: zero1,
+        op: mux(first_k, op_clear, op_mac),
+        addr: p.row.s_addr_rtl(m, qk_slot, r.ii.q, r.jj.q, aw_pe),
+        ii: r.ii.q,
+        jj,
+        j: zero_j,
+        last: c.k_last,
+        slot: qk_slot,
+    };
+    let pv = PeStep {
+        valid: pv_valid,
+        pv: pv_valid,
+        op: op_mac,
+        addr: p.row.o_addr_rtl(m, pv_ii, r.qq.q, aw_pe),
+        ii: pv_ii,
+        jj: zero_jj,
+        j: r.jk.q,
+        last: c.q_last,
+        slot: pv_blk.bit(0),
+    };
+    (qk, pv)
+}
+
+/// Phase bookkeeping: issued counts at the last step, drained counts L cycles later (a QK
+/// phase's: once its S is where the sweeps read it, after the S links with a softmax tier).
 /// Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
 fn bookkeeping(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, qk_last: Sig, pv_last: Sig) {
     let by = |f: Fault| if p.has(f) { 2 } else { 1 };
     count_by(m, r, r.qk_issued, qk_last, by(Fault::SkipK));
     count_by(m, r, r.pv_issued, pv_last, by(Fault::SkipV));
-    let lat = p.row.pe.latency();
-    let qk_drained = m.delay_n("qk_drain", qk_last, lat);
-    let pv_drained = m.delay_n("pv_drain", pv_last, lat);
+    let qk_drained = m.delay_n("qk_drain", qk_last, p.row.s_ready_latency());
+    let pv_drained = m.delay_n("pv_drain", pv_last, p.row.pe.latency());
     count_by(m, r, r.qk_done, qk_drained, 1);
     count_by(m, r, r.pv_done, pv_drained, 1);
 }
@@ -757,30 +794,5 @@ fn main_fsm(
         go_once,
         empty: empty_tile,
         handoff,
-    }
-}
-
-/// The PE step bus: QK steps clear S on the first dimension (MAC_CLEAR) and address S (slot,
-/// ii, jj); PV steps address O (ii, q) and let each row choose its operation.
-fn pe_step(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, ph: &Phases) -> PeStep {
-    let in_pv = ph.step.pv;
-    let first_k = r.kk.q.is_zero();
-    let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
-    let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
-    let aw_pe = p.row.pe.addr_width();
-    let slot = r.ph_blk.q.bit(0);
-    let s_addr = p.row.s_addr_rtl(m, slot, r.ii.q, r.jj.q, aw_pe);
-    let o_addr = p.row.o_addr_rtl(m, r.ii.q, r.qq.q, aw_pe);
-    let jj = if p.row.b == 1 { m.zero(1) } else { r.jj.q };
-    PeStep {
-        valid: ph.step.qk | in_pv,
-        pv: in_pv,
-        op: mux(first_k, op_clear, op_mac),
-        addr: mux(in_pv, o_addr, s_addr),
-        ii: r.ii.q,
-        jj,
-        j: r.jk.q,
-        last: ph.q_last,
-        slot,
     }
 }

@@ -135,6 +135,16 @@ macro_rules! group {
     (@prefix => $prefix:expr, $name:expr) => { $prefix.to_string() };
 }
 
+/// `t` where `sel` is high, else `f`, leaf by leaf (the same struct, so the same leaves).
+pub fn select<P: Ports<Sig>>(sel: Sig, t: &P, f: &P) -> P::With<Sig> {
+    let fs: Vec<Sig> = f.named().into_iter().map(|(_, x)| x).collect();
+    let mut k = 0;
+    t.map("", &mut |_, x| {
+        k += 1;
+        crate::mux(sel, x, fs[k - 1])
+    })
+}
+
 /// No ports (a simulation-only checker's outputs).
 impl<T: Copy> Ports<T> for () {
     type With<U: Copy> = ();

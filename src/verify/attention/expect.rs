@@ -57,9 +57,26 @@ pub fn expected_beats(p: &CoreParams, a: &Attention) -> (u64, u64) {
 /// one, the copy of S to the buffer, whose S array the sweeps then read) and a readout of the
 /// Br × d outputs of every tile. Visibility comes from the mask's definition
 /// (`kernels::reference::visible`), not from the model.
+/// With a softmax tier (three tiers), the S links also read each visible score once at its QK
+/// PE's read port.
 pub fn expected_rf_reads(p: &CoreParams, a: &Attention, macs: u64) -> u64 {
-    use kernels::reference::visible;
     let (br, bc, d) = (p.br() as u64, p.bc() as u64, a.head_dim as u64);
+    let (pairs, seeing) = visible_pairs(a);
+    let mut engine = 0u64;
+    for q_base in (0..a.q_len).step_by(br as usize) {
+        let blocks = needed_keys(a.q_len, a.k_len, a.causal, q_base, br as usize)
+            .div_ceil(bc as usize) as u64;
+        engine += blocks * s_sweeps_of_registers(p) * br * bc + br * d;
+    }
+    let h = a.heads as u64;
+    let links = p.row.softmax_tier() as u64 * pairs;
+    macs - h * (pairs + d * seeing) + h * (engine + links)
+}
+
+/// Per head: the visible query-key pairs, and the queries that see a key (from the mask's
+/// definition, `kernels::reference::visible`, not from the model).
+pub fn visible_pairs(a: &Attention) -> (u64, u64) {
+    use kernels::reference::visible;
     let (mut pairs, mut seeing) = (0u64, 0u64);
     for i in 0..a.q_len {
         let n = (0..a.k_len)
@@ -68,14 +85,7 @@ pub fn expected_rf_reads(p: &CoreParams, a: &Attention, macs: u64) -> u64 {
         pairs += n;
         seeing += (n > 0) as u64;
     }
-    let mut engine = 0u64;
-    for q_base in (0..a.q_len).step_by(br as usize) {
-        let blocks = needed_keys(a.q_len, a.k_len, a.causal, q_base, br as usize)
-            .div_ceil(bc as usize) as u64;
-        engine += blocks * s_sweeps_of_registers(p) * br * bc + br * d;
-    }
-    let h = a.heads as u64;
-    macs - h * (pairs + d * seeing) + h * engine
+    (pairs, seeing)
 }
 
 /// Sweeps of the row engines over a block's scores in the PE registers: the max and exp sweeps,
@@ -167,6 +177,9 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
     let s_buffered = p.row.buffer.is_some() as u64;
     let tiered = p.row.tiered.is_some() as u64;
     let o_values = (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64 * (p.br() * p.d()) as u64;
+    // Three tiers: each visible score goes up its S link once (32 bits), written into the
+    // softmax tier's registers.
+    let s_links = p.row.softmax_tier() as u64 * a.heads as u64 * visible_pairs(a).0;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
     let exact = [
         ("macs", stats.macs),
@@ -176,7 +189,7 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         // Each tier (the one tier of a 2-D design) steps through every block's QK and PV.
         ("qk_cycles", stats.blocks * qk as u64),
         ("pv_cycles", stats.blocks * pv as u64),
-        ("rf_writes", stats.macs),
+        ("rf_writes", stats.macs + s_links),
         ("rf_reads", expected_rf_reads(p, a, stats.macs)),
         // Per computed block: the exp stage writes Br·Bc weights, and PV reads each once (for
         // the e output columns a PE's query row and key share).
@@ -186,10 +199,17 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
         ("s_buf_writes", stats.blocks * scores * s_buffered),
         ("s_buf_reads", stats.blocks * 2 * scores * s_buffered),
         // reg3d: each weight goes up to the PV tier's P bank (16 bits), each O value of every
-        // tile down to the readout (32 bits).
+        // tile down to the readout (32 bits), and with three tiers each visible score up.
         (
             "vlink_bits",
-            tiered * (16 * stats.blocks * scores + 32 * o_values),
+            tiered * (16 * stats.blocks * scores + 32 * o_values) + 32 * s_links,
+        ),
+        ("vlink_s_bits", 32 * s_links),
+        // Every step of a tier broadcasts a 16-bit row operand across C PEs on each of the R
+        // rows and a 16-bit column operand down R rows on each of the C columns.
+        (
+            "bcast_bit_hops",
+            32 * (p.rows * p.row.cols) as u64 * stats.blocks * (qk + pv) as u64,
         ),
         ("read_beats", reads),
         ("write_beats", writes),

@@ -1,0 +1,384 @@
+//! `pe_tier`: one PE row's C PEs on one tier, and the logic that drives them from a step bus
+//! (bit-exact model: `kernels::flash`, through the row). Its own module so that a stacked
+//! design's tiers are separate modules: synthesis reports each tier's cells, and a 3-D flow
+//! can place each on its die.
+//!
+//! Three kinds ([`TierKind`]): `Both` (2-D designs: QK and PV steps on the same PEs), `Qk`
+//! (reg3d's QK tier: S) and `Pv` (reg3d's PV tier: O). QK steps mask PE c by
+//! `mask[ii][b·c + jj]` and carry the bus's operation; a PV step's operation is the row's own:
+//! NOP if masked (`mask[ii][j]`), MAC_ZERO on the row's first product of the tile (O starts at
+//! +0), MAC_SCALE on its first product of a block (the block's rescale by `shift`), MAC
+//! otherwise. Row operand: Q (`a_q`) in QK steps, P (`p_val`, from the row's P bank) in PV
+//! steps; column operand: PE c's 16 bits of `b_col`. All C PEs read at `rd_addr`.
+//!
+//! `s_tier` (reg3d with three tiers): the softmax tier's S registers above a row's C QK PEs
+//! and the S links that fill them: each QK PE's score goes up as its last product lands (the
+//! QK step with the last dimension, `last` on the QK bus, read at the PE's read port
+//! `pe.latency()` cycles after issue; a masked PE sends nothing), through `vlink_latency`
+//! register stages, into the PE's registers above at (slot, ii, jj): two blocks of a × b FP32,
+//! which the row engine's sweeps read at (slot, ii, jj) of PE `cc`. So the QK PEs hold one
+//! block: the next block's first product of a score is issued a·b steps after this block's
+//! last, after the link has read it.
+
+use crate::fault::Fault;
+use crate::iface::Block;
+use crate::pe::{PeIn, PeOp, PeOut, OP_BITS};
+use crate::pe_row::{PeRowConfig, PeStep};
+use crate::{and_all, bits_for, cat, group, interface, mux, mux_index, Design, ModuleBuilder};
+use crate::{RegHandle, Sig};
+
+/// What a tier of PEs runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TierKind {
+    /// QK and PV steps (2-D designs).
+    Both,
+    /// QK steps only (reg3d's QK tier).
+    Qk,
+    /// PV steps only (reg3d's PV tier).
+    Pv,
+}
+
+impl TierKind {
+    fn name(self) -> &'static str {
+        match self {
+            TierKind::Both => "qkpv",
+            TierKind::Qk => "qk",
+            TierKind::Pv => "pv",
+        }
+    }
+}
+
+group! {
+    /// A tier's inputs: the QK row operand (Q), the PV row operand (P), the column bus, the
+    /// mask of the running phase's block, the PEs' read address, the rescale shift of the PV
+    /// step's query row, the start of a PV block and of a tile (both clear the row's
+    /// first-product flags); the step bus.
+    pub struct TierIn<T> {
+        a_q, p_val, b_col, mask, rd_addr, shift, pv_block_start, tile_reset;
+        step: PeStep<T>,
+    }
+}
+
+interface! {
+    /// A tier's outputs: the C PEs' read data (32 bits each, PE 0 lowest), each PE's
+    /// accumulator read and write-back this cycle, each PE's enable (QK: not masked), and the
+    /// MACs performed this cycle.
+    pub struct TierOut { rd_data, acc_read, rf_write, en, macs }
+}
+
+/// The tier's block.
+pub type TierBlock = Block<TierIn, TierOut<u32>>;
+
+/// Defines the `kind` tier of the row `cfg` (and its PE).
+pub fn build(d: &mut Design, cfg: &PeRowConfig, kind: TierKind) -> TierBlock {
+    let pe = crate::pe::build_counted(d, &cfg.pe);
+    let c = cfg.cols;
+    let inputs = TierIn {
+        a_q: 16,
+        p_val: 16,
+        b_col: 16 * c,
+        mask: cfg.a * cfg.bc(),
+        rd_addr: cfg.pe.addr_width(),
+        shift: 8,
+        pv_block_start: 1,
+        tile_reset: 1,
+        step: cfg.step_widths(),
+    };
+    let outputs = TierOut {
+        rd_data: 32 * c,
+        acc_read: c,
+        rf_write: c,
+        en: c,
+        macs: bits_for(c as u64),
+    };
+    let name = format!(
+        "pe_tier_{}_c{}_a{}_b{}_e{}_{}",
+        kind.name(),
+        c,
+        cfg.a,
+        cfg.b,
+        cfg.e,
+        cfg.pe.params_name()
+    );
+    let cfg = *cfg;
+    d.define_block(&name, &inputs, outputs, |_, m, i| {
+        m.doc(&format!(
+            "pe_tier ({}): {} PEs of a PE row on one tier, driven by the step bus.\n\
+             See hdl/src/array/pe_tier.rs.",
+            kind.name(),
+            cfg.cols
+        ));
+        m.set_latency(cfg.pe.latency());
+        tier(m, &cfg, &pe, kind, &i)
+    })
+}
+
+fn tier(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    pe: &Block<PeIn, PeOut<u32>>,
+    kind: TierKind,
+    i: &TierIn,
+) -> TierOut {
+    let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
+    let st = &i.step;
+    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(OP_BITS, o as u64);
+    let op_nop = op(m, PeOp::Nop);
+    let has_qk = kind != TierKind::Pv;
+    let has_pv = kind != TierKind::Qk;
+    // PV: the row's operation for the step's query row and key.
+    let pv_op = if has_pv {
+        pv_operation(m, cfg, i)
+    } else {
+        for x in [
+            i.p_val,
+            i.pv_block_start,
+            i.tile_reset,
+            i.shift,
+            st.j,
+            st.last,
+        ] {
+            m.discard(x);
+        }
+        op_nop
+    };
+    if !has_qk {
+        m.discard(i.a_q);
+        m.discard(st.jj);
+        m.discard(st.op);
+    }
+    m.discard(st.slot);
+    let pe_op = match kind {
+        TierKind::Both => mux(st.pv, pv_op, st.op),
+        TierKind::Qk => {
+            m.discard(st.pv);
+            st.op
+        }
+        TierKind::Pv => pv_op,
+    };
+    let pe_op = m.name("pe_op", mux(st.valid, pe_op, op_nop));
+    let a_row = match kind {
+        TierKind::Both => mux(st.pv, i.p_val, i.a_q),
+        TierKind::Qk => i.a_q,
+        TierKind::Pv => i.p_val,
+    };
+    let a_row = m.name("a_row", a_row);
+    let zero32 = m.zero(32);
+    let zero8 = m.zero(8);
+    let shift = if has_pv { i.shift } else { zero8 };
+    let one = m.lit(1, 1);
+    let (mut rd, mut acc, mut wr, mut ens) = (vec![], vec![], vec![], vec![]);
+    for c in 0..c_n {
+        // QK: PE c masked by mask[ii][b·c + jj]; PV: the row's operation decides.
+        let en = if has_qk {
+            let cands: Vec<Sig> = (0..a_n)
+                .map(|r| {
+                    let bits: Vec<Sig> =
+                        (0..b_n).map(|k| i.mask.bit(r * bc + b_n * c + k)).collect();
+                    mux_index(st.jj, &bits)
+                })
+                .collect();
+            let qk_en = !mux_index(st.ii, &cands);
+            match kind {
+                TierKind::Both => mux(st.pv, one, qk_en),
+                _ => qk_en,
+            }
+        } else {
+            one
+        };
+        ens.push(en);
+        let ins = PeIn {
+            a: a_row,
+            b: i.b_col.slice(16 * c + 15, 16 * c),
+            op: pe_op,
+            en,
+            addr: st.addr,
+            ld_data: zero32,
+            shift,
+            rd_addr: i.rd_addr,
+        };
+        let out = m.instantiate(pe, &format!("pe{c}"), &ins);
+        rd.push(out.rd_data);
+        acc.push(out.rf_acc_read);
+        wr.push(out.rf_write);
+    }
+    // MACs performed this cycle (for the core's counters).
+    let live = pe_op.ne(op_nop);
+    let performed: Vec<Sig> = ens.iter().map(|&en| en & live).collect();
+    let macs = m.sum(&performed, bits_for(c_n as u64));
+    let msb_first = |mut v: Vec<Sig>| {
+        v.reverse();
+        cat(&v)
+    };
+    TierOut {
+        rd_data: msb_first(rd),
+        acc_read: msb_first(acc),
+        rf_write: msb_first(wr),
+        en: msb_first(ens),
+        macs,
+    }
+}
+
+/// A PV step's operation: NOP if masked, MAC_ZERO on the row's first product of the tile,
+/// MAC_SCALE on its first of a block, MAC otherwise; and the flags that say which came.
+fn pv_operation(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &TierIn) -> Sig {
+    let (a_n, bc) = (cfg.a, cfg.bc());
+    let st = &i.step;
+    let started = m.reg("o_started", a_n, Some(0));
+    let scaled = m.reg("scaled", a_n, Some(0));
+    // The mask follows the running phase's block: [ii][j], the step's query row, then its key.
+    let pv_masked = select_bit2(i.mask, a_n, bc, st.ii, st.j);
+    let bit_of_ii = |r: RegHandle| {
+        let bits: Vec<Sig> = (0..a_n).map(|k| r.q.bit(k)).collect();
+        mux_index(st.ii, &bits)
+    };
+    let (started_ii, scaled_ii) = (bit_of_ii(started), bit_of_ii(scaled));
+    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(OP_BITS, o as u64);
+    let (op_mac, op_zero, op_scale, op_nop) = (
+        op(m, PeOp::Mac),
+        op(m, PeOp::MacZero),
+        op(m, PeOp::MacScale),
+        op(m, PeOp::Nop),
+    );
+    let pv_op = mux(scaled_ii, op_mac, op_scale);
+    let pv_op = mux(started_ii, pv_op, op_zero);
+    let pv_op = mux(pv_masked, op_nop, pv_op);
+    // Flags: a row's first product of the tile, and of the block.
+    let pv_step = st.valid & st.pv;
+    let mark = and_all(&[pv_step, !pv_masked, st.last]);
+    let one_a = m.lit(a_n, 1);
+    let zero_a = m.zero(a_n);
+    let set = mux(mark, one_a << st.ii, zero_a);
+    m.set_next(started, mux(i.tile_reset, zero_a, started.q | set));
+    m.set_next(scaled, mux(i.pv_block_start, zero_a, scaled.q | set));
+    pv_op
+}
+
+/// Bit `row * width + col` of `bits` (rows of `width` bits), selected by `row` then `col`.
+pub(crate) fn select_bit2(bits: Sig, rows: u32, width: u32, row: Sig, col: Sig) -> Sig {
+    let per_row: Vec<Sig> = (0..rows)
+        .map(|r| {
+            let bs: Vec<Sig> = (0..width).map(|k| bits.bit(r * width + k)).collect();
+            mux_index(col, &bs)
+        })
+        .collect();
+    mux_index(row, &per_row)
+}
+
+group! {
+    /// The S tier's inputs: the QK PEs' read data (32 bits each, PE 0 lowest) and enables
+    /// (from the QK tier), the engine's read position (block slot, query row, key within a
+    /// PE, PE); the QK step bus.
+    pub struct STierIn<T> {
+        rd_data, en, slot, ii, jj, cc;
+        step: PeStep<T>,
+    }
+}
+
+interface! {
+    /// The S tier's outputs: the QK PEs' read address (the link's), the score at the engine's
+    /// position, and per PE (bit c) the link's read of the QK PE and its write above, this
+    /// cycle.
+    pub struct STierOut { rd_addr, value, reads, writes }
+}
+
+/// The S tier's block.
+pub type STierBlock = Block<STierIn, STierOut<u32>>;
+
+/// Defines the softmax tier's S registers and links of the row `cfg` (three tiers).
+pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
+    let t = cfg.tiered.expect("a stacked row");
+    let c = cfg.cols;
+    let inputs = STierIn {
+        rd_data: 32 * c,
+        en: c,
+        slot: 1,
+        ii: cfg.ii_bits(),
+        jj: cfg.jj_bits(),
+        cc: crate::addr_bits(c),
+        step: cfg.step_widths(),
+    };
+    let outputs = STierOut {
+        rd_addr: cfg.pe.addr_width(),
+        value: 32,
+        reads: c,
+        writes: c,
+    };
+    let one_slot = cfg.fault == Some(Fault::SharedSTierSlot);
+    let name = format!(
+        "s_tier_c{}_a{}_b{}_l{}_{}{}",
+        c,
+        cfg.a,
+        cfg.b,
+        t.vlink_latency,
+        cfg.pe.params_name(),
+        if one_slot {
+            "_fault_shared_s_tier_slot"
+        } else {
+            ""
+        }
+    );
+    let cfg = *cfg;
+    d.define_block(&name, &inputs, outputs, |_, m, i| {
+        m.doc(&format!(
+            "s_tier: the softmax tier's S registers above {} QK PEs (2 blocks of {} x {} FP32 \n\
+             each) and their S links ({} register stages). See hdl/src/array/pe_tier.rs.",
+            cfg.cols, cfg.a, cfg.b, t.vlink_latency
+        ));
+        m.set_latency(cfg.pe.latency() + t.vlink_latency + 1);
+        s_tier(m, &cfg, t.vlink_latency, one_slot, &i)
+    })
+}
+
+fn s_tier(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    link: u32,
+    one_slot: bool,
+    i: &STierIn,
+) -> STierOut {
+    let lat = cfg.pe.latency();
+    let st = &i.step;
+    for x in [st.op, st.j] {
+        m.discard(x);
+    }
+    let rd_addr = m.delay_n("link_rd_addr", st.addr, lat);
+    let lands = m.name("s_lands", st.valid & !st.pv & st.last);
+    // Fault: one S block above instead of two, so a block's scores overwrite those the
+    // softmax of the previous block still reads.
+    let slot_of = |m: &mut ModuleBuilder, s: Sig| {
+        if one_slot {
+            m.discard(s);
+            m.zero(1)
+        } else {
+            s
+        }
+    };
+    let w_slot = slot_of(m, st.slot);
+    let at = m.delay_n("link_s_at", cat(&[w_slot, st.ii, st.jj]), lat + link);
+    let r_slot = slot_of(m, i.slot);
+    let raddr = cat(&[r_slot, i.ii, i.jj]);
+    let (mut values, mut reads, mut writes) = (vec![], vec![], vec![]);
+    for c in 0..cfg.cols {
+        let read = m.delay_n(&format!("link_s_rd{c}"), lands & i.en.bit(c), lat);
+        let we = m.delay_n(&format!("link_s_we{c}"), read, link);
+        let data = m.delay_n(
+            &format!("link_s_d{c}"),
+            i.rd_data.slice(32 * c + 31, 32 * c),
+            link,
+        );
+        let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), 32);
+        m.mem_write(regs, we, at, data);
+        values.push(m.mem_read(regs, raddr));
+        reads.push(read);
+        writes.push(we);
+    }
+    reads.reverse();
+    writes.reverse();
+    STierOut {
+        rd_addr,
+        value: mux_index(i.cc, &values),
+        reads: cat(&reads),
+        writes: cat(&writes),
+    }
+}

@@ -1,0 +1,200 @@
+//! Where the synthesized core sits, tier by tier (`regflash synth`): the Yosys hierarchy split
+//! into the parts of the design (the PE tiers, the softmax tier's S registers, the P banks,
+//! the S buffer, the row engines, the control), each part placed on its tier by the variant.
+//!
+//! The parts are whole modules (DESIGN.md §7: a stacked design's tiers are separate modules),
+//! so each figure is a sum of Yosys's own per-module counts times instance counts, not an
+//! estimate: `pe_tier_qk_*` / `pe_tier_pv_*` / `pe_tier_qkpv_*` (a row's PEs on one tier),
+//! `s_tier_*` (the softmax tier's S registers and links), the SRAM banks in a row (`sram_*`:
+//! 16-bit P banks, 32-bit S arrays), the rest of each `pe_row_*` (its row engine: softmax,
+//! readout normalization), and the rest of the top (DMA, sequencer, fetch, readout, counters,
+//! masks). Memory bits come from the design's memory arrays, by the same instance counts.
+
+use gen::flow::{CellStats, SynthReport};
+use gen::manifest::MemoryEntry;
+use hdl::config::{CoreConfig, Variant};
+
+/// One part of the design on its tier.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TierPart {
+    /// The tier it sits on (`tier 0 (QK)`, ...; `base` for the control, which a stack keeps
+    /// on its bottom tier with the memory interface).
+    pub tier: String,
+    pub part: String,
+    /// Instances of the part's module in the design (rows × tiers' worth).
+    pub instances: u64,
+    pub cells: u64,
+    pub flip_flops: u64,
+    pub memory_bits: u64,
+}
+
+/// The design's parts by tier, from the synthesis report `r` of the core (or of one PE row)
+/// and the design's memories. The parts' cells, flip-flops and memory bits add up to the
+/// whole hierarchy's.
+pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<TierPart> {
+    let h = Hierarchy { r, mems };
+    let tiers = match cfg.variant {
+        Variant::Reg3d => cfg.tiers,
+        _ => 1,
+    };
+    let name = |k: u32, what: &str| {
+        if tiers == 1 {
+            "tier 0".to_string()
+        } else {
+            format!("tier {k} ({what})")
+        }
+    };
+    let qk = name(0, "QK");
+    let sm = if tiers == 3 {
+        name(1, "softmax")
+    } else {
+        qk.clone()
+    };
+    let pv = name(tiers - 1, "PV");
+    let modules: Vec<&str> = r.modules.keys().map(|m| m.as_str()).collect();
+    let rows: Vec<&str> = modules
+        .iter()
+        .copied()
+        .filter(|m| m.starts_with("pe_row_"))
+        .collect();
+    // Instances of `m` inside the rows.
+    let in_rows = |m: &str| -> u64 {
+        rows.iter()
+            .map(|row| h.count(&r.top, row) * h.count(row, m))
+            .sum()
+    };
+    let mut out = vec![];
+    for m in &modules {
+        let (tier, part) = if m.starts_with("pe_tier_qkpv_") {
+            (&qk, "PE array (QK and PV steps)")
+        } else if m.starts_with("pe_tier_qk_") {
+            (&qk, "QK tier PEs")
+        } else if m.starts_with("pe_tier_pv_") {
+            (&pv, "PV tier PEs")
+        } else if m.starts_with("s_tier_") {
+            (&sm, "S registers and S links")
+        } else if m.starts_with("sram_") && in_rows(m) > 0 {
+            // The rows' SRAM banks: P (16-bit words; on the PV tier in reg3d), buf2d's S.
+            if m.ends_with("_w16") {
+                (&pv, "P banks")
+            } else {
+                (&qk, "S buffer arrays")
+            }
+        } else {
+            continue;
+        };
+        out.push(h.part(tier, part, m, in_rows(m)));
+    }
+    // What remains of the rows is their engines; of the top, the control.
+    for row in &rows {
+        let whole = h.part(
+            &sm,
+            "row engines (softmax, normalization)",
+            row,
+            h.count(&r.top, row),
+        );
+        let engines = whole.less(&out);
+        out.push(engines);
+    }
+    let top = h.part(
+        "base",
+        "control: DMA, sequencer, fetch, readout, counters, masks",
+        &r.top,
+        1,
+    );
+    let control = top.less(&out);
+    if control.cells > 0 || control.memory_bits > 0 {
+        out.push(control);
+    }
+    out.sort_by(|a, b| a.tier.cmp(&b.tier));
+    out
+}
+
+impl TierPart {
+    /// This part less the parts inside it.
+    fn less(mut self, inner: &[TierPart]) -> TierPart {
+        for p in inner {
+            self.cells -= p.cells.min(self.cells);
+            self.flip_flops -= p.flip_flops.min(self.flip_flops);
+            self.memory_bits -= p.memory_bits.min(self.memory_bits);
+        }
+        self
+    }
+}
+
+/// The synthesized hierarchy: instance counts and subtree totals.
+struct Hierarchy<'a> {
+    r: &'a SynthReport,
+    mems: &'a [MemoryEntry],
+}
+
+impl Hierarchy<'_> {
+    /// Instances of module (or cell type) `x` under `root` (1 for `root` itself).
+    fn count(&self, root: &str, x: &str) -> u64 {
+        if root == x {
+            return 1;
+        }
+        let Some(m) = self.r.modules.get(root) else {
+            return 0;
+        };
+        m.by_type
+            .iter()
+            .map(|(t, &n)| {
+                if t == x {
+                    n
+                } else if self.r.modules.contains_key(t) {
+                    n * self.count(t, x)
+                } else {
+                    0
+                }
+            })
+            .sum()
+    }
+
+    /// `n` instances of `module`, its submodules expanded.
+    fn part(&self, tier: &str, part: &str, module: &str, n: u64) -> TierPart {
+        let t: CellStats =
+            gen::flow::hierarchy_total(&self.r.modules, module, self.r.target).unwrap_or_default();
+        let bits: u64 = self
+            .mems
+            .iter()
+            .map(|e| e.depth as u64 * e.width as u64 * self.count(module, &e.module))
+            .sum();
+        TierPart {
+            tier: tier.to_string(),
+            part: part.to_string(),
+            instances: n,
+            cells: n * t.cells,
+            flip_flops: n * t.flip_flops,
+            memory_bits: n * bits,
+        }
+    }
+}
+
+/// The markdown table of `parts`, with each tier's subtotal.
+pub fn table(parts: &[TierPart]) -> String {
+    let mut s = String::from(
+        "\n| tier | part | instances | cells | flip-flops | memory bits |\n|---|---|---:|---:|---:|---:|\n",
+    );
+    let mut tiers: Vec<&str> = parts.iter().map(|p| p.tier.as_str()).collect();
+    tiers.dedup();
+    for t in tiers {
+        let of: Vec<&TierPart> = parts.iter().filter(|p| p.tier == t).collect();
+        for p in &of {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                p.tier, p.part, p.instances, p.cells, p.flip_flops, p.memory_bits
+            );
+        }
+        if of.len() > 1 {
+            let sum = |f: fn(&TierPart) -> u64| of.iter().map(|p| f(p)).sum::<u64>();
+            s += &format!(
+                "| **{t}** | | | **{}** | **{}** | **{}** |\n",
+                sum(|p| p.cells),
+                sum(|p| p.flip_flops),
+                sum(|p| p.memory_bits)
+            );
+        }
+    }
+    s
+}
