@@ -264,6 +264,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
             vec![SharedSTierSlot],
         ),
     ];
+    let mut runs = vec![];
     for (variant, extra, causal_seq, faults) in variants {
         let cfg = dir.path().join(format!("one_pe_{variant}.toml"));
         std::fs::write(&cfg, format!("{one_pe}{extra}")).unwrap();
@@ -273,10 +274,23 @@ fn every_assertion_has_a_fault_that_fires_it() {
         .unwrap();
         for fault in faults {
             if fault.needs(&p).is_none() {
-                fires(&cfg, fault, causal_seq);
+                runs.push((cfg.clone(), fault, causal_seq));
             }
         }
     }
+    // Two at a time: each run is mostly its (single-file) model build.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((cfg, fault, causal_seq)) = runs.get(k) else {
+                    break;
+                };
+                fires(cfg, *fault, causal_seq);
+            });
+        }
+    });
 }
 
 /// Simulates the core of the configuration file `cfg` with `fault`: the run fails, and the
