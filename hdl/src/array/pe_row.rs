@@ -365,10 +365,12 @@ group! {
     /// registers are free for the next block's QK), this cycle's MACs, register-file reads and
     /// writes, P-bank and S-array reads and writes, bits over the vertical links (reg3d: P up,
     /// O down to the readout, and in three tiers S up) and over the S links alone (for the
-    /// counters), and the O staging write.
+    /// counters), the engine's operations this cycle (a max-sweep compare, an exp-sweep
+    /// element: subtract, exp2, sum; a reciprocal started; a normalizing multiply), and the O
+    /// staging write.
     pub struct RowOut<T> {
         busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink,
-        vlink_s;
+        vlink_s, max_op, exp_op, recip_op, norm_op;
         st: RowStore<T>,
     }
 }
@@ -437,6 +439,10 @@ impl PeRowConfig {
             s_write: 1,
             vlink: self.vlink_width(),
             vlink_s: self.vlink_width(),
+            max_op: 1,
+            exp_op: 1,
+            recip_op: 1,
+            norm_op: 1,
             st: RowStore {
                 we: 1,
                 row: self.ii_bits(),
@@ -717,6 +723,12 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         s_write: sw.s_write,
         vlink: vlink_bits(m, cfg, exp.link_we, e.in_ro, s_bits),
         vlink_s: s_bits,
+        // The engine's datapath operations, counted where they issue (masked scores too:
+        // the datapath runs for them).
+        max_op: sw.in_max,
+        exp_op: sw.in_exp,
+        recip_op: e.state.is(Engine::RoRecip),
+        norm_op: e.in_ro,
         st,
     }
 }

@@ -85,6 +85,11 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let vlink_w = p.row.vlink_width() + bits_for(rr as u64);
     let vlink = sum(|r| r.vlink, vlink_w);
     let vlink_s = sum(|r| r.vlink_s, vlink_w);
+    // The row engines' operations (one of each kind per row and cycle at most).
+    let max_ops = sum(|r| r.max_op, p_w);
+    let exp_ops = sum(|r| r.exp_op, p_w);
+    let recip_ops = sum(|r| r.recip_op, p_w);
+    let norm_ops = sum(|r| r.norm_op, p_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
     // MAC slots of the steps issued: R·C per tier that steps this cycle.
@@ -148,6 +153,10 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         vlink_bits: c("cnt_vlink_bits", vlink),
         vlink_s_bits: c("cnt_vlink_s_bits", vlink_s),
         bcast_bit_hops: c("cnt_bcast_bit_hops", bcast),
+        max_ops: c("cnt_max_ops", max_ops),
+        exp_ops: c("cnt_exp_ops", exp_ops),
+        recip_ops: c("cnt_recip_ops", recip_ops),
+        norm_ops: c("cnt_norm_ops", norm_ops),
         read_beats: i.dma_read_beats.zext(COUNTER_BITS),
         write_beats: i.dma_write_beats.zext(COUNTER_BITS),
     };

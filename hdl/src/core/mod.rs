@@ -52,7 +52,10 @@
 //! links': the boundary between the QK and the softmax tier), `bcast_bit_hops` (the operand
 //! broadcasts' wire activity: per step of a tier, 16 bits across C PE pitches on each of R row
 //! buses and 16 bits down R rows on each of C column buses; data-independent, toggles are not
-//! counted), `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
+//! counted), `max_ops`, `exp_ops`, `recip_ops`, `norm_ops` (the row engines' operations:
+//! max-sweep compares and exp-sweep elements, each subtract, exp2 and sum, one per score of a
+//! computed block, masked ones included; reciprocals, one per query row and tile; normalizing
+//! multiplies, one per O value of a tile), `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
 //! cycles in reg3d; `mac_cycles` counts cycles with either), `read_beats`, `write_beats`.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
@@ -104,6 +107,10 @@ pub const COUNTERS: &[&str] = &[
     "vlink_bits",
     "vlink_s_bits",
     "bcast_bit_hops",
+    "max_ops",
+    "exp_ops",
+    "recip_ops",
+    "norm_ops",
     "read_beats",
     "write_beats",
 ];
@@ -649,6 +656,10 @@ fn pe_rows(
             s_write: out.s_write,
             vlink: out.vlink,
             vlink_s: out.vlink_s,
+            max_op: out.max_op,
+            exp_op: out.exp_op,
+            recip_op: out.recip_op,
+            norm_op: out.norm_op,
         });
     }
     for v in [&mut en, &mut row, &mut beat, &mut data] {

@@ -96,9 +96,12 @@ impl ReadStatus<u32> {
 
 interface! {
     /// What the PE row's engine reports each cycle for the counters: MACs performed,
-    /// register-file reads and writes, P-bank read and write, S-array read and write (buf2d).
+    /// register-file reads and writes, P-bank read and write, S-array read and write (buf2d),
+    /// link bits, and the row engine's operations (max compare, exp element, reciprocal,
+    /// normalizing multiply).
     pub struct RowActivity {
-        macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink, vlink_s
+        macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink, vlink_s, max_op,
+        exp_op, recip_op, norm_op
     }
 }
 
@@ -115,6 +118,10 @@ impl RowActivity<u32> {
             s_write: 1,
             vlink: p.row.vlink_width(),
             vlink_s: p.row.vlink_width(),
+            max_op: 1,
+            exp_op: 1,
+            recip_op: 1,
+            norm_op: 1,
         }
     }
 }
@@ -125,7 +132,7 @@ interface! {
         cycles, mac_cycles, macs, masked_macs, stall_kv, stall_q, stall_softmax, stall_other,
         qk_cycles, pv_cycles, blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads,
         p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, vlink_s_bits, bcast_bit_hops,
-        read_beats, write_beats
+        max_ops, exp_ops, recip_ops, norm_ops, read_beats, write_beats
     }
 }
 
@@ -154,6 +161,10 @@ impl Counters<u32> {
             vlink_bits: w,
             vlink_s_bits: w,
             bcast_bit_hops: w,
+            max_ops: w,
+            exp_ops: w,
+            recip_ops: w,
+            norm_ops: w,
             read_beats: w,
             write_beats: w,
         }

@@ -176,7 +176,8 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
     let scores = (p.br() * p.bc()) as u64;
     let s_buffered = p.row.buffer.is_some() as u64;
     let tiered = p.row.tiered.is_some() as u64;
-    let o_values = (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64 * (p.br() * p.d()) as u64;
+    let tile_rows = (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64 * p.br() as u64;
+    let o_values = tile_rows * p.d() as u64;
     // Three tiers: each visible score goes up its S link once (32 bits), written into the
     // softmax tier's registers.
     let s_links = p.row.softmax_tier() as u64 * a.heads as u64 * visible_pairs(a).0;
@@ -211,6 +212,13 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
             "bcast_bit_hops",
             32 * (p.rows * p.row.cols) as u64 * stats.blocks * (qk + pv) as u64,
         ),
+        // The row engines: a max-sweep compare and an exp-sweep element per score of every
+        // computed block (masked ones too), a reciprocal per query row of every tile and a
+        // normalizing multiply per O value.
+        ("max_ops", stats.blocks * scores),
+        ("exp_ops", stats.blocks * scores),
+        ("recip_ops", tile_rows),
+        ("norm_ops", o_values),
         ("read_beats", reads),
         ("write_beats", writes),
     ];
