@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod cli;
+pub mod compare;
 pub mod design;
+pub mod energy;
 pub mod report;
 pub mod sim;
 pub mod tiers;

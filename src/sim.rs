@@ -16,6 +16,7 @@ use serde::Serialize;
 use verilator_tb::npy::{self, DType, Tensor};
 
 use crate::design::{simulate, Target};
+use crate::energy::EnergyReport;
 use crate::report::real;
 use crate::verify::attention::{self, Attention, MemoryTiming, Mismatch};
 
@@ -86,6 +87,9 @@ pub struct SimReport {
     pub counters: BTreeMap<String, u64>,
     /// FP32 input values clamped to ±65504 (`--saturate`; without it they are refused).
     pub saturated_inputs: u64,
+    /// The run's energy from its counters and the energy table (`with_energy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy: Option<EnergyReport>,
     /// O equals the hardware model bit for bit.
     pub bit_exact: bool,
     /// Every counter is what the schedule requires, and no RTL assertion failed.
@@ -101,6 +105,23 @@ pub struct SimReport {
 }
 
 impl SimReport {
+    /// Prices the run's counters with `table` (`stacked`: buf2d's banks on their own tier).
+    pub fn with_energy(
+        &mut self,
+        table: &kernels::energy::EnergyTable,
+        cfg: &CoreConfig,
+        stacked: bool,
+    ) {
+        let tokens = (self.heads * self.seq_len) as u64;
+        self.energy = Some(crate::energy::report(
+            table,
+            cfg,
+            &self.counters,
+            tokens,
+            stacked,
+        ));
+    }
+
     /// The human-readable summary.
     pub fn summary(&self) -> String {
         let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
@@ -192,9 +213,20 @@ impl SimReport {
             );
         }
         s += &format!(
+            "  row engines: {} max compares, {} exp elements, {} reciprocals, {} normalizing \
+             multiplies\n",
+            c("max_ops"),
+            c("exp_ops"),
+            c("recip_ops"),
+            c("norm_ops")
+        );
+        s += &format!(
             "  memory: {} bytes read, {} bytes written\n",
             self.memory_bytes_read, self.memory_bytes_written
         );
+        if let Some(e) = &self.energy {
+            s += &e.summary();
+        }
         if self.saturated_inputs > 0 {
             s += &format!(
                 "  inputs: {} FP32 values outside the FP16 range clamped to ±65504 (--saturate)\n",
@@ -315,6 +347,7 @@ pub fn run_with_fault(
         memory_bytes_written: run.memory.bytes_written,
         counters: run.counters.clone(),
         saturated_inputs: 0,
+        energy: None,
         bit_exact: chk.bit_mismatches == 0,
         counters_ok: chk.counter_errors.is_empty(),
         accuracy_ok: chk.accuracy_ok(),

@@ -2,6 +2,7 @@
 
 mod accuracy;
 mod bench;
+mod compare;
 mod presets;
 mod sim;
 mod synth;
@@ -11,6 +12,8 @@ use accuracy::accuracy_cmd;
 pub use accuracy::AccuracyArgs;
 use bench::bench_cmd;
 pub use bench::BenchArgs;
+use compare::compare_cmd;
+pub use compare::CompareArgs;
 use presets::presets_cmd;
 use sim::sim_cmd;
 pub use sim::SimArgs;
@@ -54,6 +57,9 @@ pub enum Command {
     /// Utilization of the core over presets, sequence lengths and causal masking (every run
     /// checked bit for bit), written as a markdown table.
     Bench(BenchArgs),
+    /// buf2d, 3-D buffered, reg2d and reg3d on the same problems: cycles, speedup and energy
+    /// by component from the RTL's counters and the energy table, every run bit-checked.
+    Compare(CompareArgs),
     /// Generate every block of a preset, lint and synthesize it, simulate it under Verilator
     /// against the bit-exact Rust models, and report.
     Verify(VerifyArgs),
@@ -160,6 +166,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Gen(args) => gen_cmd(args),
         Command::Sim(args) => sim_cmd(args),
         Command::Bench(args) => bench_cmd(args),
+        Command::Compare(args) => compare_cmd(args),
         Command::Lint {
             dir,
             no_synth: true,

@@ -45,6 +45,10 @@ pub struct SimArgs {
     /// Write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Energy table (TOML) over the default (kernels/src/energy.rs): any subset of figures,
+    /// storage points and knobs; unknown keys are refused.
+    #[arg(long)]
+    pub energy: Option<PathBuf>,
     /// Memory read latency in cycles.
     #[arg(long, default_value_t = 20)]
     pub mem_latency: u32,
@@ -58,6 +62,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     use kernels::flash::OutFormat;
     let cfg = args.config.resolve()?;
     let params = hdl::core::CoreParams::from_config(&cfg)?;
+    let table = crate::energy::load_table(args.energy.as_deref())?;
     let out = if args.f32 {
         OutFormat::F32
     } else {
@@ -120,6 +125,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     }
     let (mut report, o) = sim::run_with_fault(&cfg, fault, &problem, &timing, progress_bar())?;
     report.saturated_inputs = saturated;
+    report.with_energy(&table, &cfg, false);
     eprintln!();
     println!("{}", report.summary());
     if let Some(path) = &args.out {

@@ -1,0 +1,591 @@
+//! Energy per event, each figure with its source and technology node, and the energy of a run
+//! as Σ count × energy over counts that come from the RTL's own counters (DESIGN.md §7).
+//!
+//! The table (`EnergyTable::default()`) holds per-event energies at the node their source
+//! measured them at. A run's figures are scaled to the table's target node `node_nm` by the
+//! ratio of per-node energy factors (`scale`, Stillmaker & Baas 2017 as coded in Accelergy's
+//! hwcomponents), except those marked as not scaling (off-chip DRAM, hybrid bonds), whose
+//! energy is set by the interface, not the logic node.
+//!
+//! Storage is priced by capacity: a curve of (bytes, read, write pJ per 64-bit access) points
+//! from register files to multi-megabyte SRAM macros, interpolated log-log between points and
+//! held flat beyond the ends; an access of w bits costs w/64 of the 64-bit figure. The PE
+//! register files, the P banks and buf2d's SRAM banks are each priced at their own capacity.
+//!
+//! `breakdown` is pure arithmetic on an `Activity` (the counters) and a `Geometry` (what the
+//! counters are multiplied by): the same inputs give the same energies, bit for bit.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One per-event energy: its value at `node_nm`, whether it scales with the logic node, and
+/// where it comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    pub pj: f64,
+    /// The node the figure was measured or modeled at (nm).
+    pub node_nm: f64,
+    /// Scales with the technology node (logic, storage, wires), or not (DRAM, bonds).
+    pub scales: bool,
+    pub unit: &'static str,
+    pub source: String,
+}
+
+/// One point of the storage curve: a macro or register file of `bytes`, the energy of one
+/// 64-bit read and write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoragePoint {
+    pub bytes: u64,
+    pub read_pj: f64,
+    pub write_pj: f64,
+    pub node_nm: f64,
+    pub source: String,
+}
+
+/// The per-event energy keys (`EnergyTable::figures`), with what each prices.
+pub const KEYS: &[(&str, &str)] = &[
+    ("fp16_mul", "FP16 multiply (the MAC's product)"),
+    (
+        "fp32_add",
+        "FP32 add (the MAC's accumulation, the exp sweep's subtract and sum)",
+    ),
+    ("fp32_mul", "FP32 multiply (the readout's normalization)"),
+    (
+        "int32_add",
+        "32-bit integer add (the max sweep's compare of FP32 bit patterns)",
+    ),
+    ("exp2", "exp2 unit operation"),
+    (
+        "recip",
+        "reciprocal unit operation (one per query row and tile)",
+    ),
+    ("dram_bit", "off-chip memory, per bit moved"),
+    ("bond_bit", "3-D hybrid-bond vertical link, per bit"),
+    ("wire_bit_mm", "on-chip wire, per bit and mm"),
+];
+
+/// The energy table: per-event figures, the storage curve, and the knobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnergyTable {
+    pub figures: BTreeMap<&'static str, Figure>,
+    /// By capacity, ascending.
+    pub storage: Vec<StoragePoint>,
+    /// The node to report at (nm): every scaling figure is scaled from its own node to this.
+    pub node_nm: f64,
+    /// Distance between neighbouring PEs (µm): a broadcast bit-hop crosses one pitch.
+    pub pe_pitch_um: f64,
+    /// Static and clock-tree energy per PE and cycle (pJ, at `node_nm`; not scaled): 0 unless
+    /// set, since no source in the table gives it for this design.
+    pub static_pj_per_pe_cycle: f64,
+    /// A 2-D buffer's distance from the array (mm of wire each buffer bit crosses beyond the
+    /// macro's own, whose wires its access energy includes): 0 for banks beside their PE rows,
+    /// as buf2d places them; raise it to model a shared buffer at a distance.
+    pub buffer_wire_mm: f64,
+}
+
+/// A figure's node for figures that do not scale (recorded as 0).
+const UNSCALED: f64 = 0.0;
+
+fn fig(pj: f64, node_nm: f64, unit: &'static str, source: &str) -> Figure {
+    Figure {
+        pj,
+        node_nm,
+        scales: node_nm != UNSCALED,
+        unit,
+        source: source.to_string(),
+    }
+}
+
+const HOROWITZ: &str =
+    "Horowitz, \"Computing's energy problem\", ISSCC 2014, Fig. 1.1.9 (45 nm, 0.9 V)";
+
+impl Default for EnergyTable {
+    fn default() -> Self {
+        let mut figures = BTreeMap::new();
+        let mut add = |k: &'static str, f: Figure| {
+            assert!(KEYS.iter().any(|(n, _)| *n == k), "unlisted key {k}");
+            figures.insert(k, f);
+        };
+        add("fp16_mul", fig(1.1, 45.0, "pJ/op", HOROWITZ));
+        add("fp32_add", fig(0.9, 45.0, "pJ/op", HOROWITZ));
+        add("fp32_mul", fig(3.7, 45.0, "pJ/op", HOROWITZ));
+        add("int32_add", fig(0.1, 45.0, "pJ/op", HOROWITZ));
+        add(
+            "exp2",
+            fig(
+                4.6,
+                45.0,
+                "pJ/op",
+                "estimate, no published per-operation figure: the unit (hdl/src/softmax/exp2.rs) \
+                 is a 65-entry table and a 24x18-bit interpolating multiply-add, priced as one \
+                 FP32 multiply + one FP32 add of Horowitz ISSCC 2014 (45 nm)",
+            ),
+        );
+        add(
+            "recip",
+            fig(
+                2.8,
+                45.0,
+                "pJ/op",
+                "estimate, no published per-operation figure: the unit (hdl/src/fp/fp32_recip.rs) \
+                 is a restoring divider, 28 steps of a 28-bit subtract, priced as 28 32-bit \
+                 integer adds of Horowitz ISSCC 2014 (45 nm)",
+            ),
+        );
+        add(
+            "dram_bit",
+            fig(
+                3.97,
+                UNSCALED,
+                "pJ/bit",
+                "HBM2, accelergy-cacti-plug-in DRAM table (after Chatterjee et al., MICRO 2017); \
+                 an interface figure, not scaled with the logic node",
+            ),
+        );
+        add(
+            "bond_bit",
+            fig(
+                0.05,
+                UNSCALED,
+                "pJ/bit",
+                "3-D hybrid bonding, top of the 0.01-0.05 pJ/bit range of UCIe-3D (Das Sharma, \
+                 Hot Interconnects 2025); 2.5-D is 0.25-0.3, 2-D 0.5-0.6. Not scaled",
+            ),
+        );
+        add(
+            "wire_bit_mm",
+            fig(
+                0.0404,
+                45.0,
+                "pJ/(bit mm)",
+                "on-chip low-swing wire, Park et al., DATE 2013 (45 nm); full-swing repeated \
+                 wires cost about 3x more",
+            ),
+        );
+        EnergyTable {
+            figures,
+            storage: default_storage(),
+            node_nm: 45.0,
+            pe_pitch_um: 50.0,
+            static_pj_per_pe_cycle: 0.0,
+            buffer_wire_mm: 0.0,
+        }
+    }
+}
+
+fn default_storage() -> Vec<StoragePoint> {
+    let p = |bytes: u64, read_pj: f64, write_pj: f64, node_nm: f64, source: &str| StoragePoint {
+        bytes,
+        read_pj,
+        write_pj,
+        node_nm,
+        source: source.to_string(),
+    };
+    let cacti = "CACTI 7 (HewlettPackard/cacti 1ffd8df) with accelergy-cacti-plug-in's \
+                 default_cfg.cfg (itrs-lstp cells and periphery), 1 RW port, 1 bank, 64-bit \
+                 block, 45 nm; Horowitz ISSCC 2014 quotes ~10 / 20 / 100 pJ for 8 KB / 32 KB / \
+                 1 MB";
+    vec![
+        p(
+            4,
+            0.576,
+            0.576,
+            40.0,
+            "one 32-bit register: Aladdin's register, 0.009 pJ per bit read or written (40 nm; \
+             hwcomponents-library aladdin.py), 64 bits",
+        ),
+        p(8 << 10, 6.14, 7.88, 45.0, cacti),
+        p(32 << 10, 17.04, 15.40, 45.0, cacti),
+        p(128 << 10, 32.29, 26.07, 45.0, cacti),
+        p(512 << 10, 68.35, 51.35, 45.0, cacti),
+        p(1 << 20, 93.52, 76.18, 45.0, cacti),
+        p(4 << 20, 188.7, 155.1, 45.0, cacti),
+    ]
+}
+
+/// Stillmaker & Baas 2017 energy fits as coded in Accelergy's hwcomponents
+/// (`hwcomponents/scaling/techscaling.py`): node (nm) and the coefficients (a, b, c) of
+/// a·Vdd² + b·Vdd + c. The 45 and 32 nm rows are the paper's LP fits, 20 to 7 nm its HP fits
+/// (a mix the source code makes; HP at 45 nm would give 7/45 nm 0.117 instead of 0.094).
+pub const ENERGY_FITS: &[(f64, [f64; 3])] = &[
+    (130.0, [7.171, -6.709, 2.904]),
+    (90.0, [4.762, -4.781, 2.092]),
+    (65.0, [3.755, -4.398, 1.975]),
+    (45.0, [1.103, -0.362, 0.2767]),
+    (32.0, [0.9559, -0.7823, 0.471]),
+    (20.0, [0.373, -0.1582, 0.04104]),
+    (16.0, [0.2958, -0.1241, 0.03024]),
+    (14.0, [0.2363, -0.09675, 0.02239]),
+    (10.0, [0.2068, -0.09311, 0.02375]),
+    (7.0, [0.1776, -0.09097, 0.02447]),
+];
+
+/// The supply voltage the fits are evaluated at for every node (hwcomponents' default).
+pub const SCALING_VDD: f64 = 0.8;
+
+/// The nodes a figure may be scaled between (nm).
+pub const NODE_RANGE: (f64, f64) = (1.0, 130.0);
+
+/// The factor that takes an energy at `from` nm to `to` nm, as hwcomponents computes it: the
+/// ratio of the fits at 0.8 V, interpolated linearly in node size between listed nodes; below
+/// 7 nm the 7 nm fit times √(node / 7) (IRDS, per hwcomponents), down to 1 nm.
+pub fn scale(from: f64, to: f64) -> Result<f64, String> {
+    Ok(node_energy(to)? / node_energy(from)?)
+}
+
+/// The relative energy of a node (the fit at `SCALING_VDD`).
+pub fn node_energy(nm: f64) -> Result<f64, String> {
+    let (lo, hi) = NODE_RANGE;
+    if !(nm.is_finite() && (lo..=hi).contains(&nm)) {
+        return Err(format!(
+            "node {nm} nm is outside the scaling range ({lo} to {hi} nm)"
+        ));
+    }
+    let fit = |c: &[f64; 3]| c[0] * SCALING_VDD * SCALING_VDD + c[1] * SCALING_VDD + c[2];
+    let last = ENERGY_FITS[ENERGY_FITS.len() - 1];
+    if nm <= last.0 {
+        return Ok(fit(&last.1) * (nm / last.0).sqrt());
+    }
+    let k = ENERGY_FITS
+        .iter()
+        .position(|(n, _)| *n <= nm)
+        .expect("inside the range");
+    if ENERGY_FITS[k].0 == nm {
+        return Ok(fit(&ENERGY_FITS[k].1));
+    }
+    let ((n0, c0), (n1, c1)) = (ENERGY_FITS[k - 1], ENERGY_FITS[k]);
+    let t = (nm - n1) / (n0 - n1);
+    Ok(fit(&c1) + t * (fit(&c0) - fit(&c1)))
+}
+
+/// Log-log interpolation in a table of (x, y) points sorted by x (either direction), flat
+/// beyond the ends.
+fn loglog(points: &[(f64, f64)], x: f64) -> f64 {
+    let mut pts: Vec<(f64, f64)> = points.to_vec();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if x <= pts[0].0 {
+        return pts[0].1;
+    }
+    let last = pts[pts.len() - 1];
+    if x >= last.0 {
+        return last.1;
+    }
+    let k = pts.iter().position(|p| p.0 >= x).expect("inside the range");
+    if pts[k].0 == x {
+        return pts[k].1;
+    }
+    let ((x0, y0), (x1, y1)) = (pts[k - 1], pts[k]);
+    let t = (x.ln() - x0.ln()) / (x1.ln() - x0.ln());
+    (y0.ln() + t * (y1.ln() - y0.ln())).exp()
+}
+
+/// What the counters of one run say happened (all from the RTL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    pub cycles: u64,
+    pub macs: u64,
+    pub rf_reads: u64,
+    pub rf_writes: u64,
+    /// 16-bit P accesses (P banks, or buf2d's P arrays).
+    pub p_reads: u64,
+    pub p_writes: u64,
+    /// 32-bit S accesses of buf2d's S arrays.
+    pub s_reads: u64,
+    pub s_writes: u64,
+    pub vlink_bits: u64,
+    pub bcast_bit_hops: u64,
+    pub max_ops: u64,
+    pub exp_ops: u64,
+    pub recip_ops: u64,
+    pub norm_ops: u64,
+    pub dram_bytes: u64,
+}
+
+/// Where a design's buffer sits: beside the array (2-D, its bits cross `buffer_wire_mm` of
+/// wire) or on a stacked tier (its bits cross a hybrid bond).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Planar,
+    Stacked,
+}
+
+/// What the counts are multiplied by: the capacities of the storage they access and the
+/// distances and PE count of the design.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Geometry {
+    /// PEs over all tiers (for the static term).
+    pub pes: u64,
+    /// Bytes of one PE's register file.
+    pub pe_rf_bytes: u64,
+    /// Bytes of one row's P storage (register bank, or buf2d's SRAM bank for S and P).
+    pub p_bytes: u64,
+    /// buf2d: the S and P arrays are SRAM macros of `p_bytes` each bank; `None` for register
+    /// designs (P banks priced as register arrays of `p_bytes`).
+    pub buffer: Option<Placement>,
+}
+
+/// Energy by component (pJ), at the table's node.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Breakdown {
+    /// MACs: FP16 multiply + FP32 add.
+    pub mac: f64,
+    /// PE register files at their ports (S, O; three tiers: the S registers above).
+    pub pe_registers: f64,
+    /// P register banks (register designs).
+    pub p_registers: f64,
+    /// buf2d's SRAM banks (S and P arrays).
+    pub sram: f64,
+    /// Moving buffer bits between the array and the banks: wire (2-D) or bonds (stacked).
+    pub buffer_transport: f64,
+    /// Row engines: max compares, exp elements (subtract, exp2, sum), reciprocals,
+    /// normalizing multiplies.
+    pub softmax: f64,
+    /// Operand broadcasts over the row and column buses.
+    pub broadcast: f64,
+    /// Vertical register-to-register links (reg3d).
+    pub vertical_links: f64,
+    /// Off-chip memory traffic (DMA bytes).
+    pub dram: f64,
+    /// Static and clock-tree energy (a knob; 0 by default).
+    pub static_energy: f64,
+}
+
+impl Breakdown {
+    /// (name, pJ) for each component, in report order.
+    pub fn components(&self) -> [(&'static str, f64); 10] {
+        [
+            ("mac", self.mac),
+            ("pe_registers", self.pe_registers),
+            ("p_registers", self.p_registers),
+            ("sram", self.sram),
+            ("buffer_transport", self.buffer_transport),
+            ("softmax", self.softmax),
+            ("broadcast", self.broadcast),
+            ("vertical_links", self.vertical_links),
+            ("dram", self.dram),
+            ("static", self.static_energy),
+        ]
+    }
+
+    pub fn total(&self) -> f64 {
+        self.components().iter().map(|c| c.1).sum()
+    }
+}
+
+/// A table entry that is wrong (a negative or non-finite energy, an empty storage curve).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableError(pub String);
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TableError {}
+
+impl EnergyTable {
+    /// Checks every figure: finite and non-negative energies, nodes inside the scaling table,
+    /// a storage curve with distinct capacities.
+    pub fn validate(&self) -> Result<(), TableError> {
+        let bad = |s: String| Err(TableError(s));
+        let ok_pj = |x: f64| x.is_finite() && x >= 0.0;
+        node_energy(self.node_nm).map_err(|e| TableError(format!("node_nm: {e}")))?;
+        for (k, f) in &self.figures {
+            if !ok_pj(f.pj) {
+                return bad(format!("{k}: pj = {} must be a finite energy >= 0", f.pj));
+            }
+            if f.scales {
+                node_energy(f.node_nm).map_err(|e| TableError(format!("{k}.node_nm: {e}")))?;
+            }
+        }
+        if self.storage.is_empty() {
+            return bad("the storage curve has no points".into());
+        }
+        for (i, s) in self.storage.iter().enumerate() {
+            if !(ok_pj(s.read_pj) && ok_pj(s.write_pj)) || s.bytes == 0 {
+                return bad(format!(
+                    "storage point {} B: read {} / write {} pJ must be finite and >= 0, bytes > 0",
+                    s.bytes, s.read_pj, s.write_pj
+                ));
+            }
+            node_energy(s.node_nm)
+                .map_err(|e| TableError(format!("storage {} B node_nm: {e}", s.bytes)))?;
+            if i > 0 && self.storage[i - 1].bytes >= s.bytes {
+                return bad("storage points must have distinct capacities, ascending".into());
+            }
+        }
+        for (k, x) in [
+            ("pe_pitch_um", self.pe_pitch_um),
+            ("static_pj_per_pe_cycle", self.static_pj_per_pe_cycle),
+            ("buffer_wire_mm", self.buffer_wire_mm),
+        ] {
+            if !ok_pj(x) {
+                return bad(format!("{k} = {x} must be finite and >= 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A figure at the target node (pJ per its unit).
+    pub fn at_node(&self, key: &str) -> f64 {
+        let f = &self.figures[key];
+        if f.scales {
+            f.pj * scale(f.node_nm, self.node_nm).expect("validated table")
+        } else {
+            f.pj
+        }
+    }
+
+    /// (read, write) pJ per 64-bit access of storage of `bytes`, at the target node: each
+    /// point scaled from its node, then interpolated log-log in capacity.
+    pub fn storage_pj(&self, bytes: u64) -> (f64, f64) {
+        let pts = |f: fn(&StoragePoint) -> f64| -> Vec<(f64, f64)> {
+            self.storage
+                .iter()
+                .map(|s| {
+                    let k = scale(s.node_nm, self.node_nm).expect("validated table");
+                    (s.bytes as f64, f(s) * k)
+                })
+                .collect()
+        };
+        let x = bytes.max(1) as f64;
+        (
+            loglog(&pts(|s| s.read_pj), x),
+            loglog(&pts(|s| s.write_pj), x),
+        )
+    }
+
+    /// Energy by component of a run with activity `a` on a design of geometry `g`.
+    pub fn breakdown(&self, a: &Activity, g: &Geometry) -> Breakdown {
+        let e = |k: &str| self.at_node(k);
+        let n = |x: u64| x as f64;
+        let (rf_r, rf_w) = self.storage_pj(g.pe_rf_bytes);
+        let (p_r, p_w) = self.storage_pj(g.p_bytes);
+        // Accesses of w bits cost w/64 of the 64-bit figure.
+        let p_pj = (n(a.p_reads) * p_r + n(a.p_writes) * p_w) * 16.0 / 64.0;
+        let s_pj = (n(a.s_reads) * p_r + n(a.s_writes) * p_w) * 32.0 / 64.0;
+        let buffer_bits = 16 * (a.p_reads + a.p_writes) + 32 * (a.s_reads + a.s_writes);
+        let (p_registers, sram, buffer_transport) = match g.buffer {
+            None => (p_pj + s_pj, 0.0, 0.0),
+            Some(Placement::Planar) => (
+                0.0,
+                p_pj + s_pj,
+                n(buffer_bits) * self.buffer_wire_mm * e("wire_bit_mm"),
+            ),
+            Some(Placement::Stacked) => (0.0, p_pj + s_pj, n(buffer_bits) * e("bond_bit")),
+        };
+        Breakdown {
+            mac: n(a.macs) * (e("fp16_mul") + e("fp32_add")),
+            pe_registers: (n(a.rf_reads) * rf_r + n(a.rf_writes) * rf_w) * 32.0 / 64.0,
+            p_registers,
+            sram,
+            buffer_transport,
+            softmax: n(a.max_ops) * e("int32_add")
+                + n(a.exp_ops) * (e("exp2") + 2.0 * e("fp32_add"))
+                + n(a.recip_ops) * e("recip")
+                + n(a.norm_ops) * e("fp32_mul"),
+            broadcast: n(a.bcast_bit_hops) * self.pe_pitch_um / 1000.0 * e("wire_bit_mm"),
+            vertical_links: n(a.vlink_bits) * e("bond_bit"),
+            dram: n(8 * a.dram_bytes) * e("dram_bit"),
+            static_energy: n(a.cycles) * n(g.pes) * self.static_pj_per_pe_cycle,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_matches_hwcomponents() {
+        // tech_node_energy(to, 45e-9) of hwcomponents at 0.8 V, computed from its source.
+        for (nm, want) in [
+            (45.0, 1.0),
+            (40.0, 0.869),
+            (32.0, 0.659),
+            (16.0, 0.1735),
+            (7.0, 0.0943),
+            (5.0, 0.0797),
+            (130.0, 3.068),
+        ] {
+            let got = scale(45.0, nm).unwrap();
+            assert!(
+                (got - want).abs() < 0.001 * want.max(1.0),
+                "{nm} nm: {got} vs {want}"
+            );
+        }
+        assert!(scale(45.0, 0.5).is_err() && scale(200.0, 45.0).is_err());
+        assert!(scale(f64::NAN, 45.0).is_err());
+    }
+
+    #[test]
+    fn storage_curve_interpolates_between_its_points() {
+        let t = EnergyTable::default();
+        t.validate().unwrap();
+        // On a point: its figure (45 nm points at 45 nm).
+        assert_eq!(t.storage_pj(8 << 10), (6.14, 7.88));
+        // Between points: log-log, so 16 KB is the geometric mean of 8 and 32 KB.
+        let (r, _) = t.storage_pj(16 << 10);
+        assert!((r - (6.14f64 * 17.04).sqrt()).abs() < 1e-9);
+        // Beyond the ends: flat; and monotone in capacity over the default curve.
+        assert_eq!(t.storage_pj(1 << 30), t.storage_pj(4 << 20));
+        let mut last = 0.0;
+        for b in [1u64, 4, 64, 256, 4096, 8192, 1 << 16, 1 << 20, 8 << 20] {
+            let (r, w) = t.storage_pj(b);
+            assert!(r >= last && w > 0.0, "{b} B");
+            last = r;
+        }
+    }
+
+    #[test]
+    fn breakdown_is_the_sum_of_counts_times_figures() {
+        let t = EnergyTable {
+            node_nm: 16.0,
+            ..EnergyTable::default()
+        };
+        let a = Activity {
+            cycles: 10,
+            macs: 1000,
+            rf_reads: 7,
+            exp_ops: 3,
+            dram_bytes: 64,
+            vlink_bits: 100,
+            bcast_bit_hops: 2000,
+            ..Activity::default()
+        };
+        let g = Geometry {
+            pes: 16,
+            pe_rf_bytes: 256,
+            p_bytes: 128,
+            buffer: None,
+        };
+        let b = t.breakdown(&a, &g);
+        let k = scale(45.0, 16.0).unwrap();
+        assert!((b.mac - 1000.0 * (1.1 + 0.9) * k).abs() < 1e-9);
+        assert!((b.softmax - 3.0 * (4.6 + 1.8) * k).abs() < 1e-9);
+        // Interfaces do not scale.
+        assert!((b.dram - 512.0 * 3.97).abs() < 1e-9);
+        assert!((b.vertical_links - 100.0 * 0.05).abs() < 1e-12);
+        assert!((b.broadcast - 2000.0 * 0.05 * 0.0404 * k).abs() < 1e-9);
+        assert_eq!(b.static_energy, 0.0);
+        assert_eq!((b.sram, b.p_registers, b.buffer_transport), (0.0, 0.0, 0.0));
+        let sum: f64 = b.components().iter().map(|c| c.1).sum();
+        assert_eq!(b.total(), sum);
+        // The same activity through a stacked buffer: the S/P accesses become SRAM and bonds.
+        let a2 = Activity {
+            p_reads: 10,
+            s_writes: 4,
+            ..a
+        };
+        let stacked = t.breakdown(
+            &a2,
+            &Geometry {
+                buffer: Some(Placement::Stacked),
+                ..g
+            },
+        );
+        assert!(stacked.sram > 0.0 && stacked.p_registers == 0.0);
+        assert!((stacked.buffer_transport - (160.0 + 128.0) * 0.05).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,92 @@
+//! `regflash compare`: buf2d, 3-D buffered, reg2d and reg3d on the same problems, cycles and
+//! energy from the RTL's counters.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Sequence lengths, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "512,1024,2048")]
+    pub seq: Vec<usize>,
+    /// Causal masking.
+    #[arg(long)]
+    pub causal: bool,
+    /// Attention heads per run.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+    /// Energy table (TOML) over the default: any subset of figures, storage points and knobs.
+    #[arg(long)]
+    pub energy: Option<PathBuf>,
+    /// buf2d's on-chip buffer capacity in bytes, which prices its banks (default: the
+    /// config's buf_bytes, or the banks sized to fit when that is 0).
+    #[arg(long)]
+    pub buf_bytes: Option<u64>,
+    /// Write every row as JSON (energies, prices, counters).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Write the markdown table here as well as to standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
+    use crate::compare;
+    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    for path in args.out.iter().chain(&args.report) {
+        check_writable(path)?;
+    }
+    anyhow::ensure!(
+        args.config.variant.is_none(),
+        "compare runs every variant (buf2d, reg2d, reg3d): drop --variant"
+    );
+    let mut config = args.config.resolve()?;
+    if let Some(b) = args.buf_bytes {
+        config.buf_bytes = b;
+    }
+    let table = crate::energy::load_table(args.energy.as_deref())?;
+    let plan = compare::ComparePlan {
+        config: config.clone(),
+        seq_lens: args.seq.clone(),
+        causal: args.causal,
+        heads: args.heads,
+        seed: args.seed,
+        timing: crate::verify::attention::MemoryTiming {
+            latency: args.mem_latency,
+            seed: args.seed,
+            ..Default::default()
+        },
+        table: table.clone(),
+    };
+    let mut bar = progress_bar();
+    let rows = compare::run(
+        &plan,
+        |r| {
+            eprintln!(
+                "\r{} {} seq {}: {} cycles{}",
+                r.preset,
+                r.variant,
+                r.seq_len,
+                r.cycles,
+                if r.passed { "" } else { ", FAILED" }
+            )
+        },
+        |_, done, estimate| bar(done, estimate),
+    )?;
+    let md = compare::table(&rows, &config, &table);
+    println!("{md}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &md).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &rows)?;
+    }
+    Ok(exit(rows.iter().all(|r| r.report.passed)))
+}

@@ -1,0 +1,305 @@
+//! Energy of a run from the core's own counters and the energy table (`kernels::energy`): the
+//! design's geometry (what each counter is priced at), a user table in TOML overriding the
+//! default, and the report `sim` and `compare` print and write.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use hdl::config::{CoreConfig, Variant};
+use kernels::energy::{Activity, Breakdown, EnergyTable, Geometry, Placement, StoragePoint, KEYS};
+use serde::{Deserialize, Serialize};
+
+use crate::report::real;
+
+/// A user's energy table: any subset of the default's figures, storage points and knobs.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct TableFile {
+    node_nm: Option<f64>,
+    pe_pitch_um: Option<f64>,
+    static_pj_per_pe_cycle: Option<f64>,
+    buffer_wire_mm: Option<f64>,
+    #[serde(default)]
+    figures: BTreeMap<String, FigureFile>,
+    #[serde(default)]
+    storage: Vec<StorageFile>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FigureFile {
+    pj: f64,
+    /// The node the figure is at; the default figure's node when absent.
+    node_nm: Option<f64>,
+    source: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct StorageFile {
+    bytes: u64,
+    read_pj: f64,
+    write_pj: f64,
+    node_nm: f64,
+    source: Option<String>,
+}
+
+/// The default table with the TOML `text` (from `origin`, for messages and sources) laid
+/// over it: figures and knobs replace the default's, storage points replace the point of the
+/// same capacity or join the curve. Unknown keys and figures are refused.
+pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
+    let file: TableFile =
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("energy table {origin}: {e}"))?;
+    let mut t = EnergyTable::default();
+    if let Some(x) = file.node_nm {
+        t.node_nm = x;
+    }
+    if let Some(x) = file.pe_pitch_um {
+        t.pe_pitch_um = x;
+    }
+    if let Some(x) = file.static_pj_per_pe_cycle {
+        t.static_pj_per_pe_cycle = x;
+    }
+    if let Some(x) = file.buffer_wire_mm {
+        t.buffer_wire_mm = x;
+    }
+    for (k, f) in file.figures {
+        let Some(fig) = t.figures.get_mut(k.as_str()) else {
+            let known: Vec<&str> = KEYS.iter().map(|(n, _)| *n).collect();
+            bail!(
+                "energy table {origin}: unknown figure `{k}`; the figures are {}",
+                known.join(", ")
+            );
+        };
+        fig.pj = f.pj;
+        if let Some(n) = f.node_nm {
+            fig.node_nm = n;
+            fig.scales = true;
+        }
+        fig.source = f.source.unwrap_or_else(|| format!("user table {origin}"));
+    }
+    for s in file.storage {
+        let point = StoragePoint {
+            bytes: s.bytes,
+            read_pj: s.read_pj,
+            write_pj: s.write_pj,
+            node_nm: s.node_nm,
+            source: s.source.unwrap_or_else(|| format!("user table {origin}")),
+        };
+        match t.storage.iter_mut().find(|p| p.bytes == s.bytes) {
+            Some(p) => *p = point,
+            None => t.storage.push(point),
+        }
+    }
+    t.storage.sort_by_key(|p| p.bytes);
+    t.validate()
+        .map_err(|e| anyhow::anyhow!("energy table {origin}: {e}"))?;
+    Ok(t)
+}
+
+/// The table `--energy` names, or the default.
+pub fn load_table(path: Option<&Path>) -> Result<EnergyTable> {
+    match path {
+        None => Ok(EnergyTable::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the energy table {}", p.display()))?;
+            table_from_toml(&text, &p.display().to_string())
+        }
+    }
+}
+
+/// Bytes of one PE row's P storage: the P bank of a register design (2·a·Bc FP16 weights,
+/// addressed by query row and key, so rounded up to powers of two), or buf2d's SRAM bank (S
+/// and P arrays; `buf_bytes` per row when the config names a capacity).
+pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
+    match cfg.variant {
+        Variant::Buf2d if cfg.buf_bytes > 0 => cfg.buf_bytes / cfg.rows as u64,
+        Variant::Buf2d => cfg.buffer_bytes_needed() / cfg.rows as u64,
+        _ => {
+            let a = (cfg.br / cfg.rows).max(1);
+            let words = 1u64 << (hdl::addr_bits(a) + hdl::addr_bits(cfg.bc));
+            2 * words * 2
+        }
+    }
+}
+
+/// What the counters of a run on `cfg` are priced at; `stacked`: buf2d's banks on a tier of
+/// their own ("3-D buffered").
+pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
+    let mac_tiers = if cfg.variant == Variant::Reg3d { 2 } else { 1 };
+    Geometry {
+        pes: cfg.pes() as u64 * mac_tiers,
+        pe_rf_bytes: cfg.regs_per_pe as u64 * 4,
+        p_bytes: row_storage_bytes(cfg),
+        buffer: (cfg.variant == Variant::Buf2d).then_some(if stacked {
+            Placement::Stacked
+        } else {
+            Placement::Planar
+        }),
+    }
+}
+
+/// The counters' activity; DMA bytes from the beats and the port width.
+pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
+    let c = |n: &str| counters.get(n).copied().unwrap_or(0);
+    Activity {
+        cycles: c("cycles"),
+        macs: c("macs"),
+        rf_reads: c("rf_reads"),
+        rf_writes: c("rf_writes"),
+        p_reads: c("p_buf_reads"),
+        p_writes: c("p_buf_writes"),
+        s_reads: c("s_buf_reads"),
+        s_writes: c("s_buf_writes"),
+        vlink_bits: c("vlink_bits"),
+        bcast_bit_hops: c("bcast_bit_hops"),
+        max_ops: c("max_ops"),
+        exp_ops: c("exp_ops"),
+        recip_ops: c("recip_ops"),
+        norm_ops: c("norm_ops"),
+        dram_bytes: (c("read_beats") + c("write_beats")) * (mem_width / 8) as u64,
+    }
+}
+
+/// A run's energy: by component, the totals, the figures of merit, and the per-event prices
+/// at the table's node that the components are made of (each component is Σ counter × price,
+/// so the report alone reproduces it).
+#[derive(Clone, Debug, Serialize)]
+pub struct EnergyReport {
+    #[serde(serialize_with = "real")]
+    pub node_nm: f64,
+    /// pJ by component.
+    pub components_pj: BTreeMap<String, f64>,
+    #[serde(serialize_with = "real")]
+    pub total_pj: f64,
+    /// total − dram: what the chip itself spends.
+    #[serde(serialize_with = "real")]
+    pub on_chip_pj: f64,
+    /// total / MACs performed (masked slots are not useful).
+    #[serde(serialize_with = "real")]
+    pub pj_per_mac: f64,
+    /// total / (heads × query rows).
+    #[serde(serialize_with = "real")]
+    pub pj_per_token: f64,
+    /// Useful operations (2 per MAC) per pJ: TOPS/W.
+    #[serde(serialize_with = "real")]
+    pub tops_per_watt: f64,
+    /// total / run time at the config's clock.
+    #[serde(serialize_with = "real")]
+    pub average_power_w: f64,
+    /// sram / total.
+    #[serde(serialize_with = "real")]
+    pub sram_share: f64,
+    /// sram / on-chip energy.
+    #[serde(serialize_with = "real")]
+    pub sram_share_on_chip: f64,
+    /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read_16b`,
+    /// `p_write_16b`, `s_read_32b`, `s_write_32b`, `buffer_bit`, `max_op`, `exp_op`,
+    /// `recip_op`, `norm_op`, `bcast_bit_hop`, `vlink_bit`, `dram_byte`, `static_cycle`.
+    pub prices_pj: BTreeMap<String, f64>,
+    /// The storage each price came from: PE register file, P bank or SRAM bank (bytes).
+    pub pe_rf_bytes: u64,
+    pub row_storage_bytes: u64,
+    /// "registers", "sram" or "stacked sram".
+    pub row_storage: String,
+}
+
+/// The per-event prices of `g` under `t`, found as the breakdown of one event of each kind
+/// (so they are the breakdown's own arithmetic, not a second copy of it).
+pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
+    let one = |f: fn(&mut Activity)| {
+        let mut a = Activity::default();
+        f(&mut a);
+        t.breakdown(&a, g).total()
+    };
+    type Event = (&'static str, fn(&mut Activity));
+    let list: [Event; 15] = [
+        ("mac", |a| a.macs = 1),
+        ("rf_read_32b", |a| a.rf_reads = 1),
+        ("rf_write_32b", |a| a.rf_writes = 1),
+        ("p_read_16b", |a| a.p_reads = 1),
+        ("p_write_16b", |a| a.p_writes = 1),
+        ("s_read_32b", |a| a.s_reads = 1),
+        ("s_write_32b", |a| a.s_writes = 1),
+        ("max_op", |a| a.max_ops = 1),
+        ("exp_op", |a| a.exp_ops = 1),
+        ("recip_op", |a| a.recip_ops = 1),
+        ("norm_op", |a| a.norm_ops = 1),
+        ("bcast_bit_hop", |a| a.bcast_bit_hops = 1),
+        ("vlink_bit", |a| a.vlink_bits = 1),
+        ("dram_byte", |a| a.dram_bytes = 1),
+        ("static_cycle", |a| a.cycles = 1),
+    ];
+    list.iter().map(|(n, f)| (n.to_string(), one(*f))).collect()
+}
+
+/// The energy report of a run on `cfg` with `counters`, `tokens` query rows over all heads.
+pub fn report(
+    t: &EnergyTable,
+    cfg: &CoreConfig,
+    counters: &BTreeMap<String, u64>,
+    tokens: u64,
+    stacked: bool,
+) -> EnergyReport {
+    let g = geometry(cfg, stacked);
+    let a = activity(counters, cfg.mem_width);
+    let b: Breakdown = t.breakdown(&a, &g);
+    let total = b.total();
+    let seconds = a.cycles as f64 / (cfg.clock_mhz * 1e6);
+    EnergyReport {
+        node_nm: t.node_nm,
+        components_pj: b
+            .components()
+            .iter()
+            .map(|(n, e)| (n.to_string(), *e))
+            .collect(),
+        total_pj: total,
+        on_chip_pj: total - b.dram,
+        pj_per_mac: total / a.macs.max(1) as f64,
+        pj_per_token: total / tokens.max(1) as f64,
+        tops_per_watt: 2.0 * a.macs as f64 / total.max(f64::MIN_POSITIVE),
+        average_power_w: total * 1e-12 / seconds.max(f64::MIN_POSITIVE),
+        sram_share: b.sram / total.max(f64::MIN_POSITIVE),
+        sram_share_on_chip: b.sram / (total - b.dram).max(f64::MIN_POSITIVE),
+        prices_pj: prices(t, &g),
+        pe_rf_bytes: g.pe_rf_bytes,
+        row_storage_bytes: g.p_bytes,
+        row_storage: match g.buffer {
+            None => "registers",
+            Some(Placement::Planar) => "sram",
+            Some(Placement::Stacked) => "stacked sram",
+        }
+        .into(),
+    }
+}
+
+impl EnergyReport {
+    /// Two summary lines: the total and figures of merit, and the components that spend.
+    pub fn summary(&self) -> String {
+        let mut parts: Vec<String> = self
+            .components_pj
+            .iter()
+            .filter(|(_, e)| **e > 0.0)
+            .map(|(n, e)| {
+                format!(
+                    "{n} {:.1} %",
+                    100.0 * e / self.total_pj.max(f64::MIN_POSITIVE)
+                )
+            })
+            .collect();
+        parts.sort();
+        format!(
+            "  energy ({} nm): {:.4} uJ, {:.3} pJ per MAC, {:.1} pJ per token, {:.2} TOPS/W, {:.3} W \
+             average\n  energy by component: {}\n",
+            self.node_nm,
+            self.total_pj * 1e-6,
+            self.pj_per_mac,
+            self.pj_per_token,
+            self.tops_per_watt,
+            self.average_power_w,
+            parts.join(", ")
+        )
+    }
+}

@@ -1,0 +1,300 @@
+//! Energy from the RTL's counters: `regflash compare`'s JSON reproduces from its counters and
+//! the table alone, a user table that changes one figure changes exactly the components that
+//! use it, and bad tables are refused with the reason.
+
+use std::collections::BTreeSet;
+
+use gen::tools::ScratchDir;
+use kernels::energy::{scale, Activity, EnergyTable, Geometry, Placement, KEYS};
+use regflash::energy::table_from_toml;
+use serde_json::Value;
+
+mod common;
+use common::{regflash, text};
+
+fn compare(dir: &ScratchDir, name: &str, extra: &[&str]) -> Value {
+    let path = dir.path().join(name);
+    let mut args = vec![
+        "compare",
+        "--preset",
+        "small",
+        "--seq",
+        "40,64",
+        "--causal",
+        "--report",
+        path.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = regflash(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn component(row: &Value, name: &str) -> f64 {
+    row["energy"]["components_pj"][name].as_f64().unwrap()
+}
+
+#[test]
+fn compare_energies_follow_from_counters_and_the_table() {
+    let dir = ScratchDir::new("energy-compare").unwrap();
+    let rows = compare(&dir, "c.json", &[]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 8, "four designs at two sequence lengths");
+    let near = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+    for r in rows {
+        let c = |n: &str| r["report"]["counters"][n].as_u64().unwrap() as f64;
+        let price = |n: &str| r["energy"]["prices_pj"][n].as_f64().unwrap();
+        assert_eq!(r["report"]["passed"], true, "{}", r["design"]);
+        // The total is Σ counter × price over the report's own counters and prices.
+        let beat = 256.0 / 8.0;
+        let total = c("macs") * price("mac")
+            + c("rf_reads") * price("rf_read_32b")
+            + c("rf_writes") * price("rf_write_32b")
+            + c("p_buf_reads") * price("p_read_16b")
+            + c("p_buf_writes") * price("p_write_16b")
+            + c("s_buf_reads") * price("s_read_32b")
+            + c("s_buf_writes") * price("s_write_32b")
+            + c("max_ops") * price("max_op")
+            + c("exp_ops") * price("exp_op")
+            + c("recip_ops") * price("recip_op")
+            + c("norm_ops") * price("norm_op")
+            + c("bcast_bit_hops") * price("bcast_bit_hop")
+            + c("vlink_bits") * price("vlink_bit")
+            + (c("read_beats") + c("write_beats")) * beat * price("dram_byte")
+            + c("cycles") * price("static_cycle");
+        let reported = r["energy"]["total_pj"].as_f64().unwrap();
+        assert!(
+            near(total, reported),
+            "{}: {total} vs {reported}",
+            r["design"]
+        );
+        // And the sourced figures themselves (45 nm, the default table): a MAC is Horowitz's
+        // FP16 multiply + FP32 add, DRAM is HBM2's 3.97 pJ/bit, a hybrid-bond bit 0.05 pJ.
+        assert!(near(component(r, "mac"), c("macs") * (1.1 + 0.9)));
+        let dram_bits = 8.0 * beat * (c("read_beats") + c("write_beats"));
+        assert!(near(component(r, "dram"), dram_bits * 3.97));
+        assert!(near(component(r, "vertical_links"), c("vlink_bits") * 0.05));
+        let softmax = c("max_ops") * 0.1
+            + c("exp_ops") * (4.6 + 2.0 * 0.9)
+            + c("recip_ops") * 2.8
+            + c("norm_ops") * 3.7;
+        assert!(near(component(r, "softmax"), softmax));
+        let sum: f64 = r["energy"]["components_pj"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .sum();
+        assert!(near(sum, reported));
+        let macs = c("macs");
+        assert!(near(
+            r["energy"]["pj_per_mac"].as_f64().unwrap(),
+            reported / macs
+        ));
+        assert!(near(
+            r["energy"]["tops_per_watt"].as_f64().unwrap(),
+            2.0 * macs / reported
+        ));
+        // Only buf2d's designs touch SRAM; only reg3d has vertical links.
+        let design = r["design"].as_str().unwrap();
+        assert_eq!(
+            component(r, "sram") > 0.0,
+            design.contains("buf"),
+            "{design}"
+        );
+        assert_eq!(component(r, "vertical_links") > 0.0, design == "reg3d");
+    }
+    // 3-D buffered is buf2d's run: the same counters, plus a bond crossing per buffer bit.
+    for pair in rows.chunks(4) {
+        let (b, s) = (&pair[0], &pair[1]);
+        assert_eq!(
+            (b["design"].as_str(), s["design"].as_str()),
+            (Some("buf2d"), Some("3-D buffered"))
+        );
+        assert_eq!(b["report"]["counters"], s["report"]["counters"]);
+        let c = |n: &str| b["report"]["counters"][n].as_u64().unwrap() as f64;
+        let bits = 16.0 * (c("p_buf_reads") + c("p_buf_writes"))
+            + 32.0 * (c("s_buf_reads") + c("s_buf_writes"));
+        assert!(bits > 0.0);
+        assert!(near(component(s, "buffer_transport"), bits * 0.05));
+        for (name, _) in b["energy"]["components_pj"].as_object().unwrap() {
+            if name != "buffer_transport" {
+                assert_eq!(component(b, name), component(s, name), "{name}");
+            }
+        }
+        for r in pair {
+            let speedup = b["cycles"].as_f64().unwrap() / r["cycles"].as_f64().unwrap();
+            assert!(near(r["speedup_vs_buf2d"].as_f64().unwrap(), speedup));
+        }
+    }
+
+    // A user table that doubles the FP16 multiply changes the MAC component and nothing else.
+    let toml = dir.path().join("t.toml");
+    std::fs::write(&toml, "[figures.fp16_mul]\npj = 2.2\n").unwrap();
+    let user = compare(&dir, "u.json", &["--energy", toml.to_str().unwrap()]);
+    for (d, u) in rows.iter().zip(user.as_array().unwrap()) {
+        for (name, _) in d["energy"]["components_pj"].as_object().unwrap() {
+            let (x, y) = (component(d, name), component(u, name));
+            if name == "mac" {
+                let macs = d["report"]["counters"]["macs"].as_f64().unwrap();
+                assert!(near(y - x, macs * 1.1), "{name}: {x} -> {y}");
+            } else {
+                assert_eq!(x, y, "{name}");
+            }
+        }
+    }
+}
+
+/// An activity in which every counter is non-zero.
+fn busy() -> Activity {
+    Activity {
+        cycles: 1000,
+        macs: 4000,
+        rf_reads: 4100,
+        rf_writes: 4000,
+        p_reads: 300,
+        p_writes: 300,
+        s_reads: 600,
+        s_writes: 300,
+        vlink_bits: 9000,
+        bcast_bit_hops: 50_000,
+        max_ops: 300,
+        exp_ops: 300,
+        recip_ops: 8,
+        norm_ops: 128,
+        dram_bytes: 2048,
+    }
+}
+
+/// The components of `t` that differ from the default table's, over a register design, a
+/// planar and a stacked buffer.
+fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
+    let d = EnergyTable::default();
+    let mut out = BTreeSet::new();
+    for buffer in [None, Some(Placement::Planar), Some(Placement::Stacked)] {
+        let g = Geometry {
+            pes: 16,
+            pe_rf_bytes: 256,
+            // A 512 B P register bank, or 64 KB SRAM banks.
+            p_bytes: if buffer.is_some() { 64 << 10 } else { 512 },
+            buffer,
+        };
+        let (a, b) = (d.breakdown(&busy(), &g), t.breakdown(&busy(), &g));
+        for (x, y) in a.components().iter().zip(b.components()) {
+            if x.1 != y.1 {
+                out.insert(x.0);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn one_changed_figure_changes_exactly_the_components_that_use_it() {
+    let expect: &[(&str, &[&str])] = &[
+        ("fp16_mul", &["mac"]),
+        ("fp32_add", &["mac", "softmax"]),
+        ("fp32_mul", &["softmax"]),
+        ("int32_add", &["softmax"]),
+        ("exp2", &["softmax"]),
+        ("recip", &["softmax"]),
+        ("dram_bit", &["dram"]),
+        ("bond_bit", &["vertical_links", "buffer_transport"]),
+        ("wire_bit_mm", &["broadcast"]),
+    ];
+    assert_eq!(expect.len(), KEYS.len(), "every figure is tested");
+    for (key, want) in expect {
+        let t = table_from_toml(&format!("[figures.{key}]\npj = 123.0\n"), "t.toml").unwrap();
+        let want: BTreeSet<&str> = want.iter().copied().collect();
+        assert_eq!(changed(&t), want, "{key}");
+        assert!(t.figures[key].source.contains("t.toml"));
+    }
+    // A storage point prices the storage interpolated from it: the 4-byte register point moves
+    // the PE register files (256 B) and register P banks, not the 64 KB SRAM banks; the 32 and
+    // 128 KB macro points move the SRAM only.
+    let regs = "[[storage]]\nbytes = 4\nread_pj = 1.0\nwrite_pj = 1.0\nnode_nm = 40\n";
+    let set = |v: &[&'static str]| v.iter().copied().collect::<BTreeSet<_>>();
+    assert_eq!(
+        changed(&table_from_toml(regs, "t").unwrap()),
+        set(&["pe_registers", "p_registers"])
+    );
+    let sram = "[[storage]]\nbytes = 131072\nread_pj = 50.0\nwrite_pj = 50.0\nnode_nm = 45\n";
+    assert_eq!(
+        changed(&table_from_toml(sram, "t").unwrap()),
+        set(&["sram"])
+    );
+    // Knobs: the PE pitch prices the broadcasts, the static term every cycle, the buffer's
+    // wire the planar buffer's bits.
+    assert_eq!(
+        changed(&table_from_toml("pe_pitch_um = 80.0", "t").unwrap()),
+        set(&["broadcast"])
+    );
+    assert_eq!(
+        changed(&table_from_toml("static_pj_per_pe_cycle = 0.1", "t").unwrap()),
+        set(&["static"])
+    );
+    assert_eq!(
+        changed(&table_from_toml("buffer_wire_mm = 0.5", "t").unwrap()),
+        set(&["buffer_transport"])
+    );
+    // The node scales every on-chip figure and leaves DRAM and the bonds as they are.
+    let t7 = table_from_toml("node_nm = 7", "t").unwrap();
+    let g = Geometry {
+        pes: 16,
+        pe_rf_bytes: 256,
+        p_bytes: 512,
+        buffer: None,
+    };
+    let (a, b) = (
+        EnergyTable::default().breakdown(&busy(), &g),
+        t7.breakdown(&busy(), &g),
+    );
+    let k = scale(45.0, 7.0).unwrap();
+    assert!((b.mac / a.mac - k).abs() < 1e-12 && (k - 0.0943).abs() < 1e-3);
+    assert_eq!((a.dram, a.vertical_links), (b.dram, b.vertical_links));
+    // The PE register files: the 40 nm register point and the 45 nm SRAM points, each scaled.
+    assert!(b.pe_registers < a.pe_registers * 0.2);
+}
+
+#[test]
+fn bad_energy_tables_are_refused_with_the_reason() {
+    for (toml, says) in [
+        ("[figures.fp8_mul]\npj = 1.0\n", "unknown figure `fp8_mul`"),
+        ("nodes_nm = 7\n", "unknown field `nodes_nm`"),
+        ("[figures.fp16_mul]\npj = -1.0\n", "fp16_mul: pj = -1"),
+        (
+            "[figures.fp16_mul]\npj = 1.0\nwatts = 2\n",
+            "unknown field `watts`",
+        ),
+        ("node_nm = 0.5\n", "outside the scaling range"),
+        ("node_nm = 250\n", "outside the scaling range"),
+        ("pe_pitch_um = -3.0\n", "pe_pitch_um = -3"),
+        (
+            "[[storage]]\nbytes = 0\nread_pj = 1.0\nwrite_pj = 1.0\nnode_nm = 45\n",
+            "bytes > 0",
+        ),
+        ("[[storage]]\nbytes = 64\nread_pj = 1.0\n", "missing field"),
+        ("node_nm = \"seven\"", "invalid type"),
+    ] {
+        let e = format!("{:#}", table_from_toml(toml, "bad.toml").unwrap_err());
+        assert!(e.contains(says) && e.contains("bad.toml"), "{toml}: {e}");
+    }
+    // From the command line: a missing file and a bad table stop before any simulation.
+    let dir = ScratchDir::new("energy-bad").unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[figures.fp8_mul]\npj = 1.0\n").unwrap();
+    for (path, says) in [
+        (bad.to_str().unwrap(), "unknown figure `fp8_mul`"),
+        ("/nonexistent/t.toml", "cannot read the energy table"),
+    ] {
+        for cmd in ["sim", "compare"] {
+            let o = regflash(&[cmd, "--seq", "8", "--energy", path]);
+            assert!(
+                !o.status.success() && text(&o).contains(says),
+                "{cmd}: {}",
+                text(&o)
+            );
+            assert!(!text(&o).contains("panicked"), "{}", text(&o));
+        }
+    }
+}
