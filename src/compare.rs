@@ -222,3 +222,114 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           length.\n";
     s
 }
+
+/// The published claims drawn as bands on the energy plot: (label, low, high) energy
+/// reduction against a buffered design.
+pub const CLAIMS: [(&str, f64, f64); 2] = [
+    ("3D-Flow: 46-93 % energy cut", 0.46, 0.93),
+    ("2-3x energy efficiency (seq > 8192)", 0.5, 2.0 / 3.0),
+];
+
+/// An SVG with three panels against sequence length: energy reduction against buf2d, total
+/// and on-chip (with the published claims as bands), and speedup against buf2d, one line per
+/// design.
+pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
+    use plotters::prelude::*;
+    let seqs: Vec<usize> = {
+        let mut s: Vec<usize> = rows.iter().map(|r| r.seq_len).collect();
+        s.dedup();
+        s
+    };
+    ensure!(!seqs.is_empty(), "nothing to plot");
+    let x_of = |n: usize| (n as f64).log2();
+    let (x0, x1) = (x_of(seqs[0]) - 0.25, x_of(*seqs.last().unwrap()) + 0.25);
+    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
+    let draw_err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plot {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| draw_err(&e))?;
+    let panels = root.split_evenly((1, 3));
+    let colors = [RED, MAGENTA, BLUE, GREEN];
+    let max_speed = rows.iter().map(|r| r.speedup_vs_buf2d).fold(1.0, f64::max);
+    let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter(|r| r.design == name)
+            .map(|r| (x_of(r.seq_len), f(r)))
+            .collect()
+    };
+    type Pick = fn(&CompareRow) -> f64;
+    let specs: [(&str, Pick, (f64, f64)); 3] = [
+        (
+            "energy reduction vs buf2d (%)",
+            |r| 100.0 * r.energy_reduction_vs_buf2d,
+            (-10.0, 100.0),
+        ),
+        (
+            "on-chip energy reduction vs buf2d (%)",
+            |r| 100.0 * r.on_chip_reduction_vs_buf2d,
+            (-10.0, 100.0),
+        ),
+        (
+            "speedup vs buf2d",
+            |r| r.speedup_vs_buf2d,
+            (0.0, (max_speed * 1.2).ceil()),
+        ),
+    ];
+    for (k, (title, pick, (y0, y1))) in specs.iter().enumerate() {
+        let mut chart = ChartBuilder::on(&panels[k])
+            .caption(*title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(48)
+            .build_cartesian_2d(x0..x1, *y0..*y1)
+            .map_err(|e| draw_err(&e))?;
+        chart
+            .configure_mesh()
+            .x_desc("sequence length")
+            // Labels at the powers of two only.
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-6 {
+                    format!("{:.0}", x.round().exp2())
+                } else {
+                    String::new()
+                }
+            })
+            .x_labels((4.0 * (x1 - x0)) as usize + 1)
+            .draw()
+            .map_err(|e| draw_err(&e))?;
+        if k < 2 {
+            for (i, (label, lo, hi)) in CLAIMS.iter().enumerate() {
+                let c = if i == 0 { &CYAN } else { &YELLOW };
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(x0, 100.0 * lo), (x1, 100.0 * hi)],
+                        c.mix(0.18).filled(),
+                    )))
+                    .map_err(|e| draw_err(&e))?
+                    .label(*label)
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.mix(0.4).filled())
+                    });
+            }
+        }
+        for (i, (name, _, _)) in DESIGNS.iter().enumerate() {
+            let c = colors[i];
+            let pts = series(*pick, name);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(|e| draw_err(&e))?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .map_err(|e| draw_err(&e))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| draw_err(&e))?;
+    }
+    root.present().map_err(|e| draw_err(&e))?;
+    Ok(())
+}

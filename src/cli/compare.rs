@@ -35,12 +35,16 @@ pub struct CompareArgs {
     /// Write the markdown table here as well as to standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write an SVG plot of energy reduction and speedup against sequence length, with the
+    /// published claims as bands.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     use crate::compare;
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
-    for path in args.out.iter().chain(&args.report) {
+    for path in args.out.iter().chain(&args.report).chain(&args.plot) {
         check_writable(path)?;
     }
     anyhow::ensure!(
@@ -87,6 +91,9 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     }
     if let Some(path) = &args.report {
         write_json(path, &rows)?;
+    }
+    if let Some(path) = &args.plot {
+        compare::plot(&rows, path)?;
     }
     Ok(exit(rows.iter().all(|r| r.report.passed)))
 }
