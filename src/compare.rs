@@ -13,13 +13,47 @@ use crate::report::real;
 use crate::sim::{self, SimReport};
 use crate::verify::attention::MemoryTiming;
 
-/// The designs compared, in table order: (name, variant, priced as stacked).
-pub const DESIGNS: [(&str, Variant, bool); 4] = [
-    ("buf2d", Variant::Buf2d, false),
-    ("3-D buffered", Variant::Buf2d, true),
-    ("reg2d", Variant::Reg2d, false),
-    ("reg3d", Variant::Reg3d, false),
+/// The RTL runs behind the designs: the three variants at the config's array, and reg3d
+/// with half the PEs per tier (the same total PEs as a 2-D design: iso total PEs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    Buf2d,
+    Reg2d,
+    Reg3d,
+    Reg3dIso,
+}
+
+/// The designs compared, in table order: (name, run, priced as stacked).
+pub const DESIGNS: [(&str, RunKind, bool); 5] = [
+    ("buf2d", RunKind::Buf2d, false),
+    ("3-D buffered", RunKind::Buf2d, true),
+    ("reg2d", RunKind::Reg2d, false),
+    ("reg3d", RunKind::Reg3d, false),
+    ("reg3d iso-PE", RunKind::Reg3dIso, false),
 ];
+
+/// reg3d with half the PEs per tier, so that its two tiers hold as many PEs as the 2-D
+/// array: half the columns, or else half the rows, whichever is a valid tiling (None if
+/// neither is).
+pub fn iso_pe_config(cfg: &CoreConfig) -> Option<CoreConfig> {
+    let base = CoreConfig {
+        variant: Variant::Reg3d,
+        ..cfg.clone()
+    };
+    let halves = [
+        CoreConfig {
+            cols: cfg.cols / 2,
+            ..base.clone()
+        },
+        CoreConfig {
+            rows: cfg.rows / 2,
+            ..base
+        },
+    ];
+    halves
+        .into_iter()
+        .find(|c| c.rows >= 1 && c.cols >= 1 && c.pes() * 2 == cfg.pes() && c.validate().is_ok())
+}
 
 /// One design at one sequence length.
 #[derive(Clone, Debug, Serialize)]
@@ -61,28 +95,27 @@ pub struct ComparePlan {
     pub table: EnergyTable,
 }
 
-/// Runs every (sequence length, variant) once and prices each design; `each` sees a run's
-/// report as it finishes, `progress` the run in flight.
-pub fn run(
-    plan: &ComparePlan,
-    mut each: impl FnMut(&SimReport),
-    mut progress: impl FnMut(&str, u64, u64),
-) -> Result<Vec<CompareRow>> {
+/// Runs every (sequence length, RTL run) once, two at a time on a machine with two cores
+/// or more, and prices each design; `each` sees a run's report as it finishes.
+pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<CompareRow>> {
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to compare");
-    let configs: Vec<(Variant, CoreConfig)> = [Variant::Buf2d, Variant::Reg2d, Variant::Reg3d]
-        .iter()
-        .map(|&v| {
-            let cfg = CoreConfig {
-                variant: v,
-                ..plan.config.clone()
-            };
-            cfg.validate()
-                .map_err(|e| e.context(format!("{} as {v}", cfg.name)))?;
-            Ok((v, cfg))
-        })
-        .collect::<Result<_>>()?;
+    let variant = |v: Variant| CoreConfig {
+        variant: v,
+        ..plan.config.clone()
+    };
+    let mut configs: Vec<(RunKind, CoreConfig)> = vec![
+        (RunKind::Buf2d, variant(Variant::Buf2d)),
+        (RunKind::Reg2d, variant(Variant::Reg2d)),
+        (RunKind::Reg3d, variant(Variant::Reg3d)),
+    ];
+    if let Some(c) = iso_pe_config(&plan.config) {
+        configs.push((RunKind::Reg3dIso, c));
+    }
     // Every point is checked before the first runs.
-    for (v, cfg) in &configs {
+    for (_, cfg) in &configs {
+        let v = cfg.variant;
+        cfg.validate()
+            .map_err(|e| e.context(format!("{} as {v}", cfg.name)))?;
         let p = hdl::core::CoreParams::from_config(cfg)?;
         for &seq in &plan.seq_lens {
             ensure!(seq >= 1, "sequence lengths must be at least 1");
@@ -97,31 +130,43 @@ pub fn run(
             .map_err(|e| e.context(format!("{} as {v} at seq {seq}", cfg.name)))?;
         }
     }
+    let jobs: Vec<(usize, usize)> = (0..plan.seq_lens.len())
+        .flat_map(|s| (0..configs.len()).map(move |c| (s, c)))
+        .collect();
+    let problems: Vec<_> = plan
+        .seq_lens
+        .iter()
+        .map(|&seq| {
+            sim::random_problem(
+                plan.heads,
+                seq,
+                plan.config.head_dim as usize,
+                plan.causal,
+                OutFormat::F16,
+                plan.seed,
+            )
+        })
+        .collect();
+    let results = parallel(&jobs, |&(s, c)| {
+        let (report, _) = sim::run(&configs[c].1, &problems[s], &plan.timing, |_, _| {})?;
+        each(&report);
+        Ok(report)
+    })?;
     let mut rows = Vec::new();
-    for &seq in &plan.seq_lens {
-        let a = sim::random_problem(
-            plan.heads,
-            seq,
-            plan.config.head_dim as usize,
-            plan.causal,
-            OutFormat::F16,
-            plan.seed,
-        );
-        let mut runs = Vec::new();
-        for (v, cfg) in &configs {
-            let label = format!("{} {v} seq {seq}", cfg.name);
-            let (report, _) = sim::run(cfg, &a, &plan.timing, |d, e| progress(&label, d, e))?;
-            each(&report);
-            runs.push((*v, cfg, report));
-        }
+    for (s, &seq) in plan.seq_lens.iter().enumerate() {
+        let of = |kind: RunKind| {
+            let c = configs.iter().position(|(k, _)| *k == kind)?;
+            let j = jobs.iter().position(|&job| job == (s, c)).expect("a job");
+            Some((&configs[c].1, &results[j]))
+        };
         let mut at_seq: Vec<CompareRow> = DESIGNS
             .iter()
-            .map(|&(name, v, stacked)| {
-                let (_, cfg, report) = runs.iter().find(|r| r.0 == v).expect("every variant ran");
+            .filter_map(|&(name, kind, stacked)| {
+                let (cfg, report) = of(kind)?;
                 let mut report = report.clone();
                 report.with_energy(&plan.table, cfg, stacked);
                 let energy = report.energy.clone().expect("just priced");
-                CompareRow {
+                Some(CompareRow {
                     design: name.into(),
                     seq_len: seq,
                     causal: plan.causal,
@@ -134,7 +179,7 @@ pub fn run(
                     on_chip_reduction_vs_buf2d: 0.0,
                     energy,
                     report,
-                }
+                })
             })
             .collect();
         let base = &at_seq[0];
@@ -153,6 +198,41 @@ pub fn run(
         rows.extend(at_seq);
     }
     Ok(rows)
+}
+
+/// `f` over `jobs` on up to two threads (the runs are single-threaded simulations), results
+/// in job order; the first error stops the rest.
+fn parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> Result<R> + Sync) -> Result<Vec<R>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let out: Mutex<Vec<Option<Result<R>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|sc| {
+        for _ in 0..workers {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= jobs.len() || failed.load(Ordering::SeqCst) {
+                    break;
+                }
+                let r = f(&jobs[i]);
+                if r.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                out.lock().expect("no worker panics holding it")[i] = Some(r);
+            });
+        }
+    });
+    let out = out.into_inner().expect("no worker panicked");
+    let mut results = Vec::with_capacity(jobs.len());
+    for r in out {
+        match r {
+            Some(r) => results.push(r?),
+            None => anyhow::bail!("a run was not started after an earlier one failed"),
+        }
+    }
+    Ok(results)
 }
 
 /// The components in the table's column order, with their headings.
@@ -217,9 +297,9 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           per-event energy of the table (kernels/src/energy.rs, or --energy). 3-D buffered is \
           buf2d's run with its banks priced as stacked SRAM (the macro's access plus a \
           hybrid-bond crossing per bit). PEs counts every PE tier: reg3d has twice the MACs \
-          of the 2-D designs (iso PEs per tier); for iso total PEs compare its cycles with half \
-          a 2-D design's. speedup and energy reduction are against buf2d at the same sequence \
-          length.\n";
+          of the 2-D designs (iso PEs per tier); reg3d iso-PE is reg3d with half the PEs per \
+          tier (half the columns, or the rows), as many in total as the 2-D array. speedup and \
+          energy reduction are against buf2d at the same sequence length.\n";
     s
 }
 
@@ -247,7 +327,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
     let draw_err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plot {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| draw_err(&e))?;
     let panels = root.split_evenly((1, 3));
-    let colors = [RED, MAGENTA, BLUE, GREEN];
+    let colors = [RED, MAGENTA, BLUE, GREEN, BLACK];
     let max_speed = rows.iter().map(|r| r.speedup_vs_buf2d).fold(1.0, f64::max);
     let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64)> {
         rows.iter()

@@ -37,9 +37,22 @@ fn component(row: &Value, name: &str) -> f64 {
 #[test]
 fn compare_energies_follow_from_counters_and_the_table() {
     let dir = ScratchDir::new("energy-compare").unwrap();
-    let rows = compare(&dir, "c.json", &[]);
+    let svg = dir.path().join("c.svg");
+    let rows = compare(&dir, "c.json", &["--plot", svg.to_str().unwrap()]);
+    // The plot has every design's line and the published claims' bands.
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg"), "{}", &plot[..plot.len().min(80)]);
+    for label in [
+        "buf2d",
+        "3-D buffered",
+        "reg2d",
+        "reg3d iso-PE",
+        "3D-Flow: 46-93 %",
+    ] {
+        assert!(plot.contains(label), "{label}");
+    }
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 8, "four designs at two sequence lengths");
+    assert_eq!(rows.len(), 10, "five designs at two sequence lengths");
     let near = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
     for r in rows {
         let c = |n: &str| r["report"]["counters"][n].as_u64().unwrap() as f64;
@@ -102,10 +115,13 @@ fn compare_energies_follow_from_counters_and_the_table() {
             design.contains("buf"),
             "{design}"
         );
-        assert_eq!(component(r, "vertical_links") > 0.0, design == "reg3d");
+        assert_eq!(
+            component(r, "vertical_links") > 0.0,
+            design.starts_with("reg3d")
+        );
     }
     // 3-D buffered is buf2d's run: the same counters, plus a bond crossing per buffer bit.
-    for pair in rows.chunks(4) {
+    for pair in rows.chunks(5) {
         let (b, s) = (&pair[0], &pair[1]);
         assert_eq!(
             (b["design"].as_str(), s["design"].as_str()),
@@ -128,6 +144,16 @@ fn compare_energies_follow_from_counters_and_the_table() {
         }
     }
 
+    // reg3d iso-PE has as many PEs over its two tiers as the 2-D array, on the same problem.
+    for at in rows.chunks(5) {
+        assert_eq!(at[4]["design"], "reg3d iso-PE");
+        assert_eq!(at[4]["pes"], at[2]["pes"]);
+        assert_eq!(at[3]["pes"].as_u64(), at[2]["pes"].as_u64().map(|n| 2 * n));
+        assert_eq!(
+            at[4]["report"]["counters"]["macs"],
+            at[2]["report"]["counters"]["macs"]
+        );
+    }
     // A user table that doubles the FP16 multiply changes the MAC component and nothing else.
     let toml = dir.path().join("t.toml");
     std::fs::write(&toml, "[figures.fp16_mul]\npj = 2.2\n").unwrap();

@@ -69,21 +69,18 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         },
         table: table.clone(),
     };
-    let mut bar = progress_bar();
-    let rows = compare::run(
-        &plan,
-        |r| {
-            eprintln!(
-                "\r{} {} seq {}: {} cycles{}",
-                r.preset,
-                r.variant,
-                r.seq_len,
-                r.cycles,
-                if r.passed { "" } else { ", FAILED" }
-            )
-        },
-        |_, done, estimate| bar(done, estimate),
-    )?;
+    let rows = compare::run(&plan, |r| {
+        eprintln!(
+            "{} {} ({}x{} PEs per tier) seq {}: {} cycles{}",
+            r.preset,
+            r.variant,
+            r.rows,
+            r.cols,
+            r.seq_len,
+            r.cycles,
+            if r.passed { "" } else { ", FAILED" }
+        )
+    })?;
     let md = compare::table(&rows, &config, &table);
     println!("{md}");
     if let Some(path) = &args.out {
