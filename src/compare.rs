@@ -249,57 +249,62 @@ const COLUMNS: [(&str, &str); 10] = [
     ("static", "static"),
 ];
 
-/// The markdown table of `rows`, with a legend.
+/// The markdown tables of `rows` (the comparison, then the energy by component), with a
+/// legend.
 pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
     let mut s = format!(
         "`regflash compare`: preset {} ({}×{} PEs, Br {} Bc {} d {}), {} MHz, energy at {} nm\n\n\
-         | design | seq | causal | PEs | cycles | speedup vs buf2d | energy (µJ) | pJ/MAC | \
-         energy reduction vs buf2d | on-chip (µJ) | on-chip reduction | SRAM share | SRAM share \
-         on-chip |",
+         | design | seq | PEs | cycles | speedup vs buf2d | energy (µJ) | on chip (µJ) | \
+         reduction vs buf2d (total / on chip) | SRAM share (total / on chip) | pJ per MAC | \
+         bit-exact | from |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
         cfg.name, cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim, cfg.clock_mhz, t.node_nm
     );
-    for (_, h) in COLUMNS {
-        s += &format!(" {h} (µJ) |");
-    }
-    s += " bit-exact | from |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
-    s += &"---:|".repeat(COLUMNS.len());
-    s += "---|---|\n";
+    let seq = |r: &CompareRow| format!("{}{}", r.seq_len, if r.causal { " causal" } else { "" });
     for r in rows {
         let e = &r.energy;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.1} % | {:.3} | {:.1} % | {:.1} % \
-             | {:.1} % |",
+            "| {} | {} | {} | {} | {:.3} | {:.1} | {:.1} | {:.1} % / {:.1} % | {:.1} % / {:.1} % \
+             | {:.2} | {} | {} |\n",
             r.design,
-            r.seq_len,
-            if r.causal { "yes" } else { "no" },
+            seq(r),
             r.pes,
             r.cycles,
             r.speedup_vs_buf2d,
             e.total_pj * 1e-6,
-            e.pj_per_mac,
-            100.0 * r.energy_reduction_vs_buf2d,
             e.on_chip_pj * 1e-6,
+            100.0 * r.energy_reduction_vs_buf2d,
             100.0 * r.on_chip_reduction_vs_buf2d,
             100.0 * e.sram_share,
-            100.0 * e.sram_share_on_chip
-        );
-        for (k, _) in COLUMNS {
-            s += &format!(" {:.3} |", e.components_pj[k] * 1e-6);
-        }
-        s += &format!(
-            " {} | {} |\n",
+            100.0 * e.sram_share_on_chip,
+            e.pj_per_mac,
             if r.report.passed { "yes" } else { "**NO**" },
             r.source
         );
+    }
+    s += "\nEnergy by component (µJ):\n\n| design | seq |";
+    for (_, h) in COLUMNS {
+        s += &format!(" {h} |");
+    }
+    s += "\n|---|---:|";
+    s += &"---:|".repeat(COLUMNS.len());
+    s += "\n";
+    for r in rows {
+        s += &format!("| {} | {} |", r.design, seq(r));
+        for (k, _) in COLUMNS {
+            s += &format!(" {:.2} |", r.energy.components_pj[k] * 1e-6);
+        }
+        s += "\n";
     }
     s += "\nEvery row's counters come from a Verilator run of the generated RTL (`from`: rtl), \
           bit-checked against the hardware model and the f64 reference; energy = Σ counter × \
           per-event energy of the table (kernels/src/energy.rs, or --energy). 3-D buffered is \
           buf2d's run with its banks priced as stacked SRAM (the macro's access plus a \
-          hybrid-bond crossing per bit). PEs counts every PE tier: reg3d has twice the MACs \
-          of the 2-D designs (iso PEs per tier); reg3d iso-PE is reg3d with half the PEs per \
-          tier (half the columns, or the rows), as many in total as the 2-D array. speedup and \
-          energy reduction are against buf2d at the same sequence length.\n";
+          hybrid-bond crossing per bit). On chip: all but DRAM, which every design moves \
+          alike. PEs counts every PE tier: reg3d has twice the MACs of the 2-D designs (iso \
+          PEs per tier); reg3d iso-PE is reg3d with half the PEs per tier (half the columns, \
+          or the rows), as many in total as the 2-D array. speedup and energy reduction are \
+          against buf2d at the same sequence length.\n";
     s
 }
 

@@ -278,25 +278,26 @@ pub fn report(
 impl EnergyReport {
     /// Two summary lines: the total and figures of merit, and the components that spend.
     pub fn summary(&self) -> String {
-        let mut parts: Vec<String> = self
+        let total = self.total_pj.max(f64::MIN_POSITIVE);
+        let mut parts: Vec<(&String, f64)> = self
             .components_pj
             .iter()
             .filter(|(_, e)| **e > 0.0)
-            .map(|(n, e)| {
-                format!(
-                    "{n} {:.1} %",
-                    100.0 * e / self.total_pj.max(f64::MIN_POSITIVE)
-                )
-            })
+            .map(|(n, e)| (n, *e))
             .collect();
-        parts.sort();
+        parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let parts: Vec<String> = parts
+            .iter()
+            .map(|(n, e)| format!("{n} {:.1} %", 100.0 * e / total))
+            .collect();
         format!(
-            "  energy ({} nm): {:.4} uJ, {:.3} pJ per MAC, {:.1} pJ per token, {:.2} TOPS/W, {:.3} W \
-             average\n  energy by component: {}\n",
+            "  energy ({} nm): {:.3} uJ ({:.1} % on chip), {:.3} pJ per MAC, {:.1} nJ per token, \
+             {:.2} TOPS/W, {:.3} W average\n  energy by component: {}\n",
             self.node_nm,
             self.total_pj * 1e-6,
+            100.0 * self.on_chip_pj / total,
             self.pj_per_mac,
-            self.pj_per_token,
+            self.pj_per_token * 1e-3,
             self.tops_per_watt,
             self.average_power_w,
             parts.join(", ")
