@@ -2,6 +2,8 @@
 //! "3-D buffered", buf2d's counters with its banks priced as stacked SRAM), every run checked
 //! bit for bit, cycles and energy from the RTL's counters priced by the energy table.
 
+use std::collections::BTreeMap;
+
 use anyhow::{ensure, Result};
 use hdl::config::{CoreConfig, Variant};
 use kernels::energy::EnergyTable;
@@ -63,12 +65,17 @@ pub struct CompareRow {
     pub causal: bool,
     /// PEs over all tiers (reg3d: two PE tiers).
     pub pes: u64,
-    /// Where the figures come from: "rtl" (simulated and bit-checked).
+    /// Where the figures come from: "rtl" (simulated and bit-checked), or "schedule" (beyond
+    /// `max_sim_seq`: the counts the schedule fixes, `crate::schedule`, which every RTL run
+    /// is held to exactly; no cycles).
     pub source: String,
-    pub cycles: u64,
-    /// buf2d's cycles / these.
-    #[serde(serialize_with = "real")]
-    pub speedup_vs_buf2d: f64,
+    /// The RTL's cycles (rtl rows only).
+    pub cycles: Option<u64>,
+    /// A lower bound on cycles: the busier tier's MAC steps.
+    pub mac_steps: u64,
+    /// buf2d's cycles / these (rtl rows only).
+    #[serde(serialize_with = "crate::report::opt_real")]
+    pub speedup_vs_buf2d: Option<f64>,
     /// buf2d's energy / this design's.
     #[serde(serialize_with = "real")]
     pub energy_ratio_vs_buf2d: f64,
@@ -78,9 +85,20 @@ pub struct CompareRow {
     /// The same, on-chip energy only (DRAM traffic left out: it is equal in every design).
     #[serde(serialize_with = "real")]
     pub on_chip_reduction_vs_buf2d: f64,
+    /// Priced from `counters`; with schedule rows the static term and the power use
+    /// `mac_steps` as the cycles.
     pub energy: EnergyReport,
-    /// The run's counters (the energy's inputs) and its checks.
-    pub report: SimReport,
+    /// The energy's inputs: the run's counters, or the schedule's.
+    pub counters: BTreeMap<String, u64>,
+    /// The run's report and checks (rtl rows only).
+    pub report: Option<SimReport>,
+}
+
+impl CompareRow {
+    /// Simulated and correct (true), simulated and wrong (false), or not simulated.
+    pub fn passed(&self) -> Option<bool> {
+        self.report.as_ref().map(|r| r.passed)
+    }
 }
 
 /// What to compare.
@@ -93,6 +111,8 @@ pub struct ComparePlan {
     pub seed: u64,
     pub timing: MemoryTiming,
     pub table: EnergyTable,
+    /// Longer sequences are not simulated: their rows come from the schedule.
+    pub max_sim_seq: usize,
 }
 
 /// Runs every (sequence length, RTL run) once, two at a time on a machine with two cores
@@ -130,66 +150,101 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             .map_err(|e| e.context(format!("{} as {v} at seq {seq}", cfg.name)))?;
         }
     }
+    let simulated = |s: usize| plan.seq_lens[s] <= plan.max_sim_seq;
     let jobs: Vec<(usize, usize)> = (0..plan.seq_lens.len())
+        .filter(|&s| simulated(s))
         .flat_map(|s| (0..configs.len()).map(move |c| (s, c)))
         .collect();
-    let problems: Vec<_> = plan
-        .seq_lens
-        .iter()
-        .map(|&seq| {
-            sim::random_problem(
-                plan.heads,
-                seq,
-                plan.config.head_dim as usize,
-                plan.causal,
-                OutFormat::F16,
-                plan.seed,
-            )
-        })
+    let problem = |seq: usize| {
+        sim::random_problem(
+            plan.heads,
+            seq,
+            plan.config.head_dim as usize,
+            plan.causal,
+            OutFormat::F16,
+            plan.seed,
+        )
+    };
+    let problems: Vec<_> = (0..plan.seq_lens.len())
+        .map(|s| simulated(s).then(|| problem(plan.seq_lens[s])))
         .collect();
     let results = parallel(&jobs, |&(s, c)| {
-        let (report, _) = sim::run(&configs[c].1, &problems[s], &plan.timing, |_, _| {})?;
+        let a = problems[s].as_ref().expect("a simulated length");
+        let (report, _) = sim::run(&configs[c].1, a, &plan.timing, |_, _| {})?;
         each(&report);
         Ok(report)
     })?;
+    let shape = |seq: usize| crate::schedule::Shape {
+        heads: plan.heads,
+        q_len: seq,
+        k_len: seq,
+        head_dim: plan.config.head_dim as usize,
+        causal: plan.causal,
+        out_bytes: 2,
+    };
     let mut rows = Vec::new();
     for (s, &seq) in plan.seq_lens.iter().enumerate() {
-        let of = |kind: RunKind| {
-            let c = configs.iter().position(|(k, _)| *k == kind)?;
-            let j = jobs.iter().position(|&job| job == (s, c)).expect("a job");
-            Some((&configs[c].1, &results[j]))
-        };
         let mut at_seq: Vec<CompareRow> = DESIGNS
             .iter()
             .filter_map(|&(name, kind, stacked)| {
-                let (cfg, report) = of(kind)?;
-                let mut report = report.clone();
-                report.with_energy(&plan.table, cfg, stacked);
-                let energy = report.energy.clone().expect("just priced");
+                let c = configs.iter().position(|(k, _)| *k == kind)?;
+                let cfg = &configs[c].1;
+                let p = hdl::core::CoreParams::from_config(cfg).expect("validated above");
+                let sh = shape(seq);
+                let (qk, pv) = p.block_steps();
+                let steps = if cfg.variant == Variant::Reg3d {
+                    sh.blocks(&p).0 * qk.max(pv) as u64
+                } else {
+                    sh.mac_steps(&p)
+                };
+                let report = jobs
+                    .iter()
+                    .position(|&job| job == (s, c))
+                    .map(|j| results[j].clone());
+                let counters: BTreeMap<String, u64> = match &report {
+                    Some(r) => r.counters.clone(),
+                    None => {
+                        let mut m: BTreeMap<String, u64> = sh
+                            .counters(&p)
+                            .into_iter()
+                            .map(|(n, v)| (n.to_string(), v))
+                            .collect();
+                        m.insert("cycles".into(), steps);
+                        m
+                    }
+                };
+                let tokens = (plan.heads * seq) as u64;
+                let energy = crate::energy::report(&plan.table, cfg, &counters, tokens, stacked);
+                let report = report.map(|mut r| {
+                    r.energy = Some(energy.clone());
+                    r
+                });
                 Some(CompareRow {
                     design: name.into(),
                     seq_len: seq,
                     causal: plan.causal,
                     pes: crate::energy::geometry(cfg, stacked).pes,
-                    source: "rtl".into(),
-                    cycles: report.cycles,
-                    speedup_vs_buf2d: 0.0,
+                    source: if report.is_some() { "rtl" } else { "schedule" }.into(),
+                    cycles: report.as_ref().map(|r| r.cycles),
+                    mac_steps: steps,
+                    speedup_vs_buf2d: None,
                     energy_ratio_vs_buf2d: 0.0,
                     energy_reduction_vs_buf2d: 0.0,
                     on_chip_reduction_vs_buf2d: 0.0,
                     energy,
+                    counters,
                     report,
                 })
             })
             .collect();
         let base = &at_seq[0];
-        let (base_cycles, base_pj, base_chip) = (
-            base.cycles as f64,
-            base.energy.total_pj,
-            base.energy.on_chip_pj,
-        );
+        let (base_cycles, base_pj, base_chip) =
+            (base.cycles, base.energy.total_pj, base.energy.on_chip_pj);
         for r in &mut at_seq {
-            r.speedup_vs_buf2d = base_cycles / r.cycles.max(1) as f64;
+            r.speedup_vs_buf2d = match (base_cycles, r.cycles) {
+                (Some(b), Some(c)) => Some(b as f64 / c.max(1) as f64),
+                _ => None,
+            };
             r.energy_ratio_vs_buf2d = base_pj / r.energy.total_pj.max(f64::MIN_POSITIVE);
             r.energy_reduction_vs_buf2d = 1.0 - r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
             r.on_chip_reduction_vs_buf2d =
@@ -264,13 +319,16 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
     for r in rows {
         let e = &r.energy;
         s += &format!(
-            "| {} | {} | {} | {} | {:.3} | {:.1} | {:.1} | {:.1} % / {:.1} % | {:.1} % / {:.1} % \
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} % / {:.1} % | {:.1} % / {:.1} % \
              | {:.2} | {} | {} |\n",
             r.design,
             seq(r),
             r.pes,
-            r.cycles,
-            r.speedup_vs_buf2d,
+            r.cycles
+                .map_or(format!("≥ {} (not simulated)", r.mac_steps), |c| c
+                    .to_string()),
+            r.speedup_vs_buf2d
+                .map_or("—".to_string(), |x| format!("{x:.3}")),
             e.total_pj * 1e-6,
             e.on_chip_pj * 1e-6,
             100.0 * r.energy_reduction_vs_buf2d,
@@ -278,7 +336,11 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
             100.0 * e.sram_share,
             100.0 * e.sram_share_on_chip,
             e.pj_per_mac,
-            if r.report.passed { "yes" } else { "**NO**" },
+            match r.passed() {
+                Some(true) => "yes",
+                Some(false) => "**NO**",
+                None => "—",
+            },
             r.source
         );
     }
@@ -296,8 +358,11 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
         }
         s += "\n";
     }
-    s += "\nEvery row's counters come from a Verilator run of the generated RTL (`from`: rtl), \
-          bit-checked against the hardware model and the f64 reference; energy = Σ counter × \
+    s += "\nrtl rows' counters come from a Verilator run of the generated RTL, bit-checked \
+          against the hardware model and the f64 reference; schedule rows (longer than \
+          --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs, \
+          which every RTL run must match exactly), with cycles not simulated (shown: the busier \
+          tier's MAC steps, a lower bound, which also prices the static term); energy = Σ counter × \
           per-event energy of the table (kernels/src/energy.rs, or --energy). 3-D buffered is \
           buf2d's run with its banks priced as stacked SRAM (the macro's access plus a \
           hybrid-bond crossing per bit). On chip: all but DRAM, which every design moves \
@@ -333,11 +398,15 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
     root.fill(&WHITE).map_err(|e| draw_err(&e))?;
     let panels = root.split_evenly((1, 3));
     let colors = [RED, MAGENTA, BLUE, GREEN, BLACK];
-    let max_speed = rows.iter().map(|r| r.speedup_vs_buf2d).fold(1.0, f64::max);
+    let max_speed = rows
+        .iter()
+        .filter_map(|r| r.speedup_vs_buf2d)
+        .fold(1.0, f64::max);
     let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64)> {
         rows.iter()
             .filter(|r| r.design == name)
             .map(|r| (x_of(r.seq_len), f(r)))
+            .filter(|p| p.1.is_finite())
             .collect()
     };
     type Pick = fn(&CompareRow) -> f64;
@@ -353,8 +422,8 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
             (-10.0, 100.0),
         ),
         (
-            "speedup vs buf2d",
-            |r| r.speedup_vs_buf2d,
+            "speedup vs buf2d (simulated lengths)",
+            |r| r.speedup_vs_buf2d.unwrap_or(f64::NAN),
             (0.0, (max_speed * 1.2).ceil()),
         ),
     ];

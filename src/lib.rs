@@ -7,6 +7,7 @@ pub mod compare;
 pub mod design;
 pub mod energy;
 pub mod report;
+pub mod schedule;
 pub mod sim;
 pub mod tiers;
 pub mod units;

@@ -55,7 +55,7 @@ fn compare_energies_follow_from_counters_and_the_table() {
     assert_eq!(rows.len(), 10, "five designs at two sequence lengths");
     let near = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
     for r in rows {
-        let c = |n: &str| r["report"]["counters"][n].as_u64().unwrap() as f64;
+        let c = |n: &str| r["counters"][n].as_u64().unwrap() as f64;
         let price = |n: &str| r["energy"]["prices_pj"][n].as_f64().unwrap();
         assert_eq!(r["report"]["passed"], true, "{}", r["design"]);
         // The total is Σ counter × price over the report's own counters and prices.
@@ -127,8 +127,8 @@ fn compare_energies_follow_from_counters_and_the_table() {
             (b["design"].as_str(), s["design"].as_str()),
             (Some("buf2d"), Some("3-D buffered"))
         );
-        assert_eq!(b["report"]["counters"], s["report"]["counters"]);
-        let c = |n: &str| b["report"]["counters"][n].as_u64().unwrap() as f64;
+        assert_eq!(b["counters"], s["counters"]);
+        let c = |n: &str| b["counters"][n].as_u64().unwrap() as f64;
         let bits = 16.0 * (c("p_buf_reads") + c("p_buf_writes"))
             + 32.0 * (c("s_buf_reads") + c("s_buf_writes"));
         assert!(bits > 0.0);
@@ -149,10 +149,43 @@ fn compare_energies_follow_from_counters_and_the_table() {
         assert_eq!(at[4]["design"], "reg3d iso-PE");
         assert_eq!(at[4]["pes"], at[2]["pes"]);
         assert_eq!(at[3]["pes"].as_u64(), at[2]["pes"].as_u64().map(|n| 2 * n));
+        assert_eq!(at[4]["counters"]["macs"], at[2]["counters"]["macs"]);
+    }
+    // Beyond --max-sim-seq the rows come from the schedule: the same counts as the RTL runs
+    // (all but the timing counters), so the same energies.
+    let sched = compare(&dir, "s.json", &["--max-sim-seq", "0"]);
+    let timing = [
+        "cycles",
+        "mac_cycles",
+        "stall_kv",
+        "stall_q",
+        "stall_softmax",
+        "stall_other",
+    ];
+    for (r, s) in rows.iter().zip(sched.as_array().unwrap()) {
         assert_eq!(
-            at[4]["report"]["counters"]["macs"],
-            at[2]["report"]["counters"]["macs"]
+            (r["source"].as_str(), s["source"].as_str()),
+            (Some("rtl"), Some("schedule"))
         );
+        assert!(s["report"].is_null() && s["cycles"].is_null() && s["speedup_vs_buf2d"].is_null());
+        let (rc, sc) = (
+            r["counters"].as_object().unwrap(),
+            s["counters"].as_object().unwrap(),
+        );
+        for (name, v) in rc {
+            if !timing.contains(&name.as_str()) {
+                assert_eq!(Some(v), sc.get(name), "{} {name}", r["design"]);
+            }
+        }
+        // Its cycles are a lower bound: the busier tier's MAC steps.
+        let steps = s["mac_steps"].as_u64().unwrap();
+        assert!(steps > 0 && steps <= r["cycles"].as_u64().unwrap());
+        assert_eq!(r["mac_steps"].as_u64(), Some(steps));
+        for (name, e) in r["energy"]["components_pj"].as_object().unwrap() {
+            if name != "static" {
+                assert_eq!(Some(e), s["energy"]["components_pj"].get(name), "{name}");
+            }
+        }
     }
     // A user table that doubles the FP16 multiply changes the MAC component and nothing else.
     let toml = dir.path().join("t.toml");
@@ -162,7 +195,7 @@ fn compare_energies_follow_from_counters_and_the_table() {
         for (name, _) in d["energy"]["components_pj"].as_object().unwrap() {
             let (x, y) = (component(d, name), component(u, name));
             if name == "mac" {
-                let macs = d["report"]["counters"]["macs"].as_f64().unwrap();
+                let macs = d["counters"]["macs"].as_f64().unwrap();
                 assert!(near(y - x, macs * 1.1), "{name}: {x} -> {y}");
             } else {
                 assert_eq!(x, y, "{name}");

@@ -13,6 +13,10 @@ pub struct CompareArgs {
     /// Causal masking.
     #[arg(long)]
     pub causal: bool,
+    /// Longer sequences are not simulated: their rows take the counts the schedule fixes
+    /// (which every simulated run matches exactly), without cycles.
+    #[arg(long, default_value_t = 4096)]
+    pub max_sim_seq: usize,
     /// Attention heads per run.
     #[arg(long, default_value_t = 1)]
     pub heads: usize,
@@ -68,6 +72,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
             ..Default::default()
         },
         table: table.clone(),
+        max_sim_seq: args.max_sim_seq,
     };
     let rows = compare::run(&plan, |r| {
         eprintln!(
@@ -92,5 +97,5 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     if let Some(path) = &args.plot {
         compare::plot(&rows, path)?;
     }
-    Ok(exit(rows.iter().all(|r| r.report.passed)))
+    Ok(exit(rows.iter().all(|r| r.passed() != Some(false))))
 }

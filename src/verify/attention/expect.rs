@@ -4,98 +4,22 @@
 
 use super::*;
 
+pub use crate::schedule::needed_keys;
+
 /// MAC steps of the schedule: per computed block, the QK and PV steps. A lower bound on cycles
 /// (one step per cycle) and the basis of the hang limit.
 pub fn estimate_cycles(p: &CoreParams, a: &Attention) -> u64 {
-    let (qk, pv) = p.block_steps();
-    let blocks = schedule_blocks(p, a);
-    blocks * (qk + pv) as u64
+    a.shape().mac_steps(p)
 }
 
 /// Blocks computed over all heads and tiles (the causal prefix only).
 pub fn schedule_blocks(p: &CoreParams, a: &Attention) -> u64 {
-    let (br, bc) = (p.br() as usize, p.bc() as usize);
-    let mut blocks = 0u64;
-    for q_base in (0..a.q_len).step_by(br) {
-        let keys = needed_keys(a.q_len, a.k_len, a.causal, q_base, br);
-        blocks += keys.div_ceil(bc) as u64;
-    }
-    blocks * a.heads as u64
+    a.shape().blocks(p).0
 }
 
-/// The keys the query tile starting at row `q_base` (`br` rows) needs: all of K, or for causal
-/// attention the keys up to its last row's diagonal (bottom-right aligned).
-pub fn needed_keys(q_len: usize, k_len: usize, causal: bool, q_base: usize, br: usize) -> usize {
-    if !causal {
-        return k_len;
-    }
-    let end = (q_base + br).min(q_len);
-    (end + k_len).saturating_sub(q_len).min(k_len)
-}
-
-/// The memory beats the schedule must move: Q once, K and V once per tile (the keys it needs),
-/// O once.
+/// The memory beats the schedule must move (`Shape::beats`).
 pub fn expected_beats(p: &CoreParams, a: &Attention) -> (u64, u64) {
-    let beat = (p.dma.width / 8) as u64;
-    let row = 2 * a.head_dim as u64;
-    let br = p.br() as usize;
-    let mut kv_rows = 0u64;
-    for q_base in (0..a.q_len).step_by(br) {
-        kv_rows += needed_keys(a.q_len, a.k_len, a.causal, q_base, br) as u64;
-    }
-    let h = a.heads as u64;
-    let reads = h * (a.q_len as u64 + 2 * kv_rows) * row / beat;
-    let writes = h * a.q_len as u64 * (a.out_bytes() as u64 * a.head_dim as u64) / beat;
-    (reads, writes)
-}
-
-/// Register-file reads the schedule makes, as the PE ports count them: every MAC that reads
-/// its accumulator, which is all of `macs` but the first product of each S element (a
-/// `MacClear`: one per visible query-key pair) and the first of each O element in a tile (a
-/// `MacZero`: d per query that sees a key), plus the row engines' reads of S and O, one PE
-/// per engine and cycle: two sweeps over the Br × Bc scores of every computed block (in buf2d
-/// one, the copy of S to the buffer, whose S array the sweeps then read) and a readout of the
-/// Br × d outputs of every tile. Visibility comes from the mask's definition
-/// (`kernels::reference::visible`), not from the model.
-/// With a softmax tier (three tiers), the S links also read each visible score once at its QK
-/// PE's read port.
-pub fn expected_rf_reads(p: &CoreParams, a: &Attention, macs: u64) -> u64 {
-    let (br, bc, d) = (p.br() as u64, p.bc() as u64, a.head_dim as u64);
-    let (pairs, seeing) = visible_pairs(a);
-    let mut engine = 0u64;
-    for q_base in (0..a.q_len).step_by(br as usize) {
-        let blocks = needed_keys(a.q_len, a.k_len, a.causal, q_base, br as usize)
-            .div_ceil(bc as usize) as u64;
-        engine += blocks * s_sweeps_of_registers(p) * br * bc + br * d;
-    }
-    let h = a.heads as u64;
-    let links = p.row.softmax_tier() as u64 * pairs;
-    macs - h * (pairs + d * seeing) + h * (engine + links)
-}
-
-/// Per head: the visible query-key pairs, and the queries that see a key (from the mask's
-/// definition, `kernels::reference::visible`, not from the model).
-pub fn visible_pairs(a: &Attention) -> (u64, u64) {
-    use kernels::reference::visible;
-    let (mut pairs, mut seeing) = (0u64, 0u64);
-    for i in 0..a.q_len {
-        let n = (0..a.k_len)
-            .filter(|&j| visible(i, j, a.q_len, a.k_len, a.causal))
-            .count() as u64;
-        pairs += n;
-        seeing += (n > 0) as u64;
-    }
-    (pairs, seeing)
-}
-
-/// Sweeps of the row engines over a block's scores in the PE registers: the max and exp sweeps,
-/// or in buf2d the copy to the buffer.
-fn s_sweeps_of_registers(p: &CoreParams) -> u64 {
-    if p.row.buffer.is_some() {
-        1
-    } else {
-        2
-    }
+    a.shape().beats(p)
 }
 
 /// A bit mismatch: where, and the two values.
@@ -171,62 +95,34 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
             });
         }
     }
-    let (qk, pv) = p.block_steps();
     let (reads, writes) = expected_beats(p, a);
-    let scores = (p.br() * p.bc()) as u64;
-    let s_buffered = p.row.buffer.is_some() as u64;
-    let tiered = p.row.tiered.is_some() as u64;
-    let tile_rows = (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64 * p.br() as u64;
-    let o_values = tile_rows * p.d() as u64;
-    // Three tiers: each visible score goes up its S link once (32 bits), written into the
-    // softmax tier's registers.
-    let s_links = p.row.softmax_tier() as u64 * a.heads as u64 * visible_pairs(a).0;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
-    let exact = [
+    // The counts the schedule fixes (`schedule::Shape::counters`: from the shape alone, in
+    // closed form), which the hardware model's own counts must match as well.
+    let exact = a.shape().counters(p);
+    let want = |n: &str| {
+        exact
+            .iter()
+            .find(|e| e.0 == n)
+            .expect("a scheduled counter")
+            .1
+    };
+    let model = [
         ("macs", stats.macs),
         ("masked_macs", stats.masked_macs),
         ("blocks", stats.blocks),
         ("skipped_blocks", stats.skipped_blocks),
-        // Each tier (the one tier of a 2-D design) steps through every block's QK and PV.
-        ("qk_cycles", stats.blocks * qk as u64),
-        ("pv_cycles", stats.blocks * pv as u64),
-        ("rf_writes", stats.macs + s_links),
-        ("rf_reads", expected_rf_reads(p, a, stats.macs)),
-        // Per computed block: the exp stage writes Br·Bc weights, and PV reads each once (for
-        // the e output columns a PE's query row and key share).
-        ("p_buf_writes", stats.blocks * scores),
-        ("p_buf_reads", stats.blocks * scores),
-        // buf2d: the copy writes each score to the S array, the max and exp sweeps read it.
-        ("s_buf_writes", stats.blocks * scores * s_buffered),
-        ("s_buf_reads", stats.blocks * 2 * scores * s_buffered),
-        // reg3d: each weight goes up to the PV tier's P bank (16 bits), each O value of every
-        // tile down to the readout (32 bits), and with three tiers each visible score up.
-        (
-            "vlink_bits",
-            tiered * (16 * stats.blocks * scores + 32 * o_values) + 32 * s_links,
-        ),
-        ("vlink_s_bits", 32 * s_links),
-        // Every step of a tier broadcasts a 16-bit row operand across C PEs on each of the R
-        // rows and a 16-bit column operand down R rows on each of the C columns.
-        (
-            "bcast_bit_hops",
-            32 * (p.rows * p.row.cols) as u64 * stats.blocks * (qk + pv) as u64,
-        ),
-        // The row engines: a max-sweep compare and an exp-sweep element per score of every
-        // computed block (masked ones too), a reciprocal per query row of every tile and a
-        // normalizing multiply per O value.
-        ("max_ops", stats.blocks * scores),
-        ("exp_ops", stats.blocks * scores),
-        ("recip_ops", tile_rows),
-        ("norm_ops", o_values),
-        ("read_beats", reads),
-        ("write_beats", writes),
     ];
     let mut counter_errors: Vec<(String, u64, u64)> = exact
         .iter()
         .filter(|(n, want)| c(n) != *want)
         .map(|(n, want)| (n.to_string(), c(n), *want))
         .collect();
+    for (n, m) in model {
+        if m != want(n) {
+            counter_errors.push((format!("the hardware model's {n} (schedule)"), m, want(n)));
+        }
+    }
     // A MAC cycle steps at least one tier: one phase at a time in 2-D, both at once in reg3d.
     let (qk_c, pv_c) = (c("qk_cycles"), c("pv_cycles"));
     let mac_ok = if p.row.tiered.is_some() {

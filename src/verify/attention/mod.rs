@@ -163,6 +163,18 @@ impl Attention {
     fn out_bytes(&self) -> usize {
         out_bytes(self.out)
     }
+
+    /// The problem's shape, which fixes the schedule's counts (`crate::schedule`).
+    pub fn shape(&self) -> crate::schedule::Shape {
+        crate::schedule::Shape {
+            heads: self.heads,
+            q_len: self.q_len,
+            k_len: self.k_len,
+            head_dim: self.head_dim,
+            causal: self.causal,
+            out_bytes: self.out_bytes(),
+        }
+    }
 }
 
 /// Bytes of one output value.

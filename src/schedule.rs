@@ -1,0 +1,178 @@
+//! What the core's schedule fixes exactly, from the problem's shape alone: the blocks it
+//! computes and skips, the MACs, the register-file, P-bank, S-array and vertical-link
+//! accesses, the broadcasts, the row engines' operations and the memory beats. Every RTL run
+//! is held to these counts (`verify::attention::check`), so they are validated at every
+//! tested point; they cost O(query rows), so they also serve sequence lengths the RTL cannot
+//! simulate (`regflash compare`'s schedule rows). Cycles and stalls are not here: they depend
+//! on timing (the cycle model's business).
+
+use hdl::core::CoreParams;
+
+/// An attention problem's shape: what the schedule depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub heads: usize,
+    pub q_len: usize,
+    pub k_len: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+    /// Bytes of one output value (2: FP16, 4: FP32).
+    pub out_bytes: usize,
+}
+
+/// The keys the query tile starting at row `q_base` (`br` rows) needs: all of K, or for causal
+/// attention the keys up to its last row's diagonal (bottom-right aligned).
+pub fn needed_keys(q_len: usize, k_len: usize, causal: bool, q_base: usize, br: usize) -> usize {
+    if !causal {
+        return k_len;
+    }
+    let end = (q_base + br).min(q_len);
+    (end + k_len).saturating_sub(q_len).min(k_len)
+}
+
+/// The keys query `i` sees: all of K, or when causal those up to its diagonal, j ≤ i + k_len −
+/// q_len (`kernels::reference::visible`, counted in closed form).
+pub fn visible_keys(i: usize, q_len: usize, k_len: usize, causal: bool) -> usize {
+    if !causal {
+        return k_len;
+    }
+    (i + 1 + k_len).saturating_sub(q_len).min(k_len)
+}
+
+impl Shape {
+    fn tiles(&self, br: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.q_len).step_by(br)
+    }
+
+    /// Per head: the visible query-key pairs, and the queries that see a key.
+    pub fn visible_pairs(&self) -> (u64, u64) {
+        let (mut pairs, mut seeing) = (0u64, 0u64);
+        for i in 0..self.q_len {
+            let n = visible_keys(i, self.q_len, self.k_len, self.causal) as u64;
+            pairs += n;
+            seeing += (n > 0) as u64;
+        }
+        (pairs, seeing)
+    }
+
+    /// Blocks computed and skipped over all heads and tiles (the causal prefix is computed).
+    pub fn blocks(&self, p: &CoreParams) -> (u64, u64) {
+        let (br, bc) = (p.br() as usize, p.bc() as usize);
+        let per_tile = self.k_len.div_ceil(bc) as u64;
+        let (mut computed, mut all) = (0u64, 0u64);
+        for q_base in self.tiles(br) {
+            computed +=
+                needed_keys(self.q_len, self.k_len, self.causal, q_base, br).div_ceil(bc) as u64;
+            all += per_tile;
+        }
+        let h = self.heads as u64;
+        (h * computed, h * (all - computed))
+    }
+
+    /// MAC steps of the schedule (QK and PV of every computed block): a lower bound on cycles
+    /// (one step per cycle in 2-D designs) and the basis of the hang limit.
+    pub fn mac_steps(&self, p: &CoreParams) -> u64 {
+        let (qk, pv) = p.block_steps();
+        self.blocks(p).0 * (qk + pv) as u64
+    }
+
+    /// The memory beats the schedule must move: Q once, K and V once per tile (the keys it
+    /// needs), O once.
+    pub fn beats(&self, p: &CoreParams) -> (u64, u64) {
+        let beat = (p.dma.width / 8) as u64;
+        let row = 2 * self.head_dim as u64;
+        let br = p.br() as usize;
+        let kv_rows: u64 = self
+            .tiles(br)
+            .map(|q_base| needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64)
+            .sum();
+        let h = self.heads as u64;
+        let reads = h * (self.q_len as u64 + 2 * kv_rows) * row / beat;
+        let writes = h * self.q_len as u64 * (self.out_bytes * self.head_dim) as u64 / beat;
+        (reads, writes)
+    }
+
+    /// Every counter the schedule fixes, by the core's counter names. MACs: d for QK and d for
+    /// PV per visible pair; masked slots: the rest of each computed block's 2·Br·Bc·d. The
+    /// register files (32-bit accesses at the PE ports): each MAC writes back, and reads its
+    /// accumulator except the first product of each score (one per visible pair) and of each
+    /// O element in a tile (d per query that sees a key); the row engines read one PE per
+    /// cycle of their sweeps (max and exp: two per score of each computed block; buf2d copies S
+    /// once and its sweeps read the S array) and readout (Br·d per tile); with a softmax tier
+    /// the S links read each visible score at its QK PE and write it above. P: each weight of
+    /// a computed block written once and read once (16 bits). reg3d's links: 16 bits per weight
+    /// up, 32 per O value down, 32 per visible score up with three tiers. Broadcasts: 32·R·C
+    /// bit-hops per MAC step of a tier. The row engines: a compare and an exp element per score
+    /// of a computed block, a reciprocal per query row of a tile, a normalizing multiply per O
+    /// value.
+    pub fn counters(&self, p: &CoreParams) -> Vec<(&'static str, u64)> {
+        let (br, bc, d) = (p.br() as u64, p.bc() as u64, self.head_dim as u64);
+        let h = self.heads as u64;
+        let (pairs, seeing) = self.visible_pairs();
+        let (blocks, skipped) = self.blocks(p);
+        let (qk, pv) = p.block_steps();
+        let (reads, writes) = self.beats(p);
+        let scores = br * bc;
+        let macs = h * 2 * d * pairs;
+        let buffered = p.row.buffer.is_some() as u64;
+        let tiered = p.row.tiered.is_some() as u64;
+        let tile_rows = h * self.q_len.div_ceil(br as usize) as u64 * br;
+        let o_values = tile_rows * d;
+        let s_links = p.row.softmax_tier() as u64 * h * pairs;
+        // The engines' register reads: per computed block two sweeps over the scores in the
+        // PE registers (buf2d: one, the copy), per tile the readout.
+        let sweeps = 2 - buffered;
+        let engine = blocks * sweeps * scores + o_values;
+        let rf_reads = macs - h * (pairs + d * seeing) + engine + s_links;
+        vec![
+            ("macs", macs),
+            ("masked_macs", blocks * 2 * scores * d - macs),
+            ("blocks", blocks),
+            ("skipped_blocks", skipped),
+            // Each tier (the one tier of a 2-D design) steps through every block's QK and PV.
+            ("qk_cycles", blocks * qk as u64),
+            ("pv_cycles", blocks * pv as u64),
+            ("rf_writes", macs + s_links),
+            ("rf_reads", rf_reads),
+            ("p_buf_writes", blocks * scores),
+            ("p_buf_reads", blocks * scores),
+            ("s_buf_writes", blocks * scores * buffered),
+            ("s_buf_reads", blocks * 2 * scores * buffered),
+            (
+                "vlink_bits",
+                tiered * (16 * blocks * scores + 32 * o_values) + 32 * s_links,
+            ),
+            ("vlink_s_bits", 32 * s_links),
+            (
+                "bcast_bit_hops",
+                32 * (p.rows * p.row.cols) as u64 * blocks * (qk + pv) as u64,
+            ),
+            ("max_ops", blocks * scores),
+            ("exp_ops", blocks * scores),
+            ("recip_ops", tile_rows),
+            ("norm_ops", o_values),
+            ("read_beats", reads),
+            ("write_beats", writes),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The closed forms against the mask's definition, pair by pair.
+    #[test]
+    fn visible_keys_follow_the_mask_definition() {
+        for (q, k) in [(1, 1), (5, 9), (9, 5), (16, 16), (3, 0), (0, 4), (33, 7)] {
+            for causal in [false, true] {
+                for i in 0..q {
+                    let by_definition = (0..k)
+                        .filter(|&j| kernels::reference::visible(i, j, q, k, causal))
+                        .count();
+                    assert_eq!(visible_keys(i, q, k, causal), by_definition, "{q} {k} {i}");
+                }
+            }
+        }
+    }
+}
