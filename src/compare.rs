@@ -170,7 +170,13 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         .collect();
     let results = parallel(&jobs, |&(s, c)| {
         let a = problems[s].as_ref().expect("a simulated length");
-        let (report, _) = sim::run(&configs[c].1, a, &plan.timing, |_, _| {})?;
+        let cfg = &configs[c].1;
+        let (report, _) = sim::run(cfg, a, &plan.timing, |_, _| {}).map_err(|e| {
+            e.context(format!(
+                "{} as {} at seq {}",
+                cfg.name, cfg.variant, plan.seq_lens[s]
+            ))
+        })?;
         each(&report);
         Ok(report)
     })?;
@@ -280,24 +286,27 @@ fn parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> Result<R> + Sync) ->
         }
     });
     let out = out.into_inner().expect("no worker panicked");
-    let mut results = Vec::with_capacity(jobs.len());
-    for r in out {
-        match r {
-            Some(r) => results.push(r?),
-            None => anyhow::bail!("a run was not started after an earlier one failed"),
-        }
+    // The first error in job order, before any job left unstarted because of it.
+    if let Some(i) = out.iter().position(|r| matches!(r, Some(Err(_)))) {
+        let mut out = out;
+        return Err(out[i].take().expect("an error").err().expect("an error"));
     }
-    Ok(results)
+    out.into_iter()
+        .map(|r| r.ok_or_else(|| anyhow::anyhow!("a run was not started")))
+        .map(|r| r.and_then(|x| x))
+        .collect()
 }
 
 /// The components in the table's column order, with their headings.
-const COLUMNS: [(&str, &str); 10] = [
+const COLUMNS: [(&str, &str); 12] = [
     ("mac", "MAC"),
     ("pe_registers", "PE regs"),
     ("p_registers", "P regs"),
     ("sram", "SRAM"),
     ("buffer_transport", "buffer wire/bond"),
     ("softmax", "softmax"),
+    ("landing", "landing"),
+    ("staging", "staging"),
     ("broadcast", "broadcast"),
     ("vertical_links", "vertical links"),
     ("dram", "DRAM"),
@@ -387,6 +396,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
     use plotters::prelude::*;
     let seqs: Vec<usize> = {
         let mut s: Vec<usize> = rows.iter().map(|r| r.seq_len).collect();
+        s.sort_unstable();
         s.dedup();
         s
     };
@@ -402,11 +412,16 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
         .iter()
         .filter_map(|r| r.speedup_vs_buf2d)
         .fold(1.0, f64::max);
-    let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64)> {
+    // (x, y, simulated) per point of a design.
+    let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64, bool)> {
         rows.iter()
             .filter(|r| r.design == name)
-            .map(|r| (x_of(r.seq_len), f(r)))
-            .filter(|p| p.1.is_finite())
+            .map(|r| (r.seq_len, (f(r), r.report.is_some())))
+            .filter(|p| p.1 .0.is_finite())
+            // In length order, whatever the order of --seq.
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .map(|(n, (y, sim))| (x_of(n), y, sim))
             .collect()
     };
     type Pick = fn(&CompareRow) -> f64;
@@ -437,7 +452,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
             .map_err(|e| draw_err(&e))?;
         chart
             .configure_mesh()
-            .x_desc("sequence length")
+            .x_desc("sequence length (filled: simulated RTL; hollow: schedule counts)")
             // Labels at the powers of two only.
             .x_label_formatter(&|x| {
                 if (x - x.round()).abs() < 1e-6 {
@@ -467,13 +482,18 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
         for (i, (name, _, _)) in DESIGNS.iter().enumerate() {
             let c = colors[i];
             let pts = series(*pick, name);
+            let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1)).collect();
             chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .draw_series(LineSeries::new(line, c.stroke_width(2)))
                 .map_err(|e| draw_err(&e))?
                 .label(*name)
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
             chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                // Filled: simulated (rtl); hollow: the schedule's counts.
+                .draw_series(pts.iter().map(|&(x, y, sim)| {
+                    let style = if sim { c.filled() } else { c.stroke_width(2) };
+                    Circle::new((x, y), if sim { 3 } else { 5 }, style)
+                }))
                 .map_err(|e| draw_err(&e))?;
         }
         chart

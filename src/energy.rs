@@ -79,7 +79,14 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
         }
         fig.source = f.source.unwrap_or_else(|| format!("user table {origin}"));
     }
+    let mut seen = std::collections::BTreeSet::new();
     for s in file.storage {
+        if !seen.insert(s.bytes) {
+            bail!(
+                "energy table {origin}: two [[storage]] points of {} bytes; give each capacity once",
+                s.bytes
+            );
+        }
         let point = StoragePoint {
             bytes: s.bytes,
             read_pj: s.read_pj,
@@ -129,8 +136,21 @@ pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
 /// their own ("3-D buffered").
 pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
     let mac_tiers = if cfg.variant == Variant::Reg3d { 2 } else { 1 };
+    let dma = cfg.dma();
+    let beat_bytes = (dma.width / 8) as u64;
+    // The largest of the Q, K and V landing banks (two slots each), and an O staging bank
+    // (its rows' beats, the address fields rounded up to powers of two).
+    let landing_bank_bytes = [dma.q, dma.k, dma.v]
+        .iter()
+        .map(|l| l.bank_depth() as u64 * beat_bytes)
+        .max()
+        .unwrap_or(beat_bytes);
+    let staging_bank_bytes = (1u64 << (dma.o_local_row_bits() + dma.o_beat_bits())) * beat_bytes;
     Geometry {
         pes: cfg.pes() as u64 * mac_tiers,
+        cols: cfg.cols as u64,
+        landing_bank_bytes,
+        staging_bank_bytes,
         pe_rf_bytes: cfg.regs_per_pe as u64 * 4,
         p_bytes: row_storage_bytes(cfg),
         buffer: (cfg.variant == Variant::Buf2d).then_some(if stacked {
@@ -157,8 +177,12 @@ pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
         bcast_bit_hops: c("bcast_bit_hops"),
         max_ops: c("max_ops"),
         exp_ops: c("exp_ops"),
+        row_updates: c("row_updates"),
         recip_ops: c("recip_ops"),
         norm_ops: c("norm_ops"),
+        land_read_bits: c("land_read_bits"),
+        land_write_bits: c("read_beats") * mem_width as u64,
+        staging_bits: c("write_beats") * mem_width as u64,
         dram_bytes: (c("read_beats") + c("write_beats")) * (mem_width / 8) as u64,
     }
 }
@@ -196,12 +220,17 @@ pub struct EnergyReport {
     #[serde(serialize_with = "real")]
     pub sram_share_on_chip: f64,
     /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read_16b`,
-    /// `p_write_16b`, `s_read_32b`, `s_write_32b`, `buffer_bit`, `max_op`, `exp_op`,
-    /// `recip_op`, `norm_op`, `bcast_bit_hop`, `vlink_bit`, `dram_byte`, `static_cycle`.
+    /// `p_write_16b`, `s_read_32b`, `s_write_32b` (with a buffer's wire or bond crossing),
+    /// `max_op`, `exp_op`, `row_update`, `recip_op`, `norm_op`, `land_read_bit`,
+    /// `land_write_bit`, `staging_bit` (written and read), `bcast_bit_hop`, `vlink_bit`,
+    /// `dram_byte`, `static_cycle`. A DMA byte moves 8 landing or staging bits as well.
     pub prices_pj: BTreeMap<String, f64>,
-    /// The storage each price came from: PE register file, P bank or SRAM bank (bytes).
+    /// The storage each price came from: PE register file, P bank or SRAM bank, landing and
+    /// staging banks (bytes).
     pub pe_rf_bytes: u64,
     pub row_storage_bytes: u64,
+    pub landing_bank_bytes: u64,
+    pub staging_bank_bytes: u64,
     /// "registers", "sram" or "stacked sram".
     pub row_storage: String,
 }
@@ -215,7 +244,7 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         t.breakdown(&a, g).total()
     };
     type Event = (&'static str, fn(&mut Activity));
-    let list: [Event; 15] = [
+    let list: [Event; 19] = [
         ("mac", |a| a.macs = 1),
         ("rf_read_32b", |a| a.rf_reads = 1),
         ("rf_write_32b", |a| a.rf_writes = 1),
@@ -225,6 +254,10 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         ("s_write_32b", |a| a.s_writes = 1),
         ("max_op", |a| a.max_ops = 1),
         ("exp_op", |a| a.exp_ops = 1),
+        ("row_update", |a| a.row_updates = 1),
+        ("land_read_bit", |a| a.land_read_bits = 1),
+        ("land_write_bit", |a| a.land_write_bits = 1),
+        ("staging_bit", |a| a.staging_bits = 1),
         ("recip_op", |a| a.recip_ops = 1),
         ("norm_op", |a| a.norm_ops = 1),
         ("bcast_bit_hop", |a| a.bcast_bit_hops = 1),
@@ -266,6 +299,8 @@ pub fn report(
         prices_pj: prices(t, &g),
         pe_rf_bytes: g.pe_rf_bytes,
         row_storage_bytes: g.p_bytes,
+        landing_bank_bytes: g.landing_bank_bytes,
+        staging_bank_bytes: g.staging_bank_bytes,
         row_storage: match g.buffer {
             None => "registers",
             Some(Placement::Planar) => "sram",

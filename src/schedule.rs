@@ -103,8 +103,9 @@ impl Shape {
     /// a computed block written once and read once (16 bits). reg3d's links: 16 bits per weight
     /// up, 32 per O value down, 32 per visible score up with three tiers. Broadcasts: 32·R·C
     /// bit-hops per MAC step of a tier. The row engines: a compare and an exp element per score
-    /// of a computed block, a reciprocal per query row of a tile, a normalizing multiply per O
-    /// value.
+    /// of a computed block, a state update per query row of a computed block, a reciprocal per
+    /// query row of a tile, a normalizing multiply per O value. Landing-buffer operand reads:
+    /// 16 bits per row and column in each QK step, per column in each PV step.
     pub fn counters(&self, p: &CoreParams) -> Vec<(&'static str, u64)> {
         let (br, bc, d) = (p.br() as u64, p.bc() as u64, self.head_dim as u64);
         let h = self.heads as u64;
@@ -149,8 +150,14 @@ impl Shape {
             ),
             ("max_ops", blocks * scores),
             ("exp_ops", blocks * scores),
+            ("row_updates", blocks * br),
             ("recip_ops", tile_rows),
             ("norm_ops", o_values),
+            (
+                "land_read_bits",
+                16 * blocks
+                    * (qk as u64 * (p.rows + p.row.cols) as u64 + pv as u64 * p.row.cols as u64),
+            ),
             ("read_beats", reads),
             ("write_beats", writes),
         ]

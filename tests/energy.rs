@@ -69,6 +69,10 @@ fn compare_energies_follow_from_counters_and_the_table() {
             + c("s_buf_writes") * price("s_write_32b")
             + c("max_ops") * price("max_op")
             + c("exp_ops") * price("exp_op")
+            + c("row_updates") * price("row_update")
+            + c("land_read_bits") * price("land_read_bit")
+            + c("read_beats") * 256.0 * price("land_write_bit")
+            + c("write_beats") * 256.0 * price("staging_bit")
             + c("recip_ops") * price("recip_op")
             + c("norm_ops") * price("norm_op")
             + c("bcast_bit_hops") * price("bcast_bit_hop")
@@ -87,11 +91,44 @@ fn compare_energies_follow_from_counters_and_the_table() {
         let dram_bits = 8.0 * beat * (c("read_beats") + c("write_beats"));
         assert!(near(component(r, "dram"), dram_bits * 3.97));
         assert!(near(component(r, "vertical_links"), c("vlink_bits") * 0.05));
+        // The row engines: a max compare is a 32-bit compare; an exp element scales by C,
+        // subtracts, takes exp2 and sums; a row update a multiply, 3 + (columns - 1) adds (the
+        // reduction tree's) and 2 integer operations; then reciprocals and normalizing
+        // multiplies.
+        let cols = r["report"]["cols"].as_f64().unwrap();
         let softmax = c("max_ops") * 0.1
-            + c("exp_ops") * (4.6 + 2.0 * 0.9)
+            + c("exp_ops") * (3.7 + 4.6 + 2.0 * 0.9)
+            + c("row_updates") * (3.7 + (2.0 + cols) * 0.9 + 0.2)
             + c("recip_ops") * 2.8
             + c("norm_ops") * 3.7;
         assert!(near(component(r, "softmax"), softmax));
+        // Storage at its capacity, interpolated log-log: the PE register file (256 B) between
+        // the 32-bit register (0.576 pJ per 64 bits at 40 nm, x 1/0.869 to 45 nm) and the 8 KB
+        // macro (6.14 pJ): 1.116 pJ per 32-bit read.
+        assert!(
+            (price("rf_read_32b") - 1.116).abs() < 0.001,
+            "{}",
+            price("rf_read_32b")
+        );
+        // Every event the run exercises has a price.
+        for (counter, event) in [
+            ("macs", "mac"),
+            ("rf_reads", "rf_read_32b"),
+            ("rf_writes", "rf_write_32b"),
+            ("p_buf_reads", "p_read_16b"),
+            ("exp_ops", "exp_op"),
+            ("row_updates", "row_update"),
+            ("land_read_bits", "land_read_bit"),
+            ("read_beats", "land_write_bit"),
+            ("write_beats", "staging_bit"),
+            ("bcast_bit_hops", "bcast_bit_hop"),
+            ("read_beats", "dram_byte"),
+        ] {
+            assert!(
+                c(counter) > 0.0 && price(event) > 0.0,
+                "{counter} / {event}"
+            );
+        }
         let sum: f64 = r["energy"]["components_pj"]
             .as_object()
             .unwrap()
@@ -219,8 +256,12 @@ fn busy() -> Activity {
         bcast_bit_hops: 50_000,
         max_ops: 300,
         exp_ops: 300,
+        row_updates: 30,
         recip_ops: 8,
         norm_ops: 128,
+        land_read_bits: 100_000,
+        land_write_bits: 16_384,
+        staging_bits: 4096,
         dram_bytes: 2048,
     }
 }
@@ -233,6 +274,9 @@ fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
     for buffer in [None, Some(Placement::Planar), Some(Placement::Stacked)] {
         let g = Geometry {
             pes: 16,
+            cols: 4,
+            landing_bank_bytes: 2048,
+            staging_bank_bytes: 512,
             pe_rf_bytes: 256,
             // A 512 B P register bank, or 64 KB SRAM banks.
             p_bytes: if buffer.is_some() { 64 << 10 } else { 512 },
@@ -269,13 +313,13 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         assert!(t.figures[key].source.contains("t.toml"));
     }
     // A storage point prices the storage interpolated from it: the 4-byte register point moves
-    // the PE register files (256 B) and register P banks, not the 64 KB SRAM banks; the 32 and
-    // 128 KB macro points move the SRAM only.
+    // the PE register files (256 B), register P banks and the landing and staging banks, not
+    // the 64 KB SRAM banks; the 128 KB macro point moves the SRAM only.
     let regs = "[[storage]]\nbytes = 4\nread_pj = 1.0\nwrite_pj = 1.0\nnode_nm = 40\n";
     let set = |v: &[&'static str]| v.iter().copied().collect::<BTreeSet<_>>();
     assert_eq!(
         changed(&table_from_toml(regs, "t").unwrap()),
-        set(&["pe_registers", "p_registers"])
+        set(&["pe_registers", "p_registers", "landing", "staging"])
     );
     let sram = "[[storage]]\nbytes = 131072\nread_pj = 50.0\nwrite_pj = 50.0\nnode_nm = 45\n";
     assert_eq!(
@@ -300,6 +344,9 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     let t7 = table_from_toml("node_nm = 7", "t").unwrap();
     let g = Geometry {
         pes: 16,
+        cols: 4,
+        landing_bank_bytes: 2048,
+        staging_bank_bytes: 512,
         pe_rf_bytes: 256,
         p_bytes: 512,
         buffer: None,
@@ -331,6 +378,15 @@ fn bad_energy_tables_are_refused_with_the_reason() {
         (
             "[[storage]]\nbytes = 0\nread_pj = 1.0\nwrite_pj = 1.0\nnode_nm = 45\n",
             "bytes > 0",
+        ),
+        (
+            "[[storage]]\nbytes = 64\nread_pj = 0.0\nwrite_pj = 1.0\nnode_nm = 45\n",
+            "must be finite and > 0",
+        ),
+        (
+            "[[storage]]\nbytes = 64\nread_pj = 1.0\nwrite_pj = 1.0\nnode_nm = 45\n\
+             [[storage]]\nbytes = 64\nread_pj = 2.0\nwrite_pj = 2.0\nnode_nm = 45\n",
+            "two [[storage]] points of 64 bytes",
         ),
         ("[[storage]]\nbytes = 64\nread_pj = 1.0\n", "missing field"),
         ("node_nm = \"seven\"", "invalid type"),

@@ -366,11 +366,11 @@ group! {
     /// writes, P-bank and S-array reads and writes, bits over the vertical links (reg3d: P up,
     /// O down to the readout, and in three tiers S up) and over the S links alone (for the
     /// counters), the engine's operations this cycle (a max-sweep compare, an exp-sweep
-    /// element: subtract, exp2, sum; a reciprocal started; a normalizing multiply), and the O
-    /// staging write.
+    /// element: scale, subtract, exp2, sum; a row's state update after a block, with its
+    /// reduction tree; a reciprocal started; a normalizing multiply), and the O staging write.
     pub struct RowOut<T> {
         busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink,
-        vlink_s, max_op, exp_op, recip_op, norm_op;
+        vlink_s, max_op, exp_op, row_update, recip_op, norm_op;
         st: RowStore<T>,
     }
 }
@@ -441,6 +441,7 @@ impl PeRowConfig {
             vlink_s: self.vlink_width(),
             max_op: 1,
             exp_op: 1,
+            row_update: 1,
             recip_op: 1,
             norm_op: 1,
             st: RowStore {
@@ -727,6 +728,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         // the datapath runs for them).
         max_op: sw.in_max,
         exp_op: sw.in_exp,
+        row_update: e.state.is(Engine::SumUpdate),
         recip_op: e.state.is(Engine::RoRecip),
         norm_op: e.in_ro,
         st,

@@ -88,6 +88,7 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     // The row engines' operations (one of each kind per row and cycle at most).
     let max_ops = sum(|r| r.max_op, p_w);
     let exp_ops = sum(|r| r.exp_op, p_w);
+    let row_updates = sum(|r| r.row_update, p_w);
     let recip_ops = sum(|r| r.recip_op, p_w);
     let norm_ops = sum(|r| r.norm_op, p_w);
     let clear = i.clear;
@@ -130,6 +131,16 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     } else {
         mux(i.step_valid, span_l, zero_b)
     };
+    // Operand bits from the landing buffers: a QK step reads a 16-bit Q lane per row and a K
+    // lane per column, a PV step a V lane per column.
+    let (qk_bits, pv_bits) = (16 * (rr + p.row.cols) as u64, 16 * p.row.cols as u64);
+    let land_w = bits_for(qk_bits + pv_bits);
+    let (qk_l, pv_l, zero_l) = (
+        m.lit(land_w, qk_bits),
+        m.lit(land_w, pv_bits),
+        m.zero(land_w),
+    );
+    let land = mux(i.qk_step, qk_l, zero_l) + mux(i.pv_step, pv_l, zero_l);
     let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
     let out = Counters {
         cycles: c("cnt_cycles", run_busy),
@@ -155,8 +166,10 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         bcast_bit_hops: c("cnt_bcast_bit_hops", bcast),
         max_ops: c("cnt_max_ops", max_ops),
         exp_ops: c("cnt_exp_ops", exp_ops),
+        row_updates: c("cnt_row_updates", row_updates),
         recip_ops: c("cnt_recip_ops", recip_ops),
         norm_ops: c("cnt_norm_ops", norm_ops),
+        land_read_bits: c("cnt_land_read_bits", land),
         read_beats: i.dma_read_beats.zext(COUNTER_BITS),
         write_beats: i.dma_write_beats.zext(COUNTER_BITS),
     };

@@ -54,8 +54,11 @@
 //! buses and 16 bits down R rows on each of C column buses; data-independent, toggles are not
 //! counted), `max_ops`, `exp_ops`, `recip_ops`, `norm_ops` (the row engines' operations:
 //! max-sweep compares and exp-sweep elements, each subtract, exp2 and sum, one per score of a
-//! computed block, masked ones included; reciprocals, one per query row and tile; normalizing
-//! multiplies, one per O value of a tile), `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
+//! computed block, masked ones included; `row_updates`, a row's state update after each
+//! computed block with its reduction tree; reciprocals, one per query row and tile; normalizing
+//! multiplies, one per O value of a tile), `land_read_bits` (operand bits read from the Q/K/V
+//! landing buffers: per QK step of a tier 16 per row and column, per PV step 16 per column),
+//! `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
 //! cycles in reg3d; `mac_cycles` counts cycles with either), `read_beats`, `write_beats`.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
@@ -109,8 +112,10 @@ pub const COUNTERS: &[&str] = &[
     "bcast_bit_hops",
     "max_ops",
     "exp_ops",
+    "row_updates",
     "recip_ops",
     "norm_ops",
+    "land_read_bits",
     "read_beats",
     "write_beats",
 ];
@@ -658,6 +663,7 @@ fn pe_rows(
             vlink_s: out.vlink_s,
             max_op: out.max_op,
             exp_op: out.exp_op,
+            row_update: out.row_update,
             recip_op: out.recip_op,
             norm_op: out.norm_op,
         });

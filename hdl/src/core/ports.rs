@@ -101,7 +101,7 @@ interface! {
     /// normalizing multiply).
     pub struct RowActivity {
         macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink, vlink_s, max_op,
-        exp_op, recip_op, norm_op
+        exp_op, row_update, recip_op, norm_op
     }
 }
 
@@ -120,6 +120,7 @@ impl RowActivity<u32> {
             vlink_s: p.row.vlink_width(),
             max_op: 1,
             exp_op: 1,
+            row_update: 1,
             recip_op: 1,
             norm_op: 1,
         }
@@ -132,7 +133,8 @@ interface! {
         cycles, mac_cycles, macs, masked_macs, stall_kv, stall_q, stall_softmax, stall_other,
         qk_cycles, pv_cycles, blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads,
         p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, vlink_s_bits, bcast_bit_hops,
-        max_ops, exp_ops, recip_ops, norm_ops, read_beats, write_beats
+        max_ops, exp_ops, row_updates, recip_ops, norm_ops, land_read_bits, read_beats,
+        write_beats
     }
 }
 
@@ -163,8 +165,10 @@ impl Counters<u32> {
             bcast_bit_hops: w,
             max_ops: w,
             exp_ops: w,
+            row_updates: w,
             recip_ops: w,
             norm_ops: w,
+            land_read_bits: w,
             read_beats: w,
             write_beats: w,
         }
