@@ -213,12 +213,14 @@ impl SimReport {
             );
         }
         s += &format!(
-            "  row engines: {} max compares, {} exp elements, {} reciprocals, {} normalizing \
-             multiplies\n",
+            "  row engines: {} max compares, {} exp elements, {} row updates, {} reciprocals, {} \
+             normalizing multiplies; landing buffers: {} operand bits read\n",
             c("max_ops"),
             c("exp_ops"),
+            c("row_updates"),
             c("recip_ops"),
-            c("norm_ops")
+            c("norm_ops"),
+            c("land_read_bits")
         );
         s += &format!(
             "  memory: {} bytes read, {} bytes written\n",
