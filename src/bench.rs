@@ -30,6 +30,39 @@ pub struct BenchPlan {
     pub seed: u64,
 }
 
+/// Checks every (config, sequence length) point of a run plan before the first runs, so that a
+/// bad one fails at once, not hours in: the memory timing, each config, and each shape against
+/// the core and the simulator.
+pub fn check_points(
+    configs: &[CoreConfig],
+    seq_lens: &[usize],
+    heads: usize,
+    timing: &MemoryTiming,
+) -> Result<()> {
+    ensure!(
+        seq_lens.iter().all(|&n| n >= 1),
+        "sequence lengths must be at least 1"
+    );
+    timing.validate().context("--mem-latency")?;
+    for cfg in configs {
+        cfg.validate()
+            .with_context(|| format!("{} as {} ({} tiers)", cfg.name, cfg.variant, cfg.tiers))?;
+        let p = hdl::core::CoreParams::from_config(cfg)?;
+        for &seq in seq_lens {
+            crate::verify::attention::check_shape(
+                &p,
+                heads,
+                seq,
+                seq,
+                cfg.head_dim as usize,
+                OutFormat::F16,
+            )
+            .with_context(|| format!("{} at seq {seq} ({})", cfg.name, cfg.variant))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs every (config, sequence length, causal) point; `each` sees a row as soon as it is done
 /// and `progress` the cycles of the run in flight.
 pub fn run(
@@ -39,26 +72,7 @@ pub fn run(
 ) -> Result<Vec<BenchRow>> {
     ensure!(!plan.configs.is_empty(), "no configuration to benchmark");
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to benchmark");
-    ensure!(
-        plan.seq_lens.iter().all(|&n| n >= 1),
-        "sequence lengths must be at least 1"
-    );
-    // Every point is checked before the first runs, so a bad one fails at once, not hours in.
-    plan.timing.validate().context("--mem-latency")?;
-    for cfg in &plan.configs {
-        let p = hdl::core::CoreParams::from_config(cfg)?;
-        for &seq in &plan.seq_lens {
-            crate::verify::attention::check_shape(
-                &p,
-                plan.heads,
-                seq,
-                seq,
-                cfg.head_dim as usize,
-                OutFormat::F16,
-            )
-            .with_context(|| format!("{} at seq {seq} ({})", cfg.name, cfg.variant))?;
-        }
-    }
+    check_points(&plan.configs, &plan.seq_lens, plan.heads, &plan.timing)?;
     let mut rows = Vec::new();
     for cfg in &plan.configs {
         for &seq in &plan.seq_lens {

@@ -132,24 +132,12 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         configs.push((RunKind::Reg3dIso, c));
     }
     // Every point is checked before the first runs.
-    for (_, cfg) in &configs {
-        let v = cfg.variant;
-        cfg.validate()
-            .map_err(|e| e.context(format!("{} as {v}", cfg.name)))?;
-        let p = hdl::core::CoreParams::from_config(cfg)?;
-        for &seq in &plan.seq_lens {
-            ensure!(seq >= 1, "sequence lengths must be at least 1");
-            crate::verify::attention::check_shape(
-                &p,
-                plan.heads,
-                seq,
-                seq,
-                cfg.head_dim as usize,
-                OutFormat::F16,
-            )
-            .map_err(|e| e.context(format!("{} as {v} at seq {seq}", cfg.name)))?;
-        }
-    }
+    let cfgs: Vec<CoreConfig> = configs.iter().map(|(_, c)| c.clone()).collect();
+    crate::bench::check_points(&cfgs, &plan.seq_lens, plan.heads, &plan.timing)?;
+    let params: Vec<hdl::core::CoreParams> = cfgs
+        .iter()
+        .map(hdl::core::CoreParams::from_config)
+        .collect::<Result<_>>()?;
     let simulated = |s: usize| plan.seq_lens[s] <= plan.max_sim_seq;
     let jobs: Vec<(usize, usize)> = (0..plan.seq_lens.len())
         .filter(|&s| simulated(s))
@@ -194,14 +182,13 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             .iter()
             .filter_map(|&(name, kind, stacked)| {
                 let c = configs.iter().position(|(k, _)| *k == kind)?;
-                let cfg = &configs[c].1;
-                let p = hdl::core::CoreParams::from_config(cfg).expect("validated above");
+                let (cfg, p) = (&configs[c].1, &params[c]);
                 let sh = shape(seq);
                 let (qk, pv) = p.block_steps();
                 let steps = if cfg.variant == Variant::Reg3d {
-                    sh.blocks(&p).0 * qk.max(pv) as u64
+                    sh.blocks(p).0 * qk.max(pv) as u64
                 } else {
-                    sh.mac_steps(&p)
+                    sh.mac_steps(p)
                 };
                 let report = jobs
                     .iter()
@@ -211,7 +198,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     Some(r) => r.counters.clone(),
                     None => {
                         let mut m: BTreeMap<String, u64> = sh
-                            .counters(&p)
+                            .counters(p)
                             .into_iter()
                             .map(|(n, v)| (n.to_string(), v))
                             .collect();

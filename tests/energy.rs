@@ -266,22 +266,27 @@ fn busy() -> Activity {
     }
 }
 
+/// A 4-column design of 16 PEs with 256 B register files, and a 512 B P register bank or, with
+/// a buffer, 64 KB SRAM banks.
+fn geometry(buffer: Option<Placement>) -> Geometry {
+    Geometry {
+        pes: 16,
+        cols: 4,
+        landing_bank_bytes: 2048,
+        staging_bank_bytes: 512,
+        pe_rf_bytes: 256,
+        p_bytes: if buffer.is_some() { 64 << 10 } else { 512 },
+        buffer,
+    }
+}
+
 /// The components of `t` that differ from the default table's, over a register design, a
 /// planar and a stacked buffer.
 fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
     let d = EnergyTable::default();
     let mut out = BTreeSet::new();
     for buffer in [None, Some(Placement::Planar), Some(Placement::Stacked)] {
-        let g = Geometry {
-            pes: 16,
-            cols: 4,
-            landing_bank_bytes: 2048,
-            staging_bank_bytes: 512,
-            pe_rf_bytes: 256,
-            // A 512 B P register bank, or 64 KB SRAM banks.
-            p_bytes: if buffer.is_some() { 64 << 10 } else { 512 },
-            buffer,
-        };
+        let g = geometry(buffer);
         let (a, b) = (d.breakdown(&busy(), &g), t.breakdown(&busy(), &g));
         for (x, y) in a.components().iter().zip(b.components()) {
             if x.1 != y.1 {
@@ -342,15 +347,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     );
     // The node scales every on-chip figure and leaves DRAM and the bonds as they are.
     let t7 = table_from_toml("node_nm = 7", "t").unwrap();
-    let g = Geometry {
-        pes: 16,
-        cols: 4,
-        landing_bank_bytes: 2048,
-        staging_bank_bytes: 512,
-        pe_rf_bytes: 256,
-        p_bytes: 512,
-        buffer: None,
-    };
+    let g = geometry(None);
     let (a, b) = (
         EnergyTable::default().breakdown(&busy(), &g),
         t7.breakdown(&busy(), &g),

@@ -21,15 +21,8 @@ pub struct BenchArgs {
     /// Sequence lengths, comma separated; each runs non-causal and causal.
     #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
     pub seq: Vec<usize>,
-    /// Attention heads per run.
-    #[arg(long, default_value_t = 1)]
-    pub heads: usize,
-    /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Memory read latency in cycles.
-    #[arg(long, default_value_t = 20)]
-    pub mem_latency: u32,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Write the markdown table here as well as to standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -40,7 +33,7 @@ pub struct BenchArgs {
 
 pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     use crate::bench;
-    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    args.run.check()?;
     for path in args.out.iter().chain(&args.report) {
         check_writable(path)?;
     }
@@ -86,20 +79,12 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
             })
             .collect();
     }
-    for c in &configs {
-        c.validate()
-            .with_context(|| format!("{} as {} ({} tiers)", c.name, c.variant, c.tiers))?;
-    }
     let plan = bench::BenchPlan {
         configs,
         seq_lens: args.seq.clone(),
-        heads: args.heads,
-        timing: crate::verify::attention::MemoryTiming {
-            latency: args.mem_latency,
-            seed: args.seed,
-            ..Default::default()
-        },
-        seed: args.seed,
+        heads: args.run.heads,
+        timing: args.run.timing(),
+        seed: args.run.seed,
     };
     let mut bar = progress_bar();
     let rows = bench::run(

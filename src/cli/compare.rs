@@ -17,15 +17,8 @@ pub struct CompareArgs {
     /// (which every simulated run matches exactly), without cycles.
     #[arg(long, default_value_t = 4096)]
     pub max_sim_seq: usize,
-    /// Attention heads per run.
-    #[arg(long, default_value_t = 1)]
-    pub heads: usize,
-    /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Memory read latency in cycles.
-    #[arg(long, default_value_t = 20)]
-    pub mem_latency: u32,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Energy table (TOML) over the default: any subset of figures, storage points and knobs.
     #[arg(long)]
     pub energy: Option<PathBuf>,
@@ -47,7 +40,7 @@ pub struct CompareArgs {
 
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     use crate::compare;
-    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    args.run.check()?;
     for path in args.out.iter().chain(&args.report).chain(&args.plot) {
         check_writable(path)?;
     }
@@ -64,13 +57,9 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         config: config.clone(),
         seq_lens: args.seq.clone(),
         causal: args.causal,
-        heads: args.heads,
-        seed: args.seed,
-        timing: crate::verify::attention::MemoryTiming {
-            latency: args.mem_latency,
-            seed: args.seed,
-            ..Default::default()
-        },
+        heads: args.run.heads,
+        seed: args.run.seed,
+        timing: args.run.timing(),
         table: table.clone(),
         max_sim_seq: args.max_sim_seq,
     };

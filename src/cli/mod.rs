@@ -120,6 +120,36 @@ fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
     CoreConfig::from_toml(&text).with_context(|| format!("config file {}", path.display()))
 }
 
+/// The random problems and memory of a run plan (`bench`, `compare`).
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Attention heads per run.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+}
+
+impl RunArgs {
+    pub fn check(&self) -> Result<()> {
+        anyhow::ensure!(self.heads >= 1, "--heads must be at least 1");
+        Ok(())
+    }
+
+    /// The memory model's timing: the latency, random back-pressure off, the inputs' seed.
+    pub fn timing(&self) -> crate::verify::attention::MemoryTiming {
+        crate::verify::attention::MemoryTiming {
+            latency: self.mem_latency,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
+}
+
 impl ConfigArgs {
     pub fn resolve(&self) -> Result<CoreConfig> {
         let mut cfg = match &self.config {
