@@ -65,15 +65,16 @@ pub struct CompareRow {
     pub causal: bool,
     /// PEs over all tiers (reg3d: two PE tiers).
     pub pes: u64,
-    /// Where the figures come from: "rtl" (simulated and bit-checked), or "schedule" (beyond
-    /// `max_sim_seq`: the counts the schedule fixes, `crate::schedule`, which every RTL run
-    /// is held to exactly; no cycles).
+    /// Where the figures come from: "rtl" (simulated and bit-checked), or "model" (beyond
+    /// `max_sim_seq`: the counts the schedule fixes, `crate::schedule`, and the cycle model's
+    /// timing, `crate::cycles`, both of which every RTL run is held to exactly; "model
+    /// (extrapolated)" where the cycle model fits its timing to shorter exact runs).
     pub source: String,
-    /// The RTL's cycles (rtl rows only).
+    /// The RTL's cycles, or the cycle model's.
     pub cycles: Option<u64>,
     /// A lower bound on cycles: the busier tier's MAC steps.
     pub mac_steps: u64,
-    /// buf2d's cycles / these (rtl rows only).
+    /// buf2d's cycles / these.
     #[serde(serialize_with = "crate::report::opt_real")]
     pub speedup_vs_buf2d: Option<f64>,
     /// buf2d's energy / this design's.
@@ -85,10 +86,9 @@ pub struct CompareRow {
     /// The same, on-chip energy only (DRAM traffic left out: it is equal in every design).
     #[serde(serialize_with = "real")]
     pub on_chip_reduction_vs_buf2d: f64,
-    /// Priced from `counters`; with schedule rows the static term and the power use
-    /// `mac_steps` as the cycles.
+    /// Priced from `counters`.
     pub energy: EnergyReport,
-    /// The energy's inputs: the run's counters, or the schedule's.
+    /// The energy's inputs: the run's counters, or the schedule's and the cycle model's.
     pub counters: BTreeMap<String, u64>,
     /// The run's report and checks (rtl rows only).
     pub report: Option<SimReport>,
@@ -111,7 +111,8 @@ pub struct ComparePlan {
     pub seed: u64,
     pub timing: MemoryTiming,
     pub table: EnergyTable,
-    /// Longer sequences are not simulated: their rows come from the schedule.
+    /// Longer sequences are not simulated: their rows come from the schedule and the cycle
+    /// model.
     pub max_sim_seq: usize,
 }
 
@@ -176,6 +177,12 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         causal: plan.causal,
         out_bytes: 2,
     };
+    // Rows beyond --max-sim-seq: the schedule's counts and the cycle model's timing (no
+    // random memory stalls in a compare plan).
+    let mem = crate::cycles::MemTiming {
+        latency: plan.timing.latency,
+        bytes_per_cycle: plan.timing.bytes_per_cycle,
+    };
     let mut rows = Vec::new();
     for (s, &seq) in plan.seq_lens.iter().enumerate() {
         let mut at_seq: Vec<CompareRow> = DESIGNS
@@ -194,16 +201,15 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     .iter()
                     .position(|&job| job == (s, c))
                     .map(|j| results[j].clone());
-                let counters: BTreeMap<String, u64> = match &report {
-                    Some(r) => r.counters.clone(),
+                let (counters, source) = match &report {
+                    Some(r) => (r.counters.clone(), "rtl".to_string()),
                     None => {
-                        let mut m: BTreeMap<String, u64> = sh
-                            .counters(p)
-                            .into_iter()
-                            .map(|(n, v)| (n.to_string(), v))
-                            .collect();
-                        m.insert("cycles".into(), steps);
-                        m
+                        let (c, method) = crate::cycles::counters(p, &sh, mem);
+                        let how = match method {
+                            crate::cycles::Method::Exact => "model",
+                            crate::cycles::Method::Extrapolated { .. } => "model (extrapolated)",
+                        };
+                        (c, how.to_string())
                     }
                 };
                 let tokens = (plan.heads * seq) as u64;
@@ -217,8 +223,8 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     seq_len: seq,
                     causal: plan.causal,
                     pes: crate::energy::geometry(cfg, stacked).pes,
-                    source: if report.is_some() { "rtl" } else { "schedule" }.into(),
-                    cycles: report.as_ref().map(|r| r.cycles),
+                    cycles: Some(counters["cycles"]),
+                    source,
                     mac_steps: steps,
                     speedup_vs_buf2d: None,
                     energy_ratio_vs_buf2d: 0.0,
@@ -355,10 +361,10 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
         s += "\n";
     }
     s += "\nrtl rows' counters come from a Verilator run of the generated RTL, bit-checked \
-          against the hardware model and the f64 reference; schedule rows (longer than \
-          --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs, \
-          which every RTL run must match exactly), with cycles not simulated (shown: the busier \
-          tier's MAC steps, a lower bound, which also prices the static term); energy = Σ counter × \
+          against the hardware model and the f64 reference; model rows (longer than \
+          --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs) \
+          and the cycles and stalls of the cycle model (src/cycles.rs), which every RTL run must \
+          match exactly (\"extrapolated\": fitted to shorter exact runs of the model); energy = Σ counter × \
           per-event energy of the table (kernels/src/energy.rs, or --energy). 3-D buffered is \
           buf2d's run with its banks priced as stacked SRAM (the macro's access plus a \
           hybrid-bond crossing per bit). On chip: all but DRAM, which every design moves \
@@ -439,7 +445,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
             .map_err(|e| draw_err(&e))?;
         chart
             .configure_mesh()
-            .x_desc("sequence length (filled: simulated RTL; hollow: schedule counts)")
+            .x_desc("sequence length (filled: simulated RTL; hollow: schedule and cycle model)")
             // Labels at the powers of two only.
             .x_label_formatter(&|x| {
                 if (x - x.round()).abs() < 1e-6 {
@@ -476,7 +482,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
                 .label(*name)
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
             chart
-                // Filled: simulated (rtl); hollow: the schedule's counts.
+                // Filled: simulated (rtl); hollow: the schedule and the cycle model.
                 .draw_series(pts.iter().map(|&(x, y, sim)| {
                     let style = if sim { c.filled() } else { c.stroke_width(2) };
                     Circle::new((x, y), if sim { 3 } else { 5 }, style)

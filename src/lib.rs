@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod cycles;
 pub mod design;
 pub mod energy;
 pub mod report;

@@ -13,8 +13,8 @@ pub struct CompareArgs {
     /// Causal masking.
     #[arg(long)]
     pub causal: bool,
-    /// Longer sequences are not simulated: their rows take the counts the schedule fixes
-    /// (which every simulated run matches exactly), without cycles.
+    /// Longer sequences are not simulated: their rows take the counts the schedule fixes and
+    /// the cycle model's timing (both of which every simulated run matches exactly).
     #[arg(long, default_value_t = 4096)]
     pub max_sim_seq: usize,
     #[command(flatten)]

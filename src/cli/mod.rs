@@ -3,6 +3,7 @@
 mod accuracy;
 mod bench;
 mod compare;
+mod estimate;
 mod presets;
 mod sim;
 mod synth;
@@ -14,6 +15,8 @@ use bench::bench_cmd;
 pub use bench::BenchArgs;
 use compare::compare_cmd;
 pub use compare::CompareArgs;
+use estimate::estimate_cmd;
+pub use estimate::EstimateArgs;
 use presets::presets_cmd;
 use sim::sim_cmd;
 pub use sim::SimArgs;
@@ -60,6 +63,9 @@ pub enum Command {
     /// buf2d, 3-D buffered, reg2d and reg3d on the same problems: cycles, speedup and energy
     /// by component from the RTL's counters and the energy table, every run bit-checked.
     Compare(CompareArgs),
+    /// Cycles, utilization, time, throughput, memory traffic and energy of long sequences
+    /// (128K to 1M tokens) from the cycle model and the schedule, in seconds, without the RTL.
+    Estimate(EstimateArgs),
     /// Generate every block of a preset, lint and synthesize it, simulate it under Verilator
     /// against the bit-exact Rust models, and report.
     Verify(VerifyArgs),
@@ -197,6 +203,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sim(args) => sim_cmd(args),
         Command::Bench(args) => bench_cmd(args),
         Command::Compare(args) => compare_cmd(args),
+        Command::Estimate(args) => estimate_cmd(args),
         Command::Lint {
             dir,
             no_synth: true,

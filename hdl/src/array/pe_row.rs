@@ -153,6 +153,35 @@ impl PeRowConfig {
             }
     }
 
+    /// Cycles the engine waits after an exp sweep's last element (`S_EXP_DRAIN` holds one more):
+    /// the S array's registered read (buf2d), the exp pipeline, the last local sum, the
+    /// reduction tree, and the P link's stages (reg3d).
+    pub fn drain_latency(&self) -> u32 {
+        self.buffer.is_some() as u32
+            + self.exp.latency()
+            + RowReduceConfig { cols: self.cols }.levels()
+            + 1
+            + self.tiered.map_or(0, |t| t.vlink_latency)
+    }
+
+    /// Cycles the engine is busy with one block's softmax (from the cycle after its start):
+    /// in buf2d the copy of S (a·Bc), on a tile's first block `S_INIT`, then per query row the
+    /// max sweep (Bc), `S_MAX_WAIT` (buf2d), the max update, the exp sweep (Bc), the drain
+    /// and the sum update. The cycle model (`regflash::cycles`) runs the engine on this.
+    pub fn softmax_cycles(&self, first: bool) -> u32 {
+        let buffered = self.buffer.is_some() as u32;
+        let bc = self.bc();
+        buffered * self.a * bc
+            + first as u32
+            + self.a * (2 * bc + buffered + 3 + self.drain_latency())
+    }
+
+    /// Cycles the engine is busy with a tile's readout: per query row the reciprocal's start,
+    /// its wait (`fp32_recip::LATENCY`) and the sweep over the row's d outputs.
+    pub fn readout_cycles(&self) -> u32 {
+        self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e)
+    }
+
     /// The S array of the row's bank: a × Bc FP32 words at (ii, j), single-port.
     pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
         self.buffer.map(|b| crate::sram::SramConfig {
@@ -467,7 +496,6 @@ struct Parts {
     mul0: BinaryBlock,
     recip: Block<RecipIn, RecipOut<u32>>,
     tree: Block<X, Reduce<u32>>,
-    tree_latency: u32,
     p_bank: SramBlock,
     s_bank: Option<SramBlock>,
     /// Three tiers: the softmax tier's S registers and links.
@@ -489,7 +517,6 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
         recip: fp32_recip::build(d),
         tree: row_reduce::build(d, &RowReduceConfig { cols: cfg.cols }),
-        tree_latency: RowReduceConfig { cols: cfg.cols }.levels(),
         p_bank: sram::build(d, &cfg.p_array()),
         s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
         s_tier: cfg.softmax_tier().then(|| pe_tier::build_s_tier(d, cfg)),
@@ -918,8 +945,6 @@ struct SweepRead {
     ii: Sig,
     cc: Sig,
     jj: Sig,
-    /// Cycles from a visit to its value (0 or 1).
-    latency: u32,
     /// The copy sweep's last cycle (buf2d).
     copied: Sig,
     s_read: Sig,
@@ -944,7 +969,6 @@ fn sweep_read(
             ii: e.ii.q,
             cc: e.cc.q,
             jj: e.jj.q,
-            latency: 0,
             copied: zero,
             s_read: zero,
             s_write: zero,
@@ -974,7 +998,6 @@ fn sweep_read(
         ii: m.delay("ii_rd", e.ii.q),
         cc: m.delay("cc_rd", e.cc.q),
         jj: m.delay("jj_rd", e.jj.q),
-        latency: 1,
         copied: m.name("s_copied", e.in_copy & at_end),
         s_read: re,
         s_write: e.in_copy,
@@ -1098,7 +1121,7 @@ fn exp_sweep(
     ExpSweep {
         valid: out_valid,
         link_we: we,
-        drain_latency: sw.latency + exp_lat + parts.tree_latency + 1 + link,
+        drain_latency: cfg.drain_latency(),
     }
 }
 

@@ -55,6 +55,15 @@ pub struct MemoryTiming {
 }
 
 impl MemoryTiming {
+    /// The timing the cycle model follows, when the memory's is deterministic (no random
+    /// stalls).
+    pub fn deterministic(&self) -> Option<crate::cycles::MemTiming> {
+        (self.stall_probability == 0.0).then_some(crate::cycles::MemTiming {
+            latency: self.latency,
+            bytes_per_cycle: self.bytes_per_cycle,
+        })
+    }
+
     /// Latency 1 to [`MAX_MEM_LATENCY`] (the core's assertion bounds are derived for that
     /// range), refusal probability in [0, 0.95).
     pub fn validate(&self) -> Result<()> {
@@ -95,6 +104,8 @@ pub struct CoreRun {
     pub assertion_failures: u32,
     /// The DMA error code the core stopped with (0: none; see `hdl::dma::error`).
     pub dma_error: u64,
+    /// The memory's timing in this run.
+    pub timing: MemoryTiming,
 }
 
 /// The memory model for `a` before a run: Q, K and V at their [`Layout`], O filled with
@@ -246,5 +257,6 @@ pub fn run_on(
         memory: mem.stats,
         assertion_failures: dut.assertion_failures(),
         dma_error,
+        timing: *timing,
     })
 }

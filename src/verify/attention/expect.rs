@@ -145,6 +145,15 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
             c("cycles"),
         ));
     }
+    // Cycles and stalls: the cycle model's, exactly, when the memory is deterministic.
+    if let Some(mem) = run.timing.deterministic() {
+        let t = crate::cycles::exact(p, &a.shape(), mem);
+        for (n, want) in t.counters() {
+            if c(n) != want {
+                counter_errors.push((format!("{n} (cycle model)"), c(n), want));
+            }
+        }
+    }
     let mem_reads = run.memory.reads;
     if mem_reads != reads {
         counter_errors.push(("memory reads (model side)".into(), mem_reads, reads));

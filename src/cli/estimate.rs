@@ -1,0 +1,206 @@
+//! `regflash estimate`: cycles, utilization, time, throughput, memory traffic and energy of
+//! long sequences from the cycle model (exact where it steps, extrapolated beyond) and the
+//! schedule's counts, without simulating the RTL.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct EstimateArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Sequence lengths (queries = keys), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4096,131072,1048576")]
+    pub seq: Vec<usize>,
+    /// Causal masking.
+    #[arg(long)]
+    pub causal: bool,
+    /// Attention heads.
+    #[arg(long, default_value_t = 1)]
+    pub heads: usize,
+    /// Memory read latency in cycles.
+    #[arg(long, default_value_t = 20)]
+    pub mem_latency: u32,
+    /// Energy table (TOML) over the default.
+    #[arg(long)]
+    pub energy: Option<PathBuf>,
+    /// Write every point as JSON (counters, timing, energy, how it was estimated).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// One estimated point.
+#[derive(Debug, Serialize)]
+pub struct EstimatePoint {
+    pub preset: String,
+    pub variant: String,
+    pub seq_len: usize,
+    pub heads: usize,
+    pub causal: bool,
+    pub cycles: u64,
+    /// MACs / (cycles × MAC PEs of every tier).
+    pub utilization: f64,
+    pub seconds: f64,
+    pub tokens_per_second: f64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// "exact (stepped cycle by cycle)" or the exact runs it was extrapolated from.
+    pub method: String,
+    pub counters: std::collections::BTreeMap<String, u64>,
+    pub energy: crate::energy::EnergyReport,
+}
+
+pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
+    if let Some(path) = &args.report {
+        check_writable(path)?;
+    }
+    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    anyhow::ensure!(
+        !args.seq.is_empty() && args.seq.iter().all(|&s| s >= 1),
+        "--seq takes sequence lengths of at least 1"
+    );
+    let cfg = args.config.resolve()?;
+    let p = hdl::core::CoreParams::from_config(&cfg)?;
+    let table = crate::energy::load_table(args.energy.as_deref())?;
+    let mem = crate::cycles::MemTiming {
+        latency: args.mem_latency,
+        bytes_per_cycle: 0,
+    };
+    crate::verify::attention::MemoryTiming {
+        latency: args.mem_latency,
+        ..Default::default()
+    }
+    .validate()?;
+    let beat = (p.dma.width / 8) as u64;
+    let pes = (p.rows * p.row.cols * p.row.mac_tiers()) as f64;
+    let mut points = vec![];
+    println!(
+        "regflash estimate: {} {} ({}x{} PEs{}), {} head(s), {}, clock {} MHz\n",
+        cfg.name,
+        cfg.variant,
+        cfg.rows,
+        cfg.cols,
+        if p.row.mac_tiers() > 1 {
+            format!(" x {} tiers", p.row.mac_tiers())
+        } else {
+            String::new()
+        },
+        args.heads,
+        if args.causal { "causal" } else { "non-causal" },
+        cfg.clock_mhz
+    );
+    println!(
+        "| seq | cycles | utilization | time | tokens/s | read | written | energy | on chip | pJ/token | how |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for &seq in &args.seq {
+        let shape = crate::schedule::Shape {
+            heads: args.heads,
+            q_len: seq,
+            k_len: seq,
+            head_dim: cfg.head_dim as usize,
+            causal: args.causal,
+            out_bytes: 2,
+        };
+        crate::verify::attention::Layout::checked(
+            args.heads,
+            seq,
+            seq,
+            cfg.head_dim as usize,
+            kernels::flash::OutFormat::F16,
+        )
+        .filter(|l| l.size <= 1u64 << p.addr_bits.min(63))
+        .with_context(|| {
+            format!(
+                "seq {seq} with {} head(s) does not fit the core's {}-bit address space: raise \
+                 addr_bits (up to 48) or index_bits in a config file",
+                args.heads, p.addr_bits
+            )
+        })?;
+        anyhow::ensure!(
+            (seq as u64) < 1u64 << p.index_bits,
+            "seq {seq} needs index_bits > {} (the core counts rows in index_bits-wide \
+             registers): set index_bits in a config file",
+            p.index_bits
+        );
+        let (counters, method) = crate::cycles::counters(&p, &shape, mem);
+        let cycles = counters["cycles"];
+        let tokens = (args.heads * seq) as u64;
+        let energy = crate::energy::report(&table, &cfg, &counters, tokens, false);
+        let seconds = cycles as f64 / (cfg.clock_mhz * 1e6);
+        let point = EstimatePoint {
+            preset: cfg.name.clone(),
+            variant: cfg.variant.to_string(),
+            seq_len: seq,
+            heads: args.heads,
+            causal: args.causal,
+            cycles,
+            utilization: counters["macs"] as f64 / pes / cycles.max(1) as f64,
+            seconds,
+            tokens_per_second: tokens as f64 / seconds,
+            bytes_read: counters["read_beats"] * beat,
+            bytes_written: counters["write_beats"] * beat,
+            method: method.describe(),
+            counters,
+            energy,
+        };
+        println!(
+            "| {} | {} | {:.1} % | {} | {:.3e} | {} | {} | {} | {} | {:.1} | {} |",
+            seq,
+            point.cycles,
+            100.0 * point.utilization,
+            human_seconds(point.seconds),
+            point.tokens_per_second,
+            human_bytes(point.bytes_read),
+            human_bytes(point.bytes_written),
+            human_joules(point.energy.total_pj),
+            human_joules(point.energy.on_chip_pj),
+            point.energy.pj_per_token,
+            point.method
+        );
+        points.push(point);
+    }
+    println!(
+        "\nexact: the cycle model stepped every cycle, as every deterministic RTL run in the \
+         test suite is held to; extrapolated: fitted to exact runs (validated against stepped \
+         runs in the tests). Energy at {} nm from the schedule's counts.",
+        points
+            .first()
+            .map_or(45.0, |p: &EstimatePoint| p.energy.node_nm)
+    );
+    if let Some(path) = &args.report {
+        std::fs::write(path, serde_json::to_string_pretty(&points)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn human_seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.2} us", s * 1e6)
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else {
+        format!("{:.1} kB", b / 1e3)
+    }
+}
+
+fn human_joules(pj: f64) -> String {
+    if pj >= 1e12 {
+        format!("{:.3} J", pj / 1e12)
+    } else if pj >= 1e9 {
+        format!("{:.3} mJ", pj / 1e9)
+    } else {
+        format!("{:.3} uJ", pj / 1e6)
+    }
+}

@@ -1,0 +1,153 @@
+//! The cycle model on its own (no RTL): its extrapolation against its own stepping, and the
+//! performance floors the schedule must keep. Every deterministic RTL run in the other tests
+//! is held to the stepped model counter for counter (`verify::attention::check`).
+
+use hdl::config::{CoreConfig, Variant};
+use hdl::core::CoreParams;
+use regflash::cycles::{self, MemTiming, Method, Timing};
+use regflash::schedule::Shape;
+
+const MEM: MemTiming = MemTiming {
+    latency: 20,
+    bytes_per_cycle: 0,
+};
+
+fn params(preset: &str, variant: Variant) -> CoreParams {
+    let mut c = CoreConfig::preset(preset).unwrap();
+    c.variant = variant;
+    c.index_bits = 24;
+    CoreParams::from_config(&c).unwrap()
+}
+
+fn shape(p: &CoreParams, heads: usize, seq: usize, causal: bool) -> Shape {
+    Shape {
+        heads,
+        q_len: seq,
+        k_len: seq,
+        head_dim: p.d() as usize,
+        causal,
+        out_bytes: 2,
+    }
+}
+
+/// Fitted to short exact runs, the model equals stepping the whole problem at lengths that are
+/// multiples of lcm(Br, Bc) (the quadratic is exact there), for every variant, causal or not,
+/// with several heads; at other lengths it lands within 0.5 %.
+#[test]
+fn extrapolation_matches_stepping() {
+    let cases = [
+        ("small", Variant::Reg2d, 1536),
+        ("small", Variant::Reg3d, 1536),
+        ("medium", Variant::Buf2d, 2048),
+        ("npu16", Variant::Reg2d, 4096),
+        ("seed", Variant::Reg2d, 8192),
+    ];
+    for (preset, variant, seq) in cases {
+        let p = params(preset, variant);
+        for causal in [false, true] {
+            let s = shape(&p, 2, seq, causal);
+            let exact = cycles::exact(&p, &s, MEM);
+            let (fit, method) = cycles::extrapolate(&p, &s, MEM, 400_000);
+            let Method::Extrapolated { probes } = &method else {
+                panic!("not extrapolated")
+            };
+            assert!(probes.iter().all(|&(q, _)| q < seq), "{probes:?}");
+            let err = |f: fn(&Timing) -> u64| {
+                (f(&fit) as f64 - f(&exact) as f64).abs() / f(&exact) as f64
+            };
+            let (ec, em) = (err(|t| t.cycles), err(|t| t.mac_cycles));
+
+            eprintln!(
+                "{preset} {variant} seq {seq} causal {causal}: exact {} fitted {} ({:.4} %), {}",
+                exact.cycles,
+                fit.cycles,
+                100.0 * ec,
+                method.describe()
+            );
+            assert_eq!(fit, exact, "{preset} {variant} causal {causal}");
+            let _ = em;
+        }
+    }
+    // A length off the unit (and a query count not a multiple of the tile).
+    for (preset, seq) in [("small", 1001), ("npu16", 3000)] {
+        let p = params(preset, Variant::Reg2d);
+        for causal in [false, true] {
+            let s = shape(&p, 3, seq, causal);
+            let exact = cycles::exact(&p, &s, MEM).cycles as f64;
+            let (fit, _) = cycles::extrapolate(&p, &s, MEM, 400_000);
+            let err = (fit.cycles as f64 - exact).abs() / exact;
+            eprintln!(
+                "{preset} seq {seq} causal {causal}: {exact} vs {} ({err:.5})",
+                fit.cycles
+            );
+            assert!(err <= 0.005, "{preset} seq {seq} causal {causal}: {err}");
+        }
+    }
+}
+
+fn utilization(p: &CoreParams, s: &Shape, t: &Timing) -> f64 {
+    let macs = s.counters(p).iter().find(|c| c.0 == "macs").unwrap().1 as f64;
+    macs / (t.cycles as f64 * (p.rows * p.row.cols * p.row.mac_tiers()) as f64)
+}
+
+/// Floors that fail loudly when a schedule change costs throughput: the 2-D core near 100 %
+/// busy at seq 1024, causal attention about half the cycles of non-causal at seq 4096, and
+/// reg3d's busiest tier at least 95 % busy at seq 1024.
+#[test]
+fn performance_floors() {
+    for (preset, floor) in [("small", 0.99), ("medium", 0.99), ("npu16", 0.99)] {
+        let p = params(preset, Variant::Reg2d);
+        let s = shape(&p, 1, 1024, false);
+        let t = cycles::exact(&p, &s, MEM);
+        let u = utilization(&p, &s, &t);
+        eprintln!(
+            "{preset} reg2d seq 1024: {} cycles, utilization {u:.4}",
+            t.cycles
+        );
+        assert!(u >= floor, "{preset}: utilization {u}");
+    }
+    for preset in ["small", "medium"] {
+        let p = params(preset, Variant::Reg2d);
+        let full = cycles::exact(&p, &shape(&p, 1, 4096, false), MEM).cycles;
+        let causal = cycles::exact(&p, &shape(&p, 1, 4096, true), MEM).cycles;
+        let ratio = causal as f64 / full as f64;
+        eprintln!("{preset} seq 4096: causal / non-causal = {ratio:.4}");
+        assert!(ratio <= 0.51, "{preset}: {ratio}");
+        let p3 = params(preset, Variant::Reg3d);
+        let s = shape(&p3, 1, 1024, false);
+        let t = cycles::exact(&p3, &s, MEM);
+        let qk = s
+            .counters(&p3)
+            .iter()
+            .find(|c| c.0 == "qk_cycles")
+            .unwrap()
+            .1;
+        let busiest = qk as f64 / t.cycles as f64;
+        eprintln!("{preset} reg3d seq 1024: busiest tier {busiest:.4}");
+        assert!(busiest >= 0.95, "{preset} reg3d: {busiest}");
+    }
+}
+
+/// The model's figures at README's bench points (each measured on the RTL, where every
+/// deterministic run is held to the model): the stepping reproduces them.
+#[test]
+fn readme_bench_points() {
+    let points = [
+        ("small", Variant::Reg2d, 256, false, 132_095),
+        ("small", Variant::Reg2d, 1024, true, 1_060_536),
+        ("medium", Variant::Reg2d, 1024, false, 1_049_426),
+        ("small", Variant::Buf2d, 1024, false, 2_105_721),
+        ("medium", Variant::Reg3d, 1024, true, 283_250),
+        ("npu16", Variant::Reg3d, 1024, false, 569_246),
+    ];
+    for (preset, variant, seq, causal, want) in points {
+        let mut c = CoreConfig::preset(preset).unwrap();
+        c.variant = variant;
+        let p = CoreParams::from_config(&c).unwrap();
+        let t = cycles::exact(&p, &shape(&p, 1, seq, causal), MEM);
+        assert_eq!(
+            t.cycles, want,
+            "{preset} {variant} seq {seq} causal {causal}"
+        );
+    }
+}
