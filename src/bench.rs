@@ -5,18 +5,26 @@
 use anyhow::{ensure, Context, Result};
 use hdl::config::CoreConfig;
 use kernels::flash::OutFormat;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sim::{self, SimReport};
 use crate::verify::attention::MemoryTiming;
 
 /// One benchmark run: the report plus, for causal runs, the ratio to the matching
 /// non-causal run's cycles.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchRow {
+    /// The (configuration, sequence length) point of the plan this row ran, and how many
+    /// points the whole plan has: a shard's rows keep their place, so merged shards equal
+    /// the unsharded run (`merge`).
+    pub point: usize,
+    pub points: usize,
     pub report: SimReport,
     /// Cycles of this causal run over the non-causal run of the same shape.
-    #[serde(serialize_with = "crate::report::opt_real")]
+    #[serde(
+        serialize_with = "crate::report::opt_real",
+        deserialize_with = "crate::report::de_opt_real"
+    )]
     pub causal_cycle_ratio: Option<f64>,
 }
 
@@ -28,6 +36,37 @@ pub struct BenchPlan {
     pub heads: usize,
     pub timing: MemoryTiming,
     pub seed: u64,
+    /// Run only shard i of n: the points k with k mod n = i (a job array runs one each).
+    pub shard: Option<Shard>,
+}
+
+/// One of n equal parts of a plan's points (`--shard i/n`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// Parses `i/n` (0 ≤ i < n).
+    pub fn parse(text: &str) -> Result<Shard> {
+        let bad = || {
+            anyhow::anyhow!(
+                "--shard takes i/n with 0 <= i < n (shard i of n, counted from 0), got `{text}`"
+            )
+        };
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        ensure!(index < count, bad());
+        Ok(Shard { index, count })
+    }
+
+    pub fn has(&self, point: usize) -> bool {
+        point % self.count == self.index
+    }
 }
 
 /// Checks every (config, sequence length) point of a run plan before the first runs, so that a
@@ -74,8 +113,13 @@ pub fn run(
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to benchmark");
     check_points(&plan.configs, &plan.seq_lens, plan.heads, &plan.timing)?;
     let mut rows = Vec::new();
-    for cfg in &plan.configs {
-        for &seq in &plan.seq_lens {
+    let points = plan.configs.len() * plan.seq_lens.len();
+    for (c, cfg) in plan.configs.iter().enumerate() {
+        for (s, &seq) in plan.seq_lens.iter().enumerate() {
+            let point = c * plan.seq_lens.len() + s;
+            if plan.shard.is_some_and(|sh| !sh.has(point)) {
+                continue;
+            }
             let mut plain_cycles = None;
             for causal in [false, true] {
                 let a = sim::random_problem(
@@ -101,6 +145,8 @@ pub fn run(
                     plain_cycles = Some(report.cycles);
                 }
                 let row = BenchRow {
+                    point,
+                    points,
                     report,
                     causal_cycle_ratio,
                 };
@@ -108,6 +154,41 @@ pub fn run(
                 rows.push(row);
             }
         }
+    }
+    Ok(rows)
+}
+
+/// The rows of shard reports in the order of the unsharded plan, after checking that they
+/// cover every point of one plan exactly once (each point: a non-causal and a causal row).
+pub fn merge(mut rows: Vec<BenchRow>) -> Result<Vec<BenchRow>> {
+    ensure!(
+        !rows.is_empty(),
+        "nothing to merge: the reports have no rows"
+    );
+    let points = rows[0].points;
+    ensure!(
+        rows.iter().all(|r| r.points == points),
+        "the reports come from different plans ({} and {} points): merge the shards of one \
+         `regflash bench` command line",
+        points,
+        rows.iter()
+            .map(|r| r.points)
+            .find(|&p| p != points)
+            .unwrap_or(points)
+    );
+    rows.sort_by_key(|r| (r.point, r.report.causal));
+    for point in 0..points {
+        let n = rows.iter().filter(|r| r.point == point).count();
+        ensure!(
+            n == 2,
+            "point {point} of {points} appears {n} times (expected once: a non-causal and a \
+             causal run): {}",
+            if n == 0 {
+                "a shard is missing"
+            } else {
+                "a shard was given twice"
+            }
+        );
     }
     Ok(rows)
 }

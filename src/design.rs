@@ -52,6 +52,16 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
 /// simulated as the behavioural RAM with the same ports. Fault-injection cores are built
 /// without C++ optimization (`BuildOptions::quick`).
 pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
+    simulate_traced(cfg, target, verilator_tb::BuildOptions::from_env().trace)
+}
+
+/// [`simulate`], with tracing in `trace`'s format (None: no waveforms), whatever the
+/// environment says.
+pub fn simulate_traced(
+    cfg: &CoreConfig,
+    target: &Target,
+    trace: Option<verilator_tb::WaveFormat>,
+) -> Result<(verilator_tb::Model, Manifest)> {
     let scratch = gen::tools::ScratchDir::new("model")?;
     let cfg = CoreConfig {
         buf_macro: false,
@@ -61,7 +71,7 @@ pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Mode
     // A faulty core runs a few hundred cycles in a test: build it quickly.
     let options = verilator_tb::BuildOptions {
         quick: matches!(target, Target::FaultyCore(_)),
-        ..verilator_tb::BuildOptions::from_env()
+        trace,
     };
     let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
     Ok((model, manifest))

@@ -190,34 +190,34 @@ pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
 /// A run's energy: by component, the totals, the figures of merit, and the per-event prices
 /// at the table's node that the components are made of (each component is Σ counter × price,
 /// so the report alone reproduces it).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EnergyReport {
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub node_nm: f64,
     /// pJ by component.
     pub components_pj: BTreeMap<String, f64>,
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub total_pj: f64,
     /// total − dram: what the chip itself spends.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub on_chip_pj: f64,
     /// total / MACs performed (masked slots are not useful).
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub pj_per_mac: f64,
     /// total / (heads × query rows).
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub pj_per_token: f64,
     /// Useful operations (2 per MAC) per pJ: TOPS/W.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub tops_per_watt: f64,
     /// total / run time at the config's clock.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub average_power_w: f64,
     /// sram / total.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub sram_share: f64,
     /// sram / on-chip energy.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub sram_share_on_chip: f64,
     /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read_16b`,
     /// `p_write_16b`, `s_read_32b`, `s_write_32b` (with a buffer's wire or bond crossing),

@@ -4,7 +4,7 @@
 //! `"Infinity"` and `"-Infinity"` (the spellings JavaScript's `Number()` and Python's `float()`
 //! both read back).
 
-use serde::Serializer;
+use serde::{Deserialize, Deserializer, Serializer};
 
 /// A finite f64 as a number, NaN and ±Inf as the strings above.
 pub fn real<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
@@ -21,6 +21,34 @@ pub fn opt_real<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error>
         Some(x) => real(x, s),
         None => s.serialize_none(),
     }
+}
+
+/// Reads what [`real`] wrote: a number, or one of the three names.
+pub fn de_real<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Real {
+        Number(f64),
+        Name(String),
+    }
+    match Real::deserialize(d)? {
+        Real::Number(x) => Ok(x),
+        Real::Name(n) => match n.as_str() {
+            "NaN" => Ok(f64::NAN),
+            "Infinity" => Ok(f64::INFINITY),
+            "-Infinity" => Ok(f64::NEG_INFINITY),
+            _ => Err(serde::de::Error::custom(format!(
+                "`{n}` is not a number (expected a number, \"NaN\", \"Infinity\" or \"-Infinity\")"
+            ))),
+        },
+    }
+}
+
+/// Reads what [`opt_real`] wrote.
+pub fn de_opt_real<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Wrap(#[serde(deserialize_with = "de_real")] f64);
+    Ok(Option::<Wrap>::deserialize(d)?.map(|w| w.0))
 }
 
 fn nonfinite_name(x: f64) -> &'static str {

@@ -12,7 +12,7 @@ use hdl::fault::Fault;
 use kernels::flash::OutFormat;
 use kernels::fp::fp32_to_fp16;
 use kernels::patterns::Pattern;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use verilator_tb::npy::{self, DType, Tensor};
 
 use crate::design::{simulate, Target};
@@ -21,7 +21,7 @@ use crate::report::real;
 use crate::verify::attention::{self, Attention, MemoryTiming, Mismatch};
 
 /// Everything `regflash sim` reports.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SimReport {
     pub preset: String,
     /// reg2d, buf2d or reg3d.
@@ -37,29 +37,29 @@ pub struct SimReport {
     pub causal: bool,
     pub out_format: String,
     pub memory_latency: u32,
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub memory_stall_probability: f64,
     /// Busy cycles from `start` to `done`, from the core's counter.
     pub cycles: u64,
     /// Useful MACs / (R·C): the cycles a perfect array would need.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub ideal_cycles: f64,
     /// ideal_cycles / cycles.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub utilization: f64,
     /// Cycles issuing a MAC step (on any tier) / cycles (masked slots inside those steps
     /// included).
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub array_busy: f64,
     /// Tiers of the stack (1 in 2-D designs; 2 or 3 in reg3d).
     pub tiers: u32,
     /// Tiers with PEs (MAC resources; utilization counts the MACs of all): 1, or 2 in reg3d.
     pub mac_tiers: u32,
     /// Cycles with a QK step / cycles (reg3d: the QK tier's busy share).
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub qk_tier_busy: f64,
     /// Cycles with a PV step / cycles (reg3d: the PV tier's busy share).
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub pv_tier_busy: f64,
     /// Output values whose bits differ from the hardware model.
     pub bit_mismatches: usize,
@@ -68,16 +68,16 @@ pub struct SimReport {
     pub counter_errors: Vec<String>,
     pub assertion_failures: u32,
     /// max |O − O_f64| over the outputs whose reference is finite.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub max_abs_err: f64,
     /// max |O − O_f64| / max |V| (`kernels::accuracy::Accuracy::rel_err`).
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub max_rel_err: f64,
     /// The same error of plain attention at FP16 storage and FP32 accumulation.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub plain_lowprec_max_abs_err: f64,
     /// The bound max_abs_err must stay within: 2 × plain + one FP16 ulp of max |O_f64|.
-    #[serde(serialize_with = "real")]
+    #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub max_abs_err_bound: f64,
     /// Outputs that are NaN or ±Inf where the f64 reference is finite.
     pub nonfinite_outputs: u64,
@@ -88,7 +88,7 @@ pub struct SimReport {
     /// FP32 input values clamped to ±65504 (`--saturate`; without it they are refused).
     pub saturated_inputs: u64,
     /// The run's energy from its counters and the energy table (`with_energy`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<EnergyReport>,
     /// O equals the hardware model bit for bit.
     pub bit_exact: bool,
@@ -266,6 +266,14 @@ pub fn run(
     run_with_fault(cfg, None, a, timing, progress)
 }
 
+/// A waveform of a run: where (`.vcd` or `.fst`) and what (`WaveOptions`: cycle window,
+/// scope).
+#[derive(Clone, Debug)]
+pub struct Waves {
+    pub path: std::path::PathBuf,
+    pub opts: verilator_tb::WaveOptions,
+}
+
 /// [`run`], on the core with a deliberate defect when `fault` is given (fault injection).
 pub fn run_with_fault(
     cfg: &CoreConfig,
@@ -274,12 +282,33 @@ pub fn run_with_fault(
     timing: &MemoryTiming,
     progress: impl FnMut(u64, u64),
 ) -> Result<(SimReport, Vec<u32>)> {
+    run_full(cfg, fault, a, timing, None, progress)
+}
+
+/// [`run_with_fault`], writing a waveform when `waves` is given (the model is then built, and
+/// cached, with tracing in the file's format).
+pub fn run_full(
+    cfg: &CoreConfig,
+    fault: Option<Fault>,
+    a: &Attention,
+    timing: &MemoryTiming,
+    waves: Option<&Waves>,
+    progress: impl FnMut(u64, u64),
+) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
     a.validate(&p)?;
     timing.validate()?;
     let target = fault.map_or(Target::Core, Target::FaultyCore);
-    let (model, _) = simulate(cfg, &target)?;
-    let run = attention::run(&model, &p, a, timing, progress)?;
+    let (model, _) = match waves {
+        Some(w) => {
+            w.opts.validate()?;
+            let format = verilator_tb::WaveFormat::of_path(&w.path);
+            crate::design::simulate_traced(cfg, &target, Some(format))?
+        }
+        None => simulate(cfg, &target)?,
+    };
+    let traced = waves.map(|w| (w.path.as_path(), &w.opts));
+    let run = attention::run_traced(&model, &p, a, timing, traced, progress)?;
     let chk = attention::check(&p, a, &run);
     let d = a.head_dim;
     let acc = chk.accuracy;

@@ -314,18 +314,62 @@ fn sim_and_bench_refuse_bad_input_clearly() {
 fn bench_tables_causal_against_non_causal() {
     let dir = ScratchDir::new("cli-bench").unwrap();
     let md = dir.path().join("b.md");
+    let path = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
     // A config file (here the small preset's own) runs like a preset.
     let small_toml = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/small.toml");
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", "--config", small_toml, "--seq", "20,64"];
+        args.extend_from_slice(extra);
+        regflash(&args)
+    };
+    let o = bench(&["--out", md.to_str().unwrap(), "--report", &path("all.json")]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Shards run one after another and merged equal the unsharded run, byte for byte.
+    for (i, name) in [(0, "s0.json"), (1, "s1.json")] {
+        let o = bench(&["--shard", &format!("{i}/2"), "--report", &path(name)]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
     let o = regflash(&[
-        "bench",
-        "--config",
-        small_toml,
-        "--seq",
-        "20,64",
+        "merge",
+        &path("s1.json"),
+        &path("s0.json"),
+        "--report",
+        &path("merged.json"),
         "--out",
-        md.to_str().unwrap(),
+        &path("merged.md"),
     ]);
     assert!(o.status.success(), "{}", text(&o));
+    let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+    assert_eq!(read("merged.json"), read("all.json"));
+    assert_eq!(read("merged.md"), read("b.md"));
+    // A missing or repeated shard, and a malformed one, are refused with the reason.
+    for (args, why) in [
+        (
+            vec!["merge", &path("s0.json") as &str],
+            "a shard is missing",
+        ),
+        (
+            vec![
+                "merge",
+                &path("s0.json"),
+                &path("s0.json"),
+                &path("s1.json"),
+            ],
+            "given twice",
+        ),
+        (vec!["bench", "--shard", "2/2"], "0 <= i < n"),
+        (
+            vec!["merge", small_toml],
+            "not a `regflash bench --report` file",
+        ),
+    ] {
+        let o = regflash(&args);
+        assert!(
+            !o.status.success() && text(&o).contains(why),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
     let table = std::fs::read_to_string(&md).unwrap();
     let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| small")).collect();
     assert_eq!(rows.len(), 4, "{table}");

@@ -4,7 +4,83 @@
 use gen::tools::ScratchDir;
 use hdl::config::CoreConfig;
 use regflash::design::{generate, Target};
-use verilator_tb::{BuildOptions, Model};
+use verilator_tb::{BuildOptions, Model, WaveFormat, WaveOptions};
+
+/// Waveforms hold what was asked for: the cycle window and one scope (VCD), and FST files
+/// come from an FST model; a path of the other format is refused.
+#[test]
+fn waveforms_windowed_scoped_and_fst() {
+    let dir = ScratchDir::new("waves-opts").unwrap();
+    let cfg = CoreConfig::preset("small").unwrap();
+    generate(&cfg, &Target::Unit("mac".into()), dir.path()).unwrap();
+    let build = |trace| {
+        Model::build_with(
+            dir.path(),
+            &BuildOptions {
+                trace,
+                quick: false,
+            },
+        )
+    };
+    let vcd_model = build(Some(WaveFormat::Vcd)).unwrap();
+    let vcd = dir.path().join("mac.vcd");
+    let opts = WaveOptions {
+        from: 3,
+        to: 5,
+        scope: Some("u_mul".into()),
+    };
+    {
+        let mut dut = vcd_model.dut_with_waves(&vcd, &opts).unwrap();
+        dut.set("a", 0x3C00);
+        dut.set("b", 0x4000);
+        dut.step(12);
+    }
+    let text = std::fs::read_to_string(&vcd).unwrap();
+    let times: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|t| t.parse().unwrap())
+        .collect();
+    // Two time units per cycle: cycles 3..=5 are times 6..=11.
+    assert!(
+        !times.is_empty() && times.iter().all(|t| (6..=11).contains(t)),
+        "{times:?}"
+    );
+    let vars: Vec<&str> = text.lines().filter(|l| l.contains("$var")).collect();
+    assert!(text.contains("$scope module u_mul"), "{text}");
+    assert!(
+        !text.contains("$scope module u_add") && !vars.iter().any(|v| v.contains(" acc_d1_q ")),
+        "signals outside u_mul were dumped: {vars:?}"
+    );
+    // FST: its own model and extension.
+    let fst_model = build(Some(WaveFormat::Fst)).unwrap();
+    assert!(fst_model
+        .dut_with_waves(&vcd, &WaveOptions::default())
+        .is_err());
+    assert!(vcd_model
+        .dut_with_waves(&dir.path().join("x.fst"), &WaveOptions::default())
+        .is_err());
+    let fst = dir.path().join("mac.fst");
+    {
+        let mut dut = fst_model
+            .dut_with_waves(&fst, &WaveOptions::default())
+            .unwrap();
+        dut.set("a", 0x3C00);
+        dut.set("b", 0x4000);
+        dut.step(12);
+    }
+    let bytes = std::fs::read(&fst).unwrap();
+    // An FST file opens with its header block (type 0) and is no VCD text.
+    assert!(bytes.len() > 64 && bytes[0] == 0, "{} bytes", bytes.len());
+    assert!(!bytes.starts_with(b"$"));
+    // A window that ends before it starts is refused.
+    let bad = WaveOptions {
+        from: 5,
+        to: 4,
+        scope: None,
+    };
+    assert!(vcd_model.dut_with_waves(&vcd, &bad).is_err());
+}
 
 #[test]
 fn a_broken_design_reports_verilators_message() {
@@ -65,14 +141,14 @@ fn waveforms_on_request_with_named_signals() {
     let model = Model::build_with(
         dir.path(),
         &BuildOptions {
-            trace: true,
+            trace: Some(WaveFormat::Vcd),
             quick: false,
         },
     )
     .unwrap();
     let vcd = dir.path().join("mul.vcd");
     {
-        let mut dut = model.dut_with_waves(&vcd).unwrap();
+        let mut dut = model.dut_with_waves(&vcd, &WaveOptions::default()).unwrap();
         dut.set("a", 0x3C00);
         dut.set("b", 0x4000);
         dut.step(3);
@@ -89,12 +165,12 @@ fn waveforms_on_request_with_named_signals() {
     let plain = Model::build_with(
         dir.path(),
         &BuildOptions {
-            trace: false,
+            trace: None,
             quick: false,
         },
     )
     .unwrap();
-    assert!(plain.dut_with_waves(&vcd).is_err());
+    assert!(plain.dut_with_waves(&vcd, &WaveOptions::default()).is_err());
 }
 
 #[test]

@@ -29,6 +29,57 @@ pub struct BenchArgs {
     /// Write every run's report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Run only shard i of n (0 <= i < n) of the (configuration, sequence length) points, for a
+    /// job array; `regflash merge` joins the shards' --report files.
+    #[arg(long)]
+    pub shard: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The shards' JSON reports (`regflash bench --shard i/n --report ...`).
+    #[arg(required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Write the merged markdown table here as well as to standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write the merged JSON report (equal to the unsharded run's).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+pub(super) fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
+    for path in args.out.iter().chain(&args.report) {
+        check_writable(path)?;
+    }
+    let mut rows = vec![];
+    for path in &args.reports {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let part: Vec<crate::bench::BenchRow> = serde_json::from_str(&text).with_context(|| {
+            format!("{} is not a `regflash bench --report` file", path.display())
+        })?;
+        rows.extend(part);
+    }
+    let rows = crate::bench::merge(rows)?;
+    emit_bench(&rows, args.out.as_deref(), args.report.as_deref())
+}
+
+/// Prints the table and writes the outputs of a finished bench; exit status 1 if any run failed.
+fn emit_bench(
+    rows: &[crate::bench::BenchRow],
+    out: Option<&std::path::Path>,
+    report: Option<&std::path::Path>,
+) -> Result<ExitCode> {
+    let table = crate::bench::table(rows);
+    println!("{table}");
+    if let Some(path) = out {
+        std::fs::write(path, &table).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = report {
+        write_json(path, rows)?;
+    }
+    Ok(exit(rows.iter().all(|r| r.report.passed)))
 }
 
 pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
@@ -37,6 +88,11 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     for path in args.out.iter().chain(&args.report) {
         check_writable(path)?;
     }
+    let shard = args
+        .shard
+        .as_deref()
+        .map(crate::bench::Shard::parse)
+        .transpose()?;
     let presets = if args.presets.is_empty() && args.configs.is_empty() {
         vec!["small".into(), "medium".into(), "npu16".into()]
     } else {
@@ -85,6 +141,7 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
         heads: args.run.heads,
         timing: args.run.timing(),
         seed: args.run.seed,
+        shard,
     };
     let mut bar = progress_bar();
     let rows = bench::run(
@@ -104,13 +161,5 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
         },
         |_, done, estimate| bar(done, estimate),
     )?;
-    let table = bench::table(&rows);
-    println!("{table}");
-    if let Some(path) = &args.out {
-        std::fs::write(path, &table).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if let Some(path) = &args.report {
-        write_json(path, &rows)?;
-    }
-    Ok(exit(rows.iter().all(|r| r.report.passed)))
+    emit_bench(&rows, args.out.as_deref(), args.report.as_deref())
 }

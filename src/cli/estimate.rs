@@ -168,8 +168,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
             .map_or(45.0, |p: &EstimatePoint| p.energy.node_nm)
     );
     if let Some(path) = &args.report {
-        std::fs::write(path, serde_json::to_string_pretty(&points)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_json(path, &points)?;
     }
     Ok(ExitCode::SUCCESS)
 }

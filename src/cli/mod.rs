@@ -12,7 +12,8 @@ mod verify;
 use accuracy::accuracy_cmd;
 pub use accuracy::AccuracyArgs;
 use bench::bench_cmd;
-pub use bench::BenchArgs;
+use bench::merge_cmd;
+pub use bench::{BenchArgs, MergeArgs};
 use compare::compare_cmd;
 pub use compare::CompareArgs;
 use estimate::estimate_cmd;
@@ -60,6 +61,9 @@ pub enum Command {
     /// Utilization of the core over presets, sequence lengths and causal masking (every run
     /// checked bit for bit), written as a markdown table.
     Bench(BenchArgs),
+    /// Join the JSON reports of `regflash bench --shard i/n` runs into the unsharded run's
+    /// report and table.
+    Merge(MergeArgs),
     /// buf2d, 3-D buffered, reg2d and reg3d on the same problems: cycles, speedup and energy
     /// by component from the RTL's counters and the energy table, every run bit-checked.
     Compare(CompareArgs),
@@ -202,6 +206,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Gen(args) => gen_cmd(args),
         Command::Sim(args) => sim_cmd(args),
         Command::Bench(args) => bench_cmd(args),
+        Command::Merge(args) => merge_cmd(args),
         Command::Compare(args) => compare_cmd(args),
         Command::Estimate(args) => estimate_cmd(args),
         Command::Lint {
@@ -306,7 +311,7 @@ pub fn check_writable(path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn write_json<T: Serialize>(path: &PathBuf, value: &T) -> Result<()> {
+fn write_json<T: Serialize + ?Sized>(path: &std::path::Path, value: &T) -> Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(value)? + "\n")
         .with_context(|| format!("cannot write report {}", path.display()))
 }

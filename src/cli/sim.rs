@@ -55,6 +55,20 @@ pub struct SimArgs {
     /// Probability that the memory refuses a request in a cycle (random back-pressure).
     #[arg(long, default_value_t = 0.0)]
     pub mem_stall: f64,
+    /// Write a waveform of the run: `.fst` (compact, GTKWave) or `.vcd`. The model is built
+    /// (and cached) with tracing.
+    #[arg(long)]
+    pub waves: Option<PathBuf>,
+    /// First cycle the waveform holds (counted from the model's creation).
+    #[arg(long, default_value_t = 0, requires = "waves")]
+    pub wave_from: u64,
+    /// Last cycle the waveform holds.
+    #[arg(long, requires = "waves")]
+    pub wave_to: Option<u64>,
+    /// Only this scope and below, as a path from the core's top module (e.g. `u_engine.u_seq`
+    /// for the sequencer), or from `TOP.`.
+    #[arg(long, requires = "waves")]
+    pub wave_scope: Option<String>,
 }
 
 pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
@@ -123,7 +137,31 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
             anyhow::bail!("fault `{}` acts only in a core with {need}", f.name());
         }
     }
-    let (mut report, o) = sim::run_with_fault(&cfg, fault, &problem, &timing, progress_bar())?;
+    let waves = match &args.waves {
+        Some(path) => {
+            check_writable(path)?;
+            Some(sim::Waves {
+                path: path.clone(),
+                opts: verilator_tb::WaveOptions {
+                    from: args.wave_from,
+                    to: args.wave_to.unwrap_or(u64::MAX),
+                    scope: args.wave_scope.clone(),
+                },
+            })
+        }
+        None => None,
+    };
+    let (mut report, o) = sim::run_full(
+        &cfg,
+        fault,
+        &problem,
+        &timing,
+        waves.as_ref(),
+        progress_bar(),
+    )?;
+    if let Some(w) = &waves {
+        eprintln!("waveform: {}", w.path.display());
+    }
     report.saturated_inputs = saturated;
     report.with_energy(&table, &cfg, false);
     eprintln!();

@@ -25,11 +25,36 @@ use serde::Serialize;
 
 const SHIM_TEMPLATE: &str = include_str!("../templates/shim.cpp.tera");
 
+/// Waveform file formats: VCD (text, any viewer) or FST (GTKWave's compressed format, often
+/// 10-50x smaller).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WaveFormat {
+    Vcd,
+    Fst,
+}
+
+impl WaveFormat {
+    /// The format a waveform path asks for by its extension (`.fst`, else VCD).
+    pub fn of_path(path: &Path) -> WaveFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("fst") => WaveFormat::Fst,
+            _ => WaveFormat::Vcd,
+        }
+    }
+
+    pub fn extension(&self) -> &'static str {
+        match self {
+            WaveFormat::Vcd => "vcd",
+            WaveFormat::Fst => "fst",
+        }
+    }
+}
+
 /// Options that change the built model.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct BuildOptions {
-    /// Build with VCD tracing (waveforms).
-    pub trace: bool,
+    /// Build with tracing in this format (waveforms), or without.
+    pub trace: Option<WaveFormat>,
     /// Compile the model's C++ without optimization (`-O0`): about a third less build time,
     /// several times slower to simulate. For models that run a few hundred cycles, such as
     /// the fault-injection cores.
@@ -37,10 +62,16 @@ pub struct BuildOptions {
 }
 
 impl BuildOptions {
-    /// Options from the environment: `REGFLASH_WAVES=1` turns tracing on.
+    /// Options from the environment: `REGFLASH_WAVES=1` (or `vcd`) turns VCD tracing on,
+    /// `REGFLASH_WAVES=fst` FST tracing.
     pub fn from_env() -> Self {
+        let trace = match std::env::var("REGFLASH_WAVES").as_deref() {
+            Ok("1") | Ok("vcd") => Some(WaveFormat::Vcd),
+            Ok("fst") => Some(WaveFormat::Fst),
+            _ => None,
+        };
         BuildOptions {
-            trace: std::env::var("REGFLASH_WAVES").is_ok_and(|v| v == "1"),
+            trace,
             quick: false,
         }
     }
@@ -88,7 +119,8 @@ pub fn render_shim(top: &ModuleEntry, options: &BuildOptions) -> Result<String> 
     let mut ctx = tera::Context::new();
     ctx.insert("top", &top.name);
     ctx.insert("ports", &ports);
-    ctx.insert("trace", &options.trace);
+    ctx.insert("trace", &options.trace.is_some());
+    ctx.insert("fst", &(options.trace == Some(WaveFormat::Fst)));
     ctx.insert("has_clk", &top.port("clk").is_some());
     tera::Tera::one_off(SHIM_TEMPLATE, &ctx, false).context("cannot render the C++ shim")
 }
@@ -273,8 +305,14 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
         // Simulation runs with the RTL's assertions on.
         .args(["--assert", "+define+REGFLASH_ASSERTIONS"]);
-    if options.trace {
-        cmd.arg("--trace");
+    match options.trace {
+        Some(WaveFormat::Vcd) => {
+            cmd.arg("--trace");
+        }
+        Some(WaveFormat::Fst) => {
+            cmd.arg("--trace-fst");
+        }
+        None => {}
     }
     if options.quick {
         for flag in ["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"] {

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use gen::manifest::{ModuleEntry, PortEntry};
 
-use crate::compile::{build, BuildOptions, Built};
+use crate::compile::{build, BuildOptions, Built, WaveFormat};
 
 type NewFn = unsafe extern "C" fn() -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
-type TraceFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> i32;
+type TraceFn = unsafe extern "C" fn(*mut c_void, *const c_char, u64, u64, *const c_char) -> i32;
 type SetFn = unsafe extern "C" fn(*mut c_void, u32, *const u32);
 type GetFn = unsafe extern "C" fn(*mut c_void, u32, *mut u32);
 type EvalFn = unsafe extern "C" fn(*mut c_void);
@@ -78,9 +78,9 @@ impl Model {
         // templates/shim.cpp.tera); the ABI version guards against a stale cached library.
         let fns = unsafe {
             let abi: AbiFn = *lib.get::<AbiFn>(b"rfdut_abi_version\0")?;
-            if abi() != 2 {
+            if abi() != 3 {
                 bail!(
-                    "{} has shim ABI {} but this regflash expects 2: clear the model cache",
+                    "{} has shim ABI {} but this regflash expects 3: clear the model cache",
                     built.library.display(),
                     abi()
                 );
@@ -112,37 +112,53 @@ impl Model {
     }
 
     /// A fresh simulation instance, reset if the design has a reset (see [`Dut::reset`]).
-    /// With waveforms enabled (`REGFLASH_WAVES=1`), it writes `<top>-<pid>-<n>.vcd` into
-    /// `$REGFLASH_WAVES_DIR` (default `waves/`).
+    /// With waveforms enabled (`REGFLASH_WAVES=1`, `vcd` or `fst`), it writes
+    /// `<top>-<pid>-<n>.vcd` (or `.fst`) into `$REGFLASH_WAVES_DIR` (default `waves/`), the
+    /// cycles `$REGFLASH_WAVES_FROM..=$REGFLASH_WAVES_TO` of the scope `$REGFLASH_WAVES_SCOPE`
+    /// (see [`WaveOptions`]; default: all of them).
     pub fn dut(&self) -> Result<Dut> {
-        let waves = if self.options.trace {
-            static N: AtomicU64 = AtomicU64::new(0);
-            let dir = std::env::var_os("REGFLASH_WAVES_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("waves"));
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create waveform folder {}", dir.display()))?;
-            Some(dir.join(format!(
-                "{}-{}-{}.vcd",
-                self.top.name,
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            )))
-        } else {
-            None
+        let Some(format) = self.options.trace else {
+            return self.instantiate(None);
         };
-        self.instantiate(waves.as_deref())
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::var_os("REGFLASH_WAVES_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("waves"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create waveform folder {}", dir.display()))?;
+        let path = dir.join(format!(
+            "{}-{}-{}.{}",
+            self.top.name,
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            format.extension()
+        ));
+        self.instantiate(Some((&path, &WaveOptions::from_env()?)))
     }
 
-    /// A fresh instance writing its waveform to `vcd` (the model must be built with tracing).
-    pub fn dut_with_waves(&self, vcd: &Path) -> Result<Dut> {
-        if !self.options.trace {
-            bail!("the model was built without tracing: build it with BuildOptions {{ trace: true }} or REGFLASH_WAVES=1");
+    /// A fresh instance writing its waveform to `path` (the model must be built with tracing
+    /// in the format the path's extension names: `.fst`, else VCD).
+    pub fn dut_with_waves(&self, path: &Path, opts: &WaveOptions) -> Result<Dut> {
+        let Some(format) = self.options.trace else {
+            bail!(
+                "the model was built without tracing: build it with BuildOptions {{ trace: \
+                 Some(..) }} or REGFLASH_WAVES=1 (vcd) / fst"
+            );
+        };
+        opts.validate()?;
+        if WaveFormat::of_path(path) != format {
+            bail!(
+                "{} asks for {:?} but the model traces {:?}: name the file .{}",
+                path.display(),
+                WaveFormat::of_path(path),
+                format,
+                format.extension()
+            );
         }
-        self.instantiate(Some(vcd))
+        self.instantiate(Some((path, opts)))
     }
 
-    fn instantiate(&self, vcd: Option<&Path>) -> Result<Dut> {
+    fn instantiate(&self, waves: Option<(&Path, &WaveOptions)>) -> Result<Dut> {
         // SAFETY: rfdut_new returns a fresh heap handle owned by the Dut until Drop.
         let handle = unsafe { (self.fns.new)() };
         let mut dut = Dut {
@@ -161,8 +177,8 @@ impl Model {
             cycles: 0,
             waves: None,
         };
-        if let Some(path) = vcd {
-            dut.open_waves(path)?;
+        if let Some((path, opts)) = waves {
+            dut.open_waves(path, opts, &self.top.name)?;
         }
         if dut.index.contains_key("rst") {
             dut.reset(2);
@@ -403,14 +419,77 @@ impl Dut {
         out
     }
 
-    fn open_waves(&mut self, path: &Path) -> Result<()> {
+    fn open_waves(&mut self, path: &Path, opts: &WaveOptions, top: &str) -> Result<()> {
         let c = CString::new(path.display().to_string())?;
-        // SAFETY: valid handle and NUL-terminated path.
-        let ok = unsafe { (self.fns.trace)(self.handle, c.as_ptr()) };
+        // The scope as Verilator names it: under TOP and the top module.
+        let scope = match &opts.scope {
+            Some(s) if s.starts_with("TOP.") => s.clone(),
+            Some(s) => format!("TOP.{top}.{s}"),
+            None => String::new(),
+        };
+        let scope = CString::new(scope)?;
+        // SAFETY: valid handle and NUL-terminated strings.
+        let ok = unsafe {
+            (self.fns.trace)(self.handle, c.as_ptr(), opts.from, opts.to, scope.as_ptr())
+        };
         if ok != 1 {
             bail!("the model was built without tracing");
         }
         self.waves = Some(path.to_path_buf());
+        Ok(())
+    }
+}
+
+/// What a waveform holds: the cycles `from..=to` (counted from the model's creation; the
+/// reset's cycles included), and the signals of one scope and below (a path from the top
+/// module, such as `u_engine.u_seq`, or from `TOP.`), or everything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaveOptions {
+    pub from: u64,
+    pub to: u64,
+    pub scope: Option<String>,
+}
+
+impl Default for WaveOptions {
+    fn default() -> Self {
+        WaveOptions {
+            from: 0,
+            to: u64::MAX,
+            scope: None,
+        }
+    }
+}
+
+impl WaveOptions {
+    /// From `REGFLASH_WAVES_FROM`, `REGFLASH_WAVES_TO` and `REGFLASH_WAVES_SCOPE`.
+    pub fn from_env() -> Result<Self> {
+        let cycle = |name: &str, default: u64| -> Result<u64> {
+            match std::env::var(name) {
+                Ok(v) => v.trim().parse().with_context(|| {
+                    format!("{name}={v} is not a cycle number (a whole number >= 0)")
+                }),
+                Err(_) => Ok(default),
+            }
+        };
+        let opts = WaveOptions {
+            from: cycle("REGFLASH_WAVES_FROM", 0)?,
+            to: cycle("REGFLASH_WAVES_TO", u64::MAX)?,
+            scope: std::env::var("REGFLASH_WAVES_SCOPE")
+                .ok()
+                .filter(|s| !s.is_empty()),
+        };
+        opts.validate()?;
+        Ok(opts)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.from > self.to {
+            bail!(
+                "the waveform window starts after it ends (from cycle {} to {}): give from <= to",
+                self.from,
+                self.to
+            );
+        }
         Ok(())
     }
 }

@@ -12,5 +12,5 @@ pub mod dut;
 pub mod memory;
 pub mod npy;
 
-pub use compile::BuildOptions;
-pub use dut::{Dut, Model, PortId};
+pub use compile::{BuildOptions, WaveFormat};
+pub use dut::{Dut, Model, PortId, WaveOptions};

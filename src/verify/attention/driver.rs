@@ -153,8 +153,24 @@ pub fn run(
     timing: &MemoryTiming,
     progress: impl FnMut(u64, u64),
 ) -> Result<CoreRun> {
+    run_traced(model, p, a, timing, None, progress)
+}
+
+/// [`run`], writing a waveform of the run to a path with its options (the model must be built
+/// with tracing in the path's format).
+pub fn run_traced(
+    model: &Model,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    waves: Option<(&std::path::Path, &verilator_tb::WaveOptions)>,
+    progress: impl FnMut(u64, u64),
+) -> Result<CoreRun> {
     let (mut mem, lay) = memory_image(p, a, timing)?;
-    let mut dut = model.dut()?;
+    let mut dut = match waves {
+        Some((path, opts)) => model.dut_with_waves(path, opts)?,
+        None => model.dut()?,
+    };
     dut.set("start", 0);
     dut.reset(2);
     run_on(&mut dut, p, a, timing, &mut mem, &lay, &lay, progress)
