@@ -5,6 +5,10 @@
 //!
 //!     cargo bench --bench sim_speed            # PE, small grid
 //!     cargo bench --bench sim_speed -- seed    # also the 32x32 seed grid (slow to build)
+//!     cargo bench --bench sim_speed -- core small medium npu16 seed
+//!                                              # whole cores: cold build, attention cycles/s
+//!
+//! `REGFLASH_VERILATOR_ARGS` adds Verilator options to every build (part of the cache key).
 
 use std::time::Instant;
 
@@ -116,7 +120,51 @@ fn measure(cfg: &CoreConfig, unit: &str, cycles: u64) -> Row {
     }
 }
 
+/// A whole core of `preset`: cold build time, then an attention problem of `seq` tokens run
+/// through the memory model (the RTL run alone, without the golden model's checks).
+fn measure_core(preset: &str, seq: usize) {
+    use regflash::verify::attention::{self, MemoryTiming};
+    let cfg = CoreConfig::preset(preset).unwrap();
+    let p = hdl::core::CoreParams::from_config(&cfg).unwrap();
+    let cache = ScratchDir::new("bench-cache").unwrap();
+    std::env::set_var("REGFLASH_CACHE_DIR", cache.path());
+    let t = Instant::now();
+    let (model, _) = regflash::design::simulate(&cfg, &Target::Core).unwrap();
+    let build_s = t.elapsed().as_secs_f64();
+    let a = regflash::sim::random_problem(
+        1,
+        seq,
+        cfg.head_dim as usize,
+        false,
+        kernels::flash::OutFormat::F16,
+        1,
+    );
+    let t = Instant::now();
+    let run = attention::run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap();
+    let run_s = t.elapsed().as_secs_f64();
+    let cycles = run.counters["cycles"];
+    println!(
+        "| {preset} core | {seq} | {build_s:.1} | {cycles} | {run_s:.1} | {:.3e} | {:?} |",
+        cycles as f64 / run_s,
+        std::env::var("REGFLASH_VERILATOR_ARGS").unwrap_or_default()
+    );
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "core") {
+        println!("| design | seq | cold build (s) | cycles | run (s) | cycles/s | extra Verilator args |");
+        println!("|---|---:|---:|---:|---:|---:|---|");
+        for preset in args[i + 1..].iter().filter(|a| !a.starts_with('-')) {
+            let seq = match preset.as_str() {
+                "small" => 512,
+                "medium" => 512,
+                _ => 256,
+            };
+            measure_core(preset, seq);
+        }
+        return;
+    }
     let small = CoreConfig::preset("small").unwrap();
     let mut rows = vec![
         measure(&small, "pe", 2_000_000),

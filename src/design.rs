@@ -69,9 +69,14 @@ pub fn simulate_traced(
     };
     let manifest = generate(&cfg, target, scratch.path())?;
     // A faulty core runs a few hundred cycles in a test: build it quickly.
+    // Cores of 256 PEs and more (npu16, seed) simulate on two threads where the machine has
+    // them; smaller ones, which the tests run side by side, on one.
+    let big = matches!(target, Target::Core) && cfg.rows * cfg.cols >= 256;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let options = verilator_tb::BuildOptions {
         quick: matches!(target, Target::FaultyCore(_)),
         trace,
+        threads: if big { cores.min(2) } else { 0 },
     };
     let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
     Ok((model, manifest))

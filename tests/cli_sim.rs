@@ -395,3 +395,76 @@ fn bench_tables_causal_against_non_causal() {
         }
     }
 }
+
+/// `verify --shard i/n` checks its share of the blocks; merged, the shards equal the
+/// unsharded run (but for wall-clock seconds), and a missing shard is refused.
+#[test]
+fn verify_shards_merge_into_the_whole_run() {
+    let dir = ScratchDir::new("cli-verify-shards").unwrap();
+    let path = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "verify",
+            "--unit",
+            "fp16_to_fp32",
+            "--unit",
+            "fp32_max",
+            "--unit",
+            "mask_gen",
+            "--vectors",
+            "300",
+        ];
+        args.extend_from_slice(extra);
+        regflash(&args)
+    };
+    let o = verify(&["--report", &path("all.json")]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..2 {
+        let o = verify(&[
+            "--shard",
+            &format!("{i}/2"),
+            "--report",
+            &path(&format!("s{i}.json")),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = regflash(&[
+        "merge",
+        &path("s0.json"),
+        &path("s1.json"),
+        "--report",
+        &path("m.json"),
+    ]);
+    assert!(
+        o.status.success() && text(&o).contains("PASS"),
+        "{}",
+        text(&o)
+    );
+    // Wall-clock seconds differ from run to run; everything else is the same.
+    let load = |n: &str| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(n)).unwrap()).unwrap();
+        for b in v["blocks"].as_array_mut().unwrap() {
+            if let Some(c) = b["check"].as_object_mut() {
+                c.remove("sim_seconds");
+                c.remove("build_seconds");
+            }
+        }
+        v
+    };
+    let (all, merged) = (load("all.json"), load("m.json"));
+    assert_eq!(all["blocks"].as_array().unwrap().len(), 3);
+    assert_eq!(all, merged);
+    let o = regflash(&["merge", &path("s1.json")]);
+    assert!(
+        !o.status.success() && text(&o).contains("a shard is missing"),
+        "{}",
+        text(&o)
+    );
+    let o = regflash(&["merge", &path("s1.json"), &path("all.json")]);
+    assert!(
+        !o.status.success() && text(&o).contains("given twice"),
+        "{}",
+        text(&o)
+    );
+}

@@ -18,7 +18,7 @@ fn waveforms_windowed_scoped_and_fst() {
             dir.path(),
             &BuildOptions {
                 trace,
-                quick: false,
+                ..BuildOptions::default()
             },
         )
     };
@@ -142,7 +142,7 @@ fn waveforms_on_request_with_named_signals() {
         dir.path(),
         &BuildOptions {
             trace: Some(WaveFormat::Vcd),
-            quick: false,
+            ..BuildOptions::default()
         },
     )
     .unwrap();
@@ -166,7 +166,7 @@ fn waveforms_on_request_with_named_signals() {
         dir.path(),
         &BuildOptions {
             trace: None,
-            quick: false,
+            ..BuildOptions::default()
         },
     )
     .unwrap();

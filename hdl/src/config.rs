@@ -275,8 +275,15 @@ impl CoreConfig {
             vlink_latency: default_vlink_latency(),
         };
         Ok(match name {
-            // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128.
-            "seed" => base,
+            // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128,
+            // fed by the stacked SRAM over a 512-bit port: a K/V block pair (32 KiB) per 1,024
+            // MAC steps needs 256 bits a cycle, Q loads and O writes come on top, so a 256-bit
+            // port holds the array at 93 % at seq 1024 and 512 bits at 99 %
+            // (presets/seed_port256.toml keeps the narrower port for comparison).
+            "seed" => CoreConfig {
+                mem_width: 512,
+                ..base
+            },
             // Same per-PE mapping (2 query rows, 2 key columns, 4 O columns per PE) on 4x4 PEs.
             "small" => CoreConfig {
                 rows: 4,

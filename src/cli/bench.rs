@@ -37,7 +37,8 @@ pub struct BenchArgs {
 
 #[derive(Args, Debug)]
 pub struct MergeArgs {
-    /// The shards' JSON reports (`regflash bench --shard i/n --report ...`).
+    /// The shards' JSON reports (`regflash bench --shard i/n --report ...`, or `regflash
+    /// verify --shard i/n --report ...`).
     #[arg(required = true)]
     pub reports: Vec<PathBuf>,
     /// Write the merged markdown table here as well as to standard output.
@@ -52,16 +53,46 @@ pub(super) fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
     for path in args.out.iter().chain(&args.report) {
         check_writable(path)?;
     }
-    let mut rows = vec![];
+    let mut bench_rows = vec![];
+    let mut verify_parts = vec![];
     for path in &args.reports {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let part: Vec<crate::bench::BenchRow> = serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a `regflash bench --report` file", path.display())
-        })?;
-        rows.extend(part);
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a JSON report", path.display()))?;
+        let what = || {
+            format!(
+                "{} is not a `regflash bench --report` or `regflash verify --report` file",
+                path.display()
+            )
+        };
+        if value.is_array() {
+            let part: Vec<crate::bench::BenchRow> =
+                serde_json::from_str(&text).with_context(what)?;
+            bench_rows.extend(part);
+        } else {
+            let part: super::verify::VerifyReport =
+                serde_json::from_str(&text).with_context(what)?;
+            verify_parts.push(part);
+        }
     }
-    let rows = crate::bench::merge(rows)?;
+    anyhow::ensure!(
+        bench_rows.is_empty() || verify_parts.is_empty(),
+        "the reports mix bench and verify runs: merge each command's shards on their own"
+    );
+    if !verify_parts.is_empty() {
+        anyhow::ensure!(
+            args.out.is_none(),
+            "--out is for bench tables: a verify merge prints its table and writes --report"
+        );
+        let report = super::verify::VerifyReport::merge(verify_parts)?;
+        super::verify::print_verify(&report);
+        if let Some(path) = &args.report {
+            write_json(path, &report)?;
+        }
+        return Ok(exit(report.passed));
+    }
+    let rows = crate::bench::merge(bench_rows)?;
     emit_bench(&rows, args.out.as_deref(), args.report.as_deref())
 }
 

@@ -36,7 +36,7 @@ use gen::constraints::SynthTarget;
 use gen::flow::SynthReport;
 use gen::tools::ScratchDir;
 use hdl::config::{CoreConfig, Variant, PRESETS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::design::{generate, Target};
 use crate::verify::run::{verify_block, BlockReport};
@@ -61,8 +61,8 @@ pub enum Command {
     /// Utilization of the core over presets, sequence lengths and causal masking (every run
     /// checked bit for bit), written as a markdown table.
     Bench(BenchArgs),
-    /// Join the JSON reports of `regflash bench --shard i/n` runs into the unsharded run's
-    /// report and table.
+    /// Join the JSON reports of `regflash bench --shard i/n` (or `verify --shard i/n`) runs
+    /// into the unsharded run's report and table.
     Merge(MergeArgs),
     /// buf2d, 3-D buffered, reg2d and reg3d on the same problems: cycles, speedup and energy
     /// by component from the RTL's counters and the energy table, every run bit-checked.

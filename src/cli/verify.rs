@@ -19,9 +19,13 @@ pub struct VerifyArgs {
     /// Also write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Check only shard i of n (0 <= i < n) of the selected blocks, for a job array;
+    /// `regflash merge` joins the shards' --report files.
+    #[arg(long)]
+    pub shard: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub(super) struct VerifyBlock {
     unit: String,
     passed: bool,
@@ -33,15 +37,62 @@ pub(super) struct VerifyBlock {
     flip_flops: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub(super) struct VerifyReport {
     preset: String,
     config: CoreConfig,
     seed: u64,
-    passed: bool,
+    /// Random vectors per pure unit.
+    vectors: u32,
+    pub(super) passed: bool,
+    /// Every block the run selected (all shards'), in order; `blocks` holds this shard's.
+    units: Vec<String>,
     blocks: Vec<VerifyBlock>,
     /// Blocks without a port-level model, checked as part of the whole core.
     checked_within_core: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Joins the reports of a verify run's shards into the unsharded run's: one run (config,
+    /// seed, vectors, block list), every selected block exactly once, in the run's order.
+    pub(super) fn merge(parts: Vec<VerifyReport>) -> Result<VerifyReport> {
+        let mut parts = parts.into_iter();
+        let mut all = parts.next().context("nothing to merge")?;
+        for p in parts {
+            anyhow::ensure!(
+                p.config == all.config
+                    && p.seed == all.seed
+                    && p.vectors == all.vectors
+                    && p.units == all.units,
+                "the reports come from different `regflash verify` runs (configuration, seed, \
+                 vectors or blocks differ): merge the shards of one command line"
+            );
+            all.blocks.extend(p.blocks);
+        }
+        let mut taken: Vec<Option<VerifyBlock>> = all.blocks.drain(..).map(Some).collect();
+        for u in &all.units {
+            let found: Vec<usize> = (0..taken.len())
+                .filter(|&i| taken[i].as_ref().is_some_and(|b| &b.unit == u))
+                .collect();
+            anyhow::ensure!(
+                found.len() == 1,
+                "block `{u}` appears {} times (expected once): {}",
+                found.len(),
+                if found.is_empty() {
+                    "a shard is missing"
+                } else {
+                    "a shard was given twice"
+                }
+            );
+            all.blocks.push(taken[found[0]].take().expect("found"));
+        }
+        anyhow::ensure!(
+            taken.iter().all(Option::is_none),
+            "a report holds blocks its run did not select"
+        );
+        all.passed = all.blocks.iter().all(|b| b.passed);
+        Ok(all)
+    }
 }
 
 pub(super) fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
@@ -61,12 +112,23 @@ pub(super) fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
         .filter(|u| !within(u) || !args.units.is_empty())
         .map(|u| u.name)
         .collect();
+    let shard = args
+        .shard
+        .as_deref()
+        .map(crate::bench::Shard::parse)
+        .transpose()?;
+    let mine: Vec<&str> = selected
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| shard.is_none_or(|sh| sh.has(*k)))
+        .map(|(_, u)| *u)
+        .collect();
     let mut blocks = vec![];
-    for unit in &selected {
+    for unit in &mine {
         eprintln!(
             "[{}/{}] {unit}: generate, lint, synthesize, simulate ...",
             blocks.len() + 1,
-            selected.len()
+            mine.len()
         );
         let lint_dir = ScratchDir::new("verify")?;
         generate(&cfg, &Target::Unit(unit.to_string()), lint_dir.path())?;
@@ -95,14 +157,42 @@ pub(super) fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
             flip_flops: lint.synth.total.flip_flops,
         });
     }
-    let passed = blocks.iter().all(|b| b.passed);
+    let within_core: Vec<String> = if args.units.is_empty() {
+        UNITS
+            .iter()
+            .filter(|u| matches!(u.check, Check::Within(_)))
+            .map(|u| u.name.to_string())
+            .collect()
+    } else {
+        vec![]
+    };
+    let report = VerifyReport {
+        preset: cfg.name.clone(),
+        config: cfg.clone(),
+        seed: args.seed,
+        vectors: args.vectors,
+        passed: blocks.iter().all(|b| b.passed),
+        units: selected.iter().map(|u| u.to_string()).collect(),
+        blocks,
+        checked_within_core: within_core,
+    };
+    print_verify(&report);
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed))
+}
+
+/// The markdown table of a verify report and its verdict.
+pub(super) fn print_verify(report: &VerifyReport) {
+    let (cfg, blocks, passed) = (&report.config, &report.blocks, report.passed);
     println!(
         "regflash verify --preset {} ({}x{} PEs, {} registers/PE)\n",
         cfg.name, cfg.rows, cfg.cols, cfg.regs_per_pe
     );
     println!("| block | module | latency | directed | random | RTL = model | lint + synth | cells | flip-flops | checked cycles/s |");
     println!("|---|---|---:|---:|---:|---|---|---:|---:|---:|");
-    for b in &blocks {
+    for b in blocks {
         let (module, latency, directed, random, rate) = match &b.check {
             Some(c) => (
                 c.module.clone(),
@@ -133,22 +223,18 @@ pub(super) fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
             b.flip_flops,
         );
     }
-    let within_core: Vec<String> = if args.units.is_empty() {
-        let mut names = vec![];
-        for u in UNITS.iter() {
-            if let Check::Within(block) = u.check {
-                println!(
-                    "| {} | - | - | - | - | checked within `{block}` (no port-level model of its \
-                     own) | - | - | - | - |",
-                    u.name
-                );
-                names.push(u.name.to_string());
-            }
+    for name in &report.checked_within_core {
+        if let Ok(&units::Unit {
+            check: Check::Within(block),
+            ..
+        }) = units::unit(name)
+        {
+            println!(
+                "| {name} | - | - | - | - | checked within `{block}` (no port-level model of its \
+                 own) | - | - | - | - |"
+            );
         }
-        names
-    } else {
-        vec![]
-    };
+    }
     for b in blocks.iter().filter(|b| !b.lint.is_empty()) {
         println!(
             "\n{} lint/synthesis problems:\n  {}",
@@ -164,18 +250,4 @@ pub(super) fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
             "FAIL: see the blocks marked above."
         }
     );
-    if let Some(path) = &args.report {
-        write_json(
-            path,
-            &VerifyReport {
-                preset: cfg.name.clone(),
-                config: cfg.clone(),
-                seed: args.seed,
-                passed,
-                blocks,
-                checked_within_core: within_core,
-            },
-        )?;
-    }
-    Ok(exit(passed))
 }

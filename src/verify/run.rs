@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use hdl::config::CoreConfig;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::design::{simulate, Target};
 use crate::units::{self, Check};
@@ -19,7 +19,7 @@ use crate::verify::stateful::{
 use verilator_tb::Dut;
 
 /// What checking one block found (it is only returned when everything matched).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BlockReport {
     pub unit: String,
     pub module: String,
