@@ -265,41 +265,52 @@ impl<'a> Model<'a> {
         (self.q_base + self.p.br() as u64).min(self.s.q_len as u64) - self.q_base
     }
 
-    /// One clock cycle: every combinational decision from the registers, then the edge.
+    /// One clock cycle: every combinational decision from the registers (the softmax trigger,
+    /// the phase selection, the tile state machine, the readout, the fetch unit, the DMA's
+    /// arbitration), the counters, then the clock edge.
     fn cycle(&mut self, start: bool) {
-        let p = self.p;
-        let (br, bc) = (p.br() as u64, p.bc() as u64);
-        let heads = self.s.heads as u64;
-        let q_len = self.s.q_len as u64;
-        // Memory response presented this cycle and its channel.
+        let go = start && self.state == Seq::Idle;
+        // The memory response presented this cycle, and its channel.
         let response = match self.in_flight.front() {
             Some(&due) if due <= self.cycle => Some(self.tags[0]),
             _ => None,
         };
         let ready = [self.ch[Q].ready(), self.ch[K].ready(), self.ch[V].ready()];
-        let o_busy = self.o_active;
-        let rows_busy = self.eng_left > 0;
-        let s_free_in = self.buffered && self.copy_left == 1;
-        let ro_idle = self.ro == Ro::Idle;
-        let idle = self.state == Seq::Idle;
-        let go = start && idle;
-        let s_run = self.state == Seq::Run;
+        let sm = self.softmax_trigger();
+        let ph = self.phases(&ready, &sm);
+        self.count(go, &ready, &ph);
+        let tile = self.tile(go, &ready);
+        let fetch = self.fetch(&ph, &tile);
+        let accept = self.arbitrate();
+        // ---- the clock edge ----
+        self.dma_edge(accept, response, &ready, &fetch);
+        self.control_edge(go, &sm, &ph, &tile, &fetch);
+        self.cycle += 1;
+    }
 
-        // Softmax trigger.
-        let first_block = self.sm_done == 0;
-        let in_pv_2d = !self.tiered && self.in_pv;
-        let p_turn = self.two_port || !in_pv_2d;
-        let sm_go = s_run
+    /// The softmax trigger (sequencer.rs `softmax_trigger`).
+    fn softmax_trigger(&self) -> Softmax {
+        let rows_busy = self.eng_left > 0;
+        let first = self.sm_done == 0;
+        let p_turn = self.two_port || self.tiered || !self.in_pv;
+        let go = self.state == Seq::Run
             && self.sm_done < self.nblk
             && self.qk_done > self.sm_done
             && self.pv_issued + 1 >= self.sm_done
-            && (ro_idle || !first_block)
+            && (self.ro == Ro::Idle || !first)
             && !self.sm_running
             && !rows_busy
             && p_turn;
-        let sm_finished = self.sm_running && self.sm_seen && !rows_busy;
+        Softmax {
+            go,
+            first,
+            finished: self.sm_running && self.sm_seen && !rows_busy,
+        }
+    }
 
-        // Phase selection.
+    /// Phase selection: one array's (`phases`) or reg3d's two tier streams (`phases_tiered`).
+    fn phases(&self, ready: &[bool; 3], sm: &Softmax) -> Phases {
+        let s_run = self.state == Seq::Run;
         let qk_last = self.in_qk && self.qk_step == self.qk_steps - 1;
         let pv_last = self.in_pv && self.pv_step == self.pv_steps - 1;
         let qk_issued_n = self.qk_issued + qk_last as u64;
@@ -307,121 +318,161 @@ impl<'a> Model<'a> {
         let qk_more = qk_issued_n < self.nblk;
         let pv_more = pv_issued_n < qk_issued_n;
         let sm_ahead = self.sm_done > pv_issued_n;
-        let (start_qk, start_pv, waiting, want_qk, want_pv, s_free, p_free);
+        let s_free_in = self.buffered && self.copy_left == 1;
+        let mut ph = Phases {
+            qk_last,
+            pv_last,
+            qk_issued_n,
+            pv_issued_n,
+            pv_more,
+            sm_ahead,
+            s_free_in,
+            ..Phases::default()
+        };
         if self.tiered {
             let slot_free = qk_issued_n < self.sm_done + 2;
-            start_qk = s_run && !self.in_qk && qk_more && slot_free && ready[K] && ready[Q];
-            start_pv = s_run && !self.in_pv && pv_more && sm_ahead && ready[V];
-            waiting = s_run && !(self.in_qk || self.in_pv);
-            want_qk = qk_more;
-            want_pv = !qk_more;
-            s_free = slot_free;
-            p_free = true;
+            ph.start_qk = s_run && !self.in_qk && qk_more && slot_free && ready[K] && ready[Q];
+            ph.start_pv = s_run && !self.in_pv && pv_more && sm_ahead && ready[V];
+            ph.waiting = s_run && !(self.in_qk || self.in_pv);
+            ph.want_qk = qk_more;
+            ph.want_pv = !qk_more;
+            ph.s_free = slot_free;
+            ph.p_free = true;
         } else {
             let no_phase = !(self.in_qk || self.in_pv);
             let choose = s_run && (no_phase || qk_last || pv_last);
-            want_qk = qk_more && qk_issued_n < pv_issued_n + 2;
-            want_pv = !want_qk;
-            s_free = !self.buffered || !self.s_full || s_free_in;
-            p_free = self.two_port || !(self.sm_running || sm_go);
-            let qk_can = want_qk && ready[K] && ready[Q] && s_free && !qk_last;
-            let pv_can = want_pv && pv_more && sm_ahead && ready[V] && p_free && !pv_last;
-            start_qk = choose && qk_can;
-            start_pv = choose && pv_can;
-            waiting = s_run && no_phase;
+            ph.want_qk = qk_more && qk_issued_n < pv_issued_n + 2;
+            ph.want_pv = !ph.want_qk;
+            ph.s_free = !self.buffered || !self.s_full || s_free_in;
+            ph.p_free = self.two_port || !(self.sm_running || sm.go);
+            let qk_can = ph.want_qk && ready[K] && ready[Q] && ph.s_free && !qk_last;
+            let pv_can = ph.want_pv && pv_more && sm_ahead && ready[V] && ph.p_free && !pv_last;
+            ph.start_qk = choose && qk_can;
+            ph.start_pv = choose && pv_can;
+            ph.waiting = s_run && no_phase;
         }
+        ph
+    }
 
-        // Counters: busy cycles, MAC cycles, stall reasons (counters.rs).
-        let busy = !idle && !go;
-        let step_valid = self.in_qk || self.in_pv;
-        if busy {
-            self.t.cycles += 1;
-            self.t.mac_cycles += step_valid as u64;
-            if !step_valid {
-                let qk_wait = waiting && want_qk;
-                let need_k = qk_wait && !ready[K];
-                let need_q = qk_wait && ready[K] && !ready[Q];
-                let pv_wait = waiting && want_pv && pv_more;
-                let need_sm = pv_wait && !sm_ahead;
-                let need_v = pv_wait && sm_ahead && !ready[V];
-                let need_s = qk_wait && ready[K] && ready[Q] && !s_free;
-                let need_p = pv_wait && sm_ahead && ready[V] && !p_free;
-                if need_k || need_v {
-                    self.t.stall_kv += 1;
-                } else if need_q {
-                    self.t.stall_q += 1;
-                } else if need_sm || need_s || need_p {
-                    self.t.stall_softmax += 1;
-                } else {
-                    self.t.stall_other += 1;
-                }
-            }
+    /// The timing counters (counters.rs): busy cycles, MAC cycles, and each idle cycle's one
+    /// stall cause.
+    fn count(&mut self, go: bool, ready: &[bool; 3], ph: &Phases) {
+        if self.state == Seq::Idle || go {
+            return;
         }
+        self.t.cycles += 1;
+        if self.in_qk || self.in_pv {
+            self.t.mac_cycles += 1;
+            return;
+        }
+        let qk_wait = ph.waiting && ph.want_qk;
+        let pv_wait = ph.waiting && ph.want_pv && ph.pv_more;
+        let need_kv = (qk_wait && !ready[K]) || (pv_wait && ph.sm_ahead && !ready[V]);
+        let need_q = qk_wait && ready[K] && !ready[Q];
+        let need_sm = (pv_wait && !ph.sm_ahead)
+            || (qk_wait && ready[K] && ready[Q] && !ph.s_free)
+            || (pv_wait && ph.sm_ahead && ready[V] && !ph.p_free);
+        let stall = if need_kv {
+            &mut self.t.stall_kv
+        } else if need_q {
+            &mut self.t.stall_q
+        } else if need_sm {
+            &mut self.t.stall_softmax
+        } else {
+            &mut self.t.stall_other
+        };
+        *stall += 1;
+    }
 
-        // Main state machine.
+    /// The main state machine's decisions (sequencer.rs `main_fsm`) and the readout's
+    /// (readout.rs).
+    fn tile(&self, go: bool, ready: &[bool; 3]) -> Tile {
         let empty = self.nblk == 0;
+        let ro_idle = self.ro == Ro::Idle;
+        let rows_busy = self.eng_left > 0;
         let end_ok = self.pv_done >= self.nblk && ro_idle;
         let go_wait = self.state == Seq::TileGo && empty && !ready[Q];
-        let go_once = self.state == Seq::TileGo && !go_wait;
-        let fin_ok = ro_idle && !o_busy;
-        let tiles_done = self.q_base >= q_len;
-        let head_next = self.state == Seq::Tile && tiles_done;
-        let handoff = self.state == Seq::End && end_ok;
-        let next_state = match self.state {
+        let tiles_done = self.q_base >= self.s.q_len as u64;
+        let fin_ok = ro_idle && !self.o_active;
+        let next = match self.state {
             Seq::Idle if go => Seq::Head,
-            Seq::Head if self.head >= heads => Seq::Finish,
+            Seq::Head if self.head >= self.s.heads as u64 => Seq::Finish,
             Seq::Head => Seq::Tile,
             Seq::Tile if tiles_done => Seq::Head,
             Seq::Tile => Seq::TileGo,
             Seq::TileGo if !go_wait => Seq::Run,
             Seq::Run if self.pv_issued >= self.nblk => Seq::End,
             Seq::End if end_ok => Seq::Tile,
-            Seq::Finish if fin_ok => {
-                self.done = true;
-                Seq::Idle
-            }
+            Seq::Finish if fin_ok => Seq::Idle,
             s => s,
         };
+        Tile {
+            next,
+            finish: self.state == Seq::Finish && fin_ok,
+            go_once: self.state == Seq::TileGo && !go_wait,
+            head_next: self.state == Seq::Tile && tiles_done,
+            handoff: self.state == Seq::End && end_ok,
+            ro_go: self.ro == Ro::Pend && !rows_busy && !self.o_active,
+            ro_finished: self.ro == Ro::Run && self.ro_seen && !rows_busy,
+            o_start: self.ro == Ro::Write && !self.o_active,
+        }
+    }
 
-        // Readout.
-        let ro_go = self.ro == Ro::Pend && !rows_busy && !o_busy;
-        let ro_finished = self.ro == Ro::Run && self.ro_seen && !rows_busy;
-        let o_start = self.ro == Ro::Write && !o_busy;
-
-        // Fetch: descriptors and releases.
-        let running = !idle;
+    /// The fetch unit (fetch.rs): the channels' releases and descriptors, the cursors' moves.
+    fn fetch(&self, ph: &Phases, tile: &Tile) -> Fetch {
+        let (br, bc) = (self.p.br() as u64, self.p.bc() as u64);
+        let (heads, q_len) = (self.s.heads as u64, self.s.q_len as u64);
+        let running = self.state != Seq::Idle;
         let q_start = running && self.qf_head < heads && !self.ch[Q].active;
-        let q_rel = (qk_last && self.ph_blk + 1 == self.nblk) || (go_once && empty);
-        let kv_take = |c: &Cursor, active: bool| {
+        let q_rel =
+            (ph.qk_last && self.ph_blk + 1 == self.nblk) || (tile.go_once && self.nblk == 0);
+        // A K or V cursor takes its next tile when its channel is idle (a descriptor when the
+        // tile needs keys), or moves to the next head.
+        let cursor = |c: &Cursor, active: bool| {
             let on = running && c.head < heads;
             let head_over = c.q_base >= q_len;
             (on && !head_over && !active, on && head_over)
         };
-        let (k_take, k_next_head) = kv_take(&self.kf, self.ch[K].active);
-        let (v_take, v_next_head) = kv_take(&self.vf, self.ch[V].active);
-        let k_need = self.keys(self.kf.q_base);
-        let v_need = self.keys(self.vf.q_base);
-        let release = [q_rel, qk_last, pv_last];
-        let load = [
-            q_start.then_some((q_len, br)),
-            (k_take && k_need > 0).then_some((k_need, bc)),
-            (v_take && v_need > 0).then_some((v_need, bc)),
-        ];
-
-        // DMA arbitration: round robin from rr; reads need a tag.
-        let room = (self.tags.len() as u64) < p.dma.max_outstanding as u64;
-        let mut reqs = [false; 4];
-        for (c, r) in reqs.iter_mut().take(3).enumerate() {
-            *r = self.ch[c].wants() && room;
+        let (k_take, k_next_head) = cursor(&self.kf, self.ch[K].active);
+        let (v_take, v_next_head) = cursor(&self.vf, self.ch[V].active);
+        let (k_need, v_need) = (self.keys(self.kf.q_base), self.keys(self.vf.q_base));
+        Fetch {
+            release: [q_rel, ph.qk_last, ph.pv_last],
+            load: [
+                q_start.then_some((q_len, br)),
+                (k_take && k_need > 0).then_some((k_need, bc)),
+                (v_take && v_need > 0).then_some((v_need, bc)),
+            ],
+            q_start,
+            kv: [(k_take, k_next_head), (v_take, v_next_head)],
         }
-        reqs[3] = self.o_active && self.o_req.rows_left > 0;
+    }
+
+    /// The DMA's grant this cycle, if the memory takes it: round robin from `rr` over the
+    /// channels with a request (reads also need a tag).
+    fn arbitrate(&self) -> Option<usize> {
+        let room = (self.tags.len() as u64) < self.p.dma.max_outstanding as u64;
+        let reqs = [
+            self.ch[Q].wants() && room,
+            self.ch[K].wants() && room,
+            self.ch[V].wants() && room,
+            self.o_active && self.o_req.rows_left > 0,
+        ];
         let grant = (self.rr..4)
             .find(|&c| reqs[c])
             .or_else(|| (0..4).find(|&c| reqs[c]));
-        let mem_ready = self.credit >= self.beat;
-        let accept = grant.filter(|_| mem_ready);
+        grant.filter(|_| self.credit >= self.beat)
+    }
 
-        // ---- the clock edge ----
+    /// The DMA's and the memory's registers at the edge: the accepted request, the response,
+    /// the channels' walks, landing flags and consumers, descriptors taken, the O channel.
+    fn dma_edge(
+        &mut self,
+        accept: Option<usize>,
+        response: Option<usize>,
+        ready: &[bool; 3],
+        fetch: &Fetch,
+    ) {
         if let Some(g) = accept {
             self.rr = (g + 1) % 4;
             self.credit -= self.beat;
@@ -435,26 +486,21 @@ impl<'a> Model<'a> {
                 let last =
                     self.o_req.ends(self.o_row_beats, u64::MAX).0 && self.o_req.rows_left == 1;
                 self.o_req.step(self.o_row_beats, u64::MAX);
-                if last {
-                    self.o_active = false;
-                }
+                self.o_active &= !last;
             }
         }
         if response.is_some() {
             self.in_flight.pop_front();
             self.tags.pop_front();
         }
-        let bpc = if self.mem.bytes_per_cycle == 0 {
-            self.beat
-        } else {
-            self.mem.bytes_per_cycle as u64
+        let bpc = match self.mem.bytes_per_cycle {
+            0 => self.beat,
+            b => b as u64,
         };
         self.credit = (self.credit + bpc).min(self.beat);
-        for c in 0..3 {
-            let rb = self.row_beats;
-            let ch = &mut self.ch[c];
-            let was_ready = ready[c];
-            let landed_now = match response {
+        let rb = self.row_beats;
+        for (c, ch) in self.ch.iter_mut().enumerate() {
+            let landed = match response {
                 Some(tag) if tag == c => {
                     let (last_beat, block_end) = ch.rsp.ends(rb, ch.block_rows);
                     let buf = (ch.rsp.block & 1) as usize;
@@ -463,56 +509,54 @@ impl<'a> Model<'a> {
                 }
                 _ => None,
             };
-            let released = release[c] && was_ready;
-            let cons_buf = (ch.cons & 1) as usize;
             let done = ch.active && ch.rsp.rows_left == 0 && ch.cons == ch.rsp.block;
-            if let Some((rows, block_rows)) = load[c].filter(|_| !ch.active) {
+            if let Some((rows, block_rows)) = fetch.load[c].filter(|_| !ch.active) {
+                let walk = Walk {
+                    rows_left: rows,
+                    ..Walk::default()
+                };
                 *ch = ReadCh {
                     active: true,
                     block_rows,
-                    req: Walk {
-                        rows_left: rows,
-                        ..Walk::default()
-                    },
-                    rsp: Walk {
-                        rows_left: rows,
-                        ..Walk::default()
-                    },
+                    req: walk,
+                    rsp: walk,
                     landed: [false; 2],
                     cons: 0,
                 };
                 continue;
             }
-            if released {
-                ch.landed[cons_buf] = false;
+            if fetch.release[c] && ready[c] {
+                ch.landed[(ch.cons & 1) as usize] = false;
                 ch.cons += 1;
             }
-            if let Some(buf) = landed_now {
+            if let Some(buf) = landed {
                 ch.landed[buf] = true;
             }
-            if done {
-                ch.active = false;
-            }
+            ch.active &= !done;
         }
-        if o_start && !self.o_active {
+    }
+
+    /// The control registers at the edge: the fetch cursors, the row engine, the readout, the
+    /// softmax trigger, the phases and their steps, the bookkeeping, heads and tiles.
+    fn control_edge(&mut self, go: bool, sm: &Softmax, ph: &Phases, tile: &Tile, fetch: &Fetch) {
+        let p = self.p;
+        let br = p.br() as u64;
+        let rows_busy = self.eng_left > 0;
+        if tile.o_start && !self.o_active {
             self.o_active = true;
             self.o_req = Walk {
                 rows_left: self.ro_rows,
                 ..Walk::default()
             };
         }
-
         // Fetch cursors.
         if go {
             self.qf_head = 0;
             self.kf = Cursor::default();
             self.vf = Cursor::default();
         } else {
-            self.qf_head += q_start as u64;
-            for (c, take, next_head) in [
-                (&mut self.kf, k_take, k_next_head),
-                (&mut self.vf, v_take, v_next_head),
-            ] {
+            self.qf_head += fetch.q_start as u64;
+            for (c, &(take, next_head)) in [&mut self.kf, &mut self.vf].into_iter().zip(&fetch.kv) {
                 if next_head {
                     c.head += 1;
                     c.q_base = 0;
@@ -521,117 +565,146 @@ impl<'a> Model<'a> {
                 }
             }
         }
-
-        // Row engine: a softmax takes precedence over a readout.
+        // Row engine: busy for a softmax's or a readout's cycles; a softmax takes precedence.
         if self.eng_left > 0 {
             self.eng_left -= 1;
             self.copy_left = self.copy_left.saturating_sub(1);
-        } else if sm_go {
-            self.eng_left = p.row.softmax_cycles(first_block) as u64;
-            self.copy_left = if self.buffered {
-                (p.row.a * p.bc()) as u64
-            } else {
-                0
-            };
-        } else if ro_go {
+        } else if sm.go {
+            self.eng_left = p.row.softmax_cycles(sm.first) as u64;
+            self.copy_left = self.buffered as u64 * (p.row.a * p.bc()) as u64;
+        } else if tile.ro_go {
             self.eng_left = p.row.readout_cycles() as u64;
         }
-
-        // Readout state.
+        // Readout.
         self.ro_seen = (self.ro_seen || rows_busy) && self.ro == Ro::Run;
-        if handoff {
+        if tile.handoff {
             self.ro_rows = self.tile_rows();
         }
         self.ro = match self.ro {
-            Ro::Idle if handoff => Ro::Pend,
-            Ro::Pend if ro_go => Ro::Run,
-            Ro::Run if ro_finished => Ro::Write,
-            Ro::Write if o_start => Ro::Idle,
+            Ro::Idle if tile.handoff => Ro::Pend,
+            Ro::Pend if tile.ro_go => Ro::Run,
+            Ro::Run if tile.ro_finished => Ro::Write,
+            Ro::Write if tile.o_start => Ro::Idle,
             r => r,
         };
-
-        // Softmax trigger state.
-        let seen = !sm_go && (rows_busy || self.sm_seen);
-        self.sm_seen = seen && !sm_finished;
-        if sm_go {
-            self.sm_running = true;
-        } else if sm_finished {
-            self.sm_running = false;
-        }
-
-        // Phases and their steps.
-        if self.tiered {
-            if start_qk {
-                self.in_qk = true;
-                self.qk_step = 0;
-                self.ph_blk = qk_issued_n;
-            } else if qk_last {
-                self.in_qk = false;
-            } else if self.in_qk {
-                self.qk_step += 1;
-            }
-            if start_pv {
-                self.in_pv = true;
-                self.pv_step = 0;
-            } else if pv_last {
-                self.in_pv = false;
-            } else if self.in_pv {
-                self.pv_step += 1;
-            }
-        } else {
-            if start_qk || start_pv {
-                self.ph_blk = if start_qk { qk_issued_n } else { pv_issued_n };
-                self.qk_step = 0;
-                self.pv_step = 0;
-            } else {
-                self.qk_step += self.in_qk as u64;
-                self.pv_step += self.in_pv as u64;
-            }
-            if start_qk || start_pv || qk_last || pv_last {
-                self.in_qk = start_qk;
-                self.in_pv = start_pv;
-            }
-        }
+        // Softmax trigger: running from its start until the engine, seen busy, is idle.
+        self.sm_seen = !sm.go && (rows_busy || self.sm_seen) && !sm.finished;
+        self.sm_running = sm.go || (self.sm_running && !sm.finished);
+        self.step_phases(ph);
         if self.buffered {
-            self.s_full = qk_last || (self.s_full && !s_free_in);
+            self.s_full = ph.qk_last || (self.s_full && !ph.s_free_in);
         }
-
         // Bookkeeping: issued at the last step, drained after the PE (and S link) latency.
-        let qk_lat = p.row.s_ready_latency();
-        let pv_lat = p.row.pe.latency();
-        let qk_drained = (self.qk_drain >> (qk_lat - 1)) & 1 == 1;
-        let pv_drained = (self.pv_drain >> (pv_lat - 1)) & 1 == 1;
-        self.qk_drain = (self.qk_drain << 1) | qk_last as u64;
-        self.pv_drain = (self.pv_drain << 1) | pv_last as u64;
+        let qk_drained = (self.qk_drain >> (p.row.s_ready_latency() - 1)) & 1 == 1;
+        let pv_drained = (self.pv_drain >> (p.row.pe.latency() - 1)) & 1 == 1;
+        self.qk_drain = (self.qk_drain << 1) | ph.qk_last as u64;
+        self.pv_drain = (self.pv_drain << 1) | ph.pv_last as u64;
         let tile_reset = self.state == Seq::TileGo;
-        let count = |x: &mut u64, inc: bool| {
-            if tile_reset {
-                *x = 0;
-            } else if inc {
-                *x += 1;
-            }
-        };
-        count(&mut self.qk_issued, qk_last);
-        count(&mut self.pv_issued, pv_last);
+        let count = |x: &mut u64, inc: bool| *x = if tile_reset { 0 } else { *x + inc as u64 };
+        count(&mut self.qk_issued, ph.qk_last);
+        count(&mut self.pv_issued, ph.pv_last);
         count(&mut self.qk_done, qk_drained);
         count(&mut self.pv_done, pv_drained);
-        count(&mut self.sm_done, sm_finished);
-
+        count(&mut self.sm_done, sm.finished);
         // Heads and tiles (the block count from the tile's first row before it moves on).
         if self.state == Seq::Tile {
-            self.nblk = self.keys(self.q_base).div_ceil(bc);
+            self.nblk = self.keys(self.q_base).div_ceil(p.bc() as u64);
         }
-        if go || head_next {
+        if go || tile.head_next {
             self.head = if go { 0 } else { self.head + 1 };
-        }
-        if go || head_next {
             self.q_base = 0;
-        } else if handoff {
+        } else if tile.handoff {
             self.q_base += br;
         }
-        self.state = next_state;
-        self.cycle += 1;
+        self.done |= tile.finish;
+        self.state = tile.next;
     }
+
+    /// The phases' registers: one array's phase and step (a phase may begin in its
+    /// predecessor's last step), or reg3d's two streams.
+    fn step_phases(&mut self, ph: &Phases) {
+        if self.tiered {
+            let stream = |on: &mut bool, step: &mut u64, begin: bool, last: bool| {
+                if begin {
+                    (*on, *step) = (true, 0);
+                } else if last {
+                    *on = false;
+                } else {
+                    *step += *on as u64;
+                }
+            };
+            stream(&mut self.in_qk, &mut self.qk_step, ph.start_qk, ph.qk_last);
+            stream(&mut self.in_pv, &mut self.pv_step, ph.start_pv, ph.pv_last);
+            if ph.start_qk {
+                self.ph_blk = ph.qk_issued_n;
+            }
+            return;
+        }
+        if ph.start_qk || ph.start_pv {
+            self.ph_blk = if ph.start_qk {
+                ph.qk_issued_n
+            } else {
+                ph.pv_issued_n
+            };
+            (self.qk_step, self.pv_step) = (0, 0);
+        } else {
+            self.qk_step += self.in_qk as u64;
+            self.pv_step += self.in_pv as u64;
+        }
+        if ph.start_qk || ph.start_pv || ph.qk_last || ph.pv_last {
+            (self.in_qk, self.in_pv) = (ph.start_qk, ph.start_pv);
+        }
+    }
+}
+
+/// The softmax trigger's decisions this cycle.
+struct Softmax {
+    go: bool,
+    /// The block is the tile's first (the engine initializes the rows first).
+    first: bool,
+    finished: bool,
+}
+
+/// Phase selection's decisions this cycle, and what the stall counters read of it.
+#[derive(Default)]
+struct Phases {
+    start_qk: bool,
+    start_pv: bool,
+    qk_last: bool,
+    pv_last: bool,
+    qk_issued_n: u64,
+    pv_issued_n: u64,
+    waiting: bool,
+    want_qk: bool,
+    want_pv: bool,
+    pv_more: bool,
+    sm_ahead: bool,
+    s_free: bool,
+    p_free: bool,
+    /// buf2d: the engine copies a block's last score out of the PE registers this cycle.
+    s_free_in: bool,
+}
+
+/// The tile state machine's and the readout's decisions this cycle.
+struct Tile {
+    next: Seq,
+    finish: bool,
+    go_once: bool,
+    head_next: bool,
+    handoff: bool,
+    ro_go: bool,
+    ro_finished: bool,
+    o_start: bool,
+}
+
+/// The fetch unit's decisions: per read channel (Q, K, V) the release and the descriptor
+/// (rows, rows per block) it starts, and the cursors' moves.
+struct Fetch {
+    release: [bool; 3],
+    load: [Option<(u64, u64)>; 3],
+    q_start: bool,
+    /// K's and V's cursor: (take the next tile, move to the next head).
+    kv: [(bool, bool); 2],
 }
 
 /// Problems of more cycles than this are estimated from smaller exact runs.
@@ -748,6 +821,10 @@ pub fn extrapolate(
     let mut m = 1;
     while size(p, &probe(3 * (m + 1), 1)) <= probe_steps {
         m += 1;
+    }
+    // A shape the probes cannot shrink (few query rows against very many keys): step it.
+    if size(p, &probe(3 * m, s.heads.min(2))) >= size(p, s) / 2 {
+        return (exact(p, s, mem), Method::Exact);
     }
     let xs = [m, 2 * m, 3 * m];
     // At a length off the unit: the quadratic at the next multiple of the unit, scaled by the

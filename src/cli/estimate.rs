@@ -101,27 +101,21 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
             causal: args.causal,
             out_bytes: 2,
         };
-        crate::verify::attention::Layout::checked(
+        crate::verify::attention::check_core_shape(
+            &p,
             args.heads,
             seq,
             seq,
             cfg.head_dim as usize,
             kernels::flash::OutFormat::F16,
         )
-        .filter(|l| l.size <= 1u64 << p.addr_bits.min(63))
         .with_context(|| {
             format!(
-                "seq {seq} with {} head(s) does not fit the core's {}-bit address space: raise \
-                 addr_bits (up to 48) or index_bits in a config file",
-                args.heads, p.addr_bits
+                "seq {seq} on {}: a config file can raise index_bits (up to 30) and addr_bits \
+                 (up to 48)",
+                cfg.name
             )
         })?;
-        anyhow::ensure!(
-            (seq as u64) < 1u64 << p.index_bits,
-            "seq {seq} needs index_bits > {} (the core counts rows in index_bits-wide \
-             registers): set index_bits in a config file",
-            p.index_bits
-        );
         let (counters, method) = crate::cycles::counters(&p, &shape, mem);
         let cycles = counters["cycles"];
         let tokens = (args.heads * seq) as u64;

@@ -191,10 +191,31 @@ pub const O_POISON: u8 = 0xFF;
 /// The largest memory image the simulator holds (Q, K, V and O of all heads): 4 GiB.
 pub const MAX_SIM_MEMORY: u64 = 4 << 30;
 
-/// Checks a problem's shape against the core before anything is allocated: the head dimension,
-/// the index registers (heads, lengths, a length plus one tile), the core's address reach and
-/// the simulator's memory, all in checked arithmetic.
+/// Checks a problem's shape against the core and the simulator before anything is allocated:
+/// [`check_core_shape`], and the simulator's memory.
 pub fn check_shape(
+    p: &CoreParams,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+    out: OutFormat,
+) -> Result<()> {
+    check_core_shape(p, heads, q_len, k_len, head_dim, out)?;
+    let bytes = Layout::checked(heads, q_len, k_len, head_dim, out).map_or(u64::MAX, |l| l.size);
+    ensure!(
+        bytes <= MAX_SIM_MEMORY,
+        "the problem needs {bytes} bytes of simulated memory (heads {heads}, q_len {q_len}, \
+         k_len {k_len}, d {head_dim}); the simulator holds at most {MAX_SIM_MEMORY} bytes: use \
+         fewer heads or shorter sequences"
+    );
+    Ok(())
+}
+
+/// Checks a problem's shape against the core (what it could run, simulated or not): the head
+/// dimension, the index registers (heads, lengths, a length plus one tile) and the core's
+/// address reach, all in checked arithmetic.
+pub fn check_core_shape(
     p: &CoreParams,
     heads: usize,
     q_len: usize,
@@ -240,13 +261,6 @@ pub fn check_shape(
          raise addr_bits or shorten the problem",
         bytes.map_or("over 2^64".into(), |b| b.to_string()),
         p.addr_bits
-    );
-    let bytes = bytes.unwrap_or(u64::MAX);
-    ensure!(
-        bytes <= MAX_SIM_MEMORY,
-        "the problem needs {bytes} bytes of simulated memory (heads {heads}, q_len {q_len}, \
-         k_len {k_len}, d {head_dim}); the simulator holds at most {MAX_SIM_MEMORY} bytes: use \
-         fewer heads or shorter sequences"
     );
     Ok(())
 }
