@@ -360,7 +360,7 @@ fn bench_tables_causal_against_non_causal() {
         (vec!["bench", "--shard", "2/2"], "0 <= i < n"),
         (
             vec!["merge", small_toml],
-            "not a `regflash bench --report` file",
+            "is not a `regflash bench --report` or `regflash verify --report` file",
         ),
     ] {
         let o = regflash(&args);

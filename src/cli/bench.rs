@@ -58,14 +58,13 @@ pub(super) fn merge_cmd(args: MergeArgs) -> Result<ExitCode> {
     for path in &args.reports {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a JSON report", path.display()))?;
         let what = || {
             format!(
                 "{} is not a `regflash bench --report` or `regflash verify --report` file",
                 path.display()
             )
         };
+        let value: serde_json::Value = serde_json::from_str(&text).with_context(what)?;
         if value.is_array() {
             let part: Vec<crate::bench::BenchRow> =
                 serde_json::from_str(&text).with_context(what)?;

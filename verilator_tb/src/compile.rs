@@ -221,6 +221,33 @@ fn process_alive(pid: u32) -> bool {
     !proc.is_dir() || proc.join(pid.to_string()).exists()
 }
 
+/// The Verilator flags that shape a model (beyond its sources and top): the RTL's assertions,
+/// tracing, the C++ optimization, simulation threads and `REGFLASH_VERILATOR_ARGS`.
+fn model_flags(options: &BuildOptions) -> Vec<String> {
+    // Simulation runs with the RTL's assertions on.
+    let mut f: Vec<String> = vec!["--assert".into(), "+define+REGFLASH_ASSERTIONS".into()];
+    match options.trace {
+        Some(WaveFormat::Vcd) => f.push("--trace".into()),
+        Some(WaveFormat::Fst) => f.push("--trace-fst".into()),
+        None => {}
+    }
+    let opt: &[&str] = if options.quick {
+        &["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"]
+    } else {
+        // The per-cycle code at -O2 rather than Verilator's -Os: 12-25 % more cycles/s on the
+        // small and medium cores for the same build time (benches/sim_speed.rs).
+        &["OPT_FAST=-O2"]
+    };
+    for flag in opt {
+        f.extend(["-MAKEFLAGS".into(), flag.to_string()]);
+    }
+    if options.threads > 1 {
+        f.extend(["--threads".into(), options.threads.to_string()]);
+    }
+    f.extend(extra_args());
+    f
+}
+
 /// Builds (or finds in the cache) the Verilator model of the folder `dir`'s top module.
 pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let manifest = Manifest::load(dir)?;
@@ -230,8 +257,9 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let mut hash = Fnv::new();
     hash.feed(format!("verilator {major}.{minor}").as_bytes());
     hash.feed(shim.as_bytes());
-    let extra = extra_args();
-    hash.feed(format!("{options:?} --assert +define+REGFLASH_ASSERTIONS {extra:?}").as_bytes());
+    // Every flag that shapes the model is in the key (a changed recipe rebuilds).
+    let flags = model_flags(options);
+    hash.feed(format!("{options:?} {flags:?}").as_bytes());
     let mut sources = vec![];
     for f in &manifest.files {
         let path = dir.join(f);
@@ -318,30 +346,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .args(["--top-module", &top.name])
         .args(["-Mdir", "obj", "-o", "libdut.so"])
         .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
-        // Simulation runs with the RTL's assertions on.
-        .args(["--assert", "+define+REGFLASH_ASSERTIONS"]);
-    match options.trace {
-        Some(WaveFormat::Vcd) => {
-            cmd.arg("--trace");
-        }
-        Some(WaveFormat::Fst) => {
-            cmd.arg("--trace-fst");
-        }
-        None => {}
-    }
-    if options.quick {
-        for flag in ["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"] {
-            cmd.args(["-MAKEFLAGS", flag]);
-        }
-    } else {
-        // The per-cycle code at -O2 rather than Verilator's -Os: 12-25 % more cycles/s on the
-        // small and medium cores for the same build time (benches/sim_speed.rs).
-        cmd.args(["-MAKEFLAGS", "OPT_FAST=-O2"]);
-    }
-    if options.threads > 1 {
-        cmd.args(["--threads", &options.threads.to_string()]);
-    }
-    cmd.args(&extra);
+        .args(&flags);
     cmd.args(&files).arg(&shim_path);
     let out = cmd
         .output()
