@@ -468,3 +468,55 @@ fn verify_shards_merge_into_the_whole_run() {
         text(&o)
     );
 }
+
+/// `regflash estimate`: exact where it steps (README's RTL figure), extrapolated beyond with
+/// the probes named, registers widened with a note for lengths the preset's cannot index, and
+/// bad input refused.
+#[test]
+fn estimate_reports_long_sequences() {
+    let dir = ScratchDir::new("cli-estimate").unwrap();
+    let report = dir.path().join("e.json");
+    let o = regflash(&[
+        "estimate",
+        "--seq",
+        "256,131072",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("index_bits"), "{}", text(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let points = r.as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    // README's RTL figure for small at seq 256, non-causal.
+    assert_eq!(points[0]["cycles"], 132_095);
+    assert!(points[0]["method"].as_str().unwrap().starts_with("exact"));
+    let long = &points[1];
+    assert!(long["method"]
+        .as_str()
+        .unwrap()
+        .starts_with("extrapolated from exact runs"));
+    let u = long["utilization"].as_f64().unwrap();
+    assert!(u > 0.99 && u <= 1.0, "{u}");
+    let e = &long["energy"];
+    let sum: f64 = e["components_pj"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((sum - e["total_pj"].as_f64().unwrap()).abs() <= 1e-9 * sum);
+    for (args, why) in [
+        (vec!["estimate", "--seq", "0"], "at least 1"),
+        (vec!["estimate", "--heads", "0"], "--heads"),
+        (vec!["estimate", "--seq", "4000000000"], "index registers"),
+    ] {
+        let o = regflash(&args);
+        assert!(
+            !o.status.success() && text(&o).contains(why),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+}
