@@ -71,12 +71,12 @@ pub struct CompareRow {
     /// (extrapolated)" where the cycle model fits its timing to shorter exact runs).
     pub source: String,
     /// The RTL's cycles, or the cycle model's.
-    pub cycles: Option<u64>,
+    pub cycles: u64,
     /// A lower bound on cycles: the busier tier's MAC steps.
     pub mac_steps: u64,
     /// buf2d's cycles / these.
-    #[serde(serialize_with = "crate::report::opt_real")]
-    pub speedup_vs_buf2d: Option<f64>,
+    #[serde(serialize_with = "real")]
+    pub speedup_vs_buf2d: f64,
     /// buf2d's energy / this design's.
     #[serde(serialize_with = "real")]
     pub energy_ratio_vs_buf2d: f64,
@@ -179,10 +179,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
     };
     // Rows beyond --max-sim-seq: the schedule's counts and the cycle model's timing (no
     // random memory stalls in a compare plan).
-    let mem = crate::cycles::MemTiming {
-        latency: plan.timing.latency,
-        bytes_per_cycle: plan.timing.bytes_per_cycle,
-    };
+    let mem = plan.timing.model_timing();
     let mut rows = Vec::new();
     for (s, &seq) in plan.seq_lens.iter().enumerate() {
         let mut at_seq: Vec<CompareRow> = DESIGNS
@@ -223,10 +220,10 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     seq_len: seq,
                     causal: plan.causal,
                     pes: crate::energy::geometry(cfg, stacked).pes,
-                    cycles: Some(counters["cycles"]),
+                    cycles: counters["cycles"],
                     source,
                     mac_steps: steps,
-                    speedup_vs_buf2d: None,
+                    speedup_vs_buf2d: 0.0,
                     energy_ratio_vs_buf2d: 0.0,
                     energy_reduction_vs_buf2d: 0.0,
                     on_chip_reduction_vs_buf2d: 0.0,
@@ -240,10 +237,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         let (base_cycles, base_pj, base_chip) =
             (base.cycles, base.energy.total_pj, base.energy.on_chip_pj);
         for r in &mut at_seq {
-            r.speedup_vs_buf2d = match (base_cycles, r.cycles) {
-                (Some(b), Some(c)) => Some(b as f64 / c.max(1) as f64),
-                _ => None,
-            };
+            r.speedup_vs_buf2d = base_cycles as f64 / r.cycles.max(1) as f64;
             r.energy_ratio_vs_buf2d = base_pj / r.energy.total_pj.max(f64::MIN_POSITIVE);
             r.energy_reduction_vs_buf2d = 1.0 - r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
             r.on_chip_reduction_vs_buf2d =
@@ -321,16 +315,13 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
     for r in rows {
         let e = &r.energy;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} % / {:.1} % | {:.1} % / {:.1} % \
+            "| {} | {} | {} | {} | {:.3} | {:.1} | {:.1} | {:.1} % / {:.1} % | {:.1} % / {:.1} % \
              | {:.2} | {} | {} |\n",
             r.design,
             seq(r),
             r.pes,
-            r.cycles
-                .map_or(format!("≥ {} (not simulated)", r.mac_steps), |c| c
-                    .to_string()),
-            r.speedup_vs_buf2d
-                .map_or("—".to_string(), |x| format!("{x:.3}")),
+            r.cycles,
+            r.speedup_vs_buf2d,
             e.total_pj * 1e-6,
             e.on_chip_pj * 1e-6,
             100.0 * r.energy_reduction_vs_buf2d,
@@ -401,10 +392,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
     root.fill(&WHITE).map_err(|e| draw_err(&e))?;
     let panels = root.split_evenly((1, 3));
     let colors = [RED, MAGENTA, BLUE, GREEN, BLACK];
-    let max_speed = rows
-        .iter()
-        .filter_map(|r| r.speedup_vs_buf2d)
-        .fold(1.0, f64::max);
+    let max_speed = rows.iter().map(|r| r.speedup_vs_buf2d).fold(1.0, f64::max);
     // (x, y, simulated) per point of a design.
     let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64, bool)> {
         rows.iter()
@@ -430,8 +418,8 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
             (-10.0, 100.0),
         ),
         (
-            "speedup vs buf2d (simulated lengths)",
-            |r| r.speedup_vs_buf2d.unwrap_or(f64::NAN),
+            "speedup vs buf2d",
+            |r| r.speedup_vs_buf2d,
             (0.0, (max_speed * 1.2).ceil()),
         ),
     ];

@@ -65,15 +65,12 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     }
     let p = hdl::core::CoreParams::from_config(&cfg)?;
     let table = crate::energy::load_table(args.energy.as_deref())?;
-    let mem = crate::cycles::MemTiming {
-        latency: args.mem_latency,
-        bytes_per_cycle: 0,
-    };
-    crate::verify::attention::MemoryTiming {
+    let timing = crate::verify::attention::MemoryTiming {
         latency: args.mem_latency,
         ..Default::default()
-    }
-    .validate()?;
+    };
+    timing.validate()?;
+    let mem = timing.model_timing();
     let beat = (p.dma.width / 8) as u64;
     let pes = (p.rows * p.row.cols * p.row.mac_tiers()) as f64;
     let mut points = vec![];

@@ -55,13 +55,19 @@ pub struct MemoryTiming {
 }
 
 impl MemoryTiming {
+    /// The memory's deterministic knobs, as the cycle model takes them (random stalls
+    /// aside).
+    pub fn model_timing(&self) -> crate::cycles::MemTiming {
+        crate::cycles::MemTiming {
+            latency: self.latency,
+            bytes_per_cycle: self.bytes_per_cycle,
+        }
+    }
+
     /// The timing the cycle model follows, when the memory's is deterministic (no random
     /// stalls).
     pub fn deterministic(&self) -> Option<crate::cycles::MemTiming> {
-        (self.stall_probability == 0.0).then_some(crate::cycles::MemTiming {
-            latency: self.latency,
-            bytes_per_cycle: self.bytes_per_cycle,
-        })
+        (self.stall_probability == 0.0).then(|| self.model_timing())
     }
 
     /// Latency 1 to [`MAX_MEM_LATENCY`] (the core's assertion bounds are derived for that
