@@ -212,7 +212,7 @@ pub fn table(rows: &[BenchRow]) -> String {
              {:.1} % | {:.1} % | {:.1} % | {} | {} | {} | {:.1} % | {:.1} % | {} |\n",
             r.preset,
             if r.tiers > 2 {
-                format!("{} ({} tiers)", r.variant, r.tiers)
+                format!("{})", r.design(" ("))
             } else {
                 r.variant.clone()
             },

@@ -162,6 +162,12 @@ struct Model<'a> {
     /// Shift registers of the QK and PV drain delays (bit i: the pulse i + 1 cycles ago).
     qk_drain: u64,
     pv_drain: u64,
+    /// Narrow S links (pe_tier.rs `s_tier_walk`): beats of the walk left, a landed block
+    /// waiting, and the walks' last beats on their way up (bit i: i + 1 cycles ago).
+    walk: bool,
+    walk_left: u64,
+    walk_pend: bool,
+    walk_fin: u64,
     s_full: bool,
     sm_running: bool,
     sm_seen: bool,
@@ -225,6 +231,10 @@ impl<'a> Model<'a> {
             sm_done: 0,
             qk_drain: 0,
             pv_drain: 0,
+            walk: p.row.s_walk(),
+            walk_left: 0,
+            walk_pend: false,
+            walk_fin: 0,
             s_full: false,
             sm_running: false,
             sm_seen: false,
@@ -594,9 +604,14 @@ impl<'a> Model<'a> {
         if self.buffered {
             self.s_full = ph.qk_last || (self.s_full && !ph.s_free_in);
         }
-        // Bookkeeping: issued at the last step, drained after the PE (and S link) latency.
-        let qk_drained = (self.qk_drain >> (p.row.s_ready_latency() - 1)) & 1 == 1;
-        let pv_drained = (self.pv_drain >> (p.row.pe.latency() - 1)) & 1 == 1;
+        // Bookkeeping: issued at the last step, drained after the PE (and S link) latency, or
+        // with narrow S links when the walk's last beat is up.
+        let qk_drained = if self.walk {
+            self.walk_edge(ph.qk_last)
+        } else {
+            delayed(self.qk_drain, ph.qk_last, p.row.s_ready_latency())
+        };
+        let pv_drained = delayed(self.pv_drain, ph.pv_last, p.row.pe.latency());
         self.qk_drain = (self.qk_drain << 1) | ph.qk_last as u64;
         self.pv_drain = (self.pv_drain << 1) | ph.pv_last as u64;
         let tile_reset = self.state == Seq::TileGo;
@@ -618,6 +633,27 @@ impl<'a> Model<'a> {
         }
         self.done |= tile.finish;
         self.state = tile.next;
+    }
+
+    /// The S links' serializer (pe_tier.rs `s_tier_walk`) this cycle and at its edge: a block
+    /// lands `pe.latency()` cycles after its QK phase's last step and is walked (a·b scores,
+    /// `s_beats` cycles each) once the walker is free; returns its last beat's arrival above.
+    fn walk_edge(&mut self, qk_last: bool) -> bool {
+        let row = &self.p.row;
+        let landed = delayed(self.qk_drain, qk_last, row.pe.latency());
+        let busy = self.walk_left > 0;
+        let fin = self.walk_left == 1;
+        let take = (!busy || fin) && (landed || self.walk_pend);
+        let link = row.tiered.map_or(0, |t| t.vlink_latency);
+        let linked = delayed(self.walk_fin, fin, link);
+        self.walk_fin = (self.walk_fin << 1) | fin as u64;
+        self.walk_pend = (self.walk_pend || landed) && !(take && !(self.walk_pend && landed));
+        self.walk_left = if take {
+            (row.a * row.b * row.s_beats()) as u64
+        } else {
+            self.walk_left.saturating_sub(1)
+        };
+        linked
     }
 
     /// The phases' registers: one array's phase and step (a phase may begin in its
@@ -654,6 +690,15 @@ impl<'a> Model<'a> {
         if ph.start_qk || ph.start_pv || ph.qk_last || ph.pv_last {
             (self.in_qk, self.in_pv) = (ph.start_qk, ph.start_pv);
         }
+    }
+}
+
+/// A pulse `n` cycles after it entered the shift register `bits` (bit i: i + 1 cycles ago),
+/// or `now` itself for `n = 0`.
+fn delayed(bits: u64, now: bool, n: u32) -> bool {
+    match n {
+        0 => now,
+        n => (bits >> (n - 1)) & 1 == 1,
     }
 }
 

@@ -55,6 +55,9 @@ pub struct SimReport {
     pub tiers: u32,
     /// Tiers with PEs (MAC resources; utilization counts the MACs of all): 1, or 2 in reg3d.
     pub mac_tiers: u32,
+    /// Wires of each S link (reg3d with three tiers; 32 elsewhere).
+    #[serde(default = "full_link")]
+    pub vlink_bits: u32,
     /// Cycles with a QK step / cycles (reg3d: the QK tier's busy share).
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub qk_tier_busy: f64,
@@ -104,6 +107,10 @@ pub struct SimReport {
     pub passed: bool,
 }
 
+fn full_link() -> u32 {
+    32
+}
+
 impl SimReport {
     /// Prices the run's counters with `table` (`stacked`: buf2d's banks on their own tier).
     pub fn with_energy(
@@ -122,6 +129,19 @@ impl SimReport {
         ));
     }
 
+    /// The variant, with its tiers and narrow S links after `sep` ("reg3d, 3 tiers, 8-bit S
+    /// links").
+    pub fn design(&self, sep: &str) -> String {
+        let mut s = self.variant.clone();
+        if self.tiers > 1 {
+            s += &format!("{sep}{} tiers", self.tiers);
+        }
+        if self.vlink_bits < 32 {
+            s += &format!(", {}-bit S links", self.vlink_bits);
+        }
+        s
+    }
+
     /// The human-readable summary.
     pub fn summary(&self) -> String {
         let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
@@ -131,11 +151,7 @@ impl SimReport {
             "regflash sim: preset {}, {} ({}x{} PEs{}, Br {} Bc {} d {}), {} head(s), seq {}{}, \
              {}, out {}\n",
             self.preset,
-            if self.tiers > 1 {
-                format!("{}, {} tiers", self.variant, self.tiers)
-            } else {
-                self.variant.clone()
-            },
+            self.design(", "),
             self.rows,
             self.cols,
             if self.mac_tiers > 1 { " per PE tier" } else { "" },
@@ -363,6 +379,7 @@ pub fn run_full(
         array_busy: c("mac_cycles") as f64 / cycles.max(1) as f64,
         tiers: p.row.tiers(),
         mac_tiers: p.row.mac_tiers(),
+        vlink_bits: cfg.vlink_bits,
         qk_tier_busy: c("qk_cycles") as f64 / cycles.max(1) as f64,
         pv_tier_busy: c("pv_cycles") as f64 / cycles.max(1) as f64,
         bit_mismatches: chk.bit_mismatches,

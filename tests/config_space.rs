@@ -117,6 +117,14 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
             |c, v| c.max_outstanding = v as u32,
             vec![0, 1, 2, 3, 4096, 8192, u32::MAX as u64],
         ),
+        (
+            "vlink_bits",
+            |c, v| {
+                (c.variant, c.tiers) = (hdl::config::Variant::Reg3d, 3);
+                c.vlink_bits = v as u32;
+            },
+            vec![0, 1, 3, 16, 33, 64, u32::MAX as u64],
+        ),
     ]
 }
 
@@ -199,7 +207,7 @@ fn random_configurations_build_or_are_refused() {
             16u32..=48,
             1u32..=12,
         ),
-        0usize..4,
+        (0usize..5, 0u32..=4),
     );
     let config = Config {
         cases: 64,
@@ -211,11 +219,12 @@ fn random_configurations_build_or_are_refused() {
         config,
         81,
         &strategy,
-        |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo), variant)| {
+        |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo), (variant, vl))| {
             let mut cfg = small();
-            // reg2d, buf2d, reg3d with two tiers, reg3d with three.
+            // reg2d, buf2d, reg3d with two tiers, with three, with three and narrow S links.
             cfg.variant = hdl::config::Variant::ALL[variant.min(2)];
-            cfg.tiers = if variant == 3 { 3 } else { 2 };
+            cfg.tiers = if variant >= 3 { 3 } else { 2 };
+            cfg.vlink_bits = if variant == 4 { 1 << vl } else { 32 };
             (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
             let need = (2 * a * b + a * e).next_power_of_two();
             cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);

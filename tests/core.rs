@@ -38,6 +38,19 @@ fn stacked(cfg: &CoreConfig, tiers: u32) -> CoreConfig {
     c
 }
 
+/// `cfg` as reg3d with three tiers and S links `bits` wires wide (a score in 32/bits beats).
+fn linked(cfg: &CoreConfig, bits: u32) -> CoreConfig {
+    let c = CoreConfig {
+        name: format!("{}_reg3d_t3_v{bits}", cfg.name),
+        variant: Variant::Reg3d,
+        tiers: 3,
+        vlink_bits: bits,
+        ..cfg.clone()
+    };
+    c.validate().unwrap();
+    c
+}
+
 /// `cfg` as buf2d with a P bank of `ports` ports.
 fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
     let c = CoreConfig {
@@ -125,6 +138,7 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         buffered(&small(), 1),
         tiered(&small()),
         stacked(&small(), 3),
+        linked(&small(), 8),
     ];
     for cfg in cfgs {
         let (model, p) = core(&cfg);
@@ -172,6 +186,20 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
     assert_eq!(reg3.counters["vlink_s_bits"], 0);
     let (c2, c3) = (reg3.counters["cycles"], t3.counters["cycles"]);
     assert!(c2 <= c3 && c3 <= c2 + 2 * 9 * 9, "{c2} vs {c3} cycles");
+    // 8-wire S links: the same events, each score in 4 beats from a second QK slot, so the
+    // same counts but the cycles (a block's walk, 4 scores x 4 beats per PE, comes between its
+    // QK and its softmax).
+    let v8 = &runs[5];
+    for (n, v) in &t3.counters {
+        if !["cycles", "mac_cycles"].contains(&n.as_str()) && !n.starts_with("stall_") {
+            assert_eq!(v8.counters[n], *v, "{n}");
+        }
+    }
+    assert!(
+        v8.counters["cycles"] > c3,
+        "{} vs {c3}",
+        v8.counters["cycles"]
+    );
     let scores = 2 * 9 * 9 * 64; // heads x tiles x blocks x Br·Bc
     assert_eq!(reg.counters["blocks"], 2 * 9 * 9);
     for r in [buf2, buf1] {
@@ -210,6 +238,8 @@ fn one_pe_core_is_bit_exact() {
     scenarios(&c, 30, 40, 93);
     scenarios(&tiered(&c), 20, 40, 99);
     scenarios(&stacked(&c, 3), 20, 40, 89);
+    // One-wire S links: 32 beats a score, longer than a block's QK (d = 4 steps a score).
+    scenarios(&linked(&c, 1), 20, 40, 87);
     // buf2d on one PE with one query row per PE row (a = 1) and a single-port P bank.
     (c.name, c.br, c.bc) = ("one_pe_a1".into(), 1, 4);
     scenarios(&buffered(&c, 1), 20, 40, 96);

@@ -184,10 +184,11 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
 /// three tiers the S registers (two blocks of a × b FP32 per PE) and the engine between them.
 #[test]
 fn tiered_core_passes_the_gates() {
-    for tiers in [2, 3] {
+    for (tiers, vlink_bits) in [(2, 32), (3, 32), (3, 8)] {
         let cfg = CoreConfig {
             variant: Variant::Reg3d,
             tiers,
+            vlink_bits,
             ..small()
         };
         let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -198,7 +199,12 @@ fn tiered_core_passes_the_gates() {
             .iter()
             .find(|m| m.name.starts_with("pe_row"))
             .unwrap();
-        assert!(row.name.ends_with(&format!("_t{tiers}l1")), "{}", row.name);
+        let narrow = if vlink_bits < 32 { "v8" } else { "" };
+        assert!(
+            row.name.ends_with(&format!("_t{tiers}l1{narrow}")),
+            "{}",
+            row.name
+        );
         let (dir, manifest) = gen_into(&cfg, Target::Unit("pe_row".into()));
         let report = gen::flow::lint(dir.path()).unwrap();
         assert!(report.passed(), "{}", report.summary());
@@ -220,9 +226,11 @@ fn tiered_core_passes_the_gates() {
         assert!(engines.cells > 0);
         if tiers == 3 {
             let s = part("S registers");
+            // Narrow links also keep which PEs' scores are live: 2 blocks x a x b x 4 bits.
+            let live = if vlink_bits < 32 { 2 * 2 * 2 * 4 } else { 0 };
             assert_eq!(
                 s.memory_bits,
-                4 * 2 * 2 * 2 * 32,
+                4 * 2 * 2 * 2 * 32 + live,
                 "4 PEs x 2 blocks x a x b"
             );
             assert!(s.tier.starts_with("tier 1") && engines.tier == s.tier);
@@ -543,6 +551,24 @@ fn configuration_errors_say_what_and_how_to_fix() {
                 c.vlink_latency = 9;
             }),
             "vlink_latency = 9 is out of range: allowed 0 to 4 cycles",
+        ),
+        (
+            Box::new(|c| c.vlink_bits = 8),
+            "vlink_bits = 8 applies to reg3d's S links only",
+        ),
+        (
+            Box::new(|c| {
+                c.variant = Variant::Reg3d;
+                c.vlink_bits = 8;
+            }),
+            "vlink_bits = 8 needs tiers = 3",
+        ),
+        (
+            Box::new(|c| {
+                (c.variant, c.tiers) = (Variant::Reg3d, 3);
+                c.vlink_bits = 12;
+            }),
+            "vlink_bits = 12 is not supported: a QK PE's S link is 1, 2, 4, 8, 16 or 32",
         ),
         (
             Box::new(|c| {

@@ -81,6 +81,16 @@ pub struct CoreConfig {
     /// reg3d: cycles a transfer over a vertical link takes (register stages, 0..=4).
     #[serde(default = "default_vlink_latency")]
     pub vlink_latency: u32,
+    /// reg3d with three tiers: wires of each QK PE's S link to the softmax tier (a power of
+    /// two, 1..=32). At 32 a score goes up in the cycle its last product lands; narrower, each
+    /// score takes 32/vlink_bits beats, so the QK PEs keep two S blocks and a serializer
+    /// sends a finished block while the next one's QK runs (hidden while 32/vlink_bits <= d).
+    #[serde(default = "default_vlink_bits")]
+    pub vlink_bits: u32,
+}
+
+fn default_vlink_bits() -> u32 {
+    32
 }
 
 fn default_buf_ports() -> u32 {
@@ -166,6 +176,7 @@ struct ConfigFile {
     buf_macro: Option<bool>,
     tiers: Option<u32>,
     vlink_latency: Option<u32>,
+    vlink_bits: Option<u32>,
 }
 
 impl ConfigFile {
@@ -218,6 +229,7 @@ impl ConfigFile {
             buf_macro: take_or!(buf_macro, false),
             tiers: take_or!(tiers, default_tiers()),
             vlink_latency: take_or!(vlink_latency, default_vlink_latency()),
+            vlink_bits: take_or!(vlink_bits, default_vlink_bits()),
         };
         if !missing.is_empty() {
             bail!(
@@ -273,6 +285,7 @@ impl CoreConfig {
             buf_macro: false,
             tiers: default_tiers(),
             vlink_latency: default_vlink_latency(),
+            vlink_bits: default_vlink_bits(),
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128,
@@ -562,6 +575,12 @@ impl CoreConfig {
              read and one write port)",
             self.buf_ports
         );
+        ensure!(
+            self.vlink_bits == 32 || self.variant == Variant::Reg3d,
+            "vlink_bits = {} applies to reg3d's S links only: set variant = \"reg3d\" with \
+             tiers = 3, or leave vlink_bits at 32",
+            self.vlink_bits
+        );
         match self.variant {
             Variant::Reg2d => Ok(()),
             Variant::Reg3d => {
@@ -575,6 +594,19 @@ impl CoreConfig {
                     self.vlink_latency <= 4,
                     "vlink_latency = {} is out of range: allowed 0 to 4 cycles",
                     self.vlink_latency
+                );
+                ensure!(
+                    self.vlink_bits.is_power_of_two() && self.vlink_bits <= 32,
+                    "vlink_bits = {} is not supported: a QK PE's S link is 1, 2, 4, 8, 16 or 32 \
+                     wires wide (a 32-bit score takes 32/vlink_bits cycles)",
+                    self.vlink_bits
+                );
+                ensure!(
+                    self.vlink_bits == 32 || self.tiers == 3,
+                    "vlink_bits = {} needs tiers = 3: only the softmax tier is fed over per-PE \
+                     S links (with two tiers the links are per row: P up, O down); set tiers = 3 \
+                     or leave vlink_bits at 32",
+                    self.vlink_bits
                 );
                 Ok(())
             }

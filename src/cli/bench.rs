@@ -18,6 +18,10 @@ pub struct BenchArgs {
     /// configuration's own). Other variants run once.
     #[arg(long, value_delimiter = ',')]
     pub tiers: Vec<u32>,
+    /// S link widths to run reg3d with three tiers at, comma separated (1, 2, 4, 8, 16, 32;
+    /// default: each configuration's own).
+    #[arg(long, value_delimiter = ',')]
+    pub vlink_bits: Vec<u32>,
     /// Sequence lengths, comma separated; each runs non-causal and causal.
     #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
     pub seq: Vec<usize>,
@@ -158,6 +162,22 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
                     .iter()
                     .map(|&t| CoreConfig {
                         tiers: t,
+                        ..c.clone()
+                    })
+                    .collect(),
+                _ => vec![c.clone()],
+            })
+            .collect();
+    }
+    if !args.vlink_bits.is_empty() {
+        configs = configs
+            .iter()
+            .flat_map(|c| match (c.variant, c.tiers) {
+                (Variant::Reg3d, 3) => args
+                    .vlink_bits
+                    .iter()
+                    .map(|&v| CoreConfig {
+                        vlink_bits: v,
                         ..c.clone()
                     })
                     .collect(),

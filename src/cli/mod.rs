@@ -121,6 +121,12 @@ pub struct ConfigArgs {
     /// Override: reg3d's tiers (2: QK with the softmax engines, PV; 3: QK, softmax, PV).
     #[arg(long)]
     pub tiers: Option<u32>,
+    /// Override: reg3d's vertical-link register stages (0..=4 cycles).
+    #[arg(long)]
+    pub vlink_latency: Option<u32>,
+    /// Override: wires of each QK PE's S link (reg3d with three tiers: 1, 2, 4, 8, 16 or 32).
+    #[arg(long)]
+    pub vlink_bits: Option<u32>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -180,6 +186,12 @@ impl ConfigArgs {
         }
         if let Some(v) = self.tiers {
             cfg.tiers = v;
+        }
+        if let Some(v) = self.vlink_latency {
+            cfg.vlink_latency = v;
+        }
+        if let Some(v) = self.vlink_bits {
+            cfg.vlink_bits = v;
         }
         cfg.validate()?;
         Ok(cfg)

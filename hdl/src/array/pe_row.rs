@@ -40,7 +40,10 @@
 //! part). With three tiers (`softmax_tier`) the engine sits on a tier of its own between them,
 //! with two blocks of S registers above each QK PE (`s_tier*`): each score goes up its PE's S
 //! link (the PE's read port, `vlink_latency` stages) in the cycle its last product lands, and
-//! the sweeps read it there; the QK PEs hold one block (`s_tier`).
+//! the sweeps read it there; the QK PEs hold one block (`s_tier`). With narrow S links
+//! (`vlink_bits` < 32, `s_walk`) the QK PEs hold two blocks, and the S tier's serializer
+//! walks each finished block up (32/`vlink_bits` cycles per score), then raises `s_free`: the
+//! sequencer counts the block's QK drained then, not a fixed latency after its last step.
 //!
 //! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
@@ -102,6 +105,9 @@ pub struct RowTiers {
     /// Three tiers: the row engine on a tier of its own between QK and PV, with the S
     /// registers the sweeps read; each QK PE sends its scores up over its own link.
     pub softmax_tier: bool,
+    /// Wires of each S link (three tiers; 32: a score a cycle as it lands, fewer: a
+    /// serializer sends each finished block at 32/vlink_bits cycles per score).
+    pub vlink_bits: u32,
 }
 
 /// The row's SRAM bank in the buffered (buf2d) design: an S array (one block of the row's a × Bc
@@ -125,7 +131,7 @@ impl PeRowConfig {
     /// next block's QK writes the other), or one when S moves on after its QK: to the buffer
     /// (buf2d), or up to the softmax tier (reg3d, three tiers).
     pub fn s_slots(&self) -> u32 {
-        if self.buffer.is_some() || self.softmax_tier() {
+        if self.buffer.is_some() || (self.softmax_tier() && !self.s_walk()) {
             1
         } else {
             2
@@ -135,6 +141,21 @@ impl PeRowConfig {
     /// Three tiers: the row engine and its S registers on a tier of their own.
     pub fn softmax_tier(&self) -> bool {
         self.tiered.is_some_and(|t| t.softmax_tier)
+    }
+
+    /// Three tiers with narrow S links: the QK PEs keep two S blocks, and a serializer walks
+    /// each finished block up the links (`s_beats` cycles per score), then says so (`s_free`).
+    pub fn s_walk(&self) -> bool {
+        self.tiered
+            .is_some_and(|t| t.softmax_tier && t.vlink_bits < 32)
+    }
+
+    /// Cycles an S link takes per score (32 / `vlink_bits`; 1 without a softmax tier).
+    pub fn s_beats(&self) -> u32 {
+        match self.tiered {
+            Some(t) if t.softmax_tier => 32 / t.vlink_bits,
+            _ => 1,
+        }
     }
 
     /// The softmax tier's S registers above each QK PE (three tiers): two blocks of the PE's
@@ -313,7 +334,14 @@ impl PeRowConfig {
             Some(b) => format!("_buf{}{}", b.ports, if b.blackbox { "m" } else { "" }),
             None => String::new(),
         } + &match self.tiered {
-            Some(t) => format!("_t{}l{}", self.tiers(), t.vlink_latency),
+            Some(t) => {
+                format!("_t{}l{}", self.tiers(), t.vlink_latency)
+                    + &if self.s_walk() {
+                        format!("v{}", t.vlink_bits)
+                    } else {
+                        String::new()
+                    }
+            }
             None => String::new(),
         } + &match self.fault {
             Some(f @ (Fault::WrongRescale | Fault::SharedSTierSlot)) => {
@@ -697,6 +725,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
                     value: out.value,
                     reads: bits(out.reads),
                     writes: bits(out.writes),
+                    linked: out.linked,
                 };
                 qk.acc_reads.extend(link.reads.iter().copied());
                 qk.rf_writes.extend(link.writes.iter().copied());
@@ -739,7 +768,14 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     reads.push(reading);
     RowOut {
         busy: !idle,
-        s_free: sw.copied,
+        s_free: match &s_link {
+            Some(l) if cfg.s_walk() => l.linked,
+            Some(l) => {
+                m.discard(l.linked);
+                sw.copied
+            }
+            None => sw.copied,
+        },
         macs: pes.macs,
         rf_reads: m.sum(&reads, count_w),
         rf_writes: m.sum(&pes.rf_writes, count_w),
@@ -867,6 +903,8 @@ struct STier {
     reads: Vec<Sig>,
     /// Per PE: the link writes the S register above it this cycle.
     writes: Vec<Sig>,
+    /// Narrow links: a block's walk wrote its last score above.
+    linked: Sig,
 }
 
 /// mask_sp[ii][b·cc + jj] for the engine's sweep position.

@@ -18,7 +18,10 @@
 //! register stages, into the PE's registers above at (slot, ii, jj): two blocks of a × b FP32,
 //! which the row engine's sweeps read at (slot, ii, jj) of PE `cc`. So the QK PEs hold one
 //! block: the next block's first product of a score is issued a·b steps after this block's
-//! last, after the link has read it.
+//! last, after the link has read it. Narrower links (`vlink_bits` < 32) cannot keep up with a
+//! score a cycle: the QK PEs then keep two blocks, and a serializer (`s_tier_walk`) sends
+//! each finished block up in 32/`vlink_bits` beats per score while the next block's QK runs,
+//! and says when the block's last score is above (`linked`).
 
 use crate::fault::Fault;
 use crate::iface::Block;
@@ -277,9 +280,9 @@ group! {
 
 interface! {
     /// The S tier's outputs: the QK PEs' read address (the link's), the score at the engine's
-    /// position, and per PE (bit c) the link's read of the QK PE and its write above, this
-    /// cycle.
-    pub struct STierOut { rd_addr, value, reads, writes }
+    /// position, per PE (bit c) the link's read of the QK PE and its write above this cycle,
+    /// and (narrow links) the last write of a block's walk.
+    pub struct STierOut { rd_addr, value, reads, writes, linked }
 }
 
 /// The S tier's block.
@@ -303,14 +306,20 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         value: 32,
         reads: c,
         writes: c,
+        linked: 1,
     };
     let one_slot = cfg.fault == Some(Fault::SharedSTierSlot);
     let name = format!(
-        "s_tier_c{}_a{}_b{}_l{}_{}{}",
+        "s_tier_c{}_a{}_b{}_l{}{}_{}{}",
         c,
         cfg.a,
         cfg.b,
         t.vlink_latency,
+        if cfg.s_walk() {
+            format!("v{}", t.vlink_bits)
+        } else {
+            String::new()
+        },
         cfg.pe.params_name(),
         if one_slot {
             "_fault_shared_s_tier_slot"
@@ -326,7 +335,11 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
             cfg.cols, cfg.a, cfg.b, t.vlink_latency
         ));
         m.set_latency(cfg.pe.latency() + t.vlink_latency + 1);
-        s_tier(m, &cfg, t.vlink_latency, one_slot, &i)
+        if cfg.s_walk() {
+            s_tier_walk(m, &cfg, t, one_slot, &i)
+        } else {
+            s_tier(m, &cfg, t.vlink_latency, one_slot, &i)
+        }
     })
 }
 
@@ -380,5 +393,130 @@ fn s_tier(
         value: mux_index(i.cc, &values),
         reads: cat(&reads),
         writes: cat(&writes),
+        linked: m.zero(1),
+    }
+}
+
+/// Narrow S links (`vlink_bits` < 32): the QK PEs keep two blocks, and once a block's last
+/// score has landed a serializer walks it, score by score (query row, then key within the PE),
+/// reading every PE at the same register and sending 32/`vlink_bits` beats (low bits first)
+/// up each PE's link; above, a shift register assembles the score and writes it at (slot, ii,
+/// jj). A block that lands while the previous one is still walked waits its turn (one at
+/// most: the next block's QK needs the softmax of the block before, which needs its walk).
+/// `linked` marks the block's last write.
+fn s_tier_walk(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    t: crate::pe_row::RowTiers,
+    one_slot: bool,
+    i: &STierIn,
+) -> STierOut {
+    let (lat, link, w) = (cfg.pe.latency(), t.vlink_latency, t.vlink_bits);
+    let beats = cfg.s_beats();
+    let st = &i.step;
+    m.discard(st.op);
+    m.discard(st.j);
+    m.discard(st.addr);
+    // Which PEs' scores are live (not masked), kept per (slot, ii, jj) as they land.
+    let lands = st.valid & !st.pv & st.last;
+    let pos = cat(&[st.slot, st.ii, st.jj]);
+    let sent = m.memory("s_live", cfg.s_tier_depth(), cfg.cols);
+    let land = m.delay_n("s_lands", lands, lat);
+    let land_at = m.delay_n("s_land_at", pos, lat);
+    let land_en = m.delay_n("s_land_en", i.en, lat);
+    m.mem_write(sent, land, land_at, land_en);
+    // A block has landed: its last position's score has.
+    let blk_last = and_all(&[
+        lands,
+        st.ii.eq((cfg.a - 1) as u64),
+        st.jj.eq((cfg.b - 1) as u64),
+    ]);
+    let landed = m.delay_n("s_blk_landed", blk_last, lat);
+    let landed_slot = m.delay_n("s_blk_slot", st.slot, lat);
+    // The walk: busy, the block's slot, the position, the beat; one block waiting.
+    let busy = m.reg("walk_busy", 1, Some(0));
+    let wslot = m.reg("walk_slot", 1, Some(0));
+    let wii = m.reg("walk_ii", cfg.ii_bits(), Some(0));
+    let wjj = m.reg("walk_jj", cfg.jj_bits(), Some(0));
+    let beat = m.reg("walk_beat", crate::addr_bits(beats), Some(0));
+    let pend = m.reg("walk_pend", 1, Some(0));
+    let pend_slot = m.reg("walk_pend_slot", 1, Some(0));
+    let (beat_n, beat_last) = crate::pe_row::step_counter(m, beat.q, beats);
+    let (jj_n, jj_last) = crate::pe_row::step_counter(m, wjj.q, cfg.b);
+    let (ii_n, ii_last) = crate::pe_row::step_counter(m, wii.q, cfg.a);
+    let fin = and_all(&[busy.q, beat_last, jj_last, ii_last]);
+    let idle = !busy.q | fin;
+    let take = idle & (landed | pend.q);
+    let slot_next = mux(pend.q, pend_slot.q, landed_slot);
+    m.set_next(busy, take | (busy.q & !fin));
+    m.set_next(wslot, slot_next);
+    m.set_enable(wslot, take);
+    let zero = |m: &mut ModuleBuilder, r: RegHandle| m.zero(r.q.width());
+    let (z_ii, z_jj, z_beat) = (zero(m, wii), zero(m, wjj), zero(m, beat));
+    let step_pos = busy.q & beat_last;
+    m.set_next(beat, mux(take, z_beat, beat_n));
+    m.set_enable(beat, take | busy.q);
+    m.set_next(wjj, mux(take, z_jj, jj_n));
+    m.set_enable(wjj, take | step_pos);
+    m.set_next(wii, mux(take, z_ii, ii_n));
+    m.set_enable(wii, take | (step_pos & jj_last));
+    // A landing while busy waits (taking the waiting block lets a simultaneous landing wait).
+    m.set_next(pend, (pend.q | landed) & !(take & !(pend.q & landed)));
+    m.set_next(pend_slot, landed_slot);
+    m.set_enable(pend_slot, landed);
+    m.assert_always(
+        "s_walk_overrun",
+        !(landed & pend.q & !take),
+        "an S block landed while two were waiting for the narrow S links",
+    );
+    // Below: read every QK PE at the walk's register on a score's first beat, then shift.
+    let aw = cfg.pe.addr_width();
+    let rd_addr = cfg.s_addr_rtl(m, wslot.q, wii.q, wjj.q, aw);
+    let first = busy.q & beat.q.is_zero();
+    let live = m.mem_read(sent, cat(&[wslot.q, wii.q, wjj.q]));
+    // Up the links: the beat's bits, the beat flags, the position and the live PEs.
+    let slot_of = |m: &mut ModuleBuilder, s: Sig| {
+        if one_slot {
+            m.discard(s);
+            m.zero(1)
+        } else {
+            s
+        }
+    };
+    let w_slot = slot_of(m, wslot.q);
+    let at = m.delay_n("link_s_at", cat(&[w_slot, wii.q, wjj.q]), link);
+    let up_beat = m.delay_n("link_s_beat", busy.q, link);
+    let up_last = m.delay_n("link_s_last", busy.q & beat_last, link);
+    let up_live = m.delay_n("link_s_live", live, link);
+    let r_slot = slot_of(m, i.slot);
+    let raddr = cat(&[r_slot, i.ii, i.jj]);
+    let (mut values, mut reads, mut writes) = (vec![], vec![], vec![]);
+    for c in 0..cfg.cols {
+        let word = i.rd_data.slice(32 * c + 31, 32 * c);
+        let sh = m.reg(&format!("link_s_sh{c}"), 32 - w, Some(0));
+        m.set_next(sh, mux(first, word.slice(31, w), sh.q >> w));
+        m.set_enable(sh, busy.q);
+        let lane = mux(first, word.slice(w - 1, 0), sh.q.slice(w - 1, 0));
+        let lane_up = m.delay_n(&format!("link_s_lane{c}"), lane, link);
+        // Above: beats shift in from the top; the last beat completes the score.
+        let acc = m.reg(&format!("link_s_acc{c}"), 32 - w, Some(0));
+        let score = cat(&[lane_up, acc.q]);
+        m.set_next(acc, score.slice(31, w));
+        m.set_enable(acc, up_beat);
+        let we = up_last & up_live.bit(c);
+        let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), 32);
+        m.mem_write(regs, we, at, score);
+        values.push(m.mem_read(regs, raddr));
+        reads.push(first & live.bit(c));
+        writes.push(we);
+    }
+    reads.reverse();
+    writes.reverse();
+    STierOut {
+        rd_addr,
+        value: mux_index(i.cc, &values),
+        reads: cat(&reads),
+        writes: cat(&writes),
+        linked: m.delay_n("link_s_linked", fin, link),
     }
 }

@@ -36,8 +36,10 @@
 //! vertical link of `vlink_latency` register stages; the readout takes O down. With
 //! `tiers = 3` the row engines sit on a softmax tier of their own between the two, with two
 //! blocks of S registers above each QK PE: each score goes up its PE's S link (32 bits,
-//! `vlink_latency` stages) as its last product lands, so the QK PEs hold one block. O is
-//! bit-identical in every variant (same operators, same order); only where S and P live, the
+//! `vlink_latency` stages) as its last product lands, so the QK PEs hold one block. With
+//! narrower S links (`vlink_bits` < 32) the QK PEs hold two blocks and a serializer walks each
+//! finished block up at 32/`vlink_bits` cycles per score; the block's softmax waits for the
+//! walk (`s_free` from the rows). O is bit-identical in every variant (same operators, same order); only where S and P live, the
 //! cycles and the counted traffic differ.
 //!
 //! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
@@ -176,6 +178,7 @@ impl CoreParams {
             tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
                 vlink_latency: c.vlink_latency,
                 softmax_tier: c.tiers == 3,
+                vlink_bits: c.vlink_bits,
             }),
         }
     }

@@ -400,7 +400,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         j: jk_next,
     };
 
-    bookkeeping(m, p, r, qk_last_step, pv_last_step);
+    bookkeeping(m, p, r, qk_last_step, pv_last_step, None);
     let (qk_bus, pv_bus) = step_buses(m, p, r, &c, in_qk, (in_pv, r.ii.q, r.ph_blk.q));
     Phases {
         start_qk,
@@ -454,7 +454,6 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     let pv_more = pv_issued_n.lt(qk_issued_n);
     let sm_ahead = r.sm_done.q.gt(pv_issued_n);
     let pv_can = and_all(&[s_run, !in_pv, pv_more, sm_ahead, i.v_ready]);
-    m.discard(i.s_free);
     let qk_can = unless(m, p, Fault::StallQk, qk_can);
     let pv_can = unless(m, p, Fault::StallPv, pv_can);
     let start_qk = m.name("start_qk", qk_can);
@@ -487,7 +486,14 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
         ii: iv_next,
         j: jk_next,
     };
-    bookkeeping(m, p, r, qk_last_step, pv_last_step);
+    // With narrow S links a QK phase drains when the rows have walked its S up (`s_free`).
+    let walked = if p.row.s_walk() {
+        Some(i.s_free)
+    } else {
+        m.discard(i.s_free);
+        None
+    };
+    bookkeeping(m, p, r, qk_last_step, pv_last_step, walked);
     let (qk_bus, pv_bus) = step_buses(m, p, r, &c, in_qk, (in_pv, pv.ii.q, pv.blk.q));
     Phases {
         start_qk,
@@ -637,13 +643,24 @@ fn step_buses(
 }
 
 /// Phase bookkeeping: issued counts at the last step, drained counts L cycles later (a QK
-/// phase's: once its S is where the sweeps read it, after the S links with a softmax tier).
+/// phase's: once its S is where the sweeps read it, after the S links with a softmax tier), or
+/// with narrow S links when the rows say the walk is done (`walked`).
 /// Faults: the sequencer counts a phase kind's blocks two at a time (loses count).
-fn bookkeeping(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, qk_last: Sig, pv_last: Sig) {
+fn bookkeeping(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    r: &Regs,
+    qk_last: Sig,
+    pv_last: Sig,
+    walked: Option<Sig>,
+) {
     let by = |f: Fault| if p.has(f) { 2 } else { 1 };
     count_by(m, r, r.qk_issued, qk_last, by(Fault::SkipK));
     count_by(m, r, r.pv_issued, pv_last, by(Fault::SkipV));
-    let qk_drained = m.delay_n("qk_drain", qk_last, p.row.s_ready_latency());
+    let qk_drained = match walked {
+        Some(w) => w,
+        None => m.delay_n("qk_drain", qk_last, p.row.s_ready_latency()),
+    };
     let pv_drained = m.delay_n("pv_drain", pv_last, p.row.pe.latency());
     count_by(m, r, r.qk_done, qk_drained, 1);
     count_by(m, r, r.pv_done, pv_drained, 1);
