@@ -13,6 +13,9 @@ use hdl::Design;
 /// What to generate: a whole preset design, or one unit of it.
 #[derive(Clone, Debug)]
 pub enum Target {
+    /// The stable top (`top_name`): the core behind its AXI4-Lite registers, with
+    /// `regflash.h` and `registers.md` beside the Verilog.
+    Top,
     Core,
     Unit(String),
     /// The core with a deliberate defect (fault-injection tests; see `hdl::fault`).
@@ -23,6 +26,7 @@ pub enum Target {
 pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifest> {
     let mut d = Design::new();
     let top = match target {
+        Target::Top => units::build_unit(&mut d, "top", cfg)?,
         Target::Core => units::build_unit(&mut d, "core", cfg)?,
         Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
         Target::FaultyCore(f) => {
@@ -33,15 +37,34 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
     let wrapper = hdl::wrap::serial_wrapper(&mut d, &top);
     let config = serde_json::json!({
         "target": match target {
+            Target::Top => "top".to_string(),
             Target::Core => "core".to_string(),
             Target::Unit(u) => u.clone(),
             Target::FaultyCore(f) => format!("core with fault {}", f.name()),
         },
         "core": cfg,
     });
+    let extra = match target {
+        Target::Top => {
+            let p = hdl::core::CoreParams::from_config(cfg)?;
+            let scale = kernels::softmax::scale_constant(cfg.head_dim as usize);
+            vec![
+                (
+                    "regflash.h".to_string(),
+                    hdl::soc::header::c_header(&p, &top.name, scale),
+                ),
+                (
+                    "registers.md".to_string(),
+                    hdl::soc::header::markdown(&p, &top.name),
+                ),
+            ]
+        }
+        _ => vec![],
+    };
     let spec = gen::OutputSpec {
         wrapper: Some(&wrapper.name),
         clock_mhz: cfg.clock_mhz,
+        extra,
         ..gen::OutputSpec::new(&d, &top.name, config)
     };
     gen::write_design(&spec, dir)

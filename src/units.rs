@@ -164,6 +164,22 @@ pub static UNITS: &[Unit] = &[
         build: |d, c| Ok(hdl::core::build(d, &CoreParams::from_config(c)?)),
         check: Check::Own(run::verify_core),
     },
+    Unit {
+        name: "csr",
+        build: |d, c| {
+            Ok(hdl::soc::csr::build(
+                d,
+                &CoreParams::from_config(c)?,
+                &c.top_name,
+            ))
+        },
+        check: Check::Own(run::verify_csr),
+    },
+    Unit {
+        name: "top",
+        build: |d, c| hdl::soc::top::build(d, &CoreParams::from_config(c)?, &c.top_name),
+        check: Check::Own(run::verify_top),
+    },
 ];
 
 /// Every block's name, in registry order.

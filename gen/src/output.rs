@@ -8,6 +8,7 @@
 //! fpga/<top>_serial.v, fpga/<top>_serial.pcf, fpga/files.f   (pin-limited iCE40 wrapper)
 //! synth/generic.ys, synth/ice40.ys, synth/xilinx.ys           (run from the folder)
 //! waves/<module>.<state register>.gtkw.txt   GTKWave translate files: state codes to names
+//! ...                   any further files the caller adds (the top's regflash.h, registers.md)
 //! ```
 //!
 //! Rerunning into the same folder removes everything the previous run listed in its manifest,
@@ -37,6 +38,8 @@ pub struct OutputSpec<'a> {
     pub clock_mhz: f64,
     /// The configuration that produced the design (written into headers and the manifest).
     pub config: serde_json::Value,
+    /// Further files to write (path in the folder, text), such as a C header.
+    pub extra: Vec<(String, String)>,
 }
 
 impl<'a> OutputSpec<'a> {
@@ -48,6 +51,7 @@ impl<'a> OutputSpec<'a> {
             wrapper: None,
             clock_mhz: 1500.0,
             config,
+            extra: vec![],
         }
     }
 }
@@ -98,6 +102,9 @@ pub fn write_design(spec: &OutputSpec, dir: &Path) -> Result<Manifest> {
         names.push(name.clone());
     }
     write("files.f", &(names.join("\n") + "\n"))?;
+    for (rel, text) in &spec.extra {
+        write(rel, text)?;
+    }
 
     let modules: Vec<ModuleEntry> = spec
         .design

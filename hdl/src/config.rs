@@ -87,6 +87,14 @@ pub struct CoreConfig {
     /// sends a finished block while the next one's QK runs (hidden while 32/vlink_bits <= d).
     #[serde(default = "default_vlink_bits")]
     pub vlink_bits: u32,
+    /// The name of the generated top (the core behind its AXI4-Lite registers); inner modules
+    /// keep their parameterized names.
+    #[serde(default = "default_top_name")]
+    pub top_name: String,
+}
+
+fn default_top_name() -> String {
+    "regflash_top".into()
 }
 
 fn default_vlink_bits() -> u32 {
@@ -177,6 +185,7 @@ struct ConfigFile {
     tiers: Option<u32>,
     vlink_latency: Option<u32>,
     vlink_bits: Option<u32>,
+    top_name: Option<String>,
 }
 
 impl ConfigFile {
@@ -230,6 +239,10 @@ impl ConfigFile {
             tiers: take_or!(tiers, default_tiers()),
             vlink_latency: take_or!(vlink_latency, default_vlink_latency()),
             vlink_bits: take_or!(vlink_bits, default_vlink_bits()),
+            top_name: self
+                .top_name
+                .or(base.as_ref().map(|b| b.top_name.clone()))
+                .unwrap_or_else(default_top_name),
         };
         if !missing.is_empty() {
             bail!(
@@ -255,6 +268,36 @@ fn largest_beat_bits(row_bytes: u64) -> u64 {
         .find(|bits| row_bytes.is_multiple_of(bits / 8))
         .unwrap_or(0)
 }
+
+/// Verilog keywords a top name must avoid (the common ones).
+const VERILOG_KEYWORDS: &[&str] = &[
+    "module",
+    "endmodule",
+    "input",
+    "output",
+    "inout",
+    "wire",
+    "reg",
+    "logic",
+    "always",
+    "assign",
+    "begin",
+    "end",
+    "if",
+    "else",
+    "case",
+    "endcase",
+    "for",
+    "function",
+    "task",
+    "generate",
+    "parameter",
+    "localparam",
+    "initial",
+    "posedge",
+    "negedge",
+    "integer",
+];
 
 /// Names of the built-in presets.
 pub const PRESETS: &[&str] = &["seed", "small", "medium", "npu16"];
@@ -286,6 +329,7 @@ impl CoreConfig {
             tiers: default_tiers(),
             vlink_latency: default_vlink_latency(),
             vlink_bits: default_vlink_bits(),
+            top_name: default_top_name(),
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128,
@@ -420,6 +464,7 @@ impl CoreConfig {
             );
         }
         self.validate_variant()?;
+        self.validate_top_name()?;
         // The blocks' own checks, in case a knob above maps to more than one.
         self.dma().validate()?;
         self.grid().validate()?;
@@ -565,6 +610,28 @@ impl CoreConfig {
     /// Register bytes the S tile (FP16) and O accumulator (FP32) need.
     pub fn register_bytes_needed(&self) -> u64 {
         self.br as u64 * self.bc as u64 * 2 + self.br as u64 * self.head_dim as u64 * 4
+    }
+
+    /// `top_name`: a Verilog identifier, not a keyword (the generator refuses one an inner
+    /// module already has).
+    fn validate_top_name(&self) -> Result<()> {
+        let n = &self.top_name;
+        let ok = n
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && n.len() <= 64;
+        ensure!(
+            ok,
+            "top_name = {n:?} is not a Verilog identifier: use letters, digits and _ (not first \
+             a digit), at most 64 characters"
+        );
+        ensure!(
+            !VERILOG_KEYWORDS.contains(&n.as_str()),
+            "top_name = {n:?} is a Verilog keyword: choose another (the default is regflash_top)"
+        );
+        Ok(())
     }
 
     /// The variant's own knobs.

@@ -9,6 +9,7 @@
 //! * `fp/`: the floating-point units; `softmax/`: exp2, the row state, the row reduction;
 //! * `array/`: MAC, PE, PE row, PE grid, causal mask; `mem/`: DMA and landing buffers;
 //! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
+//! * `soc/`: the stable top, its AXI4-Lite registers and the register map;
 //! * `config` (whole-design configurations and presets), `fault` (fault injection), `wrap`
 //!   (register wrappers), `ports` (shared port groups). The registry of blocks by name (RTL,
 //!   model, stimulus, checker) is the `regflash` crate's `units`.
@@ -21,6 +22,7 @@ pub mod fp;
 pub mod ir;
 pub mod mem;
 pub mod ports;
+pub mod soc;
 pub mod softmax;
 pub mod wrap;
 

@@ -271,7 +271,7 @@ fn exit(ok: bool) -> ExitCode {
 fn target(unit: &Option<String>) -> Target {
     match unit {
         Some(u) => Target::Unit(u.clone()),
-        None => Target::Core,
+        None => Target::Top,
     }
 }
 

@@ -1,6 +1,8 @@
 //! RTL-versus-model checking, shared by the test suite and `regflash verify`.
 
 pub mod attention;
+pub mod axil;
+pub mod csr;
 pub mod dma;
 pub mod pe;
 pub mod pure;

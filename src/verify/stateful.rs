@@ -17,7 +17,7 @@ use verilator_tb::Dut;
 
 use super::stimulus::{f32_value, F32_SPECIALS};
 
-fn config(cases: u32) -> Config {
+pub(crate) fn config(cases: u32) -> Config {
     Config {
         cases,
         failure_persistence: None,
@@ -25,7 +25,7 @@ fn config(cases: u32) -> Config {
     }
 }
 
-fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
+pub(crate) fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
     match result {
         Ok(()) => Ok(()),
         Err(TestError::Fail(reason, minimal)) => {

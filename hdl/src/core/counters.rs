@@ -38,8 +38,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         q_ready: 1,
         k_ready: 1,
         v_ready: 1,
-        dma_read_beats: 32,
-        dma_write_beats: 32,
+        dma_read_beats: crate::dma::BEAT_COUNTER_BITS,
+        dma_write_beats: crate::dma::BEAT_COUNTER_BITS,
         stall: Stall::widths(),
         rows: vec![RowActivity::widths(p); p.rows as usize],
     };
@@ -60,6 +60,13 @@ fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
     let zero = m.zero(COUNTER_BITS);
     m.set_next(r, mux(clear, zero, r.q + inc.zext(COUNTER_BITS)));
     r.q
+}
+
+/// The DMA's beats since reset, counted from the run's start: the count at `clear` is kept as
+/// the base (so a second run without a reset starts from zero).
+fn since_go(m: &mut ModuleBuilder, name: &str, total: Sig, clear: Sig) -> Sig {
+    let base = m.hold(name, total, clear);
+    (total - base).zext(COUNTER_BITS)
 }
 
 fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
@@ -170,8 +177,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         recip_ops: c("cnt_recip_ops", recip_ops),
         norm_ops: c("cnt_norm_ops", norm_ops),
         land_read_bits: c("cnt_land_read_bits", land),
-        read_beats: i.dma_read_beats.zext(COUNTER_BITS),
-        write_beats: i.dma_write_beats.zext(COUNTER_BITS),
+        read_beats: since_go(m, "read_beats_base", i.dma_read_beats, i.clear),
+        write_beats: since_go(m, "write_beats_base", i.dma_write_beats, i.clear),
     };
     assert_eq!(
         out.named()

@@ -276,13 +276,13 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
     .module
 }
 
-/// The core's top: the engine, and what happens when a DMA descriptor is refused. The engine
-/// alone would wait forever for the channel that stopped; here the first nonzero `error` is
-/// latched, the memory port stops taking requests (responses to reads already accepted still
-/// reach the engine), and once no read is in flight the engine is reset for one cycle. The
-/// core then reports `done` with `error` holding the code until the next `start`, which it
-/// accepts like any other. Counters restart at zero with the reset. Every other port passes
-/// through. Latency 1.
+/// The core's top: the engine, and what happens when a DMA descriptor is refused or software
+/// aborts. The engine alone would wait forever for the channel that stopped; here the first
+/// nonzero `error` (or `abort_req` while busy: code `ERR_ABORTED`, 6) is latched, the memory port
+/// stops taking requests (responses to reads already accepted still reach the engine), and
+/// once no read is in flight the engine is reset for one cycle. The core then reports `done`
+/// with `error` holding the code until the next `start`, which it accepts like any other.
+/// Counters restart at zero with the reset. Every other port passes through. Latency 1.
 fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> CoreOut {
     m.doc(
         "core top: the engine (see <name>_engine) and its abort on a DMA descriptor error: the\n\
@@ -294,6 +294,7 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let soft_rst = m.net("engine_reset", 1);
     let engine_rst = m.rst_or(soft_rst);
     let mut to_engine = i.clone();
+    to_engine.abort_req = m.zero(1);
     to_engine.start = i.start & !draining.q;
     to_engine.mem_req_ready = i.mem_req_ready & !draining.q;
     let e = m.instantiate_with_reset(engine, "u_engine", &to_engine, engine_rst);
@@ -309,10 +310,13 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let none_in_flight = inflight.q.is_zero();
     // Abort: latch the first error, drain, reset the engine for one cycle, report done.
     let go = i.start & (!e.busy & !draining.q);
-    let begin = e.error.any() & !draining.q;
+    let aborted_by_sw = i.abort_req & e.busy;
+    let begin = (e.error.any() | aborted_by_sw) & !draining.q;
     let code = m.reg("error_code", e.error.width(), Some(0));
     let zero_code = m.zero(e.error.width());
-    m.set_next(code, mux(go, zero_code, e.error));
+    let abort_code = m.lit(e.error.width(), crate::soc::regmap::ERR_ABORTED);
+    let cause = mux(e.error.any(), e.error, abort_code);
+    m.set_next(code, mux(go, zero_code, cause));
     m.set_enable(code, go | begin);
     let reset_now = draining.q & none_in_flight;
     m.drive(soft_rst, reset_now);
@@ -375,6 +379,8 @@ struct Parts {
 }
 
 fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> CoreOut {
+    // Software aborts act in the core's top (`abort_wrapper`).
+    m.discard(i.abort_req);
     // The DMA's commands come from modules that need its status first: nets, driven below.
     let w = p.dma.input_widths();
     let dma_in = DmaIn {

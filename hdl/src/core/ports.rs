@@ -201,10 +201,11 @@ group! {
 }
 
 group! {
-    /// The core's (and its engine's) inputs: `start`, the memory port's ready and response,
-    /// the problem (ports `q_addr`, … `c_const`).
+    /// The core's (and its engine's) inputs: `start`, `abort_req` (stop the running problem; the
+    /// engine's is unused), the memory port's ready and response, the problem (ports
+    /// `q_addr`, … `c_const`).
     pub struct CoreIn<T> {
-        start, mem_req_ready, mem_rsp_valid, mem_rsp_data;
+        start, abort_req, mem_req_ready, mem_rsp_valid, mem_rsp_data;
         problem => Problem<T>,
     }
 }
@@ -213,6 +214,7 @@ impl CoreIn<u32> {
     pub fn widths(p: &CoreParams) -> Self {
         CoreIn {
             start: 1,
+            abort_req: 1,
             mem_req_ready: 1,
             mem_rsp_valid: 1,
             mem_rsp_data: p.dma.width,

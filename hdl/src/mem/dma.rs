@@ -86,6 +86,9 @@ pub mod error {
     }
 }
 
+/// Width of the beat counters (`read_beats`, `write_beats`: beats since reset).
+pub const BEAT_COUNTER_BITS: u32 = 48;
+
 /// The narrowest byte address: a descriptor's row bytes are `ROW_BYTES_BITS` wide, and an
 /// address must reach any row it describes.
 pub const MIN_ADDR_BITS: u32 = ROW_BYTES_BITS;
@@ -299,8 +302,8 @@ fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, bits: u32) -
 }
 
 /// A 32-bit event counter.
-fn counter(m: &mut ModuleBuilder, name: &str, event: Sig) -> Sig {
-    let r = m.reg(name, 32, Some(0));
+fn counter(m: &mut ModuleBuilder, name: &str, event: Sig, width: u32) -> Sig {
+    let r = m.reg(name, width, Some(0));
     let inc = r.q + 1;
     m.set_next(r, inc);
     m.set_enable(r, event);
@@ -588,8 +591,8 @@ fn finish_read(
     let later = !first;
     let wait_later = waiting & later;
     let wait_first = waiting & first;
-    let wait = counter(m, &format!("{name}_wait"), wait_later);
-    let first_wait = counter(m, &format!("{name}_first_wait"), wait_first);
+    let wait = counter(m, &format!("{name}_wait"), wait_later, 32);
+    let first_wait = counter(m, &format!("{name}_first_wait"), wait_first, 32);
     m.output(&format!("{name}_ready"), ready);
     m.output(&format!("{name}_slot"), cons_buf);
     m.output(&format!("{name}_block"), cons_block.q);
@@ -799,8 +802,8 @@ impl DmaConfig {
     pub fn engine_outputs(&self) -> EngineOut<u32> {
         let o_rows = addr_bits(self.o_rows);
         EngineOut {
-            read_beats: 32,
-            write_beats: 32,
+            read_beats: BEAT_COUNTER_BITS,
+            write_beats: BEAT_COUNTER_BITS,
             land_data: self.width,
             o_rd_row: o_rows,
             o_rd_beat: self.o_beat_bits(),
@@ -841,8 +844,8 @@ impl DmaConfig {
     /// The DMA's output widths.
     pub fn output_widths(&self) -> DmaOut<u32> {
         DmaOut {
-            read_beats: 32,
-            write_beats: 32,
+            read_beats: BEAT_COUNTER_BITS,
+            write_beats: BEAT_COUNTER_BITS,
             mem_req: MemReq {
                 valid: 1,
                 addr: self.addr_bits,
@@ -975,9 +978,9 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         }
         let rsp_data = m.input("mem_rsp_data", w);
         m.output("land_data", rsp_data);
-        let read_beats = counter(m, "read_beats", push);
+        let read_beats = counter(m, "read_beats", push, BEAT_COUNTER_BITS);
         let write_accept = accept & is_write;
-        let write_beats = counter(m, "write_beats", write_accept);
+        let write_beats = counter(m, "write_beats", write_accept, BEAT_COUNTER_BITS);
         m.output("read_beats", read_beats);
         m.output("write_beats", write_beats);
         let _ = a;

@@ -196,7 +196,6 @@ pub fn run_on(
     addrs: &Layout,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<CoreRun> {
-    let beat = (p.dma.width / 8) as usize;
     let link = MemLink::new(dut)?;
     for (name, v) in [
         ("q_addr", addrs.q),
@@ -212,18 +211,7 @@ pub fn run_on(
     ] {
         dut.set(name, v);
     }
-    let estimate = estimate_cycles(p, a);
-    let slack = 1.0 / (1.0 - timing.stall_probability.min(0.9));
-    let beat_bytes = beat as u64;
-    let bw = mem.config().bytes_per_cycle as u64;
-    // Each descriptor waits for memory once per max_outstanding beats: allow two latencies for
-    // each such round trip on top of the MAC steps at the memory's pace.
-    let round_trips = expected_beats(p, a).0 / p.dma.max_outstanding as u64
-        + 2 * schedule_blocks(p, a)
-        + 2 * (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64;
-    let limit = ((estimate as f64 * slack * 4.0) as u64) * beat_bytes.div_ceil(bw)
-        + 2 * round_trips * timing.latency as u64
-        + 200_000;
+    let (estimate, limit) = cycle_limit(p, a, timing, mem);
     let done = dut.port("done")?;
     let error = dut.port("error")?;
     dut.set("start", 1);
@@ -262,23 +250,48 @@ pub fn run_on(
         .iter()
         .map(|&n| (n.to_string(), dut.get(n)))
         .collect();
-    let ob = a.out_bytes();
-    let n = a.heads * a.q_len * a.head_dim;
-    let raw = mem.read_bytes(lay.o as usize, n * ob);
-    let out = raw
-        .chunks(ob)
-        .map(|c| {
-            let mut w = [0u8; 4];
-            w[..ob].copy_from_slice(c);
-            u32::from_le_bytes(w)
-        })
-        .collect();
     Ok(CoreRun {
-        out,
+        out: read_out(mem, lay, a),
         counters,
         memory: mem.stats,
         assertion_failures: dut.assertion_failures(),
         dma_error,
         timing: *timing,
     })
+}
+
+/// (about how many cycles `a` takes, how many a run may take before it counts as a hang).
+pub(crate) fn cycle_limit(
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    mem: &Memory,
+) -> (u64, u64) {
+    let estimate = estimate_cycles(p, a);
+    let slack = 1.0 / (1.0 - timing.stall_probability.min(0.9));
+    let beat_bytes = (p.dma.width / 8) as u64;
+    let bw = mem.config().bytes_per_cycle as u64;
+    // Each descriptor waits for memory once per max_outstanding beats: allow two latencies for
+    // each such round trip on top of the MAC steps at the memory's pace.
+    let round_trips = expected_beats(p, a).0 / p.dma.max_outstanding as u64
+        + 2 * schedule_blocks(p, a)
+        + 2 * (a.heads * a.q_len.div_ceil(p.br() as usize)) as u64;
+    let limit = ((estimate as f64 * slack * 4.0) as u64) * beat_bytes.div_ceil(bw)
+        + 2 * round_trips * timing.latency as u64
+        + 200_000;
+    (estimate, limit)
+}
+
+/// O as the core left it in memory: heads × q_len × d values (FP16 in the low half, or FP32).
+pub(crate) fn read_out(mem: &Memory, lay: &Layout, a: &Attention) -> Vec<u32> {
+    let ob = a.out_bytes();
+    let n = a.heads * a.q_len * a.head_dim;
+    mem.read_bytes(lay.o as usize, n * ob)
+        .chunks(ob)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..ob].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect()
 }

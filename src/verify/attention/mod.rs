@@ -7,10 +7,12 @@
 mod driver;
 mod expect;
 mod scenarios;
+mod top;
 
 pub use driver::*;
 pub use expect::*;
 pub use scenarios::*;
+pub use top::*;
 
 use std::collections::BTreeMap;
 

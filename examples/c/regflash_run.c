@@ -1,0 +1,61 @@
+/* A minimal bare-metal driver for regflash_top, written against the generated regflash.h
+ * (`regflash gen --out build/` writes it beside the Verilog). It programs one problem, starts
+ * it, waits for DONE (by polling; with IRQ_ENABLE set, an interrupt handler would call
+ * regflash_finish instead), checks STATUS and reads every counter. `base` is where the SoC maps
+ * the AXI4-Lite window. */
+#include <stdint.h>
+
+#include "regflash.h"
+
+/* Tensors: heads x len x head_dim, FP16 (O: FP16, or FP32 with out_f32), row-major. */
+struct regflash_problem {
+    uint64_t q, k, v, o;
+    uint32_t heads, q_len, k_len;
+    int causal, out_f32;
+};
+
+static void regflash_write64(volatile void *base, uint32_t lo, uint64_t v) {
+    regflash_write(base, lo, (uint32_t)v);
+    regflash_write(base, lo + 4u, (uint32_t)(v >> 32));
+}
+
+/* 0 if `base` holds a regflash core generated with this header. */
+int regflash_probe(volatile void *base) {
+    if (regflash_read(base, REGFLASH_ID) != REGFLASH_MAGIC) return -1;
+    uint32_t dim = regflash_read(base, REGFLASH_ID_DIM);
+    uint32_t d = (dim & REGFLASH_ID_DIM_HEAD_DIM_MASK) >> REGFLASH_ID_DIM_HEAD_DIM_SHIFT;
+    return d == REGFLASH_CFG_HEAD_DIM ? 0 : -2;
+}
+
+void regflash_start(volatile void *base, const struct regflash_problem *p, int irq) {
+    regflash_write64(base, REGFLASH_Q_ADDR_LO, p->q);
+    regflash_write64(base, REGFLASH_K_ADDR_LO, p->k);
+    regflash_write64(base, REGFLASH_V_ADDR_LO, p->v);
+    regflash_write64(base, REGFLASH_O_ADDR_LO, p->o);
+    regflash_write(base, REGFLASH_HEADS, p->heads);
+    regflash_write(base, REGFLASH_Q_LEN, p->q_len);
+    regflash_write(base, REGFLASH_K_LEN, p->k_len);
+    regflash_write(base, REGFLASH_FLAGS,
+                   (p->causal ? REGFLASH_FLAGS_CAUSAL_MASK : 0u) |
+                       (p->out_f32 ? REGFLASH_FLAGS_OUT_F32_MASK : 0u));
+    regflash_write(base, REGFLASH_SCALE, REGFLASH_CFG_SCALE);
+    regflash_write(base, REGFLASH_IRQ_ENABLE, irq ? 1u : 0u);
+    regflash_write(base, REGFLASH_CTRL, REGFLASH_CTRL_START_MASK);
+}
+
+/* STATUS.ERR_CODE (0: success), the counters copied out, the interrupt acknowledged. */
+uint32_t regflash_finish(volatile void *base, uint64_t counters[REGFLASH_COUNTERS]) {
+    uint32_t s = regflash_read(base, REGFLASH_STATUS);
+    for (uint32_t i = 0; i < REGFLASH_COUNTERS; i++) counters[i] = regflash_counter(base, i);
+    regflash_write(base, REGFLASH_IRQ_STATUS, REGFLASH_IRQ_STATUS_DONE_MASK);
+    return (s & REGFLASH_STATUS_ERR_CODE_MASK) >> REGFLASH_STATUS_ERR_CODE_SHIFT;
+}
+
+/* Start, poll, finish. */
+uint32_t regflash_run(volatile void *base, const struct regflash_problem *p,
+                      uint64_t counters[REGFLASH_COUNTERS]) {
+    regflash_start(base, p, 0);
+    while (!(regflash_read(base, REGFLASH_STATUS) & REGFLASH_STATUS_DONE_MASK)) {
+    }
+    return regflash_finish(base, counters);
+}

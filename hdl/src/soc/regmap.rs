@@ -1,0 +1,412 @@
+//! The control and status register map of `regflash_top`: one description that the AXI4-Lite
+//! slave's RTL (`soc::csr`), the generated C header and markdown map (`soc::header`), the
+//! register model (`kernels::csr`'s caller in `regflash::verify`) and the drivers all read, so
+//! hardware and software cannot disagree on an offset or a field.
+//!
+//! 32-bit registers on a 4 KiB window (12 address bits). Identification (read-only, encodes the
+//! generated parameters), control (`CTRL`: write 1 to start or abort), status, interrupt
+//! enable and status (write 1 to clear), the problem (base addresses as LO/HI pairs, heads,
+//! lengths, flags, the softmax constant), and every counter as a 64-bit LO/HI pair: reading LO
+//! copies the counter's upper half into a shadow that HI returns, so a LO-then-HI read of one
+//! counter is consistent while the core runs.
+
+use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
+
+/// Register-map version, in `ID_ARRAY[31:24]`.
+pub const VERSION: u32 = 1;
+/// `ID` reads this ("RFLA").
+pub const MAGIC: u32 = 0x5246_4C41;
+/// Address bits of the AXI4-Lite window (4 KiB).
+pub const ADDR_BITS: u32 = 12;
+/// Offset of the first counter pair; counter i is at `COUNTER_BASE + 8 i` (LO) and `+ 4` (HI).
+pub const COUNTER_BASE: u32 = 0x100;
+/// `STATUS.ERR_CODE` after a software abort (the DMA's codes are 1 to 5).
+pub const ERR_ABORTED: u64 = 6;
+
+/// How software may access a register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Read-only; a write is refused (SLVERR).
+    Ro,
+    /// Read-write; unimplemented bits read 0.
+    Rw,
+    /// Write 1 to act (the bit pulses for one cycle); reads 0.
+    W1s,
+    /// Write 1 to clear; reads the pending bits.
+    W1c,
+}
+
+impl Access {
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Ro => "RO",
+            Access::Rw => "RW",
+            Access::W1s => "W1S",
+            Access::W1c => "W1C",
+        }
+    }
+}
+
+/// A problem value the core takes at `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProblemReg {
+    QAddr,
+    KAddr,
+    VAddr,
+    OAddr,
+    Heads,
+    QLen,
+    KLen,
+    Flags,
+    Scale,
+}
+
+impl ProblemReg {
+    /// The core's input port it drives (`Flags` drives `causal` and `out_f32`).
+    pub fn port(self) -> &'static str {
+        match self {
+            ProblemReg::QAddr => "q_addr",
+            ProblemReg::KAddr => "k_addr",
+            ProblemReg::VAddr => "v_addr",
+            ProblemReg::OAddr => "o_addr",
+            ProblemReg::Heads => "heads",
+            ProblemReg::QLen => "q_len",
+            ProblemReg::KLen => "k_len",
+            ProblemReg::Flags => "flags",
+            ProblemReg::Scale => "c_const",
+        }
+    }
+}
+
+/// What a register is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A constant (identification).
+    Const(u32),
+    /// `CTRL`: bit 0 START, bit 1 ABORT.
+    Ctrl,
+    /// `STATUS`: BUSY, DONE, ERROR, ERR_CODE.
+    Status,
+    IrqEnable,
+    IrqStatus,
+    /// Bits `32 * half ..` of a problem value of `width` bits.
+    Problem {
+        reg: ProblemReg,
+        half: u32,
+        width: u32,
+    },
+    /// The low (`hi = false`) or high half of counter `index`.
+    Counter {
+        index: usize,
+        hi: bool,
+    },
+}
+
+/// A bit field of a register.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    pub lsb: u32,
+    pub width: u32,
+    pub doc: String,
+}
+
+/// One 32-bit register.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Register {
+    pub name: String,
+    pub offset: u32,
+    pub access: Access,
+    pub kind: Kind,
+    pub fields: Vec<Field>,
+    pub doc: String,
+}
+
+impl Register {
+    /// Bits software can set (Rw, W1s, W1c) or that read back (all).
+    pub fn mask(&self) -> u32 {
+        self.fields
+            .iter()
+            .fold(0u32, |m, f| m | (((1u64 << f.width) - 1) << f.lsb) as u32)
+    }
+}
+
+fn field(name: &str, lsb: u32, width: u32, doc: &str) -> Field {
+    Field {
+        name: name.into(),
+        lsb,
+        width,
+        doc: doc.into(),
+    }
+}
+
+/// The design's variant: its `ID_ARRAY.VARIANT` code and name.
+pub fn variant(p: &CoreParams) -> (u32, &'static str) {
+    match (p.row.buffer, p.row.tiered) {
+        (Some(_), _) => (1, "BUF2D"),
+        (None, Some(_)) => (2, "REG3D"),
+        (None, None) => (0, "REG2D"),
+    }
+}
+
+/// The register map of the core `p`.
+pub fn registers(p: &CoreParams) -> Vec<Register> {
+    let mut regs = vec![];
+    let mut push = |name: &str, offset: u32, access, kind, fields: Vec<Field>, doc: &str| {
+        regs.push(Register {
+            name: name.into(),
+            offset,
+            access,
+            kind,
+            fields,
+            doc: doc.into(),
+        })
+    };
+    let variant = variant(p).0;
+    let id = [
+        (
+            "ID",
+            MAGIC,
+            vec![field("MAGIC", 0, 32, "0x5246_4C41 (\"RFLA\")")],
+            "Identifies a regflash core.",
+        ),
+        (
+            "ID_ARRAY",
+            (p.rows - 1)
+                | ((p.row.cols - 1) << 8)
+                | (variant << 16)
+                | (p.row.tiers() << 18)
+                | (VERSION << 24),
+            vec![
+                field("ROWS_M1", 0, 8, "PE rows - 1"),
+                field("COLS_M1", 8, 8, "PE columns - 1"),
+                field("VARIANT", 16, 2, "0 reg2d, 1 buf2d, 2 reg3d"),
+                field("TIERS", 18, 2, "tiers of the stack (1, or 2 or 3 in reg3d)"),
+                field("MEM_IF", 20, 1, "memory interface: 0 simple"),
+                field("VERSION", 24, 8, "register-map version"),
+            ],
+            "The PE array and the design.",
+        ),
+        (
+            "ID_TILE",
+            p.br() | (p.bc() << 16),
+            vec![
+                field("BR", 0, 16, "query rows per tile (Br)"),
+                field("BC", 16, 16, "keys per block (Bc)"),
+            ],
+            "The tiling.",
+        ),
+        (
+            "ID_DIM",
+            p.d() | (p.dma.width << 16),
+            vec![
+                field("HEAD_DIM", 0, 16, "head dimension d"),
+                field("MEM_WIDTH", 16, 16, "memory port width in bits"),
+            ],
+            "Head dimension and memory port.",
+        ),
+        (
+            "ID_WIDTHS",
+            p.index_bits | (p.addr_bits << 8) | (p.row.pe.regs << 16),
+            vec![
+                field("INDEX_BITS", 0, 8, "bits of heads and lengths"),
+                field("ADDR_BITS", 8, 8, "bits of a byte address"),
+                field("REGS_PER_PE", 16, 16, "32-bit registers per PE"),
+            ],
+            "Register widths.",
+        ),
+    ];
+    for (k, (name, value, fields, doc)) in id.into_iter().enumerate() {
+        push(
+            name,
+            4 * k as u32,
+            Access::Ro,
+            Kind::Const(value),
+            fields,
+            doc,
+        );
+    }
+    push(
+        "CTRL",
+        0x020,
+        Access::W1s,
+        Kind::Ctrl,
+        vec![
+            field(
+                "START",
+                0,
+                1,
+                "start the problem in the problem registers (ignored while busy)",
+            ),
+            field(
+                "ABORT",
+                1,
+                1,
+                "stop the running problem: DONE with ERR_CODE 6",
+            ),
+        ],
+        "Control.",
+    );
+    push(
+        "STATUS",
+        0x024,
+        Access::Ro,
+        Kind::Status,
+        vec![
+            field("BUSY", 0, 1, "a problem runs"),
+            field("DONE", 1, 1, "the last problem finished (cleared by START)"),
+            field("ERROR", 2, 1, "it finished with an error (ERR_CODE)"),
+            field(
+                "ERR_CODE",
+                8,
+                3,
+                "1 zero-size descriptor, 2 misaligned, 3 too large, 4 out of range, 5 busy, \
+                 6 aborted",
+            ),
+        ],
+        "Status.",
+    );
+    push(
+        "IRQ_ENABLE",
+        0x028,
+        Access::Rw,
+        Kind::IrqEnable,
+        vec![field("DONE", 0, 1, "raise irq when a problem finishes")],
+        "Interrupt enable.",
+    );
+    push(
+        "IRQ_STATUS",
+        0x02C,
+        Access::W1c,
+        Kind::IrqStatus,
+        vec![field("DONE", 0, 1, "a problem finished (write 1 to clear)")],
+        "Interrupt status; irq = |(IRQ_STATUS & IRQ_ENABLE).",
+    );
+    let problem = [
+        (
+            ProblemReg::QAddr,
+            "Q_ADDR",
+            p.addr_bits,
+            "byte address of Q",
+        ),
+        (
+            ProblemReg::KAddr,
+            "K_ADDR",
+            p.addr_bits,
+            "byte address of K",
+        ),
+        (
+            ProblemReg::VAddr,
+            "V_ADDR",
+            p.addr_bits,
+            "byte address of V",
+        ),
+        (
+            ProblemReg::OAddr,
+            "O_ADDR",
+            p.addr_bits,
+            "byte address of O",
+        ),
+    ];
+    let mut off = 0x040;
+    for (reg, name, width, doc) in problem {
+        for half in 0..2 {
+            let w = width.saturating_sub(32 * half).min(32);
+            let suffix = if half == 0 { "LO" } else { "HI" };
+            let fields = if w == 0 {
+                vec![]
+            } else {
+                vec![field(&format!("{name}_{suffix}"), 0, w, doc)]
+            };
+            push(
+                &format!("{name}_{suffix}"),
+                off,
+                Access::Rw,
+                Kind::Problem { reg, half, width },
+                fields,
+                &format!("Bits {}..{} of the {doc}.", 32 * half + 31, 32 * half),
+            );
+            off += 4;
+        }
+    }
+    let iw = p.index_bits;
+    let scalars = [
+        (ProblemReg::Heads, "HEADS", iw, "attention heads"),
+        (ProblemReg::QLen, "Q_LEN", iw, "queries per head"),
+        (ProblemReg::KLen, "K_LEN", iw, "keys per head"),
+    ];
+    for (reg, name, width, doc) in scalars {
+        push(
+            name,
+            off,
+            Access::Rw,
+            Kind::Problem {
+                reg,
+                half: 0,
+                width,
+            },
+            vec![field(name, 0, width, doc)],
+            &format!("The number of {doc}."),
+        );
+        off += 4;
+    }
+    push(
+        "FLAGS",
+        off,
+        Access::Rw,
+        Kind::Problem {
+            reg: ProblemReg::Flags,
+            half: 0,
+            width: 2,
+        },
+        vec![
+            field(
+                "CAUSAL",
+                0,
+                1,
+                "causal mask (query i sees keys up to i + k_len - q_len)",
+            ),
+            field("OUT_F32", 1, 1, "O in FP32 (else FP16)"),
+        ],
+        "Problem flags.",
+    );
+    push(
+        "SCALE",
+        off + 4,
+        Access::Rw,
+        Kind::Problem {
+            reg: ProblemReg::Scale,
+            half: 0,
+            width: 32,
+        },
+        vec![field("C", 0, 32, "FP32 bits of log2(e) / sqrt(d)")],
+        "The softmax constant (REGFLASH_CFG_SCALE in regflash.h for the generated d).",
+    );
+    for (index, name) in COUNTERS.iter().enumerate() {
+        for hi in [false, true] {
+            let upper = name.to_uppercase();
+            let (suffix, lsb_doc, w) = if hi {
+                (
+                    "HI",
+                    "the upper half copied when LO was read",
+                    COUNTER_BITS - 32,
+                )
+            } else {
+                (
+                    "LO",
+                    "bits 31..0 (reading copies the upper half for HI)",
+                    32,
+                )
+            };
+            push(
+                &format!("CNT_{upper}_{suffix}"),
+                COUNTER_BASE + 8 * index as u32 + 4 * hi as u32,
+                Access::Ro,
+                Kind::Counter { index, hi },
+                vec![field(&format!("CNT_{upper}_{suffix}"), 0, w, lsb_doc)],
+                &format!("Counter `{name}`, {lsb_doc}."),
+            );
+        }
+    }
+    regs
+}

@@ -1,0 +1,77 @@
+//! The stable top (`top_name`, `regflash_top` by default): the core behind the AXI4-Lite
+//! control and status registers (`csr`), with the core's memory port. Ports: `s_axil_*` (the
+//! register slave), `irq`, and the memory port `mem_req_*` / `mem_rsp_*` (`mem_if = "simple"`:
+//! one request per beat, see `hdl::dma`). The problem, start, abort, status and counters reach
+//! the core only through the registers; no debug output leaves the top. Inner modules keep
+//! their parameterized names.
+
+use super::csr;
+use crate::core::{CoreParams, COUNTERS};
+use crate::ir::Dir;
+use crate::{Design, ModRef};
+
+/// Defines the top `name` of core `p` (and the core and CSR it instantiates); refuses a name
+/// an inner module has.
+pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRef> {
+    let core = crate::core::build(d, p);
+    let csr = csr::build(d, p, name);
+    anyhow::ensure!(
+        d.module(name).is_none(),
+        "top_name = {name:?} is the name of a module inside the design: choose another (the \
+         default is regflash_top)"
+    );
+    let p = *p;
+    let name = name.to_string();
+    Ok(d.define(&name, |_, m| {
+        m.doc(&format!(
+            "{name}: the regflash FlashAttention core ({}) behind its AXI4-Lite control and\n\
+             status registers (see registers.md and regflash.h), with the core's memory port.",
+            core.name
+        ));
+        m.set_latency(1);
+        // The register slave's and the memory port's inputs.
+        let mut axil_in = vec![];
+        for (n, w, is_in) in csr::axil_ports() {
+            if is_in {
+                axil_in.push((n, m.input(n, w)));
+            }
+        }
+        let mem_in: Vec<(String, crate::Sig)> = core
+            .ports
+            .iter()
+            .filter(|q| q.dir == Dir::Input && q.name.starts_with("mem_"))
+            .map(|q| (q.name.clone(), m.input(&q.name, q.width)))
+            .collect();
+        // What the CSR drives into the core.
+        let mut to_core: Vec<(&str, crate::Sig)> = csr::problem_ports(&p)
+            .into_iter()
+            .map(|(n, w)| (n, m.net(&format!("csr_{n}"), w)))
+            .collect();
+        let start = m.net("csr_start", 1);
+        let abort = m.net("csr_abort", 1);
+        to_core.push(("start", start));
+        to_core.push(("abort_req", abort));
+        let mut core_in = to_core.clone();
+        core_in.extend(mem_in.iter().map(|(n, s)| (n.as_str(), *s)));
+        let c = m.instance(&core, "u_core", &core_in);
+        let mut csr_in = axil_in.clone();
+        for n in ["busy", "done", "error"].iter().chain(COUNTERS) {
+            csr_in.push((n, c.get(n)));
+        }
+        let r = m.instance(&csr, "u_csr", &csr_in);
+        for (n, net) in &to_core {
+            m.drive(*net, r.get(n));
+        }
+        for (n, _, is_in) in csr::axil_ports() {
+            if !is_in {
+                m.output(n, r.get(n));
+            }
+        }
+        m.output("irq", r.get("irq"));
+        for q in core.ports.iter().filter(|q| q.dir == Dir::Output) {
+            if q.name.starts_with("mem_") {
+                m.output(&q.name, c.get(&q.name));
+            }
+        }
+    }))
+}

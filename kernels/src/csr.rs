@@ -1,0 +1,252 @@
+//! The control and status registers (`hdl::soc::csr`) at the transaction level: what each
+//! AXI4-Lite write and read does to the registers and returns, and what reaches the core.
+//!
+//! The register layout comes in as a list of (byte offset, [`Reg`]); the semantics are this
+//! model's own: a write to an unmapped offset or a read-only register answers SLVERR and
+//! changes nothing; byte strobes select the bits a write touches (a W1S or W1C bit acts only
+//! if its byte is strobed); unimplemented bits read 0; an unmapped read answers SLVERR with 0;
+//! reading a counter's LO copies its upper half into the shadow every HI returns; the
+//! interrupt is pending from a rise of `done` until software clears it.
+
+/// AXI response codes.
+pub const OKAY: u8 = 0;
+pub const SLVERR: u8 = 2;
+
+/// What a register is, to the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reg {
+    /// Reads a constant; read-only.
+    Const(u32),
+    /// Write 1 to bit 0 to start, to bit 1 to abort; reads 0.
+    Ctrl,
+    /// BUSY [0], DONE [1], ERROR [2] (done with a nonzero code), ERR_CODE [10:8]; read-only.
+    Status,
+    /// Bit 0, read-write.
+    IrqEnable,
+    /// Bit 0 pending, write 1 to clear.
+    IrqStatus,
+    /// Bits `lsb .. lsb + width` of problem value `value`, read-write.
+    Value { value: usize, lsb: u32, width: u32 },
+    /// Bits 31..0 of counter `index`; reading copies bits 63..32 into the shadow.
+    CounterLo(usize),
+    /// The shadow.
+    CounterHi,
+}
+
+/// What the core shows the registers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoreStatus {
+    pub busy: bool,
+    pub done: bool,
+    pub error: u8,
+    pub counters: Vec<u64>,
+}
+
+/// What a write did: the response, and the pulses it sends the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteEffect {
+    pub resp: u8,
+    pub start: bool,
+    pub abort: bool,
+}
+
+/// The register file.
+#[derive(Clone, Debug)]
+pub struct Csr {
+    regs: Vec<(u32, Reg)>,
+    values: Vec<u64>,
+    irq_enable: bool,
+    pending: bool,
+    shadow: u32,
+    done: bool,
+}
+
+impl Csr {
+    /// The registers at their offsets, with `values` problem values (all zero, as after
+    /// reset).
+    pub fn new(regs: Vec<(u32, Reg)>, values: usize) -> Self {
+        Csr {
+            regs,
+            values: vec![0; values],
+            irq_enable: false,
+            pending: false,
+            shadow: 0,
+            done: false,
+        }
+    }
+
+    fn find(&self, addr: u32) -> Option<Reg> {
+        let off = addr & 0xFFC;
+        self.regs.iter().find(|r| r.0 == off).map(|r| r.1)
+    }
+
+    /// Problem value `i`.
+    pub fn value(&self, i: usize) -> u64 {
+        self.values[i]
+    }
+
+    /// The interrupt output.
+    pub fn irq(&self) -> bool {
+        self.irq_enable && self.pending
+    }
+
+    /// The core's `done` this cycle (a rise makes the interrupt pending).
+    pub fn observe_done(&mut self, done: bool) {
+        if done && !self.done {
+            self.pending = true;
+        }
+        self.done = done;
+    }
+
+    /// A write of `data` under byte strobes `strb` to byte address `addr`.
+    pub fn write(&mut self, addr: u32, data: u32, strb: u8) -> WriteEffect {
+        let mask = (0..4).fold(0u32, |m, b| {
+            if strb >> b & 1 == 1 {
+                m | 0xFF << (8 * b)
+            } else {
+                m
+            }
+        });
+        let set = data & mask;
+        let mut e = WriteEffect {
+            resp: OKAY,
+            ..Default::default()
+        };
+        match self.find(addr) {
+            None | Some(Reg::Const(_) | Reg::Status | Reg::CounterLo(_) | Reg::CounterHi) => {
+                e.resp = SLVERR
+            }
+            Some(Reg::Ctrl) => {
+                e.start = set & 1 == 1;
+                e.abort = set & 2 == 2;
+            }
+            Some(Reg::IrqEnable) => {
+                if mask & 1 == 1 {
+                    self.irq_enable = data & 1 == 1;
+                }
+            }
+            Some(Reg::IrqStatus) => {
+                if set & 1 == 1 {
+                    self.pending = false;
+                }
+            }
+            Some(Reg::Value { value, lsb, width }) => {
+                let field = if width >= 32 {
+                    u32::MAX
+                } else {
+                    (1u32 << width) - 1
+                };
+                let m = ((mask & field) as u64) << lsb;
+                let v = &mut self.values[value];
+                *v = (*v & !m) | (((data & field) as u64) << lsb & m);
+            }
+        }
+        e
+    }
+
+    /// A read of byte address `addr` while the core shows `st`: (data, response).
+    pub fn read(&mut self, addr: u32, st: &CoreStatus) -> (u32, u8) {
+        let Some(reg) = self.find(addr) else {
+            return (0, SLVERR);
+        };
+        let v = match reg {
+            Reg::Const(c) => c,
+            Reg::Ctrl => 0,
+            Reg::Status => {
+                let error = st.done && st.error != 0;
+                st.busy as u32
+                    | (st.done as u32) << 1
+                    | (error as u32) << 2
+                    | ((st.error & 7) as u32) << 8
+            }
+            Reg::IrqEnable => self.irq_enable as u32,
+            Reg::IrqStatus => self.pending as u32,
+            Reg::Value { value, lsb, width } => {
+                let field = if width >= 32 {
+                    u32::MAX as u64
+                } else {
+                    (1u64 << width) - 1
+                };
+                ((self.values[value] >> lsb) & field) as u32
+            }
+            Reg::CounterLo(i) => {
+                self.shadow = (st.counters[i] >> 32) as u32;
+                st.counters[i] as u32
+            }
+            Reg::CounterHi => self.shadow,
+        };
+        (v, OKAY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csr() -> Csr {
+        Csr::new(
+            vec![
+                (0x0, Reg::Const(7)),
+                (0x20, Reg::Ctrl),
+                (0x28, Reg::IrqEnable),
+                (0x2C, Reg::IrqStatus),
+                (
+                    0x40,
+                    Reg::Value {
+                        value: 0,
+                        lsb: 0,
+                        width: 32,
+                    },
+                ),
+                (
+                    0x44,
+                    Reg::Value {
+                        value: 0,
+                        lsb: 32,
+                        width: 4,
+                    },
+                ),
+                (0x100, Reg::CounterLo(0)),
+                (0x104, Reg::CounterHi),
+            ],
+            1,
+        )
+    }
+
+    #[test]
+    fn strobes_widths_and_errors() {
+        let mut c = csr();
+        let st = CoreStatus {
+            counters: vec![0x1234_5678_9ABC],
+            ..Default::default()
+        };
+        assert_eq!(c.write(0x40, 0xAABB_CCDD, 0b0101).resp, OKAY);
+        assert_eq!(c.value(0), 0x00BB_00DD);
+        c.write(0x44, 0xFFFF_FFFF, 0xF);
+        assert_eq!(c.value(0), 0xF_00BB_00DD);
+        assert_eq!(c.read(0x44, &st), (0xF, OKAY));
+        assert_eq!(c.write(0x0, 1, 0xF).resp, SLVERR);
+        assert_eq!(c.read(0x8, &st), (0, SLVERR));
+        assert_eq!(c.read(0x104, &st).0, 0);
+        assert_eq!(c.read(0x100, &st).0, 0x5678_9ABC);
+        assert_eq!(c.read(0x104, &st).0, 0x1234);
+        let e = c.write(0x20, 3, 0x1);
+        assert!(e.start && e.abort);
+        assert!(!c.write(0x20, 1, 0x2).start);
+    }
+
+    #[test]
+    fn interrupt_follows_done_until_cleared() {
+        let mut c = csr();
+        c.observe_done(true);
+        assert!(!c.irq());
+        c.write(0x28, 1, 1);
+        assert!(c.irq());
+        c.observe_done(true);
+        c.write(0x2C, 1, 1);
+        assert!(!c.irq());
+        c.observe_done(false);
+        c.observe_done(true);
+        assert!(c.irq());
+    }
+}

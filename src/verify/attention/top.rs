@@ -1,0 +1,260 @@
+//! The stable top (`top_name`) driven only through its AXI4-Lite registers, as a driver on an
+//! SoC would: check the ID, program the problem registers, write START, wait for the
+//! interrupt (or poll STATUS), read STATUS and every counter as a LO/HI pair, clear the
+//! interrupt. Every AXI4-Lite transaction has random channel delays. The run it returns is
+//! checked as a core run is (`check`): O bit for bit, every counter exact.
+
+use super::*;
+use crate::verify::axil::{self, Delays};
+use hdl::soc::regmap::{self, Register};
+
+/// How the driver waits for the end of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// IRQ_ENABLE set, wait for `irq`.
+    Interrupt,
+    /// Read STATUS until DONE.
+    Poll,
+}
+
+/// STATUS after a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopStatus {
+    pub busy: bool,
+    pub done: bool,
+    pub error: bool,
+    pub code: u64,
+}
+
+/// A driver of one top instance: its registers over AXI4-Lite (random delays of 0 to 3
+/// cycles on each channel, from a seed), each cycle also serving the memory port.
+pub struct TopDriver {
+    pub dut: Dut,
+    link: MemLink,
+    regs: Vec<Register>,
+    rng: u64,
+    /// Cycles clocked so far.
+    pub cycles: u64,
+}
+
+impl TopDriver {
+    /// A reset instance of `model`, checked to be a regflash top (its ID register).
+    pub fn new(model: &Model, p: &CoreParams, axi_seed: u64, mem: &mut Memory) -> Result<Self> {
+        let mut dut = model.dut()?;
+        axil::idle(&mut dut);
+        dut.reset(2);
+        let link = MemLink::new(&dut)?;
+        let mut d = TopDriver {
+            dut,
+            link,
+            regs: regmap::registers(p),
+            rng: axi_seed | 1,
+            cycles: 0,
+        };
+        let id = d.read("ID", mem)?;
+        ensure!(
+            id == regmap::MAGIC,
+            "ID reads {id:#x}, not the magic {:#x}",
+            regmap::MAGIC
+        );
+        Ok(d)
+    }
+
+    fn delays(&mut self) -> Delays {
+        let mut d = [0u32; 3];
+        for x in &mut d {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            *x = (self.rng % 4) as u32;
+        }
+        Delays {
+            addr: d[0],
+            data: d[1],
+            resp: d[2],
+        }
+    }
+
+    fn offset(&self, name: &str) -> Result<u32> {
+        self.regs
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| r.offset)
+            .with_context(|| format!("the register map has no {name}"))
+    }
+
+    /// One clock cycle, with the memory's side of it.
+    pub fn tick(&mut self, mem: &mut Memory) -> Result<()> {
+        self.link.present(&mut self.dut, mem);
+        self.link.edge(&mut self.dut, mem)?;
+        self.cycles += 1;
+        Ok(())
+    }
+
+    /// Writes register `name`; an error response fails.
+    pub fn write(&mut self, name: &str, v: u64, mem: &mut Memory) -> Result<()> {
+        let (at, d) = (self.offset(name)?, self.delays());
+        let (link, cycles) = (&self.link, &mut self.cycles);
+        let mut tick = |dut: &mut Dut| -> Result<()> {
+            link.present(dut, mem);
+            *cycles += 1;
+            link.edge(dut, mem)
+        };
+        let resp = axil::write(&mut self.dut, at, v as u32, 0xF, d, &mut tick)?;
+        ensure!(resp == 0, "writing {name}: response {resp}");
+        Ok(())
+    }
+
+    /// Reads register `name`; an error response fails.
+    pub fn read(&mut self, name: &str, mem: &mut Memory) -> Result<u32> {
+        let at = self.offset(name)?;
+        self.read_at(at, mem)
+    }
+
+    fn read_at(&mut self, at: u32, mem: &mut Memory) -> Result<u32> {
+        let d = self.delays();
+        let (link, cycles) = (&self.link, &mut self.cycles);
+        let mut tick = |dut: &mut Dut| -> Result<()> {
+            link.present(dut, mem);
+            *cycles += 1;
+            link.edge(dut, mem)
+        };
+        let (v, resp) = axil::read(&mut self.dut, at, d, &mut tick)?;
+        ensure!(resp == 0, "reading {at:#x}: response {resp}");
+        Ok(v)
+    }
+
+    /// Programs the problem `a` with its tensors at `lay`, clears a pending interrupt and sets
+    /// the interrupt enable.
+    pub fn program(
+        &mut self,
+        a: &Attention,
+        lay: &Layout,
+        wait: Wait,
+        mem: &mut Memory,
+    ) -> Result<()> {
+        for (name, v) in [
+            ("Q_ADDR", lay.q),
+            ("K_ADDR", lay.k),
+            ("V_ADDR", lay.v),
+            ("O_ADDR", lay.o),
+        ] {
+            self.write(&format!("{name}_LO"), v & 0xFFFF_FFFF, mem)?;
+            self.write(&format!("{name}_HI"), v >> 32, mem)?;
+        }
+        self.write("HEADS", a.heads as u64, mem)?;
+        self.write("Q_LEN", a.q_len as u64, mem)?;
+        self.write("K_LEN", a.k_len as u64, mem)?;
+        let flags = a.causal as u64 | ((a.out == OutFormat::F32) as u64) << 1;
+        self.write("FLAGS", flags, mem)?;
+        self.write("SCALE", scale_constant(a.head_dim) as u64, mem)?;
+        // A finished run's pending interrupt (a polled one leaves it set) is cleared first.
+        self.write("IRQ_STATUS", 1, mem)?;
+        self.write("IRQ_ENABLE", (wait == Wait::Interrupt) as u64, mem)
+    }
+
+    /// Waits for the end of the run (at most `limit` cycles), then reads STATUS.
+    pub fn wait(&mut self, wait: Wait, limit: u64, mem: &mut Memory) -> Result<TopStatus> {
+        let start = self.cycles;
+        loop {
+            let finished = match wait {
+                Wait::Interrupt => {
+                    self.dut.get("irq") == 1 || {
+                        self.tick(mem)?;
+                        false
+                    }
+                }
+                Wait::Poll => self.read("STATUS", mem)? >> 1 & 1 == 1,
+            };
+            if finished {
+                break;
+            }
+            ensure!(
+                self.cycles - start < limit,
+                "the top did not finish within {limit} cycles: a hang; rerun with \
+                 REGFLASH_WAVES=1"
+            );
+            ensure!(
+                self.dut.assertion_failures() == 0,
+                "an RTL assertion failed; the simulator's message above names it"
+            );
+        }
+        let s = self.read("STATUS", mem)?;
+        let st = TopStatus {
+            busy: s & 1 == 1,
+            done: s >> 1 & 1 == 1,
+            error: s >> 2 & 1 == 1,
+            code: (s >> 8 & 7) as u64,
+        };
+        ensure!(
+            !st.busy && st.done && st.error == (st.code != 0),
+            "STATUS {s:#x} after the run"
+        );
+        Ok(st)
+    }
+
+    /// Every counter, each read LO then HI.
+    pub fn counters(&mut self, mem: &mut Memory) -> Result<BTreeMap<String, u64>> {
+        let mut out = BTreeMap::new();
+        for (i, name) in COUNTERS.iter().enumerate() {
+            let lo_at = regmap::COUNTER_BASE + 8 * i as u32;
+            let lo = self.read_at(lo_at, mem)?;
+            let hi = self.read_at(lo_at + 4, mem)?;
+            out.insert(name.to_string(), (hi as u64) << 32 | lo as u64);
+        }
+        Ok(out)
+    }
+
+    /// Clears the interrupt; `irq` must fall.
+    pub fn clear_irq(&mut self, mem: &mut Memory) -> Result<()> {
+        self.write("IRQ_STATUS", 1, mem)?;
+        ensure!(
+            self.dut.get("irq") == 0,
+            "irq still high after IRQ_STATUS was cleared"
+        );
+        Ok(())
+    }
+
+    /// Runs `a` (its tensors in `mem` at `lay`) to the end: program, START, wait, STATUS,
+    /// counters, and the interrupt cleared.
+    pub fn run(
+        &mut self,
+        p: &CoreParams,
+        a: &Attention,
+        timing: &MemoryTiming,
+        wait: Wait,
+        mem: &mut Memory,
+        lay: &Layout,
+    ) -> Result<CoreRun> {
+        let (_, limit) = cycle_limit(p, a, timing, mem);
+        self.program(a, lay, wait, mem)?;
+        self.write("CTRL", 1, mem)?;
+        let st = self.wait(wait, limit, mem)?;
+        let counters = self.counters(mem)?;
+        if wait == Wait::Interrupt {
+            self.clear_irq(mem)?;
+        }
+        Ok(CoreRun {
+            out: read_out(mem, lay, a),
+            counters,
+            memory: mem.stats,
+            assertion_failures: self.dut.assertion_failures(),
+            dma_error: st.code,
+            timing: *timing,
+        })
+    }
+}
+
+/// Runs `a` on a fresh instance of the top's model through its registers.
+pub fn run_top(
+    model: &Model,
+    p: &CoreParams,
+    a: &Attention,
+    timing: &MemoryTiming,
+    wait: Wait,
+    axi_seed: u64,
+) -> Result<CoreRun> {
+    let (mut mem, lay) = memory_image(p, a, timing)?;
+    let mut d = TopDriver::new(model, p, axi_seed, &mut mem)?;
+    d.run(p, a, timing, wait, &mut mem, &lay)
+}

@@ -1,0 +1,330 @@
+//! Checking the AXI4-Lite register block (`hdl::soc::csr`) against its model
+//! (`kernels::csr`): streams of writes and reads at random offsets (mapped or not), data and
+//! strobes, with random delays on every channel, interleaved with changes of the core's
+//! status and counters. After each transaction its response (and read data) must equal the
+//! model's, the problem outputs and `irq` must equal the model's registers, and `start` and
+//! `abort` must have pulsed exactly as often as the model says.
+
+use std::cell::RefCell;
+
+use anyhow::Result;
+use hdl::core::{CoreParams, COUNTERS};
+use hdl::soc::regmap::{self, Kind, ProblemReg};
+use kernels::csr::{CoreStatus, Csr, Reg};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use verilator_tb::Dut;
+
+use super::axil::{self, Delays};
+use super::stateful::{config, outcome};
+
+/// The problem values, in the model's order.
+const VALUES: [ProblemReg; 9] = [
+    ProblemReg::QAddr,
+    ProblemReg::KAddr,
+    ProblemReg::VAddr,
+    ProblemReg::OAddr,
+    ProblemReg::Heads,
+    ProblemReg::QLen,
+    ProblemReg::KLen,
+    ProblemReg::Flags,
+    ProblemReg::Scale,
+];
+
+/// The model of core `p`'s register block.
+pub fn model(p: &CoreParams) -> Csr {
+    let regs = regmap::registers(p)
+        .into_iter()
+        .map(|r| {
+            let m = match r.kind {
+                Kind::Const(c) => Reg::Const(c),
+                Kind::Ctrl => Reg::Ctrl,
+                Kind::Status => Reg::Status,
+                Kind::IrqEnable => Reg::IrqEnable,
+                Kind::IrqStatus => Reg::IrqStatus,
+                Kind::Problem { reg, half, width } => Reg::Value {
+                    value: VALUES.iter().position(|&v| v == reg).expect("a value"),
+                    lsb: 32 * half,
+                    width: width.saturating_sub(32 * half).min(32),
+                },
+                Kind::Counter { index, hi: false } => Reg::CounterLo(index),
+                Kind::Counter { hi: true, .. } => Reg::CounterHi,
+            };
+            (r.offset, m)
+        })
+        .collect();
+    Csr::new(regs, VALUES.len())
+}
+
+/// One step of a stream.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Write {
+        addr: u32,
+        data: u32,
+        strb: u8,
+        d: Delays,
+    },
+    Read {
+        addr: u32,
+        d: Delays,
+    },
+    /// The core's status and counters change (and stay).
+    Core(CoreStatus),
+}
+
+/// Runs `ops` on a reset block; the first difference from the model, if any.
+pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), String>> {
+    let mut m = model(p);
+    let mut st = CoreStatus {
+        counters: vec![0; COUNTERS.len()],
+        ..Default::default()
+    };
+    axil::idle(dut);
+    apply(dut, &st);
+    dut.reset(2);
+    let pulses = RefCell::new((0u32, 0u32));
+    for (n, op) in ops.iter().enumerate() {
+        let mut tick = |dut: &mut Dut| -> Result<()> {
+            let mut c = pulses.borrow_mut();
+            c.0 += dut.get("start") as u32;
+            c.1 += dut.get("abort_req") as u32;
+            dut.tick();
+            Ok(())
+        };
+        let what = match op {
+            Op::Write {
+                addr,
+                data,
+                strb,
+                d,
+            } => {
+                let resp = axil::write(dut, *addr, *data, *strb, *d, &mut tick)?;
+                let e = m.write(*addr, *data, *strb);
+                if resp != e.resp {
+                    return Ok(Err(format!(
+                        "op {n} {op:x?}: BRESP {resp}, model {}",
+                        e.resp
+                    )));
+                }
+                let (starts, aborts) = pulses.replace((0, 0));
+                if (starts, aborts) != (e.start as u32, e.abort as u32) {
+                    return Ok(Err(format!(
+                        "op {n} {op:x?}: {starts} start and {aborts} abort pulses, model {} and {}",
+                        e.start as u32, e.abort as u32
+                    )));
+                }
+                format!("{op:x?}")
+            }
+            Op::Read { addr, d } => {
+                let got = axil::read(dut, *addr, *d, &mut tick)?;
+                let want = m.read(*addr, &st);
+                if got != want {
+                    return Ok(Err(format!(
+                        "op {n} {op:x?}: read {:#x} resp {}, model {:#x} resp {}",
+                        got.0, got.1, want.0, want.1
+                    )));
+                }
+                format!("{op:x?}")
+            }
+            Op::Core(s) => {
+                st = s.clone();
+                apply(dut, &st);
+                tick(dut)?;
+                m.observe_done(st.done);
+                String::new()
+            }
+        };
+        if let Some(e) = outputs_differ(dut, p, &m) {
+            return Ok(Err(format!("after op {n} {what}: {e}")));
+        }
+    }
+    Ok(Ok(()))
+}
+
+fn apply(dut: &mut Dut, st: &CoreStatus) {
+    dut.set("busy", st.busy as u64);
+    dut.set("done", st.done as u64);
+    dut.set("error", st.error as u64);
+    for (name, &v) in COUNTERS.iter().zip(&st.counters) {
+        dut.set(name, v);
+    }
+}
+
+/// The problem outputs and `irq` against the model's registers.
+fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
+    let flags = m.value(7);
+    for (port, _) in hdl::soc::csr::problem_ports(p) {
+        let want = match port {
+            "causal" => flags & 1,
+            "out_f32" => flags >> 1 & 1,
+            _ => {
+                let i = VALUES.iter().position(|v| v.port() == port)?;
+                m.value(i)
+            }
+        };
+        let got = dut.get(port);
+        if got != want {
+            return Some(format!("{port} = {got:#x}, model {want:#x}"));
+        }
+    }
+    let irq = dut.get("irq") == 1;
+    (irq != m.irq()).then(|| format!("irq = {irq}, model {}", m.irq()))
+}
+
+/// Directed streams: every register read after reset, written with all ones and read back,
+/// with strobes one byte at a time; the counter shadow; the interrupt's set, enable and clear;
+/// start and abort; unmapped and unaligned offsets.
+pub fn directed(p: &CoreParams) -> Vec<Op> {
+    let regs = regmap::registers(p);
+    let d = Delays::default();
+    let mut ops = vec![];
+    for r in &regs {
+        ops.push(Op::Read { addr: r.offset, d });
+    }
+    for r in regs.iter().filter(|r| r.kind != Kind::Ctrl) {
+        ops.push(Op::Write {
+            addr: r.offset,
+            data: u32::MAX,
+            strb: 0xF,
+            d,
+        });
+        ops.push(Op::Read { addr: r.offset, d });
+        for b in 0..4 {
+            ops.push(Op::Write {
+                addr: r.offset,
+                data: 0x5A5A_5A5A ^ (r.offset << 3),
+                strb: 1 << b,
+                d,
+            });
+            ops.push(Op::Read { addr: r.offset, d });
+        }
+    }
+    let counters: Vec<u64> = (0..COUNTERS.len() as u64)
+        .map(|i| 0xABCD_0000_0000 | i << 32 | (i * 0x0101_0101))
+        .collect();
+    ops.push(Op::Core(CoreStatus {
+        busy: true,
+        done: false,
+        error: 0,
+        counters: counters.clone(),
+    }));
+    for i in 0..COUNTERS.len() as u32 {
+        let lo = regmap::COUNTER_BASE + 8 * i;
+        ops.push(Op::Read { addr: lo, d });
+        ops.push(Op::Read { addr: lo + 4, d });
+    }
+    let w = |addr, data| Op::Write {
+        addr,
+        data,
+        strb: 0xF,
+        d,
+    };
+    ops.extend([
+        w(0x028, 1),
+        Op::Core(CoreStatus {
+            busy: false,
+            done: true,
+            error: 0,
+            counters: counters.clone(),
+        }),
+        Op::Read { addr: 0x02C, d },
+        // A clear whose byte is not strobed clears nothing.
+        Op::Write {
+            addr: 0x02C,
+            data: 1,
+            strb: 0b1110,
+            d,
+        },
+        Op::Read { addr: 0x02C, d },
+        Op::Write {
+            addr: 0x028,
+            data: 0,
+            strb: 0b1110,
+            d,
+        },
+        w(0x02C, 1),
+        Op::Read { addr: 0x024, d },
+        w(0x020, 1),
+        w(0x020, 2),
+        w(0x020, 3),
+        Op::Core(CoreStatus {
+            busy: false,
+            done: false,
+            error: 0,
+            counters: counters.clone(),
+        }),
+        Op::Core(CoreStatus {
+            busy: false,
+            done: true,
+            error: regmap::ERR_ABORTED as u8,
+            counters,
+        }),
+        Op::Read { addr: 0x024, d },
+        Op::Read { addr: 0x02C, d },
+        Op::Read { addr: 0xFFC, d },
+        w(0xFFC, 1),
+        Op::Read { addr: 0x043, d },
+        w(0x041, 0x1234_5678),
+        Op::Read { addr: 0x040, d },
+    ]);
+    ops
+}
+
+/// Random streams: offsets mostly mapped (a third of them the control, status and interrupt
+/// registers), any data and strobes, delays up to 4 cycles.
+fn op(offsets: Vec<u32>) -> impl Strategy<Value = Op> {
+    let delays =
+        (0u32..5, 0u32..5, 0u32..5).prop_map(|(addr, data, resp)| Delays { addr, data, resp });
+    let addr = prop_oneof![
+        3 => prop::sample::select(vec![0x020u32, 0x024, 0x028, 0x02C]),
+        6 => prop::sample::select(offsets),
+        1 => 0u32..4096,
+    ];
+    let status = (
+        any::<bool>(),
+        any::<bool>(),
+        0u8..8,
+        prop::collection::vec(0u64..1 << 48, COUNTERS.len()),
+    )
+        .prop_map(|(busy, done, error, counters)| {
+            Op::Core(CoreStatus {
+                busy,
+                done,
+                error,
+                counters,
+            })
+        });
+    prop_oneof![
+        4 => (addr.clone(), any::<u32>(), 0u8..16, delays.clone())
+            .prop_map(|(addr, data, strb, d)| Op::Write { addr, data, strb, d }),
+        4 => (addr, delays).prop_map(|(addr, d)| Op::Read { addr, d }),
+        1 => status,
+    ]
+}
+
+/// `cases` random streams of up to `max_len` operations; returns the operations checked.
+pub fn proptest_csr(
+    dut: &mut Dut,
+    p: &CoreParams,
+    cases: u32,
+    max_len: usize,
+    seed: u64,
+) -> Result<u64> {
+    let offsets: Vec<u32> = regmap::registers(p).iter().map(|r| r.offset).collect();
+    let dut = RefCell::new(dut);
+    let checked = std::cell::Cell::new(0u64);
+    let strategy = prop::collection::vec(op(offsets), 1..=max_len);
+    let result = super::seeds::run(config(cases), seed, &strategy, |ops| {
+        match check(&mut dut.borrow_mut(), p, &ops) {
+            Ok(Ok(())) => {
+                checked.set(checked.get() + ops.len() as u64);
+                Ok(())
+            }
+            Ok(Err(m)) => Err(TestCaseError::fail(m)),
+            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
+        }
+    });
+    outcome(result)?;
+    Ok(checked.get())
+}
