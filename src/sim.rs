@@ -33,6 +33,12 @@ pub struct SimReport {
     pub seq_len: usize,
     pub k_len: usize,
     pub heads: usize,
+    /// K/V heads (fewer than `heads`: grouped-query attention).
+    #[serde(default)]
+    pub kv_heads: usize,
+    /// The tensors' layout in memory (bhsd or bshd).
+    #[serde(default = "default_layout")]
+    pub layout: String,
     pub head_dim: usize,
     pub causal: bool,
     pub out_format: String,
@@ -107,6 +113,10 @@ pub struct SimReport {
     pub passed: bool,
 }
 
+fn default_layout() -> String {
+    "bhsd".into()
+}
+
 fn full_link() -> u32 {
     32
 }
@@ -148,7 +158,7 @@ impl SimReport {
         let pct = |n: &str| 100.0 * c(n) as f64 / self.cycles.max(1) as f64;
         let mut s =
             format!(
-            "regflash sim: preset {}, {} ({}x{} PEs{}, Br {} Bc {} d {}), {} head(s), seq {}{}, \
+            "regflash sim: preset {}, {} ({}x{} PEs{}, Br {} Bc {} d {}), {} head(s){}, seq {}{}, \
              {}, out {}\n",
             self.preset,
             self.design(", "),
@@ -159,6 +169,16 @@ impl SimReport {
             self.bc,
             self.head_dim,
             self.heads,
+            {
+                let mut x = String::new();
+                if self.kv_heads > 0 && self.kv_heads != self.heads {
+                    x += &format!(" sharing {} K/V head(s)", self.kv_heads);
+                }
+                if self.layout != "bhsd" {
+                    x += &format!(", layout {}", self.layout);
+                }
+                x
+            },
             self.seq_len,
             if self.k_len != self.seq_len {
                 format!(" (keys {})", self.k_len)
@@ -368,6 +388,8 @@ pub fn run_full(
         seq_len: a.q_len,
         k_len: a.k_len,
         heads: a.heads,
+        kv_heads: a.kv_heads,
+        layout: a.layout.name().to_string(),
         head_dim: d,
         causal: a.causal,
         out_format: format!("{:?}", a.out).to_lowercase(),
@@ -484,6 +506,8 @@ pub fn load_problem(
     );
     let a = Attention {
         heads: qs[0],
+        kv_heads: qs[0],
+        layout: Default::default(),
         q_len: qs[1],
         k_len: ks[1],
         head_dim: qs[2],

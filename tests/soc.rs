@@ -13,7 +13,9 @@ use hdl::soc::regmap;
 use kernels::flash::OutFormat;
 use kernels::patterns::Pattern;
 use regflash::design::{generate, simulate, Target};
-use regflash::verify::attention::{check, memory_image, Attention, MemoryTiming, TopDriver, Wait};
+use regflash::verify::attention::{
+    check, memory_image, Attention, MemoryTiming, TensorLayout, TopDriver, Wait,
+};
 
 fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
@@ -27,8 +29,9 @@ fn register_block_equals_its_model() {
     assert!(r.directed_vectors > 500 && r.random_vectors > 200, "{r:?}");
 }
 
-/// Two problems through the registers on one top instance (interrupt, then polling), an
-/// abort in the middle of a third, and a fourth after it: every finished run bit-exact with
+/// Two problems through the registers on one top instance (interrupt, then polling, the
+/// second grouped-query in the (seq, heads, d) layout), an abort in the middle of a third, and
+/// a fourth after it: every finished run bit-exact with
 /// exact counters; the aborted one reports ERR_CODE 6 with the counters restarted.
 #[test]
 fn top_runs_through_its_registers_and_recovers_from_an_abort() {
@@ -58,11 +61,11 @@ fn top_runs_through_its_registers_and_recovers_from_an_abort() {
         "{}",
         check(&p, &a0, &r0).describe()
     );
-    run(
-        &mut d,
-        &problem(2, 15, 10, true, OutFormat::F32, 2),
-        Wait::Poll,
-    );
+    // Two query heads on one K/V head, tensors as (seq, heads, d): strides and KV_GROUP.
+    let gqa = problem(2, 15, 10, true, OutFormat::F32, 2)
+        .grouped(1)
+        .laid_out(TensorLayout::Bshd);
+    run(&mut d, &gqa, Wait::Poll);
     // Abort a long run: DONE with ERR_CODE 6 once the reads in flight are back.
     let long = problem(2, 64, 64, false, OutFormat::F16, 3);
     let (mut mem, lay) = memory_image(&p, &long, &timing).unwrap();

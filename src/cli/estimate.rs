@@ -200,7 +200,7 @@ fn human_joules(pj: f64) -> String {
 fn widen(cfg: &mut CoreConfig, heads: usize, seq: usize) -> Option<String> {
     let bits = |x: u64| 64 - x.leading_zeros();
     let index = bits((seq.max(heads) + cfg.br.max(cfg.bc) as usize) as u64);
-    let size = crate::verify::attention::Layout::checked(
+    let size = crate::verify::attention::Layout::upper_bound(
         heads,
         seq,
         seq,

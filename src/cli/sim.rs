@@ -12,6 +12,14 @@ pub struct SimArgs {
     /// Attention heads of random inputs.
     #[arg(long, default_value_t = 1)]
     pub heads: usize,
+    /// K/V heads of random inputs (grouped-query attention: the Q heads share them; must
+    /// divide --heads; default: one per Q head).
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    /// How the tensors lie in the core's memory: bhsd (heads, seq, d) or bshd (seq, heads, d),
+    /// read in place through the row and head strides.
+    #[arg(long, default_value = "bhsd")]
+    pub layout: crate::verify::attention::TensorLayout,
     /// Causal masking (bottom-right aligned when Q and K lengths differ).
     #[arg(long)]
     pub causal: bool,
@@ -98,7 +106,14 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         check_writable(path)?;
     }
     let (problem, saturated) = match (&args.q, &args.k, &args.v) {
-        (Some(q), Some(k), Some(v)) => sim::load_problem(q, k, v, args.causal, out, args.saturate)?,
+        (Some(q), Some(k), Some(v)) => {
+            anyhow::ensure!(
+                args.kv_heads.is_none(),
+                "--kv-heads applies to random inputs; with --q/--k/--v the arrays' shapes say it"
+            );
+            let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate)?;
+            (a.laid_out(args.layout), n)
+        }
         _ => {
             anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
             anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
@@ -111,6 +126,13 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
                 cfg.head_dim as usize,
                 out,
             )?;
+            let kv = args.kv_heads.unwrap_or(args.heads);
+            anyhow::ensure!(
+                kv >= 1 && args.heads.is_multiple_of(kv),
+                "--kv-heads {kv} must divide --heads {} (each K/V head serves the same number \
+                 of query heads)",
+                args.heads
+            );
             let a = sim::random_problem(
                 args.heads,
                 args.seq,
@@ -118,7 +140,9 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
                 args.causal,
                 out,
                 args.seed,
-            );
+            )
+            .grouped(kv)
+            .laid_out(args.layout);
             (a, 0)
         }
     };

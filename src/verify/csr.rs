@@ -19,17 +19,7 @@ use super::axil::{self, Delays};
 use super::stateful::{config, outcome};
 
 /// The problem values, in the model's order.
-const VALUES: [ProblemReg; 9] = [
-    ProblemReg::QAddr,
-    ProblemReg::KAddr,
-    ProblemReg::VAddr,
-    ProblemReg::OAddr,
-    ProblemReg::Heads,
-    ProblemReg::QLen,
-    ProblemReg::KLen,
-    ProblemReg::Flags,
-    ProblemReg::Scale,
-];
+const VALUES: [ProblemReg; 18] = ProblemReg::ALL;
 
 /// The model of core `p`'s register block.
 pub fn model(p: &CoreParams) -> Csr {
@@ -153,7 +143,7 @@ fn apply(dut: &mut Dut, st: &CoreStatus) {
 
 /// The problem outputs and `irq` against the model's registers.
 fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
-    let flags = m.value(7);
+    let flags = m.value(VALUES.iter().position(|&v| v == ProblemReg::Flags)?);
     for (port, _) in hdl::soc::csr::problem_ports(p) {
         let want = match port {
             "causal" => flags & 1,

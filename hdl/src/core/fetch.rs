@@ -97,7 +97,13 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     // What the sequencer and the readout use of the problem and the channels; the landing
     // addresses read only the fields of the loop counters their layout has (none, for a
     // single-row bank).
-    for unused in [prob.o_addr, prob.out_f32, prob.c_const] {
+    for unused in [
+        prob.o_addr,
+        prob.out_f32,
+        prob.c_const,
+        prob.o_row_stride,
+        prob.o_head_stride,
+    ] {
         m.discard(unused);
     }
     m.discard_all(&i.step);
@@ -107,7 +113,6 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let (iw, aw) = (p.index_bits, p.addr_bits);
     let row_bytes = (p.d() * 2) as u64;
     let rb16 = m.lit(16, row_bytes);
-    let stride = m.lit(aw, row_bytes);
     let brl = m.lit(iw, p.br() as u64);
     let bcl = m.lit(iw, p.bc() as u64);
     let zero_bit = m.zero(1);
@@ -123,8 +128,12 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let q_start = m.name("q_fetch_start", q_start);
     let qf_en = go | q_start;
     reg_set(m, qf_head, mux(go, zero_i, qf_head.q + 1), qf_en);
-    let q_span = prob.q_len.mul_lo(rb16, aw);
-    reg_set(m, qf_off, mux(go, zero_a, qf_off.q + q_span), qf_en);
+    reg_set(
+        m,
+        qf_off,
+        mux(go, zero_a, qf_off.q + prob.q_head_stride),
+        qf_en,
+    );
     // The Q tile is released after its last QK step, or at once for a tile with no block.
     let q_last_qk = i.qk_last_step & (i.blk + 1).eq(i.nblk);
     let q_rel = q_last_qk | (i.go_once & i.empty_tile);
@@ -139,7 +148,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         desc: ReadDesc {
             start: q_start,
             base: prob.q_addr + qf_off.q,
-            stride,
+            stride: prob.q_row_stride,
             row_bytes: rb16,
             rows: prob.q_len,
             block_rows: brl,
@@ -147,10 +156,18 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
             release: q_rel,
         },
     };
-    // K and V: one descriptor per tile with keys to see, blocks of Bc rows.
-    let kv_span = prob.k_len.mul_lo(rb16, aw);
-    let mut kv = |ch: &str, addr: Sig, status: &ReadStatus, last: Sig, early: Fault, rd| {
+    // K and V: one descriptor per tile with keys to see, blocks of Bc rows; the K/V head
+    // moves on after every `kv_group` Q heads.
+    let group_last = |g: Sig| (g + 1).ge(prob.kv_group);
+    let mut kv = |ch: &str,
+                  addr: Sig,
+                  (row_stride, head_stride): (Sig, Sig),
+                  status: &ReadStatus,
+                  last: Sig,
+                  early: Fault,
+                  rd| {
         let f_head = m.reg(&format!("{ch}f_head"), iw, Some(0));
+        let f_group = m.reg(&format!("{ch}f_group"), iw, Some(0));
         let f_qbase = m.reg(&format!("{ch}f_qbase"), iw, Some(0));
         let f_off = m.reg(&format!("{ch}f_off"), aw, Some(0));
         let active = and_all(&[running, f_head.q.lt(heads), status.error.is_zero()]);
@@ -166,7 +183,11 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         let qb_reset = go | next_head;
         let qb_d = mux(qb_reset, zero_i, f_qbase.q + brl);
         reg_set(m, f_qbase, qb_d, qb_reset | take);
-        reg_set(m, f_off, mux(go, zero_a, f_off.q + kv_span), h_en);
+        let wrap = group_last(f_group.q);
+        let g_d = mux(go | wrap, zero_i, f_group.q + 1);
+        reg_set(m, f_group, g_d, h_en);
+        let off_d = mux(go, zero_a, f_off.q + head_stride);
+        reg_set(m, f_off, off_d, go | (next_head & wrap));
         // Fault: release at start, when nothing is held yet.
         let release = if p.has(early) { last | go } else { last };
         ReadCmd {
@@ -174,7 +195,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
             desc: ReadDesc {
                 start,
                 base: addr + f_off.q,
-                stride,
+                stride: row_stride,
                 row_bytes: rb16,
                 rows: need,
                 block_rows: bcl,
@@ -186,6 +207,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let k = kv(
         "k",
         prob.k_addr,
+        (prob.k_row_stride, prob.k_head_stride),
         &i.k,
         i.qk_last_step,
         Fault::ReleaseKUnheld,
@@ -194,6 +216,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let v = kv(
         "v",
         prob.v_addr,
+        (prob.v_row_stride, prob.v_head_stride),
         &i.v,
         i.pv_last_step,
         Fault::ReleaseVUnheld,

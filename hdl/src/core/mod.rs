@@ -443,6 +443,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
         o_busy: dma.o.busy,
         o_addr: seq.latched.o_addr,
         out_row_bytes: seq.o_row_bytes,
+        o_row_stride: seq.latched.o_row_stride,
     };
     let ro = m.instantiate(&parts.readout, "u_readout", &ro_in);
     m.drive(ro_idle, ro.idle);

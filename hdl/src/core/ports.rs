@@ -7,8 +7,15 @@ use crate::{addr_bits, bits_for, group, interface};
 
 interface! {
     /// The problem `start` presents (latched for the run): byte addresses of Q, K, V and O,
-    /// heads, sequence lengths, causal masking, FP32 output, the softmax constant.
-    pub struct Problem { q_addr, k_addr, v_addr, o_addr, heads, q_len, k_len, causal, out_f32, c_const }
+    /// heads, sequence lengths, causal masking, FP32 output, the softmax constant; each
+    /// tensor's row and head strides in bytes (so (B, S, H, D) and (B, H, S, D) tensors are
+    /// read in place), and the Q heads per K/V head (`kv_group`, grouped-query attention; 0
+    /// or 1: one K/V head per Q head).
+    pub struct Problem {
+        q_addr, k_addr, v_addr, o_addr, heads, q_len, k_len, causal, out_f32, c_const,
+        q_row_stride, q_head_stride, k_row_stride, k_head_stride, v_row_stride, v_head_stride,
+        o_row_stride, o_head_stride, kv_group
+    }
 }
 
 impl Problem<u32> {
@@ -25,6 +32,15 @@ impl Problem<u32> {
             causal: 1,
             out_f32: 1,
             c_const: 32,
+            q_row_stride: a,
+            q_head_stride: a,
+            k_row_stride: a,
+            k_head_stride: a,
+            v_row_stride: a,
+            v_head_stride: a,
+            o_row_stride: a,
+            o_head_stride: a,
+            kv_group: i,
         }
     }
 }

@@ -17,10 +17,10 @@ crate::states! {
 group! {
     /// The readout's inputs: the hand-off and the tile handed over (rows, first query row,
     /// no block to compute, O's offset for the head), the row engines' and O channel's busy,
-    /// the O base address and row length.
+    /// the O base address, row length and row stride.
     pub struct ReadoutIn<T> {
         handoff, rows_valid, q_base, empty_tile, o_head_off, rows_busy, o_busy, o_addr,
-        out_row_bytes;
+        out_row_bytes, o_row_stride;
     }
 }
 
@@ -50,6 +50,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ReadoutBlock {
         o_busy: 1,
         o_addr: aw,
         out_row_bytes: 16,
+        o_row_stride: aw,
     };
     let outputs = ReadoutOut {
         idle: 1,
@@ -105,9 +106,9 @@ fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
         Readout::Run => pick(finished, Readout::Write, Readout::Run),
         Readout::Write => pick(o_start, Readout::Idle, Readout::Write),
     });
-    let tile_off = qbase.q.mul_lo(i.out_row_bytes, aw);
+    let stride = i.o_row_stride;
+    let tile_off = qbase.q.mul_lo(stride, aw);
     let base = m.name("o_tile_base", (i.o_addr + ohead.q) + tile_off);
-    let stride = i.out_row_bytes.zext(aw);
     // Fault: the descriptor's base one row late (the checker keeps the tile's own region).
     let desc_base = if p.has(Fault::WriteOutsideO) {
         base + stride

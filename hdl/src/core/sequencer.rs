@@ -255,6 +255,15 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         causal: hold("is_causal", raw.causal),
         out_f32: hold("is_f32", raw.out_f32),
         c_const: hold("softmax_c", raw.c_const),
+        q_row_stride: hold("q_row_stride", raw.q_row_stride),
+        q_head_stride: hold("q_head_stride", raw.q_head_stride),
+        k_row_stride: hold("k_row_stride", raw.k_row_stride),
+        k_head_stride: hold("k_head_stride", raw.k_head_stride),
+        v_row_stride: hold("v_row_stride", raw.v_row_stride),
+        v_head_stride: hold("v_head_stride", raw.v_head_stride),
+        o_row_stride: hold("o_row_stride", raw.o_row_stride),
+        o_head_stride: hold("o_head_stride", raw.o_head_stride),
+        kv_group: hold("kv_group", raw.kv_group),
     };
     let row_bytes = (p.d() * 2) as u64;
     let o_row_bytes = {
@@ -273,7 +282,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         Some(_) => phases_tiered(m, p, &r, i),
         None => phases(m, p, &r, i, &sm),
     };
-    let tile = main_fsm(m, p, &r, i, &prob, o_row_bytes, go, nblk_d);
+    let tile = main_fsm(m, p, &r, i, &prob, go, nblk_d);
     // One phase at a time in 2-D: the one bus carries the running phase's steps.
     let (pe, pe_pv) = if r.pv.is_some() {
         (ph.qk_bus, ph.pv_bus)
@@ -750,7 +759,6 @@ fn main_fsm(
     r: &Regs,
     i: &SeqIn,
     prob: &Problem,
-    o_row_bytes: Sig,
     go: Sig,
     nblk_d: Sig,
 ) -> Tile {
@@ -789,8 +797,7 @@ fn main_fsm(
     let head_next = r.state.is(Seq::Tile) & tiles_done;
     let zero_a = m.zero(aw);
     let zero_i = m.zero(iw);
-    let o_span = prob.q_len.mul_lo(o_row_bytes, aw);
-    let o_off_d = mux(go, zero_a, r.o_head_off.q + o_span);
+    let o_off_d = mux(go, zero_a, r.o_head_off.q + prob.o_head_stride);
     reg_set(m, r.o_head_off, o_off_d, go | head_next);
     let head_d = mux(go, zero_i, r.head.q + 1);
     reg_set(m, r.head, head_d, go | head_next);

@@ -60,6 +60,15 @@ pub fn problem_ports(p: &CoreParams) -> Vec<(&'static str, u32)> {
         ("causal", 1),
         ("out_f32", 1),
         ("c_const", 32),
+        ("q_row_stride", a),
+        ("q_head_stride", a),
+        ("k_row_stride", a),
+        ("k_head_stride", a),
+        ("v_row_stride", a),
+        ("v_head_stride", a),
+        ("o_row_stride", a),
+        ("o_head_stride", a),
+        ("kv_group", i),
     ]
 }
 
@@ -146,17 +155,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
 
     // Problem registers: one register per value, written a 32-bit half at a time.
     let mut problem = std::collections::HashMap::new();
-    for reg in [
-        ProblemReg::QAddr,
-        ProblemReg::KAddr,
-        ProblemReg::VAddr,
-        ProblemReg::OAddr,
-        ProblemReg::Heads,
-        ProblemReg::QLen,
-        ProblemReg::KLen,
-        ProblemReg::Flags,
-        ProblemReg::Scale,
-    ] {
+    for reg in ProblemReg::ALL {
         let halves: Vec<&Register> = regs
             .iter()
             .filter(|r| matches!(r.kind, Kind::Problem { reg: x, .. } if x == reg))
@@ -194,19 +193,10 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
             "causal" => problem[&ProblemReg::Flags].bit(0),
             "out_f32" => problem[&ProblemReg::Flags].bit(1),
             _ => {
-                let reg = [
-                    ProblemReg::QAddr,
-                    ProblemReg::KAddr,
-                    ProblemReg::VAddr,
-                    ProblemReg::OAddr,
-                    ProblemReg::Heads,
-                    ProblemReg::QLen,
-                    ProblemReg::KLen,
-                    ProblemReg::Scale,
-                ]
-                .into_iter()
-                .find(|r| r.port() == port)
-                .expect("a problem port");
+                let reg = ProblemReg::ALL
+                    .into_iter()
+                    .find(|r| r.port() == port)
+                    .expect("a problem port");
                 problem[&reg]
             }
         };

@@ -59,9 +59,40 @@ pub enum ProblemReg {
     KLen,
     Flags,
     Scale,
+    QRowStride,
+    QHeadStride,
+    KRowStride,
+    KHeadStride,
+    VRowStride,
+    VHeadStride,
+    ORowStride,
+    OHeadStride,
+    KvGroup,
 }
 
 impl ProblemReg {
+    /// Every problem value, in register order.
+    pub const ALL: [ProblemReg; 18] = [
+        ProblemReg::QAddr,
+        ProblemReg::KAddr,
+        ProblemReg::VAddr,
+        ProblemReg::OAddr,
+        ProblemReg::Heads,
+        ProblemReg::QLen,
+        ProblemReg::KLen,
+        ProblemReg::Flags,
+        ProblemReg::Scale,
+        ProblemReg::QRowStride,
+        ProblemReg::QHeadStride,
+        ProblemReg::KRowStride,
+        ProblemReg::KHeadStride,
+        ProblemReg::VRowStride,
+        ProblemReg::VHeadStride,
+        ProblemReg::ORowStride,
+        ProblemReg::OHeadStride,
+        ProblemReg::KvGroup,
+    ];
+
     /// The core's input port it drives (`Flags` drives `causal` and `out_f32`).
     pub fn port(self) -> &'static str {
         match self {
@@ -74,6 +105,15 @@ impl ProblemReg {
             ProblemReg::KLen => "k_len",
             ProblemReg::Flags => "flags",
             ProblemReg::Scale => "c_const",
+            ProblemReg::QRowStride => "q_row_stride",
+            ProblemReg::QHeadStride => "q_head_stride",
+            ProblemReg::KRowStride => "k_row_stride",
+            ProblemReg::KHeadStride => "k_head_stride",
+            ProblemReg::VRowStride => "v_row_stride",
+            ProblemReg::VHeadStride => "v_head_stride",
+            ProblemReg::ORowStride => "o_row_stride",
+            ProblemReg::OHeadStride => "o_head_stride",
+            ProblemReg::KvGroup => "kv_group",
         }
     }
 }
@@ -282,34 +322,68 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         vec![field("DONE", 0, 1, "a problem finished (write 1 to clear)")],
         "Interrupt status; irq = |(IRQ_STATUS & IRQ_ENABLE).",
     );
-    let problem = [
-        (
-            ProblemReg::QAddr,
-            "Q_ADDR",
-            p.addr_bits,
-            "byte address of Q",
-        ),
-        (
-            ProblemReg::KAddr,
-            "K_ADDR",
-            p.addr_bits,
-            "byte address of K",
-        ),
-        (
-            ProblemReg::VAddr,
-            "V_ADDR",
-            p.addr_bits,
-            "byte address of V",
-        ),
-        (
-            ProblemReg::OAddr,
-            "O_ADDR",
-            p.addr_bits,
-            "byte address of O",
-        ),
-    ];
-    let mut off = 0x040;
-    for (reg, name, width, doc) in problem {
+    let pairs = |first: u32, regs: &[(ProblemReg, &'static str, &'static str)]| {
+        regs.iter()
+            .enumerate()
+            .map(|(k, &(reg, name, doc))| (first + 8 * k as u32, reg, name, doc))
+            .collect::<Vec<_>>()
+    };
+    let mut wide = pairs(
+        0x040,
+        &[
+            (ProblemReg::QAddr, "Q_ADDR", "byte address of Q"),
+            (ProblemReg::KAddr, "K_ADDR", "byte address of K"),
+            (ProblemReg::VAddr, "V_ADDR", "byte address of V"),
+            (ProblemReg::OAddr, "O_ADDR", "byte address of O"),
+        ],
+    );
+    wide.extend(pairs(
+        0x080,
+        &[
+            (
+                ProblemReg::QRowStride,
+                "Q_ROW_STRIDE",
+                "bytes from a Q row to the next",
+            ),
+            (
+                ProblemReg::QHeadStride,
+                "Q_HEAD_STRIDE",
+                "bytes from a Q head to the next",
+            ),
+            (
+                ProblemReg::KRowStride,
+                "K_ROW_STRIDE",
+                "bytes from a K row to the next",
+            ),
+            (
+                ProblemReg::KHeadStride,
+                "K_HEAD_STRIDE",
+                "bytes from a K head to the next",
+            ),
+            (
+                ProblemReg::VRowStride,
+                "V_ROW_STRIDE",
+                "bytes from a V row to the next",
+            ),
+            (
+                ProblemReg::VHeadStride,
+                "V_HEAD_STRIDE",
+                "bytes from a V head to the next",
+            ),
+            (
+                ProblemReg::ORowStride,
+                "O_ROW_STRIDE",
+                "bytes from an O row to the next",
+            ),
+            (
+                ProblemReg::OHeadStride,
+                "O_HEAD_STRIDE",
+                "bytes from an O head to the next",
+            ),
+        ],
+    ));
+    let width = p.addr_bits;
+    for (mut off, reg, name, doc) in wide {
         for half in 0..2 {
             let w = width.saturating_sub(32 * half).min(32);
             let suffix = if half == 0 { "LO" } else { "HI" };
@@ -330,6 +404,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         }
     }
     let iw = p.index_bits;
+    let mut off = 0x060;
     let scalars = [
         (ProblemReg::Heads, "HEADS", iw, "attention heads"),
         (ProblemReg::QLen, "Q_LEN", iw, "queries per head"),
@@ -382,6 +457,23 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         vec![field("C", 0, 32, "FP32 bits of log2(e) / sqrt(d)")],
         "The softmax constant (REGFLASH_CFG_SCALE in regflash.h for the generated d).",
     );
+    push(
+        "KV_GROUP",
+        0x0C0,
+        Access::Rw,
+        Kind::Problem {
+            reg: ProblemReg::KvGroup,
+            half: 0,
+            width: iw,
+        },
+        vec![field(
+            "KV_GROUP",
+            0,
+            iw,
+            "Q heads per K/V head (0 or 1: one each)",
+        )],
+        "Grouped-query attention: Q head h reads K/V head h / KV_GROUP.",
+    );
     for (index, name) in COUNTERS.iter().enumerate() {
         for hi in [false, true] {
             let upper = name.to_uppercase();
@@ -408,5 +500,6 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             );
         }
     }
+    regs.sort_by_key(|r| r.offset);
     regs
 }

@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// Where the tensors live in the memory model.
+/// Where the tensors live in the memory model: bases, and each tensor's row and head strides
+/// (bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub q: u64,
@@ -11,37 +12,109 @@ pub struct Layout {
     pub v: u64,
     pub o: u64,
     pub size: u64,
+    /// (row stride, head stride) of Q, K, V and O.
+    pub q_strides: (u64, u64),
+    pub k_strides: (u64, u64),
+    pub v_strides: (u64, u64),
+    pub o_strides: (u64, u64),
 }
 
 impl Layout {
-    /// Q, K, V, O one after the other, each 4 KiB aligned (the shape is validated).
+    /// Q, K, V, O one after the other, each 4 KiB aligned, in the problem's tensor layout (the
+    /// shape is validated).
     pub fn of(a: &Attention) -> Layout {
-        Layout::checked(a.heads, a.q_len, a.k_len, a.head_dim, a.out)
-            .expect("a validated problem fits in 64-bit addresses")
+        Layout::checked(
+            (a.heads, a.kv_heads),
+            a.q_len,
+            a.k_len,
+            a.head_dim,
+            a.out,
+            a.layout,
+        )
+        .expect("a validated problem fits in 64-bit addresses")
     }
 
-    /// The layout of a problem of this shape, or None if it overflows 64-bit addresses.
-    pub fn checked(
+    /// The largest layout of a problem of this shape (every Q head with its own K/V head), or
+    /// None if it overflows 64-bit addresses.
+    pub fn upper_bound(
         heads: usize,
         q_len: usize,
         k_len: usize,
         head_dim: usize,
         out: OutFormat,
     ) -> Option<Layout> {
-        let align = |x: u64| x.checked_next_multiple_of(4096);
-        let bytes = |elem: u64, len: usize| {
-            elem.checked_mul(heads as u64)?
-                .checked_mul(len as u64)?
-                .checked_mul(head_dim as u64)
-        };
-        let out_bytes = out_bytes(out) as u64;
-        let q = 0u64;
-        let k = align(q.checked_add(bytes(2, q_len)?)?)?;
-        let v = align(k.checked_add(bytes(2, k_len)?)?)?;
-        let o = align(v.checked_add(bytes(2, k_len)?)?)?;
-        let size = align(o.checked_add(bytes(out_bytes, q_len)?)?)?;
-        Some(Layout { q, k, v, o, size })
+        Layout::checked(
+            (heads, heads),
+            q_len,
+            k_len,
+            head_dim,
+            out,
+            TensorLayout::Bhsd,
+        )
     }
+
+    /// The layout of a problem of this shape ((Q heads, K/V heads)), or None if it overflows
+    /// 64-bit addresses.
+    pub fn checked(
+        (heads, kv_heads): (usize, usize),
+        q_len: usize,
+        k_len: usize,
+        head_dim: usize,
+        out: OutFormat,
+        layout: TensorLayout,
+    ) -> Option<Layout> {
+        let align = |x: u64| x.checked_next_multiple_of(4096);
+        let row = |elem: u64| elem.checked_mul(head_dim as u64);
+        let tensor = |elem: u64, heads: usize, len: usize| -> Option<((u64, u64), u64)> {
+            let r = row(elem)?;
+            let strides = layout.strides(heads as u64, len as u64, r)?;
+            Some((
+                strides,
+                r.checked_mul(heads as u64)?.checked_mul(len as u64)?,
+            ))
+        };
+        let (qs, q_bytes) = tensor(2, heads, q_len)?;
+        let (ks, kv_bytes) = tensor(2, kv_heads, k_len)?;
+        let (os, o_bytes) = tensor(out_bytes(out) as u64, heads, q_len)?;
+        let q = 0u64;
+        let k = align(q.checked_add(q_bytes)?)?;
+        let v = align(k.checked_add(kv_bytes)?)?;
+        let o = align(v.checked_add(kv_bytes)?)?;
+        let size = align(o.checked_add(o_bytes)?)?;
+        Some(Layout {
+            q,
+            k,
+            v,
+            o,
+            size,
+            q_strides: qs,
+            k_strides: ks,
+            v_strides: ks,
+            o_strides: os,
+        })
+    }
+
+    /// Byte address of row `s` of head `h` of a tensor at `base` with `strides`.
+    fn at(base: u64, (row, head): (u64, u64), h: usize, s: usize) -> usize {
+        (base + s as u64 * row + h as u64 * head) as usize
+    }
+}
+
+/// Writes `t` (heads × len rows of `row_elems` FP16 values, logically row-major) into `mem` at
+/// `base` with `strides`.
+fn store(
+    mem: &mut Memory,
+    t: &[u16],
+    base: u64,
+    strides: (u64, u64),
+    len: usize,
+    row_elems: usize,
+) -> Result<()> {
+    for (n, r) in t.chunks(row_elems).enumerate() {
+        let bytes: Vec<u8> = r.iter().flat_map(|x| x.to_le_bytes()).collect();
+        mem.load_bytes(Layout::at(base, strides, n / len, n % len), &bytes)?;
+    }
+    Ok(())
 }
 
 /// How the memory behaves, apart from its size and beat (which follow the core).
@@ -140,10 +213,10 @@ pub fn memory_image(
         seed: timing.seed,
     };
     let mut mem = Memory::new(mem_cfg)?;
-    let le = |t: &[u16]| t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    mem.load_bytes(lay.q as usize, &le(&a.q))?;
-    mem.load_bytes(lay.k as usize, &le(&a.k))?;
-    mem.load_bytes(lay.v as usize, &le(&a.v))?;
+    let d = a.head_dim;
+    store(&mut mem, &a.q, lay.q, lay.q_strides, a.q_len, d)?;
+    store(&mut mem, &a.k, lay.k, lay.k_strides, a.k_len, d)?;
+    store(&mut mem, &a.v, lay.v, lay.v_strides, a.k_len, d)?;
     // O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
     // are a non-canonical NaN in either format, which no correct run produces.
     let o_bytes = a.heads * a.q_len * a.head_dim * a.out_bytes();
@@ -208,6 +281,15 @@ pub fn run_on(
         ("causal", a.causal as u64),
         ("out_f32", (a.out == OutFormat::F32) as u64),
         ("c_const", scale_constant(a.head_dim) as u64),
+        ("q_row_stride", addrs.q_strides.0),
+        ("q_head_stride", addrs.q_strides.1),
+        ("k_row_stride", addrs.k_strides.0),
+        ("k_head_stride", addrs.k_strides.1),
+        ("v_row_stride", addrs.v_strides.0),
+        ("v_head_stride", addrs.v_strides.1),
+        ("o_row_stride", addrs.o_strides.0),
+        ("o_head_stride", addrs.o_strides.1),
+        ("kv_group", a.group() as u64),
     ] {
         dut.set(name, v);
     }
@@ -282,16 +364,21 @@ pub(crate) fn cycle_limit(
     (estimate, limit)
 }
 
-/// O as the core left it in memory: heads × q_len × d values (FP16 in the low half, or FP32).
+/// O as the core left it in memory, logically heads × q_len × d values (FP16 in the low half,
+/// or FP32).
 pub(crate) fn read_out(mem: &Memory, lay: &Layout, a: &Attention) -> Vec<u32> {
     let ob = a.out_bytes();
-    let n = a.heads * a.q_len * a.head_dim;
-    mem.read_bytes(lay.o as usize, n * ob)
-        .chunks(ob)
-        .map(|c| {
-            let mut w = [0u8; 4];
-            w[..ob].copy_from_slice(c);
-            u32::from_le_bytes(w)
-        })
-        .collect()
+    let row = a.head_dim * ob;
+    let mut out = Vec::with_capacity(a.heads * a.q_len * a.head_dim);
+    for h in 0..a.heads {
+        for s in 0..a.q_len {
+            let at = Layout::at(lay.o, lay.o_strides, h, s);
+            out.extend(mem.read_bytes(at, row).chunks(ob).map(|c| {
+                let mut w = [0u8; 4];
+                w[..ob].copy_from_slice(c);
+                u32::from_le_bytes(w)
+            }));
+        }
+    }
+    out
 }

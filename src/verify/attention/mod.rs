@@ -28,11 +28,53 @@ use proptest::test_runner::{Config, TestCaseError, TestError};
 use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model};
 
-/// One attention problem: `heads` heads of FP16 Q (q_len × d), K and V (k_len × d), each
-/// stored (heads, len, d) row-major.
+/// How a tensor's heads and rows lie in memory (one batch): `Bhsd` (heads, len, d) row-major,
+/// each head's rows together; `Bshd` (len, heads, d), each position's heads together (the
+/// layout of a linear projection's output, read in place through the row and head strides).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TensorLayout {
+    #[default]
+    Bhsd,
+    Bshd,
+}
+
+impl std::str::FromStr for TensorLayout {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "bhsd" => Ok(TensorLayout::Bhsd),
+            "bshd" => Ok(TensorLayout::Bshd),
+            _ => bail!("unknown layout `{s}`: choose bhsd (heads, seq, d) or bshd (seq, heads, d)"),
+        }
+    }
+}
+
+impl TensorLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorLayout::Bhsd => "bhsd",
+            TensorLayout::Bshd => "bshd",
+        }
+    }
+
+    /// (row stride, head stride) in bytes of a tensor of `heads` heads of `len` rows of
+    /// `row_bytes` bytes.
+    pub fn strides(self, heads: u64, len: u64, row_bytes: u64) -> Option<(u64, u64)> {
+        match self {
+            TensorLayout::Bhsd => Some((row_bytes, len.checked_mul(row_bytes)?)),
+            TensorLayout::Bshd => Some((heads.checked_mul(row_bytes)?, row_bytes)),
+        }
+    }
+}
+
+/// One attention problem: `heads` heads of FP16 Q (q_len × d) and `kv_heads` heads of K and V
+/// (k_len × d; Q head h uses K/V head h / (heads / kv_heads), grouped-query attention when
+/// fewer), logically (heads, len, d) row-major here, stored in memory by `layout`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Attention {
     pub heads: usize,
+    pub kv_heads: usize,
+    pub layout: TensorLayout,
     pub q_len: usize,
     pub k_len: usize,
     pub head_dim: usize,
@@ -68,6 +110,8 @@ impl Attention {
         }
         Attention {
             heads,
+            kv_heads: heads,
+            layout: TensorLayout::Bhsd,
             q_len,
             k_len,
             head_dim,
@@ -77,6 +121,27 @@ impl Attention {
             causal,
             out,
         }
+    }
+
+    /// The same problem with `kv_heads` K/V heads (the first ones), for grouped-query
+    /// attention.
+    pub fn grouped(mut self, kv_heads: usize) -> Self {
+        let n = kv_heads.min(self.heads) * self.k_len * self.head_dim;
+        self.k.truncate(n);
+        self.v.truncate(n);
+        self.kv_heads = kv_heads;
+        self
+    }
+
+    /// The same problem stored in `layout`.
+    pub fn laid_out(mut self, layout: TensorLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Q heads per K/V head.
+    pub fn group(&self) -> usize {
+        self.heads / self.kv_heads.max(1)
     }
 
     /// Checks that the problem fits the core: shapes, the head dimension, the index widths,
@@ -90,17 +155,23 @@ impl Attention {
             self.head_dim,
             self.out,
         )?;
+        ensure!(
+            self.kv_heads >= 1 && self.heads.is_multiple_of(self.kv_heads),
+            "{} query heads cannot share {} K/V heads: the K/V heads must divide the query \
+             heads (grouped-query attention)",
+            self.heads,
+            self.kv_heads
+        );
         let d = self.head_dim;
-        for (name, t, len) in [
-            ("Q", &self.q, self.q_len),
-            ("K", &self.k, self.k_len),
-            ("V", &self.v, self.k_len),
+        for (name, t, heads, len) in [
+            ("Q", &self.q, self.heads, self.q_len),
+            ("K", &self.k, self.kv_heads, self.k_len),
+            ("V", &self.v, self.kv_heads, self.k_len),
         ] {
             ensure!(
-                t.len() == self.heads * len * d,
-                "{name} holds {} values, not heads x len x d = {} x {len} x {d}",
-                t.len(),
-                self.heads
+                t.len() == heads * len * d,
+                "{name} holds {} values, not heads x len x d = {heads} x {len} x {d}",
+                t.len()
             );
         }
         Ok(())
@@ -109,10 +180,11 @@ impl Attention {
     fn head<'a>(&'a self, h: usize) -> Problem<'a> {
         let d = self.head_dim;
         let (qs, ks) = (self.q_len * d, self.k_len * d);
+        let g = h / self.group();
         Problem {
             q: &self.q[h * qs..(h + 1) * qs],
-            k: &self.k[h * ks..(h + 1) * ks],
-            v: &self.v[h * ks..(h + 1) * ks],
+            k: &self.k[g * ks..(g + 1) * ks],
+            v: &self.v[g * ks..(g + 1) * ks],
             q_len: self.q_len,
             k_len: self.k_len,
         }
@@ -204,7 +276,8 @@ pub fn check_shape(
     out: OutFormat,
 ) -> Result<()> {
     check_core_shape(p, heads, q_len, k_len, head_dim, out)?;
-    let bytes = Layout::checked(heads, q_len, k_len, head_dim, out).map_or(u64::MAX, |l| l.size);
+    let bytes =
+        Layout::upper_bound(heads, q_len, k_len, head_dim, out).map_or(u64::MAX, |l| l.size);
     ensure!(
         bytes <= MAX_SIM_MEMORY,
         "the problem needs {bytes} bytes of simulated memory (heads {heads}, q_len {q_len}, \
@@ -255,7 +328,7 @@ pub fn check_core_shape(
         q_len.max(k_len),
         p.index_bits
     );
-    let bytes = Layout::checked(heads, q_len, k_len, head_dim, out).map(|l| l.size);
+    let bytes = Layout::upper_bound(heads, q_len, k_len, head_dim, out).map(|l| l.size);
     let reach = 1u64 << p.addr_bits;
     ensure!(
         bytes.is_some_and(|b| b < reach),

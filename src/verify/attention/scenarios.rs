@@ -7,6 +7,9 @@ use super::*;
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub heads: usize,
+    /// K/V heads (divides `heads`; fewer: grouped-query attention).
+    pub kv_heads: usize,
+    pub layout: TensorLayout,
     pub q_len: usize,
     pub k_len: usize,
     pub causal: bool,
@@ -28,6 +31,8 @@ impl Scenario {
             self.out,
             self.seed,
         )
+        .grouped(self.kv_heads)
+        .laid_out(self.layout)
     }
 }
 
@@ -37,6 +42,8 @@ impl Scenario {
 pub fn directed(br: usize, bc: usize) -> Vec<Scenario> {
     let base = Scenario {
         heads: 1,
+        kv_heads: 1,
+        layout: TensorLayout::Bhsd,
         q_len: 1,
         k_len: 1,
         causal: false,
@@ -78,14 +85,36 @@ pub fn directed(br: usize, bc: usize) -> Vec<Scenario> {
     }
     v.push(Scenario {
         heads: 3,
+        kv_heads: 3,
         q_len: br + 3,
         k_len: 2 * bc + 5,
         causal: true,
         out: OutFormat::F32,
         ..base.clone()
     });
+    // Grouped-query attention in the (seq, heads, d) layout: two Q heads per K/V head, and
+    // one K/V head for three Q heads, causal, FP32 out.
+    v.push(Scenario {
+        heads: 4,
+        kv_heads: 2,
+        layout: TensorLayout::Bshd,
+        q_len: 2 * br + 3,
+        k_len: 2 * bc + 1,
+        ..base.clone()
+    });
+    v.push(Scenario {
+        heads: 3,
+        kv_heads: 1,
+        layout: TensorLayout::Bshd,
+        q_len: br + 1,
+        k_len: 3 * bc,
+        causal: true,
+        out: OutFormat::F32,
+        ..base.clone()
+    });
     v.push(Scenario {
         heads: 2,
+        kv_heads: 2,
         q_len: 3 * br,
         k_len: 3 * bc,
         timing: MemoryTiming {
@@ -109,13 +138,14 @@ pub fn directed(br: usize, bc: usize) -> Vec<Scenario> {
     v
 }
 
-/// Random scenarios: 1 to 3 heads, lengths 1 to `max_len` (equal half the time), causal or
-/// not, either output format, any value pattern, memory latency 1 to 60 cycles, bandwidth of
-/// a full or a partial beat per cycle, refusal probability up to 0.3.
+/// Random scenarios: 1 to 3 heads (a quarter of them sharing one K/V head), either tensor
+/// layout, lengths 1 to `max_len` (equal half the time), causal or not, either output format,
+/// any value pattern, memory latency 1 to 60 cycles, bandwidth of a full or a partial beat per
+/// cycle, refusal probability up to 0.3.
 pub fn scenarios(max_len: usize) -> impl Strategy<Value = Scenario> {
     let len = prop_oneof![1..=max_len.min(24), 1..=max_len];
     (
-        1usize..=3,
+        (1usize..=3, prop::bool::weighted(0.25), any::<bool>()),
         len.clone(),
         prop_oneof![Just(None), len.prop_map(Some)],
         any::<bool>(),
@@ -129,20 +159,28 @@ pub fn scenarios(max_len: usize) -> impl Strategy<Value = Scenario> {
         ),
     )
         .prop_map(
-            |(heads, q_len, k_len, causal, f32, pat, seed, (latency, bpc, stall))| Scenario {
-                heads,
-                q_len,
-                k_len: k_len.unwrap_or(q_len),
-                causal,
-                out: if f32 { OutFormat::F32 } else { OutFormat::F16 },
-                pattern: Pattern::ALL[pat],
-                seed,
-                timing: MemoryTiming {
-                    latency,
-                    bytes_per_cycle: bpc,
-                    stall_probability: stall,
+            |((heads, gqa, bshd), q_len, k_len, causal, f32, pat, seed, (latency, bpc, stall))| {
+                Scenario {
+                    heads,
+                    kv_heads: if gqa { 1 } else { heads },
+                    layout: if bshd {
+                        TensorLayout::Bshd
+                    } else {
+                        TensorLayout::Bhsd
+                    },
+                    q_len,
+                    k_len: k_len.unwrap_or(q_len),
+                    causal,
+                    out: if f32 { OutFormat::F32 } else { OutFormat::F16 },
+                    pattern: Pattern::ALL[pat],
                     seed,
-                },
+                    timing: MemoryTiming {
+                        latency,
+                        bytes_per_cycle: bpc,
+                        stall_probability: stall,
+                        seed,
+                    },
+                }
             },
         )
 }

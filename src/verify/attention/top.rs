@@ -148,6 +148,18 @@ impl TopDriver {
         let flags = a.causal as u64 | ((a.out == OutFormat::F32) as u64) << 1;
         self.write("FLAGS", flags, mem)?;
         self.write("SCALE", scale_constant(a.head_dim) as u64, mem)?;
+        for (name, (row, head)) in [
+            ("Q", lay.q_strides),
+            ("K", lay.k_strides),
+            ("V", lay.v_strides),
+            ("O", lay.o_strides),
+        ] {
+            for (what, v) in [("ROW", row), ("HEAD", head)] {
+                self.write(&format!("{name}_{what}_STRIDE_LO"), v & 0xFFFF_FFFF, mem)?;
+                self.write(&format!("{name}_{what}_STRIDE_HI"), v >> 32, mem)?;
+            }
+        }
+        self.write("KV_GROUP", a.group() as u64, mem)?;
         // A finished run's pending interrupt (a polled one leaves it set) is cleared first.
         self.write("IRQ_STATUS", 1, mem)?;
         self.write("IRQ_ENABLE", (wait == Wait::Interrupt) as u64, mem)
