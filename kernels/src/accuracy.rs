@@ -107,6 +107,25 @@ impl Accuracy {
         }
     }
 
+    /// Plain FP16 attention's own relative error: plain error / max |V|.
+    pub fn plain_rel_err(&self) -> f64 {
+        if self.plain_err == 0.0 {
+            0.0
+        } else {
+            self.plain_err / self.v_scale
+        }
+    }
+
+    /// Inputs beyond the contract's reach: the output is within the absolute bound (as close
+    /// to f64 as plain FP16 attention, twice over), but plain FP16 attention itself misses the
+    /// relative limit, so no design with FP16 storage and FP32 accumulation meets it. Scores
+    /// of extreme magnitude do this: FP32 sums of products near 65504² cannot tell which key
+    /// dominates. Such a run is not correct by the contract and never passes; this says why.
+    pub fn beyond_reach(&self) -> bool {
+        let within = |x: f64, limit: f64| x.partial_cmp(&limit).is_some_and(|o| o.is_le());
+        within(self.max_abs_err, self.abs_bound()) && self.plain_rel_err() > MAX_REL_ERR
+    }
+
     /// The absolute bound: 2 × the plain error + one FP16 ulp at max |O_f64|.
     pub fn abs_bound(&self) -> f64 {
         2.0 * self.plain_err + fp16_ulp(self.out_scale)
@@ -146,9 +165,19 @@ impl Accuracy {
             ));
         }
         if !within(self.rel_err(), MAX_REL_ERR) {
+            let why = if self.beyond_reach() {
+                format!(
+                    "; plain FP16 attention's own is {:.3e}: these inputs are beyond what FP16 \
+                     storage with FP32 accumulation resolves, so the contract cannot be met \
+                     (scale Q and K down)",
+                    self.plain_rel_err()
+                )
+            } else {
+                String::new()
+            };
             return Err(format!(
                 "relative error {:.3e} (max |O - O_f64| / max |V| = {:.3e} / {:.3e}) exceeds \
-                 {MAX_REL_ERR:e}",
+                 {MAX_REL_ERR:e}{why}",
                 self.rel_err(),
                 self.max_abs_err,
                 self.v_scale
@@ -254,4 +283,44 @@ pub fn exp2_accuracy(lo: f32, hi: f32, stride: u32) -> Exp2Range {
         k = k.saturating_add(stride);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An output as close to f64 as plain FP16 attention allows, where plain attention itself
+    /// misses the relative limit, fails and says why; an output beyond the absolute bound is
+    /// not excused that way.
+    #[test]
+    fn inputs_beyond_reach_fail_with_the_reason() {
+        let a = Accuracy {
+            max_abs_err: 4.0e4,
+            plain_err: 3.0e4,
+            out_scale: 6.0e4,
+            v_scale: 6.5e4,
+            ..Accuracy::default()
+        };
+        assert!(a.beyond_reach());
+        let e = a.check().unwrap_err();
+        assert!(
+            e.contains("beyond what FP16 storage with FP32 accumulation resolves"),
+            "{e}"
+        );
+        let b = Accuracy {
+            max_abs_err: 7.0e4,
+            ..a
+        };
+        assert!(!b.beyond_reach());
+        assert!(b.check().unwrap_err().contains("exceeds 2 x plain"));
+        // Plain attention within the limit: a relative error over it is the design's own.
+        let c = Accuracy {
+            max_abs_err: 100.0,
+            plain_err: 60.0,
+            ..a
+        };
+        assert!(!c.beyond_reach());
+        let e = c.check().unwrap_err();
+        assert!(e.contains("relative error") && !e.contains("beyond"), "{e}");
+    }
 }

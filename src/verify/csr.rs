@@ -12,11 +12,10 @@ use hdl::core::{CoreParams, COUNTERS};
 use hdl::soc::regmap::{self, Kind, ProblemReg};
 use kernels::csr::{CoreStatus, Csr, Reg};
 use proptest::prelude::*;
-use proptest::test_runner::TestCaseError;
 use verilator_tb::Dut;
 
 use super::axil::{self, Delays};
-use super::stateful::{config, outcome};
+use super::stateful::check_streams;
 
 /// The problem values, in the model's order.
 const VALUES: [ProblemReg; 18] = ProblemReg::ALL;
@@ -302,19 +301,5 @@ pub fn proptest_csr(
     seed: u64,
 ) -> Result<u64> {
     let offsets: Vec<u32> = regmap::registers(p).iter().map(|r| r.offset).collect();
-    let dut = RefCell::new(dut);
-    let checked = std::cell::Cell::new(0u64);
-    let strategy = prop::collection::vec(op(offsets), 1..=max_len);
-    let result = super::seeds::run(config(cases), seed, &strategy, |ops| {
-        match check(&mut dut.borrow_mut(), p, &ops) {
-            Ok(Ok(())) => {
-                checked.set(checked.get() + ops.len() as u64);
-                Ok(())
-            }
-            Ok(Err(m)) => Err(TestCaseError::fail(m)),
-            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
-        }
-    });
-    outcome(result)?;
-    Ok(checked.get())
+    check_streams(cases, seed, max_len, op(offsets), |ops| check(dut, p, ops))
 }

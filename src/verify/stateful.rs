@@ -17,7 +17,7 @@ use verilator_tb::Dut;
 
 use super::stimulus::{f32_value, F32_SPECIALS};
 
-pub(crate) fn config(cases: u32) -> Config {
+fn config(cases: u32) -> Config {
     Config {
         cases,
         failure_persistence: None,
@@ -25,7 +25,7 @@ pub(crate) fn config(cases: u32) -> Config {
     }
 }
 
-pub(crate) fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
+fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
     match result {
         Ok(()) => Ok(()),
         Err(TestError::Fail(reason, minimal)) => {
@@ -33,6 +33,32 @@ pub(crate) fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> a
         }
         Err(TestError::Abort(reason)) => anyhow::bail!("proptest aborted: {reason}"),
     }
+}
+
+/// Random streams of 1 to `max_len` items of `item`, each checked by `check` (`Ok(Err(..))`: a
+/// difference, `Err`: the harness failed); returns the items checked.
+pub(crate) fn check_streams<T: Clone + std::fmt::Debug>(
+    cases: u32,
+    seed: u64,
+    max_len: usize,
+    item: impl Strategy<Value = T>,
+    check: impl FnMut(&[T]) -> anyhow::Result<Result<(), String>>,
+) -> anyhow::Result<u64> {
+    let checked = std::cell::Cell::new(0u64);
+    let check = RefCell::new(check);
+    let strategy = prop::collection::vec(item, 1..=max_len);
+    let result = super::seeds::run(config(cases), seed, &strategy, |xs| {
+        match (check.borrow_mut())(&xs) {
+            Ok(Ok(())) => {
+                checked.set(checked.get() + xs.len() as u64);
+                Ok(())
+            }
+            Ok(Err(m)) => Err(TestCaseError::fail(m)),
+            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
+        }
+    });
+    outcome(result)?;
+    Ok(checked.get())
 }
 
 /// Runs reciprocals of `xs` back to back; the first wrong result, if any, as a message.
@@ -273,24 +299,9 @@ pub fn proptest_softmax_row(
     max_len: usize,
     seed: u64,
 ) -> anyhow::Result<u64> {
-    let dut = RefCell::new(dut);
-    let checked = std::cell::Cell::new(0u64);
-    let strategy = prop::collection::vec(row_cycle(), 1..=max_len);
-    let result = super::seeds::run(
-        config(cases),
-        seed,
-        &strategy,
-        |cycles| match check_softmax_row(&mut dut.borrow_mut(), &cycles) {
-            Ok(Ok(())) => {
-                checked.set(checked.get() + cycles.len() as u64);
-                Ok(())
-            }
-            Ok(Err(m)) => Err(TestCaseError::fail(m)),
-            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
-        },
-    );
-    outcome(result)?;
-    Ok(checked.get())
+    check_streams(cases, seed, max_len, row_cycle(), |cycles| {
+        check_softmax_row(dut, cycles)
+    })
 }
 
 /// One cycle of SRAM bank stimulus.
@@ -444,19 +455,8 @@ pub fn proptest_sram(
     max_len: usize,
     seed: u64,
 ) -> anyhow::Result<u64> {
-    let dut = RefCell::new(dut);
-    let checked = std::cell::Cell::new(0u64);
-    let strategy = prop::collection::vec(sram_cycle(cfg.depth, cfg.width, cfg.ports), 1..=max_len);
-    let result = super::seeds::run(config(cases), seed, &strategy, |cycles| {
-        match check_sram(&mut dut.borrow_mut(), cfg.depth, cfg.width, &cycles) {
-            Ok(Ok(())) => {
-                checked.set(checked.get() + cycles.len() as u64);
-                Ok(())
-            }
-            Ok(Err(m)) => Err(TestCaseError::fail(m)),
-            Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
-        }
-    });
-    outcome(result)?;
-    Ok(checked.get())
+    let item = sram_cycle(cfg.depth, cfg.width, cfg.ports);
+    check_streams(cases, seed, max_len, item, |cycles| {
+        check_sram(dut, cfg.depth, cfg.width, cycles)
+    })
 }

@@ -343,6 +343,18 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
     })
 }
 
+/// The S slot above: `s`, or with the fault `SharedSTierSlot` always slot 0 (one S block above
+/// instead of two, so a block's scores overwrite those the softmax of the previous block still
+/// reads).
+fn above_slot(m: &mut ModuleBuilder, one_slot: bool, s: Sig) -> Sig {
+    if one_slot {
+        m.discard(s);
+        m.zero(1)
+    } else {
+        s
+    }
+}
+
 fn s_tier(
     m: &mut ModuleBuilder,
     cfg: &PeRowConfig,
@@ -357,16 +369,7 @@ fn s_tier(
     }
     let rd_addr = m.delay_n("link_rd_addr", st.addr, lat);
     let lands = m.name("s_lands", st.valid & !st.pv & st.last);
-    // Fault: one S block above instead of two, so a block's scores overwrite those the
-    // softmax of the previous block still reads.
-    let slot_of = |m: &mut ModuleBuilder, s: Sig| {
-        if one_slot {
-            m.discard(s);
-            m.zero(1)
-        } else {
-            s
-        }
-    };
+    let slot_of = |m: &mut ModuleBuilder, s: Sig| above_slot(m, one_slot, s);
     let w_slot = slot_of(m, st.slot);
     let at = m.delay_n("link_s_at", cat(&[w_slot, st.ii, st.jj]), lat + link);
     let r_slot = slot_of(m, i.slot);
@@ -475,14 +478,7 @@ fn s_tier_walk(
     let first = busy.q & beat.q.is_zero();
     let live = m.mem_read(sent, cat(&[wslot.q, wii.q, wjj.q]));
     // Up the links: the beat's bits, the beat flags, the position and the live PEs.
-    let slot_of = |m: &mut ModuleBuilder, s: Sig| {
-        if one_slot {
-            m.discard(s);
-            m.zero(1)
-        } else {
-            s
-        }
-    };
+    let slot_of = |m: &mut ModuleBuilder, s: Sig| above_slot(m, one_slot, s);
     let w_slot = slot_of(m, wslot.q);
     let at = m.delay_n("link_s_at", cat(&[w_slot, wii.q, wjj.q]), link);
     let up_beat = m.delay_n("link_s_beat", busy.q, link);

@@ -52,6 +52,13 @@ impl CoreCheck {
         self.bit_mismatches == 0 && self.counter_errors.is_empty() && self.accuracy_ok()
     }
 
+    /// Bit-exact with every counter right, on inputs beyond the contract's reach
+    /// ([`Accuracy::beyond_reach`]): the run does not pass (its report says why), but the
+    /// hardware did what the model does.
+    pub fn correct_beyond_reach(&self) -> bool {
+        self.bit_mismatches == 0 && self.counter_errors.is_empty() && self.accuracy.beyond_reach()
+    }
+
     pub fn accuracy_ok(&self) -> bool {
         self.accuracy.check().is_ok()
     }
@@ -191,7 +198,9 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
     }
 }
 
-/// Runs and checks; an error describes the first difference.
+/// Runs and checks; an error describes the first difference. A run on inputs beyond the
+/// contract's reach that is bit-exact with every counter right is returned, not an error (its
+/// check says why it does not pass).
 pub fn run_and_check(
     model: &Model,
     p: &CoreParams,
@@ -206,7 +215,7 @@ pub fn run_and_check(
     })?;
     let chk = check(p, a, &run);
     ensure!(
-        chk.ok(),
+        chk.ok() || chk.correct_beyond_reach(),
         "heads {}, q_len {}, k_len {}, causal {}, {:?}: {}",
         a.heads,
         a.q_len,
