@@ -90,6 +90,16 @@ pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> ModRef {
     })
 }
 
+/// OR of many values as a balanced tree (log depth: the read mux over ~100 registers stays
+/// shorter than the datapath's FP32 multiplier).
+fn or_tree(xs: &[Sig]) -> Sig {
+    match xs.len() {
+        0 => panic!("or_tree of no values"),
+        1 => xs[0],
+        n => or_tree(&xs[..n / 2]) | or_tree(&xs[n / 2..]),
+    }
+}
+
 fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
     let regs = regmap::registers(p);
     let mut inp = std::collections::HashMap::new();
@@ -241,15 +251,15 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
     for &c in &counters {
         m.discard(c);
     }
-    let rdata_d = or_all(&values);
-    let mapped = or_all(&r_hits);
+    let rdata_d = or_tree(&values);
+    let mapped = or_tree(&r_hits);
     let rdata = m.hold("rdata", rdata_d, ar_take);
     let slverr = m.lit(2, SLVERR);
     let okay = m.lit(2, OKAY);
     let rresp = m.hold("rresp", mux(mapped, okay, slverr), ar_take);
     m.set_next(rvalid, ar_take | (rvalid.q & !inp["s_axil_rready"]));
-    let lo_hit = or_all(&lo_hits.iter().map(|x| x.0).collect::<Vec<_>>());
-    let upper = or_all(
+    let lo_hit = or_tree(&lo_hits.iter().map(|x| x.0).collect::<Vec<_>>());
+    let upper = or_tree(
         &lo_hits
             .iter()
             .map(|&(h, u)| {
@@ -267,7 +277,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         .filter(|r| r.access != Access::Ro)
         .map(|r| waddr.eq((r.offset / 4) as u64))
         .collect();
-    let bresp = m.hold("bresp", mux(or_all(&writable), okay, slverr), do_write);
+    let bresp = m.hold("bresp", mux(or_tree(&writable), okay, slverr), do_write);
     m.output("s_axil_awready", !aw_full.q);
     m.output("s_axil_wready", !w_full.q);
     m.output("s_axil_bvalid", bvalid.q);
