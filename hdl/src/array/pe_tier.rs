@@ -374,7 +374,7 @@ fn s_tier(
     let at = m.delay_n("link_s_at", cat(&[w_slot, st.ii, st.jj]), lat + link);
     let r_slot = slot_of(m, i.slot);
     let raddr = cat(&[r_slot, i.ii, i.jj]);
-    let (mut values, mut reads, mut writes) = (vec![], vec![], vec![]);
+    let mut above = Above::default();
     for c in 0..cfg.cols {
         let read = m.delay_n(&format!("link_s_rd{c}"), lands & i.en.bit(c), lat);
         let we = m.delay_n(&format!("link_s_we{c}"), read, link);
@@ -383,20 +383,50 @@ fn s_tier(
             i.rd_data.slice(32 * c + 31, 32 * c),
             link,
         );
+        above.push(m, cfg, c, (we, at, data), raddr, read);
+    }
+    let linked = m.zero(1);
+    above.out(rd_addr, i.cc, linked)
+}
+
+/// The S registers above a row's QK PEs, as they are filled: each PE's values at the
+/// engine's read address, and per PE the link's read below and write above this cycle.
+#[derive(Default)]
+struct Above {
+    values: Vec<Sig>,
+    reads: Vec<Sig>,
+    writes: Vec<Sig>,
+}
+
+impl Above {
+    /// PE `c`'s S registers, written with (enable, address, data), read at `raddr`.
+    fn push(
+        &mut self,
+        m: &mut ModuleBuilder,
+        cfg: &PeRowConfig,
+        c: u32,
+        (we, at, data): (Sig, Sig, Sig),
+        raddr: Sig,
+        read: Sig,
+    ) {
         let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), 32);
         m.mem_write(regs, we, at, data);
-        values.push(m.mem_read(regs, raddr));
-        reads.push(read);
-        writes.push(we);
+        self.values.push(m.mem_read(regs, raddr));
+        self.reads.push(read);
+        self.writes.push(we);
     }
-    reads.reverse();
-    writes.reverse();
-    STierOut {
-        rd_addr,
-        value: mux_index(i.cc, &values),
-        reads: cat(&reads),
-        writes: cat(&writes),
-        linked: m.zero(1),
+
+    /// The tier's outputs (PE 0 in the lowest bits), the value of PE `cc`.
+    fn out(mut self, rd_addr: Sig, cc: Sig, linked: Sig) -> STierOut {
+        self.reads.reverse();
+        self.writes.reverse();
+        STierOut {
+            rd_addr,
+            value: mux_index(cc, &self.values),
+            reads: cat(&self.reads),
+            writes: cat(&self.writes),
+            linked,
+        }
     }
 }
 
@@ -486,7 +516,7 @@ fn s_tier_walk(
     let up_live = m.delay_n("link_s_live", live, link);
     let r_slot = slot_of(m, i.slot);
     let raddr = cat(&[r_slot, i.ii, i.jj]);
-    let (mut values, mut reads, mut writes) = (vec![], vec![], vec![]);
+    let mut above = Above::default();
     for c in 0..cfg.cols {
         let word = i.rd_data.slice(32 * c + 31, 32 * c);
         let sh = m.reg(&format!("link_s_sh{c}"), 32 - w, Some(0));
@@ -500,19 +530,8 @@ fn s_tier_walk(
         m.set_next(acc, score.slice(31, w));
         m.set_enable(acc, up_beat);
         let we = up_last & up_live.bit(c);
-        let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), 32);
-        m.mem_write(regs, we, at, score);
-        values.push(m.mem_read(regs, raddr));
-        reads.push(first & live.bit(c));
-        writes.push(we);
+        above.push(m, cfg, c, (we, at, score), raddr, first & live.bit(c));
     }
-    reads.reverse();
-    writes.reverse();
-    STierOut {
-        rd_addr,
-        value: mux_index(i.cc, &values),
-        reads: cat(&reads),
-        writes: cat(&writes),
-        linked: m.delay_n("link_s_linked", fin, link),
-    }
+    let linked = m.delay_n("link_s_linked", fin, link);
+    above.out(rd_addr, i.cc, linked)
 }
