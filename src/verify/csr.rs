@@ -17,10 +17,7 @@ use verilator_tb::Dut;
 use super::axil::{self, Delays};
 use super::stateful::check_streams;
 
-/// The problem values, in the model's order.
-const VALUES: [ProblemReg; 18] = ProblemReg::ALL;
-
-/// The model of core `p`'s register block.
+/// The model of core `p`'s register block (its problem values in `ProblemReg::ALL` order).
 pub fn model(p: &CoreParams) -> Csr {
     let regs = regmap::registers(p)
         .into_iter()
@@ -32,7 +29,10 @@ pub fn model(p: &CoreParams) -> Csr {
                 Kind::IrqEnable => Reg::IrqEnable,
                 Kind::IrqStatus => Reg::IrqStatus,
                 Kind::Problem { reg, half, width } => Reg::Value {
-                    value: VALUES.iter().position(|&v| v == reg).expect("a value"),
+                    value: ProblemReg::ALL
+                        .iter()
+                        .position(|&v| v == reg)
+                        .expect("a value"),
                     lsb: 32 * half,
                     width: width.saturating_sub(32 * half).min(32),
                 },
@@ -42,7 +42,7 @@ pub fn model(p: &CoreParams) -> Csr {
             (r.offset, m)
         })
         .collect();
-    Csr::new(regs, VALUES.len())
+    Csr::new(regs, ProblemReg::ALL.len())
 }
 
 /// One step of a stream.
@@ -142,17 +142,21 @@ fn apply(dut: &mut Dut, st: &CoreStatus) {
 
 /// The problem outputs and `irq` against the model's registers.
 fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
-    let flags = m.value(VALUES.iter().position(|&v| v == ProblemReg::Flags)?);
+    let flags = m.value(
+        ProblemReg::ALL
+            .iter()
+            .position(|&v| v == ProblemReg::Flags)?,
+    );
     for (port, _) in hdl::soc::csr::problem_ports(p) {
-        let want = match port {
+        let want = match port.as_str() {
             "causal" => flags & 1,
             "out_f32" => flags >> 1 & 1,
             _ => {
-                let i = VALUES.iter().position(|v| v.port() == port)?;
+                let i = ProblemReg::ALL.iter().position(|v| v.port() == port)?;
                 m.value(i)
             }
         };
-        let got = dut.get(port);
+        let got = dut.get(&port);
         if got != want {
             return Some(format!("{port} = {got:#x}, model {want:#x}"));
         }

@@ -46,30 +46,11 @@ pub fn axil_ports() -> Vec<(&'static str, u32, bool)> {
     ]
 }
 
-/// The problem ports the CSR drives: (core port, width).
-pub fn problem_ports(p: &CoreParams) -> Vec<(&'static str, u32)> {
-    let (a, i) = (p.addr_bits, p.index_bits);
-    vec![
-        ("q_addr", a),
-        ("k_addr", a),
-        ("v_addr", a),
-        ("o_addr", a),
-        ("heads", i),
-        ("q_len", i),
-        ("k_len", i),
-        ("causal", 1),
-        ("out_f32", 1),
-        ("c_const", 32),
-        ("q_row_stride", a),
-        ("q_head_stride", a),
-        ("k_row_stride", a),
-        ("k_head_stride", a),
-        ("v_row_stride", a),
-        ("v_head_stride", a),
-        ("o_row_stride", a),
-        ("o_head_stride", a),
-        ("kv_group", i),
-    ]
+/// The problem ports the CSR drives: the core's problem (`core::ports::Problem`), by name and
+/// width.
+pub fn problem_ports(p: &CoreParams) -> Vec<(String, u32)> {
+    use crate::iface::Ports;
+    crate::core::ports::Problem::widths(p).named()
 }
 
 /// Response codes.
@@ -199,7 +180,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         problem.insert(reg, val.q);
     }
     for (port, _) in problem_ports(p) {
-        let v = match port {
+        let v = match port.as_str() {
             "causal" => problem[&ProblemReg::Flags].bit(0),
             "out_f32" => problem[&ProblemReg::Flags].bit(1),
             _ => {
@@ -210,7 +191,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
                 problem[&reg]
             }
         };
-        m.output(port, v);
+        m.output(&port, v);
     }
     m.output("start", start);
     m.output("abort_req", abort);

@@ -43,15 +43,17 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
             .map(|q| (q.name.clone(), m.input(&q.name, q.width)))
             .collect();
         // What the CSR drives into the core.
-        let mut to_core: Vec<(&str, crate::Sig)> = csr::problem_ports(&p)
+        let mut ports = csr::problem_ports(&p);
+        ports.extend([("start".to_string(), 1), ("abort_req".to_string(), 1)]);
+        let to_core: Vec<(String, crate::Sig)> = ports
             .into_iter()
-            .map(|(n, w)| (n, m.net(&format!("csr_{n}"), w)))
+            .map(|(n, w)| {
+                let net = m.net(&format!("csr_{n}"), w);
+                (n, net)
+            })
             .collect();
-        let start = m.net("csr_start", 1);
-        let abort = m.net("csr_abort", 1);
-        to_core.push(("start", start));
-        to_core.push(("abort_req", abort));
-        let mut core_in = to_core.clone();
+        let mut core_in: Vec<(&str, crate::Sig)> =
+            to_core.iter().map(|(n, s)| (n.as_str(), *s)).collect();
         core_in.extend(mem_in.iter().map(|(n, s)| (n.as_str(), *s)));
         let c = m.instance(&core, "u_core", &core_in);
         let mut csr_in = axil_in.clone();
