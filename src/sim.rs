@@ -92,6 +92,12 @@ pub struct SimReport {
     pub nonfinite_outputs: u64,
     pub memory_bytes_read: u64,
     pub memory_bytes_written: u64,
+    /// The memory interface (simple or axi4).
+    #[serde(default = "default_mem_if")]
+    pub mem_if: String,
+    /// What the AXI4 slave saw (axi4 only): bursts, the longest, reordered beats, stalls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axi: Option<verilator_tb::axi::AxiStats>,
     /// The core's counters.
     pub counters: BTreeMap<String, u64>,
     /// FP32 input values clamped to ±65504 (`--saturate`; without it they are refused).
@@ -111,6 +117,10 @@ pub struct SimReport {
     /// bit_exact && counters_ok && accuracy_ok: the output is right, not merely equal to the
     /// model.
     pub passed: bool,
+}
+
+fn default_mem_if() -> String {
+    "simple".into()
 }
 
 fn default_layout() -> String {
@@ -176,6 +186,9 @@ impl SimReport {
                 }
                 if self.layout != "bhsd" {
                     x += &format!(", layout {}", self.layout);
+                }
+                if self.mem_if != "simple" {
+                    x += &format!(", memory over {}", self.mem_if.to_uppercase());
                 }
                 x
             },
@@ -262,6 +275,13 @@ impl SimReport {
             "  memory: {} bytes read, {} bytes written\n",
             self.memory_bytes_read, self.memory_bytes_written
         );
+        if let Some(x) = &self.axi {
+            s += &format!(
+                "  AXI4: {} read bursts, {} write bursts (longest {} beats), {} R beats \
+                 reordered across IDs, {} cycles a VALID waited for READY\n",
+                x.read_bursts, x.write_bursts, x.longest_burst, x.overtaking_beats, x.stalled
+            );
+        }
         if let Some(e) = &self.energy {
             s += &e.summary();
         }
@@ -415,6 +435,8 @@ pub fn run_full(
         nonfinite_outputs: acc.nonfinite_outputs,
         memory_bytes_read: run.memory.bytes_read,
         memory_bytes_written: run.memory.bytes_written,
+        mem_if: cfg.mem_if.to_string(),
+        axi: run.axi,
         counters: run.counters.clone(),
         saturated_inputs: 0,
         energy: None,

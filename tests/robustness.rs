@@ -202,6 +202,7 @@ fn slow_memory_within_the_documented_maximum_passes() {
         bytes_per_cycle: 8,
         stall_probability: 0.3,
         seed: 9,
+        ..MemoryTiming::default()
     };
     let r = run(&model, &p, &a, &slow, |_, _| {}).unwrap();
     let chk = check(&p, &a, &r);

@@ -1,6 +1,7 @@
 //! The SoC top (`regflash_top`): its AXI4-Lite register block against the register model; the
-//! whole top driven only through its registers (bit-exact O, every counter exact, read as
-//! LO/HI pairs), including a software abort and a run after it; the generated C header and
+//! whole top with its AXI4 memory master driven only through its registers on a randomly
+//! timed AXI4 slave (bit-exact O, every counter exact, read as LO/HI pairs), including 4 KiB
+//! burst splits, a software abort, bus errors and runs after them; the generated C header and
 //! register map against the register description, with the C driver example compiled
 //! against the header.
 
@@ -9,12 +10,13 @@ use std::process::Command;
 use gen::tools::ScratchDir;
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
+use hdl::dma::{self, MemIf, AXI_DECERR, AXI_SLVERR};
 use hdl::soc::regmap;
 use kernels::flash::OutFormat;
 use kernels::patterns::Pattern;
 use regflash::design::{generate, simulate, Target};
 use regflash::verify::attention::{
-    check, memory_image, Attention, MemoryTiming, TensorLayout, TopDriver, Wait,
+    check, memory_image, Attention, AxiFault, Layout, MemoryTiming, TensorLayout, TopDriver, Wait,
 };
 
 fn small() -> CoreConfig {
@@ -29,29 +31,81 @@ fn register_block_equals_its_model() {
     assert!(r.directed_vectors > 500 && r.random_vectors > 200, "{r:?}");
 }
 
-/// Two problems through the registers on one top instance (interrupt, then polling, the
-/// second grouped-query in the (seq, heads, d) layout), an abort in the middle of a third, and
-/// a fourth after it: every finished run bit-exact with
-/// exact counters; the aborted one reports ERR_CODE 6 with the counters restarted.
+/// AXI4 read and write bursts the DMA issues for `a` (bhsd, non-causal, tensors at `lay`): a
+/// transfer's rows are contiguous, so each Q tile, each K and V block and each O tile is one
+/// run of bytes, split at 256 beats and at every 4 KiB boundary. Computed from the addresses
+/// alone, independently of the RTL's burst arithmetic.
+fn expected_bursts(p: &CoreParams, a: &Attention, lay: &Layout) -> (u64, u64) {
+    let beat = (p.dma.width / 8) as u64;
+    let split = |mut at: u64, bytes: u64| {
+        let (end, mut n) = (at + bytes, 0);
+        while at < end {
+            let page_end = (at / 4096 + 1) * 4096;
+            at = end.min(page_end).min(at + 256 * beat);
+            n += 1;
+        }
+        n
+    };
+    let (br, bc, d) = (p.br() as usize, p.bc() as usize, a.head_dim);
+    let row = (2 * d) as u64;
+    let o_row = (a.out_bytes() * d) as u64;
+    let (mut reads, mut writes) = (0, 0);
+    for h in 0..a.heads {
+        let kv = h / a.group().max(1);
+        for t in (0..a.q_len).step_by(br) {
+            let rows = br.min(a.q_len - t) as u64;
+            let q_at = lay.q + lay.q_strides.1 * h as u64 + row * t as u64;
+            reads += split(q_at, rows * row);
+            for j in (0..a.k_len).step_by(bc) {
+                let keys = bc.min(a.k_len - j) as u64;
+                for base in [lay.k, lay.v] {
+                    reads += split(
+                        base + lay.k_strides.1 * kv as u64 + row * j as u64,
+                        keys * row,
+                    );
+                }
+            }
+            let o_at = lay.o + lay.o_strides.1 * h as u64 + o_row * t as u64;
+            writes += split(o_at, rows * o_row);
+        }
+    }
+    (reads, writes)
+}
+
+/// The top with the AXI4 memory master, driven only through its registers, on an AXI4 slave
+/// with random stalls on every channel and read bursts reordered across IDs, all on one
+/// instance: a problem waited for by interrupt; a grouped-query one in (seq, heads, d) layout
+/// by polling; sixteen heads whose transfers straddle 4 KiB boundaries, with the bursts
+/// counted against the addresses; an abort in mid-run; a slave error on K's reads (ERR_CODE 7)
+/// and a decode error on O's writes (8); and a run after them. Every finished run bit-exact
+/// with exact counters; the slave checks the protocol and the RTL's AXI4 assertions watch.
 #[test]
-fn top_runs_through_its_registers_and_recovers_from_an_abort() {
-    let cfg = small();
+fn top_runs_over_axi4_through_its_registers_and_recovers() {
+    let cfg = CoreConfig {
+        mem_if: MemIf::Axi4,
+        ..small()
+    };
     let p = CoreParams::from_config(&cfg).unwrap();
     let (model, manifest) = simulate(&cfg, &Target::Top).unwrap();
     assert_eq!(manifest.top, "regflash_top");
-    let timing = MemoryTiming::default();
+    let timing = MemoryTiming {
+        latency: 9,
+        stall_probability: 0.25,
+        seed: 7,
+        ..MemoryTiming::default()
+    };
     let problem = |heads, q, k, causal, out, seed| {
         Attention::generate(Pattern::Unit, heads, q, k, 16, causal, out, seed)
     };
     let a0 = problem(1, 11, 17, false, OutFormat::F16, 1);
     let (mut mem, lay) = memory_image(&p, &a0, &timing).unwrap();
-    let mut d = TopDriver::new(&model, &p, 5, &mut mem).unwrap();
+    let mut d = TopDriver::new(&model, &p, 5, &timing, &mut mem).unwrap();
     let run = |d: &mut TopDriver, a: &Attention, wait| {
         let (mut mem, lay) = memory_image(&p, a, &timing).unwrap();
         let r = d.run(&p, a, &timing, wait, &mut mem, &lay).unwrap();
         let chk = check(&p, a, &r);
         assert!(chk.ok(), "{wait:?}: {}", chk.describe());
-        r
+        (r, lay)
     };
     let r0 = d
         .run(&p, &a0, &timing, Wait::Interrupt, &mut mem, &lay)
@@ -66,7 +120,17 @@ fn top_runs_through_its_registers_and_recovers_from_an_abort() {
         .grouped(1)
         .laid_out(TensorLayout::Bshd);
     run(&mut d, &gqa, Wait::Poll);
-    // Abort a long run: DONE with ERR_CODE 6 once the reads in flight are back.
+    // Heads of 9 rows (288 bytes): head 14's first tile and blocks straddle 4 KiB.
+    let many = problem(16, 9, 9, false, OutFormat::F16, 6);
+    let (r, lay) = run(&mut d, &many, Wait::Interrupt);
+    let axi = r.axi.expect("AXI4 statistics");
+    assert_eq!(
+        (axi.read_bursts, axi.write_bursts),
+        expected_bursts(&p, &many, &lay),
+        "{axi:?}"
+    );
+    assert!(axi.overtaking_beats > 0 && axi.stalled > 0, "{axi:?}");
+    // Abort a long run: DONE with ERR_CODE 6 once the bursts in flight are answered.
     let long = problem(2, 64, 64, false, OutFormat::F16, 3);
     let (mut mem, lay) = memory_image(&p, &long, &timing).unwrap();
     d.program(&long, &lay, Wait::Interrupt, &mut mem).unwrap();
@@ -80,6 +144,31 @@ fn top_runs_through_its_registers_and_recovers_from_an_abort() {
     assert_eq!(st.code, regmap::ERR_ABORTED, "{st:?}");
     assert_eq!(d.counters(&mut mem).unwrap()["macs"], 0, "counters restart");
     d.clear_irq(&mut mem).unwrap();
+    // Error responses: SLVERR on a K read, DECERR on an O write.
+    let a = problem(1, 20, 20, false, OutFormat::F16, 8);
+    for (tensor, resp, code) in [
+        ("K", AXI_SLVERR, dma::error::SLVERR),
+        ("O", AXI_DECERR, dma::error::DECERR),
+    ] {
+        let (mut mem, lay) = memory_image(&p, &a, &timing).unwrap();
+        let at = if tensor == "K" { lay.k } else { lay.o };
+        d.set_fault(Some(AxiFault {
+            lo: at + 32,
+            hi: at + 64,
+            resp,
+        }))
+        .unwrap();
+        let r = d
+            .run(&p, &a, &timing, Wait::Interrupt, &mut mem, &lay)
+            .unwrap();
+        assert_eq!(
+            r.dma_error,
+            code,
+            "{tensor}: {}",
+            dma::error::describe(r.dma_error)
+        );
+        d.set_fault(None).unwrap();
+    }
     run(
         &mut d,
         &problem(1, 9, 33, true, OutFormat::F16, 4),

@@ -8,7 +8,7 @@ use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::array::PeGridConfig;
-use crate::dma::{self, DmaConfig};
+use crate::dma::{self, DmaConfig, MemIf};
 use crate::exp2::Exp2Config;
 use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
@@ -91,6 +91,24 @@ pub struct CoreConfig {
     /// keep their parameterized names.
     #[serde(default = "default_top_name")]
     pub top_name: String,
+    /// The memory interface: `simple` (one request per beat, responses in order) or `axi4`
+    /// (an AXI4 master with INCR bursts, `m_axi_*`).
+    #[serde(default)]
+    pub mem_if: MemIf,
+    /// AXI4: ID width (2..=16).
+    #[serde(default = "default_axi_id_bits")]
+    pub axi_id_bits: u32,
+    /// AXI4: bursts in flight at most per ID (1..=256).
+    #[serde(default = "default_axi_outstanding")]
+    pub axi_outstanding: u32,
+}
+
+fn default_axi_id_bits() -> u32 {
+    4
+}
+
+fn default_axi_outstanding() -> u32 {
+    8
 }
 
 fn default_top_name() -> String {
@@ -186,6 +204,9 @@ struct ConfigFile {
     vlink_latency: Option<u32>,
     vlink_bits: Option<u32>,
     top_name: Option<String>,
+    mem_if: Option<MemIf>,
+    axi_id_bits: Option<u32>,
+    axi_outstanding: Option<u32>,
 }
 
 impl ConfigFile {
@@ -243,6 +264,9 @@ impl ConfigFile {
                 .top_name
                 .or(base.as_ref().map(|b| b.top_name.clone()))
                 .unwrap_or_else(default_top_name),
+            mem_if: take_or!(mem_if, MemIf::default()),
+            axi_id_bits: take_or!(axi_id_bits, default_axi_id_bits()),
+            axi_outstanding: take_or!(axi_outstanding, default_axi_outstanding()),
         };
         if !missing.is_empty() {
             bail!(
@@ -330,6 +354,9 @@ impl CoreConfig {
             vlink_latency: default_vlink_latency(),
             vlink_bits: default_vlink_bits(),
             top_name: default_top_name(),
+            mem_if: MemIf::default(),
+            axi_id_bits: default_axi_id_bits(),
+            axi_outstanding: default_axi_outstanding(),
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128,
@@ -465,6 +492,13 @@ impl CoreConfig {
         }
         self.validate_variant()?;
         self.validate_top_name()?;
+        ensure!(
+            self.mem_if == MemIf::Axi4
+                || (self.axi_id_bits == default_axi_id_bits()
+                    && self.axi_outstanding == default_axi_outstanding()),
+            "axi_id_bits and axi_outstanding apply to the AXI4 master only: set mem_if = \"axi4\" \
+             (or --mem-if axi4), or leave them out"
+        );
         // The blocks' own checks, in case a knob above maps to more than one.
         self.dma().validate()?;
         self.grid().validate()?;
@@ -562,6 +596,9 @@ impl CoreConfig {
             o_rows: self.br,
             o_row_beats: (self.head_dim * 4).div_ceil(beat),
             o_rows_per_bank: self.br / self.rows.max(1),
+            mem_if: self.mem_if,
+            axi_id_bits: self.axi_id_bits,
+            axi_outstanding: self.axi_outstanding,
         }
     }
 

@@ -19,7 +19,7 @@ pub enum Reg {
     Const(u32),
     /// Write 1 to bit 0 to start, to bit 1 to abort; reads 0.
     Ctrl,
-    /// BUSY [0], DONE [1], ERROR [2] (done with a nonzero code), ERR_CODE [10:8]; read-only.
+    /// BUSY [0], DONE [1], ERROR [2] (done with a nonzero code), ERR_CODE [11:8]; read-only.
     Status,
     /// Bit 0, read-write.
     IrqEnable,
@@ -157,7 +157,7 @@ impl Csr {
                 st.busy as u32
                     | (st.done as u32) << 1
                     | (error as u32) << 2
-                    | ((st.error & 7) as u32) << 8
+                    | ((st.error & 15) as u32) << 8
             }
             Reg::IrqEnable => self.irq_enable as u32,
             Reg::IrqStatus => self.pending as u32,

@@ -36,6 +36,7 @@ use gen::constraints::SynthTarget;
 use gen::flow::SynthReport;
 use gen::tools::ScratchDir;
 use hdl::config::{CoreConfig, Variant, PRESETS};
+use hdl::dma::MemIf;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{generate, Target};
@@ -127,6 +128,10 @@ pub struct ConfigArgs {
     /// Override: wires of each QK PE's S link (reg3d with three tiers: 1, 2, 4, 8, 16 or 32).
     #[arg(long)]
     pub vlink_bits: Option<u32>,
+    /// Override: the memory interface: simple (one request per beat) or axi4 (an AXI4 master
+    /// with bursts, m_axi_*).
+    #[arg(long)]
+    pub mem_if: Option<MemIf>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -192,6 +197,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.vlink_bits {
             cfg.vlink_bits = v;
+        }
+        if let Some(v) = self.mem_if {
+            cfg.mem_if = v;
         }
         cfg.validate()?;
         Ok(cfg)

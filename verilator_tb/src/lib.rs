@@ -7,6 +7,7 @@
 //! batched streaming of many cycles per call. [`memory`] is the testbench memory behind a
 //! design's memory port; [`npy`] reads and writes `.npy` tensors.
 
+pub mod axi;
 pub mod compile;
 pub mod dut;
 pub mod memory;

@@ -149,6 +149,32 @@ impl Memory {
         &self.data[addr..addr + len]
     }
 
+    /// The beat of `bytes` bytes at `addr` as 32-bit words (the caller checked the range).
+    pub fn beat_words(&self, addr: usize, bytes: usize) -> Vec<u32> {
+        self.data[addr..addr + bytes]
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    /// Writes a beat (32-bit words) at `addr`, only the bytes whose strobe bit (`strb`, packed
+    /// in 32-bit words, bit i for byte i) is set.
+    pub fn write_strobed(&mut self, addr: usize, words: &[u32], strb: &[u32]) -> Result<()> {
+        let len = words.len() * 4;
+        if addr + len > self.data.len() {
+            bail!("a write of {len} bytes at {addr:#x} lies outside the memory");
+        }
+        for (i, w) in words.iter().enumerate() {
+            for (k, b) in w.to_le_bytes().into_iter().enumerate() {
+                let n = 4 * i + k;
+                if strb[n / 32] >> (n % 32) & 1 == 1 {
+                    self.data[addr + n] = b;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn random(&mut self) -> f64 {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;

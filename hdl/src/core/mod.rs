@@ -84,7 +84,9 @@ use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
 use crate::pe_row::{self, PeRowConfig, RowBuffer, RowTiers};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
-use ports::{CoreIn, CoreOut, Counters, ReadStatus, RowActivity, SeqIn, SeqOut};
+use ports::{
+    CoreIn, CoreOut, Counters, EngineIn, EngineOut, ReadStatus, RowActivity, SeqIn, SeqOut,
+};
 
 /// Counter width.
 pub const COUNTER_BITS: u32 = 48;
@@ -285,8 +287,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
 /// Counters restart at zero with the reset. Every other port passes through. Latency 1.
 fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> CoreOut {
     m.doc(
-        "core top: the engine (see <name>_engine) and its abort on a DMA descriptor error: the\n\
-         error code is latched, the memory port stops taking requests, and when no read is in\n\
+        "core top: the engine (see <name>_engine) and its abort on a DMA error: the error code\n\
+         is latched, the memory port starts no new request or burst, and when nothing is in\n\
          flight the engine is reset; then done = 1 and error holds the code until the next start.",
     );
     m.set_latency(1);
@@ -296,43 +298,36 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let mut to_engine = i.clone();
     to_engine.abort_req = m.zero(1);
     to_engine.start = i.start & !draining.q;
-    to_engine.mem_req_ready = i.mem_req_ready & !draining.q;
+    let to_engine = EngineIn {
+        hold: draining.q,
+        core: to_engine,
+    };
     let e = m.instantiate_with_reset(engine, "u_engine", &to_engine, engine_rst);
-    // Reads in flight: accepted read requests minus responses.
-    let req_valid = e.mem_req.valid & !draining.q;
-    let read_taken = (req_valid & i.mem_req_ready) & !e.mem_req.write;
-    let inflight = m.reg("reads_in_flight", 16, Some(0));
-    let n_d = mux(read_taken, inflight.q + 1, inflight.q - 1);
-    m.set_next(
-        inflight,
-        mux(read_taken.eq(i.mem_rsp_valid), inflight.q, n_d),
-    );
-    let none_in_flight = inflight.q.is_zero();
     // Abort: latch the first error, drain, reset the engine for one cycle, report done.
-    let go = i.start & (!e.busy & !draining.q);
-    let aborted_by_sw = i.abort_req & e.busy;
-    let begin = (e.error.any() | aborted_by_sw) & !draining.q;
-    let code = m.reg("error_code", e.error.width(), Some(0));
-    let zero_code = m.zero(e.error.width());
-    let abort_code = m.lit(e.error.width(), crate::soc::regmap::ERR_ABORTED);
-    let cause = mux(e.error.any(), e.error, abort_code);
+    let go = i.start & (!e.core.busy & !draining.q);
+    let aborted_by_sw = i.abort_req & e.core.busy;
+    let begin = (e.core.error.any() | aborted_by_sw) & !draining.q;
+    let eb = e.core.error.width();
+    let code = m.reg("error_code", eb, Some(0));
+    let zero_code = m.zero(eb);
+    let abort_code = m.lit(eb, crate::soc::regmap::ERR_ABORTED);
+    let cause = mux(e.core.error.any(), e.core.error, abort_code);
     m.set_next(code, mux(go, zero_code, cause));
     m.set_enable(code, go | begin);
-    let reset_now = draining.q & none_in_flight;
+    let reset_now = draining.q & e.quiet;
     m.drive(soft_rst, reset_now);
     m.set_next(draining, (begin | draining.q) & !reset_now);
     let aborted = m.reg("aborted", 1, Some(0));
     m.set_next(aborted, (reset_now | aborted.q) & !go);
-    let mut out = e.clone();
-    out.mem_req.valid = req_valid;
-    out.busy = e.busy | draining.q;
-    out.done = e.done | aborted.q;
+    let mut out = e.core.clone();
+    out.busy = e.core.busy | draining.q;
+    out.done = e.core.done | aborted.q;
     out.error = code.q;
     out
 }
 
-/// The engine's block (the core's ports, without the abort).
-type EngineBlock = Block<CoreIn, CoreOut<u32>>;
+/// The engine's block (the core's ports, without the abort, with `hold` and `quiet`).
+type EngineBlock = Block<EngineIn, EngineOut<u32>>;
 
 /// The engine: the DMA, the sequencer, the fetch unit, the mask generators, the PE rows, the
 /// readout, the counter file and the checker; this module only wires them.
@@ -349,7 +344,14 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> EngineBlock {
     };
     let p = *p;
     let name = format!("{}_engine", p.module_name());
-    let (inputs, outputs) = (CoreIn::widths(&p), CoreOut::widths(&p));
+    let inputs = EngineIn {
+        hold: 1,
+        core: CoreIn::widths(&p),
+    };
+    let outputs = EngineOut {
+        quiet: 1,
+        core: CoreOut::widths(&p),
+    };
     d.define_block(&name, &inputs, outputs, |_, m, i| {
         m.doc(&format!(
             "core: FlashAttention on {} x {} PEs, Br = {}, Bc = {}, d = {}: the DMA, sequencer,\n\
@@ -378,15 +380,16 @@ struct Parts {
     check: check::CheckBlock,
 }
 
-fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> CoreOut {
+fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -> EngineOut {
+    let i = &ei.core;
     // Software aborts act in the core's top (`abort_wrapper`).
     m.discard(i.abort_req);
     // The DMA's commands come from modules that need its status first: nets, driven below.
     let w = p.dma.input_widths();
     let dma_in = DmaIn {
-        mem_req_ready: i.mem_req_ready,
-        mem_rsp_valid: i.mem_rsp_valid,
-        mem_rsp_data: i.mem_rsp_data,
+        hold: ei.hold,
+        mem: i.mem,
+        m_axi: i.m_axi,
         q: m.nets("dma_q", &w.q),
         k: m.nets("dma_k", &w.k),
         v: m.nets("dma_v", &w.v),
@@ -479,12 +482,16 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, i: &CoreIn) -> C
     ] {
         error = mux(e.any(), e, error);
     }
-    CoreOut {
-        busy: seq.busy,
-        done: seq.done,
-        error,
-        mem_req: dma.mem_req,
-        counters,
+    EngineOut {
+        quiet: dma.quiet,
+        core: CoreOut {
+            busy: seq.busy,
+            done: seq.done,
+            error,
+            mem_req: dma.mem_req,
+            m_axi: dma.m_axi,
+            counters,
+        },
     }
 }
 
@@ -526,10 +533,16 @@ fn checker(
         ready: c.status.ready,
         release: cmd.desc.release,
     };
+    // Writes: the simple port's requests, or the AXI4 write bursts' first addresses.
+    let (mem_valid, mem_write, mem_addr) = match (&dma.mem_req, &dma.m_axi) {
+        (Some(r), _) => (r.valid, r.write, r.addr),
+        (None, Some(x)) => (x.awvalid, x.awvalid, x.awaddr),
+        (None, None) => unreachable!("the DMA has a memory port"),
+    };
     let check_in = check::CheckIn {
-        mem_valid: dma.mem_req.valid,
-        mem_write: dma.mem_req.write,
-        mem_addr: dma.mem_req.addr,
+        mem_valid,
+        mem_write,
+        mem_addr,
         o_start: ro.o.start,
         tile_base: ro.tile_base,
         tile_limit: ro.tile_limit,

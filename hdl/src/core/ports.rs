@@ -90,7 +90,7 @@ impl Stall<u32> {
     }
 }
 
-pub use crate::dma::{MemReq, ReadCmd, WriteDesc};
+pub use crate::dma::{AxiIn, AxiOut, MemIn, MemReq, ReadCmd, WriteDesc};
 
 interface! {
     /// What the fetch unit needs of a read channel: descriptor busy, error code, a block
@@ -218,22 +218,24 @@ group! {
 
 group! {
     /// The core's (and its engine's) inputs: `start`, `abort_req` (stop the running problem; the
-    /// engine's is unused), the memory port's ready and response, the problem (ports
-    /// `q_addr`, … `c_const`).
+    /// engine's is unused), the memory port's inputs (`mem_*` or `m_axi_*`, by `mem_if`), the
+    /// problem (ports `q_addr`, … `c_const`).
     pub struct CoreIn<T> {
-        start, abort_req, mem_req_ready, mem_rsp_valid, mem_rsp_data;
+        start, abort_req;
+        mem: Option<MemIn<T>>,
+        m_axi: Option<AxiIn<T>>,
         problem => Problem<T>,
     }
 }
 
 impl CoreIn<u32> {
     pub fn widths(p: &CoreParams) -> Self {
+        let (mem, m_axi) = p.dma.mem_inputs();
         CoreIn {
             start: 1,
             abort_req: 1,
-            mem_req_ready: 1,
-            mem_rsp_valid: 1,
-            mem_rsp_data: p.dma.width,
+            mem,
+            m_axi,
             problem: Problem::widths(p),
         }
     }
@@ -241,21 +243,42 @@ impl CoreIn<u32> {
 
 group! {
     /// The core's outputs: `busy`, `done`, `error` (a DMA channel's error code), the memory
-    /// request (`mem_req_*`) and the counters (ports `cycles`, … `write_beats`).
+    /// port's outputs (`mem_req_*` or `m_axi_*`) and the counters (ports `cycles`, …
+    /// `write_beats`).
     pub struct CoreOut<T> {
         busy, done, error;
-        mem_req: MemReq<T>,
+        mem_req: Option<MemReq<T>>,
+        m_axi: Option<AxiOut<T>>,
         counters => Counters<T>,
+    }
+}
+
+group! {
+    /// The engine's inputs (inside the core's abort wrapper): `hold` (start no new memory
+    /// request or burst) and the core's.
+    pub struct EngineIn<T> {
+        hold;
+        core => CoreIn<T>,
+    }
+}
+
+group! {
+    /// The engine's outputs: `quiet` (nothing in flight on the memory port) and the core's.
+    pub struct EngineOut<T> {
+        quiet;
+        core => CoreOut<T>,
     }
 }
 
 impl CoreOut<u32> {
     pub fn widths(p: &CoreParams) -> Self {
+        let (mem_req, m_axi) = p.dma.mem_outputs();
         CoreOut {
             busy: 1,
             done: 1,
             error: crate::dma::error::BITS,
-            mem_req: p.dma.output_widths().mem_req,
+            mem_req,
+            m_axi,
             counters: Counters::widths(),
         }
     }

@@ -58,6 +58,20 @@ impl<T: Copy, P: Ports<T>> Ports<T> for Vec<P> {
     }
 }
 
+/// An optional interface (a port group present in some configurations only, such as the
+/// memory port of one `mem_if`): `None` has no ports, `Some` the interface's under `prefix`.
+impl<T: Copy, P: Ports<T>> Ports<T> for Option<P> {
+    type With<U: Copy> = Option<P::With<U>>;
+    fn leaves(&self, prefix: &str, out: &mut Vec<(String, T)>) {
+        if let Some(p) = self {
+            p.leaves(prefix, out);
+        }
+    }
+    fn map<U: Copy>(&self, prefix: &str, f: &mut dyn FnMut(&str, T) -> U) -> Self::With<U> {
+        self.as_ref().map(|p| p.map(prefix, f))
+    }
+}
+
 /// Declares an interface of leaf ports: `interface! { /// doc
 /// pub struct Desc { start, base } }` gives `pub struct Desc<T = Sig> { pub start: T, pub
 /// base: T }` implementing [`Ports`].

@@ -34,7 +34,8 @@
 
 use anyhow::{ensure, Result};
 
-use crate::iface::Block;
+use crate::axi_check::{self, AxiCheckBlock, AxiWatch};
+use crate::iface::{Block, Ports};
 use crate::landing::{self, LandingConfig};
 use crate::{
     addr_bits, and_all, bits_for, cat, group, interface, mux, mux_index, or_all, Design, ModRef,
@@ -60,17 +61,83 @@ pub struct DmaConfig {
     pub o_rows: u32,
     pub o_row_beats: u32,
     pub o_rows_per_bank: u32,
+    /// The memory interface: the simple port, or an AXI4 master.
+    pub mem_if: MemIf,
+    /// AXI4: ID width (reads carry the channel's ID, Q 0, K 1, V 2; writes [`AXI_WRITE_ID`]).
+    pub axi_id_bits: u32,
+    /// AXI4: bursts in flight at most per ID.
+    pub axi_outstanding: u32,
 }
+
+/// The memory interface of the DMA (and of the core and the top).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MemIf {
+    /// One request per beat on a valid/ready port, responses in order (`mem_req_*`,
+    /// `mem_rsp_*`).
+    #[default]
+    Simple,
+    /// An AXI4 master (`m_axi_*`): INCR bursts of up to 256 beats that never cross 4 KiB, an
+    /// ID per read channel, write responses awaited, SLVERR/DECERR reported as error codes.
+    Axi4,
+}
+
+impl MemIf {
+    pub const ALL: [MemIf; 2] = [MemIf::Simple, MemIf::Axi4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemIf::Simple => "simple",
+            MemIf::Axi4 => "axi4",
+        }
+    }
+}
+
+impl std::str::FromStr for MemIf {
+    type Err = anyhow::Error;
+    fn from_str(name: &str) -> Result<Self> {
+        MemIf::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                anyhow::anyhow!("unknown memory interface `{name}`: choose simple or axi4")
+            })
+    }
+}
+
+impl std::fmt::Display for MemIf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// AXI4 read IDs by channel (Q, K, V) and the write ID (O).
+pub const AXI_READ_IDS: [u64; 3] = [0, 1, 2];
+pub const AXI_WRITE_ID: u64 = 3;
+/// AXI4 burst limits: beats per INCR burst, and the boundary no burst crosses.
+pub const AXI_MAX_BEATS: u64 = 256;
+pub const AXI_BOUNDARY: u64 = 4096;
+/// AXI4 response codes.
+pub const AXI_OKAY: u64 = 0;
+pub const AXI_SLVERR: u64 = 2;
+pub const AXI_DECERR: u64 = 3;
 
 /// Error codes of `x_error`.
 pub mod error {
     /// Width of an error code.
-    pub const BITS: u32 = 3;
+    pub const BITS: u32 = 4;
     pub const ZERO_SIZE: u64 = 1;
     pub const MISALIGNED: u64 = 2;
     pub const TOO_LARGE: u64 = 3;
     pub const OUT_OF_RANGE: u64 = 4;
     pub const BUSY: u64 = 5;
+    /// (6 is the core's: aborted by software.)
+    /// An AXI4 response was SLVERR (the slave failed the access).
+    pub const SLVERR: u64 = 7;
+    /// An AXI4 response was DECERR (no slave at the address).
+    pub const DECERR: u64 = 8;
 
     /// What an error code means.
     pub fn describe(code: u64) -> &'static str {
@@ -81,6 +148,9 @@ pub mod error {
             TOO_LARGE => "rows or a row longer than the landing or staging buffer",
             OUT_OF_RANGE => "a transfer beyond the address range",
             BUSY => "a start while the channel was busy",
+            6 => "aborted by software",
+            SLVERR => "an AXI4 slave error response (SLVERR)",
+            DECERR => "an AXI4 decode error response (DECERR: no slave at the address)",
             _ => "an unknown error code",
         }
     }
@@ -133,6 +203,18 @@ impl DmaConfig {
                 l.row_beats
             );
         }
+        if self.mem_if == MemIf::Axi4 {
+            ensure!(
+                (2..=16).contains(&self.axi_id_bits),
+                "axi_id_bits = {} is out of range: allowed 2 to 16 (the DMA uses IDs 0 to 3)",
+                self.axi_id_bits
+            );
+            ensure!(
+                (1..=256).contains(&self.axi_outstanding),
+                "axi_outstanding = {} is out of range: allowed 1 to 256 bursts per ID",
+                self.axi_outstanding
+            );
+        }
         ensure!(
             self.o_rows >= 1 && self.o_row_beats >= 1,
             "the O staging buffer needs a row of a beat"
@@ -178,8 +260,12 @@ impl DmaConfig {
     }
 
     pub fn engine_name(&self) -> String {
+        let port = match self.mem_if {
+            MemIf::Simple => String::new(),
+            MemIf::Axi4 => format!("_axi{}x{}", self.axi_id_bits, self.axi_outstanding),
+        };
         format!(
-            "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}",
+            "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}{port}",
             self.width,
             self.addr_bits,
             self.index_bits,
@@ -279,11 +365,12 @@ fn check_descriptor(
     let out_of_range = high.any();
     let low_bits = last.slice(a - 1, 0);
     m.discard(low_bits);
-    let ok = m.zero(3);
-    let c4 = m.lit(3, error::OUT_OF_RANGE);
-    let c3 = m.lit(3, error::TOO_LARGE);
-    let c2 = m.lit(3, error::MISALIGNED);
-    let c1 = m.lit(3, error::ZERO_SIZE);
+    let eb = error::BITS;
+    let ok = m.zero(eb);
+    let c4 = m.lit(eb, error::OUT_OF_RANGE);
+    let c3 = m.lit(eb, error::TOO_LARGE);
+    let c2 = m.lit(eb, error::MISALIGNED);
+    let c1 = m.lit(eb, error::ZERO_SIZE);
     let e = mux(out_of_range, c4, ok);
     let e = mux(too_large, c3, e);
     let e = mux(misaligned, c2, e);
@@ -469,7 +556,15 @@ fn channel(
 impl Channel {
     /// Descriptor registers, error status and the request walk, given whether the request was
     /// accepted this cycle. Returns `done_requests`: the last beat was just accepted.
-    fn finish_requests(&self, m: &mut ModuleBuilder, cfg: &DmaConfig, accepted: Sig) -> Sig {
+    /// `bus` (AXI4) is a response's error code, nonzero when one failed: the channel keeps the
+    /// first.
+    fn finish_requests(
+        &self,
+        m: &mut ModuleBuilder,
+        cfg: &DmaConfig,
+        accepted: Sig,
+        bus: Option<Sig>,
+    ) -> Sig {
         let beats = beats_of(m, cfg, self.desc.row_bytes, self.row_beats.q.width());
         m.set_next(self.stride, self.desc.stride);
         m.set_enable(self.stride, self.load);
@@ -484,10 +579,19 @@ impl Channel {
             // The write channel has one block: all its rows.
             _ => m.lit(cfg.index_bits, 0),
         };
-        let busy = m.lit(3, error::BUSY);
+        let busy = m.lit(error::BITS, error::BUSY);
         let err_d = mux(self.active.q, busy, self.code);
-        m.set_next(self.error, err_d);
-        m.set_enable(self.error, self.desc.start);
+        match bus {
+            None => {
+                m.set_next(self.error, err_d);
+                m.set_enable(self.error, self.desc.start);
+            }
+            Some(code) => {
+                let first = code.any() & self.error.q.is_zero();
+                m.set_next(self.error, mux(self.desc.start, err_d, code));
+                m.set_enable(self.error, self.desc.start | first);
+            }
+        }
 
         let (last_beat, _) = self.req.advance(
             m,
@@ -668,11 +772,33 @@ interface! {
     pub struct MemReq { valid, addr, write, wdata }
 }
 
+interface! {
+    /// The simple memory port's inputs (`mem_*`): the request's ready, the response (valid,
+    /// data).
+    pub struct MemIn { req_ready, rsp_valid, rsp_data }
+}
+
+interface! {
+    /// The AXI4 master's inputs (`m_axi_*`).
+    pub struct AxiIn { awready, wready, bvalid, bid, bresp, arready, rvalid, rid, rdata, rresp, rlast }
+}
+
+interface! {
+    /// The AXI4 master's outputs (`m_axi_*`).
+    pub struct AxiOut {
+        awvalid, awid, awaddr, awlen, awsize, awburst, awlock, awcache, awprot, awqos, wvalid,
+        wdata, wstrb, wlast, bready, arvalid, arid, araddr, arlen, arsize, arburst, arlock,
+        arcache, arprot, arqos, rready
+    }
+}
+
 group! {
-    /// The DMA's inputs: the memory port's ready and response, the channels' commands and the
-    /// O staging writes.
+    /// The DMA's inputs: `hold` (start no new request or burst), the memory port (one of the
+    /// two, by `mem_if`), the channels' commands and the O staging writes.
     pub struct DmaIn<T> {
-        mem_req_ready, mem_rsp_valid, mem_rsp_data;
+        hold;
+        mem: Option<MemIn<T>>,
+        m_axi: Option<AxiIn<T>>,
         q: ReadCmd<T>,
         k: ReadCmd<T>,
         v: ReadCmd<T>,
@@ -682,10 +808,12 @@ group! {
 }
 
 group! {
-    /// The DMA's outputs: the memory request, the channels' statuses, the beat counters.
+    /// The DMA's outputs: the beat counters, `quiet` (nothing in flight on the memory port),
+    /// the memory port (by `mem_if`), the channels' statuses.
     pub struct DmaOut<T> {
-        read_beats, write_beats;
-        mem_req: MemReq<T>,
+        read_beats, write_beats, quiet;
+        mem_req: Option<MemReq<T>>,
+        m_axi: Option<AxiOut<T>>,
         q: ReadChannel<T>,
         k: ReadChannel<T>,
         v: ReadChannel<T>,
@@ -700,7 +828,9 @@ group! {
     /// The engine's inputs: the memory port's ready and response, the descriptors, the O
     /// staging buffer's read data.
     pub struct EngineIn<T> {
-        mem_req_ready, mem_rsp_valid, mem_rsp_data, o_rd_data;
+        hold, o_rd_data;
+        mem: Option<MemIn<T>>,
+        m_axi: Option<AxiIn<T>>,
         q: ReadDesc<T>,
         k: ReadDesc<T>,
         v: ReadDesc<T>,
@@ -712,8 +842,9 @@ group! {
     /// The engine's outputs: beat counters, the response data for the landing buffers and the
     /// O staging read address; the memory request, the channels' statuses, the landing writes.
     pub struct EngineOut<T> {
-        read_beats, write_beats, land_data, o_rd_row, o_rd_beat;
-        mem_req: MemReq<T>,
+        read_beats, write_beats, quiet, land_data, o_rd_row, o_rd_beat;
+        mem_req: Option<MemReq<T>>,
+        m_axi: Option<AxiOut<T>>,
         q: ChannelStatus<T>,
         k: ChannelStatus<T>,
         v: ChannelStatus<T>,
@@ -784,12 +915,95 @@ impl DmaConfig {
         }
     }
 
+    /// The AXI4 master's input widths.
+    pub fn axi_inputs(&self) -> AxiIn<u32> {
+        let ib = self.axi_id_bits;
+        AxiIn {
+            awready: 1,
+            wready: 1,
+            bvalid: 1,
+            bid: ib,
+            bresp: 2,
+            arready: 1,
+            rvalid: 1,
+            rid: ib,
+            rdata: self.width,
+            rresp: 2,
+            rlast: 1,
+        }
+    }
+
+    /// The AXI4 master's output widths.
+    pub fn axi_outputs(&self) -> AxiOut<u32> {
+        let (ib, a) = (self.axi_id_bits, self.addr_bits);
+        AxiOut {
+            awvalid: 1,
+            awid: ib,
+            awaddr: a,
+            awlen: 8,
+            awsize: 3,
+            awburst: 2,
+            awlock: 1,
+            awcache: 4,
+            awprot: 3,
+            awqos: 4,
+            wvalid: 1,
+            wdata: self.width,
+            wstrb: self.width / 8,
+            wlast: 1,
+            bready: 1,
+            arvalid: 1,
+            arid: ib,
+            araddr: a,
+            arlen: 8,
+            arsize: 3,
+            arburst: 2,
+            arlock: 1,
+            arcache: 4,
+            arprot: 3,
+            arqos: 4,
+            rready: 1,
+        }
+    }
+
+    /// The memory port's input widths: the simple port's or the AXI4 master's.
+    pub fn mem_inputs(&self) -> (Option<MemIn<u32>>, Option<AxiIn<u32>>) {
+        match self.mem_if {
+            MemIf::Simple => (
+                Some(MemIn {
+                    req_ready: 1,
+                    rsp_valid: 1,
+                    rsp_data: self.width,
+                }),
+                None,
+            ),
+            MemIf::Axi4 => (None, Some(self.axi_inputs())),
+        }
+    }
+
+    /// The memory port's output widths.
+    pub fn mem_outputs(&self) -> (Option<MemReq<u32>>, Option<AxiOut<u32>>) {
+        match self.mem_if {
+            MemIf::Simple => (
+                Some(MemReq {
+                    valid: 1,
+                    addr: self.addr_bits,
+                    write: 1,
+                    wdata: self.width,
+                }),
+                None,
+            ),
+            MemIf::Axi4 => (None, Some(self.axi_outputs())),
+        }
+    }
+
     /// The engine's input widths.
     pub fn engine_inputs(&self) -> EngineIn<u32> {
+        let (mem, m_axi) = self.mem_inputs();
         EngineIn {
-            mem_req_ready: 1,
-            mem_rsp_valid: 1,
-            mem_rsp_data: self.width,
+            hold: 1,
+            mem,
+            m_axi,
             o_rd_data: self.width,
             q: self.read_desc(),
             k: self.read_desc(),
@@ -801,13 +1015,16 @@ impl DmaConfig {
     /// The engine's output widths.
     pub fn engine_outputs(&self) -> EngineOut<u32> {
         let o_rows = addr_bits(self.o_rows);
+        let (mem_req, m_axi) = self.mem_outputs();
         EngineOut {
             read_beats: BEAT_COUNTER_BITS,
             write_beats: BEAT_COUNTER_BITS,
+            quiet: 1,
             land_data: self.width,
             o_rd_row: o_rows,
             o_rd_beat: self.o_beat_bits(),
-            mem_req: self.output_widths().mem_req,
+            mem_req,
+            m_axi,
             q: self.channel_status(),
             k: self.channel_status(),
             v: self.channel_status(),
@@ -824,10 +1041,11 @@ impl DmaConfig {
     /// The DMA's input widths.
     pub fn input_widths(&self) -> DmaIn<u32> {
         let banks = self.o_banks();
+        let (mem, m_axi) = self.mem_inputs();
         DmaIn {
-            mem_req_ready: 1,
-            mem_rsp_valid: 1,
-            mem_rsp_data: self.width,
+            hold: 1,
+            mem,
+            m_axi,
             q: self.read_cmd(&self.q),
             k: self.read_cmd(&self.k),
             v: self.read_cmd(&self.v),
@@ -843,15 +1061,13 @@ impl DmaConfig {
 
     /// The DMA's output widths.
     pub fn output_widths(&self) -> DmaOut<u32> {
+        let (mem_req, m_axi) = self.mem_outputs();
         DmaOut {
             read_beats: BEAT_COUNTER_BITS,
             write_beats: BEAT_COUNTER_BITS,
-            mem_req: MemReq {
-                valid: 1,
-                addr: self.addr_bits,
-                write: 1,
-                wdata: self.width,
-            },
+            quiet: 1,
+            mem_req,
+            m_axi,
             q: self.read_channel(&self.q),
             k: self.read_channel(&self.k),
             v: self.read_channel(&self.v),
@@ -863,22 +1079,407 @@ impl DmaConfig {
     }
 }
 
+/// What the memory port does for the channels each cycle: the request walkers' steps (Q, K,
+/// V, O), the read responses by channel, bus errors by channel (AXI4), the O channel's end
+/// (AXI4: every write response back), the beats read and written, the response data, and
+/// whether nothing is in flight.
+struct PortSteps {
+    steps: [Sig; 4],
+    responses: [Sig; 3],
+    bus_errors: Option<[Sig; 4]>,
+    o_done: Option<Sig>,
+    read_beat: Sig,
+    write_beat: Sig,
+    rsp_data: Sig,
+    quiet: Sig,
+}
+
+/// The simple port: round robin among the channels with a request, one beat per request;
+/// reads also need room in the tag FIFO (`max_outstanding` reads in flight), which records
+/// which channel each (in-order) response belongs to. `hold` stops new requests.
+fn simple_port(m: &mut ModuleBuilder, cfg: &DmaConfig, chans: &[Channel], hold: Sig) -> PortSteps {
+    let w = cfg.width;
+    let mem_req_ready = m.input("mem_req_ready", 1);
+    let mem_rsp_valid = m.input("mem_rsp_valid", 1);
+    let depth = cfg.max_outstanding;
+    let pw = addr_bits(depth) + 1;
+    let head = m.reg("tag_head", pw, Some(0));
+    let tail = m.reg("tag_tail", pw, Some(0));
+    let in_flight = tail.q - head.q;
+    let depth_lit = m.lit(pw, depth as u64);
+    let room = in_flight.lt(depth_lit);
+    let room = m.name("tag_room", room);
+    let open = !hold;
+    let reqs: Vec<Sig> = chans
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let v = c.req_valid & open;
+            if i < 3 {
+                v & room
+            } else {
+                v
+            }
+        })
+        .collect();
+    let (any_req, grant, rr) = round_robin(m, "rr", &reqs);
+    let accept = any_req & mem_req_ready;
+    let accept = m.name("accept", accept);
+    m.set_enable(rr, accept);
+    let is_write = grant.eq(3);
+    let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
+    let addr = mux_index(grant, &addrs);
+    let wdata = m.input("o_rd_data", w);
+    m.output("mem_req_valid", any_req);
+    m.output("mem_req_addr", addr);
+    m.output("mem_req_write", is_write);
+    m.output("mem_req_wdata", wdata);
+    // Tag FIFO push on accepted reads, pop on responses.
+    let is_read = !is_write;
+    let push = accept & is_read;
+    let tags = m.memory("tags", depth, 2);
+    let tail_idx = tail.q.trunc(pw - 1);
+    m.mem_write(tags, push, tail_idx, grant);
+    let tail_inc = tail.q + 1;
+    m.set_next(tail, tail_inc);
+    m.set_enable(tail, push);
+    let head_idx = head.q.trunc(pw - 1);
+    let rsp_tag = m.mem_read(tags, head_idx);
+    let rsp_tag = m.name("rsp_tag", rsp_tag);
+    let head_inc = head.q + 1;
+    m.set_next(head, head_inc);
+    m.set_enable(head, mem_rsp_valid);
+    let steps: [Sig; 4] = std::array::from_fn(|i| {
+        let granted = grant.eq(i as u64);
+        accept & granted
+    });
+    let responses: [Sig; 3] = std::array::from_fn(|i| mem_rsp_valid & rsp_tag.eq(i as u64));
+    PortSteps {
+        steps,
+        responses,
+        bus_errors: None,
+        o_done: None,
+        read_beat: push,
+        write_beat: accept & is_write,
+        rsp_data: m.input("mem_rsp_data", w),
+        quiet: in_flight.is_zero(),
+    }
+}
+
+/// Round robin from register `name` (2 bits, the channel after the last grant) among up to 4
+/// requests: (any request, the grant, the register, which the caller enables on an accepted
+/// grant).
+fn round_robin(m: &mut ModuleBuilder, name: &str, reqs: &[Sig]) -> (Sig, Sig, RegHandle) {
+    let mut bits = reqs.to_vec();
+    while bits.len() < 4 {
+        bits.push(m.zero(1));
+    }
+    bits.reverse();
+    let req_vec = cat(&bits);
+    let req_vec = m.name(&format!("{name}_requests"), req_vec);
+    let rr = m.reg(name, 2, Some(0));
+    let ones4 = m.ones(4);
+    let at_or_above = ones4 << rr.q;
+    let upper = req_vec & at_or_above;
+    let (upper_any, upper_idx) = lowest_set(m, upper);
+    let (any_req, lowest_idx) = lowest_set(m, req_vec);
+    let grant = mux(upper_any, upper_idx, lowest_idx);
+    let grant = m.name(&format!("{name}_grant"), grant);
+    let grant_next = grant + 1;
+    m.set_next(rr, grant_next);
+    (any_req, grant, rr)
+}
+
+/// Beats of the burst channel `ch` would issue now (9 bits, 1 to 256 while it has a request):
+/// to the end of its row, or with contiguous rows (stride = row bytes) to the end of its block
+/// (the read channels) or transfer (O); at most 256; never across a 4 KiB boundary.
+fn burst_beats(m: &mut ModuleBuilder, cfg: &DmaConfig, ch: &Channel, contig: Sig) -> Sig {
+    let rows_left = ch.req.rows_left.q;
+    let in_block = match ch.block_rows {
+        Some(br) => {
+            let w = br.q.width().max(ch.req.row.q.width());
+            let left = br.q.zext(w) - ch.req.row.q.zext(w);
+            let left = left.zext(w.max(rows_left.width()));
+            left.min(rows_left.zext(w.max(rows_left.width())))
+        }
+        None => rows_left,
+    };
+    let cw = in_block.width().max(9);
+    let cap = m.lit(cw, AXI_MAX_BEATS);
+    let rows = in_block.zext(cw).min(cap).trunc(9);
+    let rb = ch.row_beats.q;
+    let pw = 9 + rb.width();
+    let beat = ch.req.beat.q.zext(pw);
+    let run_block = rows.mul_wide(rb) - beat;
+    let run_row = rb.zext(pw) - beat;
+    let run = mux(contig, run_block, run_row);
+    let shift = cfg.beat_shift();
+    let page = (AXI_BOUNDARY >> shift) as u64;
+    let offset = ch.req_addr.slice(11, shift).zext(pw);
+    let to_boundary = m.lit(pw, page) - offset;
+    let max = m.lit(pw, AXI_MAX_BEATS);
+    let beats = run.min(to_boundary).min(max);
+    let high = beats.slice(pw - 1, 9);
+    m.discard(high);
+    beats.trunc(9)
+}
+
+/// Counts things in flight in `r`: `up` adds one, `down` takes one (both: unchanged).
+fn count_in_flight(m: &mut ModuleBuilder, r: RegHandle, up: Sig, down: Sig) {
+    let inc = r.q + 1;
+    let dec = r.q - 1;
+    m.set_next(r, mux(up, inc, dec));
+    m.set_enable(r, up ^ down);
+}
+
+/// The AXI4 LEN field (beats - 1, 8 bits) of a burst of `beats` (9 bits, 1 to 256).
+fn axi_len(m: &mut ModuleBuilder, beats: Sig) -> Sig {
+    let len = beats - 1;
+    m.discard(len.bit(8));
+    len.trunc(8)
+}
+
+/// The error code of an AXI4 response `resp` when `valid` (SLVERR or DECERR; 0 for OKAY and
+/// EXOKAY).
+fn bus_error(m: &mut ModuleBuilder, resp: Sig, valid: Sig) -> Sig {
+    let decerr = m.lit(error::BITS, error::DECERR);
+    let slverr = m.lit(error::BITS, error::SLVERR);
+    let code = mux(resp.eq(AXI_DECERR), decerr, slverr);
+    let failed = valid & resp.bit(1);
+    let none = m.zero(error::BITS);
+    mux(failed, code, none)
+}
+
+/// The AXI4 master (`m_axi_*`). Reads: a channel at the start of a burst (its request walker
+/// not inside one) presents an AR for [`burst_beats`] with its ID, round robin among Q, K and
+/// V, held with its payload until accepted; after the handshake its walker steps through the
+/// burst's remaining beats (one a cycle) before it may present the next. At most
+/// `axi_outstanding` bursts per ID are in flight. R is always ready; beats go to the channel
+/// their ID names (bursts of different IDs may interleave), RLAST ends a burst. Writes: the O
+/// channel opens a burst by loading the AW register (held until accepted) and then offers its
+/// beats on W from the staging buffer, WLAST on the last; W never waits for AWREADY. O is done
+/// when every write response is back. A response other than OKAY sets the channel's error
+/// (SLVERR 7, DECERR 8). `hold` stops new bursts; those already presented complete.
+fn axi_port(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    chans: &[Channel],
+    hold: Sig,
+    check: &AxiCheckBlock,
+) -> PortSteps {
+    let ib = cfg.axi_id_bits;
+    let a = cfg.addr_bits;
+    let w = cfg.width;
+    let arready = m.input("m_axi_arready", 1);
+    let rvalid = m.input("m_axi_rvalid", 1);
+    let rid = m.input("m_axi_rid", ib);
+    let rdata = m.input("m_axi_rdata", w);
+    let rresp = m.input("m_axi_rresp", 2);
+    let rlast = m.input("m_axi_rlast", 1);
+    let awready = m.input("m_axi_awready", 1);
+    let wready = m.input("m_axi_wready", 1);
+    let bvalid = m.input("m_axi_bvalid", 1);
+    let bid = m.input("m_axi_bid", ib);
+    let bresp = m.input("m_axi_bresp", 2);
+    let ob = bits_for(cfg.axi_outstanding as u64);
+    let limit = m.lit(ob, cfg.axi_outstanding as u64);
+    let open = !hold;
+
+    // Per channel: contiguous rows, the burst it would issue, its walker inside a burst.
+    let contig: Vec<Sig> = chans
+        .iter()
+        .map(|c| {
+            let r = m.reg(&format!("{}_contig", c.name), 1, Some(0));
+            let bytes = c.desc.row_bytes.zext(a.max(ROW_BYTES_BITS)).trunc(a);
+            let same = c.desc.stride.eq(bytes);
+            m.set_next(r, same);
+            m.set_enable(r, c.load);
+            r.q
+        })
+        .collect();
+    let beats: Vec<Sig> = chans
+        .iter()
+        .zip(&contig)
+        .map(|(c, &k)| {
+            let b = burst_beats(m, cfg, c, k);
+            m.name(&format!("{}_burst_beats", c.name), b)
+        })
+        .collect();
+    let left: Vec<RegHandle> = chans
+        .iter()
+        .map(|c| m.reg(&format!("{}_burst_left", c.name), 9, Some(0)))
+        .collect();
+    let inside: Vec<Sig> = left.iter().map(|l| l.q.any()).collect();
+
+    // R: responses by ID.
+    let responses: [Sig; 3] = std::array::from_fn(|i| rvalid & rid.eq(AXI_READ_IDS[i]));
+    let bursts_back: [Sig; 3] = std::array::from_fn(|i| responses[i] & rlast);
+
+    // AR: new bursts round robin; a presented AR is held until accepted.
+    let ar_held = m.reg("ar_held", 1, Some(0));
+    let ar_held_id = m.reg("ar_held_id", 2, Some(0));
+    let mut outstanding = vec![];
+    let mut cand = vec![];
+    let reads_out: Vec<RegHandle> = (0..3)
+        .map(|i| m.reg(&format!("{}_bursts", chans[i].name), ob, Some(0)))
+        .collect();
+    for i in 0..3 {
+        let room = reads_out[i].q.lt(limit);
+        let c = and_all(&[chans[i].req_valid, !inside[i], room, open, !ar_held.q]);
+        cand.push(c);
+    }
+    let (any_new, new_grant, ar_rr) = round_robin(m, "ar_rr", &cand);
+    let grant = mux(ar_held.q, ar_held_id.q, new_grant);
+    let grant = m.name("ar_grant", grant);
+    let arvalid = any_new | ar_held.q;
+    let ar_accept = arvalid & arready;
+    m.set_enable(ar_rr, ar_accept & !ar_held.q);
+    m.set_next(ar_held, arvalid & !arready);
+    m.set_next(ar_held_id, grant);
+    let ar_addrs: Vec<Sig> = chans[..3].iter().map(|c| c.req_addr).collect();
+    let ar_beats: Vec<Sig> = beats[..3].to_vec();
+    let araddr = mux_index(grant, &ar_addrs);
+    let ar_len = mux_index(grant, &ar_beats);
+    let arlen = axi_len(m, ar_len);
+    let mut steps = vec![];
+    for i in 0..3 {
+        let accepted = ar_accept & grant.eq(i as u64);
+        let accepted = m.name(&format!("{}_ar_accepted", chans[i].name), accepted);
+        count_in_flight(m, reads_out[i], accepted, bursts_back[i]);
+        outstanding.push(reads_out[i].q);
+        steps.push(accepted | inside[i]);
+    }
+
+    // AW / W: the O channel.
+    let o = &chans[3];
+    let aw_valid = m.reg("aw_valid", 1, Some(0));
+    let aw_addr = m.reg("aw_addr", a, Some(0));
+    let aw_len = m.reg("aw_len", 8, Some(0));
+    let writes_out = m.reg("o_bursts", ob, Some(0));
+    let slot_free = !aw_valid.q | awready;
+    let room = writes_out.q.lt(limit);
+    let open_burst = and_all(&[o.req_valid, !inside[3], room, open, slot_free]);
+    let open_burst = m.name("o_open_burst", open_burst);
+    m.set_next(aw_valid, open_burst | (aw_valid.q & !awready));
+    m.set_next(aw_addr, o.req_addr);
+    m.set_enable(aw_addr, open_burst);
+    let o_len_m1 = axi_len(m, beats[3]);
+    m.set_next(aw_len, o_len_m1);
+    m.set_enable(aw_len, open_burst);
+    let b_back = bvalid & bid.eq(AXI_WRITE_ID);
+    count_in_flight(m, writes_out, open_burst, b_back);
+    let wvalid = inside[3];
+    let w_accept = wvalid & wready;
+    let wlast = left[3].q.eq(1);
+    steps.push(w_accept);
+    // Burst countdowns: a read walker steps the burst's remaining beats after its AR; the O
+    // walker steps on each W beat of the burst it opened.
+    for i in 0..3 {
+        let start = steps[i] & !inside[i];
+        let len_m1 = beats[i] - 1;
+        let d = mux(start, len_m1, left[i].q - 1);
+        m.set_next(left[i], d);
+        m.set_enable(left[i], steps[i]);
+    }
+    let d = mux(open_burst, beats[3], left[3].q - 1);
+    m.set_next(left[3], d);
+    m.set_enable(left[3], open_burst | w_accept);
+
+    // The port.
+    let write_id = m.lit(ib, AXI_WRITE_ID);
+    let size = m.lit(3, cfg.beat_shift() as u64);
+    let wdata = m.input("o_rd_data", w);
+    let cache = m.lit(4, 0b0011);
+    let incr = m.lit(2, 1);
+    let outs = AxiOut {
+        awvalid: aw_valid.q,
+        awid: write_id,
+        awaddr: aw_addr.q,
+        awlen: aw_len.q,
+        awsize: size,
+        awburst: incr,
+        awlock: m.zero(1),
+        awcache: cache,
+        awprot: m.zero(3),
+        awqos: m.zero(4),
+        wvalid,
+        wdata,
+        wstrb: m.ones(w / 8),
+        wlast,
+        bready: m.lit(1, 1),
+        arvalid,
+        arid: grant.zext(ib),
+        araddr,
+        arlen,
+        arsize: size,
+        arburst: incr,
+        arlock: m.zero(1),
+        arcache: cache,
+        arprot: m.zero(3),
+        arqos: m.zero(4),
+        rready: m.lit(1, 1),
+    };
+    for (n, s) in outs.named() {
+        m.output(&format!("m_axi_{n}"), s);
+    }
+    let ins = AxiIn {
+        awready,
+        wready,
+        bvalid,
+        bid,
+        bresp,
+        arready,
+        rvalid,
+        rid,
+        rdata,
+        rresp,
+        rlast,
+    };
+    m.instantiate(check, "u_axi_check", &AxiWatch { ins, outs });
+    let mut bus_errors: Vec<Sig> = (0..3).map(|i| bus_error(m, rresp, responses[i])).collect();
+    bus_errors.push(bus_error(m, bresp, b_back));
+    let o_done = and_all(&[
+        o.active.q,
+        !o.req.rows_left.q.any(),
+        !inside[3],
+        writes_out.q.is_zero(),
+    ]);
+    let mut idle = vec![!ar_held.q, !aw_valid.q, !inside[3], writes_out.q.is_zero()];
+    idle.extend(outstanding.iter().map(|n| n.is_zero()));
+    let routed = or_all(&responses);
+    PortSteps {
+        steps: [steps[0], steps[1], steps[2], steps[3]],
+        responses,
+        bus_errors: Some([bus_errors[0], bus_errors[1], bus_errors[2], bus_errors[3]]),
+        o_done: Some(o_done),
+        read_beat: routed,
+        write_beat: w_accept,
+        rsp_data: rdata,
+        quiet: and_all(&idle),
+    }
+}
+
 /// Defines the engine.
 pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
+    let check = (cfg.mem_if == MemIf::Axi4).then(|| axi_check::build(d, cfg));
     let cfg = *cfg;
     d.define(&cfg.engine_name(), |_, m| {
+        let port = match cfg.mem_if {
+            MemIf::Simple => format!(
+                "one {}-bit valid/ready memory port, round-robin, up to {} reads in flight",
+                cfg.width, cfg.max_outstanding
+            ),
+            MemIf::Axi4 => format!(
+                "a {}-bit AXI4 master (INCR bursts, {} ID bits, up to {} bursts per ID)",
+                cfg.width, cfg.axi_id_bits, cfg.axi_outstanding
+            ),
+        };
         m.doc(&format!(
             "dma_engine: Q/K/V read channels (2-D block walks, double-buffered) and an O write\n\
-             channel on one {}-bit valid/ready memory port, round-robin, up to {} reads in flight.\n\
-             See hdl/src/mem/dma.rs for the protocol and error codes.",
-            cfg.width, cfg.max_outstanding
+             channel on {port}.\n\
+             See hdl/src/mem/dma.rs for the protocol and error codes."
         ));
-        let w = cfg.width;
-        let a = cfg.addr_bits;
-        let mem_req_ready = m.input("mem_req_ready", 1);
-        let mem_rsp_valid = m.input("mem_rsp_valid", 1);
-
-        // Channels and their requests.
+        let hold = m.input("hold", 1);
         let iw = cfg.index_bits;
         let cons: Vec<RegHandle> = ["q", "k", "v"]
             .iter()
@@ -887,83 +1488,35 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         let lands = [cfg.q, cfg.k, cfg.v];
         let mut chans = vec![];
         for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
-            chans.push(channel(m, &cfg, name, lands[i].rows, lands[i].row_beats, Some(cons[i])));
+            chans.push(channel(
+                m,
+                &cfg,
+                name,
+                lands[i].rows,
+                lands[i].row_beats,
+                Some(cons[i]),
+            ));
         }
         chans.push(channel(m, &cfg, "o", cfg.o_rows, cfg.o_row_beats, None));
-
-        // Tag FIFO: which read channel each response belongs to.
-        let depth = cfg.max_outstanding;
-        let pw = addr_bits(depth) + 1;
-        let head = m.reg("tag_head", pw, Some(0));
-        let tail = m.reg("tag_tail", pw, Some(0));
-        let in_flight = tail.q - head.q;
-        let depth_lit = m.lit(pw, depth as u64);
-        let room = in_flight.lt(depth_lit);
-        let room = m.name("tag_room", room);
-
-        // Round-robin arbitration from `rr` upwards.
-        let reqs: Vec<Sig> = chans
-            .iter()
-            .enumerate()
-            .map(|(i, c)| if i < 3 { c.req_valid & room } else { c.req_valid })
-            .collect();
-        let mut rev = reqs.clone();
-        rev.reverse();
-        let req_vec = cat(&rev);
-        let req_vec = m.name("requests", req_vec);
-        let rr = m.reg("rr", 2, Some(0));
-        let ones4 = m.ones(4);
-        let at_or_above = ones4 << rr.q;
-        let upper = req_vec & at_or_above;
-        let (upper_any, upper_idx) = lowest_set(m, upper);
-        let (any_req, lowest_idx) = lowest_set(m, req_vec);
-        let grant = mux(upper_any, upper_idx, lowest_idx);
-        let grant = m.name("grant", grant);
-        let accept = any_req & mem_req_ready;
-        let accept = m.name("accept", accept);
-        let grant_next = grant + 1;
-        m.set_next(rr, grant_next);
-        m.set_enable(rr, accept);
-        let is_write = grant.eq(3);
-        let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
-        let addr = mux_index(grant, &addrs);
-        let wdata = m.input("o_rd_data", w);
-        m.output("mem_req_valid", any_req);
-        m.output("mem_req_addr", addr);
-        m.output("mem_req_write", is_write);
-        m.output("mem_req_wdata", wdata);
-
-        // Tag FIFO push on accepted reads, pop on responses.
-        let is_read = !is_write;
-        let push = accept & is_read;
-        let tags = m.memory("tags", depth, 2);
-        let tail_idx = tail.q.trunc(pw - 1);
-        let grant_tag = grant;
-        m.mem_write(tags, push, tail_idx, grant_tag);
-        let tail_inc = tail.q + 1;
-        m.set_next(tail, tail_inc);
-        m.set_enable(tail, push);
-        let head_idx = head.q.trunc(pw - 1);
-        let rsp_tag = m.mem_read(tags, head_idx);
-        let rsp_tag = m.name("rsp_tag", rsp_tag);
-        let head_inc = head.q + 1;
-        m.set_next(head, head_inc);
-        m.set_enable(head, mem_rsp_valid);
+        let port = match cfg.mem_if {
+            MemIf::Simple => simple_port(m, &cfg, &chans, hold),
+            MemIf::Axi4 => {
+                let check = check.as_ref().expect("built for AXI4");
+                axi_port(m, &cfg, &chans, hold, check)
+            }
+        };
 
         // Channel updates.
         let mut land_ports = vec![];
         for (i, ch) in chans.iter().enumerate() {
-            let granted = grant.eq(i as u64);
-            let accepted = accept & granted;
-            let accepted = m.name(&format!("{}_accepted", ch.name), accepted);
-            let done_requests = ch.finish_requests(m, &cfg, accepted);
+            let step = m.name(&format!("{}_accepted", ch.name), port.steps[i]);
+            let bus = port.bus_errors.map(|e| e[i]);
+            let done_requests = ch.finish_requests(m, &cfg, step, bus);
             if i < 3 {
-                let mine = rsp_tag.eq(i as u64);
-                let response = mem_rsp_valid & mine;
-                let response = m.name(&format!("{}_response", ch.name), response);
+                let response = m.name(&format!("{}_response", ch.name), port.responses[i]);
                 land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], response));
             } else {
-                ch.finish_active(m, done_requests);
+                ch.finish_active(m, port.o_done.unwrap_or(done_requests));
                 m.output("o_rd_row", ch.req.row.q);
                 m.output("o_rd_beat", ch.req.beat.q);
                 // The write channel's single block never ends before its last row.
@@ -976,14 +1529,12 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             m.output(&format!("{}_land_row", ch.name), row);
             m.output(&format!("{}_land_beat", ch.name), beat);
         }
-        let rsp_data = m.input("mem_rsp_data", w);
-        m.output("land_data", rsp_data);
-        let read_beats = counter(m, "read_beats", push, BEAT_COUNTER_BITS);
-        let write_accept = accept & is_write;
-        let write_beats = counter(m, "write_beats", write_accept, BEAT_COUNTER_BITS);
+        m.output("land_data", port.rsp_data);
+        let read_beats = counter(m, "read_beats", port.read_beat, BEAT_COUNTER_BITS);
+        let write_beats = counter(m, "write_beats", port.write_beat, BEAT_COUNTER_BITS);
         m.output("read_beats", read_beats);
         m.output("write_beats", write_beats);
-        let _ = a;
+        m.output("quiet", port.quiet);
         m.set_latency(1);
     })
 }
@@ -1019,9 +1570,9 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
             m.set_latency(1);
             let o_rd = m.net("o_rd_data", cfg.width);
             let to_engine = EngineIn {
-                mem_req_ready: i.mem_req_ready,
-                mem_rsp_valid: i.mem_rsp_valid,
-                mem_rsp_data: i.mem_rsp_data,
+                hold: i.hold,
+                mem: i.mem,
+                m_axi: i.m_axi,
                 o_rd_data: o_rd,
                 q: i.q.desc,
                 k: i.k.desc,
@@ -1047,7 +1598,9 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
             DmaOut {
                 read_beats: e.read_beats,
                 write_beats: e.write_beats,
+                quiet: e.quiet,
                 mem_req: e.mem_req,
+                m_axi: e.m_axi,
                 q: land(0, &i.q, &e.q_land, e.q),
                 k: land(1, &i.k, &e.k_land, e.k),
                 v: land(2, &i.v, &e.v_land, e.v),

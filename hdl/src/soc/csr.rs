@@ -203,7 +203,15 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
     let shadow = m.reg("cnt_shadow", COUNTER_BITS - 32, Some(0));
     let zero32 = m.zero(32);
     let (mut values, mut r_hits, mut lo_hits) = (vec![], vec![], vec![]);
-    let status = cat(&[m.zero(21), error, m.zero(5), done & error.any(), done, busy]);
+    let high = 24 - crate::dma::error::BITS;
+    let status = cat(&[
+        m.zero(high),
+        error,
+        m.zero(5),
+        done & error.any(),
+        done,
+        busy,
+    ]);
     for r in &regs {
         let hit = raddr.eq((r.offset / 4) as u64);
         let v = match r.kind {

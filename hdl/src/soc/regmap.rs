@@ -13,14 +13,14 @@
 use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
 
 /// Register-map version, in `ID_ARRAY[31:24]`.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// `ID` reads this ("RFLA").
 pub const MAGIC: u32 = 0x5246_4C41;
 /// Address bits of the AXI4-Lite window (4 KiB).
 pub const ADDR_BITS: u32 = 12;
 /// Offset of the first counter pair; counter i is at `COUNTER_BASE + 8 i` (LO) and `+ 4` (HI).
 pub const COUNTER_BASE: u32 = 0x100;
-/// `STATUS.ERR_CODE` after a software abort (the DMA's codes are 1 to 5).
+/// `STATUS.ERR_CODE` after a software abort (the DMA's codes are 1 to 5, 7 and 8).
 pub const ERR_ABORTED: u64 = 6;
 
 /// How software may access a register.
@@ -203,6 +203,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         })
     };
     let variant = variant(p).0;
+    let mem_if = (p.dma.mem_if == crate::dma::MemIf::Axi4) as u32;
     let id = [
         (
             "ID",
@@ -216,13 +217,14 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 | ((p.row.cols - 1) << 8)
                 | (variant << 16)
                 | (p.row.tiers() << 18)
+                | (mem_if << 20)
                 | (VERSION << 24),
             vec![
                 field("ROWS_M1", 0, 8, "PE rows - 1"),
                 field("COLS_M1", 8, 8, "PE columns - 1"),
                 field("VARIANT", 16, 2, "0 reg2d, 1 buf2d, 2 reg3d"),
                 field("TIERS", 18, 2, "tiers of the stack (1, or 2 or 3 in reg3d)"),
-                field("MEM_IF", 20, 1, "memory interface: 0 simple"),
+                field("MEM_IF", 20, 1, "memory interface: 0 simple, 1 AXI4"),
                 field("VERSION", 24, 8, "register-map version"),
             ],
             "The PE array and the design.",
@@ -299,9 +301,9 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             field(
                 "ERR_CODE",
                 8,
-                3,
+                crate::dma::error::BITS,
                 "1 zero-size descriptor, 2 misaligned, 3 too large, 4 out of range, 5 busy, \
-                 6 aborted",
+                 6 aborted, 7 AXI4 SLVERR, 8 AXI4 DECERR",
             ),
         ],
         "Status.",

@@ -39,7 +39,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
         let mem_in: Vec<(String, crate::Sig)> = core
             .ports
             .iter()
-            .filter(|q| q.dir == Dir::Input && q.name.starts_with("mem_"))
+            .filter(|q| q.dir == Dir::Input && is_mem_port(&q.name))
             .map(|q| (q.name.clone(), m.input(&q.name, q.width)))
             .collect();
         // What the CSR drives into the core.
@@ -71,9 +71,15 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
         }
         m.output("irq", r.get("irq"));
         for q in core.ports.iter().filter(|q| q.dir == Dir::Output) {
-            if q.name.starts_with("mem_") {
+            if is_mem_port(&q.name) {
                 m.output(&q.name, c.get(&q.name));
             }
         }
     }))
+}
+
+/// A port of the memory interface (`mem_*` of the simple port, `m_axi_*` of the AXI4 master),
+/// which the top passes through from the core.
+fn is_mem_port(name: &str) -> bool {
+    name.starts_with("mem_") || name.starts_with("m_axi_")
 }

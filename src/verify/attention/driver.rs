@@ -121,10 +121,16 @@ fn store(
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MemoryTiming {
     pub latency: u32,
-    /// Peak bytes per cycle; 0 means one full beat per cycle.
+    /// Peak bytes per cycle; 0 means one full beat per cycle (simple port only).
     pub bytes_per_cycle: usize,
+    /// The probability each cycle that the memory refuses a request (simple port), or withholds
+    /// each ready and each response it could give (AXI4).
     pub stall_probability: f64,
     pub seed: u64,
+    /// AXI4: read bursts of different IDs answered in random order, interleaved beat by beat.
+    pub reorder: bool,
+    /// AXI4: an error response for every burst touching a byte range.
+    pub fault: Option<AxiFault>,
 }
 
 impl MemoryTiming {
@@ -141,6 +147,19 @@ impl MemoryTiming {
     /// stalls).
     pub fn deterministic(&self) -> Option<crate::cycles::MemTiming> {
         (self.stall_probability == 0.0).then(|| self.model_timing())
+    }
+
+    /// This timing for core `p`'s memory interface: the AXI4 slave has no bandwidth knob (it
+    /// moves a beat a cycle per channel; its randomness is in its stalls and reordering), so
+    /// a scenario's bandwidth limit is dropped there.
+    pub fn on(&self, p: &CoreParams) -> MemoryTiming {
+        match p.dma.mem_if {
+            MemIf::Simple => *self,
+            MemIf::Axi4 => MemoryTiming {
+                bytes_per_cycle: 0,
+                ..*self
+            },
+        }
     }
 
     /// Latency 1 to [`MAX_MEM_LATENCY`] (the core's assertion bounds are derived for that
@@ -168,6 +187,99 @@ impl Default for MemoryTiming {
             bytes_per_cycle: 0,
             stall_probability: 0.0,
             seed: 1,
+            reorder: true,
+            fault: None,
+        }
+    }
+}
+
+/// The testbench's side of a design's memory port: the simple port's memory, or the AXI4
+/// slave (random timing, protocol checks), by the design's `mem_if`.
+pub enum MemPort {
+    Simple(MemLink),
+    Axi(Box<AxiLink>),
+}
+
+impl MemPort {
+    pub fn new(dut: &Dut, p: &CoreParams, timing: &MemoryTiming) -> Result<Self> {
+        Ok(match p.dma.mem_if {
+            MemIf::Simple => {
+                ensure!(
+                    timing.fault.is_none(),
+                    "response faults need the AXI4 memory interface (--mem-if axi4)"
+                );
+                MemPort::Simple(MemLink::new(dut)?)
+            }
+            MemIf::Axi4 => {
+                ensure!(
+                    timing.bytes_per_cycle == 0,
+                    "a bandwidth limit applies to the simple memory port only; the AXI4 slave \
+                     moves a beat a cycle on each channel"
+                );
+                let t = AxiTiming {
+                    latency: timing.latency,
+                    stall_probability: timing.stall_probability,
+                    reorder: timing.reorder,
+                    seed: timing.seed,
+                    fault: timing.fault,
+                };
+                MemPort::Axi(Box::new(AxiLink::new(dut, t, (p.dma.width / 8) as usize)?))
+            }
+        })
+    }
+
+    /// Before the clock edge: this cycle's responses (and AXI4 readies).
+    pub fn present(&mut self, dut: &mut Dut, mem: &mut Memory) {
+        match self {
+            MemPort::Simple(l) => l.present(dut, mem),
+            MemPort::Axi(l) => l.present(dut, mem),
+        }
+    }
+
+    /// The handshakes, the clock edge, the memory's side of it.
+    pub fn edge(&mut self, dut: &mut Dut, mem: &mut Memory) -> Result<()> {
+        match self {
+            MemPort::Simple(l) => l.edge(dut, mem),
+            MemPort::Axi(l) => l.edge(dut, mem),
+        }
+    }
+
+    /// Fails if a burst is still unanswered (AXI4: the core must not finish, even with an
+    /// error, before every write response is back and every read burst has landed).
+    pub fn check_idle(&self) -> Result<()> {
+        if let MemPort::Axi(l) = self {
+            ensure!(
+                l.idle(),
+                "the core reported done with AXI4 bursts still in flight"
+            );
+        }
+        Ok(())
+    }
+
+    /// Sets the AXI4 slave's error responses (from the next burst on); fails on the simple
+    /// port, which has none.
+    pub fn set_fault(&mut self, fault: Option<AxiFault>) -> Result<()> {
+        match self {
+            MemPort::Axi(l) => {
+                l.set_fault(fault);
+                Ok(())
+            }
+            MemPort::Simple(_) => bail!("response faults need the AXI4 memory interface"),
+        }
+    }
+
+    /// Starts the AXI4 slave's statistics afresh.
+    pub fn reset_stats(&mut self) {
+        if let MemPort::Axi(l) = self {
+            l.reset_stats();
+        }
+    }
+
+    /// The AXI4 slave's statistics.
+    pub fn axi_stats(&self) -> Option<AxiStats> {
+        match self {
+            MemPort::Axi(l) => Some(l.stats),
+            MemPort::Simple(_) => None,
         }
     }
 }
@@ -185,6 +297,8 @@ pub struct CoreRun {
     pub dma_error: u64,
     /// The memory's timing in this run.
     pub timing: MemoryTiming,
+    /// The AXI4 slave's statistics (AXI4 memory interface only).
+    pub axi: Option<AxiStats>,
 }
 
 /// The memory model for `a` before a run: Q, K and V at their [`Layout`], O filled with
@@ -269,7 +383,7 @@ pub fn run_on(
     addrs: &Layout,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<CoreRun> {
-    let link = MemLink::new(dut)?;
+    let mut link = MemPort::new(dut, p, timing)?;
     for (name, v) in [
         ("q_addr", addrs.q),
         ("k_addr", addrs.k),
@@ -328,6 +442,7 @@ pub fn run_on(
     }
     progress(cycles, estimate);
     let dma_error = dut.get_id(error);
+    link.check_idle()?;
     let counters = COUNTERS
         .iter()
         .map(|&n| (n.to_string(), dut.get(n)))
@@ -339,6 +454,7 @@ pub fn run_on(
         assertion_failures: dut.assertion_failures(),
         dma_error,
         timing: *timing,
+        axi: link.axi_stats(),
     })
 }
 

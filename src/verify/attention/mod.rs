@@ -19,12 +19,15 @@ use std::collections::BTreeMap;
 use anyhow::{bail, ensure, Context, Result};
 use hdl::config::MAX_MEM_LATENCY;
 use hdl::core::{CoreParams, COUNTERS};
+use hdl::dma::MemIf;
 use kernels::accuracy::Accuracy;
 use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
 use kernels::patterns::{tensors, Pattern};
 use kernels::softmax::scale_constant;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError};
+pub use verilator_tb::axi::AxiFault;
+use verilator_tb::axi::{AxiLink, AxiStats, AxiTiming};
 use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model};
 
@@ -234,7 +237,7 @@ impl Attention {
             .unwrap_or_default()
     }
 
-    fn out_bytes(&self) -> usize {
+    pub fn out_bytes(&self) -> usize {
         out_bytes(self.out)
     }
 

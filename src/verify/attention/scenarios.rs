@@ -122,6 +122,7 @@ pub fn directed(br: usize, bc: usize) -> Vec<Scenario> {
             bytes_per_cycle: 8,
             stall_probability: 0.3,
             seed: 5,
+            ..MemoryTiming::default()
         },
         ..base.clone()
     });
@@ -179,6 +180,7 @@ pub fn scenarios(max_len: usize) -> impl Strategy<Value = Scenario> {
                         bytes_per_cycle: bpc,
                         stall_probability: stall,
                         seed,
+                        ..MemoryTiming::default()
                     },
                 }
             },
@@ -198,7 +200,7 @@ pub fn check_scenarios(
     let d = p.d() as usize;
     let mut totals = (0u64, 0u64);
     for s in directed {
-        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing)
+        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing.on(p))
             .with_context(|| format!("directed scenario {s:?}"))?;
         totals.0 += 1;
         totals.1 += run.counters["cycles"];
@@ -211,7 +213,7 @@ pub fn check_scenarios(
     };
     let acc = std::cell::Cell::new(totals);
     let result = crate::verify::seeds::run(config, seed, &scenarios(max_len), |s| {
-        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing)
+        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing.on(p))
             .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
         let (n, c) = acc.get();
         acc.set((n + 1, c + run.counters["cycles"]));

@@ -30,7 +30,7 @@ pub struct TopStatus {
 /// cycles on each channel, from a seed), each cycle also serving the memory port.
 pub struct TopDriver {
     pub dut: Dut,
-    link: MemLink,
+    link: MemPort,
     regs: Vec<Register>,
     rng: u64,
     /// Cycles clocked so far.
@@ -39,11 +39,17 @@ pub struct TopDriver {
 
 impl TopDriver {
     /// A reset instance of `model`, checked to be a regflash top (its ID register).
-    pub fn new(model: &Model, p: &CoreParams, axi_seed: u64, mem: &mut Memory) -> Result<Self> {
+    pub fn new(
+        model: &Model,
+        p: &CoreParams,
+        axi_seed: u64,
+        timing: &MemoryTiming,
+        mem: &mut Memory,
+    ) -> Result<Self> {
         let mut dut = model.dut()?;
         axil::idle(&mut dut);
         dut.reset(2);
-        let link = MemLink::new(&dut)?;
+        let link = MemPort::new(&dut, p, timing)?;
         let mut d = TopDriver {
             dut,
             link,
@@ -91,10 +97,15 @@ impl TopDriver {
         Ok(())
     }
 
+    /// Sets the AXI4 memory's error responses for the next runs (AXI4 memory interface only).
+    pub fn set_fault(&mut self, fault: Option<AxiFault>) -> Result<()> {
+        self.link.set_fault(fault)
+    }
+
     /// Writes register `name`; an error response fails.
     pub fn write(&mut self, name: &str, v: u64, mem: &mut Memory) -> Result<()> {
         let (at, d) = (self.offset(name)?, self.delays());
-        let (link, cycles) = (&self.link, &mut self.cycles);
+        let (link, cycles) = (&mut self.link, &mut self.cycles);
         let mut tick = |dut: &mut Dut| -> Result<()> {
             link.present(dut, mem);
             *cycles += 1;
@@ -113,7 +124,7 @@ impl TopDriver {
 
     fn read_at(&mut self, at: u32, mem: &mut Memory) -> Result<u32> {
         let d = self.delays();
-        let (link, cycles) = (&self.link, &mut self.cycles);
+        let (link, cycles) = (&mut self.link, &mut self.cycles);
         let mut tick = |dut: &mut Dut| -> Result<()> {
             link.present(dut, mem);
             *cycles += 1;
@@ -196,7 +207,7 @@ impl TopDriver {
             busy: s & 1 == 1,
             done: s >> 1 & 1 == 1,
             error: s >> 2 & 1 == 1,
-            code: (s >> 8 & 7) as u64,
+            code: (s >> 8 & 15) as u64,
         };
         ensure!(
             !st.busy && st.done && st.error == (st.code != 0),
@@ -240,8 +251,10 @@ impl TopDriver {
     ) -> Result<CoreRun> {
         let (_, limit) = cycle_limit(p, a, timing, mem);
         self.program(a, lay, wait, mem)?;
+        self.link.reset_stats();
         self.write("CTRL", 1, mem)?;
         let st = self.wait(wait, limit, mem)?;
+        self.link.check_idle()?;
         let counters = self.counters(mem)?;
         if wait == Wait::Interrupt {
             self.clear_irq(mem)?;
@@ -253,6 +266,7 @@ impl TopDriver {
             assertion_failures: self.dut.assertion_failures(),
             dma_error: st.code,
             timing: *timing,
+            axi: self.link.axi_stats(),
         })
     }
 }
@@ -267,6 +281,6 @@ pub fn run_top(
     axi_seed: u64,
 ) -> Result<CoreRun> {
     let (mut mem, lay) = memory_image(p, a, timing)?;
-    let mut d = TopDriver::new(model, p, axi_seed, &mut mem)?;
+    let mut d = TopDriver::new(model, p, axi_seed, timing, &mut mem)?;
     d.run(p, a, timing, wait, &mut mem, &lay)
 }
