@@ -257,6 +257,13 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "6",
             reg3d,
         ),
+        // The AXI4 master: its protocol checker.
+        (
+            "axi4",
+            "mem_if = \"axi4\"\nbc = 2\n".to_string(),
+            "6",
+            vec![EarlyWlast],
+        ),
         // Three tiers: the same phase streams; the softmax tier's S registers are its own.
         (
             "reg3d_t3",

@@ -31,6 +31,14 @@ fn register_block_equals_its_model() {
     assert!(r.directed_vectors > 500 && r.random_vectors > 200, "{r:?}");
 }
 
+/// The top with the simple memory port through its registers (`verify --unit top`): two
+/// problems, by interrupt and by polling, bit-exact with exact counters.
+#[test]
+fn top_with_the_simple_port_runs_through_its_registers() {
+    let r = regflash::verify::run::verify_block(&small(), "top", 0, 3).unwrap();
+    assert_eq!(r.directed_vectors, 2, "{r:?}");
+}
+
 /// AXI4 read and write bursts the DMA issues for `a` (bhsd, non-causal, tensors at `lay`): a
 /// transfer's rows are contiguous, so each Q tile, each K and V block and each O tile is one
 /// run of bytes, split at 256 beats and at every 4 KiB boundary. Computed from the addresses

@@ -36,10 +36,12 @@ pub enum Fault {
     /// links overwrite the scores the softmax of the previous block still reads: only the
     /// comparison catches it.
     SharedSTierSlot,
+    /// The AXI4 master raises WLAST one beat before a write burst's last: `axi_wlast`.
+    EarlyWlast,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::StallQk,
         Fault::StallPv,
         Fault::WriteOutsideO,
@@ -52,6 +54,7 @@ impl Fault {
         Fault::WrongRescale,
         Fault::SharedPortClash,
         Fault::SharedSTierSlot,
+        Fault::EarlyWlast,
     ];
 
     /// The snake_case name (module-name suffix, `regflash sim --fault`).
@@ -69,6 +72,7 @@ impl Fault {
             Fault::WrongRescale => "wrong_rescale",
             Fault::SharedPortClash => "shared_port_clash",
             Fault::SharedSTierSlot => "shared_s_tier_slot",
+            Fault::EarlyWlast => "early_wlast",
         }
     }
 
@@ -89,6 +93,7 @@ impl Fault {
             Fault::SkipK => Some("k_block_in_order"),
             Fault::SkipV => Some("v_block_in_order"),
             Fault::SharedPortClash => Some("p_one_access"),
+            Fault::EarlyWlast => Some("axi_wlast"),
             Fault::CausalOffByOne | Fault::WrongRescale | Fault::SharedSTierSlot => None,
         }
     }
@@ -101,6 +106,9 @@ impl Fault {
             }
             Fault::SharedSTierSlot if !p.row.softmax_tier() => {
                 Some("variant = \"reg3d\" with tiers = 3")
+            }
+            Fault::EarlyWlast if p.dma.mem_if != crate::dma::MemIf::Axi4 => {
+                Some("mem_if = \"axi4\"")
             }
             _ => None,
         }

@@ -109,6 +109,21 @@ impl Held {
     }
 }
 
+/// What the port showed in one cycle, before the clock edge.
+struct Seen {
+    ar: Vec<u64>,
+    aw: Vec<u64>,
+    arready: bool,
+    awready: bool,
+    wready: bool,
+    wvalid: bool,
+    wdata: Vec<u32>,
+    wstrb: Vec<u32>,
+    wlast: bool,
+    rready: bool,
+    bready: bool,
+}
+
 /// The ports of an AXI4 master named `m_axi_*`.
 struct Ports {
     ar: [PortId; 6],
@@ -355,63 +370,78 @@ impl AxiLink {
         })
     }
 
-    /// The handshakes of this cycle, the protocol checks, the clock edge. Fails on a protocol
-    /// violation or a burst the memory cannot serve.
+    /// The handshakes of this cycle, the clock edge, then the protocol checks (so that an RTL
+    /// assertion on the same cycle reports first). Fails on a protocol violation or a burst the
+    /// memory cannot serve.
     pub fn edge(&mut self, dut: &mut Dut, mem: &mut Memory) -> Result<()> {
         let cycle = dut.cycles();
-        self.take(dut, mem)
-            .map_err(|e| e.context(format!("cycle {cycle}")))?;
+        let seen = self.sample(dut);
         dut.tick();
+        self.take(seen, mem)
+            .map_err(|e| e.context(format!("cycle {cycle}")))?;
         self.cycle += 1;
         mem.stats.cycles += 1;
         Ok(())
     }
 
-    fn take(&mut self, dut: &mut Dut, mem: &mut Memory) -> Result<()> {
-        let ar = Self::address(dut, &self.ports.ar);
-        let aw = Self::address(dut, &self.ports.aw);
-        let arready = dut.get_id(self.ports.arready) == 1;
-        let awready = dut.get_id(self.ports.awready) == 1;
-        let wready = dut.get_id(self.ports.wready) == 1;
-        let wvalid = dut.get_id(self.ports.wvalid) == 1;
+    /// What the port shows this cycle.
+    fn sample(&self, dut: &mut Dut) -> Seen {
+        let p = &self.ports;
+        let wvalid = dut.get_id(p.wvalid) == 1;
         let (wdata, wstrb, wlast) = if wvalid {
             (
-                dut.get_words_id(self.ports.wdata),
-                dut.get_words_id(self.ports.wstrb),
-                dut.get_id(self.ports.wlast) == 1,
+                dut.get_words_id(p.wdata),
+                dut.get_words_id(p.wstrb),
+                dut.get_id(p.wlast) == 1,
             )
         } else {
             (vec![], vec![], false)
         };
-        let (arv, awv) = (ar[0] == 1, aw[0] == 1);
-        self.held[0].check("AR", arv, arready, ar.clone())?;
-        self.held[1].check("AW", awv, awready, aw.clone())?;
-        let mut w_payload: Vec<u64> = wdata.iter().chain(&wstrb).map(|&x| x as u64).collect();
-        w_payload.push(wlast as u64);
-        self.held[2].check("W", wvalid, wready, w_payload)?;
-        self.stats.stalled += [(arv, arready), (awv, awready), (wvalid, wready)]
+        Seen {
+            ar: Self::address(dut, &p.ar),
+            aw: Self::address(dut, &p.aw),
+            arready: dut.get_id(p.arready) == 1,
+            awready: dut.get_id(p.awready) == 1,
+            wready: dut.get_id(p.wready) == 1,
+            wvalid,
+            wdata,
+            wstrb,
+            wlast,
+            rready: dut.get_id(p.rready) == 1,
+            bready: dut.get_id(p.bready) == 1,
+        }
+    }
+
+    fn take(&mut self, s: Seen, mem: &mut Memory) -> Result<()> {
+        let (arv, awv) = (s.ar[0] == 1, s.aw[0] == 1);
+        self.held[0].check("AR", arv, s.arready, s.ar.clone())?;
+        self.held[1].check("AW", awv, s.awready, s.aw.clone())?;
+        let mut w_payload: Vec<u64> = s.wdata.iter().chain(&s.wstrb).map(|&x| x as u64).collect();
+        w_payload.push(s.wlast as u64);
+        self.held[2].check("W", s.wvalid, s.wready, w_payload)?;
+        self.stats.stalled += [(arv, s.arready), (awv, s.awready), (s.wvalid, s.wready)]
             .iter()
             .filter(|(v, r)| *v && !*r)
             .count() as u64;
-        if arv && arready {
-            let b = self.burst("AR", &ar, mem)?;
+        if arv && s.arready {
+            let b = self.burst("AR", &s.ar, mem)?;
             self.stats.read_bursts += 1;
             self.stats.longest_burst = self.stats.longest_burst.max(b.beats);
             self.reads.push_back(b);
         }
-        if awv && awready {
-            let b = self.burst("AW", &aw, mem)?;
+        if awv && s.awready {
+            let b = self.burst("AW", &s.aw, mem)?;
             self.stats.write_bursts += 1;
             self.stats.longest_burst = self.stats.longest_burst.max(b.beats);
             self.aws.push_back(b);
         }
-        if wvalid && wready {
-            self.w_beats.push_back((wdata, wstrb, wlast));
+        if s.wvalid && s.wready {
+            self.w_beats.push_back((s.wdata, s.wstrb, s.wlast));
         }
         self.complete_writes(mem)?;
         // R handshake.
         if let Some(i) = self.r_cur {
-            if dut.get_id(self.ports.rready) == 1 {
+            if s.rready {
                 let b = &mut self.reads[i];
                 b.sent += 1;
                 mem.stats.reads += 1;
@@ -423,7 +453,7 @@ impl AxiLink {
             }
         }
         // B handshake.
-        if self.b_cur && dut.get_id(self.ports.bready) == 1 {
+        if self.b_cur && s.bready {
             self.bs.pop_front();
             self.b_cur = false;
         }

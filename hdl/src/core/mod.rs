@@ -255,6 +255,7 @@ impl CoreParams {
     pub fn with_fault(mut self, fault: Fault) -> Self {
         self.fault = Some(fault);
         self.row.fault = Some(fault);
+        self.dma.fault = Some(fault);
         self
     }
 

@@ -67,6 +67,8 @@ pub struct DmaConfig {
     pub axi_id_bits: u32,
     /// AXI4: bursts in flight at most per ID.
     pub axi_outstanding: u32,
+    /// A deliberate defect (fault-injection tests only; see `fault.rs`).
+    pub fault: Option<crate::fault::Fault>,
 }
 
 /// The memory interface of the DMA (and of the core and the top).
@@ -263,6 +265,10 @@ impl DmaConfig {
         let port = match self.mem_if {
             MemIf::Simple => String::new(),
             MemIf::Axi4 => format!("_axi{}x{}", self.axi_id_bits, self.axi_outstanding),
+        };
+        let port = match self.fault {
+            Some(f @ crate::fault::Fault::EarlyWlast) => format!("{port}_fault_{}", f.name()),
+            _ => port,
         };
         format!(
             "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}{port}",
@@ -1370,7 +1376,13 @@ fn axi_port(
     count_in_flight(m, writes_out, open_burst, b_back);
     let wvalid = inside[3];
     let w_accept = wvalid & wready;
-    let wlast = left[3].q.eq(1);
+    // The fault: WLAST one beat early (and missing on single-beat bursts).
+    let last_left = if cfg.fault == Some(crate::fault::Fault::EarlyWlast) {
+        2
+    } else {
+        1
+    };
+    let wlast = left[3].q.eq(last_left);
     steps.push(w_accept);
     // Burst countdowns: a read walker steps the burst's remaining beats after its AR; the O
     // walker steps on each W beat of the burst it opened.
