@@ -92,6 +92,10 @@ pub struct SimReport {
     pub nonfinite_outputs: u64,
     pub memory_bytes_read: u64,
     pub memory_bytes_written: u64,
+    /// A varlen batch's sequences (query rows, key rows); empty for one problem, whose
+    /// lengths are `seq_len` and `k_len` (for a batch, the totals).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seqlens: Vec<(usize, usize)>,
     /// The memory interface (simple or axi4).
     #[serde(default = "default_mem_if")]
     pub mem_if: String,
@@ -186,6 +190,14 @@ impl SimReport {
                 }
                 if self.layout != "bhsd" {
                     x += &format!(", layout {}", self.layout);
+                }
+                if !self.seqlens.is_empty() {
+                    let l: Vec<String> = self
+                        .seqlens
+                        .iter()
+                        .map(|&(q, k)| if q == k { q.to_string() } else { format!("{q}/{k}") })
+                        .collect();
+                    x += &format!(", varlen batch of {} ({})", l.len(), l.join(", "));
                 }
                 if self.mem_if != "simple" {
                     x += &format!(", memory over {}", self.mem_if.to_uppercase());
@@ -366,6 +378,50 @@ pub fn run_full(
     let traced = waves.map(|w| (w.path.as_path(), &w.opts));
     let run = attention::run_traced(&model, &p, a, timing, traced, progress)?;
     let chk = attention::check(&p, a, &run);
+    Ok((report(cfg, &p, a, &run, &chk), run.out))
+}
+
+/// Runs a varlen batch on the top (through its registers; `BATCH` and the offset lists) and
+/// checks it: each sequence bit for bit and within the contract, the counters summed.
+pub fn run_batch(
+    cfg: &CoreConfig,
+    batch: &attention::Batch,
+    timing: &MemoryTiming,
+) -> Result<(SimReport, Vec<u32>)> {
+    let p = CoreParams::from_config(cfg)?;
+    batch.validate(&p)?;
+    timing.validate()?;
+    let (model, _) = simulate(cfg, &Target::Top)?;
+    let wait = attention::Wait::Interrupt;
+    let (run, chk) = attention::run_batch_top(&model, &p, batch, timing, wait, timing.seed)?;
+    // The report's shape: the total lengths; the sequences are listed.
+    let (tq, tk) = batch.totals();
+    let whole = Attention {
+        q_len: tq,
+        k_len: tk,
+        ..batch.seqs[0].clone()
+    };
+    let mut r = report(cfg, &p, &whole, &run, &chk);
+    r.seqlens = batch.seqs.iter().map(|a| (a.q_len, a.k_len)).collect();
+    if run.dma_error != 0 {
+        r.passed = false;
+        r.failures.push(format!(
+            "the batch stopped with error {}: {}",
+            run.dma_error,
+            hdl::dma::error::describe(run.dma_error)
+        ));
+    }
+    Ok((r, run.out))
+}
+
+/// The report of a checked run of `a` (for a batch: its shape with the total lengths).
+fn report(
+    cfg: &CoreConfig,
+    p: &CoreParams,
+    a: &Attention,
+    run: &attention::CoreRun,
+    chk: &attention::CoreCheck,
+) -> SimReport {
     let d = a.head_dim;
     let acc = chk.accuracy;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(0);
@@ -413,8 +469,8 @@ pub fn run_full(
         head_dim: d,
         causal: a.causal,
         out_format: format!("{:?}", a.out).to_lowercase(),
-        memory_latency: timing.latency,
-        memory_stall_probability: timing.stall_probability,
+        memory_latency: run.timing.latency,
+        memory_stall_probability: run.timing.stall_probability,
         cycles,
         ideal_cycles: ideal,
         utilization: ideal / cycles.max(1) as f64,
@@ -445,8 +501,9 @@ pub fn run_full(
         accuracy_ok: chk.accuracy_ok(),
         failures,
         passed: chk.ok(),
+        seqlens: vec![],
     };
-    Ok((report, run.out))
+    report
 }
 
 /// FP16's largest finite value.

@@ -20,6 +20,14 @@ pub struct SimArgs {
     /// read in place through the row and head strides.
     #[arg(long, default_value = "bhsd")]
     pub layout: crate::verify::attention::TensorLayout,
+    /// A varlen batch of random sequences with these query lengths (FlashAttention's varlen:
+    /// packed along the rows, described by cumulative offsets in memory), run through the
+    /// top's registers in one launch; --seq is then ignored.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["q", "k", "v"])]
+    pub seqlens: Option<Vec<usize>>,
+    /// The batch's key lengths, one per sequence (default: the query lengths).
+    #[arg(long, value_delimiter = ',', requires = "seqlens")]
+    pub kv_seqlens: Option<Vec<usize>>,
     /// Causal masking (bottom-right aligned when Q and K lengths differ).
     #[arg(long)]
     pub causal: bool,
@@ -146,6 +154,71 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
             (a, 0)
         }
     };
+    if let Some(q_lens) = &args.seqlens {
+        anyhow::ensure!(
+            args.fault.is_none() && args.waves.is_none(),
+            "--seqlens runs the top; --fault and --waves apply to one problem on the core"
+        );
+        let k_lens = args.kv_seqlens.clone().unwrap_or_else(|| q_lens.clone());
+        anyhow::ensure!(
+            k_lens.len() == q_lens.len(),
+            "--kv-seqlens gives {} lengths for {} sequences: give one per sequence",
+            k_lens.len(),
+            q_lens.len()
+        );
+        anyhow::ensure!(
+            q_lens.iter().chain(&k_lens).all(|&n| n >= 1),
+            "every --seqlens and --kv-seqlens length must be at least 1"
+        );
+        let kv = args.kv_heads.unwrap_or(args.heads);
+        anyhow::ensure!(
+            args.heads >= 1 && kv >= 1 && args.heads.is_multiple_of(kv),
+            "--kv-heads {kv} must divide --heads {}",
+            args.heads
+        );
+        let batch = crate::verify::attention::Batch::generate(
+            kernels::patterns::Pattern::Unit,
+            args.heads,
+            kv,
+            q_lens,
+            &k_lens,
+            cfg.head_dim as usize,
+            args.causal,
+            out,
+            args.layout,
+            args.seed,
+        );
+        let (mut report, o) = sim::run_batch(&cfg, &batch, &timing)?;
+        report.with_energy(&table, &cfg, false);
+        println!("{}", report.summary());
+        if let Some(path) = &args.out {
+            // O of every head over the packed rows: (heads, total queries, d).
+            let (tq, _) = batch.totals();
+            let d = cfg.head_dim as usize;
+            let mut packed = Vec::with_capacity(o.len());
+            let mut at = vec![0usize; batch.seqs.len()];
+            let mut start = 0;
+            for (b, a) in batch.seqs.iter().enumerate() {
+                at[b] = start;
+                start += a.heads * a.q_len * d;
+            }
+            for h in 0..args.heads {
+                for (b, a) in batch.seqs.iter().enumerate() {
+                    let from = at[b] + h * a.q_len * d;
+                    packed.extend_from_slice(&o[from..from + a.q_len * d]);
+                }
+            }
+            let whole = crate::verify::attention::Attention {
+                q_len: tq,
+                ..batch.seqs[0].clone()
+            };
+            sim::write_output(path, &whole, &packed)?;
+        }
+        if let Some(path) = &args.report {
+            write_json(path, &report)?;
+        }
+        return Ok(exit(report.passed));
+    }
     let fault = match &args.fault {
         Some(name) => Some(hdl::fault::Fault::from_name(name).with_context(|| {
             format!(

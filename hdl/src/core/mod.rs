@@ -471,7 +471,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         m.discard(c.status.first_wait);
     }
     m.discard(dma.q.status.block);
-    let counters = counter_file(m, parts, &seq, &dma, rows.activity);
+    let counters = counter_file(m, parts, &seq, &dma, rows.activity, i.keep_counters);
     checker(m, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, O in that order).
     let mut error = m.zero(dma::error::BITS);
@@ -502,9 +502,10 @@ fn counter_file(
     seq: &SeqOut,
     dma: &dma::DmaOut,
     rows: Vec<RowActivity>,
+    keep: Sig,
 ) -> Counters {
     let count_in = counters::CountIn {
-        clear: seq.go,
+        clear: seq.go & !keep,
         busy: seq.busy,
         step_valid: seq.pe.valid | seq.pe_pv.valid,
         qk_step: seq.step.qk,

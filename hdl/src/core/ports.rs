@@ -218,10 +218,11 @@ group! {
 
 group! {
     /// The core's (and its engine's) inputs: `start`, `abort_req` (stop the running problem; the
-    /// engine's is unused), the memory port's inputs (`mem_*` or `m_axi_*`, by `mem_if`), the
+    /// engine's is unused), `keep_counters` (a start adds to the counters instead of clearing
+    /// them: the next sequence of a varlen batch), the memory port's inputs (`mem_*` or `m_axi_*`, by `mem_if`), the
     /// problem (ports `q_addr`, … `c_const`).
     pub struct CoreIn<T> {
-        start, abort_req;
+        start, abort_req, keep_counters;
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         problem => Problem<T>,
@@ -234,6 +235,7 @@ impl CoreIn<u32> {
         CoreIn {
             start: 1,
             abort_req: 1,
+            keep_counters: 1,
             mem,
             m_axi,
             problem: Problem::widths(p),

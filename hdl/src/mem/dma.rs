@@ -1,9 +1,12 @@
 //! The DMA: `dma_engine` (descriptor walkers, arbitration, memory port) and `dma` (the engine
 //! with its landing buffers and the O staging buffer).
 //!
-//! **Memory port** (valid/ready, `width` bits, byte addresses): `mem_req_valid/ready`,
-//! `mem_req_addr`, `mem_req_write`, `mem_req_wdata`; responses `mem_rsp_valid`, `mem_rsp_data`
-//! arrive in request order, one per read, and are always accepted.
+//! **Memory port**, by `mem_if`. `simple` (valid/ready, `width` bits, byte addresses):
+//! `mem_req_valid/ready`, `mem_req_addr`, `mem_req_write`, `mem_req_wdata`; responses
+//! `mem_rsp_valid`, `mem_rsp_data` arrive in request order, one per read, and are always
+//! accepted. `axi4`: an AXI4 master `m_axi_*` with INCR bursts (see `axi_port` and
+//! `axi_check.rs`). Either way `hold` stops new requests (bursts) and `quiet` says nothing is
+//! in flight: the core's abort waits for it before resetting the engine.
 //!
 //! **Read channels** `q`, `k`, `v`. A descriptor (`x_base`, `x_stride` bytes between rows,
 //! `x_row_bytes`, `x_rows` in all, `x_block_rows` per block) is taken by a `x_start` pulse. The
@@ -21,11 +24,12 @@
 //! **Descriptor errors** (`x_error`, sticky until the next start; the channel stays idle and
 //! never hangs): 1 zero size; 2 base, stride or row bytes not a multiple of the beat; 3 rows or
 //! row longer than the landing or staging buffer; 4 beyond the address range (2^addr_bits
-//! bytes); 5 started while busy (the running transfer continues).
+//! bytes); 5 started while busy (the running transfer continues). AXI4 response errors: 7
+//! SLVERR, 8 DECERR (the channel keeps the first).
 //!
-//! **Arbitration**: round robin among the channels with a request; reads also need room in the
-//! tag FIFO (`max_outstanding` reads in flight), which records which channel each response
-//! belongs to. A response walker per channel mirrors its request walk, so addresses are not
+//! **Arbitration** (simple port): round robin among the channels with a request; reads also
+//! need room in the tag FIFO (`max_outstanding` reads in flight), which records which channel
+//! each response belongs to. A response walker per channel mirrors its request walk, so addresses are not
 //! stored.
 //!
 //! **Counters**: `read_beats`, `write_beats`; per read channel `x_wait` (cycles the consumer

@@ -53,6 +53,14 @@ pub fn problem_ports(p: &CoreParams) -> Vec<(String, u32)> {
     crate::core::ports::Problem::widths(p).named()
 }
 
+/// Every value the CSR drives besides start and abort: the core's problem and the varlen
+/// batch's registers (`batch.rs`).
+pub fn launch_ports(p: &CoreParams) -> Vec<(String, u32)> {
+    let mut v = problem_ports(p);
+    v.extend(super::batch::batch_ports(p));
+    v
+}
+
 /// Response codes.
 pub const OKAY: u64 = 0;
 pub const SLVERR: u64 = 2;
@@ -179,7 +187,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         m.set_enable(val, or_all(&any));
         problem.insert(reg, val.q);
     }
-    for (port, _) in problem_ports(p) {
+    for (port, _) in launch_ports(p) {
         let v = match port.as_str() {
             "causal" => problem[&ProblemReg::Flags].bit(0),
             "out_f32" => problem[&ProblemReg::Flags].bit(1),

@@ -22,6 +22,8 @@ pub const ADDR_BITS: u32 = 12;
 pub const COUNTER_BASE: u32 = 0x100;
 /// `STATUS.ERR_CODE` after a software abort (the DMA's codes are 1 to 5, 7 and 8).
 pub const ERR_ABORTED: u64 = 6;
+/// `STATUS.ERR_CODE` for an invalid varlen descriptor list (see `batch.rs`).
+pub const ERR_BATCH: u64 = 9;
 
 /// How software may access a register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,11 +70,14 @@ pub enum ProblemReg {
     ORowStride,
     OHeadStride,
     KvGroup,
+    Batch,
+    CuQAddr,
+    CuKAddr,
 }
 
 impl ProblemReg {
     /// Every problem value, in register order.
-    pub const ALL: [ProblemReg; 18] = [
+    pub const ALL: [ProblemReg; 21] = [
         ProblemReg::QAddr,
         ProblemReg::KAddr,
         ProblemReg::VAddr,
@@ -91,6 +96,9 @@ impl ProblemReg {
         ProblemReg::ORowStride,
         ProblemReg::OHeadStride,
         ProblemReg::KvGroup,
+        ProblemReg::Batch,
+        ProblemReg::CuQAddr,
+        ProblemReg::CuKAddr,
     ];
 
     /// The core's input port it drives (`Flags` drives `causal` and `out_f32`).
@@ -114,6 +122,9 @@ impl ProblemReg {
             ProblemReg::ORowStride => "o_row_stride",
             ProblemReg::OHeadStride => "o_head_stride",
             ProblemReg::KvGroup => "kv_group",
+            ProblemReg::Batch => "batch",
+            ProblemReg::CuQAddr => "cu_q_addr",
+            ProblemReg::CuKAddr => "cu_k_addr",
         }
     }
 }
@@ -303,7 +314,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 8,
                 crate::dma::error::BITS,
                 "1 zero-size descriptor, 2 misaligned, 3 too large, 4 out of range, 5 busy, \
-                 6 aborted, 7 AXI4 SLVERR, 8 AXI4 DECERR",
+                 6 aborted, 7 AXI4 SLVERR, 8 AXI4 DECERR, 9 invalid varlen offsets",
             ),
         ],
         "Status.",
@@ -381,6 +392,21 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 ProblemReg::OHeadStride,
                 "O_HEAD_STRIDE",
                 "bytes from an O head to the next",
+            ),
+        ],
+    ));
+    wide.extend(pairs(
+        0x0C8,
+        &[
+            (
+                ProblemReg::CuQAddr,
+                "CU_Q_ADDR",
+                "byte address of the varlen batch's BATCH + 1 cumulative query offsets (32-bit)",
+            ),
+            (
+                ProblemReg::CuKAddr,
+                "CU_K_ADDR",
+                "byte address of the varlen batch's BATCH + 1 cumulative key offsets (32-bit)",
             ),
         ],
     ));
@@ -475,6 +501,23 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             "Q heads per K/V head (0 or 1: one each)",
         )],
         "Grouped-query attention: Q head h reads K/V head h / KV_GROUP.",
+    );
+    push(
+        "BATCH",
+        0x0C4,
+        Access::Rw,
+        Kind::Problem {
+            reg: ProblemReg::Batch,
+            half: 0,
+            width: iw,
+        },
+        vec![field(
+            "BATCH",
+            0,
+            iw,
+            "sequences in a varlen batch (0: the one problem of Q_LEN and K_LEN)",
+        )],
+        "Varlen: sequences packed along the rows, described by CU_Q_ADDR and CU_K_ADDR.",
     );
     for (index, name) in COUNTERS.iter().enumerate() {
         for hi in [false, true] {

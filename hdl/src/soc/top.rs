@@ -1,11 +1,12 @@
 //! The stable top (`top_name`, `regflash_top` by default): the core behind the AXI4-Lite
 //! control and status registers (`csr`), with the core's memory port. Ports: `s_axil_*` (the
-//! register slave), `irq`, and the memory port `mem_req_*` / `mem_rsp_*` (`mem_if = "simple"`:
-//! one request per beat, see `hdl::dma`). The problem, start, abort, status and counters reach
+//! register slave), `irq`, and the core's memory port: `mem_req_*` / `mem_rsp_*` (`mem_if =
+//! "simple"`: one request per beat) or the AXI4 master `m_axi_*` (`mem_if = "axi4"`; see
+//! `hdl::dma`). The problem, start, abort, status and counters reach
 //! the core only through the registers; no debug output leaves the top. Inner modules keep
 //! their parameterized names.
 
-use super::csr;
+use super::{batch, csr};
 use crate::core::{CoreParams, COUNTERS};
 use crate::ir::Dir;
 use crate::{Design, ModRef};
@@ -15,6 +16,7 @@ use crate::{Design, ModRef};
 pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRef> {
     let core = crate::core::build(d, p);
     let csr = csr::build(d, p, name);
+    let batch = batch::build(d, p, name);
     anyhow::ensure!(
         d.module(name).is_none(),
         "top_name = {name:?} is the name of a module inside the design: choose another (the \
@@ -25,7 +27,8 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
     Ok(d.define(&name, |_, m| {
         m.doc(&format!(
             "{name}: the regflash FlashAttention core ({}) behind its AXI4-Lite control and\n\
-             status registers (see registers.md and regflash.h), with the core's memory port.",
+             status registers (see registers.md and regflash.h) and its varlen batch\n\
+             controller, with the core's memory port.",
             core.name
         ));
         m.set_latency(1);
@@ -42,26 +45,77 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
             .filter(|q| q.dir == Dir::Input && is_mem_port(&q.name))
             .map(|q| (q.name.clone(), m.input(&q.name, q.width)))
             .collect();
-        // What the CSR drives into the core.
-        let mut ports = csr::problem_ports(&p);
-        ports.extend([("start".to_string(), 1), ("abort_req".to_string(), 1)]);
-        let to_core: Vec<(String, crate::Sig)> = ports
+        // Nets: what the CSR drives (into the batch controller), what the batch controller
+        // drives (into the core), the core's memory outputs (into the batch controller).
+        let mut launch = csr::launch_ports(&p);
+        launch.extend([("start".to_string(), 1), ("abort_req".to_string(), 1)]);
+        let from_csr: Vec<(String, crate::Sig)> = launch
             .into_iter()
             .map(|(n, w)| {
                 let net = m.net(&format!("csr_{n}"), w);
                 (n, net)
             })
             .collect();
+        let mut core_ports = csr::problem_ports(&p);
+        core_ports.extend([("start".to_string(), 1), ("keep_counters".to_string(), 1)]);
+        core_ports.extend(
+            core.ports
+                .iter()
+                .filter(|q| q.dir == Dir::Input && is_mem_port(&q.name))
+                .map(|q| (q.name.clone(), q.width)),
+        );
+        let to_core: Vec<(String, crate::Sig)> = core_ports
+            .into_iter()
+            .map(|(n, w)| {
+                let net = m.net(&format!("batch_core_{n}"), w);
+                (n, net)
+            })
+            .collect();
         let mut core_in: Vec<(&str, crate::Sig)> =
             to_core.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        core_in.extend(mem_in.iter().map(|(n, s)| (n.as_str(), *s)));
+        let abort = from_csr
+            .iter()
+            .find(|(n, _)| n == "abort_req")
+            .expect("abort")
+            .1;
+        core_in.push(("abort_req", abort));
         let c = m.instance(&core, "u_core", &core_in);
+        // The batch controller: the CSR's values, the core's status and memory outputs, the
+        // memory's inputs.
+        let mut batch_in: Vec<(String, crate::Sig)> = vec![];
+        for (n, s) in &from_csr {
+            let port = if csr::problem_ports(&p).iter().any(|(q, _)| q == n) {
+                format!("csr_{n}")
+            } else {
+                n.clone()
+            };
+            batch_in.push((port, *s));
+        }
+        for n in ["busy", "done", "error"] {
+            batch_in.push((format!("core_{n}"), c.get(n)));
+        }
+        for q in core.ports.iter().filter(|q| q.dir == Dir::Output) {
+            if is_mem_port(&q.name) {
+                batch_in.push((format!("core_{}", q.name), c.get(&q.name)));
+            }
+        }
+        batch_in.extend(mem_in.iter().cloned());
+        let batch_in: Vec<(&str, crate::Sig)> =
+            batch_in.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let b = m.instance(&batch, "u_batch", &batch_in);
+        for (n, net) in &to_core {
+            m.drive(*net, b.get(&format!("core_{n}")));
+        }
+        // The register block: the AXI4-Lite slave, the batch's status, the core's counters.
         let mut csr_in = axil_in.clone();
-        for n in ["busy", "done", "error"].iter().chain(COUNTERS) {
+        for n in ["busy", "done", "error"] {
+            csr_in.push((n, b.get(n)));
+        }
+        for n in COUNTERS {
             csr_in.push((n, c.get(n)));
         }
         let r = m.instance(&csr, "u_csr", &csr_in);
-        for (n, net) in &to_core {
+        for (n, net) in &from_csr {
             m.drive(*net, r.get(n));
         }
         for (n, _, is_in) in csr::axil_ports() {
@@ -72,7 +126,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
         m.output("irq", r.get("irq"));
         for q in core.ports.iter().filter(|q| q.dir == Dir::Output) {
             if is_mem_port(&q.name) {
-                m.output(&q.name, c.get(&q.name));
+                m.output(&q.name, b.get(&q.name));
             }
         }
     }))

@@ -102,7 +102,7 @@ impl Layout {
 
 /// Writes `t` (heads × len rows of `row_elems` FP16 values, logically row-major) into `mem` at
 /// `base` with `strides`.
-fn store(
+pub(crate) fn store(
     mem: &mut Memory,
     t: &[u16],
     base: u64,
@@ -309,11 +309,32 @@ pub fn memory_image(
     timing: &MemoryTiming,
 ) -> Result<(Memory, Layout)> {
     a.validate(p)?;
-    timing.validate()?;
     let lay = Layout::of(a);
+    let mut mem = new_memory(p, lay.size, timing)?;
+    let d = a.head_dim;
+    store(&mut mem, &a.q, lay.q, lay.q_strides, a.q_len, d)?;
+    store(&mut mem, &a.k, lay.k, lay.k_strides, a.k_len, d)?;
+    store(&mut mem, &a.v, lay.v, lay.v_strides, a.k_len, d)?;
+    poison_o(
+        &mut mem,
+        &lay,
+        a.heads * a.q_len * a.head_dim * a.out_bytes(),
+    )?;
+    Ok((mem, lay))
+}
+
+/// O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
+/// are a non-canonical NaN in either format, which no correct run produces.
+pub(crate) fn poison_o(mem: &mut Memory, lay: &Layout, o_bytes: usize) -> Result<()> {
+    mem.load_bytes(lay.o as usize, &vec![O_POISON; o_bytes])
+}
+
+/// A memory of `size` bytes for core `p` with `timing` (validated).
+pub(crate) fn new_memory(p: &CoreParams, size: u64, timing: &MemoryTiming) -> Result<Memory> {
+    timing.validate()?;
     let beat = (p.dma.width / 8) as usize;
     let mem_cfg = MemoryConfig {
-        size: lay.size as usize,
+        size: size as usize,
         beat_bytes: beat,
         latency: timing.latency,
         bytes_per_cycle: if timing.bytes_per_cycle == 0 {
@@ -326,16 +347,7 @@ pub fn memory_image(
         stall_probability: timing.stall_probability,
         seed: timing.seed,
     };
-    let mut mem = Memory::new(mem_cfg)?;
-    let d = a.head_dim;
-    store(&mut mem, &a.q, lay.q, lay.q_strides, a.q_len, d)?;
-    store(&mut mem, &a.k, lay.k, lay.k_strides, a.k_len, d)?;
-    store(&mut mem, &a.v, lay.v, lay.v_strides, a.k_len, d)?;
-    // O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
-    // are a non-canonical NaN in either format, which no correct run produces.
-    let o_bytes = a.heads * a.q_len * a.head_dim * a.out_bytes();
-    mem.load_bytes(lay.o as usize, &vec![O_POISON; o_bytes])?;
-    Ok((mem, lay))
+    Memory::new(mem_cfg)
 }
 
 /// Runs `a` on the core; `progress` is called now and then with (cycles so far, estimate).

@@ -86,45 +86,107 @@ impl CoreCheck {
 /// Compares a run with the model: every output bit, and the counters that the model and the
 /// schedule fix exactly.
 pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
-    let (want, stats) = a.expected(p);
-    let d = a.head_dim;
+    check_batch(
+        p,
+        std::slice::from_ref(a),
+        std::slice::from_ref(&run.out),
+        0,
+        run,
+    )
+}
+
+/// Compares a run of a varlen batch (`seqs`, each sequence's O in `outs`; `list_reads` beats
+/// the batch controller read for the offsets) with the model: each sequence's output bit for
+/// bit and within the contract on its own, and the counters summed over the sequences (each
+/// one an independent run of the core).
+pub fn check_batch(
+    p: &CoreParams,
+    seqs: &[Attention],
+    outs: &[Vec<u32>],
+    list_reads: u64,
+    run: &CoreRun,
+) -> CoreCheck {
     let mut bit_mismatches = 0;
     let mut first_mismatch = None;
-    for (i, (&g, &w)) in run.out.iter().zip(&want).enumerate() {
-        if g != w {
-            bit_mismatches += 1;
-            first_mismatch.get_or_insert(Mismatch {
-                head: i / (a.q_len * d),
-                row: i / d % a.q_len,
-                col: i % d,
-                got: g,
-                want: w,
-            });
+    let mut stats = FlashStats::default();
+    let mut accuracy: Option<Accuracy> = None;
+    let mut failing: Option<Accuracy> = None;
+    for (a, out) in seqs.iter().zip(outs) {
+        let (want, s) = a.expected(p);
+        stats.macs += s.macs;
+        stats.masked_macs += s.masked_macs;
+        stats.blocks += s.blocks;
+        stats.skipped_blocks += s.skipped_blocks;
+        let d = a.head_dim;
+        for (i, (&g, &w)) in out.iter().zip(&want).enumerate() {
+            if g != w {
+                bit_mismatches += 1;
+                first_mismatch.get_or_insert(Mismatch {
+                    head: i / (a.q_len * d),
+                    row: i / d % a.q_len,
+                    col: i % d,
+                    got: g,
+                    want: w,
+                });
+            }
         }
+        if a.q_len == 0 {
+            continue;
+        }
+        let acc = a.accuracy(out);
+        if acc.check().is_err() && failing.is_none() {
+            failing = Some(acc);
+        }
+        accuracy = Some(match accuracy {
+            Some(x) => x.merge(acc),
+            None => acc,
+        });
     }
-    let (reads, writes) = expected_beats(p, a);
+    let mut counter_errors = vec![];
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
     // The counts the schedule fixes (`schedule::Shape::counters`: from the shape alone, in
-    // closed form), which the hardware model's own counts must match as well.
-    let exact = a.shape().counters(p);
-    let want = |n: &str| {
-        exact
-            .iter()
-            .find(|e| e.0 == n)
-            .expect("a scheduled counter")
-            .1
+    // closed form), summed over the sequences, which the hardware model's own counts must
+    // match as well.
+    let mut exact: Vec<(&str, u64)> = vec![];
+    let (mut reads, mut writes) = (list_reads, 0);
+    // Cycles and stalls: the cycle model's, exactly, when the memory is deterministic (the
+    // simple port; the model does not describe the AXI4 master's bursts).
+    let simple = p.dma.mem_if == MemIf::Simple;
+    let timing = run.timing.deterministic().filter(|_| simple);
+    let mut timed: Vec<(&str, u64)> = vec![];
+    let add = |into: &mut Vec<(&'static str, u64)>, from: Vec<(&'static str, u64)>| {
+        for (n, v) in from {
+            match into.iter_mut().find(|e| e.0 == n) {
+                Some(e) => e.1 += v,
+                None => into.push((n, v)),
+            }
+        }
     };
+    for a in seqs.iter().filter(|a| a.q_len > 0) {
+        add(&mut exact, a.shape().counters(p));
+        let (r, w) = expected_beats(p, a);
+        reads += r;
+        writes += w;
+        if let Some(mem) = timing {
+            add(
+                &mut timed,
+                crate::cycles::exact(p, &a.shape(), mem).counters().to_vec(),
+            );
+        }
+    }
+    let want = |n: &str| exact.iter().find(|e| e.0 == n).map_or(0, |e| e.1);
     let model = [
         ("macs", stats.macs),
         ("masked_macs", stats.masked_macs),
         ("blocks", stats.blocks),
         ("skipped_blocks", stats.skipped_blocks),
     ];
-    let mut counter_errors: Vec<(String, u64, u64)> = exact
-        .iter()
-        .filter(|(n, want)| c(n) != *want)
-        .map(|(n, want)| (n.to_string(), c(n), *want))
-        .collect();
+    counter_errors.extend(
+        exact
+            .iter()
+            .filter(|(n, want)| c(n) != *want)
+            .map(|(n, want)| (n.to_string(), c(n), *want)),
+    );
     for (n, m) in model {
         if m != want(n) {
             counter_errors.push((format!("the hardware model's {n} (schedule)"), m, want(n)));
@@ -152,15 +214,9 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
             c("cycles"),
         ));
     }
-    // Cycles and stalls: the cycle model's, exactly, when the memory is deterministic (the
-    // simple port; the model does not describe the AXI4 master's bursts).
-    let simple = p.dma.mem_if == MemIf::Simple;
-    if let Some(mem) = run.timing.deterministic().filter(|_| simple) {
-        let t = crate::cycles::exact(p, &a.shape(), mem);
-        for (n, want) in t.counters() {
-            if c(n) != want {
-                counter_errors.push((format!("{n} (cycle model)"), c(n), want));
-            }
+    for (n, want) in timed {
+        if c(n) != want {
+            counter_errors.push((format!("{n} (cycle model)"), c(n), want));
         }
     }
     let mem_reads = run.memory.reads;
@@ -191,12 +247,15 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
             0,
         ));
     }
+    let accuracy = failing
+        .or(accuracy)
+        .unwrap_or_else(|| seqs[0].accuracy(&outs[0]));
     CoreCheck {
         bit_mismatches,
         first_mismatch,
         counter_errors,
         stats,
-        accuracy: a.accuracy(&run.out),
+        accuracy,
     }
 }
 

@@ -4,11 +4,13 @@
 //! and its shape checks; `driver.rs` runs it, `expect.rs` checks a run, `scenarios.rs` holds
 //! the directed and random scenarios.
 
+mod batch;
 mod driver;
 mod expect;
 mod scenarios;
 mod top;
 
+pub use batch::*;
 pub use driver::*;
 pub use expect::*;
 pub use scenarios::*;

@@ -171,6 +171,8 @@ impl TopDriver {
             }
         }
         self.write("KV_GROUP", a.group() as u64, mem)?;
+        // One problem, not a varlen batch (the registers keep a previous launch's value).
+        self.write("BATCH", 0, mem)?;
         // A finished run's pending interrupt (a polled one leaves it set) is cleared first.
         self.write("IRQ_STATUS", 1, mem)?;
         self.write("IRQ_ENABLE", (wait == Wait::Interrupt) as u64, mem)
@@ -269,6 +271,77 @@ impl TopDriver {
             axi: self.link.axi_stats(),
         })
     }
+}
+
+impl TopDriver {
+    /// Runs a varlen batch (its image in `mem`) to the end: the first sequence's problem
+    /// registers (the lengths are ignored), `BATCH` and the two offset lists, START, wait,
+    /// STATUS, counters; returns the run (O of every sequence, one after the other) and each
+    /// sequence's O.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_batch(
+        &mut self,
+        p: &CoreParams,
+        batch: &Batch,
+        timing: &MemoryTiming,
+        wait: Wait,
+        mem: &mut Memory,
+        img: &BatchImage,
+    ) -> Result<(CoreRun, Vec<Vec<u32>>)> {
+        let limit: u64 = batch
+            .seqs
+            .iter()
+            .map(|a| cycle_limit(p, a, timing, mem).1 + 4 * timing.latency as u64 + 200)
+            .sum();
+        self.program(&batch.seqs[0], &img.lay, wait, mem)?;
+        self.write("BATCH", batch.seqs.len() as u64, mem)?;
+        for (name, at) in [("CU_Q_ADDR", img.cu_q), ("CU_K_ADDR", img.cu_k)] {
+            self.write(&format!("{name}_LO"), at & 0xFFFF_FFFF, mem)?;
+            self.write(&format!("{name}_HI"), at >> 32, mem)?;
+        }
+        self.link.reset_stats();
+        self.write("CTRL", 1, mem)?;
+        let st = self.wait(wait, limit, mem)?;
+        self.link.check_idle()?;
+        let counters = self.counters(mem)?;
+        if wait == Wait::Interrupt {
+            self.clear_irq(mem)?;
+        }
+        let outs = batch.outputs(mem, img);
+        Ok((
+            CoreRun {
+                out: outs.concat(),
+                counters,
+                memory: mem.stats,
+                assertion_failures: self.dut.assertion_failures(),
+                dma_error: st.code,
+                timing: *timing,
+                axi: self.link.axi_stats(),
+            },
+            outs,
+        ))
+    }
+}
+
+/// Runs a varlen batch on a fresh instance of the top's model through its registers, and checks
+/// it (each sequence bit-exact, the counters summed over the sequences).
+pub fn run_batch_top(
+    model: &Model,
+    p: &CoreParams,
+    batch: &Batch,
+    timing: &MemoryTiming,
+    wait: Wait,
+    axi_seed: u64,
+) -> Result<(CoreRun, CoreCheck)> {
+    let (mut mem, img) = batch.image(p, timing)?;
+    let mut d = TopDriver::new(model, p, axi_seed, timing, &mut mem)?;
+    let before = mem.stats;
+    let (mut run, outs) = d.run_batch(p, batch, timing, wait, &mut mem, &img)?;
+    // Only the batch's own memory traffic (not the ID read at reset).
+    run.memory.reads -= before.reads;
+    run.memory.writes -= before.writes;
+    let chk = check_batch(p, &batch.seqs, &outs, batch.list_reads(), &run);
+    Ok((run, chk))
 }
 
 /// Runs `a` on a fresh instance of the top's model through its registers.

@@ -1,0 +1,333 @@
+//! `<top>_batch`: variable-length batches (FlashAttention's varlen interface) in front of the
+//! core. With `BATCH` = 0 a `START` runs the one problem in the registers. With `BATCH` = n > 0
+//! the problem is n independent sequences packed along the rows of Q, K, V and O, described by
+//! two lists of n + 1 cumulative offsets in memory (`CU_Q_ADDR`, `CU_K_ADDR`: little-endian
+//! 32-bit words, in rows): sequence b has the queries (and O rows) cu_q[b] .. cu_q[b + 1] and
+//! the keys and values cu_k[b] .. cu_k[b + 1], every head at once. For each sequence the block
+//! reads its offsets through the memory port (which it owns only while the core is idle: one
+//! single-beat read per word, ID 0 on AXI4), then starts the core on the sequence: Q and O at
+//! their base plus cu_q[b] rows, K and V plus cu_k[b] rows (a shift-add multiply by the row
+//! stride, one bit a cycle), q_len and k_len the differences. Counters add up over the batch
+//! (the core keeps them from the second sequence on); `cycles` counts the core's busy cycles,
+//! not the reads of the offsets between sequences. A sequence without queries is skipped.
+//!
+//! Errors (`STATUS.ERR_CODE` 9, the batch stops before the bad sequence): a list address not
+//! 4-byte aligned, offsets that decrease, a sequence longer than 2^index_bits − 1, or a
+//! sequence with queries but no keys. A core error stops the batch with the core's code;
+//! `ABORT` stops it after the read in flight (code 6).
+
+use super::regmap::{ERR_ABORTED, ERR_BATCH};
+use crate::core::ports::Problem;
+use crate::core::CoreParams;
+use crate::dma::{AxiIn, MemIf, MemIn, MemReq};
+use crate::fsm::Fsm;
+use crate::iface::Ports;
+use crate::{and_all, mux, mux_index, or_all, Design, ModRef, ModuleBuilder, Sig};
+
+crate::states! {
+    /// The batch: idle; reading an offset word (presenting the read, waiting for its beat);
+    /// checking a sequence; computing its addresses; running it on the core; done.
+    enum Batch = "B" {
+        Idle, Read, Wait, Check, Scale, Launch, Run, Done
+    }
+}
+
+/// The batch registers' ports (from the register block): sequences, and the two lists.
+pub fn batch_ports(p: &CoreParams) -> Vec<(String, u32)> {
+    vec![
+        ("batch".into(), p.index_bits),
+        ("cu_q_addr".into(), p.addr_bits),
+        ("cu_k_addr".into(), p.addr_bits),
+    ]
+}
+
+/// Defines `<top>_batch` for core `p`.
+pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> ModRef {
+    let p = *p;
+    d.define(&format!("{top}_batch"), |_, m| {
+        m.doc(
+            "variable-length batches: reads each sequence's cumulative offsets from memory and \
+             runs the core on it. See hdl/src/soc/batch.rs.",
+        );
+        m.set_latency(1);
+        batch(m, &p);
+    })
+}
+
+/// The value of problem port `name` among `ports`.
+fn get(ports: &[(String, Sig)], name: &str) -> Sig {
+    ports
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| *s)
+        .unwrap_or_else(|| panic!("no port {name}"))
+}
+
+fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
+    let (a, iw) = (p.addr_bits, p.index_bits);
+    let start = m.input("start", 1);
+    let abort = m.input("abort_req", 1);
+    let problem: Vec<(String, Sig)> = Problem::widths(p)
+        .named()
+        .into_iter()
+        .map(|(n, w)| {
+            let s = m.input(&format!("csr_{n}"), w);
+            (n, s)
+        })
+        .collect();
+    let n_seq = m.input("batch", iw);
+    let cu_q = m.input("cu_q_addr", a);
+    let cu_k = m.input("cu_k_addr", a);
+    let core_busy = m.input("core_busy", 1);
+    let core_done = m.input("core_done", 1);
+    let eb = crate::dma::error::BITS;
+    let core_error = m.input("core_error", eb);
+
+    let st = Fsm::new(m, "state", Batch::Idle);
+    let c = |s: Batch| st.code(s);
+    let go = start & (st.is(Batch::Idle) | st.is(Batch::Done));
+    let varlen = n_seq.any();
+    let seq = m.reg("seq", iw, Some(0));
+    // Which word: 0 cu_q[b], 1 cu_k[b] (first sequence only), 2 cu_q[b + 1], 3 cu_k[b + 1].
+    let which = m.reg("which", 2, Some(0));
+    let q_lo = m.reg("q_lo", 32, Some(0));
+    let k_lo = m.reg("k_lo", 32, Some(0));
+    let q_hi = m.reg("q_hi", 32, Some(0));
+    let k_hi = m.reg("k_hi", 32, Some(0));
+    let aborting = m.reg("aborting", 1, Some(0));
+    let launched = m.reg("launched", 1, Some(0));
+    let error = m.reg("error", eb, Some(0));
+
+    // The read of an offset word: its beat, and the word within it.
+    let beat_shift = p.dma.beat_shift();
+    let idx = seq.q.zext(iw + 1) + which.q.bit(1).zext(iw + 1);
+    let byte_off = crate::cat(&[idx, m.zero(2)]);
+    let byte_off = if iw + 3 <= a {
+        byte_off.zext(a)
+    } else {
+        m.discard(byte_off.slice(iw + 2, a));
+        byte_off.trunc(a)
+    };
+    let list = mux(which.q.bit(0), cu_k, cu_q);
+    let word_addr = list + byte_off;
+    let low = m.zero(beat_shift);
+    let beat_addr = crate::cat(&[word_addr.slice(a - 1, beat_shift), low]);
+    let reading = st.is(Batch::Read);
+    let own = reading | st.is(Batch::Wait);
+    let own = m.name("owns_port", own);
+
+    // The memory port: the core's, except while the block reads an offset (the core is idle).
+    let w = p.dma.width;
+    let (accepted, beat, data) = match p.dma.mem_if {
+        MemIf::Simple => {
+            let mem = MemIn {
+                req_ready: m.input("mem_req_ready", 1),
+                rsp_valid: m.input("mem_rsp_valid", 1),
+                rsp_data: m.input("mem_rsp_data", w),
+            };
+            let core_req = p
+                .dma
+                .mem_outputs()
+                .0
+                .expect("simple port")
+                .map("core_mem_req", &mut |n, w| m.input(n, w));
+            let to_mem = MemReq {
+                valid: mux(own, reading, core_req.valid),
+                addr: mux(own, beat_addr, core_req.addr),
+                write: core_req.write & !own,
+                wdata: core_req.wdata,
+            };
+            for (n, s) in to_mem.named() {
+                m.output(&format!("mem_req_{n}"), s);
+            }
+            let to_core = MemIn {
+                req_ready: mem.req_ready & !own,
+                rsp_valid: mem.rsp_valid & !own,
+                rsp_data: mem.rsp_data,
+            };
+            for (n, s) in to_core.named() {
+                m.output(&format!("core_mem_{n}"), s);
+            }
+            (reading & mem.req_ready, own & mem.rsp_valid, mem.rsp_data)
+        }
+        MemIf::Axi4 => {
+            let ins = p.dma.axi_inputs().map("m_axi", &mut |n, w| m.input(n, w));
+            let core_out = p
+                .dma
+                .axi_outputs()
+                .map("core_m_axi", &mut |n, w| m.input(n, w));
+            let mut to_mem = core_out.clone();
+            to_mem.arvalid = mux(own, reading, core_out.arvalid);
+            to_mem.araddr = mux(own, beat_addr, core_out.araddr);
+            to_mem.arid = mux(own, m.zero(p.dma.axi_id_bits), core_out.arid);
+            to_mem.arlen = mux(own, m.zero(8), core_out.arlen);
+            for (n, s) in to_mem.named() {
+                m.output(&format!("m_axi_{n}"), s);
+            }
+            let mut to_core: AxiIn = ins;
+            to_core.arready = ins.arready & !own;
+            to_core.rvalid = ins.rvalid & !own;
+            for (n, s) in to_core.named() {
+                m.output(&format!("core_m_axi_{n}"), s);
+            }
+            (reading & ins.arready, own & ins.rvalid, ins.rdata)
+        }
+    };
+    let words: Vec<Sig> = (0..w / 32)
+        .map(|k| data.slice(32 * k + 31, 32 * k))
+        .collect();
+    // The list's words are 4-byte aligned (checked at START): bits 1..0 select nothing.
+    m.discard(word_addr.slice(1, 0));
+    let word = if words.len() == 1 {
+        words[0]
+    } else {
+        mux_index(word_addr.slice(beat_shift - 1, 2), &words)
+    };
+    let got = st.is(Batch::Wait) & beat;
+
+    // The sequence: lengths and the checks.
+    let q_len = q_hi.q - q_lo.q;
+    let k_len = k_hi.q - k_lo.q;
+    let limit = m.lit(32, (1u64 << iw) - 1);
+    let bad = or_all(&[
+        q_hi.q.lt(q_lo.q),
+        k_hi.q.lt(k_lo.q),
+        q_len.gt(limit),
+        k_len.gt(limit),
+        q_len.any() & k_len.is_zero(),
+    ]);
+    let misaligned = (cu_q.slice(1, 0) | cu_k.slice(1, 0)).any() & varlen;
+    let empty = q_len.is_zero();
+
+    // Row offsets times the row strides: shift-add, one multiplier bit a cycle (32 cycles).
+    let step = m.reg("scale_step", 6, Some(0));
+    let scaling = st.is(Batch::Scale);
+    let scale_done = scaling & step.q.eq(31);
+    let zero6 = m.zero(6);
+    m.set_next(step, mux(scaling, step.q + 1, zero6));
+    let mut offsets = vec![];
+    for (name, rows, stride) in [
+        ("q_off", q_lo.q, get(&problem, "q_row_stride")),
+        ("k_off", k_lo.q, get(&problem, "k_row_stride")),
+        ("v_off", k_lo.q, get(&problem, "v_row_stride")),
+        ("o_off", q_lo.q, get(&problem, "o_row_stride")),
+    ] {
+        let acc = m.reg(name, a, Some(0));
+        // Bit 31 - step of the row offset, most significant first: acc = 2 acc + bit * stride.
+        let msb_first = m.lit(5, 31) - step.q.trunc(5);
+        let bit = mux_index(msb_first, &bits_of(rows));
+        let twice = acc.q << 1u32;
+        let zero = m.zero(a);
+        let add = mux(bit, stride, zero);
+        let next = twice + add;
+        m.set_next(acc, mux(scaling, next, zero));
+        m.set_enable(acc, scaling | st.is(Batch::Check));
+        offsets.push(acc.q);
+    }
+
+    // Transitions. A run ends when the core, busy since the launch, is done again.
+    let seen = m.reg("core_busy_seen", 1, Some(0));
+    let in_run = st.is(Batch::Run);
+    m.set_next(seen, in_run & (seen.q | core_busy));
+    let run_end = and_all(&[in_run, seen.q, !core_busy, core_done]);
+    let run_end = m.name("run_end", run_end);
+    let read = c(Batch::Read);
+    let done = c(Batch::Done);
+    let last_seq = (seq.q + 1).eq(n_seq);
+    let single_or_first = mux(varlen, read, c(Batch::Launch));
+    let begin = mux(misaligned, done, single_or_first);
+    let from_idle = mux(go, begin, c(Batch::Idle));
+    let from_done = mux(go, begin, done);
+    let next_seq = mux(last_seq, done, read);
+    let after_check = mux(empty, next_seq, c(Batch::Scale));
+    let check_next = mux(aborting.q | bad, done, after_check);
+    let stop_after_run = or_all(&[core_error.any(), aborting.q, !varlen, last_seq]);
+    let after_run = mux(stop_after_run, done, read);
+    st.set_transitions(m, |s| match s {
+        Batch::Idle => from_idle,
+        Batch::Read => mux(accepted, c(Batch::Wait), read),
+        Batch::Wait => mux(
+            beat,
+            mux(which.q.eq(3), c(Batch::Check), read),
+            c(Batch::Wait),
+        ),
+        Batch::Check => check_next,
+        Batch::Scale => mux(scale_done, c(Batch::Launch), c(Batch::Scale)),
+        Batch::Launch => c(Batch::Run),
+        Batch::Run => mux(run_end, after_run, c(Batch::Run)),
+        Batch::Done => from_done,
+    });
+    // The words read; the next sequence starts where this one ended.
+    let advance = (st.is(Batch::Check) & empty) | (run_end & varlen);
+    let advance = m.name("advance", advance);
+    for (k, (r, from)) in [
+        (q_lo, Some(q_hi)),
+        (k_lo, Some(k_hi)),
+        (q_hi, None),
+        (k_hi, None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mine = got & which.q.eq(k as u64);
+        match from {
+            Some(hi) => {
+                m.set_next(r, mux(mine, word, hi.q));
+                m.set_enable(r, mine | advance);
+            }
+            None => {
+                m.set_next(r, word);
+                m.set_enable(r, mine);
+            }
+        }
+    }
+    let next_which = mux(which.q.eq(3), m.lit(2, 2), which.q + 1);
+    let zero2 = m.zero(2);
+    m.set_next(which, mux(go, zero2, next_which));
+    m.set_enable(which, go | got);
+    let zero_seq = m.zero(iw);
+    m.set_next(seq, mux(go, zero_seq, seq.q + 1));
+    m.set_enable(seq, go | advance);
+    let launch = st.is(Batch::Launch);
+    let zero1 = m.zero(1);
+    m.set_next(launched, mux(go, zero1, launch | launched.q));
+    let abort_now = abort & !st.is(Batch::Idle) & !st.is(Batch::Done);
+    m.set_next(aborting, mux(go, zero1, aborting.q | abort_now));
+    // The error: the list's, the core's, or an abort's.
+    let aborted = m.lit(eb, ERR_ABORTED);
+    let invalid = m.lit(eb, ERR_BATCH);
+    let none = m.zero(eb);
+    let at_start = mux(misaligned, invalid, none);
+    let at_check = mux(aborting.q, aborted, invalid);
+    let after_core = mux(core_error.any(), core_error, mux(aborting.q, aborted, none));
+    let err_d = mux(go, at_start, mux(st.is(Batch::Check), at_check, after_core));
+    let check_stop = st.is(Batch::Check) & (aborting.q | bad);
+    m.set_next(error, err_d);
+    m.set_enable(error, go | check_stop | run_end);
+
+    // To the core: start and the sequence's problem; counters kept after the first launch.
+    m.output("core_start", launch);
+    m.output("core_keep_counters", launched.q);
+    let rows = ["q_addr", "k_addr", "v_addr", "o_addr"];
+    for (n, s) in &problem {
+        let v = if let Some(k) = rows.iter().position(|r| r == n) {
+            mux(varlen, *s + offsets[k], *s)
+        } else if n == "q_len" {
+            mux(varlen, q_len.trunc(iw), *s)
+        } else if n == "k_len" {
+            mux(varlen, k_len.trunc(iw), *s)
+        } else {
+            *s
+        };
+        m.output(&format!("core_{n}"), v);
+    }
+    let busy = !(st.is(Batch::Idle) | st.is(Batch::Done));
+    m.output("busy", busy);
+    m.output("done", st.is(Batch::Done));
+    m.output("error", error.q);
+}
+
+/// The bits of `x`, least significant first.
+fn bits_of(x: Sig) -> Vec<Sig> {
+    (0..x.width()).map(|i| x.bit(i)).collect()
+}

@@ -1,0 +1,191 @@
+//! Varlen batches (FlashAttention's varlen interface): independent sequences of different
+//! lengths packed along the rows of Q, K, V and O, described by cumulative offsets in memory,
+//! run in one launch of the top (`BATCH`, `CU_Q_ADDR`, `CU_K_ADDR`; `hdl/src/soc/batch.rs`).
+
+use super::*;
+
+/// A batch: sequences sharing heads, K/V heads, head dimension, masking, output format and
+/// tensor layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    pub seqs: Vec<Attention>,
+}
+
+/// Where a batch lives in memory: the packed tensors' layout (as one problem of the total
+/// lengths), the two offset lists, and each sequence's first query and key row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchImage {
+    pub lay: Layout,
+    pub cu_q: u64,
+    pub cu_k: u64,
+    pub q_rows: Vec<u64>,
+    pub k_rows: Vec<u64>,
+}
+
+impl Batch {
+    /// Random sequences of `pattern`: query lengths `q_lens`, key lengths `k_lens`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn generate(
+        pattern: Pattern,
+        heads: usize,
+        kv_heads: usize,
+        q_lens: &[usize],
+        k_lens: &[usize],
+        head_dim: usize,
+        causal: bool,
+        out: OutFormat,
+        layout: TensorLayout,
+        seed: u64,
+    ) -> Batch {
+        let seqs = q_lens
+            .iter()
+            .zip(k_lens)
+            .enumerate()
+            .map(|(b, (&q, &k))| {
+                Attention::generate(pattern, heads, q, k, head_dim, causal, out, seed + b as u64)
+                    .grouped(kv_heads)
+                    .laid_out(layout)
+            })
+            .collect();
+        Batch { seqs }
+    }
+
+    /// Total query and key rows.
+    pub fn totals(&self) -> (usize, usize) {
+        let q = self.seqs.iter().map(|a| a.q_len).sum();
+        let k = self.seqs.iter().map(|a| a.k_len).sum();
+        (q, k)
+    }
+
+    /// The batch fits the core `p`: 1 to 2^index_bits − 1 sequences of 1 or more queries and
+    /// keys each, sharing their shape, each valid on its own, and the packed tensors within
+    /// the address range and the simulator's memory.
+    pub fn validate(&self, p: &CoreParams) -> Result<()> {
+        let n = self.seqs.len();
+        ensure!(
+            n >= 1 && (n as u64) < 1 << p.index_bits,
+            "a varlen batch holds 1 to {} sequences, not {n}",
+            (1u64 << p.index_bits) - 1
+        );
+        let a0 = &self.seqs[0];
+        for (b, a) in self.seqs.iter().enumerate() {
+            ensure!(
+                a.q_len >= 1 && a.k_len >= 1,
+                "sequence {b} of the batch is empty: every sequence needs a query and a key"
+            );
+            ensure!(
+                (a.heads, a.kv_heads, a.head_dim, a.causal, a.out, a.layout)
+                    == (
+                        a0.heads,
+                        a0.kv_heads,
+                        a0.head_dim,
+                        a0.causal,
+                        a0.out,
+                        a0.layout
+                    ),
+                "sequence {b} differs from the first in heads, K/V heads, d, masking, output or \
+                 layout: a batch shares them"
+            );
+            a.validate(p)
+                .with_context(|| format!("sequence {b} of the batch"))?;
+        }
+        let (tq, tk) = self.totals();
+        check_shape(p, a0.heads, tq, tk, a0.head_dim, a0.out)
+            .context("the batch's packed tensors")?;
+        Ok(())
+    }
+
+    /// The memory image: the packed tensors (as one problem of the total lengths, in the
+    /// batch's layout), O poisoned, then the lists of cumulative offsets (32-bit words).
+    pub fn image(&self, p: &CoreParams, timing: &MemoryTiming) -> Result<(Memory, BatchImage)> {
+        self.validate(p)?;
+        let a0 = &self.seqs[0];
+        let (tq, tk) = self.totals();
+        let lay = Layout::checked(
+            (a0.heads, a0.kv_heads),
+            tq,
+            tk,
+            a0.head_dim,
+            a0.out,
+            a0.layout,
+        )
+        .context("the batch's packed tensors overflow 64-bit addresses")?;
+        let n = self.seqs.len();
+        let cu_q = lay.size;
+        let cu_k = cu_q + 4 * (n as u64 + 1);
+        let size = (cu_k + 4 * (n as u64 + 1)).next_multiple_of(4096);
+        let mut mem = new_memory(p, size, timing)?;
+        let (mut q_rows, mut k_rows) = (vec![0u64], vec![0u64]);
+        for a in &self.seqs {
+            q_rows.push(q_rows.last().unwrap() + a.q_len as u64);
+            k_rows.push(k_rows.last().unwrap() + a.k_len as u64);
+        }
+        let d = a0.head_dim;
+        for (b, a) in self.seqs.iter().enumerate() {
+            let (q0, k0) = (q_rows[b], k_rows[b]);
+            store(
+                &mut mem,
+                &a.q,
+                lay.q + q0 * lay.q_strides.0,
+                lay.q_strides,
+                a.q_len,
+                d,
+            )?;
+            store(
+                &mut mem,
+                &a.k,
+                lay.k + k0 * lay.k_strides.0,
+                lay.k_strides,
+                a.k_len,
+                d,
+            )?;
+            store(
+                &mut mem,
+                &a.v,
+                lay.v + k0 * lay.v_strides.0,
+                lay.v_strides,
+                a.k_len,
+                d,
+            )?;
+        }
+        poison_o(&mut mem, &lay, a0.heads * tq * d * a0.out_bytes())?;
+        for (at, rows) in [(cu_q, &q_rows), (cu_k, &k_rows)] {
+            let bytes: Vec<u8> = rows
+                .iter()
+                .flat_map(|&r| (r as u32).to_le_bytes())
+                .collect();
+            mem.load_bytes(at as usize, &bytes)?;
+        }
+        Ok((
+            mem,
+            BatchImage {
+                lay,
+                cu_q,
+                cu_k,
+                q_rows,
+                k_rows,
+            },
+        ))
+    }
+
+    /// Each sequence's O as the core left it in memory.
+    pub fn outputs(&self, mem: &Memory, img: &BatchImage) -> Vec<Vec<u32>> {
+        self.seqs
+            .iter()
+            .enumerate()
+            .map(|(b, a)| {
+                let lay = Layout {
+                    o: img.lay.o + img.q_rows[b] * img.lay.o_strides.0,
+                    ..img.lay
+                };
+                read_out(mem, &lay, a)
+            })
+            .collect()
+    }
+
+    /// Memory beats the batch controller reads for the offsets: four words for the first
+    /// sequence, two for each next one, one beat each.
+    pub fn list_reads(&self) -> u64 {
+        2 * (self.seqs.len() as u64 + 1)
+    }
+}
