@@ -16,7 +16,8 @@ use kernels::flash::OutFormat;
 use kernels::patterns::Pattern;
 use regflash::design::{generate, simulate, Target};
 use regflash::verify::attention::{
-    check, memory_image, Attention, AxiFault, Layout, MemoryTiming, TensorLayout, TopDriver, Wait,
+    check, check_batch, memory_image, Attention, AxiFault, Batch, Layout, MemoryTiming,
+    TensorLayout, TopDriver, Wait,
 };
 
 fn small() -> CoreConfig {
@@ -32,11 +33,52 @@ fn register_block_equals_its_model() {
 }
 
 /// The top with the simple memory port through its registers (`verify --unit top`): two
-/// problems, by interrupt and by polling, bit-exact with exact counters.
+/// problems, by interrupt and by polling, bit-exact with exact counters. Then varlen batches
+/// on one instance: a list whose query offsets decrease stops with ERR_CODE 9 before the bad
+/// sequence; a grouped-query batch of four sequences (one of a single query) is bit-exact
+/// per sequence, its counters the sums of the sequences' and its cycles the cycle model's,
+/// sequence by sequence.
 #[test]
-fn top_with_the_simple_port_runs_through_its_registers() {
-    let r = regflash::verify::run::verify_block(&small(), "top", 0, 3).unwrap();
+fn top_with_the_simple_port_runs_through_its_registers_and_varlen_batches() {
+    let cfg = small();
+    let r = regflash::verify::run::verify_block(&cfg, "top", 0, 3).unwrap();
     assert_eq!(r.directed_vectors, 2, "{r:?}");
+    let p = CoreParams::from_config(&cfg).unwrap();
+    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
+    let timing = MemoryTiming::default();
+    let batch = |q: &[usize], k: &[usize], seed| {
+        Batch::generate(
+            Pattern::Unit,
+            2,
+            1,
+            q,
+            k,
+            16,
+            true,
+            OutFormat::F16,
+            TensorLayout::Bhsd,
+            seed,
+        )
+    };
+    let bad = batch(&[5, 6, 7], &[5, 6, 7], 1);
+    let (mut mem, img) = bad.image(&p, &timing).unwrap();
+    // cu_q = 0, 5, 11, 18 becomes 0, 5, 3, 18: the second sequence would end before it starts.
+    mem.load_bytes(img.cu_q as usize + 8, &3u32.to_le_bytes())
+        .unwrap();
+    let mut d = TopDriver::new(&model, &p, 2, &timing, &mut mem).unwrap();
+    let (run, _) = d
+        .run_batch(&p, &bad, &timing, Wait::Interrupt, &mut mem, &img)
+        .unwrap();
+    assert_eq!(run.dma_error, regmap::ERR_BATCH);
+    assert!(run.counters["macs"] > 0, "the first sequence ran");
+    let good = batch(&[9, 1, 20, 3], &[12, 5, 20, 8], 4);
+    let (mut mem, img) = good.image(&p, &timing).unwrap();
+    let (run, outs) = d
+        .run_batch(&p, &good, &timing, Wait::Poll, &mut mem, &img)
+        .unwrap();
+    let chk = check_batch(&p, &good.seqs, &outs, good.list_reads(), &run);
+    assert!(chk.ok(), "{}", chk.describe());
+    assert_eq!(run.dma_error, 0);
 }
 
 /// AXI4 read and write bursts the DMA issues for `a` (bhsd, non-causal, tensors at `lay`): a
@@ -182,6 +224,25 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
         &problem(1, 9, 33, true, OutFormat::F16, 4),
         Wait::Interrupt,
     );
+    // A varlen batch over AXI4: four query heads on two K/V heads, (seq, heads, d), causal.
+    let b = Batch::generate(
+        Pattern::Unit,
+        4,
+        2,
+        &[17, 3, 30, 1],
+        &[20, 3, 25, 9],
+        16,
+        true,
+        OutFormat::F16,
+        TensorLayout::Bshd,
+        9,
+    );
+    let (mut mem, img) = b.image(&p, &timing).unwrap();
+    let (r, outs) = d
+        .run_batch(&p, &b, &timing, Wait::Interrupt, &mut mem, &img)
+        .unwrap();
+    let chk = check_batch(&p, &b.seqs, &outs, b.list_reads(), &r);
+    assert!(chk.ok(), "varlen over AXI4: {}", chk.describe());
 }
 
 /// A custom `top_name` names the top, which lints clean under `-Wall`; `regflash.h` defines
