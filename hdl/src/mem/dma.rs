@@ -1224,7 +1224,7 @@ fn burst_beats(m: &mut ModuleBuilder, cfg: &DmaConfig, ch: &Channel, contig: Sig
     let run_row = rb.zext(pw) - beat;
     let run = mux(contig, run_block, run_row);
     let shift = cfg.beat_shift();
-    let page = (AXI_BOUNDARY >> shift) as u64;
+    let page = AXI_BOUNDARY >> shift;
     let offset = ch.req_addr.slice(11, shift).zext(pw);
     let to_boundary = m.lit(pw, page) - offset;
     let max = m.lit(pw, AXI_MAX_BEATS);

@@ -156,7 +156,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
                 .dma
                 .axi_outputs()
                 .map("core_m_axi", &mut |n, w| m.input(n, w));
-            let mut to_mem = core_out.clone();
+            let mut to_mem = core_out;
             to_mem.arvalid = mux(own, reading, core_out.arvalid);
             to_mem.araddr = mux(own, beat_addr, core_out.araddr);
             to_mem.arid = mux(own, m.zero(p.dma.axi_id_bits), core_out.arid);
