@@ -245,6 +245,155 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
     assert!(chk.ok(), "varlen over AXI4: {}", chk.describe());
 }
 
+/// The C driver example, compiled against the generated header with `REGFLASH_IO_HOOKS` into a
+/// shared library whose register accesses are AXI4-Lite transactions on the simulated top:
+/// `regflash_probe` finds the core, `regflash_run` programs a grouped-query problem (strides,
+/// KV_GROUP, BATCH included), starts it, polls STATUS and reads every counter; O is bit-exact
+/// and the counters the C code read back are exact.
+#[test]
+fn the_c_driver_runs_the_top() {
+    use std::cell::RefCell;
+    let cfg = small();
+    let p = CoreParams::from_config(&cfg).unwrap();
+    let dir = ScratchDir::new("soc-c-driver").unwrap();
+    generate(&cfg, &Target::Top, dir.path()).unwrap();
+    let shim = dir.path().join("io_shim.c");
+    std::fs::write(
+        &shim,
+        "#include <stdint.h>\n\
+         static uint32_t (*rd)(uint32_t);\n\
+         static void (*wr)(uint32_t, uint32_t);\n\
+         void regflash_set_io(uint32_t (*r)(uint32_t), void (*w)(uint32_t, uint32_t));\n\
+         uint32_t regflash_io_read(uint32_t off);\n\
+         void regflash_io_write(uint32_t off, uint32_t v);\n\
+         void regflash_set_io(uint32_t (*r)(uint32_t), void (*w)(uint32_t, uint32_t)) \
+         { rd = r; wr = w; }\n\
+         uint32_t regflash_io_read(uint32_t off) { return rd(off); }\n\
+         void regflash_io_write(uint32_t off, uint32_t v) { wr(off, v); }\n",
+    )
+    .unwrap();
+    let lib = dir.path().join("libregflash_run.so");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/c/regflash_run.c");
+    let out = Command::new("gcc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args(["-DREGFLASH_IO_HOOKS", "-shared", "-fPIC", "-O1", "-I"])
+        .arg(dir.path())
+        .arg(example)
+        .arg(&shim)
+        .arg("-o")
+        .arg(&lib)
+        .output()
+        .expect("gcc runs (scripts/ensure-tools installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    #[repr(C)]
+    struct Problem {
+        q: u64,
+        k: u64,
+        v: u64,
+        o: u64,
+        heads: u32,
+        kv_heads: u32,
+        q_len: u32,
+        k_len: u32,
+        causal: i32,
+        out_f32: i32,
+    }
+    // The simulated top and its memory, reached from the C code's register accesses.
+    struct Ctx {
+        driver: TopDriver,
+        mem: regflash::verify::attention::Memory,
+        error: Option<String>,
+    }
+    thread_local! {
+        static CTX: RefCell<Option<Ctx>> = const { RefCell::new(None) };
+    }
+    extern "C" fn read(off: u32) -> u32 {
+        CTX.with(|c| {
+            let mut c = c.borrow_mut();
+            let c = c.as_mut().expect("a simulated top");
+            match c.driver.read_at(off, &mut c.mem) {
+                Ok(v) => v,
+                Err(e) => {
+                    c.error.get_or_insert(format!("{e:#}"));
+                    // DONE, so a polling loop ends; the test then fails on the error.
+                    regmap::STATUS_DONE
+                }
+            }
+        })
+    }
+    extern "C" fn write(off: u32, v: u32) {
+        CTX.with(|c| {
+            let mut c = c.borrow_mut();
+            let c = c.as_mut().expect("a simulated top");
+            if let Err(e) = c.driver.write_at(off, v as u64, &mut c.mem) {
+                c.error.get_or_insert(format!("{e:#}"));
+            }
+        })
+    }
+
+    let a = Attention::generate(Pattern::Unit, 2, 19, 27, 16, true, OutFormat::F32, 11).grouped(1);
+    let timing = MemoryTiming::default();
+    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
+    let (mut mem, lay) = memory_image(&p, &a, &timing).unwrap();
+    let driver = TopDriver::new(&model, &p, 3, &timing, &mut mem).unwrap();
+    CTX.with(|c| {
+        *c.borrow_mut() = Some(Ctx {
+            driver,
+            mem,
+            error: None,
+        })
+    });
+    let problem = Problem {
+        q: lay.q,
+        k: lay.k,
+        v: lay.v,
+        o: lay.o,
+        heads: 2,
+        kv_heads: 1,
+        q_len: 19,
+        k_len: 27,
+        causal: 1,
+        out_f32: 1,
+    };
+    let mut counters = [0u64; hdl::core::COUNTERS.len()];
+    // SAFETY: the library is the example just compiled; the signatures are its own.
+    let code = unsafe {
+        let l = libloading::Library::new(&lib).unwrap();
+        type SetIo = unsafe extern "C" fn(extern "C" fn(u32) -> u32, extern "C" fn(u32, u32));
+        let set_io: libloading::Symbol<SetIo> = l.get(b"regflash_set_io").unwrap();
+        set_io(read, write);
+        type Probe = unsafe extern "C" fn(*mut u8) -> i32;
+        let probe: libloading::Symbol<Probe> = l.get(b"regflash_probe").unwrap();
+        assert_eq!(probe(std::ptr::null_mut()), 0, "regflash_probe");
+        type Run = unsafe extern "C" fn(*mut u8, *const Problem, *mut u64) -> u32;
+        let run: libloading::Symbol<Run> = l.get(b"regflash_run").unwrap();
+        run(std::ptr::null_mut(), &problem, counters.as_mut_ptr())
+    };
+    let ctx = CTX.with(|c| c.borrow_mut().take()).unwrap();
+    assert_eq!(ctx.error, None);
+    assert_eq!(code, 0, "STATUS.ERR_CODE");
+    let r = regflash::verify::attention::CoreRun {
+        out: regflash::verify::attention::read_out(&ctx.mem, &lay, &a),
+        counters: hdl::core::COUNTERS
+            .iter()
+            .zip(counters)
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
+        memory: ctx.mem.stats,
+        assertion_failures: 0,
+        dma_error: code as u64,
+        timing,
+        axi: None,
+    };
+    let chk = check(&p, &a, &r);
+    assert!(chk.ok(), "{}", chk.describe());
+}
+
 /// A custom `top_name` names the top, which lints clean under `-Wall`; `regflash.h` defines
 /// every register at the register map's offset, compiles as C99 with every warning an error,
 /// and the C driver example compiles against it; `registers.md` lists every register.

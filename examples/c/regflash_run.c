@@ -2,15 +2,17 @@
  * (`regflash gen --out build/` writes it beside the Verilog). It programs one problem, starts
  * it, waits for DONE (by polling; with IRQ_ENABLE set, an interrupt handler would call
  * regflash_finish instead), checks STATUS and reads every counter. `base` is where the SoC maps
- * the AXI4-Lite window. */
+ * the AXI4-Lite window. tests/soc.rs compiles it with REGFLASH_IO_HOOKS into the Verilator
+ * testbench and runs regflash_run on the simulated top. */
 #include <stdint.h>
 
 #include "regflash.h"
 
-/* Tensors: heads x len x head_dim, FP16 (O: FP16, or FP32 with out_f32), row-major. */
+/* Tensors: heads x len x head_dim, FP16 (O: FP16, or FP32 with out_f32), row-major (heads,
+ * len, d); kv_heads K/V heads shared by the query heads in groups (grouped-query attention). */
 struct regflash_problem {
     uint64_t q, k, v, o;
-    uint32_t heads, q_len, k_len;
+    uint32_t heads, kv_heads, q_len, k_len;
     int causal, out_f32;
 };
 
@@ -28,17 +30,31 @@ int regflash_probe(volatile void *base) {
 }
 
 void regflash_start(volatile void *base, const struct regflash_problem *p, int irq) {
+    uint64_t row = 2u * REGFLASH_CFG_HEAD_DIM;
+    uint64_t o_row = (p->out_f32 ? 4u : 2u) * REGFLASH_CFG_HEAD_DIM;
     regflash_write64(base, REGFLASH_Q_ADDR_LO, p->q);
     regflash_write64(base, REGFLASH_K_ADDR_LO, p->k);
     regflash_write64(base, REGFLASH_V_ADDR_LO, p->v);
     regflash_write64(base, REGFLASH_O_ADDR_LO, p->o);
+    /* (heads, len, d): a row after the other, a head after the other. */
+    regflash_write64(base, REGFLASH_Q_ROW_STRIDE_LO, row);
+    regflash_write64(base, REGFLASH_Q_HEAD_STRIDE_LO, row * p->q_len);
+    regflash_write64(base, REGFLASH_K_ROW_STRIDE_LO, row);
+    regflash_write64(base, REGFLASH_K_HEAD_STRIDE_LO, row * p->k_len);
+    regflash_write64(base, REGFLASH_V_ROW_STRIDE_LO, row);
+    regflash_write64(base, REGFLASH_V_HEAD_STRIDE_LO, row * p->k_len);
+    regflash_write64(base, REGFLASH_O_ROW_STRIDE_LO, o_row);
+    regflash_write64(base, REGFLASH_O_HEAD_STRIDE_LO, o_row * p->q_len);
     regflash_write(base, REGFLASH_HEADS, p->heads);
+    regflash_write(base, REGFLASH_KV_GROUP, p->heads / p->kv_heads);
     regflash_write(base, REGFLASH_Q_LEN, p->q_len);
     regflash_write(base, REGFLASH_K_LEN, p->k_len);
+    regflash_write(base, REGFLASH_BATCH, 0u);
     regflash_write(base, REGFLASH_FLAGS,
                    (p->causal ? REGFLASH_FLAGS_CAUSAL_MASK : 0u) |
                        (p->out_f32 ? REGFLASH_FLAGS_OUT_F32_MASK : 0u));
     regflash_write(base, REGFLASH_SCALE, REGFLASH_CFG_SCALE);
+    regflash_write(base, REGFLASH_IRQ_STATUS, REGFLASH_IRQ_STATUS_DONE_MASK);
     regflash_write(base, REGFLASH_IRQ_ENABLE, irq ? 1u : 0u);
     regflash_write(base, REGFLASH_CTRL, REGFLASH_CTRL_START_MASK);
 }

@@ -72,11 +72,23 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
             }
         }
     }
-    s += "\n/* Accessors over the register window's base address. */\n\
+    s +=
+        "\n/* Accessors over the register window's base address. With REGFLASH_IO_HOOKS defined\n \
+          * they call regflash_io_read / regflash_io_write instead (a simulator, an OS driver's\n \
+          * own accessors), which the including program provides. */\n\
+          #ifdef REGFLASH_IO_HOOKS\n\
+          uint32_t regflash_io_read(uint32_t off);\n\
+          void regflash_io_write(uint32_t off, uint32_t v);\n\
+          static inline uint32_t regflash_read(volatile void *base, uint32_t off) {\n    \
+          (void)base;\n    return regflash_io_read(off);\n}\n\
+          static inline void regflash_write(volatile void *base, uint32_t off, uint32_t v) {\n    \
+          (void)base;\n    regflash_io_write(off, v);\n}\n\
+          #else\n\
           static inline uint32_t regflash_read(volatile void *base, uint32_t off) {\n    \
           return *(volatile uint32_t *)((volatile uint8_t *)base + off);\n}\n\
           static inline void regflash_write(volatile void *base, uint32_t off, uint32_t v) {\n    \
           *(volatile uint32_t *)((volatile uint8_t *)base + off) = v;\n}\n\
+          #endif\n\
           /* Counter i (0 .. REGFLASH_COUNTERS - 1), LO then HI. */\n\
           static inline uint64_t regflash_counter(volatile void *base, uint32_t i) {\n    \
           uint32_t lo = regflash_read(base, REGFLASH_COUNTER_BASE + 8u * i);\n    \

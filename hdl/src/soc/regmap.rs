@@ -22,6 +22,8 @@ pub const ADDR_BITS: u32 = 12;
 pub const COUNTER_BASE: u32 = 0x100;
 /// `STATUS.ERR_CODE` after a software abort (the DMA's codes are 1 to 5, 7 and 8).
 pub const ERR_ABORTED: u64 = 6;
+/// `STATUS.DONE`.
+pub const STATUS_DONE: u32 = 1 << 1;
 /// `STATUS.ERR_CODE` for an invalid varlen descriptor list (see `batch.rs`).
 pub const ERR_BATCH: u64 = 9;
 

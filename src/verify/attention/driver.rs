@@ -494,7 +494,7 @@ pub(crate) fn cycle_limit(
 
 /// O as the core left it in memory, logically heads × q_len × d values (FP16 in the low half,
 /// or FP32).
-pub(crate) fn read_out(mem: &Memory, lay: &Layout, a: &Attention) -> Vec<u32> {
+pub fn read_out(mem: &Memory, lay: &Layout, a: &Attention) -> Vec<u32> {
     let ob = a.out_bytes();
     let row = a.head_dim * ob;
     let mut out = Vec::with_capacity(a.heads * a.q_len * a.head_dim);

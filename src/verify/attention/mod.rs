@@ -30,7 +30,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError};
 pub use verilator_tb::axi::AxiFault;
 use verilator_tb::axi::{AxiLink, AxiStats, AxiTiming};
-use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
+pub use verilator_tb::memory::Memory;
+use verilator_tb::memory::{MemLink, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model};
 
 /// How a tensor's heads and rows lie in memory (one batch): `Bhsd` (heads, len, d) row-major,

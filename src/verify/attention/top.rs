@@ -104,7 +104,14 @@ impl TopDriver {
 
     /// Writes register `name`; an error response fails.
     pub fn write(&mut self, name: &str, v: u64, mem: &mut Memory) -> Result<()> {
-        let (at, d) = (self.offset(name)?, self.delays());
+        let at = self.offset(name)?;
+        self.write_at(at, v, mem)
+            .with_context(|| format!("writing {name}"))
+    }
+
+    /// Writes the register at byte offset `at`; an error response fails.
+    pub fn write_at(&mut self, at: u32, v: u64, mem: &mut Memory) -> Result<()> {
+        let d = self.delays();
         let (link, cycles) = (&mut self.link, &mut self.cycles);
         let mut tick = |dut: &mut Dut| -> Result<()> {
             link.present(dut, mem);
@@ -112,7 +119,7 @@ impl TopDriver {
             link.edge(dut, mem)
         };
         let resp = axil::write(&mut self.dut, at, v as u32, 0xF, d, &mut tick)?;
-        ensure!(resp == 0, "writing {name}: response {resp}");
+        ensure!(resp == 0, "writing {at:#x}: response {resp}");
         Ok(())
     }
 
@@ -122,7 +129,8 @@ impl TopDriver {
         self.read_at(at, mem)
     }
 
-    fn read_at(&mut self, at: u32, mem: &mut Memory) -> Result<u32> {
+    /// Reads the register at byte offset `at`; an error response fails.
+    pub fn read_at(&mut self, at: u32, mem: &mut Memory) -> Result<u32> {
         let d = self.delays();
         let (link, cycles) = (&mut self.link, &mut self.cycles);
         let mut tick = |dut: &mut Dut| -> Result<()> {
