@@ -72,13 +72,22 @@ fn top_with_the_simple_port_runs_through_its_registers_and_varlen_batches() {
     assert_eq!(run.dma_error, regmap::ERR_BATCH);
     assert!(run.counters["macs"] > 0, "the first sequence ran");
     let good = batch(&[9, 1, 20, 3], &[12, 5, 20, 8], 4);
-    let (mut mem, img) = good.image(&p, &timing).unwrap();
-    let (run, outs) = d
-        .run_batch(&p, &good, &timing, Wait::Poll, &mut mem, &img)
-        .unwrap();
-    let chk = check_batch(&p, &good.seqs, &outs, good.list_reads(), &run);
-    assert!(chk.ok(), "{}", chk.describe());
-    assert_eq!(run.dma_error, 0);
+    run_batch_checked(&mut d, &p, &good, &timing, Wait::Poll);
+}
+
+/// Runs a varlen batch on `d` and checks it: each sequence bit-exact, counters summed.
+fn run_batch_checked(
+    d: &mut TopDriver,
+    p: &CoreParams,
+    b: &Batch,
+    timing: &MemoryTiming,
+    wait: Wait,
+) {
+    let (mut mem, img) = b.image(p, timing).unwrap();
+    let (r, outs) = d.run_batch(p, b, timing, wait, &mut mem, &img).unwrap();
+    let chk = check_batch(p, &b.seqs, &outs, b.list_reads(), &r);
+    assert!(chk.ok(), "{wait:?}: {}", chk.describe());
+    assert_eq!(r.dma_error, 0);
 }
 
 /// AXI4 read and write bursts the DMA issues for `a` (bhsd, non-causal, tensors at `lay`): a
@@ -237,12 +246,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
         TensorLayout::Bshd,
         9,
     );
-    let (mut mem, img) = b.image(&p, &timing).unwrap();
-    let (r, outs) = d
-        .run_batch(&p, &b, &timing, Wait::Interrupt, &mut mem, &img)
-        .unwrap();
-    let chk = check_batch(&p, &b.seqs, &outs, b.list_reads(), &r);
-    assert!(chk.ok(), "varlen over AXI4: {}", chk.describe());
+    run_batch_checked(&mut d, &p, &b, &timing, Wait::Interrupt);
 }
 
 /// The C driver example, compiled against the generated header with `REGFLASH_IO_HOOKS` into a

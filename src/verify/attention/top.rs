@@ -248,6 +248,25 @@ impl TopDriver {
         Ok(())
     }
 
+    /// START on the programmed registers, the wait (at most `limit` cycles), STATUS, every
+    /// counter, the interrupt cleared; every burst answered.
+    fn launch(
+        &mut self,
+        wait: Wait,
+        limit: u64,
+        mem: &mut Memory,
+    ) -> Result<(TopStatus, BTreeMap<String, u64>)> {
+        self.link.reset_stats();
+        self.write("CTRL", 1, mem)?;
+        let st = self.wait(wait, limit, mem)?;
+        self.link.check_idle()?;
+        let counters = self.counters(mem)?;
+        if wait == Wait::Interrupt {
+            self.clear_irq(mem)?;
+        }
+        Ok((st, counters))
+    }
+
     /// Runs `a` (its tensors in `mem` at `lay`) to the end: program, START, wait, STATUS,
     /// counters, and the interrupt cleared.
     pub fn run(
@@ -261,14 +280,7 @@ impl TopDriver {
     ) -> Result<CoreRun> {
         let (_, limit) = cycle_limit(p, a, timing, mem);
         self.program(a, lay, wait, mem)?;
-        self.link.reset_stats();
-        self.write("CTRL", 1, mem)?;
-        let st = self.wait(wait, limit, mem)?;
-        self.link.check_idle()?;
-        let counters = self.counters(mem)?;
-        if wait == Wait::Interrupt {
-            self.clear_irq(mem)?;
-        }
+        let (st, counters) = self.launch(wait, limit, mem)?;
         Ok(CoreRun {
             out: read_out(mem, lay, a),
             counters,
@@ -307,14 +319,7 @@ impl TopDriver {
             self.write(&format!("{name}_LO"), at & 0xFFFF_FFFF, mem)?;
             self.write(&format!("{name}_HI"), at >> 32, mem)?;
         }
-        self.link.reset_stats();
-        self.write("CTRL", 1, mem)?;
-        let st = self.wait(wait, limit, mem)?;
-        self.link.check_idle()?;
-        let counters = self.counters(mem)?;
-        if wait == Wait::Interrupt {
-            self.clear_irq(mem)?;
-        }
+        let (st, counters) = self.launch(wait, limit, mem)?;
         let outs = batch.outputs(mem, img);
         Ok((
             CoreRun {
