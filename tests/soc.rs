@@ -20,6 +20,19 @@ use regflash::verify::attention::{
     TensorLayout, TopDriver, Wait,
 };
 
+/// Runs gcc as C99 with every warning an error, with `cmd`'s arguments; fails with its output.
+fn gcc(cmd: &mut Command) {
+    let out = cmd
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .output()
+        .expect("gcc runs (scripts/ensure-tools installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
 }
@@ -278,21 +291,13 @@ fn the_c_driver_runs_the_top() {
     .unwrap();
     let lib = dir.path().join("libregflash_run.so");
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/c/regflash_run.c");
-    let out = Command::new("gcc")
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+    gcc(Command::new("gcc")
         .args(["-DREGFLASH_IO_HOOKS", "-shared", "-fPIC", "-O1", "-I"])
         .arg(dir.path())
         .arg(example)
         .arg(&shim)
         .arg("-o")
-        .arg(&lib)
-        .output()
-        .expect("gcc runs (scripts/ensure-tools installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(&lib));
 
     #[repr(C)]
     struct Problem {
@@ -435,27 +440,11 @@ fn header_and_register_map_follow_the_description() {
         kernels::softmax::scale_constant(16)
     )));
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/c/regflash_run.c");
-    let out = Command::new("gcc")
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-c",
-            example,
-            "-I",
-        ])
+    gcc(Command::new("gcc")
+        .args(["-c", example, "-I"])
         .arg(dir.path())
         .arg("-o")
-        .arg(dir.path().join("regflash_run.o"))
-        .output()
-        .expect("gcc runs (scripts/ensure-tools installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(dir.path().join("regflash_run.o")));
     // A name an inner module has is refused.
     cfg.top_name = "fp32_recip".into();
     let err = generate(&cfg, &Target::Top, dir.path()).unwrap_err();

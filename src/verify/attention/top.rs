@@ -249,13 +249,14 @@ impl TopDriver {
     }
 
     /// START on the programmed registers, the wait (at most `limit` cycles), STATUS, every
-    /// counter, the interrupt cleared; every burst answered.
+    /// counter, the interrupt cleared; every burst answered. The run's O is left empty.
     fn launch(
         &mut self,
         wait: Wait,
         limit: u64,
+        timing: &MemoryTiming,
         mem: &mut Memory,
-    ) -> Result<(TopStatus, BTreeMap<String, u64>)> {
+    ) -> Result<CoreRun> {
         self.link.reset_stats();
         self.write("CTRL", 1, mem)?;
         let st = self.wait(wait, limit, mem)?;
@@ -264,7 +265,15 @@ impl TopDriver {
         if wait == Wait::Interrupt {
             self.clear_irq(mem)?;
         }
-        Ok((st, counters))
+        Ok(CoreRun {
+            out: vec![],
+            counters,
+            memory: mem.stats,
+            assertion_failures: self.dut.assertion_failures(),
+            dma_error: st.code,
+            timing: *timing,
+            axi: self.link.axi_stats(),
+        })
     }
 
     /// Runs `a` (its tensors in `mem` at `lay`) to the end: program, START, wait, STATUS,
@@ -280,16 +289,9 @@ impl TopDriver {
     ) -> Result<CoreRun> {
         let (_, limit) = cycle_limit(p, a, timing, mem);
         self.program(a, lay, wait, mem)?;
-        let (st, counters) = self.launch(wait, limit, mem)?;
-        Ok(CoreRun {
-            out: read_out(mem, lay, a),
-            counters,
-            memory: mem.stats,
-            assertion_failures: self.dut.assertion_failures(),
-            dma_error: st.code,
-            timing: *timing,
-            axi: self.link.axi_stats(),
-        })
+        let mut r = self.launch(wait, limit, timing, mem)?;
+        r.out = read_out(mem, lay, a);
+        Ok(r)
     }
 }
 
@@ -319,20 +321,10 @@ impl TopDriver {
             self.write(&format!("{name}_LO"), at & 0xFFFF_FFFF, mem)?;
             self.write(&format!("{name}_HI"), at >> 32, mem)?;
         }
-        let (st, counters) = self.launch(wait, limit, mem)?;
+        let mut r = self.launch(wait, limit, timing, mem)?;
         let outs = batch.outputs(mem, img);
-        Ok((
-            CoreRun {
-                out: outs.concat(),
-                counters,
-                memory: mem.stats,
-                assertion_failures: self.dut.assertion_failures(),
-                dma_error: st.code,
-                timing: *timing,
-                axi: self.link.axi_stats(),
-            },
-            outs,
-        ))
+        r.out = outs.concat();
+        Ok((r, outs))
     }
 }
 
