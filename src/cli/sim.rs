@@ -68,7 +68,9 @@ pub struct SimArgs {
     /// Memory read latency in cycles.
     #[arg(long, default_value_t = 20)]
     pub mem_latency: u32,
-    /// Probability that the memory refuses a request in a cycle (random back-pressure).
+    /// Probability that the memory refuses a request in a cycle (random back-pressure); with
+    /// --mem-if axi4, that the AXI4 slave withholds each ready and each response in a cycle
+    /// (it also answers read bursts of different IDs in random order).
     #[arg(long, default_value_t = 0.0)]
     pub mem_stall: f64,
     /// Write a waveform of the run: `.fst` (compact, GTKWave) or `.vcd`. The model is built
