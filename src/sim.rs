@@ -366,6 +366,15 @@ pub fn run_full(
     let p = CoreParams::from_config(cfg)?;
     a.validate(&p)?;
     timing.validate()?;
+    // With the AXI4 master the run goes through the top, as an SoC would drive it: the
+    // registers over AXI4-Lite, the memory over AXI4 (a fault or a waveform needs the core).
+    if p.dma.mem_if == hdl::dma::MemIf::Axi4 && fault.is_none() && waves.is_none() {
+        let (model, _) = simulate(cfg, &Target::Top)?;
+        let wait = attention::Wait::Interrupt;
+        let run = attention::run_top(&model, &p, a, timing, wait, timing.seed)?;
+        let chk = attention::check(&p, a, &run);
+        return Ok((report(cfg, &p, a, &run, &chk), run.out));
+    }
     let target = fault.map_or(Target::Core, Target::FaultyCore);
     let (model, _) = match waves {
         Some(w) => {
