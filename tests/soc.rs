@@ -37,6 +37,14 @@ fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
 }
 
+/// `small` with the AXI4 memory master.
+fn axi4_small() -> CoreConfig {
+    CoreConfig {
+        mem_if: MemIf::Axi4,
+        ..small()
+    }
+}
+
 /// The register block equals its model over directed and random streams with random
 /// channel delays (`verify --unit csr`).
 #[test]
@@ -95,10 +103,7 @@ fn top_with_the_simple_port_runs_through_its_registers_and_varlen_batches() {
 #[test]
 fn random_varlen_batches_over_axi4() {
     use proptest::prelude::*;
-    let cfg = CoreConfig {
-        mem_if: MemIf::Axi4,
-        ..small()
-    };
+    let cfg = axi4_small();
     let p = CoreParams::from_config(&cfg).unwrap();
     let (model, _) = simulate(&cfg, &Target::Top).unwrap();
     let timing = MemoryTiming {
@@ -223,10 +228,7 @@ fn expected_bursts(p: &CoreParams, a: &Attention, lay: &Layout) -> (u64, u64) {
 /// with exact counters; the slave checks the protocol and the RTL's AXI4 assertions watch.
 #[test]
 fn top_runs_over_axi4_through_its_registers_and_recovers() {
-    let cfg = CoreConfig {
-        mem_if: MemIf::Axi4,
-        ..small()
-    };
+    let cfg = axi4_small();
     let p = CoreParams::from_config(&cfg).unwrap();
     let (model, manifest) = simulate(&cfg, &Target::Top).unwrap();
     assert_eq!(manifest.top, "regflash_top");

@@ -1328,7 +1328,6 @@ fn axi_port(
     // AR: new bursts round robin; a presented AR is held until accepted.
     let ar_held = m.reg("ar_held", 1, Some(0));
     let ar_held_id = m.reg("ar_held_id", 2, Some(0));
-    let mut outstanding = vec![];
     let mut cand = vec![];
     let reads_out: Vec<RegHandle> = (0..3)
         .map(|i| m.reg(&format!("{}_bursts", chans[i].name), ob, Some(0)))
@@ -1356,7 +1355,6 @@ fn axi_port(
         let accepted = ar_accept & grant.eq(i as u64);
         let accepted = m.name(&format!("{}_ar_accepted", chans[i].name), accepted);
         count_in_flight(m, reads_out[i], accepted, bursts_back[i]);
-        outstanding.push(reads_out[i].q);
         steps.push(accepted | inside[i]);
     }
 
@@ -1461,7 +1459,7 @@ fn axi_port(
         writes_out.q.is_zero(),
     ]);
     let mut idle = vec![!ar_held.q, !aw_valid.q, !inside[3], writes_out.q.is_zero()];
-    idle.extend(outstanding.iter().map(|n| n.is_zero()));
+    idle.extend(reads_out.iter().map(|n| n.q.is_zero()));
     let routed = or_all(&responses);
     PortSteps {
         steps: [steps[0], steps[1], steps[2], steps[3]],

@@ -120,11 +120,12 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let w = p.dma.width;
     let (accepted, beat, data) = match p.dma.mem_if {
         MemIf::Simple => {
-            let mem = MemIn {
-                req_ready: m.input("mem_req_ready", 1),
-                rsp_valid: m.input("mem_rsp_valid", 1),
-                rsp_data: m.input("mem_rsp_data", w),
-            };
+            let mem = p
+                .dma
+                .mem_inputs()
+                .0
+                .expect("simple port")
+                .map("mem", &mut |n, w| m.input(n, w));
             let core_req = p
                 .dma
                 .mem_outputs()

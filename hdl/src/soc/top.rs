@@ -9,7 +9,7 @@
 use super::{batch, csr};
 use crate::core::{CoreParams, COUNTERS};
 use crate::ir::Dir;
-use crate::{Design, ModRef};
+use crate::{Design, ModRef, ModuleBuilder};
 
 /// Defines the top `name` of core `p` (and the core and CSR it instantiates); refuses a name
 /// an inner module has.
@@ -39,38 +39,35 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 axil_in.push((n, m.input(n, w)));
             }
         }
-        let mem_in: Vec<(String, crate::Sig)> = core
+        let mem_ports: Vec<(String, u32)> = core
             .ports
             .iter()
             .filter(|q| q.dir == Dir::Input && is_mem_port(&q.name))
-            .map(|q| (q.name.clone(), m.input(&q.name, q.width)))
+            .map(|q| (q.name.clone(), q.width))
+            .collect();
+        let mem_in: Vec<(String, crate::Sig)> = mem_ports
+            .iter()
+            .map(|(n, w)| (n.clone(), m.input(n, *w)))
             .collect();
         // Nets: what the CSR drives (into the batch controller), what the batch controller
-        // drives (into the core), the core's memory outputs (into the batch controller).
+        // drives (into the core).
+        let nets = |m: &mut ModuleBuilder, prefix: &str, ports: Vec<(String, u32)>| {
+            ports
+                .into_iter()
+                .map(|(n, w)| {
+                    let net = m.net(&format!("{prefix}{n}"), w);
+                    (n, net)
+                })
+                .collect::<Vec<(String, crate::Sig)>>()
+        };
         let mut launch = csr::launch_ports(&p);
         launch.extend([("start".to_string(), 1), ("abort_req".to_string(), 1)]);
-        let from_csr: Vec<(String, crate::Sig)> = launch
-            .into_iter()
-            .map(|(n, w)| {
-                let net = m.net(&format!("csr_{n}"), w);
-                (n, net)
-            })
-            .collect();
-        let mut core_ports = csr::problem_ports(&p);
+        let from_csr = nets(m, "csr_", launch);
+        let problem = csr::problem_ports(&p);
+        let mut core_ports = problem.clone();
         core_ports.extend([("start".to_string(), 1), ("keep_counters".to_string(), 1)]);
-        core_ports.extend(
-            core.ports
-                .iter()
-                .filter(|q| q.dir == Dir::Input && is_mem_port(&q.name))
-                .map(|q| (q.name.clone(), q.width)),
-        );
-        let to_core: Vec<(String, crate::Sig)> = core_ports
-            .into_iter()
-            .map(|(n, w)| {
-                let net = m.net(&format!("batch_core_{n}"), w);
-                (n, net)
-            })
-            .collect();
+        core_ports.extend(mem_ports);
+        let to_core = nets(m, "batch_core_", core_ports);
         let mut core_in: Vec<(&str, crate::Sig)> =
             to_core.iter().map(|(n, s)| (n.as_str(), *s)).collect();
         let abort = from_csr
@@ -84,7 +81,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
         // memory's inputs.
         let mut batch_in: Vec<(String, crate::Sig)> = vec![];
         for (n, s) in &from_csr {
-            let port = if csr::problem_ports(&p).iter().any(|(q, _)| q == n) {
+            let port = if problem.iter().any(|(q, _)| q == n) {
                 format!("csr_{n}")
             } else {
                 n.clone()
