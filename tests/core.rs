@@ -6,7 +6,7 @@
 use hdl::config::{CoreConfig, Variant};
 use hdl::core::CoreParams;
 use kernels::flash::OutFormat;
-use regflash::design::{simulate, Target};
+use regflash::design::{simulate, simulate_hierarchical, Target};
 use regflash::verify::attention::{
     check_scenarios, directed, run, run_and_check, Attention, MemoryTiming,
 };
@@ -78,6 +78,26 @@ fn scenarios(cfg: &CoreConfig, cases: u32, max_len: usize, seed: u64) {
 #[test]
 fn small_core_is_bit_exact() {
     scenarios(&small(), 120, 300, 91);
+}
+
+/// The build `seed` gets (each PE row verilated once, as a hierarchical block, and every row
+/// a model of its own behind a DPI wrapper), on small: the same bits and the same counts.
+#[test]
+fn hierarchical_build_is_bit_exact() {
+    let cfg = small();
+    let p = CoreParams::from_config(&cfg).unwrap();
+    let (model, _) = simulate_hierarchical(&cfg, &Target::Core).unwrap();
+    let blocks = &model.options().hier_blocks;
+    assert!(
+        blocks.len() == 1 && blocks[0].starts_with("pe_row"),
+        "{blocks:?}"
+    );
+    let dir = directed(p.br() as usize, p.bc() as usize);
+    let (n, _) = check_scenarios(&model, &p, &dir, 6, 200, 88).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(
+        n,
+        dir.len() as u64 + regflash::verify::seeds::total_cases(6)
+    );
 }
 
 /// Two tiers (QK and PV at once, each on its own block) and three (the row engines and S

@@ -53,6 +53,11 @@ pub struct Model {
 }
 
 impl Model {
+    /// The options the model was built with.
+    pub fn options(&self) -> &BuildOptions {
+        &self.options
+    }
+
     /// Builds (or takes from the cache) and loads the model of the folder `dir`'s top, with
     /// options from the environment (`REGFLASH_WAVES=1` for waveforms).
     pub fn build(dir: &Path) -> Result<Model> {
