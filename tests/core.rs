@@ -100,6 +100,37 @@ fn hierarchical_build_is_bit_exact() {
     );
 }
 
+/// 16 columns on two tiers: each row sums 32 register-write bits. Verilator 5.006's DFG pass
+/// evaluated that sum as three times its value (npu16 reg3d failed its `rf_writes` check); the
+/// models are built with `-fno-dfg`, and this shape holds it.
+#[test]
+fn sixteen_columns_count_right() {
+    let cfg = CoreConfig {
+        name: "c16_reg3d".into(),
+        rows: 4,
+        cols: 16,
+        br: 16,
+        bc: 32,
+        head_dim: 32,
+        variant: Variant::Reg3d,
+        ..CoreConfig::preset("medium").unwrap()
+    };
+    cfg.validate().unwrap();
+    let (model, p) = core(&cfg);
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        64,
+        64,
+        p.d() as usize,
+        false,
+        OutFormat::F16,
+        5,
+    );
+    let (r, _) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
+    assert_eq!(r.counters["rf_writes"], r.counters["macs"]);
+}
+
 /// Two tiers (QK and PV at once, each on its own block) and three (the row engines and S
 /// between them) on the same shapes.
 #[test]

@@ -230,8 +230,15 @@ fn process_alive(pid: u32) -> bool {
 /// The Verilator flags that shape a model (beyond its sources and top): the RTL's assertions,
 /// tracing, the C++ optimization, simulation threads and `REGFLASH_VERILATOR_ARGS`.
 fn model_flags(options: &BuildOptions) -> Vec<String> {
-    // Simulation runs with the RTL's assertions on.
-    let mut f: Vec<String> = vec!["--assert".into(), "+define+REGFLASH_ASSERTIONS".into()];
+    // Simulation runs with the RTL's assertions on. Verilator 5.006's DFG optimizer is off: it
+    // mis-evaluates a row's 32-term register-write count on 16-column reg3d cores (three times
+    // the sum of its bits; the Verilog is right, Icarus agrees, and `-fno-dfg` fixes it;
+    // tests/core.rs `sixteen_columns_count_right`). Small cores simulate as fast without it.
+    let mut f: Vec<String> = vec![
+        "--assert".into(),
+        "+define+REGFLASH_ASSERTIONS".into(),
+        "-fno-dfg".into(),
+    ];
     match options.trace {
         Some(WaveFormat::Vcd) => f.push("--trace".into()),
         Some(WaveFormat::Fst) => f.push("--trace-fst".into()),
