@@ -65,8 +65,9 @@ pub struct BuildOptions {
     pub threads: u32,
     /// Modules to verilate once each as hierarchical blocks (`verilator --hierarchical`):
     /// every instance shares one compiled copy of the block's code instead of a copy of its
-    /// own. For big arrays of identical rows this cuts the C++ to compile by the number of
-    /// rows and keeps the per-cycle code small enough to stay in the CPU's caches.
+    /// own, which cuts the C++ to compile by the number of instances. Each instance is then a
+    /// model of its own behind a DPI wrapper, which costs time every cycle (README, Simulation
+    /// speed).
     pub hier_blocks: Vec<String>,
 }
 
