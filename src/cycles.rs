@@ -119,6 +119,11 @@ impl ReadCh {
         self.active && self.landed[(self.cons & 1) as usize]
     }
 
+    /// The block after the current one has landed in the other slot (dma.rs `x_next`).
+    fn next_ready(&self) -> bool {
+        self.active && self.landed[((self.cons + 1) & 1) as usize]
+    }
+
     fn wants(&self) -> bool {
         self.active && self.req.rows_left > 0 && self.req.block - self.cons < 2
     }
@@ -286,8 +291,9 @@ impl<'a> Model<'a> {
             _ => None,
         };
         let ready = [self.ch[Q].ready(), self.ch[K].ready(), self.ch[V].ready()];
+        let next = [self.ch[K].next_ready(), self.ch[V].next_ready()];
         let sm = self.softmax_trigger();
-        let ph = self.phases(&ready, &sm);
+        let ph = self.phases(&ready, next, &sm);
         self.count(go, &ready, &ph);
         let tile = self.tile(go, &ready);
         let fetch = self.fetch(&ph, &tile);
@@ -319,7 +325,7 @@ impl<'a> Model<'a> {
     }
 
     /// Phase selection: one array's (`phases`) or reg3d's two tier streams (`phases_tiered`).
-    fn phases(&self, ready: &[bool; 3], sm: &Softmax) -> Phases {
+    fn phases(&self, ready: &[bool; 3], next: [bool; 2], sm: &Softmax) -> Phases {
         let s_run = self.state == Seq::Run;
         let qk_last = self.in_qk && self.qk_step == self.qk_steps - 1;
         let pv_last = self.in_pv && self.pv_step == self.pv_steps - 1;
@@ -341,8 +347,14 @@ impl<'a> Model<'a> {
         };
         if self.tiered {
             let slot_free = qk_issued_n < self.sm_done + 2;
-            ph.start_qk = s_run && !self.in_qk && qk_more && slot_free && ready[K] && ready[Q];
-            ph.start_pv = s_run && !self.in_pv && pv_more && sm_ahead && ready[V];
+            // A tier's next block may start in its current block's last step when the DMA
+            // has already landed it in the other slot.
+            let k_ok = if qk_last { next[0] } else { ready[K] };
+            let v_ok = if pv_last { next[1] } else { ready[V] };
+            let qk_free = !self.in_qk || qk_last;
+            let pv_free = !self.in_pv || pv_last;
+            ph.start_qk = s_run && qk_free && qk_more && slot_free && k_ok && ready[Q];
+            ph.start_pv = s_run && pv_free && pv_more && sm_ahead && v_ok;
             ph.waiting = s_run && !(self.in_qk || self.in_pv);
             ph.want_qk = qk_more;
             ph.want_pv = !qk_more;

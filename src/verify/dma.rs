@@ -61,9 +61,12 @@ struct Consumer {
     /// Cycles left holding the current block; None while waiting for one.
     holding: Option<u32>,
     blocks: u64,
+    /// The block after the one released last cycle was reported landed (`x_next`).
+    promised: bool,
     want: PortId,
     release: PortId,
     ready: PortId,
+    next: PortId,
     slot: PortId,
     block: PortId,
     busy: PortId,
@@ -98,9 +101,11 @@ impl DmaBench {
                 job: None,
                 holding: None,
                 blocks: 0,
+                promised: false,
                 want: q("want")?,
                 release: q("release")?,
                 ready: q("ready")?,
+                next: q("next")?,
                 slot: q("slot")?,
                 block: q("block")?,
                 busy: q("busy")?,
@@ -204,9 +209,24 @@ impl DmaBench {
             self.dut.set_id(c.release, 0);
             return Ok(());
         };
-        let (want, release, ready) = (c.want, c.release, c.ready);
+        let (want, release, ready, next) = (c.want, c.release, c.ready, c.next);
+        // `next` is a promise: blocks land in order, so the next one cannot have landed
+        // before the current one, and after a release it is the current one.
+        let (name, blocks, promised, held) = (c.name, c.blocks, c.promised, c.holding);
+        let (is_ready, is_next) = (self.dut.get_id(ready), self.dut.get_id(next));
+        ensure!(
+            is_next == 0 || is_ready == 1,
+            "DMA channel {name}: `next` says block {} landed while block {blocks} has not",
+            blocks + 1
+        );
+        ensure!(
+            !promised || is_ready == 1,
+            "DMA channel {name}: `next` promised block {blocks} at the release of the one \
+             before, but `ready` is low"
+        );
+        self.consumers[i].promised = false;
         let mut do_release = false;
-        match c.holding {
+        match held {
             Some(0) => do_release = true,
             Some(n) => self.consumers[i].holding = Some(n - 1),
             None => {
@@ -230,6 +250,7 @@ impl DmaBench {
         self.dut.set_id(release, do_release as u64);
         if do_release {
             self.consumers[i].holding = None;
+            self.consumers[i].promised = is_next == 1;
         }
         Ok(())
     }

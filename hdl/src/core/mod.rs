@@ -409,6 +409,8 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         q_ready: dma.q.status.ready,
         k_ready: dma.k.status.ready,
         v_ready: dma.v.status.ready,
+        k_next: dma.k.status.next,
+        v_next: dma.v.status.next,
         o_busy: dma.o.busy,
         problem: i.problem,
     };
@@ -471,6 +473,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         m.discard(c.status.first_wait);
     }
     m.discard(dma.q.status.block);
+    m.discard(dma.q.status.next);
     let counters = counter_file(m, parts, &seq, &dma, rows.activity, i.keep_counters);
     checker(m, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, O in that order).

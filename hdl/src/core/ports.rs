@@ -194,7 +194,7 @@ impl Counters<u32> {
 group! {
     /// The sequencer's inputs.
     pub struct SeqIn<T> {
-        start, rows_busy, s_free, ro_idle, q_ready, k_ready, v_ready, o_busy;
+        start, rows_busy, s_free, ro_idle, q_ready, k_ready, v_ready, k_next, v_next, o_busy;
         problem: Problem<T>,
     }
 }

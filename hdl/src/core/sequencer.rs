@@ -5,12 +5,14 @@
 //!
 //! Phase selection: QK may run at most two blocks ahead of PV (QK(0), QK(1), PV(0), QK(2),
 //! PV(1), …); a PV needs its block's softmax done and the V block landed, a QK the K block and
-//! the Q tile. A phase never follows one of its own kind directly (the block just released has
-//! not yet been replaced in the channel's ready flag). In buf2d a QK also waits until the rows
-//! have copied the previous block's S out of the PE registers (`s_free`; a full flag), and with
-//! single-port P banks a PV does not start while the softmax runs nor the softmax while PV
-//! runs. reg3d runs two phase streams at once, one per tier (`phases_tiered`). The P read bus
-//! `p_rd` gives the next cycle's PV step (the P banks' registered read).
+//! the Q tile. On one array a phase never follows one of its own kind directly (the block just
+//! released has not yet been replaced in the channel's ready flag). In buf2d a QK also waits
+//! until the rows have copied the previous block's S out of the PE registers (`s_free`; a full
+//! flag), and with single-port P banks a PV does not start while the softmax runs nor the
+//! softmax while PV runs. reg3d runs two phase streams at once, one per tier
+//! (`phases_tiered`); a tier's next block starts in the last step of its current one when the
+//! DMA has already landed it (`k_next`, `v_next`), so a busy tier never idles between blocks.
+//! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read).
 //! Combinational from the DMA's ready flags to the step bus and `p_rd` (a path from `v_ready`
 //! to the P banks' address); latency 1 from `start` to `busy`.
 
@@ -48,6 +50,8 @@ pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
         q_ready: 1,
         k_ready: 1,
         v_ready: 1,
+        k_next: 1,
+        v_next: 1,
         o_busy: 1,
         problem: Problem::widths(p),
     }
@@ -347,6 +351,10 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
     let qk_more = qk_issued_n.lt(r.nblk.q);
+    // One array alternates QK and PV: a phase never follows its own kind directly, so the
+    // channels' look-ahead is not needed.
+    m.discard(i.k_next);
+    m.discard(i.v_next);
     let qk_allowed = qk_issued_n.lt(pv_issued_n + 2);
     let want_qk = qk_more & qk_allowed;
     let pv_more = pv_issued_n.lt(qk_issued_n);
@@ -459,10 +467,16 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
     let qk_more = qk_issued_n.lt(r.nblk.q);
     let s_slot_free = qk_issued_n.lt(r.sm_done.q + 2);
-    let qk_can = and_all(&[s_run, !in_qk, qk_more, s_slot_free, i.k_ready, i.q_ready]);
+    // A tier's next block may start in its current block's last step when the DMA has
+    // already landed it in the other slot (`k_next`, `v_next`): no idle cycle between blocks.
+    let qk_free = !in_qk | qk_last_step;
+    let k_ok = mux(qk_last_step, i.k_next, i.k_ready);
+    let qk_can = and_all(&[s_run, qk_free, qk_more, s_slot_free, k_ok, i.q_ready]);
     let pv_more = pv_issued_n.lt(qk_issued_n);
     let sm_ahead = r.sm_done.q.gt(pv_issued_n);
-    let pv_can = and_all(&[s_run, !in_pv, pv_more, sm_ahead, i.v_ready]);
+    let pv_free = !in_pv | pv_last_step;
+    let v_ok = mux(pv_last_step, i.v_next, i.v_ready);
+    let pv_can = and_all(&[s_run, pv_free, pv_more, sm_ahead, v_ok]);
     let qk_can = unless(m, p, Fault::StallQk, qk_can);
     let pv_can = unless(m, p, Fault::StallPv, pv_can);
     let start_qk = m.name("start_qk", qk_can);

@@ -673,6 +673,10 @@ fn finish_read(
     let here = mux(cons_buf, landed1, landed0);
     let ready = ch.active.q & here;
     let ready = m.name(&format!("{name}_ready_int"), ready);
+    // The block after the current one has landed in the other slot: a consumer that releases
+    // the current block this cycle may start on the next one in the cycle after.
+    let there = mux(cons_buf, landed0, landed1);
+    let next = ch.active.q & there;
     let released = release & ready;
     // landed: set the buffer whose block just landed, clear the one just released.
     let one2 = m.lit(2, 1);
@@ -708,6 +712,7 @@ fn finish_read(
     let wait = counter(m, &format!("{name}_wait"), wait_later, 32);
     let first_wait = counter(m, &format!("{name}_first_wait"), wait_first, 32);
     m.output(&format!("{name}_ready"), ready);
+    m.output(&format!("{name}_next"), next);
     m.output(&format!("{name}_slot"), cons_buf);
     m.output(&format!("{name}_block"), cons_block.q);
     m.output(&format!("{name}_wait"), wait);
@@ -743,9 +748,10 @@ group! {
 
 interface! {
     /// A read channel's status from the engine: descriptor busy, error code, a block landed
-    /// (`ready`) in landing slot `slot`, the current block's number, the consumer's wait cycles
-    /// (later blocks, first blocks).
-    pub struct ChannelStatus { busy, error, ready, slot, block, wait, first_wait }
+    /// (`ready`) in landing slot `slot`, the next block landed too (`next`, in the other
+    /// slot), the current block's number, the consumer's wait cycles (later blocks, first
+    /// blocks).
+    pub struct ChannelStatus { busy, error, ready, next, slot, block, wait, first_wait }
 }
 
 group! {
@@ -892,6 +898,7 @@ impl DmaConfig {
             busy: 1,
             error: error::BITS,
             ready: 1,
+            next: 1,
             slot: 1,
             block: self.index_bits,
             wait: 32,
