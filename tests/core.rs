@@ -368,9 +368,10 @@ fn small_core_utilization_floors() {
         ratio <= 0.51,
         "causal / non-causal cycles {ratio:.4} above 0.51"
     );
-    // reg3d, non-causal: each tier busy ≥ 95 % of the cycles (measured 96.6 %: one idle cycle
-    // between a tier's blocks, and the fill and drain of each tile's pipeline), so the two
-    // tiers take at most 0.53 of the one tier's cycles (0.516).
+    // reg3d, non-causal: each tier busy ≥ 97.5 % of the cycles (measured 98.1 %: a tier starts
+    // its next block in the last step of the current one, so what is left is the fill and
+    // drain of each tile's pipeline), so the two tiers take at most 0.515 of the one tier's
+    // cycles (1,068,793 / 2,100,863 = 0.509).
     let (model, p) = core(&tiered(&small()));
     let a = Attention::generate(
         kernels::patterns::Pattern::Unit,
@@ -386,10 +387,10 @@ fn small_core_utilization_floors() {
     let c = |n: &str| r.counters[n] as f64;
     for tier in ["qk_cycles", "pv_cycles"] {
         let busy = c(tier) / c("cycles");
-        assert!(busy >= 0.95, "reg3d {tier}: {:.2} % busy", 100.0 * busy);
+        assert!(busy >= 0.975, "reg3d {tier}: {:.2} % busy", 100.0 * busy);
     }
     let speedup = c("cycles") / cycles[0];
-    assert!(speedup <= 0.53, "reg3d / reg2d cycles {speedup:.4}");
+    assert!(speedup <= 0.515, "reg3d / reg2d cycles {speedup:.4}");
 }
 
 /// Problems the core cannot run are refused with a message that says why.
