@@ -136,6 +136,11 @@ pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
 /// their own ("3-D buffered").
 pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
     let mac_tiers = if cfg.variant == Variant::Reg3d { 2 } else { 1 };
+    let (s_per, p_per) = if cfg.variant == Variant::Buf2d {
+        cfg.buf_elems_per_word()
+    } else {
+        (1, 1)
+    };
     let dma = cfg.dma();
     let beat_bytes = (dma.width / 8) as u64;
     // The largest of the Q, K and V landing banks (two slots each), and an O staging bank
@@ -158,6 +163,8 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         } else {
             Placement::Planar
         }),
+        s_access_bits: 32 * s_per as u64,
+        p_access_bits: 16 * p_per as u64,
     }
 }
 
@@ -219,8 +226,9 @@ pub struct EnergyReport {
     /// sram / on-chip energy.
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub sram_share_on_chip: f64,
-    /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read_16b`,
-    /// `p_write_16b`, `s_read_32b`, `s_write_32b` (with a buffer's wire or bond crossing),
+    /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read`, `p_write`,
+    /// `s_read`, `s_write` (an access of the bank's word: 16-bit P and 32-bit S, or buf2d's
+    /// `buf_word_bits`; with a buffer's wire or bond crossing),
     /// `max_op`, `exp_op`, `row_update`, `recip_op`, `norm_op`, `land_read_bit`,
     /// `land_write_bit`, `staging_bit` (written and read), `bcast_bit_hop`, `vlink_bit`,
     /// `dram_byte`, `static_cycle`. A DMA byte moves 8 landing or staging bits as well.
@@ -248,10 +256,10 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         ("mac", |a| a.macs = 1),
         ("rf_read_32b", |a| a.rf_reads = 1),
         ("rf_write_32b", |a| a.rf_writes = 1),
-        ("p_read_16b", |a| a.p_reads = 1),
-        ("p_write_16b", |a| a.p_writes = 1),
-        ("s_read_32b", |a| a.s_reads = 1),
-        ("s_write_32b", |a| a.s_writes = 1),
+        ("p_read", |a| a.p_reads = 1),
+        ("p_write", |a| a.p_writes = 1),
+        ("s_read", |a| a.s_reads = 1),
+        ("s_write", |a| a.s_writes = 1),
         ("max_op", |a| a.max_ops = 1),
         ("exp_op", |a| a.exp_ops = 1),
         ("row_update", |a| a.row_updates = 1),

@@ -100,7 +100,8 @@ impl Shape {
     /// cycle of their sweeps (max and exp: two per score of each computed block; buf2d copies S
     /// once and its sweeps read the S array) and readout (Br·d per tile); with a softmax tier
     /// the S links read each visible score at its QK PE and write it above. P: each weight of
-    /// a computed block written once and read once (16 bits). reg3d's links: 16 bits per weight
+    /// a computed block written once and read once (16 bits; buf2d's wide words: an access per
+    /// word of scores or weights). reg3d's links: 16 bits per weight
     /// up, 32 per O value down, 32 per visible score up with three tiers. Broadcasts: 32·R·C
     /// bit-hops per MAC step of a tier. The row engines: a compare and an exp element per score
     /// of a computed block, a state update per query row of a computed block, a reciprocal per
@@ -116,6 +117,11 @@ impl Shape {
         let scores = br * bc;
         let macs = h * 2 * d * pairs;
         let buffered = p.row.buffer.is_some() as u64;
+        // buf2d's wide words: an access moves a word of a query row's scores or weights.
+        let (s_per, p_per) = p
+            .row
+            .buffer
+            .map_or((1, 1), |b| (b.s_per_word as u64, b.p_per_word as u64));
         let tiered = p.row.tiered.is_some() as u64;
         let tile_rows = h * self.q_len.div_ceil(br as usize) as u64 * br;
         let o_values = tile_rows * d;
@@ -135,10 +141,10 @@ impl Shape {
             ("pv_cycles", blocks * pv as u64),
             ("rf_writes", macs + s_links),
             ("rf_reads", rf_reads),
-            ("p_buf_writes", blocks * scores),
-            ("p_buf_reads", blocks * scores),
-            ("s_buf_writes", blocks * scores * buffered),
-            ("s_buf_reads", blocks * 2 * scores * buffered),
+            ("p_buf_writes", blocks * scores / p_per),
+            ("p_buf_reads", blocks * scores / p_per),
+            ("s_buf_writes", blocks * scores * buffered / s_per),
+            ("s_buf_reads", blocks * 2 * scores * buffered / s_per),
             (
                 "vlink_bits",
                 tiered * (16 * blocks * scores + 32 * o_values) + 32 * s_links,

@@ -64,6 +64,12 @@ pub struct SimReport {
     /// Wires of each S link (reg3d with three tiers; 32 elsewhere).
     #[serde(default = "full_link")]
     pub vlink_bits: u32,
+    /// Bits of an S-array access and of a P-bank access (the `*_buf_*` counters count
+    /// accesses): 32 and 16, or buf2d's `buf_word_bits`.
+    #[serde(default = "full_link")]
+    pub s_access_bits: u32,
+    #[serde(default = "half_link")]
+    pub p_access_bits: u32,
     /// Cycles with a QK step / cycles (reg3d: the QK tier's busy share).
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub qk_tier_busy: f64,
@@ -129,6 +135,10 @@ fn default_mem_if() -> String {
 
 fn default_layout() -> String {
     "bhsd".into()
+}
+
+fn half_link() -> u32 {
+    16
 }
 
 fn full_link() -> u32 {
@@ -266,11 +276,12 @@ impl SimReport {
         }
         if c("s_buf_writes") > 0 {
             s += &format!(
-                "  S buffer (FP32 words): reads {} ({} bits) / writes {} ({} bits)\n",
+                "  S buffer ({}-bit words): reads {} ({} bits) / writes {} ({} bits)\n",
+                self.s_access_bits,
                 c("s_buf_reads"),
-                32 * c("s_buf_reads"),
+                self.s_access_bits as u64 * c("s_buf_reads"),
                 c("s_buf_writes"),
-                32 * c("s_buf_writes")
+                self.s_access_bits as u64 * c("s_buf_writes")
             );
         }
         s += &format!(
@@ -487,6 +498,8 @@ fn report(
         tiers: p.row.tiers(),
         mac_tiers: p.row.mac_tiers(),
         vlink_bits: cfg.vlink_bits,
+        s_access_bits: p.row.access_bits().0,
+        p_access_bits: p.row.access_bits().1,
         qk_tier_busy: c("qk_cycles") as f64 / cycles.max(1) as f64,
         pv_tier_busy: c("pv_cycles") as f64 / cycles.max(1) as f64,
         bit_mismatches: chk.bit_mismatches,

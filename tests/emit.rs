@@ -135,17 +135,20 @@ fn small_preset_lints_clean_with_named_states() {
     );
 }
 
-/// buf2d passes the same gates: the whole core lints clean under -Wall with single-port P banks
-/// and with two-port banks emitted as memory-macro blackboxes; the modules buf2d changes (the PE
-/// row, the sequencer) synthesize without latches or loops; the manifest lists the banks: per
-/// PE row an S array of a × Bc = 16 FP32 words and a P array of 2 × 16 FP16 words.
+/// buf2d passes the same gates: the whole core lints clean under -Wall with single-port P banks,
+/// with two-port banks emitted as memory-macro blackboxes, and with 64-bit words; the modules
+/// buf2d changes (the PE row, also with 128-bit words, and the sequencer) synthesize without
+/// latches or loops; the manifest lists the banks: per PE row an S array of a × Bc = 16 FP32
+/// scores and a P array of 2 × 16 FP16 weights, in words of one element (16 × 32 and 32 × 16)
+/// or of 64 bits (8 × 64 each).
 #[test]
 fn buffered_core_passes_the_gates_and_lists_its_banks() {
-    for (ports, blackbox) in [(1, false), (2, true)] {
+    for (ports, blackbox, word) in [(1, false, 0), (2, true, 0), (2, false, 64)] {
         let cfg = CoreConfig {
             variant: Variant::Buf2d,
             buf_ports: ports,
             buf_macro: blackbox,
+            buf_word_bits: word,
             ..small()
         };
         let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -162,7 +165,12 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             .map(|m| (m.depth, m.width, m.copies, m.blackbox))
             .collect();
         banks.sort();
-        assert_eq!(banks, [(16, 32, 4, blackbox), (32, 16, 4, blackbox)]);
+        let want = if word == 0 {
+            [(16, 32, 4, blackbox), (32, 16, 4, blackbox)]
+        } else {
+            [(8, 64, 4, false), (8, 64, 4, false)]
+        };
+        assert_eq!(banks, want, "words of {word} bits");
         let bits: u64 = srams.iter().map(|m| m.bits()).sum();
         assert_eq!(bits, 8 * cfg.buffer_bytes_needed());
         assert!(manifest
@@ -170,12 +178,13 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             .iter()
             .all(|m| m.blackbox == (blackbox && srams.contains(&m))));
     }
-    let cfg = CoreConfig {
-        variant: Variant::Buf2d,
-        buf_ports: 1,
-        ..small()
-    };
-    for unit in ["pe_row", "sequencer"] {
+    for (unit, word) in [("pe_row", 0), ("pe_row", 128), ("sequencer", 0)] {
+        let cfg = CoreConfig {
+            variant: Variant::Buf2d,
+            buf_ports: 1,
+            buf_word_bits: word,
+            ..small()
+        };
         let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
         assert_lint_clean(dir.path());
     }
@@ -617,6 +626,24 @@ fn configuration_errors_say_what_and_how_to_fix() {
                 c.buf_bytes = 100;
             }),
             "buf_bytes = 100 is too small: the tiling needs 512 B",
+        ),
+        (
+            Box::new(|c| c.buf_word_bits = 64),
+            "buf_word_bits = 64 applies to buf2d's SRAM banks only",
+        ),
+        (
+            Box::new(|c| {
+                c.variant = Variant::Buf2d;
+                c.buf_word_bits = 48;
+            }),
+            "buf_word_bits = 48 is not supported",
+        ),
+        (
+            Box::new(|c| {
+                c.variant = Variant::Buf2d;
+                c.buf_word_bits = 256;
+            }),
+            "buf_word_bits = 256 does not fit bc = 8: a P word holds 16 weights",
         ),
     ];
     for (change, expect) in cases {

@@ -63,10 +63,10 @@ fn compare_energies_follow_from_counters_and_the_table() {
         let total = c("macs") * price("mac")
             + c("rf_reads") * price("rf_read_32b")
             + c("rf_writes") * price("rf_write_32b")
-            + c("p_buf_reads") * price("p_read_16b")
-            + c("p_buf_writes") * price("p_write_16b")
-            + c("s_buf_reads") * price("s_read_32b")
-            + c("s_buf_writes") * price("s_write_32b")
+            + c("p_buf_reads") * price("p_read")
+            + c("p_buf_writes") * price("p_write")
+            + c("s_buf_reads") * price("s_read")
+            + c("s_buf_writes") * price("s_write")
             + c("max_ops") * price("max_op")
             + c("exp_ops") * price("exp_op")
             + c("row_updates") * price("row_update")
@@ -115,7 +115,7 @@ fn compare_energies_follow_from_counters_and_the_table() {
             ("macs", "mac"),
             ("rf_reads", "rf_read_32b"),
             ("rf_writes", "rf_write_32b"),
-            ("p_buf_reads", "p_read_16b"),
+            ("p_buf_reads", "p_read"),
             ("exp_ops", "exp_op"),
             ("row_updates", "row_update"),
             ("land_read_bits", "land_read_bit"),
@@ -266,6 +266,8 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
         pe_rf_bytes: 256,
         p_bytes: if buffer.is_some() { 64 << 10 } else { 512 },
         buffer,
+        s_access_bits: 32,
+        p_access_bits: 16,
     }
 }
 

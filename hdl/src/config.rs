@@ -74,6 +74,11 @@ pub struct CoreConfig {
     /// behavioural synchronous RAM (`gen` and `synth` only; simulation uses the behaviour).
     #[serde(default)]
     pub buf_macro: bool,
+    /// buf2d: bits per word of the S and P arrays (0, the default: one element per word, FP32
+    /// S and FP16 P; 32 · 2^n: a word of w/32 scores or w/16 weights of one query row, so an
+    /// access moves that many and the banks have fewer, wider words).
+    #[serde(default)]
+    pub buf_word_bits: u32,
     /// reg3d: tiers of the stack (2: QK with the softmax engines, and PV above; 3: QK, a
     /// softmax tier with the row engines and the S registers, and PV).
     #[serde(default = "default_tiers")]
@@ -200,6 +205,7 @@ struct ConfigFile {
     buf_ports: Option<u32>,
     buf_bytes: Option<u64>,
     buf_macro: Option<bool>,
+    buf_word_bits: Option<u32>,
     tiers: Option<u32>,
     vlink_latency: Option<u32>,
     vlink_bits: Option<u32>,
@@ -257,6 +263,7 @@ impl ConfigFile {
             buf_ports: take_or!(buf_ports, default_buf_ports()),
             buf_bytes: take_or!(buf_bytes, 0),
             buf_macro: take_or!(buf_macro, false),
+            buf_word_bits: take_or!(buf_word_bits, 0),
             tiers: take_or!(tiers, default_tiers()),
             vlink_latency: take_or!(vlink_latency, default_vlink_latency()),
             vlink_bits: take_or!(vlink_bits, default_vlink_bits()),
@@ -350,6 +357,7 @@ impl CoreConfig {
             buf_ports: default_buf_ports(),
             buf_bytes: 0,
             buf_macro: false,
+            buf_word_bits: 0,
             tiers: default_tiers(),
             vlink_latency: default_vlink_latency(),
             vlink_bits: default_vlink_bits(),
@@ -686,6 +694,12 @@ impl CoreConfig {
              tiers = 3, or leave vlink_bits at 32",
             self.vlink_bits
         );
+        ensure!(
+            self.buf_word_bits == 0 || self.variant == Variant::Buf2d,
+            "buf_word_bits = {} applies to buf2d's SRAM banks only: set variant = \"buf2d\", or \
+             leave buf_word_bits at 0",
+            self.buf_word_bits
+        );
         match self.variant {
             Variant::Reg2d => Ok(()),
             Variant::Reg3d => {
@@ -716,12 +730,29 @@ impl CoreConfig {
                 Ok(())
             }
             Variant::Buf2d => {
+                let w = self.buf_word_bits;
+                ensure!(
+                    w == 0 || (w >= 32 && w.is_power_of_two() && w <= 1024),
+                    "buf_word_bits = {w} is not supported: 0 (one element per word: 32-bit S, \
+                     16-bit P words) or a power of two from 32 to 1024"
+                );
+                ensure!(
+                    self.bc.is_multiple_of((w / 16).max(1)),
+                    "buf_word_bits = {w} does not fit bc = {}: a P word holds {} weights of one \
+                     query row, which must divide the block's bc keys; lower buf_word_bits to at \
+                     most {} or use a bc that is a multiple of {}",
+                    self.bc,
+                    w / 16,
+                    16 * (1u32 << self.bc.trailing_zeros()),
+                    w / 16
+                );
                 let need = self.buffer_bytes_needed();
                 ensure!(
                     self.buf_bytes == 0 || self.buf_bytes >= need,
                     "buf_bytes = {} is too small: the tiling needs {need} B of buffer (per PE \
-                     row a*bc FP32 S words and 2*a*bc FP16 P words, a = br/rows, each count \
-                     rounded up to a power of two per query row and key): raise buf_bytes, set \
+                     row a*bc FP32 scores and 2*a*bc FP16 weights, a = br/rows, in words of \
+                     buf_word_bits, each count rounded up to a power of two per query row and \
+                     word): raise buf_bytes, set \
                      it to 0 (no limit) or shrink br or bc",
                     self.buf_bytes
                 );
@@ -735,8 +766,22 @@ impl CoreConfig {
     /// count is rounded up to a power of two.
     pub fn buffer_bytes_needed(&self) -> u64 {
         let a = (self.br / self.rows.max(1)).max(1);
-        let words = 1u64 << (crate::addr_bits(a) + crate::addr_bits(self.bc));
-        self.rows as u64 * (words * 4 + 2 * words * 2)
+        // Words of `per` elements, (query row, word) addressed: each count a power of two.
+        let words = |per: u32| {
+            1u64 << (crate::addr_bits(a) + crate::addr_bits((self.bc / per.max(1)).max(1)))
+        };
+        let (s_per, p_per) = self.buf_elems_per_word();
+        let s_bytes = words(s_per) * 4 * s_per as u64;
+        let p_bytes = 2 * words(p_per) * 2 * p_per as u64;
+        self.rows as u64 * (s_bytes + p_bytes)
+    }
+
+    /// buf2d: scores per S word and weights per P word (`buf_word_bits`; 0: one each).
+    pub fn buf_elems_per_word(&self) -> (u32, u32) {
+        match self.buf_word_bits {
+            0 => (1, 1),
+            w => (w / 32, w / 16),
+        }
     }
 
     /// Peak multiply-accumulates per cycle (one per PE).

@@ -337,6 +337,9 @@ pub struct Geometry {
     /// buf2d: the S and P arrays are SRAM macros of `p_bytes` each bank; `None` for register
     /// designs (P banks priced as register arrays of `p_bytes`).
     pub buffer: Option<Placement>,
+    /// Bits of one S-array access and one P-bank access (32 and 16; buf2d's wide words more).
+    pub s_access_bits: u64,
+    pub p_access_bits: u64,
 }
 
 /// Energy by component (pJ), at the table's node.
@@ -494,9 +497,10 @@ impl EnergyTable {
             + 2.0 * e("int32_add");
         let (p_r, p_w) = self.storage_pj(g.p_bytes);
         // Accesses of w bits cost w/64 of the 64-bit figure.
-        let p_pj = (n(a.p_reads) * p_r + n(a.p_writes) * p_w) * 16.0 / 64.0;
-        let s_pj = (n(a.s_reads) * p_r + n(a.s_writes) * p_w) * 32.0 / 64.0;
-        let buffer_bits = 16 * (a.p_reads + a.p_writes) + 32 * (a.s_reads + a.s_writes);
+        let (s_bits, p_bits) = (g.s_access_bits, g.p_access_bits);
+        let p_pj = (n(a.p_reads) * p_r + n(a.p_writes) * p_w) * n(p_bits) / 64.0;
+        let s_pj = (n(a.s_reads) * p_r + n(a.s_writes) * p_w) * n(s_bits) / 64.0;
+        let buffer_bits = p_bits * (a.p_reads + a.p_writes) + s_bits * (a.s_reads + a.s_writes);
         let (p_registers, sram, buffer_transport) = match g.buffer {
             None => (p_pj + s_pj, 0.0, 0.0),
             Some(Placement::Planar) => (
@@ -597,6 +601,8 @@ mod tests {
             pe_rf_bytes: 256,
             p_bytes: 128,
             buffer: None,
+            s_access_bits: 32,
+            p_access_bits: 16,
         };
         let b = t.breakdown(&a, &g);
         let k = scale(45.0, 16.0).unwrap();

@@ -119,10 +119,27 @@ pub struct RowBuffer {
     pub ports: u32,
     /// Emit the arrays as memory-macro blackboxes.
     pub blackbox: bool,
+    /// Scores per S word and weights per P word (powers of two dividing Bc; 1: one element
+    /// per word). The copy and the exp sweep gather a word and write it once; the sweeps and
+    /// the PV steps read a word once and take its elements in turn.
+    pub s_per_word: u32,
+    pub p_per_word: u32,
 }
 
 impl PeRowConfig {
     pub fn validate(&self) -> Result<()> {
+        if let Some(b) = self.buffer {
+            for (what, per) in [
+                ("scores per S word", b.s_per_word),
+                ("weights per P word", b.p_per_word),
+            ] {
+                anyhow::ensure!(
+                    per.is_power_of_two() && self.bc().is_multiple_of(per),
+                    "{per} {what} must be a power of two dividing Bc = {}",
+                    self.bc()
+                );
+            }
+        }
         self.pe.validate()?;
         self.exp.validate()
     }
@@ -203,30 +220,44 @@ impl PeRowConfig {
         self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e)
     }
 
-    /// The S array of the row's bank: a × Bc FP32 words at (ii, j), single-port.
+    /// The S array of the row's bank: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
+    /// single-port.
     pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
         self.buffer.map(|b| crate::sram::SramConfig {
-            depth: 1 << (self.ii_bits() + self.j_bits()),
-            width: 32,
+            depth: 1 << (self.ii_bits() + self.word_bits(b.s_per_word)),
+            width: 32 * b.s_per_word,
             ports: 1,
             blackbox: b.blackbox,
         })
     }
 
     /// The row's P bank: two blocks of a × Bc FP16 weights at (slot, ii, j); one read and one
-    /// write port, or in buf2d the buffer's P array with its configured ports.
+    /// write port, or in buf2d the buffer's P array with its configured ports and words of
+    /// `p_per_word` weights.
     pub fn p_array(&self) -> crate::sram::SramConfig {
+        let per = self.p_per_word();
         crate::sram::SramConfig {
-            depth: self.p_depth(),
-            width: 16,
+            depth: 2 << (self.ii_bits() + self.word_bits(per)),
+            width: 16 * per,
             ports: self.buffer.map_or(2, |b| b.ports),
             blackbox: self.buffer.is_some_and(|b| b.blackbox),
         }
     }
 
-    /// Words of P (both block slots) the row keeps, at (slot, ii, j).
-    pub fn p_depth(&self) -> u32 {
-        2 << (self.ii_bits() + self.j_bits())
+    /// Bits of an S-array access and of a P-bank access (32 and 16, or buf2d's wide words).
+    pub fn access_bits(&self) -> (u32, u32) {
+        let s_per = self.buffer.map_or(1, |b| b.s_per_word);
+        (32 * s_per, 16 * self.p_per_word())
+    }
+
+    /// Weights per P word (1 but in buf2d with wide words).
+    pub fn p_per_word(&self) -> u32 {
+        self.buffer.map_or(1, |b| b.p_per_word)
+    }
+
+    /// Bits of a word's index within a query row's Bc keys, `per` keys to a word.
+    pub fn word_bits(&self, per: u32) -> u32 {
+        addr_bits(self.bc() / per)
     }
 
     pub fn bc(&self) -> u32 {
@@ -753,7 +784,6 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         recip_done,
         start_sweep,
     );
-    let out_valid = exp.valid;
     // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
     // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
     // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
@@ -779,10 +809,10 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         macs: pes.macs,
         rf_reads: m.sum(&reads, count_w),
         rf_writes: m.sum(&pes.rf_writes, count_w),
-        // P bank accesses (16 bits): one read per query row and key of a PV block, the exp
-        // stage writes each weight.
-        p_read: i.p_rd.re,
-        p_write: out_valid,
+        // P bank accesses (of a word: 16 bits, or `p_per_word` weights in buf2d): a read per
+        // query row and word of a PV block, a write per word the exp stage fills.
+        p_read: p_bank.re,
+        p_write: exp.p_write,
         s_read: sw.s_read,
         s_write: sw.s_write,
         vlink: vlink_bits(m, cfg, exp.link_we, e.in_ro, s_bits),
@@ -940,31 +970,62 @@ fn key_index(m: &mut ModuleBuilder, cfg: &PeRowConfig, c: Sig, jj: Sig) -> Sig {
 /// output columns.
 struct PBank {
     value: Sig,
+    /// The bank's read (a word's first key).
+    re: Sig,
     we: Sig,
     waddr: Sig,
     wdata: Sig,
 }
 
 fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> PBank {
-    let aw = cfg.p_array().addr_width();
-    let (we, waddr, wdata) = (m.net("p_we", 1), m.net("p_waddr", aw), m.net("p_wdata", 16));
+    let bank = cfg.p_array();
+    let aw = bank.addr_width();
+    let (we, waddr, wdata) = (
+        m.net("p_we", 1),
+        m.net("p_waddr", aw),
+        m.net("p_wdata", bank.width),
+    );
+    let per = cfg.p_per_word();
+    let word = Word::of(m, cfg, i.p_rd.j, per);
+    // A query row's word is read with its first key; its other keys come from the row's copy
+    // of it (below), as the PV steps visit every query row at a key before the next key.
+    let re = word.at_first(i.p_rd.re);
     let ins = SramIn {
         we,
         waddr,
         wdata,
-        re: i.p_rd.re,
-        raddr: cat(&[i.p_rd.slot, i.p_rd.ii, i.p_rd.j]),
+        re,
+        raddr: cat(&[i.p_rd.slot, i.p_rd.ii, word.index]),
     };
-    let value = m.instantiate(&parts.p_bank, "p_bank", &ins).rd_data;
-    if cfg.p_array().ports == 1 {
+    let word_rd = m.instantiate(&parts.p_bank, "p_bank", &ins).rd_data;
+    let value = match word.field {
+        None => word_rd,
+        Some((f, first, _)) => {
+            // Captured with each read, held for its PV steps: the element, the query row,
+            // and whether the bank's read register or the row's copy holds the word.
+            let f_rd = m.hold("p_field_rd", f, i.p_rd.re);
+            let ii_rd = m.hold("p_ii_rd", i.p_rd.ii, i.p_rd.re);
+            let fetched = m.hold("p_fetched", first, i.p_rd.re);
+            let copies: Vec<Sig> = (0..cfg.a)
+                .map(|r| {
+                    let en = fetched & ii_rd.eq(r as u64);
+                    m.hold(&format!("p_word_r{r}"), word_rd, en)
+                })
+                .collect();
+            let held = mux_index(ii_rd, &copies);
+            element(mux(fetched, word_rd, held), 16, Some(f_rd))
+        }
+    };
+    if bank.ports == 1 {
         m.assert_always(
             "p_one_access",
-            !(we & i.p_rd.re),
+            !(we & re),
             "the single-port P bank got a read (PV) and a write (softmax) in the same cycle",
         );
     }
     PBank {
         value,
+        re,
         we,
         waddr,
         wdata,
@@ -1012,17 +1073,23 @@ fn sweep_read(
             s_write: zero,
         };
     };
+    let per = cfg.buffer.map_or(1, |b| b.s_per_word);
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
-    let addr = cat(&[e.ii.q, j]);
-    let re = e.in_max | e.in_exp;
+    let word = Word::of(m, cfg, j, per);
+    let addr = cat(&[e.ii.q, word.index]);
+    // A word's first score is read with it; the word is written with its last score.
+    let re = word.at_first(e.in_max | e.in_exp);
+    let we = word.at_last(e.in_copy);
     let ins = SramIn {
-        we: e.in_copy,
+        we,
         waddr: addr,
-        wdata: pe_value,
+        wdata: gather(m, "s_gather", pe_value, e.in_copy, per),
         re,
         raddr: addr,
     };
-    let value = m.instantiate(bank, "s_bank", &ins).rd_data;
+    let word_rd = m.instantiate(bank, "s_bank", &ins).rd_data;
+    let field_rd = word.field.map(|(f, _, _)| m.delay("s_field_rd", f));
+    let value = element(word_rd, 32, field_rd);
     let at_end = and_all(&[
         e.jj.q.eq((cfg.b - 1) as u64),
         e.cc.q.eq((cfg.cols - 1) as u64),
@@ -1038,8 +1105,78 @@ fn sweep_read(
         jj: m.delay("jj_rd", e.jj.q),
         copied: m.name("s_copied", e.in_copy & at_end),
         s_read: re,
-        s_write: e.in_copy,
+        s_write: we,
     }
+}
+
+/// Key `j` of a query row in words of `per` keys.
+struct Word {
+    /// The word's index in the row.
+    index: Sig,
+    /// The key's element in the word, and whether it is the word's first and its last (None
+    /// with one key a word).
+    field: Option<(Sig, Sig, Sig)>,
+}
+
+impl Word {
+    fn of(m: &mut ModuleBuilder, cfg: &PeRowConfig, j: Sig, per: u32) -> Word {
+        let lg = per.trailing_zeros();
+        if lg == 0 {
+            return Word {
+                index: j,
+                field: None,
+            };
+        }
+        let index = if j.width > lg {
+            j.slice(j.width - 1, lg)
+        } else {
+            m.zero(cfg.word_bits(per))
+        };
+        let f = j.slice(lg - 1, 0);
+        Word {
+            index,
+            field: Some((f, f.is_zero(), f.eq((per - 1) as u64))),
+        }
+    }
+
+    /// `x` in the word's first key only.
+    fn at_first(&self, x: Sig) -> Sig {
+        self.field.map_or(x, |(_, first, _)| x & first)
+    }
+
+    /// `x` in the word's last key only.
+    fn at_last(&self, x: Sig) -> Sig {
+        self.field.map_or(x, |(_, _, last)| x & last)
+    }
+}
+
+/// A word of `per` elements: `x` (the word's last) above the `per` − 1 before it, which a shift
+/// register gathers on `en` (the oldest in the lowest bits: element f at bits f·w ..).
+fn gather(m: &mut ModuleBuilder, name: &str, x: Sig, en: Sig, per: u32) -> Sig {
+    if per == 1 {
+        return x;
+    }
+    let w = x.width;
+    let held = m.reg(name, w * (per - 1), None);
+    let shifted = if per > 2 {
+        cat(&[x, held.q.slice(w * (per - 1) - 1, w)])
+    } else {
+        x
+    };
+    m.set_next(held, shifted);
+    m.set_enable(held, en);
+    cat(&[x, held.q])
+}
+
+/// Element `field` (`w` bits each) of `word` (the word itself when it holds one).
+fn element(word: Sig, w: u32, field: Option<Sig>) -> Sig {
+    let Some(f) = field else {
+        return word;
+    };
+    let xs: Vec<Sig> = (0..word.width / w)
+        .map(|k| word.slice(k * w + w - 1, k * w))
+        .collect();
+    mux_index(f, &xs)
 }
 
 /// Max sweep: the running max of the row's scores (masked ones are −Inf), the block max.
@@ -1088,8 +1225,9 @@ fn s_link_bits(m: &mut ModuleBuilder, cfg: &PeRowConfig, s_link: Option<&STier>)
 
 /// What the exp sweep gives the rest of the row.
 struct ExpSweep {
-    /// A weight leaves the exp pipeline (and is written to the P buffer).
-    valid: Sig,
+    /// The P bank write a weight leaving the exp pipeline makes (each weight, or a word's last
+    /// in buf2d with wide words).
+    p_write: Sig,
     /// The weight's write reaches the P bank (after the vertical link in reg3d).
     link_we: Sig,
     /// Cycles from the sweep's last score to the block sum: the pipeline, one cycle for the
@@ -1124,13 +1262,18 @@ fn exp_sweep(
     let out_c = m.delay_n("exp_c", sw.cc, exp_lat);
     let out_jj = m.delay_n("exp_jj", sw.jj, exp_lat);
     let p_j = key_index(m, cfg, out_c, out_jj);
+    // P words of several weights (buf2d) are gathered and written with their last weight.
+    let per = cfg.p_per_word();
+    let p_word = Word::of(m, cfg, p_j, per);
+    let p_we = p_word.at_last(out_valid);
+    let p_data = gather(m, "p_gather", p, out_valid, per);
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
     let link = cfg.tiered.map_or(0, |t| t.vlink_latency);
     let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
     let (we, waddr, wdata) = (
-        up(m, "link_p_we", out_valid),
-        up(m, "link_p_waddr", cat(&[e.slot, out_ii, p_j])),
-        up(m, "link_p_wdata", p),
+        up(m, "link_p_we", p_we),
+        up(m, "link_p_waddr", cat(&[e.slot, out_ii, p_word.index])),
+        up(m, "link_p_wdata", p_data),
     );
     m.drive(p_bank.we, we);
     m.drive(p_bank.waddr, waddr);
@@ -1157,7 +1300,7 @@ fn exp_sweep(
     m.discard(t.max);
     m.drive(sm.blk_sum, t.sum);
     ExpSweep {
-        valid: out_valid,
+        p_write: p_we,
         link_we: we,
         drain_latency: cfg.drain_latency(),
     }

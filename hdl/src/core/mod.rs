@@ -173,9 +173,14 @@ impl CoreParams {
             exp: c.softmax_exp(),
             mem_width: c.mem_width,
             fault: None,
-            buffer: (c.variant == Variant::Buf2d).then_some(RowBuffer {
-                ports: c.buf_ports,
-                blackbox: c.buf_macro,
+            buffer: (c.variant == Variant::Buf2d).then_some({
+                let (s_per_word, p_per_word) = c.buf_elems_per_word();
+                RowBuffer {
+                    ports: c.buf_ports,
+                    blackbox: c.buf_macro,
+                    s_per_word,
+                    p_per_word,
+                }
             }),
             tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
                 vlink_latency: c.vlink_latency,
