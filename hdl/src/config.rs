@@ -767,8 +767,14 @@ impl CoreConfig {
     pub fn buffer_bytes_needed(&self) -> u64 {
         let a = (self.br / self.rows.max(1)).max(1);
         // Words of `per` elements, (query row, word) addressed: each count a power of two.
+        // (A word that holds a row's whole block needs no index.)
         let words = |per: u32| {
-            1u64 << (crate::addr_bits(a) + crate::addr_bits((self.bc / per.max(1)).max(1)))
+            let index = if per > 1 && self.bc == per {
+                0
+            } else {
+                crate::addr_bits((self.bc / per).max(1))
+            };
+            1u64 << (crate::addr_bits(a) + index)
         };
         let (s_per, p_per) = self.buf_elems_per_word();
         let s_bytes = words(s_per) * 4 * s_per as u64;

@@ -255,9 +255,14 @@ impl PeRowConfig {
         self.buffer.map_or(1, |b| b.p_per_word)
     }
 
-    /// Bits of a word's index within a query row's Bc keys, `per` keys to a word.
+    /// Bits of a word's index within a query row's Bc keys, `per` keys to a word (none when
+    /// a word holds the row's whole block; one key a word keeps the key's `j_bits`).
     pub fn word_bits(&self, per: u32) -> u32 {
-        addr_bits(self.bc() / per)
+        if per > 1 && self.bc() == per {
+            0
+        } else {
+            addr_bits(self.bc() / per)
+        }
     }
 
     pub fn bc(&self) -> u32 {
@@ -986,7 +991,7 @@ fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) ->
         m.net("p_wdata", bank.width),
     );
     let per = cfg.p_per_word();
-    let word = Word::of(m, cfg, i.p_rd.j, per);
+    let word = Word::of(cfg, i.p_rd.j, per);
     // A query row's word is read with its first key; its other keys come from the row's copy
     // of it (below), as the PV steps visit every query row at a key before the next key.
     let re = word.at_first(i.p_rd.re);
@@ -995,7 +1000,7 @@ fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) ->
         waddr,
         wdata,
         re,
-        raddr: cat(&[i.p_rd.slot, i.p_rd.ii, word.index]),
+        raddr: word.address(&[i.p_rd.slot, i.p_rd.ii]),
     };
     let word_rd = m.instantiate(&parts.p_bank, "p_bank", &ins).rd_data;
     let value = match word.field {
@@ -1075,8 +1080,8 @@ fn sweep_read(
     };
     let per = cfg.buffer.map_or(1, |b| b.s_per_word);
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
-    let word = Word::of(m, cfg, j, per);
-    let addr = cat(&[e.ii.q, word.index]);
+    let word = Word::of(cfg, j, per);
+    let addr = word.address(&[e.ii.q]);
     // A word's first score is read with it; the word is written with its last score.
     let re = word.at_first(e.in_max | e.in_exp);
     let we = word.at_last(e.in_copy);
@@ -1111,32 +1116,34 @@ fn sweep_read(
 
 /// Key `j` of a query row in words of `per` keys.
 struct Word {
-    /// The word's index in the row.
-    index: Sig,
+    /// The word's index in the row (None: one word holds the row's block).
+    index: Option<Sig>,
     /// The key's element in the word, and whether it is the word's first and its last (None
     /// with one key a word).
     field: Option<(Sig, Sig, Sig)>,
 }
 
 impl Word {
-    fn of(m: &mut ModuleBuilder, cfg: &PeRowConfig, j: Sig, per: u32) -> Word {
+    fn of(cfg: &PeRowConfig, j: Sig, per: u32) -> Word {
         let lg = per.trailing_zeros();
         if lg == 0 {
             return Word {
-                index: j,
+                index: Some(j),
                 field: None,
             };
         }
-        let index = if j.width > lg {
-            j.slice(j.width - 1, lg)
-        } else {
-            m.zero(cfg.word_bits(per))
-        };
+        let index = (cfg.word_bits(per) > 0).then(|| j.slice(j.width - 1, lg));
         let f = j.slice(lg - 1, 0);
         Word {
             index,
             field: Some((f, f.is_zero(), f.eq((per - 1) as u64))),
         }
+    }
+
+    /// The word's address in a bank of words at (`above`, word).
+    fn address(&self, above: &[Sig]) -> Sig {
+        let parts: Vec<Sig> = above.iter().copied().chain(self.index).collect();
+        cat(&parts)
     }
 
     /// `x` in the word's first key only.
@@ -1264,7 +1271,7 @@ fn exp_sweep(
     let p_j = key_index(m, cfg, out_c, out_jj);
     // P words of several weights (buf2d) are gathered and written with their last weight.
     let per = cfg.p_per_word();
-    let p_word = Word::of(m, cfg, p_j, per);
+    let p_word = Word::of(cfg, p_j, per);
     let p_we = p_word.at_last(out_valid);
     let p_data = gather(m, "p_gather", p, out_valid, per);
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
@@ -1272,7 +1279,7 @@ fn exp_sweep(
     let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
     let (we, waddr, wdata) = (
         up(m, "link_p_we", p_we),
-        up(m, "link_p_waddr", cat(&[e.slot, out_ii, p_word.index])),
+        up(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
         up(m, "link_p_wdata", p_data),
     );
     m.drive(p_bank.we, we);
