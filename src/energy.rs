@@ -117,13 +117,14 @@ pub fn load_table(path: Option<&Path>) -> Result<EnergyTable> {
     }
 }
 
-/// Bytes of one PE row's P storage: the P bank of a register design (2·a·Bc FP16 weights,
-/// addressed by query row and key, so rounded up to powers of two), or buf2d's SRAM bank (S
-/// and P arrays; `buf_bytes` per row when the config names a capacity).
+/// Bytes of the storage a P access touches: the P bank of a register design (2·a·Bc FP16
+/// weights, addressed by query row and key, so rounded up to powers of two), or one of the
+/// `buf_banks` SRAM banks of buf2d's row (S and P arrays; `buf_bytes` per row when the config
+/// names a capacity).
 pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
     match cfg.variant {
-        Variant::Buf2d if cfg.buf_bytes > 0 => cfg.buf_bytes / cfg.rows as u64,
-        Variant::Buf2d => cfg.buffer_bytes_needed() / cfg.rows as u64,
+        Variant::Buf2d if cfg.buf_bytes > 0 => cfg.buf_bytes / (cfg.rows * cfg.buf_banks) as u64,
+        Variant::Buf2d => cfg.buffer_bytes_needed() / (cfg.rows * cfg.buf_banks) as u64,
         _ => {
             let a = (cfg.br / cfg.rows).max(1);
             let words = 1u64 << (hdl::addr_bits(a) + hdl::addr_bits(cfg.bc));

@@ -225,6 +225,11 @@ fn random_configurations_build_or_are_refused() {
             cfg.variant = hdl::config::Variant::ALL[variant.min(2)];
             cfg.tiers = if variant >= 3 { 3 } else { 2 };
             cfg.vlink_bits = if variant == 4 { 1 << vl } else { 32 };
+            // buf2d: words of one element to 256 bits, one or two banks per array.
+            if variant == 1 {
+                cfg.buf_word_bits = [0, 32, 64, 128, 256][vl as usize];
+                cfg.buf_banks = 1 + (vl >= 2) as u32;
+            }
             (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
             let need = (2 * a * b + a * e).next_power_of_two();
             cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);

@@ -63,11 +63,13 @@ fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
     c
 }
 
-/// `cfg` (buf2d) with S and P words of `bits` bits (several scores or weights to an access).
-fn wide(cfg: &CoreConfig, bits: u32) -> CoreConfig {
+/// `cfg` (buf2d) with S and P words of `bits` bits (several scores or weights to an access),
+/// each array in `banks` SRAM banks.
+fn wide(cfg: &CoreConfig, bits: u32, banks: u32) -> CoreConfig {
     let c = CoreConfig {
-        name: format!("{}_w{bits}", cfg.name),
+        name: format!("{}_w{bits}_b{banks}", cfg.name),
         buf_word_bits: bits,
+        buf_banks: banks,
         ..cfg.clone()
     };
     c.validate().unwrap();
@@ -155,17 +157,18 @@ fn small_tiered_core_is_bit_exact() {
 }
 
 /// The buffered baseline (S and P in the SRAM buffer, two-port P banks, 64-bit words: two
-/// scores or four weights to an access) on the same shapes.
+/// scores or four weights to an access, each array in four interleaved banks) on the same
+/// shapes.
 #[test]
 fn small_buffered_core_is_bit_exact() {
-    scenarios(&wide(&buffered(&small(), 2), 64), 60, 300, 94);
+    scenarios(&wide(&buffered(&small(), 2), 64, 4), 60, 300, 94);
 }
 
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
 /// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d, as buf2d with
-/// single-port P banks (PV and the softmax take turns) and 128-bit words (an S word spans two
+/// single-port P banks (PV and the softmax take turns), 128-bit words (an S word spans two
 /// PEs, a P word a query row's whole block, and the PV steps visit four query rows' words in
-/// turn), and as reg3d with two and three tiers.
+/// turn) and two banks per array, and as reg3d with two and three tiers.
 #[test]
 fn narrow_core_with_deep_pipelines_is_bit_exact() {
     let mut c = small();
@@ -178,7 +181,7 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
     c.add_latency = 2;
     c.validate().unwrap();
     scenarios(&c, 30, 160, 92);
-    scenarios(&wide(&buffered(&c, 1), 128), 30, 160, 95);
+    scenarios(&wide(&buffered(&c, 1), 128, 2), 30, 160, 95);
     scenarios(&tiered(&c), 30, 160, 98);
     scenarios(&stacked(&c, 3), 20, 160, 88);
 }

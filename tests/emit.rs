@@ -136,11 +136,11 @@ fn small_preset_lints_clean_with_named_states() {
 }
 
 /// buf2d passes the same gates: the whole core lints clean under -Wall with single-port P banks,
-/// with two-port banks emitted as memory-macro blackboxes, and with 64-bit words; the modules
-/// buf2d changes (the PE row, also with 128-bit words, and the sequencer) synthesize without
-/// latches or loops; the manifest lists the banks: per PE row an S array of a × Bc = 16 FP32
-/// scores and a P array of 2 × 16 FP16 weights, in words of one element (16 × 32 and 32 × 16)
-/// or of 64 bits (8 × 64 each).
+/// with two-port banks emitted as memory-macro blackboxes, and with 64-bit words in two banks
+/// per array; the modules buf2d changes (the PE row, also with 128-bit words in two banks, and
+/// the sequencer) synthesize without latches or loops; the manifest lists the banks: per PE
+/// row an S array of a × Bc = 16 FP32 scores and a P array of 2 × 16 FP16 weights, in words of
+/// one element (16 × 32 and 32 × 16) or of 64 bits (8 × 64 each, as two banks of 4 × 64).
 #[test]
 fn buffered_core_passes_the_gates_and_lists_its_banks() {
     for (ports, blackbox, word) in [(1, false, 0), (2, true, 0), (2, false, 64)] {
@@ -149,6 +149,7 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             buf_ports: ports,
             buf_macro: blackbox,
             buf_word_bits: word,
+            buf_banks: if word == 0 { 1 } else { 2 },
             ..small()
         };
         let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -168,7 +169,7 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
         let want = if word == 0 {
             [(16, 32, 4, blackbox), (32, 16, 4, blackbox)]
         } else {
-            [(8, 64, 4, false), (8, 64, 4, false)]
+            [(4, 64, 8, false), (4, 64, 8, false)]
         };
         assert_eq!(banks, want, "words of {word} bits");
         let bits: u64 = srams.iter().map(|m| m.bits()).sum();
@@ -178,11 +179,12 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             .iter()
             .all(|m| m.blackbox == (blackbox && srams.contains(&m))));
     }
-    for (unit, word) in [("pe_row", 0), ("pe_row", 128), ("sequencer", 0)] {
+    for (unit, word, banks) in [("pe_row", 0, 1), ("pe_row", 128, 2), ("sequencer", 0, 1)] {
         let cfg = CoreConfig {
             variant: Variant::Buf2d,
             buf_ports: 1,
             buf_word_bits: word,
+            buf_banks: banks,
             ..small()
         };
         let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
@@ -644,6 +646,17 @@ fn configuration_errors_say_what_and_how_to_fix() {
                 c.buf_word_bits = 256;
             }),
             "buf_word_bits = 256 does not fit bc = 8: a P word holds 16 weights",
+        ),
+        (
+            Box::new(|c| c.buf_banks = 2),
+            "buf_banks = 2 applies to buf2d's SRAM arrays only",
+        ),
+        (
+            Box::new(|c| {
+                c.variant = Variant::Buf2d;
+                c.buf_banks = 16;
+            }),
+            "buf_banks = 16 is not supported here: a power of two from 1 to 8",
         ),
     ];
     for (change, expect) in cases {

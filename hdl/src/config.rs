@@ -79,6 +79,11 @@ pub struct CoreConfig {
     /// access moves that many and the banks have fewer, wider words).
     #[serde(default)]
     pub buf_word_bits: u32,
+    /// buf2d: SRAM banks each row's S array and P array is split into (1, the default, or a
+    /// power of two), interleaved on the low bits of the word address: the same accesses, each
+    /// to a smaller macro (cheaper per access in the energy model, as in CACTI).
+    #[serde(default = "default_buf_banks")]
+    pub buf_banks: u32,
     /// reg3d: tiers of the stack (2: QK with the softmax engines, and PV above; 3: QK, a
     /// softmax tier with the row engines and the S registers, and PV).
     #[serde(default = "default_tiers")]
@@ -122,6 +127,10 @@ fn default_top_name() -> String {
 
 fn default_vlink_bits() -> u32 {
     32
+}
+
+fn default_buf_banks() -> u32 {
+    1
 }
 
 fn default_buf_ports() -> u32 {
@@ -206,6 +215,7 @@ struct ConfigFile {
     buf_bytes: Option<u64>,
     buf_macro: Option<bool>,
     buf_word_bits: Option<u32>,
+    buf_banks: Option<u32>,
     tiers: Option<u32>,
     vlink_latency: Option<u32>,
     vlink_bits: Option<u32>,
@@ -264,6 +274,7 @@ impl ConfigFile {
             buf_bytes: take_or!(buf_bytes, 0),
             buf_macro: take_or!(buf_macro, false),
             buf_word_bits: take_or!(buf_word_bits, 0),
+            buf_banks: take_or!(buf_banks, default_buf_banks()),
             tiers: take_or!(tiers, default_tiers()),
             vlink_latency: take_or!(vlink_latency, default_vlink_latency()),
             vlink_bits: take_or!(vlink_bits, default_vlink_bits()),
@@ -358,6 +369,7 @@ impl CoreConfig {
             buf_bytes: 0,
             buf_macro: false,
             buf_word_bits: 0,
+            buf_banks: default_buf_banks(),
             tiers: default_tiers(),
             vlink_latency: default_vlink_latency(),
             vlink_bits: default_vlink_bits(),
@@ -695,6 +707,12 @@ impl CoreConfig {
             self.vlink_bits
         );
         ensure!(
+            self.buf_banks == 1 || self.variant == Variant::Buf2d,
+            "buf_banks = {} applies to buf2d's SRAM arrays only: set variant = \"buf2d\", or \
+             leave buf_banks at 1",
+            self.buf_banks
+        );
+        ensure!(
             self.buf_word_bits == 0 || self.variant == Variant::Buf2d,
             "buf_word_bits = {} applies to buf2d's SRAM banks only: set variant = \"buf2d\", or \
              leave buf_word_bits at 0",
@@ -746,6 +764,15 @@ impl CoreConfig {
                     16 * (1u32 << self.bc.trailing_zeros()),
                     w / 16
                 );
+                let (s_words, p_words) = self.buf_array_words();
+                let most = s_words.min(p_words) / 2;
+                ensure!(
+                    self.buf_banks.is_power_of_two() && self.buf_banks as u64 <= most,
+                    "buf_banks = {} is not supported here: a power of two from 1 to {most} (each \
+                     bank of a row's S array ({s_words} words) and P array ({p_words} words) \
+                     holds at least two words)",
+                    self.buf_banks
+                );
                 let need = self.buffer_bytes_needed();
                 ensure!(
                     self.buf_bytes == 0 || self.buf_bytes >= need,
@@ -765,9 +792,18 @@ impl CoreConfig {
     /// block) and a P array (a x Bc FP16, two blocks), addressed by (query row, key), so each
     /// count is rounded up to a power of two.
     pub fn buffer_bytes_needed(&self) -> u64 {
+        let (s_per, p_per) = self.buf_elems_per_word();
+        let (s_words, p_words) = self.buf_array_words();
+        let s_bytes = s_words * 4 * s_per as u64;
+        let p_bytes = p_words * 2 * p_per as u64;
+        self.rows as u64 * (s_bytes + p_bytes)
+    }
+
+    /// buf2d: words of one row's S array and P array (both blocks), each addressed by query
+    /// row and word, so each count a power of two (a word that holds a row's whole block
+    /// needs no index).
+    pub fn buf_array_words(&self) -> (u64, u64) {
         let a = (self.br / self.rows.max(1)).max(1);
-        // Words of `per` elements, (query row, word) addressed: each count a power of two.
-        // (A word that holds a row's whole block needs no index.)
         let words = |per: u32| {
             let index = if per > 1 && self.bc == per {
                 0
@@ -777,9 +813,7 @@ impl CoreConfig {
             1u64 << (crate::addr_bits(a) + index)
         };
         let (s_per, p_per) = self.buf_elems_per_word();
-        let s_bytes = words(s_per) * 4 * s_per as u64;
-        let p_bytes = 2 * words(p_per) * 2 * p_per as u64;
-        self.rows as u64 * (s_bytes + p_bytes)
+        (words(s_per), 2 * words(p_per))
     }
 
     /// buf2d: scores per S word and weights per P word (`buf_word_bits`; 0: one each).

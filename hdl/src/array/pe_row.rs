@@ -124,6 +124,8 @@ pub struct RowBuffer {
     /// the PV steps read a word once and take its elements in turn.
     pub s_per_word: u32,
     pub p_per_word: u32,
+    /// SRAM banks of each array (a power of two), interleaved on the word address's low bits.
+    pub banks: u32,
 }
 
 impl PeRowConfig {
@@ -220,11 +222,11 @@ impl PeRowConfig {
         self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e)
     }
 
-    /// The S array of the row's bank: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
-    /// single-port.
+    /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
+    /// in `banks` banks, single-port.
     pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
         self.buffer.map(|b| crate::sram::SramConfig {
-            depth: 1 << (self.ii_bits() + self.word_bits(b.s_per_word)),
+            depth: (1 << (self.ii_bits() + self.word_bits(b.s_per_word))) / b.banks,
             width: 32 * b.s_per_word,
             ports: 1,
             blackbox: b.blackbox,
@@ -232,12 +234,12 @@ impl PeRowConfig {
     }
 
     /// The row's P bank: two blocks of a × Bc FP16 weights at (slot, ii, j); one read and one
-    /// write port, or in buf2d the buffer's P array with its configured ports and words of
-    /// `p_per_word` weights.
+    /// write port, or in buf2d one bank of the buffer's P array, with its configured ports,
+    /// words of `p_per_word` weights and `banks` banks.
     pub fn p_array(&self) -> crate::sram::SramConfig {
         let per = self.p_per_word();
         crate::sram::SramConfig {
-            depth: 2 << (self.ii_bits() + self.word_bits(per)),
+            depth: (2 << (self.ii_bits() + self.word_bits(per))) / self.banks(),
             width: 16 * per,
             ports: self.buffer.map_or(2, |b| b.ports),
             blackbox: self.buffer.is_some_and(|b| b.blackbox),
@@ -248,6 +250,11 @@ impl PeRowConfig {
     pub fn access_bits(&self) -> (u32, u32) {
         let s_per = self.buffer.map_or(1, |b| b.s_per_word);
         (32 * s_per, 16 * self.p_per_word())
+    }
+
+    /// SRAM banks of each array (1 but in buf2d with `buf_banks`).
+    pub fn banks(&self) -> u32 {
+        self.buffer.map_or(1, |b| b.banks)
     }
 
     /// Weights per P word (1 but in buf2d with wide words).
@@ -984,7 +991,8 @@ struct PBank {
 
 fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> PBank {
     let bank = cfg.p_array();
-    let aw = bank.addr_width();
+    // The array's word address: a bank's, and the bank.
+    let aw = bank.addr_width() + cfg.banks().trailing_zeros();
     let (we, waddr, wdata) = (
         m.net("p_we", 1),
         m.net("p_waddr", aw),
@@ -1002,7 +1010,7 @@ fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) ->
         re,
         raddr: word.address(&[i.p_rd.slot, i.p_rd.ii]),
     };
-    let word_rd = m.instantiate(&parts.p_bank, "p_bank", &ins).rd_data;
+    let word_rd = banked(m, &parts.p_bank, "p_bank", ins, cfg.banks());
     let value = match word.field {
         None => word_rd,
         Some((f, first, _)) => {
@@ -1092,7 +1100,7 @@ fn sweep_read(
         re,
         raddr: addr,
     };
-    let word_rd = m.instantiate(bank, "s_bank", &ins).rd_data;
+    let word_rd = banked(m, bank, "s_bank", ins, cfg.banks());
     let field_rd = word.field.map(|(f, _, _)| m.delay("s_field_rd", f));
     let value = element(word_rd, 32, field_rd);
     let at_end = and_all(&[
@@ -1112,6 +1120,33 @@ fn sweep_read(
         s_read: re,
         s_write: we,
     }
+}
+
+/// An array of `banks` banks of `bank`, interleaved on the word address's low bits: each
+/// access goes to one bank, and the read data comes from the bank last read (each bank's read
+/// register holds its word, as the one bank's does). Returns the read data.
+fn banked(m: &mut ModuleBuilder, bank: &SramBlock, name: &str, ins: SramIn, banks: u32) -> Sig {
+    let lg = banks.trailing_zeros();
+    if lg == 0 {
+        return m.instantiate(bank, name, &ins).rd_data;
+    }
+    let split = |a: Sig| (a.slice(lg - 1, 0), a.slice(a.width - 1, lg));
+    let (wbank, waddr) = split(ins.waddr);
+    let (rbank, raddr) = split(ins.raddr);
+    let reads: Vec<Sig> = (0..banks as u64)
+        .map(|k| {
+            let one = SramIn {
+                we: ins.we & wbank.eq(k),
+                waddr,
+                wdata: ins.wdata,
+                re: ins.re & rbank.eq(k),
+                raddr,
+            };
+            m.instantiate(bank, &format!("{name}{k}"), &one).rd_data
+        })
+        .collect();
+    let last = m.hold(&format!("{name}_rd_bank"), rbank, ins.re);
+    mux_index(last, &reads)
 }
 
 /// Key `j` of a query row in words of `per` keys.

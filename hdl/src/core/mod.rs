@@ -180,6 +180,7 @@ impl CoreParams {
                     blackbox: c.buf_macro,
                     s_per_word,
                     p_per_word,
+                    banks: c.buf_banks,
                 }
             }),
             tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
