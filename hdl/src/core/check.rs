@@ -5,8 +5,9 @@
 //!   within `kv_bound` cycles;
 //! * `writes_only_o`: every memory write falls inside the O tile being written (S and P never
 //!   reach memory);
-//! * `k_block_in_order`, `v_block_in_order`: a phase starts on the block it needs (the
-//!   channel's current block is the phase's block; a stale block would be reused otherwise);
+//! * `k_block_in_order`, `v_block_in_order`: a phase runs on the block it needs (in its first
+//!   step the channel's current block is the phase's block; a stale block would be reused
+//!   otherwise);
 //! * `q_release_held`, `k_release_held`, `v_release_held`: blocks are released only while one
 //!   is held.
 
@@ -93,12 +94,16 @@ fn check(m: &mut ModuleBuilder, p: &CoreParams, i: &CheckIn) {
     let bad = (i.mem_valid & i.mem_write) & outside;
     let what = "a memory write fell outside the O tile being written";
     m.assert_always("writes_only_o", !bad, what);
-    // A phase starts on the block it expects.
+    // A phase starts on the block it expects, checked in its first step: the channel's current
+    // block then is the one the phase reads, and the issue count the phase's block (a reg3d
+    // tier may start its next phase in the last step of the current one, before the release
+    // and the count of that step have taken effect).
     for (ch, start, current, issued) in [
         ("k", i.start_qk, i.k_block, i.qk_issued),
         ("v", i.start_pv, i.v_block, i.pv_issued),
     ] {
-        let bad = start & current.ne(issued);
+        let started = m.delay(&format!("{ch}_phase_started"), start);
+        let bad = started & current.ne(issued);
         let what = format!(
             "a {} phase started on a {} block other than the one it needs",
             if ch == "k" { "QK" } else { "PV" },
