@@ -137,11 +137,7 @@ pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
 /// their own ("3-D buffered").
 pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
     let mac_tiers = if cfg.variant == Variant::Reg3d { 2 } else { 1 };
-    let (s_per, p_per) = if cfg.variant == Variant::Buf2d {
-        cfg.buf_elems_per_word()
-    } else {
-        (1, 1)
-    };
+    let (s_access_bits, p_access_bits) = hdl::core::CoreParams::row_config(cfg).access_bits();
     let dma = cfg.dma();
     let beat_bytes = (dma.width / 8) as u64;
     // The largest of the Q, K and V landing banks (two slots each), and an O staging bank
@@ -164,8 +160,8 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         } else {
             Placement::Planar
         }),
-        s_access_bits: 32 * s_per as u64,
-        p_access_bits: 16 * p_per as u64,
+        s_access_bits: s_access_bits as u64,
+        p_access_bits: p_access_bits as u64,
     }
 }
 
