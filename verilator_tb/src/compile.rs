@@ -1,9 +1,11 @@
 //! Building a Verilator model of an output folder's top module into a shared library, cached by
 //! content hash.
 //!
-//! The C++ shim is rendered with tera from the manifest's port list; `verilator --cc --exe
-//! --build` compiles model and shim with `-fPIC` and links them with `-shared`, so the "exe" is
-//! a library that libloading opens. The cache key covers the Verilog text, the shim, the
+//! The C++ shim is rendered with tera from the manifest's port list; `verilator --cc --exe`
+//! writes the model's C++ and makefile, and make compiles model and shim with `-fPIC` and links
+//! them with `-shared`, so the "exe" is a library that libloading opens. Verilator's run-time
+//! objects come from a cache of their own (`runtime.rs`) instead of being compiled for every
+//! model; a hierarchical build runs `verilator --build`, which drives its per-block makefile. The cache key covers the Verilog text, the shim, the
 //! options and Verilator's version, so an unchanged design is never rebuilt, and a changed one
 //! always is. Concurrent builds of the same design (parallel tests) serialize on a lock file.
 //!
@@ -163,13 +165,13 @@ pub fn cache_root() -> PathBuf {
 
 /// 64-bit FNV-1a: a stable content hash for cache keys (std's hasher may change between
 /// Rust releases).
-struct Fnv(u64);
+pub(crate) struct Fnv(pub(crate) u64);
 
 impl Fnv {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Fnv(0xcbf2_9ce4_8422_2325)
     }
-    fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 ^= b as u64;
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
@@ -185,7 +187,7 @@ fn checksum_path(library: &Path) -> PathBuf {
 }
 
 /// "<length> <FNV-1a hash>" of a file.
-fn checksum(path: &Path) -> Result<String> {
+pub(crate) fn checksum(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut h = Fnv::new();
     h.feed(&bytes);
@@ -230,7 +232,7 @@ fn process_alive(pid: u32) -> bool {
 
 /// The Verilator flags that shape a model (beyond its sources and top): the RTL's assertions,
 /// tracing, the C++ optimization, simulation threads and `REGFLASH_VERILATOR_ARGS`.
-fn model_flags(options: &BuildOptions) -> Vec<String> {
+fn model_flags(options: &BuildOptions) -> Result<Vec<String>> {
     // Simulation runs with the RTL's assertions on. Verilator 5.006's DFG optimizer is off: it
     // mis-evaluates a row's 32-term register-write count on 16-column reg3d cores (three times
     // the sum of its bits; the Verilog is right, Icarus agrees, and `-fno-dfg` fixes it;
@@ -245,8 +247,18 @@ fn model_flags(options: &BuildOptions) -> Vec<String> {
         Some(WaveFormat::Fst) => f.push("--trace-fst".into()),
         None => {}
     }
+    let short_runs = options.quick || fast_build()?;
+    if short_runs {
+        // Functions of at most ~100 statements instead of one per instance and region: g++
+        // compiles the same logic in a quarter of the CPU time (its optimizer is superlinear
+        // in a function's size), and the model simulates about a quarter slower (README,
+        // Simulation speed).
+        f.extend(["--output-split-cfuncs".into(), "100".into()]);
+    }
     let opt: &[&str] = if options.quick {
         &["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"]
+    } else if short_runs {
+        &["OPT_FAST=-O1"]
     } else {
         // The per-cycle code at -O2 rather than Verilator's -Os: 12-25 % more cycles/s on the
         // small and medium cores for the same build time (benches/sim_speed.rs).
@@ -268,7 +280,35 @@ fn model_flags(options: &BuildOptions) -> Vec<String> {
         }
     }
     f.extend(extra_args());
-    f
+    Ok(f)
+}
+
+/// The Verilator flags and the make arguments (the values of `-MAKEFLAGS`) in `flags`.
+fn split_make_flags(flags: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut verilator, mut make) = (vec![], vec![]);
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        match (f.as_str(), it.clone().next()) {
+            ("-MAKEFLAGS", Some(v)) => {
+                make.push(v.clone());
+                it.next();
+            }
+            _ => verilator.push(f.clone()),
+        }
+    }
+    (verilator, make)
+}
+
+/// Whether `REGFLASH_FAST_BUILD` asks for models built for short runs (`1`; unset or `0`: no).
+pub fn fast_build() -> Result<bool> {
+    match std::env::var("REGFLASH_FAST_BUILD").as_deref() {
+        Err(_) | Ok("") | Ok("0") => Ok(false),
+        Ok("1") => Ok(true),
+        Ok(v) => bail!(
+            "REGFLASH_FAST_BUILD = `{v}` is not understood: set it to 1 to build models for \
+             short runs, 0 (or unset it) for the default build"
+        ),
+    }
 }
 
 /// Builds (or finds in the cache) the Verilator model of the folder `dir`'s top module.
@@ -281,7 +321,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     hash.feed(format!("verilator {major}.{minor}").as_bytes());
     hash.feed(shim.as_bytes());
     // Every flag that shapes the model is in the key (a changed recipe rebuilds).
-    let flags = model_flags(options);
+    let flags = model_flags(options)?;
     hash.feed(format!("{options:?} {flags:?}").as_bytes());
     let mut sources = vec![];
     for f in &manifest.files {
@@ -373,26 +413,64 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
 
     let verilator = require(Tool::Verilator)?;
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut cmd = Command::new(verilator);
+    let (verilator_flags, make_flags) = split_make_flags(&flags);
+    let failed = |what: &str, out: &std::process::Output| {
+        let log = gen::tools::tail(out, 80);
+        let _ = std::fs::remove_dir_all(&work);
+        anyhow::anyhow!(
+            "building the Verilator model of `{}` failed ({what}: {}). Compiler output:\n{log}",
+            top.name,
+            out.status
+        )
+    };
+    let mut cmd = Command::new(&verilator);
     cmd.current_dir(&work)
-        .args(["--cc", "--exe", "--build", "-Wno-fatal"])
-        .args(["-j", &jobs.to_string()])
+        .args(["--cc", "--exe", "-Wno-fatal"])
         .args(["--top-module", &top.name])
         .args(["-Mdir", "obj", "-o", "libdut.so"])
         .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
-        .args(&flags);
-    cmd.args(&files).arg(&shim_path);
-    let out = cmd
-        .output()
-        .context("cannot run verilator to build the simulation model")?;
-    if !out.status.success() {
-        let log = gen::tools::tail(&out, 80);
-        let _ = std::fs::remove_dir_all(&work);
-        bail!(
-            "building the Verilator model of `{}` failed ({}). Compiler output:\n{log}",
-            top.name,
-            out.status
+        .args(&verilator_flags);
+    if options.hier_blocks.is_empty() {
+        // Verilate, then compile with make ourselves, so that the run-time objects come from
+        // the cache (runtime.rs) instead of being compiled again for every model.
+        cmd.args(&files).arg(&shim_path);
+        let out = cmd
+            .output()
+            .context("cannot run verilator to build the simulation model")?;
+        if !out.status.success() {
+            return Err(failed("verilating", &out));
+        }
+        let obj = work.join("obj");
+        let makefile = format!("V{}.mk", top.name);
+        let runtime = crate::runtime::Runtime::of(&obj, &makefile, &make_flags, &root)?;
+        let reused = runtime.install(&obj);
+        let out = Command::new("make")
+            .current_dir(&obj)
+            .args(["-f", &makefile, "-j", &jobs.to_string()])
+            .args(&make_flags)
+            .output()
+            .context("cannot run make to compile the simulation model")?;
+        if !out.status.success() {
+            return Err(failed("compiling", &out));
+        }
+        if !reused {
+            runtime.store(&obj);
+        }
+    } else {
+        // A hierarchical build runs Verilator once per block and then the top, through a
+        // makefile of its own: `--build` drives it.
+        cmd.args(["--build", "-j", &jobs.to_string()]).args(
+            make_flags
+                .iter()
+                .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
         );
+        cmd.args(&files).arg(&shim_path);
+        let out = cmd
+            .output()
+            .context("cannot run verilator to build the simulation model")?;
+        if !out.status.success() {
+            return Err(failed("verilator --build", &out));
+        }
     }
     let output = work.join("obj").join("libdut.so");
     if !output.is_file() {
