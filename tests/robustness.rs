@@ -120,8 +120,8 @@ fn the_contract_fails_wrong_outputs() {
 }
 
 /// Item 6: a truncated or corrupted cached model is detected before it is loaded and rebuilt
-/// with a notice (it killed the process with SIGBUS / SIGSEGV), and build folders of
-/// interrupted builds are removed.
+/// with a notice (it killed the process with SIGBUS / SIGSEGV), build folders of interrupted
+/// builds are removed, and a damaged shared run-time object is compiled again.
 #[test]
 fn damaged_model_cache_heals() {
     use std::process::Command;
@@ -187,6 +187,34 @@ fn damaged_model_cache_heals() {
         assert_eq!(std::fs::metadata(&lib).unwrap().len(), len, "{what}");
     }
     assert!(!stale.exists(), "the stale build folder is removed");
+
+    // A damaged shared run-time object (verilator_tb/src/runtime.rs) is not linked: make
+    // compiles it again for the next model, and the good copy replaces it.
+    let runtime = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("runtime-")
+        })
+        .expect("the shared run-time objects");
+    let object = runtime.join("verilated.o");
+    let good_len = std::fs::metadata(&object).unwrap().len() as usize;
+    corrupt(&object);
+    std::fs::remove_dir_all(lib.parent().unwrap()).unwrap();
+    let o = verify();
+    assert!(o.status.success(), "damaged run-time object: {}", text(&o));
+    let now = std::fs::read(&object).unwrap();
+    assert_eq!(now.len(), good_len);
+    assert!(
+        now[good_len / 3..good_len / 3 + 4096]
+            .iter()
+            .any(|&b| b != 0xA5),
+        "the damaged run-time object is replaced"
+    );
 }
 
 /// Item 9: slow memory. Up to MAX_MEM_LATENCY cycles the assertion bound and the watchdog

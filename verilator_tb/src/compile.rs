@@ -430,16 +430,31 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .args(["-Mdir", "obj", "-o", "libdut.so"])
         .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
         .args(&verilator_flags);
-    if options.hier_blocks.is_empty() {
-        // Verilate, then compile with make ourselves, so that the run-time objects come from
-        // the cache (runtime.rs) instead of being compiled again for every model.
-        cmd.args(&files).arg(&shim_path);
-        let out = cmd
-            .output()
-            .context("cannot run verilator to build the simulation model")?;
-        if !out.status.success() {
-            return Err(failed("verilating", &out));
-        }
+    // A hierarchical build runs Verilator once per block and then the top, through a makefile
+    // of its own: `--build` drives it. Otherwise we verilate and run make ourselves, so that
+    // the run-time objects come from the cache (runtime.rs) instead of being compiled again
+    // for every model.
+    let hierarchical = !options.hier_blocks.is_empty();
+    if hierarchical {
+        cmd.args(["--build", "-j", &jobs.to_string()]).args(
+            make_flags
+                .iter()
+                .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
+        );
+    }
+    cmd.args(&files).arg(&shim_path);
+    let out = cmd
+        .output()
+        .context("cannot run verilator to build the simulation model")?;
+    if !out.status.success() {
+        let step = if hierarchical {
+            "verilator --build"
+        } else {
+            "verilating"
+        };
+        return Err(failed(step, &out));
+    }
+    if !hierarchical {
         let obj = work.join("obj");
         let makefile = format!("V{}.mk", top.name);
         let runtime = crate::runtime::Runtime::of(&obj, &makefile, &make_flags, &root)?;
@@ -455,21 +470,6 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         }
         if !reused {
             runtime.store(&obj);
-        }
-    } else {
-        // A hierarchical build runs Verilator once per block and then the top, through a
-        // makefile of its own: `--build` drives it.
-        cmd.args(["--build", "-j", &jobs.to_string()]).args(
-            make_flags
-                .iter()
-                .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
-        );
-        cmd.args(&files).arg(&shim_path);
-        let out = cmd
-            .output()
-            .context("cannot run verilator to build the simulation model")?;
-        if !out.status.success() {
-            return Err(failed("verilator --build", &out));
         }
     }
     let output = work.join("obj").join("libdut.so");
