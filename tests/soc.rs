@@ -184,15 +184,7 @@ fn run_batch_checked(
 /// alone, independently of the RTL's burst arithmetic.
 fn expected_bursts(p: &CoreParams, a: &Attention, lay: &Layout) -> (u64, u64) {
     let beat = (p.dma.width / 8) as u64;
-    let split = |mut at: u64, bytes: u64| {
-        let (end, mut n) = (at + bytes, 0);
-        while at < end {
-            let page_end = (at / 4096 + 1) * 4096;
-            at = end.min(page_end).min(at + 256 * beat);
-            n += 1;
-        }
-        n
-    };
+    let split = |at: u64, bytes: u64| verilator_tb::axi::bursts_of(at, bytes, beat);
     let (br, bc, d) = (p.br() as usize, p.bc() as usize, a.head_dim);
     let row = (2 * d) as u64;
     let o_row = (a.out_bytes() * d) as u64;

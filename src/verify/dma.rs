@@ -1,6 +1,14 @@
 //! Checking the DMA against the memory model: transfers on every channel at once under random
 //! latency, bandwidth, bank conflicts and back-pressure.
 //!
+//! The DMA's memory port is the configuration's (`mem_if`): the simple port on the memory
+//! model, or the AXI4 master on the testbench's AXI4 slave (`verilator_tb::axi`: the same
+//! memory, random stalls on every channel, read bursts of different IDs reordered beat by beat,
+//! every protocol rule checked). Over AXI4 the bursts are counted too: each transfer must take
+//! exactly the bursts its addresses need (the longest AXI4 allows, a row at a time, or a block
+//! at a time when its rows are contiguous), and an error response must end up as the channel's
+//! error code.
+//!
 //! For each read channel the bench plays the consumer: it asks for blocks (`x_want`), and when
 //! one has landed it reads every row back through the landing buffer's port and compares each
 //! beat with the memory at the descriptor's address, holds the block for a set number of
@@ -10,13 +18,15 @@
 //! (the DMA's and the memory's) must show every beat moved exactly once.
 
 use anyhow::{bail, ensure, Result};
-use hdl::dma::{error, DmaConfig};
+use hdl::dma::{error, DmaConfig, MemIf};
 use hdl::landing::{LandingConfig, Layout};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError};
-use verilator_tb::memory::{MemLink, Memory, MemoryConfig, MemoryStats};
+use verilator_tb::axi::{bursts_of, AxiFault, AxiStats};
+use verilator_tb::memory::{Memory, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model, PortId};
 
+use super::attention::{MemPort, MemoryTiming};
 use super::pure::pack;
 
 /// A transfer descriptor.
@@ -50,6 +60,8 @@ pub struct DmaRun {
     pub first_wait: [u64; 3],
     /// Blocks checked per read channel.
     pub blocks: [u64; 3],
+    /// The AXI4 slave's statistics (AXI4 port only).
+    pub axi: Option<AxiStats>,
 }
 
 const READ: [&str; 3] = ["q", "k", "v"];
@@ -79,18 +91,29 @@ pub struct DmaBench {
     pub dut: Dut,
     pub mem: Memory,
     cfg: DmaConfig,
-    link: MemLink,
+    link: MemPort,
     consumers: Vec<Consumer>,
 }
 
 impl DmaBench {
+    /// The DMA of `model` on a memory of `mem`. With the AXI4 port the memory holds the bytes
+    /// and the AXI4 slave takes its latency, stall probability and seed (bursts of different
+    /// IDs reordered); bandwidth and banks are the simple port's.
     pub fn new(model: &Model, cfg: &DmaConfig, mem: MemoryConfig) -> Result<Self> {
         ensure!(
             mem.beat_bytes == cfg.beat_bytes() as usize,
             "memory beat and DMA width differ"
         );
         let dut = model.dut()?;
-        let link = MemLink::new(&dut)?;
+        let timing = MemoryTiming {
+            latency: mem.latency.max(1),
+            bytes_per_cycle: 0,
+            stall_probability: mem.stall_probability,
+            seed: mem.seed,
+            reorder: true,
+            fault: None,
+        };
+        let link = MemPort::new(&dut, cfg, &timing)?;
         let lands = [cfg.q, cfg.k, cfg.v];
         let mut consumers = vec![];
         for (i, name) in READ.into_iter().enumerate() {
@@ -120,6 +143,11 @@ impl DmaBench {
             link,
             consumers,
         })
+    }
+
+    /// AXI4: the error response of every burst that touches bytes [lo, hi) from now on.
+    pub fn set_fault(&mut self, fault: Option<AxiFault>) -> Result<()> {
+        self.link.set_fault(fault)
     }
 
     fn set_desc(&mut self, ch: &str, d: &Desc, blocks: bool) {
@@ -308,7 +336,7 @@ impl DmaBench {
         loop {
             let busy = self.consumers.iter().any(|c| self.dut.get_id(c.busy) == 1)
                 || self.dut.get("o_busy") == 1;
-            if !busy && self.mem.outstanding() == 0 {
+            if !busy && self.mem.outstanding() == 0 && self.link.idle() {
                 for c in &mut self.consumers {
                     c.job = None;
                 }
@@ -329,6 +357,7 @@ impl DmaBench {
             memory: self.mem.stats,
             read_beats: self.dut.get("read_beats"),
             write_beats: self.dut.get("write_beats"),
+            axi: self.link.axi_stats(),
             ..DmaRun::default()
         };
         for (i, c) in self.consumers.iter().enumerate() {
@@ -453,9 +482,31 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
         )
 }
 
-/// Runs a scenario and checks every landed beat, every written byte and every counter;
-/// returns the beats moved and the cycles taken.
-pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, u64), String> {
+/// The AXI4 bursts transfer `d` takes, from its addresses alone: a row at a time, or with
+/// contiguous rows (stride = row bytes) a block at a time (`read`: the read channels, whose
+/// bursts never span a block) or the whole transfer (the write channel), each run split at
+/// 256 beats and 4 KiB boundaries.
+pub fn expected_bursts(d: &Desc, beat: u64, read: bool) -> u64 {
+    let group = match (d.stride == d.row_bytes, read) {
+        (false, _) => 1,
+        (true, true) => d.block_rows.max(1),
+        (true, false) => d.rows.max(1),
+    };
+    (0..d.rows)
+        .step_by(group as usize)
+        .map(|r| {
+            bursts_of(
+                d.base + r * d.stride,
+                group.min(d.rows - r) * d.row_bytes,
+                beat,
+            )
+        })
+        .sum()
+}
+
+/// Runs a scenario and checks every landed beat, every written byte and every counter (over
+/// AXI4 also the bursts); returns the beats moved and the run's counters.
+pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), String> {
     let beat = d.beat_bytes() as usize;
     let mem = MemoryConfig {
         size: MEM,
@@ -534,7 +585,20 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, u64), Str
             expected[at]
         ));
     }
-    Ok((read_beats + write_beats, r.cycles))
+    if let Some(axi) = r.axi {
+        let beat = beat as u64;
+        let reads: u64 = (s.reads.iter().flatten())
+            .map(|j| expected_bursts(&j.desc, beat, true))
+            .sum();
+        let writes = s.write.map_or(0, |(w, _)| expected_bursts(&w, beat, false));
+        if (axi.read_bursts, axi.write_bursts) != (reads, writes) {
+            return Err(format!(
+                "AXI4: {} read and {} write bursts, the addresses need {reads} and {writes}",
+                axi.read_bursts, axi.write_bursts
+            ));
+        }
+    }
+    Ok((read_beats + write_beats, r))
 }
 
 /// Every class of bad descriptor on every channel: the error code, an idle channel, no memory
@@ -668,27 +732,119 @@ pub fn check_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
             n += 1;
         }
     }
+    if d.mem_if == MemIf::Axi4 {
+        n += check_bus_errors(model, d)?;
+    }
     Ok(n)
 }
 
-/// `cases` random scenarios (proptest, fixed seed); returns (scenarios, beats moved, cycles).
+/// AXI4 error responses: on every channel, SLVERR and then DECERR on one burst of a transfer
+/// (four one-beat rows a page apart, a burst each; the second one fails). The transfer still
+/// completes with every burst answered, the channel reports the code after it, and the next
+/// start clears the code and runs clean. Returns the cases.
+fn check_bus_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
+    let beat = d.beat_bytes() as u64;
+    let mut n = 0;
+    for ch in ["q", "k", "v", "o"] {
+        let base = if ch == "o" { MEM as u64 / 2 } else { 0 };
+        let desc = Desc {
+            base,
+            stride: 4096,
+            row_bytes: beat,
+            rows: 4,
+            block_rows: 2,
+        };
+        for (resp, code) in [
+            (hdl::dma::AXI_SLVERR, error::SLVERR),
+            (hdl::dma::AXI_DECERR, error::DECERR),
+        ] {
+            let mut b = DmaBench::new(model, d, MemoryConfig::simple(MEM, beat as usize, 3))?;
+            b.mem.load_bytes(0, &pattern(5))?;
+            let fault = AxiFault {
+                lo: base + 4096,
+                hi: base + 4096 + beat,
+                resp,
+            };
+            for (round, want) in [(Some(fault), code), (None, 0)] {
+                b.set_fault(round)?;
+                match READ.iter().position(|&c| c == ch) {
+                    Some(i) => b.start_read(i, ReadJob { desc, hold: 2 })?,
+                    None => {
+                        let data = vec![vec![0x5a5a_0000 + n as u32; beat as usize / 4]; 4];
+                        b.start_write(&desc, &data)?;
+                    }
+                }
+                b.run_to_idle(10_000)?;
+                let got = b.dut.get(&format!("{ch}_error"));
+                let what = if round.is_some() {
+                    "after an error response"
+                } else {
+                    "on the start after it"
+                };
+                ensure!(
+                    got == want,
+                    "{ch}, AXI4 response {resp}: error code {got} {what}, expected {want} ({})",
+                    error::describe(want)
+                );
+                let r = b.counters();
+                let axi = r.axi.expect("an AXI4 port");
+                ensure!(
+                    axi.read_bursts + axi.write_bursts == 4,
+                    "{ch}: {} bursts for four rows a page apart",
+                    axi.read_bursts + axi.write_bursts
+                );
+                b.link.reset_stats();
+            }
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// What a set of random scenarios did, summed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Totals {
+    pub scenarios: u64,
+    pub beats: u64,
+    pub cycles: u64,
+    /// The AXI4 slave's statistics (AXI4 port only): bursts, beats that overtook an older
+    /// burst's, cycles a VALID waited; the longest burst.
+    pub axi: Option<AxiStats>,
+}
+
+/// `cases` random scenarios (proptest, fixed seed).
 pub fn random_transfers(
     model: &Model,
     d: &DmaConfig,
     cases: u32,
     seed: u64,
-) -> anyhow::Result<(u64, u64, u64)> {
+) -> anyhow::Result<Totals> {
     let config = Config {
         cases,
         failure_persistence: None,
         max_shrink_iters: 200,
         ..Config::default()
     };
-    let totals = std::cell::Cell::new((0u64, 0u64, 0u64));
+    let totals = std::cell::Cell::new(Totals::default());
     let result = super::seeds::run(config, seed, &scenario(d), |s| {
-        let (beats, cycles) = run(model, d, &s).map_err(TestCaseError::fail)?;
-        let (n, b, c) = totals.get();
-        totals.set((n + 1, b + beats, c + cycles));
+        let (beats, r) = run(model, d, &s).map_err(TestCaseError::fail)?;
+        let t = totals.get();
+        let axi = r.axi.map(|a| {
+            let o = t.axi.unwrap_or_default();
+            AxiStats {
+                read_bursts: o.read_bursts + a.read_bursts,
+                write_bursts: o.write_bursts + a.write_bursts,
+                longest_burst: o.longest_burst.max(a.longest_burst),
+                overtaking_beats: o.overtaking_beats + a.overtaking_beats,
+                stalled: o.stalled + a.stalled,
+            }
+        });
+        totals.set(Totals {
+            scenarios: t.scenarios + 1,
+            beats: t.beats + beats,
+            cycles: t.cycles + r.cycles,
+            axi,
+        });
         Ok(())
     });
     match result {

@@ -243,16 +243,15 @@ pub fn verify_dma(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRepo
     let d = cfg.dma();
     let start = Instant::now();
     let errors = crate::verify::dma::check_errors(&model, &d)?;
-    let (scenarios, beats, cycles) =
-        crate::verify::dma::random_transfers(&model, &d, (vectors / 1000).max(1), seed)?;
+    let t = crate::verify::dma::random_transfers(&model, &d, (vectors / 1000).max(1), seed)?;
     Ok(BlockReport {
         unit: "dma".into(),
         module,
         latency,
         directed_vectors: errors,
-        random_vectors: scenarios,
-        operations: beats,
-        sim_cycles: cycles,
+        random_vectors: t.scenarios,
+        operations: t.beats,
+        sim_cycles: t.cycles,
         sim_seconds: start.elapsed().as_secs_f64(),
         build_seconds,
     })

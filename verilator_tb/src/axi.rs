@@ -58,6 +58,19 @@ impl Default for AxiTiming {
     }
 }
 
+/// The INCR bursts of `beat`-byte beats a master needs for the `bytes` bytes from `at` if it
+/// makes each as long as AXI4 allows: at most 256 beats and never across a 4 KiB boundary.
+/// Computed from the addresses alone, as an expected value for a master's burst count.
+pub fn bursts_of(mut at: u64, bytes: u64, beat: u64) -> u64 {
+    let (end, mut n) = (at + bytes, 0);
+    while at < end {
+        let page_end = (at / 4096 + 1) * 4096;
+        at = end.min(page_end).min(at + 256 * beat);
+        n += 1;
+    }
+    n
+}
+
 /// A burst the slave has taken: ID, address, beats, when its first response is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Burst {
@@ -492,5 +505,23 @@ impl AxiLink {
             bail!("AXI4 protocol: more than 256 W beats without their AW or WLAST");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bursts_of;
+
+    #[test]
+    fn bursts_split_at_256_beats_and_4_kib() {
+        assert_eq!(bursts_of(0, 0, 8), 0);
+        assert_eq!(bursts_of(0, 8, 8), 1);
+        // 8-byte beats: 256 beats are 2 KiB, so a page holds two full bursts.
+        assert_eq!(bursts_of(0, 4096, 8), 2);
+        assert_eq!(bursts_of(0, 4096 + 8, 8), 3);
+        // Two beats on either side of a page boundary.
+        assert_eq!(bursts_of(4096 - 16, 32, 8), 2);
+        // 64-byte beats: a page is 64 beats, the page limit comes first.
+        assert_eq!(bursts_of(64, 3 * 4096, 64), 4);
     }
 }

@@ -201,8 +201,8 @@ pub enum MemPort {
 }
 
 impl MemPort {
-    pub fn new(dut: &Dut, p: &CoreParams, timing: &MemoryTiming) -> Result<Self> {
-        Ok(match p.dma.mem_if {
+    pub fn new(dut: &Dut, dma: &DmaConfig, timing: &MemoryTiming) -> Result<Self> {
+        Ok(match dma.mem_if {
             MemIf::Simple => {
                 ensure!(
                     timing.fault.is_none(),
@@ -223,7 +223,7 @@ impl MemPort {
                     seed: timing.seed,
                     fault: timing.fault,
                 };
-                MemPort::Axi(Box::new(AxiLink::new(dut, t, (p.dma.width / 8) as usize)?))
+                MemPort::Axi(Box::new(AxiLink::new(dut, t, dma.beat_bytes() as usize)?))
             }
         })
     }
@@ -244,15 +244,22 @@ impl MemPort {
         }
     }
 
+    /// Whether nothing is in flight on the AXI4 slave (every burst answered); the simple
+    /// port's requests are the memory's to count (`Memory::outstanding`).
+    pub fn idle(&self) -> bool {
+        match self {
+            MemPort::Axi(l) => l.idle(),
+            MemPort::Simple(_) => true,
+        }
+    }
+
     /// Fails if a burst is still unanswered (AXI4: the core must not finish, even with an
     /// error, before every write response is back and every read burst has landed).
     pub fn check_idle(&self) -> Result<()> {
-        if let MemPort::Axi(l) = self {
-            ensure!(
-                l.idle(),
-                "the core reported done with AXI4 bursts still in flight"
-            );
-        }
+        ensure!(
+            self.idle(),
+            "the core reported done with AXI4 bursts still in flight"
+        );
         Ok(())
     }
 
@@ -395,7 +402,7 @@ pub fn run_on(
     addrs: &Layout,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<CoreRun> {
-    let mut link = MemPort::new(dut, p, timing)?;
+    let mut link = MemPort::new(dut, &p.dma, timing)?;
     for (name, v) in [
         ("q_addr", addrs.q),
         ("k_addr", addrs.k),

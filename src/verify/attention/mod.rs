@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, ensure, Context, Result};
 use hdl::config::MAX_MEM_LATENCY;
 use hdl::core::{CoreParams, COUNTERS};
-use hdl::dma::MemIf;
+use hdl::dma::{DmaConfig, MemIf};
 use kernels::accuracy::Accuracy;
 use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
 use kernels::patterns::{tensors, Pattern};

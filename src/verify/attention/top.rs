@@ -49,7 +49,7 @@ impl TopDriver {
         let mut dut = model.dut()?;
         axil::idle(&mut dut);
         dut.reset(2);
-        let link = MemPort::new(&dut, p, timing)?;
+        let link = MemPort::new(&dut, &p.dma, timing)?;
         let mut d = TopDriver {
             dut,
             link,
