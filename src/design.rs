@@ -85,12 +85,44 @@ pub fn simulate_traced(
     target: &Target,
     trace: Option<verilator_tb::WaveFormat>,
 ) -> Result<(verilator_tb::Model, Manifest)> {
-    // Cores of 1,024 PEs and more (seed) verilate their PE rows as hierarchical blocks: the
-    // build takes under a minute instead of eight and a half, and simulates about as fast
-    // (README, Simulation speed). Smaller cores build flat, which simulates up to 2x faster
-    // there. A traced model is flat: a hierarchical block's waveform shows one row.
-    let rows = cfg.rows * cfg.cols >= 1024 && trace.is_none();
-    build_model(cfg, target, trace, rows)
+    simulate_for(cfg, target, trace, None)
+}
+
+/// Runs of at most this many cycles get a model built for short runs (unless
+/// `REGFLASH_FAST_BUILD` says otherwise): on a flat model it saves about two thirds of the
+/// build and costs about a quarter of the simulation speed, a win below about 4 M cycles on
+/// `small` and `medium` (README, Simulation speed); this is half that.
+pub const SHORT_RUN_CYCLES: u64 = 2_000_000;
+
+/// [`simulate_traced`] for a run expected to take `cycles` (from the cycle model; None: not
+/// known): a short run on a flat model gets the build for short runs.
+pub fn simulate_for(
+    cfg: &CoreConfig,
+    target: &Target,
+    trace: Option<verilator_tb::WaveFormat>,
+    cycles: Option<u64>,
+) -> Result<(verilator_tb::Model, Manifest)> {
+    let rows = hier_rows(cfg, trace);
+    build_model(cfg, target, trace, rows, short_run(cfg, trace, cycles))
+}
+
+/// Whether a core's PE rows are verilated as hierarchical blocks: for cores of 1,024 PEs and
+/// more (seed) the build takes under a minute instead of eight and a half, and simulates about
+/// as fast (README, Simulation speed). Smaller cores build flat, which simulates up to 2x
+/// faster there. A traced model is flat: a hierarchical block's waveform shows one row.
+fn hier_rows(cfg: &CoreConfig, trace: Option<verilator_tb::WaveFormat>) -> bool {
+    cfg.rows * cfg.cols >= 1024 && trace.is_none()
+}
+
+/// Whether a run of `cycles` gets the build for short runs: a known length of at most
+/// [`SHORT_RUN_CYCLES`] on a flat model. A block's code is compiled once whatever the core's
+/// size, so a hierarchical build is short already and a slower model is not worth it.
+fn short_run(
+    cfg: &CoreConfig,
+    trace: Option<verilator_tb::WaveFormat>,
+    cycles: Option<u64>,
+) -> bool {
+    !hier_rows(cfg, trace) && cycles.is_some_and(|c| c <= SHORT_RUN_CYCLES)
 }
 
 /// [`simulate`] with the PE rows verilated as hierarchical blocks whatever the core's size
@@ -99,7 +131,7 @@ pub fn simulate_hierarchical(
     cfg: &CoreConfig,
     target: &Target,
 ) -> Result<(verilator_tb::Model, Manifest)> {
-    build_model(cfg, target, None, true)
+    build_model(cfg, target, None, true, false)
 }
 
 fn build_model(
@@ -107,6 +139,7 @@ fn build_model(
     target: &Target,
     trace: Option<verilator_tb::WaveFormat>,
     hier_rows: bool,
+    short_run: bool,
 ) -> Result<(verilator_tb::Model, Manifest)> {
     let scratch = gen::tools::ScratchDir::new("model")?;
     let cfg = CoreConfig {
@@ -125,6 +158,7 @@ fn build_model(
         trace,
         threads: if big { cores.min(2) } else { 0 },
         hier_blocks: hier_blocks(&manifest, whole && hier_rows),
+        short_run,
     };
     let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
     Ok((model, manifest))
@@ -146,4 +180,24 @@ fn hier_blocks(manifest: &Manifest, rows: bool) -> Vec<String> {
         .filter(|m| prefixes.iter().any(|p| m.name.starts_with(p.as_str())))
         .map(|m| m.name.clone())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_runs_of_flat_models_get_the_short_build() {
+        let small = CoreConfig::preset("small").unwrap();
+        let seed = CoreConfig::preset("seed").unwrap();
+        let vcd = Some(verilator_tb::WaveFormat::Vcd);
+        assert!(short_run(&small, None, Some(SHORT_RUN_CYCLES)));
+        assert!(!short_run(&small, None, Some(SHORT_RUN_CYCLES + 1)));
+        assert!(!short_run(&small, None, None), "an unknown length");
+        assert!(
+            !short_run(&seed, None, Some(1000)),
+            "seed's rows are blocks"
+        );
+        assert!(short_run(&seed, vcd, Some(1000)), "a traced seed is flat");
+    }
 }

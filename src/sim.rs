@@ -361,26 +361,36 @@ pub fn run_with_fault(
     timing: &MemoryTiming,
     progress: impl FnMut(u64, u64),
 ) -> Result<(SimReport, Vec<u32>)> {
-    run_full(cfg, fault, a, timing, None, progress)
+    run_full(cfg, fault, a, timing, None, false, progress)
 }
 
 /// [`run_with_fault`], writing a waveform when `waves` is given (the model is then built, and
-/// cached, with tracing in the file's format).
+/// cached, with tracing in the file's format). With `fit_build` the model is built for the
+/// run's length as the cycle model predicts it: for short runs (a third of the build time,
+/// `design::SHORT_RUN_CYCLES`) or for speed.
+#[allow(clippy::too_many_arguments)]
 pub fn run_full(
     cfg: &CoreConfig,
     fault: Option<Fault>,
     a: &Attention,
     timing: &MemoryTiming,
     waves: Option<&Waves>,
+    fit_build: bool,
     progress: impl FnMut(u64, u64),
 ) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
     a.validate(&p)?;
     timing.validate()?;
+    let cycles = fit_build.then(|| {
+        let (t, _) = crate::cycles::estimate(&p, &a.shape(), timing.model_timing());
+        t.cycles
+    });
+    let simulate = |target: &Target, trace| crate::design::simulate_for(cfg, target, trace, cycles);
+    let from_env = verilator_tb::BuildOptions::from_env().trace;
     // With the AXI4 master the run goes through the top, as an SoC would drive it: the
     // registers over AXI4-Lite, the memory over AXI4 (a fault or a waveform needs the core).
     if p.dma.mem_if == hdl::dma::MemIf::Axi4 && fault.is_none() && waves.is_none() {
-        let (model, _) = simulate(cfg, &Target::Top)?;
+        let (model, _) = simulate(&Target::Top, from_env)?;
         let wait = attention::Wait::Interrupt;
         let run = attention::run_top(&model, &p, a, timing, wait, timing.seed)?;
         let chk = attention::check(&p, a, &run);
@@ -391,9 +401,9 @@ pub fn run_full(
         Some(w) => {
             w.opts.validate()?;
             let format = verilator_tb::WaveFormat::of_path(&w.path);
-            crate::design::simulate_traced(cfg, &target, Some(format))?
+            simulate(&target, Some(format))?
         }
-        None => simulate(cfg, &target)?,
+        None => simulate(&target, from_env)?,
     };
     let traced = waves.map(|w| (w.path.as_path(), &w.opts));
     let run = attention::run_traced(&model, &p, a, timing, traced, progress)?;

@@ -256,6 +256,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         &problem,
         &timing,
         waves.as_ref(),
+        true,
         progress_bar(),
     )?;
     if let Some(w) = &waves {

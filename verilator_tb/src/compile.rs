@@ -71,6 +71,9 @@ pub struct BuildOptions {
     /// model of its own behind a DPI wrapper, which costs time every cycle (README, Simulation
     /// speed).
     pub hier_blocks: Vec<String>,
+    /// The caller expects a short run: build for it (`--output-split-cfuncs 100` at `-O1`,
+    /// as `REGFLASH_FAST_BUILD=1` does), unless `REGFLASH_FAST_BUILD` is set either way.
+    pub short_run: bool,
 }
 
 /// Extra arguments for `verilator` from `REGFLASH_VERILATOR_ARGS` (white-space separated),
@@ -96,6 +99,7 @@ impl BuildOptions {
             quick: false,
             threads: 0,
             hier_blocks: vec![],
+            short_run: false,
         }
     }
 }
@@ -247,7 +251,7 @@ fn model_flags(options: &BuildOptions) -> Result<Vec<String>> {
         Some(WaveFormat::Fst) => f.push("--trace-fst".into()),
         None => {}
     }
-    let short_runs = options.quick || fast_build()?;
+    let short_runs = options.quick || fast_build()?.unwrap_or(options.short_run);
     if short_runs {
         // Functions of at most ~100 statements instead of one per instance and region: g++
         // compiles the same logic in a quarter of the CPU time (its optimizer is superlinear
@@ -299,14 +303,17 @@ fn split_make_flags(flags: &[String]) -> (Vec<String>, Vec<String>) {
     (verilator, make)
 }
 
-/// Whether `REGFLASH_FAST_BUILD` asks for models built for short runs (`1`; unset or `0`: no).
-pub fn fast_build() -> Result<bool> {
+/// What `REGFLASH_FAST_BUILD` says: `1` build every model for short runs, `0` never; unset
+/// (None) leaves it to the caller (`BuildOptions::short_run`).
+pub fn fast_build() -> Result<Option<bool>> {
     match std::env::var("REGFLASH_FAST_BUILD").as_deref() {
-        Err(_) | Ok("") | Ok("0") => Ok(false),
-        Ok("1") => Ok(true),
+        Err(_) | Ok("") => Ok(None),
+        Ok("0") => Ok(Some(false)),
+        Ok("1") => Ok(Some(true)),
         Ok(v) => bail!(
-            "REGFLASH_FAST_BUILD = `{v}` is not understood: set it to 1 to build models for \
-             short runs, 0 (or unset it) for the default build"
+            "REGFLASH_FAST_BUILD = `{v}` is not understood: set it to 1 to build every model \
+             for short runs, 0 to build every model for speed, or unset it to let regflash \
+             choose from the run's predicted length"
         ),
     }
 }
@@ -322,7 +329,13 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     hash.feed(shim.as_bytes());
     // Every flag that shapes the model is in the key (a changed recipe rebuilds).
     let flags = model_flags(options)?;
-    hash.feed(format!("{options:?} {flags:?}").as_bytes());
+    // `short_run` is a request; what it decides is in the flags, so the same build is found
+    // whoever asked for it.
+    let asked = BuildOptions {
+        short_run: false,
+        ..options.clone()
+    };
+    hash.feed(format!("{asked:?} {flags:?}").as_bytes());
     let mut sources = vec![];
     for f in &manifest.files {
         let path = dir.join(f);
