@@ -176,6 +176,17 @@ pub static UNITS: &[Unit] = &[
         check: Check::Own(run::verify_csr),
     },
     Unit {
+        name: "batch",
+        build: |d, c| {
+            Ok(hdl::soc::batch::build(
+                d,
+                &CoreParams::from_config(c)?,
+                &c.top_name,
+            ))
+        },
+        check: Check::Own(run::verify_batch),
+    },
+    Unit {
         name: "top",
         build: |d, c| hdl::soc::top::build(d, &CoreParams::from_config(c)?, &c.top_name),
         check: Check::Own(run::verify_top),

@@ -45,6 +45,20 @@ fn axi4_small() -> CoreConfig {
     }
 }
 
+/// The varlen batch controller at its own ports equals its model (`kernels::batch`; `verify
+/// --unit batch`) over the simple port and the AXI4 master: the directed batches (the single
+/// problem, empty sequences, each kind of bad list, a core error, aborts, wrapping addresses)
+/// and 100 random ones, each run twice on one instance.
+#[test]
+fn batch_controller_equals_its_model() {
+    for cfg in [small(), axi4_small()] {
+        let r = regflash::verify::run::verify_batch(&cfg, 100_000, 81)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        eprintln!("{r:?}");
+        assert!(r.directed_vectors >= 10 && r.random_vectors >= 100, "{r:?}");
+    }
+}
+
 /// The register block equals its model over directed and random streams with random
 /// channel delays (`verify --unit csr`).
 #[test]

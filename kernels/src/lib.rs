@@ -4,6 +4,7 @@
 //! low-precision references (`reference`), and the per-event energy table (`energy`).
 
 pub mod accuracy;
+pub mod batch;
 pub mod csr;
 pub mod energy;
 pub mod flash;

@@ -2,6 +2,7 @@
 
 pub mod attention;
 pub mod axil;
+pub mod batch;
 pub mod csr;
 pub mod dma;
 pub mod pe;

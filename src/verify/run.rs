@@ -295,6 +295,29 @@ pub fn verify_csr(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRepo
     )
 }
 
+/// Checks the varlen batch controller at its ports against its model: the directed batches,
+/// then one random batch per 1,000 `vectors` (at least 20), each run twice on one instance,
+/// over the configuration's memory port.
+pub fn verify_batch(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    let (model, latency, module, build_seconds) = build(cfg, "batch")?;
+    let p = hdl::core::CoreParams::from_config(cfg)?;
+    let start = Instant::now();
+    let cases = (vectors / 1000).max(20);
+    let (batches, cycles) = crate::verify::batch::check(&model, &p, cases, seed)?;
+    let directed = crate::verify::batch::directed(&p).len() as u64;
+    Ok(BlockReport {
+        unit: "batch".into(),
+        module,
+        latency,
+        directed_vectors: directed,
+        random_vectors: batches - directed,
+        operations: batches,
+        sim_cycles: cycles,
+        sim_seconds: start.elapsed().as_secs_f64(),
+        build_seconds,
+    })
+}
+
 /// Checks the top end to end through its registers: two problems (one waiting for the
 /// interrupt, one polling STATUS; causal and not, FP16 and FP32 out, one and two heads), each
 /// O bit for bit and every counter exact; with the AXI4 master, on a slave with random stalls.

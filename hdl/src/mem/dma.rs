@@ -125,6 +125,10 @@ pub const AXI_WRITE_ID: u64 = 3;
 /// AXI4 burst limits: beats per INCR burst, and the boundary no burst crosses.
 pub const AXI_MAX_BEATS: u64 = 256;
 pub const AXI_BOUNDARY: u64 = 4096;
+/// AXI4 `*BURST` of an incrementing burst, the only kind the DMA issues.
+pub const AXI_INCR: u64 = 1;
+/// AXI4 `*CACHE` of every burst: normal, non-cacheable, bufferable.
+pub const AXI_CACHE: u64 = 0b0011;
 /// AXI4 response codes.
 pub const AXI_OKAY: u64 = 0;
 pub const AXI_SLVERR: u64 = 2;
@@ -1410,8 +1414,8 @@ fn axi_port(
     let write_id = m.lit(ib, AXI_WRITE_ID);
     let size = m.lit(3, cfg.beat_shift() as u64);
     let wdata = m.input("o_rd_data", w);
-    let cache = m.lit(4, 0b0011);
-    let incr = m.lit(2, 1);
+    let cache = m.lit(4, AXI_CACHE);
+    let incr = m.lit(2, AXI_INCR);
     let outs = AxiOut {
         awvalid: aw_valid.q,
         awid: write_id,

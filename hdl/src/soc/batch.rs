@@ -157,11 +157,20 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
                 .dma
                 .axi_outputs()
                 .map("core_m_axi", &mut |n, w| m.input(n, w));
+            // While it owns the port the block drives the whole AR channel and RREADY itself
+            // (a single-beat INCR read of the full beat, ID 0), whatever the core shows there.
             let mut to_mem = core_out;
             to_mem.arvalid = mux(own, reading, core_out.arvalid);
             to_mem.araddr = mux(own, beat_addr, core_out.araddr);
             to_mem.arid = mux(own, m.zero(p.dma.axi_id_bits), core_out.arid);
             to_mem.arlen = mux(own, m.zero(8), core_out.arlen);
+            to_mem.arsize = mux(own, m.lit(3, beat_shift as u64), core_out.arsize);
+            to_mem.arburst = mux(own, m.lit(2, crate::dma::AXI_INCR), core_out.arburst);
+            to_mem.arcache = mux(own, m.lit(4, crate::dma::AXI_CACHE), core_out.arcache);
+            to_mem.arlock = mux(own, m.zero(1), core_out.arlock);
+            to_mem.arprot = mux(own, m.zero(3), core_out.arprot);
+            to_mem.arqos = mux(own, m.zero(4), core_out.arqos);
+            to_mem.rready = core_out.rready | own;
             for (n, s) in to_mem.named() {
                 m.output(&format!("m_axi_{n}"), s);
             }

@@ -1,0 +1,239 @@
+//! The varlen batch controller (`<top>_batch`, hdl/src/soc/batch.rs) at the level of what it
+//! does to the core: which problems it starts it on, with which counters kept, the offset words
+//! it reads, and the error it ends with.
+//!
+//! A batch of n sequences is described by two lists of n + 1 cumulative row offsets (`cu_q`,
+//! `cu_k`, 32-bit words). Sequence b has the query rows cu_q[b] .. cu_q[b + 1] and the key rows
+//! cu_k[b] .. cu_k[b + 1]; it runs on the core with Q and O at their base plus cu_q[b] rows and
+//! K and V at theirs plus cu_k[b] rows (modulo the address range), the lengths the differences.
+//! A sequence without queries is skipped. The batch stops with [`ERR_BATCH`] before a sequence
+//! whose offsets decrease, whose lengths exceed 2^index_bits − 1, or that has queries but no
+//! keys, and at START when a list address is not 4-byte aligned; it stops after a run that ends
+//! with a core error (that code) or during which an abort was asked for ([`ERR_ABORTED`], unless
+//! the core reported an error of its own). With no sequences (`batch` = 0) the core runs the
+//! registers' problem as it is.
+
+/// The STATUS error code of an aborted run.
+pub const ERR_ABORTED: u64 = 6;
+/// The STATUS error code of a bad batch description.
+pub const ERR_BATCH: u64 = 9;
+
+/// What the batch reads from the registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchRegs {
+    /// Q, K, V, O base addresses.
+    pub addr: [u64; 4],
+    /// Q, K, V, O row strides in bytes.
+    pub row_stride: [u64; 4],
+    /// The single problem's lengths (`batch` = 0).
+    pub q_len: u64,
+    pub k_len: u64,
+    /// Sequences in the batch (0: the single problem).
+    pub batch: u64,
+    pub cu_q_addr: u64,
+    pub cu_k_addr: u64,
+}
+
+/// One start of the core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Q, K, V, O addresses.
+    pub addr: [u64; 4],
+    pub q_len: u64,
+    pub k_len: u64,
+    /// The core keeps its counters (every launch after the batch's first).
+    pub keep_counters: bool,
+}
+
+/// What a batch did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub launches: Vec<Launch>,
+    /// The error code it ended with (0: none).
+    pub error: u64,
+    /// Offset words read from memory.
+    pub words_read: u64,
+}
+
+/// Runs a batch. `cu_q(i)` and `cu_k(i)` give the lists' words; launch i ends with the core
+/// error `core_error(i)` (0: none); `abort_in` is the launch during whose run an abort is
+/// asked for.
+pub fn run(
+    regs: &BatchRegs,
+    addr_bits: u32,
+    index_bits: u32,
+    cu_q: impl Fn(u64) -> u32,
+    cu_k: impl Fn(u64) -> u32,
+    core_error: impl Fn(usize) -> u64,
+    abort_in: Option<usize>,
+) -> Outcome {
+    let mask = if addr_bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << addr_bits) - 1
+    };
+    let mut out = Outcome {
+        launches: vec![],
+        error: 0,
+        words_read: 0,
+    };
+    // The end of launch i: the core's error, else the abort's.
+    let after_run = |i: usize| match core_error(i) {
+        0 if abort_in == Some(i) => ERR_ABORTED,
+        e => e,
+    };
+    if regs.batch == 0 {
+        out.launches.push(Launch {
+            addr: regs.addr,
+            q_len: regs.q_len,
+            k_len: regs.k_len,
+            keep_counters: false,
+        });
+        out.error = after_run(0);
+        return out;
+    }
+    if (regs.cu_q_addr | regs.cu_k_addr) & 3 != 0 {
+        out.error = ERR_BATCH;
+        return out;
+    }
+    let limit = (1u64 << index_bits) - 1;
+    for b in 0..regs.batch {
+        let (q_lo, k_lo) = (cu_q(b) as u64, cu_k(b) as u64);
+        let (q_hi, k_hi) = (cu_q(b + 1) as u64, cu_k(b + 1) as u64);
+        // The first sequence reads both ends of both lists, each later one the upper ends.
+        out.words_read += if b == 0 { 4 } else { 2 };
+        if q_hi < q_lo || k_hi < k_lo {
+            out.error = ERR_BATCH;
+            return out;
+        }
+        let (q_len, k_len) = (q_hi - q_lo, k_hi - k_lo);
+        if q_len > limit || k_len > limit || (q_len > 0 && k_len == 0) {
+            out.error = ERR_BATCH;
+            return out;
+        }
+        if q_len == 0 {
+            continue;
+        }
+        let rows = [q_lo, k_lo, k_lo, q_lo];
+        let addr: [u64; 4] = std::array::from_fn(|k| {
+            let offset = rows[k].wrapping_mul(regs.row_stride[k]) & mask;
+            (regs.addr[k] + offset) & mask
+        });
+        let i = out.launches.len();
+        out.launches.push(Launch {
+            addr,
+            q_len,
+            k_len,
+            keep_counters: i > 0,
+        });
+        let e = after_run(i);
+        if e != 0 {
+            out.error = e;
+            return out;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regs(batch: u64) -> BatchRegs {
+        BatchRegs {
+            addr: [0x1000, 0x2000, 0x3000, 0x4000],
+            row_stride: [32, 64, 64, 16],
+            q_len: 5,
+            k_len: 6,
+            batch,
+            cu_q_addr: 0x100,
+            cu_k_addr: 0x200,
+        }
+    }
+
+    #[test]
+    fn sequences_start_at_their_offsets_and_empty_ones_are_skipped() {
+        let q = [2u32, 5, 5, 9];
+        let k = [0u32, 4, 6, 7];
+        let o = run(
+            &regs(3),
+            32,
+            16,
+            |i| q[i as usize],
+            |i| k[i as usize],
+            |_| 0,
+            None,
+        );
+        assert_eq!(o.error, 0);
+        assert_eq!(o.words_read, 8);
+        assert_eq!(o.launches.len(), 2);
+        let l = o.launches[1];
+        assert_eq!(
+            l.addr,
+            [
+                0x1000 + 5 * 32,
+                0x2000 + 6 * 64,
+                0x3000 + 6 * 64,
+                0x4000 + 5 * 16
+            ]
+        );
+        assert_eq!((l.q_len, l.k_len, l.keep_counters), (4, 1, true));
+        assert!(!o.launches[0].keep_counters);
+    }
+
+    #[test]
+    fn bad_lists_core_errors_and_aborts_stop_the_batch() {
+        let wide = |v: Vec<u32>| move |i: u64| v[i as usize];
+        let stop = |q: Vec<u32>, k: Vec<u32>, err: u64, abort| {
+            run(
+                &regs(2),
+                32,
+                16,
+                wide(q),
+                wide(k),
+                |i| if i == 0 { err } else { 0 },
+                abort,
+            )
+        };
+        // Decreasing, too long, queries without keys.
+        for (q, k) in [
+            (vec![0, 3, 2], vec![0, 3, 4]),
+            (vec![0, 1, 65537], vec![0, 1, 2]),
+            (vec![0, 1, 2], vec![0, 1, 1]),
+        ] {
+            let o = stop(q, k, 0, None);
+            assert_eq!((o.launches.len(), o.error), (1, ERR_BATCH));
+        }
+        let ok = || (vec![0, 1, 2], vec![0, 1, 2]);
+        let (q, k) = ok();
+        assert_eq!(stop(q, k, 7, Some(0)).error, 7, "the core's code wins");
+        let (q, k) = ok();
+        let o = stop(q, k, 0, Some(0));
+        assert_eq!((o.launches.len(), o.error), (1, ERR_ABORTED));
+        let misaligned = BatchRegs {
+            cu_k_addr: 0x202,
+            ..regs(2)
+        };
+        let o = run(&misaligned, 32, 16, |_| 0, |_| 0, |_| 0, None);
+        assert_eq!((o.launches.len(), o.error, o.words_read), (0, ERR_BATCH, 0));
+        // Addresses wrap at the address range.
+        let wrap = BatchRegs {
+            addr: [0xffff_fff0, 0, 0, 0],
+            row_stride: [0x1000_0000, 0, 0, 0],
+            ..regs(1)
+        };
+        let o = run(
+            &wrap,
+            32,
+            16,
+            |i| [17, 18][i as usize],
+            |i| [0, 1][i as usize],
+            |_| 0,
+            None,
+        );
+        assert_eq!(
+            o.launches[0].addr[0],
+            (0xffff_fff0u64 + 17 * 0x1000_0000) & 0xffff_ffff
+        );
+    }
+}
