@@ -13,7 +13,7 @@ use hdl::core::CoreParams;
 use hdl::iface::Ports;
 use kernels::batch::{BatchRegs, Launch, Outcome};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError};
+use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::memory::{Memory, MemoryConfig};
 use verilator_tb::{Dut, Model};
 
@@ -416,11 +416,8 @@ pub fn check(model: &Model, p: &CoreParams, cases: u32, seed: u64) -> Result<(u6
         totals.set((n + 1, t + c));
         Ok(())
     });
-    match result {
-        Ok(()) => Ok(totals.get()),
-        Err(TestError::Fail(reason, minimal)) => {
-            bail!("{reason}\n(minimal failing batch: {minimal:#?})")
-        }
-        Err(TestError::Abort(reason)) => bail!("proptest aborted: {reason}"),
-    }
+    super::outcome(result, |minimal| {
+        format!("(minimal failing batch: {minimal:#?})")
+    })?;
+    Ok(totals.get())
 }

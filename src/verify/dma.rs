@@ -21,7 +21,7 @@ use anyhow::{bail, ensure, Result};
 use hdl::dma::{error, DmaConfig, MemIf};
 use hdl::landing::{LandingConfig, Layout};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError};
+use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::axi::{bursts_of, AxiFault, AxiStats};
 use verilator_tb::memory::{Memory, MemoryConfig, MemoryStats};
 use verilator_tb::{Dut, Model, PortId};
@@ -847,11 +847,8 @@ pub fn random_transfers(
         });
         Ok(())
     });
-    match result {
-        Ok(()) => Ok(totals.get()),
-        Err(TestError::Fail(reason, minimal)) => {
-            bail!("{reason}\n(minimal failing scenario: {minimal:#?})")
-        }
-        Err(TestError::Abort(reason)) => bail!("proptest aborted: {reason}"),
-    }
+    super::outcome(result, |minimal| {
+        format!("(minimal failing scenario: {minimal:#?})")
+    })?;
+    Ok(totals.get())
 }

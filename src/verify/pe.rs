@@ -12,7 +12,7 @@ use std::fmt;
 
 use kernels::pe::{PeModel, PeOp};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError};
+use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::Model;
 
 use super::stimulus::{f16_value, f32_value, F16_SPECIALS, F32_SPECIALS};
@@ -458,12 +458,11 @@ pub fn proptest_pe(
             Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
         }
     });
-    match result {
-        Ok(()) => Ok(checked.get()),
-        Err(TestError::Fail(reason, minimal)) => anyhow::bail!(
-            "{reason}\n(minimal failing stream after shrinking: {} cycle(s): {minimal:x?})",
+    super::outcome(result, |minimal| {
+        format!(
+            "(minimal failing stream after shrinking: {} cycle(s): {minimal:x?})",
             minimal.len()
-        ),
-        Err(TestError::Abort(reason)) => anyhow::bail!("proptest aborted: {reason}"),
-    }
+        )
+    })?;
+    Ok(checked.get())
 }

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError};
+use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::{Dut, PortId};
 
 /// How a lane is printed in a failure report, and its width.
@@ -292,11 +292,8 @@ where
             Err(e) => Err(TestCaseError::fail(format!("harness error: {e:#}"))),
         }
     });
-    match result {
-        Ok(()) => Ok(checked.into_inner()),
-        Err(TestError::Fail(reason, minimal)) => {
-            anyhow::bail!("{reason}\n(minimal failing vector after shrinking: {minimal:#x?})")
-        }
-        Err(TestError::Abort(reason)) => anyhow::bail!("proptest aborted: {reason}"),
-    }
+    super::outcome(result, |minimal| {
+        format!("(minimal failing vector after shrinking: {minimal:#x?})")
+    })?;
+    Ok(checked.into_inner())
 }

@@ -15,10 +15,10 @@
 //! * start one softmax per block, and report every skipped block at the tile's start;
 //! * finish with `done`.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use hdl::core::CoreParams;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError};
+use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::Dut;
 
 use crate::verify::attention::needed_keys;
@@ -331,11 +331,8 @@ pub fn check(dut: &mut Dut, p: &CoreParams, cases: u32, seed: u64) -> Result<u64
         run_case(&mut dut.borrow_mut(), p, &c)
             .map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))
     });
-    match result {
-        Ok(()) => Ok(seeds::total_cases(cases)),
-        Err(TestError::Fail(reason, minimal)) => {
-            bail!("{reason}\n(minimal failing case: {minimal:?})")
-        }
-        Err(TestError::Abort(reason)) => bail!("proptest aborted: {reason}"),
-    }
+    super::outcome(result, |minimal| {
+        format!("(minimal failing case: {minimal:?})")
+    })?;
+    Ok(seeds::total_cases(cases))
 }

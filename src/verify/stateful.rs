@@ -26,13 +26,9 @@ fn config(cases: u32) -> Config {
 }
 
 fn outcome<T: std::fmt::Debug>(result: Result<(), TestError<T>>) -> anyhow::Result<()> {
-    match result {
-        Ok(()) => Ok(()),
-        Err(TestError::Fail(reason, minimal)) => {
-            anyhow::bail!("{reason}\n(minimal failing input after shrinking: {minimal:x?})")
-        }
-        Err(TestError::Abort(reason)) => anyhow::bail!("proptest aborted: {reason}"),
-    }
+    super::outcome(result, |minimal| {
+        format!("(minimal failing input after shrinking: {minimal:x?})")
+    })
 }
 
 /// Random streams of 1 to `max_len` items of `item`, each checked by `check` (`Ok(Err(..))`: a

@@ -27,7 +27,7 @@ use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat
 use kernels::patterns::{tensors, Pattern};
 use kernels::softmax::scale_constant;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError};
+use proptest::test_runner::{Config, TestCaseError};
 pub use verilator_tb::axi::AxiFault;
 use verilator_tb::axi::{AxiLink, AxiStats, AxiTiming};
 pub use verilator_tb::memory::Memory;

@@ -219,11 +219,8 @@ pub fn check_scenarios(
         acc.set((n + 1, c + run.counters["cycles"]));
         Ok(())
     });
-    match result {
-        Ok(()) => Ok(acc.get()),
-        Err(TestError::Fail(reason, minimal)) => {
-            bail!("{reason}\n(minimal failing scenario: {minimal:#?})")
-        }
-        Err(TestError::Abort(reason)) => bail!("proptest aborted: {reason}"),
-    }
+    crate::verify::outcome(result, |minimal| {
+        format!("(minimal failing scenario: {minimal:#?})")
+    })?;
+    Ok(acc.get())
 }
