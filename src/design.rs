@@ -95,7 +95,8 @@ pub fn simulate_traced(
 pub const SHORT_RUN_CYCLES: u64 = 2_000_000;
 
 /// [`simulate_traced`] for a run expected to take `cycles` (from the cycle model; None: not
-/// known): a short run on a flat model gets the build for short runs.
+/// known, or longer than [`SHORT_RUN_CYCLES`]): a short run on a flat model gets the build
+/// for short runs.
 pub fn simulate_for(
     cfg: &CoreConfig,
     target: &Target,
@@ -103,7 +104,7 @@ pub fn simulate_for(
     cycles: Option<u64>,
 ) -> Result<(verilator_tb::Model, Manifest)> {
     let rows = hier_rows(cfg, trace);
-    build_model(cfg, target, trace, rows, short_run(cfg, trace, cycles))
+    build_model(cfg, target, trace, rows, short_run(rows, cycles))
 }
 
 /// Whether a core's PE rows are verilated as hierarchical blocks: for cores of 1,024 PEs and
@@ -115,14 +116,11 @@ fn hier_rows(cfg: &CoreConfig, trace: Option<verilator_tb::WaveFormat>) -> bool 
 }
 
 /// Whether a run of `cycles` gets the build for short runs: a known length of at most
-/// [`SHORT_RUN_CYCLES`] on a flat model. A block's code is compiled once whatever the core's
-/// size, so a hierarchical build is short already and a slower model is not worth it.
-fn short_run(
-    cfg: &CoreConfig,
-    trace: Option<verilator_tb::WaveFormat>,
-    cycles: Option<u64>,
-) -> bool {
-    !hier_rows(cfg, trace) && cycles.is_some_and(|c| c <= SHORT_RUN_CYCLES)
+/// [`SHORT_RUN_CYCLES`] on a flat model (not `hier`). A block's code is compiled once whatever
+/// the core's size, so a hierarchical build is short already and a slower model is not worth
+/// it.
+fn short_run(hier: bool, cycles: Option<u64>) -> bool {
+    !hier && cycles.is_some_and(|c| c <= SHORT_RUN_CYCLES)
 }
 
 /// [`simulate`] with the PE rows verilated as hierarchical blocks whatever the core's size
@@ -191,13 +189,15 @@ mod tests {
         let small = CoreConfig::preset("small").unwrap();
         let seed = CoreConfig::preset("seed").unwrap();
         let vcd = Some(verilator_tb::WaveFormat::Vcd);
-        assert!(short_run(&small, None, Some(SHORT_RUN_CYCLES)));
-        assert!(!short_run(&small, None, Some(SHORT_RUN_CYCLES + 1)));
-        assert!(!short_run(&small, None, None), "an unknown length");
+        let flat = hier_rows(&small, None);
+        assert!(short_run(flat, Some(SHORT_RUN_CYCLES)));
+        assert!(!short_run(flat, Some(SHORT_RUN_CYCLES + 1)));
+        assert!(!short_run(flat, None), "an unknown length");
+        let seed_rows = hier_rows(&seed, None);
+        assert!(!short_run(seed_rows, Some(1000)), "seed's rows are blocks");
         assert!(
-            !short_run(&seed, None, Some(1000)),
-            "seed's rows are blocks"
+            short_run(hier_rows(&seed, vcd), Some(1000)),
+            "a traced seed is flat"
         );
-        assert!(short_run(&seed, vcd, Some(1000)), "a traced seed is flat");
     }
 }

@@ -381,10 +381,13 @@ pub fn run_full(
     let p = CoreParams::from_config(cfg)?;
     a.validate(&p)?;
     timing.validate()?;
-    let cycles = fit_build.then(|| {
-        let (t, _) = crate::cycles::estimate(&p, &a.shape(), timing.model_timing());
-        t.cycles
-    });
+    // Only whether the run is short matters: the cycle model steps at most that far (the
+    // check after the run steps the whole run once).
+    let short = crate::design::SHORT_RUN_CYCLES;
+    let cycles = fit_build
+        .then(|| crate::cycles::simulate(&p, &a.shape(), timing.model_timing(), short))
+        .flatten()
+        .map(|t| t.cycles);
     let simulate = |target: &Target, trace| crate::design::simulate_for(cfg, target, trace, cycles);
     let from_env = verilator_tb::BuildOptions::from_env().trace;
     // With the AXI4 master the run goes through the top, as an SoC would drive it: the
