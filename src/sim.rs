@@ -598,7 +598,9 @@ fn shape_index(shape: &[usize], mut i: usize) -> Vec<usize> {
 }
 
 /// Q, K and V from `.npy` files, checked against each other; the second result counts the
-/// values clamped to ±65504 (only with `saturate`, see [`load_input`]).
+/// values clamped to ±65504 (only with `saturate`, see [`load_input`]). K and V may have fewer
+/// heads than Q (grouped-query attention: Q head h reads K/V head h / (Q heads / K/V heads)),
+/// a number that divides Q's; (seq, d) is one head.
 pub fn load_problem(
     q: &Path,
     k: &Path,
@@ -615,12 +617,20 @@ pub fn load_problem(
         "K has shape {ks:?} but V has shape {vs:?}: they must match"
     );
     ensure!(
-        qs[0] == ks[0] && qs[2] == ks[2],
-        "Q has shape {qs:?} and K {ks:?}: heads and head dimension must match"
+        qs[2] == ks[2],
+        "Q has shape {qs:?} and K {ks:?}: the head dimension (the last axis) must match"
+    );
+    ensure!(
+        ks[0] >= 1 && qs[0].is_multiple_of(ks[0]),
+        "Q has {} head(s) and K and V {}: the K/V heads must divide the query heads \
+         (grouped-query attention: Q head h reads K/V head h / (Q heads / K/V heads)); give K \
+         and V as many heads as Q, or a divisor of that",
+        qs[0],
+        ks[0]
     );
     let a = Attention {
         heads: qs[0],
-        kv_heads: qs[0],
+        kv_heads: ks[0],
         layout: Default::default(),
         q_len: qs[1],
         k_len: ks[1],

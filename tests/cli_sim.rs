@@ -163,6 +163,249 @@ fn sim_reads_npy_inputs_of_either_precision() {
     assert_eq!(t.data, want);
 }
 
+/// The hardware model's O of one head, computed here from the head's own rows: what the
+/// tests below hold the CLI's grouping and packing against.
+fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {
+    let p = CoreParams::from_config(&CoreConfig::preset("small").unwrap()).unwrap();
+    let d = 16;
+    let cfg = kernels::flash::FlashConfig {
+        br: p.br() as usize,
+        bc: p.bc() as usize,
+        head_dim: d,
+        cols: p.row.cols as usize,
+        causal,
+        out: OutFormat::F16,
+    };
+    let problem = kernels::flash::Problem {
+        q,
+        k,
+        v,
+        q_len: q.len() / d,
+        k_len: k.len() / d,
+    };
+    kernels::flash::flash_attention(&problem, &cfg).0
+}
+
+/// K and V from files with fewer heads than Q: grouped-query attention, Q head h on K/V head
+/// h / 2, bit-exact. Random memory stalls make the seed count.
+#[test]
+fn sim_reads_grouped_query_npy_inputs() {
+    let dir = ScratchDir::new("cli-sim-gqa").unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (heads, kv, q_len, k_len, d) = (4, 2, 9, 12, 16);
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        heads,
+        q_len,
+        k_len,
+        d,
+        true,
+        OutFormat::F16,
+        3,
+    )
+    .grouped(kv);
+    write_tensor(Path::new(&p("q.npy")), DType::F16, &[heads, q_len, d], &a.q);
+    write_tensor(Path::new(&p("k.npy")), DType::F16, &[kv, k_len, d], &a.k);
+    write_tensor(Path::new(&p("v.npy")), DType::F16, &[kv, k_len, d], &a.v);
+    let o = regflash(&[
+        "sim",
+        "--q",
+        &p("q.npy"),
+        "--k",
+        &p("k.npy"),
+        "--v",
+        &p("v.npy"),
+        "--causal",
+        "--mem-stall",
+        "0.2",
+        "--seed",
+        "7",
+        "--out",
+        &p("o.npy"),
+        "--report",
+        &p("r.json"),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("PASS"), "{t}");
+    assert!(t.contains("4 head(s) sharing 2 K/V head(s)"), "{t}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p("r.json")).unwrap()).unwrap();
+    assert_eq!(
+        (r["heads"].as_u64(), r["kv_heads"].as_u64()),
+        (Some(4), Some(2))
+    );
+    assert_eq!(r["bit_exact"], true);
+    let out = npy::read(Path::new(&p("o.npy"))).unwrap();
+    assert_eq!(out.shape, vec![heads, q_len, d]);
+    let (qs, ks) = (q_len * d, k_len * d);
+    for h in 0..heads {
+        let g = h / (heads / kv);
+        let want = model_head(
+            &a.q[h * qs..(h + 1) * qs],
+            &a.k[g * ks..(g + 1) * ks],
+            &a.v[g * ks..(g + 1) * ks],
+            true,
+        );
+        assert_eq!(out.data[h * qs..(h + 1) * qs], want, "head {h}");
+    }
+}
+
+/// A varlen batch from files: Q (2 heads) and K, V (one head, given as (rows, d)) hold the
+/// sequences' rows one after the other; each sequence is its own causal problem, and O comes
+/// back packed like Q.
+#[test]
+fn sim_reads_a_varlen_batch_from_npy_inputs() {
+    let dir = ScratchDir::new("cli-sim-varlen").unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (heads, d) = (2, 16);
+    let (q_lens, k_lens) = ([3, 4], [5, 4]);
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        heads,
+        7,
+        9,
+        d,
+        true,
+        OutFormat::F16,
+        11,
+    )
+    .grouped(1);
+    write_tensor(Path::new(&p("q.npy")), DType::F16, &[heads, 7, d], &a.q);
+    write_tensor(Path::new(&p("k.npy")), DType::F16, &[9, d], &a.k);
+    write_tensor(Path::new(&p("v.npy")), DType::F16, &[9, d], &a.v);
+    let o = regflash(&[
+        "sim",
+        "--seqlens",
+        "3,4",
+        "--kv-seqlens",
+        "5,4",
+        "--q",
+        &p("q.npy"),
+        "--k",
+        &p("k.npy"),
+        "--v",
+        &p("v.npy"),
+        "--causal",
+        "--out",
+        &p("o.npy"),
+        "--report",
+        &p("r.json"),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("PASS"), "{t}");
+    assert!(t.contains("varlen batch of 2 (3/5, 4)"), "{t}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p("r.json")).unwrap()).unwrap();
+    assert_eq!(r["seqlens"], serde_json::json!([[3, 5], [4, 4]]));
+    assert_eq!(
+        (r["heads"].as_u64(), r["kv_heads"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(r["bit_exact"], true);
+    let out = npy::read(Path::new(&p("o.npy"))).unwrap();
+    assert_eq!(out.shape, vec![heads, 7, d]);
+    let (mut q0, mut k0) = (0, 0);
+    for (&ql, &kl) in q_lens.iter().zip(&k_lens) {
+        let keys = k0 * d..(k0 + kl) * d;
+        for h in 0..heads {
+            let rows = (h * 7 + q0) * d..(h * 7 + q0 + ql) * d;
+            let want = model_head(
+                &a.q[rows.clone()],
+                &a.k[keys.clone()],
+                &a.v[keys.clone()],
+                true,
+            );
+            assert_eq!(out.data[rows], want, "sequence at row {q0}, head {h}");
+        }
+        (q0, k0) = (q0 + ql, k0 + kl);
+    }
+}
+
+/// A flag the run would not use is refused with the reason, before any model is built; so
+/// are GQA shapes that do not divide and varlen lengths that do not add up to the files' rows.
+#[test]
+fn sim_refuses_flags_it_would_ignore() {
+    let dir = ScratchDir::new("cli-sim-flags").unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let ones = vec![0x3c00u16; 3 * 7 * 16];
+    write_tensor(
+        Path::new(&p("q.npy")),
+        DType::F16,
+        &[2, 7, 16],
+        &ones[..2 * 7 * 16],
+    );
+    write_tensor(Path::new(&p("q3.npy")), DType::F16, &[3, 7, 16], &ones);
+    write_tensor(
+        Path::new(&p("k.npy")),
+        DType::F16,
+        &[2, 7, 16],
+        &ones[..2 * 7 * 16],
+    );
+    let (q, q3, k) = (p("q.npy"), p("q3.npy"), p("k.npy"));
+    let files = |q: &str| {
+        vec![
+            "--q".to_string(),
+            q.into(),
+            "--k".into(),
+            k.clone(),
+            "--v".into(),
+            k.clone(),
+        ]
+    };
+    let with = |extra: &[&str], q: &str| {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        v.extend(files(q));
+        v
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (with(&["--seq", "5"], &q), "--seq applies to random inputs"),
+        (
+            with(&["--heads", "2"], &q),
+            "--heads applies to random inputs",
+        ),
+        (with(&["--kv-heads", "1"], &q), "leave --kv-heads out"),
+        (
+            with(&["--seqlens", "3,4", "--kv-heads", "1"], &q),
+            "leave --kv-heads out",
+        ),
+        (with(&["--seed", "3"], &q), "nothing is random"),
+        (
+            with(&["--kv-seqlens", "3,4"], &q),
+            "required arguments were not provided",
+        ),
+        (
+            vec!["--seqlens".into(), "3,4".into(), "--seq".into(), "9".into()],
+            "--seq is the length of one problem",
+        ),
+        (
+            vec!["--saturate".into()],
+            "--saturate clamps FP32 values of .npy inputs",
+        ),
+        (
+            with(&["--seqlens", "3,3"], &q),
+            "the query lengths add up to 6 rows but Q holds 7",
+        ),
+        (
+            with(&["--seqlens", "3,4", "--kv-seqlens", "4,4"], &q),
+            "the key lengths add up to 8 rows but K and V hold 7",
+        ),
+        (
+            with(&[], &q3),
+            "Q has 3 head(s) and K and V 2: the K/V heads must divide the query heads",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["sim".to_string()];
+        all.extend(args);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let o = regflash(&all);
+        let t = text(&o);
+        assert!(!o.status.success(), "{all:?} succeeded: {t}");
+        assert!(t.contains(want), "{all:?}: expected `{want}` in: {t}");
+        assert!(!t.contains("building the Verilator model"), "{all:?}: {t}");
+    }
+}
+
 #[test]
 fn sim_and_bench_refuse_bad_input_clearly() {
     let dir = ScratchDir::new("cli-sim").unwrap();
@@ -198,7 +441,7 @@ fn sim_and_bench_refuse_bad_input_clearly() {
         ),
         (
             vec!["--q", &p("q32.npy"), "--k", &p("k.npy"), "--v", &p("k.npy")],
-            "heads and head dimension must match",
+            "the head dimension (the last axis) must match",
         ),
         (
             vec![

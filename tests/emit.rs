@@ -313,11 +313,30 @@ fn big_preset_cores_lint_clean_with_bounded_lines() {
     }
 }
 
+/// Icarus compiles every file list without a warning, and every emitted module runs at
+/// `timescale 1ns / 1ps` (Icarus' default is 1 s, which rounds a testbench's ns clock away):
+/// a testbench beside the top prints the top's time scale.
 #[test]
 fn icarus_compiles_the_filelist() {
     gen::tools::require(gen::tools::Tool::Iverilog).unwrap();
-    for target in [Target::Core, Target::Unit("pe".into())] {
+    for target in [Target::Top, Target::Core, Target::Unit("pe".into())] {
         let (dir, manifest) = gen_into(&small(), target);
+        for f in &manifest.files {
+            let text = std::fs::read_to_string(dir.path().join(f)).unwrap();
+            assert!(
+                text.contains("`timescale 1ns / 1ps"),
+                "{f} has no `timescale"
+            );
+        }
+        std::fs::write(
+            dir.path().join("tb.v"),
+            format!(
+                "`timescale 1ns / 1ps\nmodule tb;\n  initial begin\n    \
+                 $printtimescale({});\n    $finish;\n  end\nendmodule\n",
+                manifest.top
+            ),
+        )
+        .unwrap();
         let out = Command::new("iverilog")
             .current_dir(dir.path())
             .args([
@@ -327,14 +346,24 @@ fn icarus_compiles_the_filelist() {
                 "sim.vvp",
                 "-s",
                 &manifest.top,
+                "-s",
+                "tb",
                 "-c",
                 "files.f",
+                "tb.v",
             ])
             .output()
             .unwrap();
         let msgs = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "iverilog failed:\n{msgs}");
         assert!(msgs.trim().is_empty(), "iverilog warnings:\n{msgs}");
+        let run = Command::new("vvp")
+            .current_dir(dir.path())
+            .args(["-n", "sim.vvp"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&run.stdout);
+        assert!(text.contains("is 1ns / 1ps"), "{}: {text}", manifest.top);
     }
 }
 

@@ -23,12 +23,18 @@ struct Plan<'a> {
     temps: Vec<NodeId>,
 }
 
-/// Prints `m` as one Verilog file: `header` (comment lines), the module's doc comment, the module.
+/// Prints `m` as one Verilog file: `header` (comment lines), `timescale 1ns / 1ps, the module's
+/// doc comment, the module.
 pub fn emit_module(m: &Module, header: &str) -> Result<String> {
     let plan = plan(m)?;
     check_bit_usage(&plan)?;
     let mut out = String::new();
-    for line in header.lines().chain(["`default_nettype none"]) {
+    // Every file sets the time unit: a simulator whose default precision is coarser than the
+    // testbench's clock (Icarus: 1 s) would otherwise round the clock away.
+    for line in header
+        .lines()
+        .chain(["`timescale 1ns / 1ps", "`default_nettype none"])
+    {
         if line.starts_with('`') {
             writeln!(out, "{line}\n").unwrap();
         } else {

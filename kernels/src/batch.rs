@@ -5,18 +5,23 @@
 //! A batch of n sequences is described by two lists of n + 1 cumulative row offsets (`cu_q`,
 //! `cu_k`, 32-bit words). Sequence b has the query rows cu_q[b] .. cu_q[b + 1] and the key rows
 //! cu_k[b] .. cu_k[b + 1]; it runs on the core with Q and O at their base plus cu_q[b] rows and
-//! K and V at theirs plus cu_k[b] rows (modulo the address range), the lengths the differences.
-//! A sequence without queries is skipped. The batch stops with [`ERR_BATCH`] before a sequence
-//! whose offsets decrease, whose lengths exceed 2^index_bits − 1, or that has queries but no
-//! keys, and at START when a list address is not 4-byte aligned; it stops after a run that ends
-//! with a core error (that code) or during which an abort was asked for ([`ERR_ABORTED`], unless
-//! the core reported an error of its own). With no sequences (`batch` = 0) the core runs the
-//! registers' problem as it is.
+//! K and V at theirs plus cu_k[b] rows, the lengths the differences. A sequence without queries
+//! is skipped; one with queries but no keys runs (its O rows are 0). START is refused with
+//! [`ERR_ADDRESS`] when the register block reports an address bit the core cannot represent
+//! (nothing is read or launched), then with [`ERR_BATCH`] when a list address is not 4-byte
+//! aligned. The batch stops with [`ERR_BATCH`] before a sequence whose offsets decrease or
+//! whose lengths exceed 2^index_bits − 1, with [`ERR_ADDRESS`] before a sequence whose rows
+//! start beyond the address range (a base plus its row offset ≥ 2^addr_bits), after a run that
+//! ends with a core error (that code), or after one during which an abort was asked for
+//! ([`ERR_ABORTED`], unless the core reported an error of its own). With no sequences
+//! (`batch` = 0) the core runs the registers' problem as it is.
 
 /// The STATUS error code of an aborted run.
 pub const ERR_ABORTED: u64 = 6;
 /// The STATUS error code of a bad batch description.
 pub const ERR_BATCH: u64 = 9;
+/// The STATUS error code of an address beyond the address range.
+pub const ERR_ADDRESS: u64 = 10;
 
 /// What the batch reads from the registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +37,9 @@ pub struct BatchRegs {
     pub batch: u64,
     pub cu_q_addr: u64,
     pub cu_k_addr: u64,
+    /// The register block's `addr_over`: a base, stride or (varlen) list address has bits at or
+    /// above `addr_bits`.
+    pub addr_over: bool,
 }
 
 /// One start of the core.
@@ -67,11 +75,7 @@ pub fn run(
     core_error: impl Fn(usize) -> u64,
     abort_in: Option<usize>,
 ) -> Outcome {
-    let mask = if addr_bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << addr_bits) - 1
-    };
+    let range = 1u128 << addr_bits;
     let mut out = Outcome {
         launches: vec![],
         error: 0,
@@ -82,6 +86,10 @@ pub fn run(
         0 if abort_in == Some(i) => ERR_ABORTED,
         e => e,
     };
+    if regs.addr_over {
+        out.error = ERR_ADDRESS;
+        return out;
+    }
     if regs.batch == 0 {
         out.launches.push(Launch {
             addr: regs.addr,
@@ -107,7 +115,7 @@ pub fn run(
             return out;
         }
         let (q_len, k_len) = (q_hi - q_lo, k_hi - k_lo);
-        if q_len > limit || k_len > limit || (q_len > 0 && k_len == 0) {
+        if q_len > limit || k_len > limit {
             out.error = ERR_BATCH;
             return out;
         }
@@ -115,10 +123,14 @@ pub fn run(
             continue;
         }
         let rows = [q_lo, k_lo, k_lo, q_lo];
-        let addr: [u64; 4] = std::array::from_fn(|k| {
-            let offset = rows[k].wrapping_mul(regs.row_stride[k]) & mask;
-            (regs.addr[k] + offset) & mask
+        let addr: [u128; 4] = std::array::from_fn(|k| {
+            regs.addr[k] as u128 + rows[k] as u128 * regs.row_stride[k] as u128
         });
+        if addr.iter().any(|&a| a >= range) {
+            out.error = ERR_ADDRESS;
+            return out;
+        }
+        let addr = addr.map(|a| a as u64);
         let i = out.launches.len();
         out.launches.push(Launch {
             addr,
@@ -148,6 +160,7 @@ mod tests {
             batch,
             cu_q_addr: 0x100,
             cu_k_addr: 0x200,
+            addr_over: false,
         }
     }
 
@@ -195,11 +208,10 @@ mod tests {
                 abort,
             )
         };
-        // Decreasing, too long, queries without keys.
+        // Decreasing, too long.
         for (q, k) in [
             (vec![0, 3, 2], vec![0, 3, 4]),
             (vec![0, 1, 65537], vec![0, 1, 2]),
-            (vec![0, 1, 2], vec![0, 1, 1]),
         ] {
             let o = stop(q, k, 0, None);
             assert_eq!((o.launches.len(), o.error), (1, ERR_BATCH));
@@ -216,24 +228,37 @@ mod tests {
         };
         let o = run(&misaligned, 32, 16, |_| 0, |_| 0, |_| 0, None);
         assert_eq!((o.launches.len(), o.error, o.words_read), (0, ERR_BATCH, 0));
-        // Addresses wrap at the address range.
-        let wrap = BatchRegs {
+        // Queries without keys run (O = 0), like any sequence.
+        let (q, k) = (vec![0, 1, 2], vec![0, 1, 1]);
+        let o = stop(q, k, 0, None);
+        assert_eq!((o.launches.len(), o.error), (2, 0));
+        assert_eq!(o.launches[1].k_len, 0);
+        // A sequence whose rows start beyond the address range stops the batch before it; the
+        // last representable row does not.
+        let edge = BatchRegs {
             addr: [0xffff_fff0, 0, 0, 0],
-            row_stride: [0x1000_0000, 0, 0, 0],
-            ..regs(1)
+            row_stride: [0x10, 0, 0, 0],
+            ..regs(2)
         };
         let o = run(
-            &wrap,
+            &edge,
             32,
             16,
-            |i| [17, 18][i as usize],
-            |i| [0, 1][i as usize],
+            |i| [0, 1, 2][i as usize],
+            |i| [0, 1, 2][i as usize],
             |_| 0,
             None,
         );
+        assert_eq!((o.launches.len(), o.error), (1, ERR_ADDRESS));
+        // Bits beyond the range in a register: refused at START, nothing read.
+        let over = BatchRegs {
+            addr_over: true,
+            ..regs(0)
+        };
+        let o = run(&over, 32, 16, |_| 0, |_| 0, |_| 0, None);
         assert_eq!(
-            o.launches[0].addr[0],
-            (0xffff_fff0u64 + 17 * 0x1000_0000) & 0xffff_ffff
+            (o.launches.len(), o.error, o.words_read),
+            (0, ERR_ADDRESS, 0)
         );
     }
 }

@@ -6,7 +6,8 @@
 //! changes nothing; byte strobes select the bits a write touches (a W1S or W1C bit acts only
 //! if its byte is strobed); unimplemented bits read 0; an unmapped read answers SLVERR with 0;
 //! reading a counter's LO copies its upper half into the shadow every HI returns; the
-//! interrupt is pending from a rise of `done` until software clears it.
+//! interrupt is pending from the end of a launch (`finish`) until software clears it; START is
+//! refused when an address value has bits the core cannot represent ([`AddressCheck`]).
 
 /// AXI response codes.
 pub const OKAY: u8 = 0;
@@ -50,6 +51,19 @@ pub struct WriteEffect {
     pub abort: bool,
 }
 
+/// Which problem values are addresses the core takes `addr_bits` of: any bit above refuses
+/// START. The lists' addresses count only while `batch` is nonzero.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressCheck {
+    pub addr_bits: u32,
+    /// Bases and strides (indices into the problem values).
+    pub always: Vec<usize>,
+    /// The varlen lists' addresses.
+    pub lists: Vec<usize>,
+    /// The `batch` value.
+    pub batch: usize,
+}
+
 /// The register file.
 #[derive(Clone, Debug)]
 pub struct Csr {
@@ -58,21 +72,28 @@ pub struct Csr {
     irq_enable: bool,
     pending: bool,
     shadow: u32,
-    done: bool,
+    check: AddressCheck,
 }
 
 impl Csr {
     /// The registers at their offsets, with `values` problem values (all zero, as after
     /// reset).
-    pub fn new(regs: Vec<(u32, Reg)>, values: usize) -> Self {
+    pub fn new(regs: Vec<(u32, Reg)>, values: usize, check: AddressCheck) -> Self {
         Csr {
             regs,
             values: vec![0; values],
             irq_enable: false,
             pending: false,
             shadow: 0,
-            done: false,
+            check,
         }
+    }
+
+    /// An address value has a bit at or above `addr_bits`: START is refused (ERR_ADDRESS).
+    pub fn addr_over(&self) -> bool {
+        let c = &self.check;
+        let high = |i: &usize| c.addr_bits < 64 && self.values[*i] >> c.addr_bits != 0;
+        c.always.iter().any(high) || (self.values[c.batch] != 0 && c.lists.iter().any(high))
     }
 
     fn find(&self, addr: u32) -> Option<Reg> {
@@ -90,12 +111,9 @@ impl Csr {
         self.irq_enable && self.pending
     }
 
-    /// The core's `done` this cycle (a rise makes the interrupt pending).
-    pub fn observe_done(&mut self, done: bool) {
-        if done && !self.done {
-            self.pending = true;
-        }
-        self.done = done;
+    /// A launch ended (the `finish` pulse): the interrupt becomes pending.
+    pub fn finish(&mut self) {
+        self.pending = true;
     }
 
     /// A write of `data` under byte strobes `strb` to byte address `addr`.
@@ -206,10 +224,32 @@ mod tests {
                         width: 4,
                     },
                 ),
+                (
+                    0x48,
+                    Reg::Value {
+                        value: 1,
+                        lsb: 0,
+                        width: 32,
+                    },
+                ),
+                (
+                    0x4C,
+                    Reg::Value {
+                        value: 1,
+                        lsb: 32,
+                        width: 32,
+                    },
+                ),
                 (0x100, Reg::CounterLo(0)),
                 (0x104, Reg::CounterHi),
             ],
-            1,
+            2,
+            AddressCheck {
+                addr_bits: 36,
+                always: vec![1],
+                lists: vec![],
+                batch: 0,
+            },
         )
     }
 
@@ -236,17 +276,30 @@ mod tests {
     }
 
     #[test]
-    fn interrupt_follows_done_until_cleared() {
+    fn interrupt_follows_each_finish_until_cleared() {
         let mut c = csr();
-        c.observe_done(true);
+        c.finish();
         assert!(!c.irq());
         c.write(0x28, 1, 1);
         assert!(c.irq());
-        c.observe_done(true);
         c.write(0x2C, 1, 1);
         assert!(!c.irq());
-        c.observe_done(false);
-        c.observe_done(true);
+        // A second launch that ends the same way (no fall of `done` between) is a new event.
+        c.finish();
         assert!(c.irq());
+    }
+
+    #[test]
+    fn address_bits_beyond_the_range_refuse_start() {
+        let mut c = csr();
+        c.write(0x4C, 0xF, 0xF);
+        assert!(!c.addr_over(), "bits 35..32 exist");
+        c.write(0x4C, 0x10, 0xF);
+        assert!(c.addr_over(), "bit 36 does not");
+        let st = CoreStatus {
+            counters: vec![0],
+            ..Default::default()
+        };
+        assert_eq!(c.read(0x4C, &st).0, 0x10, "held as written");
     }
 }

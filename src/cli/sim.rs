@@ -1,43 +1,55 @@
 //! `regflash sim`: attention on the whole core under Verilator.
 
 use super::*;
+use crate::sim;
+use crate::verify::attention::{Attention, Batch, MemoryTiming};
+use hdl::core::CoreParams;
+use kernels::flash::OutFormat;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Sequence length of random Q, K, V (ignored with --q/--k/--v).
-    #[arg(long, default_value_t = 256)]
-    pub seq: usize,
-    /// Attention heads of random inputs.
-    #[arg(long, default_value_t = 1)]
-    pub heads: usize,
+    /// Sequence length of random Q, K, V (default 256). Refused with --q/--k/--v (the arrays'
+    /// rows give it) and with --seqlens (a batch lists its lengths).
+    #[arg(long)]
+    pub seq: Option<usize>,
+    /// Attention heads of random inputs (default 1; with --q/--k/--v Q's shape gives them).
+    #[arg(long)]
+    pub heads: Option<usize>,
     /// K/V heads of random inputs (grouped-query attention: the Q heads share them; must
-    /// divide --heads; default: one per Q head).
+    /// divide --heads; default: one per Q head; with --q/--k/--v K's shape gives them).
     #[arg(long)]
     pub kv_heads: Option<usize>,
     /// How the tensors lie in the core's memory: bhsd (heads, seq, d) or bshd (seq, heads, d),
     /// read in place through the row and head strides.
     #[arg(long, default_value = "bhsd")]
     pub layout: crate::verify::attention::TensorLayout,
-    /// A varlen batch of random sequences with these query lengths (FlashAttention's varlen:
-    /// packed along the rows, described by cumulative offsets in memory), run through the
-    /// top's registers in one launch; --seq is then ignored.
-    #[arg(long, value_delimiter = ',', conflicts_with_all = ["q", "k", "v"])]
+    /// A varlen batch with these query lengths (FlashAttention's varlen: sequences packed
+    /// along the rows, described by cumulative offsets in memory), run through the top's
+    /// registers in one launch: random sequences, or with --q/--k/--v the arrays' rows, one
+    /// sequence after the other (Q's rows add up to these lengths).
+    #[arg(long, value_delimiter = ',')]
     pub seqlens: Option<Vec<usize>>,
-    /// The batch's key lengths, one per sequence (default: the query lengths).
+    /// The batch's key lengths, one per sequence (default: the query lengths; with --k/--v
+    /// they add up to K's rows).
     #[arg(long, value_delimiter = ',', requires = "seqlens")]
     pub kv_seqlens: Option<Vec<usize>>,
     /// Causal masking (bottom-right aligned when Q and K lengths differ).
     #[arg(long)]
     pub causal: bool,
-    /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Q as .npy, FP16 or FP32 (rounded to FP16), shaped (seq, d) or (heads, seq, d).
+    /// Seed of the random inputs and of the run's random timing: the memory's stalls
+    /// (--mem-stall), the AXI4 slave's, the register bus's on the top (default 1). Refused
+    /// when nothing is random: --q/--k/--v on the simple port without --mem-stall or --seqlens.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Q as .npy, FP16 or FP32 (rounded to FP16), shaped (seq, d) or (heads, seq, d); with
+    /// --seqlens the sequences' rows one after the other.
     #[arg(long, requires_all = ["k", "v"])]
     pub q: Option<PathBuf>,
-    /// K as .npy, shaped like Q (its sequence length may differ).
+    /// K as .npy, shaped (seq_k, d) or (kv_heads, seq_k, d): its length may differ from Q's,
+    /// and it may have fewer heads if they divide Q's (grouped-query attention: Q head h reads
+    /// K/V head h / (heads / kv_heads)).
     #[arg(long, requires_all = ["q", "v"])]
     pub k: Option<PathBuf>,
     /// V as .npy, shaped like K.
@@ -46,8 +58,8 @@ pub struct SimArgs {
     /// Output FP32 instead of FP16.
     #[arg(long)]
     pub f32: bool,
-    /// Clamp FP32 input values outside the FP16 range to ±65504 (counted in the report)
-    /// instead of refusing them.
+    /// Clamp FP32 values of --q/--k/--v outside the FP16 range to ±65504 (counted in the
+    /// report) instead of refusing them.
     #[arg(long)]
     pub saturate: bool,
     /// Test only: simulate the core with a deliberate defect (hdl::fault), to see the checks
@@ -90,10 +102,9 @@ pub struct SimArgs {
 }
 
 pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
-    use crate::sim;
-    use kernels::flash::OutFormat;
     let cfg = args.config.resolve()?;
-    let params = hdl::core::CoreParams::from_config(&cfg)?;
+    let params = CoreParams::from_config(&cfg)?;
+    refuse_unused(&args, &params)?;
     let table = crate::energy::load_table(args.energy.as_deref())?;
     let out = if args.f32 {
         OutFormat::F32
@@ -104,10 +115,10 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         (0.0..0.95).contains(&args.mem_stall),
         "--mem-stall must be in [0, 0.95)"
     );
-    let timing = crate::verify::attention::MemoryTiming {
+    let timing = MemoryTiming {
         latency: args.mem_latency,
         stall_probability: args.mem_stall,
-        seed: args.seed,
+        seed: args.seed.unwrap_or(1),
         ..Default::default()
     };
     timing.validate().context("--mem-latency")?;
@@ -115,112 +126,211 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     for path in args.out.iter().chain(&args.report) {
         check_writable(path)?;
     }
-    let (problem, saturated) = match (&args.q, &args.k, &args.v) {
-        (Some(q), Some(k), Some(v)) => {
-            anyhow::ensure!(
-                args.kv_heads.is_none(),
-                "--kv-heads applies to random inputs; with --q/--k/--v the arrays' shapes say it"
-            );
-            let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate)?;
-            (a.laid_out(args.layout), n)
-        }
-        _ => {
-            anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
-            anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
-            // Before allocating anything.
-            crate::verify::attention::check_shape(
-                &params,
-                args.heads,
-                args.seq,
-                args.seq,
-                cfg.head_dim as usize,
-                out,
-            )?;
-            let kv = args.kv_heads.unwrap_or(args.heads);
-            anyhow::ensure!(
-                kv >= 1 && args.heads.is_multiple_of(kv),
-                "--kv-heads {kv} must divide --heads {} (each K/V head serves the same number \
-                 of query heads)",
-                args.heads
-            );
-            let a = sim::random_problem(
-                args.heads,
-                args.seq,
-                cfg.head_dim as usize,
-                args.causal,
-                out,
-                args.seed,
-            )
-            .grouped(kv)
-            .laid_out(args.layout);
-            (a, 0)
-        }
+    let files = match (&args.q, &args.k, &args.v) {
+        (Some(q), Some(k), Some(v)) => Some((q, k, v)),
+        _ => None,
+    };
+    let load = |(q, k, v): (&PathBuf, &PathBuf, &PathBuf)| {
+        let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate)?;
+        anyhow::Ok((a.laid_out(args.layout), n))
     };
     if let Some(q_lens) = &args.seqlens {
+        let (q_lens, k_lens) = batch_lengths(q_lens, args.kv_seqlens.as_deref())?;
+        let (batch, saturated) = match files {
+            Some(files) => {
+                let (packed, n) = load(files)?;
+                let batch = Batch::from_packed(&packed, &q_lens, &k_lens)
+                    .context("--seqlens and --kv-seqlens against the rows of --q/--k/--v")?;
+                (batch, n)
+            }
+            None => (
+                random_batch(&args, &params, out, &q_lens, &k_lens, timing.seed)?,
+                0,
+            ),
+        };
+        return sim_batch(&args, &cfg, &batch, saturated, &timing, &table);
+    }
+    let (problem, saturated) = match files {
+        Some(files) => load(files)?,
+        None => (random_one(&args, &params, out, timing.seed)?, 0),
+    };
+    sim_one(&args, &cfg, &problem, saturated, &timing, &table)
+}
+
+/// Refuses a flag the others leave without effect: every flag given is used or refused.
+fn refuse_unused(args: &SimArgs, p: &CoreParams) -> Result<()> {
+    let files = args.q.is_some();
+    if files {
+        for (given, flag, instead) in [
+            (
+                args.seq.is_some(),
+                "--seq",
+                "the arrays' rows give the lengths",
+            ),
+            (
+                args.heads.is_some(),
+                "--heads",
+                "Q's first axis gives the heads",
+            ),
+            (
+                args.kv_heads.is_some(),
+                "--kv-heads",
+                "the first axis of K and V gives the K/V heads (fewer than Q's: grouped-query \
+                 attention)",
+            ),
+        ] {
+            anyhow::ensure!(
+                !given,
+                "{flag} applies to random inputs; with --q/--k/--v {instead}: leave {flag} out"
+            );
+        }
+    } else {
+        anyhow::ensure!(
+            !args.saturate,
+            "--saturate clamps FP32 values of .npy inputs (--q/--k/--v); random inputs are \
+             within FP16's range: leave --saturate out"
+        );
+    }
+    if args.seqlens.is_some() {
+        anyhow::ensure!(
+            args.seq.is_none(),
+            "--seq is the length of one problem; --seqlens lists the batch's lengths: leave \
+             --seq out"
+        );
         anyhow::ensure!(
             args.fault.is_none() && args.waves.is_none(),
             "--seqlens runs the top; --fault and --waves apply to one problem on the core"
         );
-        let k_lens = args.kv_seqlens.clone().unwrap_or_else(|| q_lens.clone());
-        anyhow::ensure!(
-            k_lens.len() == q_lens.len(),
-            "--kv-seqlens gives {} lengths for {} sequences: give one per sequence",
-            k_lens.len(),
-            q_lens.len()
-        );
-        anyhow::ensure!(
-            q_lens.iter().chain(&k_lens).all(|&n| n >= 1),
-            "every --seqlens and --kv-seqlens length must be at least 1"
-        );
-        let kv = args.kv_heads.unwrap_or(args.heads);
-        anyhow::ensure!(
-            args.heads >= 1 && kv >= 1 && args.heads.is_multiple_of(kv),
-            "--kv-heads {kv} must divide --heads {}",
-            args.heads
-        );
-        let batch = crate::verify::attention::Batch::generate(
-            kernels::patterns::Pattern::Unit,
-            args.heads,
-            kv,
-            q_lens,
-            &k_lens,
-            cfg.head_dim as usize,
-            args.causal,
-            out,
-            args.layout,
-            args.seed,
-        );
-        let (mut report, o) = sim::run_batch(&cfg, &batch, &timing)?;
-        report.with_energy(&table, &cfg, false);
-        println!("{}", report.summary());
-        if let Some(path) = &args.out {
-            // O of every head over the packed rows: (heads, total queries, d).
-            let (tq, _) = batch.totals();
-            let d = cfg.head_dim as usize;
-            let mut packed = Vec::with_capacity(o.len());
-            let mut at = vec![0usize; batch.seqs.len()];
-            let mut start = 0;
-            for (b, a) in batch.seqs.iter().enumerate() {
-                at[b] = start;
-                start += a.heads * a.q_len * d;
-            }
-            for h in 0..args.heads {
-                for (b, a) in batch.seqs.iter().enumerate() {
-                    let from = at[b] + h * a.q_len * d;
-                    packed.extend_from_slice(&o[from..from + a.q_len * d]);
-                }
-            }
-            let whole = crate::verify::attention::Attention {
-                q_len: tq,
-                ..batch.seqs[0].clone()
-            };
-            sim::write_output(path, &whole, &packed)?;
-        }
-        if let Some(path) = &args.report {
-            write_json(path, &report)?;
-        }
-        return Ok(exit(report.passed));
     }
+    // Given inputs on the simple port without stalls, one problem on the core: nothing is
+    // random (a batch runs on the top, whose register bus has random delays; the AXI4 slave
+    // reorders at random).
+    let random =
+        !files || args.mem_stall > 0.0 || args.seqlens.is_some() || p.dma.mem_if == MemIf::Axi4;
+    anyhow::ensure!(
+        args.seed.is_none() || random,
+        "--seed seeds random inputs and random timing; with --q/--k/--v on the simple memory \
+         port without --mem-stall nothing is random: leave --seed out"
+    );
+    Ok(())
+}
+
+/// Random heads and K/V heads: --heads and --kv-heads, checked.
+fn random_heads(args: &SimArgs) -> Result<(usize, usize)> {
+    let heads = args.heads.unwrap_or(1);
+    anyhow::ensure!(heads >= 1, "--heads must be at least 1");
+    let kv = args.kv_heads.unwrap_or(heads);
+    anyhow::ensure!(
+        kv >= 1 && heads.is_multiple_of(kv),
+        "--kv-heads {kv} must divide --heads {heads} (each K/V head serves the same number of \
+         query heads)"
+    );
+    Ok((heads, kv))
+}
+
+/// One random problem of --heads, --kv-heads and --seq, its shape checked before anything is
+/// allocated.
+fn random_one(args: &SimArgs, p: &CoreParams, out: OutFormat, seed: u64) -> Result<Attention> {
+    let seq = args.seq.unwrap_or(256);
+    anyhow::ensure!(seq >= 1, "--seq must be at least 1");
+    let (heads, kv) = random_heads(args)?;
+    let d = p.d() as usize;
+    crate::verify::attention::check_shape(p, heads, seq, seq, d, out)?;
+    Ok(sim::random_problem(heads, seq, d, args.causal, out, seed)
+        .grouped(kv)
+        .laid_out(args.layout))
+}
+
+/// The batch's query and key lengths: --seqlens, and --kv-seqlens (default the same), one
+/// of each per sequence, none empty.
+fn batch_lengths(q_lens: &[usize], k_lens: Option<&[usize]>) -> Result<(Vec<usize>, Vec<usize>)> {
+    let k_lens = k_lens.unwrap_or(q_lens);
+    anyhow::ensure!(
+        k_lens.len() == q_lens.len(),
+        "--kv-seqlens gives {} lengths for {} sequences: give one per sequence",
+        k_lens.len(),
+        q_lens.len()
+    );
+    anyhow::ensure!(
+        q_lens.iter().chain(k_lens).all(|&n| n >= 1),
+        "every --seqlens and --kv-seqlens length must be at least 1"
+    );
+    Ok((q_lens.to_vec(), k_lens.to_vec()))
+}
+
+/// A batch of random sequences of these lengths, its packed shape checked before anything is
+/// allocated.
+fn random_batch(
+    args: &SimArgs,
+    p: &CoreParams,
+    out: OutFormat,
+    q_lens: &[usize],
+    k_lens: &[usize],
+    seed: u64,
+) -> Result<Batch> {
+    let (heads, kv) = random_heads(args)?;
+    let d = p.d() as usize;
+    let total = |l: &[usize]| l.iter().try_fold(0usize, |s, &n| s.checked_add(n));
+    crate::verify::attention::check_shape(
+        p,
+        heads,
+        total(q_lens).unwrap_or(usize::MAX),
+        total(k_lens).unwrap_or(usize::MAX),
+        d,
+        out,
+    )
+    .context("the batch's packed tensors")?;
+    Ok(Batch::generate(
+        kernels::patterns::Pattern::Unit,
+        heads,
+        kv,
+        q_lens,
+        k_lens,
+        d,
+        args.causal,
+        out,
+        args.layout,
+        seed,
+    ))
+}
+
+/// Runs a varlen batch on the top and writes its O packed like the inputs: (heads, total
+/// queries, d).
+fn sim_batch(
+    args: &SimArgs,
+    cfg: &hdl::config::CoreConfig,
+    batch: &Batch,
+    saturated: u64,
+    timing: &MemoryTiming,
+    table: &kernels::energy::EnergyTable,
+) -> Result<ExitCode> {
+    let (mut report, o) = sim::run_batch(cfg, batch, timing)?;
+    report.saturated_inputs = saturated;
+    report.with_energy(table, cfg, false);
+    println!("{}", report.summary());
+    if let Some(path) = &args.out {
+        let whole = Attention {
+            q_len: batch.totals().0,
+            ..batch.seqs[0].clone()
+        };
+        sim::write_output(path, &whole, &batch.packed_out(&o))?;
+    }
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed))
+}
+
+/// Runs one problem on the core (on the top with the AXI4 port), with a fault or a waveform
+/// when asked.
+fn sim_one(
+    args: &SimArgs,
+    cfg: &hdl::config::CoreConfig,
+    problem: &Attention,
+    saturated: u64,
+    timing: &MemoryTiming,
+    table: &kernels::energy::EnergyTable,
+) -> Result<ExitCode> {
     let fault = match &args.fault {
         Some(name) => Some(hdl::fault::Fault::from_name(name).with_context(|| {
             format!(
@@ -231,7 +341,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         None => None,
     };
     if let Some(f) = fault {
-        let p = hdl::core::CoreParams::from_config(&cfg)?;
+        let p = CoreParams::from_config(cfg)?;
         if let Some(need) = f.needs(&p) {
             anyhow::bail!("fault `{}` acts only in a core with {need}", f.name());
         }
@@ -251,10 +361,10 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         None => None,
     };
     let (mut report, o) = sim::run_full(
-        &cfg,
+        cfg,
         fault,
-        &problem,
-        &timing,
+        problem,
+        timing,
         waves.as_ref(),
         true,
         progress_bar(),
@@ -263,11 +373,11 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         eprintln!("waveform: {}", w.path.display());
     }
     report.saturated_inputs = saturated;
-    report.with_energy(&table, &cfg, false);
+    report.with_energy(table, cfg, false);
     eprintln!();
     println!("{}", report.summary());
     if let Some(path) = &args.out {
-        sim::write_output(path, &problem, &o)?;
+        sim::write_output(path, problem, &o)?;
     }
     if let Some(path) = &args.report {
         write_json(path, &report)?;

@@ -33,6 +33,8 @@ pub struct Scenario {
     pub cu_k: Vec<u32>,
     pub cu_q_addr: u64,
     pub cu_k_addr: u64,
+    /// The register block's `addr_over` (an address bit the core cannot represent).
+    pub addr_over: bool,
     /// Per launch: cycles the core stays busy and the error it ends with.
     pub run_cycles: Vec<u32>,
     pub core_errors: Vec<u64>,
@@ -61,6 +63,7 @@ impl Scenario {
             batch: self.batch,
             cu_q_addr: self.cu_q_addr,
             cu_k_addr: self.cu_k_addr,
+            addr_over: self.addr_over,
         }
     }
 
@@ -130,6 +133,7 @@ pub fn run(model: &Model, p: &CoreParams, s: &Scenario) -> Result<u64> {
     dut.set("batch", s.batch);
     dut.set("cu_q_addr", s.cu_q_addr);
     dut.set("cu_k_addr", s.cu_k_addr);
+    dut.set("addr_over", s.addr_over as u64);
     let want = s.expected(p);
     let mut core = Core::default();
     for round in 0..2 {
@@ -173,9 +177,20 @@ fn batch_once(
     let start = dut.cycles();
     let mut starting = true;
     let mut abort = false;
+    // `finish` pulses: exactly one per START, in the first cycle `done` shows (the cycle START
+    // is presented in may still show the previous batch's).
+    let mut finishes = 0;
     loop {
+        if !starting {
+            finishes += dut.get("finish");
+        }
         if !starting && dut.get("done") == 1 {
             ensure!(dut.get("busy") == 0, "`done` and `busy` are both high");
+            ensure!(
+                finishes == 1 && dut.get("finish") == 1,
+                "{finishes} `finish` pulses by the first cycle of `done` (one per START, \
+                 in that cycle)"
+            );
             out.error = dut.get("error");
             return Ok(out);
         }
@@ -278,7 +293,8 @@ fn cumulative(start: u32, steps: &[(u32, bool)]) -> Vec<u32> {
 
 /// Random batches for core `p`: 0 to 5 sequences of mostly short lengths, now and then an
 /// empty one, one too long (2^16 − 1 is the limit) or a decreasing offset, offsets that wrap
-/// the 32-bit range, misaligned list addresses, core errors and aborts, any register values.
+/// the 32-bit range, misaligned list addresses, core errors and aborts, any register values,
+/// now and then address bits beyond the range.
 pub fn scenario(p: &CoreParams) -> impl Strategy<Value = Scenario> {
     let widths: Vec<u32> = fields(p).iter().map(|(_, w)| *w).collect();
     let problem = widths
@@ -289,7 +305,7 @@ pub fn scenario(p: &CoreParams) -> impl Strategy<Value = Scenario> {
     let step = (len, prop::bool::weighted(0.04));
     let start = prop_oneof![3 => 0u32..100, 1 => any::<u32>()];
     (
-        problem,
+        (problem, prop::bool::weighted(0.05)),
         0u64..=5,
         (start.clone(), prop::collection::vec(step.clone(), 5)),
         (start, prop::collection::vec(step, 5)),
@@ -308,10 +324,21 @@ pub fn scenario(p: &CoreParams) -> impl Strategy<Value = Scenario> {
         ),
     )
         .prop_map(
-            |(problem, batch, q, k, (qa, ka, skew), run_cycles, core_errors, abort_in, m)| {
+            |(
+                (problem, addr_over),
+                batch,
+                q,
+                k,
+                (qa, ka, skew),
+                run_cycles,
+                core_errors,
+                abort_in,
+                m,
+            )| {
                 let n = batch as usize;
                 Scenario {
                     problem,
+                    addr_over,
                     batch,
                     cu_q: cumulative(q.0, &q.1[..n]),
                     cu_k: cumulative(k.0, &k.1[..n]),
@@ -329,7 +356,8 @@ pub fn scenario(p: &CoreParams) -> impl Strategy<Value = Scenario> {
 }
 
 /// Directed batches: the single problem; sequences with empty ones between and at the end;
-/// each kind of bad list; a core error; an abort; addresses that wrap.
+/// each kind of bad list; a core error; an abort; sequence bases beyond the address range;
+/// address bits beyond it (refused at START, single problem and batch).
 pub fn directed(p: &CoreParams) -> Vec<Scenario> {
     // Distinct values within each register's width.
     let mut problem: Vec<u64> = (fields(p).iter().enumerate())
@@ -353,6 +381,7 @@ pub fn directed(p: &CoreParams) -> Vec<Scenario> {
         cu_k: vec![2, 5, 8, 8],
         cu_q_addr: 0x100,
         cu_k_addr: 0x804,
+        addr_over: false,
         run_cycles: vec![3, 1, 7],
         core_errors: vec![],
         abort_in: None,
@@ -392,6 +421,11 @@ pub fn directed(p: &CoreParams) -> Vec<Scenario> {
             s.abort_in = Some(0);
         }),
         wrap,
+        with(&|s| s.addr_over = true),
+        with(&|s| {
+            s.batch = 0;
+            s.addr_over = true;
+        }),
     ]
 }
 

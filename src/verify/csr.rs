@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use anyhow::Result;
 use hdl::core::{CoreParams, COUNTERS};
 use hdl::soc::regmap::{self, Kind, ProblemReg};
-use kernels::csr::{CoreStatus, Csr, Reg};
+use kernels::csr::{AddressCheck, CoreStatus, Csr, Reg};
 use proptest::prelude::*;
 use verilator_tb::Dut;
 
@@ -42,7 +42,23 @@ pub fn model(p: &CoreParams) -> Csr {
             (r.offset, m)
         })
         .collect();
-    Csr::new(regs, ProblemReg::ALL.len())
+    let index = |r: ProblemReg| {
+        ProblemReg::ALL
+            .iter()
+            .position(|&v| v == r)
+            .expect("a value")
+    };
+    let (lists, always): (Vec<ProblemReg>, Vec<ProblemReg>) = ProblemReg::ALL
+        .into_iter()
+        .filter(|r| r.is_address())
+        .partition(|r| matches!(r, ProblemReg::CuQAddr | ProblemReg::CuKAddr));
+    let check = AddressCheck {
+        addr_bits: p.addr_bits,
+        always: always.into_iter().map(index).collect(),
+        lists: lists.into_iter().map(index).collect(),
+        batch: index(ProblemReg::Batch),
+    };
+    Csr::new(regs, ProblemReg::ALL.len(), check)
 }
 
 /// One step of a stream.
@@ -60,6 +76,8 @@ pub enum Op {
     },
     /// The core's status and counters change (and stay).
     Core(CoreStatus),
+    /// A launch ends: `finish` pulses for one cycle.
+    Finish,
 }
 
 /// Runs `ops` on a reset block; the first difference from the model, if any.
@@ -120,7 +138,13 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
                 st = s.clone();
                 apply(dut, &st);
                 tick(dut)?;
-                m.observe_done(st.done);
+                String::new()
+            }
+            Op::Finish => {
+                dut.set("finish", 1);
+                tick(dut)?;
+                dut.set("finish", 0);
+                m.finish();
                 String::new()
             }
         };
@@ -147,19 +171,23 @@ fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
             .iter()
             .position(|&v| v == ProblemReg::Flags)?,
     );
-    for (port, _) in hdl::soc::csr::problem_ports(p) {
+    for (port, w) in hdl::soc::csr::launch_ports(p) {
         let want = match port.as_str() {
             "causal" => flags & 1,
             "out_f32" => flags >> 1 & 1,
             _ => {
                 let i = ProblemReg::ALL.iter().position(|v| v.port() == port)?;
-                m.value(i)
+                m.value(i) & (u64::MAX >> (64 - w))
             }
         };
         let got = dut.get(&port);
         if got != want {
             return Some(format!("{port} = {got:#x}, model {want:#x}"));
         }
+    }
+    let over = dut.get("addr_over") == 1;
+    if over != m.addr_over() {
+        return Some(format!("addr_over = {over}, model {}", m.addr_over()));
     }
     let irq = dut.get("irq") == 1;
     (irq != m.irq()).then(|| format!("irq = {irq}, model {}", m.irq()))
@@ -221,6 +249,7 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             error: 0,
             counters: counters.clone(),
         }),
+        Op::Finish,
         Op::Read { addr: 0x02C, d },
         // A clear whose byte is not strobed clears nothing.
         Op::Write {
@@ -253,6 +282,11 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             error: regmap::ERR_ABORTED as u8,
             counters,
         }),
+        Op::Finish,
+        Op::Read { addr: 0x02C, d },
+        // A second launch ending while `done` stays high (a refused START) is an event too.
+        w(0x02C, 1),
+        Op::Finish,
         Op::Read { addr: 0x024, d },
         Op::Read { addr: 0x02C, d },
         Op::Read { addr: 0xFFC, d },
@@ -293,6 +327,7 @@ fn op(offsets: Vec<u32>) -> impl Strategy<Value = Op> {
             .prop_map(|(addr, data, strb, d)| Op::Write { addr, data, strb, d }),
         4 => (addr, delays).prop_map(|(addr, d)| Op::Read { addr, d }),
         1 => status,
+        1 => Just(Op::Finish),
     ]
 }
 

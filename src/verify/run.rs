@@ -321,7 +321,9 @@ pub fn verify_batch(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRe
 /// Checks the top end to end through its registers: two problems (one waiting for the
 /// interrupt, one polling STATUS; causal and not, FP16 and FP32 out, one and two heads), each
 /// O bit for bit and every counter exact; with the AXI4 master, on a slave with random stalls.
-pub fn verify_top(cfg: &CoreConfig, _vectors: u32, seed: u64) -> Result<BlockReport> {
+/// Then the launch contract (`attention::launches`): directed and random sequences of launches
+/// on one instance, each ending on a random path with its code and exactly one DONE event.
+pub fn verify_top(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
     use crate::verify::attention::{check, run_top, Attention, MemoryTiming, Wait};
     let (model, latency, module, build_seconds) = build(cfg, "top")?;
     let p = hdl::core::CoreParams::from_config(cfg)?;
@@ -374,13 +376,19 @@ pub fn verify_top(cfg: &CoreConfig, _vectors: u32, seed: u64) -> Result<BlockRep
         );
         cycles += run.counters["cycles"];
     }
+    // The launch contract: sequences of launches on every ending path, one DONE event each.
+    let directed_seqs = crate::verify::attention::launches::directed(&p).len() as u64;
+    let cases = (vectors / 1000).max(20);
+    let (launches, launch_cycles) =
+        crate::verify::attention::launches::check_launches(&model, &p, cases, seed)?;
+    cycles += launch_cycles;
     Ok(BlockReport {
         unit: "top".into(),
         module,
         latency,
-        directed_vectors: problems.len() as u64,
-        random_vectors: 0,
-        operations: problems.len() as u64,
+        directed_vectors: problems.len() as u64 + directed_seqs,
+        random_vectors: cases as u64,
+        operations: problems.len() as u64 + launches,
         sim_cycles: cycles,
         sim_seconds: start.elapsed().as_secs_f64(),
         build_seconds,

@@ -124,7 +124,9 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let qf_head = m.reg("qf_head", iw, Some(0));
     let qf_off = m.reg("qf_off", aw, Some(0));
     let q_ok = i.q.error.is_zero();
-    let q_start = and_all(&[running, qf_head.q.lt(heads), !i.q.busy, q_ok]);
+    // A problem without queries has nothing to fetch (it completes like one without heads).
+    let has_queries = prob.q_len.any();
+    let q_start = and_all(&[running, qf_head.q.lt(heads), !i.q.busy, q_ok, has_queries]);
     let q_start = m.name("q_fetch_start", q_start);
     let qf_en = go | q_start;
     reg_set(m, qf_head, mux(go, zero_i, qf_head.q + 1), qf_en);

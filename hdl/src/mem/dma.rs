@@ -143,26 +143,74 @@ pub mod error {
     pub const TOO_LARGE: u64 = 3;
     pub const OUT_OF_RANGE: u64 = 4;
     pub const BUSY: u64 = 5;
-    /// (6 is the core's: aborted by software.)
+    /// Software asked for an abort (the core's code).
+    pub const ABORTED: u64 = 6;
     /// An AXI4 response was SLVERR (the slave failed the access).
     pub const SLVERR: u64 = 7;
     /// An AXI4 response was DECERR (no slave at the address).
     pub const DECERR: u64 = 8;
+    /// An invalid varlen offset list (the SoC top's batch controller).
+    pub const BATCH: u64 = 9;
+    /// An address the core cannot represent (the SoC top: refused at START).
+    pub const ADDRESS: u64 = 10;
+
+    /// Every error code: (code, name, what it means). `STATUS.ERR_CODE`, `regflash.h`'s
+    /// `REGFLASH_ERR_*` and `registers.md` are generated from this table.
+    pub const CODES: [(u64, &str, &str); 10] = [
+        (
+            ZERO_SIZE,
+            "ZERO_SIZE",
+            "a descriptor of zero size (the core's channels; a problem with nothing to compute \
+             is not one: it completes)",
+        ),
+        (
+            MISALIGNED,
+            "MISALIGNED",
+            "a base, stride or row length that is not a multiple of the memory beat \
+             (REGFLASH_CFG_ALIGN bytes)",
+        ),
+        (
+            TOO_LARGE,
+            "TOO_LARGE",
+            "rows or a row longer than the landing or staging buffer",
+        ),
+        (
+            OUT_OF_RANGE,
+            "OUT_OF_RANGE",
+            "a transfer beyond the address range (2^ADDR_BITS bytes)",
+        ),
+        (BUSY, "BUSY", "a start while the channel was busy"),
+        (ABORTED, "ABORTED", "aborted by software"),
+        (SLVERR, "SLVERR", "an AXI4 slave error response (SLVERR)"),
+        (
+            DECERR,
+            "DECERR",
+            "an AXI4 decode error response (DECERR: no slave at the address)",
+        ),
+        (
+            BATCH,
+            "BATCH",
+            "an invalid varlen offset list (misaligned, decreasing, or a sequence longer than \
+             2^INDEX_BITS - 1)",
+        ),
+        (
+            ADDRESS,
+            "ADDRESS",
+            "an address beyond the address range: a base, stride or offset-list address with \
+             bits at or above ADDR_BITS, refused at START (nothing is read or written), or a \
+             varlen sequence whose rows start beyond the range (the batch stops before it)",
+        ),
+    ];
 
     /// What an error code means.
     pub fn describe(code: u64) -> &'static str {
-        match code {
-            0 => "no error",
-            ZERO_SIZE => "a descriptor of zero size",
-            MISALIGNED => "a base, stride or row length that is not a multiple of the beat",
-            TOO_LARGE => "rows or a row longer than the landing or staging buffer",
-            OUT_OF_RANGE => "a transfer beyond the address range",
-            BUSY => "a start while the channel was busy",
-            6 => "aborted by software",
-            SLVERR => "an AXI4 slave error response (SLVERR)",
-            DECERR => "an AXI4 decode error response (DECERR: no slave at the address)",
-            _ => "an unknown error code",
+        if code == 0 {
+            return "no error";
         }
+        CODES
+            .iter()
+            .find(|c| c.0 == code)
+            .map_or("an unknown error code", |c| c.2)
     }
 }
 

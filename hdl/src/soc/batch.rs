@@ -9,14 +9,21 @@
 //! their base plus cu_q[b] rows, K and V plus cu_k[b] rows (a shift-add multiply by the row
 //! stride, one bit a cycle), q_len and k_len the differences. Counters add up over the batch
 //! (the core keeps them from the second sequence on); `cycles` counts the core's busy cycles,
-//! not the reads of the offsets between sequences. A sequence without queries is skipped.
+//! not the reads of the offsets between sequences. A sequence without queries is skipped; one
+//! with queries and no keys runs (its O rows are 0).
 //!
-//! Errors (`STATUS.ERR_CODE` 9, the batch stops before the bad sequence): a list address not
-//! 4-byte aligned, offsets that decrease, a sequence longer than 2^index_bits − 1, or a
-//! sequence with queries but no keys. A core error stops the batch with the core's code;
-//! `ABORT` stops it after the read in flight (code 6).
+//! Errors: at START, `addr_over` from the register block (a base, stride or, for a batch, list
+//! address with bits the core cannot represent) refuses the launch with `STATUS.ERR_CODE` 10
+//! before anything is read, then a list address not 4-byte aligned with 9. Before a sequence:
+//! offsets that decrease or a sequence longer than 2^index_bits − 1 stop the batch with 9; a
+//! row offset or base that would reach past 2^addr_bits with 10. A core error stops the batch
+//! with the core's code; `ABORT` stops it after the read in flight (code 6).
+//!
+//! `finish` pulses once per accepted START, in the first cycle of Done, also when a START in
+//! Done is refused at once and the state never leaves Done (the register block's interrupt
+//! follows it, not a rise of `done`).
 
-use super::regmap::{ERR_ABORTED, ERR_BATCH};
+use super::regmap::{ERR_ABORTED, ERR_ADDRESS, ERR_BATCH};
 use crate::core::ports::Problem;
 use crate::core::CoreParams;
 use crate::dma::{AxiIn, MemIf, MemIn, MemReq};
@@ -82,6 +89,8 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let core_done = m.input("core_done", 1);
     let eb = crate::dma::error::BITS;
     let core_error = m.input("core_error", eb);
+    // A base, stride or list address with bits the core cannot represent (the register block).
+    let addr_over = m.input("addr_over", 1);
 
     let st = Fsm::new(m, "state", Batch::Idle);
     let c = |s: Batch| st.code(s);
@@ -204,7 +213,6 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         k_hi.q.lt(k_lo.q),
         q_len.gt(limit),
         k_len.gt(limit),
-        q_len.any() & k_len.is_zero(),
     ]);
     let misaligned = (cu_q.slice(1, 0) | cu_k.slice(1, 0)).any() & varlen;
     let empty = q_len.is_zero();
@@ -216,6 +224,9 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let zero6 = m.zero(6);
     m.set_next(step, mux(scaling, step.q + 1, zero6));
     let mut offsets = vec![];
+    // A row offset or a sequence's base beyond the address range (ERR_ADDRESS): sticky over
+    // the shift-add (a doubling that loses the top bit, an add that carries out).
+    let mut carries = vec![];
     for (name, rows, stride) in [
         ("q_off", q_lo.q, get(&problem, "q_row_stride")),
         ("k_off", k_lo.q, get(&problem, "k_row_stride")),
@@ -229,11 +240,27 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         let twice = acc.q << 1u32;
         let zero = m.zero(a);
         let add = mux(bit, stride, zero);
-        let next = twice + add;
-        m.set_next(acc, mux(scaling, next, zero));
+        let sum = twice.zext(a + 1) + add.zext(a + 1);
+        carries.push(acc.q.bit(a - 1) | sum.bit(a));
+        m.set_next(acc, mux(scaling, sum.trunc(a), zero));
         m.set_enable(acc, scaling | st.is(Batch::Check));
         offsets.push(acc.q);
     }
+    let seq_over = m.reg("seq_over", 1, Some(0));
+    let zero1 = m.zero(1);
+    m.set_next(seq_over, mux(scaling, seq_over.q | or_all(&carries), zero1));
+    m.set_enable(seq_over, scaling | st.is(Batch::Check));
+    // The sequence's bases: the registers' plus the row offsets, none past the range.
+    let rows = ["q_addr", "k_addr", "v_addr", "o_addr"];
+    let mut based = vec![];
+    let mut base_carry = vec![seq_over.q];
+    for (k, n) in rows.iter().enumerate() {
+        let sum = get(&problem, n).zext(a + 1) + offsets[k].zext(a + 1);
+        base_carry.push(sum.bit(a));
+        based.push(sum.trunc(a));
+    }
+    let launch_over = varlen & or_all(&base_carry);
+    let launch_over = m.name("launch_over", launch_over);
 
     // Transitions. A run ends when the core, busy since the launch, is done again.
     let seen = m.reg("core_busy_seen", 1, Some(0));
@@ -245,7 +272,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let done = c(Batch::Done);
     let last_seq = (seq.q + 1).eq(n_seq);
     let single_or_first = mux(varlen, read, c(Batch::Launch));
-    let begin = mux(misaligned, done, single_or_first);
+    let begin = mux(misaligned | addr_over, done, single_or_first);
     let from_idle = mux(go, begin, c(Batch::Idle));
     let from_done = mux(go, begin, done);
     let next_seq = mux(last_seq, done, read);
@@ -263,7 +290,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         ),
         Batch::Check => check_next,
         Batch::Scale => mux(scale_done, c(Batch::Launch), c(Batch::Scale)),
-        Batch::Launch => c(Batch::Run),
+        Batch::Launch => mux(launch_over, done, c(Batch::Run)),
         Batch::Run => mux(run_end, after_run, c(Batch::Run)),
         Batch::Done => from_done,
     });
@@ -298,30 +325,38 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let zero_seq = m.zero(iw);
     m.set_next(seq, mux(go, zero_seq, seq.q + 1));
     m.set_enable(seq, go | advance);
-    let launch = st.is(Batch::Launch);
-    let zero1 = m.zero(1);
+    let launch = st.is(Batch::Launch) & !launch_over;
     m.set_next(launched, mux(go, zero1, launch | launched.q));
     let abort_now = abort & !st.is(Batch::Idle) & !st.is(Batch::Done);
     m.set_next(aborting, mux(go, zero1, aborting.q | abort_now));
     // The error: the list's, the core's, or an abort's.
     let aborted = m.lit(eb, ERR_ABORTED);
     let invalid = m.lit(eb, ERR_BATCH);
+    let beyond = m.lit(eb, ERR_ADDRESS);
     let none = m.zero(eb);
-    let at_start = mux(misaligned, invalid, none);
+    let at_start = mux(addr_over, beyond, mux(misaligned, invalid, none));
     let at_check = mux(aborting.q, aborted, invalid);
     let after_core = mux(core_error.any(), core_error, mux(aborting.q, aborted, none));
-    let err_d = mux(go, at_start, mux(st.is(Batch::Check), at_check, after_core));
+    let in_launch = st.is(Batch::Launch);
+    let err_d = mux(
+        go,
+        at_start,
+        mux(
+            st.is(Batch::Check),
+            at_check,
+            mux(in_launch, beyond, after_core),
+        ),
+    );
     let check_stop = st.is(Batch::Check) & (aborting.q | bad);
     m.set_next(error, err_d);
-    m.set_enable(error, go | check_stop | run_end);
+    m.set_enable(error, go | check_stop | run_end | (in_launch & launch_over));
 
     // To the core: start and the sequence's problem; counters kept after the first launch.
     m.output("core_start", launch);
     m.output("core_keep_counters", launched.q);
-    let rows = ["q_addr", "k_addr", "v_addr", "o_addr"];
     for (n, s) in &problem {
         let v = if let Some(k) = rows.iter().position(|r| r == n) {
-            mux(varlen, *s + offsets[k], *s)
+            mux(varlen, based[k], *s)
         } else if n == "q_len" {
             mux(varlen, q_len.trunc(iw), *s)
         } else if n == "k_len" {
@@ -333,7 +368,13 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     }
     let busy = !(st.is(Batch::Idle) | st.is(Batch::Done));
     m.output("busy", busy);
-    m.output("done", st.is(Batch::Done));
+    let in_done = st.is(Batch::Done);
+    m.output("done", in_done);
+    // `finish`: one pulse per accepted START, the cycle after it reaches Done, also when a
+    // START in Done is refused at once and the state never leaves Done.
+    let was_done = m.delay("was_done", in_done);
+    let went = m.delay("go_q", go);
+    m.output("finish", in_done & (!was_done | went));
     m.output("error", error.q);
 }
 

@@ -12,9 +12,12 @@
 //! HI returns.
 //!
 //! To the core: the problem registers (`q_addr` .. `c_const`, `causal`, `out_f32`), and
-//! `start` / `abort`, one-cycle pulses the cycle after a CTRL write. From the core: `busy`,
-//! `done`, `error` and the counters. `irq` = |(IRQ_STATUS & IRQ_ENABLE); IRQ_STATUS.DONE is set
-//! when `done` rises (a set wins over a clear in the same cycle). Latency 1.
+//! `start` / `abort`, one-cycle pulses the cycle after a CTRL write; `addr_over`, high while a
+//! base, stride or (with `BATCH` > 0) list address has bits at or above `addr_bits` (the values
+//! hold all 64 bits written; the core's ports take the low `addr_bits`). From the core: `busy`,
+//! `done`, `error` and the counters, and `finish`, a one-cycle pulse that ends every accepted
+//! START. `irq` = |(IRQ_STATUS & IRQ_ENABLE); IRQ_STATUS.DONE is set by `finish` (a set wins
+//! over a clear in the same cycle). Latency 1.
 
 use super::regmap::{self, Access, Kind, ProblemReg, Register};
 use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
@@ -146,10 +149,10 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         .find(|r| r.kind == Kind::IrqStatus)
         .expect("IRQ_STATUS");
     let irq_clear = w_hit(irq_st_r) & set_bits.bit(0);
-    let done_q = m.delay("done_q", done);
-    let done_rise = done & !done_q;
+    // One event per accepted START, whatever its path (the batch controller's `finish`).
+    let finish = m.input("finish", 1);
     let pending = m.reg("irq_pending", 1, Some(0));
-    m.set_next(pending, done_rise | (pending.q & !irq_clear));
+    m.set_next(pending, finish | (pending.q & !irq_clear));
     m.output("irq", pending.q & irq_en.q);
 
     // Problem registers: one register per value, written a 32-bit half at a time.
@@ -187,7 +190,11 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         m.set_enable(val, or_all(&any));
         problem.insert(reg, val.q);
     }
-    for (port, _) in launch_ports(p) {
+    // Values wider than their port (addresses, strides, list addresses): the bits the core
+    // cannot represent refuse START (`addr_over`, ERR_ADDRESS in the batch controller); the
+    // lists count only for a varlen batch.
+    let (mut over, mut list_over) = (vec![], vec![]);
+    for (port, w) in launch_ports(p) {
         let v = match port.as_str() {
             "causal" => problem[&ProblemReg::Flags].bit(0),
             "out_f32" => problem[&ProblemReg::Flags].bit(1),
@@ -196,11 +203,25 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
                     .into_iter()
                     .find(|r| r.port() == port)
                     .expect("a problem port");
-                problem[&reg]
+                let v = problem[&reg];
+                if v.width() > w {
+                    let high = v.slice(v.width() - 1, w).any();
+                    if matches!(reg, ProblemReg::CuQAddr | ProblemReg::CuKAddr) {
+                        list_over.push(high);
+                    } else {
+                        over.push(high);
+                    }
+                    v.trunc(w)
+                } else {
+                    v
+                }
             }
         };
         m.output(&port, v);
     }
+    let varlen = problem[&ProblemReg::Batch].any();
+    let addr_over = or_all(&over) | (varlen & or_all(&list_over));
+    m.output("addr_over", addr_over);
     m.output("start", start);
     m.output("abort_req", abort);
 

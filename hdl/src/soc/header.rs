@@ -33,6 +33,10 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
         s += &format!("#define REGFLASH_CFG_{k} {v}u\n");
     }
     s += &format!("#define REGFLASH_CFG_VARIANT_{variant} 1\n");
+    s += "/* Limits and alignment (see the rules below). */\n";
+    for (k, v, doc) in regmap::limits(p) {
+        s += &format!("/* {doc}. */\n#define REGFLASH_CFG_{k} {v}u\n");
+    }
     s += &format!(
         "#define REGFLASH_MAGIC 0x{:08X}u\n#define REGFLASH_VERSION {}u\n",
         regmap::MAGIC,
@@ -42,10 +46,17 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
         "/* FP32 bits of log2(e) / sqrt({}), for SCALE. */\n#define REGFLASH_CFG_SCALE 0x{scale_bits:08X}u\n",
         p.d()
     );
+    s += "/* STATUS.ERR_CODE values (0: success). */\n";
+    for (code, name, doc) in crate::dma::error::CODES {
+        s += &format!("#define REGFLASH_ERR_{name} {code}u /* {doc} */\n");
+    }
+    s += "/* The contract of every launch:\n";
+    for rule in regmap::RULES {
+        s += &format!(" * - {rule}\n");
+    }
+    s += " */\n";
     s += &format!(
-        "#define REGFLASH_ERR_ABORTED {}u\n#define REGFLASH_COUNTER_BASE 0x{:03X}u\n\
-         #define REGFLASH_COUNTERS {}u\n\n",
-        regmap::ERR_ABORTED,
+        "#define REGFLASH_COUNTER_BASE 0x{:03X}u\n#define REGFLASH_COUNTERS {}u\n\n",
         regmap::COUNTER_BASE,
         crate::core::COUNTERS.len()
     );
@@ -58,18 +69,13 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
             r.access.name(),
             r.doc
         );
-        if r.fields.len() > 1 || r.fields.iter().any(|f| f.name != r.name) {
-            for f in &r.fields {
-                s += &format!(
-                    "#define REGFLASH_{}_{}_SHIFT {}u\n#define REGFLASH_{}_{}_MASK 0x{:08X}u\n",
-                    r.name,
-                    f.name,
-                    f.lsb,
-                    r.name,
-                    f.name,
-                    (((1u64 << f.width) - 1) << f.lsb) as u32
-                );
-            }
+        for f in &r.fields {
+            let name = field_macro(r, f);
+            s += &format!(
+                "#define {name}_SHIFT {}u\n#define {name}_MASK 0x{:08X}u\n",
+                f.lsb,
+                field_mask(f)
+            );
         }
     }
     s +=
@@ -97,6 +103,21 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
     s
 }
 
+/// The macro prefix of field `f` of `r`: `REGFLASH_<REG>_<FIELD>`, or `REGFLASH_<REG>` for a
+/// field that is the whole value of its register and named like it.
+pub fn field_macro(r: &Register, f: &regmap::Field) -> String {
+    if f.name == r.name {
+        format!("REGFLASH_{}", r.name)
+    } else {
+        format!("REGFLASH_{}_{}", r.name, f.name)
+    }
+}
+
+/// The bits of field `f` in its register.
+pub fn field_mask(f: &regmap::Field) -> u32 {
+    (((1u64 << f.width) - 1) << f.lsb) as u32
+}
+
 /// The markdown register map.
 pub fn markdown(p: &CoreParams, top: &str) -> String {
     let regs = regmap::registers(p);
@@ -118,6 +139,19 @@ pub fn markdown(p: &CoreParams, top: &str) -> String {
             fields(r),
             r.doc
         );
+    }
+    s += "\n## Error codes (`STATUS.ERR_CODE`)\n\n| code | name (`REGFLASH_ERR_*`) | meaning |\n\
+          |---:|---|---|\n| 0 | | success |\n";
+    for (code, name, doc) in crate::dma::error::CODES {
+        s += &format!("| {code} | {name} | {doc} |\n");
+    }
+    s += "\n## Limits (`REGFLASH_CFG_*`)\n\n| name | value | meaning |\n|---|---:|---|\n";
+    for (k, v, doc) in regmap::limits(p) {
+        s += &format!("| {k} | {v} | {doc} |\n");
+    }
+    s += "\n## Every launch\n\n";
+    for rule in regmap::RULES {
+        s += &format!("- {rule}\n");
     }
     s
 }

@@ -16,16 +16,83 @@ use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
 pub const VERSION: u32 = 2;
 /// `ID` reads this ("RFLA").
 pub const MAGIC: u32 = 0x5246_4C41;
+/// Bits a base address, stride or list address holds in the registers (a LO/HI pair);
+/// the core uses the low `addr_bits`.
+pub const ADDR_VALUE_BITS: u32 = 64;
 /// Address bits of the AXI4-Lite window (4 KiB).
 pub const ADDR_BITS: u32 = 12;
 /// Offset of the first counter pair; counter i is at `COUNTER_BASE + 8 i` (LO) and `+ 4` (HI).
 pub const COUNTER_BASE: u32 = 0x100;
-/// `STATUS.ERR_CODE` after a software abort (the DMA's codes are 1 to 5, 7 and 8).
-pub const ERR_ABORTED: u64 = 6;
+/// `STATUS.ERR_CODE` after a software abort (every code: `dma::error::CODES`).
+pub const ERR_ABORTED: u64 = crate::dma::error::ABORTED;
 /// `STATUS.DONE`.
 pub const STATUS_DONE: u32 = 1 << 1;
 /// `STATUS.ERR_CODE` for an invalid varlen descriptor list (see `batch.rs`).
-pub const ERR_BATCH: u64 = 9;
+pub const ERR_BATCH: u64 = crate::dma::error::BATCH;
+/// `STATUS.ERR_CODE` for an address the core cannot represent (bits at or above `addr_bits`
+/// in a base, a stride or a list address; or a varlen sequence starting beyond the range).
+pub const ERR_ADDRESS: u64 = crate::dma::error::ADDRESS;
+
+/// The rules a driver must follow that no register field states: (name, value, what it
+/// bounds). `regflash.h` has them as `REGFLASH_CFG_<name>`, `registers.md` as a table.
+pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
+    let max = (1u64 << p.index_bits) - 1;
+    vec![
+        (
+            "ALIGN",
+            p.dma.beat_bytes() as u64,
+            format!(
+                "bytes of the memory beat: every base address and every row and head stride of \
+                 Q, K, V and O is a multiple of it, else the run stops with ERR_CODE {} \
+                 (MISALIGNED)",
+                crate::dma::error::MISALIGNED
+            ),
+        ),
+        (
+            "LIST_ALIGN",
+            4,
+            format!(
+                "CU_Q_ADDR and CU_K_ADDR are multiples of it, else a varlen START is refused \
+                 with ERR_CODE {ERR_BATCH} (BATCH)"
+            ),
+        ),
+        (
+            "MAX_LEN",
+            max,
+            "the largest HEADS, Q_LEN, K_LEN, KV_GROUP and BATCH, and the longest varlen \
+             sequence (2^INDEX_BITS - 1)"
+                .into(),
+        ),
+        (
+            "ADDR_VALUE_BITS",
+            ADDR_VALUE_BITS as u64,
+            format!(
+                "bits an address or stride register pair holds; bits {}..ADDR_BITS must be 0 \
+                 (the core addresses 2^ADDR_BITS bytes), else START is refused with ERR_CODE \
+                 {ERR_ADDRESS} (ADDRESS) and nothing is read or written",
+                ADDR_VALUE_BITS - 1
+            ),
+        ),
+    ]
+}
+
+/// What every launch does, whatever its path: the contract beside the register fields.
+pub const RULES: [&str; 4] = [
+    "Every START the core accepts (STATUS.BUSY = 0) ends with exactly one DONE event: \
+     STATUS.DONE is set and IRQ_STATUS.DONE becomes pending, on success and on every error, \
+     whatever the previous launch did. A START while BUSY is ignored.",
+    "A problem with nothing to compute (HEADS = 0, Q_LEN = 0, or a varlen batch whose \
+     sequences have no queries) completes with DONE, ERR_CODE 0 and its interrupt, and \
+     writes nothing. A query row that sees no key (K_LEN = 0, a varlen sequence without \
+     keys, a causal row before the first key) is 0 in O.",
+    "An address the core cannot represent is never used: a base, stride or (with BATCH > 0) \
+     offset-list address with a bit at or above ADDR_BITS refuses START with ERR_CODE 10 \
+     (ADDRESS), nothing read or written; a varlen sequence whose rows would start beyond \
+     2^ADDR_BITS stops the batch before it with the same code; a transfer that would run past \
+     the range stops the run with ERR_CODE 4 (OUT_OF_RANGE) before it is issued.",
+    "Counters restart at each START (a varlen batch adds its sequences up); read a counter's \
+     LO before its HI.",
+];
 
 /// How software may access a register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +169,28 @@ impl ProblemReg {
         ProblemReg::CuQAddr,
         ProblemReg::CuKAddr,
     ];
+
+    /// A byte address or stride: the registers hold 64 bits, the core takes `addr_bits`.
+    pub fn is_address(self) -> bool {
+        use ProblemReg::*;
+        matches!(
+            self,
+            QAddr
+                | KAddr
+                | VAddr
+                | OAddr
+                | QRowStride
+                | QHeadStride
+                | KRowStride
+                | KHeadStride
+                | VRowStride
+                | VHeadStride
+                | ORowStride
+                | OHeadStride
+                | CuQAddr
+                | CuKAddr
+        )
+    }
 
     /// The core's input port it drives (`Flags` drives `causal` and `out_f32`).
     pub fn port(self) -> &'static str {
@@ -315,8 +404,11 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 "ERR_CODE",
                 8,
                 crate::dma::error::BITS,
-                "1 zero-size descriptor, 2 misaligned, 3 too large, 4 out of range, 5 busy, \
-                 6 aborted, 7 AXI4 SLVERR, 8 AXI4 DECERR, 9 invalid varlen offsets",
+                &crate::dma::error::CODES
+                    .iter()
+                    .map(|(c, n, _)| format!("{c} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             ),
         ],
         "Status.",
@@ -412,23 +504,32 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             ),
         ],
     ));
-    let width = p.addr_bits;
+    // Address-class values hold all 64 bits software writes: bits at or above `addr_bits`
+    // read back as written and refuse START (ERR_ADDRESS), so no address aliases.
+    let a = p.addr_bits;
     for (mut off, reg, name, doc) in wide {
         for half in 0..2 {
-            let w = width.saturating_sub(32 * half).min(32);
             let suffix = if half == 0 { "LO" } else { "HI" };
-            let fields = if w == 0 {
-                vec![]
+            let over = if 32 * half + 32 > a {
+                format!(
+                    "; bits {}..{a} must be 0 (ADDR_BITS = {a}), else START is refused with \
+                     ERR_CODE {ERR_ADDRESS} (ADDRESS)",
+                    ADDR_VALUE_BITS - 1
+                )
             } else {
-                vec![field(&format!("{name}_{suffix}"), 0, w, doc)]
+                String::new()
             };
             push(
                 &format!("{name}_{suffix}"),
                 off,
                 Access::Rw,
-                Kind::Problem { reg, half, width },
-                fields,
-                &format!("Bits {}..{} of the {doc}.", 32 * half + 31, 32 * half),
+                Kind::Problem {
+                    reg,
+                    half,
+                    width: ADDR_VALUE_BITS,
+                },
+                vec![field(&format!("{name}_{suffix}"), 0, 32, doc)],
+                &format!("Bits {}..{} of the {doc}{over}.", 32 * half + 31, 32 * half),
             );
             off += 4;
         }

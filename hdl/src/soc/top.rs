@@ -61,7 +61,11 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 .collect::<Vec<(String, crate::Sig)>>()
         };
         let mut launch = csr::launch_ports(&p);
-        launch.extend([("start".to_string(), 1), ("abort_req".to_string(), 1)]);
+        launch.extend([
+            ("start".to_string(), 1),
+            ("abort_req".to_string(), 1),
+            ("addr_over".to_string(), 1),
+        ]);
         let from_csr = nets(m, "csr_", launch);
         let problem = csr::problem_ports(&p);
         let mut core_ports = problem.clone();
@@ -105,7 +109,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
         }
         // The register block: the AXI4-Lite slave, the batch's status, the core's counters.
         let mut csr_in = axil_in.clone();
-        for n in ["busy", "done", "error"] {
+        for n in ["busy", "done", "error", "finish"] {
             csr_in.push((n, b.get(n)));
         }
         for n in COUNTERS {

@@ -50,6 +50,82 @@ impl Batch {
         Batch { seqs }
     }
 
+    /// The sequences of `packed` (FlashAttention's varlen inputs): one problem whose rows are
+    /// the batch's, sequence after sequence, in every head; `q_lens` are the sequences' query
+    /// rows, `k_lens` their key rows. Lengths that do not add up to the packed rows are
+    /// refused.
+    pub fn from_packed(packed: &Attention, q_lens: &[usize], k_lens: &[usize]) -> Result<Batch> {
+        packed.check_values()?;
+        ensure!(
+            q_lens.len() == k_lens.len(),
+            "{} query lengths but {} key lengths: give one of each per sequence",
+            q_lens.len(),
+            k_lens.len()
+        );
+        for (what, lens, rows, holds) in [
+            ("query", q_lens, packed.q_len, "Q holds"),
+            ("key", k_lens, packed.k_len, "K and V hold"),
+        ] {
+            let sum = lens.iter().try_fold(0usize, |s, &n| s.checked_add(n));
+            ensure!(
+                sum == Some(rows),
+                "the {what} lengths add up to {} rows but {holds} {rows}: the lengths must add \
+                 up to the packed rows",
+                sum.map_or("more than 2^64".into(), |s| s.to_string())
+            );
+        }
+        let d = packed.head_dim;
+        // Rows `from .. from + n` of every head of `t` (heads × len × d).
+        let rows = |t: &[u16], heads: usize, len: usize, from: usize, n: usize| -> Vec<u16> {
+            (0..heads)
+                .flat_map(|h| &t[(h * len + from) * d..(h * len + from + n) * d])
+                .copied()
+                .collect()
+        };
+        let (mut q0, mut k0) = (0, 0);
+        let mut seqs = Vec::with_capacity(q_lens.len());
+        for (&q_len, &k_len) in q_lens.iter().zip(k_lens) {
+            seqs.push(Attention {
+                heads: packed.heads,
+                kv_heads: packed.kv_heads,
+                layout: packed.layout,
+                q_len,
+                k_len,
+                head_dim: d,
+                q: rows(&packed.q, packed.heads, packed.q_len, q0, q_len),
+                k: rows(&packed.k, packed.kv_heads, packed.k_len, k0, k_len),
+                v: rows(&packed.v, packed.kv_heads, packed.k_len, k0, k_len),
+                causal: packed.causal,
+                out: packed.out,
+            });
+            q0 += q_len;
+            k0 += k_len;
+        }
+        Ok(Batch { seqs })
+    }
+
+    /// A batch's output (each sequence's heads × q_len × d values, one sequence after the
+    /// other, as a run returns it) packed as [`Batch::from_packed`] takes the inputs: heads ×
+    /// total queries × d.
+    pub fn packed_out(&self, out: &[u32]) -> Vec<u32> {
+        let d = self.seqs.first().map_or(0, |a| a.head_dim);
+        let heads = self.seqs.first().map_or(0, |a| a.heads);
+        let mut starts = Vec::with_capacity(self.seqs.len());
+        let mut at = 0;
+        for a in &self.seqs {
+            starts.push(at);
+            at += a.heads * a.q_len * d;
+        }
+        let mut packed = Vec::with_capacity(out.len());
+        for h in 0..heads {
+            for (a, &start) in self.seqs.iter().zip(&starts) {
+                let from = start + h * a.q_len * d;
+                packed.extend_from_slice(&out[from..from + a.q_len * d]);
+            }
+        }
+        packed
+    }
+
     /// Total query and key rows.
     pub fn totals(&self) -> (usize, usize) {
         let q = self.seqs.iter().map(|a| a.q_len).sum();

@@ -7,6 +7,7 @@
 mod batch;
 mod driver;
 mod expect;
+pub mod launches;
 mod scenarios;
 mod top;
 
@@ -161,6 +162,12 @@ impl Attention {
             self.head_dim,
             self.out,
         )?;
+        self.check_values()
+    }
+
+    /// Checks that the K/V heads divide the query heads and that each tensor holds heads ×
+    /// len × d values (what indexing a head needs, whatever the core).
+    pub fn check_values(&self) -> Result<()> {
         ensure!(
             self.kv_heads >= 1 && self.heads.is_multiple_of(self.kv_heads),
             "{} query heads cannot share {} K/V heads: the K/V heads must divide the query \
@@ -175,7 +182,7 @@ impl Attention {
             ("V", &self.v, self.kv_heads, self.k_len),
         ] {
             ensure!(
-                t.len() == heads * len * d,
+                heads.checked_mul(len).and_then(|n| n.checked_mul(d)) == Some(t.len()),
                 "{name} holds {} values, not heads x len x d = {heads} x {len} x {d}",
                 t.len()
             );

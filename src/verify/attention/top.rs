@@ -248,8 +248,26 @@ impl TopDriver {
         Ok(())
     }
 
+    /// The end of a launch made exactly one DONE event: IRQ_STATUS holds it (whether or not
+    /// the interrupt is enabled); cleared, it stays clear and `irq` low.
+    pub fn one_done_event(&mut self, mem: &mut Memory) -> Result<()> {
+        ensure!(
+            self.read("IRQ_STATUS", mem)? & 1 == 1,
+            "the launch ended without a DONE event in IRQ_STATUS (a lost interrupt)"
+        );
+        self.clear_irq(mem)?;
+        for _ in 0..16 {
+            self.tick(mem)?;
+        }
+        ensure!(
+            self.read("IRQ_STATUS", mem)? == 0 && self.dut.get("irq") == 0,
+            "a second DONE event after the launch ended"
+        );
+        Ok(())
+    }
+
     /// START on the programmed registers, the wait (at most `limit` cycles), STATUS, every
-    /// counter, the interrupt cleared; every burst answered. The run's O is left empty.
+    /// counter, its one DONE event cleared; every burst answered. The run's O is left empty.
     fn launch(
         &mut self,
         wait: Wait,
@@ -262,9 +280,7 @@ impl TopDriver {
         let st = self.wait(wait, limit, mem)?;
         self.link.check_idle()?;
         let counters = self.counters(mem)?;
-        if wait == Wait::Interrupt {
-            self.clear_irq(mem)?;
-        }
+        self.one_done_event(mem)?;
         Ok(CoreRun {
             out: vec![],
             counters,

@@ -1,0 +1,253 @@
+//! The SoC top's launch contract, as a property: on one instance, a random sequence of START
+//! launches, each ending on a random path (a bit-exact run, a refused descriptor, a bad varlen
+//! list, an abort, an AXI4 slave or decode error, an empty problem, an address beyond the
+//! range), each waited for by interrupt or by polling. Every launch must end with its expected
+//! `STATUS.ERR_CODE` and exactly one DONE event in `IRQ_STATUS`, whatever the launch before it
+//! did; the paths that must not touch memory (an address beyond the range, a problem with
+//! nothing to compute) read and write nothing, and rows that see no key are 0.
+
+use super::*;
+use crate::verify::attention::top::{TopDriver, Wait};
+use hdl::dma::{error, AXI_DECERR, AXI_SLVERR};
+
+/// How a launch ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// A small problem, bit-exact with exact counters.
+    Run,
+    /// Q's base off the memory beat: MISALIGNED.
+    Misaligned,
+    /// A varlen batch whose offset list is not 4-byte aligned: BATCH, at START.
+    BadList,
+    /// ABORT during a run.
+    Abort,
+    /// An AXI4 error response on a K read (SLVERR) or an O write (DECERR); AXI4 tops only.
+    BusError { decode: bool },
+    /// `Q_LEN` = 0 or `HEADS` = 0: nothing to compute, DONE without an error, memory untouched.
+    Empty { no_heads: bool },
+    /// `K_LEN` = 0: every row sees no key; O is 0, no error.
+    NoKeys,
+    /// A bit at or above `addr_bits` in a base or stride's HI register: ADDRESS at START,
+    /// memory untouched.
+    Beyond { stride: bool },
+}
+
+/// One launch: its path and how the driver waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch {
+    pub path: Path,
+    pub wait: Wait,
+}
+
+/// Random launch sequences for core `p` (bus errors only with the AXI4 master).
+pub fn launches(p: &CoreParams) -> impl Strategy<Value = Vec<Launch>> {
+    let axi = p.dma.mem_if == MemIf::Axi4;
+    let path = prop_oneof![
+        3 => Just(Path::Run),
+        1 => Just(Path::Misaligned),
+        2 => Just(Path::BadList),
+        1 => Just(Path::Abort),
+        (if axi { 1 } else { 0 }) => any::<bool>().prop_map(|decode| Path::BusError { decode }),
+        2 => any::<bool>().prop_map(|no_heads| Path::Empty { no_heads }),
+        1 => Just(Path::NoKeys),
+        2 => any::<bool>().prop_map(|stride| Path::Beyond { stride }),
+    ];
+    let wait = prop_oneof![Just(Wait::Interrupt), Just(Wait::Poll)];
+    prop::collection::vec(
+        (path, wait).prop_map(|(path, wait)| Launch { path, wait }),
+        1..7,
+    )
+}
+
+/// Directed sequences: each path after each kind of ending that could hide its event (the
+/// lost interrupt was a refused varlen START after a finished launch).
+pub fn directed(p: &CoreParams) -> Vec<Vec<Launch>> {
+    let axi = p.dma.mem_if == MemIf::Axi4;
+    let mut paths = vec![
+        Path::Run,
+        Path::Misaligned,
+        Path::BadList,
+        Path::Abort,
+        Path::Empty { no_heads: false },
+        Path::Empty { no_heads: true },
+        Path::NoKeys,
+        Path::Beyond { stride: false },
+        Path::Beyond { stride: true },
+    ];
+    if axi {
+        paths.push(Path::BusError { decode: false });
+        paths.push(Path::BusError { decode: true });
+    }
+    let l = |path, wait| Launch { path, wait };
+    let mut seqs = vec![];
+    // Every path twice in a row (the second START finds DONE already set), by interrupt.
+    for &path in &paths {
+        seqs.push(vec![
+            l(Path::Misaligned, Wait::Interrupt),
+            l(path, Wait::Interrupt),
+            l(path, Wait::Interrupt),
+            l(Path::Run, Wait::Poll),
+        ]);
+    }
+    seqs
+}
+
+/// Runs `seq` on a fresh instance of `model`; returns the cycles taken.
+pub fn run_sequence(model: &Model, p: &CoreParams, seq: &[Launch], seed: u64) -> Result<u64> {
+    let timing = MemoryTiming {
+        latency: 4,
+        stall_probability: 0.2,
+        seed,
+        ..MemoryTiming::default()
+    };
+    let (br, bc, d) = (p.br() as usize, p.bc() as usize, p.d() as usize);
+    let problem =
+        |q, k, seed| Attention::generate(Pattern::Unit, 2, q, k, d, false, OutFormat::F16, seed);
+    let a0 = problem(br + 1, bc + 3, seed);
+    let (mut mem, _) = memory_image(p, &a0, &timing)?;
+    let mut drv = TopDriver::new(model, p, seed, &timing, &mut mem)?;
+    for (n, l) in seq.iter().enumerate() {
+        let what = format!("launch {n} ({l:?})");
+        let a = problem(br + 1 + n % 3, bc + 3, seed + n as u64);
+        launch(&mut drv, p, &a, l, &timing).map_err(|e| e.context(what))?;
+    }
+    Ok(drv.cycles)
+}
+
+/// One launch on `drv`: program `a`, bend it to the path, START, wait, and check.
+fn launch(
+    drv: &mut TopDriver,
+    p: &CoreParams,
+    a: &Attention,
+    l: &Launch,
+    timing: &MemoryTiming,
+) -> Result<()> {
+    let (mut mem, lay) = memory_image(p, a, timing)?;
+    let (_, limit) = cycle_limit(p, a, timing, &mem);
+    if l.path == Path::Run {
+        let r = drv.run(p, a, timing, l.wait, &mut mem, &lay)?;
+        let chk = check(p, a, &r);
+        ensure!(chk.ok(), "{}", chk.describe());
+        return Ok(());
+    }
+    drv.program(a, &lay, l.wait, &mut mem)?;
+    let beat = p.dma.beat_bytes() as u64;
+    let (code, untouched) = match l.path {
+        Path::Run => unreachable!(),
+        Path::Misaligned => {
+            drv.write("Q_ADDR_LO", lay.q + beat / 2, &mut mem)?;
+            (error::MISALIGNED, false)
+        }
+        Path::BadList => {
+            drv.write("BATCH", 2, &mut mem)?;
+            drv.write("CU_Q_ADDR_LO", 2, &mut mem)?;
+            (error::BATCH, true)
+        }
+        Path::Abort => (error::ABORTED, false),
+        Path::BusError { decode } => {
+            let (at, resp, code) = if decode {
+                (lay.o, AXI_DECERR, error::DECERR)
+            } else {
+                (lay.k, AXI_SLVERR, error::SLVERR)
+            };
+            drv.set_fault(Some(AxiFault {
+                lo: at,
+                hi: at + beat,
+                resp,
+            }))?;
+            (code, false)
+        }
+        Path::Empty { no_heads } => {
+            drv.write(if no_heads { "HEADS" } else { "Q_LEN" }, 0, &mut mem)?;
+            (0, true)
+        }
+        Path::NoKeys => {
+            drv.write("K_LEN", 0, &mut mem)?;
+            (0, false)
+        }
+        Path::Beyond { stride } => {
+            // The lowest bit the core cannot represent (in the HI register of a 64-bit value).
+            let bit = p.addr_bits - 32;
+            let reg = if stride {
+                "K_ROW_STRIDE_HI"
+            } else {
+                "Q_ADDR_HI"
+            };
+            drv.write(reg, 1 << bit, &mut mem)?;
+            ensure!(
+                drv.read(reg, &mut mem)? == 1 << bit,
+                "{reg} does not hold the bit written"
+            );
+            (error::ADDRESS, true)
+        }
+    };
+    let before = mem.stats;
+    let st = if l.path == Path::Abort {
+        drv.write("CTRL", 1, &mut mem)?;
+        for _ in 0..40 {
+            drv.tick(&mut mem)?;
+        }
+        drv.write("CTRL", 2, &mut mem)?;
+        drv.wait(l.wait, limit, &mut mem)?
+    } else {
+        drv.write("CTRL", 1, &mut mem)?;
+        drv.wait(l.wait, limit, &mut mem)?
+    };
+    if matches!(l.path, Path::BusError { .. }) {
+        drv.set_fault(None)?;
+    }
+    ensure!(
+        st.code == code,
+        "ERR_CODE {} ({}), expected {code} ({})",
+        st.code,
+        error::describe(st.code),
+        error::describe(code)
+    );
+    drv.one_done_event(&mut mem)?;
+    if untouched {
+        ensure!(
+            (mem.stats.reads, mem.stats.writes) == (before.reads, before.writes),
+            "{} reads and {} writes of memory; this path must touch none",
+            mem.stats.reads - before.reads,
+            mem.stats.writes - before.writes
+        );
+    }
+    if l.path == Path::NoKeys {
+        let o = read_out(&mem, &lay, a);
+        ensure!(
+            o.iter().all(|&v| v == 0),
+            "rows that see no key must be 0; O has {:?}",
+            o.iter().find(|&&v| v != 0)
+        );
+    }
+    Ok(())
+}
+
+/// The directed sequences, then `cases` random ones (proptest, fixed seed); returns (launches,
+/// cycles).
+pub fn check_launches(model: &Model, p: &CoreParams, cases: u32, seed: u64) -> Result<(u64, u64)> {
+    let (mut n, mut cycles) = (0, 0);
+    for (i, s) in directed(p).iter().enumerate() {
+        cycles += run_sequence(model, p, s, seed + i as u64)
+            .map_err(|e| e.context(format!("directed sequence {i}")))?;
+        n += s.len() as u64;
+    }
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 50,
+        ..Config::default()
+    };
+    let totals = std::cell::Cell::new((n, cycles));
+    let result = crate::verify::seeds::run(config, seed, &launches(p), |s| {
+        let c =
+            run_sequence(model, p, &s, seed).map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
+        let (n, t) = totals.get();
+        totals.set((n + s.len() as u64, t + c));
+        Ok(())
+    });
+    crate::verify::outcome(result, |minimal| {
+        format!("(minimal failing launch sequence: {minimal:?})")
+    })?;
+    Ok(totals.get())
+}
