@@ -51,6 +51,7 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
         .unwrap()
         .0;
     let csr = format!("{}_csr", r.top);
+    let batch = format!("{}_batch", r.top);
     assert_eq!(r.top, "regflash_top");
     assert_eq!(r.modules[&r.top].by_type[core], 1);
     assert_eq!(r.modules[&r.top].by_type[&csr], 1);
@@ -82,7 +83,7 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
         .unwrap()
         .1;
     assert!(*mul > 20, "fp32_mul's longest path is {mul} cells");
-    for m in [core, &csr, engine, row] {
+    for m in [core, &csr, &batch, engine, row] {
         let len = r.longest_path[m];
         assert!(
             len > 0 && len <= *mul,

@@ -67,9 +67,30 @@ uint32_t regflash_finish(volatile void *base, uint64_t counters[REGFLASH_COUNTER
     return (s & REGFLASH_STATUS_ERR_CODE_MASK) >> REGFLASH_STATUS_ERR_CODE_SHIFT;
 }
 
-/* Start, poll, finish. */
+/* A problem the registers cannot hold: lengths past REGFLASH_CFG_MAX_LEN, or query heads that
+ * the K/V heads do not divide (this driver's own code, beyond STATUS.ERR_CODE's range). */
+#define REGFLASH_RUN_BAD_SHAPE 0x100u
+
+/* The rules of regflash.h a problem must keep, checked before the hardware sees it: the code
+ * the core would end with (REGFLASH_ERR_*), REGFLASH_RUN_BAD_SHAPE, or 0. */
+uint32_t regflash_check(const struct regflash_problem *p) {
+    const uint64_t bases[4] = {p->q, p->k, p->v, p->o};
+    for (int i = 0; i < 4; i++) {
+        if (bases[i] % REGFLASH_CFG_ALIGN != 0u) return REGFLASH_ERR_MISALIGNED;
+        if (REGFLASH_CFG_ADDR_BITS < 64u && (bases[i] >> REGFLASH_CFG_ADDR_BITS) != 0u)
+            return REGFLASH_ERR_ADDRESS;
+    }
+    if (p->heads > REGFLASH_CFG_MAX_LEN || p->q_len > REGFLASH_CFG_MAX_LEN ||
+        p->k_len > REGFLASH_CFG_MAX_LEN || p->kv_heads == 0u || p->heads % p->kv_heads != 0u)
+        return REGFLASH_RUN_BAD_SHAPE;
+    return 0u;
+}
+
+/* Check, start, poll, finish. */
 uint32_t regflash_run(volatile void *base, const struct regflash_problem *p,
                       uint64_t counters[REGFLASH_COUNTERS]) {
+    uint32_t refused = regflash_check(p);
+    if (refused != 0u) return refused;
     regflash_start(base, p, 0);
     while (!(regflash_read(base, REGFLASH_STATUS) & REGFLASH_STATUS_DONE_MASK)) {
     }

@@ -30,6 +30,13 @@ pub struct BatchRegs {
     pub addr: [u64; 4],
     /// Q, K, V, O row strides in bytes.
     pub row_stride: [u64; 4],
+    /// Q, K, V, O head strides in bytes.
+    pub head_stride: [u64; 4],
+    /// Q, K, V, O bytes per row (2 d; O 2 d or 4 d).
+    pub row_bytes: [u64; 4],
+    /// Heads, and Q heads per K/V head (0 or 1: one each).
+    pub heads: u64,
+    pub kv_group: u64,
     /// The single problem's lengths (`batch` = 0).
     pub q_len: u64,
     pub k_len: u64,
@@ -91,6 +98,16 @@ pub fn run(
         return out;
     }
     if regs.batch == 0 {
+        if reaches_past(
+            regs,
+            regs.addr.map(u128::from),
+            regs.q_len,
+            regs.k_len,
+            range,
+        ) {
+            out.error = ERR_ADDRESS;
+            return out;
+        }
         out.launches.push(Launch {
             addr: regs.addr,
             q_len: regs.q_len,
@@ -126,7 +143,7 @@ pub fn run(
         let addr: [u128; 4] = std::array::from_fn(|k| {
             regs.addr[k] as u128 + rows[k] as u128 * regs.row_stride[k] as u128
         });
-        if addr.iter().any(|&a| a >= range) {
+        if addr.iter().any(|&a| a >= range) || reaches_past(regs, addr, q_len, k_len, range) {
             out.error = ERR_ADDRESS;
             return out;
         }
@@ -147,6 +164,32 @@ pub fn run(
     out
 }
 
+/// A launch at `addr` (Q, K, V, O) of `q_len` queries and `k_len` keys reads or writes past
+/// `range` bytes: some tensor's last byte, base + (last head) · head stride + (rows − 1) · row
+/// stride + row bytes − 1, is at or past it (K and V's last head is (heads − 1) / kv_group; a
+/// tensor of no rows, or a problem of no heads, reaches nothing).
+fn reaches_past(regs: &BatchRegs, addr: [u128; 4], q_len: u64, k_len: u64, range: u128) -> bool {
+    if regs.heads == 0 {
+        return false;
+    }
+    let group = regs.kv_group.max(1);
+    let last_head = [
+        regs.heads - 1,
+        (regs.heads - 1) / group,
+        (regs.heads - 1) / group,
+        regs.heads - 1,
+    ];
+    let rows = [q_len, k_len, k_len, q_len];
+    (0..4).any(|t| {
+        rows[t] > 0
+            && addr[t]
+                + last_head[t] as u128 * regs.head_stride[t] as u128
+                + (rows[t] - 1) as u128 * regs.row_stride[t] as u128
+                + regs.row_bytes[t] as u128
+                > range
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +198,10 @@ mod tests {
         BatchRegs {
             addr: [0x1000, 0x2000, 0x3000, 0x4000],
             row_stride: [32, 64, 64, 16],
+            head_stride: [0x100, 0x200, 0x200, 0x80],
+            row_bytes: [32, 32, 32, 16],
+            heads: 2,
+            kv_group: 2,
             q_len: 5,
             k_len: 6,
             batch,
@@ -233,11 +280,12 @@ mod tests {
         let o = stop(q, k, 0, None);
         assert_eq!((o.launches.len(), o.error), (2, 0));
         assert_eq!(o.launches[1].k_len, 0);
-        // A sequence whose rows start beyond the address range stops the batch before it; the
-        // last representable row does not.
+        // A sequence whose rows start beyond the address range stops the batch before it; one
+        // whose last row ends at the range's end does not.
         let edge = BatchRegs {
-            addr: [0xffff_fff0, 0, 0, 0],
-            row_stride: [0x10, 0, 0, 0],
+            addr: [0xffff_ffe0, 0, 0, 0],
+            row_stride: [0x20, 0, 0, 0],
+            heads: 1,
             ..regs(2)
         };
         let o = run(
@@ -260,5 +308,36 @@ mod tests {
             (o.launches.len(), o.error, o.words_read),
             (0, ERR_ADDRESS, 0)
         );
+    }
+
+    #[test]
+    fn a_launch_reaching_past_the_range_is_refused() {
+        // The single problem (5 queries, 6 keys, 2 heads): O's last byte is at 0x80 + 4 * 16 +
+        // 15 past its base. The range ends just after it, then one byte short.
+        let o_end = 0x80 + 4 * 16 + 16;
+        let single = |addr: [u64; 4], kv_group: u64, k_len: u64| {
+            let r = BatchRegs {
+                addr,
+                kv_group,
+                k_len,
+                ..regs(0)
+            };
+            run(&r, 32, 16, |_| 0, |_| 0, |_| 0, None)
+        };
+        let top = 1u64 << 32;
+        let fits = single([0x10, 0x10, 0x10, top - o_end], 2, 6);
+        assert_eq!((fits.launches.len(), fits.error), (1, 0));
+        let past = single([0x10, 0x10, 0x10, top - o_end + 1], 2, 6);
+        assert_eq!((past.launches.len(), past.error), (0, ERR_ADDRESS));
+        // K reaches its last K/V head only: 2 heads in groups of 2 is one K/V head.
+        let k_at = top - (5 * 64 + 32);
+        assert_eq!(single([0x10, k_at, 0x10, 0x10], 2, 6).error, 0);
+        assert_eq!(
+            single([0x10, k_at, 0x10, 0x10], 1, 6).error,
+            ERR_ADDRESS,
+            "K head 1 is past the range"
+        );
+        // No keys: K and V reach nothing.
+        assert_eq!(single([0x10, top - 1, 0x10, 0x10], 1, 0).error, 0);
     }
 }

@@ -58,6 +58,19 @@ impl Scenario {
                 "o_row_stride",
             ]
             .map(v),
+            head_stride: [
+                "q_head_stride",
+                "k_head_stride",
+                "v_head_stride",
+                "o_head_stride",
+            ]
+            .map(v),
+            row_bytes: {
+                let row = 2 * p.d() as u64;
+                [row, row, row, row << v("out_f32")]
+            },
+            heads: v("heads"),
+            kv_group: v("kv_group"),
             q_len: v("q_len"),
             k_len: v("k_len"),
             batch: self.batch,
@@ -296,10 +309,21 @@ fn cumulative(start: u32, steps: &[(u32, bool)]) -> Vec<u32> {
 /// the 32-bit range, misaligned list addresses, core errors and aborts, any register values,
 /// now and then address bits beyond the range.
 pub fn scenario(p: &CoreParams) -> impl Strategy<Value = Scenario> {
-    let widths: Vec<u32> = fields(p).iter().map(|(_, w)| *w).collect();
-    let problem = widths
+    // Any value within its width; addresses, strides and head counts mostly small, so that
+    // most launches fit the address range (the rest are refused at their extent check).
+    let problem = fields(p)
         .into_iter()
-        .map(|w| any::<u64>().prop_map(move |v| if w >= 64 { v } else { v & ((1 << w) - 1) }))
+        .map(|(n, w)| {
+            let any = any::<u64>().prop_map(move |v| if w >= 64 { v } else { v & ((1 << w) - 1) });
+            let small = if n.ends_with("_addr") || n.contains("stride") {
+                1u64 << 16
+            } else if n == "heads" || n == "kv_group" {
+                5
+            } else {
+                return any.boxed();
+            };
+            prop_oneof![4 => 0..small, 1 => any].boxed()
+        })
         .collect::<Vec<_>>();
     let len = prop_oneof![10 => 0u32..7, 1 => Just(0u32), 1 => 65534u32..65538];
     let step = (len, prop::bool::weighted(0.04));
@@ -394,6 +418,11 @@ pub fn directed(p: &CoreParams) -> Vec<Scenario> {
         f(&mut s);
         s
     };
+    let at = |f: &dyn Fn(&mut Scenario), name: &str, v: u64| {
+        let mut s = with(f);
+        s.problem[field(p, name)] = v;
+        s
+    };
     let mut wrap = with(&|s| {
         s.batch = 1;
         s.cu_q = vec![17, 20];
@@ -421,6 +450,12 @@ pub fn directed(p: &CoreParams) -> Vec<Scenario> {
             s.abort_in = Some(0);
         }),
         wrap,
+        // O's last byte past the range: the single problem is refused at its extent check.
+        at(&|s| s.batch = 0, "o_addr", (1 << p.addr_bits) - 64),
+        // The last query head past the range; the K head stride is harmless (13 Q heads in
+        // groups of 55 read K/V head 0 only).
+        at(&|_| {}, "q_head_stride", (1 << p.addr_bits) - 32),
+        at(&|_| {}, "k_head_stride", (1 << p.addr_bits) - 32),
         with(&|s| s.addr_over = true),
         with(&|s| {
             s.batch = 0;

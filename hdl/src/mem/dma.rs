@@ -196,9 +196,10 @@ pub mod error {
         (
             ADDRESS,
             "ADDRESS",
-            "an address beyond the address range: a base, stride or offset-list address with \
-             bits at or above ADDR_BITS, refused at START (nothing is read or written), or a \
-             varlen sequence whose rows start beyond the range (the batch stops before it)",
+            "an address the core cannot represent: a base, stride or offset-list address with \
+             bits at or above ADDR_BITS, or a tensor of the launch reaching past 2^ADDR_BITS \
+             (its last head's last row), refused at START with nothing read or written; in a \
+             varlen batch, the sequence so refused stops the batch before it",
         ),
     ];
 

@@ -15,9 +15,12 @@
 //! Errors: at START, `addr_over` from the register block (a base, stride or, for a batch, list
 //! address with bits the core cannot represent) refuses the launch with `STATUS.ERR_CODE` 10
 //! before anything is read, then a list address not 4-byte aligned with 9. Before a sequence:
-//! offsets that decrease or a sequence longer than 2^index_bits − 1 stop the batch with 9; a
-//! row offset or base that would reach past 2^addr_bits with 10. A core error stops the batch
-//! with the core's code; `ABORT` stops it after the read in flight (code 6).
+//! offsets that decrease or a sequence longer than 2^index_bits − 1 stop the batch with 9.
+//! Before every launch (the single problem too) the Extent state checks that no tensor reaches
+//! past 2^addr_bits (`extent`: 2 index_bits + 1 cycles, before the core starts); a launch that
+//! would, or a sequence whose row offset or base would, ends the batch with 10 instead. A core
+//! error stops the batch with the core's code; `ABORT` stops it after the read in flight
+//! (code 6).
 //!
 //! `finish` pulses once per accepted START, in the first cycle of Done, also when a START in
 //! Done is refused at once and the state never leaves Done (the register block's interrupt
@@ -33,9 +36,10 @@ use crate::{and_all, mux, mux_index, or_all, Design, ModRef, ModuleBuilder, Sig}
 
 crate::states! {
     /// The batch: idle; reading an offset word (presenting the read, waiting for its beat);
-    /// checking a sequence; computing its addresses; running it on the core; done.
+    /// checking a sequence; computing its addresses; checking the launch's extent; running it
+    /// on the core; done.
     enum Batch = "B" {
-        Idle, Read, Wait, Check, Scale, Launch, Run, Done
+        Idle, Read, Wait, Check, Scale, Extent, Launch, Run, Done
     }
 }
 
@@ -259,7 +263,25 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         base_carry.push(sum.bit(a));
         based.push(sum.trunc(a));
     }
-    let launch_over = varlen & or_all(&base_carry);
+    // The launch's problem as the core gets it: the sequence's bases and lengths, or the
+    // registers' problem.
+    let launch_vals: Vec<(String, Sig)> = problem
+        .iter()
+        .map(|(n, s)| {
+            let v = if let Some(k) = rows.iter().position(|r| r == n) {
+                mux(varlen, based[k], *s)
+            } else if n == "q_len" {
+                mux(varlen, q_len.trunc(iw), *s)
+            } else if n == "k_len" {
+                mux(varlen, k_len.trunc(iw), *s)
+            } else {
+                *s
+            };
+            (n.clone(), v)
+        })
+        .collect();
+    let (extent_done, extent_over) = extent(m, p, &launch_vals, st.is(Batch::Extent));
+    let launch_over = (varlen & or_all(&base_carry)) | extent_over;
     let launch_over = m.name("launch_over", launch_over);
 
     // Transitions. A run ends when the core, busy since the launch, is done again.
@@ -271,7 +293,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let read = c(Batch::Read);
     let done = c(Batch::Done);
     let last_seq = (seq.q + 1).eq(n_seq);
-    let single_or_first = mux(varlen, read, c(Batch::Launch));
+    let single_or_first = mux(varlen, read, c(Batch::Extent));
     let begin = mux(misaligned | addr_over, done, single_or_first);
     let from_idle = mux(go, begin, c(Batch::Idle));
     let from_done = mux(go, begin, done);
@@ -289,7 +311,8 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
             c(Batch::Wait),
         ),
         Batch::Check => check_next,
-        Batch::Scale => mux(scale_done, c(Batch::Launch), c(Batch::Scale)),
+        Batch::Scale => mux(scale_done, c(Batch::Extent), c(Batch::Scale)),
+        Batch::Extent => mux(extent_done, c(Batch::Launch), c(Batch::Extent)),
         Batch::Launch => mux(launch_over, done, c(Batch::Run)),
         Batch::Run => mux(run_end, after_run, c(Batch::Run)),
         Batch::Done => from_done,
@@ -354,17 +377,8 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     // To the core: start and the sequence's problem; counters kept after the first launch.
     m.output("core_start", launch);
     m.output("core_keep_counters", launched.q);
-    for (n, s) in &problem {
-        let v = if let Some(k) = rows.iter().position(|r| r == n) {
-            mux(varlen, based[k], *s)
-        } else if n == "q_len" {
-            mux(varlen, q_len.trunc(iw), *s)
-        } else if n == "k_len" {
-            mux(varlen, k_len.trunc(iw), *s)
-        } else {
-            *s
-        };
-        m.output(&format!("core_{n}"), v);
+    for (n, v) in &launch_vals {
+        m.output(&format!("core_{n}"), *v);
     }
     let busy = !(st.is(Batch::Idle) | st.is(Batch::Done));
     m.output("busy", busy);
@@ -376,6 +390,97 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let went = m.delay("go_q", go);
     m.output("finish", in_done & (!was_done | went));
     m.output("error", error.q);
+}
+
+/// The extent check of a launch (its problem `vals`, as the core gets it), stepped while
+/// `active` (the Extent state), 2 index_bits + 1 cycles: returns (done, over). `over`: some
+/// tensor the launch reads or writes reaches past 2^addr_bits, its last byte
+/// base + (heads − 1) · head_stride + (len − 1) · row_stride + row_bytes − 1 (K and V: their
+/// last head, (heads − 1) / max(kv_group, 1)); a tensor of no rows, or a problem of no heads,
+/// reaches nothing. First a restoring division for the last K/V head (index_bits cycles), then
+/// both products of each tensor at once, most significant bit first:
+/// acc = 2 acc + a_bit · head_stride + b_bit · row_stride, with a sticky carry.
+fn extent(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    vals: &[(String, Sig)],
+    active: Sig,
+) -> (Sig, Sig) {
+    let (a, iw) = (p.addr_bits, p.index_bits);
+    let v = |n: &str| get(vals, n);
+    let sb = 32 - (2 * iw).leading_zeros();
+    let step = m.reg("extent_step", sb, Some(0));
+    let zero_s = m.zero(sb);
+    m.set_next(step, mux(active, step.q + 1, zero_s));
+    let dividing = active & step.q.lt(iw as u64);
+    let loading = active & step.q.eq(iw as u64);
+    let multiplying = active & step.q.gt(iw as u64);
+    let done = active & step.q.eq(2 * iw as u64);
+    // The last K/V head: (heads − 1) / max(kv_group, 1), a quotient bit a cycle.
+    let heads_m1 = v("heads") - 1;
+    let group = v("kv_group");
+    let one = m.lit(iw, 1);
+    let group = mux(group.is_zero(), one, group);
+    let num = m.reg("extent_num", iw, Some(0));
+    let rem = m.reg("extent_rem", iw + 1, Some(0));
+    let quo = m.reg("extent_quo", iw, Some(0));
+    let r2 = crate::cat(&[rem.q.trunc(iw), num.q.bit(iw - 1)]);
+    let fits = r2.ge(group.zext(iw + 1));
+    let r2_less = r2 - group.zext(iw + 1);
+    let zero_r = m.zero(iw + 1);
+    let zero_q = m.zero(iw);
+    m.set_next(num, mux(dividing, num.q << 1u32, heads_m1));
+    m.set_enable(num, !active | dividing);
+    m.set_next(rem, mux(dividing, mux(fits, r2_less, r2), zero_r));
+    m.set_enable(rem, !active | dividing);
+    let quo_next = crate::cat(&[quo.q.trunc(iw - 1), fits]);
+    m.set_next(quo, mux(dividing, quo_next, zero_q));
+    m.set_enable(quo, !active | dividing);
+    m.discard(rem.q.bit(iw));
+    // The multipliers, shifted out most significant bit first: heads − 1 (Q, O), the last K/V
+    // head (K, V); q_len − 1 (Q, O), k_len − 1 (K, V).
+    let shifter = |m: &mut ModuleBuilder, name: &str, load: Sig| {
+        let r = m.reg(name, iw, Some(0));
+        m.set_next(r, mux(loading, load, r.q << 1u32));
+        m.set_enable(r, loading | multiplying);
+        r.q.bit(iw - 1)
+    };
+    let a_qo = shifter(m, "extent_a_qo", heads_m1);
+    let a_kv = shifter(m, "extent_a_kv", quo.q);
+    let b_qo = shifter(m, "extent_b_qo", v("q_len") - 1);
+    let b_kv = shifter(m, "extent_b_kv", v("k_len") - 1);
+    let d2 = (p.d() * 2) as u64;
+    let out_rb = mux(v("out_f32"), m.lit(a + 2, 2 * d2), m.lit(a + 2, d2));
+    let mut over = vec![];
+    for (t, (ab, bb, len)) in [
+        ("q", (a_qo, b_qo, "q_len")),
+        ("k", (a_kv, b_kv, "k_len")),
+        ("v", (a_kv, b_kv, "k_len")),
+        ("o", (a_qo, b_qo, "q_len")),
+    ] {
+        let acc = m.reg(&format!("extent_{t}"), a, Some(0));
+        let sticky = m.reg(&format!("extent_{t}_carry"), 1, Some(0));
+        let w = a + 2;
+        let zero = m.zero(w);
+        let hs = mux(ab, v(&format!("{t}_head_stride")).zext(w), zero);
+        let rs = mux(bb, v(&format!("{t}_row_stride")).zext(w), zero);
+        let sum = (acc.q.zext(w) << 1u32) + hs + rs;
+        let carry = sum.slice(w - 1, a).any();
+        let zero_a = m.zero(a);
+        m.set_next(acc, mux(multiplying, sum.trunc(a), zero_a));
+        m.set_enable(acc, loading | multiplying);
+        let zero1 = m.zero(1);
+        m.set_next(sticky, mux(multiplying, sticky.q | carry, zero1));
+        m.set_enable(sticky, loading | multiplying);
+        // The last byte, once the products are in.
+        let rb = if t == "o" { out_rb } else { m.lit(w, d2) };
+        let last = (v(&format!("{t}_addr")).zext(w) + acc.q.zext(w)) + rb - 1;
+        let past = sticky.q | last.slice(w - 1, a).any();
+        m.discard(last.trunc(a));
+        let reaches = v(len).any() & v("heads").any();
+        over.push(past & reaches);
+    }
+    (done, or_all(&over))
 }
 
 /// The bits of `x`, least significant first.

@@ -85,11 +85,12 @@ pub const RULES: [&str; 4] = [
      sequences have no queries) completes with DONE, ERR_CODE 0 and its interrupt, and \
      writes nothing. A query row that sees no key (K_LEN = 0, a varlen sequence without \
      keys, a causal row before the first key) is 0 in O.",
-    "An address the core cannot represent is never used: a base, stride or (with BATCH > 0) \
-     offset-list address with a bit at or above ADDR_BITS refuses START with ERR_CODE 10 \
-     (ADDRESS), nothing read or written; a varlen sequence whose rows would start beyond \
-     2^ADDR_BITS stops the batch before it with the same code; a transfer that would run past \
-     the range stops the run with ERR_CODE 4 (OUT_OF_RANGE) before it is issued.",
+    "An address the core cannot represent is never used: START is refused with ERR_CODE 10 \
+     (ADDRESS), nothing read or written, when a base, stride or (with BATCH > 0) offset-list \
+     address has a bit at or above ADDR_BITS, or when a tensor reaches past 2^ADDR_BITS: \
+     Q and O to base + (HEADS - 1) * head stride + (Q_LEN - 1) * row stride + row bytes, \
+     K and V the same with their last head (HEADS - 1) / KV_GROUP and K_LEN (a tensor of no \
+     rows reaches nothing). In a varlen batch each sequence is checked so before it runs.",
     "Counters restart at each START (a varlen batch adds its sequences up); read a counter's \
      LO before its HI.",
 ];

@@ -3,8 +3,9 @@
 //! list, an abort, an AXI4 slave or decode error, an empty problem, an address beyond the
 //! range), each waited for by interrupt or by polling. Every launch must end with its expected
 //! `STATUS.ERR_CODE` and exactly one DONE event in `IRQ_STATUS`, whatever the launch before it
-//! did; the paths that must not touch memory (an address beyond the range, a problem with
-//! nothing to compute) read and write nothing, and rows that see no key are 0.
+//! did; the paths that must not touch memory (an address beyond the range, a tensor reaching
+//! past it, a problem with nothing to compute) read and write nothing, and rows that see no key
+//! are 0.
 
 use super::*;
 use crate::verify::attention::top::{TopDriver, Wait};
@@ -27,9 +28,15 @@ pub enum Path {
     Empty { no_heads: bool },
     /// `K_LEN` = 0: every row sees no key; O is 0, no error.
     NoKeys,
+    /// A varlen batch whose second sequence has queries and no keys: the first bit-exact, the
+    /// second's O rows 0, no error.
+    BatchNoKeys,
     /// A bit at or above `addr_bits` in a base or stride's HI register: ADDRESS at START,
     /// memory untouched.
     Beyond { stride: bool },
+    /// A head stride that takes the last head past 2^addr_bits (it would alias the bottom of
+    /// memory): ADDRESS at START, memory untouched.
+    Wraps,
 }
 
 /// One launch: its path and how the driver waits.
@@ -50,7 +57,9 @@ pub fn launches(p: &CoreParams) -> impl Strategy<Value = Vec<Launch>> {
         (if axi { 1 } else { 0 }) => any::<bool>().prop_map(|decode| Path::BusError { decode }),
         2 => any::<bool>().prop_map(|no_heads| Path::Empty { no_heads }),
         1 => Just(Path::NoKeys),
+        1 => Just(Path::BatchNoKeys),
         2 => any::<bool>().prop_map(|stride| Path::Beyond { stride }),
+        1 => Just(Path::Wraps),
     ];
     let wait = prop_oneof![Just(Wait::Interrupt), Just(Wait::Poll)];
     prop::collection::vec(
@@ -71,8 +80,10 @@ pub fn directed(p: &CoreParams) -> Vec<Vec<Launch>> {
         Path::Empty { no_heads: false },
         Path::Empty { no_heads: true },
         Path::NoKeys,
+        Path::BatchNoKeys,
         Path::Beyond { stride: false },
         Path::Beyond { stride: true },
+        Path::Wraps,
     ];
     if axi {
         paths.push(Path::BusError { decode: false });
@@ -130,10 +141,38 @@ fn launch(
         ensure!(chk.ok(), "{}", chk.describe());
         return Ok(());
     }
+    if l.path == Path::BatchNoKeys {
+        let b = Batch::generate(
+            Pattern::Unit,
+            a.heads,
+            a.heads,
+            &[2, 3],
+            &[4, 4],
+            a.head_dim,
+            false,
+            OutFormat::F16,
+            TensorLayout::Bhsd,
+            7,
+        );
+        let (mut mem, img) = b.image(p, timing)?;
+        // cu_k = 0, 4, 8 becomes 0, 4, 4: the second sequence has no keys.
+        mem.load_bytes(img.cu_k as usize + 8, &4u32.to_le_bytes())?;
+        let (r, outs) = drv.run_batch(p, &b, timing, l.wait, &mut mem, &img)?;
+        ensure!(r.dma_error == 0, "ERR_CODE {}", r.dma_error);
+        ensure!(
+            outs[0] == b.seqs[0].expected(p).0,
+            "the first sequence's O differs from the hardware model"
+        );
+        ensure!(
+            outs[1].iter().all(|&v| v == 0),
+            "the rows of a sequence without keys must be 0"
+        );
+        return Ok(());
+    }
     drv.program(a, &lay, l.wait, &mut mem)?;
     let beat = p.dma.beat_bytes() as u64;
     let (code, untouched) = match l.path {
-        Path::Run => unreachable!(),
+        Path::Run | Path::BatchNoKeys => unreachable!(),
         Path::Misaligned => {
             drv.write("Q_ADDR_LO", lay.q + beat / 2, &mut mem)?;
             (error::MISALIGNED, false)
@@ -178,6 +217,13 @@ fn launch(
                 drv.read(reg, &mut mem)? == 1 << bit,
                 "{reg} does not hold the bit written"
             );
+            (error::ADDRESS, true)
+        }
+        Path::Wraps => {
+            // Head 1 of Q at its base + 2^addr_bits − beat: one beat below it, modulo the range.
+            let stride = (1u64 << p.addr_bits) - beat;
+            drv.write("Q_HEAD_STRIDE_LO", stride & 0xFFFF_FFFF, &mut mem)?;
+            drv.write("Q_HEAD_STRIDE_HI", stride >> 32, &mut mem)?;
             (error::ADDRESS, true)
         }
     };
