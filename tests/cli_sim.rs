@@ -186,12 +186,36 @@ fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {
     kernels::flash::flash_attention(&problem, &cfg).0
 }
 
+/// Writes `q`, `k`, `v` (FP16 bits, shaped as given) into `dir`, runs `sim` on them with
+/// `args`, expects PASS, and returns its text, its JSON report (bit-exact) and its O.
+fn sim_files(
+    dir: &ScratchDir,
+    tensors: [(&[usize], &[u16]); 3],
+    args: &[&str],
+) -> (String, serde_json::Value, npy::Tensor) {
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let mut all: Vec<String> = vec!["sim".into()];
+    for (name, (shape, data)) in ["q", "k", "v"].into_iter().zip(tensors) {
+        let file = p(&format!("{name}.npy"));
+        write_tensor(Path::new(&file), DType::F16, shape, data);
+        all.extend([format!("--{name}"), file]);
+    }
+    all.extend(["--out".into(), p("o.npy"), "--report".into(), p("r.json")]);
+    all.extend(args.iter().map(|a| a.to_string()));
+    let o = regflash(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("PASS"), "{t}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p("r.json")).unwrap()).unwrap();
+    assert_eq!(r["bit_exact"], true);
+    (t, r, npy::read(Path::new(&p("o.npy"))).unwrap())
+}
+
 /// K and V from files with fewer heads than Q: grouped-query attention, Q head h on K/V head
 /// h / 2, bit-exact. Random memory stalls make the seed count.
 #[test]
 fn sim_reads_grouped_query_npy_inputs() {
     let dir = ScratchDir::new("cli-sim-gqa").unwrap();
-    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
     let (heads, kv, q_len, k_len, d) = (4, 2, 9, 12, 16);
     let a = Attention::generate(
         kernels::patterns::Pattern::Unit,
@@ -204,38 +228,20 @@ fn sim_reads_grouped_query_npy_inputs() {
         3,
     )
     .grouped(kv);
-    write_tensor(Path::new(&p("q.npy")), DType::F16, &[heads, q_len, d], &a.q);
-    write_tensor(Path::new(&p("k.npy")), DType::F16, &[kv, k_len, d], &a.k);
-    write_tensor(Path::new(&p("v.npy")), DType::F16, &[kv, k_len, d], &a.v);
-    let o = regflash(&[
-        "sim",
-        "--q",
-        &p("q.npy"),
-        "--k",
-        &p("k.npy"),
-        "--v",
-        &p("v.npy"),
-        "--causal",
-        "--mem-stall",
-        "0.2",
-        "--seed",
-        "7",
-        "--out",
-        &p("o.npy"),
-        "--report",
-        &p("r.json"),
-    ]);
-    let t = text(&o);
-    assert!(o.status.success() && t.contains("PASS"), "{t}");
+    let (t, r, out) = sim_files(
+        &dir,
+        [
+            (&[heads, q_len, d], &a.q),
+            (&[kv, k_len, d], &a.k),
+            (&[kv, k_len, d], &a.v),
+        ],
+        &["--causal", "--mem-stall", "0.2", "--seed", "7"],
+    );
     assert!(t.contains("4 head(s) sharing 2 K/V head(s)"), "{t}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(p("r.json")).unwrap()).unwrap();
     assert_eq!(
         (r["heads"].as_u64(), r["kv_heads"].as_u64()),
         (Some(4), Some(2))
     );
-    assert_eq!(r["bit_exact"], true);
-    let out = npy::read(Path::new(&p("o.npy"))).unwrap();
     assert_eq!(out.shape, vec![heads, q_len, d]);
     let (qs, ks) = (q_len * d, k_len * d);
     for h in 0..heads {
@@ -256,7 +262,6 @@ fn sim_reads_grouped_query_npy_inputs() {
 #[test]
 fn sim_reads_a_varlen_batch_from_npy_inputs() {
     let dir = ScratchDir::new("cli-sim-varlen").unwrap();
-    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
     let (heads, d) = (2, 16);
     let (q_lens, k_lens) = ([3, 4], [5, 4]);
     let a = Attention::generate(
@@ -270,39 +275,17 @@ fn sim_reads_a_varlen_batch_from_npy_inputs() {
         11,
     )
     .grouped(1);
-    write_tensor(Path::new(&p("q.npy")), DType::F16, &[heads, 7, d], &a.q);
-    write_tensor(Path::new(&p("k.npy")), DType::F16, &[9, d], &a.k);
-    write_tensor(Path::new(&p("v.npy")), DType::F16, &[9, d], &a.v);
-    let o = regflash(&[
-        "sim",
-        "--seqlens",
-        "3,4",
-        "--kv-seqlens",
-        "5,4",
-        "--q",
-        &p("q.npy"),
-        "--k",
-        &p("k.npy"),
-        "--v",
-        &p("v.npy"),
-        "--causal",
-        "--out",
-        &p("o.npy"),
-        "--report",
-        &p("r.json"),
-    ]);
-    let t = text(&o);
-    assert!(o.status.success() && t.contains("PASS"), "{t}");
+    let (t, r, out) = sim_files(
+        &dir,
+        [(&[heads, 7, d], &a.q), (&[9, d], &a.k), (&[9, d], &a.v)],
+        &["--seqlens", "3,4", "--kv-seqlens", "5,4", "--causal"],
+    );
     assert!(t.contains("varlen batch of 2 (3/5, 4)"), "{t}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(p("r.json")).unwrap()).unwrap();
     assert_eq!(r["seqlens"], serde_json::json!([[3, 5], [4, 4]]));
     assert_eq!(
         (r["heads"].as_u64(), r["kv_heads"].as_u64()),
         (Some(2), Some(1))
     );
-    assert_eq!(r["bit_exact"], true);
-    let out = npy::read(Path::new(&p("o.npy"))).unwrap();
     assert_eq!(out.shape, vec![heads, 7, d]);
     let (mut q0, mut k0) = (0, 0);
     for (&ql, &kl) in q_lens.iter().zip(&k_lens) {
