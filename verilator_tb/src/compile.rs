@@ -362,6 +362,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         compiled,
     };
     if cached_library_ok(&library)? {
+        log_build(&top.name, &key, None);
         return Ok(built(false));
     }
 
@@ -371,6 +372,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         .with_context(|| format!("cannot create lock file {}", lock_path.display()))?;
     lock.lock().context("cannot lock the model cache")?;
     if cached_library_ok(&library)? {
+        log_build(&top.name, &key, None);
         return Ok(built(false));
     }
     remove_stale_builds(&root);
@@ -456,6 +458,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         );
     }
     cmd.args(&files).arg(&shim_path);
+    let started = std::time::Instant::now();
     let out = cmd
         .output()
         .context("cannot run verilator to build the simulation model")?;
@@ -467,6 +470,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         };
         return Err(failed(step, &out));
     }
+    let verilated = started.elapsed().as_secs_f64();
     if !hierarchical {
         let obj = work.join("obj");
         let makefile = format!("V{}.mk", top.name);
@@ -502,5 +506,28 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let _ = std::fs::remove_dir_all(&work);
     // The lock file stays: removing it could let a waiting builder and a new one race.
     drop(lock);
+    let total = started.elapsed().as_secs_f64();
+    log_build(&top.name, &key, Some((verilated, total - verilated)));
     Ok(built(true))
+}
+
+/// With `$REGFLASH_BUILD_LOG` set (`scripts/test` sets it), appends one line per model
+/// request to that file: top, cache key, and `hit`, or `built` with the seconds verilating
+/// and compiling took (a hierarchical build's `verilator --build` counts as verilating). The
+/// suite's closing table reads it. A log that cannot be written is ignored: it measures,
+/// nothing depends on it.
+fn log_build(top: &str, key: &str, seconds: Option<(f64, f64)>) {
+    let Some(path) = std::env::var_os("REGFLASH_BUILD_LOG") else {
+        return;
+    };
+    let line = match seconds {
+        None => format!("{top}\t{key}\thit\t0\t0\n"),
+        Some((v, c)) => format!("{top}\t{key}\tbuilt\t{v:.1}\t{c:.1}\n"),
+    };
+    // One short write per line in append mode: lines from parallel tests do not interleave.
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
 }
