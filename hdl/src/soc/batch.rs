@@ -19,8 +19,8 @@
 //! Before every launch (the single problem too) the Extent state checks that no tensor reaches
 //! past 2^addr_bits (`extent`: 2 index_bits + 1 cycles, before the core starts); a launch that
 //! would, or a sequence whose row offset or base would, ends the batch with 10 instead. A core
-//! error stops the batch with the core's code; `ABORT` stops it after the read in flight
-//! (code 6).
+//! error stops the batch with the core's code; `ABORT` stops it after the read in flight, or
+//! before the next launch (code 6).
 //!
 //! `finish` pulses once per accepted START, in the first cycle of Done, also when a START in
 //! Done is refused at once and the state never leaves Done (the register block's interrupt
@@ -283,6 +283,9 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let (extent_done, extent_over) = extent(m, p, &launch_vals, st.is(Batch::Extent));
     let launch_over = (varlen & or_all(&base_carry)) | extent_over;
     let launch_over = m.name("launch_over", launch_over);
+    // An ABORT asked for before the core starts stops the batch there (code 6), not after a
+    // run nobody wants.
+    let stop_launch = launch_over | aborting.q;
 
     // Transitions. A run ends when the core, busy since the launch, is done again.
     let seen = m.reg("core_busy_seen", 1, Some(0));
@@ -313,7 +316,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         Batch::Check => check_next,
         Batch::Scale => mux(scale_done, c(Batch::Extent), c(Batch::Scale)),
         Batch::Extent => mux(extent_done, c(Batch::Launch), c(Batch::Extent)),
-        Batch::Launch => mux(launch_over, done, c(Batch::Run)),
+        Batch::Launch => mux(stop_launch, done, c(Batch::Run)),
         Batch::Run => mux(run_end, after_run, c(Batch::Run)),
         Batch::Done => from_done,
     });
@@ -348,7 +351,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     let zero_seq = m.zero(iw);
     m.set_next(seq, mux(go, zero_seq, seq.q + 1));
     m.set_enable(seq, go | advance);
-    let launch = st.is(Batch::Launch) & !launch_over;
+    let launch = st.is(Batch::Launch) & !stop_launch;
     m.set_next(launched, mux(go, zero1, launch | launched.q));
     let abort_now = abort & !st.is(Batch::Idle) & !st.is(Batch::Done);
     m.set_next(aborting, mux(go, zero1, aborting.q | abort_now));
@@ -367,12 +370,12 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         mux(
             st.is(Batch::Check),
             at_check,
-            mux(in_launch, beyond, after_core),
+            mux(in_launch, mux(launch_over, beyond, aborted), after_core),
         ),
     );
     let check_stop = st.is(Batch::Check) & (aborting.q | bad);
     m.set_next(error, err_d);
-    m.set_enable(error, go | check_stop | run_end | (in_launch & launch_over));
+    m.set_enable(error, go | check_stop | run_end | (in_launch & stop_launch));
 
     // To the core: start and the sequence's problem; counters kept after the first launch.
     m.output("core_start", launch);
@@ -422,21 +425,22 @@ fn extent(
     let one = m.lit(iw, 1);
     let group = mux(group.is_zero(), one, group);
     let num = m.reg("extent_num", iw, Some(0));
-    let rem = m.reg("extent_rem", iw + 1, Some(0));
+    // The remainder stays below the divisor, so it fits index_bits; shifted, one bit more.
+    let rem = m.reg("extent_rem", iw, Some(0));
     let quo = m.reg("extent_quo", iw, Some(0));
-    let r2 = crate::cat(&[rem.q.trunc(iw), num.q.bit(iw - 1)]);
+    let r2 = crate::cat(&[rem.q, num.q.bit(iw - 1)]);
     let fits = r2.ge(group.zext(iw + 1));
     let r2_less = r2 - group.zext(iw + 1);
-    let zero_r = m.zero(iw + 1);
     let zero_q = m.zero(iw);
     m.set_next(num, mux(dividing, num.q << 1u32, heads_m1));
     m.set_enable(num, !active | dividing);
-    m.set_next(rem, mux(dividing, mux(fits, r2_less, r2), zero_r));
+    let rem_next = mux(fits, r2_less, r2);
+    m.discard(rem_next.bit(iw));
+    m.set_next(rem, mux(dividing, rem_next.trunc(iw), zero_q));
     m.set_enable(rem, !active | dividing);
     let quo_next = crate::cat(&[quo.q.trunc(iw - 1), fits]);
     m.set_next(quo, mux(dividing, quo_next, zero_q));
     m.set_enable(quo, !active | dividing);
-    m.discard(rem.q.bit(iw));
     // The multipliers, shifted out most significant bit first: heads − 1 (Q, O), the last K/V
     // head (K, V); q_len − 1 (Q, O), k_len − 1 (K, V).
     let shifter = |m: &mut ModuleBuilder, name: &str, load: Sig| {
