@@ -139,12 +139,12 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         let (batch, saturated) = match files {
             Some(files) => {
                 let (packed, n) = load(files)?;
-                let batch = Batch::from_packed(&packed, &q_lens, &k_lens)
+                let batch = Batch::from_packed(&packed, q_lens, k_lens)
                     .context("--seqlens and --kv-seqlens against the rows of --q/--k/--v")?;
                 (batch, n)
             }
             None => (
-                random_batch(&args, &params, out, &q_lens, &k_lens, timing.seed)?,
+                random_batch(&args, &params, out, q_lens, k_lens, timing.seed)?,
                 0,
             ),
         };
@@ -243,7 +243,10 @@ fn random_one(args: &SimArgs, p: &CoreParams, out: OutFormat, seed: u64) -> Resu
 
 /// The batch's query and key lengths: --seqlens, and --kv-seqlens (default the same), one
 /// of each per sequence, none empty.
-fn batch_lengths(q_lens: &[usize], k_lens: Option<&[usize]>) -> Result<(Vec<usize>, Vec<usize>)> {
+fn batch_lengths<'a>(
+    q_lens: &'a [usize],
+    k_lens: Option<&'a [usize]>,
+) -> Result<(&'a [usize], &'a [usize])> {
     let k_lens = k_lens.unwrap_or(q_lens);
     anyhow::ensure!(
         k_lens.len() == q_lens.len(),
@@ -255,7 +258,7 @@ fn batch_lengths(q_lens: &[usize], k_lens: Option<&[usize]>) -> Result<(Vec<usiz
         q_lens.iter().chain(k_lens).all(|&n| n >= 1),
         "every --seqlens and --kv-seqlens length must be at least 1"
     );
-    Ok((q_lens.to_vec(), k_lens.to_vec()))
+    Ok((q_lens, k_lens))
 }
 
 /// A batch of random sequences of these lengths, its packed shape checked before anything is

@@ -51,7 +51,7 @@ pub fn model(p: &CoreParams) -> Csr {
     let (lists, always): (Vec<ProblemReg>, Vec<ProblemReg>) = ProblemReg::ALL
         .into_iter()
         .filter(|r| r.is_address())
-        .partition(|r| matches!(r, ProblemReg::CuQAddr | ProblemReg::CuKAddr));
+        .partition(|r| r.is_list());
     let check = AddressCheck {
         addr_bits: p.addr_bits,
         always: always.into_iter().map(index).collect(),

@@ -204,9 +204,9 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
                     .find(|r| r.port() == port)
                     .expect("a problem port");
                 let v = problem[&reg];
-                if v.width() > w {
+                if reg.is_address() {
                     let high = v.slice(v.width() - 1, w).any();
-                    if matches!(reg, ProblemReg::CuQAddr | ProblemReg::CuKAddr) {
+                    if reg.is_list() {
                         list_over.push(high);
                     } else {
                         over.push(high);

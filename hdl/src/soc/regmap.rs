@@ -193,6 +193,11 @@ impl ProblemReg {
         )
     }
 
+    /// A varlen offset list's address (checked only while `BATCH` > 0).
+    pub fn is_list(self) -> bool {
+        matches!(self, ProblemReg::CuQAddr | ProblemReg::CuKAddr)
+    }
+
     /// The core's input port it drives (`Flags` drives `causal` and `out_f32`).
     pub fn port(self) -> &'static str {
         match self {
@@ -508,6 +513,11 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
     // Address-class values hold all 64 bits software writes: bits at or above `addr_bits`
     // read back as written and refuse START (ERR_ADDRESS), so no address aliases.
     let a = p.addr_bits;
+    assert!(
+        wide.len() == ProblemReg::ALL.iter().filter(|r| r.is_address()).count()
+            && wide.iter().all(|w| w.1.is_address()),
+        "the LO/HI pairs are the address values"
+    );
     for (mut off, reg, name, doc) in wide {
         for half in 0..2 {
             let suffix = if half == 0 { "LO" } else { "HI" };

@@ -228,17 +228,14 @@ fn launch(
         }
     };
     let before = mem.stats;
-    let st = if l.path == Path::Abort {
-        drv.write("CTRL", 1, &mut mem)?;
+    drv.write("CTRL", 1, &mut mem)?;
+    if l.path == Path::Abort {
         for _ in 0..40 {
             drv.tick(&mut mem)?;
         }
         drv.write("CTRL", 2, &mut mem)?;
-        drv.wait(l.wait, limit, &mut mem)?
-    } else {
-        drv.write("CTRL", 1, &mut mem)?;
-        drv.wait(l.wait, limit, &mut mem)?
-    };
+    }
+    let st = drv.wait(l.wait, limit, &mut mem)?;
     if matches!(l.path, Path::BusError { .. }) {
         drv.set_fault(None)?;
     }
