@@ -12,6 +12,7 @@ pub mod compile;
 pub mod dut;
 pub mod memory;
 pub mod npy;
+pub mod pch;
 pub mod runtime;
 
 pub use compile::{BuildOptions, WaveFormat};

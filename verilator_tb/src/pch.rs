@@ -1,0 +1,174 @@
+//! A precompiled `verilated.h`, shared by every model's C++ files.
+//!
+//! Verilator writes a model as several C++ files (nine for a one-PE core, more with
+//! `--output-split-cfuncs`), and each starts by parsing `verilated.h` and the standard headers
+//! behind it: about 0.6 s of g++ per file at any optimization level, most of a small model's
+//! compile time. Here that header is precompiled once per exact compile command and kept in
+//! the model cache (`pch-<key>/regflash_pch.h.gch/`, one variant per command: g++ picks, from
+//! a `.gch` folder, the first variant built with the flags of the file it compiles, and parses
+//! the header as text when none fits, so a missing or stale variant costs time, never
+//! correctness). make then compiles every file with `-include regflash_pch.h` (make's
+//! `USER_CPPFLAGS`, which Verilator never sets).
+//!
+//! The commands are make's own (`make -n`), as for the run-time objects (`runtime.rs`): a
+//! variant is keyed by a command's flags without its input, output and dependency-file
+//! options, plus the compiler's and Verilator's versions.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::compile::Fnv;
+
+/// The header's name in its cache folder; its text includes Verilator's `verilated.h`.
+const HEADER: &str = "regflash_pch.h";
+
+/// The flags of one compile command, without what names its input, output and dependency
+/// file (`-c`, `-o X`, `*.cpp`, `-MMD`, `-MP`, `-MF X`): the part the precompiled header must
+/// be built with. None if `line` is not a C++ compile of a `.cpp` file.
+fn header_flags(line: &str) -> Option<Vec<String>> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if !words.contains(&"-c") || !words.iter().any(|w| w.ends_with(".cpp")) {
+        return None;
+    }
+    let mut flags = vec![];
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        match *w {
+            "-c" | "-MMD" | "-MP" => {}
+            "-o" | "-MF" | "-include" => {
+                it.next();
+            }
+            w if w.ends_with(".cpp") => {}
+            w => flags.push(w.to_string()),
+        }
+    }
+    Some(flags)
+}
+
+/// The precompiled header for the models built under the cache `root`.
+pub struct Pch {
+    dir: PathBuf,
+}
+
+impl Pch {
+    /// The folder for this Verilator and this compiler (`compiler --version`).
+    fn folder(root: &Path, compiler: &str) -> Result<PathBuf> {
+        let mut h = Fnv::new();
+        h.feed(b"regflash precompiled verilated.h");
+        let verilator = gen::tools::require(gen::tools::Tool::Verilator)?;
+        for tool in [PathBuf::from(compiler), verilator] {
+            let v = Command::new(&tool).arg("--version").output();
+            h.feed(&v.map(|o| o.stdout).unwrap_or_default());
+        }
+        Ok(root.join(format!("pch-{:016x}", h.0)))
+    }
+
+    /// Makes sure a variant exists for every command make would run to compile the model in
+    /// `obj` (`makefile`, `make_flags`), building the missing ones. Returns the make argument
+    /// that has every file include the header (`USER_CPPFLAGS=-include …`), or None when
+    /// nothing could be prepared: the model then compiles as it always did.
+    pub fn prepare(
+        obj: &Path,
+        makefile: &str,
+        make_flags: &[String],
+        root: &Path,
+    ) -> Option<String> {
+        match Self::try_prepare(obj, makefile, make_flags, root) {
+            Ok(p) => Some(format!(
+                "USER_CPPFLAGS=-include {}",
+                p.dir.join(HEADER).display()
+            )),
+            Err(e) => {
+                eprintln!(
+                    "regflash: no precompiled header for this model ({e:#}); compiling without"
+                );
+                None
+            }
+        }
+    }
+
+    fn try_prepare(obj: &Path, makefile: &str, make_flags: &[String], root: &Path) -> Result<Pch> {
+        let out = Command::new("make")
+            .current_dir(obj)
+            .args(["-n", "-f", makefile])
+            .args(make_flags)
+            .output()
+            .context("cannot run make to list the model's compile commands")?;
+        let commands = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut variants: Vec<Vec<String>> = commands.lines().filter_map(header_flags).collect();
+        variants.sort();
+        variants.dedup();
+        let compiler = variants
+            .first()
+            .and_then(|f| f.first())
+            .cloned()
+            .context("make lists no C++ compile command")?;
+        let dir = Self::folder(root, &compiler)?;
+        let gch = dir.join(format!("{HEADER}.gch"));
+        std::fs::create_dir_all(&gch)
+            .with_context(|| format!("cannot create {}", gch.display()))?;
+        let header = dir.join(HEADER);
+        if !header.is_file() {
+            let tmp = dir.join(format!("{HEADER}.tmp-{}", std::process::id()));
+            std::fs::write(&tmp, "#include \"verilated.h\"\n")?;
+            std::fs::rename(&tmp, &header)?;
+        }
+        for flags in &variants {
+            let mut h = Fnv::new();
+            for f in flags {
+                h.feed(f.as_bytes());
+            }
+            let variant = gch.join(format!("{:016x}.gch", h.0));
+            if variant.is_file() {
+                continue;
+            }
+            // Built beside its final name and renamed into place: a compiler never sees half
+            // a variant, and two builders of the same one both end with a whole file.
+            let tmp = gch.join(format!("{:016x}.tmp-{}", h.0, std::process::id()));
+            let built = Command::new(&flags[0])
+                .current_dir(obj)
+                .args(&flags[1..])
+                .args(["-x", "c++-header"])
+                .arg(&header)
+                .arg("-o")
+                .arg(&tmp)
+                .output()
+                .context("cannot run the C++ compiler to precompile verilated.h")?;
+            if !built.status.success() {
+                let _ = std::fs::remove_file(&tmp);
+                anyhow::bail!(
+                    "precompiling verilated.h failed: {}",
+                    String::from_utf8_lossy(&built.stderr)
+                );
+            }
+            std::fs::rename(&tmp, &variant)?;
+        }
+        Ok(Pch { dir })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_flags;
+
+    #[test]
+    fn a_compile_command_gives_its_flags_without_input_output_and_dependencies() {
+        let line = "g++  -I.  -MMD -I/usr/share/verilator/include -DVM_TRACE=0 -fPIC \
+                    -include /c/pch/regflash_pch.h -O1 -c -o Vtop__Syms.o Vtop__Syms.cpp";
+        assert_eq!(
+            header_flags(line).unwrap(),
+            [
+                "g++",
+                "-I.",
+                "-I/usr/share/verilator/include",
+                "-DVM_TRACE=0",
+                "-fPIC",
+                "-O1"
+            ]
+        );
+        assert_eq!(header_flags("ar -rcs Vtop__ALL.a Vtop.o"), None);
+        assert_eq!(header_flags("g++ -shared -o libdut.so a.o b.o"), None);
+    }
+}
