@@ -7,6 +7,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use gen::flow::Linted;
 use gen::tools::ScratchDir;
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
@@ -23,9 +24,11 @@ enum Outcome {
     Built,
 }
 
-/// Validates `c`; if accepted, generates the core and (with `lint`) lints it. A panic, an
-/// empty refusal or a lint warning is an error.
-fn try_config(c: &CoreConfig, lint: bool) -> Result<Outcome, String> {
+/// Validates `c`; if accepted, generates the core and (with `lint`) lints it, each module not
+/// already in `lint` (`verilator_lint_each`: the configurations of one test share most of
+/// their modules; cross-module loops are the small cores' whole-hierarchy lint's to find, in
+/// tests/emit.rs). A panic, an empty refusal or a lint warning is an error.
+fn try_config(c: &CoreConfig, lint: Option<&mut Linted>) -> Result<Outcome, String> {
     let result = catch_unwind(AssertUnwindSafe(|| -> Result<Outcome, String> {
         if let Err(e) = CoreParams::from_config(c) {
             return Ok(Outcome::Refused(format!("{e:#}")));
@@ -33,8 +36,8 @@ fn try_config(c: &CoreConfig, lint: bool) -> Result<Outcome, String> {
         let dir = ScratchDir::new("config-space").map_err(|e| e.to_string())?;
         let manifest = generate(c, &Target::Core, dir.path())
             .map_err(|e| format!("accepted but does not generate: {e:#}"))?;
-        if lint {
-            let w = gen::flow::verilator_lint(dir.path(), &manifest)
+        if let Some(linted) = lint {
+            let w = gen::flow::verilator_lint_each(dir.path(), &manifest, linted)
                 .map_err(|e| format!("lint did not run: {e:#}"))?;
             if !w.is_empty() {
                 return Err(format!("accepted but not lint-clean: {}", w.join("\n")));
@@ -133,11 +136,12 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
 #[test]
 fn every_key_at_its_bounds_builds_or_is_refused() {
     let mut built = 0;
+    let mut linted = Linted::default();
     for (key, set, values) in keys() {
         for v in values {
             let mut c = small();
             set(&mut c, v);
-            match try_config(&c, true) {
+            match try_config(&c, Some(&mut linted)) {
                 Ok(Outcome::Built) => built += 1,
                 Ok(Outcome::Refused(_)) => {}
                 Err(e) => panic!("{key} = {v}: {e}"),
@@ -147,15 +151,14 @@ fn every_key_at_its_bounds_builds_or_is_refused() {
     for mhz in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-9, 1e9] {
         let mut c = small();
         c.clock_mhz = mhz;
-        try_config(&c, false).unwrap_or_else(|e| panic!("clock_mhz = {mhz}: {e}"));
+        try_config(&c, None).unwrap_or_else(|e| panic!("clock_mhz = {mhz}: {e}"));
     }
     // The in-range values above (latencies, widths, port, outstanding reads) build.
     assert!(built >= 20, "only {built} configurations built");
 }
 
-/// Coherent configurations at the extremes of the space. The 256-row array is generated (the
-/// generator's own width and unread-bit checks run) but not linted: Verilator takes ~80 s over
-/// its 256 row engines, against ~20 s for the 256-column one.
+/// Coherent configurations at the extremes of the space, each module linted once (the
+/// 256-row array's 256 row engines are one module: its whole-hierarchy lint took ~80 s).
 #[test]
 fn extreme_configurations_build_and_lint() {
     let mut tall = small();
@@ -166,9 +169,13 @@ fn extreme_configurations_build_and_lint() {
     // 1 x 256 PEs: a 256-input row-reduction tree, 1 KiB rows.
     (wide.rows, wide.cols, wide.br, wide.bc, wide.head_dim) = (1, 256, 2, 512, 512);
     (wide.mul_latency, wide.add_latency) = (0, 0);
-    assert_eq!(try_config(&tall, false), Ok(Outcome::Built), "{tall:?}");
-    for c in [wide, narrowest(), widest()] {
-        assert_eq!(try_config(&c, true), Ok(Outcome::Built), "{c:?}");
+    let mut linted = Linted::default();
+    for c in [tall, wide, narrowest(), widest()] {
+        assert_eq!(
+            try_config(&c, Some(&mut linted)),
+            Ok(Outcome::Built),
+            "{c:?}"
+        );
     }
 }
 
@@ -215,6 +222,7 @@ fn random_configurations_build_or_are_refused() {
         ..Config::default()
     };
     let (linted, built) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
+    let modules = std::cell::RefCell::new(Linted::default());
     regflash::verify::seeds::run(
         config,
         81,
@@ -243,7 +251,8 @@ fn random_configurations_build_or_are_refused() {
             cfg.mem_width = if any_w { 1 << mk } else { fits.unwrap_or(32) };
             (cfg.index_bits, cfg.addr_bits, cfg.max_outstanding) = (ib, ab, 1 << mo);
             let lint = linted.get() < 6;
-            match try_config(&cfg, lint) {
+            let mut modules = modules.borrow_mut();
+            match try_config(&cfg, lint.then_some(&mut *modules)) {
                 Ok(Outcome::Built) => {
                     built.set(built.get() + 1);
                     linted.set(linted.get() + lint as u32);

@@ -292,11 +292,15 @@ fn axi4_dma_passes_the_gates() {
     assert!(!ports.iter().any(|p| p.starts_with("mem_")), "{ports:?}");
 }
 
-/// The big presets' cores (too big to synthesize in the suite) are Verilator-lint clean, and
-/// no emitted line is longer than 120 characters: a 64×64 causal mask is one 4,096-bit
+/// The big presets' cores (too big to synthesize in the suite) are Verilator-lint clean, each
+/// module once (`verilator_lint_each`: a 32 × 32 array lints one PE and one row; the
+/// cross-module loops only a whole-hierarchy pass sees are checked on the small cores of
+/// every variant, `small_preset_lints_clean_with_named_states` and the gates below), and no
+/// emitted line is longer than 120 characters: a 64×64 causal mask is one 4,096-bit
 /// concatenation and its selection a 256-way mux tree, broken over lines.
 #[test]
 fn big_preset_cores_lint_clean_with_bounded_lines() {
+    let mut linted = gen::flow::Linted::default();
     for preset in ["medium", "npu16", "seed"] {
         let cfg = CoreConfig::preset(preset).unwrap();
         let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -308,9 +312,63 @@ fn big_preset_cores_lint_clean_with_bounded_lines() {
                 "{preset}: {f} has a {longest}-character line"
             );
         }
-        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+        let before = linted.len();
+        let warnings = gen::flow::verilator_lint_each(dir.path(), &manifest, &mut linted).unwrap();
         assert!(warnings.is_empty(), "{preset}: {warnings:#?}");
+        // Each of the core's modules is linted here or was by an earlier preset.
+        let new = linted.len() - before;
+        assert!(new >= 1, "{preset}: no module of the core was linted");
     }
+    assert!(linted.len() >= 40, "only {} modules linted", linted.len());
+}
+
+/// `verilator_lint_each` lints every module: one with many copies (the PE: 16 in small,
+/// linted as a top of its own) and one with a single copy (the sequencer, linted inside the
+/// engine) each report a planted undriven, unused wire; the clean modules are recorded, and
+/// only the two defective ones are linted again.
+#[test]
+fn module_wise_lint_finds_a_defect_in_any_module() {
+    let (dir, manifest) = gen_into(&small(), Target::Core);
+    let pe = manifest
+        .modules
+        .iter()
+        .find(|m| m.name.starts_with("pe_r"))
+        .unwrap();
+    let seq = manifest
+        .modules
+        .iter()
+        .find(|m| m.name.ends_with("_seq"))
+        .unwrap();
+    for m in [pe, seq] {
+        let path = dir.path().join(&m.file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let at = text.rfind("endmodule").unwrap();
+        let planted = format!("{}    wire planted_defect;\n{}", &text[..at], &text[at..]);
+        std::fs::write(&path, planted).unwrap();
+    }
+    let mut linted = gen::flow::Linted::default();
+    let warnings = gen::flow::verilator_lint_each(dir.path(), &manifest, &mut linted).unwrap();
+    for m in [pe, seq] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("planted_defect") && w.contains(&m.file)),
+            "{}: {warnings:#?}",
+            m.name
+        );
+    }
+    let clean = linted.len();
+    // The modules linted with a defective one are not recorded clean; the rest are.
+    assert!(
+        (10..manifest.modules.len()).contains(&clean),
+        "{clean} of {} modules recorded clean",
+        manifest.modules.len()
+    );
+    let again = gen::flow::verilator_lint_each(dir.path(), &manifest, &mut linted).unwrap();
+    assert_eq!(linted.len(), clean);
+    assert!(again
+        .iter()
+        .all(|w| w.contains("planted_defect") || w.contains("linting")));
 }
 
 /// Icarus compiles every file list without a warning, and every emitted module runs at

@@ -111,6 +111,7 @@ fn a_broken_design_reports_verilators_message() {
             ],
             latency: 0,
             fsms: vec![],
+            children: Default::default(),
         }],
         wrapper: None,
         clock_mhz: 1500.0,

@@ -4,15 +4,15 @@
 //! The Yosys scripts come from the same templates as the ones written into the folder (see
 //! `constraints.rs`), with report files added, so every figure can be reproduced by hand.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::constraints::{yosys_script, ReportPaths, SynthTarget};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, ModuleEntry};
 use crate::output::generator_id;
 use crate::tools::{require, run, tail, ScratchDir, Tool};
 
@@ -135,15 +135,161 @@ pub fn lint(dir: &Path) -> Result<LintReport> {
 /// `verilator --lint-only -Wall` of the folder `dir`, with and without the simulation-only
 /// assertions: every warning and error line (none means clean).
 pub fn verilator_lint(dir: &Path, manifest: &Manifest) -> Result<Vec<String>> {
+    let files: Vec<PathBuf> = manifest.files.iter().map(PathBuf::from).collect();
+    lint_both(dir, &manifest.top, &files)
+}
+
+/// Modules already linted clean, by name and text (see [`verilator_lint_each`]).
+#[derive(Default)]
+pub struct Linted(HashSet<(String, u64)>);
+
+impl Linted {
+    /// How many distinct modules were linted clean.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// `verilator --lint-only -Wall` of the folder `dir` (both passes, as [`verilator_lint`]) with
+/// each module's body linted once: once in this call however many copies the hierarchy holds,
+/// and not again if `linted` already has it (the same name and text, from another folder).
+///
+/// The hierarchy is cut at every module with more than one copy: such a module is linted as a
+/// top of its own, and everywhere else stands as a stub with its ports and no body, so a
+/// 32 × 32 array lints one PE and one row instead of 1,024 and 32 (the `seed` core: 2 s
+/// instead of 50). A module's own warnings (widths, unused and undriven signals, its port
+/// connections to its children, case coverage) are the same either way. What only a
+/// whole-hierarchy pass sees is a combinational loop through several modules (Verilator's
+/// UNOPTFLAT across ports): [`verilator_lint`] of a small configuration of the same generator
+/// checks that.
+pub fn verilator_lint_each(
+    dir: &Path,
+    manifest: &Manifest,
+    linted: &mut Linted,
+) -> Result<Vec<String>> {
+    let entries: BTreeMap<&str, &ModuleEntry> = manifest
+        .modules
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
+    let mut key = BTreeMap::new();
+    for m in &manifest.modules {
+        let path = dir.join(&m.file);
+        let text = std::fs::read(&path)
+            .with_context(|| format!("cannot read {} (listed in the manifest)", path.display()))?;
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&text, &mut h);
+        key.insert(
+            m.name.as_str(),
+            (m.name.clone(), std::hash::Hasher::finish(&h)),
+        );
+    }
+    let child = |name: &str| -> Result<&ModuleEntry> {
+        entries
+            .get(name)
+            .copied()
+            .with_context(|| format!("module `{name}` is instantiated but not in the manifest"))
+    };
+    // Copies of each module under the top, and which modules have a parent already linted.
+    let mut copies: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut order = vec![(manifest.top.as_str(), 1u64)];
+    while let Some((name, k)) = order.pop() {
+        *copies.entry(name).or_default() += k;
+        for (c, n) in &child(name)?.children {
+            order.push((c.as_str(), k * n));
+        }
+    }
+    let new = |name: &str| !linted.0.contains(&key[name]);
+    let mut roots: Vec<&str> = vec![];
+    for (&name, &n) in &copies {
+        let under_old = manifest
+            .modules
+            .iter()
+            .any(|p| p.children.contains_key(name) && !new(&p.name));
+        if new(name) && (name == manifest.top || n > 1 || under_old) {
+            roots.push(name);
+        }
+    }
+    let stubs = ScratchDir::new("lint-stubs")?;
+    let mut warnings = vec![];
+    let mut clean = vec![];
+    for root in roots {
+        // The root and the new single-copy modules below it, real; the others, stubs.
+        let (mut group, mut files, mut todo) = (vec![], vec![], vec![root]);
+        let mut seen = HashSet::new();
+        while let Some(name) = todo.pop() {
+            if !seen.insert(name) {
+                continue;
+            }
+            let m = child(name)?;
+            if name == root || (new(name) && copies[name] == 1) {
+                group.push(name);
+                files.push(PathBuf::from(&m.file));
+                todo.extend(m.children.keys().map(String::as_str));
+            } else {
+                let path = stubs.path().join(format!("{name}.v"));
+                std::fs::write(&path, stub(m))?;
+                files.push(path);
+            }
+        }
+        let found = lint_both(dir, root, &files)?;
+        if found.is_empty() {
+            clean.extend(group.iter().map(|n| key[n].clone()));
+        } else {
+            warnings.extend(found.into_iter().map(|w| format!("(linting {root}) {w}")));
+        }
+    }
+    linted.0.extend(clean);
+    if warnings.is_empty() {
+        if let Some(missed) = copies.keys().find(|n| !linted.0.contains(&key[*n])) {
+            bail!(
+                "lint bug: module `{missed}` of {} was not linted",
+                manifest.top
+            );
+        }
+    }
+    Ok(warnings)
+}
+
+/// A module's ports and no body, standing in for it while its parent is linted (its own lint
+/// is elsewhere): Verilator checks every connection to it against the real widths.
+fn stub(m: &ModuleEntry) -> String {
+    let ports: Vec<String> = m
+        .ports
+        .iter()
+        .map(|p| {
+            let range = if p.width > 1 {
+                format!("[{}:0] ", p.width - 1)
+            } else {
+                String::new()
+            };
+            format!("    {} wire {range}{}", p.dir, p.name)
+        })
+        .collect();
+    format!(
+        "/* verilator lint_off UNUSEDSIGNAL */\n/* verilator lint_off UNDRIVEN */\n\
+         module {} (\n{}\n);\nendmodule\n\
+         /* verilator lint_on UNDRIVEN */\n/* verilator lint_on UNUSEDSIGNAL */\n",
+        m.name,
+        ports.join(",\n")
+    )
+}
+
+/// `verilator --lint-only -Wall` of `files` (relative to `dir`, where it runs, so messages
+/// name the files as the folder does) under `top`, once as synthesis sees it and once with the
+/// simulation-only assertions, two processes at once: every warning and error line.
+fn lint_both(dir: &Path, top: &str, files: &[PathBuf]) -> Result<Vec<String>> {
     let verilator = require(Tool::Verilator)?;
-    // Once as synthesis sees it, once with the simulation-only assertions: two processes at
-    // once (the seed core lints in about 45 s each on this kind of machine).
     let lint = |define: Option<&str>| -> Result<Vec<String>> {
         let out = Command::new(&verilator)
             .current_dir(dir)
-            .args(["--lint-only", "-Wall", "--top-module", &manifest.top])
+            .args(["--lint-only", "-Wall", "--top-module", top])
             .args(define)
-            .args(&manifest.files)
+            .args(files)
             .output()
             .context("cannot run verilator")?;
         let text = String::from_utf8_lossy(&out.stderr);

@@ -1,5 +1,6 @@
 //! `manifest.json`: what an output folder holds, for tools and for `verilator_tb`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -69,6 +70,9 @@ pub struct ModuleEntry {
     /// The module's state machines, with a GTKWave translate file each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fsms: Vec<FsmEntry>,
+    /// The modules this one instantiates, and how many times each.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub children: BTreeMap<String, u64>,
 }
 
 /// A state register, its named states and its waveform translate file.
@@ -139,6 +143,10 @@ impl ModuleEntry {
                     translate_file: format!("waves/{}.{}.gtkw.txt", m.name, f.reg),
                 })
                 .collect(),
+            children: m.insts.iter().fold(BTreeMap::new(), |mut c, i| {
+                *c.entry(i.module.name.clone()).or_default() += 1;
+                c
+            }),
         }
     }
 

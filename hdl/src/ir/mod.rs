@@ -427,6 +427,8 @@ impl Module {
 pub struct Design {
     modules: Vec<Module>,
     index: HashMap<String, usize>,
+    /// Each module's combinational paths from inputs to outputs (`check::comb_paths`).
+    comb: HashMap<String, check::CombPaths>,
 }
 
 impl Design {
@@ -453,6 +455,12 @@ impl Design {
         let module = b
             .finish()
             .unwrap_or_else(|e| panic!("generator bug in module `{name}`: {e}"));
+        let paths = check::comb_paths(&module, |child| self.comb.get(child)).unwrap_or_else(|e| {
+            panic!(
+                "generator bug in module `{name}`: {e:#} (a combinational loop across instances)"
+            )
+        });
+        self.comb.insert(name.to_string(), paths);
         let iface = module.interface();
         self.index.insert(name.to_string(), self.modules.len());
         self.modules.push(module);
