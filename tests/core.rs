@@ -169,8 +169,9 @@ fn small_buffered_core_is_bit_exact() {
 /// single-port P banks (PV and the softmax take turns), 128-bit words (an S word spans two
 /// PEs, a P word a query row's whole block, and the PV steps visit four query rows' words in
 /// turn) and two banks per array, and as reg3d with two and three tiers.
-#[test]
-fn narrow_core_with_deep_pipelines_is_bit_exact() {
+/// (One test per variant, so that the four builds and runs share the cores with the rest of
+/// the suite.)
+fn narrow() -> CoreConfig {
     let mut c = small();
     c.name = "narrow".into();
     c.rows = 2;
@@ -180,10 +181,27 @@ fn narrow_core_with_deep_pipelines_is_bit_exact() {
     c.mul_latency = 2;
     c.add_latency = 2;
     c.validate().unwrap();
-    scenarios(&c, 30, 160, 92);
-    scenarios(&wide(&buffered(&c, 1), 128, 2), 30, 160, 95);
-    scenarios(&tiered(&c), 30, 160, 98);
-    scenarios(&stacked(&c, 3), 20, 160, 88);
+    c
+}
+
+#[test]
+fn narrow_core_with_deep_pipelines_is_bit_exact() {
+    scenarios(&narrow(), 30, 160, 92);
+}
+
+#[test]
+fn narrow_buffered_core_with_wide_words_is_bit_exact() {
+    scenarios(&wide(&buffered(&narrow(), 1), 128, 2), 30, 160, 95);
+}
+
+#[test]
+fn narrow_tiered_core_is_bit_exact() {
+    scenarios(&tiered(&narrow()), 30, 160, 98);
+}
+
+#[test]
+fn narrow_three_tier_core_is_bit_exact() {
+    scenarios(&stacked(&narrow(), 3), 20, 160, 88);
 }
 
 /// The variants compute the same O bit for bit from the same input, and differ only where the

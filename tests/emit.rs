@@ -180,17 +180,29 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             .iter()
             .all(|m| m.blackbox == (blackbox && srams.contains(&m))));
     }
-    for (unit, word, banks) in [("pe_row", 0, 1), ("pe_row", 128, 2), ("sequencer", 0, 1)] {
-        let cfg = CoreConfig {
-            variant: Variant::Buf2d,
-            buf_ports: 1,
-            buf_word_bits: word,
-            buf_banks: banks,
-            ..small()
-        };
-        let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
-        assert_lint_clean(dir.path());
-    }
+    buffered_unit_gates("sequencer", 0, 1);
+}
+
+/// buf2d's PE row with single-port banks, in words of one element and of 128 bits in two
+/// banks, synthesizes without latches or loops (the gates of the test above).
+#[test]
+fn buffered_rows_pass_the_gates() {
+    buffered_unit_gates("pe_row", 0, 1);
+    buffered_unit_gates("pe_row", 128, 2);
+}
+
+/// `unit` of buf2d with single-port banks in words of `word` bits (0: one element), `banks`
+/// banks per array: lint clean and synthesized without latches or loops.
+fn buffered_unit_gates(unit: &str, word: u32, banks: u32) {
+    let cfg = CoreConfig {
+        variant: Variant::Buf2d,
+        buf_ports: 1,
+        buf_word_bits: word,
+        buf_banks: banks,
+        ..small()
+    };
+    let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
+    assert_lint_clean(dir.path());
 }
 
 /// reg3d passes the same gates with two tiers and with three: the whole core lints clean
@@ -201,66 +213,78 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
 /// three tiers the S registers (two blocks of a × b FP32 per PE) and the engine between them.
 #[test]
 fn tiered_core_passes_the_gates() {
-    for (tiers, vlink_bits) in [(2, 32), (3, 32), (3, 8)] {
-        let cfg = CoreConfig {
-            variant: Variant::Reg3d,
-            tiers,
-            vlink_bits,
-            ..small()
-        };
-        let (dir, manifest) = gen_into(&cfg, Target::Core);
-        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
-        assert!(warnings.is_empty(), "{warnings:#?}");
-        let row = manifest
-            .modules
-            .iter()
-            .find(|m| m.name.starts_with("pe_row"))
-            .unwrap();
-        let narrow = if vlink_bits < 32 { "v8" } else { "" };
-        assert!(
-            row.name.ends_with(&format!("_t{tiers}l1{narrow}")),
-            "{}",
-            row.name
-        );
-        let (dir, manifest) = gen_into(&cfg, Target::Unit("pe_row".into()));
-        let report = gen::flow::lint(dir.path()).unwrap();
-        assert!(report.passed(), "{}", report.summary());
-        let parts = regflash::tiers::parts(&cfg, &report.synth, &manifest.memories);
-        let part = |name: &str| parts.iter().find(|p| p.part.starts_with(name)).unwrap();
-        let sum = |f: fn(&regflash::tiers::TierPart) -> u64| parts.iter().map(f).sum::<u64>();
-        assert_eq!(sum(|p| p.cells), report.synth.total.cells, "{parts:#?}");
-        assert_eq!(sum(|p| p.flip_flops), report.synth.total.flip_flops);
-        let all_bits: u64 = manifest.memories.iter().map(|m| m.bits()).sum();
-        assert_eq!(sum(|p| p.memory_bits), all_bits, "{parts:#?}");
-        let (qk, pv) = (part("QK tier PEs"), part("PV tier PEs"));
-        assert_eq!(qk.memory_bits, pv.memory_bits);
-        assert_eq!(qk.memory_bits, 4 * 64 * 32, "4 PEs of 64 registers");
-        assert!(
-            qk.tier.starts_with("tier 0") && pv.tier.starts_with(&format!("tier {}", tiers - 1))
-        );
-        assert_eq!(part("P banks").tier, pv.tier);
-        let engines = part("row engines");
-        assert!(engines.cells > 0);
-        if tiers == 3 {
-            let s = part("S registers");
-            // Narrow links also keep which PEs' scores are live: 2 blocks x a x b x 4 bits.
-            let live = if vlink_bits < 32 { 2 * 2 * 2 * 4 } else { 0 };
-            assert_eq!(
-                s.memory_bits,
-                4 * 2 * 2 * 2 * 32 + live,
-                "4 PEs x 2 blocks x a x b"
-            );
-            assert!(s.tier.starts_with("tier 1") && engines.tier == s.tier);
-        } else {
-            assert_eq!(engines.tier, qk.tier);
-        }
-    }
+    tiered_gates(2, 32);
     let cfg = CoreConfig {
         variant: Variant::Reg3d,
         ..small()
     };
     let (dir, _) = gen_into(&cfg, Target::Unit("sequencer".into()));
     assert_lint_clean(dir.path());
+}
+
+#[test]
+fn three_tier_core_passes_the_gates() {
+    tiered_gates(3, 32);
+}
+
+#[test]
+fn three_tier_core_with_narrow_links_passes_the_gates() {
+    tiered_gates(3, 8);
+}
+
+/// The gates of `tiered_core_passes_the_gates` for reg3d with `tiers` tiers and S links of
+/// `vlink_bits` wires.
+fn tiered_gates(tiers: u32, vlink_bits: u32) {
+    let cfg = CoreConfig {
+        variant: Variant::Reg3d,
+        tiers,
+        vlink_bits,
+        ..small()
+    };
+    let (dir, manifest) = gen_into(&cfg, Target::Core);
+    let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    let row = manifest
+        .modules
+        .iter()
+        .find(|m| m.name.starts_with("pe_row"))
+        .unwrap();
+    let narrow = if vlink_bits < 32 { "v8" } else { "" };
+    assert!(
+        row.name.ends_with(&format!("_t{tiers}l1{narrow}")),
+        "{}",
+        row.name
+    );
+    let (dir, manifest) = gen_into(&cfg, Target::Unit("pe_row".into()));
+    let report = gen::flow::lint(dir.path()).unwrap();
+    assert!(report.passed(), "{}", report.summary());
+    let parts = regflash::tiers::parts(&cfg, &report.synth, &manifest.memories);
+    let part = |name: &str| parts.iter().find(|p| p.part.starts_with(name)).unwrap();
+    let sum = |f: fn(&regflash::tiers::TierPart) -> u64| parts.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|p| p.cells), report.synth.total.cells, "{parts:#?}");
+    assert_eq!(sum(|p| p.flip_flops), report.synth.total.flip_flops);
+    let all_bits: u64 = manifest.memories.iter().map(|m| m.bits()).sum();
+    assert_eq!(sum(|p| p.memory_bits), all_bits, "{parts:#?}");
+    let (qk, pv) = (part("QK tier PEs"), part("PV tier PEs"));
+    assert_eq!(qk.memory_bits, pv.memory_bits);
+    assert_eq!(qk.memory_bits, 4 * 64 * 32, "4 PEs of 64 registers");
+    assert!(qk.tier.starts_with("tier 0") && pv.tier.starts_with(&format!("tier {}", tiers - 1)));
+    assert_eq!(part("P banks").tier, pv.tier);
+    let engines = part("row engines");
+    assert!(engines.cells > 0);
+    if tiers == 3 {
+        let s = part("S registers");
+        // Narrow links also keep which PEs' scores are live: 2 blocks x a x b x 4 bits.
+        let live = if vlink_bits < 32 { 2 * 2 * 2 * 4 } else { 0 };
+        assert_eq!(
+            s.memory_bits,
+            4 * 2 * 2 * 2 * 32 + live,
+            "4 PEs x 2 blocks x a x b"
+        );
+        assert!(s.tier.starts_with("tier 1") && engines.tier == s.tier);
+    } else {
+        assert_eq!(engines.tier, qk.tier);
+    }
 }
 
 /// The DMA with the AXI4 master (and its protocol checker) lints clean under `-Wall` and
