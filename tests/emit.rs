@@ -346,6 +346,21 @@ fn big_preset_cores_lint_clean_with_bounded_lines() {
     assert!(linted.len() >= 40, "only {} modules linted", linted.len());
 }
 
+/// The big presets' whole hierarchies under one Verilator pass each (the seed core: about
+/// 50 s a pass): what `big_preset_cores_lint_clean_with_bounded_lines` checks module by
+/// module, and the combinational loops across modules that `hdl::ir` rejects as each module
+/// is defined.
+#[test]
+#[ignore = "full: whole-hierarchy lint of the big presets; the default run lints each module once"]
+fn big_preset_cores_lint_clean_as_whole_hierarchies() {
+    for preset in ["medium", "npu16", "seed"] {
+        let cfg = CoreConfig::preset(preset).unwrap();
+        let (dir, manifest) = gen_into(&cfg, Target::Core);
+        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+        assert!(warnings.is_empty(), "{preset}: {warnings:#?}");
+    }
+}
+
 /// `verilator_lint_each` lints every module: one with many copies (the PE: 16 in small,
 /// linted as a top of its own) and one with a single copy (the sequencer, linted inside the
 /// engine) each report a planted undriven, unused wire; the clean modules are recorded, and

@@ -121,7 +121,8 @@ fn the_contract_fails_wrong_outputs() {
 
 /// Item 6: a truncated or corrupted cached model is detected before it is loaded and rebuilt
 /// with a notice (it killed the process with SIGBUS / SIGSEGV), build folders of interrupted
-/// builds are removed, and a damaged shared run-time object is compiled again.
+/// builds are removed, and a damaged shared run-time object or precompiled header is compiled
+/// again.
 #[test]
 fn damaged_model_cache_heals() {
     use std::process::Command;
@@ -158,14 +159,7 @@ fn damaged_model_cache_heals() {
     std::fs::create_dir_all(stale.join("obj")).unwrap();
 
     let len = std::fs::metadata(&lib).unwrap().len();
-    let truncate = |lib: &std::path::Path| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(lib)
-            .unwrap()
-            .set_len(len / 2)
-            .unwrap()
-    };
+    let truncate = |lib: &std::path::Path| truncate_to(lib, len as usize / 2);
     let corrupt = |lib: &std::path::Path| {
         let mut b = std::fs::read(lib).unwrap();
         let n = b.len();
@@ -215,6 +209,44 @@ fn damaged_model_cache_heals() {
             .any(|&b| b != 0xA5),
         "the damaged run-time object is replaced"
     );
+
+    // A damaged precompiled header (verilator_tb/src/pch.rs) is built again before use.
+    let pch = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("pch-"))
+        .expect("the precompiled header");
+    let variant = std::fs::read_dir(pch.join("regflash_pch.h.gch"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .next()
+        .expect("a precompiled variant");
+    let good_len = std::fs::metadata(&variant).unwrap().len() as usize;
+    truncate_to(&variant, good_len / 2);
+    std::fs::remove_dir_all(lib.parent().unwrap()).unwrap();
+    let o = verify();
+    assert!(
+        o.status.success(),
+        "damaged precompiled header: {}",
+        text(&o)
+    );
+    // (A rebuilt header is not byte-identical: g++ records the file it wrote.)
+    let now = std::fs::metadata(&variant).unwrap().len() as usize;
+    assert!(
+        now.abs_diff(good_len) < 4096,
+        "the damaged precompiled header is rebuilt: {now} bytes, {good_len} before"
+    );
+}
+
+fn truncate_to(path: &std::path::Path, len: usize) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len as u64)
+        .unwrap()
 }
 
 /// Item 9: slow memory. Up to MAX_MEM_LATENCY cycles the assertion bound and the watchdog

@@ -12,14 +12,16 @@
 //!
 //! The commands are make's own (`make -n`), as for the run-time objects (`runtime.rs`): a
 //! variant is keyed by a command's flags without its input, output and dependency-file
-//! options, plus the compiler's and Verilator's versions.
+//! options, plus the compiler's and Verilator's versions. Each variant's length and content
+//! hash are recorded when it is built and checked before every build: a damaged one is built
+//! again.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::compile::Fnv;
+use crate::compile::{checksum, Fnv};
 
 /// The header's name in its cache folder; its text includes Verilator's `verilated.h`.
 const HEADER: &str = "regflash_pch.h";
@@ -121,12 +123,16 @@ impl Pch {
                 h.feed(f.as_bytes());
             }
             let variant = gch.join(format!("{:016x}.gch", h.0));
-            if variant.is_file() {
+            // Each variant's length and content hash, recorded when it was built (outside the
+            // `.gch` folder, where g++ would try every file): a damaged one is built again.
+            let sum = dir.join(format!("{:016x}.sum", h.0));
+            let recorded = std::fs::read_to_string(&sum).ok();
+            if variant.is_file() && recorded.is_some() && checksum(&variant).ok() == recorded {
                 continue;
             }
-            // Built beside its final name and renamed into place: a compiler never sees half
+            // Built outside the `.gch` folder and renamed into it: a compiler never sees half
             // a variant, and two builders of the same one both end with a whole file.
-            let tmp = gch.join(format!("{:016x}.tmp-{}", h.0, std::process::id()));
+            let tmp = dir.join(format!("{:016x}.tmp-{}", h.0, std::process::id()));
             let built = Command::new(&flags[0])
                 .current_dir(obj)
                 .args(&flags[1..])
@@ -143,7 +149,10 @@ impl Pch {
                     String::from_utf8_lossy(&built.stderr)
                 );
             }
+            let sum_tmp = dir.join(format!("{:016x}.sum.tmp-{}", h.0, std::process::id()));
+            std::fs::write(&sum_tmp, checksum(&tmp)?)?;
             std::fs::rename(&tmp, &variant)?;
+            std::fs::rename(&sum_tmp, &sum)?;
         }
         Ok(Pch { dir })
     }
