@@ -7,7 +7,6 @@ use crate::units;
 use anyhow::Result;
 use gen::Manifest;
 use hdl::config::CoreConfig;
-use hdl::fault::Fault;
 use hdl::Design;
 
 /// What to generate: a whole preset design, or one unit of it.
@@ -18,8 +17,10 @@ pub enum Target {
     Top,
     Core,
     Unit(String),
-    /// The core with a deliberate defect (fault-injection tests; see `hdl::fault`).
-    FaultyCore(Fault),
+    /// The core built for fault injection (see `hdl::fault`): every fault that can act in it
+    /// is in the hardware, and the testbench selects one at run time, so one model serves
+    /// them all.
+    FaultyCore,
 }
 
 /// Builds `target` from `cfg` and writes it to `dir`.
@@ -29,8 +30,8 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
         Target::Top => units::build_unit(&mut d, "top", cfg)?,
         Target::Core => units::build_unit(&mut d, "core", cfg)?,
         Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
-        Target::FaultyCore(f) => {
-            let p = hdl::core::CoreParams::from_config(cfg)?.with_fault(*f);
+        Target::FaultyCore => {
+            let p = hdl::core::CoreParams::from_config(cfg)?.for_fault_injection();
             hdl::core::build(&mut d, &p)
         }
     };
@@ -40,7 +41,7 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
             Target::Top => "top".to_string(),
             Target::Core => "core".to_string(),
             Target::Unit(u) => u.clone(),
-            Target::FaultyCore(f) => format!("core with fault {}", f.name()),
+            Target::FaultyCore => "core built for fault injection".to_string(),
         },
         "core": cfg,
     });
@@ -152,7 +153,7 @@ fn build_model(
     let big = whole && cfg.rows * cfg.cols >= 256;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let options = verilator_tb::BuildOptions {
-        quick: matches!(target, Target::FaultyCore(_)),
+        quick: matches!(target, Target::FaultyCore),
         trace,
         threads: if big { cores.min(2) } else { 0 },
         hier_blocks: hier_blocks(&manifest, whole && hier_rows),

@@ -379,6 +379,11 @@ pub fn run_full(
     progress: impl FnMut(u64, u64),
 ) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
+    // A fault is selected at run time on the core built for fault injection.
+    let p = match fault {
+        Some(f) => p.with_fault(f),
+        None => p,
+    };
     a.validate(&p)?;
     timing.validate()?;
     // Only whether the run is short matters: the cycle model steps at most that far (the
@@ -399,7 +404,10 @@ pub fn run_full(
         let chk = attention::check(&p, a, &run);
         return Ok((report(cfg, &p, a, &run, &chk), run.out));
     }
-    let target = fault.map_or(Target::Core, Target::FaultyCore);
+    let target = match fault {
+        Some(_) => Target::FaultyCore,
+        None => Target::Core,
+    };
     let (model, _) = match waves {
         Some(w) => {
             w.opts.validate()?;

@@ -619,7 +619,7 @@ impl CoreConfig {
             mem_if: self.mem_if,
             axi_id_bits: self.axi_id_bits,
             axi_outstanding: self.axi_outstanding,
-            fault: None,
+            faults: false,
         }
     }
 

@@ -1,8 +1,18 @@
 //! Deliberate defects for fault-injection tests: each breaks one rule of the core that a
 //! named RTL assertion, or only the end-to-end comparison, must catch. They prove that the
 //! checks can fail. A fault is never a configuration key: it reaches the core only through
-//! `CoreParams::with_fault`, and its name is part of the module name (`..._fault_stall_pv`), so a
-//! faulty model is never mistaken for, or cached as, the real one.
+//! `CoreParams::with_fault`, which builds the core for fault injection: every fault that can
+//! act in that core is in the hardware, behind a one-bit condition "this fault is selected"
+//! decoded from the input [`SELECT`] (4 bits; 0, no fault, is the real core's behaviour; fault
+//! `f` is `f.code()`). The input is threaded from the core's top to each module that holds a
+//! fault's logic, and each such module, and each module on the way, carries `_faults` in its
+//! name, so such a core is never mistaken for, or cached as, the real one. One model of a
+//! configuration then serves every fault: the testbench sets [`SELECT`] before reset.
+
+/// The fault-injection select input (see the module documentation).
+pub const SELECT: &str = "fault_sel";
+/// Its width: 0 and the thirteen faults' codes.
+pub const SELECT_BITS: u32 = 4;
 
 /// One deliberate defect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,7 +67,16 @@ impl Fault {
         Fault::EarlyWlast,
     ];
 
-    /// The snake_case name (module-name suffix, `regflash sim --fault`).
+    /// The value of [`SELECT`] that selects this fault (never 0: 0 selects none).
+    pub fn code(self) -> u64 {
+        Fault::ALL
+            .iter()
+            .position(|&f| f == self)
+            .expect("every fault is in ALL") as u64
+            + 1
+    }
+
+    /// The snake_case name (`regflash sim --fault`).
     pub fn name(self) -> &'static str {
         match self {
             Fault::StallQk => "stall_qk",

@@ -87,9 +87,9 @@ pub struct PeRowConfig {
     pub exp: SoftmaxExpConfig,
     /// Width of an O staging beat.
     pub mem_width: u32,
-    /// A deliberate defect, for fault-injection tests only (`Fault::WrongRescale` and
-    /// `Fault::SharedSTierSlot` act here).
-    pub fault: Option<Fault>,
+    /// Built for fault injection (`Fault::WrongRescale` and `Fault::SharedSTierSlot` act
+    /// here, selected at run time; see `fault.rs`).
+    pub faults: bool,
     /// buf2d: S and P in the row's SRAM bank (None: reg2d, S in the PE registers).
     pub buffer: Option<RowBuffer>,
     /// reg3d: the row's PEs on two tiers (QK below with the row engine, PV above), each on
@@ -386,12 +386,7 @@ impl PeRowConfig {
                     }
             }
             None => String::new(),
-        } + &match self.fault {
-            Some(f @ (Fault::WrongRescale | Fault::SharedSTierSlot)) => {
-                format!("_fault_{}", f.name())
-            }
-            _ => String::new(),
-        }
+        } + if self.faults { "_faults" } else { "" }
     }
 }
 
@@ -896,11 +891,7 @@ fn softmax_rows(
         .map(|sl| mux(pv_step.slot, sl[1], sl[0]))
         .collect();
     let shift = mux_index(pv_step.ii, &per_row);
-    let step_shift = if cfg.fault == Some(Fault::WrongRescale) {
-        shift + 1
-    } else {
-        shift
-    };
+    let step_shift = m.with_fault(cfg.faults, Fault::WrongRescale, |_| shift + 1, shift);
     let step_shift = m.name("step_shift", step_shift);
     SoftmaxRows {
         row_op,

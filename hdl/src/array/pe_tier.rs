@@ -308,7 +308,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         writes: c,
         linked: 1,
     };
-    let one_slot = cfg.fault == Some(Fault::SharedSTierSlot);
+    let one_slot = cfg.faults;
     let name = format!(
         "s_tier_c{}_a{}_b{}_l{}{}_{}{}",
         c,
@@ -321,11 +321,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
             String::new()
         },
         cfg.pe.params_name(),
-        if one_slot {
-            "_fault_shared_s_tier_slot"
-        } else {
-            ""
-        }
+        if one_slot { "_faults" } else { "" }
     );
     let cfg = *cfg;
     d.define_block(&name, &inputs, outputs, |_, m, i| {
@@ -343,16 +339,11 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
     })
 }
 
-/// The S slot above: `s`, or with the fault `SharedSTierSlot` always slot 0 (one S block above
-/// instead of two, so a block's scores overwrite those the softmax of the previous block still
-/// reads).
-fn above_slot(m: &mut ModuleBuilder, one_slot: bool, s: Sig) -> Sig {
-    if one_slot {
-        m.discard(s);
-        m.zero(1)
-    } else {
-        s
-    }
+/// The S slot above: `s`, or while the fault `SharedSTierSlot` is selected (`injection`: a
+/// row built for fault injection) always slot 0 (one S block above instead of two, so a
+/// block's scores overwrite those the softmax of the previous block still reads).
+fn above_slot(m: &mut ModuleBuilder, injection: bool, s: Sig) -> Sig {
+    m.with_fault(injection, Fault::SharedSTierSlot, |m| m.zero(1), s)
 }
 
 fn s_tier(

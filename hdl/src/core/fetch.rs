@@ -139,11 +139,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     // The Q tile is released after its last QK step, or at once for a tile with no block.
     let q_last_qk = i.qk_last_step & (i.blk + 1).eq(i.nblk);
     let q_rel = q_last_qk | (i.go_once & i.empty_tile);
-    let q_rel = if p.has(Fault::ReleaseQUnheld) {
-        q_rel | go
-    } else {
-        q_rel
-    };
+    let q_rel = m.with_fault(p.faults, Fault::ReleaseQUnheld, |_| q_rel | go, q_rel);
     let (rd_q, rd_k, rd_v) = read_addresses(m, p, i);
     let q = ReadCmd {
         rd_addr: rd_q,
@@ -191,7 +187,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         let off_d = mux(go, zero_a, f_off.q + head_stride);
         reg_set(m, f_off, off_d, go | (next_head & wrap));
         // Fault: release at start, when nothing is held yet.
-        let release = if p.has(early) { last | go } else { last };
+        let release = m.with_fault(p.faults, early, |_| last | go, last);
         ReadCmd {
             rd_addr: rd,
             desc: ReadDesc {

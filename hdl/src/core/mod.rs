@@ -135,8 +135,10 @@ pub struct CoreParams {
     pub addr_bits: u32,
     /// Cycles a landed K/V block may wait before the assertion fires.
     pub kv_bound: u32,
-    /// A deliberate defect, for fault-injection tests only (see `fault.rs`); None in every
-    /// design built from a configuration.
+    /// Built for fault injection (see `fault.rs`): every fault that can act in this core is in
+    /// the hardware, selected at run time. False in every design built from a configuration.
+    pub faults: bool,
+    /// The fault the testbench selects (fault-injection tests only).
     pub fault: Option<Fault>,
 }
 
@@ -151,6 +153,7 @@ impl CoreParams {
             index_bits: c.index_bits,
             addr_bits: c.addr_bits,
             kv_bound: c.kv_bound(),
+            faults: false,
             fault: None,
         };
         p.validate()?;
@@ -172,7 +175,7 @@ impl CoreParams {
             pe: c.pe(),
             exp: c.softmax_exp(),
             mem_width: c.mem_width,
-            fault: None,
+            faults: false,
             buffer: (c.variant == Variant::Buf2d).then_some({
                 let (s_per_word, p_per_word) = c.buf_elems_per_word();
                 RowBuffer {
@@ -248,25 +251,28 @@ impl CoreParams {
 
     pub fn module_name(&self) -> String {
         format!(
-            "core_{}x{}_{}{}",
+            "core_{}x{}_{}",
             self.rows,
             self.row.cols,
+            // (A core built for fault injection: its row's name says `_faults`.)
             self.row.module_name().trim_start_matches("pe_row_"),
-            self.fault
-                .map_or(String::new(), |f| format!("_fault_{}", f.name()))
         )
     }
 
-    /// The same core with a deliberate defect (fault-injection tests).
-    pub fn with_fault(mut self, fault: Fault) -> Self {
-        self.fault = Some(fault);
-        self.row.fault = Some(fault);
-        self.dma.fault = Some(fault);
+    /// The same core built for fault injection (see `fault.rs`), no fault selected.
+    pub fn for_fault_injection(mut self) -> Self {
+        self.faults = true;
+        self.row.faults = true;
+        self.dma.faults = true;
         self
     }
 
-    fn has(&self, fault: Fault) -> bool {
-        self.fault == Some(fault)
+    /// The core built for fault injection, with `fault` the one its testbench selects.
+    pub fn with_fault(self, fault: Fault) -> Self {
+        CoreParams {
+            fault: Some(fault),
+            ..self.for_fault_injection()
+        }
     }
 }
 
@@ -584,11 +590,12 @@ fn masks(
     let prob = &seq.latched;
     // Fault: the diagonal one key late (also unmasks key k_len, never fetched when k_len is a
     // multiple of Bc).
-    let k_len = if p.has(Fault::CausalOffByOne) {
-        prob.k_len + 1
-    } else {
-        prob.k_len
-    };
+    let k_len = m.with_fault(
+        p.faults,
+        Fault::CausalOffByOne,
+        |_| prob.k_len + 1,
+        prob.k_len,
+    );
     let mut mask = |name: &str, k_base: Sig| {
         let ins = mask::MaskIn {
             q_base: seq.q_base,

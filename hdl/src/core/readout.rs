@@ -110,11 +110,7 @@ fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
     let tile_off = qbase.q.mul_lo(stride, aw);
     let base = m.name("o_tile_base", (i.o_addr + ohead.q) + tile_off);
     // Fault: the descriptor's base one row late (the checker keeps the tile's own region).
-    let desc_base = if p.has(Fault::WriteOutsideO) {
-        base + stride
-    } else {
-        base
-    };
+    let desc_base = m.with_fault(p.faults, Fault::WriteOutsideO, |_| base + stride, base);
     let limit = base + rows.q.mul_lo(stride, aw);
     ReadoutOut {
         idle: state.is(Readout::Idle),

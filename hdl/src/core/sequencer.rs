@@ -375,7 +375,10 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         }
     };
     let p_free = match p.row.buffer {
-        Some(b) if b.ports == 1 && !p.has(Fault::SharedPortClash) => !(sm.running | sm.go),
+        Some(b) if b.ports == 1 => {
+            let turn = !(sm.running | sm.go);
+            m.with_fault(p.faults, Fault::SharedPortClash, |_| one, turn)
+        }
         _ => one,
     };
     let qk_can = and_all(&[want_qk, i.k_ready, i.q_ready, s_free]) & !qk_last_step;
@@ -548,14 +551,9 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     }
 }
 
-/// A phase that may start, unless `fault` (a phase kind that never starts) is injected.
+/// A phase that may start, unless `fault` (a phase kind that never starts) is selected.
 fn unless(m: &mut ModuleBuilder, p: &CoreParams, fault: Fault, can: Sig) -> Sig {
-    if p.has(fault) {
-        m.discard(can);
-        m.zero(1)
-    } else {
-        can
-    }
+    m.with_fault(p.faults, fault, |m| m.zero(1), can)
 }
 
 /// A loop counter steps to `next` on `step`, or resets when its phase begins; returns its
@@ -677,23 +675,29 @@ fn bookkeeping(
     pv_last: Sig,
     walked: Option<Sig>,
 ) {
-    let by = |f: Fault| if p.has(f) { 2 } else { 1 };
-    count_by(m, r, r.qk_issued, qk_last, by(Fault::SkipK));
-    count_by(m, r, r.pv_issued, pv_last, by(Fault::SkipV));
+    let skip_k = m.fault(p.faults, Fault::SkipK);
+    let skip_v = m.fault(p.faults, Fault::SkipV);
+    count_by(m, r, r.qk_issued, qk_last, skip_k);
+    count_by(m, r, r.pv_issued, pv_last, skip_v);
     let qk_drained = match walked {
         Some(w) => w,
         None => m.delay_n("qk_drain", qk_last, p.row.s_ready_latency()),
     };
     let pv_drained = m.delay_n("pv_drain", pv_last, p.row.pe.latency());
-    count_by(m, r, r.qk_done, qk_drained, 1);
-    count_by(m, r, r.pv_done, pv_drained, 1);
+    count_by(m, r, r.qk_done, qk_drained, None);
+    count_by(m, r, r.pv_done, pv_drained, None);
 }
 
 /// A per-tile count: `reg += by` when `inc`, cleared when a tile starts.
-fn count_by(m: &mut ModuleBuilder, r: &Regs, reg: RegHandle, inc: Sig, by: u64) {
+/// `reg` counts `inc`: by one, or by two while `skip` (a selected fault) is high.
+fn count_by(m: &mut ModuleBuilder, r: &Regs, reg: RegHandle, inc: Sig, skip: Option<Sig>) {
     let tile_reset = r.state.is(Seq::TileGo);
     let zero = m.zero(reg.q.width());
-    let d = mux(tile_reset, zero, reg.q + by);
+    let next = match skip {
+        Some(on) => mux(on, reg.q + 2, reg.q + 1),
+        None => reg.q + 1,
+    };
+    let d = mux(tile_reset, zero, next);
     reg_set(m, reg, d, inc | tile_reset);
 }
 
@@ -720,7 +724,10 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     let not_busy = !i.rows_busy;
     // A single-port P bank: the softmax (it writes P) does not start while PV steps read it.
     let p_turn = match p.row.buffer {
-        Some(b) if b.ports == 1 && !p.has(Fault::SharedPortClash) => !r.ph_kind.is(Phase::Pv),
+        Some(b) if b.ports == 1 => {
+            let turn = !r.ph_kind.is(Phase::Pv);
+            m.with_fault(p.faults, Fault::SharedPortClash, |m| m.lit(1, 1), turn)
+        }
         _ => m.lit(1, 1),
     };
     let sm_go = and_all(&[
@@ -745,7 +752,7 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     let one1 = m.lit(1, 1);
     let run_d = mux(sm_go, one1, zero_bit);
     reg_set(m, sm_running, run_d, sm_go | finished);
-    count_by(m, r, r.sm_done, finished, 1);
+    count_by(m, r, r.sm_done, finished, None);
     let bcl = m.lit(p.index_bits, p.bc() as u64);
     let next_kbase = r.sm_done.q.mul_lo(bcl, p.index_bits);
     reg_set(m, sm_kbase, next_kbase, sm_go);

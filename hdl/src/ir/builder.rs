@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use anyhow::{bail, Result};
 
 use crate::ir::*;
-use crate::signal::{self, Arena};
+use crate::signal::{self, mux, Arena};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -71,6 +71,8 @@ pub struct ModuleBuilder {
     blackbox: bool,
     /// Output names reserved before their ports are declared.
     declared_outputs: HashSet<String>,
+    /// The fault-injection select input, once declared (`crate::fault::SELECT`).
+    fault_select: Option<Sig>,
 }
 
 /// Checks a pipelined block's latency against the most it supports.
@@ -129,6 +131,7 @@ impl ModuleBuilder {
             sim_only: false,
             blackbox: false,
             declared_outputs: HashSet::new(),
+            fault_select: None,
         }
     }
 
@@ -484,6 +487,49 @@ impl ModuleBuilder {
         });
     }
 
+    // ----- fault injection -----------------------------------------------------------------
+
+    /// In a core built for fault injection (`injection`, see `crate::fault`): one bit, high
+    /// when `fault` is the one selected at run time, decoded from the module's
+    /// [`crate::fault::SELECT`] input (declared on first use; a parent passes its own to every
+    /// child that has one). None otherwise: the real core's logic, unchanged.
+    pub fn fault(&mut self, injection: bool, fault: crate::fault::Fault) -> Option<Sig> {
+        injection.then(|| {
+            let sel = self.fault_select();
+            sel.eq(self.lit(crate::fault::SELECT_BITS, fault.code()))
+        })
+    }
+
+    /// `good`, or `faulty(self)` while `fault` is selected in a core built for fault
+    /// injection. Without injection the faulty logic is never built: the real core's Verilog
+    /// is the same as if the fault did not exist.
+    pub fn with_fault(
+        &mut self,
+        injection: bool,
+        fault: crate::fault::Fault,
+        faulty: impl FnOnce(&mut Self) -> Sig,
+        good: Sig,
+    ) -> Sig {
+        match self.fault(injection, fault) {
+            Some(on) => {
+                let bad = faulty(self);
+                mux(on, bad, good)
+            }
+            None => good,
+        }
+    }
+
+    fn fault_select(&mut self) -> Sig {
+        match self.fault_select {
+            Some(s) => s,
+            None => {
+                let s = self.input(crate::fault::SELECT, crate::fault::SELECT_BITS);
+                self.fault_select = Some(s);
+                s
+            }
+        }
+    }
+
     // ----- hierarchy -----------------------------------------------------------------------
 
     /// Instantiates `module` as `name`, connecting every data input by name. Clock and reset are
@@ -523,6 +569,12 @@ impl ModuleBuilder {
         let index = self.insts.len();
         let mut in_nodes = vec![];
         for p in module.ports.iter().filter(|p| p.dir == Dir::Input) {
+            if p.name == crate::fault::SELECT && !inputs.iter().any(|(n, _)| *n == p.name) {
+                // A child built for fault injection takes this module's select.
+                let sel = self.fault_select();
+                in_nodes.push(sel.id);
+                continue;
+            }
             let (_, s) = inputs
                 .iter()
                 .find(|(n, _)| *n == p.name)

@@ -455,6 +455,12 @@ impl Design {
         let module = b
             .finish()
             .unwrap_or_else(|e| panic!("generator bug in module `{name}`: {e}"));
+        let injected = module.ports.iter().any(|p| p.name == crate::fault::SELECT);
+        assert!(
+            !injected || name.contains("_faults"),
+            "generator bug: module `{name}` takes the fault-injection select but its name does \
+             not say `_faults`"
+        );
         let paths = check::comb_paths(&module, |child| self.comb.get(child)).unwrap_or_else(|e| {
             panic!(
                 "generator bug in module `{name}`: {e:#} (a combinational loop across instances)"

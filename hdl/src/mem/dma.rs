@@ -71,8 +71,9 @@ pub struct DmaConfig {
     pub axi_id_bits: u32,
     /// AXI4: bursts in flight at most per ID.
     pub axi_outstanding: u32,
-    /// A deliberate defect (fault-injection tests only; see `fault.rs`).
-    pub fault: Option<crate::fault::Fault>,
+    /// Built for fault injection (`Fault::EarlyWlast` acts in the AXI4 master, selected at
+    /// run time; see `fault.rs`).
+    pub faults: bool,
 }
 
 /// The memory interface of the DMA (and of the core and the top).
@@ -323,8 +324,8 @@ impl DmaConfig {
             MemIf::Simple => String::new(),
             MemIf::Axi4 => format!("_axi{}x{}", self.axi_id_bits, self.axi_outstanding),
         };
-        let port = match self.fault {
-            Some(f @ crate::fault::Fault::EarlyWlast) => format!("{port}_fault_{}", f.name()),
+        let port = match self.mem_if {
+            MemIf::Axi4 if self.faults => format!("{port}_faults"),
             _ => port,
         };
         format!(
@@ -1439,12 +1440,12 @@ fn axi_port(
     let wvalid = inside[3];
     let w_accept = wvalid & wready;
     // The fault: WLAST one beat early (and missing on single-beat bursts).
-    let last_left = if cfg.fault == Some(crate::fault::Fault::EarlyWlast) {
-        2
-    } else {
-        1
-    };
-    let wlast = left[3].q.eq(last_left);
+    let wlast = m.with_fault(
+        cfg.faults,
+        crate::fault::Fault::EarlyWlast,
+        |_| left[3].q.eq(2),
+        left[3].q.eq(1),
+    );
     steps.push(w_accept);
     // Burst countdowns: a read walker steps the burst's remaining beats after its AR; the O
     // walker steps on each W beat of the burst it opened.

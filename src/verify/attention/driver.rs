@@ -384,6 +384,10 @@ pub fn run_traced(
         None => model.dut()?,
     };
     dut.set("start", 0);
+    // A core built for fault injection runs with the fault its test selects.
+    if let Some(f) = p.fault {
+        dut.set(hdl::fault::SELECT, f.code());
+    }
     dut.reset(2);
     run_on(&mut dut, p, a, timing, &mut mem, &lay, &lay, progress)
 }
