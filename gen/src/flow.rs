@@ -164,8 +164,8 @@ impl Linted {
 /// instead of 50). A module's own warnings (widths, unused and undriven signals, its port
 /// connections to its children, case coverage) are the same either way. What only a
 /// whole-hierarchy pass sees is a combinational loop through several modules (Verilator's
-/// UNOPTFLAT across ports): [`verilator_lint`] of a small configuration of the same generator
-/// checks that.
+/// UNOPTFLAT across ports): `hdl::ir` rejects one in every design as it is defined
+/// (`check::comb_paths`), and [`verilator_lint`] of the small configurations checks it again.
 pub fn verilator_lint_each(
     dir: &Path,
     manifest: &Manifest,
@@ -194,7 +194,7 @@ pub fn verilator_lint_each(
             .copied()
             .with_context(|| format!("module `{name}` is instantiated but not in the manifest"))
     };
-    // Copies of each module under the top, and which modules have a parent already linted.
+    // Copies of each module under the top.
     let mut copies: BTreeMap<&str, u64> = BTreeMap::new();
     let mut order = vec![(manifest.top.as_str(), 1u64)];
     while let Some((name, k)) = order.pop() {
