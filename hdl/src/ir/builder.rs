@@ -707,7 +707,9 @@ impl ModuleBuilder {
             symbols,
             fsms: std::mem::take(&mut self.fsms),
         };
-        super::check::combinational_loops(&module)?;
+        // Combinational loops, within the module and through its instances, are checked when
+        // the design defines it (`Design::define`, `check::comb_paths`): that needs the
+        // children's paths.
         Ok(module)
     }
 }

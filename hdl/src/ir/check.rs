@@ -5,55 +5,17 @@ use anyhow::{bail, Context, Result};
 
 use super::{Module, NodeId, NodeKind};
 
-/// Rejects combinational cycles through named nets (the only way the builder can form one).
-pub(crate) fn combinational_loops(m: &Module) -> Result<()> {
-    // Node ids are created in order, so every operand edge points to an older node except
-    // through forward-declared nets. Follow net drivers with a DFS.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        Active,
-        Done,
-    }
-    let mut mark = vec![Mark::New; m.nodes.len()];
-    fn visit(m: &Module, id: NodeId, mark: &mut [Mark], path: &mut Vec<String>) -> Result<()> {
-        match mark[id as usize] {
-            Mark::Done => return Ok(()),
-            Mark::Active => bail!("combinational loop through {}", path.join(" -> ")),
-            Mark::New => {}
-        }
-        mark[id as usize] = Mark::Active;
-        let mut next = m.operands(id);
-        if let NodeKind::Net(i) = m.node(id).kind {
-            path.push(m.nets[i].name.clone());
-            next.extend(m.nets[i].driver);
-        }
-        for op in next {
-            visit(m, op, mark, path)?;
-        }
-        if let NodeKind::Net(_) = m.node(id).kind {
-            path.pop();
-        }
-        mark[id as usize] = Mark::Done;
-        Ok(())
-    }
-    for id in 0..m.nodes.len() as NodeId {
-        visit(m, id, &mut mark, &mut vec![])?;
-    }
-    Ok(())
-}
-
 /// Which inputs each output of a module follows within the same cycle: for the module's j-th
 /// output, the ordinals (among its inputs) of the inputs it depends on combinationally,
 /// through its own logic and through its children's (their `CombPaths`).
 pub(crate) type CombPaths = Vec<Vec<usize>>;
 
 /// The combinational paths of `m` from inputs to outputs, given its children's
-/// (`children(name)`), or the loop that runs through one of its instances: a child output
-/// that feeds, through this module's logic, a child input it follows in the same cycle. With
-/// every module checked as it is defined, no design has a combinational loop across the
-/// hierarchy, whatever its size (Verilator's whole-hierarchy UNOPTFLAT, without the whole
-/// hierarchy).
+/// (`children(name)`), or the combinational loop it closes, named net by net: through its own
+/// nets, or through one of its instances (a child output that feeds, through this module's
+/// logic, a child input it follows in the same cycle). With every module checked as it is
+/// defined, no design has a combinational loop, within a module or across the hierarchy,
+/// whatever its size (Verilator's whole-hierarchy UNOPTFLAT, without the whole hierarchy).
 pub(crate) fn comb_paths<'a>(
     m: &Module,
     children: impl Fn(&str) -> Option<&'a CombPaths>,
@@ -201,6 +163,30 @@ mod tests {
             .unwrap_or_default();
         assert!(
             text.contains("through_comb") && text.contains("u.y") && text.contains("back"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_loop_within_a_module_is_named_net_by_net() {
+        let mut d = Design::new();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            d.define("ring", |_, m| {
+                let x = m.input("x", 1);
+                let a = m.net("a", 1);
+                let b = m.net("b", 1);
+                m.drive(a, !b & x);
+                m.drive(b, a);
+                m.output("y", b);
+            })
+        }));
+        let message = caught.expect_err("the loop a -> b -> a is caught");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            text.contains("ring") && text.contains("through a") && text.contains("through b"),
             "{text}"
         );
     }

@@ -461,11 +461,8 @@ impl Design {
             "generator bug: module `{name}` takes the fault-injection select but its name does \
              not say `_faults`"
         );
-        let paths = check::comb_paths(&module, |child| self.comb.get(child)).unwrap_or_else(|e| {
-            panic!(
-                "generator bug in module `{name}`: {e:#} (a combinational loop across instances)"
-            )
-        });
+        let paths = check::comb_paths(&module, |child| self.comb.get(child))
+            .unwrap_or_else(|e| panic!("generator bug in module `{name}`: {e:#}"));
         self.comb.insert(name.to_string(), paths);
         let iface = module.interface();
         self.index.insert(name.to_string(), self.modules.len());
