@@ -1,0 +1,146 @@
+//! The PE row's ports: the step bus, the softmax and readout controls, the P read, the O
+//! staging write, and their widths.
+
+use super::PeRowConfig;
+use crate::pe::OP_BITS;
+use crate::{bits_for, group, interface};
+
+interface! {
+    /// The MAC step every PE row executes this cycle (`step_*`): valid, PV (else QK), the PE
+    /// operation, the register address, the loop indices (query row ii, key jj within a PE, key
+    /// j within the block), the last step of a query row, the block slot.
+    pub struct PeStep { valid, pv, op, addr, ii, jj, j, last, slot }
+}
+
+interface! {
+    /// The softmax of a block (`sm_*`): start, the tile's first block, the S slot it reads.
+    pub struct SmCtl { start, first, slot }
+}
+
+interface! {
+    /// The readout of a tile (`ro_*`): start, and a tile with no block (outputs zeros).
+    pub struct RoCtl { start, zero }
+}
+
+interface! {
+    /// A write into the row's O staging bank (`st_*`): enable, query row, beat, data.
+    pub struct RowStore { we, row, beat, data }
+}
+
+interface! {
+    /// The P read for the next cycle's PV step (`p_rd_*`, from the sequencer one cycle ahead,
+    /// as the P bank's registered read needs): read (the next step is a PV step with output
+    /// column 0), block slot, query row, key.
+    pub struct PRead { re, slot, ii, j }
+}
+
+group! {
+    /// The row's inputs: its Q operand, the column bus (K or V), the V column bus, the causal
+    /// masks of the QK phase's block, of the PV phase's block and of the softmax's block, the
+    /// start of a PV block, the softmax constant, FP32 output; the step bus, the PV step bus,
+    /// the P read, the softmax and the readout controls. In 2-D designs one phase runs at a
+    /// time: `b_col`, `mask_qk` and `step` serve both, and `v_col`, `mask_pv` and `step_pv` are
+    /// the same signals (not read); in reg3d the QK tier takes the first, the PV tier the second.
+    pub struct RowIn<T> {
+        a_q, b_col, v_col, mask_qk, mask_pv, mask_sp, pv_block_start, c_const, out_f32;
+        step: PeStep<T>,
+        step_pv: PeStep<T>,
+        p_rd: PRead<T>,
+        sm: SmCtl<T>,
+        ro: RoCtl<T>,
+    }
+}
+
+group! {
+    /// The row's outputs: busy (the engine runs), S copied out of the PE registers (buf2d: the
+    /// registers are free for the next block's QK), this cycle's MACs, register-file reads and
+    /// writes, P-bank and S-array reads and writes, bits over the vertical links (reg3d: P up,
+    /// O down to the readout, and in three tiers S up) and over the S links alone (for the
+    /// counters), the engine's operations this cycle (a max-sweep compare, an exp-sweep
+    /// element: scale, subtract, exp2, sum; a row's state update after a block, with its
+    /// reduction tree; a reciprocal started; a normalizing multiply), and the O staging write.
+    pub struct RowOut<T> {
+        busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink,
+        vlink_s, max_op, exp_op, row_update, recip_op, norm_op;
+        st: RowStore<T>,
+    }
+}
+
+impl PeRowConfig {
+    /// The step bus's widths.
+    pub fn step_widths(&self) -> PeStep<u32> {
+        PeStep {
+            valid: 1,
+            pv: 1,
+            op: OP_BITS,
+            addr: self.pe.addr_width(),
+            ii: self.ii_bits(),
+            jj: self.jj_bits(),
+            j: self.j_bits(),
+            last: 1,
+            slot: 1,
+        }
+    }
+
+    pub(super) fn input_widths(&self) -> RowIn<u32> {
+        RowIn {
+            a_q: 16,
+            b_col: 16 * self.cols,
+            v_col: 16 * self.cols,
+            mask_qk: self.a * self.bc(),
+            mask_pv: self.a * self.bc(),
+            mask_sp: self.a * self.bc(),
+            pv_block_start: 1,
+            c_const: 32,
+            out_f32: 1,
+            step: self.step_widths(),
+            step_pv: self.step_widths(),
+            p_rd: self.p_read_widths(),
+            sm: SmCtl {
+                start: 1,
+                first: 1,
+                slot: 1,
+            },
+            ro: RoCtl { start: 1, zero: 1 },
+        }
+    }
+
+    /// The P read bus's widths.
+    pub fn p_read_widths(&self) -> PRead<u32> {
+        PRead {
+            re: 1,
+            slot: 1,
+            ii: self.ii_bits(),
+            j: self.j_bits(),
+        }
+    }
+
+    /// The outputs' widths.
+    pub fn output_widths(&self) -> RowOut<u32> {
+        let c = (self.cols * self.tiers()) as u64;
+        RowOut {
+            busy: 1,
+            s_free: 1,
+            macs: bits_for((self.cols * self.mac_tiers()) as u64),
+            rf_reads: bits_for(c + 1),
+            rf_writes: bits_for(c + 1),
+            p_read: 1,
+            p_write: 1,
+            s_read: 1,
+            s_write: 1,
+            vlink: self.vlink_width(),
+            vlink_s: self.vlink_width(),
+            max_op: 1,
+            exp_op: 1,
+            row_update: 1,
+            recip_op: 1,
+            norm_op: 1,
+            st: RowStore {
+                we: 1,
+                row: self.ii_bits(),
+                beat: self.beat_bits(),
+                data: self.mem_width,
+            },
+        }
+    }
+}

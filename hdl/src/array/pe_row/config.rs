@@ -1,0 +1,326 @@
+//! The PE row's parameters and the figures derived from them.
+
+use anyhow::Result;
+
+use crate::pe::PeConfig;
+use crate::row_reduce::RowReduceConfig;
+use crate::softmax::SoftmaxExpConfig;
+use crate::{addr_bits, bits_for, ModuleBuilder, Sig};
+
+/// Configuration of a PE row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeRowConfig {
+    /// PEs in the row (C).
+    pub cols: u32,
+    /// Query rows per PE row (Br / R).
+    pub a: u32,
+    /// Keys per PE and block (Bc / C).
+    pub b: u32,
+    /// Output columns per PE (d / C).
+    pub e: u32,
+    pub pe: PeConfig,
+    pub exp: SoftmaxExpConfig,
+    /// Width of an O staging beat.
+    pub mem_width: u32,
+    /// Built for fault injection (`Fault::WrongRescale` and `Fault::SharedSTierSlot` act
+    /// here, selected at run time; see `fault.rs`).
+    pub faults: bool,
+    /// buf2d: S and P in the row's SRAM bank (None: reg2d, S in the PE registers).
+    pub buffer: Option<RowBuffer>,
+    /// reg3d: the row's PEs on two tiers (QK below with the row engine, PV above), each on
+    /// its own step bus; P reaches the PV tier's P bank over a vertical link.
+    pub tiered: Option<RowTiers>,
+}
+
+/// The row's tiers in reg3d.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowTiers {
+    /// Register stages of each vertical link (P up, and in three tiers S up) (cycles).
+    pub vlink_latency: u32,
+    /// Three tiers: the row engine on a tier of its own between QK and PV, with the S
+    /// registers the sweeps read; each QK PE sends its scores up over its own link.
+    pub softmax_tier: bool,
+    /// Wires of each S link (three tiers; 32: a score a cycle as it lands, fewer: a
+    /// serializer sends each finished block at 32/vlink_bits cycles per score).
+    pub vlink_bits: u32,
+}
+
+/// The row's SRAM bank in the buffered (buf2d) design: an S array (one block of the row's a × Bc
+/// FP32 scores, single-port: only the engine uses it, one sweep at a time) and a P array (two
+/// blocks of FP16 weights: the exp sweep writes, PV steps read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowBuffer {
+    /// Ports of the P array: 2 (one read, one write) or 1 (shared).
+    pub ports: u32,
+    /// Emit the arrays as memory-macro blackboxes.
+    pub blackbox: bool,
+    /// Scores per S word and weights per P word (powers of two dividing Bc; 1: one element
+    /// per word). The copy and the exp sweep gather a word and write it once; the sweeps and
+    /// the PV steps read a word once and take its elements in turn.
+    pub s_per_word: u32,
+    pub p_per_word: u32,
+    /// SRAM banks of each array (a power of two), interleaved on the word address's low bits.
+    pub banks: u32,
+}
+
+impl PeRowConfig {
+    pub fn validate(&self) -> Result<()> {
+        if let Some(b) = self.buffer {
+            for (what, per) in [
+                ("scores per S word", b.s_per_word),
+                ("weights per P word", b.p_per_word),
+            ] {
+                anyhow::ensure!(
+                    per.is_power_of_two() && self.bc().is_multiple_of(per),
+                    "{per} {what} must be a power of two dividing Bc = {}",
+                    self.bc()
+                );
+            }
+        }
+        self.pe.validate()?;
+        self.exp.validate()
+    }
+
+    /// S blocks the PE registers hold: two (the softmax of one block reads its S while the
+    /// next block's QK writes the other), or one when S moves on after its QK: to the buffer
+    /// (buf2d), or up to the softmax tier (reg3d, three tiers).
+    pub fn s_slots(&self) -> u32 {
+        if self.buffer.is_some() || (self.softmax_tier() && !self.s_walk()) {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Three tiers: the row engine and its S registers on a tier of their own.
+    pub fn softmax_tier(&self) -> bool {
+        self.tiered.is_some_and(|t| t.softmax_tier)
+    }
+
+    /// Three tiers with narrow S links: the QK PEs keep two S blocks, and a serializer walks
+    /// each finished block up the links (`s_beats` cycles per score), then says so (`s_free`).
+    pub fn s_walk(&self) -> bool {
+        self.tiered
+            .is_some_and(|t| t.softmax_tier && t.vlink_bits < 32)
+    }
+
+    /// Cycles an S link takes per score (32 / `vlink_bits`; 1 without a softmax tier).
+    pub fn s_beats(&self) -> u32 {
+        match self.tiered {
+            Some(t) if t.softmax_tier => 32 / t.vlink_bits,
+            _ => 1,
+        }
+    }
+
+    /// The softmax tier's S registers above each QK PE (three tiers): two blocks of the PE's
+    /// a × b FP32 scores, at (slot, ii, jj).
+    pub fn s_tier_depth(&self) -> u32 {
+        2 << (self.ii_bits() + self.jj_bits())
+    }
+
+    /// Cycles from a QK phase's last step until the sweeps may read its S: the PE latency,
+    /// plus the S link's stages in three tiers.
+    pub fn s_ready_latency(&self) -> u32 {
+        self.pe.latency()
+            + match self.tiered {
+                Some(t) if t.softmax_tier => t.vlink_latency,
+                _ => 0,
+            }
+    }
+
+    /// Cycles the engine waits after an exp sweep's last element (`S_EXP_DRAIN` holds one more):
+    /// the S array's registered read (buf2d), the exp pipeline, the last local sum, the
+    /// reduction tree, and the P link's stages (reg3d).
+    pub fn drain_latency(&self) -> u32 {
+        self.buffer.is_some() as u32
+            + self.exp.latency()
+            + RowReduceConfig { cols: self.cols }.levels()
+            + 1
+            + self.tiered.map_or(0, |t| t.vlink_latency)
+    }
+
+    /// Cycles the engine is busy with one block's softmax (from the cycle after its start):
+    /// in buf2d the copy of S (a·Bc), on a tile's first block `S_INIT`, then per query row the
+    /// max sweep (Bc), `S_MAX_WAIT` (buf2d), the max update, the exp sweep (Bc), the drain
+    /// and the sum update. The cycle model (`regflash::cycles`) runs the engine on this.
+    pub fn softmax_cycles(&self, first: bool) -> u32 {
+        let buffered = self.buffer.is_some() as u32;
+        let bc = self.bc();
+        buffered * self.a * bc
+            + first as u32
+            + self.a * (2 * bc + buffered + 3 + self.drain_latency())
+    }
+
+    /// Cycles the engine is busy with a tile's readout: per query row the reciprocal's start,
+    /// its wait (`fp32_recip::LATENCY`) and the sweep over the row's d outputs.
+    pub fn readout_cycles(&self) -> u32 {
+        self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e)
+    }
+
+    /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
+    /// in `banks` banks, single-port.
+    pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
+        self.buffer.map(|b| crate::sram::SramConfig {
+            depth: (1 << (self.ii_bits() + self.word_bits(b.s_per_word))) / b.banks,
+            width: 32 * b.s_per_word,
+            ports: 1,
+            blackbox: b.blackbox,
+        })
+    }
+
+    /// The row's P bank: two blocks of a × Bc FP16 weights at (slot, ii, j); one read and one
+    /// write port, or in buf2d one bank of the buffer's P array, with its configured ports,
+    /// words of `p_per_word` weights and `banks` banks.
+    pub fn p_array(&self) -> crate::sram::SramConfig {
+        let per = self.p_per_word();
+        crate::sram::SramConfig {
+            depth: (2 << (self.ii_bits() + self.word_bits(per))) / self.banks(),
+            width: 16 * per,
+            ports: self.buffer.map_or(2, |b| b.ports),
+            blackbox: self.buffer.is_some_and(|b| b.blackbox),
+        }
+    }
+
+    /// Bits of an S-array access and of a P-bank access (32 and 16, or buf2d's wide words).
+    pub fn access_bits(&self) -> (u32, u32) {
+        let s_per = self.buffer.map_or(1, |b| b.s_per_word);
+        (32 * s_per, 16 * self.p_per_word())
+    }
+
+    /// SRAM banks of each array (1 but in buf2d with `buf_banks`).
+    pub fn banks(&self) -> u32 {
+        self.buffer.map_or(1, |b| b.banks)
+    }
+
+    /// Weights per P word (1 but in buf2d with wide words).
+    pub fn p_per_word(&self) -> u32 {
+        self.buffer.map_or(1, |b| b.p_per_word)
+    }
+
+    /// Bits of a word's index within a query row's Bc keys, `per` keys to a word (none when
+    /// a word holds the row's whole block; one key a word keeps the key's `j_bits`).
+    pub fn word_bits(&self, per: u32) -> u32 {
+        if per > 1 && self.bc() == per {
+            0
+        } else {
+            addr_bits(self.bc() / per)
+        }
+    }
+
+    pub fn bc(&self) -> u32 {
+        self.cols * self.b
+    }
+
+    pub fn d(&self) -> u32 {
+        self.cols * self.e
+    }
+
+    /// Register of S (slot, ii, jj); the slot is ignored when the registers hold one block.
+    pub fn s_addr(&self, slot: u32, ii: u32, jj: u32) -> u32 {
+        (slot % self.s_slots()) * self.a * self.b + ii * self.b + jj
+    }
+
+    /// Register of O (ii, q).
+    pub fn o_addr(&self, ii: u32, q: u32) -> u32 {
+        self.s_slots() * self.a * self.b + ii * self.e + q
+    }
+
+    /// `s_addr` in hardware: the register of S (slot, ii, jj), `width` bits.
+    pub fn s_addr_rtl(
+        &self,
+        m: &mut ModuleBuilder,
+        slot: Sig,
+        ii: Sig,
+        jj: Sig,
+        width: u32,
+    ) -> Sig {
+        let slot_off = if self.s_slots() == 2 {
+            let ab = m.lit(width, (self.a * self.b) as u64);
+            slot.mul_lo(ab, width)
+        } else {
+            m.zero(width)
+        };
+        let b = m.lit(width, self.b as u64);
+        let ii_off = ii.mul_lo(b, width);
+        let jj = jj.zext(width);
+        let x = slot_off + ii_off;
+        x + jj
+    }
+
+    /// `o_addr` in hardware: the register of O (ii, q), `width` bits.
+    pub fn o_addr_rtl(&self, m: &mut ModuleBuilder, ii: Sig, q: Sig, width: u32) -> Sig {
+        let e = m.lit(width, self.e as u64);
+        let off = ii.mul_lo(e, width);
+        let q = q.zext(width);
+        let base = m.lit(width, (self.s_slots() * self.a * self.b) as u64);
+        let x = base + off;
+        x + q
+    }
+
+    /// Tiers of the stack (1; 2 or 3 in reg3d).
+    pub fn tiers(&self) -> u32 {
+        match self.tiered {
+            None => 1,
+            Some(t) => 2 + t.softmax_tier as u32,
+        }
+    }
+
+    /// Tiers of PEs (MAC resources): 1, or 2 in reg3d (the softmax tier has none).
+    pub fn mac_tiers(&self) -> u32 {
+        1 + self.tiered.is_some() as u32
+    }
+
+    /// Width of a row's per-cycle vertical-link bit count: a weight up (16) and an O value
+    /// down (32), and in three tiers a score up from every PE (32 · C).
+    pub fn vlink_width(&self) -> u32 {
+        bits_for(48 + 32 * self.cols as u64 * self.softmax_tier() as u64)
+    }
+
+    /// Registers the mapping needs per PE.
+    pub fn regs_needed(&self) -> u32 {
+        self.s_slots() * self.a * self.b + self.a * self.e
+    }
+
+    pub fn ii_bits(&self) -> u32 {
+        addr_bits(self.a)
+    }
+
+    pub fn jj_bits(&self) -> u32 {
+        addr_bits(self.b)
+    }
+
+    pub fn j_bits(&self) -> u32 {
+        addr_bits(self.bc())
+    }
+
+    /// Beats per O row in FP16 (the staging buffer holds FP32 rows: twice as many).
+    pub fn beat_bits(&self) -> u32 {
+        addr_bits((self.d() * 32).div_ceil(self.mem_width))
+    }
+
+    pub fn module_name(&self) -> String {
+        format!(
+            "pe_row_c{}_a{}_b{}_e{}_w{}_{}_{}",
+            self.cols,
+            self.a,
+            self.b,
+            self.e,
+            self.mem_width,
+            self.pe.params_name(),
+            self.exp.module_name()
+        ) + &match self.buffer {
+            Some(b) => format!("_buf{}{}", b.ports, if b.blackbox { "m" } else { "" }),
+            None => String::new(),
+        } + &match self.tiered {
+            Some(t) => {
+                format!("_t{}l{}", self.tiers(), t.vlink_latency)
+                    + &if self.s_walk() {
+                        format!("v{}", t.vlink_bits)
+                    } else {
+                        String::new()
+                    }
+            }
+            None => String::new(),
+        } + if self.faults { "_faults" } else { "" }
+    }
+}

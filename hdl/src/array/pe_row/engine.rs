@@ -1,0 +1,166 @@
+//! The row engine's state machine, its sweep counters and the softmax units' operations.
+
+use super::{PeRowConfig, RowIn, SoftmaxRows};
+use crate::fsm::Fsm;
+use crate::softmax::RowOp;
+use crate::{addr_bits, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
+
+/// Counter `v + 1` wrapping at `n` (returns the next value and whether `v` was the last).
+pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) {
+    let last = v.eq((n - 1) as u64);
+    let inc = v + 1;
+    let zero = m.zero(v.width());
+    (mux(last, zero, inc), last)
+}
+
+crate::states! {
+    /// The row engine: softmax of a block (in buf2d first the copy of S from the PE registers
+    /// to the S array; then per query row max sweep, max update, exp sweep and drain, sum
+    /// update), or the readout of a tile (reciprocal, wait, sweep, per row). `MaxWait` (buf2d)
+    /// waits for the S array's last read of a max sweep.
+    pub(super) enum Engine = "S" {
+        Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip,
+        RoWait, RoSweep
+    }
+}
+
+/// The row engine's registers and the sweeps they define.
+pub(super) struct EngineRegs {
+    pub(super) state: Fsm<Engine>,
+    pub(super) ii: RegHandle,
+    pub(super) cc: RegHandle,
+    pub(super) jj: RegHandle,
+    pub(super) qq: RegHandle,
+    /// The S slot of the block the softmax works on.
+    pub(super) slot: Sig,
+    pub(super) in_copy: Sig,
+    pub(super) in_max: Sig,
+    pub(super) in_exp: Sig,
+    pub(super) in_ro: Sig,
+}
+
+impl EngineRegs {
+    /// The engine's state machine, sweep counters and the slot of the block it works on.
+    pub(super) fn new(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &RowIn) -> EngineRegs {
+        let state = Fsm::new(m, "state", Engine::Idle);
+        EngineRegs {
+            ii: m.reg("ii", cfg.ii_bits(), Some(0)),
+            cc: m.reg("cc", addr_bits(cfg.cols), Some(0)),
+            jj: m.reg("jj", cfg.jj_bits(), Some(0)),
+            qq: m.reg("qq", addr_bits(cfg.e), Some(0)),
+            slot: m.hold("slot", i.sm.slot, i.sm.start),
+            in_copy: state.is(Engine::SCopy),
+            in_max: state.is(Engine::MaxSweep),
+            in_exp: state.is(Engine::ExpSweep),
+            in_ro: state.is(Engine::RoSweep),
+            state,
+        }
+    }
+}
+
+/// The engine's sequencing: the sweep counters, the drain wait, the state machine, the query
+/// row and the softmax units' operations. Returns idle.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sequencing(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    i: &RowIn,
+    e: &EngineRegs,
+    sm: &SoftmaxRows,
+    drain_latency: u32,
+    recip_done: Sig,
+    start_sweep: Sig,
+) -> Sig {
+    let (jj_next, jj_last) = step_counter(m, e.jj.q, cfg.b);
+    let (cc_next, cc_last) = step_counter(m, e.cc.q, cfg.cols);
+    let (qq_next, qq_last) = step_counter(m, e.qq.q, cfg.e);
+    let (ii_next, ii_last) = step_counter(m, e.ii.q, cfg.a);
+    let sweep_end = cc_last & jj_last;
+    let ro_end = cc_last & qq_last;
+    let sweeping = or_all(&[e.in_copy, e.in_max, e.in_exp]);
+    // jj / cc advance through the sweeps; qq / cc through the readout.
+    m.set_next(e.jj, jj_next);
+    m.set_enable(e.jj, sweeping);
+    m.set_next(e.cc, cc_next);
+    m.set_enable(e.cc, (sweeping & jj_last) | (e.in_ro & qq_last));
+    m.set_next(e.qq, qq_next);
+    m.set_enable(e.qq, e.in_ro);
+    // Wait after the exp sweep for the pipeline, the last local sum and the tree.
+    let drain = m.reg("drain", bits_for((drain_latency + 1) as u64), Some(0));
+    let drain_done = drain.q.is_zero();
+    let drain_init = m.lit(drain.q.width(), drain_latency as u64);
+    let enter_drain = e.in_exp & sweep_end;
+    m.set_next(drain, mux(enter_drain, drain_init, drain.q - 1));
+    m.set_enable(drain, enter_drain | e.state.is(Engine::ExpDrain));
+
+    let c = |s: Engine| e.state.code(s);
+    let pick = |cond: Sig, t: Engine, f: Engine| mux(cond, c(t), c(f));
+    let idle = e.state.is(Engine::Idle);
+    // IDLE: a softmax start (in buf2d the copy of S first; init first on the tile's first
+    // block), or a readout.
+    let buffered = cfg.buffer.is_some();
+    let after_copy = pick(i.sm.first, Engine::Init, Engine::MaxSweep);
+    let after_start = if buffered {
+        c(Engine::SCopy)
+    } else {
+        after_copy
+    };
+    let from_idle = mux(
+        i.sm.start,
+        after_start,
+        pick(i.ro.start, Engine::RoRecip, Engine::Idle),
+    );
+    let copy_end = sweep_end & ii_last;
+    let after_max = if buffered {
+        Engine::MaxWait
+    } else {
+        Engine::MaxUpdate
+    };
+    let row_done = pick(ii_last, Engine::Idle, Engine::RoRecip);
+    let from_ros = mux(ro_end, row_done, c(Engine::RoSweep));
+    e.state.set_transitions(m, |s| match s {
+        Engine::Idle => from_idle,
+        Engine::SCopy if buffered => mux(copy_end, after_copy, c(Engine::SCopy)),
+        Engine::Init => c(Engine::MaxSweep),
+        Engine::MaxSweep => pick(sweep_end, after_max, Engine::MaxSweep),
+        Engine::MaxWait if buffered => c(Engine::MaxUpdate),
+        Engine::SCopy | Engine::MaxWait => c(Engine::Idle),
+        Engine::MaxUpdate => c(Engine::ExpSweep),
+        Engine::ExpSweep => pick(sweep_end, Engine::ExpDrain, Engine::ExpSweep),
+        Engine::ExpDrain => pick(drain_done, Engine::SumUpdate, Engine::ExpDrain),
+        Engine::SumUpdate => pick(ii_last, Engine::Idle, Engine::MaxSweep),
+        Engine::RoRecip => c(Engine::RoWait),
+        Engine::RoWait => pick(recip_done, Engine::RoSweep, Engine::RoWait),
+        Engine::RoSweep => from_ros,
+    });
+    // ii: reset on a start, advance after a row's sum update or readout.
+    let in_sumu = e.state.is(Engine::SumUpdate);
+    let ii_adv = or_all(&[in_sumu, e.in_ro & ro_end, e.in_copy & sweep_end]);
+    let reset_ii = (idle & i.sm.start) | (idle & i.ro.start);
+    let zero_ii = m.zero(cfg.ii_bits());
+    m.set_next(e.ii, mux(reset_ii, zero_ii, ii_next));
+    m.set_enable(e.ii, ii_adv | reset_ii);
+    // Row state operations: init (all rows) on a tile's first block, max after the max sweep,
+    // sum after the drain (the current row).
+    let in_init = e.state.is(Engine::Init);
+    let op = |m: &mut ModuleBuilder, o: RowOp| m.lit(2, o as u64);
+    let (op_init, op_max, op_sum, op_hold) = (
+        op(m, RowOp::Init),
+        op(m, RowOp::Max),
+        op(m, RowOp::Sum),
+        op(m, RowOp::Hold),
+    );
+    let rop = mux(in_sumu, op_sum, op_hold);
+    let rop = mux(start_sweep, op_max, rop);
+    m.drive(sm.row_op, mux(in_init, op_init, rop));
+    let ones_a = m.ones(cfg.a);
+    let one_hot = bit_of(m, e.ii.q, cfg.a);
+    m.drive(sm.row_sel, mux(in_init, ones_a, one_hot));
+    idle
+}
+
+/// One-hot of `idx` over `n` bits.
+pub(super) fn bit_of(m: &mut ModuleBuilder, idx: Sig, n: u32) -> Sig {
+    let one = m.lit(n, 1);
+    one << idx
+}

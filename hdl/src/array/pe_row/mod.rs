@@ -1,0 +1,222 @@
+//! `pe_row`: one row of the PE array (C PEs) with its row engine: the online softmax and the
+//! output normalization of the row's a query rows (bit-exact model: `kernels::flash`).
+//!
+//! **Mapping.** PE c of the row owns, for each of the a query rows, the b keys
+//! b·c .. b·c + b − 1 of the current block (S registers, double-buffered: slot, ii, jj at
+//! `slot·a·b + ii·b + jj`; one block in buf2d) and the e output columns e·c .. e·c + e − 1 (O
+//! registers after S: `s_slots·a·b + ii·e + q`).
+//!
+//! **MAC steps** (from the core's sequencer, one per cycle, `step_*` inputs): a QK step
+//! (query row ii, key jj of every PE, dimension k) multiplies the row operand `a_q` (Q) by the
+//! column operands `b_col` (K) into S, each PE masked by `mask_qk`; a PV step (query row ii,
+//! key j, output column q) multiplies P[ii][j] from the row's P buffer by `b_col` (V) into O,
+//! masked by `mask_qk` (which follows the running phase's block).
+//! A PV step's operation is the row's own: NOP if masked, MAC_ZERO on the row's first product
+//! of the tile (O starts at +0), MAC_SCALE on its first product of a block (the block's
+//! rescale), MAC otherwise. Skipping the rescale of a row with no product in a block is exact
+//! (scaling +0, or by 2^0, changes nothing).
+//!
+//! **Softmax** (`sm_start`, block in S slot `sm_slot`, mask `mask_sp`): per query row, a max
+//! sweep over the row's Bc scores (masked: −Inf) updates m and the shift (`softmax_row`); an
+//! exp sweep computes p = FP16(exp2(s·C − m)) into the P buffer, sums each PE's b weights in
+//! order and the C PE sums through `row_reduce`; l is updated. `sm_first` (the tile's first
+//! block) resets the row state first. About a · (2·Bc + pipeline depths) cycles. P and each
+//! row's shift are kept per block parity (`sm_slot` when written, `step_slot` when a PV step
+//! reads them), so the softmax of block j may overlap the PV steps of block j − 1 (not with a
+//! single-port P bank: the sequencer then lets them take turns).
+//!
+//! **buf2d** (`buffer`): the softmax first copies the row's S from the PE registers into the
+//! bank's S array (`S_COPY`, a·Bc cycles, then `s_free`), and the sweeps read S from there, a
+//! cycle later (registered read; `S_MAX_WAIT` waits for a max sweep's last score): about
+//! a · (3·Bc + pipeline depths + 1) cycles. P goes to the bank's P array. The P bank is read
+//! the same way in both variants: `p_rd` from the sequencer a cycle ahead of the PV step.
+//!
+//! **reg3d** (`tiered`): two tiers of C PEs. The QK tier (`qk_pe*`) steps on `step` with K on
+//! `b_col` and holds S, which the engine's sweeps read; the PV tier (`pv_pe*`) steps on
+//! `step_pv` with V on `v_col` and P from the P bank, masked by `mask_pv`, and holds O, which
+//! the readout reads. The exp sweep's P writes reach the P bank through `vlink_latency`
+//! register stages (the vertical link), which the drain wait covers. Each tier's PE has the
+//! register file of the 2-D PE (iso-PE per tier; the QK tier uses its S part, the PV tier its O
+//! part). With three tiers (`softmax_tier`) the engine sits on a tier of its own between them,
+//! with two blocks of S registers above each QK PE (`s_tier*`): each score goes up its PE's S
+//! link (the PE's read port, `vlink_latency` stages) in the cycle its last product lands, and
+//! the sweeps read it there; the QK PEs hold one block (`s_tier`). With narrow S links
+//! (`vlink_bits` < 32, `s_walk`) the QK PEs hold two blocks, and the S tier's serializer
+//! walks each finished block up (32/`vlink_bits` cycles per score), then raises `s_free`: the
+//! sequencer counts the block's QK drained then, not a fixed latency after its last step.
+//!
+//! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
+//! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
+//! beats for the row's O staging bank (`st_*`). `ro_zero` outputs zeros (a tile with no block).
+//!
+//! Files: `config` (the row's parameters and derived figures), `bus` (its ports), `engine` (the
+//! row engine's state machine and counters), `softmax` (the softmax units, the max and exp
+//! sweeps and where they read S), `banks` (the P bank and buf2d's S array), `tiers` (reg3d's
+//! tiers and vertical links), `readout` (normalization and O staging); this file instantiates
+//! the parts and wires the row.
+
+mod banks;
+mod bus;
+mod config;
+mod engine;
+mod readout;
+mod softmax;
+mod tiers;
+
+pub use bus::*;
+pub use config::*;
+pub(crate) use engine::step_counter;
+
+use banks::p_bank;
+use engine::{sequencing, Engine, EngineRegs};
+use readout::readout;
+use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, SoftmaxRows};
+use tiers::{array, s_link_bits, vlink_bits, Array, ArrayIn};
+
+use crate::fp32_add::{self, Fp32AddConfig};
+use crate::fp32_mul::{self, Fp32MulConfig};
+use crate::fp32_recip::{self, RecipIn, RecipOut};
+use crate::iface::Block;
+use crate::pe_tier::{self, STierBlock, TierBlock, TierKind};
+use crate::ports::{BinaryBlock, X};
+use crate::row_reduce::{self, Reduce, RowReduceConfig};
+use crate::softmax::{self as sm_units, ExpIn, ExpOut, RowOpIn, RowState};
+use crate::sram::{self, SramBlock};
+use crate::{bits_for, or_all, Design, ModuleBuilder};
+
+/// The PE row's block.
+pub type RowBlock = Block<RowIn, RowOut<u32>>;
+
+/// The blocks a row instantiates.
+struct Parts {
+    /// The PE tiers: the one tier (2-D), or the QK and the PV tier (reg3d).
+    tiers: Vec<TierBlock>,
+    srow: Block<RowOpIn, RowState<u32>>,
+    sexp: Block<ExpIn, ExpOut<u32>>,
+    add0: BinaryBlock,
+    mul0: BinaryBlock,
+    recip: Block<RecipIn, RecipOut<u32>>,
+    tree: Block<X, Reduce<u32>>,
+    p_bank: SramBlock,
+    s_bank: Option<SramBlock>,
+    /// Three tiers: the softmax tier's S registers and links.
+    s_tier: Option<STierBlock>,
+}
+
+/// Defines the PE row.
+pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
+    let kinds: &[TierKind] = if cfg.tiered.is_some() {
+        &[TierKind::Qk, TierKind::Pv]
+    } else {
+        &[TierKind::Both]
+    };
+    let parts = Parts {
+        tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
+        srow: sm_units::build_row(d),
+        sexp: sm_units::build_exp(d, &cfg.exp),
+        add0: fp32_add::build(d, &Fp32AddConfig { latency: 0 }),
+        mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
+        recip: fp32_recip::build(d),
+        tree: row_reduce::build(d, &RowReduceConfig { cols: cfg.cols }),
+        p_bank: sram::build(d, &cfg.p_array()),
+        s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
+        s_tier: cfg.softmax_tier().then(|| pe_tier::build_s_tier(d, cfg)),
+    };
+    let cfg = *cfg;
+    let inputs = cfg.input_widths();
+    d.define_block(
+        &cfg.module_name(),
+        &inputs,
+        cfg.output_widths(),
+        |_, m, i| {
+            m.doc(&format!(
+            "pe_row: {} PEs and the row engine of {} query rows ({} keys and {} output columns\n\
+             per PE). See hdl/src/array/pe_row.rs for the mapping, the MAC steps, the softmax and\n\
+             the readout.",
+            cfg.cols, cfg.a, cfg.b, cfg.e
+        ));
+            m.set_latency(1);
+            row(m, &cfg, &parts, &i)
+        },
+    )
+}
+
+fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> RowOut {
+    let aw = cfg.pe.addr_width();
+    let e = EngineRegs::new(m, cfg, i);
+    // The engine reads PE registers at one shared address; `cc` picks the PE.
+    let s_base = cfg.s_addr_rtl(m, e.slot, e.ii.q, e.jj.q, aw);
+    let o_base = cfg.o_addr_rtl(m, e.ii.q, e.qq.q, aw);
+    let sm = softmax_rows(m, cfg, parts, i, &e);
+    let p_bank = p_bank(m, cfg, parts, i);
+    let ins = ArrayIn {
+        s_base,
+        o_base,
+        p_value: p_bank.value,
+        shift: sm.step_shift,
+    };
+    let Array {
+        pes,
+        value,
+        o_value,
+        s_link,
+    } = array(m, cfg, parts, i, &e, ins);
+    let masked = m.name("masked", sweep_mask(cfg, i.mask_sp, &e));
+    let sw = sweep_read(m, cfg, parts, &e, value, masked);
+    let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
+    max_sweep(m, &sw, &sm, start_sweep);
+    let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank);
+    let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
+    let idle = sequencing(
+        m,
+        cfg,
+        i,
+        &e,
+        &sm,
+        exp.drain_latency,
+        recip_done,
+        start_sweep,
+    );
+    // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
+    // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
+    // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
+    let reading = if cfg.buffer.is_some() {
+        e.in_copy | e.in_ro
+    } else {
+        or_all(&[e.in_max, e.in_exp, e.in_ro])
+    };
+    let count_w = bits_for((cfg.cols * cfg.tiers()) as u64 + 1);
+    let s_bits = s_link_bits(m, cfg, s_link.as_ref());
+    let mut reads = pes.acc_reads;
+    reads.push(reading);
+    RowOut {
+        busy: !idle,
+        s_free: match &s_link {
+            Some(l) if cfg.s_walk() => l.linked,
+            Some(l) => {
+                m.discard(l.linked);
+                sw.copied
+            }
+            None => sw.copied,
+        },
+        macs: pes.macs,
+        rf_reads: m.sum(&reads, count_w),
+        rf_writes: m.sum(&pes.rf_writes, count_w),
+        // P bank accesses (of a word: 16 bits, or `p_per_word` weights in buf2d): a read per
+        // query row and word of a PV block, a write per word the exp stage fills.
+        p_read: p_bank.re,
+        p_write: exp.p_write,
+        s_read: sw.s_read,
+        s_write: sw.s_write,
+        vlink: vlink_bits(m, cfg, exp.link_we, e.in_ro, s_bits),
+        vlink_s: s_bits,
+        // The engine's datapath operations, counted where they issue (masked scores too:
+        // the datapath runs for them).
+        max_op: sw.in_max,
+        exp_op: sw.in_exp,
+        row_update: e.state.is(Engine::SumUpdate),
+        recip_op: e.state.is(Engine::RoRecip),
+        norm_op: e.in_ro,
+        st,
+    }
+}

@@ -1,0 +1,292 @@
+//! The row's softmax: one `softmax_row` unit per query row, the max and exp sweeps, and where
+//! the sweeps read S (the PE registers, buf2d's S array, or reg3d's softmax tier).
+
+use super::banks::{banked, element, gather, PBank, Word};
+use super::{EngineRegs, Parts, PeRowConfig, RowIn};
+use crate::fault::Fault;
+use crate::ieee;
+use crate::ports::{Binary, X};
+use crate::softmax::{ExpIn, RowOp, RowOpIn};
+use crate::sram::SramIn;
+use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, Sig};
+
+/// The row's softmax units (one per query row), driven by the engine through nets.
+pub(super) struct SoftmaxRows {
+    pub(super) row_op: Sig,
+    pub(super) row_sel: Sig,
+    pub(super) blk_max: Sig,
+    pub(super) blk_sum: Sig,
+    pub(super) cur_m: Sig,
+    pub(super) cur_l: Sig,
+    pub(super) cur_l_zero: Sig,
+    /// The rescale shift of the step's query row for the step's block.
+    pub(super) step_shift: Sig,
+}
+
+/// One `softmax_row` unit per query row, and the selection of the current row's state.
+pub(super) fn softmax_rows(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    parts: &Parts,
+    i: &RowIn,
+    e: &EngineRegs,
+) -> SoftmaxRows {
+    let a_n = cfg.a;
+    let row_op = m.net("row_op", 2);
+    let row_sel = m.net("row_sel", a_n);
+    let blk_max = m.net("blk_max", 32);
+    let blk_sum = m.net("blk_sum", 32);
+    let mut row_outs = vec![];
+    let mut shift_slots = vec![];
+    for r in 0..a_n {
+        let zero2 = m.zero(2);
+        let op = mux(row_sel.bit(r), row_op, zero2);
+        let ins = RowOpIn {
+            op,
+            blk_max,
+            blk_sum,
+            c: i.c_const,
+        };
+        let o = m.instantiate(&parts.srow, &format!("u_row{r}"), &ins);
+        row_outs.push([o.m, o.l, o.shift, o.l_zero]);
+        // The row's rescale shift for its block, kept per block parity: the softmax of block
+        // j may run while the PV steps of block j-1 still use theirs. Captured at the row's
+        // sum operation, when the block's max has set it.
+        let is_sum = op.eq(RowOp::Sum as u64);
+        let slots: Vec<Sig> = (0..2u64)
+            .map(|k| {
+                let en = is_sum & e.slot.eq(k);
+                m.hold(&format!("shift_r{r}_s{k}"), o.shift, en)
+            })
+            .collect();
+        shift_slots.push(slots);
+    }
+    // The PV steps' bus: the one bus in 2-D, the PV tier's in reg3d (the QK tier's slot then
+    // goes unread: its PEs' addresses come with the bus).
+    let pv_step = if cfg.tiered.is_some() {
+        m.discard(i.step.slot);
+        i.step_pv
+    } else {
+        i.step
+    };
+    // Field f (m, l, shift, l_zero) of the row `idx` selects.
+    let pick = |idx: Sig, f: usize| -> Sig {
+        let xs: Vec<Sig> = row_outs.iter().map(|r| r[f]).collect();
+        mux_index(idx, &xs)
+    };
+    let per_row: Vec<Sig> = shift_slots
+        .iter()
+        .map(|sl| mux(pv_step.slot, sl[1], sl[0]))
+        .collect();
+    let shift = mux_index(pv_step.ii, &per_row);
+    let step_shift = m.with_fault(cfg.faults, Fault::WrongRescale, |_| shift + 1, shift);
+    let step_shift = m.name("step_shift", step_shift);
+    SoftmaxRows {
+        row_op,
+        row_sel,
+        blk_max,
+        blk_sum,
+        cur_m: pick(e.ii.q, 0),
+        cur_l: pick(e.ii.q, 1),
+        cur_l_zero: pick(e.ii.q, 3),
+        step_shift,
+    }
+}
+
+/// mask_sp[ii][b·cc + jj] for the engine's sweep position.
+pub(super) fn sweep_mask(cfg: &PeRowConfig, mask_sp: Sig, e: &EngineRegs) -> Sig {
+    let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
+    let rows: Vec<Sig> = (0..a_n)
+        .map(|r| {
+            let cols: Vec<Sig> = (0..c_n)
+                .map(|c| {
+                    let bits: Vec<Sig> = (0..b_n)
+                        .map(|k| mask_sp.bit(r * bc + b_n * c + k))
+                        .collect();
+                    mux_index(e.jj.q, &bits)
+                })
+                .collect();
+            mux_index(e.cc.q, &cols)
+        })
+        .collect();
+    mux_index(e.ii.q, &rows)
+}
+
+/// Key j = c·b + jj of the block (PE c's key jj), in `j_bits`.
+pub(super) fn key_index(m: &mut ModuleBuilder, cfg: &PeRowConfig, c: Sig, jj: Sig) -> Sig {
+    let jb = cfg.j_bits();
+    // Low jb bits of c·b (b itself may not fit jb bits when C = 1).
+    let b_l = m.lit(bits_for(cfg.b as u64), cfg.b as u64);
+    c.mul_lo(b_l, jb) + jj.zext(jb)
+}
+
+/// What the max and exp sweeps see of the score they visit: in reg2d the PE register, read in
+/// the same cycle; in buf2d the S array's registered read, a cycle after the visit (the copy
+/// sweep first fills the array from the PE registers, which are then free for the next
+/// block's QK).
+pub(super) struct SweepRead {
+    pub(super) value: Sig,
+    pub(super) masked: Sig,
+    pub(super) in_max: Sig,
+    pub(super) in_exp: Sig,
+    pub(super) ii: Sig,
+    pub(super) cc: Sig,
+    pub(super) jj: Sig,
+    /// The copy sweep's last cycle (buf2d).
+    pub(super) copied: Sig,
+    pub(super) s_read: Sig,
+    pub(super) s_write: Sig,
+}
+
+pub(super) fn sweep_read(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    parts: &Parts,
+    e: &EngineRegs,
+    pe_value: Sig,
+    masked: Sig,
+) -> SweepRead {
+    let Some(bank) = &parts.s_bank else {
+        let zero = m.zero(1);
+        return SweepRead {
+            value: pe_value,
+            masked,
+            in_max: e.in_max,
+            in_exp: e.in_exp,
+            ii: e.ii.q,
+            cc: e.cc.q,
+            jj: e.jj.q,
+            copied: zero,
+            s_read: zero,
+            s_write: zero,
+        };
+    };
+    let per = cfg.buffer.map_or(1, |b| b.s_per_word);
+    let j = key_index(m, cfg, e.cc.q, e.jj.q);
+    let word = Word::of(cfg, j, per);
+    let addr = word.address(&[e.ii.q]);
+    // A word's first score is read with it; the word is written with its last score.
+    let re = word.at_first(e.in_max | e.in_exp);
+    let we = word.at_last(e.in_copy);
+    let ins = SramIn {
+        we,
+        waddr: addr,
+        wdata: gather(m, "s_gather", pe_value, e.in_copy, per),
+        re,
+        raddr: addr,
+    };
+    let word_rd = banked(m, bank, "s_bank", ins, cfg.banks());
+    let field_rd = word.field.map(|(f, _, _)| m.delay("s_field_rd", f));
+    let value = element(word_rd, 32, field_rd);
+    let at_end = and_all(&[
+        e.jj.q.eq((cfg.b - 1) as u64),
+        e.cc.q.eq((cfg.cols - 1) as u64),
+        e.ii.q.eq((cfg.a - 1) as u64),
+    ]);
+    SweepRead {
+        value,
+        masked: m.delay("masked_rd", masked),
+        in_max: m.delay("max_rd", e.in_max),
+        in_exp: m.delay("exp_rd", e.in_exp),
+        ii: m.delay("ii_rd", e.ii.q),
+        cc: m.delay("cc_rd", e.cc.q),
+        jj: m.delay("jj_rd", e.jj.q),
+        copied: m.name("s_copied", e.in_copy & at_end),
+        s_read: re,
+        s_write: we,
+    }
+}
+
+/// Max sweep: the running max of the row's scores (masked ones are −Inf), the block max.
+pub(super) fn max_sweep(m: &mut ModuleBuilder, sw: &SweepRead, sm: &SoftmaxRows, start_sweep: Sig) {
+    let neg_inf = m.lit(32, ieee::F32_NEG_INF);
+    let candidate = mux(sw.masked, neg_inf, sw.value);
+    let run_max = m.reg("run_max", 32, Some(ieee::F32_NEG_INF));
+    let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
+    m.set_next(run_max, mux(start_sweep, neg_inf, maxed));
+    m.set_enable(run_max, sw.in_max | start_sweep);
+    m.drive(sm.blk_max, run_max.q);
+}
+
+/// What the exp sweep gives the rest of the row.
+pub(super) struct ExpSweep {
+    /// The P bank write a weight leaving the exp pipeline makes (each weight, or a word's last
+    /// in buf2d with wide words).
+    pub(super) p_write: Sig,
+    /// The weight's write reaches the P bank (after the vertical link in reg3d).
+    pub(super) link_we: Sig,
+    /// Cycles from the sweep's last score to the block sum: the pipeline, one cycle for the
+    /// last local sum, the tree.
+    pub(super) drain_latency: u32,
+}
+
+/// Exp sweep: p = FP16(exp2(s·C − m)) through the exp pipeline into the P buffer; each PE's b
+/// weights summed in order (the chain), then the C local sums through the reduction tree.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn exp_sweep(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    parts: &Parts,
+    i: &RowIn,
+    e: &EngineRegs,
+    sm: &SoftmaxRows,
+    sw: &SweepRead,
+    p_bank: &PBank,
+) -> ExpSweep {
+    let (c_n, b_n) = (cfg.cols, cfg.b);
+    let exp_lat = cfg.exp.latency();
+    let ins = ExpIn {
+        s: sw.value,
+        m: sm.cur_m,
+        c: i.c_const,
+        masked: sw.masked,
+    };
+    let p = m.instantiate(&parts.sexp, "u_exp", &ins).p;
+    let out_valid = m.delay_n("exp_valid", sw.in_exp, exp_lat);
+    let out_ii = m.delay_n("exp_ii", sw.ii, exp_lat);
+    let out_c = m.delay_n("exp_c", sw.cc, exp_lat);
+    let out_jj = m.delay_n("exp_jj", sw.jj, exp_lat);
+    let p_j = key_index(m, cfg, out_c, out_jj);
+    // P words of several weights (buf2d) are gathered and written with their last weight.
+    let per = cfg.p_per_word();
+    let p_word = Word::of(cfg, p_j, per);
+    let p_we = p_word.at_last(out_valid);
+    let p_data = gather(m, "p_gather", p, out_valid, per);
+    // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
+    let link = cfg.tiered.map_or(0, |t| t.vlink_latency);
+    let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
+    let (we, waddr, wdata) = (
+        up(m, "link_p_we", p_we),
+        up(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
+        up(m, "link_p_wdata", p_data),
+    );
+    m.drive(p_bank.we, we);
+    m.drive(p_bank.waddr, waddr);
+    m.drive(p_bank.wdata, wdata);
+    let wide = crate::fp16_to_fp32::logic(m, p);
+    let chain = m.reg("chain", 32, Some(0));
+    let chain_in = Binary {
+        a: chain.q,
+        b: wide,
+    };
+    let summed = m.instantiate(&parts.add0, "u_chain", &chain_in).y;
+    let chain_d = mux(out_jj.eq(0), wide, summed);
+    m.set_next(chain, chain_d);
+    m.set_enable(chain, out_valid);
+    let store = out_valid & out_jj.eq((b_n - 1) as u64);
+    let mut locals: Vec<Sig> = (0..c_n)
+        .map(|c| {
+            let en = store & out_c.eq(c as u64);
+            m.hold(&format!("local_sum{c}"), chain_d, en)
+        })
+        .collect();
+    locals.reverse();
+    let t = m.instantiate(&parts.tree, "u_tree", &X { x: cat(&locals) });
+    m.discard(t.max);
+    m.drive(sm.blk_sum, t.sum);
+    ExpSweep {
+        p_write: p_we,
+        link_we: we,
+        drain_latency: cfg.drain_latency(),
+    }
+}
