@@ -131,7 +131,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         |_, m, i| {
             m.doc(&format!(
             "pe_row: {} PEs and the row engine of {} query rows ({} keys and {} output columns\n\
-             per PE). See hdl/src/array/pe_row.rs for the mapping, the MAC steps, the softmax and\n\
+             per PE). See hdl/src/array/pe_row/ for the mapping, the MAC steps, the softmax and\n\
              the readout.",
             cfg.cols, cfg.a, cfg.b, cfg.e
         ));

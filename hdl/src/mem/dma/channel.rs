@@ -1,0 +1,436 @@
+//! A channel: its descriptor, checked at start; the request and response walkers over its
+//! rows and blocks; the landing or staging side.
+
+use super::{error, DmaConfig, ROW_BYTES_BITS};
+use crate::landing::LandingConfig;
+use crate::{addr_bits, and_all, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
+
+/// Descriptor inputs of a channel.
+pub(super) struct Descriptor {
+    pub(super) start: Sig,
+    pub(super) base: Sig,
+    pub(super) stride: Sig,
+    pub(super) row_bytes: Sig,
+    pub(super) rows: Sig,
+    /// Read channels only.
+    pub(super) block_rows: Option<Sig>,
+}
+
+impl Descriptor {
+    pub(super) fn inputs(m: &mut ModuleBuilder, cfg: &DmaConfig, name: &str, blocks: bool) -> Self {
+        Descriptor {
+            start: m.input(&format!("{name}_start"), 1),
+            base: m.input(&format!("{name}_base"), cfg.addr_bits),
+            stride: m.input(&format!("{name}_stride"), cfg.addr_bits),
+            row_bytes: m.input(&format!("{name}_row_bytes"), ROW_BYTES_BITS),
+            rows: m.input(&format!("{name}_rows"), cfg.index_bits),
+            block_rows: blocks.then(|| m.input(&format!("{name}_block_rows"), cfg.index_bits)),
+        }
+    }
+}
+
+/// The error code of a descriptor (0 when it can run).
+pub(super) fn check_descriptor(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    d: &Descriptor,
+    max_rows: u32,
+    max_row_beats: u32,
+) -> Sig {
+    let lb = cfg.beat_shift();
+    let a = cfg.addr_bits;
+    let zero_rows = d.rows.is_zero();
+    let zero_bytes = d.row_bytes.is_zero();
+    let mut zero = zero_rows | zero_bytes;
+    if let Some(br) = d.block_rows {
+        let zero_br = br.is_zero();
+        zero = zero | zero_br;
+    }
+    let low = |x: Sig| {
+        let bits = x.slice(lb - 1, 0);
+        bits.any()
+    };
+    let (base_low, stride_low, bytes_low) = (low(d.base), low(d.stride), low(d.row_bytes));
+    let misaligned = or_all(&[base_low, stride_low, bytes_low]);
+    let max_bytes = m.lit(ROW_BYTES_BITS, (max_row_beats * cfg.beat_bytes()) as u64);
+    let long_row = d.row_bytes.gt(max_bytes);
+    let rows_field = d.block_rows.unwrap_or(d.rows);
+    let max_rows_lit = m.lit(rows_field.width(), max_rows as u64);
+    let many_rows = rows_field.gt(max_rows_lit);
+    let too_large = long_row | many_rows;
+    // Last byte: base + (rows - 1) * stride + row_bytes - 1, wide enough not to wrap.
+    let w = a + cfg.index_bits + 2;
+    let rows_m1 = d.rows - 1;
+    let span = rows_m1.mul_wide(d.stride);
+    let span = span.zext(w);
+    let base = d.base.zext(w);
+    let bytes = d.row_bytes.zext(w);
+    let last = base + span;
+    let last = last + bytes;
+    let last = last - 1;
+    let last = m.name("last_byte", last);
+    let high = last.slice(w - 1, a);
+    let out_of_range = high.any();
+    let low_bits = last.slice(a - 1, 0);
+    m.discard(low_bits);
+    let eb = error::BITS;
+    let ok = m.zero(eb);
+    let c4 = m.lit(eb, error::OUT_OF_RANGE);
+    let c3 = m.lit(eb, error::TOO_LARGE);
+    let c2 = m.lit(eb, error::MISALIGNED);
+    let c1 = m.lit(eb, error::ZERO_SIZE);
+    let e = mux(out_of_range, c4, ok);
+    let e = mux(too_large, c3, e);
+    let e = mux(misaligned, c2, e);
+    mux(zero, c1, e)
+}
+
+/// Beats per row from a row-bytes field (the descriptor check guarantees the value fits).
+pub(super) fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, bits: u32) -> Sig {
+    let beats = row_bytes >> cfg.beat_shift();
+    if bits >= ROW_BYTES_BITS {
+        return beats.zext(bits);
+    }
+    let high = beats.slice(ROW_BYTES_BITS - 1, bits);
+    m.discard(high);
+    beats.trunc(bits)
+}
+
+/// A 32-bit event counter.
+pub(super) fn counter(m: &mut ModuleBuilder, name: &str, event: Sig, width: u32) -> Sig {
+    let r = m.reg(name, width, Some(0));
+    let inc = r.q + 1;
+    m.set_next(r, inc);
+    m.set_enable(r, event);
+    r.q
+}
+
+/// Registers that walk rows and beats (a request walker and a response walker per channel).
+pub(super) struct Walker {
+    pub(super) beat: RegHandle,
+    pub(super) row: RegHandle,
+    pub(super) rows_left: RegHandle,
+    pub(super) block: RegHandle,
+}
+
+impl Walker {
+    pub(super) fn new(
+        m: &mut ModuleBuilder,
+        prefix: &str,
+        beat_bits: u32,
+        row_bits: u32,
+        iw: u32,
+    ) -> Self {
+        Walker {
+            beat: m.reg(&format!("{prefix}_beat"), beat_bits, Some(0)),
+            row: m.reg(&format!("{prefix}_row"), row_bits, Some(0)),
+            rows_left: m.reg(&format!("{prefix}_rows_left"), iw, Some(0)),
+            block: m.reg(&format!("{prefix}_block"), iw, Some(0)),
+        }
+    }
+
+    /// Sets the walk: `load` restarts it for `rows` rows, `step` takes one beat. Returns (this
+    /// beat ends a row, this row ends a block).
+    pub(super) fn advance(
+        &self,
+        m: &mut ModuleBuilder,
+        step: Sig,
+        load: Sig,
+        rows: Sig,
+        row_beats: Sig,
+        block_rows: Sig,
+    ) -> (Sig, Sig) {
+        let w = self.beat.q.width().max(row_beats.width());
+        let beat = self.beat.q.zext(w);
+        let rb = row_beats.zext(w);
+        let rb_m1 = rb - 1;
+        let last_beat = beat.eq(rb_m1);
+        let rw = self.row.q.width().max(block_rows.width());
+        let row = self.row.q.zext(rw);
+        let br = block_rows.zext(rw);
+        let br_m1 = br - 1;
+        let last_in_block = row.eq(br_m1);
+        let one_left = self.rows_left.q.eq(1);
+        let block_end = last_in_block | one_left;
+
+        let zero_beat = m.zero(self.beat.q.width());
+        let beat_inc = self.beat.q + 1;
+        let beat_d = mux(last_beat, zero_beat, beat_inc);
+        let beat_d = mux(load, zero_beat, beat_d);
+        let zero_row = m.zero(self.row.q.width());
+        let row_inc = self.row.q + 1;
+        let row_d = mux(block_end, zero_row, row_inc);
+        let row_d = mux(load, zero_row, row_d);
+        let left_dec = self.rows_left.q - 1;
+        let rows_d = mux(load, rows, left_dec);
+        let zero_blk = m.zero(self.block.q.width());
+        let block_inc = self.block.q + 1;
+        let block_d = mux(block_end, block_inc, self.block.q);
+        let block_d = mux(load, zero_blk, block_d);
+        m.set_next(self.beat, beat_d);
+        m.set_next(self.row, row_d);
+        m.set_next(self.rows_left, rows_d);
+        m.set_next(self.block, block_d);
+        let beat_en = step | load;
+        m.set_enable(self.beat, beat_en);
+        let row_step = step & last_beat;
+        let row_en = row_step | load;
+        m.set_enable(self.row, row_en);
+        m.set_enable(self.rows_left, row_en);
+        m.set_enable(self.block, row_en);
+        (last_beat, block_end)
+    }
+}
+
+/// What every channel shares: descriptor, state, and its request (before arbitration).
+pub(super) struct Channel {
+    pub(super) name: &'static str,
+    pub(super) desc: Descriptor,
+    pub(super) code: Sig,
+    pub(super) load: Sig,
+    pub(super) active: RegHandle,
+    pub(super) error: RegHandle,
+    pub(super) stride: RegHandle,
+    pub(super) row_beats: RegHandle,
+    pub(super) block_rows: Option<RegHandle>,
+    pub(super) row_addr: RegHandle,
+    pub(super) req: Walker,
+    pub(super) req_valid: Sig,
+    pub(super) req_addr: Sig,
+}
+
+/// Builds a channel's state and request. Read channels (`land` given) may run one block ahead
+/// of their consumer (`cons_block`); the write channel walks the staging buffer's rows.
+pub(super) fn build(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    name: &'static str,
+    rows: u32,
+    row_beats: u32,
+    read: Option<RegHandle>,
+) -> Channel {
+    let a = cfg.addr_bits;
+    let iw = cfg.index_bits;
+    let desc = Descriptor::inputs(m, cfg, name, read.is_some());
+    let code = check_descriptor(m, cfg, &desc, rows, row_beats);
+    let code = m.name(&format!("{name}_check"), code);
+    let active = m.reg(&format!("{name}_active"), 1, Some(0));
+    let error = m.reg(&format!("{name}_error"), error::BITS, Some(0));
+    let stride = m.reg(&format!("{name}_stride"), a, Some(0));
+    let rb = m.reg(
+        &format!("{name}_row_beats"),
+        bits_for(row_beats as u64),
+        Some(0),
+    );
+    let block_rows = read.map(|_| m.reg(&format!("{name}_block_rows"), iw, Some(0)));
+    let row_addr = m.reg(&format!("{name}_row_addr"), a, Some(0));
+    let req = Walker::new(
+        m,
+        &format!("{name}_req"),
+        addr_bits(row_beats),
+        addr_bits(rows),
+        iw,
+    );
+
+    let idle = !active.q;
+    let fresh = desc.start & idle;
+    let valid_desc = code.is_zero();
+    let load = fresh & valid_desc;
+    let load = m.name(&format!("{name}_load"), load);
+    let rows_pending = req.rows_left.q.any();
+    let mut conds = vec![active.q, rows_pending];
+    if let Some(cons_block) = read {
+        // Fetch at most one block ahead of the consumer (the double buffer).
+        let ahead = req.block.q - cons_block.q;
+        let two = m.lit(iw, 2);
+        conds.push(ahead.lt(two));
+    }
+    let req_valid = and_all(&conds);
+    let req_valid = m.name(&format!("{name}_req_valid"), req_valid);
+    let beat_a = req.beat.q.zext(a);
+    let offset = beat_a << cfg.beat_shift();
+    let req_addr = row_addr.q + offset;
+    Channel {
+        name,
+        desc,
+        code,
+        load,
+        active,
+        error,
+        stride,
+        row_beats: rb,
+        block_rows,
+        row_addr,
+        req,
+        req_valid,
+        req_addr,
+    }
+}
+
+impl Channel {
+    /// Descriptor registers, error status and the request walk, given whether the request was
+    /// accepted this cycle. Returns `done_requests`: the last beat was just accepted.
+    /// `bus` (AXI4) is a response's error code, nonzero when one failed: the channel keeps the
+    /// first.
+    pub(super) fn finish_requests(
+        &self,
+        m: &mut ModuleBuilder,
+        cfg: &DmaConfig,
+        accepted: Sig,
+        bus: Option<Sig>,
+    ) -> Sig {
+        let beats = beats_of(m, cfg, self.desc.row_bytes, self.row_beats.q.width());
+        m.set_next(self.stride, self.desc.stride);
+        m.set_enable(self.stride, self.load);
+        m.set_next(self.row_beats, beats);
+        m.set_enable(self.row_beats, self.load);
+        let block_rows = match (self.block_rows, self.desc.block_rows) {
+            (Some(r), Some(input)) => {
+                m.set_next(r, input);
+                m.set_enable(r, self.load);
+                r.q
+            }
+            // The write channel has one block: all its rows.
+            _ => m.lit(cfg.index_bits, 0),
+        };
+        let busy = m.lit(error::BITS, error::BUSY);
+        let err_d = mux(self.active.q, busy, self.code);
+        match bus {
+            None => {
+                m.set_next(self.error, err_d);
+                m.set_enable(self.error, self.desc.start);
+            }
+            Some(code) => {
+                let first = code.any() & self.error.q.is_zero();
+                m.set_next(self.error, mux(self.desc.start, err_d, code));
+                m.set_enable(self.error, self.desc.start | first);
+            }
+        }
+
+        let (last_beat, _) = self.req.advance(
+            m,
+            accepted,
+            self.load,
+            self.desc.rows,
+            self.row_beats.q,
+            block_rows,
+        );
+        let next_row = self.row_addr.q + self.stride.q;
+        let row_addr_d = mux(self.load, self.desc.base, next_row);
+        m.set_next(self.row_addr, row_addr_d);
+        let row_done = accepted & last_beat;
+        let en = self.load | row_done;
+        m.set_enable(self.row_addr, en);
+        let last_row = self.req.rows_left.q.eq(1);
+        row_done & last_row
+    }
+
+    /// `active`: set by a load, cleared by `done`.
+    pub(super) fn finish_active(&self, m: &mut ModuleBuilder, done: Sig) {
+        let one = m.lit(1, 1);
+        let zero = m.zero(1);
+        let d = mux(self.load, one, zero);
+        m.set_next(self.active, d);
+        let en = self.load | done;
+        m.set_enable(self.active, en);
+        m.output(&format!("{}_busy", self.name), self.active.q);
+        m.output(&format!("{}_error", self.name), self.error.q);
+    }
+}
+
+/// The response side of a read channel: walker, landed flags, consumer handshake, counters.
+/// Returns the landing port (we, buf, row, beat).
+pub(super) fn finish_read(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    ch: &Channel,
+    cons_block: RegHandle,
+    land: &LandingConfig,
+    response: Sig,
+) -> [Sig; 4] {
+    let name = ch.name;
+    let iw = cfg.index_bits;
+    let want = m.input(&format!("{name}_want"), 1);
+    let release = m.input(&format!("{name}_release"), 1);
+    let rsp = Walker::new(
+        m,
+        &format!("{name}_rsp"),
+        land.beat_bits(),
+        land.row_bits(),
+        iw,
+    );
+    let block_rows = ch.block_rows.expect("a read channel has blocks").q;
+    let (last_beat, block_end) = rsp.advance(
+        m,
+        response,
+        ch.load,
+        ch.desc.rows,
+        ch.row_beats.q,
+        block_rows,
+    );
+    let block_landed = and_all(&[response, last_beat, block_end]);
+    let landed = m.reg(&format!("{name}_landed"), 2, Some(0));
+    let land_buf = rsp.block.q.bit(0);
+    let cons_buf = cons_block.q.bit(0);
+    let landed0 = landed.q.bit(0);
+    let landed1 = landed.q.bit(1);
+    let here = mux(cons_buf, landed1, landed0);
+    let ready = ch.active.q & here;
+    let ready = m.name(&format!("{name}_ready_int"), ready);
+    // The block after the current one has landed in the other slot: a consumer that releases
+    // the current block this cycle may start on the next one in the cycle after.
+    let there = mux(cons_buf, landed0, landed1);
+    let next = ch.active.q & there;
+    let released = release & ready;
+    // landed: set the buffer whose block just landed, clear the one just released.
+    let one2 = m.lit(2, 1);
+    let zero2 = m.zero(2);
+    let set = one2 << land_buf;
+    let set = mux(block_landed, set, zero2);
+    let clear = one2 << cons_buf;
+    let clear = mux(released, clear, zero2);
+    let keep = !clear;
+    let kept = landed.q & keep;
+    let landed_d = kept | set;
+    let landed_d = mux(ch.load, zero2, landed_d);
+    m.set_next(landed, landed_d);
+    let zero_blk = m.zero(iw);
+    let cons_inc = cons_block.q + 1;
+    let cons_d = mux(ch.load, zero_blk, cons_inc);
+    m.set_next(cons_block, cons_d);
+    let cons_en = ch.load | released;
+    m.set_enable(cons_block, cons_en);
+
+    // Done once every row has landed and every landed block has been released.
+    let all_landed = rsp.rows_left.q.is_zero();
+    let all_released = cons_block.q.eq(rsp.block.q);
+    let done = and_all(&[ch.active.q, all_landed, all_released]);
+    ch.finish_active(m, done);
+
+    let not_ready = !ready;
+    let waiting = and_all(&[ch.active.q, want, not_ready]);
+    let first = cons_block.q.is_zero();
+    let later = !first;
+    let wait_later = waiting & later;
+    let wait_first = waiting & first;
+    let wait = counter(m, &format!("{name}_wait"), wait_later, 32);
+    let first_wait = counter(m, &format!("{name}_first_wait"), wait_first, 32);
+    m.output(&format!("{name}_ready"), ready);
+    m.output(&format!("{name}_next"), next);
+    m.output(&format!("{name}_slot"), cons_buf);
+    m.output(&format!("{name}_block"), cons_block.q);
+    m.output(&format!("{name}_wait"), wait);
+    m.output(&format!("{name}_first_wait"), first_wait);
+    [response, land_buf, rsp.row.q, rsp.beat.q]
+}
+
+/// Index of the lowest set bit of a 4-bit value (and whether any is set).
+pub(super) fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
+    let bits: Vec<Sig> = (0..4).map(|i| v.bit(i)).collect();
+    let mut idx = m.lit(2, 3);
+    for i in (0..3).rev() {
+        let lit = m.lit(2, i as u64);
+        idx = mux(bits[i], lit, idx);
+    }
+    (v.any(), idx)
+}

@@ -1,0 +1,95 @@
+//! `dma_engine`: the channels and the memory port.
+
+use super::axi::axi_port;
+use super::channel::{self, counter, finish_read};
+use super::simple::simple_port;
+use super::{DmaConfig, MemIf, BEAT_COUNTER_BITS};
+use crate::axi_check::{self};
+use crate::{Design, ModRef, RegHandle};
+
+/// Defines the engine.
+pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
+    let check = (cfg.mem_if == MemIf::Axi4).then(|| axi_check::build(d, cfg));
+    let cfg = *cfg;
+    d.define(&cfg.engine_name(), |_, m| {
+        let port = match cfg.mem_if {
+            MemIf::Simple => format!(
+                "one {}-bit valid/ready memory port, round-robin, up to {} reads in flight",
+                cfg.width, cfg.max_outstanding
+            ),
+            MemIf::Axi4 => format!(
+                "a {}-bit AXI4 master (INCR bursts, {} ID bits, up to {} bursts per ID)",
+                cfg.width, cfg.axi_id_bits, cfg.axi_outstanding
+            ),
+        };
+        m.doc(&format!(
+            "dma_engine: Q/K/V read channels (2-D block walks, double-buffered) and an O write\n\
+             channel on {port}.\n\
+             See hdl/src/mem/dma/ for the protocol and error codes."
+        ));
+        let hold = m.input("hold", 1);
+        let iw = cfg.index_bits;
+        let cons: Vec<RegHandle> = ["q", "k", "v"]
+            .iter()
+            .map(|n| m.reg(&format!("{n}_cons_block"), iw, Some(0)))
+            .collect();
+        let lands = [cfg.q, cfg.k, cfg.v];
+        let mut chans = vec![];
+        for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
+            chans.push(channel::build(
+                m,
+                &cfg,
+                name,
+                lands[i].rows,
+                lands[i].row_beats,
+                Some(cons[i]),
+            ));
+        }
+        chans.push(channel::build(
+            m,
+            &cfg,
+            "o",
+            cfg.o_rows,
+            cfg.o_row_beats,
+            None,
+        ));
+        let port = match cfg.mem_if {
+            MemIf::Simple => simple_port(m, &cfg, &chans, hold),
+            MemIf::Axi4 => {
+                let check = check.as_ref().expect("built for AXI4");
+                axi_port(m, &cfg, &chans, hold, check)
+            }
+        };
+
+        // Channel updates.
+        let mut land_ports = vec![];
+        for (i, ch) in chans.iter().enumerate() {
+            let step = m.name(&format!("{}_accepted", ch.name), port.steps[i]);
+            let bus = port.bus_errors.map(|e| e[i]);
+            let done_requests = ch.finish_requests(m, &cfg, step, bus);
+            if i < 3 {
+                let response = m.name(&format!("{}_response", ch.name), port.responses[i]);
+                land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], response));
+            } else {
+                ch.finish_active(m, port.o_done.unwrap_or(done_requests));
+                m.output("o_rd_row", ch.req.row.q);
+                m.output("o_rd_beat", ch.req.beat.q);
+                // The write channel's single block never ends before its last row.
+                m.discard(ch.req.block.q);
+            }
+        }
+        for (ch, [we, buf, row, beat]) in chans.iter().zip(land_ports) {
+            m.output(&format!("{}_land_we", ch.name), we);
+            m.output(&format!("{}_land_slot", ch.name), buf);
+            m.output(&format!("{}_land_row", ch.name), row);
+            m.output(&format!("{}_land_beat", ch.name), beat);
+        }
+        m.output("land_data", port.rsp_data);
+        let read_beats = counter(m, "read_beats", port.read_beat, BEAT_COUNTER_BITS);
+        let write_beats = counter(m, "write_beats", port.write_beat, BEAT_COUNTER_BITS);
+        m.output("read_beats", read_beats);
+        m.output("write_beats", write_beats);
+        m.output("quiet", port.quiet);
+        m.set_latency(1);
+    })
+}

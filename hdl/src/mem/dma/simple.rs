@@ -1,0 +1,126 @@
+//! The simple memory port: round-robin arbitration, a tag FIFO of reads in flight, in-order
+//! responses.
+
+use super::channel::{lowest_set, Channel};
+use super::DmaConfig;
+use crate::{addr_bits, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
+
+/// What the memory port does for the channels each cycle: the request walkers' steps (Q, K,
+/// V, O), the read responses by channel, bus errors by channel (AXI4), the O channel's end
+/// (AXI4: every write response back), the beats read and written, the response data, and
+/// whether nothing is in flight.
+pub(super) struct PortSteps {
+    pub(super) steps: [Sig; 4],
+    pub(super) responses: [Sig; 3],
+    pub(super) bus_errors: Option<[Sig; 4]>,
+    pub(super) o_done: Option<Sig>,
+    pub(super) read_beat: Sig,
+    pub(super) write_beat: Sig,
+    pub(super) rsp_data: Sig,
+    pub(super) quiet: Sig,
+}
+
+/// The simple port: round robin among the channels with a request, one beat per request;
+/// reads also need room in the tag FIFO (`max_outstanding` reads in flight), which records
+/// which channel each (in-order) response belongs to. `hold` stops new requests.
+pub(super) fn simple_port(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    chans: &[Channel],
+    hold: Sig,
+) -> PortSteps {
+    let w = cfg.width;
+    let mem_req_ready = m.input("mem_req_ready", 1);
+    let mem_rsp_valid = m.input("mem_rsp_valid", 1);
+    let depth = cfg.max_outstanding;
+    let pw = addr_bits(depth) + 1;
+    let head = m.reg("tag_head", pw, Some(0));
+    let tail = m.reg("tag_tail", pw, Some(0));
+    let in_flight = tail.q - head.q;
+    let depth_lit = m.lit(pw, depth as u64);
+    let room = in_flight.lt(depth_lit);
+    let room = m.name("tag_room", room);
+    let open = !hold;
+    let reqs: Vec<Sig> = chans
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let v = c.req_valid & open;
+            if i < 3 {
+                v & room
+            } else {
+                v
+            }
+        })
+        .collect();
+    let (any_req, grant, rr) = round_robin(m, "rr", &reqs);
+    let accept = any_req & mem_req_ready;
+    let accept = m.name("accept", accept);
+    m.set_enable(rr, accept);
+    let is_write = grant.eq(3);
+    let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
+    let addr = mux_index(grant, &addrs);
+    let wdata = m.input("o_rd_data", w);
+    m.output("mem_req_valid", any_req);
+    m.output("mem_req_addr", addr);
+    m.output("mem_req_write", is_write);
+    m.output("mem_req_wdata", wdata);
+    // Tag FIFO push on accepted reads, pop on responses.
+    let is_read = !is_write;
+    let push = accept & is_read;
+    let tags = m.memory("tags", depth, 2);
+    let tail_idx = tail.q.trunc(pw - 1);
+    m.mem_write(tags, push, tail_idx, grant);
+    let tail_inc = tail.q + 1;
+    m.set_next(tail, tail_inc);
+    m.set_enable(tail, push);
+    let head_idx = head.q.trunc(pw - 1);
+    let rsp_tag = m.mem_read(tags, head_idx);
+    let rsp_tag = m.name("rsp_tag", rsp_tag);
+    let head_inc = head.q + 1;
+    m.set_next(head, head_inc);
+    m.set_enable(head, mem_rsp_valid);
+    let steps: [Sig; 4] = std::array::from_fn(|i| {
+        let granted = grant.eq(i as u64);
+        accept & granted
+    });
+    let responses: [Sig; 3] = std::array::from_fn(|i| mem_rsp_valid & rsp_tag.eq(i as u64));
+    PortSteps {
+        steps,
+        responses,
+        bus_errors: None,
+        o_done: None,
+        read_beat: push,
+        write_beat: accept & is_write,
+        rsp_data: m.input("mem_rsp_data", w),
+        quiet: in_flight.is_zero(),
+    }
+}
+
+/// Round robin from register `name` (2 bits, the channel after the last grant) among up to 4
+/// requests: (any request, the grant, the register, which the caller enables on an accepted
+/// grant).
+pub(super) fn round_robin(
+    m: &mut ModuleBuilder,
+    name: &str,
+    reqs: &[Sig],
+) -> (Sig, Sig, RegHandle) {
+    let mut bits = reqs.to_vec();
+    while bits.len() < 4 {
+        bits.push(m.zero(1));
+    }
+    bits.reverse();
+    let req_vec = cat(&bits);
+    let req_vec = m.name(&format!("{name}_requests"), req_vec);
+    let rr = m.reg(name, 2, Some(0));
+    let ones4 = m.ones(4);
+    let at_or_above = ones4 << rr.q;
+    let upper = req_vec & at_or_above;
+    let (upper_any, upper_idx) = lowest_set(m, upper);
+    let (any_req, lowest_idx) = lowest_set(m, req_vec);
+    let grant = mux(upper_any, upper_idx, lowest_idx);
+    let grant = m.name(&format!("{name}_grant"), grant);
+    let grant_next = grant + 1;
+    m.set_next(rr, grant_next);
+    (any_req, grant, rr)
+}
