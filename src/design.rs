@@ -92,7 +92,7 @@ pub fn simulate_traced(
 /// Runs of at most this many cycles get a model built for short runs (unless
 /// `REGFLASH_FAST_BUILD` says otherwise): on a flat model it saves about two thirds of the
 /// build and costs about a quarter of the simulation speed, a win below about 4 M cycles on
-/// `small` and `medium` (README, Simulation speed); this is half that.
+/// `small` and `medium` (docs/simulation-speed.md); this is half that.
 pub const SHORT_RUN_CYCLES: u64 = 2_000_000;
 
 /// [`simulate_traced`] for a run expected to take `cycles` (from the cycle model; None: not
@@ -110,7 +110,7 @@ pub fn simulate_for(
 
 /// Whether a core's PE rows are verilated as hierarchical blocks: for cores of 1,024 PEs and
 /// more (seed) the build takes under a minute instead of eight and a half, and simulates about
-/// as fast (README, Simulation speed). Smaller cores build flat, which simulates up to 2x
+/// as fast (docs/simulation-speed.md). Smaller cores build flat, which simulates up to 2x
 /// faster there. A traced model is flat: a hierarchical block's waveform shows one row.
 fn hier_rows(cfg: &CoreConfig, trace: Option<verilator_tb::WaveFormat>) -> bool {
     cfg.rows * cfg.cols >= 1024 && trace.is_none()

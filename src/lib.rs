@@ -6,6 +6,7 @@ pub mod cli;
 pub mod compare;
 pub mod cycles;
 pub mod design;
+pub mod docs;
 pub mod energy;
 pub mod report;
 pub mod schedule;

@@ -2,7 +2,7 @@
 //! into the parts of the design (the PE tiers, the softmax tier's S registers, the P banks,
 //! the S buffer, the row engines, the control), each part placed on its tier by the variant.
 //!
-//! The parts are whole modules (DESIGN.md §7: a stacked design's tiers are separate modules),
+//! The parts are whole modules (docs/variants.md: a stacked design's tiers are separate modules),
 //! so each figure is a sum of Yosys's own per-module counts times instance counts, not an
 //! estimate: `pe_tier_qk_*` / `pe_tier_pv_*` / `pe_tier_qkpv_*` (a row's PEs on one tier),
 //! `s_tier_*` (the softmax tier's S registers and links), the SRAM banks in a row (`sram_*`:

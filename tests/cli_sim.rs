@@ -696,7 +696,7 @@ fn verify_shards_merge_into_the_whole_run() {
     );
 }
 
-/// `regflash estimate`: exact where it steps (README's RTL figure), extrapolated beyond with
+/// `regflash estimate`: exact where it steps (the RTL's figure on README's front page), extrapolated beyond with
 /// the probes named, registers widened with a note for lengths the preset's cannot index, and
 /// bad input refused.
 #[test]
@@ -716,7 +716,7 @@ fn estimate_reports_long_sequences() {
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let points = r.as_array().unwrap();
     assert_eq!(points.len(), 2);
-    // README's RTL figure for small at seq 256, non-causal.
+    // The RTL's figure on README's front page: small at seq 256, non-causal.
     assert_eq!(points[0]["cycles"], 132_095);
     assert!(points[0]["method"].as_str().unwrap().starts_with("exact"));
     let long = &points[1];

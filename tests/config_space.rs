@@ -1,4 +1,4 @@
-//! The configuration space (issue 10, item 8): every value that validation accepts generates a
+//! The configuration space: every value that validation accepts generates a
 //! core whose Verilog lints clean, and every other value is refused with a message. A panic is
 //! never an outcome. Each key is tried at, inside and beyond its bounds on top of `small`,
 //! coherent configurations sit at the extremes (256-row and 256-column arrays, the narrowest

@@ -1,4 +1,4 @@
-//! Hostile but legal inputs (issue 10): each case here once gave a silent wrong answer, a
+//! Hostile but legal inputs: each case here once gave a silent wrong answer, a
 //! crash or a hang. A PASS must mean the output is right by the numerical contract, not merely
 //! equal to our own model.
 

@@ -11,7 +11,7 @@
 //! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
 //! * `soc/`: the stable top, its AXI4-Lite registers and the register map;
 //! * `config` (whole-design configurations and presets), `fault` (fault injection), `wrap`
-//!   (register wrappers), `ports` (shared port groups). The registry of blocks by name (RTL,
+//!   (the pin-limited serial wrapper of FPGA smoke builds), `ports` (shared port groups). The registry of blocks by name (RTL,
 //!   model, stimulus, checker) is the `regflash` crate's `units`.
 
 pub mod array;

@@ -1,4 +1,4 @@
-//! Accuracy of the hardware model against the references (DESIGN.md §3), and of exp2 against
+//! Accuracy of the hardware model against the references (docs/numerics.md), and of exp2 against
 //! f64, as figures a report can print and a test can assert on.
 
 use half::f16;
@@ -8,7 +8,7 @@ use crate::fp::exp2;
 use crate::patterns::{tensors, Pattern};
 use crate::reference::{abs_error, attention_f64, attention_plain_lowprec, has_visible_key};
 
-/// How an attention output compares with the references, and the contract of DESIGN.md §3
+/// How an attention output compares with the references, and the contract of docs/numerics.md
 /// that decides whether it is correct ([`Accuracy::check`]). One definition serves the model's
 /// accuracy tests, `regflash accuracy`, and every RTL run (`sim`, `bench`, `verify`, tests).
 ///

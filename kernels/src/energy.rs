@@ -1,5 +1,5 @@
 //! Energy per event, each figure with its source and technology node, and the energy of a run
-//! as Σ count × energy over counts that come from the RTL's own counters (DESIGN.md §7).
+//! as Σ count × energy over counts that come from the RTL's own counters (docs/energy.md).
 //!
 //! The table (`EnergyTable::default()`) holds per-event energies at the node their source
 //! measured them at. A run's figures are scaled to the table's target node `node_nm` by the

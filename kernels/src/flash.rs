@@ -1,6 +1,6 @@
 //! The tiled FlashAttention hardware model: the exact arithmetic, in the exact order, that the
 //! RTL core performs, assembled from the bit-exact operator models. The RTL's output must equal
-//! this model bit for bit; this model must stay within DESIGN.md §3's tolerance of the f64
+//! this model bit for bit; this model must stay within the tolerance of docs/numerics.md of the f64
 //! reference.
 //!
 //! Per Q tile (Br rows) and per K/V block (Bc keys) that is not entirely masked:

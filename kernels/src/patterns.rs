@@ -1,5 +1,5 @@
-//! Q/K/V value patterns for accuracy studies: ordinary values and the hard cases of DESIGN.md
-//! §3 (values up to ±65504, all-equal scores, one dominant score, large outputs). Deterministic
+//! Q/K/V value patterns for accuracy studies: ordinary values and the hard cases of the accuracy
+//! contract (docs/numerics.md: values up to ±65504, all-equal scores, one dominant score, large outputs). Deterministic
 //! for a given seed.
 
 use half::f16;

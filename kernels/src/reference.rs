@@ -1,4 +1,4 @@
-//! References for the accuracy contract (DESIGN.md §3):
+//! References for the accuracy contract (docs/numerics.md):
 //! * [`attention_f64`]: attention in f64 on the FP16 inputs' exact values;
 //! * [`attention_plain_lowprec`]: plain (untiled) attention the way FP16 frameworks compute it:
 //!   FP32 accumulation of Q·Kᵀ, softmax in FP32, P stored as FP16, P·V accumulated in FP32,

@@ -1,4 +1,4 @@
-//! The tiled hardware model against the references (DESIGN.md §3): over random shapes
+//! The tiled hardware model against the references (docs/numerics.md): over random shapes
 //! (sequence lengths that are not multiples of the blocks, different query and key lengths,
 //! causal or not) and hard value patterns, its max absolute error against the f64 reference
 //! stays within twice the plain low-precision reference's error plus a floor of one FP16 ulp at

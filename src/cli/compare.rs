@@ -4,6 +4,8 @@
 use super::*;
 
 #[derive(Args, Debug)]
+// compare runs every variant: the shared `--variant` override is refused, so not offered.
+#[command(mut_arg("variant", |a| a.hide(true)))]
 pub struct CompareArgs {
     #[command(flatten)]
     pub config: ConfigArgs,

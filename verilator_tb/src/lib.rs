@@ -1,6 +1,6 @@
 //! Build, load and drive Verilator models of regflash designs from Rust.
 //!
-//! The `verilated` crates do not work with Verilator 5 (DESIGN.md §5), so the bridge is ours: a
+//! The `verilated` crates do not work with Verilator 5 (docs/architecture.md, "Why our own description layer"), so the bridge is ours: a
 //! C++ shim rendered with tera from the manifest's port list ([`compile`]), compiled into a
 //! shared library by `verilator --build` and cached by content hash, then loaded with
 //! libloading and driven through [`Dut`] ([`dut`]): ports of any width, ticks, reset, and

@@ -1,0 +1,154 @@
+//! The parts of docs/ generated from the code: the CLI reference from the argument parser,
+//! and block diagrams and module trees from the design. `tests/docs.rs` fails when a file's
+//! generated part is stale (`REGFLASH_BLESS=1` rewrites it).
+//!
+//! A generated part sits between `<!-- BEGIN generated: KEY -->` and `<!-- END generated: KEY
+//! -->` lines; the text around it is written by hand.
+
+use anyhow::{bail, Context, Result};
+use clap::CommandFactory;
+use hdl::config::{CoreConfig, Variant};
+use hdl::Design;
+
+use crate::cli::Cli;
+use crate::units::{self, UNITS};
+
+/// One generated part: the file under the repository root, its key, and its text.
+pub struct Generated {
+    pub file: &'static str,
+    pub key: &'static str,
+    pub text: String,
+}
+
+/// Every generated part of docs/.
+pub fn generated() -> Result<Vec<Generated>> {
+    let small = CoreConfig::preset("small")?;
+    let mut v = vec![
+        Generated {
+            file: "docs/cli.md",
+            key: "cli",
+            text: cli_reference(),
+        },
+        Generated {
+            file: "docs/cli.md",
+            key: "units",
+            text: units_list(&small)?,
+        },
+    ];
+    let (d, top) = design(&small, "top")?;
+    let core = child_named(&d, &top, "core_")?;
+    // The core is its engine behind an abort wrapper: draw the engine.
+    let engine = child_named(&d, &core, "core_")?;
+    v.push(Generated {
+        file: "docs/architecture.md",
+        key: "top-diagram",
+        text: mermaid(&d, &top)?,
+    });
+    v.push(Generated {
+        file: "README.md",
+        key: "core-diagram",
+        text: mermaid(&d, &engine)?,
+    });
+    v.push(Generated {
+        file: "docs/architecture.md",
+        key: "core-diagram",
+        text: mermaid(&d, &engine)?,
+    });
+    v.push(Generated {
+        file: "docs/architecture.md",
+        key: "module-tree",
+        text: tree(&d, &top)?,
+    });
+    for (variant, key) in [
+        (Variant::Reg2d, "row-reg2d"),
+        (Variant::Buf2d, "row-buf2d"),
+        (Variant::Reg3d, "row-reg3d"),
+    ] {
+        let mut c = small.clone();
+        c.variant = variant;
+        c.tiers = if variant == Variant::Reg3d { 3 } else { 2 };
+        let (d, row) = design(&c, "pe_row")?;
+        v.push(Generated {
+            file: "docs/variants.md",
+            key,
+            text: mermaid(&d, &row)?,
+        });
+    }
+    Ok(v)
+}
+
+/// `unit` of `cfg` built into a fresh design, and its module name.
+fn design(cfg: &CoreConfig, unit: &str) -> Result<(Design, String)> {
+    let mut d = Design::new();
+    let top = units::build_unit(&mut d, unit, cfg)?;
+    Ok((d, top.name))
+}
+
+/// The first module under `parent` whose name starts with `prefix`.
+fn child_named(d: &Design, parent: &str, prefix: &str) -> Result<String> {
+    let m = d.module(parent).context("no such module")?;
+    m.insts
+        .iter()
+        .find(|i| i.module.name.starts_with(prefix))
+        .map(|i| i.module.name.clone())
+        .with_context(|| format!("{parent} has no child named {prefix}…"))
+}
+
+fn mermaid(d: &Design, module: &str) -> Result<String> {
+    let chart = gen::diagram::block_diagram(d, module).context("no such module")?;
+    Ok(format!("```mermaid\n{chart}```\n"))
+}
+
+fn tree(d: &Design, top: &str) -> Result<String> {
+    let t = gen::diagram::module_tree(d, top).context("no such module")?;
+    Ok(format!("```text\n{t}```\n"))
+}
+
+/// Every subcommand's `--help`, as the binary prints it.
+pub fn cli_reference() -> String {
+    let mut cmd = Cli::command();
+    cmd.build();
+    // Trailing blanks trimmed: clap indents its blank lines.
+    let trim = |s: String| s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+    let mut out = format!(
+        "### regflash\n\n```text\n{}\n```\n",
+        trim(cmd.render_help().to_string())
+    );
+    for sub in cmd.get_subcommands_mut() {
+        let name = sub.get_name().to_string();
+        let help = trim(sub.render_long_help().to_string());
+        out += &format!("\n### regflash {name}\n\n```text\n{help}\n```\n");
+    }
+    out
+}
+
+/// The blocks `--unit` accepts, with the first line of each one's doc (built from `small`).
+pub fn units_list(cfg: &CoreConfig) -> Result<String> {
+    let mut out = String::from("| unit | module (small) | what it is |\n|---|---|---|\n");
+    for u in UNITS {
+        let (d, top) = design(cfg, u.name)?;
+        let doc = d
+            .module(&top)
+            .map_or(String::new(), |m| gen::diagram::summary(&m.doc));
+        out += &format!(
+            "| `{}` | `{top}` | {} |\n",
+            u.name,
+            doc.replace('|', "\\|").replace('<', "&lt;")
+        );
+    }
+    Ok(out)
+}
+
+/// `doc` with the generated part `key` replaced by `text`.
+pub fn splice(doc: &str, key: &str, text: &str) -> Result<String> {
+    let begin = format!("<!-- BEGIN generated: {key} -->\n");
+    let end = format!("<!-- END generated: {key} -->");
+    let Some(a) = doc.find(&begin) else {
+        bail!("no `{}` line", begin.trim_end());
+    };
+    let from = a + begin.len();
+    let Some(b) = doc[from..].find(&end) else {
+        bail!("no `{end}` line after `{}`", begin.trim_end());
+    };
+    Ok(format!("{}{text}{}", &doc[..from], &doc[from + b..]))
+}
