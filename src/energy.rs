@@ -137,7 +137,7 @@ pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
 /// their own ("3-D buffered").
 pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
     let mac_tiers = if cfg.variant == Variant::Reg3d { 2 } else { 1 };
-    let (s_access_bits, p_access_bits) = hdl::core::CoreParams::row_config(cfg).access_bits();
+    let (s_access_bits, p_access_bits) = cfg.row().access_bits();
     let dma = cfg.dma();
     let beat_bytes = (dma.width / 8) as u64;
     // The largest of the Q, K and V landing banks (two slots each), and an O staging bank

@@ -145,7 +145,7 @@ pub static UNITS: &[Unit] = &[
         name: "sram",
         build: |d, c| {
             c.validate()?;
-            Ok(hdl::sram::build(d, &CoreParams::row_config(c).p_array()).module)
+            Ok(hdl::sram::build(d, &c.row().p_array()).module)
         },
         check: Check::Own(run::verify_sram),
     },

@@ -1,8 +1,8 @@
 //! Whole-design configurations and the named presets.
 //!
 //! A [`CoreConfig`] holds every knob; derived figures are methods; [`CoreConfig::validate`]
-//! explains in the user's terms what cannot work. Until the FlashAttention core exists, a
-//! preset's top is its PE grid.
+//! explains in the user's terms what cannot work. A preset's design is `regflash_top`: the
+//! core behind its AXI4-Lite registers.
 
 use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,7 @@ use crate::landing::{LandingConfig, Layout};
 use crate::mac::MacConfig;
 use crate::mask::{self, MaskConfig};
 use crate::pe::PeConfig;
+use crate::pe_row::{PeRowConfig, RowBuffer, RowTiers};
 use crate::row_reduce::RowReduceConfig;
 use crate::softmax::SoftmaxExpConfig;
 
@@ -145,7 +146,7 @@ fn default_vlink_latency() -> u32 {
     1
 }
 
-/// Where a design keeps S and P (DESIGN.md §7).
+/// Where a design keeps S and P (docs/variants.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
@@ -472,15 +473,17 @@ impl CoreConfig {
                  equal share"
             );
         }
-        let need = self.register_bytes_needed();
-        let have = self.register_bytes();
+        let r = self.row();
         ensure!(
-            need <= have,
-            "the S tile (br*bc*2 B = {} B) and the O accumulator (br*head_dim*4 B = {} B) need \
-             {need} B of registers but the array has {have} B (rows*cols*regs_per_pe*4): raise \
-             regs_per_pe or shrink br, bc or head_dim",
-            self.br as u64 * self.bc as u64 * 2,
-            self.br as u64 * self.head_dim as u64 * 4
+            r.regs_needed() <= self.regs_per_pe,
+            "each PE needs {} registers ({} S values: {} block(s) of {}; and {} O values) but \
+             has regs_per_pe = {}: raise regs_per_pe or shrink br, bc or head_dim",
+            r.regs_needed(),
+            r.s_slots() * r.a * r.b,
+            r.s_slots(),
+            r.a * r.b,
+            r.a * r.e,
+            self.regs_per_pe
         );
         ensure!(
             self.clock_mhz > 0.0 && self.clock_mhz.is_finite(),
@@ -665,9 +668,45 @@ impl CoreConfig {
         self.pes() as u64 * self.regs_per_pe as u64 * 4
     }
 
-    /// Register bytes the S tile (FP16) and O accumulator (FP32) need.
+    /// Register bytes the S blocks and the O accumulator need (32-bit registers, as the PE
+    /// row maps them: [`PeRowConfig::regs_needed`] per PE).
     pub fn register_bytes_needed(&self) -> u64 {
-        self.br as u64 * self.bc as u64 * 2 + self.br as u64 * self.head_dim as u64 * 4
+        self.pes() as u64 * self.row().regs_needed() as u64 * 4
+    }
+
+    /// The PE row (not validated: `CoreParams::from_config` checks it against the MAC).
+    pub fn row(&self) -> PeRowConfig {
+        let c = self;
+        let (a, b, e) = (
+            c.br / c.rows.max(1),
+            c.bc / c.cols.max(1),
+            c.head_dim / c.cols.max(1),
+        );
+        PeRowConfig {
+            cols: c.cols,
+            a,
+            b,
+            e,
+            pe: c.pe(),
+            exp: c.softmax_exp(),
+            mem_width: c.mem_width,
+            faults: false,
+            buffer: (c.variant == Variant::Buf2d).then_some({
+                let (s_per_word, p_per_word) = c.buf_elems_per_word();
+                RowBuffer {
+                    ports: c.buf_ports,
+                    blackbox: c.buf_macro,
+                    s_per_word,
+                    p_per_word,
+                    banks: c.buf_banks,
+                }
+            }),
+            tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
+                vlink_latency: c.vlink_latency,
+                softmax_tier: c.tiers == 3,
+                vlink_bits: c.vlink_bits,
+            }),
+        }
     }
 
     /// `top_name`: a Verilog identifier, not a keyword (the generator refuses one an inner

@@ -196,7 +196,7 @@ pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<B
 pub fn verify_sram(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
     use crate::verify::stateful::{check_sram, proptest_sram, sram_directed};
     cfg.validate()?;
-    let bank = hdl::core::CoreParams::row_config(cfg).p_array();
+    let bank = cfg.row().p_array();
     verify_stateful(
         cfg,
         "sram",

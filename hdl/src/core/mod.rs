@@ -20,7 +20,7 @@
 //! engines normalize O into the O staging buffer and the DMA writes it out, while the next
 //! tile's QK(0) already runs.
 //!
-//! **Variants** (`CoreConfig::variant`, DESIGN.md §7). `reg2d` is the schedule above: S stays
+//! **Variants** (`CoreConfig::variant`, docs/variants.md). `reg2d` is the schedule above: S stays
 //! in the PE registers (two blocks), P in each row's P bank. `buf2d` is the same array and
 //! arithmetic with S and P in an on-chip SRAM buffer, one bank per PE row (`sram.rs`): the
 //! row engine's softmax of block j first copies the row's S out of the PE registers into the
@@ -76,13 +76,13 @@ pub mod sequencer;
 
 use anyhow::{ensure, Result};
 
-use crate::config::{CoreConfig, Variant};
+use crate::config::CoreConfig;
 use crate::dma::{self, DmaConfig};
 use crate::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::fault::Fault;
 use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
-use crate::pe_row::{self, PeRowConfig, RowBuffer, RowTiers};
+use crate::pe_row::{self, PeRowConfig};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 use ports::{
     CoreIn, CoreOut, Counters, EngineIn, EngineOut, ReadStatus, RowActivity, SeqIn, SeqOut,
@@ -147,7 +147,7 @@ impl CoreParams {
         c.validate()?;
         let p = CoreParams {
             rows: c.rows,
-            row: Self::row_config(c),
+            row: c.row(),
             dma: c.dma(),
             mask: c.mask(),
             index_bits: c.index_bits,
@@ -158,40 +158,6 @@ impl CoreParams {
         };
         p.validate()?;
         Ok(p)
-    }
-
-    /// The PE row of a configuration (not validated: `from_config` checks it against the MAC).
-    pub fn row_config(c: &CoreConfig) -> PeRowConfig {
-        let (a, b, e) = (
-            c.br / c.rows.max(1),
-            c.bc / c.cols.max(1),
-            c.head_dim / c.cols.max(1),
-        );
-        PeRowConfig {
-            cols: c.cols,
-            a,
-            b,
-            e,
-            pe: c.pe(),
-            exp: c.softmax_exp(),
-            mem_width: c.mem_width,
-            faults: false,
-            buffer: (c.variant == Variant::Buf2d).then_some({
-                let (s_per_word, p_per_word) = c.buf_elems_per_word();
-                RowBuffer {
-                    ports: c.buf_ports,
-                    blackbox: c.buf_macro,
-                    s_per_word,
-                    p_per_word,
-                    banks: c.buf_banks,
-                }
-            }),
-            tiered: (c.variant == Variant::Reg3d).then_some(RowTiers {
-                vlink_latency: c.vlink_latency,
-                softmax_tier: c.tiers == 3,
-                vlink_bits: c.vlink_bits,
-            }),
-        }
     }
 
     pub fn validate(&self) -> Result<()> {
