@@ -34,13 +34,24 @@ fn component(row: &Value, name: &str) -> f64 {
     row["energy"]["components_pj"][name].as_f64().unwrap()
 }
 
-#[test]
-fn compare_energies_follow_from_counters_and_the_table() {
-    let dir = ScratchDir::new("energy-compare").unwrap();
-    let svg = dir.path().join("c.svg");
-    let rows = compare(&dir, "c.json", &["--plot", svg.to_str().unwrap()]);
-    // The plot has every design's line and the published claims' bands.
-    let plot = std::fs::read_to_string(&svg).unwrap();
+/// Whether `x` equals `y` up to rounding (relative 1e-9, absolute below 1).
+fn near(x: f64, y: f64) -> bool {
+    (x - y).abs() <= 1e-9 * y.abs().max(1.0)
+}
+
+/// Counter `n` of compare row `r`.
+fn counter_of(r: &Value, n: &str) -> f64 {
+    r["counters"][n].as_u64().unwrap() as f64
+}
+
+/// The price of event `n` in compare row `r`, in pJ.
+fn price_of(r: &Value, n: &str) -> f64 {
+    r["energy"]["prices_pj"][n].as_f64().unwrap()
+}
+
+/// Asserts that the plot at `svg` has every design's line and the published claims' bands.
+fn assert_plot(svg: &std::path::Path) {
+    let plot = std::fs::read_to_string(svg).unwrap();
     assert!(plot.starts_with("<svg"), "{}", &plot[..plot.len().min(80)]);
     for label in [
         "buf2d",
@@ -51,113 +62,128 @@ fn compare_energies_follow_from_counters_and_the_table() {
     ] {
         assert!(plot.contains(label), "{label}");
     }
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 10, "five designs at two sequence lengths");
-    let near = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
-    for r in rows {
-        let c = |n: &str| r["counters"][n].as_u64().unwrap() as f64;
-        let price = |n: &str| r["energy"]["prices_pj"][n].as_f64().unwrap();
-        assert_eq!(r["report"]["passed"], true, "{}", r["design"]);
-        // The total is Σ counter × price over the report's own counters and prices.
-        let beat = 256.0 / 8.0;
-        let total = c("macs") * price("mac")
-            + c("rf_reads") * price("rf_read_32b")
-            + c("rf_writes") * price("rf_write_32b")
-            + c("p_buf_reads") * price("p_read")
-            + c("p_buf_writes") * price("p_write")
-            + c("s_buf_reads") * price("s_read")
-            + c("s_buf_writes") * price("s_write")
-            + c("max_ops") * price("max_op")
-            + c("exp_ops") * price("exp_op")
-            + c("row_updates") * price("row_update")
-            + c("land_read_bits") * price("land_read_bit")
-            + c("read_beats") * 256.0 * price("land_write_bit")
-            + c("write_beats") * 256.0 * price("staging_bit")
-            + c("recip_ops") * price("recip_op")
-            + c("norm_ops") * price("norm_op")
-            + c("bcast_bit_hops") * price("bcast_bit_hop")
-            + c("vlink_bits") * price("vlink_bit")
-            + (c("read_beats") + c("write_beats")) * beat * price("dram_byte")
-            + c("cycles") * price("static_cycle");
-        let reported = r["energy"]["total_pj"].as_f64().unwrap();
+}
+
+/// Asserts that row `r` passed and its total is Σ counter × price over the report's own
+/// counters and prices.
+fn assert_total_from_counters(r: &Value) {
+    let c = |n: &str| counter_of(r, n);
+    let price = |n: &str| price_of(r, n);
+    assert_eq!(r["report"]["passed"], true, "{}", r["design"]);
+    let beat = 256.0 / 8.0;
+    let total = c("macs") * price("mac")
+        + c("rf_reads") * price("rf_read_32b")
+        + c("rf_writes") * price("rf_write_32b")
+        + c("p_buf_reads") * price("p_read")
+        + c("p_buf_writes") * price("p_write")
+        + c("s_buf_reads") * price("s_read")
+        + c("s_buf_writes") * price("s_write")
+        + c("max_ops") * price("max_op")
+        + c("exp_ops") * price("exp_op")
+        + c("row_updates") * price("row_update")
+        + c("land_read_bits") * price("land_read_bit")
+        + c("read_beats") * 256.0 * price("land_write_bit")
+        + c("write_beats") * 256.0 * price("staging_bit")
+        + c("recip_ops") * price("recip_op")
+        + c("norm_ops") * price("norm_op")
+        + c("bcast_bit_hops") * price("bcast_bit_hop")
+        + c("vlink_bits") * price("vlink_bit")
+        + (c("read_beats") + c("write_beats")) * beat * price("dram_byte")
+        + c("cycles") * price("static_cycle");
+    let reported = r["energy"]["total_pj"].as_f64().unwrap();
+    assert!(
+        near(total, reported),
+        "{}: {total} vs {reported}",
+        r["design"]
+    );
+}
+
+/// Asserts row `r`'s sourced figures (45 nm, the default table): a MAC is Horowitz's FP16
+/// multiply + FP32 add, DRAM is HBM2's 3.97 pJ/bit, a hybrid-bond bit 0.05 pJ, the row
+/// engines' operations, the register file's read.
+fn assert_sourced_figures(r: &Value) {
+    let c = |n: &str| counter_of(r, n);
+    let beat = 256.0 / 8.0;
+    assert!(near(component(r, "mac"), c("macs") * (1.1 + 0.9)));
+    let dram_bits = 8.0 * beat * (c("read_beats") + c("write_beats"));
+    assert!(near(component(r, "dram"), dram_bits * 3.97));
+    assert!(near(component(r, "vertical_links"), c("vlink_bits") * 0.05));
+    // The row engines: a max compare is a 32-bit compare; an exp element scales by C,
+    // subtracts, takes exp2 and sums; a row update a multiply, 3 + (columns - 1) adds (the
+    // reduction tree's) and 2 integer operations; then reciprocals and normalizing
+    // multiplies.
+    let cols = r["report"]["cols"].as_f64().unwrap();
+    let softmax = c("max_ops") * 0.1
+        + c("exp_ops") * (3.7 + 4.6 + 2.0 * 0.9)
+        + c("row_updates") * (3.7 + (2.0 + cols) * 0.9 + 0.2)
+        + c("recip_ops") * 2.8
+        + c("norm_ops") * 3.7;
+    assert!(near(component(r, "softmax"), softmax));
+    // Storage at its capacity, interpolated log-log: the PE register file (256 B) between
+    // the 32-bit register (0.576 pJ per 64 bits at 40 nm, x 1/0.869 to 45 nm) and the 8 KB
+    // macro (6.14 pJ): 1.116 pJ per 32-bit read.
+    assert!(
+        (price_of(r, "rf_read_32b") - 1.116).abs() < 0.001,
+        "{}",
+        price_of(r, "rf_read_32b")
+    );
+}
+
+/// Asserts that every event row `r` exercises has a price, that its components sum to the
+/// total, its per-MAC and TOPS/W figures, and which designs touch SRAM and vertical links.
+fn assert_components_consistent(r: &Value) {
+    let c = |n: &str| counter_of(r, n);
+    for (counter, event) in [
+        ("macs", "mac"),
+        ("rf_reads", "rf_read_32b"),
+        ("rf_writes", "rf_write_32b"),
+        ("p_buf_reads", "p_read"),
+        ("exp_ops", "exp_op"),
+        ("row_updates", "row_update"),
+        ("land_read_bits", "land_read_bit"),
+        ("read_beats", "land_write_bit"),
+        ("write_beats", "staging_bit"),
+        ("bcast_bit_hops", "bcast_bit_hop"),
+        ("read_beats", "dram_byte"),
+    ] {
         assert!(
-            near(total, reported),
-            "{}: {total} vs {reported}",
-            r["design"]
-        );
-        // And the sourced figures themselves (45 nm, the default table): a MAC is Horowitz's
-        // FP16 multiply + FP32 add, DRAM is HBM2's 3.97 pJ/bit, a hybrid-bond bit 0.05 pJ.
-        assert!(near(component(r, "mac"), c("macs") * (1.1 + 0.9)));
-        let dram_bits = 8.0 * beat * (c("read_beats") + c("write_beats"));
-        assert!(near(component(r, "dram"), dram_bits * 3.97));
-        assert!(near(component(r, "vertical_links"), c("vlink_bits") * 0.05));
-        // The row engines: a max compare is a 32-bit compare; an exp element scales by C,
-        // subtracts, takes exp2 and sums; a row update a multiply, 3 + (columns - 1) adds (the
-        // reduction tree's) and 2 integer operations; then reciprocals and normalizing
-        // multiplies.
-        let cols = r["report"]["cols"].as_f64().unwrap();
-        let softmax = c("max_ops") * 0.1
-            + c("exp_ops") * (3.7 + 4.6 + 2.0 * 0.9)
-            + c("row_updates") * (3.7 + (2.0 + cols) * 0.9 + 0.2)
-            + c("recip_ops") * 2.8
-            + c("norm_ops") * 3.7;
-        assert!(near(component(r, "softmax"), softmax));
-        // Storage at its capacity, interpolated log-log: the PE register file (256 B) between
-        // the 32-bit register (0.576 pJ per 64 bits at 40 nm, x 1/0.869 to 45 nm) and the 8 KB
-        // macro (6.14 pJ): 1.116 pJ per 32-bit read.
-        assert!(
-            (price("rf_read_32b") - 1.116).abs() < 0.001,
-            "{}",
-            price("rf_read_32b")
-        );
-        // Every event the run exercises has a price.
-        for (counter, event) in [
-            ("macs", "mac"),
-            ("rf_reads", "rf_read_32b"),
-            ("rf_writes", "rf_write_32b"),
-            ("p_buf_reads", "p_read"),
-            ("exp_ops", "exp_op"),
-            ("row_updates", "row_update"),
-            ("land_read_bits", "land_read_bit"),
-            ("read_beats", "land_write_bit"),
-            ("write_beats", "staging_bit"),
-            ("bcast_bit_hops", "bcast_bit_hop"),
-            ("read_beats", "dram_byte"),
-        ] {
-            assert!(
-                c(counter) > 0.0 && price(event) > 0.0,
-                "{counter} / {event}"
-            );
-        }
-        let sum: f64 = r["energy"]["components_pj"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_f64().unwrap())
-            .sum();
-        assert!(near(sum, reported));
-        let macs = c("macs");
-        assert!(near(
-            r["energy"]["pj_per_mac"].as_f64().unwrap(),
-            reported / macs
-        ));
-        assert!(near(
-            r["energy"]["tops_per_watt"].as_f64().unwrap(),
-            2.0 * macs / reported
-        ));
-        // Only buf2d's designs touch SRAM; only reg3d has vertical links.
-        let design = r["design"].as_str().unwrap();
-        assert_eq!(
-            component(r, "sram") > 0.0,
-            design.contains("buf"),
-            "{design}"
-        );
-        assert_eq!(
-            component(r, "vertical_links") > 0.0,
-            design.starts_with("reg3d")
+            c(counter) > 0.0 && price_of(r, event) > 0.0,
+            "{counter} / {event}"
         );
     }
-    // 3-D buffered is buf2d's run: the same counters, plus a bond crossing per buffer bit.
+    let reported = r["energy"]["total_pj"].as_f64().unwrap();
+    let sum: f64 = r["energy"]["components_pj"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!(near(sum, reported));
+    let macs = c("macs");
+    assert!(near(
+        r["energy"]["pj_per_mac"].as_f64().unwrap(),
+        reported / macs
+    ));
+    assert!(near(
+        r["energy"]["tops_per_watt"].as_f64().unwrap(),
+        2.0 * macs / reported
+    ));
+    // Only buf2d's designs touch SRAM; only reg3d has vertical links.
+    let design = r["design"].as_str().unwrap();
+    assert_eq!(
+        component(r, "sram") > 0.0,
+        design.contains("buf"),
+        "{design}"
+    );
+    assert_eq!(
+        component(r, "vertical_links") > 0.0,
+        design.starts_with("reg3d")
+    );
+}
+
+/// Asserts that 3-D buffered is buf2d's run: the same counters, plus a bond crossing per
+/// buffer bit; and every row's speedup over buf2d.
+fn assert_buffered_3d_is_buf2d(rows: &[Value]) {
     for pair in rows.chunks(5) {
         let (b, s) = (&pair[0], &pair[1]);
         assert_eq!(
@@ -165,7 +191,7 @@ fn compare_energies_follow_from_counters_and_the_table() {
             (Some("buf2d"), Some("3-D buffered"))
         );
         assert_eq!(b["counters"], s["counters"]);
-        let c = |n: &str| b["counters"][n].as_u64().unwrap() as f64;
+        let c = |n: &str| counter_of(b, n);
         let bits = 16.0 * (c("p_buf_reads") + c("p_buf_writes"))
             + 32.0 * (c("s_buf_reads") + c("s_buf_writes"));
         assert!(bits > 0.0);
@@ -180,17 +206,22 @@ fn compare_energies_follow_from_counters_and_the_table() {
             assert!(near(r["speedup_vs_buf2d"].as_f64().unwrap(), speedup));
         }
     }
+}
 
-    // reg3d iso-PE has as many PEs over its two tiers as the 2-D array, on the same problem.
+/// Asserts that reg3d iso-PE has as many PEs over its two tiers as the 2-D array, on the
+/// same problem.
+fn assert_iso_pe(rows: &[Value]) {
     for at in rows.chunks(5) {
         assert_eq!(at[4]["design"], "reg3d iso-PE");
         assert_eq!(at[4]["pes"], at[2]["pes"]);
         assert_eq!(at[3]["pes"].as_u64(), at[2]["pes"].as_u64().map(|n| 2 * n));
         assert_eq!(at[4]["counters"]["macs"], at[2]["counters"]["macs"]);
     }
-    // Beyond --max-sim-seq the rows come from the schedule's counts and the cycle model's
-    // timing: at simulated lengths both equal the RTL run's, every counter and every energy.
-    let sched = compare(&dir, "s.json", &["--max-sim-seq", "0"]);
+}
+
+/// Asserts that the rows `sched` from the schedule's counts and the cycle model's timing
+/// equal the RTL run's `rows`, every counter and every energy.
+fn assert_model_rows_match(rows: &[Value], sched: &Value) {
     for (r, s) in rows.iter().zip(sched.as_array().unwrap()) {
         assert_eq!(
             (r["source"].as_str(), s["source"].as_str()),
@@ -213,10 +244,11 @@ fn compare_energies_follow_from_counters_and_the_table() {
             r["design"]
         );
     }
-    // A user table that doubles the FP16 multiply changes the MAC component and nothing else.
-    let toml = dir.path().join("t.toml");
-    std::fs::write(&toml, "[figures.fp16_mul]\npj = 2.2\n").unwrap();
-    let user = compare(&dir, "u.json", &["--energy", toml.to_str().unwrap()]);
+}
+
+/// Asserts that the rows `user` of a table doubling the FP16 multiply differ from the
+/// default `rows` in the MAC component only.
+fn assert_only_mac_changed(rows: &[Value], user: &Value) {
     for (d, u) in rows.iter().zip(user.as_array().unwrap()) {
         for (name, _) in d["energy"]["components_pj"].as_object().unwrap() {
             let (x, y) = (component(d, name), component(u, name));
@@ -228,6 +260,32 @@ fn compare_energies_follow_from_counters_and_the_table() {
             }
         }
     }
+}
+
+#[test]
+fn compare_energies_follow_from_counters_and_the_table() {
+    let dir = ScratchDir::new("energy-compare").unwrap();
+    let svg = dir.path().join("c.svg");
+    let rows = compare(&dir, "c.json", &["--plot", svg.to_str().unwrap()]);
+    assert_plot(&svg);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 10, "five designs at two sequence lengths");
+    for r in rows {
+        assert_total_from_counters(r);
+        assert_sourced_figures(r);
+        assert_components_consistent(r);
+    }
+    assert_buffered_3d_is_buf2d(rows);
+    assert_iso_pe(rows);
+    // Beyond --max-sim-seq the rows come from the schedule's counts and the cycle model's
+    // timing: at simulated lengths both equal the RTL run's, every counter and every energy.
+    let sched = compare(&dir, "s.json", &["--max-sim-seq", "0"]);
+    assert_model_rows_match(rows, &sched);
+    // A user table that doubles the FP16 multiply changes the MAC component and nothing else.
+    let toml = dir.path().join("t.toml");
+    std::fs::write(&toml, "[figures.fp16_mul]\npj = 2.2\n").unwrap();
+    let user = compare(&dir, "u.json", &["--energy", toml.to_str().unwrap()]);
+    assert_only_mac_changed(rows, &user);
 }
 
 /// An activity in which every counter is non-zero.

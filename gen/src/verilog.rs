@@ -516,7 +516,43 @@ impl Plan<'_> {
         }
     }
 
+    /// Prints the module: its ports, declarations, named values, registers and memory writes,
+    /// assertions, discarded bits, instances and output assignments (a blackbox: its ports).
     fn print(&self, out: &mut String) {
+        let m = self.m;
+        let ports = self.port_list();
+        if m.blackbox {
+            // A macro's ports, no body: the memory compiler's model or netlist replaces it.
+            writeln!(
+                out,
+                "/* verilator lint_off UNUSEDSIGNAL */\n/* verilator lint_off UNDRIVEN */\n\
+                 (* blackbox *)\nmodule {} (\n{}\n);\nendmodule\n\
+                 /* verilator lint_on UNDRIVEN */\n/* verilator lint_on UNUSEDSIGNAL */",
+                m.name,
+                ports.join(",\n")
+            )
+            .unwrap();
+            return;
+        }
+        writeln!(out, "module {} (\n{}\n);", m.name, ports.join(",\n")).unwrap();
+        let (decls, late) = self.declarations();
+        let body = self.named_values(&late);
+        let seq = self.sequential();
+        for section in [decls, body, seq] {
+            if !section.is_empty() {
+                out.push('\n');
+                out.push_str(&section);
+            }
+        }
+        self.print_assertions(out);
+        self.print_discards(out);
+        self.print_instances(out);
+        self.print_output_assigns(out);
+        out.push_str("endmodule\n");
+    }
+
+    /// The port list's lines: clock, reset, then the ports in order.
+    fn port_list(&self) -> Vec<String> {
         let m = self.m;
         let mut ports = vec![];
         if m.has_clk {
@@ -532,21 +568,13 @@ impl Plan<'_> {
             };
             ports.push(format!("    {dir} {}{}", range_decl(p.width), p.name));
         }
-        if m.blackbox {
-            // A macro's ports, no body: the memory compiler's model or netlist replaces it.
-            writeln!(
-                out,
-                "/* verilator lint_off UNUSEDSIGNAL */\n/* verilator lint_off UNDRIVEN */\n\
-                 (* blackbox *)\nmodule {} (\n{}\n);\nendmodule\n\
-                 /* verilator lint_on UNDRIVEN */\n/* verilator lint_on UNUSEDSIGNAL */",
-                m.name,
-                ports.join(",\n")
-            )
-            .unwrap();
-            return;
-        }
-        writeln!(out, "module {} (\n{}\n);", m.name, ports.join(",\n")).unwrap();
+        ports
+    }
 
+    /// The declarations (localparams, registers, memories, instance outputs, nets driven by a
+    /// newer node), and those late nets, which are assigned at the end of the body.
+    fn declarations(&self) -> (String, Vec<usize>) {
+        let m = self.m;
         let mut decls = self.localparams();
         for r in &m.regs {
             writeln!(decls, "    reg  {}{};", range_decl(r.width), r.name).unwrap();
@@ -579,12 +607,13 @@ impl Plan<'_> {
                 }
             }
         }
-        if !decls.is_empty() {
-            out.push('\n');
-            out.push_str(&decls);
-        }
+        (decls, late)
+    }
 
-        // Named values in dependency order.
+    /// The named values (nets and promoted expressions) in dependency order, then the
+    /// assignments of the `late` nets.
+    fn named_values(&self, late: &[usize]) -> String {
+        let m = self.m;
         let mut body = String::new();
         let temps: HashSet<NodeId> = self.temps.iter().copied().collect();
         for (id, node) in m.nodes.iter().enumerate() {
@@ -614,7 +643,7 @@ impl Plan<'_> {
             );
             writeln!(body, "{}", wrap_statement(&stmt)).unwrap();
         }
-        for k in late {
+        for &k in late {
             let net = &m.nets[k];
             let stmt = format!(
                 "    assign {} = {};",
@@ -623,11 +652,13 @@ impl Plan<'_> {
             );
             writeln!(body, "{}", wrap_statement(&stmt)).unwrap();
         }
-        if !body.is_empty() {
-            out.push('\n');
-            out.push_str(&body);
-        }
+        body
+    }
 
+    /// The `always` blocks: each register's load (with its reset and enable), then each
+    /// memory's writes.
+    fn sequential(&self) -> String {
+        let m = self.m;
         let mut seq = String::new();
         for r in &m.regs {
             let next = self.bare(r.next.unwrap());
@@ -668,90 +699,115 @@ impl Plan<'_> {
             }
             writeln!(seq, "    end").unwrap();
         }
-        if !seq.is_empty() {
-            out.push('\n');
-            out.push_str(&seq);
+        seq
+    }
+
+    /// Prints the simulation-only assertions, under `ifdef REGFLASH_ASSERTIONS`.
+    fn print_assertions(&self, out: &mut String) {
+        let m = self.m;
+        if m.assertions.is_empty() {
+            return;
         }
-        if !m.assertions.is_empty() {
-            out.push_str("\n`ifdef REGFLASH_ASSERTIONS\n    // Simulation-only checks; synthesis leaves REGFLASH_ASSERTIONS undefined.\n");
-            for (name, cond, message) in &m.assertions {
-                let check = format!("        if (!rst && !({}))", self.bare(*cond));
-                writeln!(
-                    out,
-                    "    always @(posedge clk)\n{}\n            $error(\"regflash assertion `%s` failed: %s\",\n                \"{name}\", \"{message}\");",
-                    wrap_statement(&check)
-                )
-                .unwrap();
-            }
-            out.push_str("`endif\n");
-        }
-        if !m.discards.is_empty() {
-            let parts: Vec<String> = m.discards.iter().map(|&d| self.bare(d)).collect();
-            let stmt = format!("    wire unused = ^{{{}}};", parts.join(", "));
+        out.push_str("\n`ifdef REGFLASH_ASSERTIONS\n    // Simulation-only checks; synthesis leaves REGFLASH_ASSERTIONS undefined.\n");
+        for (name, cond, message) in &m.assertions {
+            let check = format!("        if (!rst && !({}))", self.bare(*cond));
             writeln!(
                 out,
-                "\n    // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.\n{}",
-                wrap_statement(&stmt)
+                "    always @(posedge clk)\n{}\n            $error(\"regflash assertion `%s` failed: %s\",\n                \"{name}\", \"{message}\");",
+                wrap_statement(&check)
             )
             .unwrap();
         }
+        out.push_str("`endif\n");
+    }
 
-        if !m.insts.is_empty() {
+    /// Prints the `unused` sink of the bits dropped on purpose.
+    fn print_discards(&self, out: &mut String) {
+        let m = self.m;
+        if m.discards.is_empty() {
+            return;
+        }
+        let parts: Vec<String> = m.discards.iter().map(|&d| self.bare(d)).collect();
+        let stmt = format!("    wire unused = ^{{{}}};", parts.join(", "));
+        writeln!(
+            out,
+            "\n    // Bits dropped on purpose; Verilator's lint ignores signals named *unused*.\n{}",
+            wrap_statement(&stmt)
+        )
+        .unwrap();
+    }
+
+    /// Prints the instances, each on one line, packed into lines, or one port a line.
+    fn print_instances(&self, out: &mut String) {
+        if !self.m.insts.is_empty() {
             out.push('\n');
         }
-        for inst in &m.insts {
-            let mut conns = vec![];
-            if inst.module.has_clk {
-                conns.push("        .clk(clk)".to_string());
-            }
-            if inst.module.has_rst {
-                let rst = inst.reset.map_or("rst".to_string(), |r| self.bare(r));
-                conns.push(format!("        .rst({rst})"));
-            }
-            let mut ins = inst.inputs.iter();
-            let mut outs = inst.outputs.iter();
-            for p in &inst.module.ports {
-                let id = match p.dir {
-                    Dir::Input => *ins.next().unwrap(),
-                    Dir::Output => *outs.next().unwrap(),
-                };
-                conns.push(format!("        .{}({})", p.name, self.bare(id)));
-            }
-            // Short connection lists stay on one line: a 32x32 grid reads as 1,024 lines.
-            let one_line = format!(
-                "    {} {} ({});",
+        for inst in &self.m.insts {
+            self.print_instance(inst, out);
+        }
+    }
+
+    /// Prints instance `inst` (a simulation-only checker under `ifdef REGFLASH_ASSERTIONS`).
+    fn print_instance(&self, inst: &Instance, out: &mut String) {
+        let mut conns = vec![];
+        if inst.module.has_clk {
+            conns.push("        .clk(clk)".to_string());
+        }
+        if inst.module.has_rst {
+            let rst = inst.reset.map_or("rst".to_string(), |r| self.bare(r));
+            conns.push(format!("        .rst({rst})"));
+        }
+        let mut ins = inst.inputs.iter();
+        let mut outs = inst.outputs.iter();
+        for p in &inst.module.ports {
+            let id = match p.dir {
+                Dir::Input => *ins.next().unwrap(),
+                Dir::Output => *outs.next().unwrap(),
+            };
+            conns.push(format!("        .{}({})", p.name, self.bare(id)));
+        }
+        // Short connection lists stay on one line: a 32x32 grid reads as 1,024 lines.
+        let one_line = format!(
+            "    {} {} ({});",
+            inst.module.name,
+            inst.name,
+            conns
+                .iter()
+                .map(|c| c.trim())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if inst.module.sim_only {
+            out.push_str("`ifdef REGFLASH_ASSERTIONS\n    // A simulation-only checker.\n");
+        }
+        if one_line.len() <= MAX_LINE {
+            writeln!(out, "{one_line}").unwrap();
+        } else if conns.len() <= 16 {
+            // Few ports: packed into lines, so a 32x32 grid stays short.
+            writeln!(out, "{}", pack_list(&one_line)).unwrap();
+        } else {
+            writeln!(
+                out,
+                "    {} {} (\n{}\n    );",
                 inst.module.name,
                 inst.name,
-                conns
-                    .iter()
-                    .map(|c| c.trim())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            if inst.module.sim_only {
-                out.push_str("`ifdef REGFLASH_ASSERTIONS\n    // A simulation-only checker.\n");
-            }
-            if one_line.len() <= MAX_LINE {
-                writeln!(out, "{one_line}").unwrap();
-            } else if conns.len() <= 16 {
-                // Few ports: packed into lines, so a 32x32 grid stays short.
-                writeln!(out, "{}", pack_list(&one_line)).unwrap();
-            } else {
-                writeln!(
-                    out,
-                    "    {} {} (\n{}\n    );",
-                    inst.module.name,
-                    inst.name,
-                    conns.join(",\n")
-                )
-                .unwrap();
-            }
-            if inst.module.sim_only {
-                out.push_str("`endif\n");
-            }
+                conns.join(",\n")
+            )
+            .unwrap();
         }
+        if inst.module.sim_only {
+            out.push_str("`endif\n");
+        }
+    }
 
-        let outs: Vec<&Port> = m.ports.iter().filter(|p| p.dir == Dir::Output).collect();
+    /// Prints the assignments of the output ports.
+    fn print_output_assigns(&self, out: &mut String) {
+        let outs: Vec<&Port> = self
+            .m
+            .ports
+            .iter()
+            .filter(|p| p.dir == Dir::Output)
+            .collect();
         if !outs.is_empty() {
             out.push('\n');
         }
@@ -759,6 +815,5 @@ impl Plan<'_> {
             let stmt = format!("    assign {} = {};", p.name, self.bare(p.driver.unwrap()));
             writeln!(out, "{}", wrap_statement(&stmt)).unwrap();
         }
-        out.push_str("endmodule\n");
     }
 }

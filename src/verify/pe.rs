@@ -193,53 +193,31 @@ pub struct StreamStats {
     pub sim_cycles: u64,
 }
 
-/// Runs `cycles` (plus a drain and a full read-back) on a fresh instance of `model` and compares
-/// every read with the functional model.
-pub fn check_pe_stream(
-    model: &Model,
-    shape: GridShape,
-    cycles: &[PeCycle],
-) -> anyhow::Result<Result<StreamStats, PeMismatch>> {
+/// One cycle of legal stimulus: the operation the RTL gets (after the hazard rule) and the
+/// read port's address.
+struct Issue {
+    op: PeOp,
+    raw_op: u8,
+    en: Vec<bool>,
+    shift: u8,
+    addr: u32,
+    a: Vec<u16>,
+    b: Vec<u16>,
+    ld_data: u32,
+    rd_addr: u32,
+    rd_row: u32,
+}
+
+/// The stream `cycles` made legal (an operation that breaks the hazard rule becomes idle),
+/// followed by the drain and the read-back sweep of every register. Returns the issues and
+/// the number of operations issued.
+fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
     let GridShape {
         rows,
         cols,
         regs,
         latency,
     } = shape;
-    let mut dut = model.dut()?;
-    let mut in_ports = vec![
-        dut.port("a")?,
-        dut.port("b")?,
-        dut.port("op")?,
-        dut.port("en")?,
-        dut.port("addr")?,
-        dut.port("ld_data")?,
-        dut.port("shift")?,
-        dut.port("rd_addr")?,
-    ];
-    if rows > 1 {
-        in_ports.push(dut.port("rd_row")?);
-    }
-    let rd_data = dut.port("rd_data")?;
-    // A single PE also reports its register-file port activity (the grid does not).
-    let port_activity = match (dut.port("rf_acc_read"), dut.port("rf_write")) {
-        (Ok(acc), Ok(wr)) => Some((acc, wr)),
-        _ => None,
-    };
-
-    // Legalize the stream, then append the drain and the read-back sweep.
-    struct Issue {
-        op: PeOp,
-        raw_op: u8,
-        en: Vec<bool>,
-        shift: u8,
-        addr: u32,
-        a: Vec<u16>,
-        b: Vec<u16>,
-        ld_data: u32,
-        rd_addr: u32,
-        rd_row: u32,
-    }
     let hot = HOT.min(regs);
     let mut last = vec![i64::MIN / 2; regs as usize];
     let mut issues = vec![];
@@ -296,15 +274,18 @@ pub fn check_pe_stream(
             issues.push(idle(r, k));
         }
     }
+    (issues, ops)
+}
 
-    // Pack the inputs.
+/// The input words of `issues`, packed per cycle in the order of the input ports.
+fn pack_inputs(rows: u32, issues: &[Issue]) -> Vec<u32> {
     let pack16 = |xs: &[u16], words: &mut Vec<u32>| {
         for pair in xs.chunks(2) {
             words.push(pair[0] as u32 | pair.get(1).map_or(0, |&x| (x as u32) << 16));
         }
     };
     let mut words = vec![];
-    for i in &issues {
+    for i in issues {
         pack16(&i.a, &mut words);
         pack16(&i.b, &mut words);
         words.push(i.raw_op as u32);
@@ -318,44 +299,55 @@ pub fn check_pe_stream(
             words.push(i.rd_row);
         }
     }
-    let mut out_ports = vec![rd_data];
-    if let Some((acc, wr)) = port_activity {
-        out_ports.extend([acc, wr]);
-    }
-    let per = cols as usize + 2 * port_activity.is_some() as usize;
-    let out = dut.run(&in_ports, &words, &out_ports, issues.len() as u64);
-    // Port activity: the accumulator port reads for a live Mac or MacScale as it issues; the
-    // write port writes the live operation issued `latency - 1` cycles before (its MAC
-    // latency).
-    if port_activity.is_some() {
-        let live = |i: &Issue| i.op != PeOp::Nop && i.en[0];
-        let mac_latency = latency as usize - 1;
-        for (t, i) in issues.iter().enumerate() {
-            let acc_want = live(i) && matches!(i.op, PeOp::Mac | PeOp::MacScale);
-            let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);
-            let (acc, wr) = (
-                out[t * per + cols as usize],
-                out[t * per + cols as usize + 1],
-            );
-            if (acc != 0) != acc_want || (wr != 0) != wr_want {
-                return Ok(Err(PeMismatch {
-                    cycle: t,
-                    row: 0,
-                    col: 0,
-                    reg: i.addr,
-                    expected: (acc_want as u32) | (wr_want as u32) << 1,
-                    actual: acc | wr << 1,
-                    history: vec![format!(
-                        "register-file port activity (bit 0: accumulator read, bit 1: write) \
-                         of {:?} issued at cycle {t}",
-                        i.op
-                    )],
-                }));
-            }
+    words
+}
+
+/// The outputs sampled each cycle: `per` words a cycle, the read port's `cols` words first,
+/// then (a single PE) its register-file port activity.
+struct Sampled {
+    out: Vec<u32>,
+    per: usize,
+}
+
+/// Checks a single PE's register-file port activity: the accumulator port reads for a live
+/// Mac or MacScale as it issues; the write port writes the live operation issued
+/// `latency - 1` cycles before (its MAC latency). Returns the first mismatch.
+fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch> {
+    let cols = shape.cols as usize;
+    let live = |i: &Issue| i.op != PeOp::Nop && i.en[0];
+    let mac_latency = shape.latency as usize - 1;
+    for (t, i) in issues.iter().enumerate() {
+        let acc_want = live(i) && matches!(i.op, PeOp::Mac | PeOp::MacScale);
+        let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);
+        let (acc, wr) = (s.out[t * s.per + cols], s.out[t * s.per + cols + 1]);
+        if (acc != 0) != acc_want || (wr != 0) != wr_want {
+            return Some(PeMismatch {
+                cycle: t,
+                row: 0,
+                col: 0,
+                reg: i.addr,
+                expected: (acc_want as u32) | (wr_want as u32) << 1,
+                actual: acc | wr << 1,
+                history: vec![format!(
+                    "register-file port activity (bit 0: accumulator read, bit 1: write) \
+                     of {:?} issued at cycle {t}",
+                    i.op
+                )],
+            });
         }
     }
+    None
+}
 
-    // Replay on the model.
+/// Replays `issues` on the functional model, applying each operation at the cycle the RTL
+/// writes it back, and compares the read port every cycle. Returns the first mismatch.
+fn replay(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch> {
+    let GridShape {
+        rows,
+        cols,
+        regs,
+        latency,
+    } = shape;
     let mut pes: Vec<PeModel> = (0..rows * cols)
         .map(|_| PeModel::new(regs as usize))
         .collect();
@@ -392,10 +384,10 @@ pub fn check_pe_stream(
         }
         for c in 0..cols {
             let expected = pes[(i.rd_row * cols + c) as usize].regs[i.rd_addr as usize];
-            let actual = out[t * per + c as usize];
+            let actual = s.out[t * s.per + c as usize];
             if expected != actual {
                 let h = &history[((i.rd_row * cols + c) * regs + i.rd_addr) as usize];
-                return Ok(Err(PeMismatch {
+                return Some(PeMismatch {
                     cycle: t,
                     row: i.rd_row,
                     col: c,
@@ -403,12 +395,62 @@ pub fn check_pe_stream(
                     expected,
                     actual,
                     history: h[h.len().saturating_sub(4)..].to_vec(),
-                }));
+                });
             }
         }
         if i.op != PeOp::Nop {
             pending.push_back(t);
         }
+    }
+    None
+}
+
+/// Runs `cycles` (plus a drain and a full read-back) on a fresh instance of `model` and compares
+/// every read with the functional model.
+pub fn check_pe_stream(
+    model: &Model,
+    shape: GridShape,
+    cycles: &[PeCycle],
+) -> anyhow::Result<Result<StreamStats, PeMismatch>> {
+    let (rows, cols) = (shape.rows, shape.cols);
+    let mut dut = model.dut()?;
+    let mut in_ports = vec![
+        dut.port("a")?,
+        dut.port("b")?,
+        dut.port("op")?,
+        dut.port("en")?,
+        dut.port("addr")?,
+        dut.port("ld_data")?,
+        dut.port("shift")?,
+        dut.port("rd_addr")?,
+    ];
+    if rows > 1 {
+        in_ports.push(dut.port("rd_row")?);
+    }
+    let rd_data = dut.port("rd_data")?;
+    // A single PE also reports its register-file port activity (the grid does not).
+    let port_activity = match (dut.port("rf_acc_read"), dut.port("rf_write")) {
+        (Ok(acc), Ok(wr)) => Some((acc, wr)),
+        _ => None,
+    };
+
+    // Legalize the stream, then append the drain and the read-back sweep.
+    let (issues, ops) = legalize(shape, cycles);
+    let words = pack_inputs(rows, &issues);
+    let mut out_ports = vec![rd_data];
+    if let Some((acc, wr)) = port_activity {
+        out_ports.extend([acc, wr]);
+    }
+    let per = cols as usize + 2 * port_activity.is_some() as usize;
+    let out = dut.run(&in_ports, &words, &out_ports, issues.len() as u64);
+    let sampled = Sampled { out, per };
+    if port_activity.is_some() {
+        if let Some(e) = check_port_activity(shape, &issues, &sampled) {
+            return Ok(Err(e));
+        }
+    }
+    if let Some(e) = replay(shape, &issues, &sampled) {
+        return Ok(Err(e));
     }
     Ok(Ok(StreamStats {
         ops,

@@ -320,17 +320,23 @@ pub fn fast_build() -> Result<Option<bool>> {
     }
 }
 
-/// Builds (or finds in the cache) the Verilator model of the folder `dir`'s top module.
-pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
-    let manifest = Manifest::load(dir)?;
-    let top = manifest.top_module().clone();
-    let (major, minor) = verilator_version()?;
-    let shim = render_shim(&top, options)?;
+/// Source files: (name in the manifest, content).
+type Sources = Vec<(String, Vec<u8>)>;
+
+/// The cache key of the model (the top's name and a hash of the Verilator `version`, the
+/// shim, the options, the flags and every source) and the sources, read from the folder `dir`.
+fn cache_key(
+    dir: &Path,
+    manifest: &Manifest,
+    options: &BuildOptions,
+    version: (u32, u32),
+    shim: &str,
+    flags: &[String],
+) -> Result<(String, Sources)> {
+    let (major, minor) = version;
     let mut hash = Fnv::new();
     hash.feed(format!("verilator {major}.{minor}").as_bytes());
     hash.feed(shim.as_bytes());
-    // Every flag that shapes the model is in the key (a changed recipe rebuilds).
-    let flags = model_flags(options)?;
     // `short_run` is a request; what it decides is in the flags, so the same build is found
     // whoever asked for it.
     let asked = BuildOptions {
@@ -351,7 +357,186 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         hash.feed(&text);
         sources.push((f.clone(), text));
     }
-    let key = format!("{}-{:016x}", top.name, hash.0);
+    let key = format!("{}-{:016x}", manifest.top_module().name, hash.0);
+    Ok((key, sources))
+}
+
+/// Removes the cache entry `final_dir` left by an earlier build, saying why if it holds a
+/// `library` (damaged, or without its checksum).
+fn remove_damaged_entry(final_dir: &Path, library: &Path) -> Result<()> {
+    if !final_dir.exists() {
+        return Ok(());
+    }
+    if library.exists() {
+        let why = if checksum_path(library).exists() {
+            "is damaged (its content hash does not match the one recorded when it was built)"
+        } else {
+            "has no recorded checksum (an interrupted build, or an older regflash)"
+        };
+        eprintln!(
+            "regflash: the cached model {} {why}; rebuilding it",
+            library.display()
+        );
+    }
+    std::fs::remove_dir_all(final_dir).with_context(|| {
+        format!(
+            "cannot remove the damaged cache entry {}",
+            final_dir.display()
+        )
+    })
+}
+
+/// Writes the `sources`, the `shim` and (for a hierarchical build) the Verilator
+/// configuration naming the blocks into `src`. Returns the files to verilate and the shim's
+/// path.
+fn write_sources(
+    src: &Path,
+    sources: &[(String, Vec<u8>)],
+    shim: &str,
+    options: &BuildOptions,
+) -> Result<(Vec<PathBuf>, PathBuf)> {
+    std::fs::create_dir_all(src).with_context(|| format!("cannot create {}", src.display()))?;
+    let mut files = vec![];
+    for (name, text) in sources {
+        let p = src.join(name);
+        std::fs::write(&p, text)?;
+        files.push(p);
+    }
+    let shim_path = src.join("regflash_shim.cpp");
+    std::fs::write(&shim_path, shim)?;
+    if !options.hier_blocks.is_empty() {
+        // The blocks are named in a Verilator configuration file, so the Verilog itself
+        // carries no simulator-specific comment.
+        let vlt = src.join("hier_blocks.vlt");
+        let mut text = String::from("`verilator_config\n");
+        for m in &options.hier_blocks {
+            text.push_str(&format!("hier_block -module \"{m}\"\n"));
+        }
+        std::fs::write(&vlt, text)?;
+        files.insert(0, vlt);
+    }
+    Ok((files, shim_path))
+}
+
+/// One compilation of a model: its top, the cache root, the work folder, the files and the
+/// flags.
+struct Job<'a> {
+    top: &'a str,
+    root: &'a Path,
+    work: &'a Path,
+    files: Vec<PathBuf>,
+    shim_path: PathBuf,
+    verilator_flags: Vec<String>,
+    make_flags: Vec<String>,
+    /// Verilator builds the blocks and the top itself (`--build`).
+    hierarchical: bool,
+    /// Parallel compile jobs.
+    jobs: usize,
+}
+
+impl Job<'_> {
+    /// The error of a failed step `what` (with the compiler's output `out`); removes the work
+    /// folder.
+    fn failed(&self, what: &str, out: &std::process::Output) -> anyhow::Error {
+        let log = gen::tools::tail(out, 80);
+        let _ = std::fs::remove_dir_all(self.work);
+        anyhow::anyhow!(
+            "building the Verilator model of `{}` failed ({what}: {}). Compiler output:\n{log}",
+            self.top,
+            out.status
+        )
+    }
+
+    /// Runs Verilator on the files (a hierarchical build also compiles, through `--build`).
+    fn verilate(&self, verilator: &Path) -> Result<()> {
+        let mut cmd = Command::new(verilator);
+        cmd.current_dir(self.work)
+            .args(["--cc", "--exe", "-Wno-fatal"])
+            .args(["--top-module", self.top])
+            .args(["-Mdir", "obj", "-o", "libdut.so"])
+            .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
+            .args(&self.verilator_flags);
+        // A hierarchical build runs Verilator once per block and then the top, through a
+        // makefile of its own: `--build` drives it. Otherwise we verilate and run make
+        // ourselves, so that the run-time objects come from the cache (runtime.rs) instead of
+        // being compiled again for every model.
+        if self.hierarchical {
+            cmd.args(["--build", "-j", &self.jobs.to_string()]).args(
+                self.make_flags
+                    .iter()
+                    .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
+            );
+        }
+        cmd.args(&self.files).arg(&self.shim_path);
+        let out = cmd
+            .output()
+            .context("cannot run verilator to build the simulation model")?;
+        if !out.status.success() {
+            let step = if self.hierarchical {
+                "verilator --build"
+            } else {
+                "verilating"
+            };
+            return Err(self.failed(step, &out));
+        }
+        Ok(())
+    }
+
+    /// Compiles the verilated model with make, the run-time objects from the cache (and
+    /// stored there when they were not).
+    fn make(&self) -> Result<()> {
+        let obj = self.work.join("obj");
+        let makefile = format!("V{}.mk", self.top);
+        let runtime = crate::runtime::Runtime::of(&obj, &makefile, &self.make_flags, self.root)?;
+        let reused = runtime.install(&obj);
+        let pch = crate::pch::Pch::prepare(&obj, &makefile, &self.make_flags, self.root);
+        let out = Command::new("make")
+            .current_dir(&obj)
+            .args(["-f", &makefile, "-j", &self.jobs.to_string()])
+            .args(&self.make_flags)
+            .args(pch)
+            .output()
+            .context("cannot run make to compile the simulation model")?;
+        if !out.status.success() {
+            return Err(self.failed("compiling", &out));
+        }
+        if !reused {
+            runtime.store(&obj);
+        }
+        Ok(())
+    }
+}
+
+/// Moves the built library from the work folder into the cache entry as `library`, with its
+/// checksum, and removes the work folder.
+fn install_library(work: &Path, final_dir: &Path, library: &Path) -> Result<()> {
+    let output = work.join("obj").join("libdut.so");
+    if !output.is_file() {
+        bail!(
+            "verilator reported success but {} is missing",
+            output.display()
+        );
+    }
+    // Keep only the library and its checksum: the object folder is large and not needed again.
+    // The checksum is written first and the library renamed into place last, so a library
+    // that exists always has its checksum.
+    let partial = final_dir.join("libdut.so.partial");
+    std::fs::rename(&output, &partial)?;
+    std::fs::write(checksum_path(library), checksum(&partial)?)?;
+    std::fs::rename(&partial, library)?;
+    let _ = std::fs::remove_dir_all(work);
+    Ok(())
+}
+
+/// Builds (or finds in the cache) the Verilator model of the folder `dir`'s top module.
+pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
+    let manifest = Manifest::load(dir)?;
+    let top = manifest.top_module().clone();
+    let version = verilator_version()?;
+    let shim = render_shim(&top, options)?;
+    // Every flag that shapes the model is in the key (a changed recipe rebuilds).
+    let flags = model_flags(options)?;
+    let (key, sources) = cache_key(dir, &manifest, options, version, &shim, &flags)?;
     let root = cache_root().join("verilator");
     std::fs::create_dir_all(&root)
         .with_context(|| format!("cannot create the model cache {}", root.display()))?;
@@ -378,136 +563,38 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         return Ok(built(false));
     }
     remove_stale_builds(&root);
-    if final_dir.exists() {
-        if library.exists() {
-            let why = if checksum_path(&library).exists() {
-                "is damaged (its content hash does not match the one recorded when it was built)"
-            } else {
-                "has no recorded checksum (an interrupted build, or an older regflash)"
-            };
-            eprintln!(
-                "regflash: the cached model {} {why}; rebuilding it",
-                library.display()
-            );
-        }
-        std::fs::remove_dir_all(&final_dir).with_context(|| {
-            format!(
-                "cannot remove the damaged cache entry {}",
-                final_dir.display()
-            )
-        })?;
-    }
+    remove_damaged_entry(&final_dir, &library)?;
     let work = root.join(format!("{key}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
     // The sources live in the cache entry itself, so that assertion messages, which name the
     // Verilog file and line, point at files that outlive the build.
-    let src = final_dir.join("src");
-    std::fs::create_dir_all(&src).with_context(|| format!("cannot create {}", src.display()))?;
-    let mut files = vec![];
-    for (name, text) in &sources {
-        let p = src.join(name);
-        std::fs::write(&p, text)?;
-        files.push(p);
-    }
-    let shim_path = src.join("regflash_shim.cpp");
-    std::fs::write(&shim_path, shim)?;
-    if !options.hier_blocks.is_empty() {
-        // The blocks are named in a Verilator configuration file, so the Verilog itself
-        // carries no simulator-specific comment.
-        let vlt = src.join("hier_blocks.vlt");
-        let mut text = String::from("`verilator_config\n");
-        for m in &options.hier_blocks {
-            text.push_str(&format!("hier_block -module \"{m}\"\n"));
-        }
-        std::fs::write(&vlt, text)?;
-        files.insert(0, vlt);
-    }
+    let (files, shim_path) = write_sources(&final_dir.join("src"), &sources, &shim, options)?;
     eprintln!(
         "regflash: building the Verilator model of `{}` (cached for later runs) ...",
         top.name
     );
 
     let verilator = require(Tool::Verilator)?;
-    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (verilator_flags, make_flags) = split_make_flags(&flags);
-    let failed = |what: &str, out: &std::process::Output| {
-        let log = gen::tools::tail(out, 80);
-        let _ = std::fs::remove_dir_all(&work);
-        anyhow::anyhow!(
-            "building the Verilator model of `{}` failed ({what}: {}). Compiler output:\n{log}",
-            top.name,
-            out.status
-        )
+    let job = Job {
+        top: &top.name,
+        root: &root,
+        work: &work,
+        files,
+        shim_path,
+        verilator_flags,
+        make_flags,
+        hierarchical: !options.hier_blocks.is_empty(),
+        jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let mut cmd = Command::new(&verilator);
-    cmd.current_dir(&work)
-        .args(["--cc", "--exe", "-Wno-fatal"])
-        .args(["--top-module", &top.name])
-        .args(["-Mdir", "obj", "-o", "libdut.so"])
-        .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
-        .args(&verilator_flags);
-    // A hierarchical build runs Verilator once per block and then the top, through a makefile
-    // of its own: `--build` drives it. Otherwise we verilate and run make ourselves, so that
-    // the run-time objects come from the cache (runtime.rs) instead of being compiled again
-    // for every model.
-    let hierarchical = !options.hier_blocks.is_empty();
-    if hierarchical {
-        cmd.args(["--build", "-j", &jobs.to_string()]).args(
-            make_flags
-                .iter()
-                .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
-        );
-    }
-    cmd.args(&files).arg(&shim_path);
     let started = std::time::Instant::now();
-    let out = cmd
-        .output()
-        .context("cannot run verilator to build the simulation model")?;
-    if !out.status.success() {
-        let step = if hierarchical {
-            "verilator --build"
-        } else {
-            "verilating"
-        };
-        return Err(failed(step, &out));
-    }
+    job.verilate(&verilator)?;
     let verilated = started.elapsed().as_secs_f64();
-    if !hierarchical {
-        let obj = work.join("obj");
-        let makefile = format!("V{}.mk", top.name);
-        let runtime = crate::runtime::Runtime::of(&obj, &makefile, &make_flags, &root)?;
-        let reused = runtime.install(&obj);
-        let pch = crate::pch::Pch::prepare(&obj, &makefile, &make_flags, &root);
-        let out = Command::new("make")
-            .current_dir(&obj)
-            .args(["-f", &makefile, "-j", &jobs.to_string()])
-            .args(&make_flags)
-            .args(pch)
-            .output()
-            .context("cannot run make to compile the simulation model")?;
-        if !out.status.success() {
-            return Err(failed("compiling", &out));
-        }
-        if !reused {
-            runtime.store(&obj);
-        }
+    if !job.hierarchical {
+        job.make()?;
     }
-    let output = work.join("obj").join("libdut.so");
-    if !output.is_file() {
-        bail!(
-            "verilator reported success but {} is missing",
-            output.display()
-        );
-    }
-    // Keep only the library and its checksum: the object folder is large and not needed again.
-    // The checksum is written first and the library renamed into place last, so a library
-    // that exists always has its checksum.
-    let partial = final_dir.join("libdut.so.partial");
-    std::fs::rename(&output, &partial)?;
-    std::fs::write(checksum_path(&library), checksum(&partial)?)?;
-    std::fs::rename(&partial, &library)?;
-    let _ = std::fs::remove_dir_all(&work);
+    install_library(&work, &final_dir, &library)?;
     // The lock file stays: removing it could let a waiting builder and a new one race.
     drop(lock);
     let total = started.elapsed().as_secs_f64();

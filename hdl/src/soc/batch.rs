@@ -32,7 +32,7 @@ use crate::core::CoreParams;
 use crate::dma::{AxiIn, MemIf, MemIn, MemReq};
 use crate::fsm::Fsm;
 use crate::iface::Ports;
-use crate::{and_all, mux, mux_index, or_all, Design, ModRef, ModuleBuilder, Sig};
+use crate::{and_all, mux, mux_index, or_all, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 
 crate::states! {
     /// The batch: idle; reading an offset word (presenting the read, waiting for its beat);
@@ -74,46 +74,122 @@ fn get(ports: &[(String, Sig)], name: &str) -> Sig {
         .unwrap_or_else(|| panic!("no port {name}"))
 }
 
-fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
+/// The block's inputs other than the memory port's: START and ABORT, the registers' problem
+/// and batch, the core's status.
+struct BatchIn {
+    start: Sig,
+    abort: Sig,
+    /// The registers' problem, by port name.
+    problem: Vec<(String, Sig)>,
+    n_seq: Sig,
+    cu_q: Sig,
+    cu_k: Sig,
+    core_busy: Sig,
+    core_done: Sig,
+    core_error: Sig,
+    /// A base, stride or list address with bits the core cannot represent (the register block).
+    addr_over: Sig,
+}
+
+impl BatchIn {
+    /// Declares the inputs, in port order.
+    fn new(m: &mut ModuleBuilder, p: &CoreParams) -> Self {
+        let (a, iw) = (p.addr_bits, p.index_bits);
+        let start = m.input("start", 1);
+        let abort = m.input("abort_req", 1);
+        let problem: Vec<(String, Sig)> = Problem::widths(p)
+            .named()
+            .into_iter()
+            .map(|(n, w)| {
+                let s = m.input(&format!("csr_{n}"), w);
+                (n, s)
+            })
+            .collect();
+        let n_seq = m.input("batch", iw);
+        let cu_q = m.input("cu_q_addr", a);
+        let cu_k = m.input("cu_k_addr", a);
+        let core_busy = m.input("core_busy", 1);
+        let core_done = m.input("core_done", 1);
+        let core_error = m.input("core_error", crate::dma::error::BITS);
+        let addr_over = m.input("addr_over", 1);
+        BatchIn {
+            start,
+            abort,
+            problem,
+            n_seq,
+            cu_q,
+            cu_k,
+            core_busy,
+            core_done,
+            core_error,
+            addr_over,
+        }
+    }
+}
+
+/// The state machine, the accepted START and the registers of the sequence being read.
+struct BatchRegs {
+    st: Fsm<Batch>,
+    /// A START accepted (in Idle or Done).
+    go: Sig,
+    /// A batch (`BATCH` > 0) rather than the single problem.
+    varlen: Sig,
+    seq: RegHandle,
+    /// Which word: 0 cu_q[b], 1 cu_k[b] (first sequence only), 2 cu_q[b + 1], 3 cu_k[b + 1].
+    which: RegHandle,
+    q_lo: RegHandle,
+    k_lo: RegHandle,
+    q_hi: RegHandle,
+    k_hi: RegHandle,
+    aborting: RegHandle,
+    launched: RegHandle,
+    error: RegHandle,
+}
+
+impl BatchRegs {
+    /// Declares the state machine and the registers.
+    fn new(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn) -> Self {
+        let iw = p.index_bits;
+        let st = Fsm::new(m, "state", Batch::Idle);
+        let go = io.start & (st.is(Batch::Idle) | st.is(Batch::Done));
+        let varlen = io.n_seq.any();
+        BatchRegs {
+            st,
+            go,
+            varlen,
+            seq: m.reg("seq", iw, Some(0)),
+            which: m.reg("which", 2, Some(0)),
+            q_lo: m.reg("q_lo", 32, Some(0)),
+            k_lo: m.reg("k_lo", 32, Some(0)),
+            q_hi: m.reg("q_hi", 32, Some(0)),
+            k_hi: m.reg("k_hi", 32, Some(0)),
+            aborting: m.reg("aborting", 1, Some(0)),
+            launched: m.reg("launched", 1, Some(0)),
+            error: m.reg("error", crate::dma::error::BITS, Some(0)),
+        }
+    }
+}
+
+/// The read of an offset word through the memory port.
+struct OffsetRead {
+    /// The port takes the read.
+    accepted: Sig,
+    /// A beat for the block arrives.
+    beat: Sig,
+    /// The word within the beat.
+    word: Sig,
+    /// The word arrives (in Wait).
+    got: Sig,
+}
+
+/// The read of the offset word `which` of sequence `seq`: its address, the memory port shared
+/// with the core, and the word picked out of the beat.
+fn offset_read(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs) -> OffsetRead {
     let (a, iw) = (p.addr_bits, p.index_bits);
-    let start = m.input("start", 1);
-    let abort = m.input("abort_req", 1);
-    let problem: Vec<(String, Sig)> = Problem::widths(p)
-        .named()
-        .into_iter()
-        .map(|(n, w)| {
-            let s = m.input(&format!("csr_{n}"), w);
-            (n, s)
-        })
-        .collect();
-    let n_seq = m.input("batch", iw);
-    let cu_q = m.input("cu_q_addr", a);
-    let cu_k = m.input("cu_k_addr", a);
-    let core_busy = m.input("core_busy", 1);
-    let core_done = m.input("core_done", 1);
-    let eb = crate::dma::error::BITS;
-    let core_error = m.input("core_error", eb);
-    // A base, stride or list address with bits the core cannot represent (the register block).
-    let addr_over = m.input("addr_over", 1);
-
-    let st = Fsm::new(m, "state", Batch::Idle);
-    let c = |s: Batch| st.code(s);
-    let go = start & (st.is(Batch::Idle) | st.is(Batch::Done));
-    let varlen = n_seq.any();
-    let seq = m.reg("seq", iw, Some(0));
-    // Which word: 0 cu_q[b], 1 cu_k[b] (first sequence only), 2 cu_q[b + 1], 3 cu_k[b + 1].
-    let which = m.reg("which", 2, Some(0));
-    let q_lo = m.reg("q_lo", 32, Some(0));
-    let k_lo = m.reg("k_lo", 32, Some(0));
-    let q_hi = m.reg("q_hi", 32, Some(0));
-    let k_hi = m.reg("k_hi", 32, Some(0));
-    let aborting = m.reg("aborting", 1, Some(0));
-    let launched = m.reg("launched", 1, Some(0));
-    let error = m.reg("error", eb, Some(0));
-
+    let st = &r.st;
     // The read of an offset word: its beat, and the word within it.
     let beat_shift = p.dma.beat_shift();
-    let idx = seq.q.zext(iw + 1) + which.q.bit(1).zext(iw + 1);
+    let idx = r.seq.q.zext(iw + 1) + r.which.q.bit(1).zext(iw + 1);
     let byte_off = crate::cat(&[idx, m.zero(2)]);
     let byte_off = if iw + 3 <= a {
         byte_off.zext(a)
@@ -121,7 +197,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         m.discard(byte_off.slice(iw + 2, a));
         byte_off.trunc(a)
     };
-    let list = mux(which.q.bit(0), cu_k, cu_q);
+    let list = mux(r.which.q.bit(0), io.cu_k, io.cu_q);
     let word_addr = list + byte_off;
     let low = m.zero(beat_shift);
     let beat_addr = crate::cat(&[word_addr.slice(a - 1, beat_shift), low]);
@@ -132,69 +208,8 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     // The memory port: the core's, except while the block reads an offset (the core is idle).
     let w = p.dma.width;
     let (accepted, beat, data) = match p.dma.mem_if {
-        MemIf::Simple => {
-            let mem = p
-                .dma
-                .mem_inputs()
-                .0
-                .expect("simple port")
-                .map("mem", &mut |n, w| m.input(n, w));
-            let core_req = p
-                .dma
-                .mem_outputs()
-                .0
-                .expect("simple port")
-                .map("core_mem_req", &mut |n, w| m.input(n, w));
-            let to_mem = MemReq {
-                valid: mux(own, reading, core_req.valid),
-                addr: mux(own, beat_addr, core_req.addr),
-                write: core_req.write & !own,
-                wdata: core_req.wdata,
-            };
-            for (n, s) in to_mem.named() {
-                m.output(&format!("mem_req_{n}"), s);
-            }
-            let to_core = MemIn {
-                req_ready: mem.req_ready & !own,
-                rsp_valid: mem.rsp_valid & !own,
-                rsp_data: mem.rsp_data,
-            };
-            for (n, s) in to_core.named() {
-                m.output(&format!("core_mem_{n}"), s);
-            }
-            (reading & mem.req_ready, own & mem.rsp_valid, mem.rsp_data)
-        }
-        MemIf::Axi4 => {
-            let ins = p.dma.axi_inputs().map("m_axi", &mut |n, w| m.input(n, w));
-            let core_out = p
-                .dma
-                .axi_outputs()
-                .map("core_m_axi", &mut |n, w| m.input(n, w));
-            // While it owns the port the block drives the whole AR channel and RREADY itself
-            // (a single-beat INCR read of the full beat, ID 0), whatever the core shows there.
-            let mut to_mem = core_out;
-            to_mem.arvalid = mux(own, reading, core_out.arvalid);
-            to_mem.araddr = mux(own, beat_addr, core_out.araddr);
-            to_mem.arid = mux(own, m.zero(p.dma.axi_id_bits), core_out.arid);
-            to_mem.arlen = mux(own, m.zero(8), core_out.arlen);
-            to_mem.arsize = mux(own, m.lit(3, beat_shift as u64), core_out.arsize);
-            to_mem.arburst = mux(own, m.lit(2, crate::dma::AXI_INCR), core_out.arburst);
-            to_mem.arcache = mux(own, m.lit(4, crate::dma::AXI_CACHE), core_out.arcache);
-            to_mem.arlock = mux(own, m.zero(1), core_out.arlock);
-            to_mem.arprot = mux(own, m.zero(3), core_out.arprot);
-            to_mem.arqos = mux(own, m.zero(4), core_out.arqos);
-            to_mem.rready = core_out.rready | own;
-            for (n, s) in to_mem.named() {
-                m.output(&format!("m_axi_{n}"), s);
-            }
-            let mut to_core: AxiIn = ins;
-            to_core.arready = ins.arready & !own;
-            to_core.rvalid = ins.rvalid & !own;
-            for (n, s) in to_core.named() {
-                m.output(&format!("core_m_axi_{n}"), s);
-            }
-            (reading & ins.arready, own & ins.rvalid, ins.rdata)
-        }
+        MemIf::Simple => simple_port(m, p, own, reading, beat_addr),
+        MemIf::Axi4 => axi_port(m, p, own, reading, beat_addr),
     };
     let words: Vec<Sig> = (0..w / 32)
         .map(|k| data.slice(32 * k + 31, 32 * k))
@@ -207,21 +222,149 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         mux_index(word_addr.slice(beat_shift - 1, 2), &words)
     };
     let got = st.is(Batch::Wait) & beat;
+    OffsetRead {
+        accepted,
+        beat,
+        word,
+        got,
+    }
+}
 
-    // The sequence: lengths and the checks.
-    let q_len = q_hi.q - q_lo.q;
-    let k_len = k_hi.q - k_lo.q;
-    let limit = m.lit(32, (1u64 << iw) - 1);
+/// The simple memory port shared with the core: the block's read at `beat_addr` while it
+/// `own`s the port. Returns (accepted, beat, data) of the block's read.
+fn simple_port(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    own: Sig,
+    reading: Sig,
+    beat_addr: Sig,
+) -> (Sig, Sig, Sig) {
+    let mem = p
+        .dma
+        .mem_inputs()
+        .0
+        .expect("simple port")
+        .map("mem", &mut |n, w| m.input(n, w));
+    let core_req = p
+        .dma
+        .mem_outputs()
+        .0
+        .expect("simple port")
+        .map("core_mem_req", &mut |n, w| m.input(n, w));
+    let to_mem = MemReq {
+        valid: mux(own, reading, core_req.valid),
+        addr: mux(own, beat_addr, core_req.addr),
+        write: core_req.write & !own,
+        wdata: core_req.wdata,
+    };
+    for (n, s) in to_mem.named() {
+        m.output(&format!("mem_req_{n}"), s);
+    }
+    let to_core = MemIn {
+        req_ready: mem.req_ready & !own,
+        rsp_valid: mem.rsp_valid & !own,
+        rsp_data: mem.rsp_data,
+    };
+    for (n, s) in to_core.named() {
+        m.output(&format!("core_mem_{n}"), s);
+    }
+    (reading & mem.req_ready, own & mem.rsp_valid, mem.rsp_data)
+}
+
+/// The AXI4 port shared with the core: the block's read at `beat_addr` while it `own`s the
+/// port. Returns (accepted, beat, data) of the block's read.
+fn axi_port(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    own: Sig,
+    reading: Sig,
+    beat_addr: Sig,
+) -> (Sig, Sig, Sig) {
+    let beat_shift = p.dma.beat_shift();
+    let ins = p.dma.axi_inputs().map("m_axi", &mut |n, w| m.input(n, w));
+    let core_out = p
+        .dma
+        .axi_outputs()
+        .map("core_m_axi", &mut |n, w| m.input(n, w));
+    // While it owns the port the block drives the whole AR channel and RREADY itself
+    // (a single-beat INCR read of the full beat, ID 0), whatever the core shows there.
+    let mut to_mem = core_out;
+    to_mem.arvalid = mux(own, reading, core_out.arvalid);
+    to_mem.araddr = mux(own, beat_addr, core_out.araddr);
+    to_mem.arid = mux(own, m.zero(p.dma.axi_id_bits), core_out.arid);
+    to_mem.arlen = mux(own, m.zero(8), core_out.arlen);
+    to_mem.arsize = mux(own, m.lit(3, beat_shift as u64), core_out.arsize);
+    to_mem.arburst = mux(own, m.lit(2, crate::dma::AXI_INCR), core_out.arburst);
+    to_mem.arcache = mux(own, m.lit(4, crate::dma::AXI_CACHE), core_out.arcache);
+    to_mem.arlock = mux(own, m.zero(1), core_out.arlock);
+    to_mem.arprot = mux(own, m.zero(3), core_out.arprot);
+    to_mem.arqos = mux(own, m.zero(4), core_out.arqos);
+    to_mem.rready = core_out.rready | own;
+    for (n, s) in to_mem.named() {
+        m.output(&format!("m_axi_{n}"), s);
+    }
+    let mut to_core: AxiIn = ins;
+    to_core.arready = ins.arready & !own;
+    to_core.rvalid = ins.rvalid & !own;
+    for (n, s) in to_core.named() {
+        m.output(&format!("core_m_axi_{n}"), s);
+    }
+    (reading & ins.arready, own & ins.rvalid, ins.rdata)
+}
+
+/// A sequence's lengths and the checks of its offsets.
+struct SeqCheck {
+    q_len: Sig,
+    k_len: Sig,
+    /// Offsets that decrease, or a sequence longer than 2^index_bits − 1.
+    bad: Sig,
+    /// A list address not 4-byte aligned (a batch only).
+    misaligned: Sig,
+    /// No queries: the sequence is skipped.
+    empty: Sig,
+}
+
+/// The lengths of the sequence read into `r` and its checks.
+fn seq_check(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs) -> SeqCheck {
+    let q_len = r.q_hi.q - r.q_lo.q;
+    let k_len = r.k_hi.q - r.k_lo.q;
+    let limit = m.lit(32, (1u64 << p.index_bits) - 1);
     let bad = or_all(&[
-        q_hi.q.lt(q_lo.q),
-        k_hi.q.lt(k_lo.q),
+        r.q_hi.q.lt(r.q_lo.q),
+        r.k_hi.q.lt(r.k_lo.q),
         q_len.gt(limit),
         k_len.gt(limit),
     ]);
-    let misaligned = (cu_q.slice(1, 0) | cu_k.slice(1, 0)).any() & varlen;
+    let misaligned = (io.cu_q.slice(1, 0) | io.cu_k.slice(1, 0)).any() & r.varlen;
     let empty = q_len.is_zero();
+    SeqCheck {
+        q_len,
+        k_len,
+        bad,
+        misaligned,
+        empty,
+    }
+}
 
-    // Row offsets times the row strides: shift-add, one multiplier bit a cycle (32 cycles).
+/// The problem's base address ports, in the order of the row offsets.
+const BASES: [&str; 4] = ["q_addr", "k_addr", "v_addr", "o_addr"];
+
+/// A sequence's bases: the registers' plus the row offsets times the row strides.
+struct SeqBases {
+    /// The last cycle of the shift-add (Scale).
+    scale_done: Sig,
+    /// The bases, in the order of [`BASES`].
+    based: Vec<Sig>,
+    /// The carries out of the address range: the row offsets' (sticky) and each base's.
+    base_carry: Vec<Sig>,
+}
+
+/// The sequence's bases: row offsets times the row strides by shift-add, one multiplier bit a
+/// cycle (32 cycles, in Scale), added to the registers' bases.
+fn seq_bases(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs) -> SeqBases {
+    let a = p.addr_bits;
+    let st = &r.st;
+    let problem = &io.problem;
     let step = m.reg("scale_step", 6, Some(0));
     let scaling = st.is(Batch::Scale);
     let scale_done = scaling & step.q.eq(31);
@@ -232,10 +375,10 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     // the shift-add (a doubling that loses the top bit, an add that carries out).
     let mut carries = vec![];
     for (name, rows, stride) in [
-        ("q_off", q_lo.q, get(&problem, "q_row_stride")),
-        ("k_off", k_lo.q, get(&problem, "k_row_stride")),
-        ("v_off", k_lo.q, get(&problem, "v_row_stride")),
-        ("o_off", q_lo.q, get(&problem, "o_row_stride")),
+        ("q_off", r.q_lo.q, get(problem, "q_row_stride")),
+        ("k_off", r.k_lo.q, get(problem, "k_row_stride")),
+        ("v_off", r.k_lo.q, get(problem, "v_row_stride")),
+        ("o_off", r.q_lo.q, get(problem, "o_row_stride")),
     ] {
         let acc = m.reg(name, a, Some(0));
         // Bit 31 - step of the row offset, most significant first: acc = 2 acc + bit * stride.
@@ -255,114 +398,196 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     m.set_next(seq_over, mux(scaling, seq_over.q | or_all(&carries), zero1));
     m.set_enable(seq_over, scaling | st.is(Batch::Check));
     // The sequence's bases: the registers' plus the row offsets, none past the range.
-    let rows = ["q_addr", "k_addr", "v_addr", "o_addr"];
     let mut based = vec![];
     let mut base_carry = vec![seq_over.q];
-    for (k, n) in rows.iter().enumerate() {
-        let sum = get(&problem, n).zext(a + 1) + offsets[k].zext(a + 1);
+    for (k, n) in BASES.iter().enumerate() {
+        let sum = get(problem, n).zext(a + 1) + offsets[k].zext(a + 1);
         base_carry.push(sum.bit(a));
         based.push(sum.trunc(a));
     }
-    // The launch's problem as the core gets it: the sequence's bases and lengths, or the
-    // registers' problem.
-    let launch_vals: Vec<(String, Sig)> = problem
-        .iter()
-        .map(|(n, s)| {
-            let v = if let Some(k) = rows.iter().position(|r| r == n) {
-                mux(varlen, based[k], *s)
-            } else if n == "q_len" {
-                mux(varlen, q_len.trunc(iw), *s)
-            } else if n == "k_len" {
-                mux(varlen, k_len.trunc(iw), *s)
-            } else {
-                *s
-            };
-            (n.clone(), v)
-        })
-        .collect();
-    let (extent_done, extent_over) = extent(m, p, &launch_vals, st.is(Batch::Extent));
-    let launch_over = (varlen & or_all(&base_carry)) | extent_over;
-    let launch_over = m.name("launch_over", launch_over);
-    // An ABORT asked for before the core starts stops the batch there (code 6), not after a
-    // run nobody wants.
-    let stop_launch = launch_over | aborting.q;
+    SeqBases {
+        scale_done,
+        based,
+        base_carry,
+    }
+}
 
-    // Transitions. A run ends when the core, busy since the launch, is done again.
+/// A launch of the core: its problem and checks.
+struct Launch {
+    /// The problem as the core gets it, by port name.
+    vals: Vec<(String, Sig)>,
+    /// The extent check's last cycle.
+    extent_done: Sig,
+    /// Some address of the launch beyond the range (ERR_ADDRESS).
+    over: Sig,
+    /// The launch does not happen: out of range, or aborted.
+    stop: Sig,
+}
+
+impl Launch {
+    /// The launch's problem as the core gets it (the sequence's bases and lengths, or the
+    /// registers' problem) and its checks, the extent's among them.
+    fn new(
+        m: &mut ModuleBuilder,
+        p: &CoreParams,
+        io: &BatchIn,
+        r: &BatchRegs,
+        chk: &SeqCheck,
+        bases: &SeqBases,
+    ) -> Self {
+        let iw = p.index_bits;
+        let varlen = r.varlen;
+        let vals: Vec<(String, Sig)> = io
+            .problem
+            .iter()
+            .map(|(n, s)| {
+                let v = if let Some(k) = BASES.iter().position(|r| r == n) {
+                    mux(varlen, bases.based[k], *s)
+                } else if n == "q_len" {
+                    mux(varlen, chk.q_len.trunc(iw), *s)
+                } else if n == "k_len" {
+                    mux(varlen, chk.k_len.trunc(iw), *s)
+                } else {
+                    *s
+                };
+                (n.clone(), v)
+            })
+            .collect();
+        let (extent_done, extent_over) = extent(m, p, &vals, r.st.is(Batch::Extent));
+        let over = (varlen & or_all(&bases.base_carry)) | extent_over;
+        let over = m.name("launch_over", over);
+        // An ABORT asked for before the core starts stops the batch there (code 6), not after a
+        // run nobody wants.
+        let stop = over | r.aborting.q;
+        Launch {
+            vals,
+            extent_done,
+            over,
+            stop,
+        }
+    }
+}
+
+/// The state machine's transitions. A run ends when the core, busy since the launch, is done
+/// again. Returns that end of a run.
+fn transitions(
+    m: &mut ModuleBuilder,
+    io: &BatchIn,
+    r: &BatchRegs,
+    rd: &OffsetRead,
+    chk: &SeqCheck,
+    scale_done: Sig,
+    l: &Launch,
+) -> Sig {
+    let st = &r.st;
+    let c = |s: Batch| st.code(s);
     let seen = m.reg("core_busy_seen", 1, Some(0));
     let in_run = st.is(Batch::Run);
-    m.set_next(seen, in_run & (seen.q | core_busy));
-    let run_end = and_all(&[in_run, seen.q, !core_busy, core_done]);
+    m.set_next(seen, in_run & (seen.q | io.core_busy));
+    let run_end = and_all(&[in_run, seen.q, !io.core_busy, io.core_done]);
     let run_end = m.name("run_end", run_end);
     let read = c(Batch::Read);
     let done = c(Batch::Done);
-    let last_seq = (seq.q + 1).eq(n_seq);
-    let single_or_first = mux(varlen, read, c(Batch::Extent));
-    let begin = mux(misaligned | addr_over, done, single_or_first);
-    let from_idle = mux(go, begin, c(Batch::Idle));
-    let from_done = mux(go, begin, done);
+    let last_seq = (r.seq.q + 1).eq(io.n_seq);
+    let single_or_first = mux(r.varlen, read, c(Batch::Extent));
+    let begin = mux(chk.misaligned | io.addr_over, done, single_or_first);
+    let from_idle = mux(r.go, begin, c(Batch::Idle));
+    let from_done = mux(r.go, begin, done);
     let next_seq = mux(last_seq, done, read);
-    let after_check = mux(empty, next_seq, c(Batch::Scale));
-    let check_next = mux(aborting.q | bad, done, after_check);
-    let stop_after_run = or_all(&[core_error.any(), aborting.q, !varlen, last_seq]);
+    let after_check = mux(chk.empty, next_seq, c(Batch::Scale));
+    let check_next = mux(r.aborting.q | chk.bad, done, after_check);
+    let stop_after_run = or_all(&[io.core_error.any(), r.aborting.q, !r.varlen, last_seq]);
     let after_run = mux(stop_after_run, done, read);
     st.set_transitions(m, |s| match s {
         Batch::Idle => from_idle,
-        Batch::Read => mux(accepted, c(Batch::Wait), read),
+        Batch::Read => mux(rd.accepted, c(Batch::Wait), read),
         Batch::Wait => mux(
-            beat,
-            mux(which.q.eq(3), c(Batch::Check), read),
+            rd.beat,
+            mux(r.which.q.eq(3), c(Batch::Check), read),
             c(Batch::Wait),
         ),
         Batch::Check => check_next,
         Batch::Scale => mux(scale_done, c(Batch::Extent), c(Batch::Scale)),
-        Batch::Extent => mux(extent_done, c(Batch::Launch), c(Batch::Extent)),
-        Batch::Launch => mux(stop_launch, done, c(Batch::Run)),
+        Batch::Extent => mux(l.extent_done, c(Batch::Launch), c(Batch::Extent)),
+        Batch::Launch => mux(l.stop, done, c(Batch::Run)),
         Batch::Run => mux(run_end, after_run, c(Batch::Run)),
         Batch::Done => from_done,
     });
-    // The words read; the next sequence starts where this one ended.
-    let advance = (st.is(Batch::Check) & empty) | (run_end & varlen);
+    run_end
+}
+
+/// The words read, the word and sequence counters, and the launched and aborting flags (the
+/// next sequence starts where this one ended). Returns the core's start pulse.
+fn sequence_updates(
+    m: &mut ModuleBuilder,
+    io: &BatchIn,
+    r: &BatchRegs,
+    rd: &OffsetRead,
+    chk: &SeqCheck,
+    l: &Launch,
+    run_end: Sig,
+) -> Sig {
+    let (st, go) = (&r.st, r.go);
+    let advance = (st.is(Batch::Check) & chk.empty) | (run_end & r.varlen);
     let advance = m.name("advance", advance);
-    for (k, (r, from)) in [
-        (q_lo, Some(q_hi)),
-        (k_lo, Some(k_hi)),
-        (q_hi, None),
-        (k_hi, None),
+    for (k, (reg, from)) in [
+        (r.q_lo, Some(r.q_hi)),
+        (r.k_lo, Some(r.k_hi)),
+        (r.q_hi, None),
+        (r.k_hi, None),
     ]
     .into_iter()
     .enumerate()
     {
-        let mine = got & which.q.eq(k as u64);
+        let mine = rd.got & r.which.q.eq(k as u64);
         match from {
             Some(hi) => {
-                m.set_next(r, mux(mine, word, hi.q));
-                m.set_enable(r, mine | advance);
+                m.set_next(reg, mux(mine, rd.word, hi.q));
+                m.set_enable(reg, mine | advance);
             }
             None => {
-                m.set_next(r, word);
-                m.set_enable(r, mine);
+                m.set_next(reg, rd.word);
+                m.set_enable(reg, mine);
             }
         }
     }
-    let next_which = mux(which.q.eq(3), m.lit(2, 2), which.q + 1);
+    let next_which = mux(r.which.q.eq(3), m.lit(2, 2), r.which.q + 1);
     let zero2 = m.zero(2);
-    m.set_next(which, mux(go, zero2, next_which));
-    m.set_enable(which, go | got);
-    let zero_seq = m.zero(iw);
-    m.set_next(seq, mux(go, zero_seq, seq.q + 1));
-    m.set_enable(seq, go | advance);
-    let launch = st.is(Batch::Launch) & !stop_launch;
-    m.set_next(launched, mux(go, zero1, launch | launched.q));
-    let abort_now = abort & !st.is(Batch::Idle) & !st.is(Batch::Done);
-    m.set_next(aborting, mux(go, zero1, aborting.q | abort_now));
-    // The error: the list's, the core's, or an abort's.
+    m.set_next(r.which, mux(go, zero2, next_which));
+    m.set_enable(r.which, go | rd.got);
+    let zero_seq = m.zero(r.seq.q.width());
+    m.set_next(r.seq, mux(go, zero_seq, r.seq.q + 1));
+    m.set_enable(r.seq, go | advance);
+    let launch = st.is(Batch::Launch) & !l.stop;
+    let zero1 = m.zero(1);
+    m.set_next(r.launched, mux(go, zero1, launch | r.launched.q));
+    let abort_now = io.abort & !st.is(Batch::Idle) & !st.is(Batch::Done);
+    m.set_next(r.aborting, mux(go, zero1, r.aborting.q | abort_now));
+    launch
+}
+
+/// The error register: the list's, the core's, or an abort's.
+fn error_update(
+    m: &mut ModuleBuilder,
+    io: &BatchIn,
+    r: &BatchRegs,
+    chk: &SeqCheck,
+    l: &Launch,
+    run_end: Sig,
+) {
+    let (st, go, aborting) = (&r.st, r.go, r.aborting.q);
+    let eb = crate::dma::error::BITS;
     let aborted = m.lit(eb, ERR_ABORTED);
     let invalid = m.lit(eb, ERR_BATCH);
     let beyond = m.lit(eb, ERR_ADDRESS);
     let none = m.zero(eb);
-    let at_start = mux(addr_over, beyond, mux(misaligned, invalid, none));
-    let at_check = mux(aborting.q, aborted, invalid);
-    let after_core = mux(core_error.any(), core_error, mux(aborting.q, aborted, none));
+    let at_start = mux(io.addr_over, beyond, mux(chk.misaligned, invalid, none));
+    let at_check = mux(aborting, aborted, invalid);
+    let after_core = mux(
+        io.core_error.any(),
+        io.core_error,
+        mux(aborting, aborted, none),
+    );
     let in_launch = st.is(Batch::Launch);
     let err_d = mux(
         go,
@@ -370,17 +595,21 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
         mux(
             st.is(Batch::Check),
             at_check,
-            mux(in_launch, mux(launch_over, beyond, aborted), after_core),
+            mux(in_launch, mux(l.over, beyond, aborted), after_core),
         ),
     );
-    let check_stop = st.is(Batch::Check) & (aborting.q | bad);
-    m.set_next(error, err_d);
-    m.set_enable(error, go | check_stop | run_end | (in_launch & stop_launch));
+    let check_stop = st.is(Batch::Check) & (aborting | chk.bad);
+    m.set_next(r.error, err_d);
+    m.set_enable(r.error, go | check_stop | run_end | (in_launch & l.stop));
+}
 
-    // To the core: start and the sequence's problem; counters kept after the first launch.
+/// The outputs to the core (start pulse `launch` and the launch's problem; counters kept after
+/// the first launch) and to the register block (busy, done, finish, error).
+fn outputs(m: &mut ModuleBuilder, r: &BatchRegs, l: &Launch, launch: Sig) {
+    let st = &r.st;
     m.output("core_start", launch);
-    m.output("core_keep_counters", launched.q);
-    for (n, v) in &launch_vals {
+    m.output("core_keep_counters", r.launched.q);
+    for (n, v) in &l.vals {
         m.output(&format!("core_{n}"), *v);
     }
     let busy = !(st.is(Batch::Idle) | st.is(Batch::Done));
@@ -390,9 +619,24 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
     // `finish`: one pulse per accepted START, the cycle after it reaches Done, also when a
     // START in Done is refused at once and the state never leaves Done.
     let was_done = m.delay("was_done", in_done);
-    let went = m.delay("go_q", go);
+    let went = m.delay("go_q", r.go);
     m.output("finish", in_done & (!was_done | went));
-    m.output("error", error.q);
+    m.output("error", r.error.q);
+}
+
+/// The block's body: inputs, the offsets' reads, the sequence's checks and bases, the launch,
+/// the state machine and the outputs.
+fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
+    let io = BatchIn::new(m, p);
+    let r = BatchRegs::new(m, p, &io);
+    let rd = offset_read(m, p, &io, &r);
+    let chk = seq_check(m, p, &io, &r);
+    let bases = seq_bases(m, p, &io, &r);
+    let l = Launch::new(m, p, &io, &r, &chk, &bases);
+    let run_end = transitions(m, &io, &r, &rd, &chk, bases.scale_done, &l);
+    let start = sequence_updates(m, &io, &r, &rd, &chk, &l, run_end);
+    error_update(m, &io, &r, &chk, &l, run_end);
+    outputs(m, &r, &l, start);
 }
 
 /// The extent check of a launch (its problem `vals`, as the core gets it), stepped while

@@ -21,7 +21,8 @@
 
 use super::regmap::{self, Access, Kind, ProblemReg, Register};
 use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
-use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, Sig};
+use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+use std::collections::HashMap;
 
 /// The AXI4-Lite slave's ports: (name, width, is an input).
 pub fn axil_ports() -> Vec<(&'static str, u32, bool)> {
@@ -92,71 +93,154 @@ fn or_tree(xs: &[Sig]) -> Sig {
     }
 }
 
-fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
-    let regs = regmap::registers(p);
-    let mut inp = std::collections::HashMap::new();
-    for (n, w, is_in) in axil_ports() {
-        if is_in {
-            inp.insert(n, m.input(n, w));
+/// The register offset (a word index) of AXI4-Lite address `a`.
+fn word(a: Sig) -> Sig {
+    a.slice(regmap::ADDR_BITS - 1, 2)
+}
+
+/// The block's inputs: the AXI4-Lite slave's, and the core's status and counters.
+struct CsrIn {
+    /// The AXI4-Lite inputs, by port name.
+    axil: HashMap<&'static str, Sig>,
+    busy: Sig,
+    done: Sig,
+    error: Sig,
+    counters: Vec<Sig>,
+}
+
+impl CsrIn {
+    /// Declares the inputs (all but `finish`) and discards the bits the block ignores.
+    fn new(m: &mut ModuleBuilder) -> Self {
+        let mut axil = HashMap::new();
+        for (n, w, is_in) in axil_ports() {
+            if is_in {
+                axil.insert(n, m.input(n, w));
+            }
+        }
+        let busy = m.input("busy", 1);
+        let done = m.input("done", 1);
+        let error = m.input("error", crate::dma::error::BITS);
+        let counters: Vec<Sig> = COUNTERS.iter().map(|n| m.input(n, COUNTER_BITS)).collect();
+        m.discard(axil["s_axil_awprot"]);
+        m.discard(axil["s_axil_arprot"]);
+        // Bits 1..0 of an address select a byte within the register: ignored.
+        for a in ["s_axil_awaddr", "s_axil_araddr"] {
+            m.discard(axil[a].slice(1, 0));
+        }
+        CsrIn {
+            axil,
+            busy,
+            done,
+            error,
+            counters,
         }
     }
-    let busy = m.input("busy", 1);
-    let done = m.input("done", 1);
-    let error = m.input("error", crate::dma::error::BITS);
-    let counters: Vec<Sig> = COUNTERS.iter().map(|n| m.input(n, COUNTER_BITS)).collect();
-    m.discard(inp["s_axil_awprot"]);
-    m.discard(inp["s_axil_arprot"]);
-    // Bits 1..0 of an address select a byte within the register: ignored.
-    for a in ["s_axil_awaddr", "s_axil_araddr"] {
-        m.discard(inp[a].slice(1, 0));
+}
+
+/// The write channel: the held AW and W, and the write they make.
+struct WriteChannel {
+    aw_full: RegHandle,
+    w_full: RegHandle,
+    bvalid: RegHandle,
+    /// The held write's register offset, data and strobes.
+    waddr: Sig,
+    wdata: Sig,
+    wstrb: Sig,
+    /// The write happens this cycle.
+    do_write: Sig,
+    /// The strobes as a bit mask, and the written bits it selects.
+    smask: Sig,
+    set_bits: Sig,
+}
+
+impl WriteChannel {
+    /// Holds AW and W and writes when both are held and B is free.
+    fn new(m: &mut ModuleBuilder, io: &CsrIn) -> Self {
+        let inp = &io.axil;
+        let aw_full = m.reg("aw_full", 1, Some(0));
+        let w_full = m.reg("w_full", 1, Some(0));
+        let bvalid = m.reg("bvalid", 1, Some(0));
+        let aw_take = inp["s_axil_awvalid"] & !aw_full.q;
+        let w_take = inp["s_axil_wvalid"] & !w_full.q;
+        let waddr = m.hold("aw_addr", word(inp["s_axil_awaddr"]), aw_take);
+        let wdata = m.hold("w_data", inp["s_axil_wdata"], w_take);
+        let wstrb = m.hold("w_strb", inp["s_axil_wstrb"], w_take);
+        let do_write = m.name("do_write", aw_full.q & w_full.q & !bvalid.q);
+        m.set_next(aw_full, aw_take | (aw_full.q & !do_write));
+        m.set_next(w_full, w_take | (w_full.q & !do_write));
+        m.set_next(bvalid, do_write | (bvalid.q & !inp["s_axil_bready"]));
+        // The strobes as a bit mask, and the written bits it selects.
+        let bytes: Vec<Sig> = (0..4).rev().map(|b| wstrb.bit(b).repeat(8)).collect();
+        let smask = cat(&bytes);
+        let set_bits = wdata & smask;
+        WriteChannel {
+            aw_full,
+            w_full,
+            bvalid,
+            waddr,
+            wdata,
+            wstrb,
+            do_write,
+            smask,
+            set_bits,
+        }
     }
-    let word = |a: Sig| a.slice(regmap::ADDR_BITS - 1, 2);
 
-    // Write channel: hold AW and W, write when both are held and B is free.
-    let aw_full = m.reg("aw_full", 1, Some(0));
-    let w_full = m.reg("w_full", 1, Some(0));
-    let bvalid = m.reg("bvalid", 1, Some(0));
-    let aw_take = inp["s_axil_awvalid"] & !aw_full.q;
-    let w_take = inp["s_axil_wvalid"] & !w_full.q;
-    let waddr = m.hold("aw_addr", word(inp["s_axil_awaddr"]), aw_take);
-    let wdata = m.hold("w_data", inp["s_axil_wdata"], w_take);
-    let wstrb = m.hold("w_strb", inp["s_axil_wstrb"], w_take);
-    let do_write = m.name("do_write", aw_full.q & w_full.q & !bvalid.q);
-    m.set_next(aw_full, aw_take | (aw_full.q & !do_write));
-    m.set_next(w_full, w_take | (w_full.q & !do_write));
-    m.set_next(bvalid, do_write | (bvalid.q & !inp["s_axil_bready"]));
-    // The strobes as a bit mask, and the written bits it selects.
-    let bytes: Vec<Sig> = (0..4).rev().map(|b| wstrb.bit(b).repeat(8)).collect();
-    let smask = cat(&bytes);
-    let set_bits = wdata & smask;
-    let w_hit = |r: &Register| do_write & waddr.eq((r.offset / 4) as u64);
+    /// One bit: the write this cycle is to register `r`.
+    fn hit(&self, r: &Register) -> Sig {
+        self.do_write & self.waddr.eq((r.offset / 4) as u64)
+    }
+}
 
-    // Registers software writes.
+/// The control registers software writes: START and ABORT pulses, the interrupt's enable and
+/// pending bit.
+struct Control {
+    start: Sig,
+    abort: Sig,
+    irq_en: Sig,
+    pending: Sig,
+}
+
+/// The control registers (CTRL, IRQ_ENABLE, IRQ_STATUS) and the `irq` output.
+fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Control {
     let ctrl = regs.iter().find(|r| r.kind == Kind::Ctrl).expect("CTRL");
-    let ctrl_w = w_hit(ctrl);
-    let start = m.delay("start_q", ctrl_w & set_bits.bit(0));
-    let abort = m.delay("abort_q", ctrl_w & set_bits.bit(1));
+    let ctrl_w = wr.hit(ctrl);
+    let start = m.delay("start_q", ctrl_w & wr.set_bits.bit(0));
+    let abort = m.delay("abort_q", ctrl_w & wr.set_bits.bit(1));
     let irq_en_r = regs
         .iter()
         .find(|r| r.kind == Kind::IrqEnable)
         .expect("IRQ_ENABLE");
-    let irq_en_w = w_hit(irq_en_r);
+    let irq_en_w = wr.hit(irq_en_r);
     let irq_en = m.reg("irq_enable", 1, Some(0));
-    m.set_next(irq_en, mux(wstrb.bit(0), wdata.bit(0), irq_en.q));
+    m.set_next(irq_en, mux(wr.wstrb.bit(0), wr.wdata.bit(0), irq_en.q));
     m.set_enable(irq_en, irq_en_w);
     let irq_st_r = regs
         .iter()
         .find(|r| r.kind == Kind::IrqStatus)
         .expect("IRQ_STATUS");
-    let irq_clear = w_hit(irq_st_r) & set_bits.bit(0);
+    let irq_clear = wr.hit(irq_st_r) & wr.set_bits.bit(0);
     // One event per accepted START, whatever its path (the batch controller's `finish`).
     let finish = m.input("finish", 1);
     let pending = m.reg("irq_pending", 1, Some(0));
     m.set_next(pending, finish | (pending.q & !irq_clear));
     m.output("irq", pending.q & irq_en.q);
+    Control {
+        start,
+        abort,
+        irq_en: irq_en.q,
+        pending: pending.q,
+    }
+}
 
-    // Problem registers: one register per value, written a 32-bit half at a time.
-    let mut problem = std::collections::HashMap::new();
+/// The problem registers: one register per value, written a 32-bit half at a time. Returns
+/// their values.
+fn problem_regs(
+    m: &mut ModuleBuilder,
+    regs: &[Register],
+    wr: &WriteChannel,
+) -> HashMap<ProblemReg, Sig> {
+    let mut problem = HashMap::new();
     for reg in ProblemReg::ALL {
         let halves: Vec<&Register> = regs
             .iter()
@@ -178,10 +262,10 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
             }
             let hi = (lo + 32).min(width) - 1;
             let wh = hi - lo + 1;
-            let hit = w_hit(r);
+            let hit = wr.hit(r);
             let old = val.q.slice(hi, lo);
-            let mask = smask.slice(wh - 1, 0);
-            let merged = (old & !mask) | (wdata.slice(wh - 1, 0) & mask);
+            let mask = wr.smask.slice(wh - 1, 0);
+            let merged = (old & !mask) | (wr.wdata.slice(wh - 1, 0) & mask);
             parts.push(mux(hit, merged, old));
             any.push(hit);
         }
@@ -190,6 +274,17 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         m.set_enable(val, or_all(&any));
         problem.insert(reg, val.q);
     }
+    problem
+}
+
+/// The outputs to the core and the batch controller: the launch's values, `addr_over`,
+/// `start` and `abort_req`.
+fn launch_outputs(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    problem: &HashMap<ProblemReg, Sig>,
+    ctl: &Control,
+) {
     // Values wider than their port (addresses, strides, list addresses): the bits the core
     // cannot represent refuse START (`addr_over`, ERR_ADDRESS in the batch controller); the
     // lists count only for a varlen batch.
@@ -222,10 +317,27 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
     let varlen = problem[&ProblemReg::Batch].any();
     let addr_over = or_all(&over) | (varlen & or_all(&list_over));
     m.output("addr_over", addr_over);
-    m.output("start", start);
-    m.output("abort_req", abort);
+    m.output("start", ctl.start);
+    m.output("abort_req", ctl.abort);
+}
 
-    // Read channel: a registered response, held until rready.
+/// The read channel's registered response.
+struct ReadChannel {
+    rvalid: Sig,
+    rdata: Sig,
+    rresp: Sig,
+}
+
+/// The read channel: a registered response, held until rready; reading a counter's LO
+/// register copies its upper half into the shadow HI returns.
+fn read_channel(
+    m: &mut ModuleBuilder,
+    regs: &[Register],
+    io: &CsrIn,
+    ctl: &Control,
+    problem: &HashMap<ProblemReg, Sig>,
+) -> ReadChannel {
+    let (inp, counters) = (&io.axil, &io.counters);
     let rvalid = m.reg("rvalid", 1, Some(0));
     let ar_take = inp["s_axil_arvalid"] & !rvalid.q;
     let raddr = word(inp["s_axil_araddr"]);
@@ -235,20 +347,20 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
     let high = 24 - crate::dma::error::BITS;
     let status = cat(&[
         m.zero(high),
-        error,
+        io.error,
         m.zero(5),
-        done & error.any(),
-        done,
-        busy,
+        io.done & io.error.any(),
+        io.done,
+        io.busy,
     ]);
-    for r in &regs {
+    for r in regs {
         let hit = raddr.eq((r.offset / 4) as u64);
         let v = match r.kind {
             Kind::Const(c) => m.lit(32, c as u64),
             Kind::Ctrl => zero32,
             Kind::Status => status,
-            Kind::IrqEnable => irq_en.q.zext(32),
-            Kind::IrqStatus => pending.q.zext(32),
+            Kind::IrqEnable => ctl.irq_en.zext(32),
+            Kind::IrqStatus => ctl.pending.zext(32),
             Kind::Problem { reg, half, width } => {
                 let lo = 32 * half;
                 if lo >= width {
@@ -266,7 +378,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
         values.push(mux(hit, v, zero32));
         r_hits.push(hit);
     }
-    for &c in &counters {
+    for &c in counters {
         m.discard(c);
     }
     let rdata_d = or_tree(&values);
@@ -288,20 +400,42 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
     );
     m.set_next(shadow, upper);
     m.set_enable(shadow, ar_take & lo_hit);
+    ReadChannel {
+        rvalid: rvalid.q,
+        rdata,
+        rresp,
+    }
+}
 
-    // The write response: SLVERR for an unmapped or read-only offset.
+/// The write response (SLVERR for an unmapped or read-only offset) and the slave's outputs.
+fn axil_outputs(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, rd: &ReadChannel) {
+    let slverr = m.lit(2, SLVERR);
+    let okay = m.lit(2, OKAY);
     let writable: Vec<Sig> = regs
         .iter()
         .filter(|r| r.access != Access::Ro)
-        .map(|r| waddr.eq((r.offset / 4) as u64))
+        .map(|r| wr.waddr.eq((r.offset / 4) as u64))
         .collect();
-    let bresp = m.hold("bresp", mux(or_tree(&writable), okay, slverr), do_write);
-    m.output("s_axil_awready", !aw_full.q);
-    m.output("s_axil_wready", !w_full.q);
-    m.output("s_axil_bvalid", bvalid.q);
+    let bresp = m.hold("bresp", mux(or_tree(&writable), okay, slverr), wr.do_write);
+    m.output("s_axil_awready", !wr.aw_full.q);
+    m.output("s_axil_wready", !wr.w_full.q);
+    m.output("s_axil_bvalid", wr.bvalid.q);
     m.output("s_axil_bresp", bresp);
-    m.output("s_axil_arready", !rvalid.q);
-    m.output("s_axil_rvalid", rvalid.q);
-    m.output("s_axil_rdata", rdata);
-    m.output("s_axil_rresp", rresp);
+    m.output("s_axil_arready", !rd.rvalid);
+    m.output("s_axil_rvalid", rd.rvalid);
+    m.output("s_axil_rdata", rd.rdata);
+    m.output("s_axil_rresp", rd.rresp);
+}
+
+/// The block's body: the write channel, the control and problem registers and their outputs,
+/// the read channel, the write response.
+fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
+    let regs = regmap::registers(p);
+    let io = CsrIn::new(m);
+    let wr = WriteChannel::new(m, &io);
+    let ctl = control(m, &regs, &wr);
+    let problem = problem_regs(m, &regs, &wr);
+    launch_outputs(m, p, &problem, &ctl);
+    let rd = read_channel(m, &regs, &io, &ctl, &problem);
+    axil_outputs(m, &regs, &wr, &rd);
 }
