@@ -1,10 +1,9 @@
-//! Simulator speed: cold Verilator build time and simulated cycles per second of the PE and
-//! PE grids, three ways of driving them (batched clocking, batched streaming with new inputs
-//! every cycle, and per-cycle FFI calls). Wall-clock figures of this machine: a benchmark, not
-//! a test.
+//! Simulator speed: cold Verilator build time and simulated cycles per second of the PE, three
+//! ways of driving it (batched clocking, batched streaming with new inputs every cycle, and
+//! per-cycle FFI calls), and of whole cores. Wall-clock figures of this machine: a benchmark,
+//! not a test.
 //!
-//!     cargo bench --bench sim_speed            # PE, small grid
-//!     cargo bench --bench sim_speed -- seed    # also the 32x32 seed grid (slow to build)
+//!     cargo bench --bench sim_speed            # the PE
 //!     cargo bench --bench sim_speed -- core small medium npu16 seed
 //!                                              # whole cores: cold build, attention cycles/s
 //!
@@ -166,17 +165,7 @@ fn main() {
         return;
     }
     let small = CoreConfig::preset("small").unwrap();
-    let mut rows = vec![
-        measure(&small, "pe", 2_000_000),
-        measure(&small, "pe_grid", 200_000),
-    ];
-    if std::env::args().any(|a| a == "seed") {
-        rows.push(measure(
-            &CoreConfig::preset("seed").unwrap(),
-            "pe_grid",
-            2_000,
-        ));
-    }
+    let rows = vec![measure(&small, "pe", 2_000_000)];
     println!("| block | Verilog lines | cold Verilator build (s) | cycles/s, batched step | cycles/s, streamed inputs | cycles/s, per-cycle FFI |");
     println!("|---|---:|---:|---:|---:|---:|");
     for r in rows {

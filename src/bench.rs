@@ -85,7 +85,7 @@ pub fn check_points(
     timing.validate().context("--mem-latency")?;
     for cfg in configs {
         cfg.validate()
-            .with_context(|| format!("{} as {} ({} tiers)", cfg.name, cfg.variant, cfg.tiers))?;
+            .with_context(|| format!("{} as {}", cfg.name, cfg.variant.label()))?;
         let p = hdl::core::CoreParams::from_config(cfg)?;
         for &seq in seq_lens {
             crate::verify::attention::check_shape(

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{ensure, Result};
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::{CoreConfig, VariantKind};
 use kernels::energy::EnergyTable;
 use kernels::flash::OutFormat;
 use serde::Serialize;
@@ -38,10 +38,7 @@ pub const DESIGNS: [(&str, RunKind, bool); 5] = [
 /// array: half the columns, or else half the rows, whichever is a valid tiling (None if
 /// neither is).
 pub fn iso_pe_config(cfg: &CoreConfig) -> Option<CoreConfig> {
-    let base = CoreConfig {
-        variant: Variant::Reg3d,
-        ..cfg.clone()
-    };
+    let base = cfg.with_variant(VariantKind::Reg3d);
     let halves = [
         CoreConfig {
             cols: cfg.cols / 2,
@@ -120,14 +117,11 @@ pub struct ComparePlan {
 /// or more, and prices each design; `each` sees a run's report as it finishes.
 pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<CompareRow>> {
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to compare");
-    let variant = |v: Variant| CoreConfig {
-        variant: v,
-        ..plan.config.clone()
-    };
+    let variant = |v: VariantKind| plan.config.with_variant(v);
     let mut configs: Vec<(RunKind, CoreConfig)> = vec![
-        (RunKind::Buf2d, variant(Variant::Buf2d)),
-        (RunKind::Reg2d, variant(Variant::Reg2d)),
-        (RunKind::Reg3d, variant(Variant::Reg3d)),
+        (RunKind::Buf2d, variant(VariantKind::Buf2d)),
+        (RunKind::Reg2d, variant(VariantKind::Reg2d)),
+        (RunKind::Reg3d, variant(VariantKind::Reg3d)),
     ];
     if let Some(c) = iso_pe_config(&plan.config) {
         configs.push((RunKind::Reg3dIso, c));
@@ -189,7 +183,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                 let (cfg, p) = (&configs[c].1, &params[c]);
                 let sh = shape(seq);
                 let (qk, pv) = p.block_steps();
-                let steps = if cfg.variant == Variant::Reg3d {
+                let steps = if p.row.concurrent_phases() {
                     sh.blocks(p).0 * qk.max(pv) as u64
                 } else {
                     sh.mac_steps(p)

@@ -213,9 +213,9 @@ impl<'a> Model<'a> {
             p,
             s,
             mem,
-            tiered: p.row.tiered.is_some(),
-            two_port: p.row.buffer.is_none_or(|b| b.ports != 1),
-            buffered: p.row.buffer.is_some(),
+            tiered: p.row.concurrent_phases(),
+            two_port: p.row.flow().p_ports() != 1,
+            buffered: p.row.s_in_sram(),
             qk_steps: qk as u64,
             pv_steps: pv as u64,
             row_beats: (2 * s.head_dim as u64) / beat,
@@ -656,7 +656,7 @@ impl<'a> Model<'a> {
         let busy = self.walk_left > 0;
         let fin = self.walk_left == 1;
         let take = (!busy || fin) && (landed || self.walk_pend);
-        let link = row.tiered.map_or(0, |t| t.vlink_latency);
+        let link = row.vlink_latency();
         let linked = delayed(self.walk_fin, fin, link);
         self.walk_fin = (self.walk_fin << 1) | fin as u64;
         self.walk_pend = (self.walk_pend || landed) && !(take && !(self.walk_pend && landed));

@@ -72,7 +72,7 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
 }
 
 /// Generates `target` into a scratch folder and builds (or fetches from the cache) its
-/// Verilator model. Returns the model and the manifest. Memory macros (`buf_macro`) are
+/// Verilator model. Returns the model and the manifest. Memory macros (`buf2d.macro`) are
 /// simulated as the behavioural RAM with the same ports. Fault-injection cores are built
 /// without C++ optimization (`BuildOptions::quick`).
 pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
@@ -141,8 +141,9 @@ fn build_model(
     short_run: bool,
 ) -> Result<(verilator_tb::Model, Manifest)> {
     let scratch = gen::tools::ScratchDir::new("model")?;
+    // Simulation uses the buffer's behaviour, never a macro's blackbox.
     let cfg = CoreConfig {
-        buf_macro: false,
+        variant: cfg.variant.behavioural(),
         ..cfg.clone()
     };
     let manifest = generate(&cfg, target, scratch.path())?;

@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::CommandFactory;
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::{CoreConfig, StackParams, Variant, VariantKind};
 use hdl::Design;
 
 use crate::cli::Cli;
@@ -59,14 +59,17 @@ pub fn generated() -> Result<Vec<Generated>> {
         key: "module-tree",
         text: tree(&d, &top)?,
     });
+    let three_tiers = Variant::Reg3d(StackParams {
+        tiers: 3,
+        ..StackParams::default()
+    });
     for (variant, key) in [
         (Variant::Reg2d, "row-reg2d"),
-        (Variant::Buf2d, "row-buf2d"),
-        (Variant::Reg3d, "row-reg3d"),
+        (VariantKind::Buf2d.with_defaults(), "row-buf2d"),
+        (three_tiers, "row-reg3d"),
     ] {
         let mut c = small.clone();
         c.variant = variant;
-        c.tiers = if variant == Variant::Reg3d { 3 } else { 2 };
         let (d, row) = design(&c, "pe_row")?;
         v.push(Generated {
             file: "docs/variants.md",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::CoreConfig;
 use kernels::energy::{Activity, Breakdown, EnergyTable, Geometry, Placement, StoragePoint, KEYS};
 use serde::{Deserialize, Serialize};
 
@@ -119,13 +119,12 @@ pub fn load_table(path: Option<&Path>) -> Result<EnergyTable> {
 
 /// Bytes of the storage a P access touches: the P bank of a register design (2·a·Bc FP16
 /// weights, addressed by query row and key, so rounded up to powers of two), or one of the
-/// `buf_banks` SRAM banks of buf2d's row (S and P arrays; `buf_bytes` per row when the config
-/// names a capacity).
+/// `banks` SRAM banks of buf2d's row (S and P arrays; `bytes` per row when the config names a
+/// capacity).
 pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
-    match cfg.variant {
-        Variant::Buf2d if cfg.buf_bytes > 0 => cfg.buf_bytes / (cfg.rows * cfg.buf_banks) as u64,
-        Variant::Buf2d => cfg.buffer_bytes_needed() / (cfg.rows * cfg.buf_banks) as u64,
-        _ => {
+    match cfg.variant.flow().sram_bank_bytes(cfg) {
+        Some(bytes) => bytes,
+        None => {
             let a = (cfg.br / cfg.rows).max(1);
             let words = 1u64 << (hdl::addr_bits(a) + hdl::addr_bits(cfg.bc));
             2 * words * 2
@@ -136,7 +135,7 @@ pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
 /// What the counters of a run on `cfg` are priced at; `stacked`: buf2d's banks on a tier of
 /// their own ("3-D buffered").
 pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
-    let mac_tiers = if cfg.variant == Variant::Reg3d { 2 } else { 1 };
+    let mac_tiers = cfg.row().mac_tiers() as u64;
     let (s_access_bits, p_access_bits) = cfg.row().access_bits();
     let dma = cfg.dma();
     let beat_bytes = (dma.width / 8) as u64;
@@ -155,7 +154,7 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         staging_bank_bytes,
         pe_rf_bytes: cfg.regs_per_pe as u64 * 4,
         p_bytes: row_storage_bytes(cfg),
-        buffer: (cfg.variant == Variant::Buf2d).then_some(if stacked {
+        buffer: cfg.variant.flow().s_in_sram().then_some(if stacked {
             Placement::Stacked
         } else {
             Placement::Planar
@@ -225,7 +224,7 @@ pub struct EnergyReport {
     pub sram_share_on_chip: f64,
     /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read`, `p_write`,
     /// `s_read`, `s_write` (an access of the bank's word: 16-bit P and 32-bit S, or buf2d's
-    /// `buf_word_bits`; with a buffer's wire or bond crossing),
+    /// `buf2d.word_bits`; with a buffer's wire or bond crossing),
     /// `max_op`, `exp_op`, `row_update`, `recip_op`, `norm_op`, `land_read_bit`,
     /// `land_write_bit`, `staging_bit` (written and read), `bcast_bit_hop`, `vlink_bit`,
     /// `dram_byte`, `static_cycle`. A DMA byte moves 8 landing or staging bits as well.

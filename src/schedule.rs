@@ -116,13 +116,11 @@ impl Shape {
         let (reads, writes) = self.beats(p);
         let scores = br * bc;
         let macs = h * 2 * d * pairs;
-        let buffered = p.row.buffer.is_some() as u64;
+        let buffered = p.row.s_in_sram() as u64;
         // buf2d's wide words: an access moves a word of a query row's scores or weights.
-        let (s_per, p_per) = p
-            .row
-            .buffer
-            .map_or((1, 1), |b| (b.s_per_word as u64, b.p_per_word as u64));
-        let tiered = p.row.tiered.is_some() as u64;
+        let (s_per, p_per) = p.row.flow().elems_per_word();
+        let (s_per, p_per) = (s_per as u64, p_per as u64);
+        let tiered = p.row.concurrent_phases() as u64;
         let tile_rows = h * self.q_len.div_ceil(br as usize) as u64 * br;
         let o_values = tile_rows * d;
         let s_links = p.row.softmax_tier() as u64 * h * pairs;

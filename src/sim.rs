@@ -65,7 +65,7 @@ pub struct SimReport {
     #[serde(default = "full_link")]
     pub vlink_bits: u32,
     /// Bits of an S-array access and of a P-bank access (the `*_buf_*` counters count
-    /// accesses): 32 and 16, or buf2d's `buf_word_bits`.
+    /// accesses): 32 and 16, or buf2d's `buf2d.word_bits`.
     #[serde(default = "full_link")]
     pub s_access_bits: u32,
     #[serde(default = "half_link")]
@@ -176,44 +176,43 @@ impl SimReport {
         s
     }
 
+    /// The value of counter `n` (0 if the run has none).
+    fn counter(&self, n: &str) -> u64 {
+        self.counters.get(n).copied().unwrap_or(0)
+    }
+
     /// The human-readable summary.
     pub fn summary(&self) -> String {
-        let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
-        let pct = |n: &str| 100.0 * c(n) as f64 / self.cycles.max(1) as f64;
-        let mut s =
-            format!(
+        let mut s = self.headline();
+        s += &self.cycle_lines();
+        s += &self.activity_lines();
+        s += &self.memory_lines();
+        if let Some(e) = &self.energy {
+            s += &e.summary();
+        }
+        s += &self.verdict_lines();
+        s
+    }
+
+    /// The summary's first line: the design and the problem.
+    fn headline(&self) -> String {
+        format!(
             "regflash sim: preset {}, {} ({}x{} PEs{}, Br {} Bc {} d {}), {} head(s){}, seq {}{}, \
              {}, out {}\n",
             self.preset,
             self.design(", "),
             self.rows,
             self.cols,
-            if self.mac_tiers > 1 { " per PE tier" } else { "" },
+            if self.mac_tiers > 1 {
+                " per PE tier"
+            } else {
+                ""
+            },
             self.br,
             self.bc,
             self.head_dim,
             self.heads,
-            {
-                let mut x = String::new();
-                if self.kv_heads > 0 && self.kv_heads != self.heads {
-                    x += &format!(" sharing {} K/V head(s)", self.kv_heads);
-                }
-                if self.layout != "bhsd" {
-                    x += &format!(", layout {}", self.layout);
-                }
-                if !self.seqlens.is_empty() {
-                    let l: Vec<String> = self
-                        .seqlens
-                        .iter()
-                        .map(|&(q, k)| if q == k { q.to_string() } else { format!("{q}/{k}") })
-                        .collect();
-                    x += &format!(", varlen batch of {} ({})", l.len(), l.join(", "));
-                }
-                if self.mem_if != "simple" {
-                    x += &format!(", memory over {}", self.mem_if.to_uppercase());
-                }
-                x
-            },
+            self.problem_extras(),
             self.seq_len,
             if self.k_len != self.seq_len {
                 format!(" (keys {})", self.k_len)
@@ -222,8 +221,43 @@ impl SimReport {
             },
             if self.causal { "causal" } else { "non-causal" },
             self.out_format
-        );
-        s += &format!(
+        )
+    }
+
+    /// What the headline adds after the heads: shared K/V heads, the layout, the varlen
+    /// batch's lengths and the memory interface, where not the defaults.
+    fn problem_extras(&self) -> String {
+        let mut x = String::new();
+        if self.kv_heads > 0 && self.kv_heads != self.heads {
+            x += &format!(" sharing {} K/V head(s)", self.kv_heads);
+        }
+        if self.layout != "bhsd" {
+            x += &format!(", layout {}", self.layout);
+        }
+        if !self.seqlens.is_empty() {
+            let l: Vec<String> = self
+                .seqlens
+                .iter()
+                .map(|&(q, k)| {
+                    if q == k {
+                        q.to_string()
+                    } else {
+                        format!("{q}/{k}")
+                    }
+                })
+                .collect();
+            x += &format!(", varlen batch of {} ({})", l.len(), l.join(", "));
+        }
+        if self.mem_if != "simple" {
+            x += &format!(", memory over {}", self.mem_if.to_uppercase());
+        }
+        x
+    }
+
+    /// The lines on cycles: utilization, MAC steps and the stalls.
+    fn cycle_lines(&self) -> String {
+        let pct = |n: &str| 100.0 * self.counter(n) as f64 / self.cycles.max(1) as f64;
+        let mut s = format!(
             "  cycles {} (ideal {:.0}), utilization {:.1} %{}, MAC steps {:.1} % of cycles \
              (QK {:.1} %, PV {:.1} %)\n",
             self.cycles,
@@ -245,7 +279,14 @@ impl SimReport {
             pct("stall_softmax"),
             pct("stall_other")
         );
-        s += &format!(
+        s
+    }
+
+    /// The lines on the array's activity: MACs and accesses, broadcasts, vertical links, the
+    /// S buffer, the row engines.
+    fn activity_lines(&self) -> String {
+        let c = |n: &str| self.counter(n);
+        let mut s = format!(
             "  MACs {} (masked slots {}), blocks {} (skipped {}), register file reads {} / \
              writes {}, P buffer reads {} / writes {}\n",
             c("macs"),
@@ -294,7 +335,12 @@ impl SimReport {
             c("norm_ops"),
             c("land_read_bits")
         );
-        s += &format!(
+        s
+    }
+
+    /// The lines on memory traffic: bytes, and the AXI4 bursts.
+    fn memory_lines(&self) -> String {
+        let mut s = format!(
             "  memory: {} bytes read, {} bytes written\n",
             self.memory_bytes_read, self.memory_bytes_written
         );
@@ -305,9 +351,12 @@ impl SimReport {
                 x.read_bursts, x.write_bursts, x.longest_burst, x.overtaking_beats, x.stalled
             );
         }
-        if let Some(e) = &self.energy {
-            s += &e.summary();
-        }
+        s
+    }
+
+    /// The closing lines: clamped inputs, the accuracy, and PASS or the failures.
+    fn verdict_lines(&self) -> String {
+        let mut s = String::new();
         if self.saturated_inputs > 0 {
             s += &format!(
                 "  inputs: {} FP32 values outside the FP16 range clamped to ±65504 (--saturate)\n",
@@ -518,7 +567,7 @@ fn report(
         array_busy: c("mac_cycles") as f64 / cycles.max(1) as f64,
         tiers: p.row.tiers(),
         mac_tiers: p.row.mac_tiers(),
-        vlink_bits: cfg.vlink_bits,
+        vlink_bits: p.row.flow().s_link_bits(),
         s_access_bits: p.row.access_bits().0,
         p_access_bits: p.row.access_bits().1,
         qk_tier_busy: c("qk_cycles") as f64 / cycles.max(1) as f64,

@@ -12,7 +12,7 @@
 
 use gen::flow::{CellStats, SynthReport};
 use gen::manifest::MemoryEntry;
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::CoreConfig;
 
 /// One part of the design on its tier.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -33,10 +33,7 @@ pub struct TierPart {
 /// whole hierarchy's.
 pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<TierPart> {
     let h = Hierarchy { r, mems };
-    let tiers = match cfg.variant {
-        Variant::Reg3d => cfg.tiers,
-        _ => 1,
-    };
+    let tiers = cfg.variant.tiers();
     let name = |k: u32, what: &str| {
         if tiers == 1 {
             "tier 0".to_string()

@@ -80,13 +80,6 @@ pub static UNITS: &[Unit] = &[
         check: Check::Own(|c, v, s| run::verify_pe_block(c, "pe", run::stream_cases(v), 1000, s)),
     },
     Unit {
-        name: "pe_grid",
-        build: |d, c| Ok(hdl::array::build(d, &c.grid())),
-        check: Check::Own(|c, v, s| {
-            run::verify_pe_block(c, "pe_grid", run::stream_cases(v), 1000, s)
-        }),
-    },
-    Unit {
         name: "fp32_mul",
         build: |d, c| Ok(hdl::fp32_mul::build(d, &c.fmul()).module),
         check: pure!(fp32_mul),

@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use gen::flow::Linted;
 use gen::tools::ScratchDir;
-use hdl::config::CoreConfig;
+use hdl::config::{BufParams, CoreConfig, StackParams, Variant};
 use hdl::core::CoreParams;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
@@ -123,8 +123,11 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
         (
             "vlink_bits",
             |c, v| {
-                (c.variant, c.tiers) = (hdl::config::Variant::Reg3d, 3);
-                c.vlink_bits = v as u32;
+                c.variant = Variant::Reg3d(StackParams {
+                    tiers: 3,
+                    vlink_bits: v as u32,
+                    ..StackParams::default()
+                });
             },
             vec![0, 1, 3, 16, 33, 64, u32::MAX as u64],
         ),
@@ -230,14 +233,20 @@ fn random_configurations_build_or_are_refused() {
         |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo), (variant, vl))| {
             let mut cfg = small();
             // reg2d, buf2d, reg3d with two tiers, with three, with three and narrow S links.
-            cfg.variant = hdl::config::Variant::ALL[variant.min(2)];
-            cfg.tiers = if variant >= 3 { 3 } else { 2 };
-            cfg.vlink_bits = if variant == 4 { 1 << vl } else { 32 };
-            // buf2d: words of one element to 256 bits, one or two banks per array.
-            if variant == 1 {
-                cfg.buf_word_bits = [0, 32, 64, 128, 256][vl as usize];
-                cfg.buf_banks = 1 + (vl >= 2) as u32;
-            }
+            cfg.variant = match variant {
+                0 => Variant::Reg2d,
+                // buf2d: words of one element to 256 bits, one or two banks per array.
+                1 => Variant::Buf2d(BufParams {
+                    word_bits: [0, 32, 64, 128, 256][vl as usize],
+                    banks: 1 + (vl >= 2) as u32,
+                    ..BufParams::default()
+                }),
+                _ => Variant::Reg3d(StackParams {
+                    tiers: if variant >= 3 { 3 } else { 2 },
+                    vlink_bits: if variant == 4 { 1 << vl } else { 32 },
+                    ..StackParams::default()
+                }),
+            };
             (cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim) = (r, c, r * a, c * b, c * e);
             let need = (2 * a * b + a * e).next_power_of_two();
             cfg.regs_per_pe = if rk < 0 { need / 2 } else { need << rk }.max(2);

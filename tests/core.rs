@@ -3,7 +3,7 @@
 //! counters with what the model and the schedule fix exactly, over directed and random
 //! shapes, heads, masks, value patterns and memory behaviour.
 
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::{BufParams, CoreConfig, StackParams, Variant};
 use hdl::core::CoreParams;
 use kernels::flash::OutFormat;
 use regflash::design::{simulate, simulate_hierarchical, Target};
@@ -30,8 +30,7 @@ fn tiered(cfg: &CoreConfig) -> CoreConfig {
 fn stacked(cfg: &CoreConfig, tiers: u32) -> CoreConfig {
     let c = CoreConfig {
         name: format!("{}_reg3d_t{tiers}", cfg.name),
-        variant: Variant::Reg3d,
-        tiers,
+        variant: Variant::reg3d(tiers),
         ..cfg.clone()
     };
     c.validate().unwrap();
@@ -42,9 +41,11 @@ fn stacked(cfg: &CoreConfig, tiers: u32) -> CoreConfig {
 fn linked(cfg: &CoreConfig, bits: u32) -> CoreConfig {
     let c = CoreConfig {
         name: format!("{}_reg3d_t3_v{bits}", cfg.name),
-        variant: Variant::Reg3d,
-        tiers: 3,
-        vlink_bits: bits,
+        variant: Variant::Reg3d(StackParams {
+            tiers: 3,
+            vlink_bits: bits,
+            ..StackParams::default()
+        }),
         ..cfg.clone()
     };
     c.validate().unwrap();
@@ -55,8 +56,10 @@ fn linked(cfg: &CoreConfig, bits: u32) -> CoreConfig {
 fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
     let c = CoreConfig {
         name: format!("{}_buf2d_p{ports}", cfg.name),
-        variant: Variant::Buf2d,
-        buf_ports: ports,
+        variant: Variant::Buf2d(BufParams {
+            ports,
+            ..BufParams::default()
+        }),
         ..cfg.clone()
     };
     c.validate().unwrap();
@@ -66,12 +69,12 @@ fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
 /// `cfg` (buf2d) with S and P words of `bits` bits (several scores or weights to an access),
 /// each array in `banks` SRAM banks.
 fn wide(cfg: &CoreConfig, bits: u32, banks: u32) -> CoreConfig {
-    let c = CoreConfig {
+    let mut c = CoreConfig {
         name: format!("{}_w{bits}_b{banks}", cfg.name),
-        buf_word_bits: bits,
-        buf_banks: banks,
         ..cfg.clone()
     };
+    let b = c.buf_mut("buf2d.word_bits").unwrap();
+    (b.word_bits, b.banks) = (bits, banks);
     c.validate().unwrap();
     c
 }
@@ -129,7 +132,7 @@ fn sixteen_columns_count_right() {
         br: 16,
         bc: 32,
         head_dim: 32,
-        variant: Variant::Reg3d,
+        variant: Variant::reg3d(2),
         ..CoreConfig::preset("medium").unwrap()
     };
     cfg.validate().unwrap();

@@ -2,7 +2,7 @@
 //! performance floors the schedule must keep. Every deterministic RTL run in the other tests
 //! is held to the stepped model counter for counter (`verify::attention::check`).
 
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::{CoreConfig, StackParams, Variant};
 use hdl::core::CoreParams;
 use regflash::cycles::{self, MemTiming, Method, Timing};
 use regflash::schedule::Shape;
@@ -37,8 +37,8 @@ fn shape(p: &CoreParams, heads: usize, seq: usize, causal: bool) -> Shape {
 fn extrapolation_matches_stepping() {
     let cases = [
         ("small", Variant::Reg2d, 1536),
-        ("small", Variant::Reg3d, 1536),
-        ("medium", Variant::Buf2d, 2048),
+        ("small", Variant::reg3d(2), 1536),
+        ("medium", Variant::buf2d(), 2048),
         ("npu16", Variant::Reg2d, 4096),
         ("seed", Variant::Reg2d, 8192),
     ];
@@ -113,7 +113,7 @@ fn performance_floors() {
         let ratio = causal as f64 / full as f64;
         eprintln!("{preset} seq 4096: causal / non-causal = {ratio:.4}");
         assert!(ratio <= 0.51, "{preset}: {ratio}");
-        let p3 = params(preset, Variant::Reg3d);
+        let p3 = params(preset, Variant::reg3d(2));
         let s = shape(&p3, 1, 1024, false);
         let t = cycles::exact(&p3, &s, MEM);
         let qk = s
@@ -174,13 +174,20 @@ fn documented_bench_points() {
             .strip_prefix("reg3d ×3, ")
             .and_then(|s| s.strip_suffix("-bit links"))
             .map(|n| n.parse::<u32>().unwrap());
-        let (variant, tiers, at) = match cells[2] {
-            "reg2d" => (Variant::Reg2d, 2, 4),
-            "buf2d" => (Variant::Buf2d, 2, 4),
-            "reg3d" => (Variant::Reg3d, 2, 4),
-            "reg3d ×3" => (Variant::Reg3d, 3, 4),
-            _ if links.is_some() => (Variant::Reg3d, 3, 4),
-            _ => (Variant::Reg2d, 2, 4),
+        let (variant, at) = match cells[2] {
+            "reg2d" => (Variant::Reg2d, 4),
+            "buf2d" => (Variant::buf2d(), 4),
+            "reg3d" => (Variant::reg3d(2), 4),
+            "reg3d ×3" => (Variant::reg3d(3), 4),
+            _ if links.is_some() => (
+                Variant::Reg3d(StackParams {
+                    tiers: 3,
+                    vlink_bits: links.unwrap(),
+                    ..StackParams::default()
+                }),
+                4,
+            ),
+            _ => (Variant::Reg2d, 4),
         };
         let (Ok(seq), Ok(want)) = (cells[at].parse::<usize>(), cells[at + 2].parse::<u64>()) else {
             continue;
@@ -194,8 +201,6 @@ fn documented_bench_points() {
         let causal = cells[at + 1] == "yes";
         let mut c = config(cells[1]);
         c.variant = variant;
-        c.tiers = tiers;
-        c.vlink_bits = links.unwrap_or(32);
         let p = CoreParams::from_config(&c).unwrap();
         let t = cycles::exact(&p, &shape(&p, 1, seq, causal), MEM);
         assert_eq!(t.cycles, want, "docs: {line}");

@@ -157,8 +157,10 @@ fn prefetch_hides_latency_when_bandwidth_suffices() {
 fn sram_banks_match_their_model() {
     for ports in [2, 1] {
         let c = CoreConfig {
-            variant: hdl::config::Variant::Buf2d,
-            buf_ports: ports,
+            variant: hdl::config::Variant::Buf2d(hdl::config::BufParams {
+                ports,
+                ..Default::default()
+            }),
             ..CoreConfig::preset("small").unwrap()
         };
         let r = regflash::verify::run::verify_block(&c, "sram", 20_000, 70 + ports as u64)

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gen::tools::ScratchDir;
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::{BufParams, CoreConfig, StackParams, Variant};
 use hdl::Design;
 use regflash::design::{generate, Target};
 use regflash::units::UNITS;
@@ -127,11 +127,11 @@ fn small_preset_lints_clean_with_named_states() {
     assert_eq!(fsm.states.len(), 12);
     let translate = std::fs::read_to_string(dir.path().join(&fsm.translate_file)).unwrap();
     assert!(
-        translate.lines().any(|l| l == "6 S_EXP_SWEEP"),
+        translate.lines().any(|l| l == "6 RE_EXP_SWEEP"),
         "{translate}"
     );
     assert!(
-        translate.lines().any(|l| l == "b S_RO_SWEEP"),
+        translate.lines().any(|l| l == "b RE_RO_SWEEP"),
         "{translate}"
     );
 }
@@ -145,12 +145,15 @@ fn small_preset_lints_clean_with_named_states() {
 #[test]
 fn buffered_core_passes_the_gates_and_lists_its_banks() {
     for (ports, blackbox, word) in [(1, false, 0), (2, true, 0), (2, false, 64)] {
+        let buf = BufParams {
+            ports,
+            macro_blackbox: blackbox,
+            word_bits: word,
+            banks: if word == 0 { 1 } else { 2 },
+            bytes: 0,
+        };
         let cfg = CoreConfig {
-            variant: Variant::Buf2d,
-            buf_ports: ports,
-            buf_macro: blackbox,
-            buf_word_bits: word,
-            buf_banks: if word == 0 { 1 } else { 2 },
+            variant: Variant::Buf2d(buf),
             ..small()
         };
         let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -174,7 +177,7 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
         };
         assert_eq!(banks, want, "words of {word} bits");
         let bits: u64 = srams.iter().map(|m| m.bits()).sum();
-        assert_eq!(bits, 8 * cfg.buffer_bytes_needed());
+        assert_eq!(bits, 8 * buf.bytes_needed(&cfg));
         assert!(manifest
             .memories
             .iter()
@@ -195,10 +198,12 @@ fn buffered_rows_pass_the_gates() {
 /// banks per array: lint clean and synthesized without latches or loops.
 fn buffered_unit_gates(unit: &str, word: u32, banks: u32) {
     let cfg = CoreConfig {
-        variant: Variant::Buf2d,
-        buf_ports: 1,
-        buf_word_bits: word,
-        buf_banks: banks,
+        variant: Variant::Buf2d(BufParams {
+            ports: 1,
+            word_bits: word,
+            banks,
+            ..BufParams::default()
+        }),
         ..small()
     };
     let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
@@ -215,7 +220,7 @@ fn buffered_unit_gates(unit: &str, word: u32, banks: u32) {
 fn tiered_core_passes_the_gates() {
     tiered_gates(2, 32);
     let cfg = CoreConfig {
-        variant: Variant::Reg3d,
+        variant: Variant::reg3d(2),
         ..small()
     };
     let (dir, _) = gen_into(&cfg, Target::Unit("sequencer".into()));
@@ -236,9 +241,11 @@ fn three_tier_core_with_narrow_links_passes_the_gates() {
 /// `vlink_bits` wires.
 fn tiered_gates(tiers: u32, vlink_bits: u32) {
     let cfg = CoreConfig {
-        variant: Variant::Reg3d,
-        tiers,
-        vlink_bits,
+        variant: Variant::Reg3d(StackParams {
+            tiers,
+            vlink_bits,
+            ..StackParams::default()
+        }),
         ..small()
     };
     let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -464,13 +471,14 @@ fn icarus_compiles_the_filelist() {
     }
 }
 
+/// One module per distinct parameter set: the seed core's 1,024 PEs share one definition.
 #[test]
-fn seed_grid_has_one_pe_definition_and_1024_instances() {
+fn seed_core_has_one_pe_definition_and_1024_instances() {
     let cfg = CoreConfig::preset("seed").unwrap();
     let mut d = Design::new();
-    let top = regflash::units::build_unit(&mut d, "pe_grid", &cfg).unwrap();
+    let top = regflash::units::build_unit(&mut d, "core", &cfg).unwrap();
     let files = gen::render(&d, &top.name, &serde_json::json!({})).unwrap();
-    let pe_name = cfg.grid().pe.module_name();
+    let pe_name = cfg.pe().module_name();
     let pe_defs: Vec<_> = files
         .iter()
         .filter(|(_, text)| text.contains(&format!("module {pe_name} (")))
@@ -482,16 +490,15 @@ fn seed_grid_has_one_pe_definition_and_1024_instances() {
         files.len(),
         "one module per file"
     );
-    let grid = &files.last().unwrap().1;
-    assert_eq!(grid.matches(&format!("    {pe_name} pe_")).count(), 1024);
+    assert_eq!(d.copies(&top.name)[&pe_name], 1024);
     let lines = all.lines().count();
     eprintln!(
-        "seed grid: {} modules, {lines} lines of Verilog",
+        "seed core: {} modules, {lines} lines of Verilog",
         files.len()
     );
     assert!(
-        lines < 4000,
-        "the seed grid should stay compact, got {lines} lines"
+        lines < 16_000,
+        "the seed core should stay compact, got {lines} lines"
     );
 }
 
@@ -711,83 +718,56 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "clock_mhz = -1 is out of range",
         ),
         (
-            Box::new(|c| {
-                c.variant = Variant::Reg3d;
-                c.tiers = 4;
-            }),
-            "tiers = 4 is not supported: reg3d has 2 tiers",
+            Box::new(|c| c.stack_mut("").unwrap().tiers = 4),
+            "reg3d.tiers = 4 is not supported: reg3d has 2 tiers",
+        ),
+        (
+            Box::new(|c| c.stack_mut("").unwrap().vlink_latency = 9),
+            "reg3d.vlink_latency = 9 is out of range: allowed 0 to 4 cycles",
+        ),
+        (
+            Box::new(|c| c.stack_mut("").unwrap().vlink_bits = 8),
+            "reg3d.vlink_bits = 8 needs reg3d.tiers = 3",
         ),
         (
             Box::new(|c| {
-                c.variant = Variant::Reg3d;
-                c.vlink_latency = 9;
+                let s = c.stack_mut("").unwrap();
+                (s.tiers, s.vlink_bits) = (3, 12);
             }),
-            "vlink_latency = 9 is out of range: allowed 0 to 4 cycles",
+            "reg3d.vlink_bits = 12 is not supported: a QK PE's S link is 1, 2, 4, 8, 16 or 32",
         ),
         (
-            Box::new(|c| c.vlink_bits = 8),
-            "vlink_bits = 8 applies to reg3d's S links only",
+            Box::new(|c| c.buf_mut("").unwrap().ports = 3),
+            "buf2d.ports = 3 is not supported: allowed 1",
         ),
         (
-            Box::new(|c| {
-                c.variant = Variant::Reg3d;
-                c.vlink_bits = 8;
-            }),
-            "vlink_bits = 8 needs tiers = 3",
+            Box::new(|c| c.buf_mut("").unwrap().bytes = 100),
+            "buf2d.bytes = 100 is too small: the tiling needs 512 B",
         ),
         (
-            Box::new(|c| {
-                (c.variant, c.tiers) = (Variant::Reg3d, 3);
-                c.vlink_bits = 12;
-            }),
-            "vlink_bits = 12 is not supported: a QK PE's S link is 1, 2, 4, 8, 16 or 32",
+            Box::new(|c| c.buf_mut("").unwrap().word_bits = 48),
+            "buf2d.word_bits = 48 is not supported",
         ),
         (
-            Box::new(|c| {
-                c.variant = Variant::Buf2d;
-                c.buf_ports = 3;
-            }),
-            "buf_ports = 3 is not supported: allowed 1",
+            Box::new(|c| c.buf_mut("").unwrap().word_bits = 256),
+            "buf2d.word_bits = 256 does not fit bc = 8: a P word holds 16 weights",
         ),
         (
-            Box::new(|c| {
-                c.variant = Variant::Buf2d;
-                c.buf_bytes = 100;
-            }),
-            "buf_bytes = 100 is too small: the tiling needs 512 B",
-        ),
-        (
-            Box::new(|c| c.buf_word_bits = 64),
-            "buf_word_bits = 64 applies to buf2d's SRAM banks only",
-        ),
-        (
-            Box::new(|c| {
-                c.variant = Variant::Buf2d;
-                c.buf_word_bits = 48;
-            }),
-            "buf_word_bits = 48 is not supported",
-        ),
-        (
-            Box::new(|c| {
-                c.variant = Variant::Buf2d;
-                c.buf_word_bits = 256;
-            }),
-            "buf_word_bits = 256 does not fit bc = 8: a P word holds 16 weights",
-        ),
-        (
-            Box::new(|c| c.buf_banks = 2),
-            "buf_banks = 2 applies to buf2d's SRAM arrays only",
-        ),
-        (
-            Box::new(|c| {
-                c.variant = Variant::Buf2d;
-                c.buf_banks = 16;
-            }),
-            "buf_banks = 16 is not supported here: a power of two from 1 to 8",
+            Box::new(|c| c.buf_mut("").unwrap().banks = 16),
+            "buf2d.banks = 16 is not supported here: a power of two from 1 to 8",
         ),
     ];
     for (change, expect) in cases {
+        // Each case starts from small as the variant whose knob it sets.
         let mut cfg = small();
+        let variant = if expect.starts_with("reg3d.") {
+            Variant::reg3d(2)
+        } else if expect.starts_with("buf2d.") {
+            Variant::buf2d()
+        } else {
+            Variant::Reg2d
+        };
+        cfg.variant = variant;
         change(&mut cfg);
         let err = cfg.validate().unwrap_err().to_string();
         assert!(err.contains(expect), "expected `{expect}` in: {err}");
@@ -803,7 +783,7 @@ fn configuration_errors_say_what_and_how_to_fix() {
         err.contains("needs 24 registers (16 S values: 2 block(s) of 8; and 8 O values)"),
         "{err}"
     );
-    c.variant = Variant::Buf2d;
+    c.variant = Variant::buf2d();
     hdl::core::CoreParams::from_config(&c).unwrap();
     let err = CoreConfig::preset("huge").unwrap_err().to_string();
     assert!(

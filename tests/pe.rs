@@ -1,4 +1,4 @@
-//! The PE and PE grids under Verilator against the functional model: random operation streams
+//! The PE under Verilator against the functional model: random operation streams
 //! (MAC, clear-MAC, load, idle) with biased FP16 operands, the read port compared every cycle,
 //! and every register of every PE read back at the end.
 
@@ -45,39 +45,4 @@ fn pe_combinational_mac_accumulates_every_cycle() {
 #[test]
 fn pe_deepest_pipeline() {
     check(&small(2, 2), "pe", 100, 13);
-}
-
-#[test]
-fn grid_small_preset() {
-    check(&small(1, 1), "pe_grid", 100, 14);
-}
-
-#[test]
-fn grid_odd_shape_few_registers() {
-    let cfg = CoreConfig {
-        rows: 3,
-        cols: 2,
-        br: 6,
-        bc: 4,
-        head_dim: 4,
-        regs_per_pe: 8,
-        mem_width: 64, // rows of 4 FP16 values
-        ..small(1, 0)
-    };
-    check(&cfg, "pe_grid", 100, 15);
-}
-
-#[test]
-fn grid_one_by_one() {
-    let cfg = CoreConfig {
-        rows: 1,
-        cols: 1,
-        br: 1,
-        bc: 1,
-        head_dim: 2,
-        regs_per_pe: 4,
-        mem_width: 32, // rows of 2 FP16 values
-        ..small(0, 1)
-    };
-    check(&cfg, "pe_grid", 100, 16);
 }

@@ -313,7 +313,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
         ("reg2d", "bc = 2\n".to_string(), "6", Fault::ALL.to_vec()),
         (
             "buf2d",
-            "variant = \"buf2d\"\nbuf_ports = 1\nbc = 4\n".to_string(),
+            "variant = \"buf2d\"\nbc = 4\n[buf2d]\nports = 1\n".to_string(),
             "8",
             buf2d,
         ),
@@ -333,7 +333,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
         // Three tiers: the same phase streams; the softmax tier's S registers are its own.
         (
             "reg3d_t3",
-            "variant = \"reg3d\"\ntiers = 3\nbc = 2\n".to_string(),
+            "variant = \"reg3d\"\nbc = 2\n[reg3d]\ntiers = 3\n".to_string(),
             "6",
             vec![SharedSTierSlot],
         ),

@@ -120,11 +120,11 @@ impl Fault {
     /// Whether the fault can act in the core `p` (None), or what it needs (Some).
     pub fn needs(self, p: &crate::core::CoreParams) -> Option<&'static str> {
         match self {
-            Fault::SharedPortClash if p.row.buffer.is_none_or(|b| b.ports != 1) => {
-                Some("variant = \"buf2d\" with buf_ports = 1")
+            Fault::SharedPortClash if p.row.flow().p_ports() != 1 => {
+                Some("variant = \"buf2d\" with [buf2d] ports = 1")
             }
             Fault::SharedSTierSlot if !p.row.softmax_tier() => {
-                Some("variant = \"reg3d\" with tiers = 3")
+                Some("variant = \"reg3d\" with [reg3d] tiers = 3")
             }
             Fault::EarlyWlast if p.dma.mem_if != crate::dma::MemIf::Axi4 => {
                 Some("mem_if = \"axi4\"")

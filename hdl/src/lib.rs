@@ -7,12 +7,14 @@
 //! * `ir/`: the IR (`mod.rs`), signals and their operators (`signal.rs`), the module builder
 //!   (`builder.rs`), typed port groups (`iface.rs`), state machines (`fsm.rs`);
 //! * `fp/`: the floating-point units; `softmax/`: exp2, the row state, the row reduction;
-//! * `array/`: MAC, PE, PE row, PE grid, causal mask; `mem/`: DMA and landing buffers;
+//! * `array/`: MAC, PE, PE tiers, PE row, causal mask; `mem/`: DMA and landing buffers;
 //! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
 //! * `soc/`: the stable top, its AXI4-Lite registers and the register map;
-//! * `config` (whole-design configurations and presets), `fault` (fault injection), `wrap`
-//!   (the pin-limited serial wrapper of FPGA smoke builds), `ports` (shared port groups). The registry of blocks by name (RTL,
-//!   model, stimulus, checker) is the `regflash` crate's `units`.
+//! * `variants/`: reg2d, buf2d, reg3d, each with its knobs and its `Dataflow`;
+//! * `config/` (whole-design configurations, TOML files and presets), `fault` (fault
+//!   injection), `wrap` (the pin-limited serial wrapper of FPGA smoke builds), `ports` (shared
+//!   port groups). The registry of blocks by name (RTL, model, stimulus, checker) is the
+//!   `regflash` crate's `units`.
 
 pub mod array;
 pub mod config;
@@ -24,6 +26,7 @@ pub mod mem;
 pub mod ports;
 pub mod soc;
 pub mod softmax;
+pub mod variants;
 pub mod wrap;
 
 // Every block by its own name as well (`hdl::fp32_add`, `hdl::pe_row`, `hdl::dma`, ...).

@@ -13,7 +13,7 @@ pub struct BenchArgs {
     /// Variants to run each configuration as, comma separated (reg2d, buf2d, reg3d; default:
     /// each configuration's own).
     #[arg(long, value_delimiter = ',')]
-    pub variants: Vec<Variant>,
+    pub variants: Vec<VariantKind>,
     /// reg3d's tier counts to run it with, comma separated (2, 3; default: each
     /// configuration's own). Other variants run once.
     #[arg(long, value_delimiter = ',')]
@@ -145,23 +145,18 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     if !args.variants.is_empty() {
         configs = configs
             .iter()
-            .flat_map(|c| {
-                args.variants.iter().map(|&v| CoreConfig {
-                    variant: v,
-                    ..c.clone()
-                })
-            })
+            .flat_map(|c| args.variants.iter().map(|&v| c.with_variant(v)))
             .collect();
     }
     if !args.tiers.is_empty() {
         configs = configs
             .iter()
             .flat_map(|c| match c.variant {
-                Variant::Reg3d => args
+                Variant::Reg3d(s) => args
                     .tiers
                     .iter()
-                    .map(|&t| CoreConfig {
-                        tiers: t,
+                    .map(|&tiers| CoreConfig {
+                        variant: Variant::Reg3d(StackParams { tiers, ..s }),
                         ..c.clone()
                     })
                     .collect(),
@@ -172,12 +167,12 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     if !args.vlink_bits.is_empty() {
         configs = configs
             .iter()
-            .flat_map(|c| match (c.variant, c.tiers) {
-                (Variant::Reg3d, 3) => args
+            .flat_map(|c| match c.variant {
+                Variant::Reg3d(s) if s.tiers == 3 => args
                     .vlink_bits
                     .iter()
-                    .map(|&v| CoreConfig {
-                        vlink_bits: v,
+                    .map(|&vlink_bits| CoreConfig {
+                        variant: Variant::Reg3d(StackParams { vlink_bits, ..s }),
                         ..c.clone()
                     })
                     .collect(),

@@ -25,7 +25,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub energy: Option<PathBuf>,
     /// buf2d's on-chip buffer capacity in bytes, which prices its banks (default: the
-    /// config's buf_bytes, or the banks sized to fit when that is 0).
+    /// config's buf2d.bytes, or the banks sized to fit when that is 0).
     #[arg(long)]
     pub buf_bytes: Option<u64>,
     /// Write every row as JSON (energies, prices, counters).
@@ -52,7 +52,10 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     );
     let mut config = args.config.resolve()?;
     if let Some(b) = args.buf_bytes {
-        config.buf_bytes = b;
+        // The buf2d runs' capacity: the base becomes buf2d (its other runs are derived from
+        // it by variant, so they are unchanged).
+        config = config.with_variant(VariantKind::Buf2d);
+        config.buf_mut("--buf-bytes")?.bytes = b;
     }
     let table = crate::energy::load_table(args.energy.as_deref())?;
     let plan = compare::ComparePlan {

@@ -35,7 +35,7 @@ use clap::{Args, Parser, Subcommand};
 use gen::constraints::SynthTarget;
 use gen::flow::SynthReport;
 use gen::tools::ScratchDir;
-use hdl::config::{CoreConfig, Variant, PRESETS};
+use hdl::config::{CoreConfig, StackParams, Variant, VariantKind, PRESETS};
 use hdl::dma::MemIf;
 use serde::{Deserialize, Serialize};
 
@@ -118,7 +118,7 @@ pub struct ConfigArgs {
     /// Override: where S and P live: reg2d (PE registers), buf2d (an on-chip SRAM buffer), or
     /// reg3d (stacked tiers).
     #[arg(long)]
-    pub variant: Option<Variant>,
+    pub variant: Option<VariantKind>,
     /// Override: reg3d's tiers (2: QK with the softmax engines, PV; 3: QK, softmax, PV).
     #[arg(long)]
     pub tiers: Option<u32>,
@@ -138,7 +138,12 @@ pub struct ConfigArgs {
 fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
-    CoreConfig::from_toml(&text).with_context(|| format!("config file {}", path.display()))
+    let (cfg, notes) = CoreConfig::from_toml_with_notes(&text)
+        .with_context(|| format!("config file {}", path.display()))?;
+    for n in notes {
+        eprintln!("note: config file {}: {n}", path.display());
+    }
+    Ok(cfg)
 }
 
 /// The random problems and memory of a run plan (`bench`, `compare`).
@@ -187,16 +192,16 @@ impl ConfigArgs {
             cfg.regs_per_pe = v;
         }
         if let Some(v) = self.variant {
-            cfg.variant = v;
+            cfg = cfg.with_variant(v);
         }
         if let Some(v) = self.tiers {
-            cfg.tiers = v;
+            cfg.stack_mut("--tiers")?.tiers = v;
         }
         if let Some(v) = self.vlink_latency {
-            cfg.vlink_latency = v;
+            cfg.stack_mut("--vlink-latency")?.vlink_latency = v;
         }
         if let Some(v) = self.vlink_bits {
-            cfg.vlink_bits = v;
+            cfg.stack_mut("--vlink-bits")?.vlink_bits = v;
         }
         if let Some(v) = self.mem_if {
             cfg.mem_if = v;
@@ -211,7 +216,7 @@ pub struct GenArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Generate one block as the top instead of the whole design
-    /// (fp16_mul, fp32_add, mac, pe, pe_grid, exp2, row_reduce, mask_gen, dma, pe_row, ...;
+    /// (fp16_mul, fp32_add, mac, pe, exp2, row_reduce, mask_gen, dma, pe_row, ...;
     /// an unknown name lists them all).
     #[arg(long)]
     pub unit: Option<String>,

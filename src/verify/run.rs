@@ -84,7 +84,7 @@ pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Resul
     })
 }
 
-/// Checks a PE (`pe`) or the PE grid (`pe_grid`) of `cfg`: the directed special-value stream,
+/// Checks the PE (`pe`) of `cfg`: the directed special-value stream,
 /// then `cases` random operation streams of up to `max_len` cycles each.
 pub fn verify_pe_block(
     cfg: &CoreConfig,
@@ -95,8 +95,7 @@ pub fn verify_pe_block(
 ) -> Result<BlockReport> {
     let (rows, cols) = match unit {
         "pe" => (1, 1),
-        "pe_grid" => (cfg.rows, cfg.cols),
-        other => bail!("`{other}` is not a PE block (pe, pe_grid)"),
+        other => bail!("`{other}` is not a PE block (pe)"),
     };
     let (model, latency, module, build_seconds) = build(cfg, unit)?;
     let shape = GridShape {
@@ -210,7 +209,7 @@ pub fn verify_sram(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRep
 /// random problem and environment per 2,000 `vectors`, at least 8.
 pub fn verify_sequencer(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
     anyhow::ensure!(
-        cfg.variant != hdl::config::Variant::Reg3d,
+        !cfg.row().concurrent_phases(),
         "the sequencer's standalone model is the one-tier schedule (one phase at a time); \
          reg3d's two concurrent phase streams are checked within the core: use --unit core"
     );

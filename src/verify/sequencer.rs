@@ -243,7 +243,7 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
     // buf2d: the rows report S copied out of the PE registers (`s_free`) once per softmax,
     // while they are busy; a QK may start only when every earlier QK's S has been copied.
     let (mut copy_left, mut copies, mut qk_starts) = (0u64, 0u64, 0u64);
-    let buffered = p.row.buffer.is_some();
+    let buffered = p.row.s_in_sram();
     let mut seen = Seen::default();
     let tiles = tiles(p, c).len() as u64;
     let limit = 64 + tiles * 16 * (4 + 2 * 3 * (p.block_steps().0 + p.block_steps().1) as u64);

@@ -290,7 +290,7 @@ pub type STierBlock = Block<STierIn, STierOut<u32>>;
 
 /// Defines the softmax tier's S registers and links of the row `cfg` (three tiers).
 pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
-    let t = cfg.tiered.expect("a stacked row");
+    let link = cfg.vlink_latency();
     let c = cfg.cols;
     let inputs = STierIn {
         rd_data: 32 * c,
@@ -314,9 +314,9 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         c,
         cfg.a,
         cfg.b,
-        t.vlink_latency,
+        link,
         if cfg.s_walk() {
-            format!("v{}", t.vlink_bits)
+            format!("v{}", cfg.flow().s_link_bits())
         } else {
             String::new()
         },
@@ -328,13 +328,13 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         m.doc(&format!(
             "s_tier: the softmax tier's S registers above {} QK PEs (2 blocks of {} x {} FP32 \n\
              each) and their S links ({} register stages). See hdl/src/array/pe_tier.rs.",
-            cfg.cols, cfg.a, cfg.b, t.vlink_latency
+            cfg.cols, cfg.a, cfg.b, link
         ));
-        m.set_latency(cfg.pe.latency() + t.vlink_latency + 1);
+        m.set_latency(cfg.pe.latency() + link + 1);
         if cfg.s_walk() {
-            s_tier_walk(m, &cfg, t, one_slot, &i)
+            s_tier_walk(m, &cfg, one_slot, &i)
         } else {
-            s_tier(m, &cfg, t.vlink_latency, one_slot, &i)
+            s_tier(m, &cfg, link, one_slot, &i)
         }
     })
 }
@@ -428,14 +428,12 @@ impl Above {
 /// jj). A block that lands while the previous one is still walked waits its turn (one at
 /// most: the next block's QK needs the softmax of the block before, which needs its walk).
 /// `linked` marks the block's last write.
-fn s_tier_walk(
-    m: &mut ModuleBuilder,
-    cfg: &PeRowConfig,
-    t: crate::pe_row::RowTiers,
-    one_slot: bool,
-    i: &STierIn,
-) -> STierOut {
-    let (lat, link, w) = (cfg.pe.latency(), t.vlink_latency, t.vlink_bits);
+fn s_tier_walk(m: &mut ModuleBuilder, cfg: &PeRowConfig, one_slot: bool, i: &STierIn) -> STierOut {
+    let (lat, link, w) = (
+        cfg.pe.latency(),
+        cfg.vlink_latency(),
+        cfg.flow().s_link_bits(),
+    );
     let beats = cfg.s_beats();
     let st = &i.step;
     m.discard(st.op);

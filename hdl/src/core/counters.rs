@@ -103,7 +103,7 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     // MAC slots of the steps issued: R·C per tier that steps this cycle.
     let tier_pes = m.lit(macs.width(), (rr * p.row.cols) as u64);
     let zero_s = m.zero(macs.width());
-    let masked = if p.row.tiered.is_some() {
+    let masked = if p.row.concurrent_phases() {
         let qk_slots = mux(i.qk_step, tier_pes, zero_s);
         let pv_slots = mux(i.pv_step, tier_pes, zero_s);
         (qk_slots + pv_slots) - macs
@@ -133,7 +133,7 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let span = 32 * (rr * p.row.cols) as u64;
     let bc_w = bits_for(span * p.row.mac_tiers() as u64);
     let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
-    let bcast = if p.row.tiered.is_some() {
+    let bcast = if p.row.concurrent_phases() {
         mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b)
     } else {
         mux(i.step_valid, span_l, zero_b)

@@ -295,7 +295,7 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
     // One phase at a time in 2-D: the column bus carries K or V. reg3d: K to the QK tier, V to
     // the PV tier, at once.
     let (k_bus, v_bus) = (cat(&k_cols), cat(&v_cols));
-    let b_col = if p.row.tiered.is_some() {
+    let b_col = if p.row.concurrent_phases() {
         k_bus
     } else {
         mux(i.step.pv, v_bus, k_bus)

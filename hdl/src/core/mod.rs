@@ -27,7 +27,7 @@
 //! bank's S array (a·Bc cycles, one PE register read and one S write per cycle); its max and
 //! exp sweeps then read S from the array (registered reads, one cycle later) and write P to
 //! the bank's P array, which PV steps read. The PE registers hold one S block, so QK(j+1)
-//! waits until S(j) is copied out; with `buf_ports = 1` the P array has one port, and PV
+//! waits until S(j) is copied out; with `buf2d.ports = 1` the P array has one port, and PV
 //! steps and the softmax take turns. `reg3d` (tiers = 2) stacks two tiers of R × C PEs: the
 //! QK tier (S, the row engines' sweeps) on the K column bus, the PV tier (O, the P banks, the
 //! readout) on the V column bus, each with its own step bus from the sequencer's two phase
@@ -575,7 +575,7 @@ fn masks(
         out.mask
     };
     let qk = mask("u_mask_qk", qk_kbase);
-    let pv = if p.row.tiered.is_some() {
+    let pv = if p.row.concurrent_phases() {
         let pv_kbase = seq.pv_blk.mul_lo(bcl, iw);
         Some(mask("u_mask_pv", pv_kbase))
     } else {

@@ -193,8 +193,8 @@ impl Regs {
             reg("pv_done", iw),
             reg("sm_done", iw),
         );
-        let s_full = p.row.buffer.map(|_| reg("s_full", 1));
-        let pv = p.row.tiered.map(|_| PvStream {
+        let s_full = p.row.s_in_sram().then(|| reg("s_full", 1));
+        let pv = p.row.concurrent_phases().then(|| PvStream {
             run: reg("pv_run", 1),
             ii: reg("pv_ii", addr_bits(r.a)),
             blk: reg("pv_blk", iw),
@@ -374,12 +374,11 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
             one
         }
     };
-    let p_free = match p.row.buffer {
-        Some(b) if b.ports == 1 => {
-            let turn = !(sm.running | sm.go);
-            m.with_fault(p.faults, Fault::SharedPortClash, |_| one, turn)
-        }
-        _ => one,
+    let p_free = if p.row.flow().p_ports() == 1 {
+        let turn = !(sm.running | sm.go);
+        m.with_fault(p.faults, Fault::SharedPortClash, |_| one, turn)
+    } else {
+        one
     };
     let qk_can = and_all(&[want_qk, i.k_ready, i.q_ready, s_free]) & !qk_last_step;
     let want_pv = !want_qk;
@@ -723,12 +722,11 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     let ro_ok = i.ro_idle | !first_block;
     let not_busy = !i.rows_busy;
     // A single-port P bank: the softmax (it writes P) does not start while PV steps read it.
-    let p_turn = match p.row.buffer {
-        Some(b) if b.ports == 1 => {
-            let turn = !r.ph_kind.is(Phase::Pv);
-            m.with_fault(p.faults, Fault::SharedPortClash, |m| m.lit(1, 1), turn)
-        }
-        _ => m.lit(1, 1),
+    let p_turn = if p.row.flow().p_ports() == 1 {
+        let turn = !r.ph_kind.is(Phase::Pv);
+        m.with_fault(p.faults, Fault::SharedPortClash, |m| m.lit(1, 1), turn)
+    } else {
+        m.lit(1, 1)
     };
     let sm_go = and_all(&[
         r.state.is(Seq::Run),

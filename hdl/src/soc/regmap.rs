@@ -290,11 +290,8 @@ fn field(name: &str, lsb: u32, width: u32, doc: &str) -> Field {
 
 /// The design's variant: its `ID_ARRAY.VARIANT` code and name.
 pub fn variant(p: &CoreParams) -> (u32, &'static str) {
-    match (p.row.buffer, p.row.tiered) {
-        (Some(_), _) => (1, "BUF2D"),
-        (None, Some(_)) => (2, "REG3D"),
-        (None, None) => (0, "REG2D"),
-    }
+    let kind = p.row.variant.kind();
+    (kind.code(), kind.register_name())
 }
 
 /// The register map of the core `p`.

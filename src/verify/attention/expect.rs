@@ -95,17 +95,20 @@ pub fn check(p: &CoreParams, a: &Attention, run: &CoreRun) -> CoreCheck {
     )
 }
 
-/// Compares a run of a varlen batch (`seqs`, each sequence's O in `outs`; `list_reads` beats
-/// the batch controller read for the offsets) with the model: each sequence's output bit for
-/// bit and within the contract on its own, and the counters summed over the sequences (each
-/// one an independent run of the core).
-pub fn check_batch(
-    p: &CoreParams,
-    seqs: &[Attention],
-    outs: &[Vec<u32>],
-    list_reads: u64,
-    run: &CoreRun,
-) -> CoreCheck {
+/// The outputs of a batch against the hardware model and the references.
+struct OutputCheck {
+    bit_mismatches: usize,
+    first_mismatch: Option<Mismatch>,
+    /// The hardware model's counts, summed over the sequences.
+    stats: FlashStats,
+    /// The first sequence's accuracy that breaks the contract, else all of them merged (None:
+    /// no sequence has queries).
+    accuracy: Option<Accuracy>,
+}
+
+/// Compares each sequence's output `outs` with the hardware model, bit for bit, and with the
+/// references (sequences without queries have no accuracy).
+fn compare_outputs(p: &CoreParams, seqs: &[Attention], outs: &[Vec<u32>]) -> OutputCheck {
     let mut bit_mismatches = 0;
     let mut first_mismatch = None;
     let mut stats = FlashStats::default();
@@ -142,15 +145,36 @@ pub fn check_batch(
             None => acc,
         });
     }
-    let mut counter_errors = vec![];
-    let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
-    // The counts the schedule fixes (`schedule::Shape::counters`: from the shape alone, in
-    // closed form), summed over the sequences, which the hardware model's own counts must
-    // match as well.
+    OutputCheck {
+        bit_mismatches,
+        first_mismatch,
+        stats,
+        accuracy: failing.or(accuracy),
+    }
+}
+
+/// The counts a batch must show, summed over its sequences with queries.
+struct ExpectedCounts {
+    /// The counts the schedule fixes (`schedule::Shape::counters`: from the shape alone, in
+    /// closed form), which the hardware model's own counts must match as well.
+    exact: Vec<(&'static str, u64)>,
+    /// Cycles and stalls: the cycle model's, exactly, when the memory is deterministic (the
+    /// simple port; the model does not describe the AXI4 master's bursts); else empty.
+    timed: Vec<(&'static str, u64)>,
+    /// Memory beats read (the offset lists' `list_reads` included) and written.
+    reads: u64,
+    writes: u64,
+}
+
+/// The counts the schedule, the cycle model and the memory beats fix for the batch `seqs`.
+fn expected_counts(
+    p: &CoreParams,
+    seqs: &[Attention],
+    list_reads: u64,
+    run: &CoreRun,
+) -> ExpectedCounts {
     let mut exact: Vec<(&str, u64)> = vec![];
     let (mut reads, mut writes) = (list_reads, 0);
-    // Cycles and stalls: the cycle model's, exactly, when the memory is deterministic (the
-    // simple port; the model does not describe the AXI4 master's bursts).
     let simple = p.dma.mem_if == MemIf::Simple;
     let timing = run.timing.deterministic().filter(|_| simple);
     let mut timed: Vec<(&str, u64)> = vec![];
@@ -174,7 +198,27 @@ pub fn check_batch(
             );
         }
     }
-    let want = |n: &str| exact.iter().find(|e| e.0 == n).map_or(0, |e| e.1);
+    ExpectedCounts {
+        exact,
+        timed,
+        reads,
+        writes,
+    }
+}
+
+/// The run's counters that differ from `want` and the hardware model's `stats` that differ
+/// from the schedule, the MAC-cycle and stall identities, and the cycle model's counts:
+/// (name, got, want) each.
+fn counter_mismatches(
+    p: &CoreParams,
+    run: &CoreRun,
+    stats: &FlashStats,
+    want: &ExpectedCounts,
+) -> Vec<(String, u64, u64)> {
+    let mut counter_errors = vec![];
+    let c = |n: &str| run.counters.get(n).copied().unwrap_or(u64::MAX);
+    let exact = &want.exact;
+    let want_of = |n: &str| exact.iter().find(|e| e.0 == n).map_or(0, |e| e.1);
     let model = [
         ("macs", stats.macs),
         ("masked_macs", stats.masked_macs),
@@ -188,13 +232,17 @@ pub fn check_batch(
             .map(|(n, want)| (n.to_string(), c(n), *want)),
     );
     for (n, m) in model {
-        if m != want(n) {
-            counter_errors.push((format!("the hardware model's {n} (schedule)"), m, want(n)));
+        if m != want_of(n) {
+            counter_errors.push((
+                format!("the hardware model's {n} (schedule)"),
+                m,
+                want_of(n),
+            ));
         }
     }
     // A MAC cycle steps at least one tier: one phase at a time in 2-D, both at once in reg3d.
     let (qk_c, pv_c) = (c("qk_cycles"), c("pv_cycles"));
-    let mac_ok = if p.row.tiered.is_some() {
+    let mac_ok = if p.row.concurrent_phases() {
         (qk_c.max(pv_c)..=qk_c + pv_c).contains(&c("mac_cycles"))
     } else {
         c("mac_cycles") == qk_c + pv_c
@@ -214,24 +262,31 @@ pub fn check_batch(
             c("cycles"),
         ));
     }
-    for (n, want) in timed {
-        if c(n) != want {
-            counter_errors.push((format!("{n} (cycle model)"), c(n), want));
+    for &(n, timed) in &want.timed {
+        if c(n) != timed {
+            counter_errors.push((format!("{n} (cycle model)"), c(n), timed));
         }
     }
+    counter_errors
+}
+
+/// The run's memory beats against `want`, its DMA error and its assertion failures, as
+/// (name, got, want) each.
+fn run_mismatches(run: &CoreRun, want: &ExpectedCounts) -> Vec<(String, u64, u64)> {
+    let mut errors = vec![];
     let mem_reads = run.memory.reads;
-    if mem_reads != reads {
-        counter_errors.push(("memory reads (model side)".into(), mem_reads, reads));
+    if mem_reads != want.reads {
+        errors.push(("memory reads (model side)".into(), mem_reads, want.reads));
     }
-    if run.memory.writes != writes {
-        counter_errors.push((
+    if run.memory.writes != want.writes {
+        errors.push((
             "memory writes (model side)".into(),
             run.memory.writes,
-            writes,
+            want.writes,
         ));
     }
     if run.dma_error != 0 {
-        counter_errors.push((
+        errors.push((
             format!(
                 "DMA error ({}): the core stopped",
                 hdl::dma::error::describe(run.dma_error)
@@ -241,20 +296,38 @@ pub fn check_batch(
         ));
     }
     if run.assertion_failures != 0 {
-        counter_errors.push((
+        errors.push((
             "assertion failures".into(),
             run.assertion_failures as u64,
             0,
         ));
     }
-    let accuracy = failing
-        .or(accuracy)
+    errors
+}
+
+/// Compares a run of a varlen batch (`seqs`, each sequence's O in `outs`; `list_reads` beats
+/// the batch controller read for the offsets) with the model: each sequence's output bit for
+/// bit and within the contract on its own, and the counters summed over the sequences (each
+/// one an independent run of the core).
+pub fn check_batch(
+    p: &CoreParams,
+    seqs: &[Attention],
+    outs: &[Vec<u32>],
+    list_reads: u64,
+    run: &CoreRun,
+) -> CoreCheck {
+    let outputs = compare_outputs(p, seqs, outs);
+    let want = expected_counts(p, seqs, list_reads, run);
+    let mut counter_errors = counter_mismatches(p, run, &outputs.stats, &want);
+    counter_errors.extend(run_mismatches(run, &want));
+    let accuracy = outputs
+        .accuracy
         .unwrap_or_else(|| seqs[0].accuracy(&outs[0]));
     CoreCheck {
-        bit_mismatches,
-        first_mismatch,
+        bit_mismatches: outputs.bit_mismatches,
+        first_mismatch: outputs.first_mismatch,
         counter_errors,
-        stats,
+        stats: outputs.stats,
         accuracy,
     }
 }

@@ -5,6 +5,7 @@ use anyhow::Result;
 use crate::pe::PeConfig;
 use crate::row_reduce::RowReduceConfig;
 use crate::softmax::SoftmaxExpConfig;
+use crate::variants::{Dataflow, Variant};
 use crate::{addr_bits, bits_for, ModuleBuilder, Sig};
 
 /// Configuration of a PE row.
@@ -25,51 +26,15 @@ pub struct PeRowConfig {
     /// Built for fault injection (`Fault::WrongRescale` and `Fault::SharedSTierSlot` act
     /// here, selected at run time; see `fault.rs`).
     pub faults: bool,
-    /// buf2d: S and P in the row's SRAM bank (None: reg2d, S in the PE registers).
-    pub buffer: Option<RowBuffer>,
-    /// reg3d: the row's PEs on two tiers (QK below with the row engine, PV above), each on
-    /// its own step bus; P reaches the PV tier's P bank over a vertical link.
-    pub tiered: Option<RowTiers>,
-}
-
-/// The row's tiers in reg3d.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowTiers {
-    /// Register stages of each vertical link (P up, and in three tiers S up) (cycles).
-    pub vlink_latency: u32,
-    /// Three tiers: the row engine on a tier of its own between QK and PV, with the S
-    /// registers the sweeps read; each QK PE sends its scores up over its own link.
-    pub softmax_tier: bool,
-    /// Wires of each S link (three tiers; 32: a score a cycle as it lands, fewer: a
-    /// serializer sends each finished block at 32/vlink_bits cycles per score).
-    pub vlink_bits: u32,
-}
-
-/// The row's SRAM bank in the buffered (buf2d) design: an S array (one block of the row's a × Bc
-/// FP32 scores, single-port: only the engine uses it, one sweep at a time) and a P array (two
-/// blocks of FP16 weights: the exp sweep writes, PV steps read).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowBuffer {
-    /// Ports of the P array: 2 (one read, one write) or 1 (shared).
-    pub ports: u32,
-    /// Emit the arrays as memory-macro blackboxes.
-    pub blackbox: bool,
-    /// Scores per S word and weights per P word (powers of two dividing Bc; 1: one element
-    /// per word). The copy and the exp sweep gather a word and write it once; the sweeps and
-    /// the PV steps read a word once and take its elements in turn.
-    pub s_per_word: u32,
-    pub p_per_word: u32,
-    /// SRAM banks of each array (a power of two), interleaved on the word address's low bits.
-    pub banks: u32,
+    /// Where S and P live (see `crate::variants`): the row asks its [`Dataflow`].
+    pub variant: Variant,
 }
 
 impl PeRowConfig {
     pub fn validate(&self) -> Result<()> {
-        if let Some(b) = self.buffer {
-            for (what, per) in [
-                ("scores per S word", b.s_per_word),
-                ("weights per P word", b.p_per_word),
-            ] {
+        let (s_per, p_per) = self.flow().elems_per_word();
+        if self.flow().s_in_sram() {
+            for (what, per) in [("scores per S word", s_per), ("weights per P word", p_per)] {
                 anyhow::ensure!(
                     per.is_power_of_two() && self.bc().is_multiple_of(per),
                     "{per} {what} must be a power of two dividing Bc = {}",
@@ -85,31 +50,43 @@ impl PeRowConfig {
     /// next block's QK writes the other), or one when S moves on after its QK: to the buffer
     /// (buf2d), or up to the softmax tier (reg3d, three tiers).
     pub fn s_slots(&self) -> u32 {
-        if self.buffer.is_some() || (self.softmax_tier() && !self.s_walk()) {
-            1
-        } else {
-            2
-        }
+        self.flow().s_slots()
+    }
+
+    /// The variant's dataflow.
+    pub fn flow(&self) -> &dyn Dataflow {
+        self.variant.flow()
+    }
+
+    /// QK and PV on PE tiers of their own, each on its own step bus (reg3d).
+    pub fn concurrent_phases(&self) -> bool {
+        self.flow().concurrent_phases()
+    }
+
+    /// S copied out of the PE registers into the row's S array, which the sweeps read (buf2d).
+    pub fn s_in_sram(&self) -> bool {
+        self.flow().s_in_sram()
     }
 
     /// Three tiers: the row engine and its S registers on a tier of their own.
     pub fn softmax_tier(&self) -> bool {
-        self.tiered.is_some_and(|t| t.softmax_tier)
+        self.flow().softmax_tier()
     }
 
     /// Three tiers with narrow S links: the QK PEs keep two S blocks, and a serializer walks
     /// each finished block up the links (`s_beats` cycles per score), then says so (`s_free`).
     pub fn s_walk(&self) -> bool {
-        self.tiered
-            .is_some_and(|t| t.softmax_tier && t.vlink_bits < 32)
+        self.softmax_tier() && self.s_beats() > 1
     }
 
     /// Cycles an S link takes per score (32 / `vlink_bits`; 1 without a softmax tier).
     pub fn s_beats(&self) -> u32 {
-        match self.tiered {
-            Some(t) if t.softmax_tier => 32 / t.vlink_bits,
-            _ => 1,
-        }
+        self.flow().s_beats()
+    }
+
+    /// Register stages of each vertical link (0 in the 2-D designs).
+    pub fn vlink_latency(&self) -> u32 {
+        self.flow().vlink_latency()
     }
 
     /// The softmax tier's S registers above each QK PE (three tiers): two blocks of the PE's
@@ -121,30 +98,26 @@ impl PeRowConfig {
     /// Cycles from a QK phase's last step until the sweeps may read its S: the PE latency,
     /// plus the S link's stages in three tiers.
     pub fn s_ready_latency(&self) -> u32 {
-        self.pe.latency()
-            + match self.tiered {
-                Some(t) if t.softmax_tier => t.vlink_latency,
-                _ => 0,
-            }
+        self.pe.latency() + self.softmax_tier() as u32 * self.vlink_latency()
     }
 
-    /// Cycles the engine waits after an exp sweep's last element (`S_EXP_DRAIN` holds one more):
+    /// Cycles the engine waits after an exp sweep's last element (`RE_EXP_DRAIN` holds one more):
     /// the S array's registered read (buf2d), the exp pipeline, the last local sum, the
     /// reduction tree, and the P link's stages (reg3d).
     pub fn drain_latency(&self) -> u32 {
-        self.buffer.is_some() as u32
+        self.s_in_sram() as u32
             + self.exp.latency()
             + RowReduceConfig { cols: self.cols }.levels()
             + 1
-            + self.tiered.map_or(0, |t| t.vlink_latency)
+            + self.vlink_latency()
     }
 
     /// Cycles the engine is busy with one block's softmax (from the cycle after its start):
-    /// in buf2d the copy of S (a·Bc), on a tile's first block `S_INIT`, then per query row the
-    /// max sweep (Bc), `S_MAX_WAIT` (buf2d), the max update, the exp sweep (Bc), the drain
+    /// in buf2d the copy of S (a·Bc), on a tile's first block `RE_INIT`, then per query row the
+    /// max sweep (Bc), `RE_MAX_WAIT` (buf2d), the max update, the exp sweep (Bc), the drain
     /// and the sum update. The cycle model (`regflash::cycles`) runs the engine on this.
     pub fn softmax_cycles(&self, first: bool) -> u32 {
-        let buffered = self.buffer.is_some() as u32;
+        let buffered = self.s_in_sram() as u32;
         let bc = self.bc();
         buffered * self.a * bc
             + first as u32
@@ -160,11 +133,13 @@ impl PeRowConfig {
     /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
     /// in `banks` banks, single-port.
     pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
-        self.buffer.map(|b| crate::sram::SramConfig {
-            depth: (1 << (self.ii_bits() + self.word_bits(b.s_per_word))) / b.banks,
-            width: 32 * b.s_per_word,
+        let f = self.flow();
+        let per = f.elems_per_word().0;
+        f.s_in_sram().then(|| crate::sram::SramConfig {
+            depth: (1 << (self.ii_bits() + self.word_bits(per))) / f.banks(),
+            width: 32 * per,
             ports: 1,
-            blackbox: b.blackbox,
+            blackbox: f.blackbox(),
         })
     }
 
@@ -176,25 +151,25 @@ impl PeRowConfig {
         crate::sram::SramConfig {
             depth: (2 << (self.ii_bits() + self.word_bits(per))) / self.banks(),
             width: 16 * per,
-            ports: self.buffer.map_or(2, |b| b.ports),
-            blackbox: self.buffer.is_some_and(|b| b.blackbox),
+            ports: self.flow().p_ports(),
+            blackbox: self.flow().blackbox(),
         }
     }
 
     /// Bits of an S-array access and of a P-bank access (32 and 16, or buf2d's wide words).
     pub fn access_bits(&self) -> (u32, u32) {
-        let s_per = self.buffer.map_or(1, |b| b.s_per_word);
-        (32 * s_per, 16 * self.p_per_word())
+        let (s_per, p_per) = self.flow().elems_per_word();
+        (32 * s_per, 16 * p_per)
     }
 
-    /// SRAM banks of each array (1 but in buf2d with `buf_banks`).
+    /// SRAM banks of each array (1 but in buf2d with `buf2d.banks`).
     pub fn banks(&self) -> u32 {
-        self.buffer.map_or(1, |b| b.banks)
+        self.flow().banks()
     }
 
     /// Weights per P word (1 but in buf2d with wide words).
     pub fn p_per_word(&self) -> u32 {
-        self.buffer.map_or(1, |b| b.p_per_word)
+        self.flow().elems_per_word().1
     }
 
     /// Bits of a word's index within a query row's Bc keys, `per` keys to a word (none when
@@ -259,15 +234,12 @@ impl PeRowConfig {
 
     /// Tiers of the stack (1; 2 or 3 in reg3d).
     pub fn tiers(&self) -> u32 {
-        match self.tiered {
-            None => 1,
-            Some(t) => 2 + t.softmax_tier as u32,
-        }
+        self.flow().tiers()
     }
 
     /// Tiers of PEs (MAC resources): 1, or 2 in reg3d (the softmax tier has none).
     pub fn mac_tiers(&self) -> u32 {
-        1 + self.tiered.is_some() as u32
+        self.flow().mac_tiers()
     }
 
     /// Width of a row's per-cycle vertical-link bit count: a weight up (16) and an O value
@@ -308,19 +280,7 @@ impl PeRowConfig {
             self.mem_width,
             self.pe.params_name(),
             self.exp.module_name()
-        ) + &match self.buffer {
-            Some(b) => format!("_buf{}{}", b.ports, if b.blackbox { "m" } else { "" }),
-            None => String::new(),
-        } + &match self.tiered {
-            Some(t) => {
-                format!("_t{}l{}", self.tiers(), t.vlink_latency)
-                    + &if self.s_walk() {
-                        format!("v{}", t.vlink_bits)
-                    } else {
-                        String::new()
-                    }
-            }
-            None => String::new(),
-        } + if self.faults { "_faults" } else { "" }
+        ) + &self.flow().row_name()
+            + if self.faults { "_faults" } else { "" }
     }
 }

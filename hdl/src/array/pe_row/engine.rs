@@ -18,7 +18,7 @@ crate::states! {
     /// to the S array; then per query row max sweep, max update, exp sweep and drain, sum
     /// update), or the readout of a tile (reciprocal, wait, sweep, per row). `MaxWait` (buf2d)
     /// waits for the S array's last read of a max sweep.
-    pub(super) enum Engine = "S" {
+    pub(super) enum Engine = "RE" {
         Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip,
         RoWait, RoSweep
     }
@@ -98,7 +98,7 @@ pub(super) fn sequencing(
     let idle = e.state.is(Engine::Idle);
     // IDLE: a softmax start (in buf2d the copy of S first; init first on the tile's first
     // block), or a readout.
-    let buffered = cfg.buffer.is_some();
+    let buffered = cfg.s_in_sram();
     let after_copy = pick(i.sm.first, Engine::Init, Engine::MaxSweep);
     let after_start = if buffered {
         c(Engine::SCopy)

@@ -26,8 +26,8 @@
 //! single-port P bank: the sequencer then lets them take turns).
 //!
 //! **buf2d** (`buffer`): the softmax first copies the row's S from the PE registers into the
-//! bank's S array (`S_COPY`, a·Bc cycles, then `s_free`), and the sweeps read S from there, a
-//! cycle later (registered read; `S_MAX_WAIT` waits for a max sweep's last score): about
+//! bank's S array (`RE_S_COPY`, a·Bc cycles, then `s_free`), and the sweeps read S from there, a
+//! cycle later (registered read; `RE_MAX_WAIT` waits for a max sweep's last score): about
 //! a · (3·Bc + pipeline depths + 1) cycles. P goes to the bank's P array. The P bank is read
 //! the same way in both variants: `p_rd` from the sequencer a cycle ahead of the PV step.
 //!
@@ -52,14 +52,14 @@
 //! Files: `config` (the row's parameters and derived figures), `bus` (its ports), `engine` (the
 //! row engine's state machine and counters), `softmax` (the softmax units, the max and exp
 //! sweeps and where they read S), `banks` (the P bank and buf2d's S array), `tiers` (reg3d's
-//! tiers and vertical links), `readout` (normalization and O staging); this file instantiates
-//! the parts and wires the row.
+//! tiers and vertical links), `normalize` (the readout: 1/l, normalization and O staging);
+//! this file instantiates the parts and wires the row.
 
 mod banks;
 mod bus;
 mod config;
 mod engine;
-mod readout;
+mod normalize;
 mod softmax;
 mod tiers;
 
@@ -69,7 +69,7 @@ pub(crate) use engine::step_counter;
 
 use banks::p_bank;
 use engine::{sequencing, Engine, EngineRegs};
-use readout::readout;
+use normalize::readout;
 use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, SoftmaxRows};
 use tiers::{array, s_link_bits, vlink_bits, Array, ArrayIn};
 
@@ -105,7 +105,7 @@ struct Parts {
 
 /// Defines the PE row.
 pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
-    let kinds: &[TierKind] = if cfg.tiered.is_some() {
+    let kinds: &[TierKind] = if cfg.concurrent_phases() {
         &[TierKind::Qk, TierKind::Pv]
     } else {
         &[TierKind::Both]
@@ -180,7 +180,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
     // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
     // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
-    let reading = if cfg.buffer.is_some() {
+    let reading = if cfg.s_in_sram() {
         e.in_copy | e.in_ro
     } else {
         or_all(&[e.in_max, e.in_exp, e.in_ro])

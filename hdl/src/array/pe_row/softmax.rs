@@ -63,7 +63,7 @@ pub(super) fn softmax_rows(
     }
     // The PV steps' bus: the one bus in 2-D, the PV tier's in reg3d (the QK tier's slot then
     // goes unread: its PEs' addresses come with the bus).
-    let pv_step = if cfg.tiered.is_some() {
+    let pv_step = if cfg.concurrent_phases() {
         m.discard(i.step.slot);
         i.step_pv
     } else {
@@ -161,7 +161,7 @@ pub(super) fn sweep_read(
             s_write: zero,
         };
     };
-    let per = cfg.buffer.map_or(1, |b| b.s_per_word);
+    let per = cfg.flow().elems_per_word().0;
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
     let word = Word::of(cfg, j, per);
     let addr = word.address(&[e.ii.q]);
@@ -253,7 +253,7 @@ pub(super) fn exp_sweep(
     let p_we = p_word.at_last(out_valid);
     let p_data = gather(m, "p_gather", p, out_valid, per);
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
-    let link = cfg.tiered.map_or(0, |t| t.vlink_latency);
+    let link = cfg.vlink_latency();
     let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
     let (we, waddr, wdata) = (
         up(m, "link_p_we", p_we),

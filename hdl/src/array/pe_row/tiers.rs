@@ -52,7 +52,7 @@ pub(super) fn vlink_bits(
 ) -> Sig {
     let w = cfg.vlink_width();
     let zero = m.zero(w);
-    if cfg.tiered.is_none() {
+    if !cfg.concurrent_phases() {
         m.discard(s);
         return zero;
     }
@@ -172,10 +172,10 @@ pub(super) fn array(
         }
         Pes::of(cfg, &out)
     };
-    let (pes, value, o_value, s_link) = match cfg.tiered {
+    let (pes, value, o_value, s_link) = match cfg.concurrent_phases() {
         // One tier: QK and PV steps on the same PEs, whose one read port serves the sweeps
         // (S) and the readout (O).
-        None => {
+        false => {
             let rd_addr = m.name("rd_addr", mux(e.in_ro, o_base, s_base));
             let pes = array(m, 0, Tier::qk(i, rd_addr, ""));
             m.discard_all(&i.step_pv);
@@ -187,9 +187,9 @@ pub(super) fn array(
         // reg3d: the QK tier's PEs hold S, the PV tier's hold O (the readout reads them). The
         // sweeps read S in the QK PEs, or with a softmax tier in its S registers, which the QK
         // PEs' read ports feed over the S links.
-        Some(t) => {
+        true => {
             let aw = cfg.pe.addr_width();
-            let qk_rd = if t.softmax_tier {
+            let qk_rd = if cfg.softmax_tier() {
                 m.net("link_rd_addr", aw)
             } else {
                 s_base
@@ -204,7 +204,7 @@ pub(super) fn array(
             };
             let pv = array(m, 1, pv_tier);
             let o_value = m.name("o_value", mux_index(e.cc.q, &pv.rd_datas));
-            let (s_value, link) = if t.softmax_tier {
+            let (s_value, link) = if cfg.softmax_tier() {
                 let block = parts.s_tier.as_ref().expect("three tiers");
                 let ins = STierIn {
                     rd_data: qk.rd_bus,

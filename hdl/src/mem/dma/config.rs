@@ -79,6 +79,10 @@ impl std::fmt::Display for MemIf {
     }
 }
 
+/// AXI4: ID bits and bursts in flight per ID unless the configuration says otherwise.
+pub const DEFAULT_AXI_ID_BITS: u32 = 4;
+pub const DEFAULT_AXI_OUTSTANDING: u32 = 8;
+
 /// AXI4 read IDs by channel (Q, K, V) and the write ID (O).
 pub const AXI_READ_IDS: [u64; 3] = [0, 1, 2];
 pub const AXI_WRITE_ID: u64 = 3;

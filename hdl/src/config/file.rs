@@ -1,0 +1,450 @@
+//! Configuration files: TOML (and the JSON of reports) as a [`CoreConfig`].
+//!
+//! A file names an optional base preset and any keys; the variant's knobs sit in a section
+//! named after it (`[buf2d]`, `[reg3d]`). Files written before the sections existed spell those
+//! knobs as flat keys (`buf_bytes`, `tiers`, ...): they are read into the section, with a note
+//! that says where the key lives now.
+
+use anyhow::{bail, ensure, Result};
+use serde::{Deserialize, Serialize};
+
+use super::CoreConfig;
+use crate::dma::MemIf;
+use crate::variants::{BufParams, StackParams, Variant, VariantKind};
+
+/// A configuration file: an optional base preset and any keys of [`CoreConfig`]. Also the
+/// serialized form of a whole `CoreConfig` (every key, no preset, no flat variant keys).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConfigFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preset: Option<String>,
+    name: Option<String>,
+    rows: Option<u32>,
+    cols: Option<u32>,
+    br: Option<u32>,
+    bc: Option<u32>,
+    head_dim: Option<u32>,
+    regs_per_pe: Option<u32>,
+    mul_latency: Option<u32>,
+    add_latency: Option<u32>,
+    fmul_latency: Option<u32>,
+    exp_latency: Option<u32>,
+    index_bits: Option<u32>,
+    mem_width: Option<u32>,
+    addr_bits: Option<u32>,
+    max_outstanding: Option<u32>,
+    clock_mhz: Option<f64>,
+    top_name: Option<String>,
+    mem_if: Option<MemIf>,
+    axi_id_bits: Option<u32>,
+    axi_outstanding: Option<u32>,
+    variant: Option<VariantKind>,
+    // The older format's flat keys of the variants (read, never written).
+    #[serde(skip_serializing)]
+    buf_ports: Option<u32>,
+    #[serde(skip_serializing)]
+    buf_bytes: Option<u64>,
+    #[serde(skip_serializing)]
+    buf_macro: Option<bool>,
+    #[serde(skip_serializing)]
+    buf_word_bits: Option<u32>,
+    #[serde(skip_serializing)]
+    buf_banks: Option<u32>,
+    #[serde(skip_serializing)]
+    tiers: Option<u32>,
+    #[serde(skip_serializing)]
+    vlink_latency: Option<u32>,
+    #[serde(skip_serializing)]
+    vlink_bits: Option<u32>,
+    // Tables last: TOML writes them after every plain key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    buf2d: Option<BufParams>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reg3d: Option<StackParams>,
+}
+
+/// The variants' knobs as flat keys, as files spelled them before the `[buf2d]` and `[reg3d]`
+/// sections.
+struct LegacyKeys {
+    buf_ports: Option<u32>,
+    buf_bytes: Option<u64>,
+    buf_macro: Option<bool>,
+    buf_word_bits: Option<u32>,
+    buf_banks: Option<u32>,
+    tiers: Option<u32>,
+    vlink_latency: Option<u32>,
+    vlink_bits: Option<u32>,
+}
+
+impl From<&CoreConfig> for ConfigFile {
+    fn from(c: &CoreConfig) -> ConfigFile {
+        ConfigFile {
+            preset: None,
+            name: Some(c.name.clone()),
+            rows: Some(c.rows),
+            cols: Some(c.cols),
+            br: Some(c.br),
+            bc: Some(c.bc),
+            head_dim: Some(c.head_dim),
+            regs_per_pe: Some(c.regs_per_pe),
+            mul_latency: Some(c.mul_latency),
+            add_latency: Some(c.add_latency),
+            fmul_latency: Some(c.fmul_latency),
+            exp_latency: Some(c.exp_latency),
+            index_bits: Some(c.index_bits),
+            mem_width: Some(c.mem_width),
+            addr_bits: Some(c.addr_bits),
+            max_outstanding: Some(c.max_outstanding),
+            clock_mhz: Some(c.clock_mhz),
+            top_name: Some(c.top_name.clone()),
+            mem_if: Some(c.mem_if),
+            axi_id_bits: Some(c.axi_id_bits),
+            axi_outstanding: Some(c.axi_outstanding),
+            variant: Some(c.variant.kind()),
+            buf_ports: None,
+            buf_bytes: None,
+            buf_macro: None,
+            buf_word_bits: None,
+            buf_banks: None,
+            tiers: None,
+            vlink_latency: None,
+            vlink_bits: None,
+            buf2d: c.variant.buf().copied(),
+            reg3d: c.variant.stack().copied(),
+        }
+    }
+}
+
+impl From<CoreConfig> for ConfigFile {
+    fn from(c: CoreConfig) -> ConfigFile {
+        ConfigFile::from(&c)
+    }
+}
+
+impl TryFrom<ConfigFile> for CoreConfig {
+    type Error = anyhow::Error;
+    fn try_from(f: ConfigFile) -> Result<CoreConfig> {
+        Ok(f.resolve()?.0)
+    }
+}
+
+impl ConfigFile {
+    pub(super) fn parse(text: &str) -> Result<ConfigFile> {
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The configuration, and notes on keys read from an older format.
+    pub(super) fn resolve(self) -> Result<(CoreConfig, Vec<String>)> {
+        let base = match &self.preset {
+            Some(p) => Some(CoreConfig::preset(p)?),
+            None => None,
+        };
+        let mut missing = vec![];
+        macro_rules! take {
+            ($key:ident) => {
+                match (self.$key, &base) {
+                    (Some(v), _) => v,
+                    (None, Some(b)) => b.$key.clone(),
+                    (None, None) => {
+                        missing.push(stringify!($key));
+                        Default::default()
+                    }
+                }
+            };
+        }
+        // Keys added after the first presets: optional even without a base preset.
+        macro_rules! take_or {
+            ($key:ident, $default:expr) => {
+                self.$key
+                    .or(base.as_ref().map(|b| b.$key.clone()))
+                    .unwrap_or_else(|| $default)
+            };
+        }
+        let base_variant = base.as_ref().map(|b| b.variant);
+        let (variant, notes) = resolve_variant(
+            self.variant,
+            base_variant,
+            self.buf2d,
+            self.reg3d,
+            &LegacyKeys {
+                buf_ports: self.buf_ports,
+                buf_bytes: self.buf_bytes,
+                buf_macro: self.buf_macro,
+                buf_word_bits: self.buf_word_bits,
+                buf_banks: self.buf_banks,
+                tiers: self.tiers,
+                vlink_latency: self.vlink_latency,
+                vlink_bits: self.vlink_bits,
+            },
+        )?;
+        let defaults = CoreConfig::preset("small").expect("a built-in preset");
+        let cfg = CoreConfig {
+            name: take!(name),
+            rows: take!(rows),
+            cols: take!(cols),
+            br: take!(br),
+            bc: take!(bc),
+            head_dim: take!(head_dim),
+            regs_per_pe: take!(regs_per_pe),
+            mul_latency: take!(mul_latency),
+            add_latency: take!(add_latency),
+            fmul_latency: take!(fmul_latency),
+            exp_latency: take!(exp_latency),
+            index_bits: take!(index_bits),
+            mem_width: take!(mem_width),
+            addr_bits: take!(addr_bits),
+            max_outstanding: take!(max_outstanding),
+            clock_mhz: take!(clock_mhz),
+            variant,
+            top_name: take_or!(top_name, defaults.top_name.clone()),
+            mem_if: take_or!(mem_if, MemIf::default()),
+            axi_id_bits: take_or!(axi_id_bits, defaults.axi_id_bits),
+            axi_outstanding: take_or!(axi_outstanding, defaults.axi_outstanding),
+        };
+        if !missing.is_empty() {
+            bail!(
+                "the configuration lacks {}: give every key, or start from a preset with \
+                 `preset = \"small\"` (or \"seed\") and set only what differs",
+                missing.join(", ")
+            );
+        }
+        Ok((cfg, notes))
+    }
+}
+
+/// The variant a file describes: its name (or the base preset's), its section, and any flat
+/// keys of the older format, which are read into the section with a note each. A section or
+/// a flat key of another variant is refused, unless the flat key holds its default (files
+/// written by `presets --toml` before the sections listed every key).
+fn resolve_variant(
+    kind: Option<VariantKind>,
+    base: Option<Variant>,
+    buf2d: Option<BufParams>,
+    reg3d: Option<StackParams>,
+    legacy: &LegacyKeys,
+) -> Result<(Variant, Vec<String>)> {
+    let kind = kind.or(base.map(|b| b.kind())).unwrap_or_default();
+    for (section, given) in [
+        (VariantKind::Buf2d, buf2d.is_some()),
+        (VariantKind::Reg3d, reg3d.is_some()),
+    ] {
+        ensure!(
+            !given || kind == section,
+            "a [{section}] section applies to variant = \"{section}\", but the variant is \
+             {kind}: set variant = \"{section}\", or drop the section"
+        );
+    }
+    // The section's knobs: the file's section, else the base preset's, else the defaults.
+    let from_base = base.filter(|b| b.kind() == kind);
+    let mut variant = match kind {
+        VariantKind::Reg2d => Variant::Reg2d,
+        VariantKind::Buf2d => Variant::Buf2d(
+            buf2d
+                .or(from_base.and_then(|b| b.buf().copied()))
+                .unwrap_or_default(),
+        ),
+        VariantKind::Reg3d => Variant::Reg3d(
+            reg3d
+                .or(from_base.and_then(|b| b.stack().copied()))
+                .unwrap_or_default(),
+        ),
+    };
+    let mut notes = vec![];
+    let (bd, sd) = (BufParams::default(), StackParams::default());
+    // (flat key, its section and key, the value as given and as the default, and where it
+    // goes when the variant matches).
+    macro_rules! legacy {
+        ($flat:ident, $section:expr, $key:ident, $default:expr, $params:ident) => {
+            if let Some(v) = legacy.$flat {
+                let (section, key) = ($section, stringify!($key));
+                let key = if key == "macro_blackbox" {
+                    "macro"
+                } else {
+                    key
+                };
+                if kind == section {
+                    let given = match section {
+                        VariantKind::Buf2d => buf2d.is_some(),
+                        _ => reg3d.is_some(),
+                    };
+                    ensure!(
+                        !given,
+                        "{} is given twice: as the flat key {} and in the [{section}] section; \
+                         keep the section's",
+                        key,
+                        stringify!($flat)
+                    );
+                    if let Variant::$params(p) = &mut variant {
+                        p.$key = v;
+                    }
+                    notes.push(format!(
+                        "`{} = {v}` is read as `{key} = {v}` in a [{section}] section, where \
+                         it lives now",
+                        stringify!($flat)
+                    ));
+                } else {
+                    ensure!(
+                        v == $default,
+                        "{} = {v} applies to {section} only, but the variant is {kind}: set \
+                         variant = \"{section}\" and give it as `{key}` in a [{section}] \
+                         section, or leave it out",
+                        stringify!($flat)
+                    );
+                    notes.push(format!(
+                        "`{} = {v}` (an older format's key, at its default) is ignored: the \
+                         variant is {kind}",
+                        stringify!($flat)
+                    ));
+                }
+            }
+        };
+    }
+    legacy!(buf_ports, VariantKind::Buf2d, ports, bd.ports, Buf2d);
+    legacy!(buf_bytes, VariantKind::Buf2d, bytes, bd.bytes, Buf2d);
+    legacy!(
+        buf_macro,
+        VariantKind::Buf2d,
+        macro_blackbox,
+        bd.macro_blackbox,
+        Buf2d
+    );
+    legacy!(
+        buf_word_bits,
+        VariantKind::Buf2d,
+        word_bits,
+        bd.word_bits,
+        Buf2d
+    );
+    legacy!(buf_banks, VariantKind::Buf2d, banks, bd.banks, Buf2d);
+    legacy!(tiers, VariantKind::Reg3d, tiers, sd.tiers, Reg3d);
+    legacy!(
+        vlink_latency,
+        VariantKind::Reg3d,
+        vlink_latency,
+        sd.vlink_latency,
+        Reg3d
+    );
+    legacy!(
+        vlink_bits,
+        VariantKind::Reg3d,
+        vlink_bits,
+        sd.vlink_bits,
+        Reg3d
+    );
+    Ok((variant, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(CoreConfig, Vec<String>)> {
+        let (cfg, notes) = ConfigFile::parse(text)?.resolve()?;
+        cfg.validate()?;
+        Ok((cfg, notes))
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", parse(text).unwrap_err())
+    }
+
+    /// Every preset as every variant, with knobs away from their defaults, survives TOML and
+    /// JSON unchanged; the TOML holds the variant's section and no flat key of the older format.
+    #[test]
+    fn configurations_round_trip() {
+        let variants = [
+            Variant::Reg2d,
+            Variant::Buf2d(BufParams {
+                ports: 1,
+                bytes: 1 << 20,
+                macro_blackbox: true,
+                word_bits: 64,
+                banks: 2,
+            }),
+            Variant::Reg3d(StackParams {
+                tiers: 3,
+                vlink_latency: 2,
+                vlink_bits: 8,
+            }),
+        ];
+        for preset in crate::config::PRESETS {
+            for v in variants {
+                let cfg = CoreConfig {
+                    variant: v,
+                    ..CoreConfig::preset(preset).unwrap()
+                };
+                let text = cfg.to_toml();
+                assert!(text.contains(&format!("[{}]", v.name())) || v == Variant::Reg2d);
+                let plain = text.split('[').next().unwrap();
+                for flat in ["buf_", "tiers", "vlink"] {
+                    assert!(!plain.contains(flat), "{text}");
+                }
+                let (back, notes) = parse(&text).unwrap();
+                assert_eq!(back, cfg, "{text}");
+                assert!(notes.is_empty(), "{notes:?}");
+                let json = serde_json::to_string(&cfg).unwrap();
+                let back: CoreConfig = serde_json::from_str(&json).unwrap();
+                assert_eq!(back, cfg, "{json}");
+            }
+        }
+    }
+
+    /// A section sets the variant's knobs; the others keep their defaults.
+    #[test]
+    fn sections_set_the_variants_knobs() {
+        let (c, _) =
+            parse("preset = \"small\"\nvariant = \"buf2d\"\n[buf2d]\nbanks = 2\n").unwrap();
+        assert_eq!(
+            c.variant,
+            Variant::Buf2d(BufParams {
+                banks: 2,
+                ..BufParams::default()
+            })
+        );
+        let (c, _) =
+            parse("preset = \"small\"\nvariant = \"reg3d\"\n[reg3d]\ntiers = 3\n").unwrap();
+        assert_eq!(c.variant, Variant::reg3d(3));
+        let (c, _) = parse("preset = \"small\"\nvariant = \"reg3d\"\n").unwrap();
+        assert_eq!(c.variant, Variant::reg3d(2));
+        let e = err("preset = \"small\"\nvariant = \"buf2d\"\n[reg3d]\ntiers = 3\n");
+        assert!(
+            e.contains("a [reg3d] section applies to variant = \"reg3d\""),
+            "{e}"
+        );
+        let e = err("preset = \"small\"\n[buf2d]\nbanks = 2\n");
+        assert!(e.contains("but the variant is reg2d"), "{e}");
+        let e = err("preset = \"small\"\nvariant = \"buf2d\"\n[buf2d]\nbank = 2\n");
+        assert!(e.contains("unknown field `bank`"), "{e}");
+    }
+
+    /// The older format's flat keys are read into the section, each with a note; at their
+    /// defaults under another variant they are ignored with a note; otherwise refused.
+    #[test]
+    fn flat_keys_of_the_older_format_migrate() {
+        let (c, notes) =
+            parse("preset = \"small\"\nvariant = \"buf2d\"\nbuf_bytes = 4096\n").unwrap();
+        assert_eq!(c.variant.buf().unwrap().bytes, 4096);
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("`bytes = 4096` in a [buf2d] section"),
+            "{notes:?}"
+        );
+        let (c, notes) =
+            parse("preset = \"small\"\nvariant = \"reg3d\"\ntiers = 3\nvlink_bits = 8\n").unwrap();
+        assert_eq!(c.variant.stack().unwrap().vlink_bits, 8);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        // A file `presets --toml` wrote before the sections: every flat key at its default.
+        let old = "preset = \"small\"\nvariant = \"reg2d\"\nbuf_ports = 2\nbuf_bytes = 0\n\
+                   buf_macro = false\ntiers = 2\nvlink_latency = 1\n";
+        let (c, notes) = parse(old).unwrap();
+        assert_eq!(c, CoreConfig::preset("small").unwrap());
+        assert_eq!(notes.len(), 5, "{notes:?}");
+        let e = err("preset = \"small\"\nvlink_bits = 8\n");
+        assert!(e.contains("vlink_bits = 8 applies to reg3d only"), "{e}");
+        let e = err("preset = \"small\"\nbuf_banks = 2\n");
+        assert!(e.contains("buf_banks = 2 applies to buf2d only"), "{e}");
+        let e = err("preset = \"small\"\nvariant = \"buf2d\"\nbuf_banks = 2\n[buf2d]\nbanks = 2\n");
+        assert!(e.contains("given twice"), "{e}");
+    }
+}

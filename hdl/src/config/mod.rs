@@ -1,0 +1,292 @@
+//! Whole-design configurations and the named presets.
+//!
+//! Files: this one holds [`CoreConfig`] and the block configurations derived from it;
+//! `file` TOML files (and the older format's keys),
+//! `presets` the built-in presets, `validate` what cannot be built. The variants and their
+//! knobs are `crate::variants`.
+//!
+//! A [`CoreConfig`] holds every knob; derived figures are methods; [`CoreConfig::validate`]
+//! explains in the user's terms what cannot work. A preset's design is `regflash_top`: the
+//! core behind its AXI4-Lite registers.
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+mod file;
+mod presets;
+mod validate;
+
+pub use crate::variants::{BufParams, Dataflow, StackParams, Variant, VariantKind};
+use file::ConfigFile;
+pub use presets::PRESETS;
+
+use crate::dma::{DmaConfig, MemIf};
+use crate::exp2::Exp2Config;
+use crate::fp16_mul::Fp16MulConfig;
+use crate::fp32_add::Fp32AddConfig;
+use crate::fp32_mul::Fp32MulConfig;
+use crate::landing::{LandingConfig, Layout};
+use crate::mac::MacConfig;
+use crate::mask::MaskConfig;
+use crate::pe::PeConfig;
+use crate::pe_row::PeRowConfig;
+use crate::row_reduce::RowReduceConfig;
+use crate::softmax::SoftmaxExpConfig;
+
+/// Every knob of a regflash design.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "ConfigFile", try_from = "ConfigFile")]
+pub struct CoreConfig {
+    /// Preset or user-given name (appears in reports, not in module names).
+    pub name: String,
+    /// PE array rows (R).
+    pub rows: u32,
+    /// PE array columns (C).
+    pub cols: u32,
+    /// Query rows per tile (Br).
+    pub br: u32,
+    /// Key/value rows per block (Bc).
+    pub bc: u32,
+    /// Head dimension (d).
+    pub head_dim: u32,
+    /// 32-bit registers per PE.
+    pub regs_per_pe: u32,
+    /// fp16_mul pipeline registers (0..=2).
+    pub mul_latency: u32,
+    /// fp32_add pipeline registers (0..=2).
+    pub add_latency: u32,
+    /// fp32_mul pipeline registers (0..=2), in the softmax datapath.
+    pub fmul_latency: u32,
+    /// exp2 pipeline registers (0..=2).
+    pub exp_latency: u32,
+    /// Bits of a sequence index or length (sequences up to 2^index_bits - 1 long).
+    pub index_bits: u32,
+    /// DMA memory port width in bits.
+    pub mem_width: u32,
+    /// DMA byte address width (the address range is 2^addr_bits bytes).
+    pub addr_bits: u32,
+    /// DMA reads in flight at most (hides this many cycles of memory latency).
+    pub max_outstanding: u32,
+    /// Target clock in MHz (for constraints and reports).
+    pub clock_mhz: f64,
+    /// Where S and P live, with the variant's own knobs: `reg2d` (PE registers, the
+    /// default), `buf2d` (an on-chip SRAM buffer between QK, softmax and PV), `reg3d` (stacked
+    /// tiers with register-to-register vertical links). In a file: `variant = "..."` and a
+    /// `[buf2d]` or `[reg3d]` section.
+    pub variant: Variant,
+    /// The name of the generated top (the core behind its AXI4-Lite registers); inner modules
+    /// keep their parameterized names.
+    pub top_name: String,
+    /// The memory interface: `simple` (one request per beat, responses in order) or `axi4`
+    /// (an AXI4 master with INCR bursts, `m_axi_*`).
+    pub mem_if: MemIf,
+    /// AXI4: ID width (2..=16).
+    pub axi_id_bits: u32,
+    /// AXI4: bursts in flight at most per ID (1..=256).
+    pub axi_outstanding: u32,
+}
+
+pub const MAX_MEM_LATENCY: u32 = 4096;
+
+impl CoreConfig {
+    /// Reads a TOML configuration: either every key, or `preset = "<name>"` and the keys that
+    /// differ from that preset. Unknown keys are rejected; the result is validated.
+    pub fn from_toml(text: &str) -> Result<CoreConfig> {
+        Ok(CoreConfig::from_toml_with_notes(text)?.0)
+    }
+
+    /// [`CoreConfig::from_toml`], with notes on keys read from an older format (for the
+    /// caller to show).
+    pub fn from_toml_with_notes(text: &str) -> Result<(CoreConfig, Vec<String>)> {
+        let (cfg, notes) = ConfigFile::parse(text)?.resolve()?;
+        cfg.validate()?;
+        Ok((cfg, notes))
+    }
+
+    /// This configuration as a TOML file (every key).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a CoreConfig always serializes")
+    }
+
+    /// The PE configuration.
+    pub fn pe(&self) -> PeConfig {
+        PeConfig {
+            regs: self.regs_per_pe,
+            mac: MacConfig {
+                mul: Fp16MulConfig {
+                    latency: self.mul_latency,
+                },
+                add: Fp32AddConfig {
+                    latency: self.add_latency,
+                },
+            },
+            counted: true,
+        }
+    }
+
+    /// The softmax exp stage.
+    pub fn softmax_exp(&self) -> SoftmaxExpConfig {
+        SoftmaxExpConfig {
+            mul: self.fmul(),
+            add: Fp32AddConfig {
+                latency: self.add_latency,
+            },
+            exp: Exp2Config {
+                latency: self.exp_latency,
+            },
+        }
+    }
+
+    /// The FP32 multiplier of the softmax datapath.
+    pub fn fmul(&self) -> Fp32MulConfig {
+        Fp32MulConfig {
+            latency: self.fmul_latency,
+        }
+    }
+
+    /// The causal-mask generator of one tile.
+    pub fn mask(&self) -> MaskConfig {
+        MaskConfig {
+            br: self.br,
+            bc: self.bc,
+            index_bits: self.index_bits,
+        }
+    }
+
+    /// The DMA: Q and K land in banks per PE row / column, V one row per read, O in FP32 rows.
+    pub fn dma(&self) -> DmaConfig {
+        let beat = (self.mem_width / 8).max(1);
+        let row_beats = (self.head_dim * 2).div_ceil(beat);
+        let land = |rows: u32, layout: Layout| LandingConfig {
+            rows,
+            row_beats,
+            width: self.mem_width,
+            layout,
+        };
+        DmaConfig {
+            width: self.mem_width,
+            addr_bits: self.addr_bits,
+            index_bits: self.index_bits,
+            max_outstanding: self.max_outstanding,
+            q: land(
+                self.br,
+                Layout::RowBanked {
+                    rows_per_bank: self.br / self.rows.max(1),
+                },
+            ),
+            k: land(
+                self.bc,
+                Layout::RowBanked {
+                    rows_per_bank: self.bc / self.cols.max(1),
+                },
+            ),
+            v: land(self.bc, Layout::BeatSliced),
+            o_rows: self.br,
+            o_row_beats: (self.head_dim * 4).div_ceil(beat),
+            o_rows_per_bank: self.br / self.rows.max(1),
+            mem_if: self.mem_if,
+            axi_id_bits: self.axi_id_bits,
+            axi_outstanding: self.axi_outstanding,
+            faults: false,
+        }
+    }
+
+    /// Cycles a landed K/V block may wait to be consumed before the core's assertion fires. A
+    /// landed block waits at most for the phases before its own (a few blocks of MAC steps) and
+    /// for the memory to deliver the blocks those phases need: with memory latency up to
+    /// [`MAX_MEM_LATENCY`] cycles, 16 blocks of steps + 4 latencies + 4096 cycles of slack.
+    pub fn kv_bound(&self) -> u32 {
+        let (a, b, e) = (
+            self.br / self.rows.max(1),
+            self.bc / self.cols.max(1),
+            self.head_dim / self.cols.max(1),
+        );
+        let block =
+            self.head_dim as u64 * a as u64 * b as u64 + self.bc as u64 * a as u64 * e as u64;
+        (16 * block + 4 * MAX_MEM_LATENCY as u64 + 4096).min(1 << 23) as u32
+    }
+
+    /// The row-reduction tree across the PE columns.
+    pub fn row_reduce(&self) -> RowReduceConfig {
+        RowReduceConfig { cols: self.cols }
+    }
+
+    /// This configuration as `kind`: its own knobs when it already is one, else the variant's
+    /// defaults.
+    pub fn with_variant(&self, kind: VariantKind) -> CoreConfig {
+        let variant = if self.variant.kind() == kind {
+            self.variant
+        } else {
+            kind.with_defaults()
+        };
+        CoreConfig {
+            variant,
+            ..self.clone()
+        }
+    }
+
+    /// reg3d's knobs to change, or an error that names `what` (the key or flag being set) when
+    /// the design is not reg3d.
+    pub fn stack_mut(&mut self, what: &str) -> Result<&mut StackParams> {
+        match &mut self.variant {
+            Variant::Reg3d(s) => Ok(s),
+            v => anyhow::bail!(
+                "{what} applies to reg3d only, but the variant is {v}: choose reg3d (--variant \
+                 reg3d, or variant = \"reg3d\" in the file), or leave it out"
+            ),
+        }
+    }
+
+    /// buf2d's knobs to change, or an error that names `what` when the design is not buf2d.
+    pub fn buf_mut(&mut self, what: &str) -> Result<&mut BufParams> {
+        match &mut self.variant {
+            Variant::Buf2d(b) => Ok(b),
+            v => anyhow::bail!(
+                "{what} applies to buf2d only, but the variant is {v}: choose buf2d (--variant \
+                 buf2d, or variant = \"buf2d\" in the file), or leave it out"
+            ),
+        }
+    }
+
+    /// Number of PEs.
+    pub fn pes(&self) -> u32 {
+        self.rows * self.cols
+    }
+
+    /// Register-file bytes in the whole array.
+    pub fn register_bytes(&self) -> u64 {
+        self.pes() as u64 * self.regs_per_pe as u64 * 4
+    }
+
+    /// Register bytes the S blocks and the O accumulator need (32-bit registers, as the PE
+    /// row maps them: [`PeRowConfig::regs_needed`] per PE).
+    pub fn register_bytes_needed(&self) -> u64 {
+        self.pes() as u64 * self.row().regs_needed() as u64 * 4
+    }
+
+    /// The PE row (not validated: `CoreParams::from_config` checks it against the MAC).
+    pub fn row(&self) -> PeRowConfig {
+        let c = self;
+        let (a, b, e) = (
+            c.br / c.rows.max(1),
+            c.bc / c.cols.max(1),
+            c.head_dim / c.cols.max(1),
+        );
+        PeRowConfig {
+            cols: c.cols,
+            a,
+            b,
+            e,
+            pe: c.pe(),
+            exp: c.softmax_exp(),
+            mem_width: c.mem_width,
+            faults: false,
+            variant: c.variant,
+        }
+    }
+
+    /// Peak multiply-accumulates per cycle (one per PE).
+    pub fn peak_macs_per_cycle(&self) -> u32 {
+        self.pes()
+    }
+}

@@ -1,0 +1,289 @@
+//! The variants: where a design keeps S and P (docs/variants.md).
+//!
+//! Each variant is a module of its own: its knobs (a config file's section named after it)
+//! and its [`Dataflow`], the answers the rest of the generator, the models and the reports ask
+//! of a design: how many tiers, whether QK and PV run at once, where the sweeps read S, the P
+//! bank's ports, the vertical links. [`Variant`] lists them, and [`Variant::flow`] is the one
+//! place that maps a variant to its dataflow; docs/howto-variant.md says what adding one takes.
+//!
+//! - `reg2d`: S in the PE registers, P in each row's P bank (register-level FlashAttention);
+//! - `buf2d`: the same array with S and P in an SRAM buffer per PE row (the buffered 2-D
+//!   baseline);
+//! - `reg3d`: QK, (softmax,) PV on stacked tiers with register-to-register vertical links.
+
+mod buf2d;
+mod reg2d;
+mod reg3d;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+pub use buf2d::BufParams;
+pub use reg2d::Reg2d;
+pub use reg3d::StackParams;
+
+use crate::config::CoreConfig;
+
+/// What a variant does, as the rest of the design asks it. The defaults are reg2d's: one tier
+/// of PEs on which QK and PV take turns, S in the PE registers (two blocks), P in a two-port
+/// bank of one weight per word.
+pub trait Dataflow {
+    /// Tiers of the stack (1 for the 2-D designs).
+    fn tiers(&self) -> u32 {
+        1
+    }
+
+    /// Tiers of PEs, the MAC resources (a softmax tier has none).
+    fn mac_tiers(&self) -> u32 {
+        1
+    }
+
+    /// QK and PV run at once on PE tiers of their own, each with its own step bus, column bus
+    /// and causal mask (else one tier takes both, one phase at a time).
+    fn concurrent_phases(&self) -> bool {
+        false
+    }
+
+    /// After QK the row engine copies S out of the PE registers into an SRAM array, and the
+    /// sweeps read it there a cycle after the visit (else they read the PE registers, or a
+    /// softmax tier's).
+    fn s_in_sram(&self) -> bool {
+        false
+    }
+
+    /// The row engines and their S registers sit on a tier of their own, fed over per-PE S
+    /// links.
+    fn softmax_tier(&self) -> bool {
+        false
+    }
+
+    /// Wires of each S link to a softmax tier (32: a score a cycle).
+    fn s_link_bits(&self) -> u32 {
+        32
+    }
+
+    /// Cycles an S link takes per score (1 unless the links are narrower than a score).
+    fn s_beats(&self) -> u32 {
+        32 / self.s_link_bits()
+    }
+
+    /// Register stages of each vertical link (0 without any).
+    fn vlink_latency(&self) -> u32 {
+        0
+    }
+
+    /// S blocks the PE registers hold: two (the softmax of one block reads its S while the
+    /// next block's QK writes the other), or one when S moves on after its QK.
+    fn s_slots(&self) -> u32 {
+        2
+    }
+
+    /// Ports of each P bank: 2 (one read, one write: the softmax of a block may write P while
+    /// PV reads the previous block's) or 1 (shared: they take turns).
+    fn p_ports(&self) -> u32 {
+        2
+    }
+
+    /// The SRAM arrays are emitted as memory-macro blackboxes.
+    fn blackbox(&self) -> bool {
+        false
+    }
+
+    /// Scores per S-array word and weights per P word.
+    fn elems_per_word(&self) -> (u32, u32) {
+        (1, 1)
+    }
+
+    /// SRAM banks each array is split into.
+    fn banks(&self) -> u32 {
+        1
+    }
+
+    /// Bytes of each SRAM bank that holds S or P (the energy model prices an access by its
+    /// bank's capacity); None when S and P are in registers.
+    fn sram_bank_bytes(&self, cfg: &CoreConfig) -> Option<u64> {
+        let _ = cfg;
+        None
+    }
+
+    /// What the variant adds to a PE row's module name (its knobs that change the RTL).
+    fn row_name(&self) -> String {
+        String::new()
+    }
+
+    /// The variant's knobs against the rest of the configuration.
+    fn validate(&self, cfg: &CoreConfig) -> Result<()> {
+        let _ = cfg;
+        Ok(())
+    }
+}
+
+/// The variant's name: which design (`--variant`, `variant = "..."`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum VariantKind {
+    /// S and P in PE registers on one tier (register-level FlashAttention).
+    #[default]
+    Reg2d,
+    /// The same array with S and P in an on-chip SRAM buffer (the buffered 2-D baseline).
+    Buf2d,
+    /// QK, softmax and PV on stacked tiers with register-to-register vertical links.
+    Reg3d,
+}
+
+impl VariantKind {
+    /// Every variant, by name.
+    pub const ALL: [VariantKind; 3] = [VariantKind::Reg2d, VariantKind::Buf2d, VariantKind::Reg3d];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VariantKind::Reg2d => "reg2d",
+            VariantKind::Buf2d => "buf2d",
+            VariantKind::Reg3d => "reg3d",
+        }
+    }
+
+    /// The variant's code in `ID_ARRAY.VARIANT`: its place in [`VariantKind::ALL`].
+    pub fn code(self) -> u32 {
+        VariantKind::ALL
+            .iter()
+            .position(|&k| k == self)
+            .expect("listed") as u32
+    }
+
+    /// The variant's name in the register map and the C header (`REG2D`, ...).
+    pub fn register_name(self) -> &'static str {
+        match self {
+            VariantKind::Reg2d => "REG2D",
+            VariantKind::Buf2d => "BUF2D",
+            VariantKind::Reg3d => "REG3D",
+        }
+    }
+
+    /// This variant with its default knobs.
+    pub fn with_defaults(self) -> Variant {
+        match self {
+            VariantKind::Reg2d => Variant::Reg2d,
+            VariantKind::Buf2d => Variant::Buf2d(BufParams::default()),
+            VariantKind::Reg3d => Variant::Reg3d(StackParams::default()),
+        }
+    }
+}
+
+impl std::fmt::Display for VariantKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for VariantKind {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        VariantKind::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                anyhow::anyhow!("unknown variant `{s}`: choose one of reg2d, buf2d, reg3d")
+            })
+    }
+}
+
+/// Where a design keeps S and P, with the knobs of that design.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// S in the PE registers, P in each row's P bank.
+    #[default]
+    Reg2d,
+    /// S and P in an SRAM buffer beside each PE row.
+    Buf2d(BufParams),
+    /// QK, (softmax,) PV on stacked tiers.
+    Reg3d(StackParams),
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind().name())
+    }
+}
+
+impl Variant {
+    /// The variant's dataflow: the one place a variant is mapped to its behaviour.
+    pub fn flow(&self) -> &dyn Dataflow {
+        match self {
+            Variant::Reg2d => &Reg2d,
+            Variant::Buf2d(b) => b,
+            Variant::Reg3d(s) => s,
+        }
+    }
+
+    /// The variant as simulation builds it: SRAM macros as their behaviour, not blackboxes.
+    pub fn behavioural(self) -> Variant {
+        match self {
+            Variant::Buf2d(b) => Variant::Buf2d(BufParams {
+                macro_blackbox: false,
+                ..b
+            }),
+            v => v,
+        }
+    }
+
+    /// reg3d with `tiers` tiers and the other knobs at their defaults.
+    pub fn reg3d(tiers: u32) -> Variant {
+        Variant::Reg3d(StackParams {
+            tiers,
+            ..StackParams::default()
+        })
+    }
+
+    /// buf2d with its knobs at their defaults.
+    pub fn buf2d() -> Variant {
+        Variant::Buf2d(BufParams::default())
+    }
+
+    pub fn kind(&self) -> VariantKind {
+        match self {
+            Variant::Reg2d => VariantKind::Reg2d,
+            Variant::Buf2d(_) => VariantKind::Buf2d,
+            Variant::Reg3d(_) => VariantKind::Reg3d,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// buf2d's knobs.
+    pub fn buf(&self) -> Option<&BufParams> {
+        match self {
+            Variant::Buf2d(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// reg3d's knobs.
+    pub fn stack(&self) -> Option<&StackParams> {
+        match self {
+            Variant::Reg3d(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Tiers of the stack: 1 for the 2-D designs, 2 or 3 for reg3d.
+    pub fn tiers(&self) -> u32 {
+        self.flow().tiers()
+    }
+
+    /// A short label: the name, and reg3d's tiers and narrow S links (`reg3d ×3, 8-bit
+    /// links`).
+    pub fn label(&self) -> String {
+        match self {
+            Variant::Reg3d(s) if s.tiers == 3 && s.vlink_bits < 32 => {
+                format!("reg3d ×3, {}-bit links", s.vlink_bits)
+            }
+            Variant::Reg3d(s) if s.tiers == 3 => "reg3d ×3".into(),
+            v => v.name().into(),
+        }
+    }
+}
