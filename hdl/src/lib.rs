@@ -20,6 +20,7 @@ pub mod array;
 pub mod config;
 pub mod core;
 pub mod fault;
+pub mod format;
 pub mod fp;
 pub mod ir;
 pub mod mem;

@@ -10,6 +10,7 @@
 
 use anyhow::Result;
 
+use crate::format::Formats;
 use crate::fp16_mul::{self, Fp16MulConfig};
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::iface::Block;
@@ -40,6 +41,11 @@ impl MacConfig {
         self.mul.latency + self.add.latency
     }
 
+    /// The operand and accumulator formats (FP16 × FP16 into FP32).
+    pub fn formats(&self) -> Formats {
+        Formats::FP16_FP32
+    }
+
     pub fn module_name(&self) -> String {
         format!("mac_m{}_a{}", self.mul.latency, self.add.latency)
     }
@@ -68,9 +74,10 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
             cfg.mul.latency,
             cfg.add.latency
         ));
-        let a = m.input("a", 16);
-        let b = m.input("b", 16);
-        let acc = m.input("acc", 32);
+        let w = cfg.formats().operand.bits();
+        let a = m.input("a", w);
+        let b = m.input("b", w);
+        let acc = m.input("acc", cfg.formats().acc.bits());
         let product = m.instantiate(&mul, "u_mul", &Binary { a, b }).y;
         let acc = m.delay_n("acc", acc, cfg.mul.latency);
         let y = m

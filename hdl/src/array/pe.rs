@@ -150,12 +150,13 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             cfg.latency()
         ));
         let aw = cfg.addr_width();
-        let a = m.input("a", 16);
-        let b = m.input("b", 16);
+        let f = cfg.mac.formats();
+        let a = m.input("a", f.operand.bits());
+        let b = m.input("b", f.operand.bits());
         let op_in = m.input("op", OP_BITS);
         let en = m.input("en", 1);
         let addr = m.input("addr", aw);
-        let ld_data = m.input("ld_data", 32);
+        let ld_data = m.input("ld_data", f.acc.bits());
         let shift = m.input("shift", 8);
         let rd_addr = m.input("rd_addr", aw);
 

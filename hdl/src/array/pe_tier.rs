@@ -76,10 +76,11 @@ pub type TierBlock = Block<TierIn, TierOut<u32>>;
 pub fn build(d: &mut Design, cfg: &PeRowConfig, kind: TierKind) -> TierBlock {
     let pe = crate::pe::build_counted(d, &cfg.pe);
     let c = cfg.cols;
+    let (ew, _) = cfg.elem_bits();
     let inputs = TierIn {
-        a_q: 16,
-        p_val: 16,
-        b_col: 16 * c,
+        a_q: ew,
+        p_val: ew,
+        b_col: ew * c,
         mask: cfg.a * cfg.bc(),
         rd_addr: cfg.pe.addr_width(),
         shift: 8,
@@ -192,7 +193,8 @@ fn tier(
         ens.push(en);
         let ins = PeIn {
             a: a_row,
-            b: i.b_col.slice(16 * c + 15, 16 * c),
+            b: i.b_col
+                .slice(cfg.elem_bits().0 * (c + 1) - 1, cfg.elem_bits().0 * c),
             op: pe_op,
             en,
             addr: st.addr,

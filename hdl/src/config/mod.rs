@@ -22,6 +22,7 @@ pub use presets::PRESETS;
 
 use crate::dma::{DmaConfig, MemIf};
 use crate::exp2::Exp2Config;
+use crate::format::Formats;
 use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
 use crate::fp32_mul::Fp32MulConfig;
@@ -108,6 +109,11 @@ impl CoreConfig {
         toml::to_string(self).expect("a CoreConfig always serializes")
     }
 
+    /// The number formats: operands, accumulator, short output.
+    pub fn formats(&self) -> Formats {
+        self.pe().mac.formats()
+    }
+
     /// The PE configuration.
     pub fn pe(&self) -> PeConfig {
         PeConfig {
@@ -156,7 +162,8 @@ impl CoreConfig {
     /// The DMA: Q and K land in banks per PE row / column, V one row per read, O in FP32 rows.
     pub fn dma(&self) -> DmaConfig {
         let beat = (self.mem_width / 8).max(1);
-        let row_beats = (self.head_dim * 2).div_ceil(beat);
+        let f = self.formats();
+        let row_beats = (self.head_dim * f.operand.bytes()).div_ceil(beat);
         let land = |rows: u32, layout: Layout| LandingConfig {
             rows,
             row_beats,
@@ -182,7 +189,7 @@ impl CoreConfig {
             ),
             v: land(self.bc, Layout::BeatSliced),
             o_rows: self.br,
-            o_row_beats: (self.head_dim * 4).div_ceil(beat),
+            o_row_beats: (self.head_dim * f.acc.bytes()).div_ceil(beat),
             o_rows_per_bank: self.br / self.rows.max(1),
             mem_if: self.mem_if,
             axi_id_bits: self.axi_id_bits,

@@ -128,19 +128,21 @@ impl CoreConfig {
             self.bc
         );
         let beat = self.mem_width / 8;
-        let row_bytes = 2 * self.head_dim as u64;
+        let op = self.formats().operand;
+        let row_bytes = (self.head_dim * op.bytes()) as u64;
         if !row_bytes.is_multiple_of(beat as u64) {
             let narrower = match largest_beat_bits(row_bytes) {
                 0 => String::new(),
                 bits => format!(", or mem_width = {bits}"),
             };
             bail!(
-                "a row of head_dim = {} FP16 values is {row_bytes} bytes, not a whole number of \
-                 {beat}-byte memory beats (mem_width = {} bits): use a head_dim that is a \
+                "a row of head_dim = {} {}-bit values is {row_bytes} bytes, not a whole number \
+                 of {beat}-byte memory beats (mem_width = {} bits): use a head_dim that is a \
                  multiple of {}{narrower}",
                 self.head_dim,
+                op.bits(),
                 self.mem_width,
-                beat / 2
+                beat / op.bytes()
             );
         }
         self.validate_variant()?;

@@ -127,10 +127,11 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     let st_q = idle_cycle & need_q;
     let st_sm = idle_cycle & or_all(&[need_sm, need_s, need_p]);
     let st_other = idle_cycle & !or_all(&[st_kv, st_q, st_sm]);
-    // Broadcast wire activity, bits × hops: each tier's step drives its R row buses (16 bits,
-    // the row operand Q or P, across C PE pitches) and its C column buses (16 bits, K or V,
-    // down R rows): 32·R·C bit·hops per tier and step, whatever the data.
-    let span = 32 * (rr * p.row.cols) as u64;
+    // Broadcast wire activity, bits × hops: each tier's step drives its R row buses (an
+    // operand, Q or P, across C PE pitches) and its C column buses (an operand, K or V, down R
+    // rows): 2·16·R·C bit·hops per tier and step with FP16 operands, whatever the data.
+    let ew = p.row.elem_bits().0 as u64;
+    let span = 2 * ew * (rr * p.row.cols) as u64;
     let bc_w = bits_for(span * p.row.mac_tiers() as u64);
     let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
     let bcast = if p.row.concurrent_phases() {
@@ -138,9 +139,9 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
     } else {
         mux(i.step_valid, span_l, zero_b)
     };
-    // Operand bits from the landing buffers: a QK step reads a 16-bit Q lane per row and a K
-    // lane per column, a PV step a V lane per column.
-    let (qk_bits, pv_bits) = (16 * (rr + p.row.cols) as u64, 16 * p.row.cols as u64);
+    // Operand bits from the landing buffers: a QK step reads a Q lane per row and a K lane per
+    // column, a PV step a V lane per column.
+    let (qk_bits, pv_bits) = (ew * (rr + p.row.cols) as u64, ew * p.row.cols as u64);
     let land_w = bits_for(qk_bits + pv_bits);
     let (qk_l, pv_l, zero_l) = (
         m.lit(land_w, qk_bits),

@@ -12,7 +12,7 @@
 use super::ports::{Problem, ReadCmd, ReadStatus, Step};
 use super::sequencer::keys_needed;
 use super::{reg_set, CoreParams};
-use crate::dma::ReadDesc;
+use crate::dma::{ReadDesc, ROW_BYTES_BITS};
 use crate::fault::Fault;
 use crate::iface::Block;
 use crate::{
@@ -73,13 +73,14 @@ pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
         k: ReadStatus::widths(rd_data_width(p, &dma.k)),
         v: ReadStatus::widths(rd_data_width(p, &dma.v)),
     };
+    let ew = p.row.elem_bits().0;
     let outputs = FetchOut {
-        b_col: 16 * p.row.cols,
-        v_col: 16 * p.row.cols,
+        b_col: ew * p.row.cols,
+        v_col: ew * p.row.cols,
         q: dma.read_cmd(&dma.q),
         k: dma.read_cmd(&dma.k),
         v: dma.read_cmd(&dma.v),
-        rows: vec![RowOperand { a_q: 16 }; p.rows as usize],
+        rows: vec![RowOperand { a_q: ew }; p.rows as usize],
     };
     let name = format!("{}_fetch", p.module_name());
     d.define_block(&name, &inputs, outputs, |_, m, i| {
@@ -111,8 +112,8 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         m.discard(unused);
     }
     let (iw, aw) = (p.index_bits, p.addr_bits);
-    let row_bytes = (p.d() * 2) as u64;
-    let rb16 = m.lit(16, row_bytes);
+    let row_bytes = p.operand_row_bytes() as u64;
+    let rb16 = m.lit(ROW_BYTES_BITS, row_bytes);
     let brl = m.lit(iw, p.br() as u64);
     let bcl = m.lit(iw, p.bc() as u64);
     let zero_bit = m.zero(1);
@@ -259,10 +260,10 @@ fn read_addresses(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Sig, S
     (q, k, cat(&[i.v.slot, jk]))
 }
 
-/// Lane `lane` of a beat of 16-bit lanes.
-fn lane_of(beat: Sig, lane: Sig) -> Sig {
-    let vals: Vec<Sig> = (0..beat.width() / 16)
-        .map(|i| beat.slice(16 * i + 15, 16 * i))
+/// Lane `lane` of a beat of `w`-bit lanes.
+fn lane_of(beat: Sig, lane: Sig, w: u32) -> Sig {
+    let vals: Vec<Sig> = (0..beat.width() / w)
+        .map(|i| beat.slice(w * i + w - 1, w * i))
         .collect();
     mux_index(lane, &vals)
 }
@@ -272,6 +273,7 @@ fn lane_of(beat: Sig, lane: Sig) -> Sig {
 /// (in 2-D designs `b_col` carries either; `v_col` always V).
 fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOperand>, Sig, Sig) {
     let w = p.dma.width;
+    let ew = p.row.elem_bits().0;
     let lane_bits = addr_bits(p.lanes());
     let kk = i.step.k;
     let k_lane = kk.trunc(lane_bits.min(kk.width())).zext(lane_bits);
@@ -280,11 +282,11 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
     let mut v_cols = vec![];
     for c in 0..p.row.cols {
         let kb = i.k.rd_data.slice(w * c + w - 1, w * c);
-        k_cols.push(lane_of(kb, k_lane));
+        k_cols.push(lane_of(kb, k_lane, ew));
         let lanes_c: Vec<Sig> = (0..e_n)
             .map(|q| {
                 let lane = c * e_n + q;
-                i.v.rd_data.slice(16 * lane + 15, 16 * lane)
+                i.v.rd_data.slice(ew * lane + ew - 1, ew * lane)
             })
             .collect();
         let qsel = if e_n == 1 { m.zero(1) } else { i.step.q };
@@ -306,7 +308,7 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
         .map(|r| {
             let qb = i.q.rd_data.slice(w * r + w - 1, w * r);
             RowOperand {
-                a_q: lane_of(qb, k_lane),
+                a_q: lane_of(qb, k_lane, ew),
             }
         })
         .collect();

@@ -186,7 +186,8 @@ impl CoreParams {
             r.a * r.e
         );
         ensure!(
-            self.dma.width >= 16 && (r.d() * 16).is_multiple_of(self.dma.width),
+            self.dma.width >= r.elem_bits().0
+                && (r.d() * r.elem_bits().0).is_multiple_of(self.dma.width),
             "rows of head_dim values must fill whole memory beats"
         );
         Ok(())
@@ -204,9 +205,14 @@ impl CoreParams {
         self.row.d()
     }
 
-    /// FP16 values per memory beat.
+    /// Operands per memory beat.
     pub fn lanes(&self) -> u32 {
-        self.dma.width / 16
+        self.dma.width / self.row.elem_bits().0
+    }
+
+    /// Bytes of a Q, K or V row in memory (d operands).
+    pub fn operand_row_bytes(&self) -> u32 {
+        self.d() * self.row.pe.mac.formats().operand.bytes()
     }
 
     /// MAC steps of one block: QK then PV.

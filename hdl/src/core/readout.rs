@@ -4,6 +4,7 @@
 
 use super::ports::WriteDesc;
 use super::{reg_set, CoreParams};
+use crate::dma::ROW_BYTES_BITS;
 use crate::fault::Fault;
 use crate::fsm::Fsm;
 use crate::iface::Block;
@@ -49,7 +50,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ReadoutBlock {
         rows_busy: 1,
         o_busy: 1,
         o_addr: aw,
-        out_row_bytes: 16,
+        out_row_bytes: ROW_BYTES_BITS,
         o_row_stride: aw,
     };
     let outputs = ReadoutOut {
@@ -62,7 +63,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ReadoutBlock {
             start: 1,
             base: aw,
             stride: aw,
-            row_bytes: 16,
+            row_bytes: ROW_BYTES_BITS,
             rows: iw,
         },
     };

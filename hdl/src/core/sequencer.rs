@@ -19,6 +19,7 @@
 use super::ports::{PRead, PeStep, Problem, SeqIn, SeqOut, Stall, Step};
 use super::{reg_set, CoreParams};
 use crate::arith::div_ceil_const;
+use crate::dma::ROW_BYTES_BITS;
 use crate::fault::Fault;
 use crate::fsm::Fsm;
 use crate::iface::{select, Block};
@@ -81,7 +82,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         handoff: 1,
         rows_valid: i,
         o_head_off: a,
-        o_row_bytes: 16,
+        o_row_bytes: ROW_BYTES_BITS,
         skipped: i,
         qk_issued: i,
         pv_issued: i,
@@ -269,11 +270,12 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         o_head_stride: hold("o_head_stride", raw.o_head_stride),
         kv_group: hold("kv_group", raw.kv_group),
     };
-    let row_bytes = (p.d() * 2) as u64;
+    // O rows in the short output format, or in the accumulator's (`out_f32`).
+    let f = p.row.pe.mac.formats();
     let o_row_bytes = {
-        let rb16 = m.lit(16, row_bytes);
-        let rb32 = m.lit(16, 2 * row_bytes);
-        mux(prob.out_f32, rb32, rb16)
+        let short = m.lit(ROW_BYTES_BITS, (p.d() * f.out.bytes()) as u64);
+        let long = m.lit(ROW_BYTES_BITS, (p.d() * f.acc.bytes()) as u64);
+        mux(prob.out_f32, long, short)
     };
     let (need_d, tile_end) = keys_needed(m, p, &prob, r.q_base.q);
     let rows_valid = m.name("rows_valid", tile_end - r.q_base.q);

@@ -697,8 +697,14 @@ fn extent(
     let a_kv = shifter(m, "extent_a_kv", quo.q);
     let b_qo = shifter(m, "extent_b_qo", v("q_len") - 1);
     let b_kv = shifter(m, "extent_b_kv", v("k_len") - 1);
-    let d2 = (p.d() * 2) as u64;
-    let out_rb = mux(v("out_f32"), m.lit(a + 2, 2 * d2), m.lit(a + 2, d2));
+    // Row bytes: Q, K, V rows of operands; O rows short (out) or long (accumulator).
+    let f = p.row.pe.mac.formats();
+    let d2 = p.operand_row_bytes() as u64;
+    let (o_short, o_long) = (
+        (p.d() * f.out.bytes()) as u64,
+        (p.d() * f.acc.bytes()) as u64,
+    );
+    let out_rb = mux(v("out_f32"), m.lit(a + 2, o_long), m.lit(a + 2, o_short));
     let mut over = vec![];
     for (t, (ab, bb, len)) in [
         ("q", (a_qo, b_qo, "q_len")),

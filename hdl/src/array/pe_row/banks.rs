@@ -55,7 +55,7 @@ pub(super) fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i:
                 })
                 .collect();
             let held = mux_index(ii_rd, &copies);
-            element(mux(fetched, word_rd, held), 16, Some(f_rd))
+            element(mux(fetched, word_rd, held), cfg.elem_bits().0, Some(f_rd))
         }
     };
     if bank.ports == 1 {

@@ -84,9 +84,9 @@ impl PeRowConfig {
 
     pub(super) fn input_widths(&self) -> RowIn<u32> {
         RowIn {
-            a_q: 16,
-            b_col: 16 * self.cols,
-            v_col: 16 * self.cols,
+            a_q: self.elem_bits().0,
+            b_col: self.elem_bits().0 * self.cols,
+            v_col: self.elem_bits().0 * self.cols,
             mask_qk: self.a * self.bc(),
             mask_pv: self.a * self.bc(),
             mask_sp: self.a * self.bc(),

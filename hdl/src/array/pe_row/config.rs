@@ -150,7 +150,7 @@ impl PeRowConfig {
         let per = self.p_per_word();
         crate::sram::SramConfig {
             depth: (2 << (self.ii_bits() + self.word_bits(per))) / self.banks(),
-            width: 16 * per,
+            width: self.elem_bits().0 * per,
             ports: self.flow().p_ports(),
             blackbox: self.flow().blackbox(),
         }
@@ -159,7 +159,8 @@ impl PeRowConfig {
     /// Bits of an S-array access and of a P-bank access (32 and 16, or buf2d's wide words).
     pub fn access_bits(&self) -> (u32, u32) {
         let (s_per, p_per) = self.flow().elems_per_word();
-        (32 * s_per, 16 * p_per)
+        let (op, acc) = self.elem_bits();
+        (acc * s_per, op * p_per)
     }
 
     /// SRAM banks of each array (1 but in buf2d with `buf2d.banks`).
@@ -180,6 +181,12 @@ impl PeRowConfig {
         } else {
             addr_bits(self.bc() / per)
         }
+    }
+
+    /// Bits of an operand (Q, K, V, a weight P) and of an accumulator value (S, O, sums).
+    pub fn elem_bits(&self) -> (u32, u32) {
+        let f = self.pe.mac.formats();
+        (f.operand.bits(), f.acc.bits())
     }
 
     pub fn bc(&self) -> u32 {

@@ -18,6 +18,9 @@ pub(super) fn readout(
     value: Sig,
 ) -> (RowStore, Sig) {
     let w = cfg.mem_width;
+    // O leaves in the short output format or the accumulator's (`out_f32`).
+    let f = cfg.pe.mac.formats();
+    let (short, long) = (f.out.bits(), f.acc.bits());
     let recip_start = e.state.is(Engine::RoRecip);
     let recip_in = RecipIn {
         start: recip_start,
@@ -27,33 +30,33 @@ pub(super) fn readout(
     let recip_done = rc.done;
     m.discard(rc.busy);
     let zeros = m.name("row_is_zero", sm.cur_l_zero | i.ro.zero);
-    let one = m.lit(32, ieee::F32_ONE);
-    let r = m.reg("r", 32, Some(0));
+    let one = m.lit(long, ieee::F32_ONE);
+    let r = m.reg("r", long, Some(0));
     m.set_next(r, mux(zeros, one, rc.y));
     m.set_enable(r, recip_done);
-    let zero32 = m.zero(32);
-    let o_val = mux(zeros, zero32, value);
+    let zero = m.zero(long);
+    let o_val = mux(zeros, zero, value);
     let y = m
         .instantiate(&parts.mul0, "u_norm", &Binary { a: o_val, b: r.q })
         .y;
-    let y16 = crate::fp32_to_fp16::logic(m, y);
+    let y_short = crate::fp32_to_fp16::logic(m, y);
     let beat = m.reg("beat", w, Some(0));
-    // The oldest lane shifts out as the beat fills (a 32-bit beat holds one FP32 value).
-    m.discard(beat.q.slice(15, 0));
-    let shifted32 = if w > 32 {
-        cat(&[y, beat.q.slice(w - 1, 32)])
+    // The oldest lane shifts out as the beat fills (a beat may hold one long value).
+    m.discard(beat.q.slice(short - 1, 0));
+    let shifted_long = if w > long {
+        cat(&[y, beat.q.slice(w - 1, long)])
     } else {
         y
     };
-    let shifted16 = cat(&[y16, beat.q.slice(w - 1, 16)]);
-    let beat_d = mux(i.out_f32, shifted32, shifted16);
+    let shifted_short = cat(&[y_short, beat.q.slice(w - 1, short)]);
+    let beat_d = mux(i.out_f32, shifted_long, shifted_short);
     m.set_next(beat, beat_d);
     m.set_enable(beat, e.in_ro);
-    let lanes16 = w / 16;
-    let lane = m.reg("lane", addr_bits(lanes16), Some(0));
-    let last16 = lane.q.eq((lanes16 - 1) as u64);
-    let last32 = lane.q.eq((w / 32 - 1) as u64);
-    let lane_last = mux(i.out_f32, last32, last16);
+    let lanes = w / short;
+    let lane = m.reg("lane", addr_bits(lanes), Some(0));
+    let last_short = lane.q.eq((lanes - 1) as u64);
+    let last_long = lane.q.eq((w / long - 1) as u64);
+    let lane_last = mux(i.out_f32, last_long, last_short);
     let zero_l = m.zero(lane.q.width());
     let ro_begin = e.state.is(Engine::RoWait);
     let lane_d = mux(lane_last, zero_l, lane.q + 1);

@@ -56,8 +56,9 @@ pub(super) fn vlink_bits(
         m.discard(s);
         return zero;
     }
-    let (p16, o32) = (m.lit(w, 16), m.lit(w, 32));
-    let po = mux(p_up, p16, zero) + mux(o_down, o32, zero);
+    let (pw, ow) = cfg.elem_bits();
+    let (p_bits, o_bits) = (m.lit(w, pw as u64), m.lit(w, ow as u64));
+    let po = mux(p_up, p_bits, zero) + mux(o_down, o_bits, zero);
     if cfg.softmax_tier() {
         po + s
     } else {
