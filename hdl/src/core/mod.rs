@@ -664,22 +664,7 @@ fn pe_rows(
         row.push(out.st.row);
         beat.push(out.st.beat);
         data.push(out.st.data);
-        activity.push(RowActivity {
-            macs: out.macs,
-            rf_reads: out.rf_reads,
-            rf_writes: out.rf_writes,
-            p_read: out.p_read,
-            p_write: out.p_write,
-            s_read: out.s_read,
-            s_write: out.s_write,
-            vlink: out.vlink,
-            vlink_s: out.vlink_s,
-            max_op: out.max_op,
-            exp_op: out.exp_op,
-            row_update: out.row_update,
-            recip_op: out.recip_op,
-            norm_op: out.norm_op,
-        });
+        activity.push(RowActivity::from(&out));
     }
     for v in [&mut en, &mut row, &mut beat, &mut data] {
         v.reverse();

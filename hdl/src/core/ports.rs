@@ -3,7 +3,8 @@
 //! counter file, checker).
 
 use super::CoreParams;
-use crate::{addr_bits, bits_for, group, interface};
+use crate::pe_row::RowOut;
+use crate::{addr_bits, group, interface};
 
 interface! {
     /// The problem `start` presents (latched for the run): byte addresses of Q, K, V and O,
@@ -123,22 +124,28 @@ interface! {
 
 impl RowActivity<u32> {
     pub fn widths(p: &CoreParams) -> Self {
-        let c = (p.row.cols * p.row.tiers()) as u64;
+        RowActivity::from(&p.row.output_widths())
+    }
+}
+
+impl<T: Copy> From<&RowOut<T>> for RowActivity<T> {
+    /// The activity part of a PE row's outputs.
+    fn from(o: &RowOut<T>) -> Self {
         RowActivity {
-            macs: bits_for((p.row.cols * p.row.mac_tiers()) as u64),
-            rf_reads: bits_for(c + 1),
-            rf_writes: bits_for(c + 1),
-            p_read: 1,
-            p_write: 1,
-            s_read: 1,
-            s_write: 1,
-            vlink: p.row.vlink_width(),
-            vlink_s: p.row.vlink_width(),
-            max_op: 1,
-            exp_op: 1,
-            row_update: 1,
-            recip_op: 1,
-            norm_op: 1,
+            macs: o.macs,
+            rf_reads: o.rf_reads,
+            rf_writes: o.rf_writes,
+            p_read: o.p_read,
+            p_write: o.p_write,
+            s_read: o.s_read,
+            s_write: o.s_write,
+            vlink: o.vlink,
+            vlink_s: o.vlink_s,
+            max_op: o.max_op,
+            exp_op: o.exp_op,
+            row_update: o.row_update,
+            recip_op: o.recip_op,
+            norm_op: o.norm_op,
         }
     }
 }
