@@ -39,26 +39,15 @@ pub fn generated() -> Result<Vec<Generated>> {
     let core = child_named(&d, &top, "core_")?;
     // The core is its engine behind an abort wrapper: draw the engine.
     let engine = child_named(&d, &core, "core_")?;
-    v.push(Generated {
-        file: "docs/architecture.md",
-        key: "top-diagram",
-        text: mermaid(&d, &top)?,
-    });
-    v.push(Generated {
-        file: "README.md",
-        key: "core-diagram",
-        text: mermaid(&d, &engine)?,
-    });
-    v.push(Generated {
-        file: "docs/architecture.md",
-        key: "core-diagram",
-        text: mermaid(&d, &engine)?,
-    });
-    v.push(Generated {
-        file: "docs/architecture.md",
-        key: "module-tree",
-        text: tree(&d, &top)?,
-    });
+    let (top_chart, core_chart) = (mermaid(&d, &top)?, mermaid(&d, &engine)?);
+    for (file, key, text) in [
+        ("docs/architecture.md", "top-diagram", top_chart),
+        ("README.md", "core-diagram", core_chart.clone()),
+        ("docs/architecture.md", "core-diagram", core_chart),
+        ("docs/architecture.md", "module-tree", tree(&d, &top)?),
+    ] {
+        v.push(Generated { file, key, text });
+    }
     let three_tiers = Variant::Reg3d(StackParams {
         tiers: 3,
         ..StackParams::default()
