@@ -10,7 +10,7 @@ use kernels::energy::EnergyTable;
 use kernels::flash::OutFormat;
 use serde::Serialize;
 
-use crate::energy::EnergyReport;
+use crate::pricing::EnergyReport;
 use crate::report::real;
 use crate::sim::{self, SimReport};
 use crate::verify::attention::MemoryTiming;
@@ -204,7 +204,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     }
                 };
                 let tokens = (plan.heads * seq) as u64;
-                let energy = crate::energy::report(&plan.table, cfg, &counters, tokens, stacked);
+                let energy = crate::pricing::report(&plan.table, cfg, &counters, tokens, stacked);
                 let report = report.map(|mut r| {
                     r.energy = Some(energy.clone());
                     r
@@ -213,7 +213,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     design: name.into(),
                     seq_len: seq,
                     causal: plan.causal,
-                    pes: crate::energy::geometry(cfg, stacked).pes,
+                    pes: crate::pricing::geometry(cfg, stacked).pes,
                     cycles: counters["cycles"],
                     source,
                     mac_steps: steps,

@@ -7,7 +7,7 @@ pub mod compare;
 pub mod cycles;
 pub mod design;
 pub mod docs;
-pub mod energy;
+pub mod pricing;
 pub mod report;
 pub mod schedule;
 pub mod sim;

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use verilator_tb::npy::{self, DType, Tensor};
 
 use crate::design::{simulate, Target};
-use crate::energy::EnergyReport;
+use crate::pricing::EnergyReport;
 use crate::report::real;
 use crate::verify::attention::{self, Attention, MemoryTiming, Mismatch};
 
@@ -154,7 +154,7 @@ impl SimReport {
         stacked: bool,
     ) {
         let tokens = (self.heads * self.seq_len) as u64;
-        self.energy = Some(crate::energy::report(
+        self.energy = Some(crate::pricing::report(
             table,
             cfg,
             &self.counters,

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use gen::tools::ScratchDir;
 use kernels::energy::{scale, Activity, EnergyTable, Geometry, Placement, KEYS};
-use regflash::energy::table_from_toml;
+use regflash::pricing::table_from_toml;
 use serde_json::Value;
 
 mod common;

@@ -12,8 +12,8 @@
 //! * `soc/`: the stable top, its AXI4-Lite registers and the register map;
 //! * `variants/`: reg2d, buf2d, reg3d, each with its knobs and its `Dataflow`;
 //! * `config/` (whole-design configurations, TOML files and presets), `fault` (fault
-//!   injection), `wrap` (the pin-limited serial wrapper of FPGA smoke builds), `ports` (shared
-//!   port groups). The registry of blocks by name (RTL, model, stimulus, checker) is the
+//!   injection), `wrap` (the pin-limited serial wrapper of FPGA smoke builds), `operands` (the
+//!   operand port groups the small blocks share). The registry of blocks by name (RTL, model, stimulus, checker) is the
 //!   `regflash` crate's `units`.
 
 pub mod array;
@@ -24,7 +24,7 @@ pub mod format;
 pub mod fp;
 pub mod ir;
 pub mod mem;
-pub mod ports;
+pub mod operands;
 pub mod soc;
 pub mod softmax;
 pub mod variants;

@@ -57,7 +57,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         config = config.with_variant(VariantKind::Buf2d);
         config.buf_mut("--buf-bytes")?.bytes = b;
     }
-    let table = crate::energy::load_table(args.energy.as_deref())?;
+    let table = crate::pricing::load_table(args.energy.as_deref())?;
     let plan = compare::ComparePlan {
         config: config.clone(),
         seq_lens: args.seq.clone(),

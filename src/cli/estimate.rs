@@ -46,7 +46,7 @@ pub struct EstimatePoint {
     /// "exact (stepped cycle by cycle)" or the exact runs it was extrapolated from.
     pub method: String,
     pub counters: std::collections::BTreeMap<String, u64>,
-    pub energy: crate::energy::EnergyReport,
+    pub energy: crate::pricing::EnergyReport,
 }
 
 pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
@@ -64,7 +64,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
         eprintln!("note: {note}");
     }
     let p = hdl::core::CoreParams::from_config(&cfg)?;
-    let table = crate::energy::load_table(args.energy.as_deref())?;
+    let table = crate::pricing::load_table(args.energy.as_deref())?;
     let timing = crate::verify::attention::MemoryTiming {
         latency: args.mem_latency,
         ..Default::default()
@@ -114,7 +114,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
         let (counters, method) = crate::cycles::counters(&p, &shape, mem);
         let cycles = counters["cycles"];
         let tokens = (args.heads * seq) as u64;
-        let energy = crate::energy::report(&table, &cfg, &counters, tokens, false);
+        let energy = crate::pricing::report(&table, &cfg, &counters, tokens, false);
         let seconds = cycles as f64 / (cfg.clock_mhz * 1e6);
         let point = EstimatePoint {
             preset: cfg.name.clone(),

@@ -106,7 +106,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
     let params = CoreParams::from_config(&cfg)?;
     refuse_unused(&args, &params)?;
-    let table = crate::energy::load_table(args.energy.as_deref())?;
+    let table = crate::pricing::load_table(args.energy.as_deref())?;
     let out = if args.f32 {
         OutFormat::F32
     } else {

@@ -15,8 +15,8 @@ use crate::fp16_mul::{self, Fp16MulConfig};
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::iface::Block;
 use crate::interface;
-use crate::ports::Binary;
-use crate::ports::Y;
+use crate::operands::Binary;
+use crate::operands::Y;
 use crate::Design;
 
 interface! {

@@ -12,7 +12,7 @@ use anyhow::Result;
 
 use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
 use crate::iface::Block;
-use crate::ports::BinaryBlock;
+use crate::operands::BinaryBlock;
 use crate::{cat, Design, ModuleBuilder, Sig};
 
 /// Configuration of `fp16_mul`.

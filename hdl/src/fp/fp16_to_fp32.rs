@@ -8,7 +8,7 @@
 
 use crate::arith::{leading_zeros, select_special_f32, unpack};
 use crate::iface::Block;
-use crate::ports::UnaryBlock;
+use crate::operands::UnaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).

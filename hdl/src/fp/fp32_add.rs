@@ -18,7 +18,7 @@ use anyhow::Result;
 
 use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
 use crate::iface::Block;
-use crate::ports::BinaryBlock;
+use crate::operands::BinaryBlock;
 use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_add`.

@@ -11,7 +11,7 @@ use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
-use crate::ports::{BinaryBlock, UnaryBlock, Y};
+use crate::operands::{BinaryBlock, UnaryBlock, Y};
 use crate::{mux, Design, ModuleBuilder, Sig};
 
 interface! {

@@ -12,7 +12,7 @@ use anyhow::Result;
 
 use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
 use crate::iface::Block;
-use crate::ports::BinaryBlock;
+use crate::operands::BinaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// Configuration of `fp32_mul`.

@@ -9,7 +9,7 @@
 use crate::arith::{clamp, shift_right_sticky};
 use crate::ieee;
 use crate::iface::Block;
-use crate::ports::UnaryBlock;
+use crate::operands::UnaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// Module name (the block has no parameters).

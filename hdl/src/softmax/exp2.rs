@@ -16,7 +16,7 @@ use anyhow::Result;
 use crate::arith::{round_pack_f32, unpack};
 use crate::ieee;
 use crate::iface::Block;
-use crate::ports::{X, Y};
+use crate::operands::{X, Y};
 use crate::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
 
 /// Segments of the 2^f table (a power of two).

@@ -31,7 +31,7 @@ use crate::fp32_mul::{self, Fp32MulConfig};
 use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
-use crate::ports::{Binary, Unary, X};
+use crate::operands::{Binary, Unary, X};
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {

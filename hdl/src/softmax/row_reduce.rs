@@ -14,8 +14,8 @@ use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_misc;
 use crate::iface::Block;
 use crate::interface;
-use crate::ports::Binary;
-use crate::ports::X;
+use crate::operands::Binary;
+use crate::operands::X;
 use crate::{Design, Sig};
 
 interface! {

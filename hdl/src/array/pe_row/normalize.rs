@@ -3,7 +3,7 @@
 use super::{Engine, EngineRegs, Parts, PeRowConfig, RowIn, RowStore, SoftmaxRows};
 use crate::fp32_recip::RecipIn;
 use crate::ieee;
-use crate::ports::Binary;
+use crate::operands::Binary;
 use crate::{addr_bits, cat, mux, ModuleBuilder, Sig};
 
 /// Readout: r = 1/l (1 if l = 0), O · r in FP32 or rounded to FP16, packed into beats for the

@@ -5,7 +5,7 @@ use super::banks::{banked, element, gather, PBank, Word};
 use super::{EngineRegs, Parts, PeRowConfig, RowIn};
 use crate::fault::Fault;
 use crate::ieee;
-use crate::ports::{Binary, X};
+use crate::operands::{Binary, X};
 use crate::softmax::{ExpIn, RowOp, RowOpIn};
 use crate::sram::SramIn;
 use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, Sig};
