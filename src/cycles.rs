@@ -15,6 +15,8 @@
 
 use std::collections::VecDeque;
 
+use hdl::core::readout::Readout as Ro;
+use hdl::core::sequencer::Seq;
 use hdl::core::CoreParams;
 
 use crate::schedule::{needed_keys, Shape};
@@ -51,25 +53,6 @@ impl Timing {
             ("stall_other", self.stall_other),
         ]
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Seq {
-    Idle,
-    Head,
-    Tile,
-    TileGo,
-    Run,
-    End,
-    Finish,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ro {
-    Idle,
-    Pend,
-    Run,
-    Write,
 }
 
 /// A beat walk over rows (the DMA's request and response walkers).

@@ -71,7 +71,7 @@ mod check;
 mod counters;
 mod fetch;
 pub mod ports;
-mod readout;
+pub mod readout;
 pub mod sequencer;
 
 use anyhow::{ensure, Result};
