@@ -429,9 +429,15 @@ pub fn run_full(
 ) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
     // A fault is selected at run time on the core built for fault injection.
-    let p = match fault {
-        Some(f) => p.with_fault(f),
-        None => p,
+    let (p, timing) = match fault {
+        Some(f) => (
+            p.for_fault_injection(),
+            &MemoryTiming {
+                core_fault: Some(f),
+                ..*timing
+            },
+        ),
+        None => (p, timing),
     };
     a.validate(&p)?;
     timing.validate()?;

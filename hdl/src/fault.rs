@@ -1,7 +1,8 @@
 //! Deliberate defects for fault-injection tests: each breaks one rule of the core that a
 //! named RTL assertion, or only the end-to-end comparison, must catch. They prove that the
-//! checks can fail. A fault is never a configuration key: it reaches the core only through
-//! `CoreParams::with_fault`, which builds the core for fault injection: every fault that can
+//! checks can fail. A fault is never a configuration key, nor part of a core's parameters:
+//! `CoreParams::for_fault_injection` builds the core for fault injection, and the testbench
+//! selects the fault at run time (`MemoryTiming::core_fault` in `regflash`). Every fault that can
 //! act in that core is in the hardware, behind a one-bit condition "this fault is selected"
 //! decoded from the input [`SELECT`] (4 bits; 0, no fault, is the real core's behaviour; fault
 //! `f` is `f.code()`). The input is threaded from the core's top to each module that holds a

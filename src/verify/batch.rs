@@ -138,6 +138,7 @@ pub fn run(model: &Model, p: &CoreParams, s: &Scenario) -> Result<u64> {
         seed: s.seed,
         reorder: false,
         fault: None,
+        core_fault: None,
     };
     let mut link = MemPort::new(&dut, &p.dma, &timing)?;
     for ((name, _), v) in fields(p).iter().zip(&s.problem) {

@@ -112,6 +112,7 @@ impl DmaBench {
             seed: mem.seed,
             reorder: true,
             fault: None,
+            core_fault: None,
         };
         let link = MemPort::new(&dut, cfg, &timing)?;
         let lands = [cfg.q, cfg.k, cfg.v];

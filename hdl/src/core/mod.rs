@@ -138,8 +138,6 @@ pub struct CoreParams {
     /// Built for fault injection (see `fault.rs`): every fault that can act in this core is in
     /// the hardware, selected at run time. False in every design built from a configuration.
     pub faults: bool,
-    /// The fault the testbench selects (fault-injection tests only).
-    pub fault: Option<Fault>,
 }
 
 impl CoreParams {
@@ -154,7 +152,6 @@ impl CoreParams {
             addr_bits: c.addr_bits,
             kv_bound: c.kv_bound(),
             faults: false,
-            fault: None,
         };
         p.validate()?;
         Ok(p)
@@ -231,20 +228,13 @@ impl CoreParams {
         )
     }
 
-    /// The same core built for fault injection (see `fault.rs`), no fault selected.
+    /// The same core built for fault injection (see `fault.rs`): every defect that can act
+    /// in it is built in, and the testbench selects one at run time (`fault_sel`).
     pub fn for_fault_injection(mut self) -> Self {
         self.faults = true;
         self.row.faults = true;
         self.dma.faults = true;
         self
-    }
-
-    /// The core built for fault injection, with `fault` the one its testbench selects.
-    pub fn with_fault(self, fault: Fault) -> Self {
-        CoreParams {
-            fault: Some(fault),
-            ..self.for_fault_injection()
-        }
     }
 }
 

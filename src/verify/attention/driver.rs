@@ -131,6 +131,9 @@ pub struct MemoryTiming {
     pub reorder: bool,
     /// AXI4: an error response for every burst touching a byte range.
     pub fault: Option<AxiFault>,
+    /// Fault injection: the deliberate defect the testbench selects in a core built for it
+    /// (`CoreParams::for_fault_injection`; `fault_sel`). Never set for a real design.
+    pub core_fault: Option<hdl::fault::Fault>,
 }
 
 impl MemoryTiming {
@@ -189,6 +192,7 @@ impl Default for MemoryTiming {
             seed: 1,
             reorder: true,
             fault: None,
+            core_fault: None,
         }
     }
 }
@@ -385,7 +389,11 @@ pub fn run_traced(
     };
     dut.set("start", 0);
     // A core built for fault injection runs with the fault its test selects.
-    if let Some(f) = p.fault {
+    if let Some(f) = timing.core_fault {
+        anyhow::ensure!(
+            p.faults,
+            "fault {f:?} selected on a core not built for fault injection"
+        );
         dut.set(hdl::fault::SELECT, f.code());
     }
     dut.reset(2);
