@@ -213,15 +213,8 @@ fn walk(
     if again {
         return Some(());
     }
-    let mut children: Vec<(String, usize)> = vec![];
-    for inst in &m.insts {
-        match children.iter_mut().find(|c| c.0 == inst.module.name) {
-            Some(c) => c.1 += 1,
-            None => children.push((inst.module.name.clone(), 1)),
-        }
-    }
-    for (child, n) in children {
-        walk(design, &child, n, depth + 1, seen, out)?;
+    for (child, names) in Groups::of(m).groups {
+        walk(design, &child, names.len(), depth + 1, seen, out)?;
     }
     Some(())
 }

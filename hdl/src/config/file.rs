@@ -8,8 +8,8 @@
 use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::CoreConfig;
-use crate::dma::MemIf;
+use super::{CoreConfig, DEFAULT_TOP_NAME};
+use crate::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
 use crate::variants::{BufParams, StackParams, Variant, VariantKind};
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`]. Also the
@@ -178,7 +178,6 @@ impl ConfigFile {
                 vlink_bits: self.vlink_bits,
             },
         )?;
-        let defaults = CoreConfig::preset("small").expect("a built-in preset");
         let cfg = CoreConfig {
             name: take!(name),
             rows: take!(rows),
@@ -197,10 +196,10 @@ impl ConfigFile {
             max_outstanding: take!(max_outstanding),
             clock_mhz: take!(clock_mhz),
             variant,
-            top_name: take_or!(top_name, defaults.top_name.clone()),
+            top_name: take_or!(top_name, DEFAULT_TOP_NAME.into()),
             mem_if: take_or!(mem_if, MemIf::default()),
-            axi_id_bits: take_or!(axi_id_bits, defaults.axi_id_bits),
-            axi_outstanding: take_or!(axi_outstanding, defaults.axi_outstanding),
+            axi_id_bits: take_or!(axi_id_bits, DEFAULT_AXI_ID_BITS),
+            axi_outstanding: take_or!(axi_outstanding, DEFAULT_AXI_OUTSTANDING),
         };
         if !missing.is_empty() {
             bail!(
@@ -251,18 +250,12 @@ fn resolve_variant(
         ),
     };
     let mut notes = vec![];
-    let (bd, sd) = (BufParams::default(), StackParams::default());
-    // (flat key, its section and key, the value as given and as the default, and where it
-    // goes when the variant matches).
+    // Each flat key: its variant and that variant's knobs type, the knob, and the knob's name
+    // in the section.
     macro_rules! legacy {
-        ($flat:ident, $section:expr, $key:ident, $default:expr, $params:ident) => {
+        ($v:ident, $params:ident, $flat:ident => $key:ident as $name:literal) => {
             if let Some(v) = legacy.$flat {
-                let (section, key) = ($section, stringify!($key));
-                let key = if key == "macro_blackbox" {
-                    "macro"
-                } else {
-                    key
-                };
+                let (section, key, flat) = (VariantKind::$v, $name, stringify!($flat));
                 if kind == section {
                     let given = match section {
                         VariantKind::Buf2d => buf2d.is_some(),
@@ -270,68 +263,39 @@ fn resolve_variant(
                     };
                     ensure!(
                         !given,
-                        "{} is given twice: as the flat key {} and in the [{section}] section; \
-                         keep the section's",
-                        key,
-                        stringify!($flat)
+                        "{key} is given twice: as the flat key {flat} and in the [{section}] \
+                         section; keep the section's"
                     );
-                    if let Variant::$params(p) = &mut variant {
+                    if let Variant::$v(p) = &mut variant {
                         p.$key = v;
                     }
                     notes.push(format!(
-                        "`{} = {v}` is read as `{key} = {v}` in a [{section}] section, where \
-                         it lives now",
-                        stringify!($flat)
+                        "`{flat} = {v}` is read as `{key} = {v}` in a [{section}] section, \
+                         where it lives now"
                     ));
                 } else {
                     ensure!(
-                        v == $default,
-                        "{} = {v} applies to {section} only, but the variant is {kind}: set \
+                        v == $params::default().$key,
+                        "{flat} = {v} applies to {section} only, but the variant is {kind}: set \
                          variant = \"{section}\" and give it as `{key}` in a [{section}] \
-                         section, or leave it out",
-                        stringify!($flat)
+                         section, or leave it out"
                     );
                     notes.push(format!(
-                        "`{} = {v}` (an older format's key, at its default) is ignored: the \
-                         variant is {kind}",
-                        stringify!($flat)
+                        "`{flat} = {v}` (an older format's key, at its default) is ignored: the \
+                         variant is {kind}"
                     ));
                 }
             }
         };
     }
-    legacy!(buf_ports, VariantKind::Buf2d, ports, bd.ports, Buf2d);
-    legacy!(buf_bytes, VariantKind::Buf2d, bytes, bd.bytes, Buf2d);
-    legacy!(
-        buf_macro,
-        VariantKind::Buf2d,
-        macro_blackbox,
-        bd.macro_blackbox,
-        Buf2d
-    );
-    legacy!(
-        buf_word_bits,
-        VariantKind::Buf2d,
-        word_bits,
-        bd.word_bits,
-        Buf2d
-    );
-    legacy!(buf_banks, VariantKind::Buf2d, banks, bd.banks, Buf2d);
-    legacy!(tiers, VariantKind::Reg3d, tiers, sd.tiers, Reg3d);
-    legacy!(
-        vlink_latency,
-        VariantKind::Reg3d,
-        vlink_latency,
-        sd.vlink_latency,
-        Reg3d
-    );
-    legacy!(
-        vlink_bits,
-        VariantKind::Reg3d,
-        vlink_bits,
-        sd.vlink_bits,
-        Reg3d
-    );
+    legacy!(Buf2d, BufParams, buf_ports => ports as "ports");
+    legacy!(Buf2d, BufParams, buf_bytes => bytes as "bytes");
+    legacy!(Buf2d, BufParams, buf_macro => macro_blackbox as "macro");
+    legacy!(Buf2d, BufParams, buf_word_bits => word_bits as "word_bits");
+    legacy!(Buf2d, BufParams, buf_banks => banks as "banks");
+    legacy!(Reg3d, StackParams, tiers => tiers as "tiers");
+    legacy!(Reg3d, StackParams, vlink_latency => vlink_latency as "vlink_latency");
+    legacy!(Reg3d, StackParams, vlink_bits => vlink_bits as "vlink_bits");
     Ok((variant, notes))
 }
 

@@ -34,6 +34,9 @@ use crate::pe_row::PeRowConfig;
 use crate::row_reduce::RowReduceConfig;
 use crate::softmax::SoftmaxExpConfig;
 
+/// The generated top's name unless a configuration gives one (`top_name`).
+pub const DEFAULT_TOP_NAME: &str = "regflash_top";
+
 /// Every knob of a regflash design.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(into = "ConfigFile", try_from = "ConfigFile")]

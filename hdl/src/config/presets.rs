@@ -29,7 +29,7 @@ impl CoreConfig {
             max_outstanding: 128,
             clock_mhz: 1500.0,
             variant: Variant::Reg2d,
-            top_name: "regflash_top".into(),
+            top_name: super::DEFAULT_TOP_NAME.into(),
             mem_if: MemIf::default(),
             axi_id_bits: crate::dma::DEFAULT_AXI_ID_BITS,
             axi_outstanding: crate::dma::DEFAULT_AXI_OUTSTANDING,
