@@ -71,22 +71,35 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
     gen::write_design(&spec, dir)
 }
 
-/// Generates `target` into a scratch folder and builds (or fetches from the cache) its
-/// Verilator model. Returns the model and the manifest. Memory macros (`buf2d.macro`) are
-/// simulated as the behavioural RAM with the same ports. Fault-injection cores are built
-/// without C++ optimization (`BuildOptions::quick`).
-pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
-    simulate_traced(cfg, target, verilator_tb::BuildOptions::from_env().trace)
+/// How a run wants its model built: what the caller knows about the run. [`simulate_with`]
+/// turns it into the build options once (the profile, threads, hierarchical blocks).
+#[derive(Clone, Debug, Default)]
+pub struct ModelFor {
+    /// Waveforms in this format, or none.
+    pub trace: Option<verilator_tb::WaveFormat>,
+    /// The run's length from the cycle model, when known: a short run on a flat model gets
+    /// the build for short runs ([`SHORT_RUN_CYCLES`]).
+    pub cycles: Option<u64>,
+    /// Verilate the PE rows as hierarchical blocks whatever the core's size (the build
+    /// `seed` gets).
+    pub hier_rows: bool,
 }
 
-/// [`simulate`], with tracing in `trace`'s format (None: no waveforms), whatever the
-/// environment says.
-pub fn simulate_traced(
-    cfg: &CoreConfig,
-    target: &Target,
-    trace: Option<verilator_tb::WaveFormat>,
-) -> Result<(verilator_tb::Model, Manifest)> {
-    simulate_for(cfg, target, trace, None)
+impl ModelFor {
+    /// A run that knows nothing beyond the environment: waveforms from `REGFLASH_WAVES`.
+    pub fn from_env() -> Self {
+        ModelFor {
+            trace: verilator_tb::WaveFormat::from_env(),
+            ..ModelFor::default()
+        }
+    }
+}
+
+/// Generates `target` into a scratch folder and builds (or fetches from the cache) its
+/// Verilator model, for a run that knows nothing beyond the environment
+/// ([`ModelFor::from_env`]). Returns the model and the manifest.
+pub fn simulate(cfg: &CoreConfig, target: &Target) -> Result<(verilator_tb::Model, Manifest)> {
+    simulate_with(cfg, target, &ModelFor::from_env())
 }
 
 /// Runs of at most this many cycles get a model built for short runs (unless
@@ -95,17 +108,37 @@ pub fn simulate_traced(
 /// `small` and `medium` (docs/simulation-speed.md); this is half that.
 pub const SHORT_RUN_CYCLES: u64 = 2_000_000;
 
-/// [`simulate_traced`] for a run expected to take `cycles` (from the cycle model; None: not
-/// known, or longer than [`SHORT_RUN_CYCLES`]): a short run on a flat model gets the build
-/// for short runs.
-pub fn simulate_for(
+/// Generates `target` into a scratch folder and builds (or fetches from the cache) the
+/// Verilator model `run` asks for. Memory macros (`buf2d.macro`) are simulated as the
+/// behavioural RAM with the same ports. The build options are chosen here and nowhere else:
+/// - the profile ([`profile`]);
+/// - the PE rows as hierarchical blocks for cores of 1,024 PEs and more, or on request;
+/// - cores of 256 PEs and more simulate on two threads where the machine has them; smaller
+///   ones, which the tests run side by side, on one.
+pub fn simulate_with(
     cfg: &CoreConfig,
     target: &Target,
-    trace: Option<verilator_tb::WaveFormat>,
-    cycles: Option<u64>,
+    run: &ModelFor,
 ) -> Result<(verilator_tb::Model, Manifest)> {
-    let rows = hier_rows(cfg, trace);
-    build_model(cfg, target, trace, rows, short_run(rows, cycles))
+    let scratch = gen::tools::ScratchDir::new("model")?;
+    // Simulation uses the buffer's behaviour, never a macro's blackbox.
+    let cfg = CoreConfig {
+        variant: cfg.variant.behavioural(),
+        ..cfg.clone()
+    };
+    let manifest = generate(&cfg, target, scratch.path())?;
+    let whole = matches!(target, Target::Core | Target::Top);
+    let rows = run.hier_rows || hier_rows(&cfg, run.trace);
+    let big = whole && cfg.rows * cfg.cols >= 256;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let options = verilator_tb::BuildOptions {
+        trace: run.trace,
+        profile: profile(target, rows, run.cycles, verilator_tb::Profile::from_env()?),
+        threads: if big { cores.min(2) } else { 0 },
+        hier_blocks: hier_blocks(&manifest, whole && rows),
+    };
+    let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
+    Ok((model, manifest))
 }
 
 /// Whether a core's PE rows are verilated as hierarchical blocks: for cores of 1,024 PEs and
@@ -116,52 +149,35 @@ fn hier_rows(cfg: &CoreConfig, trace: Option<verilator_tb::WaveFormat>) -> bool 
     cfg.rows * cfg.cols >= 1024 && trace.is_none()
 }
 
-/// Whether a run of `cycles` gets the build for short runs: a known length of at most
-/// [`SHORT_RUN_CYCLES`] on a flat model (not `hier`). A block's code is compiled once whatever
-/// the core's size, so a hierarchical build is short already and a slower model is not worth
-/// it.
-fn short_run(hier: bool, cycles: Option<u64>) -> bool {
-    !hier && cycles.is_some_and(|c| c <= SHORT_RUN_CYCLES)
-}
-
-/// [`simulate`] with the PE rows verilated as hierarchical blocks whatever the core's size
-/// (the build `seed` gets), without tracing.
-pub fn simulate_hierarchical(
-    cfg: &CoreConfig,
+/// The build profile of a run of `cycles` (None: unknown) on `target`, `hier` when its rows
+/// are hierarchical blocks, `forced` what `REGFLASH_FAST_BUILD` asks for:
+/// - a core built for fault injection runs a few hundred cycles in a test: [`Profile::Debug`];
+/// - otherwise `forced` when set;
+/// - otherwise a known length of at most [`SHORT_RUN_CYCLES`] on a flat model gets
+///   [`Profile::ShortRun`]. A block's code is compiled once whatever the core's size, so a
+///   hierarchical build is short already and a slower model is not worth it.
+///
+/// [`Profile::Debug`]: verilator_tb::Profile::Debug
+/// [`Profile::ShortRun`]: verilator_tb::Profile::ShortRun
+fn profile(
     target: &Target,
-) -> Result<(verilator_tb::Model, Manifest)> {
-    build_model(cfg, target, None, true, false)
-}
-
-fn build_model(
-    cfg: &CoreConfig,
-    target: &Target,
-    trace: Option<verilator_tb::WaveFormat>,
-    hier_rows: bool,
-    short_run: bool,
-) -> Result<(verilator_tb::Model, Manifest)> {
-    let scratch = gen::tools::ScratchDir::new("model")?;
-    // Simulation uses the buffer's behaviour, never a macro's blackbox.
-    let cfg = CoreConfig {
-        variant: cfg.variant.behavioural(),
-        ..cfg.clone()
-    };
-    let manifest = generate(&cfg, target, scratch.path())?;
-    // A faulty core runs a few hundred cycles in a test: build it quickly.
-    // Cores of 256 PEs and more (npu16, seed) simulate on two threads where the machine has
-    // them; smaller ones, which the tests run side by side, on one.
-    let whole = matches!(target, Target::Core | Target::Top);
-    let big = whole && cfg.rows * cfg.cols >= 256;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let options = verilator_tb::BuildOptions {
-        quick: matches!(target, Target::FaultyCore),
-        trace,
-        threads: if big { cores.min(2) } else { 0 },
-        hier_blocks: hier_blocks(&manifest, whole && hier_rows),
-        short_run,
-    };
-    let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
-    Ok((model, manifest))
+    hier: bool,
+    cycles: Option<u64>,
+    forced: Option<verilator_tb::Profile>,
+) -> verilator_tb::Profile {
+    use verilator_tb::Profile;
+    if matches!(target, Target::FaultyCore) {
+        return Profile::Debug;
+    }
+    if let Some(p) = forced {
+        return p;
+    }
+    let short = !hier && cycles.is_some_and(|c| c <= SHORT_RUN_CYCLES);
+    if short {
+        Profile::ShortRun
+    } else {
+        Profile::Speed
+    }
 }
 
 /// The modules a model verilates as hierarchical blocks: with `rows`, the PE rows (every row
@@ -188,18 +204,30 @@ mod tests {
 
     #[test]
     fn short_runs_of_flat_models_get_the_short_build() {
+        use verilator_tb::Profile;
         let small = CoreConfig::preset("small").unwrap();
         let seed = CoreConfig::preset("seed").unwrap();
         let vcd = Some(verilator_tb::WaveFormat::Vcd);
+        let core = Target::Core;
         let flat = hier_rows(&small, None);
-        assert!(short_run(flat, Some(SHORT_RUN_CYCLES)));
-        assert!(!short_run(flat, Some(SHORT_RUN_CYCLES + 1)));
-        assert!(!short_run(flat, None), "an unknown length");
+        let at = |hier, cycles| profile(&core, hier, cycles, None);
+        assert_eq!(at(flat, Some(SHORT_RUN_CYCLES)), Profile::ShortRun);
+        assert_eq!(at(flat, Some(SHORT_RUN_CYCLES + 1)), Profile::Speed);
+        assert_eq!(at(flat, None), Profile::Speed, "an unknown length");
         let seed_rows = hier_rows(&seed, None);
-        assert!(!short_run(seed_rows, Some(1000)), "seed's rows are blocks");
-        assert!(
-            short_run(hier_rows(&seed, vcd), Some(1000)),
+        assert_eq!(
+            at(seed_rows, Some(1000)),
+            Profile::Speed,
+            "seed's rows are blocks"
+        );
+        assert_eq!(
+            at(hier_rows(&seed, vcd), Some(1000)),
+            Profile::ShortRun,
             "a traced seed is flat"
         );
+        let forced = Some(Profile::Speed);
+        assert_eq!(profile(&core, flat, Some(10), forced), Profile::Speed);
+        let faulty = profile(&Target::FaultyCore, flat, None, forced);
+        assert_eq!(faulty, Profile::Debug);
     }
 }

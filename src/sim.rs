@@ -448,8 +448,15 @@ pub fn run_full(
         .then(|| crate::cycles::simulate(&p, &a.shape(), timing.model_timing(), short))
         .flatten()
         .map(|t| t.cycles);
-    let simulate = |target: &Target, trace| crate::design::simulate_for(cfg, target, trace, cycles);
-    let from_env = verilator_tb::BuildOptions::from_env().trace;
+    let simulate = |target: &Target, trace| {
+        let run = crate::design::ModelFor {
+            trace,
+            cycles,
+            hier_rows: false,
+        };
+        crate::design::simulate_with(cfg, target, &run)
+    };
+    let from_env = verilator_tb::WaveFormat::from_env();
     // With the AXI4 master the run goes through the top, as an SoC would drive it: the
     // registers over AXI4-Lite, the memory over AXI4 (a fault or a waveform needs the core).
     if p.dma.mem_if == hdl::dma::MemIf::Axi4 && fault.is_none() && waves.is_none() {

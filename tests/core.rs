@@ -6,7 +6,7 @@
 use hdl::config::{BufParams, CoreConfig, StackParams, Variant};
 use hdl::core::CoreParams;
 use kernels::flash::OutFormat;
-use regflash::design::{simulate, simulate_hierarchical, Target};
+use regflash::design::{simulate, simulate_with, ModelFor, Target};
 use regflash::verify::attention::{
     check_scenarios, directed, run, run_and_check, Attention, MemoryTiming,
 };
@@ -111,7 +111,11 @@ fn small_core_is_bit_exact() {
 fn hierarchical_build_is_bit_exact() {
     let cfg = small();
     let p = CoreParams::from_config(&cfg).unwrap();
-    let (model, _) = simulate_hierarchical(&cfg, &Target::Core).unwrap();
+    let rows = ModelFor {
+        hier_rows: true,
+        ..ModelFor::default()
+    };
+    let (model, _) = simulate_with(&cfg, &Target::Core, &rows).unwrap();
     let blocks = &model.options().hier_blocks;
     assert!(
         blocks.len() == 1 && blocks[0].starts_with("pe_row"),

@@ -54,15 +54,65 @@ impl WaveFormat {
     }
 }
 
+/// How a model's C++ is compiled: the one build choice, made where a run starts (the CLI's
+/// command, a test), from the run's expected length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// For long runs: the per-cycle code at `-O2` rather than Verilator's `-Os` (12-25 % more
+    /// cycles/s on the small and medium cores for the same build time; benches/sim_speed.rs).
+    #[default]
+    Speed,
+    /// For runs of up to a few million cycles: functions of at most ~100 statements
+    /// (`--output-split-cfuncs 100`) at `-O1`. g++ compiles the same logic in a quarter of the
+    /// CPU time (its optimizer is superlinear in a function's size), and the model simulates
+    /// about a quarter slower (docs/simulation-speed.md).
+    ShortRun,
+    /// For a few hundred cycles, such as the fault-injection cores: the short-run split at
+    /// `-O0`, about a third less build time again, several times slower to simulate.
+    Debug,
+}
+
+impl Profile {
+    /// What `REGFLASH_FAST_BUILD` asks for: `1` every model for short runs, `0` every model
+    /// for speed; unset (None) leaves the choice to the run. The one place it is read.
+    pub fn from_env() -> Result<Option<Profile>> {
+        match std::env::var("REGFLASH_FAST_BUILD").as_deref() {
+            Err(_) | Ok("") => Ok(None),
+            Ok("0") => Ok(Some(Profile::Speed)),
+            Ok("1") => Ok(Some(Profile::ShortRun)),
+            Ok(v) => bail!(
+                "REGFLASH_FAST_BUILD = `{v}` is not understood: set it to 1 to build every \
+                 model for short runs, 0 to build every model for speed, or unset it to let \
+                 regflash choose from the run's predicted length"
+            ),
+        }
+    }
+
+    /// Verilator's flags and the make arguments (each after `-MAKEFLAGS`) of the profile.
+    fn flags(self) -> Vec<String> {
+        let mut f: Vec<String> = vec![];
+        if self != Profile::Speed {
+            f.extend(["--output-split-cfuncs".into(), "100".into()]);
+        }
+        let opt: &[&str] = match self {
+            Profile::Speed => &["OPT_FAST=-O2"],
+            Profile::ShortRun => &["OPT_FAST=-O1"],
+            Profile::Debug => &["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"],
+        };
+        for flag in opt {
+            f.extend(["-MAKEFLAGS".into(), flag.to_string()]);
+        }
+        f
+    }
+}
+
 /// Options that change the built model.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct BuildOptions {
     /// Build with tracing in this format (waveforms), or without.
     pub trace: Option<WaveFormat>,
-    /// Compile the model's C++ without optimization (`-O0`): about a third less build time,
-    /// several times slower to simulate. For models that run a few hundred cycles, such as
-    /// the fault-injection cores.
-    pub quick: bool,
+    /// How the C++ is compiled.
+    pub profile: Profile,
     /// Simulation threads of the model (`verilator --threads`): 0 or 1 for one. Worth it for
     /// big designs (the npu16 core: +20 % cycles/s with two), not for cores that share the
     /// machine with other runs.
@@ -70,12 +120,9 @@ pub struct BuildOptions {
     /// Modules to verilate once each as hierarchical blocks (`verilator --hierarchical`):
     /// every instance shares one compiled copy of the block's code instead of a copy of its
     /// own, which cuts the C++ to compile by the number of instances. Each instance is then a
-    /// model of its own behind a DPI wrapper, which costs time every cycle (README, Simulation
-    /// speed).
+    /// model of its own behind a DPI wrapper, which costs time every cycle
+    /// (docs/simulation-speed.md).
     pub hier_blocks: Vec<String>,
-    /// The caller expects a short run: build for it (`--output-split-cfuncs 100` at `-O1`,
-    /// as `REGFLASH_FAST_BUILD=1` does), unless `REGFLASH_FAST_BUILD` is set either way.
-    pub short_run: bool,
 }
 
 /// Extra arguments for `verilator` from `REGFLASH_VERILATOR_ARGS` (white-space separated),
@@ -88,20 +135,25 @@ pub fn extra_args() -> Vec<String> {
 }
 
 impl BuildOptions {
-    /// Options from the environment: `REGFLASH_WAVES=1` (or `vcd`) turns VCD tracing on,
-    /// `REGFLASH_WAVES=fst` FST tracing.
-    pub fn from_env() -> Self {
-        let trace = match std::env::var("REGFLASH_WAVES").as_deref() {
+    /// Options from the environment, for a run that has no better knowledge: tracing from
+    /// `REGFLASH_WAVES` (`1` or `vcd`: VCD, `fst`: FST), the profile from
+    /// `REGFLASH_FAST_BUILD` ([`Profile::from_env`]; unset: for speed).
+    pub fn from_env() -> Result<Self> {
+        Ok(BuildOptions {
+            trace: WaveFormat::from_env(),
+            profile: Profile::from_env()?.unwrap_or_default(),
+            ..BuildOptions::default()
+        })
+    }
+}
+
+impl WaveFormat {
+    /// What `REGFLASH_WAVES` asks for: `1` or `vcd` VCD, `fst` FST, anything else none.
+    pub fn from_env() -> Option<WaveFormat> {
+        match std::env::var("REGFLASH_WAVES").as_deref() {
             Ok("1") | Ok("vcd") => Some(WaveFormat::Vcd),
             Ok("fst") => Some(WaveFormat::Fst),
             _ => None,
-        };
-        BuildOptions {
-            trace,
-            quick: false,
-            threads: 0,
-            hier_blocks: vec![],
-            short_run: false,
         }
     }
 }
@@ -238,7 +290,7 @@ fn process_alive(pid: u32) -> bool {
 
 /// The Verilator flags that shape a model (beyond its sources and top): the RTL's assertions,
 /// tracing, the C++ optimization, simulation threads and `REGFLASH_VERILATOR_ARGS`.
-fn model_flags(options: &BuildOptions) -> Result<Vec<String>> {
+fn model_flags(options: &BuildOptions) -> Vec<String> {
     // Simulation runs with the RTL's assertions on. Verilator 5.006's DFG optimizer is off: it
     // mis-evaluates a row's 32-term register-write count on 16-column reg3d cores (three times
     // the sum of its bits; the Verilog is right, Icarus agrees, and `-fno-dfg` fixes it;
@@ -253,26 +305,7 @@ fn model_flags(options: &BuildOptions) -> Result<Vec<String>> {
         Some(WaveFormat::Fst) => f.push("--trace-fst".into()),
         None => {}
     }
-    let short_runs = options.quick || fast_build()?.unwrap_or(options.short_run);
-    if short_runs {
-        // Functions of at most ~100 statements instead of one per instance and region: g++
-        // compiles the same logic in a quarter of the CPU time (its optimizer is superlinear
-        // in a function's size), and the model simulates about a quarter slower (README,
-        // Simulation speed).
-        f.extend(["--output-split-cfuncs".into(), "100".into()]);
-    }
-    let opt: &[&str] = if options.quick {
-        &["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"]
-    } else if short_runs {
-        &["OPT_FAST=-O1"]
-    } else {
-        // The per-cycle code at -O2 rather than Verilator's -Os: 12-25 % more cycles/s on the
-        // small and medium cores for the same build time (benches/sim_speed.rs).
-        &["OPT_FAST=-O2"]
-    };
-    for flag in opt {
-        f.extend(["-MAKEFLAGS".into(), flag.to_string()]);
-    }
+    f.extend(options.profile.flags());
     if options.threads > 1 {
         f.extend(["--threads".into(), options.threads.to_string()]);
     }
@@ -286,7 +319,7 @@ fn model_flags(options: &BuildOptions) -> Result<Vec<String>> {
         }
     }
     f.extend(extra_args());
-    Ok(f)
+    f
 }
 
 /// The Verilator flags and the make arguments (the values of `-MAKEFLAGS`) in `flags`.
@@ -303,21 +336,6 @@ fn split_make_flags(flags: &[String]) -> (Vec<String>, Vec<String>) {
         }
     }
     (verilator, make)
-}
-
-/// What `REGFLASH_FAST_BUILD` says: `1` build every model for short runs, `0` never; unset
-/// (None) leaves it to the caller (`BuildOptions::short_run`).
-pub fn fast_build() -> Result<Option<bool>> {
-    match std::env::var("REGFLASH_FAST_BUILD").as_deref() {
-        Err(_) | Ok("") => Ok(None),
-        Ok("0") => Ok(Some(false)),
-        Ok("1") => Ok(Some(true)),
-        Ok(v) => bail!(
-            "REGFLASH_FAST_BUILD = `{v}` is not understood: set it to 1 to build every model \
-             for short runs, 0 to build every model for speed, or unset it to let regflash \
-             choose from the run's predicted length"
-        ),
-    }
 }
 
 /// Source files: (name in the manifest, content).
@@ -337,13 +355,7 @@ fn cache_key(
     let mut hash = Fnv::new();
     hash.feed(format!("verilator {major}.{minor}").as_bytes());
     hash.feed(shim.as_bytes());
-    // `short_run` is a request; what it decides is in the flags, so the same build is found
-    // whoever asked for it.
-    let asked = BuildOptions {
-        short_run: false,
-        ..options.clone()
-    };
-    hash.feed(format!("{asked:?} {flags:?}").as_bytes());
+    hash.feed(format!("{options:?} {flags:?}").as_bytes());
     let mut sources = vec![];
     for f in &manifest.files {
         let path = dir.join(f);
@@ -535,7 +547,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     let version = verilator_version()?;
     let shim = render_shim(&top, options)?;
     // Every flag that shapes the model is in the key (a changed recipe rebuilds).
-    let flags = model_flags(options)?;
+    let flags = model_flags(options);
     let (key, sources) = cache_key(dir, &manifest, options, version, &shim, &flags)?;
     let root = cache_root().join("verilator");
     std::fs::create_dir_all(&root)
@@ -576,7 +588,11 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
     );
 
     let verilator = require(Tool::Verilator)?;
-    let (verilator_flags, make_flags) = split_make_flags(&flags);
+    let (verilator_flags, mut make_flags) = split_make_flags(&flags);
+    let hierarchical = !options.hier_blocks.is_empty();
+    if !hierarchical {
+        make_flags = crate::pch::tag_opt_levels(&make_flags);
+    }
     let job = Job {
         top: &top.name,
         root: &root,
@@ -585,7 +601,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         shim_path,
         verilator_flags,
         make_flags,
-        hierarchical: !options.hier_blocks.is_empty(),
+        hierarchical,
         jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let started = std::time::Instant::now();

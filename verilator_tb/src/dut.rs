@@ -59,9 +59,9 @@ impl Model {
     }
 
     /// Builds (or takes from the cache) and loads the model of the folder `dir`'s top, with
-    /// options from the environment (`REGFLASH_WAVES=1` for waveforms).
+    /// options from the environment ([`BuildOptions::from_env`]).
     pub fn build(dir: &Path) -> Result<Model> {
-        Self::build_with(dir, &BuildOptions::from_env())
+        Self::build_with(dir, &BuildOptions::from_env()?)
     }
 
     /// Like [`Model::build`] with explicit options.

@@ -15,5 +15,5 @@ pub mod npy;
 pub mod pch;
 pub mod runtime;
 
-pub use compile::{BuildOptions, WaveFormat};
+pub use compile::{BuildOptions, Profile, WaveFormat};
 pub use dut::{Dut, Model, PortId, WaveOptions};

@@ -10,6 +10,13 @@
 //! correctness). make then compiles every file with `-include regflash_pch.h` (make's
 //! `USER_CPPFLAGS`, which Verilator never sets).
 //!
+//! g++ checks a variant's macros and some code-generation flags, but not the optimization
+//! level: a `.gch` built at `-O1` is taken by an `-O2` compile, whose inter-procedural passes
+//! can then crash the compiler (g++ 12, a traced model). So every optimization variable of
+//! the makefile (`OPT_FAST`, `OPT_SLOW`, `OPT_GLOBAL`) carries a macro naming its value
+//! ([`tag_opt_levels`]), and the header tests that macro: g++ then refuses a variant built at
+//! another level ("not used because `REGFLASH_PCH_OPT` defined as ...").
+//!
 //! The commands are make's own (`make -n`), as for the run-time objects (`runtime.rs`): a
 //! variant is keyed by a command's flags without its input, output and dependency-file
 //! options, plus the compiler's and Verilator's versions. Each variant's length and content
@@ -23,8 +30,46 @@ use anyhow::{Context, Result};
 
 use crate::compile::{checksum, Fnv};
 
-/// The header's name in its cache folder; its text includes Verilator's `verilated.h`.
+/// The header's name in its cache folder.
 const HEADER: &str = "regflash_pch.h";
+
+/// The header's text: the optimization tag is tested, so that g++ records it and refuses a
+/// variant built with another; then Verilator's `verilated.h`.
+const HEADER_TEXT: &str = "#if REGFLASH_PCH_OPT\n#endif\n#include \"verilated.h\"\n";
+
+/// The make optimization variables and verilated.mk's defaults for them.
+const OPT_DEFAULTS: [(&str, &str); 3] =
+    [("OPT_FAST", "-Os"), ("OPT_SLOW", ""), ("OPT_GLOBAL", "-Os")];
+
+/// `make_flags` with every optimization variable set explicitly (the last assignment in
+/// `make_flags`, else verilated.mk's default) and tagged with `-DREGFLASH_PCH_OPT=<hash of
+/// its value>`, after the other flags.
+pub fn tag_opt_levels(make_flags: &[String]) -> Vec<String> {
+    let is_opt = |f: &str| {
+        OPT_DEFAULTS
+            .iter()
+            .any(|(v, _)| f.starts_with(&format!("{v}=")))
+    };
+    let mut out: Vec<String> = make_flags.iter().filter(|f| !is_opt(f)).cloned().collect();
+    for (var, default) in OPT_DEFAULTS {
+        let prefix = format!("{var}=");
+        let value = make_flags
+            .iter()
+            .rev()
+            .find_map(|f| f.strip_prefix(&prefix))
+            .unwrap_or(default);
+        let mut h = Fnv::new();
+        h.feed(value.as_bytes());
+        // A positive decimal of at most 9 digits: any `#if` can evaluate it.
+        let tag = h.0 % 999_999_999 + 1;
+        out.push(
+            format!("{var}={value} -DREGFLASH_PCH_OPT={tag}")
+                .trim()
+                .to_string(),
+        );
+    }
+    out
+}
 
 /// The flags of one compile command, without what names its input, output and dependency
 /// file (`-c`, `-o X`, `*.cpp`, `-MMD`, `-MP`, `-MF X`): the part the precompiled header must
@@ -58,7 +103,7 @@ impl Pch {
     /// The folder for this Verilator and this compiler (`compiler --version`).
     fn folder(root: &Path, compiler: &str) -> Result<PathBuf> {
         let mut h = Fnv::new();
-        h.feed(b"regflash precompiled verilated.h");
+        h.feed(b"regflash precompiled verilated.h, tagged by optimization level");
         let verilator = gen::tools::require(gen::tools::Tool::Verilator)?;
         for tool in [PathBuf::from(compiler), verilator] {
             let v = Command::new(&tool).arg("--version").output();
@@ -114,7 +159,7 @@ impl Pch {
         let header = dir.join(HEADER);
         if !header.is_file() {
             let tmp = dir.join(format!("{HEADER}.tmp-{}", std::process::id()));
-            std::fs::write(&tmp, "#include \"verilated.h\"\n")?;
+            std::fs::write(&tmp, HEADER_TEXT)?;
             std::fs::rename(&tmp, &header)?;
         }
         for flags in &variants {
@@ -160,7 +205,82 @@ impl Pch {
 
 #[cfg(test)]
 mod tests {
-    use super::header_flags;
+    use super::{header_flags, tag_opt_levels};
+
+    #[test]
+    fn every_optimization_level_is_explicit_and_tagged_by_its_value() {
+        let flags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let fast = tag_opt_levels(&flags(&["OPT_FAST=-O2", "VM_PARALLEL_BUILDS=1"]));
+        assert_eq!(fast.len(), 4);
+        assert_eq!(fast[0], "VM_PARALLEL_BUILDS=1");
+        assert!(fast[1].starts_with("OPT_FAST=-O2 -DREGFLASH_PCH_OPT="));
+        assert!(fast[2].starts_with("OPT_SLOW= -DREGFLASH_PCH_OPT="));
+        assert!(fast[3].starts_with("OPT_GLOBAL=-Os -DREGFLASH_PCH_OPT="));
+        // The last assignment wins, as in make; another value gets another tag.
+        let short = tag_opt_levels(&flags(&["OPT_FAST=-O2", "OPT_FAST=-O1"]));
+        assert!(short[0].starts_with("OPT_FAST=-O1 "));
+        assert_ne!(fast[1].split('=').nth(2), short[0].split('=').nth(2));
+        // The default level and the same level set explicitly are one variant.
+        let os = tag_opt_levels(&flags(&["OPT_FAST=-Os"]));
+        assert_eq!(os, tag_opt_levels(&[]));
+    }
+
+    /// With variants at two optimization levels side by side, each compile takes its own:
+    /// g++ alone would take either (and an `-O2` compile on an `-O1` header can crash it).
+    #[test]
+    fn each_optimization_level_takes_its_own_variant() {
+        use std::process::Command;
+        let verilator = gen::tools::require(gen::tools::Tool::Verilator).unwrap();
+        let root = Command::new(verilator)
+            .args(["--getenv", "VERILATOR_ROOT"])
+            .output()
+            .unwrap();
+        let include = format!("-I{}/include", String::from_utf8_lossy(&root.stdout).trim());
+        let dir = gen::tools::ScratchDir::new("pch-levels").unwrap();
+        let d = dir.path();
+        std::fs::write(d.join(super::HEADER), super::HEADER_TEXT).unwrap();
+        std::fs::create_dir(d.join("regflash_pch.h.gch")).unwrap();
+        std::fs::write(d.join("m.cpp"), "int main() { return 0; }\n").unwrap();
+        let levels = ["-O1", "-O2"];
+        let flags = |level: &str| -> Vec<String> {
+            let tagged = tag_opt_levels(&[format!("OPT_FAST={level}")]);
+            let value = tagged[0].strip_prefix("OPT_FAST=").unwrap().to_string();
+            let mut f: Vec<String> = value.split_whitespace().map(String::from).collect();
+            f.extend(["-fPIC".to_string(), include.clone()]);
+            f
+        };
+        for level in levels {
+            let out = Command::new("g++")
+                .current_dir(d)
+                .args(flags(level))
+                .args(["-x", "c++-header", super::HEADER, "-o"])
+                .arg(format!("regflash_pch.h.gch/{}.gch", &level[1..]))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for level in levels {
+            let out = Command::new("g++")
+                .current_dir(d)
+                .args(flags(level))
+                .args(["-include", super::HEADER, "-H", "-c", "m.cpp", "-o", "m.o"])
+                .output()
+                .unwrap();
+            let used = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .find(|l| l.starts_with("! "))
+                .map(String::from);
+            assert_eq!(
+                used.as_deref(),
+                Some(format!("! ./regflash_pch.h.gch/{}.gch", &level[1..]).as_str()),
+                "the {level} compile took the wrong header (or none)"
+            );
+        }
+    }
 
     #[test]
     fn a_compile_command_gives_its_flags_without_input_output_and_dependencies() {
