@@ -7,9 +7,12 @@
 //! * round to nearest, ties to even (the only rounding mode);
 //! * subnormal inputs and results are supported, nothing is flushed to zero;
 //! * overflow rounds to ±Inf;
-//! * every NaN result is the canonical quiet NaN ([`F32_QNAN`], [`F16_QNAN`]); NaN payloads
-//!   and signs are not propagated (the hardware does not spend logic on them);
+//! * every NaN result is the canonical quiet NaN ([`F32_QNAN`], [`F16_QNAN`], [`Format::qnan`]
+//!   in any format); NaN payloads and signs are not propagated (the hardware does not spend
+//!   logic on them);
 //! * an exact zero sum is +0, except (−0) + (−0) = −0.
+
+use crate::format::Format;
 
 /// Canonical quiet NaN in binary32.
 pub const F32_QNAN: u32 = 0x7FC0_0000;
@@ -95,61 +98,55 @@ fn f16_unpack(x: u16) -> (u32, u32) {
     }
 }
 
+/// Conversion between two IEEE binary formats, `x` holding a `from` value in its low
+/// `from.bits()` bits (the bits above must be zero).
+///
+/// Integer arithmetic only, under the module's contract: round to nearest even, subnormal inputs
+/// and results supported, overflow to ±Inf, every NaN gives `to.qnan()` (payload and sign
+/// dropped), signed zeros and infinities kept. A conversion to a format at least as wide in both
+/// fields is exact. Supported formats have 2 to 11 exponent bits and 1 to 52 fraction bits.
+pub fn convert(x: u64, from: Format, to: Format) -> u64 {
+    for f in [from, to] {
+        assert!(
+            (2..=11).contains(&f.exp) && (1..=52).contains(&f.man),
+            "unsupported format {}",
+            f.name()
+        );
+    }
+    assert!(
+        x & !from.mask() == 0,
+        "{x:#x} is wider than {}",
+        from.name()
+    );
+    let sign = if x & from.sign_mask() != 0 {
+        to.sign_mask()
+    } else {
+        0
+    };
+    let e = (x >> from.man) & from.max_exp();
+    let f = x & from.frac_mask();
+    if e == from.max_exp() {
+        return if f != 0 { to.qnan() } else { sign | to.inf() };
+    }
+    // value = sig · 2^(e − bias − man), with e = 1 and no hidden bit for zeros and subnormals.
+    let (sig, e) = if e == 0 {
+        (f, 1)
+    } else {
+        (f | (1 << from.man), e)
+    };
+    let exp = e as i32 - from.bias() as i32 - from.man as i32;
+    round_to(to, sign, sig, exp, false)
+}
+
 /// Exact binary16 → binary32 conversion (every binary16 value is representable).
 pub fn fp16_to_fp32(x: u16) -> u32 {
-    let sign = ((x & F16_SIGN) as u32) << 16;
-    if f16_is_nan(x) {
-        return F32_QNAN;
-    }
-    if f16_is_inf(x) {
-        return sign | F32_INF;
-    }
-    if x & 0x7FFF == 0 {
-        return sign;
-    }
-    let (m, e) = f16_unpack(x);
-    // value = m * 2^(e - 25) with the leading one of m at position p.
-    let p = 31 - m.leading_zeros();
-    let exp = p + e + 102;
-    let frac = (m << (23 - p)) & 0x7F_FFFF;
-    sign | (exp << 23) | frac
+    convert(x as u64, Format::FP16, Format::FP32) as u32
 }
 
 /// binary32 → binary16 with round to nearest even; overflow gives ±Inf, tiny values round to
 /// binary16 subnormals or ±0.
 pub fn fp32_to_fp16(x: u32) -> u16 {
-    let sign = ((x >> 16) as u16) & F16_SIGN;
-    if f32_is_nan(x) {
-        return F16_QNAN;
-    }
-    let e = ((x >> 23) & 0xFF) as i32;
-    if e == 0xFF {
-        return sign | F16_INF;
-    }
-    if e == 0 {
-        // Zero or binary32 subnormal: below 2^-126, far under half the smallest binary16
-        // subnormal (2^-25), so it rounds to a signed zero.
-        return sign;
-    }
-    if e - 127 > 15 {
-        return sign | F16_INF;
-    }
-    let sig = (x & 0x7F_FFFF) | 0x80_0000;
-    // Normal results keep 11 significant bits (shift 13); each step below 2^-14 shifts one more.
-    let (exp_field, shift) = if e >= 127 - 14 {
-        ((e - 127 + 15) as u32, 13)
-    } else {
-        (0, (13 + (127 - 14 - e)).min(25) as u32)
-    };
-    let kept = sig >> shift;
-    let rest = sig & ((1 << shift) - 1);
-    let half = 1 << (shift - 1);
-    let round_up = rest > half || (rest == half && kept & 1 == 1);
-    // Adding the rounding increment to the packed {exponent, fraction} carries into the exponent
-    // when the fraction overflows, turns the largest subnormal into the smallest normal, and the
-    // largest finite value into Inf: all three are the IEEE results.
-    let packed = (exp_field << 10) | (kept & 0x3FF);
-    sign | (packed + round_up as u32) as u16
+    convert(x as u64, Format::FP32, Format::FP16) as u16
 }
 
 /// binary32 addition, round to nearest even, full IEEE special-value handling (see module docs).
@@ -198,7 +195,7 @@ pub fn fp32_add(a: u32, b: u32) -> u32 {
     let guard = norm & 0b100 != 0;
     let sticky = norm & 0b011 != 0;
     let round_up = guard && (sticky || kept & 1 == 1);
-    // Same packed-increment trick as fp32_to_fp16: carries into the exponent are the IEEE result.
+    // Same packed-increment trick as round_to: carries into the exponent are the IEEE result.
     let packed = (exp_field << 23) | (kept & 0x7F_FFFF);
     sign | (packed + round_up as u32)
 }
@@ -248,36 +245,47 @@ pub const F32_ONE: u32 = 0x3F80_0000;
 /// `sign`. Handles subnormal results and overflow to Inf. Shared by the multiply, reciprocal,
 /// power-of-two scaling and exp2 models.
 pub fn round_to_f32(sign: u32, sig: u64, exp: i32, sticky: bool) -> u32 {
+    round_to(Format::FP32, sign as u64, sig, exp, sticky) as u32
+}
+
+/// Rounds the positive value `(sig + ε) · 2^exp` to the format `to` with round to nearest even,
+/// where ε is an infinitesimal present when `sticky` (bits already lost below `sig`), and applies
+/// `sign` (0 or `to.sign_mask()`). Handles subnormal results (nothing is flushed) and overflow
+/// to Inf; a zero `sig` gives a signed zero.
+pub fn round_to(to: Format, sign: u64, sig: u64, exp: i32, sticky: bool) -> u64 {
     if sig == 0 {
         // Only a sticky remainder: below half the smallest subnormal.
         return sign;
     }
     let lead = 63 - sig.leading_zeros() as i32;
-    let biased = lead + exp + 127;
-    if biased >= 0xFF {
-        return sign | F32_INF;
+    let biased = lead + exp + to.bias() as i32;
+    if biased >= to.max_exp() as i32 {
+        return sign | to.inf();
     }
-    // Keep 24 significant bits, fewer for a subnormal result.
-    let shift = lead - 23 + if biased < 1 { 1 - biased } else { 0 };
-    let exp_field = biased.max(0) as u32;
+    // Keep man + 1 significant bits, fewer for a subnormal result.
+    let shift = lead - to.man as i32 + if biased < 1 { 1 - biased } else { 0 };
     let (kept, round_up) = if shift <= 0 {
         (sig << -shift, false)
-    } else if shift >= 64 {
-        (0, false)
     } else {
-        let kept = sig >> shift;
-        let rest = sig & ((1u64 << shift) - 1);
-        let half = 1u64 << (shift - 1);
+        // Every shift past 65 rounds like 65 does: nothing kept, the remainder below half.
+        let shift = shift.min(65) as u32;
+        let wide = sig as u128;
+        let kept = (wide >> shift) as u64;
+        let rest = wide & ((1u128 << shift) - 1);
+        let half = 1u128 << (shift - 1);
         let above = rest > half || (rest == half && sticky);
         let tie = rest == half && !sticky;
         (kept, above || (tie && kept & 1 == 1))
     };
     let packed = if biased >= 1 {
-        (exp_field << 23) | (kept as u32 & 0x7F_FFFF)
+        ((biased as u64) << to.man) | (kept & to.frac_mask())
     } else {
-        kept as u32
+        kept
     };
-    sign | (packed + round_up as u32)
+    // Adding the rounding increment to the packed {exponent, fraction} carries into the exponent
+    // when the fraction overflows, turns the largest subnormal into the smallest normal, and the
+    // largest finite value into Inf: all three are the IEEE results.
+    sign | (packed + round_up as u64)
 }
 
 /// Significand normalized to [2^23, 2^24) and the matching (possibly < 1) biased exponent of a
@@ -668,6 +676,420 @@ mod tests {
     fn clear_value_is_additive_identity() {
         for x in [0u32, F32_SIGN, 1, 0x3F80_0000, 0xBF80_0000, F32_INF] {
             assert_eq!(fp32_add(ACC_CLEAR, x), x);
+        }
+    }
+
+    // ---- Conversions between formats ----
+
+    const FP64: Format = Format { exp: 11, man: 52 };
+    /// Small formats for the generic checks (IEEE layouts, not the OCP FP8 encodings).
+    const E4M3: Format = Format { exp: 4, man: 3 };
+    const E5M2: Format = Format { exp: 5, man: 2 };
+    const E2M1: Format = Format { exp: 2, man: 1 };
+    const E3M4: Format = Format { exp: 3, man: 4 };
+    const E6M9: Format = Format { exp: 6, man: 9 };
+
+    /// A binary16 → binary32 conversion written for those two formats alone, independently of
+    /// `convert`: a second oracle beside `half`.
+    fn fp16_to_fp32_specialised(x: u16) -> u32 {
+        let sign = ((x & F16_SIGN) as u32) << 16;
+        if f16_is_nan(x) {
+            return F32_QNAN;
+        }
+        if f16_is_inf(x) {
+            return sign | F32_INF;
+        }
+        if x & 0x7FFF == 0 {
+            return sign;
+        }
+        let (m, e) = f16_unpack(x);
+        // value = m * 2^(e - 25) with the leading one of m at position p.
+        let p = 31 - m.leading_zeros();
+        let exp = p + e + 102;
+        let frac = (m << (23 - p)) & 0x7F_FFFF;
+        sign | (exp << 23) | frac
+    }
+
+    /// A binary32 → binary16 conversion written for those two formats alone, independently of
+    /// `convert`: a second oracle beside `half`.
+    fn fp32_to_fp16_specialised(x: u32) -> u16 {
+        let sign = ((x >> 16) as u16) & F16_SIGN;
+        if f32_is_nan(x) {
+            return F16_QNAN;
+        }
+        let e = ((x >> 23) & 0xFF) as i32;
+        if e == 0xFF {
+            return sign | F16_INF;
+        }
+        if e == 0 {
+            // Zero or binary32 subnormal: far under half the smallest binary16 subnormal.
+            return sign;
+        }
+        if e - 127 > 15 {
+            return sign | F16_INF;
+        }
+        let sig = (x & 0x7F_FFFF) | 0x80_0000;
+        // Normal results keep 11 significant bits (shift 13); each step below 2^-14 shifts one
+        // more. The rounding increment's carry gives the next exponent, or Inf.
+        let (exp_field, shift) = if e >= 127 - 14 {
+            ((e - 127 + 15) as u32, 13)
+        } else {
+            (0, (13 + (127 - 14 - e)).min(25) as u32)
+        };
+        let kept = sig >> shift;
+        let rest = sig & ((1 << shift) - 1);
+        let half = 1 << (shift - 1);
+        let round_up = rest > half || (rest == half && kept & 1 == 1);
+        let packed = (exp_field << 10) | (kept & 0x3FF);
+        sign | (packed + round_up as u32) as u16
+    }
+
+    fn is_nan(x: u64, f: Format) -> bool {
+        x & !f.sign_mask() > f.inf()
+    }
+
+    /// `half`'s binary32 → bfloat16 (round to nearest even) with its NaNs made canonical.
+    fn bf16_oracle(x: u32) -> u16 {
+        let y = half::bf16::from_f32(f32::from_bits(x));
+        if y.is_nan() {
+            Format::BF16.qnan() as u16
+        } else {
+            y.to_bits()
+        }
+    }
+
+    /// 2^k as f64, for k in binary64's normal range (exact).
+    fn pow2(k: i32) -> f64 {
+        assert!((-1022..=1023).contains(&k));
+        f64::from_bits(((k + 1023) as u64) << 52)
+    }
+
+    /// The value of `x` in format `f` as f64 (exact: `f` is binary64 or has at most 8 exponent
+    /// bits and 52 fraction bits).
+    fn value(x: u64, f: Format) -> f64 {
+        if f == FP64 {
+            return f64::from_bits(x);
+        }
+        assert!(f.exp <= 8);
+        let sign = if x & f.sign_mask() != 0 { -1.0 } else { 1.0 };
+        let e = (x >> f.man) & f.max_exp();
+        let m = x & f.frac_mask();
+        if e == f.max_exp() {
+            return if m != 0 {
+                f64::NAN
+            } else {
+                sign * f64::INFINITY
+            };
+        }
+        let (sig, e) = if e == 0 {
+            (m, 1)
+        } else {
+            (m | (1 << f.man), e)
+        };
+        sign * sig as f64 * pow2(e as i32 - f.bias() as i32 - f.man as i32)
+    }
+
+    /// Round to nearest even of the f64 `v` into format `f`, computed with f64 arithmetic (the
+    /// significand scaled to an integer, then `round_ties_even`), returned as an f64 value.
+    /// `v` must be zero, infinite or normal in binary64.
+    fn round_f64(v: f64, f: Format) -> f64 {
+        if v == 0.0 || !v.is_finite() || f == FP64 {
+            return v;
+        }
+        let a = v.abs();
+        let emin = 1 - f.bias() as i32;
+        let emax = f.max_exp() as i32 - 1 - f.bias() as i32;
+        let e = (((a.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(emin);
+        let ulp = pow2(e - f.man as i32);
+        let y = (a / ulp).round_ties_even() * ulp;
+        let y = if y >= pow2(emax + 1) {
+            f64::INFINITY
+        } else {
+            y
+        };
+        y.copysign(v)
+    }
+
+    /// `convert(x, from, to)` agrees with [`round_f64`] of `x`'s value (bit for bit as f64, so
+    /// the sign of a zero counts), and NaN gives `to`'s canonical NaN.
+    fn check_against_f64(x: u64, from: Format, to: Format) {
+        let y = convert(x, from, to);
+        if is_nan(x, from) {
+            assert_eq!(y, to.qnan(), "{x:#x} {from:?} -> {to:?}");
+        } else {
+            let want = round_f64(value(x, from), to);
+            assert_eq!(
+                value(y, to).to_bits(),
+                want.to_bits(),
+                "{x:#x} {from:?} -> {to:?}: got {y:#x} = {}, want {want}",
+                value(y, to)
+            );
+        }
+    }
+
+    #[test]
+    fn convert_fp16_to_fp32_exhaustive() {
+        for x in 0..=u16::MAX {
+            let y = convert(x as u64, Format::FP16, Format::FP32);
+            assert_eq!(y, fp16_to_fp32_specialised(x) as u64, "x={x:#06x}");
+            assert_eq!(y, fp16_to_fp32(x) as u64, "x={x:#06x}");
+            assert!(same(y as u32, f16::from_bits(x).to_f32()), "x={x:#06x}");
+        }
+    }
+
+    /// Checks `convert(x, FP32, FP16)` against the specialised model, the public wrapper and
+    /// `half` (NaN canonical).
+    fn check_fp32_to_fp16(x: u32) {
+        let y = convert(x as u64, Format::FP32, Format::FP16);
+        assert_eq!(y, fp32_to_fp16_specialised(x) as u64, "x={x:#010x}");
+        assert_eq!(y, fp32_to_fp16(x) as u64, "x={x:#010x}");
+        assert!(
+            same16(y as u16, f16::from_f32(f32::from_bits(x))),
+            "x={x:#010x}"
+        );
+    }
+
+    #[test]
+    fn convert_fp32_to_fp16_dense_sweep() {
+        // Every binary32 exponent from 2^-27 to 2^18 (the binary16 range with its underflow and
+        // overflow margins) and the specials, with every value of the fraction's top 12 bits
+        // (the kept bits and the rounding bit of every binary16 result) and four patterns
+        // below them (exact, a sticky 1 at the bottom or top, all ones), both signs.
+        let exps = (100u32..=145).chain([0, 1, 254, 255]);
+        for e in exps {
+            for top in 0..(1u32 << 12) {
+                for low in [0, 1, 0x400, 0x7FF] {
+                    for s in [0, F32_SIGN] {
+                        check_fp32_to_fp16(s | (e << 23) | (top << 11) | low);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn convert_fp32_to_fp16_corners() {
+        let h = |v: f32| convert(v.to_bits() as u64, Format::FP32, Format::FP16) as u16;
+        let below = |v: f32| f32::from_bits(v.to_bits() - 1);
+        let above = |v: f32| f32::from_bits(v.to_bits() + 1);
+        let tiny = 2f32.powi(-24); // the smallest binary16 subnormal
+        let cases: [(f32, u16); 22] = [
+            (65504.0, 0x7BFF),        // largest finite
+            (65520.0, 0x7C00),        // the tie between 65504 and 2^16 goes to even: Inf
+            (below(65520.0), 0x7BFF), // 65519.996
+            (-65520.0, 0xFC00),
+            (f32::MAX, 0x7C00),
+            (tiny, 0x0001),              // smallest subnormal
+            (tiny / 2.0, 0x0000),        // half of it: tie to even, 0
+            (above(tiny / 2.0), 0x0001), // just above the tie
+            (-tiny / 2.0, 0x8000),       // keeps the sign of the zero
+            (tiny * 1.5, 0x0002),        // tie between 1 and 2 ulps: even, 2
+            (tiny * 2.5, 0x0002),        // tie between 2 and 3 ulps: even, 2
+            (1023.0 * tiny, 0x03FF),     // largest subnormal
+            (1023.5 * tiny, 0x0400),     // its tie with the smallest normal: even, normal
+            (2f32.powi(-14), 0x0400),    // smallest normal
+            (below(2f32.powi(-14)), 0x0400),
+            (1.0, 0x3C00),
+            (1.0 + 2f32.powi(-11), 0x3C00), // tie: even, 1.0
+            (above(1.0 + 2f32.powi(-11)), 0x3C01),
+            (f32::from_bits(1), 0x0000), // binary32 subnormals are far below
+            (0.0, 0x0000),
+            (-0.0, 0x8000),
+            (f32::NEG_INFINITY, 0xFC00),
+        ];
+        for (v, want) in cases {
+            assert_eq!(h(v), want, "{v:e} ({:#010x})", v.to_bits());
+            check_fp32_to_fp16(v.to_bits());
+        }
+        assert_eq!(h(f32::INFINITY), 0x7C00);
+        for nan in [
+            0x7FC0_0000u32,
+            0x7F80_0001,
+            0xFFC0_0000,
+            0xFFFF_FFFF,
+            0x7FBF_FFFF,
+        ] {
+            assert_eq!(convert(nan as u64, Format::FP32, Format::FP16), 0x7E00);
+        }
+    }
+
+    #[test]
+    fn convert_bf16_to_fp32_exhaustive_is_exact() {
+        for x in 0..=u16::MAX {
+            let y = convert(x as u64, Format::BF16, Format::FP32) as u32;
+            if is_nan(x as u64, Format::BF16) {
+                assert_eq!(y, F32_QNAN, "x={x:#06x}");
+            } else {
+                // bfloat16 is binary32's top half.
+                assert_eq!(y, (x as u32) << 16, "x={x:#06x}");
+                assert_eq!(y, half::bf16::from_bits(x).to_f32().to_bits(), "x={x:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn convert_fp32_to_bf16_at_every_rounding_boundary() {
+        // Every bfloat16 prefix with the discarded half exact, one ulp around the tie, at the tie,
+        // and at its extremes.
+        for hi in 0..=u16::MAX as u32 {
+            for lo in [0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF] {
+                let x = (hi << 16) | lo;
+                let y = convert(x as u64, Format::FP32, Format::BF16) as u16;
+                assert_eq!(y, bf16_oracle(x), "x={x:#010x}");
+            }
+        }
+    }
+
+    #[test]
+    fn convert_fp32_to_bf16_corners() {
+        let b = |x: u32| convert(x as u64, Format::FP32, Format::BF16) as u16;
+        let cases: [(u32, u16); 19] = [
+            (0x7F7F_0000, 0x7F7F), // largest finite
+            (0x7F7F_7FFF, 0x7F7F), // just below the tie with Inf
+            (0x7F7F_8000, 0x7F80), // the tie between the largest finite and 2^128: even, Inf
+            (0x7F7F_FFFF, 0x7F80), // binary32's largest finite
+            (0xFF7F_8000, 0xFF80),
+            (0x0001_0000, 0x0001), // smallest subnormal, 2^-133
+            (0x0000_8000, 0x0000), // half of it: tie to even, 0
+            (0x0000_8001, 0x0001),
+            (0x8000_8000, 0x8000),
+            (0x0001_8000, 0x0002), // tie between 1 and 2 ulps: even, 2
+            (0x0000_0001, 0x0000), // smallest binary32 subnormal
+            (0x007F_0000, 0x007F), // largest subnormal
+            (0x007F_8000, 0x0080), // its tie with the smallest normal: even, normal
+            (0x0080_0000, 0x0080), // smallest normal
+            (0x3F80_8000, 0x3F80), // 1 + 2^-8: tie, even, 1.0
+            (0x3F81_8000, 0x3F82), // tie above an odd value: up
+            (0x0000_0000, 0x0000),
+            (0x8000_0000, 0x8000),
+            (0xFF80_0000, 0xFF80),
+        ];
+        for (x, want) in cases {
+            assert_eq!(b(x), want, "x={x:#010x}");
+            assert_eq!(b(x), bf16_oracle(x), "x={x:#010x}");
+        }
+        assert_eq!(b(F32_INF), 0x7F80);
+        for nan in [
+            0x7FC0_0000u32,
+            0x7F80_0001,
+            0xFFC0_0000,
+            0xFFFF_FFFF,
+            0x7FBF_FFFF,
+        ] {
+            assert_eq!(b(nan), 0x7FC0, "x={nan:#010x}");
+        }
+    }
+
+    #[test]
+    fn widening_then_narrowing_round_trips() {
+        for (narrow, wide) in [
+            (Format::FP16, Format::FP32),
+            (Format::FP16, FP64),
+            (Format::BF16, Format::FP32),
+            (Format::BF16, FP64),
+            (E5M2, Format::FP16),
+            (E4M3, Format::BF16),
+        ] {
+            for x in 0..=narrow.mask() {
+                let w = convert(x, narrow, wide);
+                if is_nan(x, narrow) {
+                    assert_eq!(w, wide.qnan());
+                } else {
+                    assert_eq!(
+                        convert(w, wide, narrow),
+                        x,
+                        "{x:#x} {narrow:?} via {wide:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn convert_matches_f64_rounding_between_small_formats() {
+        // Every value of each source, into formats narrower, wider and mixed (fewer fraction
+        // bits but more exponent bits, and the reverse), itself included.
+        let formats = [
+            E2M1,
+            E3M4,
+            E4M3,
+            E5M2,
+            E6M9,
+            Format::FP16,
+            Format::BF16,
+            Format::FP32,
+            FP64,
+        ];
+        for from in [E2M1, E3M4, E4M3, E5M2, Format::FP16, Format::BF16] {
+            for to in formats {
+                for x in 0..=from.mask() {
+                    check_against_f64(x, from, to);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn round_to_keeps_sixty_four_bit_significands() {
+        // 2^63 · 2^-88 = 2^-25, half the smallest binary16 subnormal: the remainder is all of sig.
+        let h = Format::FP16;
+        assert_eq!(round_to(h, 0, 1 << 63, -88, false), 0);
+        assert_eq!(round_to(h, 0, 1 << 63, -88, true), 1);
+        assert_eq!(round_to(h, 0, (1 << 63) | 1, -88, false), 1);
+        assert_eq!(round_to(h, 0, u64::MAX, -88, false), 1);
+        assert_eq!(round_to(h, 0, u64::MAX, -89, true), 0);
+        assert_eq!(round_to(h, 0, u64::MAX, -1000, true), 0);
+        // Just under 2^16: rounds up to 2^16, which overflows to Inf through the carry.
+        assert_eq!(round_to(h, 0, u64::MAX, -48, false), h.inf());
+        assert_eq!(round_to(h, 0, 1 << 63, -48, false), 0x7800); // 2^15
+        assert_eq!(
+            round_to(h, h.sign_mask(), u64::MAX, -47, false),
+            h.neg_inf()
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "unsupported format")]
+    fn convert_rejects_a_format_outside_its_range() {
+        convert(0, Format { exp: 12, man: 10 }, Format::FP32);
+    }
+
+    #[test]
+    #[should_panic(expected = "wider than e5m10")]
+    fn convert_rejects_bits_above_the_source_width() {
+        convert(0x1_0000, Format::FP16, Format::FP32);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 100_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn convert_fp32_to_fp16_matches_half_and_the_specialised_model(x in any::<u32>()) {
+            check_fp32_to_fp16(x);
+        }
+
+        #[test]
+        fn convert_fp32_to_bf16_matches_half(x in any::<u32>()) {
+            let y = convert(x as u64, Format::FP32, Format::BF16) as u16;
+            prop_assert_eq!(y, bf16_oracle(x), "x={:#010x}", x);
+        }
+
+        #[test]
+        fn convert_from_fp32_matches_f64_rounding(x in any::<u32>()) {
+            for to in [E2M1, E3M4, E4M3, E5M2, E6M9, Format::FP16, Format::BF16, FP64] {
+                check_against_f64(x as u64, Format::FP32, to);
+            }
+        }
+
+        #[test]
+        fn convert_between_fp64_and_fp32_matches_std(x in any::<u64>(), y in any::<u32>()) {
+            // `as` rounds to nearest even; only NaNs need making canonical.
+            let narrow = (f64::from_bits(x) as f32).to_bits() as u64;
+            let want = if is_nan(narrow, Format::FP32) { Format::FP32.qnan() } else { narrow };
+            prop_assert_eq!(convert(x, FP64, Format::FP32), want, "x={:#018x}", x);
+            let wide = (f32::from_bits(y) as f64).to_bits();
+            let want = if is_nan(wide, FP64) { FP64.qnan() } else { wide };
+            prop_assert_eq!(convert(y as u64, Format::FP32, FP64), want, "y={:#010x}", y);
         }
     }
 }

@@ -1,13 +1,15 @@
-//! Golden models with no hardware dependency: bit-exact operator models (`fp`), the reduction
-//! orders (`reduce`), the online-softmax arithmetic (`softmax`), the causal mask (`mask`), the PE
-//! (`pe`), the tiled FlashAttention hardware model (`flash`) and the f64 and plain
-//! low-precision references (`reference`), and the per-event energy table (`energy`).
+//! Golden models with no hardware dependency: the number formats (`format`), bit-exact operator
+//! models (`fp`), the reduction orders (`reduce`), the online-softmax arithmetic (`softmax`), the
+//! causal mask (`mask`), the PE (`pe`), the tiled FlashAttention hardware model (`flash`) and the
+//! f64 and plain low-precision references (`reference`), and the per-event energy table
+//! (`energy`).
 
 pub mod accuracy;
 pub mod batch;
 pub mod csr;
 pub mod energy;
 pub mod flash;
+pub mod format;
 pub mod fp;
 pub mod mask;
 pub mod patterns;

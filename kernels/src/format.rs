@@ -1,0 +1,156 @@
+//! Number formats: the layouts the bit-exact models convert between.
+//!
+//! A [`Format`] is an IEEE 754 binary interchange layout (sign, `exp` exponent bits, `man`
+//! fraction bits), named as HardFloat names its units (`e5m10` for binary16). Its constant
+//! encodings (bias, infinities, the canonical quiet NaN, one, the masks) are `const fn`s here, so
+//! that the RTL and the models derive every width and special value from the same place. Values
+//! are bit patterns in the low [`Format::bits`] bits of a `u64`.
+
+/// An IEEE 754 binary format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Format {
+    /// Exponent bits.
+    pub exp: u32,
+    /// Fraction bits (the significand without its hidden bit).
+    pub man: u32,
+}
+
+impl Format {
+    /// binary16 (FP16).
+    pub const FP16: Format = Format { exp: 5, man: 10 };
+    /// bfloat16 (BF16): binary32's exponent range with 8 significant bits.
+    pub const BF16: Format = Format { exp: 8, man: 7 };
+    /// binary32 (FP32).
+    pub const FP32: Format = Format { exp: 8, man: 23 };
+
+    /// Bits of a value.
+    pub const fn bits(self) -> u32 {
+        1 + self.exp + self.man
+    }
+
+    /// Bytes of a value.
+    pub const fn bytes(self) -> u32 {
+        self.bits() / 8
+    }
+
+    /// The HardFloat-style name: `e5m10`, `e8m23`.
+    pub fn name(self) -> String {
+        format!("e{}m{}", self.exp, self.man)
+    }
+
+    /// The exponent bias, 2^(exp−1) − 1: 15 for binary16, 127 for binary32.
+    pub const fn bias(self) -> u64 {
+        (1 << (self.exp - 1)) - 1
+    }
+
+    /// The all-ones biased exponent, which encodes Inf and NaN: 31 for binary16.
+    pub const fn max_exp(self) -> u64 {
+        (1 << self.exp) - 1
+    }
+
+    /// Every bit of a value: the low [`Format::bits`] bits.
+    pub const fn mask(self) -> u64 {
+        u64::MAX >> (64 - self.bits())
+    }
+
+    /// The sign bit: 0x8000 for binary16.
+    pub const fn sign_mask(self) -> u64 {
+        1 << (self.bits() - 1)
+    }
+
+    /// The fraction field: the low `man` bits, 0x3FF for binary16.
+    pub const fn frac_mask(self) -> u64 {
+        (1 << self.man) - 1
+    }
+
+    /// +Inf: 0x7C00 for binary16, 0x7F80_0000 for binary32.
+    pub const fn inf(self) -> u64 {
+        self.max_exp() << self.man
+    }
+
+    /// −Inf: 0xFC00 for binary16.
+    pub const fn neg_inf(self) -> u64 {
+        self.sign_mask() | self.inf()
+    }
+
+    /// The canonical quiet NaN: sign 0, exponent all ones, only the top fraction bit set
+    /// (0x7E00 for binary16, 0x7FC0_0000 for binary32). Every NaN a model produces is this one.
+    pub const fn qnan(self) -> u64 {
+        self.inf() | (1 << (self.man - 1))
+    }
+
+    /// 1.0: 0x3C00 for binary16, 0x3F80_0000 for binary32.
+    pub const fn one(self) -> u64 {
+        self.bias() << self.man
+    }
+
+    /// −0: the sign bit alone.
+    pub const fn neg_zero(self) -> u64 {
+        self.sign_mask()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings_of_the_named_formats() {
+        let f = Format::FP16;
+        assert_eq!(
+            (f.bits(), f.bytes(), f.name()),
+            (16, 2, "e5m10".to_string())
+        );
+        assert_eq!((f.bias(), f.max_exp(), f.mask()), (15, 31, 0xFFFF));
+        assert_eq!((f.sign_mask(), f.frac_mask()), (0x8000, 0x3FF));
+        assert_eq!((f.inf(), f.neg_inf(), f.qnan()), (0x7C00, 0xFC00, 0x7E00));
+        assert_eq!((f.one(), f.neg_zero()), (0x3C00, 0x8000));
+
+        let f = Format::FP32;
+        assert_eq!(
+            (f.bits(), f.bytes(), f.name()),
+            (32, 4, "e8m23".to_string())
+        );
+        assert_eq!((f.bias(), f.max_exp(), f.mask()), (127, 255, 0xFFFF_FFFF));
+        assert_eq!((f.sign_mask(), f.frac_mask()), (0x8000_0000, 0x7F_FFFF));
+        assert_eq!(
+            (f.inf(), f.neg_inf(), f.qnan()),
+            (0x7F80_0000, 0xFF80_0000, 0x7FC0_0000)
+        );
+        assert_eq!((f.one(), f.neg_zero()), (0x3F80_0000, 0x8000_0000));
+
+        let f = Format::BF16;
+        assert_eq!((f.bits(), f.bytes(), f.name()), (16, 2, "e8m7".to_string()));
+        assert_eq!((f.bias(), f.max_exp(), f.mask()), (127, 255, 0xFFFF));
+        assert_eq!((f.sign_mask(), f.frac_mask()), (0x8000, 0x7F));
+        assert_eq!((f.inf(), f.neg_inf(), f.qnan()), (0x7F80, 0xFF80, 0x7FC0));
+        assert_eq!((f.one(), f.neg_zero()), (0x3F80, 0x8000));
+    }
+
+    #[test]
+    fn encodings_agree_with_std_binary64() {
+        let f = Format { exp: 11, man: 52 };
+        assert_eq!(f.mask(), u64::MAX);
+        assert_eq!(f.sign_mask(), (-0.0f64).to_bits());
+        assert_eq!(f.inf(), f64::INFINITY.to_bits());
+        assert_eq!(f.neg_inf(), f64::NEG_INFINITY.to_bits());
+        assert_eq!(f.qnan(), 0x7FF8_0000_0000_0000);
+        assert_eq!(f.one(), 1.0f64.to_bits());
+        assert_eq!(f.bias(), 1023);
+    }
+
+    #[test]
+    fn bit_model_constants_are_the_formats_encodings() {
+        use crate::fp::*;
+        let (h, s) = (Format::FP16, Format::FP32);
+        assert_eq!(F16_QNAN as u64, h.qnan());
+        assert_eq!(F16_INF as u64, h.inf());
+        assert_eq!(F16_SIGN as u64, h.sign_mask());
+        assert_eq!(F32_QNAN as u64, s.qnan());
+        assert_eq!(F32_INF as u64, s.inf());
+        assert_eq!(F32_NEG_INF as u64, s.neg_inf());
+        assert_eq!(F32_SIGN as u64, s.sign_mask());
+        assert_eq!(F32_ONE as u64, s.one());
+        assert_eq!(ACC_CLEAR as u64, s.neg_zero());
+    }
+}
