@@ -40,7 +40,8 @@ pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifes
         "target": match target {
             Target::Top => "top".to_string(),
             Target::Core => "core".to_string(),
-            Target::Unit(u) => u.clone(),
+            // By the block's name: a former name (an alias) writes the same folder.
+            Target::Unit(u) => units::unit(u)?.name.to_string(),
             Target::FaultyCore => "core built for fault injection".to_string(),
         },
         "core": cfg,

@@ -50,22 +50,22 @@ macro_rules! pure {
 /// Every block, in the order `regflash verify` checks them.
 pub static UNITS: &[Unit] = &[
     Unit {
-        name: "fp16_mul",
+        name: "fp_mul_e5m10_e8m23",
         build: |d, c| Ok(hdl::fp16_mul::build(d, &c.pe().mac.mul).module),
         check: pure!(fp16_mul),
     },
     Unit {
-        name: "fp32_add",
+        name: "fp_add_e8m23",
         build: |d, c| Ok(hdl::fp32_add::build(d, &c.pe().mac.add).module),
         check: pure!(fp32_add),
     },
     Unit {
-        name: "fp16_to_fp32",
+        name: "fp_cvt_e5m10_e8m23",
         build: |d, _| Ok(hdl::fp16_to_fp32::build(d).module),
         check: pure!(fp16_to_fp32),
     },
     Unit {
-        name: "fp32_to_fp16",
+        name: "fp_cvt_e8m23_e5m10",
         build: |d, _| Ok(hdl::fp32_to_fp16::build(d).module),
         check: pure!(fp32_to_fp16),
     },
@@ -80,32 +80,32 @@ pub static UNITS: &[Unit] = &[
         check: Check::Own(|c, v, s| run::verify_pe_block(c, "pe", run::stream_cases(v), 1000, s)),
     },
     Unit {
-        name: "fp32_mul",
+        name: "fp_mul_e8m23",
         build: |d, c| Ok(hdl::fp32_mul::build(d, &c.fmul()).module),
         check: pure!(fp32_mul),
     },
     Unit {
-        name: "fp32_max",
+        name: "fp_max_e8m23",
         build: |d, _| Ok(hdl::fp32_misc::build_max(d).module),
         check: pure!(fp32_max),
     },
     Unit {
-        name: "fp32_ceil",
+        name: "fp_ceil_e8m23",
         build: |d, _| Ok(hdl::fp32_misc::build_ceil(d).module),
         check: pure!(fp32_ceil),
     },
     Unit {
-        name: "fp32_scale2",
+        name: "fp_scale2_e8m23",
         build: |d, _| Ok(hdl::fp32_misc::build_scale2(d).module),
         check: pure!(fp32_scale2),
     },
     Unit {
-        name: "exp2",
+        name: "fp_exp2_e8m23",
         build: |d, c| Ok(hdl::exp2::build(d, &c.softmax_exp().exp).module),
         check: pure!(exp2),
     },
     Unit {
-        name: "fp32_recip",
+        name: "fp_recip_e8m23",
         build: |d, _| Ok(hdl::fp32_recip::build(d).module),
         check: Check::Own(run::verify_recip),
     },
@@ -186,18 +186,44 @@ pub static UNITS: &[Unit] = &[
     },
 ];
 
-/// Every block's name, in registry order.
+/// Former names of blocks, still accepted wherever a unit name is (`--unit`, `regflash verify
+/// <unit>`, `Target::Unit`): (former name, the block's name). The floating-point units were
+/// named after their C types; they are named by their number formats now, as HardFloat names
+/// its modules (see `hdl::fp`).
+pub static ALIASES: &[(&str, &str)] = &[
+    ("fp16_mul", "fp_mul_e5m10_e8m23"),
+    ("fp32_add", "fp_add_e8m23"),
+    ("fp16_to_fp32", "fp_cvt_e5m10_e8m23"),
+    ("fp32_to_fp16", "fp_cvt_e8m23_e5m10"),
+    ("fp32_mul", "fp_mul_e8m23"),
+    ("fp32_max", "fp_max_e8m23"),
+    ("fp32_ceil", "fp_ceil_e8m23"),
+    ("fp32_scale2", "fp_scale2_e8m23"),
+    ("exp2", "fp_exp2_e8m23"),
+    ("fp32_recip", "fp_recip_e8m23"),
+];
+
+/// Every block's name, in registry order (aliases not included).
 pub fn names() -> Vec<&'static str> {
     UNITS.iter().map(|u| u.name).collect()
 }
 
-/// The block called `name`.
+/// The block called `name`, or that a former name ([`ALIASES`]) stands for.
 pub fn unit(name: &str) -> Result<&'static Unit> {
-    match UNITS.iter().find(|u| u.name == name) {
+    let current = ALIASES
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map_or(name, |&(_, new)| new);
+    match UNITS.iter().find(|u| u.name == current) {
         Some(u) => Ok(u),
         None => bail!(
-            "unknown unit `{name}`: choose one of {}",
-            names().join(", ")
+            "unknown unit `{name}`: choose one of {} (former names accepted as aliases: {})",
+            names().join(", "),
+            ALIASES
+                .iter()
+                .map(|(old, new)| format!("{old} = {new}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -206,4 +232,84 @@ pub fn unit(name: &str) -> Result<&'static Unit> {
 pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef> {
     cfg.validate()?;
     (unit(name)?.build)(d, cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdl::exp2::Exp2Config;
+    use hdl::fp16_mul::Fp16MulConfig;
+    use hdl::fp32_add::Fp32AddConfig;
+    use hdl::fp32_mul::Fp32MulConfig;
+
+    /// Every floating-point unit's registry name is the one its formats give it (`hdl::fp`'s
+    /// naming), and its Verilog module is that name (with `_l<latency>` where the unit has a
+    /// latency parameter): the literals above cannot drift from the formats.
+    #[test]
+    fn fp_unit_names_are_derived_from_their_formats() {
+        let derived = [
+            Fp16MulConfig::unit_name(),
+            Fp32AddConfig::unit_name(),
+            hdl::fp16_to_fp32::module_name(),
+            hdl::fp32_to_fp16::module_name(),
+            Fp32MulConfig::unit_name(),
+            hdl::fp32_misc::max_module_name(),
+            hdl::fp32_misc::ceil_module_name(),
+            hdl::fp32_misc::scale2_module_name(),
+            Exp2Config::unit_name(),
+            hdl::fp32_recip::module_name(),
+        ];
+        let cfg = CoreConfig::preset("small").unwrap();
+        for name in &derived {
+            let u = unit(name).unwrap();
+            assert_eq!(
+                u.name,
+                name.as_str(),
+                "registry name of the unit named {name} by its formats"
+            );
+            let mut d = Design::new();
+            let top = (u.build)(&mut d, &cfg).unwrap();
+            let latency = top
+                .name
+                .rsplit_once("_l")
+                .filter(|(_, l)| l.parse::<u32>().is_ok());
+            let base = latency.map_or(top.name.as_str(), |(base, _)| base);
+            assert_eq!(base, name.as_str(), "module {} of unit {name}", top.name);
+        }
+        // Every floating-point unit of the registry is one of them.
+        let fp: Vec<&str> = names()
+            .into_iter()
+            .filter(|n| n.starts_with("fp_"))
+            .collect();
+        assert_eq!(fp, derived.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            (
+                derived[0].as_str(),
+                derived[1].as_str(),
+                derived[2].as_str()
+            ),
+            ("fp_mul_e5m10_e8m23", "fp_add_e8m23", "fp_cvt_e5m10_e8m23")
+        );
+    }
+
+    /// A former name resolves to the block it names now, never shadows a block's own name, and
+    /// is listed in the unknown-unit error beside the names.
+    #[test]
+    fn former_names_are_aliases() {
+        for &(old, new) in ALIASES {
+            assert!(!names().contains(&old), "{old} is both a name and an alias");
+            assert_eq!(unit(old).unwrap().name, new);
+            assert!(std::ptr::eq(unit(old).unwrap(), unit(new).unwrap()));
+        }
+        let Err(err) = unit("fp64_div") else {
+            panic!("fp64_div is no unit");
+        };
+        let err = err.to_string();
+        assert!(err.contains("unknown unit `fp64_div`"), "{err}");
+        assert!(
+            err.contains("fp_mul_e5m10_e8m23") && err.contains("fp16_mul = fp_mul_e5m10_e8m23"),
+            "{err}"
+        );
+        assert!(!names().contains(&"fp16_mul"));
+    }
 }

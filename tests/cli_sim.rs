@@ -633,9 +633,9 @@ fn verify_shards_merge_into_the_whole_run() {
         let mut args = vec![
             "verify",
             "--unit",
-            "fp16_to_fp32",
+            "fp_cvt_e5m10_e8m23",
             "--unit",
-            "fp32_max",
+            "fp_max_e8m23",
             "--unit",
             "mask_gen",
             "--vectors",

@@ -532,8 +532,8 @@ fn manifest_describes_ports_latency_and_dependency_order() {
             .position(|f| f == &format!("{name}.v"))
             .unwrap()
     };
-    assert!(pos("fp16_mul_l1") < pos("mac_m1_a1"));
-    assert!(pos("fp32_add_l1") < pos("mac_m1_a1"));
+    assert!(pos("fp_mul_e5m10_e8m23_l1") < pos("mac_m1_a1"));
+    assert!(pos("fp_add_e8m23_l1") < pos("mac_m1_a1"));
     assert!(pos("mac_m1_a1") < pos("pe_r64_m1_a1_cnt"));
     let top = m.top_module();
     assert_eq!(top.latency, 3);
@@ -560,7 +560,7 @@ fn manifest_describes_ports_latency_and_dependency_order() {
             ("rf_write", "output", 1),
         ]
     );
-    assert_eq!(m.module("fp16_mul_l1").unwrap().latency, 1);
+    assert_eq!(m.module("fp_mul_e5m10_e8m23_l1").unwrap().latency, 1);
     assert_eq!(m.module("mac_m1_a1").unwrap().latency, 2);
     let filelist = std::fs::read_to_string(dir.path().join("files.f")).unwrap();
     assert_eq!(filelist.lines().collect::<Vec<_>>(), m.files);
@@ -580,10 +580,10 @@ fn verilog_snapshots_of_small_blocks() {
     let cfg = small();
     let mut stale = vec![];
     for unit in [
-        "fp16_to_fp32",
-        "fp32_to_fp16",
-        "fp16_mul",
-        "fp32_add",
+        "fp_cvt_e5m10_e8m23",
+        "fp_cvt_e8m23_e5m10",
+        "fp_mul_e5m10_e8m23",
+        "fp_add_e8m23",
         "mac",
     ] {
         let mut d = Design::new();
@@ -635,6 +635,28 @@ fn all_files(dir: &Path) -> Vec<String> {
     out
 }
 
+/// The floating-point units' former names (`fp16_mul`, `exp2`, ...) are aliases: each writes
+/// the very folder its unit's name does.
+#[test]
+fn former_unit_names_generate_the_same_folder() {
+    for &(old, new) in regflash::units::ALIASES {
+        let (a, ma) = gen_into(&small(), Target::Unit(old.into()));
+        let (b, mb) = gen_into(&small(), Target::Unit(new.into()));
+        assert_eq!(ma, mb, "{old} = {new}");
+        assert_eq!(ma.config["target"], new);
+        assert!(ma.top.starts_with(new), "{old}: top {}", ma.top);
+        let files = all_files(a.path());
+        assert_eq!(files, all_files(b.path()), "{old} = {new}");
+        for f in &files {
+            let read = |d: &Path| std::fs::read(d.join(f)).unwrap();
+            assert!(
+                read(a.path()) == read(b.path()),
+                "{old} = {new}: {f} differs"
+            );
+        }
+    }
+}
+
 #[test]
 fn rerunning_into_a_folder_leaves_no_stale_files() {
     let dir = ScratchDir::new("hygiene").unwrap();
@@ -642,7 +664,7 @@ fn rerunning_into_a_folder_leaves_no_stale_files() {
     generate(&small(), &Target::Unit("pe".into()), &out).unwrap();
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
     std::fs::write(out.join("fpga").join("board.txt"), "mine too").unwrap();
-    let m = generate(&small(), &Target::Unit("fp32_add".into()), &out).unwrap();
+    let m = generate(&small(), &Target::Unit("fp_add_e8m23".into()), &out).unwrap();
     let mut want: Vec<String> = m.files.iter().chain(&m.extra_files).cloned().collect();
     want.extend([
         "manifest.json".to_string(),
@@ -656,10 +678,10 @@ fn rerunning_into_a_folder_leaves_no_stale_files() {
         "old modules and constraints are removed; the user's files stay"
     );
     for f in [
-        "constraints/fp32_add_l1.sdc",
-        "constraints/fp32_add_l1.xdc",
-        "fpga/fp32_add_l1_serial.v",
-        "fpga/fp32_add_l1_serial.pcf",
+        "constraints/fp_add_e8m23_l1.sdc",
+        "constraints/fp_add_e8m23_l1.xdc",
+        "fpga/fp_add_e8m23_l1_serial.v",
+        "fpga/fp_add_e8m23_l1_serial.pcf",
         "fpga/files.f",
         "synth/generic.ys",
         "synth/ice40.ys",
@@ -795,7 +817,7 @@ fn configuration_errors_say_what_and_how_to_fix() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("unknown unit `fp64_div`") && err.contains("fp32_add"),
+        err.contains("unknown unit `fp64_div`") && err.contains("fp_add_e8m23"),
         "{err}"
     );
 }
@@ -890,7 +912,7 @@ fn cli_generates_from_a_config_file() {
 
 #[test]
 fn missing_tools_are_named_with_the_install_command() {
-    let (dir, _) = gen_into(&small(), Target::Unit("fp32_add".into()));
+    let (dir, _) = gen_into(&small(), Target::Unit("fp_add_e8m23".into()));
     let out = regflash()
         .args(["lint", dir.path().to_str().unwrap()])
         .env("PATH", "/nonexistent")

@@ -26,32 +26,32 @@ fn check_unit(name: &str, mul_latency: u32, add_latency: u32, seed: u64) {
 
 #[test]
 fn fp16_mul_combinational() {
-    check_unit("fp16_mul", 0, 0, 1);
+    check_unit("fp_mul_e5m10_e8m23", 0, 0, 1);
 }
 
 #[test]
 fn fp16_mul_two_stage() {
-    check_unit("fp16_mul", 2, 0, 2);
+    check_unit("fp_mul_e5m10_e8m23", 2, 0, 2);
 }
 
 #[test]
 fn fp32_add_combinational() {
-    check_unit("fp32_add", 0, 0, 3);
+    check_unit("fp_add_e8m23", 0, 0, 3);
 }
 
 #[test]
 fn fp32_add_two_stage() {
-    check_unit("fp32_add", 0, 2, 4);
+    check_unit("fp_add_e8m23", 0, 2, 4);
 }
 
 #[test]
 fn fp16_to_fp32_exhaustive_and_random() {
-    check_unit("fp16_to_fp32", 0, 0, 5);
+    check_unit("fp_cvt_e5m10_e8m23", 0, 0, 5);
 }
 
 #[test]
 fn fp32_to_fp16_boundaries_and_random() {
-    check_unit("fp32_to_fp16", 0, 0, 6);
+    check_unit("fp_cvt_e8m23_e5m10", 0, 0, 6);
 }
 
 #[test]

@@ -129,7 +129,7 @@ fn damaged_model_cache_heals() {
     let cache = gen::tools::ScratchDir::new("cache-heal").unwrap();
     let verify = || {
         Command::new(env!("CARGO_BIN_EXE_regflash"))
-            .args(["verify", "--unit", "fp32_max", "--vectors", "200"])
+            .args(["verify", "--unit", "fp_max_e8m23", "--vectors", "200"])
             .env("REGFLASH_CACHE_DIR", cache.path())
             .output()
             .unwrap()
@@ -555,16 +555,22 @@ fn messages_say_what_is_wrong() {
         assert!(t.contains(want), "{key}: expected `{want}` in: {t}");
     }
     let g = dir.path().join("unit");
-    let o = regflash(&["gen", "--unit", "fp32_max", "--out", g.to_str().unwrap()]);
+    let o = regflash(&[
+        "gen",
+        "--unit",
+        "fp_max_e8m23",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
-    let v = g.join("fp32_max.v");
+    let v = g.join("fp_max_e8m23.v");
     let text = std::fs::read_to_string(&v)
         .unwrap()
         .replace("endmodule", "endmodle");
     std::fs::write(&v, text).unwrap();
     let t = run(&["lint", g.to_str().unwrap()]);
     assert!(
-        t.contains("%Error: fp32_max.v") && t.contains("Yosys synthesis was not run"),
+        t.contains("%Error: fp_max_e8m23.v") && t.contains("Yosys synthesis was not run"),
         "{t}"
     );
 }

@@ -138,7 +138,7 @@ fn a_broken_design_reports_verilators_message() {
 fn waveforms_on_request_with_named_signals() {
     let dir = ScratchDir::new("waves").unwrap();
     let cfg = CoreConfig::preset("small").unwrap();
-    generate(&cfg, &Target::Unit("fp16_mul".into()), dir.path()).unwrap();
+    generate(&cfg, &Target::Unit("fp_mul_e5m10_e8m23".into()), dir.path()).unwrap();
     let model = Model::build_with(
         dir.path(),
         &BuildOptions {
@@ -179,8 +179,8 @@ fn an_unchanged_design_is_not_rebuilt() {
     let cfg = CoreConfig::preset("small").unwrap();
     let a = ScratchDir::new("cache").unwrap();
     let b = ScratchDir::new("cache").unwrap();
-    generate(&cfg, &Target::Unit("fp32_to_fp16".into()), a.path()).unwrap();
-    generate(&cfg, &Target::Unit("fp32_to_fp16".into()), b.path()).unwrap();
+    generate(&cfg, &Target::Unit("fp_cvt_e8m23_e5m10".into()), a.path()).unwrap();
+    generate(&cfg, &Target::Unit("fp_cvt_e8m23_e5m10".into()), b.path()).unwrap();
     let first = Model::build_with(a.path(), &BuildOptions::default()).unwrap();
     let second = Model::build_with(b.path(), &BuildOptions::default()).unwrap();
     assert!(
@@ -190,16 +190,16 @@ fn an_unchanged_design_is_not_rebuilt() {
     drop(first);
     // A different design is a different model.
     let c = ScratchDir::new("cache").unwrap();
-    generate(&cfg, &Target::Unit("fp16_to_fp32".into()), c.path()).unwrap();
+    generate(&cfg, &Target::Unit("fp_cvt_e5m10_e8m23".into()), c.path()).unwrap();
     let third = Model::build_with(c.path(), &BuildOptions::default()).unwrap();
-    assert_eq!(third.top().name, "fp16_to_fp32");
+    assert_eq!(third.top().name, "fp_cvt_e5m10_e8m23");
 }
 
 #[test]
 fn unknown_ports_are_explained() {
     let dir = ScratchDir::new("ports").unwrap();
     let cfg = CoreConfig::preset("small").unwrap();
-    generate(&cfg, &Target::Unit("fp16_to_fp32".into()), dir.path()).unwrap();
+    generate(&cfg, &Target::Unit("fp_cvt_e5m10_e8m23".into()), dir.path()).unwrap();
     let model = Model::build(dir.path()).unwrap();
     let dut = model.dut().unwrap();
     let err = dut.port("b").unwrap_err().to_string();

@@ -40,16 +40,16 @@ fn with(f: impl FnOnce(&mut CoreConfig)) -> CoreConfig {
 
 #[test]
 fn fp32_mul_combinational_and_two_stage() {
-    check(&with(|c| c.fmul_latency = 0), "fp32_mul", 41);
-    check(&with(|c| c.fmul_latency = 2), "fp32_mul", 42);
+    check(&with(|c| c.fmul_latency = 0), "fp_mul_e8m23", 41);
+    check(&with(|c| c.fmul_latency = 2), "fp_mul_e8m23", 42);
 }
 
 #[test]
 fn fp32_max_ceil_scale2() {
     let cfg = small(1, 1);
-    check(&cfg, "fp32_max", 43);
-    check(&cfg, "fp32_ceil", 44);
-    check(&cfg, "fp32_scale2", 45);
+    check(&cfg, "fp_max_e8m23", 43);
+    check(&cfg, "fp_ceil_e8m23", 44);
+    check(&cfg, "fp_scale2_e8m23", 45);
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn exp2_at_every_latency() {
     for latency in 0..=2 {
         check(
             &with(|c| c.exp_latency = latency),
-            "exp2",
+            "fp_exp2_e8m23",
             46 + latency as u64,
         );
     }
@@ -65,7 +65,7 @@ fn exp2_at_every_latency() {
 
 #[test]
 fn reciprocal() {
-    check(&small(1, 1), "fp32_recip", 49);
+    check(&small(1, 1), "fp_recip_e8m23", 49);
 }
 
 #[test]

@@ -79,15 +79,15 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
     let mul = r
         .longest_path
         .iter()
-        .find(|(m, _)| m.starts_with("fp32_mul"))
+        .find(|(m, _)| m.starts_with("fp_mul_e8m23"))
         .unwrap()
         .1;
-    assert!(*mul > 20, "fp32_mul's longest path is {mul} cells");
+    assert!(*mul > 20, "fp_mul_e8m23's longest path is {mul} cells");
     for m in [core, &csr, &batch, engine, row] {
         let len = r.longest_path[m];
         assert!(
             len > 0 && len <= *mul,
-            "{m}: longest path {len} cells, fp32_mul {mul}"
+            "{m}: longest path {len} cells, fp_mul_e8m23 {mul}"
         );
     }
     if std::env::var("REGFLASH_BLESS").is_ok_and(|v| v == "1") {
@@ -121,7 +121,12 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
 #[test]
 fn ice40_flow_places_and_routes_for_an_fmax() {
     let dir = ScratchDir::new("ice40").unwrap();
-    generate(&small(), &Target::Unit("fp16_to_fp32".into()), dir.path()).unwrap();
+    generate(
+        &small(),
+        &Target::Unit("fp_cvt_e5m10_e8m23".into()),
+        dir.path(),
+    )
+    .unwrap();
     let r = gen::flow::synth(dir.path(), SynthTarget::Ice40, true).unwrap();
     let res = r.resources.unwrap();
     assert!(res.luts > 20, "{res:?}");
@@ -131,13 +136,18 @@ fn ice40_flow_places_and_routes_for_an_fmax() {
     );
     let fmax = r.fmax_mhz.unwrap();
     assert!(fmax > 1.0 && fmax < 1000.0, "fmax {fmax}");
-    assert!(!r.modules.contains_key("fp16_to_fp32_serial"));
+    assert!(!r.modules.contains_key("fp_cvt_e5m10_e8m23_serial"));
 }
 
 #[test]
 fn xilinx_flow_maps_the_multiplier_to_a_dsp() {
     let dir = ScratchDir::new("xilinx").unwrap();
-    generate(&small(), &Target::Unit("fp16_mul".into()), dir.path()).unwrap();
+    generate(
+        &small(),
+        &Target::Unit("fp_mul_e5m10_e8m23".into()),
+        dir.path(),
+    )
+    .unwrap();
     let r = gen::flow::synth(dir.path(), SynthTarget::Xilinx, false).unwrap();
     let res = r.resources.unwrap();
     assert_eq!(res.dsps, 1, "{res:?}");
@@ -152,7 +162,12 @@ fn xilinx_flow_maps_the_multiplier_to_a_dsp() {
 #[test]
 fn scripts_in_the_output_folder_run_as_written() {
     let dir = ScratchDir::new("scripts").unwrap();
-    generate(&small(), &Target::Unit("fp32_to_fp16".into()), dir.path()).unwrap();
+    generate(
+        &small(),
+        &Target::Unit("fp_cvt_e8m23_e5m10".into()),
+        dir.path(),
+    )
+    .unwrap();
     for target in ["generic", "ice40", "xilinx"] {
         let out = Command::new("yosys")
             .current_dir(dir.path())
@@ -166,7 +181,7 @@ fn scripts_in_the_output_folder_run_as_written() {
         );
     }
     assert!(
-        dir.path().join("fp32_to_fp16_serial.json").exists(),
+        dir.path().join("fp_cvt_e8m23_e5m10_serial.json").exists(),
         "the iCE40 script writes the netlist"
     );
 }
@@ -210,14 +225,21 @@ fn timing_constraints_follow_the_clock_and_the_ports() {
 
     // A combinational block gets a virtual clock and no reset path.
     let comb = ScratchDir::new("sdc").unwrap();
-    generate(&small(), &Target::Unit("fp16_to_fp32".into()), comb.path()).unwrap();
-    let sdc = std::fs::read_to_string(comb.path().join("constraints/fp16_to_fp32.sdc")).unwrap();
+    generate(
+        &small(),
+        &Target::Unit("fp_cvt_e5m10_e8m23".into()),
+        comb.path(),
+    )
+    .unwrap();
+    let sdc =
+        std::fs::read_to_string(comb.path().join("constraints/fp_cvt_e5m10_e8m23.sdc")).unwrap();
     assert!(
         sdc.contains("create_clock -name clk -period 0.6667\n"),
         "{sdc}"
     );
     assert!(!sdc.contains("rst"), "{sdc}");
-    let pcf = std::fs::read_to_string(comb.path().join("fpga/fp16_to_fp32_serial.pcf")).unwrap();
+    let pcf =
+        std::fs::read_to_string(comb.path().join("fpga/fp_cvt_e5m10_e8m23_serial.pcf")).unwrap();
     assert!(
         pcf.contains("set_io clk J3") && pcf.contains("set_io sout C5"),
         "{pcf}"

@@ -6,37 +6,13 @@
 //! the weights P ([`Formats::operand`]), the accumulator of S, O, the softmax state and the
 //! sums ([`Formats::acc`]), and O as written to memory in its short form ([`Formats::out`];
 //! the long form is the accumulator's).
+//!
+//! [`Format`] itself is the models' (`kernels::format`): the encodings (bias, infinities, the
+//! canonical NaN, one) are defined once and checked against Rust's own binary64 and the `half`
+//! crate. The arithmetic is written twice, independently, as models in `kernels` and as logic
+//! here, and the two are compared in tests.
 
-/// An IEEE 754 binary format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Format {
-    /// Exponent bits.
-    pub exp: u32,
-    /// Fraction bits (the significand without its hidden bit).
-    pub man: u32,
-}
-
-impl Format {
-    /// binary16 (FP16).
-    pub const FP16: Format = Format { exp: 5, man: 10 };
-    /// binary32 (FP32).
-    pub const FP32: Format = Format { exp: 8, man: 23 };
-
-    /// Bits of a value.
-    pub const fn bits(self) -> u32 {
-        1 + self.exp + self.man
-    }
-
-    /// Bytes of a value.
-    pub const fn bytes(self) -> u32 {
-        self.bits() / 8
-    }
-
-    /// The HardFloat-style name: `e5m10`, `e8m23`.
-    pub fn name(self) -> String {
-        format!("e{}m{}", self.exp, self.man)
-    }
-}
+pub use kernels::format::Format;
 
 /// The formats of a design, by role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

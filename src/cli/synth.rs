@@ -6,7 +6,8 @@ use super::*;
 pub struct SynthArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Synthesize one block instead of the whole design.
+    /// Synthesize one block instead of the whole design (a name `gen --unit` takes; the
+    /// floating-point units' former names, such as fp16_mul, are accepted as aliases).
     #[arg(long)]
     pub unit: Option<String>,
     /// generic (Yosys cells, longest paths), ice40 (LUT4s; place and route for fmax) or

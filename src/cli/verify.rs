@@ -13,7 +13,8 @@ pub struct VerifyArgs {
     /// proptest seed (fixed, so a run is reproducible).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Check only these blocks (repeatable); default: every block.
+    /// Check only these blocks (repeatable; the floating-point units' former names, such as
+    /// fp16_mul, are accepted as aliases); default: every block.
     #[arg(long = "unit")]
     pub units: Vec<String>,
     /// Also write the report as JSON.
@@ -100,15 +101,18 @@ pub(super) fn verify_cmd(args: VerifyArgs) -> Result<ExitCode> {
     if let Some(path) = &args.report {
         check_writable(path)?;
     }
-    for u in &args.units {
-        units::unit(u)?;
-    }
+    // The blocks asked for, by their registry names (an alias names its unit).
+    let wanted = args
+        .units
+        .iter()
+        .map(|u| Ok(units::unit(u)?.name))
+        .collect::<Result<Vec<&str>>>()?;
     // A block without a port-level model is checked within another (pe_row within the core):
     // a whole run lists it, and checks it only when asked for by name (which explains).
     let within = |u: &units::Unit| matches!(u.check, Check::Within(_));
     let selected: Vec<&str> = UNITS
         .iter()
-        .filter(|u| args.units.is_empty() || args.units.iter().any(|a| a == u.name))
+        .filter(|u| wanted.is_empty() || wanted.contains(&u.name))
         .filter(|u| !within(u) || !args.units.is_empty())
         .map(|u| u.name)
         .collect();

@@ -54,11 +54,14 @@ fn build(cfg: &CoreConfig, name: &str) -> Result<(verilator_tb::Model, u32, Stri
 /// Checks pure unit `name` (a [`Check::Pure`] block of the registry): all its directed vectors
 /// streamed back to back, then `cases` proptest vectors.
 pub fn verify_pure(cfg: &CoreConfig, name: &str, cases: u32, seed: u64) -> Result<BlockReport> {
+    let block = units::unit(name)?;
+    // Reported by the block's name, also when asked for by a former one.
+    let name = block.name;
     let Check::Pure {
         unit,
         directed,
         random,
-    } = units::unit(name)?.check
+    } = block.check
     else {
         bail!("`{name}` is not a pure unit");
     };
@@ -172,11 +175,15 @@ pub fn stream_cases(vectors: u32) -> u32 {
     (vectors / 450).max(1)
 }
 
-/// Checks `fp32_recip`: directed operands, then about `vectors` random ones.
+/// Checks `fp_recip_e8m23`: directed operands, then about `vectors` random ones.
 pub fn verify_recip(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
-    verify_stateful(cfg, "fp32_recip", &recip_directed(), check_recip, |dut| {
-        proptest_recip(dut, vectors, seed)
-    })
+    verify_stateful(
+        cfg,
+        "fp_recip_e8m23",
+        &recip_directed(),
+        check_recip,
+        |dut| proptest_recip(dut, vectors, seed),
+    )
 }
 
 /// Checks `softmax_row`: a directed operation sequence, then random streams.

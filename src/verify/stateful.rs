@@ -1,7 +1,7 @@
 //! Checking the stateful softmax blocks cycle by cycle against their models:
 //!
-//! * `fp32_recip`: each vector is a start pulse and [`LATENCY`] cycles; `done` must rise on the
-//!   last of them and not before, and `y` must equal `kernels::fp::fp32_recip`.
+//! * `fp_recip_e8m23`: each vector is a start pulse and [`LATENCY`] cycles; `done` must rise on
+//!   the last of them and not before, and `y` must equal `kernels::fp::fp32_recip`.
 //! * `softmax_row`: a stream of operations (init, max, sum, hold) with biased block maxima and
 //!   sums; after every cycle m, l, shift and l_zero must equal `kernels::softmax::RowState`.
 
@@ -98,7 +98,7 @@ pub fn check_recip(dut: &mut Dut, xs: &[u32]) -> anyhow::Result<Result<(), Strin
         let want = fp::fp32_recip(v);
         if last[0] != want {
             return Ok(Err(format!(
-                "fp32_recip: 1 / {v:#010x} ({:e}): expected {want:#010x} ({:e}), RTL {:#010x} ({:e})",
+                "fp_recip_e8m23: 1 / {v:#010x} ({:e}): expected {want:#010x} ({:e}), RTL {:#010x} ({:e})",
                 f32::from_bits(v),
                 f32::from_bits(want),
                 last[0],

@@ -243,7 +243,7 @@ pub fn f32_for_ceil() -> impl Strategy<Value = u32> {
     ]
 }
 
-/// Shift amounts for `fp32_scale2`, biased towards the subnormal boundary of typical values.
+/// Shift amounts for `fp_scale2_e8m23`, biased towards the subnormal boundary of typical values.
 pub fn f32_scale2_shift() -> impl Strategy<Value = u8> {
     prop_oneof![
         2 => any::<u8>(),

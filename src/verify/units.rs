@@ -60,13 +60,13 @@ fn pair(s: BoxedStrategy<(u32, u32)>) -> BoxedStrategy<Vec<u64>> {
     s.prop_map(|(a, b)| vec![a as u64, b as u64]).boxed()
 }
 
-/// `fp16_mul`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_mul_e5m10_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp16_mul {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        binary("fp16_mul", F16, ("b", F16), F32, |a, b| {
+        binary("fp_mul_e5m10_e8m23", F16, ("b", F16), F32, |a, b| {
             fp::fp16_mul(a as u16, b as u16) as u64
         })
     }
@@ -89,13 +89,13 @@ pub mod fp16_mul {
     }
 }
 
-/// `fp32_add`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_add_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp32_add {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        binary("fp32_add", F32, ("b", F32), F32, |a, b| {
+        binary("fp_add_e8m23", F32, ("b", F32), F32, |a, b| {
             fp::fp32_add(a as u32, b as u32) as u64
         })
     }
@@ -119,13 +119,13 @@ pub mod fp32_add {
     }
 }
 
-/// `fp16_to_fp32`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_cvt_e5m10_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp16_to_fp32 {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        unary("fp16_to_fp32", ("a", F16), F32, |a| {
+        unary("fp_cvt_e5m10_e8m23", ("a", F16), F32, |a| {
             fp::fp16_to_fp32(a as u16) as u64
         })
     }
@@ -139,13 +139,13 @@ pub mod fp16_to_fp32 {
     }
 }
 
-/// `fp32_to_fp16`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_cvt_e8m23_e5m10`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp32_to_fp16 {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        unary("fp32_to_fp16", ("a", F32), F16, |a| {
+        unary("fp_cvt_e8m23_e5m10", ("a", F32), F16, |a| {
             fp::fp32_to_fp16(a as u32) as u64
         })
     }
@@ -196,13 +196,13 @@ pub mod mac {
     }
 }
 
-/// `fp32_mul`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_mul_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp32_mul {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        binary("fp32_mul", F32, ("b", F32), F32, |a, b| {
+        binary("fp_mul_e8m23", F32, ("b", F32), F32, |a, b| {
             fp::fp32_mul(a as u32, b as u32) as u64
         })
     }
@@ -216,13 +216,13 @@ pub mod fp32_mul {
     }
 }
 
-/// `fp32_max`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_max_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp32_max {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        binary("fp32_max", F32, ("b", F32), F32, |a, b| {
+        binary("fp_max_e8m23", F32, ("b", F32), F32, |a, b| {
             fp::fp32_max(a as u32, b as u32) as u64
         })
     }
@@ -236,13 +236,13 @@ pub mod fp32_max {
     }
 }
 
-/// `fp32_ceil`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_ceil_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp32_ceil {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        unary("fp32_ceil", ("a", F32), F32, |a| {
+        unary("fp_ceil_e8m23", ("a", F32), F32, |a| {
             fp::fp32_ceil(a as u32) as u64
         })
     }
@@ -265,13 +265,13 @@ pub mod fp32_ceil {
     }
 }
 
-/// `fp32_scale2`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_scale2_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp32_scale2 {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        binary("fp32_scale2", F32, ("n", Bits(8)), F32, |a, n| {
+        binary("fp_scale2_e8m23", F32, ("n", Bits(8)), F32, |a, n| {
             fp::fp32_scale2(a as u32, n as u8) as u64
         })
     }
@@ -295,13 +295,15 @@ pub mod fp32_scale2 {
     }
 }
 
-/// `exp2`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_exp2_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod exp2 {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        unary("exp2", ("x", F32), F32, |x| fp::exp2(x as u32) as u64)
+        unary("fp_exp2_e8m23", ("x", F32), F32, |x| {
+            fp::exp2(x as u32) as u64
+        })
     }
 
     pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {

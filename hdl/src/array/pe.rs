@@ -31,7 +31,6 @@
 use anyhow::{ensure, Result};
 
 use crate::fp32_misc;
-use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
 use crate::mac::MacIn;
@@ -140,12 +139,13 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.mac);
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "pe: MAC + {} x 32-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
+            "pe: MAC + {} x {}-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
              2 mac_clear (rf[addr] = -0 + a*b), 3 load (rf[addr] = ld_data), 4 mac_zero\n\
              (rf[addr] = +0 + a*b), 5 mac_scale (rf[addr] = rf[addr] * 2^-shift + a*b).\n\
              Latency {} cycle(s) from issue to rd_data; one op per cycle; no forwarding: an op\n\
              reading a register must issue >= {} cycles after the previous write to it.",
             cfg.regs,
+            cfg.mac.formats().acc.bits(),
             cfg.latency(),
             cfg.latency()
         ));
@@ -168,15 +168,15 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let op = mux(live, op_in, nop);
         let op = m.name("op_eff", op);
 
-        let rf = m.memory("rf", cfg.regs, 32);
+        let rf = m.memory("rf", cfg.regs, f.acc.bits());
         let acc_old = m.mem_read(rf, addr);
         let acc_old = m.name("acc_old", acc_old);
         let scaled = fp32_misc::scale2_logic(m, acc_old, shift);
         let is_clear = op.eq(PeOp::MacClear as u64);
         let is_zero = op.eq(PeOp::MacZero as u64);
         let is_scale = op.eq(PeOp::MacScale as u64);
-        let neg_zero = m.lit(32, ieee::F32_NEG_ZERO);
-        let pos_zero = m.zero(32);
+        let neg_zero = m.lit(f.acc.bits(), f.acc.neg_zero());
+        let pos_zero = m.zero(f.acc.bits());
         let acc_in = mux(is_scale, scaled, acc_old);
         let acc_in = mux(is_zero, pos_zero, acc_in);
         let acc_in = mux(is_clear, neg_zero, acc_in);

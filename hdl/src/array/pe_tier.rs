@@ -89,7 +89,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig, kind: TierKind) -> TierBlock {
         step: cfg.step_widths(),
     };
     let outputs = TierOut {
-        rd_data: 32 * c,
+        rd_data: cfg.elem_bits().1 * c,
         acc_read: c,
         rf_write: c,
         en: c,
@@ -167,7 +167,7 @@ fn tier(
         TierKind::Pv => i.p_val,
     };
     let a_row = m.name("a_row", a_row);
-    let zero32 = m.zero(32);
+    let zero_acc = m.zero(cfg.elem_bits().1);
     let zero8 = m.zero(8);
     let shift = if has_pv { i.shift } else { zero8 };
     let one = m.lit(1, 1);
@@ -198,7 +198,7 @@ fn tier(
             op: pe_op,
             en,
             addr: st.addr,
-            ld_data: zero32,
+            ld_data: zero_acc,
             shift,
             rd_addr: i.rd_addr,
         };
@@ -295,7 +295,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
     let link = cfg.vlink_latency();
     let c = cfg.cols;
     let inputs = STierIn {
-        rd_data: 32 * c,
+        rd_data: cfg.elem_bits().1 * c,
         en: c,
         slot: 1,
         ii: cfg.ii_bits(),
@@ -305,7 +305,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
     };
     let outputs = STierOut {
         rd_addr: cfg.pe.addr_width(),
-        value: 32,
+        value: cfg.elem_bits().1,
         reads: c,
         writes: c,
         linked: 1,
@@ -356,6 +356,7 @@ fn s_tier(
     i: &STierIn,
 ) -> STierOut {
     let lat = cfg.pe.latency();
+    let acc_bits = cfg.elem_bits().1;
     let st = &i.step;
     for x in [st.op, st.j] {
         m.discard(x);
@@ -373,7 +374,7 @@ fn s_tier(
         let we = m.delay_n(&format!("link_s_we{c}"), read, link);
         let data = m.delay_n(
             &format!("link_s_d{c}"),
-            i.rd_data.slice(32 * c + 31, 32 * c),
+            i.rd_data.slice(acc_bits * c + acc_bits - 1, acc_bits * c),
             link,
         );
         above.push(m, cfg, c, (we, at, data), raddr, read);
@@ -402,7 +403,7 @@ impl Above {
         raddr: Sig,
         read: Sig,
     ) {
-        let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), 32);
+        let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), cfg.elem_bits().1);
         m.mem_write(regs, we, at, data);
         self.values.push(m.mem_read(regs, raddr));
         self.reads.push(read);
@@ -494,6 +495,7 @@ fn s_tier_walk(m: &mut ModuleBuilder, cfg: &PeRowConfig, one_slot: bool, i: &STi
         "an S block landed while two were waiting for the narrow S links",
     );
     // Below: read every QK PE at the walk's register on a score's first beat, then shift.
+    let acc_bits = cfg.elem_bits().1;
     let aw = cfg.pe.addr_width();
     let rd_addr = cfg.s_addr_rtl(m, wslot.q, wii.q, wjj.q, aw);
     let first = busy.q & beat.q.is_zero();
@@ -509,16 +511,16 @@ fn s_tier_walk(m: &mut ModuleBuilder, cfg: &PeRowConfig, one_slot: bool, i: &STi
     let raddr = cat(&[r_slot, i.ii, i.jj]);
     let mut above = Above::default();
     for c in 0..cfg.cols {
-        let word = i.rd_data.slice(32 * c + 31, 32 * c);
-        let sh = m.reg(&format!("link_s_sh{c}"), 32 - w, Some(0));
-        m.set_next(sh, mux(first, word.slice(31, w), sh.q >> w));
+        let word = i.rd_data.slice(acc_bits * c + acc_bits - 1, acc_bits * c);
+        let sh = m.reg(&format!("link_s_sh{c}"), acc_bits - w, Some(0));
+        m.set_next(sh, mux(first, word.slice(acc_bits - 1, w), sh.q >> w));
         m.set_enable(sh, busy.q);
         let lane = mux(first, word.slice(w - 1, 0), sh.q.slice(w - 1, 0));
         let lane_up = m.delay_n(&format!("link_s_lane{c}"), lane, link);
         // Above: beats shift in from the top; the last beat completes the score.
-        let acc = m.reg(&format!("link_s_acc{c}"), 32 - w, Some(0));
+        let acc = m.reg(&format!("link_s_acc{c}"), acc_bits - w, Some(0));
         let score = cat(&[lane_up, acc.q]);
-        m.set_next(acc, score.slice(31, w));
+        m.set_next(acc, score.slice(acc_bits - 1, w));
         m.set_enable(acc, up_beat);
         let we = up_last & up_live.bit(c);
         above.push(m, cfg, c, (we, at, score), raddr, first & live.bit(c));

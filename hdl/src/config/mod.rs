@@ -55,13 +55,13 @@ pub struct CoreConfig {
     pub head_dim: u32,
     /// 32-bit registers per PE.
     pub regs_per_pe: u32,
-    /// fp16_mul pipeline registers (0..=2).
+    /// `fp_mul_e5m10_e8m23` (the MAC's multiplier) pipeline registers (0..=2).
     pub mul_latency: u32,
-    /// fp32_add pipeline registers (0..=2).
+    /// `fp_add_e8m23` (the MAC's adder) pipeline registers (0..=2).
     pub add_latency: u32,
-    /// fp32_mul pipeline registers (0..=2), in the softmax datapath.
+    /// `fp_mul_e8m23` pipeline registers (0..=2), in the softmax datapath.
     pub fmul_latency: u32,
-    /// exp2 pipeline registers (0..=2).
+    /// `fp_exp2_e8m23` pipeline registers (0..=2).
     pub exp_latency: u32,
     /// Bits of a sequence index or length (sequences up to 2^index_bits - 1 long).
     pub index_bits: u32,

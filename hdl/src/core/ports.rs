@@ -32,7 +32,7 @@ impl Problem<u32> {
             k_len: i,
             causal: 1,
             out_f32: 1,
-            c_const: 32,
+            c_const: p.row.elem_bits().1,
             q_row_stride: a,
             q_head_stride: a,
             k_row_stride: a,

@@ -1,6 +1,7 @@
 //! Building blocks shared by the floating-point units: leading-zero count, right shift with a
 //! sticky bit, and IEEE field decoding.
 
+use crate::format::Format;
 use crate::{bits_for, cat, mux, or_all, ModuleBuilder, Sig};
 
 /// Number of leading zeros of `x` (x.width when x is zero), `bits_for(x.width)` bits wide.
@@ -178,7 +179,7 @@ pub fn round_pack_f32(m: &mut ModuleBuilder, sign: Sig, sig: Sig, exp: Sig, stic
     let packed = cat(&[exp_field, frac]);
     let round31 = round_up.zext(31);
     let packed = packed + round31;
-    let inf = m.lit(31, crate::ieee::F32_INF);
+    let inf = m.lit(31, Format::FP32.inf());
     let magnitude = mux(overflow, inf, packed);
     cat(&[sign, magnitude])
 }
@@ -232,11 +233,11 @@ pub fn select_special_f32(
     is_zero: Sig,
     zero_sign: Sig,
 ) -> Sig {
-    let inf_bits = m.lit(31, crate::ieee::F32_INF);
+    let inf_bits = m.lit(31, Format::FP32.inf());
     let inf = cat(&[inf_sign, inf_bits]);
     let zero_bits = m.zero(31);
     let zero = cat(&[zero_sign, zero_bits]);
-    let nan = m.lit(32, crate::ieee::F32_QNAN);
+    let nan = m.lit(32, Format::FP32.qnan());
     let y = mux(is_zero, zero, finite);
     let y = mux(is_inf, inf, y);
     mux(is_nan, nan, y)

@@ -1,8 +1,9 @@
-//! `fp16_mul`: exact binary16 × binary16 product in binary32.
+//! `fp_mul_e5m10_e8m23`: exact binary16 × binary16 product in binary32 (the unit's name is its
+//! formats', [`Fp16MulConfig::unit_name`]).
 //!
-//! Ports: `a`, `b` (16 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name suffix
-//! `_l<latency>`), one result per cycle. Latency 1 registers the output; latency 2 also
-//! registers the raw 22-bit significand product.
+//! Ports: `a`, `b` (16 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name
+//! `fp_mul_e5m10_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output;
+//! latency 2 also registers the raw 22-bit significand product.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp16_mul`): the product is exact, no rounding;
 //! subnormal inputs are supported; NaN × y and Inf × 0 give the canonical NaN 0x7FC00000;
@@ -11,11 +12,12 @@
 use anyhow::Result;
 
 use crate::arith::{leading_zeros, mul_specials, select_special_f32, unpack};
+use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, Design, ModuleBuilder, Sig};
 
-/// Configuration of `fp16_mul`.
+/// Configuration of `fp_mul_e5m10_e8m23`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fp16MulConfig {
     /// Pipeline registers between input and output: 0, 1 or 2.
@@ -24,27 +26,38 @@ pub struct Fp16MulConfig {
 
 impl Fp16MulConfig {
     pub const MAX_LATENCY: u32 = 2;
+    /// The operands' format.
+    pub const IN: Format = Format::FP16;
+    /// The product's format, wide enough that every product of two `IN` values is exact.
+    pub const OUT: Format = Format::FP32;
 
     pub fn validate(&self) -> Result<()> {
-        crate::check_latency("fp16_mul", self.latency, Self::MAX_LATENCY)
+        crate::check_latency(&Self::unit_name(), self.latency, Self::MAX_LATENCY)
     }
 
+    /// The unit's name, from its formats: `fp_mul_e5m10_e8m23`.
+    pub fn unit_name() -> String {
+        crate::fp::unit_name("mul", &[Self::IN, Self::OUT])
+    }
+
+    /// The Verilog module's name: the unit's with the latency, `fp_mul_e5m10_e8m23_l1`.
     pub fn module_name(&self) -> String {
-        format!("fp16_mul_l{}", self.latency)
+        format!("{}_l{}", Self::unit_name(), self.latency)
     }
 }
 
-/// Defines `fp16_mul_l<latency>` in `d`.
+/// Defines `fp_mul_e5m10_e8m23_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> BinaryBlock {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "fp16_mul: exact binary16 x binary16 -> binary32 product.\n\
+            "{}: exact binary16 x binary16 -> binary32 product.\n\
              Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
              Bit-exact model: kernels::fp::fp16_mul.",
+            Fp16MulConfig::unit_name(),
             cfg.latency
         ));
-        let a = m.input("a", 16);
-        let b = m.input("b", 16);
+        let a = m.input("a", Fp16MulConfig::IN.bits());
+        let b = m.input("b", Fp16MulConfig::IN.bits());
         let y = logic(m, a, b, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);

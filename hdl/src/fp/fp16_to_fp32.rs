@@ -1,4 +1,5 @@
-//! `fp16_to_fp32`: exact binary16 → binary32 conversion.
+//! `fp_cvt_e5m10_e8m23`: exact binary16 → binary32 conversion (the unit's name is its formats',
+//! [`module_name`]).
 //!
 //! Ports: `a` (16 bits) → `y` (32 bits). Combinational (latency 0).
 //!
@@ -7,21 +8,31 @@
 //! canonical NaN 0x7FC00000.
 
 use crate::arith::{leading_zeros, select_special_f32, unpack};
+use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::UnaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
-/// Module name (the block has no parameters).
-pub const MODULE_NAME: &str = "fp16_to_fp32";
+/// The format converted from.
+pub const IN: Format = Format::FP16;
+/// The format converted to.
+pub const OUT: Format = Format::FP32;
 
-/// Defines `fp16_to_fp32` in `d`.
+/// The unit's and its module's name, from its formats (the block has no parameters):
+/// `fp_cvt_e5m10_e8m23`.
+pub fn module_name() -> String {
+    crate::fp::unit_name("cvt", &[IN, OUT])
+}
+
+/// Defines `fp_cvt_e5m10_e8m23` in `d`.
 pub fn build(d: &mut Design) -> UnaryBlock {
-    Block::of(d.define(MODULE_NAME, |_, m| {
-        m.doc(
-            "fp16_to_fp32: exact binary16 -> binary32 conversion. Combinational.\n\
-             NaN results are 0x7FC00000. Bit-exact model: kernels::fp::fp16_to_fp32.",
-        );
-        let a = m.input("a", 16);
+    let name = module_name();
+    Block::of(d.define(&name, |_, m| {
+        m.doc(&format!(
+            "{name}: exact binary16 -> binary32 conversion. Combinational.\n\
+             NaN results are 0x7FC00000. Bit-exact model: kernels::fp::fp16_to_fp32."
+        ));
+        let a = m.input("a", IN.bits());
         let y = logic(m, a);
         m.output("y", y);
     }))

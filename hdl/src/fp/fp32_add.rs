@@ -1,8 +1,9 @@
-//! `fp32_add`: binary32 addition, round to nearest even.
+//! `fp_add_e8m23`: binary32 addition, round to nearest even (the unit's name is its
+//! format's, [`Fp32AddConfig::unit_name`]).
 //!
-//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name suffix
-//! `_l<latency>`), one result per cycle. Latency 1 registers the output; latency 2 also
-//! registers the aligned operands.
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name
+//! `fp_add_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; latency
+//! 2 also registers the aligned operands.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_add`): IEEE 754 round to nearest even with
 //! subnormal inputs and results (no flush to zero); x + (−x) = +0 and (−0) + (−0) = −0;
@@ -17,11 +18,12 @@
 use anyhow::Result;
 
 use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
+use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
 
-/// Configuration of `fp32_add`.
+/// Configuration of `fp_add_e8m23`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fp32AddConfig {
     /// Pipeline registers between input and output: 0, 1 or 2.
@@ -30,27 +32,36 @@ pub struct Fp32AddConfig {
 
 impl Fp32AddConfig {
     pub const MAX_LATENCY: u32 = 2;
+    /// The format of the operands and the result.
+    pub const FORMAT: Format = Format::FP32;
 
     pub fn validate(&self) -> Result<()> {
-        crate::check_latency("fp32_add", self.latency, Self::MAX_LATENCY)
+        crate::check_latency(&Self::unit_name(), self.latency, Self::MAX_LATENCY)
     }
 
+    /// The unit's name, from its format: `fp_add_e8m23`.
+    pub fn unit_name() -> String {
+        crate::fp::unit_name("add", &[Self::FORMAT])
+    }
+
+    /// The Verilog module's name: the unit's with the latency, `fp_add_e8m23_l1`.
     pub fn module_name(&self) -> String {
-        format!("fp32_add_l{}", self.latency)
+        format!("{}_l{}", Self::unit_name(), self.latency)
     }
 }
 
-/// Defines `fp32_add_l<latency>` in `d`.
+/// Defines `fp_add_e8m23_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> BinaryBlock {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "fp32_add: binary32 a + b, round to nearest even, subnormals supported.\n\
+            "{}: binary32 a + b, round to nearest even, subnormals supported.\n\
              Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
              Bit-exact model: kernels::fp::fp32_add.",
+            Fp32AddConfig::unit_name(),
             cfg.latency
         ));
-        let a = m.input("a", 32);
-        let b = m.input("b", 32);
+        let a = m.input("a", Fp32AddConfig::FORMAT.bits());
+        let b = m.input("b", Fp32AddConfig::FORMAT.bits());
         let y = logic(m, a, b, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);

@@ -1,22 +1,41 @@
-//! Small binary32 operators of the softmax datapath, each combinational:
+//! Small binary32 operators of the softmax datapath, each combinational and each named by its
+//! format ([`FORMAT`]; [`max_module_name`], [`ceil_module_name`], [`scale2_module_name`]):
 //!
-//! * `fp32_max` (`a`, `b` → `y`): IEEE maximum: NaN if either input is NaN (canonical NaN),
-//!   −0 below +0, −Inf the identity. Model: `kernels::fp::fp32_max`.
-//! * `fp32_ceil` (`a` → `y`): the smallest integer not below `a` (ceil(−0.5) = −0; NaN gives
-//!   the canonical NaN). Model: `kernels::fp::fp32_ceil`.
-//! * `fp32_scale2` (`a`, `n` (8 bits) → `y`): `a · 2^−n`, exact unless the result is subnormal,
-//!   then rounded to nearest even. Model: `kernels::fp::fp32_scale2`.
+//! * `fp_max_e8m23` (`a`, `b` → `y`): IEEE maximum: NaN if either input is NaN (canonical
+//!   NaN), −0 below +0, −Inf the identity. Model: `kernels::fp::fp32_max`.
+//! * `fp_ceil_e8m23` (`a` → `y`): the smallest integer not below `a` (ceil(−0.5) = −0; NaN
+//!   gives the canonical NaN). Model: `kernels::fp::fp32_ceil`.
+//! * `fp_scale2_e8m23` (`a`, `n` (8 bits) → `y`): `a · 2^−n`, exact unless the result is
+//!   subnormal, then rounded to nearest even. Model: `kernels::fp::fp32_scale2`.
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
-use crate::ieee;
+use crate::format::Format;
 use crate::iface::Block;
 use crate::interface;
 use crate::operands::{BinaryBlock, UnaryBlock, Y};
 use crate::{mux, Design, ModuleBuilder, Sig};
 
 interface! {
-    /// `fp32_scale2`'s operands: the value and the exponent decrement.
+    /// `fp_scale2_e8m23`'s operands: the value and the exponent decrement.
     pub struct Scale2 { a, n }
+}
+
+/// The format of the operands and the results.
+pub const FORMAT: Format = Format::FP32;
+
+/// The maximum's unit and module name, from its format: `fp_max_e8m23`.
+pub fn max_module_name() -> String {
+    crate::fp::unit_name("max", &[FORMAT])
+}
+
+/// The ceiling's unit and module name, from its format: `fp_ceil_e8m23`.
+pub fn ceil_module_name() -> String {
+    crate::fp::unit_name("ceil", &[FORMAT])
+}
+
+/// The power-of-two scaling's unit and module name, from its format: `fp_scale2_e8m23`.
+pub fn scale2_module_name() -> String {
+    crate::fp::unit_name("scale2", &[FORMAT])
 }
 
 /// A key whose unsigned order is binary32's total order on non-NaN values.
@@ -38,19 +57,20 @@ pub fn max_logic(m: &mut ModuleBuilder, a: Sig, b: Sig) -> Sig {
     let a_wins = ka.ge(kb);
     let a_wins = m.hint("a_wins", a_wins);
     let y = mux(a_wins, a, b);
-    let nan = m.lit(32, ieee::F32_QNAN);
+    let nan = m.lit(32, Format::FP32.qnan());
     mux(is_nan, nan, y)
 }
 
-/// Defines `fp32_max`.
+/// Defines `fp_max_e8m23`.
 pub fn build_max(d: &mut Design) -> BinaryBlock {
-    Block::of(d.define("fp32_max", |_, m| {
-        m.doc(
-            "fp32_max: IEEE maximum of binary32 a and b: NaN in -> 0x7FC00000, -0 < +0.\n\
-             Combinational. Bit-exact model: kernels::fp::fp32_max.",
-        );
-        let a = m.input("a", 32);
-        let b = m.input("b", 32);
+    let name = max_module_name();
+    Block::of(d.define(&name, |_, m| {
+        m.doc(&format!(
+            "{name}: IEEE maximum of binary32 a and b: NaN in -> 0x7FC00000, -0 < +0.\n\
+             Combinational. Bit-exact model: kernels::fp::fp32_max."
+        ));
+        let a = m.input("a", FORMAT.bits());
+        let b = m.input("b", FORMAT.bits());
         let y = max_logic(m, a, b);
         m.output("y", y);
     }))
@@ -85,24 +105,25 @@ pub fn ceil_logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let positive = !negative;
     let round_up = round_up & positive;
     let in_range = mux(round_up, up, truncated);
-    let one = m.lit(32, ieee::F32_ONE);
-    let neg_zero = m.lit(32, ieee::F32_NEG_ZERO);
+    let one = m.lit(32, Format::FP32.one());
+    let neg_zero = m.lit(32, Format::FP32.neg_zero());
     let small = mux(negative, neg_zero, one);
     let keep = integral | u.is_zero;
     let y = mux(below_one, small, in_range);
     let y = mux(keep, a, y);
-    let nan = m.lit(32, ieee::F32_QNAN);
+    let nan = m.lit(32, Format::FP32.qnan());
     mux(u.is_nan, nan, y)
 }
 
-/// Defines `fp32_ceil`.
+/// Defines `fp_ceil_e8m23`.
 pub fn build_ceil(d: &mut Design) -> UnaryBlock {
-    Block::of(d.define("fp32_ceil", |_, m| {
-        m.doc(
-            "fp32_ceil: smallest integer not below binary32 a (ceil(-0.5) = -0).\n\
-             Combinational. Bit-exact model: kernels::fp::fp32_ceil.",
-        );
-        let a = m.input("a", 32);
+    let name = ceil_module_name();
+    Block::of(d.define(&name, |_, m| {
+        m.doc(&format!(
+            "{name}: smallest integer not below binary32 a (ceil(-0.5) = -0).\n\
+             Combinational. Bit-exact model: kernels::fp::fp32_ceil."
+        ));
+        let a = m.input("a", FORMAT.bits());
         let y = ceil_logic(m, a);
         m.output("y", y);
     }))
@@ -119,19 +140,20 @@ pub fn scale2_logic(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Sig {
     let scaled = round_pack_f32(m, u.sign, sig, exp, zero1);
     let keep = u.is_inf | u.is_zero;
     let y = mux(keep, a, scaled);
-    let nan = m.lit(32, ieee::F32_QNAN);
+    let nan = m.lit(32, Format::FP32.qnan());
     mux(u.is_nan, nan, y)
 }
 
-/// Defines `fp32_scale2`.
+/// Defines `fp_scale2_e8m23`.
 pub fn build_scale2(d: &mut Design) -> Block<Scale2, Y<u32>> {
-    Block::of(d.define("fp32_scale2", |_, m| {
-        m.doc(
-            "fp32_scale2: binary32 a * 2^-n for n = 0..255: exact unless the result is\n\
+    let name = scale2_module_name();
+    Block::of(d.define(&name, |_, m| {
+        m.doc(&format!(
+            "{name}: binary32 a * 2^-n for n = 0..255: exact unless the result is\n\
              subnormal, then rounded to nearest even. Combinational.\n\
-             Bit-exact model: kernels::fp::fp32_scale2.",
-        );
-        let a = m.input("a", 32);
+             Bit-exact model: kernels::fp::fp32_scale2."
+        ));
+        let a = m.input("a", FORMAT.bits());
         let n = m.input("n", 8);
         let y = scale2_logic(m, a, n);
         m.output("y", y);

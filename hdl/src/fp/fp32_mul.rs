@@ -1,8 +1,9 @@
-//! `fp32_mul`: binary32 multiplication, round to nearest even.
+//! `fp_mul_e8m23`: binary32 multiplication, round to nearest even (the unit's name is its
+//! format's, [`Fp32MulConfig::unit_name`]).
 //!
-//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name suffix
-//! `_l<latency>`), one result per cycle. Latency 1 registers the output; latency 2 also
-//! registers the significand product.
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name
+//! `fp_mul_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; latency
+//! 2 also registers the significand product.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_mul`): subnormal inputs are normalized first
 //! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
@@ -11,11 +12,12 @@
 use anyhow::Result;
 
 use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
+use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
-/// Configuration of `fp32_mul`.
+/// Configuration of `fp_mul_e8m23`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fp32MulConfig {
     /// Pipeline registers: 0, 1 or 2.
@@ -24,27 +26,36 @@ pub struct Fp32MulConfig {
 
 impl Fp32MulConfig {
     pub const MAX_LATENCY: u32 = 2;
+    /// The format of the operands and the result.
+    pub const FORMAT: Format = Format::FP32;
 
     pub fn validate(&self) -> Result<()> {
-        crate::check_latency("fp32_mul", self.latency, Self::MAX_LATENCY)
+        crate::check_latency(&Self::unit_name(), self.latency, Self::MAX_LATENCY)
     }
 
+    /// The unit's name, from its format: `fp_mul_e8m23`.
+    pub fn unit_name() -> String {
+        crate::fp::unit_name("mul", &[Self::FORMAT])
+    }
+
+    /// The Verilog module's name: the unit's with the latency, `fp_mul_e8m23_l1`.
     pub fn module_name(&self) -> String {
-        format!("fp32_mul_l{}", self.latency)
+        format!("{}_l{}", Self::unit_name(), self.latency)
     }
 }
 
-/// Defines `fp32_mul_l<latency>` in `d`.
+/// Defines `fp_mul_e8m23_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> BinaryBlock {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "fp32_mul: binary32 a * b, round to nearest even, subnormals supported.\n\
+            "{}: binary32 a * b, round to nearest even, subnormals supported.\n\
              Latency {} cycle(s), one result per cycle. NaN results are 0x7FC00000.\n\
              Bit-exact model: kernels::fp::fp32_mul.",
+            Fp32MulConfig::unit_name(),
             cfg.latency
         ));
-        let a = m.input("a", 32);
-        let b = m.input("b", 32);
+        let a = m.input("a", Fp32MulConfig::FORMAT.bits());
+        let b = m.input("b", Fp32MulConfig::FORMAT.bits());
         let y = logic(m, a, b, cfg.latency);
         m.output("y", y);
         m.set_latency(cfg.latency);

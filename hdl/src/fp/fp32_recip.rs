@@ -1,4 +1,5 @@
-//! `fp32_recip`: correctly rounded binary32 reciprocal, one quotient bit per cycle.
+//! `fp_recip_e8m23`: correctly rounded binary32 reciprocal, one quotient bit per cycle (the
+//! unit's name is its format's, [`module_name`]).
 //!
 //! Ports: `start`, `x` (32 bits) → `busy`, `done`, `y` (32 bits). A cycle with `start` high
 //! takes `x` (restarting any division under way); `done` is high for one cycle exactly
@@ -14,7 +15,7 @@
 //! 28 bits and a sticky bit from the final remainder go to the shared round-and-pack logic.
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
-use crate::ieee;
+use crate::format::Format;
 use crate::iface::Block;
 use crate::interface;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
@@ -34,19 +35,26 @@ const STEPS: u64 = 28;
 /// Cycles from a start to `done`: one to load, then one per quotient bit.
 pub const LATENCY: u32 = STEPS as u32 + 1;
 
-/// Module name (the block has no parameters).
-pub const MODULE_NAME: &str = "fp32_recip";
+/// The format of the operand and the result.
+pub const FORMAT: Format = Format::FP32;
 
-/// Defines `fp32_recip`.
+/// The unit's and its module's name, from its format (the block has no parameters):
+/// `fp_recip_e8m23`.
+pub fn module_name() -> String {
+    crate::fp::unit_name("recip", &[FORMAT])
+}
+
+/// Defines `fp_recip_e8m23`.
 pub fn build(d: &mut Design) -> Block<RecipIn, RecipOut<u32>> {
-    Block::of(d.define(MODULE_NAME, |_, m| {
+    let name = module_name();
+    Block::of(d.define(&name, |_, m| {
         m.doc(&format!(
-            "fp32_recip: correctly rounded binary32 1/x (round to nearest even), sequential.\n\
+            "{name}: correctly rounded binary32 1/x (round to nearest even), sequential.\n\
              start takes x; done pulses {LATENCY} cycles later, then y holds 1/x until the next\n\
              start. Bit-exact model: kernels::fp::fp32_recip."
         ));
         let start = m.input("start", 1);
-        let x = m.input("x", 32);
+        let x = m.input("x", FORMAT.bits());
         logic(m, start, x);
         m.set_latency(LATENCY);
     }))
@@ -119,8 +127,8 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let sticky = remainder.q.any();
     let rounded = round_pack_f32(m, sign_q, sig28, y_exp, sticky);
 
-    let nan = m.lit(32, ieee::F32_QNAN);
-    let inf_bits = m.lit(31, ieee::F32_INF);
+    let nan = m.lit(32, Format::FP32.qnan());
+    let inf_bits = m.lit(31, Format::FP32.inf());
     let inf = cat(&[sign_q, inf_bits]);
     let zero_bits = m.zero(31);
     let zero = cat(&[sign_q, zero_bits]);

@@ -1,4 +1,5 @@
-//! `fp32_to_fp16`: binary32 → binary16, round to nearest even.
+//! `fp_cvt_e8m23_e5m10`: binary32 → binary16, round to nearest even (the unit's name is its
+//! formats', [`module_name`]).
 //!
 //! Ports: `a` (32 bits) → `y` (16 bits). Combinational (latency 0).
 //!
@@ -7,22 +8,31 @@
 //! subnormals give ±0; NaN gives the canonical NaN 0x7E00.
 
 use crate::arith::{clamp, shift_right_sticky};
-use crate::ieee;
+use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::UnaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
-/// Module name (the block has no parameters).
-pub const MODULE_NAME: &str = "fp32_to_fp16";
+/// The format converted from.
+pub const IN: Format = Format::FP32;
+/// The format converted to.
+pub const OUT: Format = Format::FP16;
 
-/// Defines `fp32_to_fp16` in `d`.
+/// The unit's and its module's name, from its formats (the block has no parameters):
+/// `fp_cvt_e8m23_e5m10`.
+pub fn module_name() -> String {
+    crate::fp::unit_name("cvt", &[IN, OUT])
+}
+
+/// Defines `fp_cvt_e8m23_e5m10` in `d`.
 pub fn build(d: &mut Design) -> UnaryBlock {
-    Block::of(d.define(MODULE_NAME, |_, m| {
-        m.doc(
-            "fp32_to_fp16: binary32 -> binary16, round to nearest even. Combinational.\n\
-             Overflow gives Inf, NaN results are 0x7E00. Bit-exact model: kernels::fp::fp32_to_fp16.",
-        );
-        let a = m.input("a", 32);
+    let name = module_name();
+    Block::of(d.define(&name, |_, m| {
+        m.doc(&format!(
+            "{name}: binary32 -> binary16, round to nearest even. Combinational.\n\
+             Overflow gives Inf, NaN results are 0x7E00. Bit-exact model: kernels::fp::fp32_to_fp16."
+        ));
+        let a = m.input("a", IN.bits());
         let y = logic(m, a);
         m.output("y", y);
     }))
@@ -81,8 +91,8 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let packed = packed + round15;
     let finite = cat(&[sign, packed]);
 
-    let nan = m.lit(16, ieee::F16_QNAN);
-    let inf_bits = m.lit(15, ieee::F16_INF);
+    let nan = m.lit(16, Format::FP16.qnan());
+    let inf_bits = m.lit(15, Format::FP16.inf());
     let inf = cat(&[sign, inf_bits]);
     let zero_bits = m.zero(15);
     let zero = cat(&[sign, zero_bits]);

@@ -1,5 +1,15 @@
 //! Floating-point units: IEEE binary16/binary32 multipliers, adder, conversions, max, ceil,
-//! scale by a power of two, reciprocal, and the building blocks they share (`arith`, `ieee`).
+//! scale by a power of two, reciprocal, and the building blocks they share (`arith`; the
+//! encodings are `crate::format::Format`'s).
+//!
+//! A unit is named by its operation and number formats, as HardFloat names its modules:
+//! `fp_<op>_<format>` when operands and result share one format (`fp_add_e8m23`), and
+//! `fp_<op>_<in>_<out>` when they differ (`fp_mul_e5m10_e8m23`, the exact widening product;
+//! `fp_cvt_e8m23_e5m10`). [`unit_name`] builds every such name from the formats' own
+//! [`Format::name`]; a unit with a latency parameter appends `_l<latency>` for its Verilog
+//! module.
+
+use crate::format::Format;
 
 pub mod arith;
 pub mod fp16_mul;
@@ -9,4 +19,28 @@ pub mod fp32_misc;
 pub mod fp32_mul;
 pub mod fp32_recip;
 pub mod fp32_to_fp16;
-pub mod ieee;
+
+/// The name of the floating-point unit doing `op` on `formats`: `fp_<op>` followed by each
+/// format's [`Format::name`] (the input format, then the output format where it differs).
+pub fn unit_name(op: &str, formats: &[Format]) -> String {
+    let mut name = format!("fp_{op}");
+    for f in formats {
+        name.push('_');
+        name.push_str(&f.name());
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_named_by_their_formats() {
+        assert_eq!(unit_name("add", &[Format::FP32]), "fp_add_e8m23");
+        assert_eq!(
+            unit_name("mul", &[Format::FP16, Format::FP32]),
+            "fp_mul_e5m10_e8m23"
+        );
+    }
+}

@@ -1,7 +1,9 @@
-//! `exp2`: y = 2^x for binary32 x, pipelined, one result per cycle.
+//! `fp_exp2_e8m23`: y = 2^x for binary32 x, pipelined, one result per cycle (the unit's name
+//! is its format's, [`Exp2Config::unit_name`]).
 //!
-//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 (module name `exp2_l<latency>`):
-//! latency 1 registers the output, latency 2 also the table lookup.
+//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 (module name
+//! `fp_exp2_e8m23_l<latency>`): latency 1 registers the output, latency 2 also the table
+//! lookup.
 //!
 //! Algorithm (bit-exact model: `kernels::fp::exp2`): X = floor(x · 2^24) in fixed point, so
 //! x = n + f with n = X >> 24 and f the low 24 bits; 2^f is read from a 64-segment table by
@@ -14,7 +16,7 @@
 use anyhow::Result;
 
 use crate::arith::{round_pack_f32, unpack};
-use crate::ieee;
+use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::{X, Y};
 use crate::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
@@ -29,7 +31,7 @@ pub fn table() -> Vec<u64> {
         .collect()
 }
 
-/// Configuration of `exp2`.
+/// Configuration of `fp_exp2_e8m23`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Exp2Config {
     pub latency: u32,
@@ -37,23 +39,32 @@ pub struct Exp2Config {
 
 impl Exp2Config {
     pub const MAX_LATENCY: u32 = 2;
+    /// The format of the operand and the result.
+    pub const FORMAT: Format = Format::FP32;
 
     pub fn validate(&self) -> Result<()> {
-        crate::check_latency("exp2", self.latency, Self::MAX_LATENCY)
+        crate::check_latency(&Self::unit_name(), self.latency, Self::MAX_LATENCY)
     }
 
+    /// The unit's name, from its format: `fp_exp2_e8m23`.
+    pub fn unit_name() -> String {
+        crate::fp::unit_name("exp2", &[Self::FORMAT])
+    }
+
+    /// The Verilog module's name: the unit's with the latency, `fp_exp2_e8m23_l2`.
     pub fn module_name(&self) -> String {
-        format!("exp2_l{}", self.latency)
+        format!("{}_l{}", Self::unit_name(), self.latency)
     }
 }
 
-/// Defines `exp2_l<latency>`.
+/// Defines `fp_exp2_e8m23_l<latency>`.
 pub fn build(d: &mut Design, cfg: &Exp2Config) -> Block<X, Y<u32>> {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "exp2: y = 2^x (binary32), 64-segment table with linear interpolation.\n\
+            "{}: y = 2^x (binary32), 64-segment table with linear interpolation.\n\
              Latency {} cycle(s), one result per cycle. NaN -> 0x7FC00000, x >= 128 -> +Inf,\n\
              x <= -152 -> +0. Bit-exact model: kernels::fp::exp2.",
+            Exp2Config::unit_name(),
             cfg.latency
         ));
         let x = m.input("x", 32);
@@ -138,8 +149,8 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let zero1 = m.zero(1);
     let y = round_pack_f32(m, zero1, frac, exp, zero1);
 
-    let nan = m.lit(32, ieee::F32_QNAN);
-    let inf = m.lit(32, ieee::F32_INF);
+    let nan = m.lit(32, Format::FP32.qnan());
+    let inf = m.lit(32, Format::FP32.inf());
     let zero = m.zero(32);
     let y = mux(tiny, zero, y);
     let y = mux(big, inf, y);

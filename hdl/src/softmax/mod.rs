@@ -24,11 +24,11 @@ pub mod row_reduce;
 use anyhow::Result;
 
 use crate::exp2::Exp2Config;
+use crate::format::Format;
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::fp32_misc;
 use crate::fp32_misc::Scale2;
 use crate::fp32_mul::{self, Fp32MulConfig};
-use crate::ieee;
 use crate::iface::Block;
 use crate::interface;
 use crate::operands::{Binary, Unary, X};
@@ -108,7 +108,7 @@ pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
         let blk_max = m.input("blk_max", 32);
         let blk_sum = m.input("blk_sum", 32);
         let c = m.input("c", 32);
-        let m_reg = m.reg("m", 32, Some(ieee::F32_NEG_INF));
+        let m_reg = m.reg("m", 32, Some(Format::FP32.neg_inf()));
         let l_reg = m.reg("l", 32, Some(0));
         let shift_reg = m.reg("shift", 8, Some(0));
 
@@ -121,7 +121,7 @@ pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
         // While the max is still −Inf the rescale is 1 (FlashAttention's rule), not
         // 2^(−Inf + Inf).
         let shift_sat = saturate_shift(m, delta);
-        let m_new_neg_inf = m_new.eq(ieee::F32_NEG_INF);
+        let m_new_neg_inf = m_new.eq(Format::FP32.neg_inf());
         let m_new_neg_inf = m.name("m_new_neg_inf", m_new_neg_inf);
         let zero_shift = m.zero(8);
         let shift_new = mux(m_new_neg_inf, zero_shift, shift_sat);
@@ -138,7 +138,7 @@ pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
         let is_init = op.eq(RowOp::Init as u64);
         let is_max = op.eq(RowOp::Max as u64);
         let is_sum = op.eq(RowOp::Sum as u64);
-        let neg_inf = m.lit(32, ieee::F32_NEG_INF);
+        let neg_inf = m.lit(32, Format::FP32.neg_inf());
         let zero32 = m.zero(32);
         let zero8 = m.zero(8);
         let m_d = mux(is_init, neg_inf, m_new);
@@ -208,7 +208,7 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
         let t = m.instantiate(&mul, "u_scale", &Binary { a: s, b: c }).y;
         // While the running max is −Inf, +0 is subtracted: a −Inf score then gives +0, not
         // exp2(−Inf + Inf) = NaN.
-        let m_neg_inf = row_max.eq(ieee::F32_NEG_INF);
+        let m_neg_inf = row_max.eq(Format::FP32.neg_inf());
         let m_neg_inf = m.name("m_neg_inf", m_neg_inf);
         let zero32 = m.zero(32);
         let row_max = mux(m_neg_inf, zero32, row_max);

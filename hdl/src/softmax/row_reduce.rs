@@ -5,7 +5,7 @@
 //! ceil(log2 C) cycles (0 for C = 1) and a new row is accepted every cycle. At each level
 //! neighbours (0, 1), (2, 3), ... combine and an odd last value passes through: the association
 //! order of `kernels::reduce::tree`, which the sum reproduces bit for bit. The max is IEEE
-//! (`fp32_max`: NaN propagates, −Inf is the identity); the sum uses `fp32_add_l0`. Reductions
+//! (`fp_max_e8m23`: NaN propagates, −Inf is the identity); the sum uses `fp_add_e8m23_l0`. Reductions
 //! run along array rows only.
 
 use anyhow::{ensure, Result};

@@ -91,7 +91,7 @@ impl PeRowConfig {
             mask_pv: self.a * self.bc(),
             mask_sp: self.a * self.bc(),
             pv_block_start: 1,
-            c_const: 32,
+            c_const: self.elem_bits().1,
             out_f32: 1,
             step: self.step_widths(),
             step_pv: self.step_widths(),

@@ -137,7 +137,7 @@ impl PeRowConfig {
         let per = f.elems_per_word().0;
         f.s_in_sram().then(|| crate::sram::SramConfig {
             depth: (1 << (self.ii_bits() + self.word_bits(per))) / f.banks(),
-            width: 32 * per,
+            width: self.elem_bits().1 * per,
             ports: 1,
             blackbox: f.blackbox(),
         })
@@ -249,10 +249,12 @@ impl PeRowConfig {
         self.flow().mac_tiers()
     }
 
-    /// Width of a row's per-cycle vertical-link bit count: a weight up (16) and an O value
-    /// down (32), and in three tiers a score up from every PE (32 · C).
+    /// Width of a row's per-cycle vertical-link bit count: a weight up (an operand) and an O
+    /// value down (an accumulator value), and in three tiers a score up from every PE.
     pub fn vlink_width(&self) -> u32 {
-        bits_for(48 + 32 * self.cols as u64 * self.softmax_tier() as u64)
+        let (op, acc) = self.elem_bits();
+        let scores = acc as u64 * self.cols as u64 * self.softmax_tier() as u64;
+        bits_for(op as u64 + acc as u64 + scores)
     }
 
     /// Registers the mapping needs per PE.
@@ -272,9 +274,10 @@ impl PeRowConfig {
         addr_bits(self.bc())
     }
 
-    /// Beats per O row in FP16 (the staging buffer holds FP32 rows: twice as many).
+    /// Beats per O row in the short output format (the staging buffer holds rows of
+    /// accumulator values: twice as many).
     pub fn beat_bits(&self) -> u32 {
-        addr_bits((self.d() * 32).div_ceil(self.mem_width))
+        addr_bits((self.d() * self.elem_bits().1).div_ceil(self.mem_width))
     }
 
     pub fn module_name(&self) -> String {

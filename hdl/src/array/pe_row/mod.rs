@@ -164,7 +164,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let masked = m.name("masked", sweep_mask(cfg, i.mask_sp, &e));
     let sw = sweep_read(m, cfg, parts, &e, value, masked);
     let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
-    max_sweep(m, &sw, &sm, start_sweep);
+    max_sweep(m, cfg, &sw, &sm, start_sweep);
     let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank);
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
     let idle = sequencing(

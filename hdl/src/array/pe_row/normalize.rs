@@ -2,7 +2,6 @@
 
 use super::{Engine, EngineRegs, Parts, PeRowConfig, RowIn, RowStore, SoftmaxRows};
 use crate::fp32_recip::RecipIn;
-use crate::ieee;
 use crate::operands::Binary;
 use crate::{addr_bits, cat, mux, ModuleBuilder, Sig};
 
@@ -30,7 +29,7 @@ pub(super) fn readout(
     let recip_done = rc.done;
     m.discard(rc.busy);
     let zeros = m.name("row_is_zero", sm.cur_l_zero | i.ro.zero);
-    let one = m.lit(long, ieee::F32_ONE);
+    let one = m.lit(long, f.acc.one());
     let r = m.reg("r", long, Some(0));
     m.set_next(r, mux(zeros, one, rc.y));
     m.set_enable(r, recip_done);

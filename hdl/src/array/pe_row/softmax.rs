@@ -4,7 +4,6 @@
 use super::banks::{banked, element, gather, PBank, Word};
 use super::{EngineRegs, Parts, PeRowConfig, RowIn};
 use crate::fault::Fault;
-use crate::ieee;
 use crate::operands::{Binary, X};
 use crate::softmax::{ExpIn, RowOp, RowOpIn};
 use crate::sram::SramIn;
@@ -34,8 +33,9 @@ pub(super) fn softmax_rows(
     let a_n = cfg.a;
     let row_op = m.net("row_op", 2);
     let row_sel = m.net("row_sel", a_n);
-    let blk_max = m.net("blk_max", 32);
-    let blk_sum = m.net("blk_sum", 32);
+    let acc = cfg.elem_bits().1;
+    let blk_max = m.net("blk_max", acc);
+    let blk_sum = m.net("blk_sum", acc);
     let mut row_outs = vec![];
     let mut shift_slots = vec![];
     for r in 0..a_n {
@@ -177,7 +177,7 @@ pub(super) fn sweep_read(
     };
     let word_rd = banked(m, bank, "s_bank", ins, cfg.banks());
     let field_rd = word.field.map(|(f, _, _)| m.delay("s_field_rd", f));
-    let value = element(word_rd, 32, field_rd);
+    let value = element(word_rd, cfg.elem_bits().1, field_rd);
     let at_end = and_all(&[
         e.jj.q.eq((cfg.b - 1) as u64),
         e.cc.q.eq((cfg.cols - 1) as u64),
@@ -198,10 +198,17 @@ pub(super) fn sweep_read(
 }
 
 /// Max sweep: the running max of the row's scores (masked ones are −Inf), the block max.
-pub(super) fn max_sweep(m: &mut ModuleBuilder, sw: &SweepRead, sm: &SoftmaxRows, start_sweep: Sig) {
-    let neg_inf = m.lit(32, ieee::F32_NEG_INF);
+pub(super) fn max_sweep(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    sw: &SweepRead,
+    sm: &SoftmaxRows,
+    start_sweep: Sig,
+) {
+    let acc = cfg.pe.mac.formats().acc;
+    let neg_inf = m.lit(acc.bits(), acc.neg_inf());
     let candidate = mux(sw.masked, neg_inf, sw.value);
-    let run_max = m.reg("run_max", 32, Some(ieee::F32_NEG_INF));
+    let run_max = m.reg("run_max", acc.bits(), Some(acc.neg_inf()));
     let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
     m.set_next(run_max, mux(start_sweep, neg_inf, maxed));
     m.set_enable(run_max, sw.in_max | start_sweep);
@@ -264,7 +271,7 @@ pub(super) fn exp_sweep(
     m.drive(p_bank.waddr, waddr);
     m.drive(p_bank.wdata, wdata);
     let wide = crate::fp16_to_fp32::logic(m, p);
-    let chain = m.reg("chain", 32, Some(0));
+    let chain = m.reg("chain", cfg.elem_bits().1, Some(0));
     let chain_in = Binary {
         a: chain.q,
         b: wide,

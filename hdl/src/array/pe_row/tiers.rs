@@ -95,11 +95,11 @@ pub(super) struct Pes {
 impl Pes {
     /// A tier's outputs, per PE.
     pub(super) fn of(cfg: &PeRowConfig, t: &TierOut) -> Pes {
-        let c_n = cfg.cols;
+        let (c_n, acc) = (cfg.cols, cfg.elem_bits().1);
         let bits = |x: Sig| (0..c_n).map(|c| x.bit(c)).collect::<Vec<Sig>>();
         Pes {
             rd_datas: (0..c_n)
-                .map(|c| t.rd_data.slice(32 * c + 31, 32 * c))
+                .map(|c| t.rd_data.slice(acc * c + acc - 1, acc * c))
                 .collect(),
             acc_reads: bits(t.acc_read),
             rf_writes: bits(t.rf_write),
