@@ -5,7 +5,17 @@
 //! bounded wait.
 
 use anyhow::{bail, Result};
+use hdl::soc::csr::{AxilIn, AxilOut};
 use verilator_tb::Dut;
+
+/// The slave's port prefix.
+const PREFIX: &str = "s_axil";
+
+/// Presents the master's outputs `ins` and returns the slave's outputs.
+fn exchange(dut: &mut Dut, ins: &AxilIn<u64>) -> AxilOut<u64> {
+    dut.set_all(PREFIX, ins);
+    dut.get_all(PREFIX, &AxilOut::widths())
+}
 
 /// A transaction's delays in cycles: before AW (or AR) valid, before W valid, before B (or R)
 /// ready once the response could be taken.
@@ -28,9 +38,12 @@ pub fn write(
     d: Delays,
     tick: &mut dyn FnMut(&mut Dut) -> Result<()>,
 ) -> Result<u8> {
-    dut.set("s_axil_awaddr", addr as u64);
-    dut.set("s_axil_wdata", data as u64);
-    dut.set("s_axil_wstrb", strb as u64);
+    let mut ins = AxilIn {
+        awaddr: addr as u64,
+        wdata: data as u64,
+        wstrb: strb as u64,
+        ..AxilIn::default()
+    };
     let (mut aw_done, mut w_done) = (false, false);
     let mut t = 0u32;
     let mut b_wait = 0u32;
@@ -38,12 +51,13 @@ pub fn write(
         let aw_v = !aw_done && t >= d.addr;
         let w_v = !w_done && t >= d.data;
         let b_r = aw_done && w_done && b_wait >= d.resp;
-        dut.set("s_axil_awvalid", aw_v as u64);
-        dut.set("s_axil_wvalid", w_v as u64);
-        dut.set("s_axil_bready", b_r as u64);
-        let aw_hs = aw_v && dut.get("s_axil_awready") == 1;
-        let w_hs = w_v && dut.get("s_axil_wready") == 1;
-        let b = (b_r && dut.get("s_axil_bvalid") == 1).then(|| dut.get("s_axil_bresp") as u8);
+        ins.awvalid = aw_v as u64;
+        ins.wvalid = w_v as u64;
+        ins.bready = b_r as u64;
+        let o = exchange(dut, &ins);
+        let aw_hs = aw_v && o.awready == 1;
+        let w_hs = w_v && o.wready == 1;
+        let b = (b_r && o.bvalid == 1).then_some(o.bresp as u8);
         tick(dut)?;
         aw_done |= aw_hs;
         w_done |= w_hs;
@@ -68,22 +82,21 @@ pub fn read(
     d: Delays,
     tick: &mut dyn FnMut(&mut Dut) -> Result<()>,
 ) -> Result<(u32, u8)> {
-    dut.set("s_axil_araddr", addr as u64);
+    let mut ins = AxilIn {
+        araddr: addr as u64,
+        ..AxilIn::default()
+    };
     let mut ar_done = false;
     let mut t = 0u32;
     let mut r_wait = 0u32;
     loop {
         let ar_v = !ar_done && t >= d.addr;
         let r_r = ar_done && r_wait >= d.resp;
-        dut.set("s_axil_arvalid", ar_v as u64);
-        dut.set("s_axil_rready", r_r as u64);
-        let ar_hs = ar_v && dut.get("s_axil_arready") == 1;
-        let r = (r_r && dut.get("s_axil_rvalid") == 1).then(|| {
-            (
-                dut.get("s_axil_rdata") as u32,
-                dut.get("s_axil_rresp") as u8,
-            )
-        });
+        ins.arvalid = ar_v as u64;
+        ins.rready = r_r as u64;
+        let o = exchange(dut, &ins);
+        let ar_hs = ar_v && o.arready == 1;
+        let r = (r_r && o.rvalid == 1).then_some((o.rdata as u32, o.rresp as u8));
         tick(dut)?;
         ar_done |= ar_hs;
         if ar_done {
@@ -102,13 +115,5 @@ pub fn read(
 
 /// Every master output low.
 pub fn idle(dut: &mut Dut) {
-    for p in [
-        "s_axil_awvalid",
-        "s_axil_wvalid",
-        "s_axil_bready",
-        "s_axil_arvalid",
-        "s_axil_rready",
-    ] {
-        dut.set(p, 0);
-    }
+    dut.set_all(PREFIX, &AxilIn::default());
 }

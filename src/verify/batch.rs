@@ -11,6 +11,7 @@ use anyhow::{bail, ensure, Result};
 use hdl::core::ports::Problem;
 use hdl::core::CoreParams;
 use hdl::iface::Ports;
+use hdl::soc::batch::VarlenRegs;
 use kernels::batch::{BatchRegs, Launch, Outcome};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
@@ -141,12 +142,15 @@ pub fn run(model: &Model, p: &CoreParams, s: &Scenario) -> Result<u64> {
         core_fault: None,
     };
     let mut link = MemPort::new(&dut, &p.dma, &timing)?;
-    for ((name, _), v) in fields(p).iter().zip(&s.problem) {
-        dut.set(&format!("csr_{name}"), *v);
-    }
-    dut.set("batch", s.batch);
-    dut.set("cu_q_addr", s.cu_q_addr);
-    dut.set("cu_k_addr", s.cu_k_addr);
+    let mut regs = s.problem.iter();
+    let problem = Problem::widths(p).map("", &mut |_, _| *regs.next().expect("every field"));
+    dut.set_all("csr", &problem);
+    let varlen = VarlenRegs {
+        batch: s.batch,
+        cu_q_addr: s.cu_q_addr,
+        cu_k_addr: s.cu_k_addr,
+    };
+    dut.set_all("", &varlen);
     dut.set("addr_over", s.addr_over as u64);
     let want = s.expected(p);
     let mut core = Core::default();
@@ -221,21 +225,19 @@ fn batch_once(
         link.present(dut, mem);
         if dut.get("core_start") == 1 {
             ensure!(!core.busy, "the core was started while busy");
-            let v = |dut: &mut Dut, n: &str| dut.get(&format!("core_{n}"));
-            let addr = ["q_addr", "k_addr", "v_addr", "o_addr"].map(|n| v(dut, n));
+            let got = dut.get_all("core", &Problem::widths(p));
             let launch = Launch {
-                addr,
-                q_len: v(dut, "q_len"),
-                k_len: v(dut, "k_len"),
+                addr: [got.q_addr, got.k_addr, got.v_addr, got.o_addr],
+                q_len: got.q_len,
+                k_len: got.k_len,
                 keep_counters: dut.get("core_keep_counters") == 1,
             };
             // Everything else reaches the core as the registers hold it.
-            for (k, (n, _)) in names.iter().enumerate() {
+            for (k, ((n, _), (_, got))) in names.iter().zip(got.named()).enumerate() {
                 let passed = !matches!(
                     n.as_str(),
                     "q_addr" | "k_addr" | "v_addr" | "o_addr" | "q_len" | "k_len"
                 );
-                let got = v(dut, n);
                 ensure!(
                     !passed || got == s.problem[k],
                     "launch {}: core_{n} = {got:#x}, the register holds {:#x}",

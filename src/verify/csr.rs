@@ -8,7 +8,10 @@
 use std::cell::RefCell;
 
 use anyhow::Result;
+use hdl::core::ports::{Counters, Problem};
 use hdl::core::{CoreParams, COUNTERS};
+use hdl::iface::Ports;
+use hdl::soc::batch::VarlenRegs;
 use hdl::soc::regmap::{self, Kind, ProblemReg};
 use kernels::csr::{AddressCheck, CoreStatus, Csr, Reg};
 use proptest::prelude::*;
@@ -159,9 +162,9 @@ fn apply(dut: &mut Dut, st: &CoreStatus) {
     dut.set("busy", st.busy as u64);
     dut.set("done", st.done as u64);
     dut.set("error", st.error as u64);
-    for (name, &v) in COUNTERS.iter().zip(&st.counters) {
-        dut.set(name, v);
-    }
+    let mut values = st.counters.iter();
+    let counters = Counters::widths().map("", &mut |_, _| *values.next().expect("every counter"));
+    dut.set_all("", &counters);
 }
 
 /// The problem outputs and `irq` against the model's registers.
@@ -171,7 +174,11 @@ fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
             .iter()
             .position(|&v| v == ProblemReg::Flags)?,
     );
+    let got = dut.get_all("", &Problem::widths(p));
+    let got_varlen = dut.get_all("", &VarlenRegs::widths(p));
+    let mut values = got.named().into_iter().chain(got_varlen.named());
     for (port, w) in hdl::soc::csr::launch_ports(p) {
+        let (_, got) = values.next().expect("every launch port");
         let want = match port.as_str() {
             "causal" => flags & 1,
             "out_f32" => flags >> 1 & 1,
@@ -180,7 +187,6 @@ fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
                 m.value(i) & (u64::MAX >> (64 - w))
             }
         };
-        let got = dut.get(&port);
         if got != want {
             return Some(format!("{port} = {got:#x}, model {want:#x}"));
         }

@@ -243,14 +243,21 @@ fn reg_set(m: &mut ModuleBuilder, r: RegHandle, d: Sig, en: Sig) {
     m.set_enable(r, en);
 }
 
+/// The core's block: its typed ports.
+pub type CoreBlock = Block<CoreIn, CoreOut<u32>>;
+
 /// Defines the core.
 pub fn build(d: &mut Design, p: &CoreParams) -> ModRef {
+    block(d, p).module
+}
+
+/// Defines the core; returns its typed block.
+pub fn block(d: &mut Design, p: &CoreParams) -> CoreBlock {
     let engine = build_engine(d, p);
     let (inputs, outputs) = (CoreIn::widths(p), CoreOut::widths(p));
     d.define_block(&p.module_name(), &inputs, outputs, |_, m, i| {
         abort_wrapper(m, &engine, &i)
     })
-    .module
 }
 
 /// The core's top: the engine, and what happens when a DMA descriptor is refused or software

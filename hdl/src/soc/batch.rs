@@ -29,10 +29,12 @@
 use super::regmap::{ERR_ABORTED, ERR_ADDRESS, ERR_BATCH};
 use crate::core::ports::Problem;
 use crate::core::CoreParams;
-use crate::dma::{AxiIn, MemIf, MemIn, MemReq};
+use crate::dma::{AxiIn, AxiOut, MemIf, MemIn, MemReq};
 use crate::fsm::Fsm;
-use crate::iface::Ports;
-use crate::{and_all, mux, mux_index, or_all, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+use crate::iface::Block;
+use crate::{
+    and_all, group, interface, mux, mux_index, or_all, Design, ModuleBuilder, RegHandle, Sig,
+};
 
 crate::states! {
     /// The batch: idle; reading an offset word (presenting the read, waiting for its beat);
@@ -43,88 +45,126 @@ crate::states! {
     }
 }
 
-/// The batch registers' ports (from the register block): sequences, and the two lists.
-pub fn batch_ports(p: &CoreParams) -> Vec<(String, u32)> {
-    vec![
-        ("batch".into(), p.index_bits),
-        ("cu_q_addr".into(), p.addr_bits),
-        ("cu_k_addr".into(), p.addr_bits),
-    ]
+interface! {
+    /// The varlen registers (from the register block): the sequences (`batch`; 0: the one
+    /// problem in the registers), and the addresses of the two offset lists.
+    pub struct VarlenRegs { batch, cu_q_addr, cu_k_addr }
 }
 
+impl VarlenRegs<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        VarlenRegs {
+            batch: p.index_bits,
+            cu_q_addr: p.addr_bits,
+            cu_k_addr: p.addr_bits,
+        }
+    }
+}
+
+group! {
+    /// The block's inputs: from the register block `start`, `abort_req`, `addr_over`, the
+    /// problem (ports `csr_q_addr`, …) and the varlen registers; the core's status
+    /// (`core_busy`, `core_done`, `core_error`); the memory port's inputs from the memory
+    /// (`mem_*` or `m_axi_*`) and its outputs from the core (`core_mem_req_*` or
+    /// `core_m_axi_*`), by `mem_if`.
+    pub struct BatchIn<T> {
+        start, abort_req, addr_over, core_busy, core_done, core_error;
+        csr: Problem<T>,
+        varlen => VarlenRegs<T>,
+        mem: Option<MemIn<T>>,
+        core_mem_req: Option<MemReq<T>>,
+        m_axi: Option<AxiIn<T>>,
+        core_m_axi: Option<AxiOut<T>>,
+    }
+}
+
+impl BatchIn<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let (mem, m_axi) = p.dma.mem_inputs();
+        let (core_mem_req, core_m_axi) = p.dma.mem_outputs();
+        BatchIn {
+            start: 1,
+            abort_req: 1,
+            addr_over: 1,
+            core_busy: 1,
+            core_done: 1,
+            core_error: crate::dma::error::BITS,
+            csr: Problem::widths(p),
+            varlen: VarlenRegs::widths(p),
+            mem,
+            core_mem_req,
+            m_axi,
+            core_m_axi,
+        }
+    }
+}
+
+group! {
+    /// What the block drives into the core: `start`, `keep_counters` (a start adds to the
+    /// counters: the second and later sequences of a batch), the memory port's inputs, and the
+    /// launch's problem. Under the prefix `core`: `core_start`, `core_q_addr`, ….
+    pub struct CoreLaunch<T> {
+        start, keep_counters;
+        mem: Option<MemIn<T>>,
+        m_axi: Option<AxiIn<T>>,
+        problem => Problem<T>,
+    }
+}
+
+group! {
+    /// The block's outputs: its status to the register block (`busy`, `done`, `finish`: one
+    /// pulse per accepted START, `error`), the core's inputs, and the memory port's outputs to
+    /// the memory (`mem_req_*` or `m_axi_*`).
+    pub struct BatchOut<T> {
+        busy, done, finish, error;
+        core: CoreLaunch<T>,
+        mem_req: Option<MemReq<T>>,
+        m_axi: Option<AxiOut<T>>,
+    }
+}
+
+impl BatchOut<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let (mem, m_axi) = p.dma.mem_inputs();
+        let (mem_req, m_axi_out) = p.dma.mem_outputs();
+        BatchOut {
+            busy: 1,
+            done: 1,
+            finish: 1,
+            error: crate::dma::error::BITS,
+            core: CoreLaunch {
+                start: 1,
+                keep_counters: 1,
+                mem,
+                m_axi,
+                problem: Problem::widths(p),
+            },
+            mem_req,
+            m_axi: m_axi_out,
+        }
+    }
+}
+
+/// The varlen batch controller.
+pub type BatchBlock = Block<BatchIn, BatchOut<u32>>;
+
 /// Defines `<top>_batch` for core `p`.
-pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> ModRef {
+pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> crate::ModRef {
+    block(d, p, top).module
+}
+
+/// Defines `<top>_batch` for core `p`; returns its typed block.
+pub fn block(d: &mut Design, p: &CoreParams, top: &str) -> BatchBlock {
     let p = *p;
-    d.define(&format!("{top}_batch"), |_, m| {
+    let (inputs, outputs) = (BatchIn::widths(&p), BatchOut::widths(&p));
+    d.define_block(&format!("{top}_batch"), &inputs, outputs, |_, m, io| {
         m.doc(
             "variable-length batches: reads each sequence's cumulative offsets from memory and \
              runs the core on it. See hdl/src/soc/batch.rs.",
         );
         m.set_latency(1);
-        batch(m, &p);
+        batch(m, &p, &io)
     })
-}
-
-/// The value of problem port `name` among `ports`.
-fn get(ports: &[(String, Sig)], name: &str) -> Sig {
-    ports
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, s)| *s)
-        .unwrap_or_else(|| panic!("no port {name}"))
-}
-
-/// The block's inputs other than the memory port's: START and ABORT, the registers' problem
-/// and batch, the core's status.
-struct BatchIn {
-    start: Sig,
-    abort: Sig,
-    /// The registers' problem, by port name.
-    problem: Vec<(String, Sig)>,
-    n_seq: Sig,
-    cu_q: Sig,
-    cu_k: Sig,
-    core_busy: Sig,
-    core_done: Sig,
-    core_error: Sig,
-    /// A base, stride or list address with bits the core cannot represent (the register block).
-    addr_over: Sig,
-}
-
-impl BatchIn {
-    /// Declares the inputs, in port order.
-    fn new(m: &mut ModuleBuilder, p: &CoreParams) -> Self {
-        let (a, iw) = (p.addr_bits, p.index_bits);
-        let start = m.input("start", 1);
-        let abort = m.input("abort_req", 1);
-        let problem: Vec<(String, Sig)> = Problem::widths(p)
-            .named()
-            .into_iter()
-            .map(|(n, w)| {
-                let s = m.input(&format!("csr_{n}"), w);
-                (n, s)
-            })
-            .collect();
-        let n_seq = m.input("batch", iw);
-        let cu_q = m.input("cu_q_addr", a);
-        let cu_k = m.input("cu_k_addr", a);
-        let core_busy = m.input("core_busy", 1);
-        let core_done = m.input("core_done", 1);
-        let core_error = m.input("core_error", crate::dma::error::BITS);
-        let addr_over = m.input("addr_over", 1);
-        BatchIn {
-            start,
-            abort,
-            problem,
-            n_seq,
-            cu_q,
-            cu_k,
-            core_busy,
-            core_done,
-            core_error,
-            addr_over,
-        }
-    }
 }
 
 /// The state machine, the accepted START and the registers of the sequence being read.
@@ -152,7 +192,7 @@ impl BatchRegs {
         let iw = p.index_bits;
         let st = Fsm::new(m, "state", Batch::Idle);
         let go = io.start & (st.is(Batch::Idle) | st.is(Batch::Done));
-        let varlen = io.n_seq.any();
+        let varlen = io.varlen.batch.any();
         BatchRegs {
             st,
             go,
@@ -180,6 +220,17 @@ struct OffsetRead {
     word: Sig,
     /// The word arrives (in Wait).
     got: Sig,
+    /// The shared memory port's outputs.
+    port: PortOut,
+}
+
+/// The memory port's outputs: to the memory, and back to the core (one of each pair, by
+/// `mem_if`).
+struct PortOut {
+    mem_req: Option<MemReq>,
+    core_mem: Option<MemIn>,
+    m_axi: Option<AxiOut>,
+    core_m_axi: Option<AxiIn>,
 }
 
 /// The read of the offset word `which` of sequence `seq`: its address, the memory port shared
@@ -197,7 +248,7 @@ fn offset_read(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchReg
         m.discard(byte_off.slice(iw + 2, a));
         byte_off.trunc(a)
     };
-    let list = mux(r.which.q.bit(0), io.cu_k, io.cu_q);
+    let list = mux(r.which.q.bit(0), io.varlen.cu_k_addr, io.varlen.cu_q_addr);
     let word_addr = list + byte_off;
     let low = m.zero(beat_shift);
     let beat_addr = crate::cat(&[word_addr.slice(a - 1, beat_shift), low]);
@@ -207,9 +258,9 @@ fn offset_read(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchReg
 
     // The memory port: the core's, except while the block reads an offset (the core is idle).
     let w = p.dma.width;
-    let (accepted, beat, data) = match p.dma.mem_if {
-        MemIf::Simple => simple_port(m, p, own, reading, beat_addr),
-        MemIf::Axi4 => axi_port(m, p, own, reading, beat_addr),
+    let ((accepted, beat, data), port) = match p.dma.mem_if {
+        MemIf::Simple => simple_port(io, own, reading, beat_addr),
+        MemIf::Axi4 => axi_port(m, p, io, own, reading, beat_addr),
     };
     let words: Vec<Sig> = (0..w / 32)
         .map(|k| data.slice(32 * k + 31, 32 * k))
@@ -227,65 +278,50 @@ fn offset_read(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchReg
         beat,
         word,
         got,
+        port,
     }
 }
 
 /// The simple memory port shared with the core: the block's read at `beat_addr` while it
-/// `own`s the port. Returns (accepted, beat, data) of the block's read.
-fn simple_port(
-    m: &mut ModuleBuilder,
-    p: &CoreParams,
-    own: Sig,
-    reading: Sig,
-    beat_addr: Sig,
-) -> (Sig, Sig, Sig) {
-    let mem = p
-        .dma
-        .mem_inputs()
-        .0
-        .expect("simple port")
-        .map("mem", &mut |n, w| m.input(n, w));
-    let core_req = p
-        .dma
-        .mem_outputs()
-        .0
-        .expect("simple port")
-        .map("core_mem_req", &mut |n, w| m.input(n, w));
+/// `own`s the port. Returns (accepted, beat, data) of the block's read, and the port's
+/// outputs.
+fn simple_port(io: &BatchIn, own: Sig, reading: Sig, beat_addr: Sig) -> ((Sig, Sig, Sig), PortOut) {
+    let mem = io.mem.expect("simple port");
+    let core_req = io.core_mem_req.expect("simple port");
     let to_mem = MemReq {
         valid: mux(own, reading, core_req.valid),
         addr: mux(own, beat_addr, core_req.addr),
         write: core_req.write & !own,
         wdata: core_req.wdata,
     };
-    for (n, s) in to_mem.named() {
-        m.output(&format!("mem_req_{n}"), s);
-    }
     let to_core = MemIn {
         req_ready: mem.req_ready & !own,
         rsp_valid: mem.rsp_valid & !own,
         rsp_data: mem.rsp_data,
     };
-    for (n, s) in to_core.named() {
-        m.output(&format!("core_mem_{n}"), s);
-    }
-    (reading & mem.req_ready, own & mem.rsp_valid, mem.rsp_data)
+    let port = PortOut {
+        mem_req: Some(to_mem),
+        core_mem: Some(to_core),
+        m_axi: None,
+        core_m_axi: None,
+    };
+    let read = (reading & mem.req_ready, own & mem.rsp_valid, mem.rsp_data);
+    (read, port)
 }
 
 /// The AXI4 port shared with the core: the block's read at `beat_addr` while it `own`s the
-/// port. Returns (accepted, beat, data) of the block's read.
+/// port. Returns (accepted, beat, data) of the block's read, and the port's outputs.
 fn axi_port(
     m: &mut ModuleBuilder,
     p: &CoreParams,
+    io: &BatchIn,
     own: Sig,
     reading: Sig,
     beat_addr: Sig,
-) -> (Sig, Sig, Sig) {
+) -> ((Sig, Sig, Sig), PortOut) {
     let beat_shift = p.dma.beat_shift();
-    let ins = p.dma.axi_inputs().map("m_axi", &mut |n, w| m.input(n, w));
-    let core_out = p
-        .dma
-        .axi_outputs()
-        .map("core_m_axi", &mut |n, w| m.input(n, w));
+    let ins = io.m_axi.expect("AXI4 port");
+    let core_out = io.core_m_axi.expect("AXI4 port");
     // While it owns the port the block drives the whole AR channel and RREADY itself
     // (a single-beat INCR read of the full beat, ID 0), whatever the core shows there.
     let mut to_mem = core_out;
@@ -300,16 +336,17 @@ fn axi_port(
     to_mem.arprot = mux(own, m.zero(3), core_out.arprot);
     to_mem.arqos = mux(own, m.zero(4), core_out.arqos);
     to_mem.rready = core_out.rready | own;
-    for (n, s) in to_mem.named() {
-        m.output(&format!("m_axi_{n}"), s);
-    }
     let mut to_core: AxiIn = ins;
     to_core.arready = ins.arready & !own;
     to_core.rvalid = ins.rvalid & !own;
-    for (n, s) in to_core.named() {
-        m.output(&format!("core_m_axi_{n}"), s);
-    }
-    (reading & ins.arready, own & ins.rvalid, ins.rdata)
+    let port = PortOut {
+        mem_req: None,
+        core_mem: None,
+        m_axi: Some(to_mem),
+        core_m_axi: Some(to_core),
+    };
+    let read = (reading & ins.arready, own & ins.rvalid, ins.rdata);
+    (read, port)
 }
 
 /// A sequence's lengths and the checks of its offsets.
@@ -335,7 +372,8 @@ fn seq_check(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
         q_len.gt(limit),
         k_len.gt(limit),
     ]);
-    let misaligned = (io.cu_q.slice(1, 0) | io.cu_k.slice(1, 0)).any() & r.varlen;
+    let misaligned =
+        (io.varlen.cu_q_addr.slice(1, 0) | io.varlen.cu_k_addr.slice(1, 0)).any() & r.varlen;
     let empty = q_len.is_zero();
     SeqCheck {
         q_len,
@@ -346,14 +384,21 @@ fn seq_check(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
     }
 }
 
-/// The problem's base address ports, in the order of the row offsets.
-const BASES: [&str; 4] = ["q_addr", "k_addr", "v_addr", "o_addr"];
+/// The problem's base addresses, in the order of the row offsets: Q, K, V, O.
+fn bases(problem: &Problem) -> [Sig; 4] {
+    [
+        problem.q_addr,
+        problem.k_addr,
+        problem.v_addr,
+        problem.o_addr,
+    ]
+}
 
 /// A sequence's bases: the registers' plus the row offsets times the row strides.
 struct SeqBases {
     /// The last cycle of the shift-add (Scale).
     scale_done: Sig,
-    /// The bases, in the order of [`BASES`].
+    /// The bases, in the order of [`bases`].
     based: Vec<Sig>,
     /// The carries out of the address range: the row offsets' (sticky) and each base's.
     base_carry: Vec<Sig>,
@@ -364,7 +409,7 @@ struct SeqBases {
 fn seq_bases(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs) -> SeqBases {
     let a = p.addr_bits;
     let st = &r.st;
-    let problem = &io.problem;
+    let problem = &io.csr;
     let step = m.reg("scale_step", 6, Some(0));
     let scaling = st.is(Batch::Scale);
     let scale_done = scaling & step.q.eq(31);
@@ -375,10 +420,10 @@ fn seq_bases(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
     // the shift-add (a doubling that loses the top bit, an add that carries out).
     let mut carries = vec![];
     for (name, rows, stride) in [
-        ("q_off", r.q_lo.q, get(problem, "q_row_stride")),
-        ("k_off", r.k_lo.q, get(problem, "k_row_stride")),
-        ("v_off", r.k_lo.q, get(problem, "v_row_stride")),
-        ("o_off", r.q_lo.q, get(problem, "o_row_stride")),
+        ("q_off", r.q_lo.q, problem.q_row_stride),
+        ("k_off", r.k_lo.q, problem.k_row_stride),
+        ("v_off", r.k_lo.q, problem.v_row_stride),
+        ("o_off", r.q_lo.q, problem.o_row_stride),
     ] {
         let acc = m.reg(name, a, Some(0));
         // Bit 31 - step of the row offset, most significant first: acc = 2 acc + bit * stride.
@@ -400,8 +445,8 @@ fn seq_bases(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
     // The sequence's bases: the registers' plus the row offsets, none past the range.
     let mut based = vec![];
     let mut base_carry = vec![seq_over.q];
-    for (k, n) in BASES.iter().enumerate() {
-        let sum = get(problem, n).zext(a + 1) + offsets[k].zext(a + 1);
+    for (k, base) in bases(problem).into_iter().enumerate() {
+        let sum = base.zext(a + 1) + offsets[k].zext(a + 1);
         base_carry.push(sum.bit(a));
         based.push(sum.trunc(a));
     }
@@ -414,8 +459,8 @@ fn seq_bases(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
 
 /// A launch of the core: its problem and checks.
 struct Launch {
-    /// The problem as the core gets it, by port name.
-    vals: Vec<(String, Sig)>,
+    /// The problem as the core gets it.
+    vals: Problem,
     /// The extent check's last cycle.
     extent_done: Sig,
     /// Some address of the launch beyond the range (ERR_ADDRESS).
@@ -437,22 +482,17 @@ impl Launch {
     ) -> Self {
         let iw = p.index_bits;
         let varlen = r.varlen;
-        let vals: Vec<(String, Sig)> = io
-            .problem
-            .iter()
-            .map(|(n, s)| {
-                let v = if let Some(k) = BASES.iter().position(|r| r == n) {
-                    mux(varlen, bases.based[k], *s)
-                } else if n == "q_len" {
-                    mux(varlen, chk.q_len.trunc(iw), *s)
-                } else if n == "k_len" {
-                    mux(varlen, chk.k_len.trunc(iw), *s)
-                } else {
-                    *s
-                };
-                (n.clone(), v)
-            })
-            .collect();
+        let csr = &io.csr;
+        let seq = |x: Sig, reg: Sig| mux(varlen, x, reg);
+        let vals = Problem {
+            q_addr: seq(bases.based[0], csr.q_addr),
+            k_addr: seq(bases.based[1], csr.k_addr),
+            v_addr: seq(bases.based[2], csr.v_addr),
+            o_addr: seq(bases.based[3], csr.o_addr),
+            q_len: seq(chk.q_len.trunc(iw), csr.q_len),
+            k_len: seq(chk.k_len.trunc(iw), csr.k_len),
+            ..*csr
+        };
         let (extent_done, extent_over) = extent(m, p, &vals, r.st.is(Batch::Extent));
         let over = (varlen & or_all(&bases.base_carry)) | extent_over;
         let over = m.name("launch_over", over);
@@ -488,7 +528,7 @@ fn transitions(
     let run_end = m.name("run_end", run_end);
     let read = c(Batch::Read);
     let done = c(Batch::Done);
-    let last_seq = (r.seq.q + 1).eq(io.n_seq);
+    let last_seq = (r.seq.q + 1).eq(io.varlen.batch);
     let single_or_first = mux(r.varlen, read, c(Batch::Extent));
     let begin = mux(chk.misaligned | io.addr_over, done, single_or_first);
     let from_idle = mux(r.go, begin, c(Batch::Idle));
@@ -561,7 +601,7 @@ fn sequence_updates(
     let launch = st.is(Batch::Launch) & !l.stop;
     let zero1 = m.zero(1);
     m.set_next(r.launched, mux(go, zero1, launch | r.launched.q));
-    let abort_now = io.abort & !st.is(Batch::Idle) & !st.is(Batch::Done);
+    let abort_now = io.abort_req & !st.is(Batch::Idle) & !st.is(Batch::Done);
     m.set_next(r.aborting, mux(go, zero1, r.aborting.q | abort_now));
     launch
 }
@@ -604,39 +644,51 @@ fn error_update(
 }
 
 /// The outputs to the core (start pulse `launch` and the launch's problem; counters kept after
-/// the first launch) and to the register block (busy, done, finish, error).
-fn outputs(m: &mut ModuleBuilder, r: &BatchRegs, l: &Launch, launch: Sig) {
+/// the first launch; the memory port's inputs), to the register block (busy, done, finish,
+/// error) and to the memory.
+fn outputs(
+    m: &mut ModuleBuilder,
+    r: &BatchRegs,
+    l: &Launch,
+    launch: Sig,
+    port: PortOut,
+) -> BatchOut {
     let st = &r.st;
-    m.output("core_start", launch);
-    m.output("core_keep_counters", r.launched.q);
-    for (n, v) in &l.vals {
-        m.output(&format!("core_{n}"), *v);
-    }
     let busy = !(st.is(Batch::Idle) | st.is(Batch::Done));
-    m.output("busy", busy);
     let in_done = st.is(Batch::Done);
-    m.output("done", in_done);
     // `finish`: one pulse per accepted START, the cycle after it reaches Done, also when a
     // START in Done is refused at once and the state never leaves Done.
     let was_done = m.delay("was_done", in_done);
     let went = m.delay("go_q", r.go);
-    m.output("finish", in_done & (!was_done | went));
-    m.output("error", r.error.q);
+    BatchOut {
+        busy,
+        done: in_done,
+        finish: in_done & (!was_done | went),
+        error: r.error.q,
+        core: CoreLaunch {
+            start: launch,
+            keep_counters: r.launched.q,
+            mem: port.core_mem,
+            m_axi: port.core_m_axi,
+            problem: l.vals,
+        },
+        mem_req: port.mem_req,
+        m_axi: port.m_axi,
+    }
 }
 
 /// The block's body: inputs, the offsets' reads, the sequence's checks and bases, the launch,
 /// the state machine and the outputs.
-fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
-    let io = BatchIn::new(m, p);
-    let r = BatchRegs::new(m, p, &io);
-    let rd = offset_read(m, p, &io, &r);
-    let chk = seq_check(m, p, &io, &r);
-    let bases = seq_bases(m, p, &io, &r);
-    let l = Launch::new(m, p, &io, &r, &chk, &bases);
-    let run_end = transitions(m, &io, &r, &rd, &chk, bases.scale_done, &l);
-    let start = sequence_updates(m, &io, &r, &rd, &chk, &l, run_end);
-    error_update(m, &io, &r, &chk, &l, run_end);
-    outputs(m, &r, &l, start);
+fn batch(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn) -> BatchOut {
+    let r = BatchRegs::new(m, p, io);
+    let rd = offset_read(m, p, io, &r);
+    let chk = seq_check(m, p, io, &r);
+    let bases = seq_bases(m, p, io, &r);
+    let l = Launch::new(m, p, io, &r, &chk, &bases);
+    let run_end = transitions(m, io, &r, &rd, &chk, bases.scale_done, &l);
+    let start = sequence_updates(m, io, &r, &rd, &chk, &l, run_end);
+    error_update(m, io, &r, &chk, &l, run_end);
+    outputs(m, &r, &l, start, rd.port)
 }
 
 /// The extent check of a launch (its problem `vals`, as the core gets it), stepped while
@@ -647,14 +699,8 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams) {
 /// reaches nothing. First a restoring division for the last K/V head (index_bits cycles), then
 /// both products of each tensor at once, most significant bit first:
 /// acc = 2 acc + a_bit · head_stride + b_bit · row_stride, with a sticky carry.
-fn extent(
-    m: &mut ModuleBuilder,
-    p: &CoreParams,
-    vals: &[(String, Sig)],
-    active: Sig,
-) -> (Sig, Sig) {
+fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) -> (Sig, Sig) {
     let (a, iw) = (p.addr_bits, p.index_bits);
-    let v = |n: &str| get(vals, n);
     let sb = 32 - (2 * iw).leading_zeros();
     let step = m.reg("extent_step", sb, Some(0));
     let zero_s = m.zero(sb);
@@ -664,8 +710,8 @@ fn extent(
     let multiplying = active & step.q.gt(iw as u64);
     let done = active & step.q.eq(2 * iw as u64);
     // The last K/V head: (heads − 1) / max(kv_group, 1), a quotient bit a cycle.
-    let heads_m1 = v("heads") - 1;
-    let group = v("kv_group");
+    let heads_m1 = vals.heads - 1;
+    let group = vals.kv_group;
     let one = m.lit(iw, 1);
     let group = mux(group.is_zero(), one, group);
     let num = m.reg("extent_num", iw, Some(0));
@@ -695,8 +741,8 @@ fn extent(
     };
     let a_qo = shifter(m, "extent_a_qo", heads_m1);
     let a_kv = shifter(m, "extent_a_kv", quo.q);
-    let b_qo = shifter(m, "extent_b_qo", v("q_len") - 1);
-    let b_kv = shifter(m, "extent_b_kv", v("k_len") - 1);
+    let b_qo = shifter(m, "extent_b_qo", vals.q_len - 1);
+    let b_kv = shifter(m, "extent_b_kv", vals.k_len - 1);
     // Row bytes: Q, K, V rows of operands; O rows short (out) or long (accumulator).
     let f = p.row.pe.mac.formats();
     let d2 = p.operand_row_bytes() as u64;
@@ -704,20 +750,37 @@ fn extent(
         (p.d() * f.out.bytes()) as u64,
         (p.d() * f.acc.bytes()) as u64,
     );
-    let out_rb = mux(v("out_f32"), m.lit(a + 2, o_long), m.lit(a + 2, o_short));
+    let out_rb = mux(vals.out_f32, m.lit(a + 2, o_long), m.lit(a + 2, o_short));
     let mut over = vec![];
-    for (t, (ab, bb, len)) in [
-        ("q", (a_qo, b_qo, "q_len")),
-        ("k", (a_kv, b_kv, "k_len")),
-        ("v", (a_kv, b_kv, "k_len")),
-        ("o", (a_qo, b_qo, "q_len")),
+    let v = vals;
+    for (t, (ab, bb, len), (base, head_stride, row_stride)) in [
+        (
+            "q",
+            (a_qo, b_qo, v.q_len),
+            (v.q_addr, v.q_head_stride, v.q_row_stride),
+        ),
+        (
+            "k",
+            (a_kv, b_kv, v.k_len),
+            (v.k_addr, v.k_head_stride, v.k_row_stride),
+        ),
+        (
+            "v",
+            (a_kv, b_kv, v.k_len),
+            (v.v_addr, v.v_head_stride, v.v_row_stride),
+        ),
+        (
+            "o",
+            (a_qo, b_qo, v.q_len),
+            (v.o_addr, v.o_head_stride, v.o_row_stride),
+        ),
     ] {
         let acc = m.reg(&format!("extent_{t}"), a, Some(0));
         let sticky = m.reg(&format!("extent_{t}_carry"), 1, Some(0));
         let w = a + 2;
         let zero = m.zero(w);
-        let hs = mux(ab, v(&format!("{t}_head_stride")).zext(w), zero);
-        let rs = mux(bb, v(&format!("{t}_row_stride")).zext(w), zero);
+        let hs = mux(ab, head_stride.zext(w), zero);
+        let rs = mux(bb, row_stride.zext(w), zero);
         let sum = (acc.q.zext(w) << 1u32) + hs + rs;
         let carry = sum.slice(w - 1, a).any();
         let zero_a = m.zero(a);
@@ -728,10 +791,10 @@ fn extent(
         m.set_enable(sticky, loading | multiplying);
         // The last byte, once the products are in.
         let rb = if t == "o" { out_rb } else { m.lit(w, d2) };
-        let last = (v(&format!("{t}_addr")).zext(w) + acc.q.zext(w)) + rb - 1;
+        let last = (base.zext(w) + acc.q.zext(w)) + rb - 1;
         let past = sticky.q | last.slice(w - 1, a).any();
         m.discard(last.trunc(a));
-        let reaches = v(len).any() & v("heads").any();
+        let reaches = len.any() & vals.heads.any();
         over.push(past & reaches);
     }
     (done, or_all(&over))

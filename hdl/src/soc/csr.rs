@@ -19,49 +19,115 @@
 //! START. `irq` = |(IRQ_STATUS & IRQ_ENABLE); IRQ_STATUS.DONE is set by `finish` (a set wins
 //! over a clear in the same cycle). Latency 1.
 
+use super::batch::VarlenRegs;
 use super::regmap::{self, Access, Kind, ProblemReg, Register};
-use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
-use crate::{cat, mux, or_all, Design, ModRef, ModuleBuilder, RegHandle, Sig};
+use crate::core::ports::{Counters, Problem};
+use crate::core::{CoreParams, COUNTER_BITS};
+use crate::iface::{Block, Ports};
+use crate::{cat, group, interface, mux, or_all, Design, ModuleBuilder, RegHandle, Sig};
 use std::collections::HashMap;
 
-/// The AXI4-Lite slave's ports: (name, width, is an input).
-pub fn axil_ports() -> Vec<(&'static str, u32, bool)> {
-    let a = regmap::ADDR_BITS;
-    vec![
-        ("s_axil_awvalid", 1, true),
-        ("s_axil_awready", 1, false),
-        ("s_axil_awaddr", a, true),
-        ("s_axil_awprot", 3, true),
-        ("s_axil_wvalid", 1, true),
-        ("s_axil_wready", 1, false),
-        ("s_axil_wdata", 32, true),
-        ("s_axil_wstrb", 4, true),
-        ("s_axil_bvalid", 1, false),
-        ("s_axil_bready", 1, true),
-        ("s_axil_bresp", 2, false),
-        ("s_axil_arvalid", 1, true),
-        ("s_axil_arready", 1, false),
-        ("s_axil_araddr", a, true),
-        ("s_axil_arprot", 3, true),
-        ("s_axil_rvalid", 1, false),
-        ("s_axil_rready", 1, true),
-        ("s_axil_rdata", 32, false),
-        ("s_axil_rresp", 2, false),
-    ]
+interface! {
+    /// The AXI4-Lite slave's inputs (ports `s_axil_*`).
+    pub struct AxilIn {
+        awvalid, awaddr, awprot, wvalid, wdata, wstrb, bready, arvalid, araddr, arprot, rready
+    }
 }
 
-/// The problem ports the CSR drives: the core's problem (`core::ports::Problem`), by name and
-/// width.
-pub fn problem_ports(p: &CoreParams) -> Vec<(String, u32)> {
-    use crate::iface::Ports;
-    crate::core::ports::Problem::widths(p).named()
+impl AxilIn<u32> {
+    pub fn widths() -> Self {
+        let a = regmap::ADDR_BITS;
+        AxilIn {
+            awvalid: 1,
+            awaddr: a,
+            awprot: 3,
+            wvalid: 1,
+            wdata: 32,
+            wstrb: 4,
+            bready: 1,
+            arvalid: 1,
+            araddr: a,
+            arprot: 3,
+            rready: 1,
+        }
+    }
 }
 
-/// Every value the CSR drives besides start and abort: the core's problem and the varlen
-/// batch's registers (`batch.rs`).
+interface! {
+    /// The AXI4-Lite slave's outputs (ports `s_axil_*`).
+    pub struct AxilOut { awready, wready, bvalid, bresp, arready, rvalid, rdata, rresp }
+}
+
+impl AxilOut<u32> {
+    pub fn widths() -> Self {
+        AxilOut {
+            awready: 1,
+            wready: 1,
+            bvalid: 1,
+            bresp: 2,
+            arready: 1,
+            rvalid: 1,
+            rdata: 32,
+            rresp: 2,
+        }
+    }
+}
+
+group! {
+    /// The register block's inputs: the batch controller's status (`busy`, `done`, `error`,
+    /// and `finish`, which ends every accepted START), the AXI4-Lite slave's, and the core's
+    /// counters (ports `cycles`, … `write_beats`).
+    pub struct CsrIn<T> {
+        busy, done, error, finish;
+        s_axil: AxilIn<T>,
+        counters => Counters<T>,
+    }
+}
+
+impl CsrIn<u32> {
+    pub fn widths() -> Self {
+        CsrIn {
+            busy: 1,
+            done: 1,
+            error: crate::dma::error::BITS,
+            finish: 1,
+            s_axil: AxilIn::widths(),
+            counters: Counters::widths(),
+        }
+    }
+}
+
+group! {
+    /// The register block's outputs: `irq`; the one-cycle `start` and `abort_req` pulses;
+    /// `addr_over`; the AXI4-Lite slave's; the problem (ports `q_addr`, … `kv_group`) and the
+    /// varlen registers (`batch`, `cu_q_addr`, `cu_k_addr`), each truncated to its port.
+    pub struct CsrOut<T> {
+        irq, start, abort_req, addr_over;
+        s_axil: AxilOut<T>,
+        problem => Problem<T>,
+        varlen => VarlenRegs<T>,
+    }
+}
+
+impl CsrOut<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        CsrOut {
+            irq: 1,
+            start: 1,
+            abort_req: 1,
+            addr_over: 1,
+            s_axil: AxilOut::widths(),
+            problem: Problem::widths(p),
+            varlen: VarlenRegs::widths(p),
+        }
+    }
+}
+
+/// Every value the CSR drives to the batch controller besides start and abort: the core's
+/// problem and the varlen batch's registers, by port name and width.
 pub fn launch_ports(p: &CoreParams) -> Vec<(String, u32)> {
-    let mut v = problem_ports(p);
-    v.extend(super::batch::batch_ports(p));
+    let mut v = Problem::widths(p).named();
+    v.extend(VarlenRegs::widths(p).named());
     v
 }
 
@@ -69,17 +135,25 @@ pub fn launch_ports(p: &CoreParams) -> Vec<(String, u32)> {
 pub const OKAY: u64 = 0;
 pub const SLVERR: u64 = 2;
 
+/// The register block.
+pub type CsrBlock = Block<CsrIn, CsrOut<u32>>;
+
 /// Defines the CSR block of core `p`, named `<top>_csr`.
-pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> ModRef {
+pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> crate::ModRef {
+    block(d, p, top).module
+}
+
+/// Defines the CSR block of core `p`, named `<top>_csr`; returns its typed block.
+pub fn block(d: &mut Design, p: &CoreParams, top: &str) -> CsrBlock {
     let p = *p;
     let name = format!("{top}_csr");
-    d.define(&name, |_, m| {
+    d.define_block(&name, &CsrIn::widths(), CsrOut::widths(&p), |_, m, i| {
         m.doc(
             "AXI4-Lite slave and control/status registers of the regflash core.\n\
              See hdl/src/soc/csr.rs and the generated registers.md.",
         );
         m.set_latency(1);
-        csr(m, &p);
+        csr(m, &p, &i)
     })
 }
 
@@ -96,45 +170,6 @@ fn or_tree(xs: &[Sig]) -> Sig {
 /// The register offset (a word index) of AXI4-Lite address `a`.
 fn word(a: Sig) -> Sig {
     a.slice(regmap::ADDR_BITS - 1, 2)
-}
-
-/// The block's inputs: the AXI4-Lite slave's, and the core's status and counters.
-struct CsrIn {
-    /// The AXI4-Lite inputs, by port name.
-    axil: HashMap<&'static str, Sig>,
-    busy: Sig,
-    done: Sig,
-    error: Sig,
-    counters: Vec<Sig>,
-}
-
-impl CsrIn {
-    /// Declares the inputs (all but `finish`) and discards the bits the block ignores.
-    fn new(m: &mut ModuleBuilder) -> Self {
-        let mut axil = HashMap::new();
-        for (n, w, is_in) in axil_ports() {
-            if is_in {
-                axil.insert(n, m.input(n, w));
-            }
-        }
-        let busy = m.input("busy", 1);
-        let done = m.input("done", 1);
-        let error = m.input("error", crate::dma::error::BITS);
-        let counters: Vec<Sig> = COUNTERS.iter().map(|n| m.input(n, COUNTER_BITS)).collect();
-        m.discard(axil["s_axil_awprot"]);
-        m.discard(axil["s_axil_arprot"]);
-        // Bits 1..0 of an address select a byte within the register: ignored.
-        for a in ["s_axil_awaddr", "s_axil_araddr"] {
-            m.discard(axil[a].slice(1, 0));
-        }
-        CsrIn {
-            axil,
-            busy,
-            done,
-            error,
-            counters,
-        }
-    }
 }
 
 /// The write channel: the held AW and W, and the write they make.
@@ -156,19 +191,19 @@ struct WriteChannel {
 impl WriteChannel {
     /// Holds AW and W and writes when both are held and B is free.
     fn new(m: &mut ModuleBuilder, io: &CsrIn) -> Self {
-        let inp = &io.axil;
+        let inp = &io.s_axil;
         let aw_full = m.reg("aw_full", 1, Some(0));
         let w_full = m.reg("w_full", 1, Some(0));
         let bvalid = m.reg("bvalid", 1, Some(0));
-        let aw_take = inp["s_axil_awvalid"] & !aw_full.q;
-        let w_take = inp["s_axil_wvalid"] & !w_full.q;
-        let waddr = m.hold("aw_addr", word(inp["s_axil_awaddr"]), aw_take);
-        let wdata = m.hold("w_data", inp["s_axil_wdata"], w_take);
-        let wstrb = m.hold("w_strb", inp["s_axil_wstrb"], w_take);
+        let aw_take = inp.awvalid & !aw_full.q;
+        let w_take = inp.wvalid & !w_full.q;
+        let waddr = m.hold("aw_addr", word(inp.awaddr), aw_take);
+        let wdata = m.hold("w_data", inp.wdata, w_take);
+        let wstrb = m.hold("w_strb", inp.wstrb, w_take);
         let do_write = m.name("do_write", aw_full.q & w_full.q & !bvalid.q);
         m.set_next(aw_full, aw_take | (aw_full.q & !do_write));
         m.set_next(w_full, w_take | (w_full.q & !do_write));
-        m.set_next(bvalid, do_write | (bvalid.q & !inp["s_axil_bready"]));
+        m.set_next(bvalid, do_write | (bvalid.q & !inp.bready));
         // The strobes as a bit mask, and the written bits it selects.
         let bytes: Vec<Sig> = (0..4).rev().map(|b| wstrb.bit(b).repeat(8)).collect();
         let smask = cat(&bytes);
@@ -201,8 +236,8 @@ struct Control {
     pending: Sig,
 }
 
-/// The control registers (CTRL, IRQ_ENABLE, IRQ_STATUS) and the `irq` output.
-fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Control {
+/// The control registers (CTRL, IRQ_ENABLE, IRQ_STATUS).
+fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, finish: Sig) -> Control {
     let ctrl = regs.iter().find(|r| r.kind == Kind::Ctrl).expect("CTRL");
     let ctrl_w = wr.hit(ctrl);
     let start = m.delay("start_q", ctrl_w & wr.set_bits.bit(0));
@@ -221,10 +256,8 @@ fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Contr
         .expect("IRQ_STATUS");
     let irq_clear = wr.hit(irq_st_r) & wr.set_bits.bit(0);
     // One event per accepted START, whatever its path (the batch controller's `finish`).
-    let finish = m.input("finish", 1);
     let pending = m.reg("irq_pending", 1, Some(0));
     m.set_next(pending, finish | (pending.q & !irq_clear));
-    m.output("irq", pending.q & irq_en.q);
     Control {
         start,
         abort,
@@ -277,20 +310,18 @@ fn problem_regs(
     problem
 }
 
-/// The outputs to the core and the batch controller: the launch's values, `addr_over`,
-/// `start` and `abort_req`.
+/// The values to the batch controller: the launch's problem and varlen registers, each
+/// truncated to its port, and `addr_over`.
 fn launch_outputs(
-    m: &mut ModuleBuilder,
     p: &CoreParams,
     problem: &HashMap<ProblemReg, Sig>,
-    ctl: &Control,
-) {
+) -> (Problem, VarlenRegs, Sig) {
     // Values wider than their port (addresses, strides, list addresses): the bits the core
     // cannot represent refuse START (`addr_over`, ERR_ADDRESS in the batch controller); the
     // lists count only for a varlen batch.
     let (mut over, mut list_over) = (vec![], vec![]);
-    for (port, w) in launch_ports(p) {
-        let v = match port.as_str() {
+    let mut port_value = |port: &str, w: u32| -> Sig {
+        match port {
             "causal" => problem[&ProblemReg::Flags].bit(0),
             "out_f32" => problem[&ProblemReg::Flags].bit(1),
             _ => {
@@ -311,14 +342,13 @@ fn launch_outputs(
                     v
                 }
             }
-        };
-        m.output(&port, v);
-    }
+        }
+    };
+    let values = Problem::widths(p).map("", &mut |n, w| port_value(n, w));
+    let varlen_regs = VarlenRegs::widths(p).map("", &mut |n, w| port_value(n, w));
     let varlen = problem[&ProblemReg::Batch].any();
     let addr_over = or_all(&over) | (varlen & or_all(&list_over));
-    m.output("addr_over", addr_over);
-    m.output("start", ctl.start);
-    m.output("abort_req", ctl.abort);
+    (values, varlen_regs, addr_over)
 }
 
 /// The read channel's registered response.
@@ -337,10 +367,11 @@ fn read_channel(
     ctl: &Control,
     problem: &HashMap<ProblemReg, Sig>,
 ) -> ReadChannel {
-    let (inp, counters) = (&io.axil, &io.counters);
+    let inp = &io.s_axil;
+    let counters: Vec<Sig> = io.counters.named().into_iter().map(|(_, c)| c).collect();
     let rvalid = m.reg("rvalid", 1, Some(0));
-    let ar_take = inp["s_axil_arvalid"] & !rvalid.q;
-    let raddr = word(inp["s_axil_araddr"]);
+    let ar_take = inp.arvalid & !rvalid.q;
+    let raddr = word(inp.araddr);
     let shadow = m.reg("cnt_shadow", COUNTER_BITS - 32, Some(0));
     let zero32 = m.zero(32);
     let (mut values, mut r_hits, mut lo_hits) = (vec![], vec![], vec![]);
@@ -378,7 +409,7 @@ fn read_channel(
         values.push(mux(hit, v, zero32));
         r_hits.push(hit);
     }
-    for &c in counters {
+    for &c in &counters {
         m.discard(c);
     }
     let rdata_d = or_tree(&values);
@@ -387,7 +418,7 @@ fn read_channel(
     let slverr = m.lit(2, SLVERR);
     let okay = m.lit(2, OKAY);
     let rresp = m.hold("rresp", mux(mapped, okay, slverr), ar_take);
-    m.set_next(rvalid, ar_take | (rvalid.q & !inp["s_axil_rready"]));
+    m.set_next(rvalid, ar_take | (rvalid.q & !inp.rready));
     let lo_hit = or_tree(&lo_hits.iter().map(|x| x.0).collect::<Vec<_>>());
     let upper = or_tree(
         &lo_hits
@@ -408,7 +439,12 @@ fn read_channel(
 }
 
 /// The write response (SLVERR for an unmapped or read-only offset) and the slave's outputs.
-fn axil_outputs(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, rd: &ReadChannel) {
+fn axil_outputs(
+    m: &mut ModuleBuilder,
+    regs: &[Register],
+    wr: &WriteChannel,
+    rd: &ReadChannel,
+) -> AxilOut {
     let slverr = m.lit(2, SLVERR);
     let okay = m.lit(2, OKAY);
     let writable: Vec<Sig> = regs
@@ -417,25 +453,40 @@ fn axil_outputs(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, rd:
         .map(|r| wr.waddr.eq((r.offset / 4) as u64))
         .collect();
     let bresp = m.hold("bresp", mux(or_tree(&writable), okay, slverr), wr.do_write);
-    m.output("s_axil_awready", !wr.aw_full.q);
-    m.output("s_axil_wready", !wr.w_full.q);
-    m.output("s_axil_bvalid", wr.bvalid.q);
-    m.output("s_axil_bresp", bresp);
-    m.output("s_axil_arready", !rd.rvalid);
-    m.output("s_axil_rvalid", rd.rvalid);
-    m.output("s_axil_rdata", rd.rdata);
-    m.output("s_axil_rresp", rd.rresp);
+    AxilOut {
+        awready: !wr.aw_full.q,
+        wready: !wr.w_full.q,
+        bvalid: wr.bvalid.q,
+        bresp,
+        arready: !rd.rvalid,
+        rvalid: rd.rvalid,
+        rdata: rd.rdata,
+        rresp: rd.rresp,
+    }
 }
 
 /// The block's body: the write channel, the control and problem registers and their outputs,
 /// the read channel, the write response.
-fn csr(m: &mut ModuleBuilder, p: &CoreParams) {
+fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
     let regs = regmap::registers(p);
-    let io = CsrIn::new(m);
-    let wr = WriteChannel::new(m, &io);
-    let ctl = control(m, &regs, &wr);
+    // The protection bits, and an address's bits 1..0 (a byte within the register), are
+    // ignored.
+    m.discard(io.s_axil.awprot);
+    m.discard(io.s_axil.arprot);
+    m.discard(io.s_axil.awaddr.slice(1, 0));
+    m.discard(io.s_axil.araddr.slice(1, 0));
+    let wr = WriteChannel::new(m, io);
+    let ctl = control(m, &regs, &wr, io.finish);
     let problem = problem_regs(m, &regs, &wr);
-    launch_outputs(m, p, &problem, &ctl);
-    let rd = read_channel(m, &regs, &io, &ctl, &problem);
-    axil_outputs(m, &regs, &wr, &rd);
+    let (values, varlen, addr_over) = launch_outputs(p, &problem);
+    let rd = read_channel(m, &regs, io, &ctl, &problem);
+    CsrOut {
+        irq: ctl.pending & ctl.irq_en,
+        start: ctl.start,
+        abort_req: ctl.abort,
+        addr_over,
+        s_axil: axil_outputs(m, &regs, &wr, &rd),
+        problem: values,
+        varlen,
+    }
 }

@@ -6,135 +6,136 @@
 //! the core only through the registers; no debug output leaves the top. Inner modules keep
 //! their parameterized names.
 
-use super::{batch, csr};
-use crate::core::{CoreParams, COUNTERS};
-use crate::ir::Dir;
-use crate::{Design, ModRef, ModuleBuilder};
+use super::batch::{self, BatchIn};
+use super::csr::{self, AxilIn, AxilOut, CsrIn, CsrOut};
+use crate::core::ports::CoreIn;
+use crate::core::CoreParams;
+use crate::dma::{AxiIn, AxiOut, MemIn, MemReq};
+use crate::{group, Design, ModRef};
 
-/// Defines the top `name` of core `p` (and the core and CSR it instantiates); refuses a name
-/// an inner module has.
+group! {
+    /// The top's inputs: the register slave's (`s_axil_*`) and the memory port's (`mem_*` or
+    /// `m_axi_*`, by `mem_if`).
+    pub struct TopIn<T> {
+        ;
+        s_axil: AxilIn<T>,
+        mem: Option<MemIn<T>>,
+        m_axi: Option<AxiIn<T>>,
+    }
+}
+
+group! {
+    /// The top's outputs: `irq`, the register slave's (`s_axil_*`) and the memory port's
+    /// (`mem_req_*` or `m_axi_*`).
+    pub struct TopOut<T> {
+        irq;
+        s_axil: AxilOut<T>,
+        mem_req: Option<MemReq<T>>,
+        m_axi: Option<AxiOut<T>>,
+    }
+}
+
+impl TopIn<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let (mem, m_axi) = p.dma.mem_inputs();
+        TopIn {
+            s_axil: AxilIn::widths(),
+            mem,
+            m_axi,
+        }
+    }
+}
+
+impl TopOut<u32> {
+    pub fn widths(p: &CoreParams) -> Self {
+        let (mem_req, m_axi) = p.dma.mem_outputs();
+        TopOut {
+            irq: 1,
+            s_axil: AxilOut::widths(),
+            mem_req,
+            m_axi,
+        }
+    }
+}
+
+/// Defines the top `name` of core `p` (and the core, the register block and the batch
+/// controller it instantiates); refuses a name an inner module has.
 pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRef> {
-    let core = crate::core::build(d, p);
-    let csr = csr::build(d, p, name);
-    let batch = batch::build(d, p, name);
+    let core = crate::core::block(d, p);
+    let csr = csr::block(d, p, name);
+    let batch = batch::block(d, p, name);
     anyhow::ensure!(
         d.module(name).is_none(),
         "top_name = {name:?} is the name of a module inside the design: choose another (the \
          default is regflash_top)"
     );
     let p = *p;
-    let name = name.to_string();
-    Ok(d.define(&name, |_, m| {
+    let (inputs, outputs) = (TopIn::widths(&p), TopOut::widths(&p));
+    let top = d.define_block(name, &inputs, outputs, |_, m, i| {
         m.doc(&format!(
             "{name}: the regflash FlashAttention core ({}) behind its AXI4-Lite control and\n\
              status registers (see registers.md and regflash.h) and its varlen batch\n\
              controller, with the core's memory port.",
-            core.name
+            core.module.name
         ));
         m.set_latency(1);
-        // The register slave's and the memory port's inputs.
-        let mut axil_in = vec![];
-        for (n, w, is_in) in csr::axil_ports() {
-            if is_in {
-                axil_in.push((n, m.input(n, w)));
-            }
-        }
-        let mem_ports: Vec<(String, u32)> = core
-            .ports
-            .iter()
-            .filter(|q| q.dir == Dir::Input && is_mem_port(&q.name))
-            .map(|q| (q.name.clone(), q.width))
-            .collect();
-        let mem_in: Vec<(String, crate::Sig)> = mem_ports
-            .iter()
-            .map(|(n, w)| (n.clone(), m.input(n, *w)))
-            .collect();
-        // Nets: what the CSR drives (into the batch controller), what the batch controller
-        // drives (into the core).
-        let nets = |m: &mut ModuleBuilder, prefix: &str, ports: Vec<(String, u32)>| {
-            ports
-                .into_iter()
-                .map(|(n, w)| {
-                    let net = m.net(&format!("{prefix}{n}"), w);
-                    (n, net)
-                })
-                .collect::<Vec<(String, crate::Sig)>>()
-        };
-        let mut launch = csr::launch_ports(&p);
-        launch.extend([
-            ("start".to_string(), 1),
-            ("abort_req".to_string(), 1),
-            ("addr_over".to_string(), 1),
-        ]);
-        let from_csr = nets(m, "csr_", launch);
-        let problem = csr::problem_ports(&p);
-        let mut core_ports = problem.clone();
-        core_ports.extend([("start".to_string(), 1), ("keep_counters".to_string(), 1)]);
-        core_ports.extend(mem_ports);
-        let to_core = nets(m, "batch_core_", core_ports);
-        let mut core_in: Vec<(&str, crate::Sig)> =
-            to_core.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        let abort = from_csr
-            .iter()
-            .find(|(n, _)| n == "abort_req")
-            .expect("abort")
-            .1;
-        core_in.push(("abort_req", abort));
-        let c = m.instance(&core, "u_core", &core_in);
-        // The batch controller: the CSR's values, the core's status and memory outputs, the
-        // memory's inputs.
-        let mut batch_in: Vec<(String, crate::Sig)> = vec![];
-        for (n, s) in &from_csr {
-            let port = if problem.iter().any(|(q, _)| q == n) {
-                format!("csr_{n}")
-            } else {
-                n.clone()
-            };
-            batch_in.push((port, *s));
-        }
-        for n in ["busy", "done", "error"] {
-            batch_in.push((format!("core_{n}"), c.get(n)));
-        }
-        for q in core.ports.iter().filter(|q| q.dir == Dir::Output) {
-            if is_mem_port(&q.name) {
-                batch_in.push((format!("core_{}", q.name), c.get(&q.name)));
-            }
-        }
-        batch_in.extend(mem_in.iter().cloned());
-        let batch_in: Vec<(&str, crate::Sig)> =
-            batch_in.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-        let b = m.instance(&batch, "u_batch", &batch_in);
-        for (n, net) in &to_core {
-            m.drive(*net, b.get(&format!("core_{n}")));
-        }
+        // Nets: what the register block drives (into the batch controller and the core), and
+        // what the batch controller drives into the core.
+        let from_csr = m.nets("csr", &CsrOut::widths(&p));
+        let to_core = m.nets("batch_core", &batch.outputs.core);
+        let c = m.instantiate(
+            &core,
+            "u_core",
+            &CoreIn {
+                start: to_core.start,
+                abort_req: from_csr.abort_req,
+                keep_counters: to_core.keep_counters,
+                mem: to_core.mem,
+                m_axi: to_core.m_axi,
+                problem: to_core.problem,
+            },
+        );
+        // The batch controller: the registers' values, the core's status and memory outputs,
+        // the memory's inputs.
+        let b = m.instantiate(
+            &batch,
+            "u_batch",
+            &BatchIn {
+                start: from_csr.start,
+                abort_req: from_csr.abort_req,
+                addr_over: from_csr.addr_over,
+                core_busy: c.busy,
+                core_done: c.done,
+                core_error: c.error,
+                csr: from_csr.problem,
+                varlen: from_csr.varlen,
+                mem: i.mem,
+                core_mem_req: c.mem_req,
+                m_axi: i.m_axi,
+                core_m_axi: c.m_axi,
+            },
+        );
+        m.drive_all(&to_core, &b.core);
         // The register block: the AXI4-Lite slave, the batch's status, the core's counters.
-        let mut csr_in = axil_in.clone();
-        for n in ["busy", "done", "error", "finish"] {
-            csr_in.push((n, b.get(n)));
+        let r = m.instantiate(
+            &csr,
+            "u_csr",
+            &CsrIn {
+                busy: b.busy,
+                done: b.done,
+                error: b.error,
+                finish: b.finish,
+                s_axil: i.s_axil,
+                counters: c.counters,
+            },
+        );
+        m.drive_all(&from_csr, &r);
+        TopOut {
+            irq: from_csr.irq,
+            s_axil: from_csr.s_axil,
+            mem_req: b.mem_req,
+            m_axi: b.m_axi,
         }
-        for n in COUNTERS {
-            csr_in.push((n, c.get(n)));
-        }
-        let r = m.instance(&csr, "u_csr", &csr_in);
-        for (n, net) in &from_csr {
-            m.drive(*net, r.get(n));
-        }
-        for (n, _, is_in) in csr::axil_ports() {
-            if !is_in {
-                m.output(n, r.get(n));
-            }
-        }
-        m.output("irq", r.get("irq"));
-        for q in core.ports.iter().filter(|q| q.dir == Dir::Output) {
-            if is_mem_port(&q.name) {
-                m.output(&q.name, b.get(&q.name));
-            }
-        }
-    }))
-}
-
-/// A port of the memory interface (`mem_*` of the simple port, `m_axi_*` of the AXI4 master),
-/// which the top passes through from the core.
-fn is_mem_port(name: &str) -> bool {
-    name.starts_with("mem_") || name.starts_with("m_axi_")
+    });
+    Ok(top.module)
 }

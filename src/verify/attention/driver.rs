@@ -2,6 +2,7 @@
 //! descriptors, the run to `done` with a hang limit, the counters and O read back.
 
 use super::*;
+use hdl::core::ports::Counters;
 
 /// Where the tensors live in the memory model: bases, and each tensor's row and head strides
 /// (bytes).
@@ -415,29 +416,28 @@ pub fn run_on(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<CoreRun> {
     let mut link = MemPort::new(dut, &p.dma, timing)?;
-    for (name, v) in [
-        ("q_addr", addrs.q),
-        ("k_addr", addrs.k),
-        ("v_addr", addrs.v),
-        ("o_addr", addrs.o),
-        ("heads", a.heads as u64),
-        ("q_len", a.q_len as u64),
-        ("k_len", a.k_len as u64),
-        ("causal", a.causal as u64),
-        ("out_f32", (a.out == OutFormat::F32) as u64),
-        ("c_const", scale_constant(a.head_dim) as u64),
-        ("q_row_stride", addrs.q_strides.0),
-        ("q_head_stride", addrs.q_strides.1),
-        ("k_row_stride", addrs.k_strides.0),
-        ("k_head_stride", addrs.k_strides.1),
-        ("v_row_stride", addrs.v_strides.0),
-        ("v_head_stride", addrs.v_strides.1),
-        ("o_row_stride", addrs.o_strides.0),
-        ("o_head_stride", addrs.o_strides.1),
-        ("kv_group", a.group() as u64),
-    ] {
-        dut.set(name, v);
-    }
+    let problem = hdl::core::ports::Problem {
+        q_addr: addrs.q,
+        k_addr: addrs.k,
+        v_addr: addrs.v,
+        o_addr: addrs.o,
+        heads: a.heads as u64,
+        q_len: a.q_len as u64,
+        k_len: a.k_len as u64,
+        causal: a.causal as u64,
+        out_f32: (a.out == OutFormat::F32) as u64,
+        c_const: scale_constant(a.head_dim) as u64,
+        q_row_stride: addrs.q_strides.0,
+        q_head_stride: addrs.q_strides.1,
+        k_row_stride: addrs.k_strides.0,
+        k_head_stride: addrs.k_strides.1,
+        v_row_stride: addrs.v_strides.0,
+        v_head_stride: addrs.v_strides.1,
+        o_row_stride: addrs.o_strides.0,
+        o_head_stride: addrs.o_strides.1,
+        kv_group: a.group() as u64,
+    };
+    dut.set_all("", &problem);
     let (estimate, limit) = cycle_limit(p, a, timing, mem);
     let done = dut.port("done")?;
     let error = dut.port("error")?;
@@ -474,9 +474,8 @@ pub fn run_on(
     progress(cycles, estimate);
     let dma_error = dut.get_id(error);
     link.check_idle()?;
-    let counters = COUNTERS
-        .iter()
-        .map(|&n| (n.to_string(), dut.get(n)))
+    let counters = hdl::iface::Ports::named(&dut.get_all("", &Counters::widths()))
+        .into_iter()
         .collect();
     Ok(CoreRun {
         out: read_out(mem, lay, a),
