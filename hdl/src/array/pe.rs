@@ -44,13 +44,8 @@ interface! {
 }
 
 interface! {
-    /// A counted PE's outputs: the read port and its register-file accesses this cycle.
+    /// The PE's outputs: the read port and its register-file accesses this cycle.
     pub struct PeOut { rd_data, rf_acc_read, rf_write }
-}
-
-interface! {
-    /// An uncounted PE's output: the read port.
-    pub struct PeData { rd_data }
 }
 
 /// The PE's operations (the `op` port; 6 and 7 are NOPs too).
@@ -80,10 +75,6 @@ pub struct PeConfig {
     /// Registers in the local register file (32 bits each); a power of two from 2 to 1024.
     pub regs: u32,
     pub mac: MacConfig,
-    /// Report register-file port activity (`rf_acc_read`, `rf_write`) for the energy
-    /// counters (module name `…_cnt`): on in the core's PEs; off in the stand-alone grid, which
-    /// counts nothing and keeps its 1,024-instance Verilog compact.
-    pub counted: bool,
 }
 
 impl Default for PeConfig {
@@ -91,7 +82,6 @@ impl Default for PeConfig {
         PeConfig {
             regs: 64,
             mac: MacConfig::default(),
-            counted: true,
         }
     }
 }
@@ -118,11 +108,7 @@ impl PeConfig {
     }
 
     pub fn module_name(&self) -> String {
-        format!(
-            "{}{}",
-            self.params_name(),
-            if self.counted { "_cnt" } else { "" }
-        )
+        self.params_name()
     }
 
     /// The parameters in a name (`pe_r64_m1_a1`): part of the names of modules built from it.
@@ -197,24 +183,15 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
-        if cfg.counted {
-            let is_mac = op.eq(PeOp::Mac as u64);
-            let acc_read = is_mac | is_scale;
-            m.output("rf_acc_read", acc_read);
-            m.output("rf_write", wb_en);
-        }
+        let is_mac = op.eq(PeOp::Mac as u64);
+        let acc_read = is_mac | is_scale;
+        m.output("rf_acc_read", acc_read);
+        m.output("rf_write", wb_en);
         m.set_latency(cfg.latency());
     })
 }
 
-/// The counted PE (`cfg.counted`) as a typed block.
-pub fn build_counted(d: &mut Design, cfg: &PeConfig) -> Block<PeIn, PeOut<u32>> {
-    assert!(cfg.counted, "build_counted needs a counted PE");
-    Block::of(build(d, cfg))
-}
-
-/// The uncounted PE as a typed block.
-pub fn build_plain(d: &mut Design, cfg: &PeConfig) -> Block<PeIn, PeData<u32>> {
-    assert!(!cfg.counted, "build_plain needs an uncounted PE");
+/// The PE as a typed block.
+pub fn block(d: &mut Design, cfg: &PeConfig) -> Block<PeIn, PeOut<u32>> {
     Block::of(build(d, cfg))
 }

@@ -74,7 +74,7 @@ pub type TierBlock = Block<TierIn, TierOut<u32>>;
 
 /// Defines the `kind` tier of the row `cfg` (and its PE).
 pub fn build(d: &mut Design, cfg: &PeRowConfig, kind: TierKind) -> TierBlock {
-    let pe = crate::pe::build_counted(d, &cfg.pe);
+    let pe = crate::pe::block(d, &cfg.pe);
     let c = cfg.cols;
     let (ew, _) = cfg.elem_bits();
     let inputs = TierIn {

@@ -129,7 +129,6 @@ impl CoreConfig {
                     latency: self.add_latency,
                 },
             },
-            counted: true,
         }
     }
 
