@@ -867,6 +867,15 @@ mod tests {
         }
     }
 
+    /// binary32 NaNs: quiet and signalling, both signs, the extreme payloads.
+    const F32_NANS: [u32; 5] = [
+        0x7FC0_0000,
+        0x7F80_0001,
+        0xFFC0_0000,
+        0xFFFF_FFFF,
+        0x7FBF_FFFF,
+    ];
+
     #[test]
     fn convert_fp32_to_fp16_corners() {
         let h = |v: f32| convert(v.to_bits() as u64, Format::FP32, Format::FP16) as u16;
@@ -902,13 +911,7 @@ mod tests {
             check_fp32_to_fp16(v.to_bits());
         }
         assert_eq!(h(f32::INFINITY), 0x7C00);
-        for nan in [
-            0x7FC0_0000u32,
-            0x7F80_0001,
-            0xFFC0_0000,
-            0xFFFF_FFFF,
-            0x7FBF_FFFF,
-        ] {
+        for nan in F32_NANS {
             assert_eq!(convert(nan as u64, Format::FP32, Format::FP16), 0x7E00);
         }
     }
@@ -969,13 +972,7 @@ mod tests {
             assert_eq!(b(x), bf16_oracle(x), "x={x:#010x}");
         }
         assert_eq!(b(F32_INF), 0x7F80);
-        for nan in [
-            0x7FC0_0000u32,
-            0x7F80_0001,
-            0xFFC0_0000,
-            0xFFFF_FFFF,
-            0x7FBF_FFFF,
-        ] {
+        for nan in F32_NANS {
             assert_eq!(b(nan), 0x7FC0, "x={nan:#010x}");
         }
     }
