@@ -279,7 +279,7 @@ fn parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> Result<R> + Sync) ->
 }
 
 /// The components in the table's column order, with their headings.
-const COLUMNS: [(&str, &str); 12] = [
+const COLUMNS: [(&str, &str); 13] = [
     ("mac", "MAC"),
     ("pe_registers", "PE regs"),
     ("p_registers", "P regs"),
@@ -292,6 +292,7 @@ const COLUMNS: [(&str, &str); 12] = [
     ("vertical_links", "vertical links"),
     ("dram", "DRAM"),
     ("static", "static"),
+    ("leakage", "SRAM leakage"),
 ];
 
 /// The markdown tables of `rows` (the comparison, then the energy by component), with a

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use hdl::config::CoreConfig;
-use kernels::energy::{Activity, Breakdown, EnergyTable, Geometry, Placement, StoragePoint, KEYS};
+use kernels::energy::{
+    Activity, Breakdown, EnergyTable, Geometry, Placement, Scaling, StoragePoint, KEYS,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::report::real;
@@ -20,6 +22,7 @@ struct TableFile {
     pe_pitch_um: Option<f64>,
     static_pj_per_pe_cycle: Option<f64>,
     buffer_wire_mm: Option<f64>,
+    sram_fixed_share: Option<ShareFile>,
     #[serde(default)]
     figures: BTreeMap<String, FigureFile>,
     #[serde(default)]
@@ -32,7 +35,28 @@ struct FigureFile {
     pj: f64,
     /// The node the figure is at; the default figure's node when absent.
     node_nm: Option<f64>,
+    /// How it scales (`logic`, `sram`, `wire`, `none`); the default figure's when absent, and
+    /// `logic` for an interface figure given a node.
+    scaling: Option<String>,
     source: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct ShareFile {
+    read: f64,
+    write: f64,
+    source: Option<String>,
+}
+
+/// The scaling class called `name`, or an error naming the classes.
+fn scaling_of(name: &str, origin: &str, what: &str) -> Result<Scaling> {
+    Scaling::parse(name).with_context(|| {
+        format!(
+            "energy table {origin}: {what}: scaling = {name:?} is not a class; use logic, sram, \
+             wire or none"
+        )
+    })
 }
 
 #[derive(Deserialize, Debug)]
@@ -42,6 +66,8 @@ struct StorageFile {
     read_pj: f64,
     write_pj: f64,
     node_nm: f64,
+    /// `sram` (the default: a macro) or `logic` (a register array).
+    scaling: Option<String>,
     source: Option<String>,
 }
 
@@ -64,6 +90,13 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
     if let Some(x) = file.buffer_wire_mm {
         t.buffer_wire_mm = x;
     }
+    if let Some(x) = file.sram_fixed_share {
+        t.sram_fixed_share = kernels::energy::FixedShare {
+            read: x.read,
+            write: x.write,
+            source: x.source.unwrap_or_else(|| format!("user table {origin}")),
+        };
+    }
     for (k, f) in file.figures {
         let Some(fig) = t.figures.get_mut(k.as_str()) else {
             let known: Vec<&str> = KEYS.iter().map(|(n, _)| *n).collect();
@@ -75,7 +108,12 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
         fig.pj = f.pj;
         if let Some(n) = f.node_nm {
             fig.node_nm = n;
-            fig.scales = true;
+            if fig.scaling == Scaling::Interface {
+                fig.scaling = Scaling::Logic;
+            }
+        }
+        if let Some(name) = &f.scaling {
+            fig.scaling = scaling_of(name, origin, &format!("figure `{k}`"))?;
         }
         fig.source = f.source.unwrap_or_else(|| format!("user table {origin}"));
     }
@@ -87,11 +125,16 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
                 s.bytes
             );
         }
+        let scaling = match &s.scaling {
+            Some(name) => scaling_of(name, origin, &format!("[[storage]] {} B", s.bytes))?,
+            None => Scaling::Sram,
+        };
         let point = StoragePoint {
             bytes: s.bytes,
             read_pj: s.read_pj,
             write_pj: s.write_pj,
             node_nm: s.node_nm,
+            scaling,
             source: s.source.unwrap_or_else(|| format!("user table {origin}")),
         };
         match t.storage.iter_mut().find(|p| p.bytes == s.bytes) {
@@ -161,7 +204,17 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         }),
         s_access_bits: s_access_bits as u64,
         p_access_bits: p_access_bits as u64,
+        sram_bytes: sram_bytes(cfg),
+        clock_mhz: cfg.clock_mhz,
     }
+}
+
+/// Bytes of SRAM macros in `cfg`: buf2d's S and P arrays, every bank of every row (register
+/// designs have none: their storage is flip-flops).
+pub fn sram_bytes(cfg: &CoreConfig) -> u64 {
+    let flow = cfg.variant.flow();
+    flow.sram_bank_bytes(cfg)
+        .map_or(0, |b| b * (cfg.rows * flow.banks()) as u64)
 }
 
 /// The counters' activity; DMA bytes from the beats and the port width.

@@ -326,6 +326,9 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
         buffer,
         s_access_bits: 32,
         p_access_bits: 16,
+        // Four rows of one 64 KB bank each.
+        sram_bytes: if buffer.is_some() { 4 * (64 << 10) } else { 0 },
+        clock_mhz: 1000.0,
     }
 }
 
@@ -358,6 +361,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         ("dram_bit", &["dram"]),
         ("bond_bit", &["vertical_links", "buffer_transport"]),
         ("wire_bit_mm", &["broadcast"]),
+        ("sram_leak", &["leakage"]),
     ];
     assert_eq!(expect.len(), KEYS.len(), "every figure is tested");
     for (key, want) in expect {
@@ -394,6 +398,13 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         changed(&table_from_toml("buffer_wire_mm = 0.5", "t").unwrap()),
         set(&["buffer_transport"])
     );
+    // CACTI's fixed part of an access prices the SRAM macros' accesses only: register arrays
+    // cost per bit.
+    let share = "[sram_fixed_share]\nread = 0.2\nwrite = 0.2\n";
+    assert_eq!(
+        changed(&table_from_toml(share, "t").unwrap()),
+        set(&["sram"])
+    );
     // The node scales every on-chip figure and leaves DRAM and the bonds as they are.
     let t7 = table_from_toml("node_nm = 7", "t").unwrap();
     let g = geometry(None);
@@ -404,6 +415,23 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     let k = scale(45.0, 7.0).unwrap();
     assert!((b.mac / a.mac - k).abs() < 1e-12 && (k - 0.0943).abs() < 1e-3);
     assert_eq!((a.dram, a.vertical_links), (b.dram, b.vertical_links));
+    // Wires scale with the supply voltage only; SRAM macros more slowly than logic.
+    assert!((b.broadcast / a.broadcast - 0.46).abs() < 1e-12);
+    let planar = geometry(Some(Placement::Planar));
+    let (a_s, b_s) = (
+        EnergyTable::default().breakdown(&busy(), &planar),
+        t7.breakdown(&busy(), &planar),
+    );
+    let k_sram = kernels::energy::scale_sram(45.0, 7.0).unwrap();
+    assert!((b_s.sram / a_s.sram - k_sram).abs() < 1e-12 && k_sram > 1.5 * k);
+    assert!((b_s.leakage / a_s.leakage - k_sram).abs() < 1e-12 && a_s.leakage > 0.0);
+    // A figure's scaling class can be set; a class that does not exist is refused.
+    let wire_as_logic = "[figures.wire_bit_mm]\npj = 0.0404\nscaling = \"logic\"\nnode_nm = 7\n";
+    let t = table_from_toml(wire_as_logic, "t").unwrap();
+    assert_eq!(
+        t.figures["wire_bit_mm"].scaling,
+        kernels::energy::Scaling::Logic
+    );
     // The PE register files: the 40 nm register point and the 45 nm SRAM points, each scaled.
     assert!(b.pe_registers < a.pe_registers * 0.2);
 }
@@ -436,6 +464,14 @@ fn bad_energy_tables_are_refused_with_the_reason() {
         ),
         ("[[storage]]\nbytes = 64\nread_pj = 1.0\n", "missing field"),
         ("node_nm = \"seven\"", "invalid type"),
+        (
+            "[figures.dram_bit]\npj = 1.0\nscaling = \"quantum\"\n",
+            "scaling = \"quantum\" is not a class",
+        ),
+        (
+            "[sram_fixed_share]\nread = 1.2\nwrite = 0.3\n",
+            "sram_fixed_share.read = 1.2",
+        ),
     ] {
         let e = format!("{:#}", table_from_toml(toml, "bad.toml").unwrap_err());
         assert!(e.contains(says) && e.contains("bad.toml"), "{toml}: {e}");

@@ -3,13 +3,18 @@
 //!
 //! The table (`EnergyTable::default()`) holds per-event energies at the node their source
 //! measured them at. A run's figures are scaled to the table's target node `node_nm` by the
-//! ratio of per-node energy factors (`scale`, Stillmaker & Baas 2017 as coded in Accelergy's
-//! hwcomponents), except those marked as not scaling (off-chip DRAM, hybrid bonds), whose
-//! energy is set by the interface, not the logic node.
+//! ratio of per-node energy factors of their class ([`Scaling`]): logic by Stillmaker & Baas
+//! 2017 as coded in Accelergy's hwcomponents (`scale`), SRAM by the same fits down to 22 nm and
+//! √(node / 22) below (Accelergy's CACTI plug-in rule), wire per mm by the supply voltage
+//! squared (Villa et al., SC14), and interfaces (off-chip DRAM, hybrid bonds) not at all.
 //!
 //! Storage is priced by capacity: a curve of (bytes, read, write pJ per 64-bit access) points
 //! from register files to multi-megabyte SRAM macros, interpolated log-log between points and
-//! held flat beyond the ends; an access of w bits costs w/64 of the 64-bit figure. The PE
+//! held flat beyond the ends. A w-bit access of a register array costs w/64 of the 64-bit
+//! figure (flip-flops cost per bit). A w-bit access of an SRAM macro has CACTI's fixed part
+//! (decoders, wordline, sense-amplifier periphery): `E64 · (f + (1 − f) · w/64)`, with the
+//! fixed shares f of `sram_fixed_share` fitted to CACTI 7 outputs (docs/energy.md). SRAM
+//! macros also leak (`sram_leak`, per MiB, priced per cycle at the design's clock). The PE
 //! register files, the P banks and buf2d's SRAM banks are each priced at their own capacity.
 //!
 //! `breakdown` is pure arithmetic on an `Activity` (the counters) and a `Geometry` (what the
@@ -18,15 +23,61 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One per-event energy: its value at `node_nm`, whether it scales with the logic node, and
-/// where it comes from.
+/// How a figure scales with the technology node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scaling {
+    /// Logic: Stillmaker & Baas 2017 ([`scale`]).
+    Logic,
+    /// SRAM: the logic fits down to 22 nm, then √(node / 22) ([`scale_sram`]).
+    Sram,
+    /// On-chip wire per mm: capacitance per mm is constant, energy follows Vdd² ([`scale_wire`]).
+    Wire,
+    /// Set by an interface, not the node (off-chip DRAM, hybrid bonds).
+    Interface,
+}
+
+impl Scaling {
+    /// The factor that takes an energy of this class from `from` nm to `to` nm.
+    pub fn factor(self, from: f64, to: f64) -> Result<f64, String> {
+        match self {
+            Scaling::Logic => scale(from, to),
+            Scaling::Sram => scale_sram(from, to),
+            Scaling::Wire => scale_wire(from, to),
+            Scaling::Interface => Ok(1.0),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scaling::Logic => "logic",
+            Scaling::Sram => "sram",
+            Scaling::Wire => "wire",
+            Scaling::Interface => "none",
+        }
+    }
+
+    /// The class called `name` (`logic`, `sram`, `wire`, `none`).
+    pub fn parse(name: &str) -> Option<Scaling> {
+        [
+            Scaling::Logic,
+            Scaling::Sram,
+            Scaling::Wire,
+            Scaling::Interface,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+}
+
+/// One per-event energy: its value at `node_nm`, how it scales with the node, and where it
+/// comes from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figure {
+    /// The value, in `unit` (pJ per event for every figure but `sram_leak`).
     pub pj: f64,
-    /// The node the figure was measured or modeled at (nm).
+    /// The node the figure was measured or modeled at (nm; 0 for interface figures).
     pub node_nm: f64,
-    /// Scales with the technology node (logic, storage, wires), or not (DRAM, bonds).
-    pub scales: bool,
+    pub scaling: Scaling,
     pub unit: &'static str,
     pub source: String,
 }
@@ -39,6 +90,17 @@ pub struct StoragePoint {
     pub read_pj: f64,
     pub write_pj: f64,
     pub node_nm: f64,
+    /// Logic for a register (flip-flops), SRAM for a macro.
+    pub scaling: Scaling,
+    pub source: String,
+}
+
+/// The share of a 64-bit SRAM access that is fixed per access, read and write: a w-bit access
+/// costs `E64 · (f + (1 − f) · w/64)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FixedShare {
+    pub read: f64,
+    pub write: f64,
     pub source: String,
 }
 
@@ -62,6 +124,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("dram_bit", "off-chip memory, per bit moved"),
     ("bond_bit", "3-D hybrid-bond vertical link, per bit"),
     ("wire_bit_mm", "on-chip wire, per bit and mm"),
+    (
+        "sram_leak",
+        "SRAM macro leakage, µW per MiB (priced per cycle at the clock)",
+    ),
 ];
 
 /// The energy table: per-event figures, the storage curve, and the knobs.
@@ -70,6 +136,8 @@ pub struct EnergyTable {
     pub figures: BTreeMap<&'static str, Figure>,
     /// By capacity, ascending.
     pub storage: Vec<StoragePoint>,
+    /// CACTI's fixed part of an SRAM access (register arrays have none).
+    pub sram_fixed_share: FixedShare,
     /// The node to report at (nm): every scaling figure is scaled from its own node to this.
     pub node_nm: f64,
     /// Distance between neighbouring PEs (µm): a broadcast bit-hop crosses one pitch.
@@ -86,15 +154,34 @@ pub struct EnergyTable {
 /// A figure's node for figures that do not scale (recorded as 0).
 const UNSCALED: f64 = 0.0;
 
+/// A logic figure at `node_nm`, or an interface figure at [`UNSCALED`].
 fn fig(pj: f64, node_nm: f64, unit: &'static str, source: &str) -> Figure {
+    let scaling = if node_nm == UNSCALED {
+        Scaling::Interface
+    } else {
+        Scaling::Logic
+    };
     Figure {
         pj,
         node_nm,
-        scales: node_nm != UNSCALED,
+        scaling,
         unit,
         source: source.to_string(),
     }
 }
+
+/// A wire figure at `node_nm` (per mm: it scales with the supply voltage, [`scale_wire`]).
+fn wire_fig(pj: f64, node_nm: f64, unit: &'static str, source: &str) -> Figure {
+    Figure {
+        scaling: Scaling::Wire,
+        ..fig(pj, node_nm, unit, source)
+    }
+}
+
+/// The CACTI 7 runs the SRAM figures come from.
+const CACTI: &str = "CACTI 7 (HewlettPackard/cacti 1ffd8df) with accelergy-cacti-plug-in's \
+                     default_cfg.cfg (itrs-lstp cells and periphery, 300 K), 1 RW port, 1 bank, \
+                     45 nm";
 
 const HOROWITZ: &str =
     "Horowitz, \"Computing's energy problem\", ISSCC 2014, Fig. 1.1.9 (45 nm, 0.9 V)";
@@ -138,8 +225,9 @@ impl Default for EnergyTable {
                 3.97,
                 UNSCALED,
                 "pJ/bit",
-                "HBM2, accelergy-cacti-plug-in DRAM table (after Chatterjee et al., MICRO 2017); \
-                 an interface figure, not scaled with the logic node",
+                "HBM2: O'Connor, Chatterjee et al., \"Fine-Grained DRAM\", MICRO 2017 \
+                 (activation 1.21 + on-die movement 2.24 + I/O 0.30 pJ/bit, with ECC), as in \
+                 accelergy-cacti-plug-in's DRAM table; an interface figure, not scaled",
             ),
         );
         add(
@@ -154,17 +242,43 @@ impl Default for EnergyTable {
         );
         add(
             "wire_bit_mm",
-            fig(
+            wire_fig(
                 0.0404,
                 45.0,
                 "pJ/(bit mm)",
                 "on-chip low-swing wire, Park et al., DATE 2013 (45 nm); full-swing repeated \
-                 wires cost about 3x more",
+                 wires cost about 3x more (0.12 pJ/(bit mm) at 40 nm, 0.9 V: Keckler et al., \
+                 IEEE Micro 31(5) 2011, Table 1)",
             ),
+        );
+        add(
+            "sram_leak",
+            Figure {
+                pj: 25.0,
+                node_nm: 45.0,
+                scaling: Scaling::Sram,
+                unit: "uW/MiB",
+                source: format!(
+                    "{CACTI}: 2 KiB to 256 KiB macros (timeloop-accelergy-exercises 2d55108 \
+                     reference logs) and FuseMax's 32 MiB buffer (micro24-fusemax-artifact \
+                     f543beb, 793 uW) leak 25-38 uW per MiB, linear in capacity; itrs-hp cells \
+                     at 360 K leak about 10^4 times more"
+                ),
+            },
         );
         EnergyTable {
             figures,
             storage: default_storage(),
+            sram_fixed_share: FixedShare {
+                read: 0.49,
+                write: 0.31,
+                source: format!(
+                    "least-squares fit of E64(C) (f + (1 - f) w/64) to 13 {CACTI} outputs, \
+                     2 KiB to 32 MiB, 32 to 256 bits (timeloop-accelergy-exercises 2d55108 \
+                     reference logs, micro24-fusemax-artifact f543beb, this table's curve): rms \
+                     error x1.13 read, x1.06 write; Accelergy's plug-in assumes 0.3"
+                ),
+            },
             node_nm: 45.0,
             pe_pitch_um: 50.0,
             static_pj_per_pe_cycle: 0.0,
@@ -179,21 +293,27 @@ fn default_storage() -> Vec<StoragePoint> {
         read_pj,
         write_pj,
         node_nm,
+        scaling: Scaling::Sram,
         source: source.to_string(),
     };
-    let cacti = "CACTI 7 (HewlettPackard/cacti 1ffd8df) with accelergy-cacti-plug-in's \
-                 default_cfg.cfg (itrs-lstp cells and periphery), 1 RW port, 1 bank, 64-bit \
-                 block, 45 nm; Horowitz ISSCC 2014 quotes ~10 / 20 / 100 pJ for 8 KB / 32 KB / \
-                 1 MB";
-    vec![
-        p(
+    let cacti = format!(
+        "{CACTI}, 64-bit block; Horowitz ISSCC 2014 quotes ~10 / 20 / 100 pJ for 8 KB / \
+         32 KB / 1 MB"
+    );
+    let cacti = cacti.as_str();
+    let register = StoragePoint {
+        scaling: Scaling::Logic,
+        ..p(
             4,
             0.576,
             0.576,
             40.0,
             "one 32-bit register: Aladdin's register, 0.009 pJ per bit read or written (40 nm; \
              hwcomponents-library aladdin.py), 64 bits",
-        ),
+        )
+    };
+    vec![
+        register,
         p(8 << 10, 6.14, 7.88, 45.0, cacti),
         p(32 << 10, 17.04, 15.40, 45.0, cacti),
         p(128 << 10, 32.29, 26.07, 45.0, cacti),
@@ -233,6 +353,61 @@ pub const NODE_RANGE: (f64, f64) = (1.0, 130.0);
 /// as in hwcomponents), down to 1 nm.
 pub fn scale(from: f64, to: f64) -> Result<f64, String> {
     Ok(node_energy(to)? / node_energy(from)?)
+}
+
+/// The node below which SRAM stops following the logic fits (nm): CACTI's technology files
+/// end there, and Accelergy's CACTI plug-in scales below it by √(node / 22).
+pub const SRAM_FIT_FLOOR_NM: f64 = 22.0;
+
+/// [`scale`] for SRAM: the logic fits down to 22 nm, √(node / 22) below (Accelergy's CACTI
+/// plug-in, cacti_wrapper.py). From 45 to 7 nm that is 0.166, against logic's 0.094: silicon
+/// anchors say SRAM scales more slowly than logic (an 8 KB SRAM: 156 fJ/bit at 45 nm, Horowitz
+/// ISSCC 2014; 50 fJ/bit at 14 nm, Dally et al., CACM 2020).
+pub fn scale_sram(from: f64, to: f64) -> Result<f64, String> {
+    Ok(node_energy_sram(to)? / node_energy_sram(from)?)
+}
+
+fn node_energy_sram(nm: f64) -> Result<f64, String> {
+    if nm >= SRAM_FIT_FLOOR_NM {
+        return node_energy(nm);
+    }
+    node_energy(nm)?;
+    Ok(node_energy(SRAM_FIT_FLOOR_NM)? * (nm / SRAM_FIT_FLOOR_NM).sqrt())
+}
+
+/// Wire energy per mm by node, relative to 45 nm: capacitance per mm stays about 200 fF/mm, so
+/// the energy follows Vdd². Villa et al., "Scaling the power wall", SC14, Table II, from 28 to
+/// 7 nm (Vdd 0.90 to 0.70 V); 45 and 28 nm at the same 0.9 V (Keckler et al., IEEE Micro 2011,
+/// Table 1, gives 40 nm at 0.9 V). Held flat beyond the ends.
+pub const WIRE_FACTORS: &[(f64, f64)] = &[
+    (45.0, 1.0),
+    (28.0, 1.0),
+    (20.0, 0.89),
+    (14.0, 0.75),
+    (10.0, 0.62),
+    (7.0, 0.46),
+];
+
+/// [`scale`] for on-chip wire per mm ([`WIRE_FACTORS`], interpolated linearly in node size).
+pub fn scale_wire(from: f64, to: f64) -> Result<f64, String> {
+    Ok(wire_energy(to)? / wire_energy(from)?)
+}
+
+fn wire_energy(nm: f64) -> Result<f64, String> {
+    node_energy(nm)?;
+    let (first, last) = (WIRE_FACTORS[0], WIRE_FACTORS[WIRE_FACTORS.len() - 1]);
+    if nm >= first.0 {
+        return Ok(first.1);
+    }
+    if nm <= last.0 {
+        return Ok(last.1);
+    }
+    let k = WIRE_FACTORS
+        .iter()
+        .position(|(n, _)| *n <= nm)
+        .expect("inside the table");
+    let ((n0, f0), (n1, f1)) = (WIRE_FACTORS[k - 1], WIRE_FACTORS[k]);
+    Ok(f1 + (nm - n1) / (n0 - n1) * (f0 - f1))
 }
 
 /// The relative energy of a node (the fit at `SCALING_VDD`).
@@ -340,6 +515,10 @@ pub struct Geometry {
     /// Bits of one S-array access and one P-bank access (32 and 16; buf2d's wide words more).
     pub s_access_bits: u64,
     pub p_access_bits: u64,
+    /// Bytes of SRAM macros in the design (buf2d's S and P arrays over all rows), which leak.
+    pub sram_bytes: u64,
+    /// The clock (MHz): leakage is a power, priced per cycle.
+    pub clock_mhz: f64,
 }
 
 /// Energy by component (pJ), at the table's node.
@@ -370,11 +549,13 @@ pub struct Breakdown {
     pub dram: f64,
     /// Static and clock-tree energy (a knob; 0 by default).
     pub static_energy: f64,
+    /// SRAM macros' leakage.
+    pub leakage: f64,
 }
 
 impl Breakdown {
     /// (name, pJ) for each component, in report order.
-    pub fn components(&self) -> [(&'static str, f64); 12] {
+    pub fn components(&self) -> [(&'static str, f64); 13] {
         [
             ("mac", self.mac),
             ("pe_registers", self.pe_registers),
@@ -388,6 +569,7 @@ impl Breakdown {
             ("vertical_links", self.vertical_links),
             ("dram", self.dram),
             ("static", self.static_energy),
+            ("leakage", self.leakage),
         ]
     }
 
@@ -419,7 +601,7 @@ impl EnergyTable {
             if !ok_pj(f.pj) {
                 return bad(format!("{k}: pj = {} must be a finite energy >= 0", f.pj));
             }
-            if f.scales {
+            if f.scaling != Scaling::Interface {
                 node_energy(f.node_nm).map_err(|e| TableError(format!("{k}.node_nm: {e}")))?;
             }
         }
@@ -441,6 +623,15 @@ impl EnergyTable {
                 return bad("storage points must have distinct capacities, ascending".into());
             }
         }
+        let share = &self.sram_fixed_share;
+        for (k, x) in [("read", share.read), ("write", share.write)] {
+            if !(x.is_finite() && (0.0..=1.0).contains(&x)) {
+                return bad(format!(
+                    "sram_fixed_share.{k} = {x} must be a share from 0 (an access costs in \
+                     proportion to its width) to 1 (the same whatever its width)"
+                ));
+            }
+        }
         for (k, x) in [
             ("pe_pitch_um", self.pe_pitch_um),
             ("static_pj_per_pe_cycle", self.static_pj_per_pe_cycle),
@@ -456,11 +647,10 @@ impl EnergyTable {
     /// A figure at the target node (pJ per its unit).
     pub fn at_node(&self, key: &str) -> f64 {
         let f = &self.figures[key];
-        if f.scales {
-            f.pj * scale(f.node_nm, self.node_nm).expect("validated table")
-        } else {
-            f.pj
-        }
+        f.pj * f
+            .scaling
+            .factor(f.node_nm, self.node_nm)
+            .expect("validated table")
     }
 
     /// (read, write) pJ per 64-bit access of storage of `bytes`, at the target node: each
@@ -470,7 +660,10 @@ impl EnergyTable {
             self.storage
                 .iter()
                 .map(|s| {
-                    let k = scale(s.node_nm, self.node_nm).expect("validated table");
+                    let k = s
+                        .scaling
+                        .factor(s.node_nm, self.node_nm)
+                        .expect("validated table");
                     (s.bytes as f64, f(s) * k)
                 })
                 .collect()
@@ -480,6 +673,28 @@ impl EnergyTable {
             loglog(&pts(|s| s.read_pj), x),
             loglog(&pts(|s| s.write_pj), x),
         )
+    }
+
+    /// (read, write) pJ of one `bits`-wide access of an SRAM macro of `bytes`, at the target
+    /// node: the 64-bit figure with CACTI's fixed part, `E64 · (f + (1 − f) · bits/64)`.
+    pub fn sram_access_pj(&self, bytes: u64, bits: u64) -> (f64, f64) {
+        let (r64, w64) = self.storage_pj(bytes);
+        let share = &self.sram_fixed_share;
+        let w = bits as f64 / 64.0;
+        (
+            r64 * (share.read + (1.0 - share.read) * w),
+            w64 * (share.write + (1.0 - share.write) * w),
+        )
+    }
+
+    /// Leakage of `bytes` of SRAM macros per cycle at `clock_mhz` (pJ), at the target node.
+    pub fn sram_leak_pj_per_cycle(&self, bytes: u64, clock_mhz: f64) -> f64 {
+        if bytes == 0 {
+            return 0.0;
+        }
+        let mib = bytes as f64 / (1u64 << 20) as f64;
+        // µW · MiB / MHz = 1e-6 W / 1e6 Hz = 1e-12 J = 1 pJ.
+        self.at_node("sram_leak") * mib / clock_mhz
     }
 
     /// Energy by component of a run with activity `a` on a design of geometry `g`.
@@ -495,11 +710,19 @@ impl EnergyTable {
         let row_update = e("fp32_mul")
             + (3.0 + (g.cols.max(1) - 1) as f64) * e("fp32_add")
             + 2.0 * e("int32_add");
-        let (p_r, p_w) = self.storage_pj(g.p_bytes);
-        // Accesses of w bits cost w/64 of the 64-bit figure.
+        // The row's S and P storage: an SRAM access has CACTI's fixed part; one of a register
+        // array costs w/64 of the 64-bit figure.
         let (s_bits, p_bits) = (g.s_access_bits, g.p_access_bits);
-        let p_pj = (n(a.p_reads) * p_r + n(a.p_writes) * p_w) * n(p_bits) / 64.0;
-        let s_pj = (n(a.s_reads) * p_r + n(a.s_writes) * p_w) * n(s_bits) / 64.0;
+        let access = |bits: u64| match g.buffer {
+            Some(_) => self.sram_access_pj(g.p_bytes, bits),
+            None => {
+                let (r, w) = self.storage_pj(g.p_bytes);
+                (r * n(bits) / 64.0, w * n(bits) / 64.0)
+            }
+        };
+        let ((p_r, p_w), (s_r, s_w)) = (access(p_bits), access(s_bits));
+        let p_pj = n(a.p_reads) * p_r + n(a.p_writes) * p_w;
+        let s_pj = n(a.s_reads) * s_r + n(a.s_writes) * s_w;
         let buffer_bits = p_bits * (a.p_reads + a.p_writes) + s_bits * (a.s_reads + a.s_writes);
         let (p_registers, sram, buffer_transport) = match g.buffer {
             None => (p_pj + s_pj, 0.0, 0.0),
@@ -527,6 +750,7 @@ impl EnergyTable {
             vertical_links: n(a.vlink_bits) * e("bond_bit"),
             dram: n(8 * a.dram_bytes) * e("dram_bit"),
             static_energy: n(a.cycles) * n(g.pes) * self.static_pj_per_pe_cycle,
+            leakage: n(a.cycles) * self.sram_leak_pj_per_cycle(g.sram_bytes, g.clock_mhz),
         }
     }
 }
@@ -556,6 +780,68 @@ mod tests {
         }
         assert!(scale(45.0, 0.5).is_err() && scale(200.0, 45.0).is_err());
         assert!(scale(f64::NAN, 45.0).is_err());
+    }
+
+    #[test]
+    fn sram_and_wire_scale_more_slowly_than_logic() {
+        // SRAM: the logic fits down to 22 nm, then the square root of the node (Accelergy's
+        // CACTI plug-in): 45 -> 7 nm is 0.294 x sqrt(7 / 22) = 0.166, against logic's 0.094.
+        for nm in [45.0, 32.0, 22.0] {
+            assert_eq!(scale_sram(45.0, nm), scale(45.0, nm));
+        }
+        let sram7 = scale_sram(45.0, 7.0).unwrap();
+        let want = scale(45.0, 22.0).unwrap() * (7.0f64 / 22.0).sqrt();
+        assert!((sram7 - want).abs() < 1e-12 && (sram7 - 0.166).abs() < 0.001);
+        assert!(sram7 > scale(45.0, 7.0).unwrap());
+        // Wire per mm: Vdd^2, 0.46 at 7 nm (Villa et al. SC14), 1 down to 28 nm, flat beyond.
+        assert_eq!(scale_wire(45.0, 7.0), Ok(0.46));
+        assert_eq!(scale_wire(45.0, 28.0), Ok(1.0));
+        assert!((scale_wire(45.0, 12.0).unwrap() - (0.62 + 0.5 * (0.75 - 0.62))).abs() < 1e-12);
+        assert_eq!(scale_wire(45.0, 130.0), Ok(1.0));
+        assert_eq!(scale_wire(45.0, 3.0), Ok(0.46));
+        assert!(scale_wire(45.0, 0.5).is_err() && scale_sram(45.0, 200.0).is_err());
+        // Interfaces do not scale; each class answers through Scaling::factor.
+        assert_eq!(Scaling::Interface.factor(45.0, 7.0), Ok(1.0));
+        assert_eq!(Scaling::Sram.factor(45.0, 7.0), Ok(sram7));
+        for s in [
+            Scaling::Logic,
+            Scaling::Sram,
+            Scaling::Wire,
+            Scaling::Interface,
+        ] {
+            assert_eq!(Scaling::parse(s.name()), Some(s));
+        }
+    }
+
+    #[test]
+    fn sram_accesses_have_a_fixed_part_and_registers_do_not() {
+        let t = EnergyTable::default();
+        let (r64, w64) = t.storage_pj(64 << 10);
+        assert_eq!(t.sram_access_pj(64 << 10, 64), (r64, w64));
+        let (r16, w16) = t.sram_access_pj(64 << 10, 16);
+        assert!(
+            (r16 / (r64 * 16.0 / 64.0) - 2.47).abs() < 0.01,
+            "a 16-bit read: 2.47x w/64"
+        );
+        assert!((w16 / (w64 * 16.0 / 64.0) - 1.93).abs() < 0.01);
+        let (r512, _) = t.sram_access_pj(64 << 10, 512);
+        assert!(
+            (r512 / (r64 * 8.0) - 0.57125).abs() < 1e-9,
+            "a 512-bit read: 0.57x"
+        );
+        // A share outside 0..=1 is refused.
+        let bad = EnergyTable {
+            sram_fixed_share: FixedShare {
+                read: 1.5,
+                ..t.sram_fixed_share.clone()
+            },
+            ..t.clone()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("sram_fixed_share.read"));
     }
 
     #[test]
@@ -603,6 +889,8 @@ mod tests {
             buffer: None,
             s_access_bits: 32,
             p_access_bits: 16,
+            sram_bytes: 0,
+            clock_mhz: 1000.0,
         };
         let b = t.breakdown(&a, &g);
         let k = scale(45.0, 16.0).unwrap();
@@ -611,7 +899,9 @@ mod tests {
         // Interfaces do not scale.
         assert!((b.dram - 512.0 * 3.97).abs() < 1e-9);
         assert!((b.vertical_links - 100.0 * 0.05).abs() < 1e-12);
-        assert!((b.broadcast - 2000.0 * 0.05 * 0.0404 * k).abs() < 1e-9);
+        let k_wire = scale_wire(45.0, 16.0).unwrap();
+        assert!((b.broadcast - 2000.0 * 0.05 * 0.0404 * k_wire).abs() < 1e-9);
+        assert_eq!(b.leakage, 0.0, "no SRAM macros");
         assert_eq!(b.static_energy, 0.0);
         assert_eq!((b.sram, b.p_registers, b.buffer_transport), (0.0, 0.0, 0.0));
         let sum: f64 = b.components().iter().map(|c| c.1).sum();
@@ -622,14 +912,26 @@ mod tests {
             s_writes: 4,
             ..a
         };
-        let stacked = t.breakdown(
-            &a2,
-            &Geometry {
-                buffer: Some(Placement::Stacked),
-                ..g
-            },
-        );
+        let sram_g = Geometry {
+            buffer: Some(Placement::Stacked),
+            sram_bytes: 4 << 20,
+            ..g
+        };
+        let stacked = t.breakdown(&a2, &sram_g);
         assert!(stacked.sram > 0.0 && stacked.p_registers == 0.0);
         assert!((stacked.buffer_transport - (160.0 + 128.0) * 0.05).abs() < 1e-12);
+        // An SRAM access has CACTI's fixed part: a 16-bit P read costs 0.49 + 0.51 / 4 of the
+        // 64-bit read, a 32-bit S write 0.31 + 0.69 / 2 of the 64-bit write.
+        let (r64, w64) = t.storage_pj(128);
+        let want = 10.0 * r64 * (0.49 + 0.51 / 4.0) + 4.0 * w64 * (0.31 + 0.69 / 2.0);
+        assert!((stacked.sram - want).abs() < 1e-9 * want);
+        // 4 MiB of SRAM leaks 25 uW per MiB at 45 nm, x the SRAM scaling to 16 nm, for 10
+        // cycles of 1 ns.
+        let leak = 10.0 * 25.0 * 4.0 / 1000.0 * scale_sram(45.0, 16.0).unwrap();
+        assert!(
+            (stacked.leakage - leak).abs() < 1e-12,
+            "{}",
+            stacked.leakage
+        );
     }
 }
