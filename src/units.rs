@@ -50,7 +50,7 @@ macro_rules! pure {
 /// Every block, in the order `regflash verify` checks them.
 pub static UNITS: &[Unit] = &[
     Unit {
-        name: "fp_mul_e5m10_e8m23",
+        name: "fp_mul_e5m10",
         build: |d, c| Ok(hdl::fp16_mul::build(d, &c.pe().mac.mul).module),
         check: pure!(fp16_mul),
     },
@@ -191,7 +191,7 @@ pub static UNITS: &[Unit] = &[
 /// named after their C types; they are named by their number formats now, as HardFloat names
 /// its modules (see `hdl::fp`).
 pub static ALIASES: &[(&str, &str)] = &[
-    ("fp16_mul", "fp_mul_e5m10_e8m23"),
+    ("fp16_mul", "fp_mul_e5m10"),
     ("fp32_add", "fp_add_e8m23"),
     ("fp16_to_fp32", "fp_cvt_e5m10_e8m23"),
     ("fp32_to_fp16", "fp_cvt_e8m23_e5m10"),
@@ -288,7 +288,7 @@ mod tests {
                 derived[1].as_str(),
                 derived[2].as_str()
             ),
-            ("fp_mul_e5m10_e8m23", "fp_add_e8m23", "fp_cvt_e5m10_e8m23")
+            ("fp_mul_e5m10", "fp_add_e8m23", "fp_cvt_e5m10_e8m23")
         );
     }
 
@@ -307,7 +307,7 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains("unknown unit `fp64_div`"), "{err}");
         assert!(
-            err.contains("fp_mul_e5m10_e8m23") && err.contains("fp16_mul = fp_mul_e5m10_e8m23"),
+            err.contains("fp_mul_e5m10") && err.contains("fp16_mul = fp_mul_e5m10"),
             "{err}"
         );
         assert!(!names().contains(&"fp16_mul"));

@@ -142,12 +142,7 @@ fn ice40_flow_places_and_routes_for_an_fmax() {
 #[test]
 fn xilinx_flow_maps_the_multiplier_to_a_dsp() {
     let dir = ScratchDir::new("xilinx").unwrap();
-    generate(
-        &small(),
-        &Target::Unit("fp_mul_e5m10_e8m23".into()),
-        dir.path(),
-    )
-    .unwrap();
+    generate(&small(), &Target::Unit("fp_mul_e5m10".into()), dir.path()).unwrap();
     let r = gen::flow::synth(dir.path(), SynthTarget::Xilinx, false).unwrap();
     let res = r.resources.unwrap();
     assert_eq!(res.dsps, 1, "{res:?}");

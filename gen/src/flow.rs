@@ -556,7 +556,7 @@ fn parse_ltp(text: &str) -> BTreeMap<String, u64> {
 }
 
 /// Parses `stat -json` output. Yosys 0.23 prints the hierarchy listing (lines such as
-/// `       fp_mul_e5m10_e8m23_l1         1`) into the middle of the JSON when a top module is set;
+/// `       fp_mul_e5m10_l1         1`) into the middle of the JSON when a top module is set;
 /// those lines are dropped: every line of real JSON here starts with a quote or a brace.
 fn parse_stat_json(text: &str) -> Result<serde_json::Value> {
     let json: String = text

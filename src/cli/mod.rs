@@ -106,7 +106,7 @@ pub struct ConfigArgs {
     /// TOML configuration file (see presets/*.toml); the options below override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Override: fp_mul_e5m10_e8m23 (the MAC's multiplier) pipeline registers (0..=2).
+    /// Override: fp_mul_e5m10 (the MAC's multiplier) pipeline registers (0..=2).
     #[arg(long)]
     pub mul_latency: Option<u32>,
     /// Override: fp_add_e8m23 (the MAC's adder) pipeline registers (0..=2).
@@ -216,7 +216,7 @@ pub struct GenArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Generate one block as the top instead of the whole design
-    /// (fp_mul_e5m10_e8m23, fp_add_e8m23, mac, pe, fp_exp2_e8m23, row_reduce, mask_gen, dma,
+    /// (fp_mul_e5m10, fp_add_e8m23, mac, pe, fp_exp2_e8m23, row_reduce, mask_gen, dma,
     /// pe_row, ...; an unknown name lists them all). The floating-point units' former names
     /// (fp16_mul, fp32_add, fp16_to_fp32, exp2, ...) are accepted as aliases.
     #[arg(long)]

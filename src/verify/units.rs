@@ -60,13 +60,13 @@ fn pair(s: BoxedStrategy<(u32, u32)>) -> BoxedStrategy<Vec<u64>> {
     s.prop_map(|(a, b)| vec![a as u64, b as u64]).boxed()
 }
 
-/// `fp_mul_e5m10_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
+/// `fp_mul_e5m10`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod fp16_mul {
     use super::*;
 
     pub fn unit(_cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
-        binary("fp_mul_e5m10_e8m23", F16, ("b", F16), F32, |a, b| {
+        binary("fp_mul_e5m10", F16, ("b", F16), F32, |a, b| {
             fp::fp16_mul(a as u16, b as u16) as u64
         })
     }

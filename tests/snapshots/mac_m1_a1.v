@@ -25,7 +25,7 @@ module mac_m1_a1 (
         if (rst) acc_d1_q <= 32'd0;
         else acc_d1_q <= acc;
 
-    fp_mul_e5m10_e8m23_l1 u_mul (.clk(clk), .rst(rst), .a(a), .b(b), .y(u_mul_y));
+    fp_mul_e5m10_l1 u_mul (.clk(clk), .rst(rst), .a(a), .b(b), .y(u_mul_y));
     fp_add_e8m23_l1 u_add (.clk(clk), .rst(rst), .a(acc_d1_q), .b(u_mul_y), .y(u_add_y));
 
     assign y = u_add_y;

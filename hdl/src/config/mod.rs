@@ -55,7 +55,7 @@ pub struct CoreConfig {
     pub head_dim: u32,
     /// 32-bit registers per PE.
     pub regs_per_pe: u32,
-    /// `fp_mul_e5m10_e8m23` (the MAC's multiplier) pipeline registers (0..=2).
+    /// `fp_mul_e5m10` (the MAC's multiplier) pipeline registers (0..=2).
     pub mul_latency: u32,
     /// `fp_add_e8m23` (the MAC's adder) pipeline registers (0..=2).
     pub add_latency: u32,

@@ -1,8 +1,9 @@
-//! `fp_mul_e5m10_e8m23`: exact binary16 × binary16 product in binary32 (the unit's name is its
-//! formats', [`Fp16MulConfig::unit_name`]).
+//! `fp_mul_e5m10`: exact binary16 × binary16 product in binary32 (the unit's name is its
+//! operands' format, [`Fp16MulConfig::unit_name`]; the product's format is the one wide enough
+//! to hold every product exactly, `Fp16MulConfig::OUT`).
 //!
 //! Ports: `a`, `b` (16 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name
-//! `fp_mul_e5m10_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output;
+//! `fp_mul_e5m10_l<latency>`), one result per cycle. Latency 1 registers the output;
 //! latency 2 also registers the raw 22-bit significand product.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp16_mul`): the product is exact, no rounding;
@@ -17,7 +18,7 @@ use crate::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, Design, ModuleBuilder, Sig};
 
-/// Configuration of `fp_mul_e5m10_e8m23`.
+/// Configuration of `fp_mul_e5m10`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fp16MulConfig {
     /// Pipeline registers between input and output: 0, 1 or 2.
@@ -35,18 +36,18 @@ impl Fp16MulConfig {
         crate::check_latency(&Self::unit_name(), self.latency, Self::MAX_LATENCY)
     }
 
-    /// The unit's name, from its formats: `fp_mul_e5m10_e8m23`.
+    /// The unit's name, from its formats: `fp_mul_e5m10`.
     pub fn unit_name() -> String {
-        crate::fp::unit_name("mul", &[Self::IN, Self::OUT])
+        crate::fp::unit_name("mul", &[Self::IN])
     }
 
-    /// The Verilog module's name: the unit's with the latency, `fp_mul_e5m10_e8m23_l1`.
+    /// The Verilog module's name: the unit's with the latency, `fp_mul_e5m10_l1`.
     pub fn module_name(&self) -> String {
         format!("{}_l{}", Self::unit_name(), self.latency)
     }
 }
 
-/// Defines `fp_mul_e5m10_e8m23_l<latency>` in `d`.
+/// Defines `fp_mul_e5m10_l<latency>` in `d`.
 pub fn build(d: &mut Design, cfg: &Fp16MulConfig) -> BinaryBlock {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
