@@ -134,12 +134,21 @@ pub fn simulate_with(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let options = verilator_tb::BuildOptions {
         trace: run.trace,
-        profile: profile(target, rows, run.cycles, verilator_tb::Profile::from_env()?),
+        profile: profile(target, rows, run.cycles, forced_profile(target)?),
         threads: if big { cores.min(2) } else { 0 },
         hier_blocks: hier_blocks(&manifest, whole && rows),
     };
     let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
     Ok((model, manifest))
+}
+
+/// What `REGFLASH_FAST_BUILD` asks of `target`'s build: nothing for a core built for fault
+/// injection, whose build is always [`verilator_tb::Profile::Debug`].
+fn forced_profile(target: &Target) -> Result<Option<verilator_tb::Profile>> {
+    match target {
+        Target::FaultyCore => Ok(None),
+        _ => verilator_tb::Profile::from_env(),
+    }
 }
 
 /// Whether a core's PE rows are verilated as hierarchical blocks: for cores of 1,024 PEs and

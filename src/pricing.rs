@@ -125,9 +125,15 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
                 s.bytes
             );
         }
+        // Absent, the class is that of the point it replaces (the 4-byte register is logic),
+        // or SRAM for a new point.
         let scaling = match &s.scaling {
             Some(name) => scaling_of(name, origin, &format!("[[storage]] {} B", s.bytes))?,
-            None => Scaling::Sram,
+            None => t
+                .storage
+                .iter()
+                .find(|p| p.bytes == s.bytes)
+                .map_or(Scaling::Sram, |p| p.scaling),
         };
         let point = StoragePoint {
             bytes: s.bytes,
@@ -280,7 +286,8 @@ pub struct EnergyReport {
     /// `buf2d.word_bits`; with a buffer's wire or bond crossing),
     /// `max_op`, `exp_op`, `row_update`, `recip_op`, `norm_op`, `land_read_bit`,
     /// `land_write_bit`, `staging_bit` (written and read), `bcast_bit_hop`, `vlink_bit`,
-    /// `dram_byte`, `static_cycle`. A DMA byte moves 8 landing or staging bits as well.
+    /// `dram_byte`, `static_cycle` (the static term and the SRAM macros' leakage of one cycle).
+    /// A DMA byte moves 8 landing or staging bits as well.
     pub prices_pj: BTreeMap<String, f64>,
     /// The storage each price came from: PE register file, P bank or SRAM bank, landing and
     /// staging banks (bytes).

@@ -425,6 +425,13 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     let k_sram = kernels::energy::scale_sram(45.0, 7.0).unwrap();
     assert!((b_s.sram / a_s.sram - k_sram).abs() < 1e-12 && k_sram > 1.5 * k);
     assert!((b_s.leakage / a_s.leakage - k_sram).abs() < 1e-12 && a_s.leakage > 0.0);
+    // A restated point keeps the class of the point it replaces: the 4-byte register stays
+    // logic, so restating it changes nothing at 7 nm.
+    let restated =
+        "node_nm = 7\n[[storage]]\nbytes = 4\nread_pj = 0.576\nwrite_pj = 0.576\nnode_nm = 40\n";
+    let t7r = table_from_toml(restated, "t").unwrap();
+    assert_eq!(t7r.storage[0].scaling, kernels::energy::Scaling::Logic);
+    assert_eq!(t7r.breakdown(&busy(), &g), t7.breakdown(&busy(), &g));
     // A figure's scaling class can be set; a class that does not exist is refused.
     let wire_as_logic = "[figures.wire_bit_mm]\npj = 0.0404\nscaling = \"logic\"\nnode_nm = 7\n";
     let t = table_from_toml(wire_as_logic, "t").unwrap();

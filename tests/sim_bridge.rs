@@ -18,7 +18,7 @@ fn waveforms_windowed_scoped_and_fst() {
             dir.path(),
             &BuildOptions {
                 trace,
-                ..BuildOptions::default()
+                ..BuildOptions::from_env().unwrap()
             },
         )
     };
@@ -143,7 +143,7 @@ fn waveforms_on_request_with_named_signals() {
         dir.path(),
         &BuildOptions {
             trace: Some(WaveFormat::Vcd),
-            ..BuildOptions::default()
+            ..BuildOptions::from_env().unwrap()
         },
     )
     .unwrap();
@@ -167,7 +167,7 @@ fn waveforms_on_request_with_named_signals() {
         dir.path(),
         &BuildOptions {
             trace: None,
-            ..BuildOptions::default()
+            ..BuildOptions::from_env().unwrap()
         },
     )
     .unwrap();
@@ -181,8 +181,8 @@ fn an_unchanged_design_is_not_rebuilt() {
     let b = ScratchDir::new("cache").unwrap();
     generate(&cfg, &Target::Unit("fp_cvt_e8m23_e5m10".into()), a.path()).unwrap();
     generate(&cfg, &Target::Unit("fp_cvt_e8m23_e5m10".into()), b.path()).unwrap();
-    let first = Model::build_with(a.path(), &BuildOptions::default()).unwrap();
-    let second = Model::build_with(b.path(), &BuildOptions::default()).unwrap();
+    let first = Model::build_with(a.path(), &BuildOptions::from_env().unwrap()).unwrap();
+    let second = Model::build_with(b.path(), &BuildOptions::from_env().unwrap()).unwrap();
     assert!(
         !second.compiled,
         "same Verilog in another folder comes from the cache"
@@ -191,7 +191,7 @@ fn an_unchanged_design_is_not_rebuilt() {
     // A different design is a different model.
     let c = ScratchDir::new("cache").unwrap();
     generate(&cfg, &Target::Unit("fp_cvt_e5m10_e8m23".into()), c.path()).unwrap();
-    let third = Model::build_with(c.path(), &BuildOptions::default()).unwrap();
+    let third = Model::build_with(c.path(), &BuildOptions::from_env().unwrap()).unwrap();
     assert_eq!(third.top().name, "fp_cvt_e5m10_e8m23");
 }
 

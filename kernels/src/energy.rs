@@ -692,6 +692,11 @@ impl EnergyTable {
         if bytes == 0 {
             return 0.0;
         }
+        // Geometries come from validated configurations, whose clock is positive and finite.
+        debug_assert!(
+            clock_mhz.is_finite() && clock_mhz > 0.0,
+            "clock {clock_mhz} MHz"
+        );
         let mib = bytes as f64 / (1u64 << 20) as f64;
         // µW · MiB / MHz = 1e-6 W / 1e6 Hz = 1e-12 J = 1 pJ.
         self.at_node("sram_leak") * mib / clock_mhz
