@@ -170,6 +170,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         head_dim: plan.config.head_dim as usize,
         causal: plan.causal,
         out_bytes: 2,
+        kv_group: 1,
     };
     // Rows beyond --max-sim-seq: the schedule's counts and the cycle model's timing (no
     // random memory stalls in a compare plan).

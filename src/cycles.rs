@@ -39,11 +39,13 @@ pub struct Timing {
     pub stall_q: u64,
     pub stall_softmax: u64,
     pub stall_other: u64,
+    /// GLB hit reads refused by a bank conflict (0 without a GLB).
+    pub glb_conflict_stalls: u64,
 }
 
 impl Timing {
     /// The counters by the core's names.
-    pub fn counters(&self) -> [(&'static str, u64); 6] {
+    pub fn counters(&self) -> [(&'static str, u64); 7] {
         [
             ("cycles", self.cycles),
             ("mac_cycles", self.mac_cycles),
@@ -51,6 +53,7 @@ impl Timing {
             ("stall_q", self.stall_q),
             ("stall_softmax", self.stall_softmax),
             ("stall_other", self.stall_other),
+            ("glb_conflict_stalls", self.glb_conflict_stalls),
         ]
     }
 }
@@ -95,6 +98,9 @@ struct ReadCh {
     rsp: Walk,
     landed: [bool; 2],
     cons: u64,
+    /// Beats requested (from memory or the GLB) and landed since the descriptor was taken.
+    req_beats: u64,
+    rsp_beats: u64,
 }
 
 impl ReadCh {
@@ -110,6 +116,15 @@ impl ReadCh {
     fn wants(&self) -> bool {
         self.active && self.req.rows_left > 0 && self.req.block - self.cons < 2
     }
+}
+
+/// A GLB region (K's or V's, `crate::glb`): valid, its K/V head (the RTL tags the descriptor's
+/// base, stride and row bytes, which within a launch name the K/V head), its high-water mark.
+#[derive(Clone, Copy, Debug, Default)]
+struct Region {
+    valid: bool,
+    tag: u64,
+    filled: u64,
 }
 
 /// A fetch cursor of K or V: the (head, tile) its next descriptor is for.
@@ -177,6 +192,11 @@ struct Model<'a> {
     o_req: Walk,
     o_row_beats: u64,
     rr: usize,
+    glb: Option<hdl::glb::GlbConfig>,
+    regions: [Region; 2],
+    /// The GLB's K/V turn (false: K first) and the hits landing this cycle (granted last).
+    prio: bool,
+    glb_land: [bool; 2],
     tags: VecDeque<usize>,
     in_flight: VecDeque<u64>,
     credit: u64,
@@ -240,6 +260,10 @@ impl<'a> Model<'a> {
             o_req: Walk::default(),
             o_row_beats: (s.out_bytes * s.head_dim) as u64 / beat,
             rr: 0,
+            glb: p.dma.glb,
+            regions: [Region::default(); 2],
+            prio: false,
+            glb_land: [false; 2],
             tags: VecDeque::new(),
             in_flight: VecDeque::new(),
             credit: beat,
@@ -280,9 +304,14 @@ impl<'a> Model<'a> {
         self.count(go, &ready, &ph);
         let tile = self.tile(go, &ready);
         let fetch = self.fetch(&ph, &tile);
-        let accept = self.arbitrate();
+        let hits = self.hit_mode();
+        let glb = self.glb_grants(response, hits);
+        let accept = self.arbitrate(hits);
         // ---- the clock edge ----
-        self.dma_edge(accept, response, &ready, &fetch);
+        if go {
+            self.regions.iter_mut().for_each(|r| r.valid = false);
+        }
+        self.dma_edge(accept, response, &ready, &fetch, &glb);
         self.control_edge(go, &sm, &ph, &tile, &fetch);
         self.cycle += 1;
     }
@@ -450,17 +479,55 @@ impl<'a> Model<'a> {
             ],
             q_start,
             kv: [(k_take, k_next_head), (v_take, v_next_head)],
+            kv_tag: [self.kf.head, self.vf.head].map(|h| h / self.s.kv_group.max(1) as u64),
         }
     }
 
+    /// Whether K's and V's next beats are in the GLB (hit mode: no memory request).
+    fn hit_mode(&self) -> [bool; 2] {
+        std::array::from_fn(|c| {
+            let r = &self.regions[c];
+            r.valid && self.ch[K + c].req_beats < r.filled
+        })
+    }
+
+    /// The GLB's decisions this cycle (glb.rs): the fill of this cycle's K/V response if it
+    /// lies inside its region, the K and V hit reads granted (a fill wins its group with
+    /// one-port banks; K and V in one group take turns).
+    fn glb_grants(&mut self, response: Option<usize>, hits: [bool; 2]) -> GlbStep {
+        let Some(g) = self.glb else {
+            return GlbStep::default();
+        };
+        let region = g.region_beats as u64;
+        let fill = response.filter(|&c| {
+            (c == K || c == V) && self.regions[c - K].valid && self.ch[c].rsp_beats < region
+        });
+        let fill_group = fill.map(|c| g.place(c - K, self.ch[c].rsp_beats).0);
+        let want: [bool; 2] = std::array::from_fn(|c| hits[c] && self.ch[K + c].wants());
+        let group: [u64; 2] = std::array::from_fn(|c| g.place(c, self.ch[K + c].req_beats).0);
+        let ok: [bool; 2] =
+            std::array::from_fn(|c| want[c] && !(g.ports == 1 && fill_group == Some(group[c])));
+        let clash = ok[0] && ok[1] && group[0] == group[1];
+        // The loser of the last clash goes first (`prio`: V's turn).
+        let grant = [
+            ok[0] && !(clash && self.prio),
+            ok[1] && (self.prio || !clash),
+        ];
+        if clash {
+            self.prio = grant[0];
+        }
+        self.t.glb_conflict_stalls += (0..2).filter(|&c| want[c] && !grant[c]).count() as u64;
+        GlbStep { fill, grant }
+    }
+
     /// The DMA's grant this cycle, if the memory takes it: round robin from `rr` over the
-    /// channels with a request (reads also need a tag).
-    fn arbitrate(&self) -> Option<usize> {
+    /// channels with a request (reads also need a tag; K and V in hit mode have none).
+    fn arbitrate(&self, hits: [bool; 2]) -> Option<usize> {
         let room = (self.tags.len() as u64) < self.p.dma.max_outstanding as u64;
         let reqs = [
             self.ch[Q].wants() && room,
-            self.ch[K].wants() && room,
-            self.ch[V].wants() && room,
+            self.ch[K].wants() && room && !hits[0],
+            self.ch[V].wants() && room && !hits[1],
             self.o_active && self.o_req.rows_left > 0,
         ];
         let grant = (self.rr..4)
@@ -477,7 +544,20 @@ impl<'a> Model<'a> {
         response: Option<usize>,
         ready: &[bool; 3],
         fetch: &Fetch,
+        glb: &GlbStep,
     ) {
+        for c in 0..2 {
+            if glb.grant[c] {
+                let ch = &mut self.ch[K + c];
+                ch.req.step(self.row_beats, ch.block_rows);
+                ch.req_beats += 1;
+            }
+        }
+        if let Some(c) = glb.fill {
+            self.regions[c - K].filled = self.ch[c].rsp_beats + 1;
+        }
+        let hit_landing = self.glb_land;
+        self.glb_land = glb.grant;
         if let Some(g) = accept {
             self.rr = (g + 1) % 4;
             self.credit -= self.beat;
@@ -487,6 +567,7 @@ impl<'a> Model<'a> {
                     .push_back(self.cycle + self.mem.latency as u64);
                 let c = &mut self.ch[g];
                 c.req.step(self.row_beats, c.block_rows);
+                c.req_beats += 1;
             } else {
                 let last =
                     self.o_req.ends(self.o_row_beats, u64::MAX).0 && self.o_req.rows_left == 1;
@@ -505,14 +586,15 @@ impl<'a> Model<'a> {
         self.credit = (self.credit + bpc).min(self.beat);
         let rb = self.row_beats;
         for (c, ch) in self.ch.iter_mut().enumerate() {
-            let landed = match response {
-                Some(tag) if tag == c => {
-                    let (last_beat, block_end) = ch.rsp.ends(rb, ch.block_rows);
-                    let buf = (ch.rsp.block & 1) as usize;
-                    ch.rsp.step(rb, ch.block_rows);
-                    (last_beat && block_end).then_some(buf)
-                }
-                _ => None,
+            let from_glb = (c == K || c == V) && hit_landing[c - K];
+            let landed = if response == Some(c) || from_glb {
+                let (last_beat, block_end) = ch.rsp.ends(rb, ch.block_rows);
+                let buf = (ch.rsp.block & 1) as usize;
+                ch.rsp.step(rb, ch.block_rows);
+                ch.rsp_beats += 1;
+                (last_beat && block_end).then_some(buf)
+            } else {
+                None
             };
             let done = ch.active && ch.rsp.rows_left == 0 && ch.cons == ch.rsp.block;
             if let Some((rows, block_rows)) = fetch.load[c].filter(|_| !ch.active) {
@@ -527,7 +609,18 @@ impl<'a> Model<'a> {
                     rsp: walk,
                     landed: [false; 2],
                     cons: 0,
+                    req_beats: 0,
+                    rsp_beats: 0,
                 };
+                // The GLB keeps what it holds of the same K/V head, else starts over.
+                if c == K || c == V {
+                    let r = &mut self.regions[c - K];
+                    let tag = fetch.kv_tag[c - K];
+                    if !(r.valid && r.tag == tag) {
+                        r.filled = 0;
+                    }
+                    (r.valid, r.tag) = (true, tag);
+                }
                 continue;
             }
             if fetch.release[c] && ready[c] {
@@ -737,11 +830,20 @@ struct Tile {
     o_start: bool,
 }
 
+/// The GLB's decisions this cycle: the channel whose response fills it, the hit reads granted.
+#[derive(Default)]
+struct GlbStep {
+    fill: Option<usize>,
+    grant: [bool; 2],
+}
+
 /// The fetch unit's decisions: per read channel (Q, K, V) the release and the descriptor
 /// (rows, rows per block) it starts, and the cursors' moves.
 struct Fetch {
     release: [bool; 3],
     load: [Option<(u64, u64)>; 3],
+    /// The K/V head of K's and V's descriptor (what the GLB's tag names).
+    kv_tag: [u64; 2],
     q_start: bool,
     /// K's and V's cursor: (take the next tile, move to the next head).
     kv: [(bool, bool); 2],
@@ -877,7 +979,10 @@ pub fn extrapolate(
         ..*s
     };
     let scale = s.mac_steps(p) as f64 / rounded.mac_steps(p).max(1) as f64;
-    let run = |sh: Shape| simulate(p, &sh, mem, limit_for(p, &sh, mem)).expect("finishes");
+    let run = |sh: Shape| {
+        let q = glb_scaled(p, s, &sh);
+        simulate(&q, &sh, mem, limit_for(&q, &sh, mem)).expect("finishes")
+    };
     let one: Vec<Timing> = xs.iter().map(|&n| run(probe(n, 1))).collect();
     let two: Vec<Timing> = if s.heads > 1 {
         xs.iter().map(|&n| run(probe(n, 2))).collect()
@@ -903,6 +1008,7 @@ pub fn extrapolate(
         stall_q: fit(|t| t.stall_q),
         stall_softmax: fit(|t| t.stall_softmax),
         stall_other: fit(|t| t.stall_other),
+        glb_conflict_stalls: fit(|t| t.glb_conflict_stalls),
     };
     let probes = xs
         .iter()
@@ -910,6 +1016,24 @@ pub fn extrapolate(
         .map(|p| (p.q_len, p.k_len))
         .collect();
     (t, Method::Extrapolated { probes })
+}
+
+/// The core `p` for a probe `probe` of the problem `s`: with a GLB that cannot hold a K/V
+/// head of `s`, one whose region holds the same fraction of the probe's keys (in whole
+/// blocks, at least one), so that the probes stay on the same side of the capacity knee.
+fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape) -> CoreParams {
+    let mut q = *p;
+    if let Some(g) = q.dma.glb.as_mut() {
+        let rb = s.kv_row_beats(p);
+        let block = p.bc() as u64 * rb;
+        let need = s.k_len as u64 * rb;
+        if need > g.region_beats as u64 {
+            let share = g.region_beats as f64 / need as f64;
+            let blocks = (share * (probe.k_len as u64 * rb) as f64 / block as f64).round();
+            g.region_beats = ((blocks.max(1.0) as u64) * block) as u32;
+        }
+    }
+    q
 }
 
 fn gcd(a: usize, b: usize) -> usize {

@@ -125,6 +125,10 @@ pub fn simulate_with(
     // Simulation uses the buffer's behaviour, never a macro's blackbox.
     let cfg = CoreConfig {
         variant: cfg.variant.behavioural(),
+        glb: hdl::glb::GlbParams {
+            blackbox: false,
+            ..cfg.glb
+        },
         ..cfg.clone()
     };
     let manifest = generate(&cfg, target, scratch.path())?;

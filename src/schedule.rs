@@ -18,6 +18,26 @@ pub struct Shape {
     pub causal: bool,
     /// Bytes of one output value (2: FP16, 4: FP32).
     pub out_bytes: usize,
+    /// Q heads per K/V head (1: multi-head attention; more: grouped-query attention, Q head h
+    /// reading K/V head h / kv_group). Only the GLB's hits depend on it.
+    pub kv_group: usize,
+}
+
+/// K and V beats (both tensors) by where they come from: hits served by the GLB, fills (read
+/// from memory and kept in the GLB), streams (read from memory past a full GLB: spills). No
+/// GLB: every beat streams, and none is a spill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvTraffic {
+    pub hit: u64,
+    pub fill: u64,
+    pub stream: u64,
+}
+
+impl KvTraffic {
+    /// Beats read from memory.
+    pub fn from_memory(&self) -> u64 {
+        self.fill + self.stream
+    }
 }
 
 /// The keys the query tile starting at row `q_base` (`br` rows) needs: all of K, or for causal
@@ -76,18 +96,47 @@ impl Shape {
         self.blocks(p).0 * (qk + pv) as u64
     }
 
+    /// Beats of one K or V row.
+    pub fn kv_row_beats(&self, p: &CoreParams) -> u64 {
+        2 * self.head_dim as u64 / (p.dma.width / 8) as u64
+    }
+
+    /// K and V beats by source. Each tile of each Q head walks its K/V head's needed keys from
+    /// key 0 (a descriptor per tensor, none for a tile that needs no key). With a GLB of
+    /// `region_beats` per tensor, a descriptor's first `filled` beats hit (`filled`: what
+    /// earlier descriptors of the same K/V head left, reset when the K/V head changes), the
+    /// beats after them up to the region's end fill it, and the rest stream (`crate::glb`).
+    pub fn kv_traffic(&self, p: &CoreParams) -> KvTraffic {
+        let rb = self.kv_row_beats(p);
+        let br = p.br() as usize;
+        let region = p.dma.glb.map_or(0, |g| g.region_beats as u64);
+        let group = self.kv_group.max(1);
+        let mut t = KvTraffic::default();
+        let mut filled = 0u64;
+        for h in 0..self.heads {
+            if h % group == 0 {
+                filled = 0;
+            }
+            for q_base in self.tiles(br) {
+                let need = rb * needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64;
+                let hit = need.min(filled);
+                let fill = need.min(region).saturating_sub(hit);
+                t.hit += 2 * hit;
+                t.fill += 2 * fill;
+                t.stream += 2 * (need - hit - fill);
+                filled = filled.max(hit + fill);
+            }
+        }
+        t
+    }
+
     /// The memory beats the schedule must move: Q once, K and V once per tile (the keys it
-    /// needs), O once.
+    /// needs) less what the GLB serves, O once.
     pub fn beats(&self, p: &CoreParams) -> (u64, u64) {
         let beat = (p.dma.width / 8) as u64;
         let row = 2 * self.head_dim as u64;
-        let br = p.br() as usize;
-        let kv_rows: u64 = self
-            .tiles(br)
-            .map(|q_base| needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64)
-            .sum();
         let h = self.heads as u64;
-        let reads = h * (self.q_len as u64 + 2 * kv_rows) * row / beat;
+        let reads = h * self.q_len as u64 * row / beat + self.kv_traffic(p).from_memory();
         let writes = h * self.q_len as u64 * (self.out_bytes * self.head_dim) as u64 / beat;
         (reads, writes)
     }
@@ -114,6 +163,9 @@ impl Shape {
         let (blocks, skipped) = self.blocks(p);
         let (qk, pv) = p.block_steps();
         let (reads, writes) = self.beats(p);
+        let kv = self.kv_traffic(p);
+        let w = p.dma.width as u64;
+        let glb = p.dma.glb.is_some() as u64;
         let scores = br * bc;
         let macs = h * 2 * d * pairs;
         let buffered = p.row.s_in_sram() as u64;
@@ -164,6 +216,9 @@ impl Shape {
             ),
             ("read_beats", reads),
             ("write_beats", writes),
+            ("glb_read_bits", kv.hit * w),
+            ("glb_write_bits", kv.fill * w),
+            ("kv_spill_bits", glb * kv.stream * w),
         ]
     }
 }
@@ -185,5 +240,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn small_with_glb(bytes: u64) -> CoreParams {
+        let mut c = hdl::config::CoreConfig::preset("small").unwrap();
+        c.glb.bytes = bytes;
+        c.glb.banks = 4;
+        CoreParams::from_config(&c).unwrap()
+    }
+
+    fn shape(heads: usize, q_len: usize, k_len: usize, causal: bool, kv_group: usize) -> Shape {
+        Shape {
+            heads,
+            q_len,
+            k_len,
+            head_dim: 16,
+            causal,
+            out_bytes: 2,
+            kv_group,
+        }
+    }
+
+    /// The GLB's traffic in closed form on small (a beat per K/V row, Bc = Br = 8): without
+    /// one every tile reads its keys; with one that holds a head, each K/V head comes from
+    /// memory once; past the knee the resident prefix is read once and the rest every tile.
+    #[test]
+    fn kv_traffic_has_the_closed_forms() {
+        let none = small_with_glb(0);
+        for s in [shape(2, 40, 24, true, 1), shape(3, 17, 50, false, 3)] {
+            let per_tile: u64 = (0..s.q_len)
+                .step_by(8)
+                .map(|q| needed_keys(s.q_len, s.k_len, s.causal, q, 8) as u64)
+                .sum();
+            let t = s.kv_traffic(&none);
+            assert_eq!(
+                t,
+                KvTraffic {
+                    hit: 0,
+                    fill: 0,
+                    stream: 2 * s.heads as u64 * per_tile
+                }
+            );
+            assert_eq!(
+                s.counters(&none)
+                    .iter()
+                    .find(|c| c.0 == "kv_spill_bits")
+                    .unwrap()
+                    .1,
+                0
+            );
+        }
+        // 2 KiB: 32 keys of K and of V.
+        let p = small_with_glb(2048);
+        assert_eq!(p.dma.glb.unwrap().region_beats, 32);
+        // Fits: once per K/V head (GQA: two Q heads share one).
+        let s = shape(4, 32, 32, false, 2);
+        let t = s.kv_traffic(&p);
+        assert_eq!(t.from_memory(), 2 * 2 * 32);
+        assert_eq!(t.hit, 2 * (4 * 4 * 32 - 2 * 32));
+        // Past the knee, non-causal: 128 keys, 16 tiles; 32 resident, 96 streamed per tile.
+        let s = shape(1, 128, 128, false, 1);
+        let t = s.kv_traffic(&p);
+        assert_eq!(t.fill, 2 * 32);
+        assert_eq!(t.stream, 2 * (96 + 15 * 96));
+        assert_eq!(t.hit, 2 * 15 * 32);
+        // Causal: the tiles' prefixes grow by a block; the first 32 keys are read once.
+        let s = shape(1, 64, 64, true, 1);
+        let t = s.kv_traffic(&p);
+        let needs: u64 = (1..=8).map(|t| 8 * t).sum();
+        assert_eq!(t.hit + t.fill + t.stream, 2 * needs);
+        assert_eq!(t.fill, 2 * 32);
+        assert_eq!(t.stream, 2 * (8 + 16 + 24 + 32) as u64);
     }
 }

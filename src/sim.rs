@@ -344,6 +344,17 @@ impl SimReport {
             "  memory: {} bytes read, {} bytes written\n",
             self.memory_bytes_read, self.memory_bytes_written
         );
+        let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
+        if c("glb_read_bits") + c("glb_write_bits") > 0 {
+            s += &format!(
+                "  GLB: {} bytes of K/V served, {} bytes kept (fills), {} bytes streamed past it \
+                 (spills), {} hit reads delayed by bank conflicts\n",
+                c("glb_read_bits") / 8,
+                c("glb_write_bits") / 8,
+                c("kv_spill_bits") / 8,
+                c("glb_conflict_stalls")
+            );
+        }
         if let Some(x) = &self.axi {
             s += &format!(
                 "  AXI4: {} read bursts, {} write bursts (longest {} beats), {} R beats \

@@ -121,6 +121,38 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
             vec![0, 1, 2, 3, 4096, 8192, u32::MAX as u64],
         ),
         (
+            "glb_bytes",
+            |c, v| c.glb.bytes = v,
+            vec![
+                0,
+                1,
+                256,
+                511,
+                512,
+                1024,
+                2048,
+                3072,
+                1 << 20,
+                1 << 33,
+                u64::MAX,
+            ],
+        ),
+        (
+            "glb_banks",
+            |c, v| (c.glb.bytes, c.glb.banks) = (2048, v as u32),
+            vec![0, 1, 3, 4, 64, 4096, 8192, u32::MAX as u64],
+        ),
+        (
+            "glb_word_bits",
+            |c, v| (c.glb.bytes, c.glb.banks, c.glb.word_bits) = (2048, 8, v as u32),
+            vec![0, 7, 8, 64, 256, 512, u32::MAX as u64],
+        ),
+        (
+            "glb_ports",
+            |c, v| (c.glb.bytes, c.glb.ports) = (2048, v as u32),
+            vec![0, 1, 2, 3],
+        ),
+        (
             "vlink_bits",
             |c, v| {
                 c.variant = Variant::Reg3d(StackParams {
@@ -217,7 +249,7 @@ fn random_configurations_build_or_are_refused() {
             16u32..=48,
             1u32..=12,
         ),
-        (0usize..5, 0u32..=4),
+        (0usize..5, 0u32..=4, 0u32..=6, 0u32..=3),
     );
     let config = Config {
         cases: 64,
@@ -230,7 +262,12 @@ fn random_configurations_build_or_are_refused() {
         config,
         81,
         &strategy,
-        |((r, c, a, b, e), (rk, ml, al, fl, el), (ib, (mk, any_w), ab, mo), (variant, vl))| {
+        |(
+            (r, c, a, b, e),
+            (rk, ml, al, fl, el),
+            (ib, (mk, any_w), ab, mo),
+            (variant, vl, gk, gb),
+        )| {
             let mut cfg = small();
             // reg2d, buf2d, reg3d with two tiers, with three, with three and narrow S links.
             cfg.variant = match variant {
@@ -259,6 +296,12 @@ fn random_configurations_build_or_are_refused() {
                 .find(|w| row_bits.is_multiple_of(*w));
             cfg.mem_width = if any_w { 1 << mk } else { fits.unwrap_or(32) };
             (cfg.index_bits, cfg.addr_bits, cfg.max_outstanding) = (ib, ab, 1 << mo);
+            // Half the configurations with a GLB: from a K/V block pair up, 1 to 8 banks.
+            if gk > 2 {
+                let pair = 2 * cfg.bc as u64 * 2 * cfg.head_dim as u64;
+                cfg.glb.bytes = pair.next_power_of_two() << (gk - 3);
+                cfg.glb.banks = 1 << gb;
+            }
             let lint = linted.get() < 6;
             let mut modules = modules.borrow_mut();
             match try_config(&cfg, lint.then_some(&mut *modules)) {

@@ -27,6 +27,7 @@ fn shape(p: &CoreParams, heads: usize, seq: usize, causal: bool) -> Shape {
         head_dim: p.d() as usize,
         causal,
         out_bytes: 2,
+        kv_group: 1,
     }
 }
 

@@ -171,3 +171,27 @@ fn sram_banks_match_their_model() {
         );
     }
 }
+
+/// The GLB inside the DMA (64-bit beats, rows of one to four beats; 2 KiB keep 128 beats of K
+/// and of V): rounds of K/V transfers that repeat a descriptor with other row counts, take a
+/// new one, or repeat after a flush, beside Q transfers, under random latency, bandwidth and
+/// back-pressure. Every landed beat matches memory; memory serves exactly the beats the
+/// policy sends it; the GLB's hit, fill and spill events are the policy's. In four one-port
+/// banks and in one (where K, V and fills collide: refusals must occur).
+#[test]
+fn glb_serves_repeated_kv_from_sram() {
+    for (banks, cases, seed) in [(4, 120, 75), (1, 60, 76)] {
+        let mut c = cfg(64, 16);
+        c.glb.bytes = 2048;
+        c.glb.banks = banks;
+        c.validate().unwrap();
+        let [n, hits, refused] =
+            dma::glb_rounds(&model(&c), &c.dma(), cases, seed).unwrap_or_else(|e| panic!("{e:#}"));
+        eprintln!("{banks} bank(s): {n} scenarios, {hits} beats hit, {refused} refusals");
+        assert_eq!(n, regflash::verify::seeds::total_cases(cases));
+        assert!(hits > 10 * cases as u64, "the rounds hit: {hits}");
+        if banks == 1 {
+            assert!(refused > 0, "one bank: conflicts");
+        }
+    }
+}

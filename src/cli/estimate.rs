@@ -101,6 +101,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
             head_dim: cfg.head_dim as usize,
             causal: args.causal,
             out_bytes: 2,
+            kv_group: 1,
         };
         crate::verify::attention::check_core_shape(
             &p,

@@ -93,6 +93,8 @@ pub struct DmaBench {
     cfg: DmaConfig,
     link: MemPort,
     consumers: Vec<Consumer>,
+    /// With a GLB: its event ports (reads, fill, refused, spill) and their sums so far.
+    glb: Option<([PortId; 4], [u64; 4])>,
 }
 
 impl DmaBench {
@@ -137,12 +139,23 @@ impl DmaBench {
                 rd_data: q("rd_data")?,
             });
         }
+        let glb = match cfg.glb {
+            Some(_) => {
+                let id = |n: &str| dut.port(&format!("glb_{n}"));
+                Some((
+                    [id("reads")?, id("fill")?, id("refused")?, id("spill")?],
+                    [0; 4],
+                ))
+            }
+            None => None,
+        };
         Ok(DmaBench {
             dut,
             mem: Memory::new(mem)?,
             cfg: *cfg,
             link,
             consumers,
+            glb,
         })
     }
 
@@ -227,7 +240,26 @@ impl DmaBench {
         for i in 0..self.consumers.len() {
             self.consume(i)?;
         }
+        if let Some((ids, sums)) = &mut self.glb {
+            for (id, sum) in ids.iter().zip(sums.iter_mut()) {
+                *sum += self.dut.get_id(*id);
+            }
+        }
         self.link.edge(&mut self.dut, &mut self.mem)
+    }
+
+    /// The GLB's events so far (beats read by hits, beats filled, hit reads refused, K/V beats
+    /// streamed past it); None without a GLB.
+    pub fn glb_events(&self) -> Option<[u64; 4]> {
+        self.glb.map(|g| g.1)
+    }
+
+    /// Pulses the GLB's flush for a cycle.
+    pub fn flush_glb(&mut self) -> Result<()> {
+        self.dut.set("glb_flush", 1);
+        self.cycle()?;
+        self.dut.set("glb_flush", 0);
+        Ok(())
     }
 
     /// The consumer of read channel `i`, before the clock edge.
@@ -800,6 +832,180 @@ fn check_bus_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
         }
     }
     Ok(n)
+}
+
+/// A K/V channel's move in a GLB round: 0 repeat its descriptor with `rows` rows, 1 take
+/// the new job, 2 repeat after a flush.
+type KvMove = (u8, u64, ReadJob);
+
+/// A GLB scenario: rounds of K and V transfers (and Q beside them); from the second round on
+/// each K/V channel repeats its descriptor with another row count (hits), takes a new one
+/// (another tag: the region starts over), or repeats it after a flush.
+#[derive(Clone, Debug)]
+pub struct GlbScenario {
+    first: [ReadJob; 2],
+    /// Per later round: a Q job and the K and V channels' moves.
+    rounds: Vec<(Option<ReadJob>, [KvMove; 2])>,
+    latency: u32,
+    bandwidth_div: usize,
+    stall: f64,
+    seed: u64,
+}
+
+fn glb_scenario(d: &DmaConfig) -> impl Strategy<Value = GlbScenario> {
+    let beat = d.beat_bytes() as u64;
+    let job = |l: &LandingConfig| {
+        (
+            desc(beat, l.row_beats as u64, l.rows as u64, 0, MEM as u64 / 2),
+            0u32..12,
+        )
+            .prop_map(|(desc, hold)| ReadJob { desc, hold })
+    };
+    let kv = move |l: LandingConfig| (0u8..3, 1u64..=40, job(&l));
+    (
+        (job(&d.k), job(&d.v)),
+        prop::collection::vec(
+            (prop::option::weighted(0.5, job(&d.q)), (kv(d.k), kv(d.v))),
+            1..4,
+        ),
+        prop_oneof![Just(1u32), 2u32..=30],
+        prop::sample::select(vec![1usize, 2, 4]),
+        prop::sample::select(vec![0.0, 0.3]),
+        any::<u64>(),
+    )
+        .prop_map(
+            |((k, v), rounds, latency, bandwidth_div, stall, seed)| GlbScenario {
+                first: [k, v],
+                rounds: rounds.into_iter().map(|(q, (k, v))| (q, [k, v])).collect(),
+                latency,
+                bandwidth_div,
+                stall,
+                seed,
+            },
+        )
+}
+
+/// The GLB's policy on the bench's side (`hdl::glb`): per K/V region its tag and high-water
+/// mark; a job's hits, fills and streamed beats.
+#[derive(Clone, Copy, Default)]
+struct RegionModel {
+    tag: Option<(u64, u64, u64)>,
+    filled: u64,
+}
+
+impl RegionModel {
+    fn take(&mut self, d: &Desc, beat: u64, region: u64) -> [u64; 3] {
+        let tag = (d.base, d.stride, d.row_bytes);
+        if self.tag != Some(tag) {
+            self.filled = 0;
+        }
+        self.tag = Some(tag);
+        let beats = d.rows * d.row_bytes / beat;
+        let hit = beats.min(self.filled);
+        let fill = beats.min(region).saturating_sub(hit);
+        self.filled = self.filled.max(hit + fill);
+        [hit, fill, beats - hit - fill]
+    }
+}
+
+/// `cases` GLB scenarios on the simple port: every landed beat compared with memory, the
+/// memory's reads equal to the beats the policy sends to it, and the GLB's events (hits,
+/// fills, spills) equal to the policy's. Returns (scenarios, hit beats, conflict refusals).
+pub fn glb_rounds(model: &Model, d: &DmaConfig, cases: u32, seed: u64) -> Result<[u64; 3]> {
+    let g = d.glb.ok_or_else(|| anyhow::anyhow!("the DMA has no GLB"))?;
+    ensure!(
+        d.mem_if == MemIf::Simple,
+        "the GLB bench drives the simple port"
+    );
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 100,
+        ..Config::default()
+    };
+    let totals = std::cell::Cell::new([0u64; 3]);
+    let beat = d.beat_bytes() as u64;
+    let region = g.region_beats as u64;
+    let result = super::seeds::run(config, seed, &glb_scenario(d), |s| {
+        let e = |x: anyhow::Error| TestCaseError::fail(format!("{x:#}"));
+        let mem = MemoryConfig {
+            size: MEM,
+            beat_bytes: beat as usize,
+            latency: s.latency,
+            bytes_per_cycle: (beat as usize / s.bandwidth_div).max(1),
+            banks: 1,
+            bank_busy: 1,
+            stall_probability: s.stall,
+            seed: s.seed,
+        };
+        let mut b = DmaBench::new(model, d, mem).map_err(e)?;
+        b.mem.load_bytes(0, &pattern(s.seed)).map_err(e)?;
+        let mut regions = [RegionModel::default(); 2];
+        // Policy totals: hit, fill, stream beats; plus Q's beats.
+        let mut want = [0u64; 3];
+        let mut q_beats = 0;
+        let mut jobs: [ReadJob; 2] = s.first;
+        for round in 0..=s.rounds.len() {
+            let mut q = None;
+            if round > 0 {
+                let (qj, kv) = &s.rounds[round - 1];
+                q = *qj;
+                let mut flush = false;
+                for (c, (action, rows, fresh)) in kv.iter().enumerate() {
+                    match action {
+                        0 | 2 => {
+                            let l = if c == 0 { d.k } else { d.v };
+                            let max_rows = ((MEM as u64 / 2 - jobs[c].desc.base)
+                                .saturating_sub(jobs[c].desc.row_bytes)
+                                / jobs[c].desc.stride)
+                                + 1;
+                            jobs[c].desc.rows = (*rows).min(max_rows).max(1);
+                            jobs[c].desc.block_rows = jobs[c].desc.block_rows.min(l.rows as u64);
+                            flush |= *action == 2;
+                        }
+                        _ => jobs[c] = *fresh,
+                    }
+                }
+                if flush {
+                    b.flush_glb().map_err(e)?;
+                    regions = [RegionModel::default(); 2];
+                }
+            }
+            if let Some(qj) = q {
+                b.start_read(0, qj).map_err(e)?;
+                q_beats += qj.desc.rows * qj.desc.row_bytes / beat;
+            }
+            for c in 0..2 {
+                b.start_read(c + 1, jobs[c]).map_err(e)?;
+                let t = regions[c].take(&jobs[c].desc, beat, region);
+                for k in 0..3 {
+                    want[k] += t[k];
+                }
+            }
+            b.run_to_idle(200_000).map_err(e)?;
+        }
+        let r = b.counters();
+        let from_memory = q_beats + want[1] + want[2];
+        if r.memory.reads != from_memory || r.read_beats != from_memory {
+            return Err(TestCaseError::fail(format!(
+                "memory served {} beats (DMA counted {}), the GLB policy needs {from_memory}                  ({} hit, {} filled, {} streamed, {q_beats} of Q)",
+                r.memory.reads, r.read_beats, want[0], want[1], want[2]
+            )));
+        }
+        let [reads, fills, refused, spills] = b.glb_events().expect("a GLB");
+        if [reads, fills, spills] != want {
+            return Err(TestCaseError::fail(format!(
+                "GLB events: {reads} hit beats, {fills} fills, {spills} spills; the policy                  says {want:?}"
+            )));
+        }
+        let t = totals.get();
+        totals.set([t[0] + 1, t[1] + reads, t[2] + refused]);
+        Ok(())
+    });
+    super::outcome(result, |minimal| {
+        format!("(minimal failing scenario: {minimal:#?})")
+    })?;
+    Ok(totals.get())
 }
 
 /// What a set of random scenarios did, summed.

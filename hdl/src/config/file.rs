@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CoreConfig, DEFAULT_TOP_NAME};
 use crate::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
+use crate::glb::{GlbParams, GlbPlacement};
 use crate::variants::{BufParams, StackParams, Variant, VariantKind};
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`]. Also the
@@ -40,6 +41,21 @@ pub(super) struct ConfigFile {
     axi_id_bits: Option<u32>,
     axi_outstanding: Option<u32>,
     variant: Option<VariantKind>,
+    // The global buffer (written only when there is one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_banks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_word_bits: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_ports: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_macro: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_placement: Option<GlbPlacement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_wire_mm: Option<f64>,
     // The older format's flat keys of the variants (read, never written).
     #[serde(skip_serializing)]
     buf_ports: Option<u32>,
@@ -79,6 +95,7 @@ struct LegacyKeys {
 
 impl From<&CoreConfig> for ConfigFile {
     fn from(c: &CoreConfig) -> ConfigFile {
+        let g = c.glb.present().then_some(c.glb);
         ConfigFile {
             preset: None,
             name: Some(c.name.clone()),
@@ -102,6 +119,13 @@ impl From<&CoreConfig> for ConfigFile {
             axi_id_bits: Some(c.axi_id_bits),
             axi_outstanding: Some(c.axi_outstanding),
             variant: Some(c.variant.kind()),
+            glb_bytes: g.map(|g| g.bytes),
+            glb_banks: g.map(|g| g.banks),
+            glb_word_bits: g.map(|g| g.word_bits),
+            glb_ports: g.map(|g| g.ports),
+            glb_macro: g.map(|g| g.blackbox),
+            glb_placement: g.map(|g| g.placement),
+            glb_wire_mm: g.map(|g| g.wire_mm),
             buf_ports: None,
             buf_bytes: None,
             buf_macro: None,
@@ -200,6 +224,18 @@ impl ConfigFile {
             mem_if: take_or!(mem_if, MemIf::default()),
             axi_id_bits: take_or!(axi_id_bits, DEFAULT_AXI_ID_BITS),
             axi_outstanding: take_or!(axi_outstanding, DEFAULT_AXI_OUTSTANDING),
+            glb: {
+                let b = base.as_ref().map_or(GlbParams::default(), |b| b.glb);
+                GlbParams {
+                    bytes: self.glb_bytes.unwrap_or(b.bytes),
+                    banks: self.glb_banks.unwrap_or(b.banks),
+                    word_bits: self.glb_word_bits.unwrap_or(b.word_bits),
+                    ports: self.glb_ports.unwrap_or(b.ports),
+                    blackbox: self.glb_macro.unwrap_or(b.blackbox),
+                    placement: self.glb_placement.unwrap_or(b.placement),
+                    wire_mm: self.glb_wire_mm.unwrap_or(b.wire_mm),
+                }
+            },
         };
         if !missing.is_empty() {
             bail!(
@@ -410,5 +446,33 @@ mod tests {
         assert!(e.contains("buf_banks = 2 applies to buf2d only"), "{e}");
         let e = err("preset = \"small\"\nvariant = \"buf2d\"\nbuf_banks = 2\n[buf2d]\nbanks = 2\n");
         assert!(e.contains("given twice"), "{e}");
+    }
+
+    /// The GLB's keys: written only when there is one, read back unchanged, and the knobs
+    /// checked with the rest of the configuration.
+    #[test]
+    fn glb_keys_round_trip() {
+        let small = CoreConfig::preset("small").unwrap();
+        assert!(!small.to_toml().contains("glb_"));
+        let (c, _) = parse(
+            "preset = \"small\"\nglb_bytes = 4096\nglb_banks = 2\nglb_word_bits = 128\n\
+             glb_ports = 2\nglb_placement = \"planar\"\nglb_wire_mm = 1.5\n",
+        )
+        .unwrap();
+        assert_eq!(c.glb.bytes, 4096);
+        assert_eq!(c.glb.placement, GlbPlacement::Planar);
+        let g = c.dma().glb.unwrap();
+        assert_eq!((g.groups, g.slices, g.ports, g.region_beats), (1, 2, 2, 64));
+        let (back, _) = parse(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<CoreConfig>(&json).unwrap(), c);
+        let e = err("preset = \"small\"\nglb_bytes = 256\n");
+        assert!(
+            e.contains("glb_bytes = 256 cannot hold one K/V block pair"),
+            "{e}"
+        );
+        let e = err("preset = \"small\"\nglb_placement = \"above\"\n");
+        assert!(e.contains("unknown variant `above`"), "{e}");
     }
 }

@@ -26,6 +26,7 @@ use crate::format::Formats;
 use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
 use crate::fp32_mul::Fp32MulConfig;
+use crate::glb::GlbParams;
 use crate::landing::{LandingConfig, Layout};
 use crate::mac::MacConfig;
 use crate::mask::MaskConfig;
@@ -88,6 +89,10 @@ pub struct CoreConfig {
     pub axi_id_bits: u32,
     /// AXI4: bursts in flight at most per ID (1..=256).
     pub axi_outstanding: u32,
+    /// The global buffer (GLB) between the K/V channels and memory: `glb_bytes` (0: none),
+    /// `glb_banks`, `glb_word_bits`, `glb_ports`, `glb_macro`, `glb_placement`,
+    /// `glb_wire_mm` in a file (see `crate::glb`).
+    pub glb: GlbParams,
 }
 
 pub const MAX_MEM_LATENCY: u32 = 4096;
@@ -197,7 +202,13 @@ impl CoreConfig {
             axi_id_bits: self.axi_id_bits,
             axi_outstanding: self.axi_outstanding,
             faults: false,
+            glb: self.glb.rtl(self.mem_width, row_beats, self.bc),
         }
+    }
+
+    /// Bytes of one K or V row (`head_dim` operands).
+    pub fn kv_row_bytes(&self) -> u64 {
+        (self.head_dim * self.formats().operand.bytes()) as u64
     }
 
     /// Cycles a landed K/V block may wait to be consumed before the core's assertion fires. A

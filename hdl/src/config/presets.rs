@@ -33,6 +33,7 @@ impl CoreConfig {
             mem_if: MemIf::default(),
             axi_id_bits: crate::dma::DEFAULT_AXI_ID_BITS,
             axi_outstanding: crate::dma::DEFAULT_AXI_OUTSTANDING,
+            glb: crate::glb::GlbParams::default(),
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128,

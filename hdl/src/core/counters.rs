@@ -6,6 +6,7 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
+use crate::glb::GlbEvents;
 use crate::iface::{Block, Ports};
 use crate::{and_all, bits_for, group, mux, or_all, Design, ModuleBuilder, Sig};
 
@@ -17,6 +18,7 @@ group! {
         clear, busy, step_valid, qk_step, pv_step, block_done, skipped, q_ready, k_ready, v_ready,
         dma_read_beats,
         dma_write_beats;
+        glb: Option<GlbEvents<T>>,
         stall: Stall<T>,
         rows: Vec<RowActivity<T>>,
     }
@@ -40,6 +42,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         v_ready: 1,
         dma_read_beats: crate::dma::BEAT_COUNTER_BITS,
         dma_write_beats: crate::dma::BEAT_COUNTER_BITS,
+        glb: p.dma.glb.map(|_| GlbEvents::widths()),
         stall: Stall::widths(),
         rows: vec![RowActivity::widths(p); p.rows as usize],
     };
@@ -149,6 +152,24 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         m.zero(land_w),
     );
     let land = mux(i.qk_step, qk_l, zero_l) + mux(i.pv_step, pv_l, zero_l);
+    // The GLB's traffic in bits (each access a memory beat), its conflict stalls and the K/V
+    // beats that streamed past it; 0 without a GLB.
+    let beat = p.dma.width as u64;
+    let glb = i.glb.as_ref().map(|g| {
+        let bw = bits_for(2 * beat);
+        let reads = g.reads.zext(bw).mul_lo(m.lit(bw, beat), bw);
+        let fill = mux(g.fill, m.lit(bw, beat), m.zero(bw));
+        let spill = mux(g.spill, m.lit(bw, beat), m.zero(bw));
+        [reads, fill, g.refused, spill]
+    });
+    let mut glb_c = |k: usize, name: &str| match &glb {
+        Some(g) => counter(m, name, g[k], clear),
+        None => m.zero(COUNTER_BITS),
+    };
+    let glb_read_bits = glb_c(0, "cnt_glb_read_bits");
+    let glb_write_bits = glb_c(1, "cnt_glb_write_bits");
+    let glb_conflict_stalls = glb_c(2, "cnt_glb_conflict_stalls");
+    let kv_spill_bits = glb_c(3, "cnt_kv_spill_bits");
     let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
     let out = Counters {
         cycles: c("cnt_cycles", run_busy),
@@ -180,6 +201,10 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
         land_read_bits: c("cnt_land_read_bits", land),
         read_beats: since_go(m, "read_beats_base", i.dma_read_beats, i.clear),
         write_beats: since_go(m, "write_beats_base", i.dma_write_beats, i.clear),
+        glb_read_bits,
+        glb_write_bits,
+        glb_conflict_stalls,
+        kv_spill_bits,
     };
     assert_eq!(
         out.named()

@@ -122,6 +122,10 @@ pub const COUNTERS: &[&str] = &[
     "land_read_bits",
     "read_beats",
     "write_beats",
+    "glb_read_bits",
+    "glb_write_bits",
+    "glb_conflict_stalls",
+    "kv_spill_bits",
 ];
 
 /// Everything the core is built from, derived from a `CoreConfig`.
@@ -368,8 +372,10 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     m.discard(i.abort_req);
     // The DMA's commands come from modules that need its status first: nets, driven below.
     let w = p.dma.input_widths();
+    let glb_flush = p.dma.glb.map(|_| m.net("glb_flush", 1));
     let dma_in = DmaIn {
         hold: ei.hold,
+        glb: glb_flush.map(|flush| crate::glb::GlbCtl { flush }),
         mem: i.mem,
         m_axi: i.m_axi,
         q: m.nets("dma_q", &w.q),
@@ -396,6 +402,10 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         problem: i.problem,
     };
     let seq = m.instantiate(&parts.seq, "u_seq", &seq_in);
+    // The GLB forgets K and V at every launch (memory may have changed between them).
+    if let Some(flush) = glb_flush {
+        m.drive(flush, seq.go);
+    }
     let status = |c: &dma::ReadChannel| ReadStatus {
         busy: c.status.busy,
         error: c.status.error,
@@ -501,6 +511,7 @@ fn counter_file(
         v_ready: dma.v.status.ready,
         dma_read_beats: dma.read_beats,
         dma_write_beats: dma.write_beats,
+        glb: dma.glb,
         stall: seq.stall,
         rows,
     };

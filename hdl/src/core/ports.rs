@@ -157,7 +157,7 @@ interface! {
         qk_cycles, pv_cycles, blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads,
         p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, vlink_s_bits, bcast_bit_hops,
         max_ops, exp_ops, row_updates, recip_ops, norm_ops, land_read_bits, read_beats,
-        write_beats
+        write_beats, glb_read_bits, glb_write_bits, glb_conflict_stalls, kv_spill_bits
     }
 }
 
@@ -194,6 +194,10 @@ impl Counters<u32> {
             land_read_bits: w,
             read_beats: w,
             write_beats: w,
+            glb_read_bits: w,
+            glb_write_bits: w,
+            glb_conflict_stalls: w,
+            kv_spill_bits: w,
         }
     }
 }

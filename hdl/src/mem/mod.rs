@@ -3,5 +3,6 @@
 
 pub mod axi_check;
 pub mod dma;
+pub mod glb;
 pub mod landing;
 pub mod sram;

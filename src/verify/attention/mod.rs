@@ -260,6 +260,7 @@ impl Attention {
             head_dim: self.head_dim,
             causal: self.causal,
             out_bytes: self.out_bytes(),
+            kv_group: self.group(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! and their widths.
 
 use super::{error, DmaConfig, MemIf, BEAT_COUNTER_BITS, ROW_BYTES_BITS};
+use crate::glb::{GlbCtl, GlbEvents};
 use crate::landing::LandingConfig;
 use crate::{addr_bits, group, interface};
 
@@ -82,11 +83,19 @@ interface! {
     }
 }
 
+interface! {
+    /// The engine's GLB side (`glb_*`, with a GLB only): the K and V landing data (hits
+    /// land from the GLB, misses from memory) and the GLB's events of the cycle.
+    pub struct GlbOut { k_data, v_data, reads, fill, refused, spill }
+}
+
 group! {
     /// The DMA's inputs: `hold` (start no new request or burst), the memory port (one of the
-    /// two, by `mem_if`), the channels' commands and the O staging writes.
+    /// two, by `mem_if`), the GLB's flush (with a GLB), the channels' commands and the O
+    /// staging writes.
     pub struct DmaIn<T> {
         hold;
+        glb: Option<GlbCtl<T>>,
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         q: ReadCmd<T>,
@@ -99,9 +108,10 @@ group! {
 
 group! {
     /// The DMA's outputs: the beat counters, `quiet` (nothing in flight on the memory port),
-    /// the memory port (by `mem_if`), the channels' statuses.
+    /// the GLB's events (with a GLB), the memory port (by `mem_if`), the channels' statuses.
     pub struct DmaOut<T> {
         read_beats, write_beats, quiet;
+        glb: Option<GlbEvents<T>>,
         mem_req: Option<MemReq<T>>,
         m_axi: Option<AxiOut<T>>,
         q: ReadChannel<T>,
@@ -116,6 +126,7 @@ group! {
     /// staging buffer's read data.
     pub struct EngineIn<T> {
         hold, o_rd_data;
+        glb: Option<GlbCtl<T>>,
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         q: ReadDesc<T>,
@@ -130,6 +141,7 @@ group! {
     /// O staging read address; the memory request, the channels' statuses, the landing writes.
     pub struct EngineOut<T> {
         read_beats, write_beats, quiet, land_data, o_rd_row, o_rd_beat;
+        glb: Option<GlbOut<T>>,
         mem_req: Option<MemReq<T>>,
         m_axi: Option<AxiOut<T>>,
         q: ChannelStatus<T>,
@@ -254,6 +266,11 @@ impl DmaConfig {
         }
     }
 
+    /// The GLB's control input (with a GLB).
+    fn glb_ctl(&self) -> Option<GlbCtl<u32>> {
+        self.glb.map(|_| GlbCtl { flush: 1 })
+    }
+
     /// The memory port's input widths: the simple port's or the AXI4 master's.
     pub fn mem_inputs(&self) -> (Option<MemIn<u32>>, Option<AxiIn<u32>>) {
         match self.mem_if {
@@ -290,6 +307,7 @@ impl DmaConfig {
         let (mem, m_axi) = self.mem_inputs();
         EngineIn {
             hold: 1,
+            glb: self.glb_ctl(),
             mem,
             m_axi,
             o_rd_data: self.width,
@@ -311,6 +329,17 @@ impl DmaConfig {
             land_data: self.width,
             o_rd_row: o_rows,
             o_rd_beat: self.o_beat_bits(),
+            glb: self.glb.map(|_| {
+                let e = GlbEvents::widths();
+                GlbOut {
+                    k_data: self.width,
+                    v_data: self.width,
+                    reads: e.reads,
+                    fill: e.fill,
+                    refused: e.refused,
+                    spill: e.spill,
+                }
+            }),
             mem_req,
             m_axi,
             q: self.channel_status(),
@@ -332,6 +361,7 @@ impl DmaConfig {
         let (mem, m_axi) = self.mem_inputs();
         DmaIn {
             hold: 1,
+            glb: self.glb_ctl(),
             mem,
             m_axi,
             q: self.read_cmd(&self.q),
@@ -354,6 +384,7 @@ impl DmaConfig {
             read_beats: BEAT_COUNTER_BITS,
             write_beats: BEAT_COUNTER_BITS,
             quiet: 1,
+            glb: self.glb.map(|_| GlbEvents::widths()),
             mem_req,
             m_axi,
             q: self.read_channel(&self.q),

@@ -3,6 +3,7 @@
 use anyhow::{ensure, Result};
 
 use crate::addr_bits;
+use crate::glb::GlbConfig;
 use crate::landing::{self, LandingConfig};
 
 /// Configuration of the DMA.
@@ -33,6 +34,8 @@ pub struct DmaConfig {
     /// Built for fault injection (`Fault::EarlyWlast` acts in the AXI4 master, selected at
     /// run time; see `fault.rs`).
     pub faults: bool,
+    /// The global buffer between the K/V channels and the memory port (`crate::glb`).
+    pub glb: Option<GlbConfig>,
 }
 
 /// The memory interface of the DMA (and of the core and the top).
@@ -248,6 +251,9 @@ impl DmaConfig {
             self.o_rows,
             self.o_rows_per_bank
         );
+        if let Some(g) = &self.glb {
+            g.validate(self.width)?;
+        }
         Ok(())
     }
 
@@ -290,6 +296,10 @@ impl DmaConfig {
         let port = match self.mem_if {
             MemIf::Axi4 if self.faults => format!("{port}_faults"),
             _ => port,
+        };
+        let port = match &self.glb {
+            Some(g) => format!("{port}{}", g.suffix()),
+            None => port,
         };
         format!(
             "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}{port}",

@@ -2,6 +2,7 @@
 
 use super::axi::axi_port;
 use super::channel::{self, counter, finish_read};
+use super::glb;
 use super::simple::simple_port;
 use super::{DmaConfig, MemIf, BEAT_COUNTER_BITS};
 use crate::axi_check::{self};
@@ -10,6 +11,7 @@ use crate::{Design, ModRef, RegHandle};
 /// Defines the engine.
 pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let check = (cfg.mem_if == MemIf::Axi4).then(|| axi_check::build(d, cfg));
+    let bank = cfg.glb.map(|g| crate::sram::build(d, &g.bank()));
     let cfg = *cfg;
     d.define(&cfg.engine_name(), |_, m| {
         let port = match cfg.mem_if {
@@ -22,9 +24,19 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
                 cfg.width, cfg.axi_id_bits, cfg.axi_outstanding
             ),
         };
+        let glb_doc = match cfg.glb {
+            Some(g) => format!(
+                ", a GLB of {} banks x {} words x {} bits keeping {} beats each of K and V",
+                g.banks(),
+                g.bank_words,
+                g.word_bits,
+                g.region_beats
+            ),
+            None => String::new(),
+        };
         m.doc(&format!(
             "dma_engine: Q/K/V read channels (2-D block walks, double-buffered) and an O write\n\
-             channel on {port}.\n\
+             channel on {port}{glb_doc}.\n\
              See hdl/src/mem/dma/ for the protocol and error codes."
         ));
         let hold = m.input("hold", 1);
@@ -53,6 +65,10 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             cfg.o_row_beats,
             None,
         ));
+        // With a GLB, a K/V channel whose next beat is there presents no memory request.
+        let regions = cfg
+            .glb
+            .map(|g| glb::classify(m, &cfg, &g, &mut chans, hold));
         let port = match cfg.mem_if {
             MemIf::Simple => simple_port(m, &cfg, &chans, hold),
             MemIf::Axi4 => {
@@ -61,14 +77,24 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             }
         };
 
-        // Channel updates.
+        let side = match (cfg.glb, &regions, &bank) {
+            (Some(g), Some(r), Some(b)) => Some(glb::finish(m, &g, b, &chans, r, &port)),
+            _ => None,
+        };
+        // Channel updates: a K/V walker also steps on a GLB hit, and lands it a cycle later.
         let mut land_ports = vec![];
         for (i, ch) in chans.iter().enumerate() {
-            let step = m.name(&format!("{}_accepted", ch.name), port.steps[i]);
+            let kv = (1..3).contains(&i);
+            let (mut step, mut response) = (port.steps[i], port.responses.get(i).copied());
+            if let (Some(s), true) = (&side, kv) {
+                step = step | s.grants[i - 1];
+                response = response.map(|r| r | s.lands[i - 1]);
+            }
+            let step = m.name(&format!("{}_accepted", ch.name), step);
             let bus = port.bus_errors.map(|e| e[i]);
             let done_requests = ch.finish_requests(m, &cfg, step, bus);
-            if i < 3 {
-                let response = m.name(&format!("{}_response", ch.name), port.responses[i]);
+            if let Some(response) = response {
+                let response = m.name(&format!("{}_response", ch.name), response);
                 land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], response));
             } else {
                 ch.finish_active(m, port.o_done.unwrap_or(done_requests));
@@ -85,11 +111,21 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             m.output(&format!("{}_land_beat", ch.name), beat);
         }
         m.output("land_data", port.rsp_data);
+        let mut quiet = port.quiet;
+        if let Some(s) = side {
+            m.output("glb_k_data", s.data[0]);
+            m.output("glb_v_data", s.data[1]);
+            m.output("glb_reads", s.events.reads);
+            m.output("glb_fill", s.events.fill);
+            m.output("glb_refused", s.events.refused);
+            m.output("glb_spill", s.events.spill);
+            quiet = quiet & !s.in_flight;
+        }
         let read_beats = counter(m, "read_beats", port.read_beat, BEAT_COUNTER_BITS);
         let write_beats = counter(m, "write_beats", port.write_beat, BEAT_COUNTER_BITS);
         m.output("read_beats", read_beats);
         m.output("write_beats", write_beats);
-        m.output("quiet", port.quiet);
+        m.output("quiet", quiet);
         m.set_latency(1);
     })
 }

@@ -46,6 +46,7 @@ mod bus;
 mod channel;
 mod config;
 mod engine;
+mod glb;
 mod simple;
 
 pub use bus::*;
@@ -91,6 +92,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
             let o_rd = m.net("o_rd_data", cfg.width);
             let to_engine = EngineIn {
                 hold: i.hold,
+                glb: i.glb,
                 mem: i.mem,
                 m_axi: i.m_axi,
                 o_rd_data: o_rd,
@@ -102,13 +104,19 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
             let e = m.instantiate(&engine, "u_engine", &to_engine);
             let rd = staging(m, &cfg, &i.o_wr, e.o_rd_row, e.o_rd_beat);
             m.drive(o_rd, rd);
+            // With a GLB, K and V land from it or from memory: a data bus each.
+            let data = [
+                e.land_data,
+                e.glb.map_or(e.land_data, |g| g.k_data),
+                e.glb.map_or(e.land_data, |g| g.v_data),
+            ];
             let mut land = |n: usize, cmd: &ReadCmd, w: &LandWrite, status: ChannelStatus| {
                 let ins = landing::LandIn {
                     we: w.we,
                     slot: w.slot,
                     row: w.row,
                     beat: w.beat,
-                    data: e.land_data,
+                    data: data[n],
                     rd_addr: cmd.rd_addr,
                 };
                 let name = ["u_q_landing", "u_k_landing", "u_v_landing"][n];
@@ -119,6 +127,12 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 read_beats: e.read_beats,
                 write_beats: e.write_beats,
                 quiet: e.quiet,
+                glb: e.glb.map(|g| crate::glb::GlbEvents {
+                    reads: g.reads,
+                    fill: g.fill,
+                    refused: g.refused,
+                    spill: g.spill,
+                }),
                 mem_req: e.mem_req,
                 m_axi: e.m_axi,
                 q: land(0, &i.q, &e.q_land, e.q),

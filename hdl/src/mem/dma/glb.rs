@@ -1,0 +1,284 @@
+//! The GLB's control inside `dma_engine` (the policy and the bank map are in `crate::glb`):
+//! per K/V region its tag and high-water mark, per channel the beats requested and landed
+//! since the descriptor was taken, the hit/fill/stream decision, bank arbitration, and the
+//! banks themselves.
+
+use super::channel::Channel;
+use super::simple::PortSteps;
+use super::{DmaConfig, ROW_BYTES_BITS};
+use crate::glb::{self, GlbConfig, GlbEvents};
+use crate::iface::Block;
+use crate::sram::{SramIn, SramOut};
+use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
+
+/// The channels the GLB serves (K and V) by their index in the engine.
+const CHANNELS: [usize; 2] = [1, 2];
+
+/// A K/V region and its channel's walk counters.
+pub(super) struct Region {
+    tag_valid: RegHandle,
+    tag_base: RegHandle,
+    tag_stride: RegHandle,
+    tag_row_bytes: RegHandle,
+    filled: RegHandle,
+    req_beats: RegHandle,
+    rsp_beats: RegHandle,
+    /// A hit read wanted this cycle: the channel's next beat is in the GLB (it then presents
+    /// no memory request).
+    want: Sig,
+}
+
+/// The GLB's state before the memory port is built: each K/V channel's hit mode. A channel
+/// in hit mode presents no request to the port (its `req_valid` is masked here).
+pub(super) fn classify(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    g: &GlbConfig,
+    chans: &mut [Channel],
+    hold: Sig,
+) -> Vec<Region> {
+    let (a, mb) = (cfg.addr_bits, g.mark_bits());
+    let cw = cfg.index_bits + bits_for(cfg.k.row_beats.max(cfg.v.row_beats) as u64);
+    let w = cw.max(mb);
+    CHANNELS
+        .iter()
+        .map(|&i| {
+            let n = chans[i].name;
+            let r = |m: &mut ModuleBuilder, what: &str, width| {
+                m.reg(&format!("glb_{n}_{what}"), width, Some(0))
+            };
+            let tag_valid = r(m, "tag_valid", 1);
+            let tag_base = r(m, "tag_base", a);
+            let tag_stride = r(m, "tag_stride", a);
+            let tag_row_bytes = r(m, "tag_row_bytes", ROW_BYTES_BITS);
+            let filled = r(m, "filled", mb);
+            let req_beats = r(m, "req_beats", cw);
+            let rsp_beats = r(m, "rsp_beats", cw);
+            let below = req_beats.q.zext(w).lt(filled.q.zext(w));
+            let hit = tag_valid.q & below;
+            let hit = m.name(&format!("glb_{n}_hit"), hit);
+            let ch = &mut chans[i];
+            let want = and_all(&[hit, ch.req_valid, !hold]);
+            ch.req_valid = ch.req_valid & !hit;
+            Region {
+                tag_valid,
+                tag_base,
+                tag_stride,
+                tag_row_bytes,
+                filled,
+                req_beats,
+                rsp_beats,
+                want,
+            }
+        })
+        .collect()
+}
+
+/// What the GLB adds to the K and V channels: their walkers' extra steps (hit reads granted),
+/// their extra responses (hits landing, a cycle later) and their landing data (a hit's from
+/// the GLB, else memory's); its events; and
+/// whether a hit is on its way to a landing buffer.
+pub(super) struct GlbSide {
+    pub(super) grants: [Sig; 2],
+    pub(super) lands: [Sig; 2],
+    pub(super) data: [Sig; 2],
+    pub(super) events: GlbEvents,
+    pub(super) in_flight: Sig,
+}
+
+/// A word's place in the banks, from its index in tensor `c`'s region: (group, row).
+fn place(m: &mut ModuleBuilder, g: &GlbConfig, c: usize, idx: Sig) -> (Sig, Sig) {
+    let gb = g.group_bits();
+    let group = if gb == 0 {
+        m.zero(1)
+    } else {
+        let off = m.lit(gb, (c as u64 * (g.groups as u64 / 2)) & ((1 << gb) - 1));
+        idx.trunc(gb) + off
+    };
+    let rb = glb::row_bits(g);
+    let hi = m.lit(1, c as u64);
+    let row = if rb == 1 {
+        m.discard(idx);
+        hi
+    } else {
+        let local = (idx >> gb).resize(rb - 1);
+        cat(&[hi, local])
+    };
+    (group, row)
+}
+
+/// Arbitrates the banks and updates the regions, given the port's steps and responses.
+pub(super) fn finish(
+    m: &mut ModuleBuilder,
+    g: &GlbConfig,
+    bank: &Block<SramIn, SramOut<u32>>,
+    chans: &[Channel],
+    regions: &[Region],
+    port: &PortSteps,
+) -> GlbSide {
+    let flush = m.input("glb_flush", 1);
+    let mb = g.mark_bits();
+    let region = m.lit(mb, g.region_beats as u64);
+    let cw = regions[0].rsp_beats.q.width();
+    let w = cw.max(mb);
+    // Fills: a K/V response from memory inside its region (at most one a cycle).
+    let fills: Vec<Sig> = CHANNELS
+        .iter()
+        .zip(regions)
+        .map(|(&i, r)| {
+            let inside = r.rsp_beats.q.zext(w).lt(region.zext(w));
+            let ok = match port.bus_errors {
+                Some(e) => e[i].is_zero(),
+                None => m.lit(1, 1),
+            };
+            and_all(&[port.responses[i], r.tag_valid.q, inside, ok])
+        })
+        .collect();
+    let fill = fills[0] | fills[1];
+    let fill = m.name("glb_fill_now", fill);
+    let fill_idx = mux(fills[1], regions[1].rsp_beats.q, regions[0].rsp_beats.q);
+    let (fg0, fr0) = place(m, g, 0, fill_idx);
+    let (fg1, fr1) = place(m, g, 1, fill_idx);
+    let fill_group = mux(fills[1], fg1, fg0);
+    let fill_row = mux(fills[1], fr1, fr0);
+    // Hit reads.
+    let reads: Vec<(Sig, Sig)> = regions
+        .iter()
+        .enumerate()
+        .map(|(c, r)| place(m, g, c, r.req_beats.q))
+        .collect();
+    let blocked: Vec<Sig> = reads
+        .iter()
+        .map(|&(grp, _)| {
+            if g.ports == 1 {
+                fill & grp.eq(fill_group)
+            } else {
+                m.zero(1)
+            }
+        })
+        .collect();
+    let k_ok = regions[0].want & !blocked[0];
+    let v_ok = regions[1].want & !blocked[1];
+    let same = reads[0].0.eq(reads[1].0);
+    let clash = and_all(&[k_ok, v_ok, same]);
+    let clash = m.name("glb_clash", clash);
+    // The loser of the last clash goes first: 0 K, 1 V.
+    let prio = m.reg("glb_prio", 1, Some(0));
+    let k_grant = k_ok & !(clash & prio.q);
+    let v_grant = v_ok & !(clash & !prio.q);
+    let k_grant = m.name("glb_k_grant", k_grant);
+    let v_grant = m.name("glb_v_grant", v_grant);
+    m.set_next(prio, k_grant);
+    m.set_enable(prio, clash);
+    let refused_k = regions[0].want & !k_grant;
+    let refused_v = regions[1].want & !v_grant;
+    let refused = refused_k.zext(2) + refused_v.zext(2);
+    let reads_n = k_grant.zext(2) + v_grant.zext(2);
+
+    // The banks.
+    let mut group_data = vec![];
+    let one = m.lit(1, 1);
+    for n in 0..g.groups {
+        let mine = |grp: Sig| {
+            if g.groups == 1 {
+                one
+            } else {
+                grp.eq(n as u64)
+            }
+        };
+        let we = fill & mine(fill_group);
+        let k_here = k_grant & mine(reads[0].0);
+        let v_here = v_grant & mine(reads[1].0);
+        let re = k_here | v_here;
+        let raddr = mux(k_here, reads[0].1, reads[1].1);
+        let mut slices = vec![];
+        for s in 0..g.slices {
+            let wb = g.word_bits;
+            let wdata = port.rsp_data.slice(s * wb + wb - 1, s * wb);
+            let ins = SramIn {
+                we,
+                waddr: fill_row,
+                wdata,
+                re,
+                raddr,
+            };
+            let out = m.instantiate(bank, &format!("u_glb_g{n}_s{s}"), &ins);
+            slices.push(out.rd_data);
+        }
+        slices.reverse();
+        group_data.push(cat(&slices));
+    }
+    // Hits land a cycle after their read, with the data of the group they read.
+    let grants = [k_grant, v_grant];
+    let mut lands = [fill; 2];
+    let mut data = [fill; 2];
+    for c in 0..2 {
+        let n = chans[CHANNELS[c]].name;
+        lands[c] = m.delay(&format!("glb_{n}_land"), grants[c]);
+        let grp = m.hold(&format!("glb_{n}_group"), reads[c].0, grants[c]);
+        let from_glb = if g.groups == 1 {
+            m.discard(grp);
+            group_data[0]
+        } else {
+            mux_index(grp, &group_data)
+        };
+        data[c] = mux(lands[c], from_glb, port.rsp_data);
+    }
+
+    // Regions and counters.
+    for (c, r) in regions.iter().enumerate() {
+        let i = CHANNELS[c];
+        let ch = &chans[i];
+        let d = &ch.desc;
+        let step = port.steps[i] | grants[c];
+        let landed = port.responses[i] | lands[c];
+        let zero = m.zero(cw);
+        let req_inc = r.req_beats.q + 1;
+        m.set_next(r.req_beats, mux(ch.load, zero, req_inc));
+        m.set_enable(r.req_beats, ch.load | step);
+        let rsp_inc = r.rsp_beats.q + 1;
+        m.set_next(r.rsp_beats, mux(ch.load, zero, rsp_inc));
+        m.set_enable(r.rsp_beats, ch.load | landed);
+        let matches = and_all(&[
+            r.tag_base.q.eq(d.base),
+            r.tag_stride.q.eq(d.stride),
+            r.tag_row_bytes.q.eq(d.row_bytes),
+        ]);
+        let same = and_all(&[r.tag_valid.q, !flush, matches]);
+        for (reg, v) in [
+            (r.tag_base, d.base),
+            (r.tag_stride, d.stride),
+            (r.tag_row_bytes, d.row_bytes),
+        ] {
+            m.set_next(reg, v);
+            m.set_enable(reg, ch.load);
+        }
+        let dropped = match port.bus_errors {
+            Some(e) => e[i].any(),
+            None => m.zero(1),
+        };
+        let keep = r.tag_valid.q & !flush & !dropped;
+        m.set_next(r.tag_valid, mux(ch.load, one, keep));
+        let mark = r.rsp_beats.q.zext(w) + 1;
+        let mark = mark.resize(mb);
+        let zero_mb = m.zero(mb);
+        let kept = mux(same, r.filled.q, zero_mb);
+        m.set_next(r.filled, mux(ch.load, kept, mark));
+        m.set_enable(r.filled, ch.load | fills[c]);
+    }
+    let kv_rsp = port.responses[1] | port.responses[2];
+    let spill = kv_rsp & !fill;
+    let in_flight = lands[0] | lands[1];
+    GlbSide {
+        grants,
+        lands,
+        data,
+        events: GlbEvents {
+            reads: reads_n,
+            fill,
+            refused,
+            spill,
+        },
+        in_flight,
+    }
+}

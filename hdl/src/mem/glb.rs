@@ -1,0 +1,413 @@
+//! The global buffer (GLB): a banked SRAM level between the DMA's K/V channels and the memory
+//! port that keeps each K/V head on chip, so that every Q tile after the first reads its keys
+//! and values from SRAM instead of DRAM (DESIGN.md §8; docs/glb.md).
+//!
+//! **What it holds.** K and V each own half of it, a region of `region_beats` memory beats.
+//! A region is tagged by the descriptor that filled it (base, stride, row bytes), and a
+//! high-water mark `filled` says how many beats of the walk, from the descriptor's first
+//! beat, it holds. Every K/V descriptor of one K/V head walks the same rows from key 0 (only
+//! the row count grows, under a causal mask), so a beat's position in the walk is its word in
+//! the region: no per-line tags.
+//!
+//! **Policy.** A beat below `filled` is a hit: the GLB serves it (registered read, landing one
+//! cycle later) and it never reaches the memory port. Any other beat is read from memory; if
+//! it lies inside the region its response also fills the GLB, else it streams past (a spill:
+//! the head's K or V does not fit). So the first `region_beats` of each K/V head stay pinned
+//! while the head is in use, and the rest streams: on the core's loop order (every tile sweeps
+//! the same keys) a pinned prefix serves the most any buffer of that size can, where LRU or
+//! FIFO serve nothing on a sweep longer than the buffer. A descriptor with another tag
+//! restarts the region; `flush` (every launch) and an AXI4 error on a fill invalidate it.
+//!
+//! **Banks.** `groups` bank groups of `slices` banks each, side by side across the memory
+//! beat (`word_bits` each). Word i of K is in group i mod G, row i / G; V's word i in group
+//! (i + G/2) mod G, row `bank_words`/2 + i / G. Per cycle there are at most three requests: a
+//! fill (a memory response, which cannot wait) and the K and V hit reads. A fill always wins
+//! its group (with one port per bank; two-port banks read and write at once); K and V in the
+//! same group take turns (the loser of the last conflict goes first). A refused hit retries the
+//! next cycle and counts as a conflict stall.
+
+use anyhow::{ensure, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::{addr_bits, interface};
+
+/// Where the GLB sits: stacked over the array (its bits cross a vertical bond) or beside it
+/// (they travel on-chip wire). Pricing only: the RTL is the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GlbPlacement {
+    #[default]
+    Stacked,
+    Planar,
+}
+
+impl GlbPlacement {
+    pub fn name(self) -> &'static str {
+        match self {
+            GlbPlacement::Stacked => "stacked",
+            GlbPlacement::Planar => "planar",
+        }
+    }
+}
+
+impl std::fmt::Display for GlbPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The GLB's knobs, as a configuration gives them (`glb_bytes`, `glb_banks`, ...).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GlbParams {
+    /// Capacity in bytes; 0: no GLB (every tile reads K and V from memory).
+    pub bytes: u64,
+    /// SRAM banks (a power of two).
+    pub banks: u32,
+    /// Bits per bank word; 0: the memory port's width.
+    pub word_bits: u32,
+    /// Ports per bank: 1 (one shared read/write port) or 2 (one read, one write).
+    pub ports: u32,
+    /// Emit the banks as memory-macro blackboxes.
+    pub blackbox: bool,
+    /// Stacked or planar (pricing).
+    pub placement: GlbPlacement,
+    /// Planar: mm of wire between the GLB and the array; 0: derived from the macros' area.
+    pub wire_mm: f64,
+}
+
+impl Default for GlbParams {
+    fn default() -> Self {
+        GlbParams {
+            bytes: 0,
+            banks: 16,
+            word_bits: 0,
+            ports: 1,
+            blackbox: false,
+            placement: GlbPlacement::Stacked,
+            wire_mm: 0.0,
+        }
+    }
+}
+
+/// The largest GLB regflash builds (a region's beats must fit 32 bits).
+pub const MAX_GLB_BYTES: u64 = 1 << 32;
+
+/// The GLB as the DMA builds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlbConfig {
+    /// Bank groups (a power of two): a memory beat lives in one group.
+    pub groups: u32,
+    /// Banks per group, side by side across the beat.
+    pub slices: u32,
+    /// Words per bank (a power of two, at least 2).
+    pub bank_words: u32,
+    /// Bits per bank word (`slices * word_bits` is the memory port's width).
+    pub word_bits: u32,
+    /// 1 or 2 ports per bank.
+    pub ports: u32,
+    pub blackbox: bool,
+    /// Beats each of K and V may keep: whole K/V block pairs.
+    pub region_beats: u32,
+}
+
+impl GlbConfig {
+    /// The bank's SRAM configuration.
+    pub fn bank(&self) -> crate::sram::SramConfig {
+        crate::sram::SramConfig {
+            depth: self.bank_words,
+            width: self.word_bits,
+            ports: self.ports,
+            blackbox: self.blackbox,
+        }
+    }
+
+    pub fn banks(&self) -> u32 {
+        self.groups * self.slices
+    }
+
+    /// Bits of a group index.
+    pub fn group_bits(&self) -> u32 {
+        self.groups.trailing_zeros()
+    }
+
+    /// Bits of a beat counter that reaches `region_beats`.
+    pub fn mark_bits(&self) -> u32 {
+        crate::bits_for(self.region_beats as u64)
+    }
+
+    /// The name suffix of a DMA with this GLB.
+    pub fn suffix(&self) -> String {
+        format!(
+            "_glb{}x{}d{}w{}p{}r{}{}",
+            self.groups,
+            self.slices,
+            self.bank_words,
+            self.word_bits,
+            self.ports,
+            self.region_beats,
+            if self.blackbox { "m" } else { "" }
+        )
+    }
+
+    /// The block-level checks.
+    pub fn validate(&self, width: u32) -> Result<()> {
+        ensure!(
+            self.groups.is_power_of_two()
+                && self.slices.is_power_of_two()
+                && self.slices * self.word_bits == width,
+            "the GLB's {} groups of {} banks of {} bits do not make a {width}-bit beat",
+            self.groups,
+            self.slices,
+            self.word_bits
+        );
+        ensure!(
+            self.bank_words.is_power_of_two() && self.bank_words >= 2,
+            "a GLB bank of {} words is not a power of two of at least 2",
+            self.bank_words
+        );
+        ensure!(
+            self.region_beats >= 1
+                && 2 * self.region_beats.div_ceil(self.groups) <= self.bank_words,
+            "the GLB's K and V regions of {} beats do not fit {} groups of {} words",
+            self.region_beats,
+            self.groups,
+            self.bank_words
+        );
+        ensure!(
+            self.ports == 1 || self.ports == 2,
+            "a GLB bank has 1 or 2 ports"
+        );
+        Ok(())
+    }
+
+    /// Where word `i` of tensor `c` (0: K, 1: V) lives: (group, row).
+    pub fn place(&self, c: usize, i: u64) -> (u64, u64) {
+        let g = self.groups as u64;
+        let group = (i + c as u64 * (g / 2)) % g;
+        let row = c as u64 * (self.bank_words as u64 / 2) + i / g;
+        (group, row)
+    }
+}
+
+impl GlbParams {
+    /// True when the design has a GLB.
+    pub fn present(&self) -> bool {
+        self.bytes > 0
+    }
+
+    /// Bits per bank word for a memory port of `width` bits.
+    pub fn word_bits_for(&self, width: u32) -> u32 {
+        if self.word_bits == 0 {
+            width
+        } else {
+            self.word_bits
+        }
+    }
+
+    /// Checks the knobs for a memory port of `width` bits and K/V rows of `row_bytes` bytes
+    /// in blocks of `bc` rows; errors name the key.
+    pub fn validate(&self, width: u32, row_bytes: u64, bc: u32) -> Result<()> {
+        ensure!(
+            self.wire_mm.is_finite() && self.wire_mm >= 0.0,
+            "glb_wire_mm = {} is out of range: allowed 0 (derived from the GLB's area) or a \
+             positive length in mm",
+            self.wire_mm
+        );
+        if !self.present() {
+            return Ok(());
+        }
+        let wb = self.word_bits_for(width);
+        ensure!(
+            wb.is_power_of_two() && (8..=width).contains(&wb),
+            "glb_word_bits = {wb} is not supported: allowed are powers of two from 8 to the \
+             memory port's {width} bits (a beat spans mem_width / glb_word_bits banks)"
+        );
+        let slices = width / wb;
+        ensure!(
+            self.banks.is_power_of_two() && self.banks >= slices && self.banks <= 4096,
+            "glb_banks = {} is not supported: allowed are powers of two from {slices} (a \
+             {width}-bit beat spans {slices} banks of glb_word_bits = {wb}) to 4096",
+            self.banks
+        );
+        ensure!(
+            self.ports == 1 || self.ports == 2,
+            "glb_ports = {} is not supported: a GLB bank has 1 port (shared read/write) or 2 \
+             (one read, one write)",
+            self.ports
+        );
+        ensure!(
+            self.bytes <= MAX_GLB_BYTES,
+            "glb_bytes = {} is too large: allowed up to {MAX_GLB_BYTES} (4 GiB)",
+            self.bytes
+        );
+        let pair = 2 * bc as u64 * row_bytes;
+        ensure!(
+            self.bytes >= pair,
+            "glb_bytes = {} cannot hold one K/V block pair ({pair} bytes: bc = {bc} rows of \
+             {row_bytes} bytes, twice): raise glb_bytes to at least {pair} (a power of two \
+             multiple of glb_banks), or set 0 for no GLB",
+            self.bytes
+        );
+        let bank_bytes = self.bytes / self.banks as u64;
+        let word_bytes = (wb / 8) as u64;
+        ensure!(
+            self.bytes.is_multiple_of(self.banks as u64)
+                && bank_bytes.is_power_of_two()
+                && bank_bytes >= 2 * word_bytes,
+            "glb_bytes = {} in glb_banks = {} banks is not a power-of-two bank of at least two \
+             {wb}-bit words: use a capacity of glb_banks x a power of two (say {})",
+            self.bytes,
+            self.banks,
+            self.banks as u64
+                * (2 * word_bytes)
+                    .max(bank_bytes.next_power_of_two())
+                    .max((pair / self.banks as u64).next_power_of_two())
+        );
+        Ok(())
+    }
+
+    /// The GLB the DMA builds for a memory port of `width` bits and K/V rows of `row_beats`
+    /// beats in blocks of `bc` rows (`None` without one). The knobs must be valid.
+    pub fn rtl(&self, width: u32, row_beats: u32, bc: u32) -> Option<GlbConfig> {
+        if !self.present() {
+            return None;
+        }
+        let wb = self.word_bits_for(width);
+        let slices = width / wb;
+        let beat_bytes = (width / 8) as u64;
+        let block_beats = bc as u64 * row_beats as u64;
+        // Whole K/V block pairs: each of K and V keeps the same number of blocks.
+        let pairs = self.bytes / (2 * block_beats * beat_bytes);
+        Some(GlbConfig {
+            groups: self.banks / slices,
+            slices,
+            bank_words: (self.bytes / self.banks as u64 / (wb / 8) as u64) as u32,
+            word_bits: wb,
+            ports: self.ports,
+            blackbox: self.blackbox,
+            region_beats: (pairs * block_beats) as u32,
+        })
+    }
+}
+
+interface! {
+    /// The GLB's control input: `flush` invalidates both regions (every launch).
+    pub struct GlbCtl { flush }
+}
+
+interface! {
+    /// The GLB's events of a cycle, for the counter file: hit reads granted (0-2, each a
+    /// memory beat), a fill written, hit requests refused by a bank conflict (0-2), a K/V
+    /// beat read from memory that streamed past the GLB (a spill).
+    pub struct GlbEvents { reads, fill, refused, spill }
+}
+
+impl GlbEvents<u32> {
+    pub fn widths() -> Self {
+        GlbEvents {
+            reads: 2,
+            fill: 1,
+            refused: 2,
+            spill: 1,
+        }
+    }
+}
+
+/// Rows of a region index for `bank_words`-word banks.
+pub fn row_bits(g: &GlbConfig) -> u32 {
+    addr_bits(g.bank_words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn glb(bytes: u64, banks: u32) -> GlbParams {
+        GlbParams {
+            bytes,
+            banks,
+            ..GlbParams::default()
+        }
+    }
+
+    /// The source's level on `seed`: 4 MiB in 32 banks of 512-bit words keeps 128 K/V block
+    /// pairs (8,192 keys of d = 128) per head.
+    #[test]
+    fn the_seed_level_keeps_8192_keys() {
+        let g = glb(4 << 20, 32);
+        g.validate(512, 256, 64).unwrap();
+        let c = g.rtl(512, 4, 64).unwrap();
+        assert_eq!((c.groups, c.slices, c.bank_words), (32, 1, 2048));
+        assert_eq!(c.region_beats, 8192 * 4);
+        c.validate(512).unwrap();
+        // Narrower banks: a 512-bit beat spans four 128-bit banks.
+        let g = GlbParams {
+            word_bits: 128,
+            ..g
+        };
+        let c = g.rtl(512, 4, 64).unwrap();
+        assert_eq!((c.groups, c.slices, c.bank_words), (8, 4, 8192));
+        c.validate(512).unwrap();
+        assert!(GlbParams::default().rtl(512, 4, 64).is_none());
+    }
+
+    /// Every word of both regions has its own place in the banks.
+    #[test]
+    fn regions_map_to_distinct_words() {
+        for (bytes, banks, word_bits) in [(2048, 4, 0), (2048, 1, 0), (4096, 2, 128), (8192, 8, 64)]
+        {
+            let g = GlbParams {
+                word_bits,
+                ..glb(bytes, banks)
+            };
+            g.validate(256, 32, 8).unwrap();
+            let c = g.rtl(256, 1, 8).unwrap();
+            c.validate(256).unwrap();
+            let mut seen = std::collections::HashSet::new();
+            for t in 0..2 {
+                for i in 0..c.region_beats as u64 {
+                    let (group, row) = c.place(t, i);
+                    assert!(group < c.groups as u64 && row < c.bank_words as u64);
+                    assert!(seen.insert((group, row)), "{c:?}: {t} {i}");
+                }
+            }
+        }
+    }
+
+    /// Knobs that cannot work are refused, naming the key and what would.
+    #[test]
+    fn bad_knobs_are_refused() {
+        let err = |g: GlbParams| g.validate(256, 32, 8).unwrap_err().to_string();
+        let e = err(glb(256, 1));
+        assert!(
+            e.contains("cannot hold one K/V block pair (512 bytes"),
+            "{e}"
+        );
+        let e = err(glb(3072, 3));
+        assert!(e.contains("glb_banks = 3 is not supported"), "{e}");
+        let e = err(glb(3072, 4));
+        assert!(e.contains("is not a power-of-two bank"), "{e}");
+        let e = err(GlbParams {
+            word_bits: 512,
+            ..glb(2048, 4)
+        });
+        assert!(e.contains("glb_word_bits = 512 is not supported"), "{e}");
+        let e = err(GlbParams {
+            word_bits: 64,
+            ..glb(2048, 2)
+        });
+        assert!(e.contains("spans 4 banks"), "{e}");
+        let e = err(GlbParams {
+            ports: 3,
+            ..glb(2048, 4)
+        });
+        assert!(e.contains("glb_ports = 3"), "{e}");
+        let e = err(GlbParams {
+            wire_mm: -1.0,
+            ..glb(0, 4)
+        });
+        assert!(e.contains("glb_wire_mm = -1"), "{e}");
+        // No GLB: the bank knobs are not checked.
+        glb(0, 3).validate(256, 32, 8).unwrap();
+    }
+}
