@@ -7,8 +7,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use hdl::config::CoreConfig;
+use hdl::glb::GlbPlacement;
 use kernels::energy::{
-    Activity, Breakdown, EnergyTable, Geometry, Placement, Scaling, StoragePoint, KEYS,
+    Activity, Breakdown, EnergyTable, Geometry, GlbGeometry, Placement, Scaling, StoragePoint, KEYS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,7 @@ struct TableFile {
     pe_pitch_um: Option<f64>,
     static_pj_per_pe_cycle: Option<f64>,
     buffer_wire_mm: Option<f64>,
+    sram_mm2_per_mib: Option<f64>,
     sram_fixed_share: Option<ShareFile>,
     #[serde(default)]
     figures: BTreeMap<String, FigureFile>,
@@ -89,6 +91,9 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
     }
     if let Some(x) = file.buffer_wire_mm {
         t.buffer_wire_mm = x;
+    }
+    if let Some(x) = file.sram_mm2_per_mib {
+        t.sram_mm2_per_mib = x;
     }
     if let Some(x) = file.sram_fixed_share {
         t.sram_fixed_share = kernels::energy::FixedShare {
@@ -212,15 +217,29 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         p_access_bits: p_access_bits as u64,
         sram_bytes: sram_bytes(cfg),
         clock_mhz: cfg.clock_mhz,
+        glb: cfg.glb.present().then(|| {
+            let g = &cfg.glb;
+            GlbGeometry {
+                bytes: g.bytes,
+                bank_bytes: g.bytes / g.banks as u64,
+                word_bits: g.word_bits_for(cfg.mem_width) as u64,
+                placement: match g.placement {
+                    GlbPlacement::Stacked => Placement::Stacked,
+                    GlbPlacement::Planar => Placement::Planar,
+                },
+                wire_mm: (g.wire_mm > 0.0).then_some(g.wire_mm),
+            }
+        }),
     }
 }
 
 /// Bytes of SRAM macros in `cfg`: buf2d's S and P arrays, every bank of every row (register
-/// designs have none: their storage is flip-flops).
+/// designs have none: their storage is flip-flops), and the global buffer.
 pub fn sram_bytes(cfg: &CoreConfig) -> u64 {
     let flow = cfg.variant.flow();
     flow.sram_bank_bytes(cfg)
         .map_or(0, |b| b * (cfg.rows * flow.banks()) as u64)
+        + cfg.glb.bytes
 }
 
 /// The counters' activity; DMA bytes from the beats and the port width.
@@ -243,7 +262,10 @@ pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
         recip_ops: c("recip_ops"),
         norm_ops: c("norm_ops"),
         land_read_bits: c("land_read_bits"),
-        land_write_bits: c("read_beats") * mem_width as u64,
+        // Every beat from memory lands, and so does every GLB hit.
+        land_write_bits: c("read_beats") * mem_width as u64 + c("glb_read_bits"),
+        glb_read_bits: c("glb_read_bits"),
+        glb_write_bits: c("glb_write_bits"),
         staging_bits: c("write_beats") * mem_width as u64,
         dram_bytes: (c("read_beats") + c("write_beats")) * (mem_width / 8) as u64,
     }
@@ -275,10 +297,10 @@ pub struct EnergyReport {
     /// total / run time at the config's clock.
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub average_power_w: f64,
-    /// sram / total.
+    /// SRAM accesses (buf2d's arrays and the GLB's banks) / total.
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub sram_share: f64,
-    /// sram / on-chip energy.
+    /// The same / on-chip energy.
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub sram_share_on_chip: f64,
     /// pJ per event at the node: `mac`, `rf_read_32b`, `rf_write_32b`, `p_read`, `p_write`,
@@ -308,7 +330,7 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         t.breakdown(&a, g).total()
     };
     type Event = (&'static str, fn(&mut Activity));
-    let list: [Event; 19] = [
+    let list: [Event; 21] = [
         ("mac", |a| a.macs = 1),
         ("rf_read_32b", |a| a.rf_reads = 1),
         ("rf_write_32b", |a| a.rf_writes = 1),
@@ -327,6 +349,8 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         ("bcast_bit_hop", |a| a.bcast_bit_hops = 1),
         ("vlink_bit", |a| a.vlink_bits = 1),
         ("dram_byte", |a| a.dram_bytes = 1),
+        ("glb_read_bit", |a| a.glb_read_bits = 1),
+        ("glb_write_bit", |a| a.glb_write_bits = 1),
         ("static_cycle", |a| a.cycles = 1),
     ];
     list.iter().map(|(n, f)| (n.to_string(), one(*f))).collect()
@@ -358,8 +382,8 @@ pub fn report(
         pj_per_token: total / tokens.max(1) as f64,
         tops_per_watt: 2.0 * a.macs as f64 / total.max(f64::MIN_POSITIVE),
         average_power_w: total * 1e-12 / seconds.max(f64::MIN_POSITIVE),
-        sram_share: b.sram / total.max(f64::MIN_POSITIVE),
-        sram_share_on_chip: b.sram / (total - b.dram).max(f64::MIN_POSITIVE),
+        sram_share: (b.sram + b.glb) / total.max(f64::MIN_POSITIVE),
+        sram_share_on_chip: (b.sram + b.glb) / (total - b.dram).max(f64::MIN_POSITIVE),
         prices_pj: prices(t, &g),
         pe_rf_bytes: g.pe_rf_bytes,
         row_storage_bytes: g.p_bytes,

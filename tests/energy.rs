@@ -310,6 +310,8 @@ fn busy() -> Activity {
         land_write_bits: 16_384,
         staging_bits: 4096,
         dram_bytes: 2048,
+        glb_read_bits: 0,
+        glb_write_bits: 0,
     }
 }
 
@@ -329,6 +331,7 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
         // Four rows of one 64 KB bank each.
         sram_bytes: if buffer.is_some() { 4 * (64 << 10) } else { 0 },
         clock_mhz: 1000.0,
+        glb: None,
     }
 }
 

@@ -149,6 +149,9 @@ pub struct EnergyTable {
     /// macro's own, whose wires its access energy includes): 0 for banks beside their PE rows,
     /// as buf2d places them; raise it to model a shared buffer at a distance.
     pub buffer_wire_mm: f64,
+    /// SRAM macro area per MiB (mm², not scaled with `node_nm`): a planar GLB's distance to
+    /// the array is derived from it when the design does not give one.
+    pub sram_mm2_per_mib: f64,
 }
 
 /// A figure's node for figures that do not scale (recorded as 0).
@@ -283,6 +286,10 @@ impl Default for EnergyTable {
             pe_pitch_um: 50.0,
             static_pj_per_pe_cycle: 0.0,
             buffer_wire_mm: 0.0,
+            // CACTI 7 itrs-lstp at 45 nm: 3.2-3.6 mm² per MiB for 16 KiB to 256 KiB macros
+            // (128 KiB x 64 bits: 0.4296 mm²; 256 KiB x 256 bits: 0.8598 mm²; the
+            // timeloop-accelergy-exercises 2d55108 reference logs).
+            sram_mm2_per_mib: 3.4,
         }
     }
 }
@@ -480,6 +487,9 @@ pub struct Activity {
     pub land_read_bits: u64,
     /// Bits the DMA writes into the landing buffers (every read beat).
     pub land_write_bits: u64,
+    /// Bits read from and written to the global buffer (hits; fills).
+    pub glb_read_bits: u64,
+    pub glb_write_bits: u64,
     /// Bits of O through the staging buffer (written by the readout, read by the DMA: each
     /// write beat once each way).
     pub staging_bits: u64,
@@ -519,6 +529,20 @@ pub struct Geometry {
     pub sram_bytes: u64,
     /// The clock (MHz): leakage is a power, priced per cycle.
     pub clock_mhz: f64,
+    /// The global buffer, if the design has one.
+    pub glb: Option<GlbGeometry>,
+}
+
+/// A global buffer's banks and place: its accesses are `word_bits` wide on banks of
+/// `bank_bytes`; stacked ones cross a bond, planar ones `wire_mm` of wire (None: derived from
+/// the capacity's area, `EnergyTable::glb_wire_mm`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GlbGeometry {
+    pub bytes: u64,
+    pub bank_bytes: u64,
+    pub word_bits: u64,
+    pub placement: Placement,
+    pub wire_mm: Option<f64>,
 }
 
 /// Energy by component (pJ), at the table's node.
@@ -551,11 +575,15 @@ pub struct Breakdown {
     pub static_energy: f64,
     /// SRAM macros' leakage.
     pub leakage: f64,
+    /// The global buffer's banks (hits and fills).
+    pub glb: f64,
+    /// Moving GLB bits to and from the DMA: bonds (stacked) or wire (planar).
+    pub glb_transport: f64,
 }
 
 impl Breakdown {
     /// (name, pJ) for each component, in report order.
-    pub fn components(&self) -> [(&'static str, f64); 13] {
+    pub fn components(&self) -> [(&'static str, f64); 15] {
         [
             ("mac", self.mac),
             ("pe_registers", self.pe_registers),
@@ -570,6 +598,8 @@ impl Breakdown {
             ("dram", self.dram),
             ("static", self.static_energy),
             ("leakage", self.leakage),
+            ("glb", self.glb),
+            ("glb_transport", self.glb_transport),
         ]
     }
 
@@ -636,6 +666,7 @@ impl EnergyTable {
             ("pe_pitch_um", self.pe_pitch_um),
             ("static_pj_per_pe_cycle", self.static_pj_per_pe_cycle),
             ("buffer_wire_mm", self.buffer_wire_mm),
+            ("sram_mm2_per_mib", self.sram_mm2_per_mib),
         ] {
             if !ok_pj(x) {
                 return bad(format!("{k} = {x} must be finite and >= 0"));
@@ -702,6 +733,14 @@ impl EnergyTable {
         self.at_node("sram_leak") * mib / clock_mhz
     }
 
+    /// A planar GLB's mean distance to the array when the design gives none (mm): its banks
+    /// tile a square of `sram_mm2_per_mib` per MiB, read at the middle of one edge, so the
+    /// mean Manhattan distance to a bank is 3/4 of the side.
+    pub fn glb_wire_mm(&self, bytes: u64) -> f64 {
+        let mib = bytes as f64 / (1u64 << 20) as f64;
+        0.75 * (mib * self.sram_mm2_per_mib).sqrt()
+    }
+
     /// Energy by component of a run with activity `a` on a design of geometry `g`.
     pub fn breakdown(&self, a: &Activity, g: &Geometry) -> Breakdown {
         let e = |k: &str| self.at_node(k);
@@ -738,7 +777,28 @@ impl EnergyTable {
             ),
             Some(Placement::Stacked) => (0.0, p_pj + s_pj, n(buffer_bits) * e("bond_bit")),
         };
+        // The GLB: each beat is `beat / word_bits` bank accesses of `word_bits`.
+        let (glb, glb_transport) = match &g.glb {
+            None => (0.0, 0.0),
+            Some(b) => {
+                let (r, w) = self.sram_access_pj(b.bank_bytes, b.word_bits);
+                let words = |bits: u64| n(bits) / b.word_bits.max(1) as f64;
+                let bits = n(a.glb_read_bits + a.glb_write_bits);
+                let per_bit = match b.placement {
+                    Placement::Stacked => e("bond_bit"),
+                    Placement::Planar => {
+                        b.wire_mm.unwrap_or_else(|| self.glb_wire_mm(b.bytes)) * e("wire_bit_mm")
+                    }
+                };
+                (
+                    words(a.glb_read_bits) * r + words(a.glb_write_bits) * w,
+                    bits * per_bit,
+                )
+            }
+        };
         Breakdown {
+            glb,
+            glb_transport,
             mac: n(a.macs) * (e("fp16_mul") + e("fp32_add")),
             pe_registers: (n(a.rf_reads) * rf_r + n(a.rf_writes) * rf_w) * 32.0 / 64.0,
             p_registers,
@@ -896,6 +956,7 @@ mod tests {
             p_access_bits: 16,
             sram_bytes: 0,
             clock_mhz: 1000.0,
+            glb: None,
         };
         let b = t.breakdown(&a, &g);
         let k = scale(45.0, 16.0).unwrap();
@@ -938,5 +999,59 @@ mod tests {
             "{}",
             stacked.leakage
         );
+    }
+
+    /// The GLB: each beat is beat / word_bits accesses of a bank of its size with CACTI's
+    /// fixed part, plus a bond (stacked) or wire (planar, by default 3/4 of the side of the
+    /// square its banks tile) per bit.
+    #[test]
+    fn glb_accesses_and_transport() {
+        let t = EnergyTable::default();
+        let a = Activity {
+            glb_read_bits: 5120,
+            glb_write_bits: 512,
+            ..Activity::default()
+        };
+        let glb = GlbGeometry {
+            bytes: 4 << 20,
+            bank_bytes: 128 << 10,
+            word_bits: 128,
+            placement: Placement::Stacked,
+            wire_mm: None,
+        };
+        let g = Geometry {
+            pes: 1,
+            cols: 1,
+            landing_bank_bytes: 64,
+            staging_bank_bytes: 64,
+            pe_rf_bytes: 64,
+            p_bytes: 64,
+            buffer: None,
+            s_access_bits: 32,
+            p_access_bits: 16,
+            sram_bytes: 0,
+            clock_mhz: 1000.0,
+            glb: Some(glb),
+        };
+        let b = t.breakdown(&a, &g);
+        let (r, w) = t.sram_access_pj(128 << 10, 128);
+        assert!((b.glb - (40.0 * r + 4.0 * w)).abs() < 1e-9);
+        assert!((b.glb_transport - 5632.0 * 0.05).abs() < 1e-9);
+        // Planar: 4 MiB of 3.4 mm² per MiB is a 3.69 mm square: 2.77 mm on average.
+        assert!((t.glb_wire_mm(4 << 20) - 0.75 * 13.6f64.sqrt()).abs() < 1e-12);
+        let planar = |wire_mm| Geometry {
+            glb: Some(GlbGeometry {
+                placement: Placement::Planar,
+                wire_mm,
+                ..glb
+            }),
+            ..g
+        };
+        let derived = t.breakdown(&a, &planar(None));
+        let per_bit = t.glb_wire_mm(4 << 20) * t.at_node("wire_bit_mm");
+        assert!((derived.glb_transport - 5632.0 * per_bit).abs() < 1e-9);
+        let given = t.breakdown(&a, &planar(Some(1.0)));
+        assert!((given.glb_transport - 5632.0 * t.at_node("wire_bit_mm")).abs() < 1e-9);
+        assert_eq!(given.glb, b.glb);
     }
 }
