@@ -280,12 +280,14 @@ fn parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> Result<R> + Sync) ->
 }
 
 /// The components in the table's column order, with their headings.
-const COLUMNS: [(&str, &str); 13] = [
+const COLUMNS: [(&str, &str); 15] = [
     ("mac", "MAC"),
     ("pe_registers", "PE regs"),
     ("p_registers", "P regs"),
     ("sram", "SRAM"),
     ("buffer_transport", "buffer wire/bond"),
+    ("glb", "GLB"),
+    ("glb_transport", "GLB wire/bond"),
     ("softmax", "softmax"),
     ("landing", "landing"),
     ("staging", "staging"),
@@ -295,6 +297,73 @@ const COLUMNS: [(&str, &str); 13] = [
     ("static", "static"),
     ("leakage", "SRAM leakage"),
 ];
+
+/// The components by kind: DRAM, the SRAM levels (accesses and leakage), registers and
+/// register arrays, wires and bonds, logic.
+pub const KINDS: [(&str, &[&str]); 5] = [
+    ("DRAM", &["dram"]),
+    ("SRAM levels", &["sram", "glb", "leakage"]),
+    (
+        "registers",
+        &["pe_registers", "p_registers", "landing", "staging"],
+    ),
+    (
+        "wires",
+        &[
+            "broadcast",
+            "buffer_transport",
+            "glb_transport",
+            "vertical_links",
+        ],
+    ),
+    ("logic", &["mac", "softmax", "static"]),
+];
+
+/// With the GLB the configuration gives, without one, or both (`compare --glb`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GlbRuns {
+    #[default]
+    Config,
+    None,
+    Both,
+}
+
+/// [`run`] with the plan's GLB, without it, or both: with both, the rows without the GLB
+/// follow each length's rows with it, their designs named "... (no GLB)", each set compared
+/// with its own buf2d.
+pub fn run_glb(
+    plan: &ComparePlan,
+    glb: GlbRuns,
+    each: impl Fn(&SimReport) + Sync,
+) -> Result<Vec<CompareRow>> {
+    let without = || {
+        let mut p = plan.clone();
+        p.config.glb.bytes = 0;
+        p
+    };
+    match glb {
+        GlbRuns::Config => run(plan, each),
+        GlbRuns::None => run(&without(), each),
+        GlbRuns::Both => {
+            ensure!(
+                plan.config.glb.present(),
+                "--glb both compares the configuration's GLB with none, but it has none: set \
+                 glb_bytes (or --glb-bytes), or use a preset with one (seed, npu16)"
+            );
+            let with = run(plan, &each)?;
+            let mut no = run(&without(), &each)?;
+            for r in &mut no {
+                r.design += " (no GLB)";
+            }
+            let mut rows = vec![];
+            for &seq in &plan.seq_lens {
+                rows.extend(with.iter().filter(|r| r.seq_len == seq).cloned());
+                rows.extend(no.iter().filter(|r| r.seq_len == seq).cloned());
+            }
+            Ok(rows)
+        }
+    }
+}
 
 /// The markdown tables of `rows` (the comparison, then the energy by component), with a
 /// legend.
@@ -347,6 +416,22 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
         }
         s += "\n";
     }
+    s += "\nEnergy by kind (share of the total):\n\n| design | seq |";
+    for (k, _) in KINDS {
+        s += &format!(" {k} |");
+    }
+    s += "\n|---|---:|";
+    s += &"---:|".repeat(KINDS.len());
+    s += "\n";
+    for r in rows {
+        s += &format!("| {} | {} |", r.design, seq(r));
+        let total = r.energy.total_pj.max(f64::MIN_POSITIVE);
+        for (_, parts) in KINDS {
+            let pj: f64 = parts.iter().map(|p| r.energy.components_pj[*p]).sum();
+            s += &format!(" {:.1} % |", 100.0 * pj / total);
+        }
+        s += "\n";
+    }
     s += "\nrtl rows' counters come from a Verilator run of the generated RTL, bit-checked \
           against the hardware model and the f64 reference; model rows (longer than \
           --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs) \
@@ -354,8 +439,9 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           match exactly (\"extrapolated\": fitted to shorter exact runs of the model); energy = Σ counter × \
           per-event energy of the table (kernels/src/energy.rs, or --energy). 3-D buffered is \
           buf2d's run with its banks priced as stacked SRAM (the macro's access plus a \
-          hybrid-bond crossing per bit). On chip: all but DRAM, which every design moves \
-          alike. PEs counts every PE tier: reg3d has twice the MACs of the 2-D designs (iso \
+          hybrid-bond crossing per bit). GLB: the global buffer's bank accesses (hits and \
+          fills) and their bond or wire (docs/glb.md). On chip: all but DRAM, which every \
+          design of one hierarchy moves alike. PEs counts every PE tier: reg3d has twice the MACs of the 2-D designs (iso \
           PEs per tier); reg3d iso-PE is reg3d with half the PEs per tier (half the columns, \
           or the rows), as many in total as the 2-D array. speedup and energy reduction are \
           against buf2d at the same sequence length.\n";

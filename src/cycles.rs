@@ -1019,18 +1019,18 @@ pub fn extrapolate(
 }
 
 /// The core `p` for a probe `probe` of the problem `s`: with a GLB that cannot hold a K/V
-/// head of `s`, one whose region holds the same fraction of the probe's keys (in whole
-/// blocks, at least one), so that the probes stay on the same side of the capacity knee.
+/// head of `s`, one whose region holds the same fraction of the probe's keys (in beats, at
+/// least one: the model needs no whole blocks), so that the probes stay on the same side of
+/// the capacity knee and a tile's hit and streamed parts keep their proportions.
 fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape) -> CoreParams {
     let mut q = *p;
     if let Some(g) = q.dma.glb.as_mut() {
         let rb = s.kv_row_beats(p);
-        let block = p.bc() as u64 * rb;
         let need = s.k_len as u64 * rb;
         if need > g.region_beats as u64 {
             let share = g.region_beats as f64 / need as f64;
-            let blocks = (share * (probe.k_len as u64 * rb) as f64 / block as f64).round();
-            g.region_beats = ((blocks.max(1.0) as u64) * block) as u32;
+            let beats = (share * (probe.k_len as u64 * rb) as f64).round();
+            g.region_beats = beats.max(1.0) as u32;
         }
     }
     q

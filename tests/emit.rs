@@ -323,6 +323,41 @@ fn axi4_dma_passes_the_gates() {
     assert!(!ports.iter().any(|p| p.starts_with("mem_")), "{ports:?}");
 }
 
+/// The DMA with a GLB passes the gates: four one-port banks on the simple port; and on the
+/// AXI4 master, two-port banks of 128-bit words (two to a beat) emitted as macro blackboxes,
+/// whose module names say so.
+#[test]
+fn glb_dma_passes_the_gates() {
+    let mut one = small();
+    (one.glb.bytes, one.glb.banks) = (2048, 4);
+    let mut two = CoreConfig {
+        mem_if: hdl::dma::MemIf::Axi4,
+        ..small()
+    };
+    two.glb = hdl::glb::GlbParams {
+        bytes: 4096,
+        banks: 4,
+        word_bits: 128,
+        ports: 2,
+        blackbox: true,
+        ..hdl::glb::GlbParams::default()
+    };
+    for (cfg, bank) in [
+        (one, "sram_1rw_d16_w256"),
+        (two, "sram_1r1w_d64_w128_macro"),
+    ] {
+        cfg.validate().unwrap();
+        let (dir, manifest) = gen_into(&cfg, Target::Unit("dma".into()));
+        assert!(manifest.top.contains("_glb"), "{}", manifest.top);
+        assert!(
+            manifest.modules.iter().any(|m| m.name == bank),
+            "{bank}: {:?}",
+            manifest.modules.iter().map(|m| &m.name).collect::<Vec<_>>()
+        );
+        assert_lint_clean(dir.path());
+    }
+}
+
 /// The big presets' cores (too big to synthesize in the suite) are Verilator-lint clean, each
 /// module once (`verilator_lint_each`: a 32 × 32 array lints one PE and one row; the
 /// cross-module loops only a whole-hierarchy pass sees are checked on the small cores of

@@ -28,6 +28,13 @@ pub struct CompareArgs {
     /// config's buf2d.bytes, or the banks sized to fit when that is 0).
     #[arg(long)]
     pub buf_bytes: Option<u64>,
+    /// Run with the configuration's global buffer (config), without any (none), or both, to
+    /// see the capacity knee; with both the rows without it are named "... (no GLB)".
+    #[arg(long, value_enum, default_value = "config")]
+    pub glb: crate::compare::GlbRuns,
+    /// Override: the global buffer's capacity in bytes (glb_bytes; 0: none).
+    #[arg(long)]
+    pub glb_bytes: Option<u64>,
     /// Write every row as JSON (energies, prices, counters).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -57,6 +64,10 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         config = config.with_variant(VariantKind::Buf2d);
         config.buf_mut("--buf-bytes")?.bytes = b;
     }
+    if let Some(b) = args.glb_bytes {
+        config.glb.bytes = b;
+        config.validate()?;
+    }
     let table = crate::pricing::load_table(args.energy.as_deref())?;
     let plan = compare::ComparePlan {
         config: config.clone(),
@@ -68,7 +79,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         table: table.clone(),
         max_sim_seq: args.max_sim_seq,
     };
-    let rows = compare::run(&plan, |r| {
+    let rows = compare::run_glb(&plan, args.glb, |r| {
         eprintln!(
             "{} {} ({}x{} PEs per tier) seq {}: {} cycles{}",
             r.preset,

@@ -4,6 +4,7 @@ use anyhow::{bail, Result};
 
 use super::{CoreConfig, Variant};
 use crate::dma::MemIf;
+use crate::glb::{GlbParams, GlbPlacement};
 
 /// Names of the built-in presets.
 pub const PRESETS: &[&str] = &["seed", "small", "medium", "npu16"];
@@ -41,8 +42,17 @@ impl CoreConfig {
             // MAC steps needs 256 bits a cycle, Q loads and O writes come on top, so a 256-bit
             // port holds the array at 93 % at seq 1024 and 512 bits at 99 %
             // (presets/seed_port256.toml keeps the narrower port for comparison).
+            // Under it, the source's SRAM tier: 4 MB stacked over the logic (TSV), 128 KB per
+            // PE row (32 banks of 512-bit words), which keeps K and V of a head up to 8,192
+            // keys (presets/seed_noglb.toml is the same array without it).
             "seed" => CoreConfig {
                 mem_width: 512,
+                glb: GlbParams {
+                    bytes: 4 << 20,
+                    banks: 32,
+                    placement: GlbPlacement::Stacked,
+                    ..GlbParams::default()
+                },
                 ..base
             },
             // Same per-PE mapping (2 query rows, 2 key columns, 4 O columns per PE) on 4x4 PEs.
@@ -64,10 +74,17 @@ impl CoreConfig {
                 ..base
             },
             // 16x16 PEs as in the NPU evaluation: 4 query rows, 4 keys and 8 O columns per PE
-            // fill the 64 registers exactly (2 x 16 S + 32 O).
+            // fill the 64 registers exactly (2 x 16 S + 32 O),
+            // with the evaluation's 4 MB of SRAM beside the array, 256 KB per PE row.
             "npu16" => CoreConfig {
                 rows: 16,
                 cols: 16,
+                glb: GlbParams {
+                    bytes: 4 << 20,
+                    banks: 16,
+                    placement: GlbPlacement::Planar,
+                    ..GlbParams::default()
+                },
                 ..base
             },
             other => bail!(
