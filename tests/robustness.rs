@@ -330,6 +330,13 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "6",
             vec![EarlyWlast],
         ),
+        // A GLB of two block pairs (4 keys of K and V): its checker's two assertions.
+        (
+            "glb",
+            "bc = 2\nglb_bytes = 64\nglb_banks = 2\n".to_string(),
+            "6",
+            vec![GlbNoHit, GlbStaleTag],
+        ),
         // Three tiers: the same phase streams; the softmax tier's S registers are its own.
         (
             "reg3d_t3",
@@ -390,6 +397,10 @@ fn fires(cfg: &std::path::Path, fault: hdl::fault::Fault, causal_seq: &str) {
     };
     let mut args = vec!["sim", "--config", cfg.to_str().unwrap()];
     args.extend(shape);
+    // A stale tag shows only when the K/V head changes.
+    if fault == hdl::fault::Fault::GlbStaleTag {
+        args.extend(["--heads", "2"]);
+    }
     args.extend(["--fault", fault.name()]);
     let o = regflash(&args);
     let out = text(&o);

@@ -12,7 +12,7 @@
 
 /// The fault-injection select input (see the module documentation).
 pub const SELECT: &str = "fault_sel";
-/// Its width: 0 and the thirteen faults' codes.
+/// Its width: 0 and the fifteen faults' codes (the last two the width holds).
 pub const SELECT_BITS: u32 = 4;
 
 /// One deliberate defect.
@@ -49,10 +49,16 @@ pub enum Fault {
     SharedSTierSlot,
     /// The AXI4 master raises WLAST one beat before a write burst's last: `axi_wlast`.
     EarlyWlast,
+    /// The GLB never reports a hit, so K and V come from memory every tile although it holds
+    /// them: O stays right, only `kv_fetched_once` (and the counters) can tell.
+    GlbNoHit,
+    /// The GLB ignores its tag, so the next head's K and V hit the previous head's beats:
+    /// `glb_hit_landed`.
+    GlbStaleTag,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 15] = [
         Fault::StallQk,
         Fault::StallPv,
         Fault::WriteOutsideO,
@@ -66,6 +72,8 @@ impl Fault {
         Fault::SharedPortClash,
         Fault::SharedSTierSlot,
         Fault::EarlyWlast,
+        Fault::GlbNoHit,
+        Fault::GlbStaleTag,
     ];
 
     /// The value of [`SELECT`] that selects this fault (never 0: 0 selects none).
@@ -93,6 +101,8 @@ impl Fault {
             Fault::SharedPortClash => "shared_port_clash",
             Fault::SharedSTierSlot => "shared_s_tier_slot",
             Fault::EarlyWlast => "early_wlast",
+            Fault::GlbNoHit => "glb_no_hit",
+            Fault::GlbStaleTag => "glb_stale_tag",
         }
     }
 
@@ -114,6 +124,8 @@ impl Fault {
             Fault::SkipV => Some("v_block_in_order"),
             Fault::SharedPortClash => Some("p_one_access"),
             Fault::EarlyWlast => Some("axi_wlast"),
+            Fault::GlbNoHit => Some("kv_fetched_once"),
+            Fault::GlbStaleTag => Some("glb_hit_landed"),
             Fault::CausalOffByOne | Fault::WrongRescale | Fault::SharedSTierSlot => None,
         }
     }
@@ -129,6 +141,9 @@ impl Fault {
             }
             Fault::EarlyWlast if p.dma.mem_if != crate::dma::MemIf::Axi4 => {
                 Some("mem_if = \"axi4\"")
+            }
+            Fault::GlbNoHit | Fault::GlbStaleTag if p.dma.glb.is_none() => {
+                Some("a global buffer (glb_bytes > 0)")
             }
             _ => None,
         }

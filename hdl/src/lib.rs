@@ -37,7 +37,7 @@ pub use fp::{
 };
 use ir::{builder, signal};
 pub use ir::{fsm, iface};
-pub use mem::{axi_check, dma, glb, landing, sram};
+pub use mem::{axi_check, dma, glb, glb_check, landing, sram};
 pub use softmax::{exp2, row_reduce};
 
 pub use builder::{

@@ -374,6 +374,12 @@ impl DmaBench {
                     c.job = None;
                 }
                 self.cycle()?;
+                // The DMA's own checkers (the AXI4 protocol's, the GLB's) must stay silent.
+                let failed = self.dut.assertion_failures();
+                ensure!(
+                    failed == 0,
+                    "{failed} RTL assertion failure(s): the simulator's messages name them"
+                );
                 return Ok(());
             }
             if self.dut.cycles() - start > limit {

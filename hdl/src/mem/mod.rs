@@ -4,5 +4,6 @@
 pub mod axi_check;
 pub mod dma;
 pub mod glb;
+pub mod glb_check;
 pub mod landing;
 pub mod sram;

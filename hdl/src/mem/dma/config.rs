@@ -31,8 +31,8 @@ pub struct DmaConfig {
     pub axi_id_bits: u32,
     /// AXI4: bursts in flight at most per ID.
     pub axi_outstanding: u32,
-    /// Built for fault injection (`Fault::EarlyWlast` acts in the AXI4 master, selected at
-    /// run time; see `fault.rs`).
+    /// Built for fault injection (`Fault::EarlyWlast` acts in the AXI4 master, `GlbNoHit` and
+    /// `GlbStaleTag` in the GLB, selected at run time; see `fault.rs`).
     pub faults: bool,
     /// The global buffer between the K/V channels and the memory port (`crate::glb`).
     pub glb: Option<GlbConfig>,
@@ -293,13 +293,14 @@ impl DmaConfig {
             MemIf::Simple => String::new(),
             MemIf::Axi4 => format!("_axi{}x{}", self.axi_id_bits, self.axi_outstanding),
         };
-        let port = match self.mem_if {
-            MemIf::Axi4 if self.faults => format!("{port}_faults"),
-            _ => port,
-        };
         let port = match &self.glb {
             Some(g) => format!("{port}{}", g.suffix()),
             None => port,
+        };
+        // A master or a GLB built for fault injection holds the faults' logic.
+        let port = match (self.mem_if, &self.glb) {
+            (MemIf::Axi4, _) | (_, Some(_)) if self.faults => format!("{port}_faults"),
+            _ => port,
         };
         format!(
             "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}{port}",

@@ -11,7 +11,10 @@ use crate::{Design, ModRef, RegHandle};
 /// Defines the engine.
 pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let check = (cfg.mem_if == MemIf::Axi4).then(|| axi_check::build(d, cfg));
-    let bank = cfg.glb.map(|g| crate::sram::build(d, &g.bank()));
+    let glb_blocks = cfg.glb.map(|g| glb::GlbBlocks {
+        bank: crate::sram::build(d, &g.bank()),
+        check: crate::glb_check::build(d, cfg),
+    });
     let cfg = *cfg;
     d.define(&cfg.engine_name(), |_, m| {
         let port = match cfg.mem_if {
@@ -77,8 +80,8 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             }
         };
 
-        let side = match (cfg.glb, &regions, &bank) {
-            (Some(g), Some(r), Some(b)) => Some(glb::finish(m, &g, b, &chans, r, &port)),
+        let side = match (cfg.glb, &regions, &glb_blocks) {
+            (Some(g), Some(r), Some(b)) => Some(glb::finish(m, &cfg, &g, b, &chans, r, &port)),
             _ => None,
         };
         // Channel updates: a K/V walker also steps on a GLB hit, and lands it a cycle later.

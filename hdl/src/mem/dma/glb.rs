@@ -6,7 +6,9 @@
 use super::channel::Channel;
 use super::simple::PortSteps;
 use super::{DmaConfig, ROW_BYTES_BITS};
+use crate::fault::Fault;
 use crate::glb::{self, GlbConfig, GlbEvents};
+use crate::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
 use crate::iface::Block;
 use crate::sram::{SramIn, SramOut};
 use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
@@ -56,6 +58,7 @@ pub(super) fn classify(
             let rsp_beats = r(m, "rsp_beats", cw);
             let below = req_beats.q.zext(w).lt(filled.q.zext(w));
             let hit = tag_valid.q & below;
+            let hit = m.with_fault(cfg.faults, Fault::GlbNoHit, |m| m.zero(1), hit);
             let hit = m.name(&format!("glb_{n}_hit"), hit);
             let ch = &mut chans[i];
             let want = and_all(&[hit, ch.req_valid, !hold]);
@@ -108,10 +111,17 @@ fn place(m: &mut ModuleBuilder, g: &GlbConfig, c: usize, idx: Sig) -> (Sig, Sig)
 }
 
 /// Arbitrates the banks and updates the regions, given the port's steps and responses.
+/// The blocks the GLB instantiates: a bank and its checker.
+pub(super) struct GlbBlocks {
+    pub(super) bank: Block<SramIn, SramOut<u32>>,
+    pub(super) check: GlbCheckBlock,
+}
+
 pub(super) fn finish(
     m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
     g: &GlbConfig,
-    bank: &Block<SramIn, SramOut<u32>>,
+    blocks: &GlbBlocks,
     chans: &[Channel],
     regions: &[Region],
     port: &PortSteps,
@@ -202,7 +212,7 @@ pub(super) fn finish(
                 re,
                 raddr,
             };
-            let out = m.instantiate(bank, &format!("u_glb_g{n}_s{s}"), &ins);
+            let out = m.instantiate(&blocks.bank, &format!("u_glb_g{n}_s{s}"), &ins);
             slices.push(out.rd_data);
         }
         slices.reverse();
@@ -245,6 +255,8 @@ pub(super) fn finish(
             r.tag_row_bytes.q.eq(d.row_bytes),
         ]);
         let same = and_all(&[r.tag_valid.q, !flush, matches]);
+        let stale = r.tag_valid.q & !flush;
+        let same = m.with_fault(cfg.faults, Fault::GlbStaleTag, |_| stale, same);
         for (reg, v) in [
             (r.tag_base, d.base),
             (r.tag_stride, d.stride),
@@ -266,6 +278,26 @@ pub(super) fn finish(
         m.set_next(r.filled, mux(ch.load, kept, mark));
         m.set_enable(r.filled, ch.load | fills[c]);
     }
+    // The checker (simulation only), from the descriptors, the port and the grants.
+    let watch = |m: &mut ModuleBuilder, c: usize| {
+        let i = CHANNELS[c];
+        let ch = &chans[i];
+        GlbChannelWatch {
+            load: ch.load,
+            base: ch.desc.base,
+            stride: ch.desc.stride,
+            row_bytes: ch.desc.row_bytes,
+            mem_step: port.steps[i],
+            hit: grants[c],
+            mem_rsp: port.responses[i],
+            drop: match port.bus_errors {
+                Some(e) => e[i].any(),
+                None => m.zero(1),
+            },
+        }
+    };
+    let (k, v) = (watch(m, 0), watch(m, 1));
+    m.instantiate(&blocks.check, "u_glb_check", &GlbWatch { flush, k, v });
     let kv_rsp = port.responses[1] | port.responses[2];
     let spill = kv_rsp & !fill;
     let in_flight = lands[0] | lands[1];
