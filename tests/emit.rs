@@ -323,13 +323,14 @@ fn axi4_dma_passes_the_gates() {
     assert!(!ports.iter().any(|p| p.starts_with("mem_")), "{ports:?}");
 }
 
-/// The DMA with a GLB passes the gates: four one-port banks on the simple port; and on the
-/// AXI4 master, two-port banks of 128-bit words (two to a beat) emitted as macro blackboxes,
-/// whose module names say so.
+/// The DMA with a GLB passes the gates: four one-port behavioural banks on the simple port;
+/// and on the AXI4 master, two-port banks of 128-bit words (two to a beat) emitted as macro
+/// blackboxes (the default), whose module names say so. Behavioural banks too big to
+/// synthesize are refused with the knob that makes them macros.
 #[test]
 fn glb_dma_passes_the_gates() {
     let mut one = small();
-    (one.glb.bytes, one.glb.banks) = (2048, 4);
+    (one.glb.bytes, one.glb.banks, one.glb.blackbox) = (2048, 4, false);
     let mut two = CoreConfig {
         mem_if: hdl::dma::MemIf::Axi4,
         ..small()
@@ -356,6 +357,13 @@ fn glb_dma_passes_the_gates() {
         );
         assert_lint_clean(dir.path());
     }
+    // A megabyte of behavioural banks is refused before Yosys maps it to flip-flops.
+    let mut big = small();
+    (big.glb.bytes, big.glb.blackbox) = (1 << 20, false);
+    let (dir, _) = gen_into(&big, Target::Unit("dma".into()));
+    let e = format!("{:#}", gen::flow::lint(dir.path()).unwrap_err());
+    assert!(e.contains("is a behavioural SRAM bank of 64 KiB"), "{e}");
+    assert!(e.contains("glb_macro = true"), "{e}");
 }
 
 /// The big presets' cores (too big to synthesize in the suite) are Verilator-lint clean, each

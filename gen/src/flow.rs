@@ -328,6 +328,41 @@ pub fn synth(dir: &Path, target: SynthTarget, place_and_route: bool) -> Result<S
     synth_with(dir, &manifest, target, place_and_route)
 }
 
+/// The most bits a behavioural SRAM bank may hold for synthesis: Yosys maps a memory it has
+/// no macro for to flip-flops, which for 4 MiB took over 10 minutes and 5 GB before it was
+/// stopped.
+pub const MAX_BEHAVIOURAL_SRAM_BITS: u64 = 256 * 1024;
+
+/// Refuses a folder whose behavioural `sram_*_d<depth>_w<width>` banks (not `_macro`) are
+/// larger than [`MAX_BEHAVIOURAL_SRAM_BITS`], naming the knob that emits them as macros.
+fn refuse_big_memories(manifest: &Manifest) -> Result<()> {
+    for m in &manifest.modules {
+        let Some(rest) = m.name.strip_prefix("sram_") else {
+            continue;
+        };
+        if rest.ends_with("_macro") {
+            continue;
+        }
+        let field = |tag: char| -> Option<u64> {
+            rest.split('_')
+                .find_map(|f| f.strip_prefix(tag).and_then(|v| v.parse().ok()))
+        };
+        if let (Some(depth), Some(width)) = (field('d'), field('w')) {
+            if depth * width > MAX_BEHAVIOURAL_SRAM_BITS {
+                bail!(
+                    "{} is a behavioural SRAM bank of {} KiB: synthesis would map it to \
+                     flip-flops (hours, gigabytes). Emit the banks as memory macros to be \
+                     replaced by an SRAM compiler's (glb_macro = true, the default, for the \
+                     global buffer; macro = true in [buf2d] for buf2d's), or make them smaller",
+                    m.name,
+                    depth * width / 8192
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// nextpnr device options of the iCE40 smoke build (the HX8K breakout board's part).
 const ICE40_DEVICE: [&str; 3] = ["--hx8k", "--package", "ct256"];
 
@@ -337,6 +372,7 @@ fn synth_with(
     target: SynthTarget,
     place_and_route: bool,
 ) -> Result<SynthReport> {
+    refuse_big_memories(manifest)?;
     let yosys = require(Tool::Yosys)?;
     let scratch = ScratchDir::new("yosys")?;
     let abs = |f: &str| -> Result<String> {

@@ -82,7 +82,9 @@ impl Default for GlbParams {
             banks: 16,
             word_bits: 0,
             ports: 1,
-            blackbox: false,
+            // A GLB is megabytes: an SRAM compiler's macros, not synthesized flip-flops
+            // (simulation always uses the behaviour).
+            blackbox: true,
             placement: GlbPlacement::Stacked,
             wire_mm: 0.0,
         }
