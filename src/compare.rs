@@ -376,7 +376,7 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
         cfg.name, cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim, cfg.clock_mhz, t.node_nm
     );
-    let seq = |r: &CompareRow| format!("{}{}", r.seq_len, if r.causal { " causal" } else { "" });
+    let seq = seq_label;
     for r in rows {
         let e = &r.energy;
         s += &format!(
@@ -402,36 +402,24 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
             r.source
         );
     }
-    s += "\nEnergy by component (µJ):\n\n| design | seq |";
-    for (_, h) in COLUMNS {
-        s += &format!(" {h} |");
-    }
-    s += "\n|---|---:|";
-    s += &"---:|".repeat(COLUMNS.len());
-    s += "\n";
-    for r in rows {
-        s += &format!("| {} | {} |", r.design, seq(r));
-        for (k, _) in COLUMNS {
-            s += &format!(" {:.2} |", r.energy.components_pj[k] * 1e-6);
-        }
-        s += "\n";
-    }
-    s += "\nEnergy by kind (share of the total):\n\n| design | seq |";
-    for (k, _) in KINDS {
-        s += &format!(" {k} |");
-    }
-    s += "\n|---|---:|";
-    s += &"---:|".repeat(KINDS.len());
-    s += "\n";
-    for r in rows {
-        s += &format!("| {} | {} |", r.design, seq(r));
+    let headings: Vec<&str> = COLUMNS.iter().map(|c| c.1).collect();
+    s += &per_row("Energy by component (µJ)", &headings, rows, |r| {
+        COLUMNS
+            .iter()
+            .map(|(k, _)| format!("{:.2}", r.energy.components_pj[*k] * 1e-6))
+            .collect()
+    });
+    let kinds: Vec<&str> = KINDS.iter().map(|k| k.0).collect();
+    s += &per_row("Energy by kind (share of the total)", &kinds, rows, |r| {
         let total = r.energy.total_pj.max(f64::MIN_POSITIVE);
-        for (_, parts) in KINDS {
-            let pj: f64 = parts.iter().map(|p| r.energy.components_pj[*p]).sum();
-            s += &format!(" {:.1} % |", 100.0 * pj / total);
-        }
-        s += "\n";
-    }
+        KINDS
+            .iter()
+            .map(|(_, parts)| {
+                let pj: f64 = parts.iter().map(|p| r.energy.components_pj[*p]).sum();
+                format!("{:.1} %", 100.0 * pj / total)
+            })
+            .collect()
+    });
     s += "\nrtl rows' counters come from a Verilator run of the generated RTL, bit-checked \
           against the hardware model and the f64 reference; model rows (longer than \
           --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs) \
@@ -445,6 +433,35 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           PEs per tier); reg3d iso-PE is reg3d with half the PEs per tier (half the columns, \
           or the rows), as many in total as the 2-D array. speedup and energy reduction are \
           against buf2d at the same sequence length.\n";
+    s
+}
+
+/// A row's length, and "causal" when it is.
+fn seq_label(r: &CompareRow) -> String {
+    format!("{}{}", r.seq_len, if r.causal { " causal" } else { "" })
+}
+
+/// A markdown table titled `title`: a row per design and length, with a cell per heading.
+fn per_row(
+    title: &str,
+    headings: &[&str],
+    rows: &[CompareRow],
+    cells: impl Fn(&CompareRow) -> Vec<String>,
+) -> String {
+    let mut s = format!("\n{title}:\n\n| design | seq |");
+    for h in headings {
+        s += &format!(" {h} |");
+    }
+    s += "\n|---|---:|";
+    s += &"---:|".repeat(headings.len());
+    s += "\n";
+    for r in rows {
+        s += &format!("| {} | {} |", r.design, seq_label(r));
+        for c in cells(r) {
+            s += &format!(" {c} |");
+        }
+        s += "\n";
+    }
     s
 }
 
