@@ -553,6 +553,8 @@ impl<'a> Model<'a> {
                 ch.req_beats += 1;
             }
         }
+        // A fill comes with a response, so never in the cycle its channel takes a descriptor
+        // (a channel loads only when idle): the RTL's load-before-fill order cannot differ.
         if let Some(c) = glb.fill {
             self.regions[c - K].filled = self.ch[c].rsp_beats + 1;
         }

@@ -349,7 +349,11 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         ("bcast_bit_hop", |a| a.bcast_bit_hops = 1),
         ("vlink_bit", |a| a.vlink_bits = 1),
         ("dram_byte", |a| a.dram_bytes = 1),
-        ("glb_read_bit", |a| a.glb_read_bits = 1),
+        // A hit's bit is read from the GLB and written into the landing buffer.
+        ("glb_read_bit", |a| {
+            a.glb_read_bits = 1;
+            a.land_write_bits = 1;
+        }),
         ("glb_write_bit", |a| a.glb_write_bits = 1),
         ("static_cycle", |a| a.cycles = 1),
     ];

@@ -119,12 +119,11 @@ impl Shape {
             }
             for q_base in self.tiles(br) {
                 let need = rb * needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64;
-                let hit = need.min(filled);
-                let fill = need.min(region).saturating_sub(hit);
+                let (hit, fill, stream, mark) = hdl::glb::take(need, filled, region);
                 t.hit += 2 * hit;
                 t.fill += 2 * fill;
-                t.stream += 2 * (need - hit - fill);
-                filled = filled.max(hit + fill);
+                t.stream += 2 * stream;
+                filled = mark;
             }
         }
         t

@@ -89,7 +89,9 @@ fn assert_total_from_counters(r: &Value) {
         + c("bcast_bit_hops") * price("bcast_bit_hop")
         + c("vlink_bits") * price("vlink_bit")
         + (c("read_beats") + c("write_beats")) * beat * price("dram_byte")
-        + c("cycles") * price("static_cycle");
+        + c("cycles") * price("static_cycle")
+        + c("glb_read_bits") * price("glb_read_bit")
+        + c("glb_write_bits") * price("glb_write_bit");
     let reported = r["energy"]["total_pj"].as_f64().unwrap();
     assert!(
         near(total, reported),

@@ -906,11 +906,10 @@ impl RegionModel {
             self.filled = 0;
         }
         self.tag = Some(tag);
-        let beats = d.rows * d.row_bytes / beat;
-        let hit = beats.min(self.filled);
-        let fill = beats.min(region).saturating_sub(hit);
-        self.filled = self.filled.max(hit + fill);
-        [hit, fill, beats - hit - fill]
+        let (hit, fill, stream, mark) =
+            hdl::glb::take(d.rows * d.row_bytes / beat, self.filled, region);
+        self.filled = mark;
+        [hit, fill, stream]
     }
 }
 
@@ -994,14 +993,16 @@ pub fn glb_rounds(model: &Model, d: &DmaConfig, cases: u32, seed: u64) -> Result
         let from_memory = q_beats + want[1] + want[2];
         if r.memory.reads != from_memory || r.read_beats != from_memory {
             return Err(TestCaseError::fail(format!(
-                "memory served {} beats (DMA counted {}), the GLB policy needs {from_memory}                  ({} hit, {} filled, {} streamed, {q_beats} of Q)",
+                "memory served {} beats (DMA counted {}), the GLB policy needs {from_memory} \
+                 ({} hit, {} filled, {} streamed, {q_beats} of Q)",
                 r.memory.reads, r.read_beats, want[0], want[1], want[2]
             )));
         }
         let [reads, fills, refused, spills] = b.glb_events().expect("a GLB");
         if [reads, fills, spills] != want {
             return Err(TestCaseError::fail(format!(
-                "GLB events: {reads} hit beats, {fills} fills, {spills} spills; the policy                  says {want:?}"
+                "GLB events: {reads} hit beats, {fills} fills, {spills} spills; the policy \
+                 says {want:?}"
             )));
         }
         let t = totals.get();

@@ -292,6 +292,14 @@ impl GlbParams {
     }
 }
 
+/// The policy for one descriptor of `need` beats on a region of `region` beats that holds
+/// `filled` beats of the same tag: (hits, fills, streamed beats, the new mark).
+pub fn take(need: u64, filled: u64, region: u64) -> (u64, u64, u64, u64) {
+    let hit = need.min(filled);
+    let fill = need.min(region).saturating_sub(hit);
+    (hit, fill, need - hit - fill, filled.max(hit + fill))
+}
+
 interface! {
     /// The GLB's control input: `flush` invalidates both regions (every launch).
     pub struct GlbCtl { flush }

@@ -110,13 +110,13 @@ fn place(m: &mut ModuleBuilder, g: &GlbConfig, c: usize, idx: Sig) -> (Sig, Sig)
     (group, row)
 }
 
-/// Arbitrates the banks and updates the regions, given the port's steps and responses.
 /// The blocks the GLB instantiates: a bank and its checker.
 pub(super) struct GlbBlocks {
     pub(super) bank: Block<SramIn, SramOut<u32>>,
     pub(super) check: GlbCheckBlock,
 }
 
+/// Arbitrates the banks and updates the regions, given the port's steps and responses.
 pub(super) fn finish(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
