@@ -10,7 +10,7 @@
 
 use crate::dma::{DmaConfig, ROW_BYTES_BITS};
 use crate::iface::Block;
-use crate::{and_all, bits_for, group, interface, mux, Design, ModuleBuilder};
+use crate::{and_all, group, interface, mux, Design, ModuleBuilder};
 
 interface! {
     /// A K/V channel as the checker sees it: a descriptor taken (`load`, with its base, stride
@@ -30,11 +30,6 @@ group! {
 
 /// The checker's block (no outputs).
 pub type GlbCheckBlock = Block<GlbWatch, ()>;
-
-/// Bits of the checker's beat counters.
-fn beat_bits(cfg: &DmaConfig) -> u32 {
-    cfg.index_bits + bits_for(cfg.k.row_beats.max(cfg.v.row_beats) as u64)
-}
 
 /// Defines the checker of the DMA `cfg`'s GLB.
 pub fn build(d: &mut Design, cfg: &DmaConfig) -> GlbCheckBlock {
@@ -87,7 +82,7 @@ fn check(
     c: &GlbChannelWatch,
 ) -> [crate::Sig; 2] {
     let g = cfg.glb.expect("a GLB");
-    let cw = beat_bits(cfg).max(g.mark_bits()) + 1;
+    let cw = cfg.kv_beat_bits().max(g.mark_bits()) + 1;
     let r =
         |m: &mut ModuleBuilder, what: &str, width| m.reg(&format!("{n}_{what}"), width, Some(0));
     let valid = r(m, "valid", 1);

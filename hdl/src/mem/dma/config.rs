@@ -257,6 +257,11 @@ impl DmaConfig {
         Ok(())
     }
 
+    /// Bits of a count of a K or V descriptor's beats (rows up to 2^index_bits - 1).
+    pub fn kv_beat_bits(&self) -> u32 {
+        self.index_bits + crate::bits_for(self.k.row_beats.max(self.v.row_beats) as u64)
+    }
+
     pub fn beat_bytes(&self) -> u32 {
         self.width / 8
     }

@@ -11,7 +11,7 @@ use crate::glb::{self, GlbConfig, GlbEvents};
 use crate::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
 use crate::iface::Block;
 use crate::sram::{SramIn, SramOut};
-use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
+use crate::{and_all, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
 
 /// The channels the GLB serves (K and V) by their index in the engine.
 const CHANNELS: [usize; 2] = [1, 2];
@@ -40,7 +40,7 @@ pub(super) fn classify(
     hold: Sig,
 ) -> Vec<Region> {
     let (a, mb) = (cfg.addr_bits, g.mark_bits());
-    let cw = cfg.index_bits + bits_for(cfg.k.row_beats.max(cfg.v.row_beats) as u64);
+    let cw = cfg.kv_beat_bits();
     let w = cw.max(mb);
     CHANNELS
         .iter()
@@ -127,6 +127,11 @@ pub(super) fn finish(
     port: &PortSteps,
 ) -> GlbSide {
     let flush = m.input("glb_flush", 1);
+    // An AXI4 error response on a K/V channel: its data is never kept, and its tag drops.
+    let drops: [Sig; 2] = std::array::from_fn(|c| match port.bus_errors {
+        Some(e) => e[CHANNELS[c]].any(),
+        None => m.zero(1),
+    });
     let mb = g.mark_bits();
     let region = m.lit(mb, g.region_beats as u64);
     let cw = regions[0].rsp_beats.q.width();
@@ -135,13 +140,10 @@ pub(super) fn finish(
     let fills: Vec<Sig> = CHANNELS
         .iter()
         .zip(regions)
-        .map(|(&i, r)| {
+        .zip(drops)
+        .map(|((&i, r), dropped)| {
             let inside = r.rsp_beats.q.zext(w).lt(region.zext(w));
-            let ok = match port.bus_errors {
-                Some(e) => e[i].is_zero(),
-                None => m.lit(1, 1),
-            };
-            and_all(&[port.responses[i], r.tag_valid.q, inside, ok])
+            and_all(&[port.responses[i], r.tag_valid.q, inside, !dropped])
         })
         .collect();
     let fill = fills[0] | fills[1];
@@ -265,11 +267,7 @@ pub(super) fn finish(
             m.set_next(reg, v);
             m.set_enable(reg, ch.load);
         }
-        let dropped = match port.bus_errors {
-            Some(e) => e[i].any(),
-            None => m.zero(1),
-        };
-        let keep = r.tag_valid.q & !flush & !dropped;
+        let keep = r.tag_valid.q & !flush & !drops[c];
         m.set_next(r.tag_valid, mux(ch.load, one, keep));
         let mark = r.rsp_beats.q.zext(w) + 1;
         let mark = mark.resize(mb);
@@ -279,7 +277,7 @@ pub(super) fn finish(
         m.set_enable(r.filled, ch.load | fills[c]);
     }
     // The checker (simulation only), from the descriptors, the port and the grants.
-    let watch = |m: &mut ModuleBuilder, c: usize| {
+    let watch = |c: usize| {
         let i = CHANNELS[c];
         let ch = &chans[i];
         GlbChannelWatch {
@@ -290,13 +288,10 @@ pub(super) fn finish(
             mem_step: port.steps[i],
             hit: grants[c],
             mem_rsp: port.responses[i],
-            drop: match port.bus_errors {
-                Some(e) => e[i].any(),
-                None => m.zero(1),
-            },
+            drop: drops[c],
         }
     };
-    let (k, v) = (watch(m, 0), watch(m, 1));
+    let (k, v) = (watch(0), watch(1));
     m.instantiate(&blocks.check, "u_glb_check", &GlbWatch { flush, k, v });
     let kv_rsp = port.responses[1] | port.responses[2];
     let spill = kv_rsp & !fill;
