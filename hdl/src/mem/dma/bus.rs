@@ -83,10 +83,13 @@ interface! {
     }
 }
 
-interface! {
+group! {
     /// The engine's GLB side (`glb_*`, with a GLB only): the K and V landing data (hits
     /// land from the GLB, misses from memory) and the GLB's events of the cycle.
-    pub struct GlbOut { k_data, v_data, reads, fill, refused, spill }
+    pub struct GlbOut<T> {
+        k_data, v_data;
+        events => GlbEvents<T>,
+    }
 }
 
 group! {
@@ -329,16 +332,10 @@ impl DmaConfig {
             land_data: self.width,
             o_rd_row: o_rows,
             o_rd_beat: self.o_beat_bits(),
-            glb: self.glb.map(|_| {
-                let e = GlbEvents::widths();
-                GlbOut {
-                    k_data: self.width,
-                    v_data: self.width,
-                    reads: e.reads,
-                    fill: e.fill,
-                    refused: e.refused,
-                    spill: e.spill,
-                }
+            glb: self.glb.map(|_| GlbOut {
+                k_data: self.width,
+                v_data: self.width,
+                events: GlbEvents::widths(),
             }),
             mem_req,
             m_axi,

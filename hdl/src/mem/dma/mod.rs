@@ -107,8 +107,8 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
             // With a GLB, K and V land from it or from memory: a data bus each.
             let data = [
                 e.land_data,
-                e.glb.map_or(e.land_data, |g| g.k_data),
-                e.glb.map_or(e.land_data, |g| g.v_data),
+                e.glb.as_ref().map_or(e.land_data, |g| g.k_data),
+                e.glb.as_ref().map_or(e.land_data, |g| g.v_data),
             ];
             let mut land = |n: usize, cmd: &ReadCmd, w: &LandWrite, status: ChannelStatus| {
                 let ins = landing::LandIn {
@@ -127,12 +127,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 read_beats: e.read_beats,
                 write_beats: e.write_beats,
                 quiet: e.quiet,
-                glb: e.glb.map(|g| crate::glb::GlbEvents {
-                    reads: g.reads,
-                    fill: g.fill,
-                    refused: g.refused,
-                    spill: g.spill,
-                }),
+                glb: e.glb.as_ref().map(|g| g.events),
                 mem_req: e.mem_req,
                 m_axi: e.m_axi,
                 q: land(0, &i.q, &e.q_land, e.q),
