@@ -177,17 +177,23 @@ fn sram_banks_match_their_model() {
 /// new one, or repeat after a flush, beside Q transfers, under random latency, bandwidth and
 /// back-pressure. Every landed beat matches memory; memory serves exactly the beats the
 /// policy sends it; the GLB's hit, fill and spill events are the policy's. In four one-port
-/// banks and in one (where K, V and fills collide: refusals must occur).
+/// banks and in one (where K, V and fills collide: refusals must occur); and behind the AXI4
+/// master, whose read bursts must start where the hits end (counted from the addresses).
 #[test]
 fn glb_serves_repeated_kv_from_sram() {
-    for (banks, cases, seed) in [(4, 120, 75), (1, 60, 76)] {
+    for (banks, cases, seed, axi) in [(4, 120, 75, false), (1, 60, 76, false), (4, 60, 77, true)] {
         let mut c = cfg(64, 16);
+        if axi {
+            c.mem_if = hdl::dma::MemIf::Axi4;
+        }
         c.glb.bytes = 2048;
         c.glb.banks = banks;
         c.validate().unwrap();
         let [n, hits, refused] =
             dma::glb_rounds(&model(&c), &c.dma(), cases, seed).unwrap_or_else(|e| panic!("{e:#}"));
-        eprintln!("{banks} bank(s): {n} scenarios, {hits} beats hit, {refused} refusals");
+        eprintln!(
+            "{banks} bank(s), axi4 {axi}: {n} scenarios, {hits} beats hit, {refused} refusals"
+        );
         assert_eq!(n, regflash::verify::seeds::total_cases(cases));
         assert!(hits > 10 * cases as u64, "the rounds hit: {hits}");
         if banks == 1 {

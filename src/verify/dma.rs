@@ -526,19 +526,28 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
 /// bursts never span a block) or the whole transfer (the write channel), each run split at
 /// 256 beats and 4 KiB boundaries.
 pub fn expected_bursts(d: &Desc, beat: u64, read: bool) -> u64 {
+    expected_bursts_after(d, beat, read, 0)
+}
+
+/// [`expected_bursts`] for the beats of the walk from beat `first` on (the ones before it hit
+/// the GLB): a run that starts before `first` starts at it instead.
+pub fn expected_bursts_after(d: &Desc, beat: u64, read: bool, first: u64) -> u64 {
     let group = match (d.stride == d.row_bytes, read) {
         (false, _) => 1,
         (true, true) => d.block_rows.max(1),
         (true, false) => d.rows.max(1),
     };
+    let row_beats = d.row_bytes / beat;
     (0..d.rows)
         .step_by(group as usize)
         .map(|r| {
-            bursts_of(
-                d.base + r * d.stride,
-                group.min(d.rows - r) * d.row_bytes,
-                beat,
-            )
+            let (start, end) = (r * row_beats, (r + group).min(d.rows) * row_beats);
+            let from = start.max(first);
+            if from >= end {
+                return 0;
+            }
+            let at = d.base + (from / row_beats) * d.stride + (from % row_beats) * beat;
+            bursts_of(at, (end - from) * beat, beat)
         })
         .sum()
 }
@@ -913,15 +922,12 @@ impl RegionModel {
     }
 }
 
-/// `cases` GLB scenarios on the simple port: every landed beat compared with memory, the
-/// memory's reads equal to the beats the policy sends to it, and the GLB's events (hits,
-/// fills, spills) equal to the policy's. Returns (scenarios, hit beats, conflict refusals).
+/// `cases` GLB scenarios: every landed beat compared with memory, the memory's reads equal to
+/// the beats the policy sends to it, and the GLB's events (hits, fills, spills) equal to the
+/// policy's; over AXI4 also the read bursts, from the addresses of the beats that miss.
+/// Returns (scenarios, hit beats, conflict refusals).
 pub fn glb_rounds(model: &Model, d: &DmaConfig, cases: u32, seed: u64) -> Result<[u64; 3]> {
     let g = d.glb.ok_or_else(|| anyhow::anyhow!("the DMA has no GLB"))?;
-    ensure!(
-        d.mem_if == MemIf::Simple,
-        "the GLB bench drives the simple port"
-    );
     let config = Config {
         cases,
         failure_persistence: None,
@@ -949,6 +955,7 @@ pub fn glb_rounds(model: &Model, d: &DmaConfig, cases: u32, seed: u64) -> Result
         // Policy totals: hit, fill, stream beats; plus Q's beats.
         let mut want = [0u64; 3];
         let mut q_beats = 0;
+        let mut bursts = 0;
         let mut jobs: [ReadJob; 2] = s.first;
         for round in 0..=s.rounds.len() {
             let mut q = None;
@@ -979,10 +986,12 @@ pub fn glb_rounds(model: &Model, d: &DmaConfig, cases: u32, seed: u64) -> Result
             if let Some(qj) = q {
                 b.start_read(0, qj).map_err(e)?;
                 q_beats += qj.desc.rows * qj.desc.row_bytes / beat;
+                bursts += expected_bursts(&qj.desc, beat, true);
             }
             for c in 0..2 {
                 b.start_read(c + 1, jobs[c]).map_err(e)?;
                 let t = regions[c].take(&jobs[c].desc, beat, region);
+                bursts += expected_bursts_after(&jobs[c].desc, beat, true, t[0]);
                 for k in 0..3 {
                     want[k] += t[k];
                 }
@@ -997,6 +1006,14 @@ pub fn glb_rounds(model: &Model, d: &DmaConfig, cases: u32, seed: u64) -> Result
                  ({} hit, {} filled, {} streamed, {q_beats} of Q)",
                 r.memory.reads, r.read_beats, want[0], want[1], want[2]
             )));
+        }
+        if let Some(axi) = r.axi {
+            if axi.read_bursts != bursts {
+                return Err(TestCaseError::fail(format!(
+                    "AXI4: {} read bursts, the beats that miss the GLB need {bursts}",
+                    axi.read_bursts
+                )));
+            }
         }
         let [reads, fills, refused, spills] = b.glb_events().expect("a GLB");
         if [reads, fills, spills] != want {
