@@ -129,6 +129,49 @@ impl Shape {
         t
     }
 
+    /// Per GLB bank group (`hdl::glb::GlbConfig::place`): the words each of its banks reads
+    /// (hits) and writes (fills), from the same walk as [`Shape::kv_traffic`]: a descriptor's
+    /// hits are its walk's beats 0..hit, its fills the beats after them; K's beat i is in
+    /// group i mod G, V's in group (i + G/2) mod G. Empty without a GLB.
+    pub fn glb_banks(&self, p: &CoreParams) -> Vec<(u64, u64)> {
+        let Some(g) = p.dma.glb else {
+            return vec![];
+        };
+        let groups = g.groups as u64;
+        // Beats i in [0, x) with (i + off) mod G = n.
+        let count = |x: u64, off: u64, n: u64| {
+            let r = (n + groups - off % groups) % groups;
+            if x > r {
+                (x - r - 1) / groups + 1
+            } else {
+                0
+            }
+        };
+        let rb = self.kv_row_beats(p);
+        let br = p.br() as usize;
+        let region = g.region_beats as u64;
+        let group = self.kv_group.max(1);
+        let mut banks = vec![(0u64, 0u64); g.groups as usize];
+        let mut filled = 0u64;
+        for h in 0..self.heads {
+            if h % group == 0 {
+                filled = 0;
+            }
+            for q_base in self.tiles(br) {
+                let need = rb * needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64;
+                let (hit, fill, _, mark) = hdl::glb::take(need, filled, region);
+                for (n, b) in banks.iter_mut().enumerate() {
+                    for off in [0, groups / 2] {
+                        b.0 += count(hit, off, n as u64);
+                        b.1 += count(hit + fill, off, n as u64) - count(hit, off, n as u64);
+                    }
+                }
+                filled = mark;
+            }
+        }
+        banks
+    }
+
     /// The memory beats the schedule must move: Q once, K and V once per tile (the keys it
     /// needs) less what the GLB serves, O once.
     pub fn beats(&self, p: &CoreParams) -> (u64, u64) {
@@ -310,5 +353,52 @@ mod tests {
         assert_eq!(t.hit + t.fill + t.stream, 2 * needs);
         assert_eq!(t.fill, 2 * 32);
         assert_eq!(t.stream, 2 * (8 + 16 + 24 + 32) as u64);
+    }
+
+    /// Per-bank counts sum to the hits and fills, and equal a beat-by-beat walk through the
+    /// bank map (`GlbConfig::place`).
+    #[test]
+    fn glb_banks_follow_the_bank_map() {
+        for (bytes, banks) in [(2048, 4), (2048, 1), (4096, 8)] {
+            let mut p = small_with_glb(bytes);
+            let mut g = p.dma.glb.unwrap();
+            g.groups = banks;
+            p.dma.glb = Some(g);
+            for s in [shape(2, 40, 24, true, 1), shape(3, 70, 130, false, 3)] {
+                let got = s.glb_banks(&p);
+                let mut want = vec![(0u64, 0u64); banks as usize];
+                let rb = s.kv_row_beats(&p);
+                let mut filled = 0;
+                for h in 0..s.heads {
+                    if h % s.kv_group == 0 {
+                        filled = 0;
+                    }
+                    for q in (0..s.q_len).step_by(8) {
+                        let need = rb * needed_keys(s.q_len, s.k_len, s.causal, q, 8) as u64;
+                        let (hit, fill, _, mark) =
+                            hdl::glb::take(need, filled, g.region_beats as u64);
+                        for c in 0..2 {
+                            for i in 0..hit + fill {
+                                let b = &mut want[g.place(c, i).0 as usize];
+                                if i < hit {
+                                    b.0 += 1
+                                } else {
+                                    b.1 += 1
+                                }
+                            }
+                        }
+                        filled = mark;
+                    }
+                }
+                assert_eq!(got, want, "{bytes} {banks} {s:?}");
+                let t = s.kv_traffic(&p);
+                let sum = got.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+                assert_eq!(sum, (t.hit, t.fill));
+                assert!(t.hit > 0 && t.fill > 0);
+            }
+        }
+        assert!(shape(1, 8, 8, false, 1)
+            .glb_banks(&small_with_glb(0))
+            .is_empty());
     }
 }

@@ -110,6 +110,10 @@ pub struct SimReport {
     pub axi: Option<verilator_tb::axi::AxiStats>,
     /// The core's counters.
     pub counters: BTreeMap<String, u64>,
+    /// With a GLB, per bank group: the words each of its banks read and wrote (the
+    /// `GLB_BANK_*` window).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub glb_banks: Vec<(u64, u64)>,
     /// FP32 input values clamped to ±65504 (`--saturate`; without it they are refused).
     pub saturated_inputs: u64,
     /// The run's energy from its counters and the energy table (`with_energy`).
@@ -353,6 +357,17 @@ impl SimReport {
                 c("glb_write_bits") / 8,
                 c("kv_spill_bits") / 8,
                 c("glb_conflict_stalls")
+            );
+        }
+        let range = |f: fn(&(u64, u64)) -> u64| {
+            let v = self.glb_banks.iter().map(f);
+            (v.clone().min().unwrap_or(0), v.max().unwrap_or(0))
+        };
+        if !self.glb_banks.is_empty() {
+            let ((r0, r1), (w0, w1)) = (range(|b| b.0), range(|b| b.1));
+            s += &format!(
+                "  GLB banks: {} groups, words per bank read {r0}..{r1}, written {w0}..{w1}\n",
+                self.glb_banks.len()
             );
         }
         if let Some(x) = &self.axi {
@@ -610,6 +625,7 @@ fn report(
         mem_if: cfg.mem_if.to_string(),
         axi: run.axi,
         counters: run.counters.clone(),
+        glb_banks: run.glb_banks.clone(),
         saturated_inputs: 0,
         energy: None,
         bit_exact: chk.bit_mismatches == 0,

@@ -37,6 +37,17 @@ fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
 }
 
+/// `small` with a 2 KiB GLB in 4 banks (32 keys of K and of V), so the register map has the
+/// GLB's bank window.
+fn small_glb() -> CoreConfig {
+    let mut c = small();
+    c.name = "small_glb".into();
+    c.glb.bytes = 2048;
+    c.glb.banks = 4;
+    c.validate().unwrap();
+    c
+}
+
 /// `small` with the AXI4 memory master.
 fn axi4_small() -> CoreConfig {
     CoreConfig {
@@ -61,22 +72,25 @@ fn batch_controller_equals_its_model() {
 }
 
 /// The register block equals its model over directed and random streams with random
-/// channel delays (`verify --unit csr`).
+/// channel delays (`verify --unit csr`), with the GLB's bank window (its select and every
+/// group's counters, and one past the last).
 #[test]
 fn register_block_equals_its_model() {
-    let r = regflash::verify::run::verify_block(&small(), "csr", 8000, 17).unwrap();
+    let r = regflash::verify::run::verify_block(&small_glb(), "csr", 8000, 17).unwrap();
     assert!(r.directed_vectors > 500 && r.random_vectors > 200, "{r:?}");
 }
 
-/// The top with the simple memory port through its registers (`verify --unit top`): two
-/// problems, by interrupt and by polling, bit-exact with exact counters. Then varlen batches
+/// The top with the simple memory port and a GLB through its registers (`verify --unit
+/// top`): two problems, by interrupt and by polling, bit-exact with exact counters, the GLB's
+/// per-bank counters read through the window as the bank map places the hits and fills. Then
+/// varlen batches
 /// on one instance: a list whose query offsets decrease stops with ERR_CODE 9 before the bad
 /// sequence; a grouped-query batch of four sequences (one of a single query) is bit-exact
 /// per sequence, its counters the sums of the sequences' and its cycles the cycle model's,
 /// sequence by sequence.
 #[test]
 fn top_with_the_simple_port_runs_through_its_registers_and_varlen_batches() {
-    let cfg = small();
+    let cfg = small_glb();
     let r =
         regflash::verify::run::verify_block(&cfg, "top", 0, 3).unwrap_or_else(|e| panic!("{e:#}"));
     assert!(r.directed_vectors >= 11 && r.random_vectors >= 20, "{r:?}");
@@ -109,7 +123,12 @@ fn top_with_the_simple_port_runs_through_its_registers_and_varlen_batches() {
     assert_eq!(run.dma_error, regmap::ERR_BATCH);
     assert!(run.counters["macs"] > 0, "the first sequence ran");
     let good = batch(&[9, 1, 20, 3], &[12, 5, 20, 8], 4);
-    run_batch_checked(&mut d, &p, &good, &timing, Wait::Poll);
+    let r = run_batch_checked(&mut d, &p, &good, &timing, Wait::Poll);
+    assert!(
+        r.glb_banks.len() == 4 && r.glb_banks.iter().all(|b| b.0 > 0 && b.1 > 0),
+        "every bank group read and written: {:?}",
+        r.glb_banks
+    );
 }
 
 /// Random varlen batches (proptest, fixed seed plus `REGFLASH_SEED`'s) on one AXI4 top behind a
@@ -186,12 +205,13 @@ fn run_batch_checked(
     b: &Batch,
     timing: &MemoryTiming,
     wait: Wait,
-) {
+) -> regflash::verify::attention::CoreRun {
     let (mut mem, img) = b.image(p, timing).unwrap();
     let (r, outs) = d.run_batch(p, b, timing, wait, &mut mem, &img).unwrap();
     let chk = check_batch(p, &b.seqs, &outs, b.list_reads(), &r);
     assert!(chk.ok(), "{wait:?}: {}", chk.describe());
     assert_eq!(r.dma_error, 0);
+    r
 }
 
 /// AXI4 read and write bursts the DMA issues for `a` (bhsd, non-causal, tensors at `lay`): a
@@ -480,6 +500,7 @@ fn the_c_driver_runs_the_top() {
             .zip(counters)
             .map(|(n, v)| (n.to_string(), v))
             .collect(),
+        glb_banks: vec![],
         memory: ctx.mem.stats,
         assertion_failures: 0,
         dma_error: code as u64,
@@ -495,7 +516,7 @@ fn the_c_driver_runs_the_top() {
 /// and the C driver example compiles against it; `registers.md` lists every register.
 #[test]
 fn header_and_register_map_follow_the_description() {
-    let mut cfg = small();
+    let mut cfg = small_glb();
     cfg.top_name = "npu_attn".into();
     let p = CoreParams::from_config(&cfg).unwrap();
     let dir = ScratchDir::new("soc-header").unwrap();

@@ -5,7 +5,8 @@
 //! model's own: a write to an unmapped offset or a read-only register answers SLVERR and
 //! changes nothing; byte strobes select the bits a write touches (a W1S or W1C bit acts only
 //! if its byte is strobed); unimplemented bits read 0; an unmapped read answers SLVERR with 0;
-//! reading a counter's LO copies its upper half into the shadow every HI returns; the
+//! reading a counter's LO copies its upper half into the shadow every HI returns (so does a
+//! GLB bank counter's LO, of the bank group the select register names: 0 past the last); the
 //! interrupt is pending from the end of a launch (`finish`) until software clears it; START is
 //! refused when an address value has bits the core cannot represent ([`AddressCheck`]).
 
@@ -32,6 +33,11 @@ pub enum Reg {
     CounterLo(usize),
     /// The shadow.
     CounterHi,
+    /// The GLB bank window's select: `width` bits, read-write.
+    BankSel { width: u32 },
+    /// Bits 31..0 of the selected bank group's reads (`writes = false`) or writes; reading
+    /// copies bits 63..32 into the shadow.
+    BankLo { writes: bool },
 }
 
 /// What the core shows the registers.
@@ -41,6 +47,8 @@ pub struct CoreStatus {
     pub done: bool,
     pub error: u8,
     pub counters: Vec<u64>,
+    /// Per GLB bank group: (reads, writes).
+    pub banks: Vec<(u64, u64)>,
 }
 
 /// What a write did: the response, and the pulses it sends the core.
@@ -72,6 +80,7 @@ pub struct Csr {
     irq_enable: bool,
     pending: bool,
     shadow: u32,
+    bank_sel: u32,
     check: AddressCheck,
 }
 
@@ -85,6 +94,7 @@ impl Csr {
             irq_enable: false,
             pending: false,
             shadow: 0,
+            bank_sel: 0,
             check,
         }
     }
@@ -131,8 +141,17 @@ impl Csr {
             ..Default::default()
         };
         match self.find(addr) {
-            None | Some(Reg::Const(_) | Reg::Status | Reg::CounterLo(_) | Reg::CounterHi) => {
-                e.resp = SLVERR
+            None
+            | Some(
+                Reg::Const(_)
+                | Reg::Status
+                | Reg::CounterLo(_)
+                | Reg::CounterHi
+                | Reg::BankLo { .. },
+            ) => e.resp = SLVERR,
+            Some(Reg::BankSel { width }) => {
+                let field = (1u32 << width) - 1;
+                self.bank_sel = (self.bank_sel & !(mask & field)) | (data & mask & field);
             }
             Some(Reg::Ctrl) => {
                 e.start = set & 1 == 1;
@@ -192,6 +211,15 @@ impl Csr {
                 st.counters[i] as u32
             }
             Reg::CounterHi => self.shadow,
+            Reg::BankSel { .. } => self.bank_sel,
+            Reg::BankLo { writes } => {
+                let v =
+                    st.banks
+                        .get(self.bank_sel as usize)
+                        .map_or(0, |b| if writes { b.1 } else { b.0 });
+                self.shadow = (v >> 32) as u32;
+                v as u32
+            }
         };
         (v, OKAY)
     }
@@ -240,6 +268,11 @@ mod tests {
                         width: 32,
                     },
                 ),
+                (0xE0, Reg::BankSel { width: 2 }),
+                (0xE8, Reg::BankLo { writes: false }),
+                (0xEC, Reg::CounterHi),
+                (0xF0, Reg::BankLo { writes: true }),
+                (0xF4, Reg::CounterHi),
                 (0x100, Reg::CounterLo(0)),
                 (0x104, Reg::CounterHi),
             ],
@@ -273,6 +306,31 @@ mod tests {
         let e = c.write(0x20, 3, 0x1);
         assert!(e.start && e.abort);
         assert!(!c.write(0x20, 1, 0x2).start);
+    }
+
+    /// The bank window shows the selected group, 0 past the last; its LO fills the shadow.
+    #[test]
+    fn bank_window_follows_its_select() {
+        let mut c = csr();
+        let st = CoreStatus {
+            counters: vec![7],
+            banks: vec![(0x5_0000_0001, 2), (3, 0x6_0000_0004), (5, 6)],
+            ..Default::default()
+        };
+        assert_eq!(c.read(0xE8, &st), (1, OKAY));
+        assert_eq!(c.read(0xEC, &st), (5, OKAY));
+        assert_eq!(c.write(0xE0, 0xFFFF_FFFD, 0xF).resp, OKAY);
+        assert_eq!(c.read(0xE0, &st).0, 1, "two bits");
+        assert_eq!(c.read(0xF0, &st).0, 4);
+        assert_eq!(c.read(0xF4, &st).0, 6);
+        // Counter and bank LO reads share the shadow.
+        assert_eq!(c.read(0x100, &st).0, 7);
+        assert_eq!(c.read(0xF4, &st).0, 0);
+        c.write(0xE0, 3, 0x2);
+        assert_eq!(c.read(0xE0, &st).0, 1, "an unstrobed byte is kept");
+        c.write(0xE0, 3, 0x1);
+        assert_eq!(c.read(0xE8, &st), (0, OKAY), "past the last group");
+        assert_eq!(c.write(0xE8, 1, 0xF).resp, SLVERR);
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub fn model(p: &CoreParams) -> Csr {
                     width: width.saturating_sub(32 * half).min(32),
                 },
                 Kind::Counter { index, hi: false } => Reg::CounterLo(index),
-                Kind::Counter { hi: true, .. } => Reg::CounterHi,
+                Kind::Counter { hi: true, .. } | Kind::GlbBank { hi: true, .. } => Reg::CounterHi,
+                Kind::GlbBankSel { width } => Reg::BankSel { width },
+                Kind::GlbBank { writes, hi: false } => Reg::BankLo { writes },
             };
             (r.offset, m)
         })
@@ -88,17 +90,26 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
     let mut m = model(p);
     let mut st = CoreStatus {
         counters: vec![0; COUNTERS.len()],
+        banks: vec![(0, 0); bank_groups(p)],
         ..Default::default()
     };
     axil::idle(dut);
     apply(dut, &st);
     dut.reset(2);
     let pulses = RefCell::new((0u32, 0u32));
+    // The core's bank window, as the CSR's select picks it.
+    let banks = RefCell::new(st.banks.clone());
     for (n, op) in ops.iter().enumerate() {
         let mut tick = |dut: &mut Dut| -> Result<()> {
             let mut c = pulses.borrow_mut();
             c.0 += dut.get("start") as u32;
             c.1 += dut.get("abort_req") as u32;
+            if p.dma.glb.is_some() {
+                let sel = dut.get("glb_bank_sel") as usize;
+                let (r, w) = banks.borrow().get(sel).copied().unwrap_or((0, 0));
+                dut.set("glb_bank_reads", r);
+                dut.set("glb_bank_writes", w);
+            }
             dut.tick();
             Ok(())
         };
@@ -139,6 +150,7 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
             }
             Op::Core(s) => {
                 st = s.clone();
+                banks.replace(st.banks.clone());
                 apply(dut, &st);
                 tick(dut)?;
                 String::new()
@@ -156,6 +168,11 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
         }
     }
     Ok(Ok(()))
+}
+
+/// The GLB's bank groups (0 without a GLB).
+fn bank_groups(p: &CoreParams) -> usize {
+    p.dma.glb.map_or(0, |g| g.groups as usize)
 }
 
 fn apply(dut: &mut Dut, st: &CoreStatus) {
@@ -230,23 +247,44 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
     let counters: Vec<u64> = (0..COUNTERS.len() as u64)
         .map(|i| 0xABCD_0000_0000 | i << 32 | (i * 0x0101_0101))
         .collect();
-    ops.push(Op::Core(CoreStatus {
-        busy: true,
-        done: false,
-        error: 0,
-        counters: counters.clone(),
-    }));
-    for i in 0..COUNTERS.len() as u32 {
-        let lo = regmap::COUNTER_BASE + 8 * i;
-        ops.push(Op::Read { addr: lo, d });
-        ops.push(Op::Read { addr: lo + 4, d });
-    }
+    let banks: Vec<(u64, u64)> = (0..bank_groups(p) as u64)
+        .map(|g| {
+            (
+                0x1234_0000_0000 | g << 33 | (g * 0x0303),
+                0x4321_0000_0000 | g << 34 | g,
+            )
+        })
+        .collect();
     let w = |addr, data| Op::Write {
         addr,
         data,
         strb: 0xF,
         d,
     };
+    ops.push(Op::Core(CoreStatus {
+        busy: true,
+        done: false,
+        error: 0,
+        counters: counters.clone(),
+        banks: banks.clone(),
+    }));
+    for i in 0..COUNTERS.len() as u32 {
+        let lo = regmap::COUNTER_BASE + 8 * i;
+        ops.push(Op::Read { addr: lo, d });
+        ops.push(Op::Read { addr: lo + 4, d });
+    }
+    // Every bank group and one past the last through the window, LO then HI of each.
+    if !banks.is_empty() {
+        for g in 0..=banks.len() as u32 {
+            ops.push(w(regmap::GLB_BANK_BASE, g));
+            for at in [8, 12, 16, 20] {
+                ops.push(Op::Read {
+                    addr: regmap::GLB_BANK_BASE + at,
+                    d,
+                });
+            }
+        }
+    }
     ops.extend([
         w(0x028, 1),
         Op::Core(CoreStatus {
@@ -254,6 +292,7 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             done: true,
             error: 0,
             counters: counters.clone(),
+            banks: banks.clone(),
         }),
         Op::Finish,
         Op::Read { addr: 0x02C, d },
@@ -281,12 +320,14 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             done: false,
             error: 0,
             counters: counters.clone(),
+            banks: banks.clone(),
         }),
         Op::Core(CoreStatus {
             busy: false,
             done: true,
             error: regmap::ERR_ABORTED as u8,
             counters,
+            banks,
         }),
         Op::Finish,
         Op::Read { addr: 0x02C, d },
@@ -306,7 +347,7 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
 
 /// Random streams: offsets mostly mapped (a third of them the control, status and interrupt
 /// registers), any data and strobes, delays up to 4 cycles.
-fn op(offsets: Vec<u32>) -> impl Strategy<Value = Op> {
+fn op(offsets: Vec<u32>, groups: usize) -> impl Strategy<Value = Op> {
     let delays =
         (0u32..5, 0u32..5, 0u32..5).prop_map(|(addr, data, resp)| Delays { addr, data, resp });
     let addr = prop_oneof![
@@ -319,13 +360,15 @@ fn op(offsets: Vec<u32>) -> impl Strategy<Value = Op> {
         any::<bool>(),
         0u8..8,
         prop::collection::vec(0u64..1 << 48, COUNTERS.len()),
+        prop::collection::vec((0u64..1 << 48, 0u64..1 << 48), groups),
     )
-        .prop_map(|(busy, done, error, counters)| {
+        .prop_map(|(busy, done, error, counters, banks)| {
             Op::Core(CoreStatus {
                 busy,
                 done,
                 error,
                 counters,
+                banks,
             })
         });
     prop_oneof![
@@ -346,5 +389,7 @@ pub fn proptest_csr(
     seed: u64,
 ) -> Result<u64> {
     let offsets: Vec<u32> = regmap::registers(p).iter().map(|r| r.offset).collect();
-    check_streams(cases, seed, max_len, op(offsets), |ops| check(dut, p, ops))
+    check_streams(cases, seed, max_len, op(offsets, bank_groups(p)), |ops| {
+        check(dut, p, ops)
+    })
 }

@@ -6,9 +6,9 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
-use crate::glb::GlbEvents;
+use crate::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
 use crate::iface::{Block, Ports};
-use crate::{and_all, bits_for, group, mux, or_all, Design, ModuleBuilder, Sig};
+use crate::{and_all, bits_for, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
 
 group! {
     /// What the counters count: the run (`clear` at start, `busy`), MAC steps, blocks, skipped
@@ -19,13 +19,24 @@ group! {
         dma_read_beats,
         dma_write_beats;
         glb: Option<GlbEvents<T>>,
+        glb_bank: Option<GlbBankSel<T>>,
         stall: Stall<T>,
         rows: Vec<RowActivity<T>>,
     }
 }
 
+group! {
+    /// The counters, and with a GLB the per-bank counter window (`glb_bank_reads`,
+    /// `glb_bank_writes`) for the group `glb_bank_sel` selects.
+    pub struct CountOut<T> {
+        ;
+        counters => Counters<T>,
+        glb_bank: Option<GlbBankCounts<T>>,
+    }
+}
+
 /// The counter file's block.
-pub type CountBlock = Block<CountIn, Counters<u32>>;
+pub type CountBlock = Block<CountIn, CountOut<u32>>;
 
 /// Defines the counter file of the core `p`.
 pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
@@ -42,12 +53,17 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         v_ready: 1,
         dma_read_beats: crate::dma::BEAT_COUNTER_BITS,
         dma_write_beats: crate::dma::BEAT_COUNTER_BITS,
-        glb: p.dma.glb.map(|_| GlbEvents::widths()),
+        glb: p.dma.glb.map(|g| GlbEvents::widths(&g)),
+        glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         stall: Stall::widths(),
         rows: vec![RowActivity::widths(p); p.rows as usize],
     };
     let name = format!("{}_counters", p.module_name());
-    d.define_block(&name, &inputs, Counters::widths(), |_, m, i| {
+    let outputs = CountOut {
+        counters: Counters::widths(),
+        glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths()),
+    };
+    d.define_block(&name, &inputs, outputs, |_, m, i| {
         m.doc(
             "core counter file: 48-bit performance counters, cleared at start (see \
              hdl/src/core/mod.rs for each).\nLatency 1. See hdl/src/core/counters.rs.",
@@ -72,7 +88,33 @@ fn since_go(m: &mut ModuleBuilder, name: &str, total: Sig, clear: Sig) -> Sig {
     (total - base).zext(COUNTER_BITS)
 }
 
-fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
+/// Per GLB bank group a read and a write counter (words per bank), and the window onto the
+/// group `sel` selects (0 past the last group).
+fn bank_window(
+    m: &mut ModuleBuilder,
+    e: &GlbEvents,
+    sel: &GlbBankSel,
+    clear: Sig,
+) -> GlbBankCounts {
+    let groups = e.group_reads.width();
+    let zero = m.zero(COUNTER_BITS);
+    let mut count = |what: &str, events: Sig| {
+        let mut c: Vec<Sig> = (0..groups)
+            .map(|n| counter(m, &format!("cnt_glb_bank{n}_{what}"), events.bit(n), clear))
+            .collect();
+        if groups == 1 {
+            // A 1-bit select: 1 is past the only group.
+            c.push(zero);
+        }
+        mux_index(sel.sel, &c)
+    };
+    GlbBankCounts {
+        reads: count("reads", e.group_reads),
+        writes: count("writes", e.group_writes),
+    }
+}
+
+fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let (rr, cn) = (p.rows, p.row.cols * p.row.mac_tiers());
     // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports (up to
     // C + 1 reads, each PE's accumulator port and the engine's read, and C writes per row);
@@ -213,5 +255,12 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> Counters {
             .collect::<Vec<_>>(),
         super::COUNTERS
     );
-    out
+    let glb_bank = match (&i.glb, &i.glb_bank) {
+        (Some(e), Some(sel)) => Some(bank_window(m, e, sel, clear)),
+        _ => None,
+    };
+    CountOut {
+        counters: out,
+        glb_bank,
+    }
 }

@@ -84,9 +84,7 @@ use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
 use crate::pe_row::{self, PeRowConfig};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
-use ports::{
-    CoreIn, CoreOut, Counters, EngineIn, EngineOut, ReadStatus, RowActivity, SeqIn, SeqOut,
-};
+use ports::{CoreIn, CoreOut, EngineIn, EngineOut, ReadStatus, RowActivity, SeqIn, SeqOut};
 
 /// Counter width.
 pub const COUNTER_BITS: u32 = 48;
@@ -465,7 +463,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     }
     m.discard(dma.q.status.block);
     m.discard(dma.q.status.next);
-    let counters = counter_file(m, parts, &seq, &dma, rows.activity, i.keep_counters);
+    let counts = counter_file(m, parts, &seq, &dma, rows.activity, i);
     checker(m, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, O in that order).
     let mut error = m.zero(dma::error::BITS);
@@ -485,7 +483,8 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
             error,
             mem_req: dma.mem_req,
             m_axi: dma.m_axi,
-            counters,
+            counters: counts.counters,
+            glb_bank: counts.glb_bank,
         },
     }
 }
@@ -496,10 +495,10 @@ fn counter_file(
     seq: &SeqOut,
     dma: &dma::DmaOut,
     rows: Vec<RowActivity>,
-    keep: Sig,
-) -> Counters {
+    i: &CoreIn,
+) -> counters::CountOut {
     let count_in = counters::CountIn {
-        clear: seq.go & !keep,
+        clear: seq.go & !i.keep_counters,
         busy: seq.busy,
         step_valid: seq.pe.valid | seq.pe_pv.valid,
         qk_step: seq.step.qk,
@@ -512,6 +511,7 @@ fn counter_file(
         dma_read_beats: dma.read_beats,
         dma_write_beats: dma.write_beats,
         glb: dma.glb,
+        glb_bank: i.glb_bank,
         stall: seq.stall,
         rows,
     };

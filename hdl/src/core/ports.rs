@@ -3,6 +3,7 @@
 //! counter file, checker).
 
 use super::CoreParams;
+use crate::glb::{GlbBankCounts, GlbBankSel};
 use crate::pe_row::RowOut;
 use crate::{addr_bits, group, interface};
 
@@ -230,13 +231,15 @@ group! {
 group! {
     /// The core's (and its engine's) inputs: `start`, `abort_req` (stop the running problem; the
     /// engine's is unused), `keep_counters` (a start adds to the counters instead of clearing
-    /// them: the next sequence of a varlen batch), the memory port's inputs (`mem_*` or `m_axi_*`, by `mem_if`), the
-    /// problem (ports `q_addr`, … `c_const`).
+    /// them: the next sequence of a varlen batch), the memory port's inputs (`mem_*` or
+    /// `m_axi_*`, by `mem_if`), the problem (ports `q_addr`, … `c_const`), and with a GLB the
+    /// per-bank counter window's select (`glb_bank_sel`).
     pub struct CoreIn<T> {
         start, abort_req, keep_counters;
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         problem => Problem<T>,
+        glb_bank: Option<GlbBankSel<T>>,
     }
 }
 
@@ -250,19 +253,22 @@ impl CoreIn<u32> {
             mem,
             m_axi,
             problem: Problem::widths(p),
+            glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         }
     }
 }
 
 group! {
     /// The core's outputs: `busy`, `done`, `error` (a DMA channel's error code), the memory
-    /// port's outputs (`mem_req_*` or `m_axi_*`) and the counters (ports `cycles`, …
-    /// `write_beats`).
+    /// port's outputs (`mem_req_*` or `m_axi_*`), the counters (ports `cycles`, …
+    /// `kv_spill_bits`), and with a GLB the per-bank counter window (`glb_bank_reads`,
+    /// `glb_bank_writes`).
     pub struct CoreOut<T> {
         busy, done, error;
         mem_req: Option<MemReq<T>>,
         m_axi: Option<AxiOut<T>>,
         counters => Counters<T>,
+        glb_bank: Option<GlbBankCounts<T>>,
     }
 }
 
@@ -293,6 +299,7 @@ impl CoreOut<u32> {
             mem_req,
             m_axi,
             counters: Counters::widths(),
+            glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths()),
         }
     }
 }

@@ -132,6 +132,11 @@ impl GlbConfig {
         self.groups.trailing_zeros()
     }
 
+    /// Bits of the per-bank counter window's select: a group index (at least 1 bit).
+    pub fn sel_bits(&self) -> u32 {
+        self.group_bits().max(1)
+    }
+
     /// Bits of a beat counter that reaches `region_beats`.
     pub fn mark_bits(&self) -> u32 {
         crate::bits_for(self.region_beats as u64)
@@ -308,17 +313,50 @@ interface! {
 interface! {
     /// The GLB's events of a cycle, for the counter file: hit reads granted (0-2, each a
     /// memory beat), a fill written, hit requests refused by a bank conflict (0-2), a K/V
-    /// beat read from memory that streamed past the GLB (a spill).
-    pub struct GlbEvents { reads, fill, refused, spill }
+    /// beat read from memory that streamed past the GLB (a spill); and per bank group (bit n:
+    /// group n) whether it was read or written (each an access of a word in every bank of the
+    /// group).
+    pub struct GlbEvents { reads, fill, refused, spill, group_reads, group_writes }
 }
 
 impl GlbEvents<u32> {
-    pub fn widths() -> Self {
+    pub fn widths(g: &GlbConfig) -> Self {
         GlbEvents {
             reads: 2,
             fill: 1,
             refused: 2,
             spill: 1,
+            group_reads: g.groups,
+            group_writes: g.groups,
+        }
+    }
+}
+
+interface! {
+    /// The per-bank counter window's select (`glb_bank_sel`): which bank group's counters
+    /// the window shows.
+    pub struct GlbBankSel { sel }
+}
+
+impl GlbBankSel<u32> {
+    pub fn widths(g: &GlbConfig) -> Self {
+        GlbBankSel { sel: g.sel_bits() }
+    }
+}
+
+interface! {
+    /// The per-bank counter window (`glb_bank_reads`, `glb_bank_writes`): the selected bank
+    /// group's word reads and writes since the run's start (each bank of the group accessed
+    /// one `word_bits` word), 0 for a select past the last group.
+    pub struct GlbBankCounts { reads, writes }
+}
+
+impl GlbBankCounts<u32> {
+    pub fn widths() -> Self {
+        let w = crate::core::COUNTER_BITS;
+        GlbBankCounts {
+            reads: w,
+            writes: w,
         }
     }
 }

@@ -23,6 +23,7 @@ use super::batch::VarlenRegs;
 use super::regmap::{self, Access, Kind, ProblemReg, Register};
 use crate::core::ports::{Counters, Problem};
 use crate::core::{CoreParams, COUNTER_BITS};
+use crate::glb::{GlbBankCounts, GlbBankSel};
 use crate::iface::{Block, Ports};
 use crate::{cat, group, interface, mux, or_all, Design, ModuleBuilder, RegHandle, Sig};
 use std::collections::HashMap;
@@ -76,16 +77,18 @@ impl AxilOut<u32> {
 group! {
     /// The register block's inputs: the batch controller's status (`busy`, `done`, `error`,
     /// and `finish`, which ends every accepted START), the AXI4-Lite slave's, and the core's
-    /// counters (ports `cycles`, … `write_beats`).
+    /// counters (ports `cycles`, … `kv_spill_bits`) and, with a GLB, its per-bank counter
+    /// window (`glb_bank_reads`, `glb_bank_writes`: the group `glb_bank_sel` selects).
     pub struct CsrIn<T> {
         busy, done, error, finish;
         s_axil: AxilIn<T>,
         counters => Counters<T>,
+        glb_bank: Option<GlbBankCounts<T>>,
     }
 }
 
 impl CsrIn<u32> {
-    pub fn widths() -> Self {
+    pub fn widths(p: &CoreParams) -> Self {
         CsrIn {
             busy: 1,
             done: 1,
@@ -93,6 +96,7 @@ impl CsrIn<u32> {
             finish: 1,
             s_axil: AxilIn::widths(),
             counters: Counters::widths(),
+            glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths()),
         }
     }
 }
@@ -100,12 +104,14 @@ impl CsrIn<u32> {
 group! {
     /// The register block's outputs: `irq`; the one-cycle `start` and `abort_req` pulses;
     /// `addr_over`; the AXI4-Lite slave's; the problem (ports `q_addr`, … `kv_group`) and the
-    /// varlen registers (`batch`, `cu_q_addr`, `cu_k_addr`), each truncated to its port.
+    /// varlen registers (`batch`, `cu_q_addr`, `cu_k_addr`), each truncated to its port; with
+    /// a GLB, `GLB_BANK_SEL` (`glb_bank_sel`).
     pub struct CsrOut<T> {
         irq, start, abort_req, addr_over;
         s_axil: AxilOut<T>,
         problem => Problem<T>,
         varlen => VarlenRegs<T>,
+        glb_bank: Option<GlbBankSel<T>>,
     }
 }
 
@@ -119,6 +125,7 @@ impl CsrOut<u32> {
             s_axil: AxilOut::widths(),
             problem: Problem::widths(p),
             varlen: VarlenRegs::widths(p),
+            glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         }
     }
 }
@@ -147,7 +154,7 @@ pub fn build(d: &mut Design, p: &CoreParams, top: &str) -> crate::ModRef {
 pub fn block(d: &mut Design, p: &CoreParams, top: &str) -> CsrBlock {
     let p = *p;
     let name = format!("{top}_csr");
-    d.define_block(&name, &CsrIn::widths(), CsrOut::widths(&p), |_, m, i| {
+    d.define_block(&name, &CsrIn::widths(&p), CsrOut::widths(&p), |_, m, i| {
         m.doc(
             "AXI4-Lite slave and control/status registers of the regflash core.\n\
              See hdl/src/soc/csr.rs and the generated registers.md.",
@@ -219,6 +226,14 @@ impl WriteChannel {
             smask,
             set_bits,
         }
+    }
+
+    /// `old` (at most 32 bits, from bit 0 of the bus) with the strobed bytes of the held
+    /// write.
+    fn merged(&self, old: Sig) -> Sig {
+        let w = old.width();
+        let mask = self.smask.slice(w - 1, 0);
+        (old & !mask) | (self.wdata.slice(w - 1, 0) & mask)
     }
 
     /// One bit: the write this cycle is to register `r`.
@@ -294,12 +309,9 @@ fn problem_regs(
                 continue;
             }
             let hi = (lo + 32).min(width) - 1;
-            let wh = hi - lo + 1;
             let hit = wr.hit(r);
             let old = val.q.slice(hi, lo);
-            let mask = wr.smask.slice(wh - 1, 0);
-            let merged = (old & !mask) | (wr.wdata.slice(wh - 1, 0) & mask);
-            parts.push(mux(hit, merged, old));
+            parts.push(mux(hit, wr.merged(old), old));
             any.push(hit);
         }
         parts.reverse();
@@ -308,6 +320,20 @@ fn problem_regs(
         problem.insert(reg, val.q);
     }
     problem
+}
+
+/// `GLB_BANK_SEL` (with a GLB): read-write, strobed like every register.
+fn bank_sel(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Option<Sig> {
+    let r = regs
+        .iter()
+        .find(|r| matches!(r.kind, Kind::GlbBankSel { .. }))?;
+    let Kind::GlbBankSel { width } = r.kind else {
+        unreachable!()
+    };
+    let sel = m.reg("glb_bank_sel", width, Some(0));
+    m.set_next(sel, wr.merged(sel.q));
+    m.set_enable(sel, wr.hit(r));
+    Some(sel.q)
 }
 
 /// The values to the batch controller: the launch's problem and varlen registers, each
@@ -366,6 +392,7 @@ fn read_channel(
     io: &CsrIn,
     ctl: &Control,
     problem: &HashMap<ProblemReg, Sig>,
+    sel: Option<Sig>,
 ) -> ReadChannel {
     let inp = &io.s_axil;
     let counters: Vec<Sig> = io.counters.named().into_iter().map(|(_, c)| c).collect();
@@ -404,7 +431,14 @@ fn read_channel(
                 lo_hits.push((hit, counters[index].slice(COUNTER_BITS - 1, 32)));
                 counters[index].slice(31, 0)
             }
-            Kind::Counter { hi: true, .. } => shadow.q.zext(32),
+            Kind::Counter { hi: true, .. } | Kind::GlbBank { hi: true, .. } => shadow.q.zext(32),
+            Kind::GlbBankSel { .. } => sel.expect("GLB_BANK_SEL").zext(32),
+            Kind::GlbBank { writes, hi: false } => {
+                let b = io.glb_bank.as_ref().expect("the GLB's bank window");
+                let c = if writes { b.writes } else { b.reads };
+                lo_hits.push((hit, c.slice(COUNTER_BITS - 1, 32)));
+                c.slice(31, 0)
+            }
         };
         values.push(mux(hit, v, zero32));
         r_hits.push(hit);
@@ -479,7 +513,8 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
     let ctl = control(m, &regs, &wr, io.finish);
     let problem = problem_regs(m, &regs, &wr);
     let (values, varlen, addr_over) = launch_outputs(p, &problem);
-    let rd = read_channel(m, &regs, io, &ctl, &problem);
+    let sel = bank_sel(m, &regs, &wr);
+    let rd = read_channel(m, &regs, io, &ctl, &problem, sel);
     CsrOut {
         irq: ctl.pending & ctl.irq_en,
         start: ctl.start,
@@ -488,5 +523,6 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
         s_axil: axil_outputs(m, &regs, &wr, &rd),
         problem: values,
         varlen,
+        glb_bank: sel.map(|sel| GlbBankSel { sel }),
     }
 }

@@ -99,7 +99,18 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
           static inline uint64_t regflash_counter(volatile void *base, uint32_t i) {\n    \
           uint32_t lo = regflash_read(base, REGFLASH_COUNTER_BASE + 8u * i);\n    \
           uint32_t hi = regflash_read(base, REGFLASH_COUNTER_BASE + 8u * i + 4u);\n    \
-          return ((uint64_t)hi << 32) | lo;\n}\n\n#endif /* REGFLASH_H */\n";
+          return ((uint64_t)hi << 32) | lo;\n}\n";
+    if p.dma.glb.is_some() {
+        s += "/* GLB bank group g (0 .. ID_GLB.GROUPS - 1): the words each of its banks read\n \
+              * (writes = 0) or wrote since START, through the window GLB_BANK_SEL selects. */\n\
+              static inline uint64_t regflash_glb_bank(volatile void *base, uint32_t g, int writes) {\n    \
+              uint32_t lo_at = writes ? REGFLASH_GLB_BANK_WRITES_LO : REGFLASH_GLB_BANK_READS_LO;\n    \
+              regflash_write(base, REGFLASH_GLB_BANK_SEL, g);\n    \
+              uint32_t lo = regflash_read(base, lo_at);\n    \
+              uint32_t hi = regflash_read(base, lo_at + 4u);\n    \
+              return ((uint64_t)hi << 32) | lo;\n}\n";
+    }
+    s += "\n#endif /* REGFLASH_H */\n";
     s
 }
 

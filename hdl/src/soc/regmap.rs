@@ -12,8 +12,9 @@
 
 use crate::core::{CoreParams, COUNTERS, COUNTER_BITS};
 
-/// Register-map version, in `ID_ARRAY[31:24]`.
-pub const VERSION: u32 = 2;
+/// Register-map version, in `ID_ARRAY[31:24]` (3: `ID_GLB` and the GLB's per-bank counter
+/// window).
+pub const VERSION: u32 = 3;
 /// `ID` reads this ("RFLA").
 pub const MAGIC: u32 = 0x5246_4C41;
 /// Bits a base address, stride or list address holds in the registers (a LO/HI pair);
@@ -23,6 +24,8 @@ pub const ADDR_VALUE_BITS: u32 = 64;
 pub const ADDR_BITS: u32 = 12;
 /// Offset of the first counter pair; counter i is at `COUNTER_BASE + 8 i` (LO) and `+ 4` (HI).
 pub const COUNTER_BASE: u32 = 0x100;
+/// With a GLB: `GLB_BANK_SEL`, then the selected bank group's reads and writes as LO/HI pairs.
+pub const GLB_BANK_BASE: u32 = 0x0E0;
 /// `STATUS.ERR_CODE` after a software abort (every code: `dma::error::CODES`).
 pub const ERR_ABORTED: u64 = crate::dma::error::ABORTED;
 /// `STATUS.DONE`.
@@ -248,6 +251,16 @@ pub enum Kind {
         index: usize,
         hi: bool,
     },
+    /// `GLB_BANK_SEL`: the bank group the window shows, `width` bits read-write.
+    GlbBankSel {
+        width: u32,
+    },
+    /// The low or high half of the selected bank group's word reads (`writes = false`) or
+    /// writes.
+    GlbBank {
+        writes: bool,
+        hi: bool,
+    },
 }
 
 /// A bit field of a register.
@@ -363,7 +376,28 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             "Register widths.",
         ),
     ];
-    for (k, (name, value, fields, doc)) in id.into_iter().enumerate() {
+    let glb = p.dma.glb;
+    let log2 = |x: u32| x.trailing_zeros();
+    let id_glb = glb.map_or(0, |g| {
+        g.groups
+            | log2(g.slices) << 16
+            | log2(g.word_bits) << 20
+            | log2(g.bank_words) << 24
+            | (g.ports - 1) << 29
+    });
+    let id = id.into_iter().chain([(
+        "ID_GLB",
+        id_glb,
+        vec![
+            field("GROUPS", 0, 16, "GLB bank groups (0: no GLB)"),
+            field("SLICES_LOG2", 16, 4, "log2 of the banks per group"),
+            field("WORD_BITS_LOG2", 20, 4, "log2 of the bits of a bank word"),
+            field("BANK_WORDS_LOG2", 24, 5, "log2 of the words per bank"),
+            field("PORTS_M1", 29, 1, "ports per bank - 1"),
+        ],
+        "The global buffer (GLB): 0 without one.",
+    )]);
+    for (k, (name, value, fields, doc)) in id.enumerate() {
         push(
             name,
             4 * k as u32,
@@ -630,6 +664,49 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         )],
         "Varlen: sequences packed along the rows, described by CU_Q_ADDR and CU_K_ADDR.",
     );
+    if let Some(g) = glb {
+        let width = g.sel_bits();
+        push(
+            "GLB_BANK_SEL",
+            GLB_BANK_BASE,
+            Access::Rw,
+            Kind::GlbBankSel { width },
+            vec![field("SEL", 0, width, "the bank group the window shows")],
+            "The GLB bank group whose counters GLB_BANK_READS and GLB_BANK_WRITES show.",
+        );
+        for (k, writes) in [false, true].into_iter().enumerate() {
+            let what = if writes { "WRITES" } else { "READS" };
+            let doc = if writes { "written" } else { "read" };
+            for hi in [false, true] {
+                let (suffix, half, w) = if hi {
+                    (
+                        "HI",
+                        "the upper half copied when LO was read",
+                        COUNTER_BITS - 32,
+                    )
+                } else {
+                    (
+                        "LO",
+                        "bits 31..0 (reading copies the upper half for HI)",
+                        32,
+                    )
+                };
+                let name = format!("GLB_BANK_{what}_{suffix}");
+                push(
+                    &name,
+                    GLB_BANK_BASE + 8 + 8 * k as u32 + 4 * hi as u32,
+                    Access::Ro,
+                    Kind::GlbBank { writes, hi },
+                    vec![field(&name, 0, w, half)],
+                    &format!(
+                        "Words each bank of the selected group {doc} since START ({} bits \
+                         each; 0 past the last group), {half}.",
+                        g.word_bits
+                    ),
+                );
+            }
+        }
+    }
     for (index, name) in COUNTERS.iter().enumerate() {
         for hi in [false, true] {
             let upper = name.to_uppercase();

@@ -93,6 +93,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 mem: to_core.mem,
                 m_axi: to_core.m_axi,
                 problem: to_core.problem,
+                glb_bank: from_csr.glb_bank,
             },
         );
         // The batch controller: the registers' values, the core's status and memory outputs,
@@ -127,6 +128,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 finish: b.finish,
                 s_axil: i.s_axil,
                 counters: c.counters,
+                glb_bank: c.glb_bank,
             },
         );
         m.drive_all(&from_csr, &r);

@@ -303,6 +303,8 @@ pub struct CoreRun {
     pub out: Vec<u32>,
     /// The core's counters by name.
     pub counters: BTreeMap<String, u64>,
+    /// With a GLB, per bank group: the words each of its banks read and wrote.
+    pub glb_banks: Vec<(u64, u64)>,
     pub memory: MemoryStats,
     pub assertion_failures: u32,
     /// The DMA error code the core stopped with (0: none; see `hdl::dma::error`).
@@ -477,15 +479,28 @@ pub fn run_on(
     let counters = hdl::iface::Ports::named(&dut.get_all("", &Counters::widths()))
         .into_iter()
         .collect();
+    let glb_banks = glb_banks(p, dut);
     Ok(CoreRun {
         out: read_out(mem, lay, a),
         counters,
+        glb_banks,
         memory: mem.stats,
         assertion_failures: dut.assertion_failures(),
         dma_error,
         timing: *timing,
         axi: link.axi_stats(),
     })
+}
+
+/// The GLB's per-bank counters through the core's window: (reads, writes) per bank group.
+fn glb_banks(p: &CoreParams, dut: &mut Dut) -> Vec<(u64, u64)> {
+    let groups = p.dma.glb.map_or(0, |g| g.groups);
+    (0..groups)
+        .map(|g| {
+            dut.set("glb_bank_sel", g as u64);
+            (dut.get("glb_bank_reads"), dut.get("glb_bank_writes"))
+        })
+        .collect()
 }
 
 /// (about how many cycles `a` takes, how many a run may take before it counts as a hang).

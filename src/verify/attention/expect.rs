@@ -164,6 +164,8 @@ struct ExpectedCounts {
     /// Memory beats read (the offset lists' `list_reads` included) and written.
     reads: u64,
     writes: u64,
+    /// Per GLB bank group, words read and written (`schedule::Shape::glb_banks`).
+    banks: Vec<(u64, u64)>,
 }
 
 /// The counts the schedule, the cycle model and the memory beats fix for the batch `seqs`.
@@ -178,6 +180,7 @@ fn expected_counts(
     let simple = p.dma.mem_if == MemIf::Simple;
     let timing = run.timing.deterministic().filter(|_| simple);
     let mut timed: Vec<(&str, u64)> = vec![];
+    let mut banks = vec![(0u64, 0u64); p.dma.glb.map_or(0, |g| g.groups as usize)];
     let add = |into: &mut Vec<(&'static str, u64)>, from: Vec<(&'static str, u64)>| {
         for (n, v) in from {
             match into.iter_mut().find(|e| e.0 == n) {
@@ -188,6 +191,10 @@ fn expected_counts(
     };
     for a in seqs.iter().filter(|a| a.q_len > 0) {
         add(&mut exact, a.shape().counters(p));
+        for (b, s) in banks.iter_mut().zip(a.shape().glb_banks(p)) {
+            b.0 += s.0;
+            b.1 += s.1;
+        }
         let (r, w) = expected_beats(p, a);
         reads += r;
         writes += w;
@@ -203,6 +210,7 @@ fn expected_counts(
         timed,
         reads,
         writes,
+        banks,
     }
 }
 
@@ -238,6 +246,38 @@ fn counter_mismatches(
                 m,
                 want_of(n),
             ));
+        }
+    }
+    // The GLB's bank window: each group's words as the bank map places the walk's hits and
+    // fills, and together (a beat is one word of each of a group's banks) the GLB's bits.
+    if run.glb_banks.len() != want.banks.len() {
+        counter_errors.push((
+            "GLB bank groups read".into(),
+            run.glb_banks.len() as u64,
+            want.banks.len() as u64,
+        ));
+    }
+    for (n, (got, w)) in run.glb_banks.iter().zip(&want.banks).enumerate() {
+        for (what, g, w) in [("reads", got.0, w.0), ("writes", got.1, w.1)] {
+            if g != w {
+                counter_errors.push((format!("glb bank group {n} {what}"), g, w));
+            }
+        }
+    }
+    if p.dma.glb.is_some() {
+        let width = p.dma.width as u64;
+        let (r, w) = run
+            .glb_banks
+            .iter()
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        for (name, words) in [("glb_read_bits", r), ("glb_write_bits", w)] {
+            if words * width != c(name) {
+                counter_errors.push((
+                    format!("{name} against the bank groups' words x {width}"),
+                    c(name),
+                    words * width,
+                ));
+            }
         }
     }
     // A MAC cycle steps at least one tier: one phase at a time in 2-D, both at once in reg3d.

@@ -238,6 +238,25 @@ impl TopDriver {
         Ok(out)
     }
 
+    /// The GLB's per-bank counters through the window: (reads, writes) of each bank group
+    /// `ID_GLB.GROUPS` names (none without a GLB), each read LO then HI.
+    pub fn glb_banks(&mut self, mem: &mut Memory) -> Result<Vec<(u64, u64)>> {
+        let groups = self.read("ID_GLB", mem)? & 0xFFFF;
+        let mut out = vec![];
+        for g in 0..groups {
+            self.write("GLB_BANK_SEL", g as u64, mem)?;
+            let mut pair = [0u64; 2];
+            for (k, v) in pair.iter_mut().enumerate() {
+                let lo_at = regmap::GLB_BANK_BASE + 8 + 8 * k as u32;
+                let lo = self.read_at(lo_at, mem)?;
+                let hi = self.read_at(lo_at + 4, mem)?;
+                *v = (hi as u64) << 32 | lo as u64;
+            }
+            out.push((pair[0], pair[1]));
+        }
+        Ok(out)
+    }
+
     /// Clears the interrupt; `irq` must fall.
     pub fn clear_irq(&mut self, mem: &mut Memory) -> Result<()> {
         self.write("IRQ_STATUS", 1, mem)?;
@@ -280,10 +299,12 @@ impl TopDriver {
         let st = self.wait(wait, limit, mem)?;
         self.link.check_idle()?;
         let counters = self.counters(mem)?;
+        let glb_banks = self.glb_banks(mem)?;
         self.one_done_event(mem)?;
         Ok(CoreRun {
             out: vec![],
             counters,
+            glb_banks,
             memory: mem.stats,
             assertion_failures: self.dut.assertion_failures(),
             dma_error: st.code,

@@ -332,10 +332,10 @@ impl DmaConfig {
             land_data: self.width,
             o_rd_row: o_rows,
             o_rd_beat: self.o_beat_bits(),
-            glb: self.glb.map(|_| GlbOut {
+            glb: self.glb.map(|g| GlbOut {
                 k_data: self.width,
                 v_data: self.width,
-                events: GlbEvents::widths(),
+                events: GlbEvents::widths(&g),
             }),
             mem_req,
             m_axi,
@@ -381,7 +381,7 @@ impl DmaConfig {
             read_beats: BEAT_COUNTER_BITS,
             write_beats: BEAT_COUNTER_BITS,
             quiet: 1,
-            glb: self.glb.map(|_| GlbEvents::widths()),
+            glb: self.glb.map(|g| GlbEvents::widths(&g)),
             mem_req,
             m_axi,
             q: self.read_channel(&self.q),

@@ -6,6 +6,7 @@ use super::glb;
 use super::simple::simple_port;
 use super::{DmaConfig, MemIf, BEAT_COUNTER_BITS};
 use crate::axi_check::{self};
+use crate::iface::Ports;
 use crate::{Design, ModRef, RegHandle};
 
 /// Defines the engine.
@@ -118,10 +119,9 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         if let Some(s) = side {
             m.output("glb_k_data", s.data[0]);
             m.output("glb_v_data", s.data[1]);
-            m.output("glb_reads", s.events.reads);
-            m.output("glb_fill", s.events.fill);
-            m.output("glb_refused", s.events.refused);
-            m.output("glb_spill", s.events.spill);
+            for (n, e) in s.events.named() {
+                m.output(&format!("glb_{n}"), e);
+            }
             quiet = quiet & !s.in_flight;
         }
         let read_beats = counter(m, "read_beats", port.read_beat, BEAT_COUNTER_BITS);

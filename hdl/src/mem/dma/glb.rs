@@ -189,6 +189,7 @@ pub(super) fn finish(
 
     // The banks.
     let mut group_data = vec![];
+    let (mut group_reads, mut group_writes) = (vec![], vec![]);
     let one = m.lit(1, 1);
     for n in 0..g.groups {
         let mine = |grp: Sig| {
@@ -202,6 +203,8 @@ pub(super) fn finish(
         let k_here = k_grant & mine(reads[0].0);
         let v_here = v_grant & mine(reads[1].0);
         let re = k_here | v_here;
+        group_reads.push(re);
+        group_writes.push(we);
         let raddr = mux(k_here, reads[0].1, reads[1].1);
         let mut slices = vec![];
         for s in 0..g.slices {
@@ -296,6 +299,9 @@ pub(super) fn finish(
     let kv_rsp = port.responses[1] | port.responses[2];
     let spill = kv_rsp & !fill;
     let in_flight = lands[0] | lands[1];
+    // Group n is bit n.
+    group_reads.reverse();
+    group_writes.reverse();
     GlbSide {
         grants,
         lands,
@@ -305,6 +311,8 @@ pub(super) fn finish(
             fill,
             refused,
             spill,
+            group_reads: cat(&group_reads),
+            group_writes: cat(&group_writes),
         },
         in_flight,
     }
