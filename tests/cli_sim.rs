@@ -175,6 +175,7 @@ fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {
         cols: p.row.cols as usize,
         causal,
         out: OutFormat::F16,
+        softmax: kernels::flash::SoftmaxPass::Online,
     };
     let problem = kernels::flash::Problem {
         q,

@@ -3,7 +3,7 @@
 
 use half::f16;
 
-use crate::flash::{decode, flash_attention, FlashConfig, OutFormat, Problem};
+use crate::flash::{decode, flash_attention, FlashConfig, OutFormat, Problem, SoftmaxPass};
 use crate::fp::exp2;
 use crate::patterns::{tensors, Pattern};
 use crate::reference::{abs_error, attention_f64, attention_plain_lowprec, has_visible_key};
@@ -195,7 +195,8 @@ pub fn fp16_ulp(x: f64) -> f64 {
     2f64.powi(x.log2().floor() as i32 - 10)
 }
 
-/// Runs `pattern` through the hardware model (both output formats) and both references.
+/// Runs `pattern` through the fused hardware model (online softmax; both output formats) and
+/// both references.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_accuracy(
     pattern: Pattern,
@@ -208,6 +209,28 @@ pub fn attention_accuracy(
     causal: bool,
     seed: u64,
 ) -> Accuracy {
+    let cfg = FlashConfig {
+        br,
+        bc,
+        head_dim: d,
+        cols,
+        causal,
+        out: OutFormat::F16,
+        softmax: SoftmaxPass::Online,
+    };
+    attention_accuracy_of(pattern, q_len, k_len, &cfg, seed)
+}
+
+/// Runs `pattern` through the hardware model `cfg` describes (both output formats, whatever
+/// `cfg.out` says) and both references.
+pub fn attention_accuracy_of(
+    pattern: Pattern,
+    q_len: usize,
+    k_len: usize,
+    cfg: &FlashConfig,
+    seed: u64,
+) -> Accuracy {
+    let (d, causal) = (cfg.head_dim, cfg.causal);
     let (q, k, v) = tensors(pattern, q_len, k_len, d, seed);
     let want = attention_f64(&q, &k, &v, q_len, k_len, d, causal);
     let plain = attention_plain_lowprec(&q, &k, &v, q_len, k_len, d, causal);
@@ -220,15 +243,7 @@ pub fn attention_accuracy(
     };
     [OutFormat::F16, OutFormat::F32]
         .map(|out| {
-            let cfg = FlashConfig {
-                br,
-                bc,
-                head_dim: d,
-                cols,
-                causal,
-                out,
-            };
-            let (bits, _) = flash_attention(&problem, &cfg);
+            let (bits, _) = flash_attention(&problem, &FlashConfig { out, ..*cfg });
             let got = decode(&bits, out);
             Accuracy::of_output(&got, &want, &plain, &v, q_len, k_len, d, causal)
         })

@@ -13,6 +13,12 @@
 //!
 //! After the last block, out = O · r with r = 1/l (1 if l = 0), in FP32 or rounded to FP16.
 //! O starts at +0 for every tile.
+//!
+//! [`SoftmaxPass::TwoPass`] is standard attention's order (the unfused and row-materializing
+//! baselines, DESIGN.md §8): the whole row of S exists before any weight, so m is the row's
+//! final max from the start (step 2 over every block first) and every later `shift` is 0: no
+//! online rescale. The same operators in the same order otherwise, so the two differ only
+//! where the running max grew.
 
 use crate::fp::*;
 use crate::mask::MaskSpec;
@@ -28,6 +34,18 @@ pub enum OutFormat {
     F32,
 }
 
+/// When the row max is known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SoftmaxPass {
+    /// FlashAttention's online softmax: a running max over the blocks so far, O and l
+    /// rescaled when it grows (the fused designs).
+    #[default]
+    Online,
+    /// Standard attention: the max over the complete row of S first, then the weights, the
+    /// row sum and P·V with no rescale (the unfused and row-materializing baselines).
+    TwoPass,
+}
+
 /// Tiling and mapping parameters that change the arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashConfig {
@@ -40,6 +58,7 @@ pub struct FlashConfig {
     pub cols: usize,
     pub causal: bool,
     pub out: OutFormat,
+    pub softmax: SoftmaxPass,
 }
 
 /// One attention problem: FP16 Q (q_len × d), K and V (k_len × d), row-major.
@@ -83,36 +102,51 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
     let c = scale_constant(d);
     let mut out = vec![0u32; p.q_len * d];
     let mut stats = FlashStats::default();
+    // Row i's scores in the block from key `k_base` (masked: −Inf for the max), which keys are
+    // visible, and the MACs they took.
+    let scores = |i: usize, k_base: usize| {
+        let qi = &p.q[i * d..(i + 1) * d];
+        let mut s = vec![F32_NEG_INF; cfg.bc];
+        let mut visible = vec![false; cfg.bc];
+        let mut macs = 0u64;
+        for (jj, sj) in s.iter_mut().enumerate() {
+            let j = k_base + jj;
+            if mask.masked(i, j) {
+                continue;
+            }
+            visible[jj] = true;
+            let kj = &p.k[j * d..(j + 1) * d];
+            *sj = qi
+                .iter()
+                .zip(kj)
+                .fold(ACC_CLEAR, |acc, (&a, &b)| mac(acc, a, b));
+            macs += d as u64;
+        }
+        (s, visible, macs)
+    };
     for q_base in (0..p.q_len).step_by(cfg.br) {
         let rows = cfg.br.min(p.q_len - q_base);
         let mut state = vec![RowState::default(); rows];
         let mut o = vec![0u32; rows * d];
+        let computed = |k_base: &usize| !mask.block_skipped(q_base, cfg.br, *k_base);
+        if cfg.softmax == SoftmaxPass::TwoPass {
+            // The complete rows of S first: m is each row's final max before any weight.
+            for k_base in (0..p.k_len).step_by(cfg.bc).filter(computed) {
+                for (r, st) in state.iter_mut().enumerate() {
+                    st.update_max(row_max(&scores(q_base + r, k_base).0, cfg.cols), c);
+                }
+            }
+        }
         for k_base in (0..p.k_len).step_by(cfg.bc) {
-            if mask.block_skipped(q_base, cfg.br, k_base) {
+            if !computed(&k_base) {
                 stats.skipped_blocks += 1;
                 continue;
             }
             stats.blocks += 1;
             let macs_before = stats.macs;
             for r in 0..rows {
-                let i = q_base + r;
-                let qi = &p.q[i * d..(i + 1) * d];
-                // Scores; masked positions are −Inf for the max.
-                let mut s = vec![F32_NEG_INF; cfg.bc];
-                let mut visible = vec![false; cfg.bc];
-                for (jj, sj) in s.iter_mut().enumerate() {
-                    let j = k_base + jj;
-                    if mask.masked(i, j) {
-                        continue;
-                    }
-                    visible[jj] = true;
-                    let kj = &p.k[j * d..(j + 1) * d];
-                    *sj = qi
-                        .iter()
-                        .zip(kj)
-                        .fold(ACC_CLEAR, |acc, (&a, &b)| mac(acc, a, b));
-                    stats.macs += d as u64;
-                }
+                let (s, visible, macs) = scores(q_base + r, k_base);
+                stats.macs += macs;
                 let st = &mut state[r];
                 let shift = st.update_max(row_max(&s, cfg.cols), c);
                 let weights: Vec<u16> = s
@@ -161,4 +195,102 @@ pub fn decode(out: &[u32], format: OutFormat) -> Vec<f64> {
             OutFormat::F16 => half::f16::from_bits(b as u16).to_f64(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterns::{tensors, Pattern};
+    use crate::softmax::scale_score;
+
+    fn cfg(bc: usize, softmax: SoftmaxPass) -> FlashConfig {
+        FlashConfig {
+            br: 4,
+            bc,
+            head_dim: 8,
+            cols: 2,
+            causal: false,
+            out: OutFormat::F32,
+            softmax,
+        }
+    }
+
+    fn run(q_len: usize, k_len: usize, bc: usize, softmax: SoftmaxPass, seed: u64) -> Vec<u32> {
+        let (q, k, v) = tensors(Pattern::Unit, q_len, k_len, 8, seed);
+        let p = Problem {
+            q: &q,
+            k: &k,
+            v: &v,
+            q_len,
+            k_len,
+        };
+        flash_attention(&p, &cfg(bc, softmax)).0
+    }
+
+    /// With one block per row the running max is the row's max: both orders agree bit for bit.
+    #[test]
+    fn one_block_two_pass_equals_online() {
+        for seed in 0..20 {
+            assert_eq!(
+                run(7, 8, 8, SoftmaxPass::Online, seed),
+                run(7, 8, 8, SoftmaxPass::TwoPass, seed)
+            );
+        }
+    }
+
+    /// Keys whose scores grow block by block. The running max moves in whole powers of two, so
+    /// the online order's rescales are exact: the orders differ only where a weight falls
+    /// below FP16's normal range against the final max (here the first keys' weights, 2^-40
+    /// and less of the last's, flush to 0 in the two-pass order; the online order kept them at
+    /// full precision before rescaling O in FP32). The two-pass output is standard attention
+    /// written out here,
+    /// row by row with no tiling: the max over the whole row first, then the FP16 weights,
+    /// their sum block by block (the array's association) and P·V key by key.
+    #[test]
+    fn growing_scores_separate_the_orders() {
+        let (q_len, k_len, d, bc) = (3, 24, 8, 4);
+        let one = 0x3C00u16;
+        let q = vec![one; q_len * d];
+        // Key j: every element (j + 1) / 2 (exact in FP16), so t grows by about 2 a key; V:
+        // distinct values.
+        let k: Vec<u16> = (0..k_len * d)
+            .map(|x| half::f16::from_f64(((x / d) + 1) as f64 / 2.0).to_bits())
+            .collect();
+        let v: Vec<u16> = (0..k_len * d)
+            .map(|x| half::f16::from_f64(((x * 7) % 13) as f64 / 13.0 - 0.4).to_bits())
+            .collect();
+        let p = Problem {
+            q: &q,
+            k: &k,
+            v: &v,
+            q_len,
+            k_len,
+        };
+        let online = flash_attention(&p, &cfg(bc, SoftmaxPass::Online)).0;
+        let (two, stats) = flash_attention(&p, &cfg(bc, SoftmaxPass::TwoPass));
+        assert_ne!(online, two, "the running max grew: a rescale happened");
+        assert_eq!(
+            stats.macs,
+            (2 * q_len * k_len * d) as u64,
+            "S computed once"
+        );
+        let c = scale_constant(d);
+        for i in 0..q_len {
+            let s: Vec<u32> = (0..k_len)
+                .map(|j| (0..d).fold(ACC_CLEAR, |a, x| mac(a, q[i * d + x], k[j * d + x])))
+                .collect();
+            let max = s.iter().fold(F32_NEG_INF, |m, &x| fp32_max(m, x));
+            let m = fp32_ceil(scale_score(max, c));
+            let w: Vec<u16> = s.iter().map(|&x| weight(x, m, c, false)).collect();
+            let wide: Vec<u32> = w.iter().map(|&x| fp16_to_fp32(x)).collect();
+            let l = wide
+                .chunks(bc)
+                .fold(0, |l, blk| fp32_add(l, row_sum(blk, 2)));
+            let r = fp32_recip(l);
+            for x in 0..d {
+                let o = (0..k_len).fold(0, |a, j| mac(a, w[j], v[j * d + x]));
+                assert_eq!(two[i * d + x], fp32_mul(o, r), "row {i} column {x}");
+            }
+        }
+    }
 }

@@ -11,7 +11,8 @@
 //! values cancel (for example 41 queries, 18 keys, d = 1: max |O_ref| = 0.052, max |V| = 0.94,
 //! plain error 6.0e-5 = 1.15e-3 of max |O_ref|); `regflash accuracy` reports that figure beside.
 
-use kernels::accuracy::attention_accuracy;
+use kernels::accuracy::{attention_accuracy, attention_accuracy_of};
+use kernels::flash::{FlashConfig, OutFormat, SoftmaxPass};
 use kernels::patterns::Pattern;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -39,7 +40,7 @@ fn random_shapes_and_patterns_meet_the_contract() {
         shape,
         1usize..=70,
         1usize..=70,
-        any::<bool>(),
+        (any::<bool>(), any::<bool>()),
         any::<u64>(),
     );
     let config = Config {
@@ -47,17 +48,39 @@ fn random_shapes_and_patterns_meet_the_contract() {
         failure_persistence: None,
         ..Config::default()
     };
-    seeds::run(config, 31, &strategy, |(pattern, (rows, cols, a, b, dc), q_len, k_len, causal, seed)| {
-            let (br, bc, d) = (rows * a, cols * b, cols * dc);
-            attention_accuracy(pattern, q_len, k_len, d, br, bc, cols, causal, seed)
+    seeds::run(config, 31, &strategy, |(pattern, (rows, cols, a, b, dc), q_len, k_len, (causal, two), seed)| {
+            let (br, bc, head_dim) = (rows * a, cols * b, cols * dc);
+            let softmax = if two { SoftmaxPass::TwoPass } else { SoftmaxPass::Online };
+            let cfg = FlashConfig { br, bc, head_dim, cols, causal, out: OutFormat::F16, softmax };
+            attention_accuracy_of(pattern, q_len, k_len, &cfg, seed)
                 .check()
                 .map_err(|e| {
                     TestCaseError::fail(format!(
-                        "{pattern:?} q_len={q_len} k_len={k_len} d={d} Br={br} Bc={bc} C={cols} causal={causal}: {e}"
+                        "{pattern:?} q_len={q_len} k_len={k_len} d={head_dim} Br={br} Bc={bc} C={cols} causal={causal} {softmax:?}: {e}"
                     ))
                 })
         })
         .unwrap();
+}
+
+/// Standard attention's order (the unfused and row-materializing baselines' model) on seed's
+/// tiling, every hard pattern: within the same contract as the fused order.
+#[test]
+fn two_pass_seed_tiling_every_pattern() {
+    for pattern in Pattern::ALL {
+        let cfg = FlashConfig {
+            br: 64,
+            bc: 64,
+            head_dim: 128,
+            cols: 32,
+            causal: true,
+            out: OutFormat::F16,
+            softmax: SoftmaxPass::TwoPass,
+        };
+        attention_accuracy_of(pattern, 131, 257, &cfg, 7)
+            .check()
+            .unwrap_or_else(|e| panic!("{pattern:?} two-pass: {e}"));
+    }
 }
 
 #[test]

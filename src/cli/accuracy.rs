@@ -13,10 +13,23 @@ pub struct AccuracyArgs {
     /// Input seed of the value patterns.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// The softmax order of the model: online (the fused designs: a running max, O and l
+    /// rescaled as it grows) or two-pass (standard attention, the unfused and row-materializing
+    /// baselines' order: the whole row's max first, no rescale).
+    #[arg(long, value_enum, default_value_t = SoftmaxArg::Online)]
+    pub softmax: SoftmaxArg,
+}
+
+/// `--softmax`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SoftmaxArg {
+    Online,
+    TwoPass,
 }
 
 pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
-    use kernels::accuracy::{attention_accuracy, exp2_accuracy};
+    use kernels::accuracy::{attention_accuracy_of, exp2_accuracy};
+    use kernels::flash::{FlashConfig, OutFormat, SoftmaxPass};
     use kernels::patterns::Pattern;
     let cfg = args.config.resolve()?;
     anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
@@ -40,27 +53,38 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         );
     }
     println!(
-        "\nhardware model vs f64 reference, next to plain attention at FP16 storage / FP32 \
-         accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max |O - O_ref| over \
-         both output formats\n",
-        args.seq, cfg.head_dim, cfg.br, cfg.bc, cfg.cols
+        "\nhardware model ({} softmax) vs f64 reference, next to plain attention at FP16 storage \
+         / FP32 accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max |O - \
+         O_ref| over both output formats\n",
+        match args.softmax {
+            SoftmaxArg::Online => "online",
+            SoftmaxArg::TwoPass => "two-pass",
+        },
+        args.seq,
+        cfg.head_dim,
+        cfg.br,
+        cfg.bc,
+        cfg.cols
     );
+    let softmax = match args.softmax {
+        SoftmaxArg::Online => SoftmaxPass::Online,
+        SoftmaxArg::TwoPass => SoftmaxPass::TwoPass,
+    };
     println!("| pattern | causal | hw error | plain FP16 error | hw / plain | hw / max|V| | hw / max|O_ref| | contract |");
     println!("|---|---|---:|---:|---:|---:|---:|---|");
     let mut ok = true;
     for pattern in Pattern::ALL {
         for causal in [false, true] {
-            let a = attention_accuracy(
-                pattern,
-                args.seq,
-                args.seq,
-                cfg.head_dim as usize,
-                cfg.br as usize,
-                cfg.bc as usize,
-                cfg.cols as usize,
+            let model = FlashConfig {
+                br: cfg.br as usize,
+                bc: cfg.bc as usize,
+                head_dim: cfg.head_dim as usize,
+                cols: cfg.cols as usize,
                 causal,
-                args.seed,
-            );
+                out: OutFormat::F16,
+                softmax,
+            };
+            let a = attention_accuracy_of(pattern, args.seq, args.seq, &model, args.seed);
             let verdict = a.check();
             ok &= verdict.is_ok();
             let ratio = if a.plain_err > 0.0 {

@@ -211,6 +211,8 @@ impl Attention {
             cols: p.row.cols as usize,
             causal: self.causal,
             out: self.out,
+            // Every design regflash builds is fused (online softmax).
+            softmax: kernels::flash::SoftmaxPass::Online,
         }
     }
 
