@@ -296,3 +296,84 @@ fn config_file_errors_name_the_key() {
         assert!(err.contains(expect), "expected `{expect}` in: {err}");
     }
 }
+
+/// The ASIC flow (`synth --target asic`) on OSU 0.18 µm, the library every machine can
+/// install: `small`'s MAC (its multiplier and adder inside) mapped hierarchically, each
+/// module's area the sum over its instances, the top's area equal to Yosys's own `stat
+/// -liberty` figure for the same mapping, and every module timed by OpenSTA under the SDC
+/// template's constraints (the input delay budget is in an input path's arrival).
+#[test]
+fn asic_flow_maps_and_times_every_module_at_a_liberty() {
+    let dir = ScratchDir::new("asic").unwrap();
+    let m = generate(&small(), &Target::Unit("mac".into()), dir.path()).unwrap();
+    let (path, name, node) = gen::asic::resolve(Some("osu018"), None).unwrap();
+    let lib = gen::asic::load(&path, dir.path()).unwrap();
+    let mhz = 250.0;
+    let r = gen::asic::asic(dir.path(), &lib, (&name, &node), mhz).unwrap();
+    assert!(r.passed(), "{:?}", r.yosys_problems);
+    assert_eq!(r.modules.len(), 3);
+    let top = r.module(&m.top).unwrap();
+    let children: f64 = m
+        .top_module()
+        .children
+        .iter()
+        .map(|(c, n)| *n as f64 * r.module(c).unwrap().total_area_um2)
+        .sum();
+    assert!((top.total_area_um2 - top.area_um2 - children).abs() < 1e-6);
+    // Yosys's own area of the same mapping.
+    let files: Vec<String> = m
+        .files
+        .iter()
+        .map(|f| dir.path().join(f).display().to_string())
+        .collect();
+    let lib_path = lib.path.display().to_string();
+    // The same mapping: buffered and sized for the library's smallest buffer.
+    let (buf, cap) = lib.buffer.clone().expect("OSU 0.18 has buffers");
+    assert_eq!(r.abc_buffer.as_deref(), Some(buf.as_str()));
+    let constr = dir.path().join("abc.constr");
+    std::fs::write(
+        &constr,
+        format!("set_driving_cell {buf}\nset_load {}\n", 4.0 * cap),
+    )
+    .unwrap();
+    let out = Command::new("yosys")
+        .arg("-p")
+        .arg(format!(
+            "read_liberty -lib {lib_path}; read_verilog {}; hierarchy -check -top {top}; \
+             synth -top {top}; dfflibmap -liberty {lib_path}; \
+             abc -D 4000 -constr {} -liberty {lib_path}; opt_clean -purge; \
+             stat -liberty {lib_path}",
+            files.join(" "),
+            constr.display(),
+            top = m.top
+        ))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    let yosys_area: f64 = log
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("Chip area for top module '\\{}': ", m.top))
+        })
+        .expect("yosys prints the top's area")
+        .parse()
+        .unwrap();
+    assert!(
+        (yosys_area - r.total_area_um2()).abs() < 1e-3 * yosys_area,
+        "{yosys_area} vs {}",
+        r.total_area_um2()
+    );
+    let period = 1000.0 / mhz;
+    for module in &r.modules {
+        let t = module
+            .timing
+            .as_ref()
+            .unwrap_or_else(|| panic!("{module:?}"));
+        assert!(t.arrival_ns > 0.0 && t.cells > 2, "{module:?}");
+        assert!((t.min_period_ns - (period - t.slack_ns)).abs() < 1e-9);
+        if t.startpoint.contains("input port") {
+            assert!(t.arrival_ns > 0.2 * period, "the input delay budget: {t:?}");
+        }
+    }
+}

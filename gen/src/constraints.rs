@@ -113,7 +113,17 @@ fn timing_context(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> tera::C
 
 /// SDC constraints of `top` for a `clock_mhz` clock.
 pub fn sdc(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> Result<String> {
-    render(SDC, &timing_context(top, clock_mhz, generator), "SDC")
+    let mut ctx = timing_context(top, clock_mhz, generator);
+    ctx.insert("split_ports", &false);
+    render(SDC, &ctx, "SDC")
+}
+
+/// The same constraints for a netlist whose buses are split into bit ports (`a[3]`, as Yosys
+/// writes one for OpenSTA): a bus is matched as `a[*]`.
+pub fn sdc_split_ports(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> Result<String> {
+    let mut ctx = timing_context(top, clock_mhz, generator);
+    ctx.insert("split_ports", &true);
+    render(SDC, &ctx, "SDC")
 }
 
 /// XDC constraints of `top` for a `clock_mhz` clock.

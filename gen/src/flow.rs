@@ -194,15 +194,7 @@ pub fn verilator_lint_each(
             .copied()
             .with_context(|| format!("module `{name}` is instantiated but not in the manifest"))
     };
-    // Copies of each module under the top.
-    let mut copies: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut order = vec![(manifest.top.as_str(), 1u64)];
-    while let Some((name, k)) = order.pop() {
-        *copies.entry(name).or_default() += k;
-        for (c, n) in &child(name)?.children {
-            order.push((c.as_str(), k * n));
-        }
-    }
+    let copies = manifest.copies()?;
     let new = |name: &str| !linted.0.contains(&key[name]);
     let mut roots: Vec<&str> = vec![];
     for (&name, &n) in &copies {
@@ -335,7 +327,7 @@ pub const MAX_BEHAVIOURAL_SRAM_BITS: u64 = 256 * 1024;
 
 /// Refuses a folder whose behavioural `sram_*_d<depth>_w<width>` banks (not `_macro`) are
 /// larger than [`MAX_BEHAVIOURAL_SRAM_BITS`], naming the knob that emits them as macros.
-fn refuse_big_memories(manifest: &Manifest) -> Result<()> {
+pub(crate) fn refuse_big_memories(manifest: &Manifest) -> Result<()> {
     for m in &manifest.modules {
         let Some(rest) = m.name.strip_prefix("sram_") else {
             continue;
@@ -594,7 +586,7 @@ fn parse_ltp(text: &str) -> BTreeMap<String, u64> {
 /// Parses `stat -json` output. Yosys 0.23 prints the hierarchy listing (lines such as
 /// `       fp_mul_e5m10_l1         1`) into the middle of the JSON when a top module is set;
 /// those lines are dropped: every line of real JSON here starts with a quote or a brace.
-fn parse_stat_json(text: &str) -> Result<serde_json::Value> {
+pub(crate) fn parse_stat_json(text: &str) -> Result<serde_json::Value> {
     let json: String = text
         .lines()
         .filter(|l| {

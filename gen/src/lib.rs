@@ -1,5 +1,6 @@
 //! IR -> Verilog, manifests, output folders, and the lint/synthesis flows that check them.
 
+pub mod asic;
 pub mod constraints;
 pub mod diagram;
 pub mod flow;

@@ -181,4 +181,20 @@ impl Manifest {
     pub fn module(&self, name: &str) -> Option<&ModuleEntry> {
         self.modules.iter().find(|m| m.name == name)
     }
+
+    /// Instances of each module under the top (the top: 1).
+    pub fn copies(&self) -> Result<BTreeMap<&str, u64>> {
+        let mut copies: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut order = vec![(self.top.as_str(), 1u64)];
+        while let Some((name, k)) = order.pop() {
+            *copies.entry(name).or_default() += k;
+            let m = self.module(name).with_context(|| {
+                format!("module `{name}` is instantiated but not in the manifest")
+            })?;
+            for (c, n) in &m.children {
+                order.push((c.as_str(), k * n));
+            }
+        }
+        Ok(copies)
+    }
 }

@@ -13,6 +13,8 @@ pub enum Tool {
     Yosys,
     Iverilog,
     NextpnrIce40,
+    /// OpenSTA (Debian's `opensta`: the command `sta`).
+    OpenSta,
 }
 
 impl Tool {
@@ -22,11 +24,13 @@ impl Tool {
             Tool::Yosys => "yosys",
             Tool::Iverilog => "iverilog",
             Tool::NextpnrIce40 => "nextpnr-ice40",
+            Tool::OpenSta => "sta",
         }
     }
     fn package(self) -> &'static str {
         match self {
             Tool::NextpnrIce40 => "nextpnr-ice40 fpga-icestorm",
+            Tool::OpenSta => "opensta",
             t => t.command(),
         }
     }

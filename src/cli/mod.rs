@@ -84,7 +84,8 @@ pub enum Command {
         #[arg(long)]
         no_synth: bool,
     },
-    /// Synthesize a preset design or one unit with Yosys (generic cells) and report cell counts.
+    /// Synthesize a preset design or one unit with Yosys (generic cells, FPGA, or an ASIC
+    /// standard-cell library with OpenSTA timing) and report cells, area and paths.
     Synth(SynthArgs),
     /// Accuracy of the numerics: exp2 against f64 by input range, and the tiled hardware model
     /// against the f64 and plain FP16 references for the configuration's tiling.

@@ -10,13 +10,24 @@ pub struct SynthArgs {
     /// floating-point units' former names, such as fp16_mul, are accepted as aliases).
     #[arg(long)]
     pub unit: Option<String>,
-    /// generic (Yosys cells, longest paths), ice40 (LUT4s; place and route for fmax) or
-    /// xilinx (7-series LUTs, DSPs, RAMs).
-    #[arg(long, default_value = "generic")]
-    pub target: SynthTarget,
+    /// generic (Yosys cells, longest paths), ice40 (LUT4s; place and route for fmax), xilinx
+    /// (7-series LUTs, DSPs, RAMs) or asic (a standard-cell library: µm² per module, OpenSTA's
+    /// critical paths; needs --lib or --liberty).
+    #[arg(long, default_value = "generic", value_parser = ["generic", "ice40", "xilinx", "asic"])]
+    pub target: String,
     /// iCE40: skip nextpnr place and route (no fmax).
     #[arg(long)]
     pub no_pnr: bool,
+    /// ASIC: a known library: nangate45, asap7, sky130hd, sg13g2 (from the PDK folder:
+    /// REGFLASH_PDK_DIR, else ../shared/pdk) or osu018 (Debian's qflow-tech-osu018).
+    #[arg(long)]
+    pub lib: Option<String>,
+    /// ASIC: a liberty file (.lib or .lib.gz) instead of --lib.
+    #[arg(long)]
+    pub liberty: Option<PathBuf>,
+    /// ASIC: the target clock in MHz for the constraints (default: the design's, 1500).
+    #[arg(long)]
+    pub clock_mhz: Option<f64>,
     /// Also write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -27,9 +38,17 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     if let Some(path) = &args.report {
         check_writable(path)?;
     }
+    if args.target == "asic" {
+        return asic_cmd(&cfg, &args);
+    }
+    anyhow::ensure!(
+        args.lib.is_none() && args.liberty.is_none() && args.clock_mhz.is_none(),
+        "--lib, --liberty and --clock-mhz are for --target asic"
+    );
+    let synth_target: SynthTarget = args.target.parse()?;
     let dir = ScratchDir::new("synth")?;
     let manifest = generate(&cfg, &target(&args.unit), dir.path())?;
-    let report = gen::flow::synth(dir.path(), args.target, !args.no_pnr)?;
+    let report = gen::flow::synth(dir.path(), synth_target, !args.no_pnr)?;
     println!("{}", synth_table(&report));
     println!("{}", memory_table(&manifest.memories));
     let parts = crate::tiers::parts(&cfg, &report, &manifest.memories);
@@ -44,6 +63,136 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         write_json(path, &report)?;
     }
     Ok(exit(report.passed()))
+}
+
+/// `synth --target asic`: the design at a standard-cell library, area per module and each
+/// module's worst path.
+fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
+    let (source, name, node) = gen::asic::resolve(args.lib.as_deref(), args.liberty.as_deref())?;
+    let dir = ScratchDir::new("synth")?;
+    let manifest = generate(cfg, &target(&args.unit), dir.path())?;
+    let lib = gen::asic::load(&source, dir.path())?;
+    let clock = args.clock_mhz.unwrap_or(manifest.clock_mhz);
+    let report = gen::asic::asic(dir.path(), &lib, (&name, &node), clock)?;
+    println!("{}", asic_table(&report));
+    println!("{}", asic_memories(&report, &manifest.memories));
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    Ok(exit(report.passed()))
+}
+
+/// Markdown of an ASIC report: per module, smallest first, its area and worst path.
+pub fn asic_table(r: &gen::asic::AsicReport) -> String {
+    let mut s = format!(
+        "ASIC synthesis of {} at {} ({}, liberty `{}`), clock {} MHz ({:.4} ns)\n\
+         Figures are {}.\n\n\
+         | module | copies | own cells | own area µm² | flip-flops | with submodules µm² | \
+         worst path | arrival ns | min period ns | fmax MHz |\n\
+         |---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+        r.top,
+        r.library,
+        r.node,
+        r.liberty,
+        r.clock_mhz,
+        1000.0 / r.clock_mhz,
+        r.label
+    );
+    for m in &r.modules {
+        let flops = if m.area_um2 > 0.0 {
+            format!("{:.0} %", 100.0 * m.flop_area_um2 / m.area_um2)
+        } else {
+            "-".into()
+        };
+        let (path, arrival, period, fmax) = match (&m.timing, &m.untimed) {
+            (Some(t), _) => (
+                format!("{} → {}", t.startpoint, t.endpoint),
+                format!("{:.3}", t.arrival_ns),
+                format!("{:.3}", t.min_period_ns),
+                format!("{:.0}", t.fmax_mhz),
+            ),
+            (None, why) => (
+                format!("not timed: {}", why.as_deref().unwrap_or("-")),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ),
+        };
+        s += &format!(
+            "| {} | {} | {} | {:.1} | {flops} | {:.1} | {path} | {arrival} | {period} | {fmax} |\n",
+            m.name, m.copies, m.cells, m.area_um2, m.total_area_um2
+        );
+    }
+    s += &format!(
+        "\n{}: {:.1} µm² ({:.4} mm²) of standard cells; latches: {}; yosys check problems: {}",
+        r.top,
+        r.total_area_um2(),
+        r.total_area_um2() / 1e6,
+        r.latches,
+        r.yosys_problems.len()
+    );
+    s
+}
+
+/// The memory arrays at the library: a behavioural bank is flip-flops and muxes in the
+/// standard-cell area (a bank module's own area is shown), a register file inside a larger
+/// module is in that module's cells, and a macro (blackbox) is priced by CACTI's density at 45
+/// nm (the energy table's `sram_mm2_per_mib`) at nangate45 only: no sourced density at the
+/// other nodes yet.
+pub fn asic_memories(r: &gen::asic::AsicReport, mems: &[gen::manifest::MemoryEntry]) -> String {
+    if mems.is_empty() {
+        return "\nmemories: none".into();
+    }
+    let density = kernels::energy::EnergyTable::default().sram_mm2_per_mib;
+    let mut s = String::from(
+        "\n| memory | words × bits | copies | bits | at this library | area µm² (all copies) |\n\
+         |---|---:|---:|---:|---|---:|\n",
+    );
+    let (mut cells, mut macros) = (0.0, 0.0);
+    for m in mems {
+        let (what, area) = if m.blackbox {
+            if r.library == "nangate45" {
+                let a = m.bits() as f64 / 8.0 / (1u64 << 20) as f64 * density * 1e6;
+                macros += a;
+                (
+                    format!("SRAM macro, CACTI 7 at 45 nm ({density} mm² per MiB)"),
+                    format!("{a:.1}"),
+                )
+            } else {
+                (
+                    "SRAM macro, not in the area (no sourced density at this node)".into(),
+                    "-".into(),
+                )
+            }
+        } else if m.module.starts_with("sram_") {
+            let a = r
+                .module(&m.module)
+                .map_or(0.0, |x| x.total_area_um2 * m.copies as f64);
+            cells += a;
+            (
+                "flip-flops and muxes (behavioural bank, in the cell area)".into(),
+                format!("{a:.1}"),
+            )
+        } else {
+            (
+                format!("flip-flops inside `{}` (in its cell area)", m.module),
+                "-".into(),
+            )
+        };
+        s += &format!(
+            "| {}.{} | {} × {} | {} | {} | {what} | {area} |\n",
+            m.module,
+            m.memory,
+            m.depth,
+            m.width,
+            m.copies,
+            m.bits()
+        );
+    }
+    s += &format!(
+        "\nbehavioural banks: {cells:.1} µm² of the cell area; macros beside it: {macros:.1} µm²"
+    );
+    s
 }
 
 /// The design's memory arrays (from the generated design, not from Yosys, which maps them to
