@@ -107,11 +107,22 @@ impl Shape {
     /// earlier descriptors of the same K/V head left, reset when the K/V head changes), the
     /// beats after them up to the region's end fill it, and the rest stream (`crate::glb`).
     pub fn kv_traffic(&self, p: &CoreParams) -> KvTraffic {
+        let mut t = KvTraffic::default();
+        self.kv_walk(p, |hit, fill, stream| {
+            t.hit += 2 * hit;
+            t.fill += 2 * fill;
+            t.stream += 2 * stream;
+        });
+        t
+    }
+
+    /// The GLB policy over every K (and, alike, V) descriptor of the schedule, in order: `f`
+    /// gets each one's hits, fills and streamed beats ([`Shape::kv_traffic`]).
+    fn kv_walk(&self, p: &CoreParams, mut f: impl FnMut(u64, u64, u64)) {
         let rb = self.kv_row_beats(p);
         let br = p.br() as usize;
         let region = p.dma.glb.map_or(0, |g| g.region_beats as u64);
         let group = self.kv_group.max(1);
-        let mut t = KvTraffic::default();
         let mut filled = 0u64;
         for h in 0..self.heads {
             if h % group == 0 {
@@ -120,13 +131,10 @@ impl Shape {
             for q_base in self.tiles(br) {
                 let need = rb * needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64;
                 let (hit, fill, stream, mark) = hdl::glb::take(need, filled, region);
-                t.hit += 2 * hit;
-                t.fill += 2 * fill;
-                t.stream += 2 * stream;
+                f(hit, fill, stream);
                 filled = mark;
             }
         }
-        t
     }
 
     /// Per GLB bank group (`hdl::glb::GlbConfig::place`): the words each of its banks reads
@@ -147,28 +155,15 @@ impl Shape {
                 0
             }
         };
-        let rb = self.kv_row_beats(p);
-        let br = p.br() as usize;
-        let region = g.region_beats as u64;
-        let group = self.kv_group.max(1);
         let mut banks = vec![(0u64, 0u64); g.groups as usize];
-        let mut filled = 0u64;
-        for h in 0..self.heads {
-            if h % group == 0 {
-                filled = 0;
-            }
-            for q_base in self.tiles(br) {
-                let need = rb * needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64;
-                let (hit, fill, _, mark) = hdl::glb::take(need, filled, region);
-                for (n, b) in banks.iter_mut().enumerate() {
-                    for off in [0, groups / 2] {
-                        b.0 += count(hit, off, n as u64);
-                        b.1 += count(hit + fill, off, n as u64) - count(hit, off, n as u64);
-                    }
+        self.kv_walk(p, |hit, fill, _| {
+            for (n, b) in banks.iter_mut().enumerate() {
+                for off in [0, groups / 2] {
+                    b.0 += count(hit, off, n as u64);
+                    b.1 += count(hit + fill, off, n as u64) - count(hit, off, n as u64);
                 }
-                filled = mark;
             }
-        }
+        });
         banks
     }
 

@@ -364,6 +364,16 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
         "{yosys_area} vs {}",
         r.total_area_um2()
     );
+    // One block (the MAC is no wrapper), its slowest module the slowest of the three.
+    let blocks = r.blocks();
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].area_um2, r.total_area_um2());
+    let slowest = r
+        .modules
+        .iter()
+        .map(|m| m.timing.as_ref().unwrap().min_period_ns)
+        .fold(0.0, f64::max);
+    assert_eq!(blocks[0].slowest.as_ref().unwrap().1.min_period_ns, slowest);
     let period = 1000.0 / mhz;
     for module in &r.modules {
         let t = module

@@ -284,6 +284,8 @@ pub struct AsicModule {
     /// With every submodule instance expanded.
     pub total_cells: u64,
     pub total_area_um2: f64,
+    /// The modules it instantiates, and how many times each.
+    pub children: BTreeMap<String, u64>,
     /// None when not timed (see `untimed`).
     pub timing: Option<PathTiming>,
     /// Why it was not timed.
@@ -322,6 +324,73 @@ impl AsicReport {
     pub fn passed(&self) -> bool {
         self.latches == 0 && self.yosys_problems.is_empty()
     }
+
+    /// The design by block: from the top down, a module that is only a wrapper (its own cells
+    /// under 1 % of its area with submodules: the top, the core, the engine) is replaced by its
+    /// children. Each block with its instances, their area, and the slowest module timed in
+    /// its subtree; largest first.
+    pub fn blocks(&self) -> Vec<AsicBlock> {
+        let mut found: BTreeMap<String, u64> = BTreeMap::new();
+        let mut todo = vec![(self.top.clone(), 1u64)];
+        while let Some((name, k)) = todo.pop() {
+            let Some(m) = self.module(&name) else {
+                continue;
+            };
+            if !m.children.is_empty() && m.area_um2 < 0.01 * m.total_area_um2 {
+                todo.extend(m.children.iter().map(|(c, n)| (c.clone(), k * n)));
+            } else {
+                *found.entry(name).or_default() += k;
+            }
+        }
+        let mut blocks: Vec<AsicBlock> = found
+            .into_iter()
+            .map(|(name, copies)| {
+                let m = self.module(&name).expect("found above");
+                AsicBlock {
+                    area_um2: copies as f64 * m.total_area_um2,
+                    slowest: self.slowest_in(&name),
+                    name,
+                    copies,
+                }
+            })
+            .collect();
+        blocks.sort_by(|a, b| b.area_um2.total_cmp(&a.area_um2));
+        blocks
+    }
+
+    /// The timed module under `name` (itself included) with the longest minimum period.
+    fn slowest_in(&self, name: &str) -> Option<(String, PathTiming)> {
+        let mut best: Option<(String, PathTiming)> = None;
+        let mut todo = vec![name.to_string()];
+        let mut seen = BTreeSet::new();
+        while let Some(n) = todo.pop() {
+            let Some(m) = self.module(&n) else { continue };
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            if let Some(t) = &m.timing {
+                if best
+                    .as_ref()
+                    .is_none_or(|b| t.min_period_ns > b.1.min_period_ns)
+                {
+                    best = Some((n.clone(), t.clone()));
+                }
+            }
+            todo.extend(m.children.keys().cloned());
+        }
+        best
+    }
+}
+
+/// A block of the design (see [`AsicReport::blocks`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct AsicBlock {
+    pub name: String,
+    pub copies: u64,
+    /// All instances, submodules included.
+    pub area_um2: f64,
+    /// The slowest module timed in it, and its worst path.
+    pub slowest: Option<(String, PathTiming)>,
 }
 
 /// Synthesizes the folder `dir` at the library `lib` for a `clock_mhz` clock and times its
@@ -337,18 +406,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     let sta = require(Tool::OpenSta)?;
     let scratch = ScratchDir::new("asic")?;
     let at = |n: &str| scratch.path().join(n);
-    let files: Vec<String> = manifest
-        .files
-        .iter()
-        .map(|f| {
-            Ok(dir
-                .join(f)
-                .canonicalize()
-                .with_context(|| format!("{f}, listed in manifest.json, is missing"))?
-                .display()
-                .to_string())
-        })
-        .collect::<Result<_>>()?;
+    let files = manifest.absolute_files(dir)?;
     let period_ns = 1000.0 / clock_mhz;
     let liberty = lib.path.display().to_string();
     // Buffering and gate sizing after mapping (ABC's `buffer; upsize; dnsize`), driven by the
@@ -447,6 +505,10 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
             flop_area_um2: flops,
             total_cells,
             total_area_um2,
+            children: manifest
+                .module(name)
+                .map(|e| e.children.clone())
+                .unwrap_or_default(),
             timing: None,
             untimed: None,
         });
@@ -705,6 +767,48 @@ mod tests {
         assert!(e.contains("/nonexistent/x.lib: no such file"), "{e}");
         let e = resolve(None, None).unwrap_err().to_string();
         assert!(e.contains("needs a standard-cell library"), "{e}");
+    }
+
+    /// Wrappers (under 1 % of their area their own) open into their children; a block's
+    /// copies multiply down the hierarchy.
+    #[test]
+    fn blocks_open_wrappers() {
+        let module = |name: &str, own: f64, total: f64, children: &[(&str, u64)]| AsicModule {
+            name: name.into(),
+            copies: 0,
+            cells: 0,
+            area_um2: own,
+            flop_area_um2: 0.0,
+            total_cells: 0,
+            total_area_um2: total,
+            children: children.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            timing: None,
+            untimed: None,
+        };
+        let r = AsicReport {
+            top: "top".into(),
+            library: String::new(),
+            node: String::new(),
+            liberty: String::new(),
+            clock_mhz: 1.0,
+            modules: vec![
+                module("top", 0.0, 1000.0, &[("core", 1), ("csr", 1)]),
+                module("core", 1.0, 900.0, &[("row", 4)]),
+                module("row", 25.0, 225.0, &[("pe", 2)]),
+                module("pe", 100.0, 100.0, &[]),
+                module("csr", 100.0, 100.0, &[]),
+            ],
+            latches: 0,
+            yosys_problems: vec![],
+            abc_buffer: None,
+            label: String::new(),
+        };
+        let b: Vec<(String, u64, f64)> = r
+            .blocks()
+            .into_iter()
+            .map(|b| (b.name, b.copies, b.area_um2))
+            .collect();
+        assert_eq!(b, [("row".into(), 4, 900.0), ("csr".into(), 1, 100.0)]);
     }
 
     #[test]

@@ -367,19 +367,8 @@ fn synth_with(
     refuse_big_memories(manifest)?;
     let yosys = require(Tool::Yosys)?;
     let scratch = ScratchDir::new("yosys")?;
-    let abs = |f: &str| -> Result<String> {
-        Ok(dir
-            .join(f)
-            .canonicalize()
-            .with_context(|| format!("{f}, listed in manifest.json, is missing"))?
-            .display()
-            .to_string())
-    };
-    let mut files: Vec<String> = manifest
-        .files
-        .iter()
-        .map(|f| abs(f))
-        .collect::<Result<_>>()?;
+    let abs = |f: &str| manifest.absolute(dir, f);
+    let mut files = manifest.absolute_files(dir)?;
     let wrapper = match (target, &manifest.wrapper) {
         (SynthTarget::Ice40, Some(w)) => {
             files.push(abs(&w.file)?);

@@ -182,6 +182,21 @@ impl Manifest {
         self.modules.iter().find(|m| m.name == name)
     }
 
+    /// The Verilog files' absolute paths, the folder being `dir`; a missing one is an error.
+    pub fn absolute(&self, dir: &Path, file: &str) -> Result<String> {
+        Ok(dir
+            .join(file)
+            .canonicalize()
+            .with_context(|| format!("{file}, listed in manifest.json, is missing"))?
+            .display()
+            .to_string())
+    }
+
+    /// Every Verilog file of the design by absolute path (see [`Manifest::absolute`]).
+    pub fn absolute_files(&self, dir: &Path) -> Result<Vec<String>> {
+        self.files.iter().map(|f| self.absolute(dir, f)).collect()
+    }
+
     /// Instances of each module under the top (the top: 1).
     pub fn copies(&self) -> Result<BTreeMap<&str, u64>> {
         let mut copies: BTreeMap<&str, u64> = BTreeMap::new();

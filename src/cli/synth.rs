@@ -123,6 +123,27 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
             m.name, m.copies, m.cells, m.area_um2, m.total_area_um2
         );
     }
+    let total = r.total_area_um2();
+    s += "\nBy block (wrappers opened: the top, the core, the engine):\n\n\
+          | block | copies | area µm² | share | slowest module timed in it | its min period ns | fmax MHz |\n\
+          |---|---:|---:|---:|---|---:|---:|\n";
+    for b in r.blocks() {
+        let (slow, period, fmax) = match &b.slowest {
+            Some((m, t)) => (
+                format!("{m}: {} → {}", t.startpoint, t.endpoint),
+                format!("{:.3}", t.min_period_ns),
+                format!("{:.0}", t.fmax_mhz),
+            ),
+            None => ("none timed".into(), "-".into(), "-".into()),
+        };
+        s += &format!(
+            "| {} | {} | {:.1} | {:.1} % | {slow} | {period} | {fmax} |\n",
+            b.name,
+            b.copies,
+            b.area_um2,
+            100.0 * b.area_um2 / total.max(f64::MIN_POSITIVE)
+        );
+    }
     s += &format!(
         "\n{}: {:.1} µm² ({:.4} mm²) of standard cells; latches: {}; yosys check problems: {}",
         r.top,

@@ -307,6 +307,23 @@ pub fn variant(p: &CoreParams) -> (u32, &'static str) {
     (kind.code(), kind.register_name())
 }
 
+/// A 48-bit counter's LO or HI register: (suffix, what it holds, field width).
+fn counter_half(hi: bool) -> (&'static str, &'static str, u32) {
+    if hi {
+        (
+            "HI",
+            "the upper half copied when LO was read",
+            COUNTER_BITS - 32,
+        )
+    } else {
+        (
+            "LO",
+            "bits 31..0 (reading copies the upper half for HI)",
+            32,
+        )
+    }
+}
+
 /// The register map of the core `p`.
 pub fn registers(p: &CoreParams) -> Vec<Register> {
     let mut regs = vec![];
@@ -322,6 +339,15 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
     };
     let variant = variant(p).0;
     let mem_if = (p.dma.mem_if == crate::dma::MemIf::Axi4) as u32;
+    let glb = p.dma.glb;
+    let log2 = |x: u32| x.trailing_zeros();
+    let id_glb = glb.map_or(0, |g| {
+        g.groups
+            | log2(g.slices) << 16
+            | log2(g.word_bits) << 20
+            | log2(g.bank_words) << 24
+            | (g.ports - 1) << 29
+    });
     let id = [
         (
             "ID",
@@ -375,29 +401,20 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             ],
             "Register widths.",
         ),
+        (
+            "ID_GLB",
+            id_glb,
+            vec![
+                field("GROUPS", 0, 16, "GLB bank groups (0: no GLB)"),
+                field("SLICES_LOG2", 16, 4, "log2 of the banks per group"),
+                field("WORD_BITS_LOG2", 20, 4, "log2 of the bits of a bank word"),
+                field("BANK_WORDS_LOG2", 24, 5, "log2 of the words per bank"),
+                field("PORTS_M1", 29, 1, "ports per bank - 1"),
+            ],
+            "The global buffer (GLB): 0 without one.",
+        ),
     ];
-    let glb = p.dma.glb;
-    let log2 = |x: u32| x.trailing_zeros();
-    let id_glb = glb.map_or(0, |g| {
-        g.groups
-            | log2(g.slices) << 16
-            | log2(g.word_bits) << 20
-            | log2(g.bank_words) << 24
-            | (g.ports - 1) << 29
-    });
-    let id = id.into_iter().chain([(
-        "ID_GLB",
-        id_glb,
-        vec![
-            field("GROUPS", 0, 16, "GLB bank groups (0: no GLB)"),
-            field("SLICES_LOG2", 16, 4, "log2 of the banks per group"),
-            field("WORD_BITS_LOG2", 20, 4, "log2 of the bits of a bank word"),
-            field("BANK_WORDS_LOG2", 24, 5, "log2 of the words per bank"),
-            field("PORTS_M1", 29, 1, "ports per bank - 1"),
-        ],
-        "The global buffer (GLB): 0 without one.",
-    )]);
-    for (k, (name, value, fields, doc)) in id.enumerate() {
+    for (k, (name, value, fields, doc)) in id.into_iter().enumerate() {
         push(
             name,
             4 * k as u32,
@@ -678,19 +695,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             let what = if writes { "WRITES" } else { "READS" };
             let doc = if writes { "written" } else { "read" };
             for hi in [false, true] {
-                let (suffix, half, w) = if hi {
-                    (
-                        "HI",
-                        "the upper half copied when LO was read",
-                        COUNTER_BITS - 32,
-                    )
-                } else {
-                    (
-                        "LO",
-                        "bits 31..0 (reading copies the upper half for HI)",
-                        32,
-                    )
-                };
+                let (suffix, half, w) = counter_half(hi);
                 let name = format!("GLB_BANK_{what}_{suffix}");
                 push(
                     &name,
@@ -710,19 +715,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
     for (index, name) in COUNTERS.iter().enumerate() {
         for hi in [false, true] {
             let upper = name.to_uppercase();
-            let (suffix, lsb_doc, w) = if hi {
-                (
-                    "HI",
-                    "the upper half copied when LO was read",
-                    COUNTER_BITS - 32,
-                )
-            } else {
-                (
-                    "LO",
-                    "bits 31..0 (reading copies the upper half for HI)",
-                    32,
-                )
-            };
+            let (suffix, lsb_doc, w) = counter_half(hi);
             push(
                 &format!("CNT_{upper}_{suffix}"),
                 COUNTER_BASE + 8 * index as u32 + 4 * hi as u32,
