@@ -73,7 +73,7 @@ fn batch_controller_equals_its_model() {
 
 /// The register block equals its model over directed and random streams with random
 /// channel delays (`verify --unit csr`), with the GLB's bank window (its select and every
-/// group's counters, and one past the last).
+/// group's counters, and a select of the group count).
 #[test]
 fn register_block_equals_its_model() {
     let r = regflash::verify::run::verify_block(&small_glb(), "csr", 8000, 17).unwrap();

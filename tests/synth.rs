@@ -381,7 +381,11 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
             .as_ref()
             .unwrap_or_else(|| panic!("{module:?}"));
         assert!(t.arrival_ns > 0.0 && t.cells > 2, "{module:?}");
-        assert!((t.min_period_ns - (period - t.slack_ns)).abs() < 1e-9);
+        // The SDC's port budgets scale with the period.
+        let ends = t.startpoint.contains("input port") as u32 as f64
+            + t.endpoint.contains("output port") as u32 as f64;
+        let k = gen::constraints::IO_DELAY_FRACTION * ends;
+        assert!((t.min_period_ns - (period - t.slack_ns / (1.0 - k))).abs() < 1e-9);
         if t.startpoint.contains("input port") {
             assert!(t.arrival_ns > 0.2 * period, "the input delay budget: {t:?}");
         }

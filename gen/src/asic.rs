@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::manifest::Manifest;
 use crate::output::generator_id;
-use crate::tools::{require, run, tail, ScratchDir, Tool};
+use crate::tools::{require, run, ScratchDir, Tool};
 
 /// A library regflash knows by name: (name, node, path under the PDK folder or absolute).
 pub const KNOWN: [(&str, &str, &str); 5] = [
@@ -116,20 +116,21 @@ pub fn resolve(lib: Option<&str>, liberty: Option<&Path>) -> Result<(PathBuf, St
     }
 }
 
-/// What regflash reads of a liberty file: its name, time unit, and each cell's area and
-/// whether it is sequential.
+/// What regflash reads of a liberty file: its name, each cell's area, which cells are
+/// flip-flops and which latches, and its smallest buffer.
 #[derive(Clone, Debug)]
 pub struct Liberty {
     /// The file Yosys and OpenSTA read (decompressed).
     pub path: PathBuf,
     pub name: String,
-    /// Nanoseconds per library time unit.
-    pub ns_per_unit: f64,
     pub area: BTreeMap<String, f64>,
-    pub sequential: BTreeSet<String>,
+    /// Cells with an `ff` group.
+    pub flip_flops: BTreeSet<String>,
+    /// Cells with a `latch` group.
+    pub latches: BTreeSet<String>,
     /// The smallest buffer (one input, an output that is that input) and its input pin's
-    /// capacitance: ABC's driving cell and, four times over, its load, so that it buffers and
-    /// sizes the mapped netlist (`abc -constr`).
+    /// capacitance in fF: ABC's driving cell and, four times over, its load, so that it
+    /// buffers and sizes the mapped netlist (`abc -constr`, whose loads are in fF).
     pub buffer: Option<(String, f64)>,
 }
 
@@ -185,9 +186,11 @@ fn attribute<'a>(l: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
-    let (mut name, mut unit) = (None, None);
+    let mut name = None;
+    // fF per capacitance unit (`capacitive_load_unit (1, pf)`: 1000).
+    let mut ff_per_unit = 1.0;
     let mut area = BTreeMap::new();
-    let mut sequential = BTreeSet::new();
+    let (mut flip_flops, mut latches) = (BTreeSet::new(), BTreeSet::new());
     let mut cell: Option<String> = None;
     let mut pins: Vec<Pin> = vec![];
     let mut buffers: Vec<(f64, String, f64)> = vec![];
@@ -215,17 +218,16 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             p.2 = v.parse().unwrap_or(0.0);
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "function")) {
             p.3 = v.trim_matches(['(', ')', ' ']).to_string();
-        } else if let Some(v) = l.strip_prefix("time_unit") {
-            let v = v
-                .trim_start_matches([' ', '\t', ':'])
-                .trim_matches([' ', '\t', ';', '"']);
-            unit = Some(match v {
-                "1ns" => 1.0,
-                "1ps" => 1e-3,
-                "10ps" => 1e-2,
-                "100ps" => 1e-1,
-                _ => bail!("time_unit {v:?} is not 1ns, 100ps, 10ps or 1ps"),
-            });
+        } else if let Some(v) = group(l, "capacitive_load_unit") {
+            let (n, u) = v
+                .split_once(',')
+                .context("capacitive_load_unit (n, unit)")?;
+            let n: f64 = n.trim().parse().context("capacitive_load_unit's number")?;
+            ff_per_unit = n * match u.trim().to_ascii_lowercase().as_str() {
+                "ff" => 1.0,
+                "pf" => 1e3,
+                other => bail!("capacitive_load_unit in {other:?}: regflash reads ff or pf"),
+            };
         } else if let (Some(c), Some(v)) = (&cell, l.strip_prefix("area")) {
             let v = v
                 .trim_start_matches([' ', '\t', ':'])
@@ -234,23 +236,28 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
                 area.entry(c.clone()).or_insert(a);
             }
         } else if let Some(c) = &cell {
-            if group(l, "ff").is_some() || group(l, "latch").is_some() {
-                sequential.insert(c.clone());
+            if group(l, "ff").is_some() {
+                flip_flops.insert(c.clone());
+            } else if group(l, "latch").is_some() {
+                latches.insert(c.clone());
             }
         }
     }
     end_cell(&cell, &mut pins, &area);
     let name = name.context("no `library (...)` group")?;
     ensure!(!area.is_empty(), "no cell has an area");
-    ensure!(!sequential.is_empty(), "no flip-flop cell (`ff` group)");
+    ensure!(!flip_flops.is_empty(), "no flip-flop cell (`ff` group)");
     buffers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     Ok(Liberty {
         path,
         name,
-        ns_per_unit: unit.unwrap_or(1.0),
         area,
-        sequential,
-        buffer: buffers.into_iter().next().map(|(_, c, cap)| (c, cap)),
+        flip_flops,
+        latches,
+        buffer: buffers
+            .into_iter()
+            .next()
+            .map(|(_, c, cap)| (c, cap * ff_per_unit)),
     })
 }
 
@@ -263,9 +270,11 @@ pub struct PathTiming {
     pub arrival_ns: f64,
     /// Worst slack at the target clock, ns (negative: violated).
     pub slack_ns: f64,
-    /// Cells on the path.
+    /// Cell instances on the path.
     pub cells: u64,
-    /// Target period minus slack.
+    /// The shortest period this path meets with the SDC's budgets scaled along: for a path
+    /// with k of its two ends at a port (each end a budget of `IO_DELAY_FRACTION` of the
+    /// period), target − slack / (1 − k·fraction); register to register, target − slack.
     pub min_period_ns: f64,
     pub fmax_mhz: f64,
 }
@@ -468,51 +477,34 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
             .unwrap_or_default();
         own.insert(name.trim_start_matches('\\').to_string(), types);
     }
-    let mut modules = vec![];
-    let mut latches = 0;
+    // Modules of the design that Yosys does not list: blackboxes (memory macros).
+    let macros: BTreeSet<String> = manifest
+        .modules
+        .iter()
+        .map(|m| m.name.clone())
+        .filter(|n| !own.contains_key(n))
+        .collect();
+    let areas = module_areas(&own, lib, &macros)?;
+    let latches = areas.get(&manifest.top).map_or(0, |a| a.latches);
     let copies = manifest.copies()?;
-    let mut totals: BTreeMap<String, (u64, f64)> = BTreeMap::new();
-    for name in own.keys() {
-        hier(name, &own, lib, &mut totals)?;
-    }
-    for (name, types) in &own {
-        let (mut cells, mut area, mut flops) = (0u64, 0.0, 0.0);
-        for (t, &n) in types {
-            if own.contains_key(t) {
-                continue;
-            }
-            let a = lib.area.get(t).with_context(|| {
-                format!(
-                    "yosys mapped `{name}` to `{t}`, which {} has no area for",
-                    lib.name
-                )
-            })?;
-            cells += n;
-            area += a * n as f64;
-            if lib.sequential.contains(t) {
-                flops += a * n as f64;
-                if t.to_ascii_uppercase().contains("LATCH") || t.starts_with("DL") {
-                    latches += n;
-                }
-            }
-        }
-        let (total_cells, total_area_um2) = totals[name];
-        modules.push(AsicModule {
-            name: name.clone(),
+    let mut modules: Vec<AsicModule> = areas
+        .into_iter()
+        .map(|(name, a)| AsicModule {
             copies: copies.get(name.as_str()).copied().unwrap_or(0),
-            cells,
-            area_um2: area,
-            flop_area_um2: flops,
-            total_cells,
-            total_area_um2,
+            cells: a.cells,
+            area_um2: a.area,
+            flop_area_um2: a.flops,
+            total_cells: a.total_cells,
+            total_area_um2: a.total_area,
             children: manifest
-                .module(name)
+                .module(&name)
                 .map(|e| e.children.clone())
                 .unwrap_or_default(),
             timing: None,
             untimed: None,
-        });
-    }
+            name,
+        })
+        .collect();
     modules.sort_by(|a, b| a.total_cells.cmp(&b.total_cells).then(a.name.cmp(&b.name)));
     time_modules(
         &sta,
@@ -539,36 +531,96 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     })
 }
 
-/// Cells and area of `name` with its submodules expanded.
-fn hier(
-    name: &str,
-    own: &BTreeMap<String, BTreeMap<String, u64>>,
-    lib: &Liberty,
-    memo: &mut BTreeMap<String, (u64, f64)>,
-) -> Result<(u64, f64)> {
-    if let Some(&v) = memo.get(name) {
-        return Ok(v);
-    }
-    let mut v = (0u64, 0.0);
-    // A blackbox (a memory macro) has no cells of its own.
-    for (t, &n) in own.get(name).into_iter().flatten() {
-        if own.contains_key(t) {
-            let (c, a) = hier(t, own, lib, memo)?;
-            v = (v.0 + n * c, v.1 + n as f64 * a);
-        } else {
-            v = (
-                v.0 + n,
-                v.1 + n as f64 * lib.area.get(t).copied().unwrap_or(0.0),
-            );
-        }
-    }
-    memo.insert(name.to_string(), v);
-    Ok(v)
+/// A module's cells and area: its own, and with its submodules expanded.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Areas {
+    cells: u64,
+    area: f64,
+    flops: f64,
+    latches: u64,
+    total_cells: u64,
+    total_area: f64,
 }
 
+/// Every module's [`Areas`] from Yosys's cells by type (`own`): a type that is a module in
+/// `own` is a submodule, one in `macros` a memory macro (no cells, no area: priced apart), a
+/// library cell has its liberty area, and an unmapped latch (`$_DLATCH*`, `$_SR*`, which
+/// Yosys 0.23's `dfflibmap` leaves) counts as a latch; anything else is an error.
+fn module_areas(
+    own: &BTreeMap<String, BTreeMap<String, u64>>,
+    lib: &Liberty,
+    macros: &BTreeSet<String>,
+) -> Result<BTreeMap<String, Areas>> {
+    let mut out: BTreeMap<String, Areas> = BTreeMap::new();
+    // Children before parents: repeat until every module is done (the hierarchy is acyclic).
+    while out.len() < own.len() {
+        let before = out.len();
+        for (name, types) in own {
+            if out.contains_key(name) {
+                continue;
+            }
+            let ready = types
+                .keys()
+                .all(|t| !own.contains_key(t) || out.contains_key(t));
+            if !ready {
+                continue;
+            }
+            let mut a = Areas::default();
+            for (t, &n) in types {
+                if let Some(child) = out.get(t) {
+                    a.total_cells += n * child.total_cells;
+                    a.total_area += n as f64 * child.total_area;
+                    a.latches += n * child.latches;
+                } else if macros.contains(t) {
+                    // A macro: priced apart (the memories table).
+                    continue;
+                } else if t.starts_with("$_DLATCH") || t.starts_with("$_SR") {
+                    a.latches += n;
+                } else if let Some(&cell) = lib.area.get(t) {
+                    a.cells += n;
+                    a.area += n as f64 * cell;
+                    if lib.flip_flops.contains(t) {
+                        a.flops += n as f64 * cell;
+                    }
+                    if lib.latches.contains(t) {
+                        a.latches += n;
+                    }
+                } else {
+                    bail!(
+                        "yosys left `{t}` in `{name}`, which {} has no cell for (a library \
+                         without it cannot map this design)",
+                        lib.name
+                    );
+                }
+            }
+            a.total_cells += a.cells;
+            a.total_area += a.area;
+            out.insert(name.clone(), a);
+        }
+        ensure!(out.len() > before, "the module hierarchy has a cycle");
+    }
+    Ok(out)
+}
+
+/// The four kinds of setup path OpenSTA is asked for separately (their budgets scale
+/// differently with the period): (name, -from, -to, ends at a port).
+const PATH_CLASSES: [(&str, &str, &str, u32); 4] = [
+    (
+        "reg-reg",
+        "[all_registers -clock_pins]",
+        "[all_registers -data_pins]",
+        0,
+    ),
+    ("in-reg", "[all_inputs]", "[all_registers -data_pins]", 1),
+    ("reg-out", "[all_registers -clock_pins]", "[all_outputs]", 1),
+    ("in-out", "[all_inputs]", "[all_outputs]", 2),
+];
+
 /// Times every module of at most [`TIMING_CELL_LIMIT`] cells (its hierarchy inside) in one
-/// OpenSTA session: per module, the netlist is read and linked with it as the top, the SDC of
-/// the project's template applied, and the worst setup path reported.
+/// OpenSTA session: per module, the netlist is read and linked with it as the top (memory
+/// macros become black boxes), the SDC of the project's template applied, and the worst
+/// setup path of each [`PATH_CLASSES`] kind reported; the module's path is the one that needs
+/// the longest period.
 fn time_modules(
     sta: &Path,
     manifest: &Manifest,
@@ -586,7 +638,7 @@ fn time_modules(
             continue;
         };
         if m.total_cells == 0 {
-            m.untimed = Some("no cells (a memory macro, timed by its compiler)".into());
+            m.untimed = Some("no cells".into());
             continue;
         }
         if m.total_cells > TIMING_CELL_LIMIT {
@@ -603,13 +655,19 @@ fn time_modules(
             crate::constraints::sdc_split_ports(entry, clock_mhz, &generator_id())?,
         )?;
         tcl += &format!(
-            "puts \"@@ {name}\"\nread_verilog {net}\nlink_design {name}\n\
-             set_cmd_units -time ns\nread_sdc {sdc}\n\
-             report_checks -path_delay max -digits 4\n",
+            "puts \"@@ {name} link\"\nread_verilog {net}\nlink_design {name}\n\
+             set_cmd_units -time ns\nread_sdc {sdc}\n",
             name = m.name,
             net = netlist.display(),
             sdc = sdc.display()
         );
+        for (class, from, to, _) in PATH_CLASSES {
+            tcl += &format!(
+                "puts \"@@ {name} {class}\"\n\
+                 catch {{ report_checks -path_delay max -digits 4 -from {from} -to {to} }}\n",
+                name = m.name
+            );
+        }
         timed.push(m.name.clone());
     }
     if timed.is_empty() {
@@ -618,44 +676,60 @@ fn time_modules(
     let script = scratch.join("timing.tcl");
     std::fs::write(&script, tcl)?;
     let out = run(
-        Command::new(sta).arg("-exit").arg(&script),
+        Command::new(sta)
+            .arg("-exit")
+            .arg(&script)
+            .current_dir(scratch),
         "OpenSTA timing",
     )?;
     let text = String::from_utf8_lossy(&out.stdout);
     let period = 1000.0 / clock_mhz;
     for section in text.split("@@ ").skip(1) {
-        let name = section.lines().next().unwrap_or("").trim();
+        let head = section.lines().next().unwrap_or("");
+        let (name, class) = head.trim().rsplit_once(' ').unwrap_or((head, ""));
+        // An error reading, linking or constraining the module: it is not timed, and says why.
+        let error = section
+            .lines()
+            .find(|l| l.starts_with("Error"))
+            .map(|l| format!("OpenSTA: {}", l.trim()));
+        if class == "link" {
+            if let (Some(e), Some(m)) = (error, modules.iter_mut().find(|m| m.name == name)) {
+                m.untimed = Some(e);
+            }
+            continue;
+        }
+        let ports = PATH_CLASSES
+            .iter()
+            .find(|c| c.0 == class)
+            .with_context(|| format!("OpenSTA's output has an unknown section `{head}`"))?
+            .3;
         let m = modules
             .iter_mut()
             .find(|m| m.name == name)
             .with_context(|| format!("OpenSTA reported an unknown module `{name}`"))?;
-        // `set_cmd_units -time ns`: the SDC's figures and the report are in ns, whatever the
-        // library's time unit.
-        match parse_path(section, period) {
-            Some(t) => m.timing = Some(t),
-            None => {
-                m.untimed = Some(if section.contains("No paths found") {
-                    "no constrained path".into()
-                } else {
-                    format!(
-                        "OpenSTA reported no path: {}",
-                        section.lines().take(6).collect::<Vec<_>>().join(" / ")
-                    )
-                })
+        // OpenSTA reports in ns (`set_cmd_units -time ns`), whatever the library's unit.
+        if let Some(t) = parse_path(section, period, ports) {
+            if m.timing
+                .as_ref()
+                .is_none_or(|w| t.min_period_ns > w.min_period_ns)
+            {
+                m.timing = Some(t);
             }
         }
     }
-    if let Some(m) = modules
-        .iter()
-        .find(|m| timed.contains(&m.name) && m.timing.is_none() && m.untimed.is_none())
-    {
-        bail!("OpenSTA did not time `{}`:\n{}", m.name, tail(&out, 30));
+    for m in modules.iter_mut() {
+        if m.untimed.is_some() {
+            m.timing = None;
+        } else if timed.contains(&m.name) && m.timing.is_none() {
+            m.untimed = Some("no constrained path".into());
+        }
     }
     Ok(())
 }
 
-/// The worst path of a `report_checks` section (in ns): start, end, arrival, slack, cells.
-fn parse_path(text: &str, period_ns: f64) -> Option<PathTiming> {
+/// The worst path of a `report_checks` section (in ns) whose path has `ports` of its ends at
+/// a port: start, end, arrival, slack, cells, the shortest period it meets.
+fn parse_path(text: &str, period_ns: f64, ports: u32) -> Option<PathTiming> {
     let field = |key: &str| -> Option<String> {
         text.lines()
             .find_map(|l| l.trim().strip_prefix(key))
@@ -672,19 +746,25 @@ fn parse_path(text: &str, period_ns: f64) -> Option<PathTiming> {
         .lines()
         .find(|l| l.contains("slack ("))
         .and_then(number)?;
-    // Path lines: "delay time edge pin (cell)"; the cells are the distinct instances.
+    // Path lines: "delay time edge instance/pin (cell)"; a cell's input and output pins are
+    // one instance.
     let body = text.split("data arrival time").next()?;
     let cells = body
         .lines()
-        .filter(|l| l.trim_end().ends_with(')') && l.contains('/'))
-        .count() as u64;
-    let slack_ns = slack;
-    let min_period_ns = period_ns - slack_ns;
+        .filter(|l| l.trim_end().ends_with(')'))
+        .filter_map(|l| {
+            let pin = l.split_whitespace().rev().nth(1)?;
+            Some(pin.rsplit_once('/')?.0.to_string())
+        })
+        .collect::<BTreeSet<_>>()
+        .len() as u64;
+    let budget = crate::constraints::IO_DELAY_FRACTION * ports as f64;
+    let min_period_ns = period_ns - slack / (1.0 - budget);
     Some(PathTiming {
         startpoint: start,
         endpoint: end,
         arrival_ns: arrival,
-        slack_ns,
+        slack_ns: slack,
         cells,
         min_period_ns,
         fmax_mhz: 1000.0 / min_period_ns,
@@ -696,9 +776,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn liberty_cells_units_and_refusals() {
+    fn liberty_cells_buffers_and_refusals() {
         let text = r#"library (demo) {
   time_unit : "1ps" ;
+  capacitive_load_unit (1,pf) ;
   cell (INV_X1) {
     area : 0.5 ;
     pin (A) {
@@ -732,6 +813,12 @@ mod tests {
       function : "(A)" ;
     }
   }
+  cell (DLH_X1) {
+    area : 3 ;
+    latch (Q, QN) {
+      enable : "G" ;
+    }
+  }
   cell ("DFF_X1") {
     area : 4.25;
     ff (IQ, IQN) { next_state : "D" ; }
@@ -739,15 +826,12 @@ mod tests {
 }"#;
         let l = parse(text, PathBuf::from("x")).unwrap();
         assert_eq!(l.name, "demo");
-        assert_eq!(
-            l.buffer,
-            Some(("BUF_X1".into(), 1.5)),
-            "the smallest buffer"
-        );
-        assert_eq!(l.ns_per_unit, 1e-3);
+        // The smallest buffer, its input capacitance in fF (the file counts in pF).
+        assert_eq!(l.buffer, Some(("BUF_X1".into(), 1500.0)));
         assert_eq!(l.area["INV_X1"], 0.5);
         assert_eq!(l.area["DFF_X1"], 4.25);
-        assert!(l.sequential.contains("DFF_X1") && !l.sequential.contains("INV_X1"));
+        assert!(l.flip_flops.contains("DFF_X1") && !l.flip_flops.contains("INV_X1"));
+        assert!(l.latches.contains("DLH_X1") && !l.flip_flops.contains("DLH_X1"));
         let e = parse("library (x) {\n}", PathBuf::new()).unwrap_err();
         assert!(e.to_string().contains("no cell has an area"), "{e}");
         let e = parse("hello", PathBuf::new()).unwrap_err();
@@ -767,6 +851,46 @@ mod tests {
         assert!(e.contains("/nonexistent/x.lib: no such file"), "{e}");
         let e = resolve(None, None).unwrap_err().to_string();
         assert!(e.contains("needs a standard-cell library"), "{e}");
+    }
+
+    /// Areas add up per instance; a memory macro has none; a generic latch Yosys left counts
+    /// as a latch; a cell the library lacks is an error.
+    #[test]
+    fn module_areas_count_instances_macros_and_latches() {
+        let lib = Liberty {
+            path: PathBuf::new(),
+            name: "demo".into(),
+            area: [("INV".to_string(), 1.0), ("DFF".to_string(), 4.0)].into(),
+            flip_flops: ["DFF".to_string()].into(),
+            latches: BTreeSet::new(),
+            buffer: None,
+        };
+        let types = |xs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            xs.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+        };
+        let mut own = BTreeMap::new();
+        own.insert("leaf".to_string(), types(&[("INV", 3), ("DFF", 2)]));
+        own.insert(
+            "top".to_string(),
+            types(&[
+                ("leaf", 4),
+                ("INV", 1),
+                ("sram_macro", 2),
+                ("$_DLATCH_P_", 1),
+            ]),
+        );
+        let macros: BTreeSet<String> = ["sram_macro".to_string()].into();
+        let a = module_areas(&own, &lib, &macros).unwrap();
+        assert_eq!(
+            (a["leaf"].cells, a["leaf"].area, a["leaf"].flops),
+            (5, 11.0, 8.0)
+        );
+        assert_eq!((a["top"].cells, a["top"].area), (1, 1.0));
+        assert_eq!((a["top"].total_cells, a["top"].total_area), (21, 45.0));
+        assert_eq!(a["top"].latches, 1);
+        own.insert("top".to_string(), types(&[("NAND9", 1)]));
+        let e = module_areas(&own, &lib, &macros).unwrap_err().to_string();
+        assert!(e.contains("yosys left `NAND9` in `top`"), "{e}");
     }
 
     /// Wrappers (under 1 % of their area their own) open into their children; a block's
@@ -823,11 +947,14 @@ mod tests {
                0.0000    0.3168 v _1843_/D (DFF_X1)\n\
                          0.3168   data arrival time\n\
             \n            -0.5000   slack (VIOLATED)\n";
-        let t = parse_path(text, 0.6667).unwrap();
+        // From an input port to a register: the input budget scales with the period.
+        let t = parse_path(text, 0.6667, 1).unwrap();
         assert_eq!(t.startpoint, "a[14] (input port clocked by clk)");
         assert_eq!(t.arrival_ns, 0.3168);
         assert_eq!(t.slack_ns, -0.5);
-        assert_eq!(t.cells, 3);
+        assert_eq!(t.cells, 3, "_0930_, _0931_, _1843_");
+        assert!((t.min_period_ns - (0.6667 + 0.5 / 0.8)).abs() < 1e-9);
+        let t = parse_path(text, 0.6667, 0).unwrap();
         assert!((t.min_period_ns - 1.1667).abs() < 1e-9);
     }
 }

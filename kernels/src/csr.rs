@@ -6,7 +6,8 @@
 //! changes nothing; byte strobes select the bits a write touches (a W1S or W1C bit acts only
 //! if its byte is strobed); unimplemented bits read 0; an unmapped read answers SLVERR with 0;
 //! reading a counter's LO copies its upper half into the shadow every HI returns (so does a
-//! GLB bank counter's LO, of the bank group the select register names: 0 past the last); the
+//! GLB bank counter's LO, of the bank group the select register names: 0 past the last, which
+//! only a one-bit select of one group can name); the
 //! interrupt is pending from the end of a launch (`finish`) until software clears it; START is
 //! refused when an address value has bits the core cannot represent ([`AddressCheck`]).
 
@@ -308,7 +309,8 @@ mod tests {
         assert!(!c.write(0x20, 1, 0x2).start);
     }
 
-    /// The bank window shows the selected group, 0 past the last; its LO fills the shadow.
+    /// The bank window shows the selected group, 0 past the last (here a 2-bit select of three
+    /// groups); its LO fills the shadow.
     #[test]
     fn bank_window_follows_its_select() {
         let mut c = csr();

@@ -124,7 +124,8 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
         );
     }
     let total = r.total_area_um2();
-    s += "\nBy block (wrappers opened: the top, the core, the engine):\n\n\
+    s += "\nBy block (a module whose own cells are under 1 % of its area, a wrapper, is \
+          opened into its submodules):\n\n\
           | block | copies | area µm² | share | slowest module timed in it | its min period ns | fmax MHz |\n\
           |---|---:|---:|---:|---|---:|---:|\n";
     for b in r.blocks() {

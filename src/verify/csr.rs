@@ -273,7 +273,8 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
         ops.push(Op::Read { addr: lo, d });
         ops.push(Op::Read { addr: lo + 4, d });
     }
-    // Every bank group and one past the last through the window, LO then HI of each.
+    // Every bank group through the window, LO then HI of each, then a select of the group
+    // count: past the only group of a one-bit select, else its low bits (group 0).
     if !banks.is_empty() {
         for g in 0..=banks.len() as u32 {
             ops.push(w(regmap::GLB_BANK_BASE, g));

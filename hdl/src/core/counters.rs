@@ -89,7 +89,7 @@ fn since_go(m: &mut ModuleBuilder, name: &str, total: Sig, clear: Sig) -> Sig {
 }
 
 /// Per GLB bank group a read and a write counter (words per bank), and the window onto the
-/// group `sel` selects (0 past the last group).
+/// group `sel` selects (`sel` is a group index; with one group it is one bit, and 1 shows 0).
 fn bank_window(
     m: &mut ModuleBuilder,
     e: &GlbEvents,

@@ -347,7 +347,7 @@ impl GlbBankSel<u32> {
 interface! {
     /// The per-bank counter window (`glb_bank_reads`, `glb_bank_writes`): the selected bank
     /// group's word reads and writes since the run's start (each bank of the group accessed
-    /// one `word_bits` word), 0 for a select past the last group.
+    /// one `word_bits` word); with one group the select is one bit, and 1 shows 0.
     pub struct GlbBankCounts { reads, writes }
 }
 

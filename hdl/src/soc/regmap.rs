@@ -705,7 +705,8 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                     vec![field(&name, 0, w, half)],
                     &format!(
                         "Words each bank of the selected group {doc} since START ({} bits \
-                         each; 0 past the last group), {half}.",
+                         each; SEL is log2 of the groups bits wide, 1 with one group, whose SEL = 1 \
+                         reads 0), {half}.",
                         g.word_bits
                     ),
                 );
