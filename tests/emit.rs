@@ -907,7 +907,15 @@ fn cli_reports_bad_input_without_panicking() {
             (conflict, "cannot be used with"),
             (
                 vec!["synth", "--target", "asic"],
-                "unknown synthesis target `asic`",
+                "the ASIC target needs a standard-cell library: --lib",
+            ),
+            (
+                vec!["synth", "--target", "asic", "--lib", "tsmc3"],
+                "--lib tsmc3 is not a library regflash knows",
+            ),
+            (
+                vec!["synth", "--lib", "osu018"],
+                "--lib, --liberty and --clock-mhz are for --target asic",
             ),
         ])
         .collect::<Vec<_>>();
