@@ -633,7 +633,7 @@ fn time_modules(
     let mut tcl = format!("read_liberty {}\n", lib.path.display());
     let mut timed = vec![];
     for m in modules.iter_mut() {
-        let Some(entry) = manifest.modules.iter().find(|e| e.name == m.name) else {
+        let Some(entry) = manifest.module(&m.name) else {
             m.untimed = Some("not in the manifest".into());
             continue;
         };
@@ -687,14 +687,15 @@ fn time_modules(
     for section in text.split("@@ ").skip(1) {
         let head = section.lines().next().unwrap_or("");
         let (name, class) = head.trim().rsplit_once(' ').unwrap_or((head, ""));
-        // An error reading, linking or constraining the module: it is not timed, and says why.
-        let error = section
-            .lines()
-            .find(|l| l.starts_with("Error"))
-            .map(|l| format!("OpenSTA: {}", l.trim()));
+        let m = modules
+            .iter_mut()
+            .find(|m| m.name == name)
+            .with_context(|| format!("OpenSTA reported an unknown module `{name}`"))?;
         if class == "link" {
-            if let (Some(e), Some(m)) = (error, modules.iter_mut().find(|m| m.name == name)) {
-                m.untimed = Some(e);
+            // An error reading, linking or constraining the module: it is not timed, and says
+            // why.
+            if let Some(e) = section.lines().find(|l| l.starts_with("Error")) {
+                m.untimed = Some(format!("OpenSTA: {}", e.trim()));
             }
             continue;
         }
@@ -703,10 +704,6 @@ fn time_modules(
             .find(|c| c.0 == class)
             .with_context(|| format!("OpenSTA's output has an unknown section `{head}`"))?
             .3;
-        let m = modules
-            .iter_mut()
-            .find(|m| m.name == name)
-            .with_context(|| format!("OpenSTA reported an unknown module `{name}`"))?;
         // OpenSTA reports in ns (`set_cmd_units -time ns`), whatever the library's unit.
         if let Some(t) = parse_path(section, period, ports) {
             if m.timing

@@ -148,8 +148,8 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
     s += &format!(
         "\n{}: {:.1} µm² ({:.4} mm²) of standard cells; latches: {}; yosys check problems: {}",
         r.top,
-        r.total_area_um2(),
-        r.total_area_um2() / 1e6,
+        total,
+        total / 1e6,
         r.latches,
         r.yosys_problems.len()
     );
