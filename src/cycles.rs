@@ -142,6 +142,8 @@ struct Model<'a> {
     tiered: bool,
     two_port: bool,
     buffered: bool,
+    /// rowfused: every QK and max pass of a tile first, then exp pass and PV per block.
+    two_pass: bool,
     qk_steps: u64,
     pv_steps: u64,
     row_beats: u64,
@@ -219,6 +221,7 @@ impl<'a> Model<'a> {
             tiered: p.row.concurrent_phases(),
             two_port: p.row.flow().p_ports() != 1,
             buffered: p.row.s_in_sram(),
+            two_pass: p.row.two_pass(),
             qk_steps: qk as u64,
             pv_steps: pv as u64,
             row_beats: (2 * s.head_dim as u64) / beat,
@@ -321,10 +324,13 @@ impl<'a> Model<'a> {
         let rows_busy = self.eng_left > 0;
         let first = self.sm_done == 0;
         let p_turn = self.two_port || self.tiered || !self.in_pv;
+        // rowfused: the max passes of blocks 0 .. nblk − 1, then their exp passes.
+        let second = self.two_pass && self.sm_done >= self.nblk;
+        let blk = self.sm_done - if second { self.nblk } else { 0 };
         let go = self.state == Seq::Run
-            && self.sm_done < self.nblk
-            && self.qk_done > self.sm_done
-            && self.pv_issued + 1 >= self.sm_done
+            && self.sm_done < self.nblk * (1 + self.two_pass as u64)
+            && (self.qk_done > self.sm_done || second)
+            && (self.pv_issued + 1 >= blk || (self.two_pass && !second))
             && (self.ro == Ro::Idle || !first)
             && !self.sm_running
             && !rows_busy
@@ -332,6 +338,7 @@ impl<'a> Model<'a> {
         Softmax {
             go,
             first,
+            second,
             finished: self.sm_running && self.sm_seen && !rows_busy,
         }
     }
@@ -345,7 +352,7 @@ impl<'a> Model<'a> {
         let pv_issued_n = self.pv_issued + pv_last as u64;
         let qk_more = qk_issued_n < self.nblk;
         let pv_more = pv_issued_n < qk_issued_n;
-        let sm_ahead = self.sm_done > pv_issued_n;
+        let sm_ahead = self.sm_done > pv_issued_n + self.two_pass as u64 * self.nblk;
         let s_free_in = self.buffered && self.copy_left == 1;
         let mut ph = Phases {
             qk_last,
@@ -375,7 +382,7 @@ impl<'a> Model<'a> {
         } else {
             let no_phase = !(self.in_qk || self.in_pv);
             let choose = s_run && (no_phase || qk_last || pv_last);
-            ph.want_qk = qk_more && qk_issued_n < pv_issued_n + 2;
+            ph.want_qk = qk_more && (self.two_pass || qk_issued_n < pv_issued_n + 2);
             ph.want_pv = !ph.want_qk;
             ph.s_free = !self.buffered || !self.s_full || s_free_in;
             ph.p_free = self.two_port || !(self.sm_running || sm.go);
@@ -670,8 +677,9 @@ impl<'a> Model<'a> {
             self.eng_left -= 1;
             self.copy_left = self.copy_left.saturating_sub(1);
         } else if sm.go {
-            self.eng_left = p.row.softmax_cycles(sm.first) as u64;
-            self.copy_left = self.buffered as u64 * (p.row.a * p.bc()) as u64;
+            self.eng_left = p.row.softmax_cycles(sm.first, sm.second) as u64;
+            let copies = self.buffered && !sm.second;
+            self.copy_left = copies as u64 * (p.row.a * p.bc()) as u64;
         } else if tile.ro_go {
             self.eng_left = p.row.readout_cycles() as u64;
         }
@@ -797,6 +805,8 @@ struct Softmax {
     go: bool,
     /// The block is the tile's first (the engine initializes the rows first).
     first: bool,
+    /// rowfused: an exp pass (no copy of S).
+    second: bool,
     finished: bool,
 }
 

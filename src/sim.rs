@@ -24,7 +24,7 @@ use crate::verify::attention::{self, Attention, MemoryTiming, Mismatch};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SimReport {
     pub preset: String,
-    /// reg2d, buf2d or reg3d.
+    /// reg2d, buf2d, reg3d or rowfused.
     pub variant: String,
     pub rows: u32,
     pub cols: u32,

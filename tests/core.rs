@@ -3,7 +3,7 @@
 //! counters with what the model and the schedule fix exactly, over directed and random
 //! shapes, heads, masks, value patterns and memory behaviour.
 
-use hdl::config::{BufParams, CoreConfig, StackParams, Variant};
+use hdl::config::{BufParams, CoreConfig, RowParams, StackParams, Variant};
 use hdl::core::CoreParams;
 use kernels::flash::OutFormat;
 use regflash::design::{simulate, simulate_with, ModelFor, Target};
@@ -59,6 +59,20 @@ fn buffered(cfg: &CoreConfig, ports: u32) -> CoreConfig {
         variant: Variant::Buf2d(BufParams {
             ports,
             ..BufParams::default()
+        }),
+        ..cfg.clone()
+    };
+    c.validate().unwrap();
+    c
+}
+
+/// `cfg` as rowfused, its S arrays holding rows of `keys` keys.
+fn rowfused(cfg: &CoreConfig, keys: u32) -> CoreConfig {
+    let c = CoreConfig {
+        name: format!("{}_rowfused{keys}", cfg.name),
+        variant: Variant::Rowfused(RowParams {
+            keys,
+            ..RowParams::default()
         }),
         ..cfg.clone()
     };
@@ -171,6 +185,13 @@ fn small_buffered_core_is_bit_exact() {
     scenarios(&wide(&buffered(&small(), 2), 64, 4), 60, 300, 94);
 }
 
+/// The row-materializing baseline (whole rows of S in the S arrays, a two-pass softmax) on the
+/// same shapes, against its own model (standard attention's order).
+#[test]
+fn small_rowfused_core_is_bit_exact() {
+    scenarios(&rowfused(&small(), 512), 60, 300, 95);
+}
+
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
 /// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d, as buf2d with
 /// single-port P banks (PV and the softmax take turns), 128-bit words (an S word spans two
@@ -236,6 +257,7 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         tiered(&small()),
         stacked(&small(), 3),
         linked(&small(), 8),
+        rowfused(&small(), 128),
     ];
     for cfg in cfgs {
         let (model, p) = core(&cfg);
@@ -306,6 +328,17 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         assert_eq!(r.counters["macs"], reg.counters["macs"]);
         assert_eq!(r.counters["p_buf_reads"], reg.counters["p_buf_reads"]);
     }
+    // rowfused: buf2d's events (each score copied once, read by the max sweep and by the exp
+    // sweep), in another order: every QK and max sweep of a tile first, then per block the exp
+    // sweep and PV, so more cycles wait for the row engines.
+    let row = &runs[6];
+    for (n, v) in &buf2.counters {
+        if !["cycles", "mac_cycles"].contains(&n.as_str()) && !n.starts_with("stall_") {
+            assert_eq!(row.counters[n], *v, "rowfused {n}");
+        }
+    }
+    assert_eq!(row.counters["mac_cycles"], buf2.counters["mac_cycles"]);
+    assert!(row.counters["stall_softmax"] > buf2.counters["stall_softmax"]);
     let cycles = |r: &regflash::verify::attention::CoreRun| r.counters["cycles"];
     let stall = |r: &regflash::verify::attention::CoreRun| r.counters["stall_softmax"];
     assert!(cycles(reg) < cycles(buf2) && cycles(buf2) < cycles(buf1));
@@ -471,6 +504,18 @@ fn bad_problems_are_refused() {
         run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap_err()
     );
     assert!(e.contains("index_bits"), "{e}");
+    // rowfused runs rows of S up to its S arrays' capacity, and refuses longer ones.
+    let rf = CoreParams::from_config(&rowfused(&small(), 64)).unwrap();
+    let shape = |k| {
+        regflash::verify::attention::check_core_shape(&rf, 1, 8, k, 16, OutFormat::F16)
+            .map_err(|e| e.to_string())
+    };
+    assert!(shape(64).is_ok());
+    let e = shape(65).unwrap_err();
+    assert!(
+        e.contains("keys = 64") && e.contains("raise keys to 128"),
+        "{e}"
+    );
 }
 
 /// The sequencer alone, in a random environment (ready flags, busy rows and readout), follows

@@ -40,6 +40,14 @@ fn extrapolation_matches_stepping() {
         ("small", Variant::Reg2d, 1536),
         ("small", Variant::reg3d(2), 1536),
         ("medium", Variant::buf2d(), 2048),
+        (
+            "small",
+            Variant::Rowfused(hdl::config::RowParams {
+                keys: 2048,
+                macro_blackbox: false,
+            }),
+            1536,
+        ),
         ("npu16", Variant::Reg2d, 4096),
         ("seed", Variant::Reg2d, 8192),
     ];

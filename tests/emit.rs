@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gen::tools::ScratchDir;
-use hdl::config::{BufParams, CoreConfig, StackParams, Variant};
+use hdl::config::{BufParams, CoreConfig, RowParams, StackParams, Variant};
 use hdl::Design;
 use regflash::design::{generate, Target};
 use regflash::units::UNITS;
@@ -208,6 +208,51 @@ fn buffered_unit_gates(unit: &str, word: u32, banks: u32) {
     };
     let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
     assert_lint_clean(dir.path());
+}
+
+/// rowfused passes the same gates: the whole core lints clean (with its arrays as behavioural
+/// RAM and as macro blackboxes), its PE row and sequencer synthesize without latches or loops,
+/// and the manifest lists per PE row an S array of whole rows (a × keys = 2 × 64 FP32 scores)
+/// and buf2d's P array (2 × 16 FP16 weights).
+#[test]
+fn rowfused_core_passes_the_gates_and_lists_its_banks() {
+    for blackbox in [false, true] {
+        let rf = RowParams {
+            keys: 64,
+            macro_blackbox: blackbox,
+        };
+        let cfg = CoreConfig {
+            variant: Variant::Rowfused(rf),
+            ..small()
+        };
+        let (dir, manifest) = gen_into(&cfg, Target::Core);
+        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+        assert!(warnings.is_empty(), "{warnings:#?}");
+        let srams: Vec<_> = manifest
+            .memories
+            .iter()
+            .filter(|m| m.module.starts_with("sram_"))
+            .collect();
+        let mut banks: Vec<_> = srams
+            .iter()
+            .map(|m| (m.depth, m.width, m.copies, m.blackbox))
+            .collect();
+        banks.sort();
+        assert_eq!(banks, [(32, 16, 4, blackbox), (128, 32, 4, blackbox)]);
+        let bits: u64 = srams.iter().map(|m| m.bits()).sum();
+        assert_eq!(bits, 8 * rf.bytes_needed(&cfg));
+    }
+    for unit in ["pe_row", "sequencer"] {
+        let cfg = CoreConfig {
+            variant: Variant::Rowfused(RowParams {
+                keys: 64,
+                macro_blackbox: false,
+            }),
+            ..small()
+        };
+        let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
+        assert_lint_clean(dir.path());
+    }
 }
 
 /// reg3d passes the same gates with two tiers and with three: the whole core lints clean

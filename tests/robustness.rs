@@ -337,6 +337,14 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "6",
             vec![GlbNoHit, GlbStaleTag],
         ),
+        // rowfused: its own phase order (every QK and max pass first) and its exp passes'
+        // rescale shift (0 against the row's final max).
+        (
+            "rowfused",
+            "variant = \"rowfused\"\nbc = 2\n[rowfused]\nkeys = 16\n".to_string(),
+            "6",
+            schedule.into_iter().chain([WrongRescale]).collect(),
+        ),
         // Three tiers: the same phase streams; the softmax tier's S registers are its own.
         (
             "reg3d_t3",

@@ -369,6 +369,31 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
     assert!(launches >= 60, "{launches} launches");
 }
 
+/// rowfused's S arrays bound the keys it runs (`REGFLASH_CFG_ROW_KEYS`): its DMA refuses a K
+/// or V descriptor of more keys with TOO_LARGE before reading any (`verify --unit dma`'s
+/// directed case), and on the top a `K_LEN` past them ends that way with one DONE event, among
+/// the launch contract's other paths.
+#[test]
+fn rowfused_refuses_rows_longer_than_its_s_arrays() {
+    let cfg = CoreConfig {
+        name: "small_rowfused32".into(),
+        variant: hdl::config::Variant::Rowfused(hdl::config::RowParams {
+            keys: 32,
+            macro_blackbox: false,
+        }),
+        ..small()
+    };
+    cfg.validate().unwrap();
+    let r =
+        regflash::verify::run::verify_block(&cfg, "dma", 0, 5).unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(r.directed_vectors > 0, "{r:?}");
+    let p = CoreParams::from_config(&cfg).unwrap();
+    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
+    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 43)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(launches >= 40, "{launches} launches");
+}
+
 /// The C driver example, compiled against the generated header with `REGFLASH_IO_HOOKS` into a
 /// shared library whose register accesses are AXI4-Lite transactions on the simulated top:
 /// `regflash_probe` finds the core, `regflash_run` programs a grouped-query problem (strides,

@@ -116,8 +116,9 @@ pub struct ConfigArgs {
     /// Override: 32-bit registers per PE.
     #[arg(long)]
     pub regs: Option<u32>,
-    /// Override: where S and P live: reg2d (PE registers), buf2d (an on-chip SRAM buffer), or
-    /// reg3d (stacked tiers).
+    /// Override: where S and P live: reg2d (PE registers), buf2d (an on-chip SRAM buffer),
+    /// reg3d (stacked tiers), or rowfused (whole rows of S in the buffer, a two-pass softmax:
+    /// the row-materializing baseline).
     #[arg(long)]
     pub variant: Option<VariantKind>,
     /// Override: reg3d's tiers (2: QK with the softmax engines, PV; 3: QK, softmax, PV).

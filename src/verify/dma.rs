@@ -466,7 +466,8 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
     let d = *d;
     let beat = d.beat_bytes() as u64;
     // Read regions in the lower half, the write region in the upper half: no read/write races.
-    let read = |rows: u32, beats: u32| {
+    // K and V within the keys rowfused's S arrays hold.
+    let read = |rows: u32, beats: u32, most: Option<u32>| {
         prop::option::weighted(
             0.8,
             (
@@ -474,7 +475,12 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
                 0u32..40,
             ),
         )
-        .prop_map(|j| j.map(|(desc, hold)| ReadJob { desc, hold }))
+        .prop_map(move |j| {
+            j.map(|(mut desc, hold)| {
+                desc.rows = desc.rows.min(most.map_or(u64::MAX, u64::from));
+                ReadJob { desc, hold }
+            })
+        })
     };
     let write = prop::option::weighted(
         0.6,
@@ -495,9 +501,9 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
     );
     (
         (
-            read(d.q.rows, d.q.row_beats),
-            read(d.k.rows, d.k.row_beats),
-            read(d.v.rows, d.v.row_beats),
+            read(d.q.rows, d.q.row_beats, None),
+            read(d.k.rows, d.k.row_beats, d.kv_max_rows),
+            read(d.v.rows, d.v.row_beats, d.kv_max_rows),
         ),
         write,
         prop_oneof![Just(1u32), 2u32..=30, 90u32..=130],
@@ -743,6 +749,17 @@ pub fn check_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
         };
         let mut all = cases.clone();
         all.push(("row longer than the buffer", long, error::TOO_LARGE));
+        // rowfused: K and V of more keys than its S arrays hold.
+        if let (Some(keys), "k" | "v") = (d.kv_max_rows, ch) {
+            all.push((
+                "more keys than the S arrays hold",
+                Desc {
+                    rows: keys as u64 + 1,
+                    ..good
+                },
+                error::TOO_LARGE,
+            ));
+        }
         if ch == "o" {
             all.retain(|(w, _, _)| !w.contains("block"));
             all.push((

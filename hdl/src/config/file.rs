@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{CoreConfig, DEFAULT_TOP_NAME};
 use crate::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
 use crate::glb::{GlbParams, GlbPlacement};
-use crate::variants::{BufParams, StackParams, Variant, VariantKind};
+use crate::variants::{BufParams, RowParams, StackParams, Variant, VariantKind};
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`]. Also the
 /// serialized form of a whole `CoreConfig` (every key, no preset, no flat variant keys).
@@ -78,6 +78,15 @@ pub(super) struct ConfigFile {
     buf2d: Option<BufParams>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reg3d: Option<StackParams>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rowfused: Option<RowParams>,
+}
+
+/// The variants' sections a file gives.
+struct Sections {
+    buf2d: Option<BufParams>,
+    reg3d: Option<StackParams>,
+    rowfused: Option<RowParams>,
 }
 
 /// The variants' knobs as flat keys, as files spelled them before the `[buf2d]` and `[reg3d]`
@@ -136,6 +145,7 @@ impl From<&CoreConfig> for ConfigFile {
             vlink_bits: None,
             buf2d: c.variant.buf().copied(),
             reg3d: c.variant.stack().copied(),
+            rowfused: c.variant.rowfused().copied(),
         }
     }
 }
@@ -189,8 +199,11 @@ impl ConfigFile {
         let (variant, notes) = resolve_variant(
             self.variant,
             base_variant,
-            self.buf2d,
-            self.reg3d,
+            Sections {
+                buf2d: self.buf2d,
+                reg3d: self.reg3d,
+                rowfused: self.rowfused,
+            },
             &LegacyKeys {
                 buf_ports: self.buf_ports,
                 buf_bytes: self.buf_bytes,
@@ -255,14 +268,19 @@ impl ConfigFile {
 fn resolve_variant(
     kind: Option<VariantKind>,
     base: Option<Variant>,
-    buf2d: Option<BufParams>,
-    reg3d: Option<StackParams>,
+    sections: Sections,
     legacy: &LegacyKeys,
 ) -> Result<(Variant, Vec<String>)> {
+    let Sections {
+        buf2d,
+        reg3d,
+        rowfused,
+    } = sections;
     let kind = kind.or(base.map(|b| b.kind())).unwrap_or_default();
     for (section, given) in [
         (VariantKind::Buf2d, buf2d.is_some()),
         (VariantKind::Reg3d, reg3d.is_some()),
+        (VariantKind::Rowfused, rowfused.is_some()),
     ] {
         ensure!(
             !given || kind == section,
@@ -282,6 +300,11 @@ fn resolve_variant(
         VariantKind::Reg3d => Variant::Reg3d(
             reg3d
                 .or(from_base.and_then(|b| b.stack().copied()))
+                .unwrap_or_default(),
+        ),
+        VariantKind::Rowfused => Variant::Rowfused(
+            rowfused
+                .or(from_base.and_then(|b| b.rowfused().copied()))
                 .unwrap_or_default(),
         ),
     };

@@ -16,7 +16,7 @@ mod file;
 mod presets;
 mod validate;
 
-pub use crate::variants::{BufParams, Dataflow, StackParams, Variant, VariantKind};
+pub use crate::variants::{BufParams, Dataflow, RowParams, StackParams, Variant, VariantKind};
 use file::ConfigFile;
 pub use presets::PRESETS;
 
@@ -203,6 +203,7 @@ impl CoreConfig {
             axi_outstanding: self.axi_outstanding,
             faults: false,
             glb: self.glb.rtl(self.mem_width, row_beats, self.bc),
+            kv_max_rows: self.variant.flow().row_keys(),
         }
     }
 
@@ -223,7 +224,13 @@ impl CoreConfig {
         );
         let block =
             self.head_dim as u64 * a as u64 * b as u64 + self.bc as u64 * a as u64 * e as u64;
-        (16 * block + 4 * MAX_MEM_LATENCY as u64 + 4096).min(1 << 23) as u32
+        // rowfused: a V block landed early waits for the tile's QKs and max passes (a copy
+        // and a max sweep of each block).
+        let two_pass = self.variant.flow().row_keys().map_or(0, |k| {
+            let softmax = 3 * a as u64 * self.bc as u64 + 64 * a as u64;
+            (k / self.bc.max(1)) as u64 * (block + softmax)
+        });
+        (16 * block + two_pass + 4 * MAX_MEM_LATENCY as u64 + 4096).min(1 << 23) as u32
     }
 
     /// The row-reduction tree across the PE columns.

@@ -659,6 +659,8 @@ fn pe_rows(
                     start: seq.sm_go,
                     first: seq.sm_first,
                     slot: seq.sm_slot,
+                    second: seq.sm_second,
+                    blk: seq.sm_blk,
                 },
                 ro: pe_row::RoCtl {
                     start: ro.go,

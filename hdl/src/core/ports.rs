@@ -217,7 +217,7 @@ group! {
     /// the fetch unit, the readout and the counters need of it.
     pub struct SeqOut<T> {
         go, busy, done, start_qk, start_pv, qk_last_step, pv_last_step, sm_go, sm_first,
-        sm_slot, sm_kbase, blk, pv_blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
+        sm_slot, sm_second, sm_blk, sm_kbase, blk, pv_blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
         o_head_off, o_row_bytes, skipped, qk_issued, pv_issued;
         latched: Problem<T>,
         pe: PeStep<T>,

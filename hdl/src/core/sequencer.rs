@@ -72,6 +72,8 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         sm_go: 1,
         sm_first: 1,
         sm_slot: 1,
+        sm_second: 1,
+        sm_blk: p.row.blk_bits().max(1),
         sm_kbase: i,
         blk: i,
         pv_blk: i,
@@ -313,7 +315,9 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         pv_last_step: ph.pv_last_step,
         sm_go: sm.go,
         sm_first: sm.first,
-        sm_slot: r.sm_done.q.bit(0),
+        sm_slot: sm.blk.bit(0),
+        sm_second: sm.second,
+        sm_blk: sm.blk.trunc(p.row.blk_bits().max(1)),
         sm_kbase: sm.kbase,
         blk: r.ph_blk.q,
         pv_blk,
@@ -357,10 +361,20 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     // channels' look-ahead is not needed.
     m.discard(i.k_next);
     m.discard(i.v_next);
-    let qk_allowed = qk_issued_n.lt(pv_issued_n + 2);
-    let want_qk = qk_more & qk_allowed;
+    // rowfused runs every QK of the tile first (its S goes to the rows' S arrays), and a
+    // block's PV after its exp pass, the softmaxes after the tile's nblk max passes.
+    let two = p.row.two_pass();
+    let want_qk = if two {
+        qk_more
+    } else {
+        qk_more & qk_issued_n.lt(pv_issued_n + 2)
+    };
     let pv_more = pv_issued_n.lt(qk_issued_n);
-    let sm_ahead = r.sm_done.q.gt(pv_issued_n);
+    let sm_ahead = if two {
+        r.sm_done.q.gt(pv_issued_n + r.nblk.q)
+    } else {
+        r.sm_done.q.gt(pv_issued_n)
+    };
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
     let one = m.lit(1, 1);
@@ -705,6 +719,10 @@ fn count_by(m: &mut ModuleBuilder, r: &Regs, reg: RegHandle, inc: Sig, skip: Opt
 /// The softmax trigger's outputs.
 struct Softmax {
     go: Sig,
+    /// rowfused: the next softmax is an exp pass, and its block (the block it works on: the
+    /// softmax count, less the tile's blocks in an exp pass).
+    second: Sig,
+    blk: Sig,
     /// The row engines run a block's softmax (from the cycle after `go` until they are idle).
     running: Sig,
     first: Sig,
@@ -717,9 +735,21 @@ struct Softmax {
 fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Softmax {
     let sm_running = m.reg("sm_running", 1, Some(0));
     let sm_kbase = m.reg("sm_kbase", p.index_bits, Some(0));
-    let sm_more = r.sm_done.q.lt(r.nblk.q);
-    let qk_ready = r.qk_done.q.gt(r.sm_done.q);
-    let p_free = (r.pv_issued.q + 1).ge(r.sm_done.q);
+    // rowfused: softmaxes 0 .. nblk − 1 are the max passes (each after its block's QK),
+    // nblk .. 2·nblk − 1 the exp passes of blocks 0 .. nblk − 1 (each once P is free).
+    let two = p.row.two_pass();
+    let (sm_more, second, blk) = if two {
+        let second = r.sm_done.q.ge(r.nblk.q);
+        let zero = m.zero(p.index_bits);
+        let back = mux(second, r.nblk.q, zero);
+        let all = r.nblk.q + r.nblk.q;
+        (r.sm_done.q.lt(all), second, r.sm_done.q - back)
+    } else {
+        (r.sm_done.q.lt(r.nblk.q), m.zero(1), r.sm_done.q)
+    };
+    let qk_ready = r.qk_done.q.gt(r.sm_done.q) | second;
+    let p_free = (r.pv_issued.q + 1).ge(blk);
+    let p_free = if two { p_free | !second } else { p_free };
     let first_block = r.sm_done.q.is_zero();
     let ro_ok = i.ro_idle | !first_block;
     let not_busy = !i.rows_busy;
@@ -754,10 +784,12 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     reg_set(m, sm_running, run_d, sm_go | finished);
     count_by(m, r, r.sm_done, finished, None);
     let bcl = m.lit(p.index_bits, p.bc() as u64);
-    let next_kbase = r.sm_done.q.mul_lo(bcl, p.index_bits);
+    let next_kbase = blk.mul_lo(bcl, p.index_bits);
     reg_set(m, sm_kbase, next_kbase, sm_go);
     Softmax {
         go: sm_go,
+        second,
+        blk,
         running: sm_running.q,
         first: first_block,
         kbase: sm_kbase.q,

@@ -67,6 +67,16 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
                 .into(),
         ),
         (
+            "ROW_KEYS",
+            p.row.flow().row_keys().map_or(max, u64::from),
+            format!(
+                "the longest K_LEN (and varlen key length) the design runs: rowfused keeps a \
+                 query tile's whole rows of S, this many keys; a longer one stops the run with \
+                 ERR_CODE {} (TOO_LARGE). The fused designs: MAX_LEN",
+                crate::dma::error::TOO_LARGE
+            ),
+        ),
+        (
             "ADDR_VALUE_BITS",
             ADDR_VALUE_BITS as u64,
             format!(
@@ -366,7 +376,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             vec![
                 field("ROWS_M1", 0, 8, "PE rows - 1"),
                 field("COLS_M1", 8, 8, "PE columns - 1"),
-                field("VARIANT", 16, 2, "0 reg2d, 1 buf2d, 2 reg3d"),
+                field("VARIANT", 16, 2, "0 reg2d, 1 buf2d, 2 reg3d, 3 rowfused"),
                 field("TIERS", 18, 2, "tiers of the stack (1, or 2 or 3 in reg3d)"),
                 field("MEM_IF", 20, 1, "memory interface: 0 simple, 1 AXI4"),
                 field("VERSION", 24, 8, "register-map version"),

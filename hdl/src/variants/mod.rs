@@ -9,11 +9,14 @@
 //! - `reg2d`: S in the PE registers, P in each row's P bank (register-level FlashAttention);
 //! - `buf2d`: the same array with S and P in an SRAM buffer per PE row (the buffered 2-D
 //!   baseline);
-//! - `reg3d`: QK, (softmax,) PV on stacked tiers with register-to-register vertical links.
+//! - `reg3d`: QK, (softmax,) PV on stacked tiers with register-to-register vertical links;
+//! - `rowfused`: buf2d with each query row's whole row of S in the buffer and a two-pass
+//!   softmax (the row-materializing baseline, FLAT).
 
 mod buf2d;
 mod reg2d;
 mod reg3d;
+mod rowfused;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -21,6 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use buf2d::BufParams;
 pub use reg2d::Reg2d;
 pub use reg3d::StackParams;
+pub use rowfused::RowParams;
 
 use crate::config::CoreConfig;
 
@@ -84,6 +88,13 @@ pub trait Dataflow {
         2
     }
 
+    /// Keys of a query row the S array holds when it keeps whole rows of S (rowfused): the
+    /// softmax then runs in two passes, the row's max over every block first, then the
+    /// weights with no online rescale. None: one block at a time, online softmax.
+    fn row_keys(&self) -> Option<u32> {
+        None
+    }
+
     /// The SRAM arrays are emitted as memory-macro blackboxes.
     fn blackbox(&self) -> bool {
         false
@@ -131,17 +142,26 @@ pub enum VariantKind {
     Buf2d,
     /// QK, softmax and PV on stacked tiers with register-to-register vertical links.
     Reg3d,
+    /// buf2d with whole rows of S in the buffer and a two-pass softmax (row-materializing
+    /// fused attention, the FLAT baseline).
+    Rowfused,
 }
 
 impl VariantKind {
     /// Every variant, by name.
-    pub const ALL: [VariantKind; 3] = [VariantKind::Reg2d, VariantKind::Buf2d, VariantKind::Reg3d];
+    pub const ALL: [VariantKind; 4] = [
+        VariantKind::Reg2d,
+        VariantKind::Buf2d,
+        VariantKind::Reg3d,
+        VariantKind::Rowfused,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             VariantKind::Reg2d => "reg2d",
             VariantKind::Buf2d => "buf2d",
             VariantKind::Reg3d => "reg3d",
+            VariantKind::Rowfused => "rowfused",
         }
     }
 
@@ -159,6 +179,7 @@ impl VariantKind {
             VariantKind::Reg2d => "REG2D",
             VariantKind::Buf2d => "BUF2D",
             VariantKind::Reg3d => "REG3D",
+            VariantKind::Rowfused => "ROWFUSED",
         }
     }
 
@@ -168,6 +189,7 @@ impl VariantKind {
             VariantKind::Reg2d => Variant::Reg2d,
             VariantKind::Buf2d => Variant::Buf2d(BufParams::default()),
             VariantKind::Reg3d => Variant::Reg3d(StackParams::default()),
+            VariantKind::Rowfused => Variant::Rowfused(RowParams::default()),
         }
     }
 }
@@ -185,7 +207,9 @@ impl std::str::FromStr for VariantKind {
             .into_iter()
             .find(|v| v.name() == s)
             .ok_or_else(|| {
-                anyhow::anyhow!("unknown variant `{s}`: choose one of reg2d, buf2d, reg3d")
+                anyhow::anyhow!(
+                    "unknown variant `{s}`: choose one of reg2d, buf2d, reg3d, rowfused"
+                )
             })
     }
 }
@@ -200,6 +224,8 @@ pub enum Variant {
     Buf2d(BufParams),
     /// QK, (softmax,) PV on stacked tiers.
     Reg3d(StackParams),
+    /// Whole rows of S in an SRAM buffer beside each PE row, a two-pass softmax.
+    Rowfused(RowParams),
 }
 
 impl std::fmt::Display for Variant {
@@ -215,6 +241,7 @@ impl Variant {
             Variant::Reg2d => &Reg2d,
             Variant::Buf2d(b) => b,
             Variant::Reg3d(s) => s,
+            Variant::Rowfused(r) => r,
         }
     }
 
@@ -224,6 +251,10 @@ impl Variant {
             Variant::Buf2d(b) => Variant::Buf2d(BufParams {
                 macro_blackbox: false,
                 ..b
+            }),
+            Variant::Rowfused(r) => Variant::Rowfused(RowParams {
+                macro_blackbox: false,
+                ..r
             }),
             v => v,
         }
@@ -247,6 +278,7 @@ impl Variant {
             Variant::Reg2d => VariantKind::Reg2d,
             Variant::Buf2d(_) => VariantKind::Buf2d,
             Variant::Reg3d(_) => VariantKind::Reg3d,
+            Variant::Rowfused(_) => VariantKind::Rowfused,
         }
     }
 
@@ -258,6 +290,14 @@ impl Variant {
     pub fn buf(&self) -> Option<&BufParams> {
         match self {
             Variant::Buf2d(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// rowfused's knobs.
+    pub fn rowfused(&self) -> Option<&RowParams> {
+        match self {
+            Variant::Rowfused(r) => Some(r),
             _ => None,
         }
     }

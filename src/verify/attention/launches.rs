@@ -37,6 +37,9 @@ pub enum Path {
     /// A head stride that takes the last head past 2^addr_bits (it would alias the bottom of
     /// memory): ADDRESS at START, memory untouched.
     Wraps,
+    /// rowfused: `K_LEN` one past the keys its S arrays hold: TOO_LARGE (the K and V
+    /// descriptors are refused before any key is read).
+    LongRows,
 }
 
 /// One launch: its path and how the driver waits.
@@ -49,18 +52,37 @@ pub struct Launch {
 /// Random launch sequences for core `p` (bus errors only with the AXI4 master).
 pub fn launches(p: &CoreParams) -> impl Strategy<Value = Vec<Launch>> {
     let axi = p.dma.mem_if == MemIf::Axi4;
-    let path = prop_oneof![
-        3 => Just(Path::Run),
-        1 => Just(Path::Misaligned),
-        2 => Just(Path::BadList),
-        1 => Just(Path::Abort),
-        (if axi { 1 } else { 0 }) => any::<bool>().prop_map(|decode| Path::BusError { decode }),
-        2 => any::<bool>().prop_map(|no_heads| Path::Empty { no_heads }),
-        1 => Just(Path::NoKeys),
-        1 => Just(Path::BatchNoKeys),
-        2 => any::<bool>().prop_map(|stride| Path::Beyond { stride }),
-        1 => Just(Path::Wraps),
+    // (weight, path): the paths this core has (weight 0: it has not).
+    let options: Vec<(u32, BoxedStrategy<Path>)> = vec![
+        (3, Just(Path::Run).boxed()),
+        (1, Just(Path::Misaligned).boxed()),
+        (2, Just(Path::BadList).boxed()),
+        (1, Just(Path::Abort).boxed()),
+        (
+            axi as u32,
+            any::<bool>()
+                .prop_map(|decode| Path::BusError { decode })
+                .boxed(),
+        ),
+        (
+            2,
+            any::<bool>()
+                .prop_map(|no_heads| Path::Empty { no_heads })
+                .boxed(),
+        ),
+        (1, Just(Path::NoKeys).boxed()),
+        (1, Just(Path::BatchNoKeys).boxed()),
+        (
+            2,
+            any::<bool>()
+                .prop_map(|stride| Path::Beyond { stride })
+                .boxed(),
+        ),
+        (1, Just(Path::Wraps).boxed()),
+        (2 * p.row.two_pass() as u32, Just(Path::LongRows).boxed()),
     ];
+    let path =
+        prop::strategy::Union::new_weighted(options.into_iter().filter(|(w, _)| *w > 0).collect());
     let wait = prop_oneof![Just(Wait::Interrupt), Just(Wait::Poll)];
     prop::collection::vec(
         (path, wait).prop_map(|(path, wait)| Launch { path, wait }),
@@ -88,6 +110,9 @@ pub fn directed(p: &CoreParams) -> Vec<Vec<Launch>> {
     if axi {
         paths.push(Path::BusError { decode: false });
         paths.push(Path::BusError { decode: true });
+    }
+    if p.row.two_pass() {
+        paths.push(Path::LongRows);
     }
     let l = |path, wait| Launch { path, wait };
     let mut seqs = vec![];
@@ -225,6 +250,11 @@ fn launch(
             drv.write("Q_HEAD_STRIDE_LO", stride & 0xFFFF_FFFF, &mut mem)?;
             drv.write("Q_HEAD_STRIDE_HI", stride >> 32, &mut mem)?;
             (error::ADDRESS, true)
+        }
+        Path::LongRows => {
+            let keys = p.row.flow().row_keys().expect("rowfused");
+            drv.write("K_LEN", keys as u64 + 1, &mut mem)?;
+            (error::TOO_LARGE, false)
         }
     };
     let before = mem.stats;

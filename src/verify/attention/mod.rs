@@ -211,8 +211,12 @@ impl Attention {
             cols: p.row.cols as usize,
             causal: self.causal,
             out: self.out,
-            // Every design regflash builds is fused (online softmax).
-            softmax: kernels::flash::SoftmaxPass::Online,
+            // The fused designs' online softmax, or rowfused's two passes over whole rows.
+            softmax: if p.row.two_pass() {
+                kernels::flash::SoftmaxPass::TwoPass
+            } else {
+                kernels::flash::SoftmaxPass::Online
+            },
         }
     }
 
@@ -344,6 +348,18 @@ pub fn check_core_shape(
         q_len.max(k_len),
         p.index_bits
     );
+    // rowfused holds a query tile's whole rows of S: the last tile sees every key.
+    if let Some(keys) = p.row.flow().row_keys() {
+        ensure!(
+            k_len <= keys as usize,
+            "k_len = {k_len} is longer than the rows of S rowfused holds: its S arrays keep \
+             [rowfused] keys = {keys} keys a query row, and a query tile sees up to k_len keys: \
+             raise keys to {} or more (a power-of-two multiple of bc = {}), or shorten the \
+             sequence",
+            k_len.div_ceil(p.bc() as usize).next_power_of_two() * p.bc() as usize,
+            p.bc()
+        );
+    }
     let bytes = Layout::upper_bound(heads, q_len, k_len, head_dim, out).map(|l| l.size);
     let reach = 1u64 << p.addr_bits;
     ensure!(

@@ -13,8 +13,11 @@ interface! {
 }
 
 interface! {
-    /// The softmax of a block (`sm_*`): start, the tile's first block, the S slot it reads.
-    pub struct SmCtl { start, first, slot }
+    /// The softmax of a block (`sm_*`): start, the tile's first block, the block's parity (its
+    /// S slot, P slot and shift), and in rowfused the pass (`second`: the exp pass over S
+    /// already in the array; else the copy and the max sweep) and the block's place in the S
+    /// array (`blk`; both unused, and 0, in the other designs).
+    pub struct SmCtl { start, first, slot, second, blk }
 }
 
 interface! {
@@ -100,6 +103,8 @@ impl PeRowConfig {
                 start: 1,
                 first: 1,
                 slot: 1,
+                second: 1,
+                blk: self.blk_bits().max(1),
             },
             ro: RoCtl { start: 1, zero: 1 },
         }

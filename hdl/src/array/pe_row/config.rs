@@ -68,6 +68,21 @@ impl PeRowConfig {
         self.flow().s_in_sram()
     }
 
+    /// The S array holds whole rows of S and the softmax runs in two passes (rowfused).
+    pub fn two_pass(&self) -> bool {
+        self.flow().row_keys().is_some()
+    }
+
+    /// Blocks of a query row the S array holds (1 but in rowfused).
+    pub fn s_blocks(&self) -> u32 {
+        self.flow().row_keys().map_or(1, |k| k / self.bc())
+    }
+
+    /// Bits of a block's place in a query row of the S array (0 with one block).
+    pub fn blk_bits(&self) -> u32 {
+        self.s_blocks().trailing_zeros()
+    }
+
     /// Three tiers: the row engine and its S registers on a tier of their own.
     pub fn softmax_tier(&self) -> bool {
         self.flow().softmax_tier()
@@ -116,9 +131,18 @@ impl PeRowConfig {
     /// in buf2d the copy of S (a·Bc), on a tile's first block `RE_INIT`, then per query row the
     /// max sweep (Bc), `RE_MAX_WAIT` (buf2d), the max update, the exp sweep (Bc), the drain
     /// and the sum update. The cycle model (`regflash::cycles`) runs the engine on this.
-    pub fn softmax_cycles(&self, first: bool) -> u32 {
+    /// rowfused's passes (`second`: the exp pass): the copy, `RE_INIT` on the tile's first
+    /// block, and per query row the max sweep, `RE_MAX_WAIT` and the max update; or per query
+    /// row the max update, the exp sweep, the drain and the sum update.
+    pub fn softmax_cycles(&self, first: bool, second: bool) -> u32 {
         let buffered = self.s_in_sram() as u32;
         let bc = self.bc();
+        if self.two_pass() {
+            return match second {
+                false => self.a * bc + first as u32 + self.a * (bc + 2),
+                true => self.a * (bc + 3 + self.drain_latency()),
+            };
+        }
         buffered * self.a * bc
             + first as u32
             + self.a * (2 * bc + buffered + 3 + self.drain_latency())
@@ -131,12 +155,12 @@ impl PeRowConfig {
     }
 
     /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
-    /// in `banks` banks, single-port.
+    /// in `banks` banks, single-port; in rowfused a × `row_keys` scores at (ii, block, j).
     pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
         let f = self.flow();
         let per = f.elems_per_word().0;
         f.s_in_sram().then(|| crate::sram::SramConfig {
-            depth: (1 << (self.ii_bits() + self.word_bits(per))) / f.banks(),
+            depth: (1 << (self.ii_bits() + self.blk_bits() + self.word_bits(per))) / f.banks(),
             width: self.elem_bits().1 * per,
             ports: 1,
             blackbox: f.blackbox(),

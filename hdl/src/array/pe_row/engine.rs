@@ -33,6 +33,10 @@ pub(super) struct EngineRegs {
     pub(super) qq: RegHandle,
     /// The S slot of the block the softmax works on.
     pub(super) slot: Sig,
+    /// rowfused: the softmax is the exp pass (S already in the array), and the block's place
+    /// in the S array (None elsewhere, and with one block).
+    pub(super) second: Option<Sig>,
+    pub(super) blk: Option<Sig>,
     pub(super) in_copy: Sig,
     pub(super) in_max: Sig,
     pub(super) in_exp: Sig,
@@ -43,7 +47,21 @@ impl EngineRegs {
     /// The engine's state machine, sweep counters and the slot of the block it works on.
     pub(super) fn new(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &RowIn) -> EngineRegs {
         let state = Fsm::new(m, "state", Engine::Idle);
+        let two = cfg.two_pass();
+        let second = two.then(|| m.hold("second", i.sm.second, i.sm.start));
+        if !two {
+            m.discard(i.sm.second);
+        }
+        let blk = match cfg.blk_bits() {
+            0 => {
+                m.discard(i.sm.blk);
+                None
+            }
+            n => Some(m.hold("blk", i.sm.blk.slice(n - 1, 0), i.sm.start)),
+        };
         EngineRegs {
+            second,
+            blk,
             ii: m.reg("ii", cfg.ii_bits(), Some(0)),
             cc: m.reg("cc", addr_bits(cfg.cols), Some(0)),
             jj: m.reg("jj", cfg.jj_bits(), Some(0)),
@@ -105,6 +123,25 @@ pub(super) fn sequencing(
     } else {
         after_copy
     };
+    // rowfused: the max pass (copy, then per query row the max sweep and update) or the exp
+    // pass (per query row a max update against −Inf, which leaves the row's final max and a
+    // shift of 0, then the exp sweep, drain and sum update).
+    let after_start = if cfg.two_pass() {
+        mux(i.sm.second, c(Engine::MaxUpdate), after_start)
+    } else {
+        after_start
+    };
+    let (after_max_update, next_row) = match e.second {
+        Some(second) => (
+            mux(
+                second,
+                c(Engine::ExpSweep),
+                pick(ii_last, Engine::Idle, Engine::MaxSweep),
+            ),
+            pick(second, Engine::MaxUpdate, Engine::MaxSweep),
+        ),
+        None => (c(Engine::ExpSweep), c(Engine::MaxSweep)),
+    };
     let from_idle = mux(
         i.sm.start,
         after_start,
@@ -125,17 +162,22 @@ pub(super) fn sequencing(
         Engine::MaxSweep => pick(sweep_end, after_max, Engine::MaxSweep),
         Engine::MaxWait if buffered => c(Engine::MaxUpdate),
         Engine::SCopy | Engine::MaxWait => c(Engine::Idle),
-        Engine::MaxUpdate => c(Engine::ExpSweep),
+        Engine::MaxUpdate => after_max_update,
         Engine::ExpSweep => pick(sweep_end, Engine::ExpDrain, Engine::ExpSweep),
         Engine::ExpDrain => pick(drain_done, Engine::SumUpdate, Engine::ExpDrain),
-        Engine::SumUpdate => pick(ii_last, Engine::Idle, Engine::MaxSweep),
+        Engine::SumUpdate => mux(ii_last, c(Engine::Idle), next_row),
         Engine::RoRecip => c(Engine::RoWait),
         Engine::RoWait => pick(recip_done, Engine::RoSweep, Engine::RoWait),
         Engine::RoSweep => from_ros,
     });
     // ii: reset on a start, advance after a row's sum update or readout.
     let in_sumu = e.state.is(Engine::SumUpdate);
-    let ii_adv = or_all(&[in_sumu, e.in_ro & ro_end, e.in_copy & sweep_end]);
+    // rowfused's max pass moves to the next query row after its max update.
+    let mut adv = vec![in_sumu, e.in_ro & ro_end, e.in_copy & sweep_end];
+    if let Some(second) = e.second {
+        adv.push(start_sweep & !second);
+    }
+    let ii_adv = or_all(&adv);
     let reset_ii = (idle & i.sm.start) | (idle & i.ro.start);
     let zero_ii = m.zero(cfg.ii_bits());
     m.set_next(e.ii, mux(reset_ii, zero_ii, ii_next));

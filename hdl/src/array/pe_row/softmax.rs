@@ -164,7 +164,9 @@ pub(super) fn sweep_read(
     let per = cfg.flow().elems_per_word().0;
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
     let word = Word::of(cfg, j, per);
-    let addr = word.address(&[e.ii.q]);
+    // rowfused: the block's place in the query row's S.
+    let above: Vec<Sig> = std::iter::once(e.ii.q).chain(e.blk).collect();
+    let addr = word.address(&above);
     // A word's first score is read with it; the word is written with its last score.
     let re = word.at_first(e.in_max | e.in_exp);
     let we = word.at_last(e.in_copy);

@@ -36,6 +36,7 @@ pub(super) fn check_descriptor(
     d: &Descriptor,
     max_rows: u32,
     max_row_beats: u32,
+    max_total_rows: Option<u32>,
 ) -> Sig {
     let lb = cfg.beat_shift();
     let a = cfg.addr_bits;
@@ -58,6 +59,14 @@ pub(super) fn check_descriptor(
     let max_rows_lit = m.lit(rows_field.width(), max_rows as u64);
     let many_rows = rows_field.gt(max_rows_lit);
     let too_large = long_row | many_rows;
+    // rowfused's K and V: no more keys than its S arrays hold.
+    let too_large = match max_total_rows {
+        Some(n) if (n as u64) < (1u64 << cfg.index_bits) - 1 => {
+            let lit = m.lit(cfg.index_bits, n as u64);
+            too_large | d.rows.gt(lit)
+        }
+        _ => too_large,
+    };
     // Last byte: base + (rows - 1) * stride + row_bytes - 1, wide enough not to wrap.
     let w = a + cfg.index_bits + 2;
     let rows_m1 = d.rows - 1;
@@ -212,7 +221,8 @@ pub(super) fn build(
     let a = cfg.addr_bits;
     let iw = cfg.index_bits;
     let desc = Descriptor::inputs(m, cfg, name, read.is_some());
-    let code = check_descriptor(m, cfg, &desc, rows, row_beats);
+    let total = cfg.kv_max_rows.filter(|_| matches!(name, "k" | "v"));
+    let code = check_descriptor(m, cfg, &desc, rows, row_beats, total);
     let code = m.name(&format!("{name}_check"), code);
     let active = m.reg(&format!("{name}_active"), 1, Some(0));
     let error = m.reg(&format!("{name}_error"), error::BITS, Some(0));

@@ -36,6 +36,9 @@ pub struct DmaConfig {
     pub faults: bool,
     /// The global buffer between the K/V channels and the memory port (`crate::glb`).
     pub glb: Option<GlbConfig>,
+    /// The most rows a K or V descriptor may have (rowfused: the keys its S arrays hold);
+    /// a longer one stops with `TOO_LARGE`. None: no limit but `index_bits`.
+    pub kv_max_rows: Option<u32>,
 }
 
 /// The memory interface of the DMA (and of the core and the top).
@@ -139,7 +142,8 @@ pub mod error {
         (
             TOO_LARGE,
             "TOO_LARGE",
-            "rows or a row longer than the landing or staging buffer",
+            "rows or a row longer than the landing or staging buffer, or (rowfused) a K or V \
+             descriptor of more keys than the S arrays hold (REGFLASH_CFG_ROW_KEYS)",
         ),
         (
             OUT_OF_RANGE,
@@ -306,6 +310,10 @@ impl DmaConfig {
         let port = match (self.mem_if, &self.glb) {
             (MemIf::Axi4, _) | (_, Some(_)) if self.faults => format!("{port}_faults"),
             _ => port,
+        };
+        let port = match self.kv_max_rows {
+            Some(n) => format!("{port}_kv{n}"),
+            None => port,
         };
         format!(
             "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}{port}",

@@ -1,0 +1,99 @@
+//! rowfused, the row-materializing fused baseline (FLAT, DESIGN.md §8): buf2d's array, row
+//! engines and P banks, with each PE row's S array deep enough for its query rows' whole rows
+//! of S (`keys` keys). A tile runs in two passes:
+//!
+//! 1. every block's QK, each followed by the copy of its S into the array at the block's place
+//!    and a max sweep (the rows' max over the complete row of S, block by block);
+//! 2. per block, an exp sweep over S read back from the array against the row's final max (no
+//!    online rescale: every shift is 0), then the block's PV.
+//!
+//! Its arithmetic is standard attention's (`kernels::flash::SoftmaxPass::TwoPass`).
+
+use anyhow::{ensure, Result};
+use serde::{Deserialize, Serialize};
+
+use super::Dataflow;
+use crate::config::CoreConfig;
+
+/// rowfused's knobs (the `[rowfused]` section).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RowParams {
+    /// Keys of a query row the S array holds: the longest row of S (the keys a query tile
+    /// sees) the design runs. A multiple of bc, with a power-of-two number of blocks.
+    pub keys: u32,
+    /// Emit the S and P arrays as memory-macro blackboxes (`gen` and `synth` only).
+    #[serde(rename = "macro")]
+    pub macro_blackbox: bool,
+}
+
+impl Default for RowParams {
+    fn default() -> Self {
+        RowParams {
+            keys: 1024,
+            macro_blackbox: false,
+        }
+    }
+}
+
+impl RowParams {
+    /// Bytes of the S arrays (per PE row a × keys FP32 scores) and the P banks (per PE row two
+    /// blocks of a × bc FP16 weights), each count rounded up to a power of two per query row.
+    pub fn bytes_needed(&self, cfg: &CoreConfig) -> u64 {
+        let a = (cfg.br / cfg.rows.max(1)).max(1);
+        let rows = 1u64 << crate::addr_bits(a);
+        let s = rows * self.keys as u64 * 4;
+        let p = 2 * rows * (1u64 << crate::addr_bits(cfg.bc)) * 2;
+        cfg.rows as u64 * (s + p)
+    }
+}
+
+impl Dataflow for RowParams {
+    fn s_in_sram(&self) -> bool {
+        true
+    }
+
+    fn s_slots(&self) -> u32 {
+        1
+    }
+
+    fn row_keys(&self) -> Option<u32> {
+        Some(self.keys)
+    }
+
+    fn blackbox(&self) -> bool {
+        self.macro_blackbox
+    }
+
+    fn sram_bank_bytes(&self, cfg: &CoreConfig) -> Option<u64> {
+        Some(self.bytes_needed(cfg) / cfg.rows.max(1) as u64)
+    }
+
+    fn row_name(&self) -> String {
+        format!(
+            "_rf{}{}",
+            self.keys,
+            if self.macro_blackbox { "m" } else { "" }
+        )
+    }
+
+    fn validate(&self, cfg: &CoreConfig) -> Result<()> {
+        let blocks = self.keys / cfg.bc.max(1);
+        ensure!(
+            self.keys >= cfg.bc
+                && self.keys.is_multiple_of(cfg.bc.max(1))
+                && blocks.is_power_of_two(),
+            "rowfused.keys = {} is not supported with bc = {}: the S array holds whole blocks of \
+             a query row, a power of two of them (bc, 2·bc, 4·bc, …); use keys = {}",
+            self.keys,
+            cfg.bc,
+            cfg.bc.max(1) * blocks.max(1).next_power_of_two()
+        );
+        ensure!(
+            self.keys <= 1 << 20,
+            "rowfused.keys = {} is too large: at most 1,048,576 keys a row",
+            self.keys
+        );
+        Ok(())
+    }
+}
