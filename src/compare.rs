@@ -23,16 +23,32 @@ pub enum RunKind {
     Reg2d,
     Reg3d,
     Reg3dIso,
+    Rowfused,
 }
 
 /// The designs compared, in table order: (name, run, priced as stacked).
-pub const DESIGNS: [(&str, RunKind, bool); 5] = [
+pub const DESIGNS: [(&str, RunKind, bool); 6] = [
     ("buf2d", RunKind::Buf2d, false),
     ("3-D buffered", RunKind::Buf2d, true),
     ("reg2d", RunKind::Reg2d, false),
     ("reg3d", RunKind::Reg3d, false),
     ("reg3d iso-PE", RunKind::Reg3dIso, false),
+    ("rowfused", RunKind::Rowfused, false),
 ];
+
+/// rowfused on the configuration's array with its S arrays holding rows of `seq` keys (the
+/// fewest whole blocks, a power of two of them): the row-materializing design sized for the
+/// problem. A configuration that is rowfused already keeps its own `keys`.
+pub fn rowfused_config(cfg: &CoreConfig, seq: usize) -> CoreConfig {
+    let mut c = cfg.with_variant(VariantKind::Rowfused);
+    if let (false, hdl::config::Variant::Rowfused(r)) =
+        (cfg.variant.kind() == VariantKind::Rowfused, &mut c.variant)
+    {
+        let bc = cfg.bc.max(1) as usize;
+        r.keys = (seq.div_ceil(bc).next_power_of_two() * bc).min(u32::MAX as usize) as u32;
+    }
+    c
+}
 
 /// reg3d with half the PEs per tier, so that its two tiers hold as many PEs as the 2-D
 /// array: half the columns, or else half the rows, whichever is a valid tiling (None if
@@ -126,9 +142,27 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
     if let Some(c) = iso_pe_config(&plan.config) {
         configs.push((RunKind::Reg3dIso, c));
     }
+    // rowfused simulated with rows of the longest simulated length (its counters do not
+    // depend on the S arrays' depth), each length priced as the design sized for it.
+    let longest_sim = plan
+        .seq_lens
+        .iter()
+        .copied()
+        .filter(|&n| n <= plan.max_sim_seq)
+        .max()
+        .unwrap_or(1);
+    configs.push((
+        RunKind::Rowfused,
+        rowfused_config(&plan.config, longest_sim),
+    ));
     // Every point is checked before the first runs.
     let cfgs: Vec<CoreConfig> = configs.iter().map(|(_, c)| c.clone()).collect();
-    crate::bench::check_points(&cfgs, &plan.seq_lens, plan.heads, &plan.timing)?;
+    let fused = &cfgs[..cfgs.len() - 1];
+    crate::bench::check_points(fused, &plan.seq_lens, plan.heads, &plan.timing)?;
+    for &seq in &plan.seq_lens {
+        let sized = rowfused_config(&plan.config, seq);
+        crate::bench::check_points(&[sized], &[seq], plan.heads, &plan.timing)?;
+    }
     let params: Vec<hdl::core::CoreParams> = cfgs
         .iter()
         .map(hdl::core::CoreParams::from_config)
@@ -182,6 +216,8 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             .filter_map(|&(name, kind, stacked)| {
                 let c = configs.iter().position(|(k, _)| *k == kind)?;
                 let (cfg, p) = (&configs[c].1, &params[c]);
+                let sized = (kind == RunKind::Rowfused).then(|| rowfused_config(&plan.config, seq));
+                let cfg = sized.as_ref().unwrap_or(cfg);
                 let sh = shape(seq);
                 let (qk, pv) = p.block_steps();
                 let steps = if p.row.concurrent_phases() {
@@ -465,6 +501,9 @@ fn per_row(
     s
 }
 
+/// A figure of a row against its base design's row at the same length.
+type Pick = fn(&CompareRow, &CompareRow) -> f64;
+
 /// The published claims drawn as bands on the energy plot: (label, low, high) energy
 /// reduction against a buffered design.
 pub const CLAIMS: [(&str, f64, f64); 2] = [
@@ -472,10 +511,10 @@ pub const CLAIMS: [(&str, f64, f64); 2] = [
     ("2-3x energy efficiency (seq > 8192)", 0.5, 2.0 / 3.0),
 ];
 
-/// An SVG with three panels against sequence length: energy reduction against buf2d, total
-/// and on-chip (with the published claims as bands), and speedup against buf2d, one line per
-/// design.
-pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
+/// An SVG with three panels against sequence length: energy reduction against `base` (buf2d,
+/// or with `--claims` rowfused), total and on-chip (with the published claims as bands), and
+/// speedup against it, one line per design.
+pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<()> {
     use plotters::prelude::*;
     let seqs: Vec<usize> = {
         let mut s: Vec<usize> = rows.iter().map(|r| r.seq_len).collect();
@@ -490,13 +529,21 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
     let draw_err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plot {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| draw_err(&e))?;
     let panels = root.split_evenly((1, 3));
-    let colors = [RED, MAGENTA, BLUE, GREEN, BLACK];
-    let max_speed = rows.iter().map(|r| r.speedup_vs_buf2d).fold(1.0, f64::max);
+    let colors = [RED, MAGENTA, BLUE, GREEN, BLACK, RGBColor(150, 90, 0)];
+    // The base design's row at a row's length.
+    let base_of = |r: &CompareRow| {
+        rows.iter()
+            .find(|b| b.design == base && b.seq_len == r.seq_len)
+    };
+    let max_speed = rows
+        .iter()
+        .filter_map(|r| Some(base_of(r)?.cycles as f64 / r.cycles.max(1) as f64))
+        .fold(1.0, f64::max);
     // (x, y, simulated) per point of a design.
-    let series = |f: fn(&CompareRow) -> f64, name: &str| -> Vec<(f64, f64, bool)> {
+    let series = |f: Pick, name: &str| -> Vec<(f64, f64, bool)> {
         rows.iter()
             .filter(|r| r.design == name)
-            .map(|r| (r.seq_len, (f(r), r.report.is_some())))
+            .filter_map(|r| Some((r.seq_len, (f(r, base_of(r)?), r.report.is_some()))))
             .filter(|p| p.1 .0.is_finite())
             // In length order, whatever the order of --seq.
             .collect::<BTreeMap<_, _>>()
@@ -504,31 +551,46 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path) -> Result<()> {
             .map(|(n, (y, sim))| (x_of(n), y, sim))
             .collect()
     };
-    type Pick = fn(&CompareRow) -> f64;
+    let titles = [
+        format!("energy reduction vs {base} (%)"),
+        format!("on-chip energy reduction vs {base} (%)"),
+        format!("speedup vs {base}"),
+    ];
     let specs: [(&str, Pick, (f64, f64)); 3] = [
         (
-            "energy reduction vs buf2d (%)",
-            |r| 100.0 * r.energy_reduction_vs_buf2d,
+            &titles[0],
+            |r, b| 100.0 * (1.0 - r.energy.total_pj / b.energy.total_pj.max(f64::MIN_POSITIVE)),
             (-10.0, 100.0),
         ),
         (
-            "on-chip energy reduction vs buf2d (%)",
-            |r| 100.0 * r.on_chip_reduction_vs_buf2d,
+            &titles[1],
+            |r, b| 100.0 * (1.0 - r.energy.on_chip_pj / b.energy.on_chip_pj.max(f64::MIN_POSITIVE)),
             (-10.0, 100.0),
         ),
         (
-            "speedup vs buf2d",
-            |r| r.speedup_vs_buf2d,
+            &titles[2],
+            |r, b| b.cycles as f64 / r.cycles.max(1) as f64,
             (0.0, (max_speed * 1.2).ceil()),
         ),
     ];
     for (k, (title, pick, (y0, y1))) in specs.iter().enumerate() {
+        // Room for a design far below the base (rowfused against buf2d).
+        let lowest = DESIGNS
+            .iter()
+            .flat_map(|d| series(*pick, d.0))
+            .map(|p| p.1)
+            .fold(*y0, f64::min);
+        let y0 = if lowest < *y0 {
+            (lowest / 10.0).floor() * 10.0
+        } else {
+            *y0
+        };
         let mut chart = ChartBuilder::on(&panels[k])
             .caption(*title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
-            .build_cartesian_2d(x0..x1, *y0..*y1)
+            .build_cartesian_2d(x0..x1, y0..*y1)
             .map_err(|e| draw_err(&e))?;
         chart
             .configure_mesh()

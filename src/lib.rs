@@ -2,6 +2,7 @@
 //! and the checks that tie the layers together (generate, simulate, compare).
 
 pub mod bench;
+pub mod claims;
 pub mod cli;
 pub mod compare;
 pub mod cycles;

@@ -170,11 +170,11 @@ fn assert_components_consistent(r: &Value) {
         r["energy"]["tops_per_watt"].as_f64().unwrap(),
         2.0 * macs / reported
     ));
-    // Only buf2d's designs touch SRAM; only reg3d has vertical links.
+    // Only the buffered designs (buf2d's, rowfused) touch SRAM; only reg3d has vertical links.
     let design = r["design"].as_str().unwrap();
     assert_eq!(
         component(r, "sram") > 0.0,
-        design.contains("buf"),
+        design.contains("buf") || design == "rowfused",
         "{design}"
     );
     assert_eq!(
@@ -186,7 +186,7 @@ fn assert_components_consistent(r: &Value) {
 /// Asserts that 3-D buffered is buf2d's run: the same counters, plus a bond crossing per
 /// buffer bit; and every row's speedup over buf2d.
 fn assert_buffered_3d_is_buf2d(rows: &[Value]) {
-    for pair in rows.chunks(5) {
+    for pair in rows.chunks(6) {
         let (b, s) = (&pair[0], &pair[1]);
         assert_eq!(
             (b["design"].as_str(), s["design"].as_str()),
@@ -210,10 +210,64 @@ fn assert_buffered_3d_is_buf2d(rows: &[Value]) {
     }
 }
 
+/// Asserts that rowfused moves buf2d's events in its own order: the same counts but for the
+/// cycles and stalls, and (its S arrays holding whole rows) dearer SRAM accesses.
+fn assert_rowfused_is_buf2d_reordered(rows: &[Value]) {
+    for at in rows.chunks(6) {
+        let (b, r) = (&at[0], &at[5]);
+        assert_eq!(r["design"], "rowfused");
+        for (n, v) in b["counters"].as_object().unwrap() {
+            if !n.starts_with("stall_") && n != "cycles" {
+                assert_eq!(&r["counters"][n], v, "{n}");
+            }
+        }
+        assert!(r["cycles"].as_u64() > b["cycles"].as_u64());
+        assert!(price_of(r, "s_read") > price_of(b, "s_read"));
+    }
+}
+
+/// Asserts the claims table: every claim of the sources, each verdict in the exact words, and
+/// the claim whose baseline (standard attention) is not built says why.
+fn assert_claims(md: &str) {
+    let table = md
+        .split("Published claims against regflash's RTL:")
+        .nth(1)
+        .expect("a claims table");
+    for claim in [
+        "46–93 % less energy",
+        "1.4–7.6× faster",
+        "SRAM over 60 % of energy for N > 2k",
+        "2–3× energy efficiency over an SRAM-buffered NPU at seq > 8192",
+        "FlashAttention 64 % faster than standard attention at 2k",
+        "utilization: fused 0.99",
+    ] {
+        assert!(table.contains(claim), "{claim}");
+    }
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .skip(1)
+        .collect();
+    assert!(rows.len() >= 9, "{table}");
+    for row in rows {
+        let verdict = row.trim_end_matches(" |").rsplit(" | ").next().unwrap();
+        assert!(
+            verdict == "reproduced"
+                || verdict.starts_with("reproduced only against ")
+                || verdict.starts_with("not reproduced against ")
+                || verdict.starts_with("not measured: "),
+            "{row}"
+        );
+        if row.contains("standard attention") {
+            assert!(verdict.contains("the published baseline is not modelled because"));
+        }
+    }
+}
+
 /// Asserts that reg3d iso-PE has as many PEs over its two tiers as the 2-D array, on the
 /// same problem.
 fn assert_iso_pe(rows: &[Value]) {
-    for at in rows.chunks(5) {
+    for at in rows.chunks(6) {
         assert_eq!(at[4]["design"], "reg3d iso-PE");
         assert_eq!(at[4]["pes"], at[2]["pes"]);
         assert_eq!(at[3]["pes"].as_u64(), at[2]["pes"].as_u64().map(|n| 2 * n));
@@ -268,10 +322,23 @@ fn assert_only_mac_changed(rows: &[Value], user: &Value) {
 fn compare_energies_follow_from_counters_and_the_table() {
     let dir = ScratchDir::new("energy-compare").unwrap();
     let svg = dir.path().join("c.svg");
-    let rows = compare(&dir, "c.json", &["--plot", svg.to_str().unwrap()]);
+    let md = dir.path().join("c.md");
+    let rows = compare(
+        &dir,
+        "c.json",
+        &[
+            "--plot",
+            svg.to_str().unwrap(),
+            "--claims",
+            "--out",
+            md.to_str().unwrap(),
+        ],
+    );
     assert_plot(&svg);
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 10, "five designs at two sequence lengths");
+    assert_eq!(rows.len(), 12, "six designs at two sequence lengths");
+    assert_rowfused_is_buf2d_reordered(rows);
+    assert_claims(&std::fs::read_to_string(&md).unwrap());
     for r in rows {
         assert_total_from_counters(r);
         assert_sourced_figures(r);

@@ -42,9 +42,14 @@ pub struct CompareArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Write an SVG plot of energy reduction and speedup against sequence length, with the
-    /// published claims as bands.
+    /// published claims as bands (against buf2d; with --claims against rowfused).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Also give the published claims table: each claim against the comparison that
+    /// reproduces its kind (which baseline, which hierarchy, which lengths), the figure
+    /// measured and a verdict (docs/baselines.md).
+    #[arg(long)]
+    pub claims: bool,
 }
 
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
@@ -55,7 +60,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     }
     anyhow::ensure!(
         args.config.variant.is_none(),
-        "compare runs every variant (buf2d, reg2d, reg3d): drop --variant"
+        "compare runs every variant (buf2d, reg2d, reg3d, rowfused): drop --variant"
     );
     let mut config = args.config.resolve()?;
     if let Some(b) = args.buf_bytes {
@@ -91,7 +96,20 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
             if r.passed { "" } else { ", FAILED" }
         )
     })?;
-    let md = compare::table(&rows, &config, &table);
+    let mut md = compare::table(&rows, &config, &table);
+    if args.claims {
+        let hierarchy = match config.glb.present() {
+            true => format!(
+                "{} KiB {:?} GLB, DRAM behind it",
+                config.glb.bytes / 1024,
+                config.glb.placement
+            )
+            .to_lowercase(),
+            false => "no GLB: DRAM behind the landing buffers".into(),
+        };
+        md += "\n";
+        md += &crate::claims::table(&crate::claims::claims(&rows, &hierarchy));
+    }
     println!("{md}");
     if let Some(path) = &args.out {
         std::fs::write(path, &md).with_context(|| format!("cannot write {}", path.display()))?;
@@ -100,7 +118,8 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         write_json(path, &rows)?;
     }
     if let Some(path) = &args.plot {
-        compare::plot(&rows, path)?;
+        let base = if args.claims { "rowfused" } else { "buf2d" };
+        compare::plot(&rows, path, base)?;
     }
     Ok(exit(rows.iter().all(|r| r.passed() != Some(false))))
 }
