@@ -102,6 +102,34 @@ pub fn check_points(
     Ok(())
 }
 
+/// Widens the index and address registers of `cfg` when `seq` tokens need more than it has
+/// (the presets' 16-bit indexes stop at 65,535 tokens), so that a long sequence is estimated
+/// on the same array; returns what changed. The schedule's cycles do not depend on these
+/// widths. Widths beyond the validated ranges are left for `check_core_shape` to refuse.
+pub fn widen(cfg: &mut CoreConfig, heads: usize, seq: usize) -> Option<String> {
+    let bits = |x: u64| 64 - x.leading_zeros();
+    let index = bits((seq.max(heads) + cfg.br.max(cfg.bc) as usize) as u64);
+    let size = crate::verify::attention::Layout::upper_bound(
+        heads,
+        seq,
+        seq,
+        cfg.head_dim as usize,
+        kernels::flash::OutFormat::F16,
+    )
+    .map_or(u64::MAX, |l| l.size);
+    let addr = bits(size);
+    let (old_i, old_a) = (cfg.index_bits, cfg.addr_bits);
+    cfg.index_bits = old_i.max(index.min(30));
+    cfg.addr_bits = old_a.max(addr.min(48));
+    ((cfg.index_bits, cfg.addr_bits) != (old_i, old_a)).then(|| {
+        format!(
+            "seq {seq} needs wider registers than {}'s (index_bits {old_i}, addr_bits {old_a}): \
+             estimated with index_bits {} and addr_bits {}, which change no cycle",
+            cfg.name, cfg.index_bits, cfg.addr_bits
+        )
+    })
+}
+
 /// Runs every (config, sequence length, causal) point; `each` sees a row as soon as it is done
 /// and `progress` the cycles of the run in flight.
 pub fn run(

@@ -394,8 +394,10 @@ pub fn table(claims: &[ClaimRow]) -> String {
     }
     s += "\nA claim is reproduced against a baseline when the figure reaches the claim's low end \
           at some length the claim speaks of. rowfused is sized for each length (its S arrays \
-          hold the rows of S: Br × N FP32 scores per tile); \"(cycle model)\": some length was \
-          not simulated, and its counters come from the schedule and the validated cycle model.\n";
+          hold the rows of S: Br × N FP32 scores per tile) and never spills; a FLAT design with a \
+          fixed buffer spills rows past it to the next level, which regflash does not model \
+          yet. \"(cycle model)\": some length was not simulated, and its counters come from the \
+          schedule and the validated cycle model.\n";
     s
 }
 

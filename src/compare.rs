@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use hdl::config::{CoreConfig, VariantKind};
 use kernels::energy::EnergyTable;
 use kernels::flash::OutFormat;
@@ -158,10 +158,37 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
     // Every point is checked before the first runs.
     let cfgs: Vec<CoreConfig> = configs.iter().map(|(_, c)| c.clone()).collect();
     let fused = &cfgs[..cfgs.len() - 1];
-    crate::bench::check_points(fused, &plan.seq_lens, plan.heads, &plan.timing)?;
-    for &seq in &plan.seq_lens {
+    let (sim_lens, model_lens): (Vec<usize>, Vec<usize>) =
+        plan.seq_lens.iter().partition(|&&n| n <= plan.max_sim_seq);
+    crate::bench::check_points(fused, &sim_lens, plan.heads, &plan.timing)?;
+    for &seq in &sim_lens {
         let sized = rowfused_config(&plan.config, seq);
         crate::bench::check_points(&[sized], &[seq], plan.heads, &plan.timing)?;
+    }
+    // Lengths beyond simulation: each design on index and address registers wide enough for
+    // the length (no cycle depends on them), checked as `estimate` checks them.
+    let mut modelled = BTreeMap::new();
+    for &seq in &model_lens {
+        for (c, (kind, cfg)) in configs.iter().enumerate() {
+            let mut w = match kind {
+                RunKind::Rowfused => rowfused_config(&plan.config, seq),
+                _ => cfg.clone(),
+            };
+            let widened = crate::bench::widen(&mut w, plan.heads, seq).is_some();
+            w.validate()
+                .with_context(|| format!("{} as {}", w.name, w.variant.label()))?;
+            let p = hdl::core::CoreParams::from_config(&w)?;
+            crate::verify::attention::check_core_shape(
+                &p,
+                plan.heads,
+                seq,
+                seq,
+                w.head_dim as usize,
+                OutFormat::F16,
+            )
+            .with_context(|| format!("{} at seq {seq} ({})", w.name, w.variant))?;
+            modelled.insert((seq, c), (w, p, widened));
+        }
     }
     let params: Vec<hdl::core::CoreParams> = cfgs
         .iter()
@@ -218,6 +245,11 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                 let (cfg, p) = (&configs[c].1, &params[c]);
                 let sized = (kind == RunKind::Rowfused).then(|| rowfused_config(&plan.config, seq));
                 let cfg = sized.as_ref().unwrap_or(cfg);
+                // A modelled length: the design as checked for it (wider registers if needed).
+                let (cfg, p, widened) = match modelled.get(&(seq, c)) {
+                    Some((w, wp, widened)) => (w, wp, *widened),
+                    None => (cfg, p, false),
+                };
                 let sh = shape(seq);
                 let (qk, pv) = p.block_steps();
                 let steps = if p.row.concurrent_phases() {
@@ -237,7 +269,8 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                             crate::cycles::Method::Exact => "model",
                             crate::cycles::Method::Extrapolated { .. } => "model (extrapolated)",
                         };
-                        (c, how.to_string())
+                        let wide = if widened { ", widened" } else { "" };
+                        (c, format!("{how}{wide}"))
                     }
                 };
                 let tokens = (plan.heads * seq) as u64;
@@ -460,7 +493,9 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           against the hardware model and the f64 reference; model rows (longer than \
           --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs) \
           and the cycles and stalls of the cycle model (src/cycles.rs), which every RTL run must \
-          match exactly (\"extrapolated\": fitted to shorter exact runs of the model); energy = Σ counter × \
+          match exactly (\"extrapolated\": fitted to shorter exact runs of the model; \"widened\": \
+          on index or address registers wider than the configuration's, which the length needs \
+          and no cycle depends on); energy = Σ counter × \
           per-event energy of the table (kernels/src/energy.rs, or --energy). 3-D buffered is \
           buf2d's run with its banks priced as stacked SRAM (the macro's access plus a \
           hybrid-bond crossing per bit). GLB: the global buffer's bank accesses (hits and \

@@ -98,13 +98,13 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     })?;
     let mut md = compare::table(&rows, &config, &table);
     if args.claims {
-        let hierarchy = match config.glb.present() {
+        let g = &config.glb;
+        let hierarchy = match g.present() {
             true => format!(
-                "{} KiB {:?} GLB, DRAM behind it",
-                config.glb.bytes / 1024,
-                config.glb.placement
-            )
-            .to_lowercase(),
+                "a {} KiB {} GLB, DRAM behind it",
+                g.bytes / 1024,
+                format!("{:?}", g.placement).to_lowercase()
+            ),
             false => "no GLB: DRAM behind the landing buffers".into(),
         };
         md += "\n";
