@@ -275,7 +275,7 @@ pub fn table(rows: &[BenchRow]) -> String {
     }
     s += "\nutilization = useful MACs / (PEs × cycles); ideal cycles = useful MACs / PEs. \
           Stalls are cycles in which the array did no MAC step, by cause, as a share of all \
-          cycles (the core's counters). S buffer bits: reads and writes of the buf2d S arrays \
+          cycles (the core's counters). S buffer bits: reads and writes of the S arrays (buf2d, rowfused) \
           (32-bit words); P bank bits: reads and writes of the rows' P banks (16-bit words; in \
           buf2d the buffer's P arrays). QK / PV busy: cycles with a QK / PV step as a share of \
           all (in reg3d each tier's busy share; in 2-D designs the one array's split). Link bits: \

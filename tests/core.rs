@@ -516,6 +516,26 @@ fn bad_problems_are_refused() {
         e.contains("keys = 64") && e.contains("raise keys to 128"),
         "{e}"
     );
+    // A varlen batch: each sequence's keys against the rows, not the packed total's.
+    let batch = |k: &[usize]| {
+        regflash::verify::attention::Batch::generate(
+            kernels::patterns::Pattern::Unit,
+            1,
+            1,
+            &[8, 8],
+            k,
+            16,
+            false,
+            OutFormat::F16,
+            regflash::verify::attention::TensorLayout::Bhsd,
+            3,
+        )
+        .validate(&rf)
+        .map_err(|e| format!("{e:#}"))
+    };
+    batch(&[40, 60]).unwrap();
+    let e = batch(&[40, 70]).unwrap_err();
+    assert!(e.contains("sequence 1") && e.contains("keys = 64"), "{e}");
 }
 
 /// The sequencer alone, in a random environment (ready flags, busy rows and readout), follows

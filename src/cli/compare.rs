@@ -99,7 +99,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     let mut md = compare::table(&rows, &config, &table);
     if args.claims {
         let g = &config.glb;
-        let hierarchy = match g.present() {
+        let hierarchy = match g.present() && args.glb != crate::compare::GlbRuns::None {
             true => format!(
                 "a {} KiB {} GLB, DRAM behind it",
                 g.bytes / 1024,

@@ -224,12 +224,12 @@ impl CoreConfig {
         );
         let block =
             self.head_dim as u64 * a as u64 * b as u64 + self.bc as u64 * a as u64 * e as u64;
-        // rowfused: a V block landed early waits for the tile's QKs and max passes (a copy
-        // and a max sweep of each block).
-        let two_pass = self.variant.flow().row_keys().map_or(0, |k| {
-            let softmax = 3 * a as u64 * self.bc as u64 + 64 * a as u64;
-            (k / self.bc.max(1)) as u64 * (block + softmax)
-        });
+        // rowfused: a V block's wait counts from the tile's last QK (`check.rs`), then it
+        // waits for that QK's max pass and its own exp pass (a copy and two sweeps a block).
+        let two_pass = match self.variant.flow().row_keys() {
+            Some(_) => 2 * (3 * a as u64 * self.bc as u64 + 64 * a as u64),
+            None => 0,
+        };
         (16 * block + two_pass + 4 * MAX_MEM_LATENCY as u64 + 4096).min(1 << 23) as u32
     }
 

@@ -2,7 +2,8 @@
 //! synthesized). It watches the sequencer, the fetch unit and the memory port:
 //!
 //! * `k_block_consumed`, `v_block_consumed`: a landed K or V block is consumed (released)
-//!   within `kv_bound` cycles;
+//!   within `kv_bound` cycles (in rowfused, which runs every QK of a tile before its first
+//!   PV, a K block's wait counts while the tile has QKs to issue, a V block's after its last);
 //! * `writes_only_o`: every memory write falls inside the O tile being written (S and P never
 //!   reach memory);
 //! * `k_block_in_order`, `v_block_in_order`: a phase runs on the block it needs (in its first
@@ -25,7 +26,7 @@ group! {
     /// What the checker watches.
     pub struct CheckIn<T> {
         mem_valid, mem_write, mem_addr, o_start, tile_base, tile_limit, start_qk, start_pv,
-        k_block, v_block, qk_issued, pv_issued;
+        k_block, v_block, qk_issued, pv_issued, k_due, v_due;
         q: ChannelWatch<T>,
         k: ChannelWatch<T>,
         v: ChannelWatch<T>,
@@ -55,6 +56,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CheckBlock {
         v_block: iw,
         qk_issued: iw,
         pv_issued: iw,
+        k_due: 1,
+        v_due: 1,
         q: watch,
         k: watch,
         v: watch,
@@ -73,11 +76,11 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CheckBlock {
 fn check(m: &mut ModuleBuilder, p: &CoreParams, i: &CheckIn) {
     // A landed K or V block is consumed within kv_bound cycles.
     let age_bits = 24;
-    for (ch, w) in [("k", &i.k), ("v", &i.v)] {
+    for (ch, w, due) in [("k", &i.k, i.k_due), ("v", &i.v, i.v_due)] {
         let age = m.reg(&format!("{ch}_ready_age"), age_bits, Some(0));
         let inc = mux(age.q.all(), age.q, age.q + 1);
         let zero = m.zero(age_bits);
-        m.set_next(age, mux(w.ready & !w.release, inc, zero));
+        m.set_next(age, mux(w.ready & !w.release & due, inc, zero));
         let ok = age.q.lt(p.kv_bound as u64);
         let what = format!(
             "a landed {} block was not consumed within {} cycles",

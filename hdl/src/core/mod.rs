@@ -464,7 +464,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     m.discard(dma.q.status.block);
     m.discard(dma.q.status.next);
     let counts = counter_file(m, parts, &seq, &dma, rows.activity, i);
-    checker(m, parts, &seq, &fetch, &ro, &dma);
+    checker(m, p, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, O in that order).
     let mut error = m.zero(dma::error::BITS);
     for e in [
@@ -520,6 +520,7 @@ fn counter_file(
 
 fn checker(
     m: &mut ModuleBuilder,
+    p: &CoreParams,
     parts: &Parts,
     seq: &SeqOut,
     fetch: &fetch::FetchOut,
@@ -549,6 +550,18 @@ fn checker(
         v_block: dma.v.status.block,
         qk_issued: seq.qk_issued,
         pv_issued: seq.pv_issued,
+        // rowfused runs every QK of the tile first: K blocks are due until the last QK has
+        // issued (the next tile's wait through this one's exp passes and PVs), V blocks after.
+        k_due: if p.row.two_pass() {
+            seq.qk_issued.lt(seq.nblk)
+        } else {
+            m.lit(1, 1)
+        },
+        v_due: if p.row.two_pass() {
+            seq.qk_issued.ge(seq.nblk)
+        } else {
+            m.lit(1, 1)
+        },
         q: watch(&dma.q, &fetch.q),
         k: watch(&dma.k, &fetch.k),
         v: watch(&dma.v, &fetch.v),

@@ -42,8 +42,11 @@ impl RowParams {
     pub fn bytes_needed(&self, cfg: &CoreConfig) -> u64 {
         let a = (cfg.br / cfg.rows.max(1)).max(1);
         let rows = 1u64 << crate::addr_bits(a);
-        let s = rows * self.keys as u64 * 4;
-        let p = 2 * rows * (1u64 << crate::addr_bits(cfg.bc)) * 2;
+        // Addressed as (query row, block, key): each field rounded up to a power of two.
+        let block = 1u64 << crate::addr_bits(cfg.bc);
+        let blocks = (self.keys / cfg.bc.max(1)).max(1) as u64;
+        let s = rows * blocks * block * 4;
+        let p = 2 * rows * block * 2;
         cfg.rows as u64 * (s + p)
     }
 }
@@ -89,10 +92,16 @@ impl Dataflow for RowParams {
             cfg.bc,
             cfg.bc.max(1) * blocks.max(1).next_power_of_two()
         );
+        // The sequencer counts a tile's max and exp passes (2 per block) in index_bits.
+        let most = (1u64 << cfg.index_bits) - 1;
         ensure!(
-            self.keys <= 1 << 20,
-            "rowfused.keys = {} is too large: at most 1,048,576 keys a row",
-            self.keys
+            self.keys as u64 <= most && 2 * blocks as u64 <= most,
+            "rowfused.keys = {} does not fit index_bits = {}: a row of S holds at most {most} \
+             keys and {} blocks of bc = {}; lower keys or raise index_bits",
+            self.keys,
+            cfg.index_bits,
+            most / 2,
+            cfg.bc
         );
         Ok(())
     }

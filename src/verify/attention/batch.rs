@@ -166,7 +166,10 @@ impl Batch {
                 .with_context(|| format!("sequence {b} of the batch"))?;
         }
         let (tq, tk) = self.totals();
-        check_shape(p, a0.heads, tq, tk, a0.head_dim, a0.out)
+        // Each sequence's keys against rowfused's rows were checked above; the packed totals
+        // against the index registers, the address reach and the simulator's memory.
+        check_packed_shape(p, a0.heads, tq, tk, a0.head_dim, a0.out)
+            .and_then(|_| check_sim_memory(a0.heads, tq, tk, a0.head_dim, a0.out))
             .context("the batch's packed tensors")?;
         Ok(())
     }

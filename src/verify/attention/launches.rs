@@ -37,8 +37,8 @@ pub enum Path {
     /// A head stride that takes the last head past 2^addr_bits (it would alias the bottom of
     /// memory): ADDRESS at START, memory untouched.
     Wraps,
-    /// rowfused: `K_LEN` one past the keys its S arrays hold: TOO_LARGE (the K and V
-    /// descriptors are refused before any key is read).
+    /// rowfused: `K_LEN` one past the keys its S arrays hold: TOO_LARGE (a tile's K and V
+    /// descriptors of more keys are refused before any of their keys is read).
     LongRows,
 }
 

@@ -296,6 +296,17 @@ pub fn check_shape(
     out: OutFormat,
 ) -> Result<()> {
     check_core_shape(p, heads, q_len, k_len, head_dim, out)?;
+    check_sim_memory(heads, q_len, k_len, head_dim, out)
+}
+
+/// The simulator's memory holds the problem (or a varlen batch's packed tensors).
+pub fn check_sim_memory(
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+    out: OutFormat,
+) -> Result<()> {
     let bytes =
         Layout::upper_bound(heads, q_len, k_len, head_dim, out).map_or(u64::MAX, |l| l.size);
     ensure!(
@@ -311,6 +322,37 @@ pub fn check_shape(
 /// dimension, the index registers (heads, lengths, a length plus one tile) and the core's
 /// address reach, all in checked arithmetic.
 pub fn check_core_shape(
+    p: &CoreParams,
+    heads: usize,
+    q_len: usize,
+    k_len: usize,
+    head_dim: usize,
+    out: OutFormat,
+) -> Result<()> {
+    check_packed_shape(p, heads, q_len, k_len, head_dim, out)?;
+    check_row_keys(p, k_len)
+}
+
+/// rowfused holds a query tile's whole rows of S: a problem (or a varlen sequence) whose tiles
+/// see more keys than its S arrays hold is refused (the last tile sees every key).
+pub fn check_row_keys(p: &CoreParams, k_len: usize) -> Result<()> {
+    if let Some(keys) = p.row.flow().row_keys() {
+        ensure!(
+            k_len <= keys as usize,
+            "k_len = {k_len} is longer than the rows of S rowfused holds: its S arrays keep \
+             [rowfused] keys = {keys} keys a query row, and a query tile sees up to k_len keys: \
+             raise keys to {} or more (a power-of-two multiple of bc = {}), or shorten the \
+             sequence",
+            k_len.div_ceil(p.bc() as usize).next_power_of_two() * p.bc() as usize,
+            p.bc()
+        );
+    }
+    Ok(())
+}
+
+/// [`check_core_shape`] but for the rows of S rowfused holds: what a varlen batch's packed
+/// tensors must fit (each sequence's keys are checked on their own).
+pub fn check_packed_shape(
     p: &CoreParams,
     heads: usize,
     q_len: usize,
@@ -348,18 +390,6 @@ pub fn check_core_shape(
         q_len.max(k_len),
         p.index_bits
     );
-    // rowfused holds a query tile's whole rows of S: the last tile sees every key.
-    if let Some(keys) = p.row.flow().row_keys() {
-        ensure!(
-            k_len <= keys as usize,
-            "k_len = {k_len} is longer than the rows of S rowfused holds: its S arrays keep \
-             [rowfused] keys = {keys} keys a query row, and a query tile sees up to k_len keys: \
-             raise keys to {} or more (a power-of-two multiple of bc = {}), or shorten the \
-             sequence",
-            k_len.div_ceil(p.bc() as usize).next_power_of_two() * p.bc() as usize,
-            p.bc()
-        );
-    }
     let bytes = Layout::upper_bound(heads, q_len, k_len, head_dim, out).map(|l| l.size);
     let reach = 1u64 << p.addr_bits;
     ensure!(
