@@ -1,6 +1,7 @@
-//! `regflash compare`: the same attention problems on `buf2d`, `reg2d` and `reg3d` (and
-//! "3-D buffered", buf2d's counters with its banks priced as stacked SRAM), every run checked
-//! bit for bit, cycles and energy from the RTL's counters priced by the energy table.
+//! `regflash compare`: the same attention problems on `buf2d`, `reg2d`, `reg3d` and the
+//! row-materializing baseline `rowfused` (and "3-D buffered", buf2d's counters with its banks
+//! priced as stacked SRAM), every run checked bit for bit, cycles and energy from the RTL's
+//! counters priced by the energy table (`crate::claims` reads the published claims off them).
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ use crate::report::real;
 use crate::sim::{self, SimReport};
 use crate::verify::attention::MemoryTiming;
 
-/// The RTL runs behind the designs: the three variants at the config's array, and reg3d
+/// The RTL runs behind the designs: the four variants at the config's array, and reg3d
 /// with half the PEs per tier (the same total PEs as a 2-D design: iso total PEs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {

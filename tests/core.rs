@@ -257,7 +257,7 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         tiered(&small()),
         stacked(&small(), 3),
         linked(&small(), 8),
-        rowfused(&small(), 128),
+        rowfused(&small(), 512),
     ];
     for cfg in cfgs {
         let (model, p) = core(&cfg);

@@ -1,4 +1,4 @@
-//! `regflash compare`: buf2d, 3-D buffered, reg2d and reg3d on the same problems, cycles and
+//! `regflash compare`: buf2d, 3-D buffered, reg2d, reg3d and rowfused on the same problems, cycles and
 //! energy from the RTL's counters.
 
 use super::*;
@@ -101,8 +101,11 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         let g = &config.glb;
         let hierarchy = match g.present() && args.glb != crate::compare::GlbRuns::None {
             true => format!(
-                "a {} KiB {} GLB, DRAM behind it",
-                g.bytes / 1024,
+                "a {} {} GLB, DRAM behind it",
+                match g.bytes % (1 << 20) {
+                    0 => format!("{} MiB", g.bytes >> 20),
+                    _ => format!("{} KiB", g.bytes / 1024),
+                },
                 format!("{:?}", g.placement).to_lowercase()
             ),
             false => "no GLB: DRAM behind the landing buffers".into(),

@@ -65,8 +65,9 @@ pub enum Command {
     /// Join the JSON reports of `regflash bench --shard i/n` (or `verify --shard i/n`) runs
     /// into the unsharded run's report and table.
     Merge(MergeArgs),
-    /// buf2d, 3-D buffered, reg2d and reg3d on the same problems: cycles, speedup and energy
-    /// by component from the RTL's counters and the energy table, every run bit-checked.
+    /// buf2d, 3-D buffered, reg2d, reg3d and rowfused on the same problems: cycles, speedup
+    /// and energy by component from the RTL's counters and the energy table, every run
+    /// bit-checked; with --claims, each published claim against them, with a verdict.
     Compare(CompareArgs),
     /// Cycles, utilization, time, throughput, memory traffic and energy of long sequences
     /// (128K to 1M tokens) from the cycle model and the schedule, in seconds, without the RTL.
