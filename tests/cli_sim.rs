@@ -505,6 +505,15 @@ fn sim_and_bench_refuse_bad_input_clearly() {
             "--mem-stall must be in [0, 0.95)",
         ),
         (vec!["--preset", "tiny"], "unknown preset `tiny`"),
+        // rowfused's rows: its knob on another variant, and a row longer than they hold.
+        (
+            vec!["--row-keys", "64"],
+            "--row-keys applies to rowfused only",
+        ),
+        (
+            vec!["--variant", "rowfused", "--row-keys", "64", "--seq", "65"],
+            "raise keys to 128 or more",
+        ),
     ]
     .into_iter()
     .map(|(args, want)| (args.into_iter().map(String::from).collect(), want))

@@ -135,6 +135,10 @@ pub struct ConfigArgs {
     /// with bursts, m_axi_*).
     #[arg(long)]
     pub mem_if: Option<MemIf>,
+    /// Override: the keys of a query row rowfused's S arrays hold, the longest K it runs (a
+    /// power-of-two multiple of bc).
+    #[arg(long)]
+    pub row_keys: Option<u32>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -208,6 +212,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.mem_if {
             cfg.mem_if = v;
+        }
+        if let Some(v) = self.row_keys {
+            cfg.rowfused_mut("--row-keys")?.keys = v;
         }
         cfg.validate()?;
         Ok(cfg)

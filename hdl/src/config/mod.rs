@@ -264,6 +264,18 @@ impl CoreConfig {
         }
     }
 
+    /// rowfused's knobs to change, or an error that names `what` when the design is not
+    /// rowfused.
+    pub fn rowfused_mut(&mut self, what: &str) -> Result<&mut RowParams> {
+        match &mut self.variant {
+            Variant::Rowfused(r) => Ok(r),
+            v => anyhow::bail!(
+                "{what} applies to rowfused only, but the variant is {v}: choose rowfused \
+                 (--variant rowfused, or variant = \"rowfused\" in the file), or leave it out"
+            ),
+        }
+    }
+
     /// buf2d's knobs to change, or an error that names `what` when the design is not buf2d.
     pub fn buf_mut(&mut self, what: &str) -> Result<&mut BufParams> {
         match &mut self.variant {
