@@ -156,34 +156,61 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             variant: Variant::Buf2d(buf),
             ..small()
         };
-        let (dir, manifest) = gen_into(&cfg, Target::Core);
-        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
-        assert!(warnings.is_empty(), "ports {ports}: {warnings:#?}");
-        // The manifest lists every memory array (register files, landing buffers too).
-        let srams: Vec<_> = manifest
-            .memories
-            .iter()
-            .filter(|m| m.module.starts_with("sram_"))
-            .collect();
-        let mut banks: Vec<_> = srams
-            .iter()
-            .map(|m| (m.depth, m.width, m.copies, m.blackbox))
-            .collect();
-        banks.sort();
+        let CoreSrams {
+            manifest,
+            srams,
+            banks,
+            bits,
+        } = linted_core_srams(&cfg);
         let want = if word == 0 {
             [(16, 32, 4, blackbox), (32, 16, 4, blackbox)]
         } else {
             [(4, 64, 8, false), (4, 64, 8, false)]
         };
         assert_eq!(banks, want, "words of {word} bits");
-        let bits: u64 = srams.iter().map(|m| m.bits()).sum();
         assert_eq!(bits, 8 * buf.bytes_needed(&cfg));
         assert!(manifest
             .memories
             .iter()
-            .all(|m| m.blackbox == (blackbox && srams.contains(&m))));
+            .all(|m| m.blackbox == (blackbox && srams.contains(m))));
     }
     buffered_unit_gates("sequencer", 0, 1);
+}
+
+/// The SRAM arrays a core's manifest lists (of every memory: register files and landing
+/// buffers too).
+struct CoreSrams {
+    manifest: gen::manifest::Manifest,
+    srams: Vec<gen::manifest::MemoryEntry>,
+    /// (depth, width, copies, blackbox) of each, sorted.
+    banks: Vec<(u32, u32, u64, bool)>,
+    /// Their bits in all.
+    bits: u64,
+}
+
+/// The core of `cfg`, lint clean under -Wall, and its SRAM arrays.
+fn linted_core_srams(cfg: &CoreConfig) -> CoreSrams {
+    let (dir, manifest) = gen_into(cfg, Target::Core);
+    let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+    assert!(warnings.is_empty(), "{}: {warnings:#?}", cfg.variant);
+    let srams: Vec<_> = manifest
+        .memories
+        .iter()
+        .filter(|m| m.module.starts_with("sram_"))
+        .cloned()
+        .collect();
+    let mut banks: Vec<_> = srams
+        .iter()
+        .map(|m| (m.depth, m.width, m.copies, m.blackbox))
+        .collect();
+    banks.sort();
+    let bits = srams.iter().map(|m| m.bits()).sum();
+    CoreSrams {
+        manifest,
+        srams,
+        banks,
+        bits,
+    }
 }
 
 /// buf2d's PE row with single-port banks, in words of one element and of 128 bits in two
@@ -225,21 +252,8 @@ fn rowfused_core_passes_the_gates_and_lists_its_banks() {
             variant: Variant::Rowfused(rf),
             ..small()
         };
-        let (dir, manifest) = gen_into(&cfg, Target::Core);
-        let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
-        assert!(warnings.is_empty(), "{warnings:#?}");
-        let srams: Vec<_> = manifest
-            .memories
-            .iter()
-            .filter(|m| m.module.starts_with("sram_"))
-            .collect();
-        let mut banks: Vec<_> = srams
-            .iter()
-            .map(|m| (m.depth, m.width, m.copies, m.blackbox))
-            .collect();
-        banks.sort();
+        let CoreSrams { banks, bits, .. } = linted_core_srams(&cfg);
         assert_eq!(banks, [(32, 16, 4, blackbox), (128, 32, 4, blackbox)]);
-        let bits: u64 = srams.iter().map(|m| m.bits()).sum();
         assert_eq!(bits, 8 * rf.bytes_needed(&cfg));
     }
     for unit in ["pe_row", "sequencer"] {
