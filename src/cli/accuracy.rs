@@ -15,9 +15,10 @@ pub struct AccuracyArgs {
     pub seed: u64,
     /// The softmax order of the model: online (the fused designs: a running max, O and l
     /// rescaled as it grows) or two-pass (standard attention, the unfused and row-materializing
-    /// baselines' order: the whole row's max first, no rescale).
-    #[arg(long, value_enum, default_value_t = SoftmaxArg::Online)]
-    pub softmax: SoftmaxArg,
+    /// baselines' order: the whole row's max first, no rescale). Default: the variant's
+    /// (two-pass for rowfused, online for the others).
+    #[arg(long, value_enum)]
+    pub softmax: Option<SoftmaxArg>,
 }
 
 /// `--softmax`.
@@ -33,6 +34,10 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
     use kernels::patterns::Pattern;
     let cfg = args.config.resolve()?;
     anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
+    let order = args.softmax.unwrap_or(match cfg.variant.flow().row_keys() {
+        Some(_) => SoftmaxArg::TwoPass,
+        None => SoftmaxArg::Online,
+    });
     println!("exp2 against f64 (every 64th binary32 input in each range)\n");
     println!("| x in | inputs | max relative error | max error (ulps) |");
     println!("|---|---:|---:|---:|");
@@ -56,7 +61,7 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         "\nhardware model ({} softmax) vs f64 reference, next to plain attention at FP16 storage \
          / FP32 accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max |O - \
          O_ref| over both output formats\n",
-        match args.softmax {
+        match order {
             SoftmaxArg::Online => "online",
             SoftmaxArg::TwoPass => "two-pass",
         },
@@ -66,7 +71,7 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         cfg.bc,
         cfg.cols
     );
-    let softmax = match args.softmax {
+    let softmax = match order {
         SoftmaxArg::Online => SoftmaxPass::Online,
         SoftmaxArg::TwoPass => SoftmaxPass::TwoPass,
     };
