@@ -390,6 +390,10 @@ mod tests {
                 vlink_latency: 2,
                 vlink_bits: 8,
             }),
+            Variant::Rowfused(RowParams {
+                keys: 2048,
+                macro_blackbox: true,
+            }),
         ];
         for preset in crate::config::PRESETS {
             for v in variants {
