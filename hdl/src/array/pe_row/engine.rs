@@ -17,7 +17,9 @@ crate::states! {
     /// The row engine: softmax of a block (in buf2d first the copy of S from the PE registers
     /// to the S array; then per query row max sweep, max update, exp sweep and drain, sum
     /// update), or the readout of a tile (reciprocal, wait, sweep, per row). `MaxWait` (buf2d)
-    /// waits for the S array's last read of a max sweep.
+    /// waits for the S array's last read of a max sweep. rowfused's max pass stops each row
+    /// at its max update; its exp pass starts each row there (fed −Inf), skipping the copy
+    /// and the max sweep.
     pub(super) enum Engine = "RE" {
         Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip,
         RoWait, RoSweep

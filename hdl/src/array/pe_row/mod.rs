@@ -31,6 +31,12 @@
 //! a · (3·Bc + pipeline depths + 1) cycles. P goes to the bank's P array. The P bank is read
 //! the same way in both variants: `p_rd` from the sequencer a cycle ahead of the PV step.
 //!
+//! **rowfused** (`two_pass`): buf2d's copy and sweeps with the S array holding the query rows'
+//! whole rows (`sm_blk` places a block in it). A max pass (`sm_second` low) copies the block
+//! and runs the max sweep and max update of each row, no exp sweep; an exp pass (high) starts
+//! each row at the max update, fed −Inf (m stays the row's final max, the shift is 0), then the
+//! exp sweep reads the block back from the array, and the sum update follows.
+//!
 //! **reg3d** (`tiered`): two tiers of C PEs. The QK tier (`qk_pe*`) steps on `step` with K on
 //! `b_col` and holds S, which the engine's sweeps read; the PV tier (`pv_pe*`) steps on
 //! `step_pv` with V on `v_col` and P from the P bank, masked by `mask_pv`, and holds O, which
