@@ -503,8 +503,10 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           fills) and their bond or wire (docs/glb.md). On chip: all but DRAM, which every \
           design of one hierarchy moves alike. PEs counts every PE tier: reg3d has twice the MACs of the 2-D designs (iso \
           PEs per tier); reg3d iso-PE is reg3d with half the PEs per tier (half the columns, \
-          or the rows), as many in total as the 2-D array. speedup and energy reduction are \
-          against buf2d at the same sequence length.\n";
+          or the rows), as many in total as the 2-D array. rowfused is the row-materializing \
+          baseline (docs/baselines.md): its S arrays hold a tile's whole rows of S, sized for \
+          each length (its counters do not depend on the size; its energy does). speedup and \
+          energy reduction are against buf2d at the same sequence length.\n";
     s
 }
 
