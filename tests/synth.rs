@@ -309,7 +309,17 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
     let (path, name, node) = gen::asic::resolve(Some("osu018"), None).unwrap();
     let lib = gen::asic::load(&path, dir.path()).unwrap();
     let mhz = 250.0;
+    // A cache of its own: each module is mapped once, and a second run reuses the three
+    // mapped netlists for the same report.
+    let cache = ScratchDir::new("asic-cache").unwrap();
+    std::env::set_var("REGFLASH_CACHE_DIR", cache.path());
     let r = gen::asic::asic(dir.path(), &lib, (&name, &node), mhz).unwrap();
+    let entries = std::fs::read_dir(cache.path().join("asic"))
+        .unwrap()
+        .count();
+    assert_eq!(entries, 3, "one mapped netlist per module");
+    let again = gen::asic::asic(dir.path(), &lib, (&name, &node), mhz).unwrap();
+    assert_eq!(format!("{again:?}"), format!("{r:?}"));
     assert!(r.passed(), "{:?}", r.yosys_problems);
     assert_eq!(r.modules.len(), 3);
     let top = r.module(&m.top).unwrap();
@@ -359,9 +369,42 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
         .expect("yosys prints the top's area")
         .parse()
         .unwrap();
+    // Mapped module by module, ABC sees each module's netlist in another order than in one
+    // whole-design run, and its result moves by a fraction of a percent (0.23 % here).
     assert!(
-        (yosys_area - r.total_area_um2()).abs() < 1e-3 * yosys_area,
+        (yosys_area - r.total_area_um2()).abs() < 1e-2 * yosys_area,
         "{yosys_area} vs {}",
+        r.total_area_um2()
+    );
+    // The very netlists the report counted (the cache's), joined and measured by Yosys: the
+    // same area to the rounding.
+    let mut nets = vec![];
+    for e in std::fs::read_dir(cache.path().join("asic")).unwrap() {
+        nets.push(e.unwrap().path().join("mapped.v").display().to_string());
+    }
+    let out = Command::new("yosys")
+        .arg("-p")
+        .arg(format!(
+            "read_liberty -lib {lib_path}; read_verilog {}; hierarchy -check -top {top}; \
+             stat -liberty {lib_path}",
+            nets.join(" "),
+            top = m.top
+        ))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    let joined: f64 = log
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("Chip area for top module '\\{}': ", m.top))
+        })
+        .unwrap_or_else(|| panic!("yosys prints the joined top's area: {log}"))
+        .parse()
+        .unwrap();
+    assert!(
+        (joined - r.total_area_um2()).abs() < 1e-6 * joined,
+        "{joined} vs {}",
         r.total_area_um2()
     );
     // One block (the MAC is no wrapper), its slowest module the slowest of the three.

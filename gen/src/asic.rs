@@ -1,7 +1,8 @@
 //! ASIC synthesis and static timing at a standard-cell library (docs/asic.md): Yosys maps every
 //! unique module once to the library's cells (hierarchically: a module's area is its own cells
-//! plus its children's, counted per instance), and OpenSTA times each module that is small
-//! enough with its children inside, under the constraints of the project's SDC template.
+//! plus its children's, counted per instance; each module in its own run, in parallel, cached
+//! by content), and OpenSTA times each module that is small enough with its children inside,
+//! under the constraints of the project's SDC template.
 //!
 //! These are synthesis-level figures: an ideal clock, no placement, no wire load, ABC's
 //! mapping without sizing after placement. They are optimistic and labelled so.
@@ -415,9 +416,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     let sta = require(Tool::OpenSta)?;
     let scratch = ScratchDir::new("asic")?;
     let at = |n: &str| scratch.path().join(n);
-    let files = manifest.absolute_files(dir)?;
     let period_ns = 1000.0 / clock_mhz;
-    let liberty = lib.path.display().to_string();
     // Buffering and gate sizing after mapping (ABC's `buffer; upsize; dnsize`), driven by the
     // library's smallest buffer into four of its inputs.
     let constr = match &lib.buffer {
@@ -431,42 +430,28 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         }
         None => String::new(),
     };
-    // The recipe of ../shared/pdk/README.md, hierarchical: each unique module mapped once.
-    let script = format!(
-        "read_liberty -lib {liberty}\nread_verilog {files}\nhierarchy -check -top {top}\n\
-         synth -top {top}\n\
-         dfflibmap -liberty {liberty}\nabc -D {period_ps:.0}{constr} -liberty {liberty}\n\
-         opt_clean -purge\ntee -q -o {check} check\nsetundef -zero\nsplitnets -ports\n\
-         opt_clean -purge\ntee -q -o {stat} stat -json\n\
-         write_verilog -noattr -noexpr -nohex -nodec {net}\n",
-        files = files.join(" "),
-        top = manifest.top,
-        period_ps = period_ns * 1000.0,
-        check = at("check.log").display(),
-        stat = at("stat.json").display(),
-        net = at("netlist.v").display(),
-    );
-    std::fs::write(at("asic.ys"), script)?;
-    run(
-        Command::new(yosys)
-            .arg("-q")
-            .arg("-s")
-            .arg(at("asic.ys"))
-            .current_dir(scratch.path()),
-        &format!("yosys mapping to {}", lib.name),
-    )?;
-    let check = std::fs::read_to_string(at("check.log"))?;
-    let yosys_problems = check
-        .lines()
-        .filter(|l| l.trim_start().starts_with("Warning:"))
-        .map(|l| l.trim().to_string())
-        .collect();
-    let stat = crate::flow::parse_stat_json(&std::fs::read_to_string(at("stat.json"))?)?;
+    // The recipe of ../shared/pdk/README.md, hierarchical: each unique module mapped once, in
+    // its own Yosys run (in parallel, and cached by content), then the mapped netlists joined.
+    let map = MapRecipe {
+        yosys: &yosys,
+        liberty: &lib.path,
+        liberty_key: liberty_key(&lib.path)?,
+        period_ps: period_ns * 1000.0,
+        constr,
+    };
+    let mapped = map_modules(&map, &manifest, dir, scratch.path())?;
+    // The design's netlist: the modules' mapped netlists, one after another.
+    let mut netlist = String::new();
     let mut own: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for (name, v) in stat["modules"]
-        .as_object()
-        .context("no modules in yosys stat")?
-    {
+    for (name, entry) in &mapped.modules {
+        netlist += &std::fs::read_to_string(entry.join("mapped.v"))?;
+        let stat =
+            crate::flow::parse_stat_json(&std::fs::read_to_string(entry.join("stat.json"))?)?;
+        let key = [name.clone(), format!("\\{name}")];
+        let v = key
+            .iter()
+            .find_map(|k| stat["modules"].get(k))
+            .with_context(|| format!("yosys's stat of `{name}` does not list it"))?;
         let types = v["num_cells_by_type"]
             .as_object()
             .map(|t| {
@@ -475,8 +460,15 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
                     .collect()
             })
             .unwrap_or_default();
-        own.insert(name.trim_start_matches('\\').to_string(), types);
+        own.insert(name.clone(), types);
     }
+    std::fs::write(at("netlist.v"), netlist)?;
+    let yosys_problems = mapped
+        .check
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Warning:"))
+        .map(|l| l.trim().to_string())
+        .collect();
     // Modules of the design that Yosys does not list: blackboxes (memory macros).
     let macros: BTreeSet<String> = manifest
         .modules
@@ -529,6 +521,231 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
                 no wire load (optimistic); memory macros are not in the area"
             .into(),
     })
+}
+
+/// What every module's mapping shares: Yosys, the library (and a hash of its text), the
+/// target period and ABC's buffering constraints.
+struct MapRecipe<'a> {
+    yosys: &'a Path,
+    liberty: &'a Path,
+    liberty_key: u64,
+    period_ps: f64,
+    constr: String,
+}
+
+/// The joined parts of a design mapped module by module.
+struct Mapped {
+    /// Each module's cache entry: `mapped.v` (its own cells, its submodules as instances, ports
+    /// split into bits) and `stat.json`.
+    modules: Vec<(String, PathBuf)>,
+    /// Yosys's `check` output of every module.
+    check: String,
+}
+
+/// Bumped when the per-module script changes, so that cached netlists are not reused.
+const MAP_RECIPE_VERSION: &str = "asic-map-3";
+
+/// A hash of the liberty file's text, for the cache keys.
+fn liberty_key(path: &Path) -> Result<u64> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the liberty file {}", path.display()))?;
+    let mut h = crate::cache::Fnv::new();
+    h.feed(&bytes);
+    Ok(h.0)
+}
+
+/// A Verilog file's text without its `//` comment lines (the generator's header, which holds
+/// the whole configuration, differs between designs whose module is the same).
+fn verilog_body(path: &Path) -> Result<Vec<u8>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {} (listed in the manifest)", path.display()))?;
+    Ok(text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .flat_map(|l| l.bytes().chain(std::iter::once(b'\n')))
+        .collect())
+}
+
+/// Maps every module under the top once, each in its own Yosys run with its submodules as
+/// black boxes: `synth`, `dfflibmap`, `abc` at the period (buffered and sized when the library
+/// has a buffer), `check`. The runs go in parallel, one per core, largest first, and each
+/// mapped netlist is cached under the cache root (`asic/`), keyed by the module's text, its
+/// submodules' text, the library's text, the period and the recipe: a module shared by two
+/// designs, or a second run, is not mapped again.
+fn map_modules(
+    recipe: &MapRecipe,
+    manifest: &Manifest,
+    dir: &Path,
+    scratch: &Path,
+) -> Result<Mapped> {
+    let copies = manifest.copies()?;
+    let mut jobs = vec![];
+    for name in copies.keys() {
+        let entry = manifest
+            .module(name)
+            .with_context(|| format!("module `{name}` is instantiated but not in the manifest"))?;
+        let file = PathBuf::from(manifest.absolute(dir, &entry.file)?);
+        let body = verilog_body(&file)?;
+        if String::from_utf8_lossy(&body).contains("(* blackbox *)") {
+            continue; // a memory macro: not mapped
+        }
+        let mut key = crate::cache::Fnv::new();
+        key.feed(MAP_RECIPE_VERSION.as_bytes());
+        key.feed(&recipe.liberty_key.to_le_bytes());
+        key.feed(format!("{:.0} {}", recipe.period_ps, recipe.constr_text()?).as_bytes());
+        key.feed(&body);
+        let mut children = vec![];
+        for child in entry.children.keys() {
+            let c = manifest.module(child).with_context(|| {
+                format!("module `{child}` is instantiated but not in the manifest")
+            })?;
+            let path = PathBuf::from(manifest.absolute(dir, &c.file)?);
+            let text = verilog_body(&path)?;
+            key.feed(&text);
+            let is_macro = String::from_utf8_lossy(&text).contains("(* blackbox *)");
+            children.push((child.clone(), path, is_macro));
+        }
+        let size = body.len();
+        jobs.push((size, name.to_string(), file, children, key.0));
+    }
+    jobs.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let cache = crate::cache::cache_root().join("asic");
+    std::fs::create_dir_all(&cache)
+        .with_context(|| format!("cannot create the cache folder {}", cache.display()))?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let results: Vec<Result<Vec<(usize, PathBuf, String)>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = vec![];
+                    loop {
+                        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((_, name, file, children, key)) = jobs.get(n) else {
+                            return Ok(done);
+                        };
+                        let entry = cache.join(format!("{name}-{key:016x}"));
+                        if !entry.join("mapped.v").is_file() {
+                            map_one(recipe, name, file, children, &entry, scratch)?;
+                        }
+                        let check = std::fs::read_to_string(entry.join("check.log")).with_context(
+                            || format!("the cached mapping of `{name}` is incomplete"),
+                        )?;
+                        done.push((n, entry, check));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a mapping thread panicked"))
+            .collect()
+    });
+    let mut all = vec![];
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|d| d.0);
+    Ok(Mapped {
+        modules: all
+            .iter()
+            .map(|d| (jobs[d.0].1.clone(), d.1.clone()))
+            .collect(),
+        check: all
+            .iter()
+            .map(|d| d.2.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
+}
+
+impl MapRecipe<'_> {
+    /// ABC's constraints file's text (part of the cache key).
+    fn constr_text(&self) -> Result<String> {
+        match self.constr.strip_prefix(" -constr ") {
+            Some(path) => Ok(std::fs::read_to_string(path)?),
+            None => Ok(String::new()),
+        }
+    }
+}
+
+/// Maps one module (see [`map_modules`]) into the cache entry `entry`, written whole or not at
+/// all.
+fn map_one(
+    recipe: &MapRecipe,
+    name: &str,
+    file: &Path,
+    children: &[(String, PathBuf, bool)],
+    entry: &Path,
+    scratch: &Path,
+) -> Result<()> {
+    let work = scratch.join(format!("map-{name}"));
+    std::fs::create_dir_all(&work)?;
+    let liberty = recipe.liberty.display();
+    let kids = if children.is_empty() {
+        String::new()
+    } else {
+        let files: Vec<String> = children.iter().map(|c| c.1.display().to_string()).collect();
+        format!("read_verilog -lib {}\n", files.join(" "))
+    };
+    // Before the ports are split, the submodules (not the memory macros) stop being black
+    // boxes, so that `splitnets -ports` splits theirs too and rewrites this module's
+    // connections to them bit by bit, as a whole-design run does: the joined netlist then
+    // links.
+    let open: Vec<String> = children
+        .iter()
+        .filter(|c| !c.2)
+        .map(|c| format!("={}", c.0))
+        .collect();
+    let open = if open.is_empty() {
+        String::new()
+    } else {
+        format!("setattr -mod -unset blackbox {}\n", open.join(" "))
+    };
+    let script = format!(
+        "read_liberty -lib {liberty}\n{kids}read_verilog {file}\nhierarchy -check -top {name}\n\
+         synth -top {name}\n\
+         dfflibmap -liberty {liberty}\nabc -D {period_ps:.0}{constr} -liberty {liberty}\n\
+         opt_clean -purge\ntee -q -o {check} check\nsetundef -zero\n{open}splitnets -ports\n\
+         opt_clean -purge\ntee -q -o {stat} stat -json\n\
+         write_verilog -noattr -noexpr -nohex -nodec {net}\n",
+        file = file.display(),
+        stat = work.join("stat.json").display(),
+        period_ps = recipe.period_ps,
+        constr = recipe.constr,
+        check = work.join("check.log").display(),
+        net = work.join("mapped.v").display(),
+    );
+    std::fs::write(work.join("map.ys"), script)?;
+    run(
+        Command::new(recipe.yosys)
+            .arg("-q")
+            .arg("-s")
+            .arg(work.join("map.ys"))
+            .current_dir(&work),
+        &format!("yosys mapping `{name}`"),
+    )?;
+    // Only the module itself: the opened submodules are empty shells.
+    let net = work.join("mapped.v");
+    let parts = netlist_modules(&std::fs::read_to_string(&net)?);
+    let own = parts
+        .get(name)
+        .with_context(|| format!("yosys's netlist of `{name}` does not define it"))?;
+    std::fs::write(&net, own)?;
+    // Into the cache by a rename, so a half-written entry is never taken for a whole one.
+    let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    for f in ["mapped.v", "check.log", "stat.json", "map.ys"] {
+        std::fs::copy(work.join(f), tmp.join(f))?;
+    }
+    if std::fs::rename(&tmp, entry).is_err() {
+        // Another run filled the entry first: keep its copy.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    Ok(())
 }
 
 /// A module's cells and area: its own, and with its submodules expanded.
@@ -631,6 +848,7 @@ fn time_modules(
     scratch: &Path,
 ) -> Result<()> {
     let mut tcl = format!("read_liberty {}\n", lib.path.display());
+    let parts = netlist_modules(&std::fs::read_to_string(netlist)?);
     let mut timed = vec![];
     for m in modules.iter_mut() {
         let Some(entry) = manifest.module(&m.name) else {
@@ -649,6 +867,10 @@ fn time_modules(
             ));
             continue;
         }
+        // Its own netlist: the module and everything under it, so that OpenSTA reads only
+        // what it times.
+        let net = scratch.join(format!("{}.net.v", m.name));
+        std::fs::write(&net, subtree_netlist(&parts, manifest, &m.name)?)?;
         let sdc = scratch.join(format!("{}.sdc", m.name));
         std::fs::write(
             &sdc,
@@ -658,7 +880,7 @@ fn time_modules(
             "puts \"@@ {name} link\"\nread_verilog {net}\nlink_design {name}\n\
              set_cmd_units -time ns\nread_sdc {sdc}\n",
             name = m.name,
-            net = netlist.display(),
+            net = net.display(),
             sdc = sdc.display()
         );
         for (class, from, to, _) in PATH_CLASSES {
@@ -722,6 +944,63 @@ fn time_modules(
         }
     }
     Ok(())
+}
+
+/// A Yosys netlist's modules by name: each one's text from `module` to `endmodule`.
+fn netlist_modules(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        if current.is_none() {
+            if let Some(rest) = line.strip_prefix("module ") {
+                let name = rest
+                    .split(|c: char| c == '(' || c == ';' || c.is_whitespace())
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches('\\')
+                    .to_string();
+                current = Some((name, String::new()));
+            }
+        }
+        if let Some((_, body)) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+        if line.starts_with("endmodule") {
+            if let Some((name, body)) = current.take() {
+                out.insert(name, body);
+            }
+        }
+    }
+    out
+}
+
+/// The netlist of `top` and every module under it (memory macros, which the netlist does not
+/// define, stay black boxes).
+fn subtree_netlist(
+    parts: &BTreeMap<String, String>,
+    manifest: &Manifest,
+    top: &str,
+) -> Result<String> {
+    let mut seen = BTreeSet::new();
+    let mut order = vec![top.to_string()];
+    let mut text = String::new();
+    while let Some(name) = order.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        if let Some(body) = parts.get(&name) {
+            text += body;
+        }
+        if let Some(entry) = manifest.module(&name) {
+            order.extend(entry.children.keys().cloned());
+        }
+    }
+    ensure!(
+        parts.contains_key(top),
+        "module `{top}` is not in the mapped netlist"
+    );
+    Ok(text)
 }
 
 /// The worst path of a `report_checks` section (in ns) whose path has `ports` of its ends at

@@ -1,6 +1,7 @@
 //! IR -> Verilog, manifests, output folders, and the lint/synthesis flows that check them.
 
 pub mod asic;
+pub mod cache;
 pub mod constraints;
 pub mod diagram;
 pub mod flow;

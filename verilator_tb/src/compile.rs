@@ -206,39 +206,7 @@ pub fn render_shim(top: &ModuleEntry, options: &BuildOptions) -> Result<String> 
     tera::Tera::one_off(SHIM_TEMPLATE, &ctx, false).context("cannot render the C++ shim")
 }
 
-/// Where built models are cached: `$REGFLASH_CACHE_DIR`, else `$XDG_CACHE_HOME/regflash`, else
-/// `~/.cache/regflash`, else the system temp folder.
-pub fn cache_root() -> PathBuf {
-    if let Some(d) = std::env::var_os("REGFLASH_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("regflash");
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        return PathBuf::from(h).join(".cache").join("regflash");
-    }
-    std::env::temp_dir().join("regflash-cache")
-}
-
-/// 64-bit FNV-1a: a stable content hash for cache keys (std's hasher may change between
-/// Rust releases).
-pub(crate) struct Fnv(pub(crate) u64);
-
-impl Fnv {
-    pub(crate) fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-        // Separate fields so ("ab","c") and ("a","bc") differ.
-        self.0 ^= 0xff;
-        self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-    }
-}
+pub use gen::cache::{cache_root, Fnv};
 
 fn checksum_path(library: &Path) -> PathBuf {
     library.with_extension("so.sum")
