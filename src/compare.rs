@@ -79,6 +79,8 @@ pub struct CompareRow {
     pub causal: bool,
     /// PEs over all tiers (reg3d: two PE tiers).
     pub pes: u64,
+    /// Query tokens of the problem (heads × length).
+    pub tokens: u64,
     /// Where the figures come from: "rtl" (simulated and bit-checked), or "model" (beyond
     /// `max_sim_seq`: the counts the schedule fixes, `crate::schedule`, and the cycle model's
     /// timing, `crate::cycles`, both of which every RTL run is held to exactly; "model
@@ -106,6 +108,128 @@ pub struct CompareRow {
     pub counters: BTreeMap<String, u64>,
     /// The run's report and checks (rtl rows only).
     pub report: Option<SimReport>,
+    /// The design as run or modelled at this length (rowfused sized for it, registers widened
+    /// where the length needs it).
+    #[serde(skip)]
+    pub config: CoreConfig,
+    /// Priced with its banks stacked (3-D buffered).
+    #[serde(skip)]
+    pub stacked_banks: bool,
+    /// Its silicon at a library, with `--iso area` ([`iso_area`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area: Option<IsoArea>,
+}
+
+/// A row's silicon and what it buys (`compare --iso area`).
+#[derive(Clone, Debug, Serialize)]
+pub struct IsoArea {
+    pub silicon: crate::area::DesignArea,
+    /// Tokens per second at the configuration's clock.
+    #[serde(serialize_with = "real")]
+    pub tokens_per_s: f64,
+    /// Per mm² of footprint (the largest tier).
+    #[serde(serialize_with = "real")]
+    pub tokens_per_s_per_mm2: f64,
+    /// This row's tokens/s per mm² over buf2d's at the same length (and hierarchy): the
+    /// speedup at equal silicon.
+    #[serde(serialize_with = "real")]
+    pub iso_area_vs_buf2d: f64,
+    /// Energy per token, nJ.
+    #[serde(serialize_with = "real")]
+    pub nj_per_token: f64,
+}
+
+/// Prices every row's design at a library (each distinct design mapped once, its modules
+/// cached) and fills [`CompareRow::area`]. The speedup at equal silicon is against the
+/// buf2d row of the same length and hierarchy (the first row of each such set).
+pub fn iso_area(
+    rows: &mut [CompareRow],
+    lib: &gen::asic::Liberty,
+    label: (&str, &str),
+    density: &crate::area::SramDensity,
+    progress: impl Fn(&str),
+) -> Result<()> {
+    let mut done: Vec<(String, crate::area::Mapped)> = vec![];
+    for r in rows.iter_mut() {
+        let key = format!("{:?}", r.config);
+        let at = match done.iter().position(|d| d.0 == key) {
+            Some(i) => i,
+            None => {
+                progress(&format!("{} at seq {}", r.design, r.seq_len));
+                let m = crate::area::map_design(&r.config, lib, label, r.config.clock_mhz)?;
+                done.push((key, m));
+                done.len() - 1
+            }
+        };
+        let silicon = done[at].1.price(density, r.stacked_banks);
+        let tokens = r.tokens as f64;
+        let seconds = r.cycles.max(1) as f64 / (r.config.clock_mhz * 1e6);
+        let tokens_per_s = tokens / seconds;
+        r.area = Some(IsoArea {
+            tokens_per_s_per_mm2: tokens_per_s / silicon.footprint_mm2.max(f64::MIN_POSITIVE),
+            tokens_per_s,
+            iso_area_vs_buf2d: 0.0,
+            nj_per_token: r.energy.pj_per_token * 1e-3,
+            silicon,
+        });
+    }
+    // Against the buf2d row that heads each (length, hierarchy) set.
+    let mut base = 0.0;
+    for r in rows.iter_mut() {
+        let a = r.area.as_mut().expect("priced above");
+        if r.design.starts_with("buf2d") {
+            base = a.tokens_per_s_per_mm2;
+        }
+        a.iso_area_vs_buf2d = a.tokens_per_s_per_mm2 / f64::max(base, f64::MIN_POSITIVE);
+    }
+    Ok(())
+}
+
+/// The iso-area table of rows priced by [`iso_area`], with iso-PE's speedup beside it.
+pub fn iso_area_table(rows: &[CompareRow]) -> String {
+    let Some(first) = rows.iter().find_map(|r| r.area.as_ref()) else {
+        return String::new();
+    };
+    let s0 = &first.silicon;
+    let mut s = format!(
+        "\nIso-area at {} ({}): synthesis-level standard cells (Yosys + ABC, no placement) plus \
+         SRAM macros at {:.3} mm² per MiB ({})\n\n\
+         | design | seq | cells mm² | SRAM macros mm² | tiers (mm²) | silicon mm² | footprint mm² \
+         | tokens/s per mm² | iso-area vs buf2d | iso-PE speedup vs buf2d | energy per token (nJ) \
+         | fmax (synthesis) MHz |\n\
+         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        s0.library, s0.node, s0.density.mm2_per_mib, s0.density.source
+    );
+    for r in rows {
+        let Some(a) = &r.area else { continue };
+        let si = &a.silicon;
+        let tiers: Vec<String> = si
+            .tiers
+            .iter()
+            .map(|(t, mm2)| format!("{t}: {mm2:.3}"))
+            .collect();
+        s += &format!(
+            "| {} | {} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3e} | {:.3} | {:.3} | {:.3} | {} |\n",
+            r.design,
+            seq_label(r),
+            si.cells_mm2,
+            si.macros_mm2,
+            tiers.join("; "),
+            si.silicon_mm2,
+            si.footprint_mm2,
+            a.tokens_per_s_per_mm2,
+            a.iso_area_vs_buf2d,
+            r.speedup_vs_buf2d,
+            a.nj_per_token,
+            si.fmax_mhz.map_or("-".into(), |f| format!("{f:.0}")),
+        );
+    }
+    s += "\nTokens/s at the configuration's clock (every design alike; the synthesis-level fmax \
+          is beside it), per mm² of footprint: a stack's largest tier. Silicon adds every tier. \
+          iso-area vs buf2d: tokens/s per mm² over buf2d's at the same length and hierarchy, \
+          the speedup at equal footprint; iso-PE speedup: cycles against buf2d's on the same \
+          PEs per tier (docs/asic.md).\n";
+    s
 }
 
 impl CompareRow {
@@ -281,6 +405,10 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     r
                 });
                 Some(CompareRow {
+                    config: cfg.clone(),
+                    stacked_banks: stacked,
+                    area: None,
+                    tokens,
                     design: name.into(),
                     seq_len: seq,
                     causal: plan.causal,

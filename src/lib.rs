@@ -1,6 +1,7 @@
 //! regflash: a register-level FlashAttention NPU generator. This crate holds the command line
 //! and the checks that tie the layers together (generate, simulate, compare).
 
+pub mod area;
 pub mod bench;
 pub mod claims;
 pub mod cli;

@@ -10,9 +10,71 @@
 //! readout normalization), and the rest of the top (DMA, sequencer, fetch, readout, counters,
 //! masks). Memory bits come from the design's memory arrays, by the same instance counts.
 
+use gen::asic::AsicReport;
 use gen::flow::{CellStats, SynthReport};
 use gen::manifest::MemoryEntry;
 use hdl::config::CoreConfig;
+
+/// A synthesized hierarchy the parts are cut from: a generic Yosys report (cells and
+/// flip-flops) or an ASIC one (µm² at a library).
+pub trait Synthesized {
+    fn top(&self) -> &str;
+    fn module_names(&self) -> Vec<&str>;
+    /// The modules `m` instantiates, with their instance counts.
+    fn children(&self, m: &str) -> Vec<(&str, u64)>;
+    /// `m`'s whole subtree: cells, flip-flops (0 where not counted) and area (µm²; None on a
+    /// generic report).
+    fn subtree(&self, m: &str) -> (u64, u64, Option<f64>);
+}
+
+impl Synthesized for SynthReport {
+    fn top(&self) -> &str {
+        &self.top
+    }
+    fn module_names(&self) -> Vec<&str> {
+        self.modules.keys().map(|m| m.as_str()).collect()
+    }
+    fn children(&self, m: &str) -> Vec<(&str, u64)> {
+        // Every cell type: a library cell has no children, so only modules and black
+        // boxes (memory macros) count.
+        self.modules.get(m).map_or(vec![], |s| {
+            s.by_type.iter().map(|(t, &n)| (t.as_str(), n)).collect()
+        })
+    }
+    fn subtree(&self, m: &str) -> (u64, u64, Option<f64>) {
+        let t: CellStats =
+            gen::flow::hierarchy_total(&self.modules, m, self.target).unwrap_or_default();
+        (t.cells, t.flip_flops, None)
+    }
+}
+
+impl Synthesized for AsicReport {
+    fn top(&self) -> &str {
+        &self.top
+    }
+    fn module_names(&self) -> Vec<&str> {
+        // The mapped modules, and the memory macros they instantiate (black boxes: no cells).
+        let mut names: Vec<&str> = self.modules.iter().map(|m| m.name.as_str()).collect();
+        for m in &self.modules {
+            for c in m.children.keys() {
+                if self.module(c).is_none() && !names.contains(&c.as_str()) {
+                    names.push(c);
+                }
+            }
+        }
+        names
+    }
+    fn children(&self, m: &str) -> Vec<(&str, u64)> {
+        self.module(m).map_or(vec![], |x| {
+            x.children.iter().map(|(c, &n)| (c.as_str(), n)).collect()
+        })
+    }
+    fn subtree(&self, m: &str) -> (u64, u64, Option<f64>) {
+        self.module(m).map_or((0, 0, Some(0.0)), |x| {
+            (x.total_cells, 0, Some(x.total_area_um2))
+        })
+    }
+}
 
 /// One part of the design on its tier.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -26,12 +88,17 @@ pub struct TierPart {
     pub cells: u64,
     pub flip_flops: u64,
     pub memory_bits: u64,
+    /// Of those, the bits in memory macros (black boxes: in no cell count or area).
+    pub macro_bits: u64,
+    /// Standard-cell area, µm² (an ASIC report only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area_um2: Option<f64>,
 }
 
 /// The design's parts by tier, from the synthesis report `r` of the core (or of one PE row)
 /// and the design's memories. The parts' cells, flip-flops and memory bits add up to the
 /// whole hierarchy's.
-pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<TierPart> {
+pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Vec<TierPart> {
     let h = Hierarchy { r, mems };
     let tiers = cfg.variant.tiers();
     let name = |k: u32, what: &str| {
@@ -48,7 +115,7 @@ pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<Tie
         qk.clone()
     };
     let pv = name(tiers - 1, "PV");
-    let modules: Vec<&str> = r.modules.keys().map(|m| m.as_str()).collect();
+    let modules: Vec<&str> = r.module_names();
     let rows: Vec<&str> = modules
         .iter()
         .copied()
@@ -57,7 +124,7 @@ pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<Tie
     // Instances of `m` inside the rows.
     let in_rows = |m: &str| -> u64 {
         rows.iter()
-            .map(|row| h.count(&r.top, row) * h.count(row, m))
+            .map(|row| h.count(r.top(), row) * h.count(row, m))
             .sum()
     };
     let mut out = vec![];
@@ -72,7 +139,7 @@ pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<Tie
             (&sm, "S registers and S links")
         } else if m.starts_with("sram_") && in_rows(m) > 0 {
             // The rows' SRAM banks: P (16-bit words; on the PV tier in reg3d), buf2d's S.
-            if m.ends_with("_w16") {
+            if m.trim_end_matches("_macro").ends_with("_w16") {
                 (&pv, "P banks")
             } else {
                 (&qk, "S buffer arrays")
@@ -88,7 +155,7 @@ pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<Tie
             &sm,
             "row engines (softmax, normalization)",
             row,
-            h.count(&r.top, row),
+            h.count(r.top(), row),
         );
         let engines = whole.less(&out);
         out.push(engines);
@@ -96,7 +163,7 @@ pub fn parts(cfg: &CoreConfig, r: &SynthReport, mems: &[MemoryEntry]) -> Vec<Tie
     let top = h.part(
         "base",
         "control: DMA, sequencer, fetch, readout, counters, masks",
-        &r.top,
+        r.top(),
         1,
     );
     let control = top.less(&out);
@@ -114,82 +181,101 @@ impl TierPart {
             self.cells -= p.cells.min(self.cells);
             self.flip_flops -= p.flip_flops.min(self.flip_flops);
             self.memory_bits -= p.memory_bits.min(self.memory_bits);
+            self.macro_bits -= p.macro_bits.min(self.macro_bits);
+            if let (Some(a), Some(b)) = (self.area_um2.as_mut(), p.area_um2) {
+                *a = (*a - b).max(0.0);
+            }
         }
         self
     }
 }
 
 /// The synthesized hierarchy: instance counts and subtree totals.
-struct Hierarchy<'a> {
-    r: &'a SynthReport,
+struct Hierarchy<'a, S: Synthesized> {
+    r: &'a S,
     mems: &'a [MemoryEntry],
 }
 
-impl Hierarchy<'_> {
-    /// Instances of module (or cell type) `x` under `root` (1 for `root` itself).
+impl<S: Synthesized> Hierarchy<'_, S> {
+    /// Instances of module `x` under `root` (1 for `root` itself).
     fn count(&self, root: &str, x: &str) -> u64 {
         if root == x {
             return 1;
         }
-        let Some(m) = self.r.modules.get(root) else {
-            return 0;
-        };
-        m.by_type
+        self.r
+            .children(root)
             .iter()
-            .map(|(t, &n)| {
-                if t == x {
-                    n
-                } else if self.r.modules.contains_key(t) {
-                    n * self.count(t, x)
-                } else {
-                    0
-                }
-            })
+            .map(|&(t, n)| if t == x { n } else { n * self.count(t, x) })
             .sum()
     }
 
     /// `n` instances of `module`, its submodules expanded.
     fn part(&self, tier: &str, part: &str, module: &str, n: u64) -> TierPart {
-        let t: CellStats =
-            gen::flow::hierarchy_total(&self.r.modules, module, self.r.target).unwrap_or_default();
-        let bits: u64 = self
-            .mems
-            .iter()
-            .map(|e| e.depth as u64 * e.width as u64 * self.count(module, &e.module))
-            .sum();
+        let (cells, flip_flops, area) = self.r.subtree(module);
+        let bits = |macros: bool| -> u64 {
+            self.mems
+                .iter()
+                .filter(|e| !macros || e.blackbox)
+                .map(|e| e.depth as u64 * e.width as u64 * self.count(module, &e.module))
+                .sum()
+        };
         TierPart {
             tier: tier.to_string(),
             part: part.to_string(),
             instances: n,
-            cells: n * t.cells,
-            flip_flops: n * t.flip_flops,
-            memory_bits: n * bits,
+            cells: n * cells,
+            flip_flops: n * flip_flops,
+            memory_bits: n * bits(false),
+            macro_bits: n * bits(true),
+            area_um2: area.map(|a| n as f64 * a),
         }
     }
 }
 
-/// The markdown table of `parts`, with each tier's subtotal.
+/// The markdown table of `parts`, with each tier's subtotal (and its standard-cell area when
+/// the parts come from an ASIC report).
 pub fn table(parts: &[TierPart]) -> String {
+    let areas = parts.iter().any(|p| p.area_um2.is_some());
     let mut s = String::from(
-        "\n| tier | part | instances | cells | flip-flops | memory bits |\n|---|---|---:|---:|---:|---:|\n",
+        "\n| tier | part | instances | cells | flip-flops | memory bits | of which in macros |",
     );
+    s += if areas {
+        " cell area µm² |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
+    } else {
+        "\n|---|---|---:|---:|---:|---:|---:|\n"
+    };
+    let area = |a: Option<f64>| match (areas, a) {
+        (true, Some(a)) => format!(" {a:.1} |"),
+        (true, None) => " - |".into(),
+        (false, _) => String::new(),
+    };
     let mut tiers: Vec<&str> = parts.iter().map(|p| p.tier.as_str()).collect();
     tiers.dedup();
     for t in tiers {
         let of: Vec<&TierPart> = parts.iter().filter(|p| p.tier == t).collect();
         for p in &of {
             s += &format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                p.tier, p.part, p.instances, p.cells, p.flip_flops, p.memory_bits
+                "| {} | {} | {} | {} | {} | {} | {} |{}\n",
+                p.tier,
+                p.part,
+                p.instances,
+                p.cells,
+                p.flip_flops,
+                p.memory_bits,
+                p.macro_bits,
+                area(p.area_um2)
             );
         }
         if of.len() > 1 {
             let sum = |f: fn(&TierPart) -> u64| of.iter().map(|p| f(p)).sum::<u64>();
+            let a: Option<f64> = of.iter().map(|p| p.area_um2).sum();
             s += &format!(
-                "| **{t}** | | | **{}** | **{}** | **{}** |\n",
+                "| **{t}** | | | **{}** | **{}** | **{}** | **{}** |{}\n",
                 sum(|p| p.cells),
                 sum(|p| p.flip_flops),
-                sum(|p| p.memory_bits)
+                sum(|p| p.memory_bits),
+                sum(|p| p.macro_bits),
+                area(a)
             );
         }
     }

@@ -574,3 +574,35 @@ fn bad_energy_tables_are_refused_with_the_reason() {
         }
     }
 }
+
+/// `compare --iso area`'s refusals come before any run: the library flags without it, a
+/// library without a sourced SRAM density, a bad density, an unknown library.
+#[test]
+fn iso_area_refuses_what_it_cannot_price_before_running() {
+    for (args, says) in [
+        (
+            vec!["--lib", "nangate45"],
+            "price the designs' silicon: add --iso area",
+        ),
+        (
+            vec!["--iso", "area", "--lib", "osu018"],
+            "no sourced SRAM density at osu018",
+        ),
+        (
+            vec!["--iso", "area", "--lib", "osu018", "--sram-mm2-per-mib=-1"],
+            "--sram-mm2-per-mib must be a positive density",
+        ),
+        (
+            vec!["--iso", "area", "--lib", "tsmc3"],
+            "--lib tsmc3 is not a library regflash knows",
+        ),
+        (vec!["--iso", "volume"], "invalid value 'volume'"),
+    ] {
+        let mut all = vec!["compare", "--seq", "8"];
+        all.extend(&args);
+        let o = regflash(&all);
+        let t = text(&o);
+        assert!(!o.status.success() && t.contains(says), "{args:?}: {t}");
+        assert!(!t.contains("seq 8:") && !t.contains("panicked"), "{t}");
+    }
+}

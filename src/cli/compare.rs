@@ -50,6 +50,21 @@ pub struct CompareArgs {
     /// measured and a verdict (docs/baselines.md).
     #[arg(long)]
     pub claims: bool,
+    /// How the designs are set side by side: pe (the same PEs per tier: the tables above) or
+    /// area (also each design's silicon at a standard-cell library, from the ASIC flow, and
+    /// its tokens/s per mm² of footprint and energy per token; docs/asic.md).
+    #[arg(long, default_value = "pe", value_parser = ["pe", "area"])]
+    pub iso: String,
+    /// --iso area: a known library (nangate45, the default; asap7; sky130hd; sg13g2; osu018).
+    #[arg(long)]
+    pub lib: Option<String>,
+    /// --iso area: a liberty file (.lib or .lib.gz) instead of --lib.
+    #[arg(long)]
+    pub liberty: Option<PathBuf>,
+    /// --iso area: the SRAM macros' density in mm² per MiB (required at a library without a
+    /// sourced one: every one but nangate45 and asap7).
+    #[arg(long)]
+    pub sram_mm2_per_mib: Option<f64>,
 }
 
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
@@ -73,6 +88,22 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         config.glb.bytes = b;
         config.validate()?;
     }
+    let area = args.iso == "area";
+    anyhow::ensure!(
+        area || (args.lib.is_none() && args.liberty.is_none() && args.sram_mm2_per_mib.is_none()),
+        "--lib, --liberty and --sram-mm2-per-mib price the designs' silicon: add --iso area"
+    );
+    // The library is checked before any run.
+    let scratch = gen::tools::ScratchDir::new("iso-area")?;
+    let library = match area {
+        true => Some(crate::area::resolve_library(
+            args.lib.as_deref(),
+            args.liberty.as_deref(),
+            args.sram_mm2_per_mib,
+            scratch.path(),
+        )?),
+        false => None,
+    };
     let table = crate::pricing::load_table(args.energy.as_deref())?;
     let plan = compare::ComparePlan {
         config: config.clone(),
@@ -84,7 +115,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         table: table.clone(),
         max_sim_seq: args.max_sim_seq,
     };
-    let rows = compare::run_glb(&plan, args.glb, |r| {
+    let mut rows = compare::run_glb(&plan, args.glb, |r| {
         eprintln!(
             "{} {} ({}x{} PEs per tier) seq {}: {} cycles{}",
             r.preset,
@@ -97,6 +128,12 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         )
     })?;
     let mut md = compare::table(&rows, &config, &table);
+    if let Some((lib, (name, node), density)) = &library {
+        compare::iso_area(&mut rows, lib, (name, node), density, |what| {
+            eprintln!("iso-area: mapping {what} at {name} (each module once, cached)")
+        })?;
+        md += &compare::iso_area_table(&rows);
+    }
     if args.claims {
         let g = &config.glb;
         let hierarchy = match g.present() && args.glb != crate::compare::GlbRuns::None {

@@ -76,6 +76,13 @@ fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
     let report = gen::asic::asic(dir.path(), &lib, (&name, &node), clock)?;
     println!("{}", asic_table(&report));
     println!("{}", asic_memories(&report, &manifest.memories));
+    let parts = crate::tiers::parts(cfg, &report, &manifest.memories);
+    if parts.len() > 1 {
+        println!(
+            "\nBy tier (each part's modules, their area with every instance; see src/tiers.rs):{}",
+            crate::tiers::table(&parts)
+        );
+    }
     if let Some(path) = &args.report {
         write_json(path, &report)?;
     }
@@ -158,14 +165,13 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
 
 /// The memory arrays at the library: a behavioural bank is flip-flops and muxes in the
 /// standard-cell area (a bank module's own area is shown), a register file inside a larger
-/// module is in that module's cells, and a macro (blackbox) is priced by CACTI's density at 45
-/// nm (the energy table's `sram_mm2_per_mib`) at nangate45 only: no sourced density at the
-/// other nodes yet.
+/// module is in that module's cells, and a macro (blackbox) is priced by the library's sourced
+/// SRAM density (`crate::area::sram_density`: nangate45 and asap7; none at the others).
 pub fn asic_memories(r: &gen::asic::AsicReport, mems: &[gen::manifest::MemoryEntry]) -> String {
     if mems.is_empty() {
         return "\nmemories: none".into();
     }
-    let density = kernels::energy::EnergyTable::default().sram_mm2_per_mib;
+    let density = crate::area::sram_density(&r.library);
     let mut s = String::from(
         "\n| memory | words × bits | copies | bits | at this library | area µm² (all copies) |\n\
          |---|---:|---:|---:|---|---:|\n",
@@ -173,11 +179,14 @@ pub fn asic_memories(r: &gen::asic::AsicReport, mems: &[gen::manifest::MemoryEnt
     let (mut cells, mut macros) = (0.0, 0.0);
     for m in mems {
         let (what, area) = if m.blackbox {
-            if r.library == "nangate45" {
-                let a = m.bits() as f64 / 8.0 / (1u64 << 20) as f64 * density * 1e6;
+            if let Some(d) = &density {
+                let a = m.bits() as f64 / 8.0 / (1u64 << 20) as f64 * d.mm2_per_mib * 1e6;
                 macros += a;
                 (
-                    format!("SRAM macro, CACTI 7 at 45 nm ({density} mm² per MiB)"),
+                    format!(
+                        "SRAM macro, {} ({:.3} mm² per MiB)",
+                        d.source, d.mm2_per_mib
+                    ),
                     format!("{a:.1}"),
                 )
             } else {

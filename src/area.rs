@@ -1,0 +1,338 @@
+//! A design's silicon at a standard-cell library (`regflash compare --iso area`,
+//! docs/asic.md): the ASIC flow's standard-cell area of the whole top (`gen::asic`, each module
+//! mapped once and cached), plus its memory macros at a sourced SRAM density, cut into the
+//! tiers the variant stacks (`crate::tiers`). A stack's footprint is its largest tier; its
+//! silicon is every tier's.
+//!
+//! The SRAM banks that are SRAM in any real chip (buf2d's buffer, rowfused's S arrays, the
+//! GLB) are emitted as macros here, whatever the configuration's `macro` knob says: the knob
+//! changes what Verilog is written, never a cycle, and flip-flops would price them 10× too
+//! dear (and take hours to map).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use gen::asic::{AsicReport, Liberty};
+use hdl::config::{CoreConfig, Variant};
+use hdl::glb::GlbPlacement;
+
+use crate::design::{generate, Target};
+use crate::tiers::TierPart;
+
+/// An SRAM macro density at a node: mm² per MiB, and where the figure comes from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SramDensity {
+    pub mm2_per_mib: f64,
+    pub source: String,
+}
+
+/// The sourced SRAM density of a known library (None where regflash has none: give one with
+/// `--sram-mm2-per-mib`).
+/// - nangate45: CACTI 7 at 45 nm, the energy table's `sram_mm2_per_mib` (3.4).
+/// - asap7: TSMC N7's 0.027 µm² high-density bit cell (Chang et al., ISSCC 2017) at the
+///   array efficiency CACTI 7 has at 45 nm (its 146 F² cell, 0.296 µm², is 73 % of 3.4 mm²
+///   per MiB): 0.027 × 2^23 bits / 0.73 = 0.31 mm² per MiB. The test chip's whole die
+///   (256 Mib on 42.6 mm², 1.33 mm² per MiB with pads and test logic) bounds it from above.
+pub fn sram_density(library: &str) -> Option<SramDensity> {
+    match library {
+        "nangate45" => Some(SramDensity {
+            mm2_per_mib: kernels::energy::EnergyTable::default().sram_mm2_per_mib,
+            source: "CACTI 7 at 45 nm (the energy table's sram_mm2_per_mib)".into(),
+        }),
+        "asap7" => Some(SramDensity {
+            mm2_per_mib: ASAP7_SRAM_MM2_PER_MIB,
+            source: "TSMC N7's 0.027 µm² bit cell (ISSCC 2017) at CACTI 7's 45-nm array \
+                     efficiency (73 %)"
+                .into(),
+        }),
+        _ => None,
+    }
+}
+
+/// See [`sram_density`].
+pub const ASAP7_SRAM_MM2_PER_MIB: f64 = 0.027 * (1u64 << 23) as f64 / 0.73 * 1e-6;
+
+/// One design's silicon at a library.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DesignArea {
+    pub library: String,
+    pub node: String,
+    /// Standard cells of the whole top (the core, its DMA and buffers, the SoC registers).
+    pub cells_mm2: f64,
+    /// Memory macros at `density`.
+    pub macros_mm2: f64,
+    pub macro_bits: u64,
+    pub density: SramDensity,
+    /// Each tier's silicon (cells and macros), bottom first: (tier, mm²).
+    pub tiers: Vec<(String, f64)>,
+    /// All tiers.
+    pub silicon_mm2: f64,
+    /// The largest tier.
+    pub footprint_mm2: f64,
+    /// The slowest module timed: its fmax at synthesis level (None: nothing timed).
+    pub fmax_mhz: Option<f64>,
+}
+
+/// `cfg` as the area flow builds it: its SRAM banks as macros (see the module doc).
+pub fn with_macros(cfg: &CoreConfig) -> CoreConfig {
+    let mut c = cfg.clone();
+    match &mut c.variant {
+        Variant::Buf2d(b) => b.macro_blackbox = true,
+        Variant::Rowfused(r) => r.macro_blackbox = true,
+        _ => {}
+    }
+    if c.glb.bytes > 0 {
+        c.glb.blackbox = true;
+    }
+    c
+}
+
+/// A design mapped at a library: its configuration as mapped (banks as macros), the flow's
+/// report and the report cut into the variant's parts.
+pub struct Mapped {
+    pub config: CoreConfig,
+    pub report: AsicReport,
+    pub parts: Vec<TierPart>,
+}
+
+/// Maps `cfg`'s whole top (its banks as macros) at `lib` for `clock_mhz`.
+pub fn map_design(
+    cfg: &CoreConfig,
+    lib: &Liberty,
+    label: (&str, &str),
+    clock_mhz: f64,
+) -> Result<Mapped> {
+    let cfg = with_macros(cfg);
+    let dir = gen::tools::ScratchDir::new("area")?;
+    let manifest = generate(&cfg, &Target::Top, dir.path())?;
+    let report = gen::asic::asic(dir.path(), lib, label, clock_mhz)
+        .with_context(|| format!("the ASIC flow of {} at {}", cfg.variant.label(), label.0))?;
+    anyhow::ensure!(
+        report.passed(),
+        "the ASIC flow of {} found latches or problems: {:?}",
+        cfg.variant.label(),
+        report.yosys_problems
+    );
+    let parts = crate::tiers::parts(&cfg, &report, &manifest.memories);
+    Ok(Mapped {
+        config: cfg,
+        report,
+        parts,
+    })
+}
+
+impl Mapped {
+    /// Its silicon at `density`; `stacked_banks`: the rows' SRAM banks (buf2d's buffer, the P
+    /// banks) on a tier of their own (the "3-D buffered" design).
+    pub fn price(&self, density: &SramDensity, stacked_banks: bool) -> DesignArea {
+        price(
+            &self.config,
+            &self.report,
+            &self.parts,
+            density,
+            stacked_banks,
+        )
+    }
+}
+
+/// The tiers' silicon from the parts (see [`Mapped::price`]).
+fn price(
+    cfg: &CoreConfig,
+    report: &AsicReport,
+    parts: &[TierPart],
+    density: &SramDensity,
+    stacked_banks: bool,
+) -> DesignArea {
+    let mm2_per_bit = density.mm2_per_mib / (1u64 << 23) as f64;
+    let mut tiers: Vec<(String, f64)> = vec![];
+    let mut add = |tier: &str, mm2: f64| match tiers.iter_mut().find(|t| t.0 == tier) {
+        Some(t) => t.1 += mm2,
+        None => tiers.push((tier.to_string(), mm2)),
+    };
+    let bottom = parts
+        .iter()
+        .map(|p| p.tier.as_str())
+        .filter(|t| *t != "base")
+        .min()
+        .unwrap_or("tier 0")
+        .to_string();
+    let glb_stacked = cfg.glb.bytes > 0 && cfg.glb.placement == GlbPlacement::Stacked;
+    for p in parts {
+        let cells = p.area_um2.unwrap_or(0.0) * 1e-6;
+        let macros = p.macro_bits as f64 * mm2_per_bit;
+        let tier = if p.tier == "base" { &bottom } else { &p.tier };
+        let banks = p.part.starts_with("S buffer") || p.part.starts_with("P banks");
+        if stacked_banks && banks {
+            add("SRAM tier (stacked banks)", cells + macros);
+        } else if p.tier == "base" && glb_stacked {
+            // The control's macros are the GLB's banks, on their own stacked die.
+            add(tier, cells);
+            add("GLB tier (stacked)", macros);
+        } else {
+            add(tier, cells + macros);
+        }
+    }
+    tiers.retain(|t| t.1 > 0.0);
+    let macro_bits: u64 = parts.iter().map(|p| p.macro_bits).sum();
+    let silicon: f64 = tiers.iter().map(|t| t.1).sum();
+    let footprint = tiers.iter().map(|t| t.1).fold(0.0, f64::max);
+    let fmax = report
+        .modules
+        .iter()
+        .filter_map(|m| m.timing.as_ref())
+        .map(|t| t.min_period_ns)
+        .fold(None, |a: Option<f64>, p| Some(a.map_or(p, |a| a.max(p))))
+        .map(|p| 1000.0 / p);
+    DesignArea {
+        library: report.library.clone(),
+        node: report.node.clone(),
+        cells_mm2: report.total_area_um2() * 1e-6,
+        macros_mm2: macro_bits as f64 * mm2_per_bit,
+        macro_bits,
+        density: density.clone(),
+        tiers,
+        silicon_mm2: silicon,
+        footprint_mm2: footprint,
+        fmax_mhz: fmax,
+    }
+}
+
+/// Resolves `--lib` / `--liberty` and the SRAM density for an area run: the library's sourced
+/// density, or `override_mm2_per_mib` (required where there is none).
+pub fn resolve_library(
+    lib: Option<&str>,
+    liberty: Option<&Path>,
+    override_mm2_per_mib: Option<f64>,
+    scratch: &Path,
+) -> Result<(Liberty, (String, String), SramDensity)> {
+    let lib = if liberty.is_some() {
+        lib
+    } else {
+        lib.or(Some("nangate45"))
+    };
+    let (path, name, node) = gen::asic::resolve(lib, liberty)?;
+    let library = gen::asic::load(&path, scratch)?;
+    let density = match override_mm2_per_mib {
+        Some(d) => {
+            anyhow::ensure!(
+                d.is_finite() && d > 0.0,
+                "--sram-mm2-per-mib must be a positive density in mm² per MiB, not {d}"
+            );
+            SramDensity {
+                mm2_per_mib: d,
+                source: "--sram-mm2-per-mib".into(),
+            }
+        }
+        None => sram_density(&name).with_context(|| {
+            format!(
+                "regflash has no sourced SRAM density at {name} ({node}), so the memory macros \
+                 cannot be priced: give one with --sram-mm2-per-mib, or use --lib nangate45 or \
+                 asap7"
+            )
+        })?,
+    };
+    Ok((library, (name, node), density))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gen::asic::{AsicModule, PathTiming};
+
+    fn part(tier: &str, name: &str, area_um2: f64, macro_bits: u64) -> TierPart {
+        TierPart {
+            tier: tier.into(),
+            part: name.into(),
+            instances: 1,
+            cells: 1,
+            flip_flops: 0,
+            memory_bits: macro_bits,
+            macro_bits,
+            area_um2: Some(area_um2),
+        }
+    }
+
+    fn report(periods: &[f64]) -> AsicReport {
+        let module = |i: usize, p: f64| AsicModule {
+            name: format!("m{i}"),
+            copies: 1,
+            cells: 1,
+            area_um2: 1.0,
+            flop_area_um2: 0.0,
+            total_cells: 1,
+            total_area_um2: 3.0e6,
+            children: Default::default(),
+            timing: Some(PathTiming {
+                startpoint: "a".into(),
+                endpoint: "b".into(),
+                arrival_ns: p,
+                slack_ns: 0.0,
+                cells: 3,
+                min_period_ns: p,
+                fmax_mhz: 1000.0 / p,
+            }),
+            untimed: None,
+        };
+        AsicReport {
+            top: "m0".into(),
+            library: "nangate45".into(),
+            node: "45 nm".into(),
+            liberty: "x".into(),
+            clock_mhz: 1500.0,
+            modules: periods
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| module(i, p))
+                .collect(),
+            latches: 0,
+            yosys_problems: vec![],
+            abc_buffer: None,
+            label: String::new(),
+        }
+    }
+
+    /// The tiers' silicon: the control joins the bottom tier, a stacked GLB and stacked banks
+    /// get tiers of their own, macros are priced by the density, the footprint is the largest
+    /// tier and the silicon their sum; fmax is the slowest module's.
+    #[test]
+    fn tiers_footprint_and_macros_are_priced() {
+        let density = sram_density("nangate45").unwrap();
+        let mib = 1u64 << 23;
+        let parts = vec![
+            part("tier 0 (QK)", "QK tier PEs", 2.0e6, 0),
+            part("tier 1 (PV)", "PV tier PEs", 1.5e6, 0),
+            part("tier 1 (PV)", "P banks", 0.25e6, 0),
+            part("base", "control: DMA", 0.5e6, mib),
+        ];
+        let mut cfg = CoreConfig::preset("small").unwrap();
+        cfg.glb.bytes = 1 << 20;
+        cfg.glb.placement = GlbPlacement::Stacked;
+        let a = price(&cfg, &report(&[2.0, 4.0]), &parts, &density, false);
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+        let tier =
+            |a: &DesignArea, n: &str| a.tiers.iter().find(|t| t.0 == n).map_or(-1.0, |t| t.1);
+        let d = density.mm2_per_mib;
+        assert!(
+            close(tier(&a, "tier 0 (QK)"), 2.5),
+            "the control on the bottom tier: {a:?}"
+        );
+        assert!(close(tier(&a, "tier 1 (PV)"), 1.75));
+        assert!(close(tier(&a, "GLB tier (stacked)"), d));
+        assert!(close(a.footprint_mm2, d.max(2.5)));
+        assert!(close(a.silicon_mm2, 2.5 + 1.75 + d));
+        assert_eq!(a.macro_bits, mib);
+        assert_eq!(a.fmax_mhz, Some(250.0));
+        // A planar GLB stays on the bottom tier; stacked banks leave their tier.
+        cfg.glb.placement = GlbPlacement::Planar;
+        let b = price(&cfg, &report(&[2.0]), &parts, &density, true);
+        assert_eq!(b.tiers.len(), 3, "{:?}", b.tiers);
+        assert!(close(tier(&b, "tier 0 (QK)"), 2.5 + d));
+        assert!(close(tier(&b, "tier 1 (PV)"), 1.5));
+        assert!(close(tier(&b, "SRAM tier (stacked banks)"), 0.25));
+        // Densities are sourced at two libraries only, and asap7's is 0.31 mm² per MiB.
+        assert!((ASAP7_SRAM_MM2_PER_MIB - 0.31).abs() < 0.005);
+        assert!(sram_density("osu018").is_none());
+    }
+}
