@@ -297,6 +297,24 @@ fn config_file_errors_name_the_key() {
     }
 }
 
+/// Runs a Yosys script and returns the area `stat -liberty` gives `top`.
+fn yosys_chip_area(script: &str, top: &str) -> f64 {
+    let out = Command::new("yosys")
+        .arg("-p")
+        .arg(script)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    log.lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("Chip area for top module '\\{top}': "))
+        })
+        .unwrap_or_else(|| panic!("yosys prints the top's area: {log}"))
+        .parse()
+        .unwrap()
+}
+
 /// The ASIC flow (`synth --target asic`) on OSU 0.18 µm, the library every machine can
 /// install: `small`'s MAC (its multiplier and adder inside) mapped hierarchically, each
 /// module's area the sum over its instances, the top's area equal to Yosys's own `stat
@@ -346,9 +364,8 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
         format!("set_driving_cell {buf}\nset_load {}\n", 4.0 * cap),
     )
     .unwrap();
-    let out = Command::new("yosys")
-        .arg("-p")
-        .arg(format!(
+    let yosys_area = yosys_chip_area(
+        &format!(
             "read_liberty -lib {lib_path}; read_verilog {}; hierarchy -check -top {top}; \
              synth -top {top}; dfflibmap -liberty {lib_path}; \
              abc -D 4000 -constr {} -liberty {lib_path}; opt_clean -purge; \
@@ -356,19 +373,9 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
             files.join(" "),
             constr.display(),
             top = m.top
-        ))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stdout);
-    let yosys_area: f64 = log
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix(&format!("Chip area for top module '\\{}': ", m.top))
-        })
-        .expect("yosys prints the top's area")
-        .parse()
-        .unwrap();
+        ),
+        &m.top,
+    );
     // Mapped module by module, ABC sees each module's netlist in another order than in one
     // whole-design run, and its result moves by a fraction of a percent (0.23 % here).
     assert!(
@@ -382,26 +389,15 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
     for e in std::fs::read_dir(cache.path().join("asic")).unwrap() {
         nets.push(e.unwrap().path().join("mapped.v").display().to_string());
     }
-    let out = Command::new("yosys")
-        .arg("-p")
-        .arg(format!(
+    let joined = yosys_chip_area(
+        &format!(
             "read_liberty -lib {lib_path}; read_verilog {}; hierarchy -check -top {top}; \
              stat -liberty {lib_path}",
             nets.join(" "),
             top = m.top
-        ))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stdout);
-    let joined: f64 = log
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix(&format!("Chip area for top module '\\{}': ", m.top))
-        })
-        .unwrap_or_else(|| panic!("yosys prints the joined top's area: {log}"))
-        .parse()
-        .unwrap();
+        ),
+        &m.top,
+    );
     assert!(
         (joined - r.total_area_um2()).abs() < 1e-6 * joined,
         "{joined} vs {}",
