@@ -1,0 +1,83 @@
+"""Per-net toggle rates of a gate-level run, as OpenSTA pin activities.
+
+usage: activity.py GL.vcd NETLIST.v LIBERTY OUT.tcl
+
+Counts each net's transitions (x excluded) in the testbench's `dut` scope of GL.vcd, divides
+by the rising clock edges, and writes one OpenSTA command per net: the activity of its
+driving cell's output pin, or of the input port. OpenSTA 2019's `set_power_activity -pins`
+calls a procedure it does not define (get_pins_error), so the commands call
+sta::set_power_pin_activity, which the procedure would have called, directly.
+"""
+import collections
+import re
+import sys
+
+from vcd import scope_vars
+
+
+def output_pins(liberty):
+    """Each cell's output pins, from the liberty file."""
+    outs, cell, pin = collections.defaultdict(set), None, None
+    for line in open(liberty):
+        m = re.match(r"\s*cell\s*\(\s*\"?([\w]+)\"?\s*\)", line)
+        if m:
+            cell = m.group(1)
+        m = re.match(r"\s*pin\s*\(\s*\"?([\w]+)\"?\s*\)", line)
+        if m:
+            pin = m.group(1)
+        if cell and pin and re.match(r"\s*direction\s*:\s*output", line):
+            outs[cell].add(pin)
+    return outs
+
+
+def main():
+    vcd, netlist, liberty, out = sys.argv[1:5]
+    f = open(vcd)
+    ids = scope_vars(f, "dut")
+    clk = next(k for k, v in ids.items() if any(n == "clk" for n, _ in v))
+    count, last, cycles = collections.Counter(), {}, 0
+    for line in f:
+        if not line.strip() or line[0] in "#$":
+            continue
+        if line[0] == "b":
+            val, k = line[1:].split()
+        else:
+            val, k = line[0], line[1:].strip()
+        if k not in ids:
+            continue
+        if k == clk and val == "1":
+            cycles += 1
+        p = last.get(k)
+        if p is not None and p != val and "x" not in p and "x" not in val:
+            count[k] += 1
+        last[k] = val
+    outs = output_pins(liberty)
+    text = open(netlist).read()
+    driver = {}
+    for m in re.finditer(r"\n\s+(\w+)\s+(\S+)\s*\((.*?)\);", text, re.S):
+        cell, inst, body = m.groups()
+        for pm in re.finditer(r"\.(\w+)\(([^()]*)\)", body):
+            if pm.group(1) in outs.get(cell, ()):
+                driver[pm.group(2).strip().lstrip("\\")] = f"{inst.lstrip(chr(92))}/{pm.group(1)}"
+    ports = set(re.search(r"module\s+\S+\s*\((.*?)\);", text, re.S).group(1)
+                .replace("\\", "").replace(" ", "").replace("\n", "").split(","))
+    cmds, pins, toggles = [], 0, 0
+    for k, names in ids.items():
+        for n, w in names:
+            key = n.replace(" ", "").lstrip("\\")
+            if w != 1 or key == "clk":
+                continue
+            act = count[k] / max(cycles, 1)
+            toggles += count[k]
+            if key in driver:
+                pins += 1
+                cmds.append(f"sta::set_power_pin_activity [get_pins {{{driver[key]}}}] {act:.6f} 0.5")
+            elif key in ports:
+                cmds.append(f"set_power_activity -input_ports [get_ports {{{key}}}] "
+                            f"-activity {act:.6f} -duty 0.5")
+    open(out, "w").write("\n".join(cmds) + "\n")
+    print(f"cycles {cycles} driven nets {pins} toggles {toggles} "
+          f"({toggles / max(cycles, 1):.0f} a cycle)")
+
+
+main()
