@@ -568,7 +568,8 @@ fn verilog_body(path: &Path) -> Result<Vec<u8>> {
 
 /// Maps every module under the top once, each in its own Yosys run with its submodules as
 /// black boxes: `synth`, `dfflibmap`, `abc` at the period (buffered and sized when the library
-/// has a buffer), `check`. The runs go in parallel, one per core, largest first, and each
+/// has a buffer), `check`. The runs go in parallel, one per core, largest first (memory bits,
+/// then text), and each
 /// mapped netlist is cached under the cache root (`asic/`), keyed by the module's text, its
 /// submodules' text, the library's text, the period and the recipe: a module shared by two
 /// designs, or a second run, is not mapped again.
@@ -605,7 +606,15 @@ fn map_modules(
             let is_macro = String::from_utf8_lossy(&text).contains("(* blackbox *)");
             children.push((child.clone(), path, is_macro));
         }
-        let size = body.len();
+        // Largest first: memory bits dominate the work (a memory becomes flip-flops and
+        // multiplexers), then the text.
+        let bits: u64 = manifest
+            .memories
+            .iter()
+            .filter(|m| m.module == *name && !m.blackbox)
+            .map(|m| m.depth as u64 * m.width as u64)
+            .sum();
+        let size = (bits, body.len());
         jobs.push((size, name.to_string(), file, children, key.0));
     }
     jobs.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
