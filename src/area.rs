@@ -65,7 +65,8 @@ pub struct DesignArea {
     pub macros_mm2: f64,
     pub macro_bits: u64,
     pub density: SramDensity,
-    /// Each tier's silicon (cells and macros), bottom first: (tier, mm²).
+    /// Each tier's silicon (cells and macros): the logic tiers in order, then the stacked
+    /// SRAM dies (banks, GLB): (tier, mm²).
     pub tiers: Vec<(String, f64)>,
     /// All tiers.
     pub silicon_mm2: f64,
@@ -175,6 +176,8 @@ fn price(
         }
     }
     tiers.retain(|t| t.1 > 0.0);
+    // The logic tiers in order, then the stacked SRAM dies.
+    tiers.sort_by(|a, b| (!a.0.starts_with("tier"), &a.0).cmp(&(!b.0.starts_with("tier"), &b.0)));
     let macro_bits: u64 = parts.iter().map(|p| p.macro_bits).sum();
     let silicon: f64 = tiers.iter().map(|t| t.1).sum();
     let footprint = tiers.iter().map(|t| t.1).fold(0.0, f64::max);

@@ -330,6 +330,7 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
     // A cache of its own: each module is mapped once, and a second run reuses the three
     // mapped netlists for the same report.
     let cache = ScratchDir::new("asic-cache").unwrap();
+    // nextest runs each test in a process of its own: no other thread reads the environment.
     std::env::set_var("REGFLASH_CACHE_DIR", cache.path());
     let r = gen::asic::asic(dir.path(), &lib, (&name, &node), mhz).unwrap();
     let entries = std::fs::read_dir(cache.path().join("asic"))

@@ -432,8 +432,10 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     };
     // The recipe of ../shared/pdk/README.md, hierarchical: each unique module mapped once, in
     // its own Yosys run (in parallel, and cached by content), then the mapped netlists joined.
+    let version = run(Command::new(&yosys).arg("-V"), "yosys -V")?;
     let map = MapRecipe {
         yosys: &yosys,
+        yosys_version: String::from_utf8_lossy(&version.stdout).trim().to_string(),
         liberty: &lib.path,
         liberty_key: liberty_key(&lib.path)?,
         period_ps: period_ns * 1000.0,
@@ -527,6 +529,8 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
 /// target period and ABC's buffering constraints.
 struct MapRecipe<'a> {
     yosys: &'a Path,
+    /// `yosys -V` (and with it ABC's): a new tool maps anew.
+    yosys_version: String,
     liberty: &'a Path,
     liberty_key: u64,
     period_ps: f64,
@@ -544,6 +548,9 @@ struct Mapped {
 
 /// Bumped when the per-module script changes, so that cached netlists are not reused.
 const MAP_RECIPE_VERSION: &str = "asic-map-3";
+
+/// What a cache entry holds: the mapped netlist, Yosys's `check` and `stat -json`.
+const ENTRY_FILES: [&str; 3] = ["mapped.v", "check.log", "stat.json"];
 
 /// A hash of the liberty file's text, for the cache keys.
 fn liberty_key(path: &Path) -> Result<u64> {
@@ -592,6 +599,7 @@ fn map_modules(
         }
         let mut key = crate::cache::Fnv::new();
         key.feed(MAP_RECIPE_VERSION.as_bytes());
+        key.feed(recipe.yosys_version.as_bytes());
         key.feed(&recipe.liberty_key.to_le_bytes());
         key.feed(format!("{:.0} {}", recipe.period_ps, recipe.constr_text()?).as_bytes());
         key.feed(&body);
@@ -625,24 +633,37 @@ fn map_modules(
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs.len().max(1));
+    // The first error stops every worker before its next module.
+    let failed = std::sync::atomic::AtomicBool::new(false);
     let results: Vec<Result<Vec<(usize, PathBuf, String)>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| {
                     let mut done = vec![];
                     loop {
+                        if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return Ok(done);
+                        }
                         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some((_, name, file, children, key)) = jobs.get(n) else {
                             return Ok(done);
                         };
                         let entry = cache.join(format!("{name}-{key:016x}"));
-                        if !entry.join("mapped.v").is_file() {
-                            map_one(recipe, name, file, children, &entry, scratch)?;
+                        let one = || -> Result<String> {
+                            if !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
+                                map_one(recipe, name, file, children, &entry, scratch)?;
+                            }
+                            std::fs::read_to_string(entry.join("check.log")).with_context(|| {
+                                format!("the cached mapping of `{name}` is incomplete")
+                            })
+                        };
+                        match one() {
+                            Ok(check) => done.push((n, entry, check)),
+                            Err(e) => {
+                                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                                return Err(e);
+                            }
                         }
-                        let check = std::fs::read_to_string(entry.join("check.log")).with_context(
-                            || format!("the cached mapping of `{name}` is incomplete"),
-                        )?;
-                        done.push((n, entry, check));
                     }
                 })
             })
@@ -747,8 +768,13 @@ fn map_one(
     let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
-    for f in ["mapped.v", "check.log", "stat.json", "map.ys"] {
+    for f in ENTRY_FILES.iter().chain(&["map.ys"]) {
         std::fs::copy(work.join(f), tmp.join(f))?;
+    }
+    if entry.is_dir() && !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
+        // A broken entry (a file deleted by hand): replaced, not trusted.
+        std::fs::remove_dir_all(entry)
+            .with_context(|| format!("cannot remove the broken cache entry {}", entry.display()))?;
     }
     if std::fs::rename(&tmp, entry).is_err() {
         // Another run filled the entry first: keep its copy.

@@ -58,15 +58,19 @@ def main():
         cell, inst, body = m.groups()
         for pm in re.finditer(r"\.(\w+)\(([^()]*)\)", body):
             if pm.group(1) in outs.get(cell, ()):
-                driver[pm.group(2).strip().lstrip("\\")] = f"{inst.lstrip(chr(92))}/{pm.group(1)}"
+                net = pm.group(2).replace(" ", "").lstrip("\\")
+                driver[net] = f"{inst.lstrip(chr(92))}/{pm.group(1)}"
     ports = set(re.search(r"module\s+\S+\s*\((.*?)\);", text, re.S).group(1)
                 .replace("\\", "").replace(" ", "").replace("\n", "").split(","))
-    cmds, pins, toggles = [], 0, 0
+    cmds, pins, toggles, unannotated = [], 0, 0, []
     for k, names in ids.items():
         for n, w in names:
             key = n.replace(" ", "").lstrip("\\")
-            if w != 1 or key == "clk":
+            if key == "clk":
                 continue
+            if w != 1:
+                # A vector's change would count as one transition of many bits.
+                sys.exit(f"{vcd}: net {n} has {w} bits: map with splitnets, one bit a net")
             act = count[k] / max(cycles, 1)
             toggles += count[k]
             if key in driver:
@@ -75,9 +79,12 @@ def main():
             elif key in ports:
                 cmds.append(f"set_power_activity -input_ports [get_ports {{{key}}}] "
                             f"-activity {act:.6f} -duty 0.5")
+            else:
+                unannotated.append(key)
     open(out, "w").write("\n".join(cmds) + "\n")
     print(f"cycles {cycles} driven nets {pins} toggles {toggles} "
-          f"({toggles / max(cycles, 1):.0f} a cycle)")
+          f"({toggles / max(cycles, 1):.0f} a cycle); nets without a driver or port "
+          f"(left to OpenSTA): {len(unannotated)} {unannotated[:5]}")
 
 
 main()
