@@ -94,15 +94,18 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         "--lib, --liberty and --sram-mm2-per-mib price the designs' silicon: add --iso area"
     );
     // The library is checked before any run.
-    let scratch = gen::tools::ScratchDir::new("iso-area")?;
-    let library = match area {
-        true => Some(crate::area::resolve_library(
+    // (The scratch folder holds the decompressed library until the end.)
+    let scratch = area
+        .then(|| gen::tools::ScratchDir::new("iso-area"))
+        .transpose()?;
+    let library = match &scratch {
+        Some(dir) => Some(crate::area::resolve_library(
             args.lib.as_deref(),
             args.liberty.as_deref(),
             args.sram_mm2_per_mib,
-            scratch.path(),
+            dir.path(),
         )?),
-        false => None,
+        None => None,
     };
     let table = crate::pricing::load_table(args.energy.as_deref())?;
     let plan = compare::ComparePlan {
