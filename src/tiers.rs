@@ -253,6 +253,14 @@ pub fn table(parts: &[TierPart]) -> String {
     tiers.dedup();
     for t in tiers {
         let of: Vec<&TierPart> = parts.iter().filter(|p| p.tier == t).collect();
+        // An ASIC report counts area, not flip-flops.
+        let flops = |n: u64| {
+            if areas {
+                "-".to_string()
+            } else {
+                n.to_string()
+            }
+        };
         for p in &of {
             s += &format!(
                 "| {} | {} | {} | {} | {} | {} | {} |{}\n",
@@ -260,7 +268,7 @@ pub fn table(parts: &[TierPart]) -> String {
                 p.part,
                 p.instances,
                 p.cells,
-                p.flip_flops,
+                flops(p.flip_flops),
                 p.memory_bits,
                 p.macro_bits,
                 area(p.area_um2)
@@ -272,7 +280,7 @@ pub fn table(parts: &[TierPart]) -> String {
             s += &format!(
                 "| **{t}** | | | **{}** | **{}** | **{}** | **{}** |{}\n",
                 sum(|p| p.cells),
-                sum(|p| p.flip_flops),
+                flops(sum(|p| p.flip_flops)),
                 sum(|p| p.memory_bits),
                 sum(|p| p.macro_bits),
                 area(a)
