@@ -419,16 +419,14 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     let period_ns = 1000.0 / clock_mhz;
     // Buffering and gate sizing after mapping (ABC's `buffer; upsize; dnsize`), driven by the
     // library's smallest buffer into four of its inputs.
-    let constr = match &lib.buffer {
+    let (constr, constr_text) = match &lib.buffer {
         Some((cell, cap)) => {
             let path = at("abc.constr");
-            std::fs::write(
-                &path,
-                format!("set_driving_cell {cell}\nset_load {}\n", 4.0 * cap),
-            )?;
-            format!(" -constr {}", path.display())
+            let text = format!("set_driving_cell {cell}\nset_load {}\n", 4.0 * cap);
+            std::fs::write(&path, &text)?;
+            (format!(" -constr {}", path.display()), text)
         }
-        None => String::new(),
+        None => (String::new(), String::new()),
     };
     // The recipe of ../shared/pdk/README.md, hierarchical: each unique module mapped once, in
     // its own Yosys run (in parallel, and cached by content), then the mapped netlists joined.
@@ -440,6 +438,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         liberty_key: liberty_key(&lib.path)?,
         period_ps: period_ns * 1000.0,
         constr,
+        constr_text,
     };
     let mapped = map_modules(&map, &manifest, dir, scratch.path())?;
     // The design's netlist: the modules' mapped netlists, one after another.
@@ -535,6 +534,8 @@ struct MapRecipe<'a> {
     liberty_key: u64,
     period_ps: f64,
     constr: String,
+    /// The constraints file's text (part of the cache key).
+    constr_text: String,
 }
 
 /// The joined parts of a design mapped module by module.
@@ -601,7 +602,7 @@ fn map_modules(
         key.feed(MAP_RECIPE_VERSION.as_bytes());
         key.feed(recipe.yosys_version.as_bytes());
         key.feed(&recipe.liberty_key.to_le_bytes());
-        key.feed(format!("{:.0} {}", recipe.period_ps, recipe.constr_text()?).as_bytes());
+        key.feed(format!("{:.0} {}", recipe.period_ps, recipe.constr_text).as_bytes());
         key.feed(&body);
         let mut children = vec![];
         for child in entry.children.keys() {
@@ -689,16 +690,6 @@ fn map_modules(
             .collect::<Vec<_>>()
             .join("\n"),
     })
-}
-
-impl MapRecipe<'_> {
-    /// ABC's constraints file's text (part of the cache key).
-    fn constr_text(&self) -> Result<String> {
-        match self.constr.strip_prefix(" -constr ") {
-            Some(path) => Ok(std::fs::read_to_string(path)?),
-            None => Ok(String::new()),
-        }
-    }
 }
 
 /// Maps one module (see [`map_modules`]) into the cache entry `entry`, written whole or not at
