@@ -292,6 +292,7 @@ fn resolve_variant(
     let from_base = base.filter(|b| b.kind() == kind);
     let mut variant = match kind {
         VariantKind::Reg2d => Variant::Reg2d,
+        VariantKind::Unfused => Variant::Unfused,
         VariantKind::Buf2d => Variant::Buf2d(
             buf2d
                 .or(from_base.and_then(|b| b.buf().copied()))

@@ -204,6 +204,19 @@ impl CoreConfig {
             faults: false,
             glb: self.glb.rtl(self.mem_width, row_beats, self.bc),
             kv_max_rows: self.variant.flow().row_keys(),
+            // unfused: S (the larger) and P land a block at a time, a query row of the block
+            // per row, in the Q buffer's layout (a bank per PE row).
+            x: self.variant.flow().s_in_memory().then(|| {
+                let per = (self.mem_width / f.acc.bits()).min(self.bc).max(1);
+                LandingConfig {
+                    rows: self.br,
+                    row_beats: (self.bc / per).max(1),
+                    width: self.mem_width,
+                    layout: Layout::RowBanked {
+                        rows_per_bank: self.br / self.rows.max(1),
+                    },
+                }
+            }),
         }
     }
 

@@ -84,7 +84,10 @@ use crate::iface::Block;
 use crate::mask::{self, MaskConfig};
 use crate::pe_row::{self, PeRowConfig};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
-use ports::{CoreIn, CoreOut, EngineIn, EngineOut, ReadStatus, RowActivity, SeqIn, SeqOut};
+use ports::{
+    CoreIn, CoreOut, EngineIn, EngineOut, ReadStatus, RowActivity, ScratchStatus, SeqIn, SeqOut,
+    WriteDesc,
+};
 
 /// Counter width.
 pub const COUNTER_BITS: u32 = 48;
@@ -379,6 +382,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         q: m.nets("dma_q", &w.q),
         k: m.nets("dma_k", &w.k),
         v: m.nets("dma_v", &w.v),
+        x: w.x.map(|x| m.nets("dma_x", &x)),
         o: m.nets("dma_o", &w.o),
         o_wr: m.nets("dma_o_wr", &w.o_wr),
     };
@@ -398,6 +402,11 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         v_next: dma.v.status.next,
         o_busy: dma.o.busy,
         problem: i.problem,
+        s: i.s,
+        x: dma.x.as_ref().map(|c| ScratchStatus {
+            ready: c.status.ready,
+            busy: c.status.busy,
+        }),
     };
     let seq = m.instantiate(&parts.seq, "u_seq", &seq_in);
     // The GLB forgets K and V at every launch (memory may have changed between them).
@@ -447,14 +456,39 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         pv: mask_pv,
         sp: mask_sp,
     };
-    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks);
+    let x_data = dma.x.as_ref().map(|c| c.rd_data);
+    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks, x_data);
     m.drive(rows_busy, rows.busy);
     m.drive(s_free, rows.s_free);
     // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
     m.drive_all(&dma_in.q, &fetch.q);
     m.drive_all(&dma_in.k, &fetch.k);
     m.drive_all(&dma_in.v, &fetch.v);
-    m.drive_all(&dma_in.o, &ro.o);
+    match (&dma_in.x, &seq.x, &seq.wr, &dma.x, rows.x_rd) {
+        (Some(cmd), Some(desc), Some(wr), Some(x), Some(sweep)) => {
+            // unfused: the scratch channel's descriptors from the sequencer, its landing
+            // buffer read by the PV steps (P, a cycle ahead) or the exp sweeps (S); the O
+            // channel writes the passes' S and P blocks, and the tile's O.
+            let rd_addr = scratch_address(m, p, &seq.p_rd, sweep, x.status.slot);
+            m.drive(cmd.rd_addr, rd_addr);
+            m.drive_all(&cmd.desc, desc);
+            let o = crate::iface::select(wr.start, wr, &ro.o);
+            let o = WriteDesc {
+                start: wr.start | ro.o.start,
+                ..o
+            };
+            m.drive_all(&dma_in.o, &o);
+            for s in [
+                x.status.wait,
+                x.status.first_wait,
+                x.status.block,
+                x.status.next,
+            ] {
+                m.discard(s);
+            }
+        }
+        _ => m.drive_all(&dma_in.o, &ro.o),
+    }
     m.drive_all(&dma_in.o_wr, &rows.store);
     // What nothing in the engine reads: the consumers' wait counters, Q's block number.
     for c in [&dma.q, &dma.k, &dma.v] {
@@ -465,14 +499,14 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     m.discard(dma.q.status.next);
     let counts = counter_file(m, parts, &seq, &dma, rows.activity, i);
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
-    // The first channel's error code (Q, K, V, O in that order).
+    // The first channel's error code (Q, K, V, X, O in that order).
     let mut error = m.zero(dma::error::BITS);
-    for e in [
-        dma.o.error,
+    let x_error = dma.x.as_ref().map(|x| x.status.error);
+    for e in [dma.o.error].into_iter().chain(x_error).chain([
         dma.v.status.error,
         dma.k.status.error,
         dma.q.status.error,
-    ] {
+    ]) {
         error = mux(e.any(), e, error);
     }
     EngineOut {
@@ -537,13 +571,26 @@ fn checker(
         (None, Some(x)) => (x.awvalid, x.awvalid, x.awaddr),
         (None, None) => unreachable!("the DMA has a memory port"),
     };
+    // unfused: a write goes to O's tile or to the scratch block its pass writes.
+    let (o_start, tile_base, tile_limit) = match &seq.wr {
+        Some(wr) => {
+            let aw = p.addr_bits;
+            let span = wr.rows.zext(aw).mul_lo(wr.stride, aw);
+            (
+                wr.start | ro.o.start,
+                mux(wr.start, wr.base, ro.tile_base),
+                mux(wr.start, wr.base + span, ro.tile_limit),
+            )
+        }
+        None => (ro.o.start, ro.tile_base, ro.tile_limit),
+    };
     let check_in = check::CheckIn {
         mem_valid,
         mem_write,
         mem_addr,
-        o_start: ro.o.start,
-        tile_base: ro.tile_base,
-        tile_limit: ro.tile_limit,
+        o_start,
+        tile_base,
+        tile_limit,
         start_qk: seq.start_qk,
         start_pv: seq.start_pv,
         k_block: dma.k.status.block,
@@ -557,10 +604,11 @@ fn checker(
         } else {
             m.lit(1, 1)
         },
-        v_due: if p.row.two_pass() {
-            seq.qk_issued.ge(seq.nblk)
-        } else {
-            m.lit(1, 1)
+        // unfused: V blocks wait through the exp passes too; they are due in the PV pass.
+        v_due: match &seq.pass {
+            Some(x) => x.pv,
+            None if p.row.two_pass() => seq.qk_issued.ge(seq.nblk),
+            None => m.lit(1, 1),
         },
         q: watch(&dma.q, &fetch.q),
         k: watch(&dma.k, &fetch.k),
@@ -624,6 +672,49 @@ struct Rows {
     s_free: Sig,
     store: StageWrite,
     activity: Vec<RowActivity>,
+    /// unfused: row 0's exp-sweep read of the scratch landing buffer (the rows sweep in
+    /// lockstep).
+    x_rd: Option<pe_row::ScratchRead>,
+}
+
+/// unfused: the scratch landing buffer's read address {slot, query row, beat}: the PV step's P
+/// (`p_rd`, a cycle ahead) while it reads, else the exp sweep's S.
+fn scratch_address(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    p_rd: &pe_row::PRead,
+    sweep: pe_row::ScratchRead,
+    slot: Sig,
+) -> Sig {
+    let l = p.dma.x.expect("unfused has a scratch channel");
+    let (s_per, p_per) = p.row.scratch_per_beat();
+    // The lane within the beat is the rows' to pick.
+    let mut addr = |ii: Sig, j: Sig, per: u32| {
+        let mut parts = vec![slot];
+        if l.local_row_bits() > 0 {
+            parts.push(ii.resize(l.local_row_bits()));
+        } else {
+            m.discard(ii);
+        }
+        let lb = per.trailing_zeros();
+        let bb = l.beat_bits();
+        if bb > 0 && j.width > lb {
+            parts.push(j.slice(j.width - 1, lb).resize(bb));
+            if lb > 0 {
+                m.discard(j.slice(lb - 1, 0));
+            }
+        } else {
+            // One beat a row: its index is 0.
+            m.discard(j);
+            if bb > 0 {
+                parts.push(m.zero(bb));
+            }
+        }
+        cat(&parts)
+    };
+    let pv = addr(p_rd.ii, p_rd.j, p_per);
+    let sm = addr(sweep.ii, sweep.j, s_per);
+    mux(p_rd.re, pv, sm)
 }
 
 /// The masks the rows read: the QK phase's block, the PV phase's (the same in 2-D), the
@@ -636,6 +727,7 @@ struct RowMasks {
 
 /// The R PE rows, each on its own Q operand and mask rows, sharing the column buses and the
 /// step buses.
+#[allow(clippy::too_many_arguments)]
 fn pe_rows(
     m: &mut ModuleBuilder,
     p: &CoreParams,
@@ -644,10 +736,12 @@ fn pe_rows(
     fetch: &fetch::FetchOut,
     ro: &readout::ReadoutOut,
     masks: &RowMasks,
+    x_data: Option<Sig>,
 ) -> Rows {
     let span = p.row.a * p.bc();
     let mut busy = m.zero(1);
     let mut s_free = vec![];
+    let mut x_rd = None;
     let (mut en, mut row, mut beat, mut data, mut activity) =
         (vec![], vec![], vec![], vec![], vec![]);
     for r in 0..p.rows {
@@ -679,8 +773,16 @@ fn pe_rows(
                     start: ro.go,
                     zero: ro.zero,
                 },
+                x: x_data.map(|d| pe_row::RowScratch {
+                    data: d.slice(p.dma.width * (r + 1) - 1, p.dma.width * r),
+                }),
             },
         );
+        match (r, out.x_rd) {
+            (0, Some(rd)) => x_rd = Some(rd),
+            (_, Some(rd)) => m.discard_all(&rd),
+            _ => {}
+        }
         busy = busy | out.busy;
         s_free.push(out.s_free);
         en.push(out.st.we);
@@ -717,5 +819,6 @@ fn pe_rows(
             data: cat(&data),
         },
         activity,
+        x_rd,
     }
 }

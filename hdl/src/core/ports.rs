@@ -92,7 +92,7 @@ impl Stall<u32> {
     }
 }
 
-pub use crate::dma::{AxiIn, AxiOut, MemIn, MemReq, ReadCmd, WriteDesc};
+pub use crate::dma::{AxiIn, AxiOut, MemIn, MemReq, ReadCmd, ReadDesc, WriteDesc};
 
 interface! {
     /// What the fetch unit needs of a read channel: descriptor busy, error code, a block
@@ -203,11 +203,24 @@ impl Counters<u32> {
     }
 }
 
+interface! {
+    /// unfused: the scratch region's base address (`s_addr`), where S and P go between the
+    /// passes of a tile (Br × k_len rounded up to Bc, FP32).
+    pub struct Scratch { addr }
+}
+
+interface! {
+    /// unfused: what the sequencer needs of the scratch channel: a block landed, busy.
+    pub struct ScratchStatus { ready, busy }
+}
+
 group! {
-    /// The sequencer's inputs.
+    /// The sequencer's inputs (unfused: the scratch base and channel).
     pub struct SeqIn<T> {
         start, rows_busy, s_free, ro_idle, q_ready, k_ready, v_ready, k_next, v_next, o_busy;
         problem: Problem<T>,
+        s: Option<Scratch<T>>,
+        x: Option<ScratchStatus<T>>,
     }
 }
 
@@ -225,7 +238,15 @@ group! {
         p_rd: PRead<T>,
         step: Step<T>,
         stall: Stall<T>,
+        x: Option<ReadDesc<T>>,
+        wr: Option<WriteDesc<T>>,
+        pass: Option<ScratchPass<T>>,
     }
+}
+
+interface! {
+    /// unfused: the tile is in its PV pass (the scratch channel reads P): V blocks are due.
+    pub struct ScratchPass { pv }
 }
 
 group! {
@@ -239,6 +260,7 @@ group! {
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         problem => Problem<T>,
+        s: Option<Scratch<T>>,
         glb_bank: Option<GlbBankSel<T>>,
     }
 }
@@ -253,6 +275,7 @@ impl CoreIn<u32> {
             mem,
             m_axi,
             problem: Problem::widths(p),
+            s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         }
     }

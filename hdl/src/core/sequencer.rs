@@ -16,7 +16,10 @@
 //! Combinational from the DMA's ready flags to the step bus and `p_rd` (a path from `v_ready`
 //! to the P banks' address); latency 1 from `start` to `busy`.
 
-use super::ports::{PRead, PeStep, Problem, SeqIn, SeqOut, Stall, Step};
+use super::ports::{
+    PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus, SeqIn, SeqOut, Stall,
+    Step, WriteDesc,
+};
 use super::{reg_set, CoreParams};
 use crate::arith::div_ceil_const;
 use crate::dma::ROW_BYTES_BITS;
@@ -55,6 +58,10 @@ pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
         v_next: 1,
         o_busy: 1,
         problem: Problem::widths(p),
+        s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
+        x: p.row
+            .s_in_memory()
+            .then_some(ScratchStatus { ready: 1, busy: 1 }),
     }
 }
 
@@ -94,6 +101,9 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         p_rd: p.row.p_read_widths(),
         step: Step::widths(p),
         stall: Stall::widths(),
+        x: p.row.s_in_memory().then(|| p.dma.read_desc_widths()),
+        wr: p.row.s_in_memory().then(|| p.dma.write_desc_widths()),
+        pass: p.row.s_in_memory().then_some(ScratchPass { pv: 1 }),
     }
 }
 
@@ -161,6 +171,10 @@ struct Regs {
     s_full: Option<RegHandle>,
     /// reg3d: the PV tier's phase stream (the QK tier's is `ph_kind`, `ph_blk`, k, ii, jj).
     pv: Option<PvStream>,
+    /// unfused: the scratch channel's descriptor of the tile (0 none yet, 1 S, 2 P) and the
+    /// offset of the next S or P block in the scratch region.
+    x_phase: Option<RegHandle>,
+    wr_off: Option<RegHandle>,
 }
 
 /// reg3d: the PV tier's phase: running, its query-row counter and its block.
@@ -197,6 +211,9 @@ impl Regs {
             reg("sm_done", iw),
         );
         let s_full = p.row.s_in_sram().then(|| reg("s_full", 1));
+        let unfused = p.row.s_in_memory();
+        let x_phase = unfused.then(|| reg("x_phase", 2));
+        let wr_off = unfused.then(|| reg("wr_off", aw));
         let pv = p.row.concurrent_phases().then(|| PvStream {
             run: reg("pv_run", 1),
             ii: reg("pv_ii", addr_bits(r.a)),
@@ -222,6 +239,8 @@ impl Regs {
             sm_done,
             s_full,
             pv,
+            x_phase,
+            wr_off,
         }
     }
 }
@@ -290,6 +309,14 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         Some(_) => phases_tiered(m, p, &r, i),
         None => phases(m, p, &r, i, &sm),
     };
+    let s_addr = i.s.map(|s| m.hold("s_base_addr", s.addr, go));
+    let (x, wr) = match (s_addr, i.x) {
+        (Some(base), Some(x)) => {
+            let (xd, wd) = scratch(m, p, &r, i, &sm, (base, x), rows_valid, ph.pv_last_step);
+            (Some(xd), Some(wd))
+        }
+        _ => (None, None),
+    };
     let tile = main_fsm(m, p, &r, i, &prob, go, nblk_d);
     // One phase at a time in 2-D: the one bus carries the running phase's steps.
     let (pe, pe_pv) = if r.pv.is_some() {
@@ -338,7 +365,81 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         p_rd: ph.p_rd,
         step: ph.step,
         stall: ph.stall,
+        x,
+        wr,
+        pass: r.x_phase.map(|x| ScratchPass { pv: x.q.eq(2) }),
     }
+}
+
+/// unfused: the scratch region's descriptors. Each pass writes its block through the O
+/// channel as it finishes (S after a max pass, P after an exp pass; the next pass waits until
+/// the write is done), S at `s_addr` + j·rows·(bc·4) and P over it at `s_addr` + j·rows·(bc·2)
+/// (each row rounded up to a beat). The scratch channel reads the tile's S back once every S
+/// write is done (one descriptor, a block of the tile's rows per block, released as each exp
+/// pass finishes), then its P once every P write is done (released at each PV's last step).
+#[allow(clippy::too_many_arguments)]
+fn scratch(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    r: &Regs,
+    i: &SeqIn,
+    sm: &Softmax,
+    (s_addr, x): (Sig, ScratchStatus),
+    rows_valid: Sig,
+    pv_last_step: Sig,
+) -> (ReadDesc, WriteDesc) {
+    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let x_phase = r.x_phase.expect("unfused");
+    let wr_off = r.wr_off.expect("unfused");
+    let (sb, pb) = p.row.scratch_row_bytes();
+    let bytes = |m: &mut ModuleBuilder, p_pass: Sig| {
+        let s16 = m.lit(ROW_BYTES_BITS, sb as u64);
+        let p16 = m.lit(ROW_BYTES_BITS, pb as u64);
+        mux(p_pass, p16, s16)
+    };
+    let stride = |b: Sig| b.resize(aw);
+    // The O channel: the block of the pass that just finished.
+    let wr_bytes = bytes(m, sm.second);
+    let block_bytes = rows_valid.zext(aw).mul_lo(stride(wr_bytes), aw);
+    let last_max = !sm.second & (sm.blk + 1).eq(r.nblk.q);
+    let tile_go = r.state.is(Seq::TileGo);
+    let zero_a = m.zero(aw);
+    let off_d = mux(last_max | tile_go, zero_a, wr_off.q + block_bytes);
+    reg_set(m, wr_off, off_d, sm.finished | tile_go);
+    let wr = WriteDesc {
+        start: sm.finished,
+        base: s_addr + wr_off.q,
+        stride: stride(wr_bytes),
+        row_bytes: wr_bytes,
+        rows: rows_valid,
+    };
+    // The scratch channel: S once the max passes' writes are done, then P once the exp
+    // passes' are.
+    let run = r.state.is(Seq::Run);
+    let quiet = run & !i.o_busy & !x.busy;
+    let nblk = r.nblk.q;
+    let s_go = and_all(&[quiet, x_phase.q.eq(0), nblk.any(), r.sm_done.q.eq(nblk)]);
+    let all = nblk + nblk;
+    let p_go = and_all(&[quiet, x_phase.q.eq(1), r.sm_done.q.eq(all)]);
+    let one2 = m.lit(2, 1);
+    let two2 = m.lit(2, 2);
+    let zero2 = m.zero(2);
+    let ph_d = mux(tile_go, zero2, mux(s_go, one2, two2));
+    reg_set(m, x_phase, ph_d, s_go | p_go | tile_go);
+    let x_bytes = bytes(m, p_go);
+    let rows = nblk.mul_lo(rows_valid, iw);
+    let release = mux(x_phase.q.eq(2), pv_last_step, sm.finished & sm.second);
+    let xd = ReadDesc {
+        start: s_go | p_go,
+        base: s_addr,
+        stride: stride(x_bytes),
+        row_bytes: x_bytes,
+        rows,
+        block_rows: rows_valid,
+        want: m.zero(1),
+        release,
+    };
+    (xd, wr)
 }
 
 /// Phase selection, the step counters and the phase bookkeeping (issued and drained counts).
@@ -370,15 +471,21 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         qk_more & qk_issued_n.lt(pv_issued_n + 2)
     };
     let pv_more = pv_issued_n.lt(qk_issued_n);
-    let sm_ahead = if two {
-        r.sm_done.q.gt(pv_issued_n + r.nblk.q)
-    } else {
-        r.sm_done.q.gt(pv_issued_n)
+    let sm_ahead = match (r.x_phase, i.x) {
+        // unfused: PV(j) reads P(j) from the scratch channel, once every exp pass is done.
+        (Some(x_phase), Some(x)) => x_phase.q.eq(2) & x.ready,
+        _ if two => r.sm_done.q.gt(pv_issued_n + r.nblk.q),
+        _ => r.sm_done.q.gt(pv_issued_n),
     };
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
     let one = m.lit(1, 1);
     let s_free = match r.s_full {
+        // unfused: the PE registers hold two S blocks; QK(j + 2) waits for the max pass of j.
+        None if p.row.s_in_memory() => {
+            m.discard(i.s_free);
+            qk_issued_n.lt(r.sm_done.q + 2)
+        }
         Some(full) => {
             // Set when a QK phase ends, cleared when the rows have copied S out (never in the
             // same cycle: the next QK waits for the copy, the copy for the QK).
@@ -725,6 +832,8 @@ struct Softmax {
     blk: Sig,
     /// The row engines run a block's softmax (from the cycle after `go` until they are idle).
     running: Sig,
+    /// The softmax ends this cycle.
+    finished: Sig,
     first: Sig,
     kbase: Sig,
 }
@@ -749,7 +858,17 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     };
     let qk_ready = r.qk_done.q.gt(r.sm_done.q) | second;
     let p_free = (r.pv_issued.q + 1).ge(blk);
-    let p_free = if two { p_free | !second } else { p_free };
+    let p_free = match (r.x_phase, i.x) {
+        // unfused: no P bank. A pass writes its block through the O channel's staging buffer
+        // (free once the last write is done), and an exp pass reads its S from the scratch
+        // channel (landed).
+        (Some(x_phase), Some(x)) => {
+            let landed = x_phase.q.eq(1) & x.ready;
+            !i.o_busy & (landed | !second)
+        }
+        _ if two => p_free | !second,
+        _ => p_free,
+    };
     let first_block = r.sm_done.q.is_zero();
     let ro_ok = i.ro_idle | !first_block;
     let not_busy = !i.rows_busy;
@@ -791,6 +910,7 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
         second,
         blk,
         running: sm_running.q,
+        finished,
         first: first_block,
         kbase: sm_kbase.q,
     }

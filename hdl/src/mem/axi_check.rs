@@ -109,7 +109,7 @@ fn check(m: &mut ModuleBuilder, cfg: &DmaConfig, i: &AxiIn, o: &AxiOut) {
     let ar_take = o.arvalid & i.arready;
     let r_last = (i.rvalid & o.rready) & i.rlast;
     let mut legal = vec![];
-    for (n, &id) in AXI_READ_IDS.iter().enumerate() {
+    for (n, &id) in AXI_READ_IDS[..cfg.read_channels()].iter().enumerate() {
         let c = m.reg(&format!("reads{n}"), ob, Some(0));
         let up = ar_take & o.arid.eq(id);
         let down = r_last & i.rid.eq(id);

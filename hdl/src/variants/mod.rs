@@ -11,12 +11,15 @@
 //!   baseline);
 //! - `reg3d`: QK, (softmax,) PV on stacked tiers with register-to-register vertical links;
 //! - `rowfused`: buf2d with each query row's whole row of S in the buffer and a two-pass
-//!   softmax (the row-materializing baseline, FLAT).
+//!   softmax (the row-materializing baseline, FLAT);
+//! - `unfused`: standard attention, S and P written to memory and read back between its
+//!   passes (the unfused baseline).
 
 mod buf2d;
 mod reg2d;
 mod reg3d;
 mod rowfused;
+mod unfused;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -25,6 +28,7 @@ pub use buf2d::BufParams;
 pub use reg2d::Reg2d;
 pub use reg3d::StackParams;
 pub use rowfused::RowParams;
+pub use unfused::Unfused;
 
 use crate::config::CoreConfig;
 
@@ -95,6 +99,14 @@ pub trait Dataflow {
         None
     }
 
+    /// S and P go through memory between the passes of a tile (standard attention): the max
+    /// sweep packs each block's S into the DMA's staging buffer, the exp sweep reads it back
+    /// from the scratch channel's landing buffer and packs P into the staging buffer, and the
+    /// PV steps read P from the landing buffer. No S array, no P bank.
+    fn s_in_memory(&self) -> bool {
+        false
+    }
+
     /// The SRAM arrays are emitted as memory-macro blackboxes.
     fn blackbox(&self) -> bool {
         false
@@ -145,15 +157,19 @@ pub enum VariantKind {
     /// buf2d with whole rows of S in the buffer and a two-pass softmax (row-materializing
     /// fused attention, the FLAT baseline).
     Rowfused,
+    /// Standard attention: S and P through memory between the passes (the unfused
+    /// baseline).
+    Unfused,
 }
 
 impl VariantKind {
     /// Every variant, by name.
-    pub const ALL: [VariantKind; 4] = [
+    pub const ALL: [VariantKind; 5] = [
         VariantKind::Reg2d,
         VariantKind::Buf2d,
         VariantKind::Reg3d,
         VariantKind::Rowfused,
+        VariantKind::Unfused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -162,6 +178,7 @@ impl VariantKind {
             VariantKind::Buf2d => "buf2d",
             VariantKind::Reg3d => "reg3d",
             VariantKind::Rowfused => "rowfused",
+            VariantKind::Unfused => "unfused",
         }
     }
 
@@ -180,6 +197,7 @@ impl VariantKind {
             VariantKind::Buf2d => "BUF2D",
             VariantKind::Reg3d => "REG3D",
             VariantKind::Rowfused => "ROWFUSED",
+            VariantKind::Unfused => "UNFUSED",
         }
     }
 
@@ -190,6 +208,7 @@ impl VariantKind {
             VariantKind::Buf2d => Variant::Buf2d(BufParams::default()),
             VariantKind::Reg3d => Variant::Reg3d(StackParams::default()),
             VariantKind::Rowfused => Variant::Rowfused(RowParams::default()),
+            VariantKind::Unfused => Variant::Unfused,
         }
     }
 }
@@ -208,7 +227,7 @@ impl std::str::FromStr for VariantKind {
             .find(|v| v.name() == s)
             .ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown variant `{s}`: choose one of reg2d, buf2d, reg3d, rowfused"
+                    "unknown variant `{s}`: choose one of reg2d, buf2d, reg3d, rowfused, unfused"
                 )
             })
     }
@@ -226,6 +245,8 @@ pub enum Variant {
     Reg3d(StackParams),
     /// Whole rows of S in an SRAM buffer beside each PE row, a two-pass softmax.
     Rowfused(RowParams),
+    /// Standard attention: S and P through memory.
+    Unfused,
 }
 
 impl std::fmt::Display for Variant {
@@ -242,6 +263,7 @@ impl Variant {
             Variant::Buf2d(b) => b,
             Variant::Reg3d(s) => s,
             Variant::Rowfused(r) => r,
+            Variant::Unfused => &Unfused,
         }
     }
 
@@ -279,6 +301,7 @@ impl Variant {
             Variant::Buf2d(_) => VariantKind::Buf2d,
             Variant::Reg3d(_) => VariantKind::Reg3d,
             Variant::Rowfused(_) => VariantKind::Rowfused,
+            Variant::Unfused => VariantKind::Unfused,
         }
     }
 

@@ -12,6 +12,8 @@ pub struct Layout {
     pub k: u64,
     pub v: u64,
     pub o: u64,
+    /// unfused: the scratch region, where S and P go between a tile's passes (0 elsewhere).
+    pub s: u64,
     pub size: u64,
     /// (row stride, head stride) of Q, K, V and O.
     pub q_strides: (u64, u64),
@@ -87,6 +89,7 @@ impl Layout {
             k,
             v,
             o,
+            s: 0,
             size,
             q_strides: qs,
             k_strides: ks,
@@ -323,7 +326,12 @@ pub fn memory_image(
     timing: &MemoryTiming,
 ) -> Result<(Memory, Layout)> {
     a.validate(p)?;
-    let lay = Layout::of(a);
+    let mut lay = Layout::of(a);
+    if p.row.s_in_memory() {
+        // unfused: a tile's S (and P over it), after O.
+        lay.s = lay.size;
+        lay.size += scratch_bytes(p, a.k_len).next_multiple_of(4096);
+    }
     let mut mem = new_memory(p, lay.size, timing)?;
     let d = a.head_dim;
     store(&mut mem, &a.q, lay.q, lay.q_strides, a.q_len, d)?;
@@ -335,6 +343,13 @@ pub fn memory_image(
         a.heads * a.q_len * a.head_dim * a.out_bytes(),
     )?;
     Ok((mem, lay))
+}
+
+/// unfused: bytes of the scratch region a problem with `k_len` keys needs: a tile's S, every
+/// block of Br rows of bc FP32 scores (rows rounded up to a beat).
+pub fn scratch_bytes(p: &CoreParams, k_len: usize) -> u64 {
+    let blocks = k_len.div_ceil(p.bc() as usize) as u64;
+    blocks * p.br() as u64 * p.row.scratch_row_bytes().0 as u64
 }
 
 /// O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
@@ -440,6 +455,9 @@ pub fn run_on(
         kv_group: a.group() as u64,
     };
     dut.set_all("", &problem);
+    if p.row.s_in_memory() {
+        dut.set("s_addr", addrs.s);
+    }
     let (estimate, limit) = cycle_limit(p, a, timing, mem);
     let done = dut.port("done")?;
     let error = dut.port("error")?;

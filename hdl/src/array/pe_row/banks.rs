@@ -13,9 +13,36 @@ pub(super) struct PBank {
     pub(super) value: Sig,
     /// The bank's read (a word's first key).
     pub(super) re: Sig,
-    pub(super) we: Sig,
-    pub(super) waddr: Sig,
-    pub(super) wdata: Sig,
+    /// The bank's write port (we, waddr, wdata), which the exp sweep drives; None in unfused
+    /// (P leaves through the staging buffer).
+    pub(super) write: Option<(Sig, Sig, Sig)>,
+}
+
+/// unfused's P: the PV steps read the weight from the row's bank of the scratch channel's
+/// landing buffer (the core addresses it from `p_rd`, a cycle ahead), held in a register as
+/// the P bank's read would be.
+pub(super) fn p_landing(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &RowIn) -> PBank {
+    let data = i.x.expect("unfused has a scratch landing buffer").data;
+    let per = cfg.scratch_per_beat().1;
+    let op = cfg.elem_bits().0;
+    let used = data.slice(per * op - 1, 0);
+    if per * op < data.width {
+        m.discard(data.slice(data.width - 1, per * op));
+    }
+    // The core addresses the landing buffer (slot, query row, beat); the row picks the lane.
+    let (j, lb) = (i.p_rd.j, per.trailing_zeros());
+    let lane = (lb > 0).then(|| j.slice(lb - 1, 0));
+    if j.width > lb {
+        m.discard(j.slice(j.width - 1, lb));
+    }
+    m.discard(i.p_rd.ii);
+    m.discard(i.p_rd.slot);
+    let weight = element(used, op, lane);
+    PBank {
+        value: m.hold("p_value", weight, i.p_rd.re),
+        re: i.p_rd.re,
+        write: None,
+    }
 }
 
 pub(super) fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> PBank {
@@ -39,7 +66,8 @@ pub(super) fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i:
         re,
         raddr: word.address(&[i.p_rd.slot, i.p_rd.ii]),
     };
-    let word_rd = banked(m, &parts.p_bank, "p_bank", ins, cfg.banks());
+    let p_bank = parts.p_bank.as_ref().expect("a P bank");
+    let word_rd = banked(m, p_bank, "p_bank", ins, cfg.banks());
     let value = match word.field {
         None => word_rd,
         Some((f, first, _)) => {
@@ -68,9 +96,7 @@ pub(super) fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i:
     PBank {
         value,
         re,
-        we,
-        waddr,
-        wdata,
+        write: Some((we, waddr, wdata)),
     }
 }
 

@@ -37,6 +37,19 @@ interface! {
     pub struct PRead { re, slot, ii, j }
 }
 
+interface! {
+    /// unfused: the row's bank of the scratch channel's landing buffer (`x_data`: the beat at
+    /// the buffer's shared read address).
+    pub struct RowScratch { data }
+}
+
+interface! {
+    /// unfused: where the row's exp sweep reads S (`x_rd_*`: query row, key of the block); the
+    /// core drives the landing buffer's shared read address from row 0's (the rows sweep in
+    /// lockstep).
+    pub struct ScratchRead { ii, j }
+}
+
 group! {
     /// The row's inputs: its Q operand, the column bus (K or V), the V column bus, the causal
     /// masks of the QK phase's block, of the PV phase's block and of the softmax's block, the
@@ -51,6 +64,7 @@ group! {
         p_rd: PRead<T>,
         sm: SmCtl<T>,
         ro: RoCtl<T>,
+        x: Option<RowScratch<T>>,
     }
 }
 
@@ -66,6 +80,7 @@ group! {
         busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink,
         vlink_s, max_op, exp_op, row_update, recip_op, norm_op;
         st: RowStore<T>,
+        x_rd: Option<ScratchRead<T>>,
     }
 }
 
@@ -107,6 +122,9 @@ impl PeRowConfig {
                 blk: self.blk_bits().max(1),
             },
             ro: RoCtl { start: 1, zero: 1 },
+            x: self.s_in_memory().then_some(RowScratch {
+                data: self.mem_width,
+            }),
         }
     }
 
@@ -146,6 +164,10 @@ impl PeRowConfig {
                 beat: self.beat_bits(),
                 data: self.mem_width,
             },
+            x_rd: self.s_in_memory().then(|| ScratchRead {
+                ii: self.ii_bits(),
+                j: self.j_bits(),
+            }),
         }
     }
 }

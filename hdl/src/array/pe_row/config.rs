@@ -42,6 +42,18 @@ impl PeRowConfig {
                 );
             }
         }
+        if self.s_in_memory() {
+            let (s, p) = self.scratch_per_beat();
+            for (what, per) in [("scores", s), ("weights", p)] {
+                anyhow::ensure!(
+                    per.is_power_of_two() && self.bc().is_multiple_of(per),
+                    "unfused moves S and P in beats of {} bits: bc = {} must be a power of two \
+                     or a multiple of the {per} {what} a beat holds; change bc or mem_width",
+                    self.mem_width,
+                    self.bc()
+                );
+            }
+        }
         self.pe.validate()?;
         self.exp.validate()
     }
@@ -68,9 +80,41 @@ impl PeRowConfig {
         self.flow().s_in_sram()
     }
 
-    /// The S array holds whole rows of S and the softmax runs in two passes (rowfused).
+    /// The softmax runs in two passes, the row's max over every block first: the S array
+    /// holds whole rows of S (rowfused), or S goes through memory (unfused).
     pub fn two_pass(&self) -> bool {
-        self.flow().row_keys().is_some()
+        self.flow().row_keys().is_some() || self.s_in_memory()
+    }
+
+    /// S and P go through memory between the passes (unfused): the sweeps read S a cycle
+    /// after the visit (the max sweep from the PE registers, the exp sweep from the scratch
+    /// channel's landing buffer), S and P leave through the O staging buffer, and the PV steps
+    /// read P from the landing buffer. No S array, no P bank.
+    pub fn s_in_memory(&self) -> bool {
+        self.flow().s_in_memory()
+    }
+
+    /// The sweeps read S a cycle after the visit (from an S array, or unfused's registered
+    /// read), so a max sweep waits a cycle (`RE_MAX_WAIT`) and the drain one more.
+    pub fn s_read_registered(&self) -> bool {
+        self.s_in_sram() || self.s_in_memory()
+    }
+
+    /// unfused: scores and weights per beat of the staging and landing buffers (a block row
+    /// of fewer keys than a beat holds takes one beat, its upper lanes unused).
+    pub fn scratch_per_beat(&self) -> (u32, u32) {
+        let (op, acc) = self.elem_bits();
+        (
+            (self.mem_width / acc).min(self.bc()),
+            (self.mem_width / op).min(self.bc()),
+        )
+    }
+
+    /// unfused: bytes of a block row of S and of P in memory (whole beats).
+    pub fn scratch_row_bytes(&self) -> (u32, u32) {
+        let (s, p) = self.scratch_per_beat();
+        let beat = self.mem_width / 8;
+        (self.bc() / s * beat, self.bc() / p * beat)
     }
 
     /// Blocks of a query row the S array holds (1 but in rowfused).
@@ -120,7 +164,7 @@ impl PeRowConfig {
     /// the S array's registered read (buf2d), the exp pipeline, the last local sum, the
     /// reduction tree, and the P link's stages (reg3d).
     pub fn drain_latency(&self) -> u32 {
-        self.s_in_sram() as u32
+        self.s_read_registered() as u32
             + self.exp.latency()
             + RowReduceConfig { cols: self.cols }.levels()
             + 1
@@ -138,8 +182,11 @@ impl PeRowConfig {
         let buffered = self.s_in_sram() as u32;
         let bc = self.bc();
         if self.two_pass() {
+            // rowfused copies the block into its S array first; unfused's max sweep reads the
+            // PE registers (registered) and packs S into the staging buffer as it goes.
+            let copy = self.s_in_sram() as u32 * self.a * bc;
             return match second {
-                false => self.a * bc + first as u32 + self.a * (bc + 2),
+                false => copy + first as u32 + self.a * (bc + 2),
                 true => self.a * (bc + 3 + self.drain_latency()),
             };
         }

@@ -150,7 +150,9 @@ pub(super) fn sequencing(
         pick(i.ro.start, Engine::RoRecip, Engine::Idle),
     );
     let copy_end = sweep_end & ii_last;
-    let after_max = if buffered {
+    // The sweeps' registered read (an S array, or unfused's): wait for a max sweep's last score.
+    let registered = cfg.s_read_registered();
+    let after_max = if registered {
         Engine::MaxWait
     } else {
         Engine::MaxUpdate
@@ -162,7 +164,7 @@ pub(super) fn sequencing(
         Engine::SCopy if buffered => mux(copy_end, after_copy, c(Engine::SCopy)),
         Engine::Init => c(Engine::MaxSweep),
         Engine::MaxSweep => pick(sweep_end, after_max, Engine::MaxSweep),
-        Engine::MaxWait if buffered => c(Engine::MaxUpdate),
+        Engine::MaxWait if registered => c(Engine::MaxUpdate),
         Engine::SCopy | Engine::MaxWait => c(Engine::Idle),
         Engine::MaxUpdate => after_max_update,
         Engine::ExpSweep => pick(sweep_end, Engine::ExpDrain, Engine::ExpSweep),

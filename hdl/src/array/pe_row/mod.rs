@@ -73,7 +73,7 @@ pub use bus::*;
 pub use config::*;
 pub(crate) use engine::step_counter;
 
-use banks::p_bank;
+use banks::{p_bank, p_landing};
 use engine::{sequencing, Engine, EngineRegs};
 use normalize::readout;
 use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, SoftmaxRows};
@@ -88,7 +88,7 @@ use crate::pe_tier::{self, STierBlock, TierBlock, TierKind};
 use crate::row_reduce::{self, Reduce, RowReduceConfig};
 use crate::softmax::{self as sm_units, ExpIn, ExpOut, RowOpIn, RowState};
 use crate::sram::{self, SramBlock};
-use crate::{bits_for, or_all, Design, ModuleBuilder};
+use crate::{bits_for, mux, or_all, Design, ModuleBuilder, Sig};
 
 /// The PE row's block.
 pub type RowBlock = Block<RowIn, RowOut<u32>>;
@@ -103,7 +103,8 @@ struct Parts {
     mul0: BinaryBlock,
     recip: Block<RecipIn, RecipOut<u32>>,
     tree: Block<X, Reduce<u32>>,
-    p_bank: SramBlock,
+    /// The P bank (None in unfused: P comes from the scratch landing buffer).
+    p_bank: Option<SramBlock>,
     s_bank: Option<SramBlock>,
     /// Three tiers: the softmax tier's S registers and links.
     s_tier: Option<STierBlock>,
@@ -124,7 +125,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
         recip: fp32_recip::build(d),
         tree: row_reduce::build(d, &RowReduceConfig { cols: cfg.cols }),
-        p_bank: sram::build(d, &cfg.p_array()),
+        p_bank: (!cfg.s_in_memory()).then(|| sram::build(d, &cfg.p_array())),
         s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
         s_tier: cfg.softmax_tier().then(|| pe_tier::build_s_tier(d, cfg)),
     };
@@ -154,7 +155,11 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let s_base = cfg.s_addr_rtl(m, e.slot, e.ii.q, e.jj.q, aw);
     let o_base = cfg.o_addr_rtl(m, e.ii.q, e.qq.q, aw);
     let sm = softmax_rows(m, cfg, parts, i, &e);
-    let p_bank = p_bank(m, cfg, parts, i);
+    let p_bank = if cfg.s_in_memory() {
+        p_landing(m, cfg, i)
+    } else {
+        p_bank(m, cfg, parts, i)
+    };
     let ins = ArrayIn {
         s_base,
         o_base,
@@ -168,11 +173,17 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         s_link,
     } = array(m, cfg, parts, i, &e, ins);
     let masked = m.name("masked", sweep_mask(cfg, i.mask_sp, &e));
-    let sw = sweep_read(m, cfg, parts, &e, value, masked);
+    let sw = sweep_read(m, cfg, parts, i, &e, value, masked);
     let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
     max_sweep(m, cfg, &sw, &sm, start_sweep);
     let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank);
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
+    // unfused: the staging buffer also takes the max sweep's S and the exp sweep's P (never in
+    // the same cycle as each other or the readout's O).
+    let st = match (sw.s_store, exp.p_store) {
+        (Some(s), Some(p)) => merge_stores(st, s, p),
+        _ => st,
+    };
     let idle = sequencing(
         m,
         cfg,
@@ -188,6 +199,8 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
     let reading = if cfg.s_in_sram() {
         e.in_copy | e.in_ro
+    } else if cfg.s_in_memory() {
+        e.in_max | e.in_ro
     } else {
         or_all(&[e.in_max, e.in_exp, e.in_ro])
     };
@@ -224,5 +237,18 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         recip_op: e.state.is(Engine::RoRecip),
         norm_op: e.in_ro,
         st,
+        x_rd: sw.x_rd,
+    }
+}
+
+/// The staging writes of the readout (O), the max sweep (S) and the exp sweep (P), which never
+/// write in the same cycle.
+fn merge_stores(o: RowStore, s: RowStore, p: RowStore) -> RowStore {
+    let pick = |f: fn(&RowStore) -> Sig| mux(o.we, f(&o), mux(s.we, f(&s), f(&p)));
+    RowStore {
+        we: o.we | s.we | p.we,
+        row: pick(|x| x.row),
+        beat: pick(|x| x.beat),
+        data: pick(|x| x.data),
     }
 }

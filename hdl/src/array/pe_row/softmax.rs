@@ -2,7 +2,7 @@
 //! the sweeps read S (the PE registers, buf2d's S array, or reg3d's softmax tier).
 
 use super::banks::{banked, element, gather, PBank, Word};
-use super::{EngineRegs, Parts, PeRowConfig, RowIn};
+use super::{EngineRegs, Parts, PeRowConfig, RowIn, RowStore, ScratchRead};
 use crate::fault::Fault;
 use crate::operands::{Binary, X};
 use crate::softmax::{ExpIn, RowOp, RowOpIn};
@@ -136,16 +136,24 @@ pub(super) struct SweepRead {
     pub(super) copied: Sig,
     pub(super) s_read: Sig,
     pub(super) s_write: Sig,
+    /// unfused: the staging write of the S the max sweep packs, and where the exp sweep reads
+    /// the landing buffer.
+    pub(super) s_store: Option<RowStore>,
+    pub(super) x_rd: Option<ScratchRead>,
 }
 
 pub(super) fn sweep_read(
     m: &mut ModuleBuilder,
     cfg: &PeRowConfig,
     parts: &Parts,
+    i: &RowIn,
     e: &EngineRegs,
     pe_value: Sig,
     masked: Sig,
 ) -> SweepRead {
+    if cfg.s_in_memory() {
+        return sweep_scratch(m, cfg, i, e, pe_value, masked);
+    }
     let Some(bank) = &parts.s_bank else {
         let zero = m.zero(1);
         return SweepRead {
@@ -159,6 +167,8 @@ pub(super) fn sweep_read(
             copied: zero,
             s_read: zero,
             s_write: zero,
+            s_store: None,
+            x_rd: None,
         };
     };
     let per = cfg.flow().elems_per_word().0;
@@ -196,6 +206,73 @@ pub(super) fn sweep_read(
         copied: m.name("s_copied", e.in_copy & at_end),
         s_read: re,
         s_write: we,
+        s_store: None,
+        x_rd: None,
+    }
+}
+
+/// unfused's sweeps, a cycle after the visit: the max sweep reads the PE register (and packs
+/// the block's S into beats for the staging buffer, written with a beat's last score), the
+/// exp sweep the row's bank of the scratch landing buffer (its lane; the core drives the
+/// buffer's address from `x_rd`).
+fn sweep_scratch(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    i: &RowIn,
+    e: &EngineRegs,
+    pe_value: Sig,
+    masked: Sig,
+) -> SweepRead {
+    let data = i.x.expect("unfused has a scratch landing buffer").data;
+    let acc = cfg.elem_bits().1;
+    let per = cfg.scratch_per_beat().0;
+    if per * acc < data.width {
+        m.discard(data.slice(data.width - 1, per * acc));
+    }
+    let j = key_index(m, cfg, e.cc.q, e.jj.q);
+    let lb = per.trailing_zeros();
+    let lane = (lb > 0).then(|| j.slice(lb - 1, 0));
+    let landed = element(data.slice(per * acc - 1, 0), acc, lane);
+    let read = mux(e.in_exp, landed, pe_value);
+    let value = m.delay("s_value_rd", read);
+    let in_max = m.delay("max_rd", e.in_max);
+    let (ii, cc, jj) = (
+        m.delay("ii_rd", e.ii.q),
+        m.delay("cc_rd", e.cc.q),
+        m.delay("jj_rd", e.jj.q),
+    );
+    // S leaves in beats of `per` scores: key j is lane j % per of beat j / per.
+    let j_rd = key_index(m, cfg, cc, jj);
+    let word = Word::of(cfg, j_rd, per);
+    let packed = gather(m, "s_gather", value, in_max, per);
+    let w = cfg.mem_width;
+    let bb = cfg.beat_bits();
+    let s_store = RowStore {
+        we: word.at_last(in_max),
+        row: ii,
+        beat: match word.index {
+            Some(x) => x.resize(bb),
+            None => m.zero(bb),
+        },
+        data: packed.resize(w),
+    };
+    if let Some((f, _, _)) = word.field {
+        m.discard(f);
+    }
+    let zero = m.zero(1);
+    SweepRead {
+        value,
+        masked: m.delay("masked_rd", masked),
+        in_max,
+        in_exp: m.delay("exp_rd", e.in_exp),
+        ii,
+        cc,
+        jj,
+        copied: zero,
+        s_read: zero,
+        s_write: zero,
+        s_store: Some(s_store),
+        x_rd: Some(ScratchRead { ii: e.ii.q, j }),
     }
 }
 
@@ -227,6 +304,8 @@ pub(super) struct ExpSweep {
     /// Cycles from the sweep's last score to the block sum: the pipeline, one cycle for the
     /// last local sum, the tree.
     pub(super) drain_latency: u32,
+    /// unfused: the staging write of the weights, packed into beats.
+    pub(super) p_store: Option<RowStore>,
 }
 
 /// Exp sweep: p = FP16(exp2(s·C − m)) through the exp pipeline into the P buffer; each PE's b
@@ -256,22 +335,46 @@ pub(super) fn exp_sweep(
     let out_c = m.delay_n("exp_c", sw.cc, exp_lat);
     let out_jj = m.delay_n("exp_jj", sw.jj, exp_lat);
     let p_j = key_index(m, cfg, out_c, out_jj);
-    // P words of several weights (buf2d) are gathered and written with their last weight.
-    let per = cfg.p_per_word();
+    // P words of several weights (buf2d; unfused's staging beats) are gathered and written
+    // with their last weight.
+    let per = if cfg.s_in_memory() {
+        cfg.scratch_per_beat().1
+    } else {
+        cfg.p_per_word()
+    };
     let p_word = Word::of(cfg, p_j, per);
     let p_we = p_word.at_last(out_valid);
     let p_data = gather(m, "p_gather", p, out_valid, per);
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
     let link = cfg.vlink_latency();
     let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
-    let (we, waddr, wdata) = (
-        up(m, "link_p_we", p_we),
-        up(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
-        up(m, "link_p_wdata", p_data),
-    );
-    m.drive(p_bank.we, we);
-    m.drive(p_bank.waddr, waddr);
-    m.drive(p_bank.wdata, wdata);
+    let (we, p_store) = match p_bank.write {
+        Some((bank_we, bank_waddr, bank_wdata)) => {
+            let (we, waddr, wdata) = (
+                up(m, "link_p_we", p_we),
+                up(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
+                up(m, "link_p_wdata", p_data),
+            );
+            m.drive(bank_we, we);
+            m.drive(bank_waddr, waddr);
+            m.drive(bank_wdata, wdata);
+            (we, None)
+        }
+        None => {
+            // unfused: P leaves in beats of `per` weights through the staging buffer.
+            let bb = cfg.beat_bits();
+            let store = RowStore {
+                we: p_we,
+                row: out_ii,
+                beat: match p_word.index {
+                    Some(x) => x.resize(bb),
+                    None => m.zero(bb),
+                },
+                data: p_data.resize(cfg.mem_width),
+            };
+            (p_we, Some(store))
+        }
+    };
     let wide = crate::fp16_to_fp32::logic(m, p);
     let chain = m.reg("chain", cfg.elem_bits().1, Some(0));
     let chain_in = Binary {
@@ -297,5 +400,6 @@ pub(super) fn exp_sweep(
         p_write: p_we,
         link_we: we,
         drain_latency: cfg.drain_latency(),
+        p_store,
     }
 }

@@ -98,55 +98,59 @@ pub(super) fn axi_port(
     let limit = m.lit(ob, cfg.axi_outstanding as u64);
     let open = !hold;
     let walk = bursts(m, cfg, chans);
+    // The read channels first, the write channel (O) last.
+    let nr = chans.len() - 1;
     // R: responses by ID.
-    let responses: [Sig; 3] = std::array::from_fn(|i| ins.rvalid & ins.rid.eq(AXI_READ_IDS[i]));
-    let bursts_back: [Sig; 3] = std::array::from_fn(|i| responses[i] & ins.rlast);
-    let ar = read_addresses(m, chans, &walk, ins.arready, bursts_back, open, limit);
-    let o = &chans[3];
+    let responses: Vec<Sig> = (0..nr)
+        .map(|i| ins.rvalid & ins.rid.eq(AXI_READ_IDS[i]))
+        .collect();
+    let bursts_back: Vec<Sig> = responses.iter().map(|&r| r & ins.rlast).collect();
+    let ar = read_addresses(m, chans, &walk, ins.arready, &bursts_back, open, limit);
+    let o = &chans[nr];
     let w = write_bursts(m, cfg, o, &walk, &ins, open, limit);
     let mut steps = ar.steps.clone();
     steps.push(w.accept);
     // Burst countdowns: a read walker steps the burst's remaining beats after its AR; the O
     // walker steps on each W beat of the burst it opened.
     let (beats, left, inside) = (&walk.beats, &walk.left, &walk.inside);
-    for i in 0..3 {
+    for i in 0..nr {
         let start = steps[i] & !inside[i];
         let len_m1 = beats[i] - 1;
         let d = mux(start, len_m1, left[i].q - 1);
         m.set_next(left[i], d);
         m.set_enable(left[i], steps[i]);
     }
-    let d = mux(w.open_burst, beats[3], left[3].q - 1);
-    m.set_next(left[3], d);
-    m.set_enable(left[3], w.open_burst | w.accept);
+    let d = mux(w.open_burst, beats[nr], left[nr].q - 1);
+    m.set_next(left[nr], d);
+    m.set_enable(left[nr], w.open_burst | w.accept);
 
     let outs = axi_outputs(m, cfg, &ar, &w);
     for (n, s) in outs.named() {
         m.output(&format!("m_axi_{n}"), s);
     }
     m.instantiate(check, "u_axi_check", &AxiWatch { ins, outs });
-    let mut bus_errors: Vec<Sig> = (0..3)
+    let mut bus_errors: Vec<Sig> = (0..nr)
         .map(|i| bus_error(m, ins.rresp, responses[i]))
         .collect();
     bus_errors.push(bus_error(m, ins.bresp, w.b_back));
     let o_done = and_all(&[
         o.active.q,
         !o.req.rows_left.q.any(),
-        !inside[3],
+        !inside[nr],
         w.outstanding.q.is_zero(),
     ]);
     let mut idle = vec![
         !ar.held.q,
         !w.aw_valid.q,
-        !inside[3],
+        !inside[nr],
         w.outstanding.q.is_zero(),
     ];
     idle.extend(ar.outstanding.iter().map(|n| n.q.is_zero()));
     let routed = or_all(&responses);
     PortSteps {
-        steps: [steps[0], steps[1], steps[2], steps[3]],
+        steps,
         responses,
-        bus_errors: Some([bus_errors[0], bus_errors[1], bus_errors[2], bus_errors[3]]),
+        bus_errors: Some(bus_errors),
         o_done: Some(o_done),
         read_beat: routed,
         write_beat: w.accept,
@@ -241,30 +245,31 @@ struct ReadAddresses {
     outstanding: Vec<RegHandle>,
 }
 
-/// New bursts round robin among Q, K and V with room for one more in flight; a presented AR
-/// is held until accepted.
+/// New bursts round robin among the read channels (Q, K, V, X) with room for one more in
+/// flight; a presented AR is held until accepted.
 fn read_addresses(
     m: &mut ModuleBuilder,
     chans: &[Channel],
     walk: &Bursts,
     arready: Sig,
-    bursts_back: [Sig; 3],
+    bursts_back: &[Sig],
     open: Sig,
     limit: Sig,
 ) -> ReadAddresses {
     let ob = limit.width();
+    let nr = bursts_back.len();
     let ar_held = m.reg("ar_held", 1, Some(0));
-    let ar_held_id = m.reg("ar_held_id", 2, Some(0));
     let mut cand = vec![];
-    let reads_out: Vec<RegHandle> = (0..3)
+    let reads_out: Vec<RegHandle> = (0..nr)
         .map(|i| m.reg(&format!("{}_bursts", chans[i].name), ob, Some(0)))
         .collect();
-    for i in 0..3 {
+    for i in 0..nr {
         let room = reads_out[i].q.lt(limit);
         let c = and_all(&[chans[i].req_valid, !walk.inside[i], room, open, !ar_held.q]);
         cand.push(c);
     }
     let (any_new, new_grant, ar_rr) = round_robin(m, "ar_rr", &cand);
+    let ar_held_id = m.reg("ar_held_id", new_grant.width(), Some(0));
     let grant = mux(ar_held.q, ar_held_id.q, new_grant);
     let grant = m.name("ar_grant", grant);
     let arvalid = any_new | ar_held.q;
@@ -272,13 +277,13 @@ fn read_addresses(
     m.set_enable(ar_rr, ar_accept & !ar_held.q);
     m.set_next(ar_held, arvalid & !arready);
     m.set_next(ar_held_id, grant);
-    let ar_addrs: Vec<Sig> = chans[..3].iter().map(|c| c.req_addr).collect();
-    let ar_beats: Vec<Sig> = walk.beats[..3].to_vec();
+    let ar_addrs: Vec<Sig> = chans[..nr].iter().map(|c| c.req_addr).collect();
+    let ar_beats: Vec<Sig> = walk.beats[..nr].to_vec();
     let araddr = mux_index(grant, &ar_addrs);
     let ar_len = mux_index(grant, &ar_beats);
     let arlen = axi_len(m, ar_len);
     let mut steps = vec![];
-    for i in 0..3 {
+    for i in 0..nr {
         let accepted = ar_accept & grant.eq(i as u64);
         let accepted = m.name(&format!("{}_ar_accepted", chans[i].name), accepted);
         count_in_flight(m, reads_out[i], accepted, bursts_back[i]);
@@ -326,20 +331,21 @@ fn write_bursts(
     let writes_out = m.reg("o_bursts", limit.width(), Some(0));
     let slot_free = !aw_valid.q | ins.awready;
     let room = writes_out.q.lt(limit);
-    let open_burst = and_all(&[o.req_valid, !walk.inside[3], room, open, slot_free]);
+    let nw = walk.inside.len() - 1;
+    let open_burst = and_all(&[o.req_valid, !walk.inside[nw], room, open, slot_free]);
     let open_burst = m.name("o_open_burst", open_burst);
     m.set_next(aw_valid, open_burst | (aw_valid.q & !ins.awready));
     m.set_next(aw_addr, o.req_addr);
     m.set_enable(aw_addr, open_burst);
-    let o_len_m1 = axi_len(m, walk.beats[3]);
+    let o_len_m1 = axi_len(m, walk.beats[nw]);
     m.set_next(aw_len, o_len_m1);
     m.set_enable(aw_len, open_burst);
     let b_back = ins.bvalid & ins.bid.eq(AXI_WRITE_ID);
     count_in_flight(m, writes_out, open_burst, b_back);
-    let wvalid = walk.inside[3];
+    let wvalid = walk.inside[nw];
     let accept = wvalid & ins.wready;
     // The fault: WLAST one beat early (and missing on single-beat bursts).
-    let left = walk.left[3].q;
+    let left = walk.left[nw].q;
     let wlast = m.with_fault(
         cfg.faults,
         crate::fault::Fault::EarlyWlast,

@@ -104,6 +104,7 @@ group! {
         q: ReadCmd<T>,
         k: ReadCmd<T>,
         v: ReadCmd<T>,
+        x: Option<ReadCmd<T>>,
         o: WriteDesc<T>,
         o_wr: StageWrite<T>,
     }
@@ -120,6 +121,7 @@ group! {
         q: ReadChannel<T>,
         k: ReadChannel<T>,
         v: ReadChannel<T>,
+        x: Option<ReadChannel<T>>,
         o: WriteStatus<T>,
     }
 }
@@ -135,6 +137,7 @@ group! {
         q: ReadDesc<T>,
         k: ReadDesc<T>,
         v: ReadDesc<T>,
+        x: Option<ReadDesc<T>>,
         o: WriteDesc<T>,
     }
 }
@@ -150,14 +153,26 @@ group! {
         q: ChannelStatus<T>,
         k: ChannelStatus<T>,
         v: ChannelStatus<T>,
+        x: Option<ChannelStatus<T>>,
         o: WriteStatus<T>,
         q_land: LandWrite<T>,
         k_land: LandWrite<T>,
         v_land: LandWrite<T>,
+        x_land: Option<LandWrite<T>>,
     }
 }
 
 impl DmaConfig {
+    /// A read channel's descriptor widths.
+    pub fn read_desc_widths(&self) -> ReadDesc<u32> {
+        self.read_desc()
+    }
+
+    /// The write channel's descriptor widths.
+    pub fn write_desc_widths(&self) -> WriteDesc<u32> {
+        self.write_desc()
+    }
+
     pub(super) fn read_desc(&self) -> ReadDesc<u32> {
         ReadDesc {
             start: 1,
@@ -317,6 +332,7 @@ impl DmaConfig {
             q: self.read_desc(),
             k: self.read_desc(),
             v: self.read_desc(),
+            x: self.x.map(|_| self.read_desc()),
             o: self.write_desc(),
         }
     }
@@ -342,6 +358,7 @@ impl DmaConfig {
             q: self.channel_status(),
             k: self.channel_status(),
             v: self.channel_status(),
+            x: self.x.map(|_| self.channel_status()),
             o: WriteStatus {
                 busy: 1,
                 error: error::BITS,
@@ -349,6 +366,7 @@ impl DmaConfig {
             q_land: self.land_write(&self.q),
             k_land: self.land_write(&self.k),
             v_land: self.land_write(&self.v),
+            x_land: self.x.map(|x| self.land_write(&x)),
         }
     }
 
@@ -364,6 +382,7 @@ impl DmaConfig {
             q: self.read_cmd(&self.q),
             k: self.read_cmd(&self.k),
             v: self.read_cmd(&self.v),
+            x: self.x.map(|x| self.read_cmd(&x)),
             o: self.write_desc(),
             o_wr: StageWrite {
                 en: banks,
@@ -387,6 +406,7 @@ impl DmaConfig {
             q: self.read_channel(&self.q),
             k: self.read_channel(&self.k),
             v: self.read_channel(&self.v),
+            x: self.x.map(|x| self.read_channel(&x)),
             o: WriteStatus {
                 busy: 1,
                 error: error::BITS,

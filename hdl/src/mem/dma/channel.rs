@@ -434,13 +434,15 @@ pub(super) fn finish_read(
     [response, land_buf, rsp.row.q, rsp.beat.q]
 }
 
-/// Index of the lowest set bit of a 4-bit value (and whether any is set).
+/// Index of the lowest set bit of `v` (a power-of-two width; the index in log2 of it bits)
+/// and whether any is set.
 pub(super) fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
-    let bits: Vec<Sig> = (0..4).map(|i| v.bit(i)).collect();
-    let mut idx = m.lit(2, 3);
-    for i in (0..3).rev() {
-        let lit = m.lit(2, i as u64);
-        idx = mux(bits[i], lit, idx);
+    let n = v.width();
+    let bits = addr_bits(n).max(1);
+    let mut idx = m.lit(bits, (n - 1) as u64);
+    for i in (0..n - 1).rev() {
+        let lit = m.lit(bits, i as u64);
+        idx = mux(v.bit(i), lit, idx);
     }
     (v.any(), idx)
 }

@@ -39,6 +39,9 @@ pub struct DmaConfig {
     /// The most rows a K or V descriptor may have (rowfused: the keys its S arrays hold);
     /// a longer one stops with `TOO_LARGE`. None: no limit but `index_bits`.
     pub kv_max_rows: Option<u32>,
+    /// The scratch read channel `x` and its landing buffer (unfused: S and P read back from
+    /// memory); None without one.
+    pub x: Option<LandingConfig>,
 }
 
 /// The memory interface of the DMA (and of the core and the top).
@@ -89,8 +92,9 @@ impl std::fmt::Display for MemIf {
 pub const DEFAULT_AXI_ID_BITS: u32 = 4;
 pub const DEFAULT_AXI_OUTSTANDING: u32 = 8;
 
-/// AXI4 read IDs by channel (Q, K, V) and the write ID (O).
-pub const AXI_READ_IDS: [u64; 3] = [0, 1, 2];
+/// AXI4 read IDs by channel (Q, K, V, and the scratch channel X where there is one: each
+/// read channel's ID is its place here) and the write ID (O).
+pub const AXI_READ_IDS: [u64; 4] = [0, 1, 2, 3];
 pub const AXI_WRITE_ID: u64 = 3;
 /// AXI4 burst limits: beats per INCR burst, and the boundary no burst crosses.
 pub const AXI_MAX_BEATS: u64 = 256;
@@ -220,7 +224,11 @@ impl DmaConfig {
             "max_outstanding = {} is not supported: allowed are powers of two from 2 to 4096",
             self.max_outstanding
         );
-        for (name, l) in [("Q", &self.q), ("K", &self.k), ("V", &self.v)] {
+        let x = self.x.map(|x| ("X (scratch)", x));
+        for (name, l) in [("Q", self.q), ("K", self.k), ("V", self.v)]
+            .into_iter()
+            .chain(x)
+        {
             l.validate()?;
             ensure!(
                 l.width == self.width,
@@ -259,6 +267,16 @@ impl DmaConfig {
             g.validate(self.width)?;
         }
         Ok(())
+    }
+
+    /// Read channels: Q, K, V and the scratch channel where there is one.
+    pub fn read_channels(&self) -> usize {
+        3 + self.x.is_some() as usize
+    }
+
+    /// The landing buffers of the read channels, in channel order.
+    pub fn landings(&self) -> Vec<LandingConfig> {
+        [self.q, self.k, self.v].into_iter().chain(self.x).collect()
     }
 
     /// Bits of a count of a K or V descriptor's beats (rows up to 2^index_bits - 1).
@@ -315,6 +333,10 @@ impl DmaConfig {
             Some(n) => format!("{port}_kv{n}"),
             None => port,
         };
+        let port = match self.x {
+            Some(x) => format!("{port}_x{}x{}", x.rows, x.row_beats),
+            None => port,
+        };
         format!(
             "dma_engine_w{}_a{}_i{}_t{}_q{}x{}_k{}x{}_v{}x{}_o{}x{}{port}",
             self.width,
@@ -338,11 +360,12 @@ impl DmaConfig {
             landing::Layout::BeatSliced => "bs".into(),
         };
         format!(
-            "{}_{}{}{}o{}",
+            "{}_{}{}{}{}o{}",
             self.engine_name().replacen("dma_engine", "dma", 1),
             lay(&self.q),
             lay(&self.k),
             lay(&self.v),
+            self.x.as_ref().map_or(String::new(), lay),
             self.o_rows_per_bank
         )
     }

@@ -39,19 +39,22 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             None => String::new(),
         };
         m.doc(&format!(
-            "dma_engine: Q/K/V read channels (2-D block walks, double-buffered) and an O write\n\
+            "dma_engine: Q/K/V{} read channels (2-D block walks, double-buffered) and an O write\n\
              channel on {port}{glb_doc}.\n\
-             See hdl/src/mem/dma/ for the protocol and error codes."
+             See hdl/src/mem/dma/ for the protocol and error codes.",
+            if cfg.x.is_some() { "/X (scratch)" } else { "" }
         ));
         let hold = m.input("hold", 1);
         let iw = cfg.index_bits;
-        let cons: Vec<RegHandle> = ["q", "k", "v"]
+        // The read channels (Q, K, V, and unfused's scratch channel X), then O.
+        let names = ["q", "k", "v", "x"];
+        let lands = cfg.landings();
+        let cons: Vec<RegHandle> = names[..lands.len()]
             .iter()
             .map(|n| m.reg(&format!("{n}_cons_block"), iw, Some(0)))
             .collect();
-        let lands = [cfg.q, cfg.k, cfg.v];
         let mut chans = vec![];
-        for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
+        for (i, &name) in names[..lands.len()].iter().enumerate() {
             chans.push(channel::build(
                 m,
                 &cfg,
@@ -95,7 +98,7 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
                 response = response.map(|r| r | s.lands[i - 1]);
             }
             let step = m.name(&format!("{}_accepted", ch.name), step);
-            let bus = port.bus_errors.map(|e| e[i]);
+            let bus = port.bus_errors.as_ref().map(|e| e[i]);
             let done_requests = ch.finish_requests(m, &cfg, step, bus);
             if let Some(response) = response {
                 let response = m.name(&format!("{}_response", ch.name), response);

@@ -128,7 +128,7 @@ pub(super) fn finish(
 ) -> GlbSide {
     let flush = m.input("glb_flush", 1);
     // An AXI4 error response on a K/V channel: its data is never kept, and its tag drops.
-    let drops: [Sig; 2] = std::array::from_fn(|c| match port.bus_errors {
+    let drops: [Sig; 2] = std::array::from_fn(|c| match &port.bus_errors {
         Some(e) => e[CHANNELS[c]].any(),
         None => m.zero(1),
     });

@@ -71,7 +71,8 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
         &cfg.engine_inputs(),
         cfg.engine_outputs(),
     );
-    let landings: Vec<Block<landing::LandIn, landing::RdData<u32>>> = [cfg.q, cfg.k, cfg.v]
+    let landings: Vec<Block<landing::LandIn, landing::RdData<u32>>> = cfg
+        .landings()
         .iter()
         .map(|l| landing::build(d, l))
         .collect();
@@ -99,6 +100,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 q: i.q.desc,
                 k: i.k.desc,
                 v: i.v.desc,
+                x: i.x.as_ref().map(|x| x.desc),
                 o: i.o,
             };
             let e = m.instantiate(&engine, "u_engine", &to_engine);
@@ -109,6 +111,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 e.land_data,
                 e.glb.as_ref().map_or(e.land_data, |g| g.k_data),
                 e.glb.as_ref().map_or(e.land_data, |g| g.v_data),
+                e.land_data,
             ];
             let mut land = |n: usize, cmd: &ReadCmd, w: &LandWrite, status: ChannelStatus| {
                 let ins = landing::LandIn {
@@ -119,7 +122,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                     data: data[n],
                     rd_addr: cmd.rd_addr,
                 };
-                let name = ["u_q_landing", "u_k_landing", "u_v_landing"][n];
+                let name = ["u_q_landing", "u_k_landing", "u_v_landing", "u_x_landing"][n];
                 let rd_data = m.instantiate(&landings[n], name, &ins).rd_data;
                 ReadChannel { rd_data, status }
             };
@@ -133,6 +136,10 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 q: land(0, &i.q, &e.q_land, e.q),
                 k: land(1, &i.k, &e.k_land, e.k),
                 v: land(2, &i.v, &e.v_land, e.v),
+                x: match (&i.x, &e.x_land, e.x) {
+                    (Some(c), Some(w), Some(st)) => Some(land(3, c, w, st)),
+                    _ => None,
+                },
                 o: e.o,
             }
         },

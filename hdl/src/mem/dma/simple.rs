@@ -5,14 +5,14 @@ use super::channel::{lowest_set, Channel};
 use super::DmaConfig;
 use crate::{addr_bits, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
 
-/// What the memory port does for the channels each cycle: the request walkers' steps (Q, K,
-/// V, O), the read responses by channel, bus errors by channel (AXI4), the O channel's end
-/// (AXI4: every write response back), the beats read and written, the response data, and
-/// whether nothing is in flight.
+/// What the memory port does for the channels each cycle: the request walkers' steps (the read
+/// channels Q, K, V (X), then O), the read responses by read channel, bus errors by channel
+/// (AXI4), the O channel's end (AXI4: every write response back), the beats read and written,
+/// the response data, and whether nothing is in flight.
 pub(super) struct PortSteps {
-    pub(super) steps: [Sig; 4],
-    pub(super) responses: [Sig; 3],
-    pub(super) bus_errors: Option<[Sig; 4]>,
+    pub(super) steps: Vec<Sig>,
+    pub(super) responses: Vec<Sig>,
+    pub(super) bus_errors: Option<Vec<Sig>>,
     pub(super) o_done: Option<Sig>,
     pub(super) read_beat: Sig,
     pub(super) write_beat: Sig,
@@ -41,12 +41,14 @@ pub(super) fn simple_port(
     let room = in_flight.lt(depth_lit);
     let room = m.name("tag_room", room);
     let open = !hold;
+    // The read channels first, the write channel (O) last.
+    let reads = chans.len() - 1;
     let reqs: Vec<Sig> = chans
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let v = c.req_valid & open;
-            if i < 3 {
+            if i < reads {
                 v & room
             } else {
                 v
@@ -57,7 +59,7 @@ pub(super) fn simple_port(
     let accept = any_req & mem_req_ready;
     let accept = m.name("accept", accept);
     m.set_enable(rr, accept);
-    let is_write = grant.eq(3);
+    let is_write = grant.eq(reads as u64);
     let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
     let addr = mux_index(grant, &addrs);
     let wdata = m.input("o_rd_data", w);
@@ -68,7 +70,7 @@ pub(super) fn simple_port(
     // Tag FIFO push on accepted reads, pop on responses.
     let is_read = !is_write;
     let push = accept & is_read;
-    let tags = m.memory("tags", depth, 2);
+    let tags = m.memory("tags", depth, grant.width());
     let tail_idx = tail.q.trunc(pw - 1);
     m.mem_write(tags, push, tail_idx, grant);
     let tail_inc = tail.q + 1;
@@ -80,11 +82,15 @@ pub(super) fn simple_port(
     let head_inc = head.q + 1;
     m.set_next(head, head_inc);
     m.set_enable(head, mem_rsp_valid);
-    let steps: [Sig; 4] = std::array::from_fn(|i| {
-        let granted = grant.eq(i as u64);
-        accept & granted
-    });
-    let responses: [Sig; 3] = std::array::from_fn(|i| mem_rsp_valid & rsp_tag.eq(i as u64));
+    let steps: Vec<Sig> = (0..chans.len())
+        .map(|i| {
+            let granted = grant.eq(i as u64);
+            accept & granted
+        })
+        .collect();
+    let responses: Vec<Sig> = (0..reads)
+        .map(|i| mem_rsp_valid & rsp_tag.eq(i as u64))
+        .collect();
     PortSteps {
         steps,
         responses,
@@ -97,24 +103,25 @@ pub(super) fn simple_port(
     }
 }
 
-/// Round robin from register `name` (2 bits, the channel after the last grant) among up to 4
-/// requests: (any request, the grant, the register, which the caller enables on an accepted
-/// grant).
+/// Round robin from register `name` (the channel after the last grant) among the requests
+/// (4, or 8 with more than 4 channels): (any request, the grant, the register, which the
+/// caller enables on an accepted grant).
 pub(super) fn round_robin(
     m: &mut ModuleBuilder,
     name: &str,
     reqs: &[Sig],
 ) -> (Sig, Sig, RegHandle) {
+    let n = reqs.len().max(4).next_power_of_two();
     let mut bits = reqs.to_vec();
-    while bits.len() < 4 {
+    while bits.len() < n {
         bits.push(m.zero(1));
     }
     bits.reverse();
     let req_vec = cat(&bits);
     let req_vec = m.name(&format!("{name}_requests"), req_vec);
-    let rr = m.reg(name, 2, Some(0));
-    let ones4 = m.ones(4);
-    let at_or_above = ones4 << rr.q;
+    let rr = m.reg(name, addr_bits(n as u32), Some(0));
+    let ones = m.ones(n as u32);
+    let at_or_above = ones << rr.q;
     let upper = req_vec & at_or_above;
     let (upper_any, upper_idx) = lowest_set(m, upper);
     let (any_req, lowest_idx) = lowest_set(m, req_vec);
