@@ -94,6 +94,8 @@ impl Walk {
 struct ReadCh {
     active: bool,
     block_rows: u64,
+    /// Beats per row of the descriptor (the scratch channel's vary: S or P rows).
+    row_beats: u64,
     req: Walk,
     rsp: Walk,
     landed: [bool; 2],
@@ -144,6 +146,11 @@ struct Model<'a> {
     buffered: bool,
     /// rowfused: every QK and max pass of a tile first, then exp pass and PV per block.
     two_pass: bool,
+    /// unfused: every QK and max pass (S written out), every exp pass (S read back, P written
+    /// out), every PV (P read back); the scratch channel's descriptor of the tile (0 none, 1
+    /// S, 2 P).
+    unfused: bool,
+    x_phase: u8,
     qk_steps: u64,
     pv_steps: u64,
     row_beats: u64,
@@ -188,11 +195,14 @@ struct Model<'a> {
     qf_head: u64,
     kf: Cursor,
     vf: Cursor,
-    // DMA.
-    ch: [ReadCh; 3],
+    // DMA: the read channels Q, K, V (and X), then O.
+    ch: [ReadCh; 4],
+    reads: usize,
     o_active: bool,
     o_req: Walk,
     o_row_beats: u64,
+    /// O's rows, in the output format.
+    o_tile_beats: u64,
     rr: usize,
     glb: Option<hdl::glb::GlbConfig>,
     regions: [Region; 2],
@@ -209,6 +219,7 @@ struct Model<'a> {
 const Q: usize = 0;
 const K: usize = 1;
 const V: usize = 2;
+const X: usize = 3;
 
 impl<'a> Model<'a> {
     fn new(p: &'a CoreParams, s: Shape, mem: MemTiming) -> Self {
@@ -222,6 +233,8 @@ impl<'a> Model<'a> {
             two_port: p.row.flow().p_ports() != 1,
             buffered: p.row.s_in_sram(),
             two_pass: p.row.two_pass(),
+            unfused: p.row.s_in_memory(),
+            x_phase: 0,
             qk_steps: qk as u64,
             pv_steps: pv as u64,
             row_beats: (2 * s.head_dim as u64) / beat,
@@ -258,10 +271,12 @@ impl<'a> Model<'a> {
             qf_head: 0,
             kf: Cursor::default(),
             vf: Cursor::default(),
-            ch: [ReadCh::default(); 3],
+            ch: [ReadCh::default(); 4],
+            reads: p.dma.read_channels(),
             o_active: false,
             o_req: Walk::default(),
-            o_row_beats: (s.out_bytes * s.head_dim) as u64 / beat,
+            o_row_beats: 0,
+            o_tile_beats: (s.out_bytes * s.head_dim) as u64 / beat,
             rr: 0,
             glb: p.dma.glb,
             regions: [Region::default(); 2],
@@ -287,7 +302,9 @@ impl<'a> Model<'a> {
     }
 
     fn tile_rows(&self) -> u64 {
-        (self.q_base + self.p.br() as u64).min(self.s.q_len as u64) - self.q_base
+        (self.q_base + self.p.br() as u64)
+            .min(self.s.q_len as u64)
+            .saturating_sub(self.q_base)
     }
 
     /// One clock cycle: every combinational decision from the registers (the softmax trigger,
@@ -300,13 +317,18 @@ impl<'a> Model<'a> {
             Some(&due) if due <= self.cycle => Some(self.tags[0]),
             _ => None,
         };
-        let ready = [self.ch[Q].ready(), self.ch[K].ready(), self.ch[V].ready()];
+        let ready = [
+            self.ch[Q].ready(),
+            self.ch[K].ready(),
+            self.ch[V].ready(),
+            self.ch[X].ready(),
+        ];
         let next = [self.ch[K].next_ready(), self.ch[V].next_ready()];
         let sm = self.softmax_trigger();
         let ph = self.phases(&ready, next, &sm);
         self.count(go, &ready, &ph);
         let tile = self.tile(go, &ready);
-        let fetch = self.fetch(&ph, &tile);
+        let fetch = self.fetch(&ph, &tile, &sm);
         let hits = self.hit_mode();
         let glb = self.glb_grants(response, hits);
         let accept = self.arbitrate(hits);
@@ -327,10 +349,17 @@ impl<'a> Model<'a> {
         // rowfused: the max passes of blocks 0 .. nblk − 1, then their exp passes.
         let second = self.two_pass && self.sm_done >= self.nblk;
         let blk = self.sm_done - if second { self.nblk } else { 0 };
+        // unfused: a pass writes its block through the O channel (free once the last write is
+        // done); an exp pass reads its S from the scratch channel.
+        let p_free = if self.unfused {
+            !self.o_active && (!second || (self.x_phase == 1 && self.ch[X].ready()))
+        } else {
+            self.pv_issued + 1 >= blk || (self.two_pass && !second)
+        };
         let go = self.state == Seq::Run
             && self.sm_done < self.nblk * (1 + self.two_pass as u64)
             && (self.qk_done > self.sm_done || second)
-            && (self.pv_issued + 1 >= blk || (self.two_pass && !second))
+            && p_free
             && (self.ro == Ro::Idle || !first)
             && !self.sm_running
             && !rows_busy
@@ -344,7 +373,7 @@ impl<'a> Model<'a> {
     }
 
     /// Phase selection: one array's (`phases`) or reg3d's two tier streams (`phases_tiered`).
-    fn phases(&self, ready: &[bool; 3], next: [bool; 2], sm: &Softmax) -> Phases {
+    fn phases(&self, ready: &[bool; 4], next: [bool; 2], sm: &Softmax) -> Phases {
         let s_run = self.state == Seq::Run;
         let qk_last = self.in_qk && self.qk_step == self.qk_steps - 1;
         let pv_last = self.in_pv && self.pv_step == self.pv_steps - 1;
@@ -352,7 +381,11 @@ impl<'a> Model<'a> {
         let pv_issued_n = self.pv_issued + pv_last as u64;
         let qk_more = qk_issued_n < self.nblk;
         let pv_more = pv_issued_n < qk_issued_n;
-        let sm_ahead = self.sm_done > pv_issued_n + self.two_pass as u64 * self.nblk;
+        let sm_ahead = if self.unfused {
+            self.x_phase == 2 && ready[X]
+        } else {
+            self.sm_done > pv_issued_n + self.two_pass as u64 * self.nblk
+        };
         let s_free_in = self.buffered && self.copy_left == 1;
         let mut ph = Phases {
             qk_last,
@@ -384,7 +417,12 @@ impl<'a> Model<'a> {
             let choose = s_run && (no_phase || qk_last || pv_last);
             ph.want_qk = qk_more && (self.two_pass || qk_issued_n < pv_issued_n + 2);
             ph.want_pv = !ph.want_qk;
-            ph.s_free = !self.buffered || !self.s_full || s_free_in;
+            ph.s_free = if self.unfused {
+                // Two S blocks in the PE registers: QK(j + 2) waits for the max pass of j.
+                qk_issued_n < self.sm_done + 2
+            } else {
+                !self.buffered || !self.s_full || s_free_in
+            };
             ph.p_free = self.two_port || !(self.sm_running || sm.go);
             let qk_can = ph.want_qk && ready[K] && ready[Q] && ph.s_free && !qk_last;
             let pv_can = ph.want_pv && pv_more && sm_ahead && ready[V] && ph.p_free && !pv_last;
@@ -397,7 +435,7 @@ impl<'a> Model<'a> {
 
     /// The timing counters (counters.rs): busy cycles, MAC cycles, and each idle cycle's one
     /// stall cause.
-    fn count(&mut self, go: bool, ready: &[bool; 3], ph: &Phases) {
+    fn count(&mut self, go: bool, ready: &[bool; 4], ph: &Phases) {
         if self.state == Seq::Idle || go {
             return;
         }
@@ -427,7 +465,7 @@ impl<'a> Model<'a> {
 
     /// The main state machine's decisions (sequencer.rs `main_fsm`) and the readout's
     /// (readout.rs).
-    fn tile(&self, go: bool, ready: &[bool; 3]) -> Tile {
+    fn tile(&self, go: bool, ready: &[bool; 4]) -> Tile {
         let empty = self.nblk == 0;
         let ro_idle = self.ro == Ro::Idle;
         let rows_busy = self.eng_left > 0;
@@ -460,7 +498,7 @@ impl<'a> Model<'a> {
     }
 
     /// The fetch unit (fetch.rs): the channels' releases and descriptors, the cursors' moves.
-    fn fetch(&self, ph: &Phases, tile: &Tile) -> Fetch {
+    fn fetch(&self, ph: &Phases, tile: &Tile, sm: &Softmax) -> Fetch {
         let (br, bc) = (self.p.br() as u64, self.p.bc() as u64);
         let (heads, q_len) = (self.s.heads as u64, self.s.q_len as u64);
         let running = self.state != Seq::Idle;
@@ -477,12 +515,33 @@ impl<'a> Model<'a> {
         let (k_take, k_next_head) = cursor(&self.kf, self.ch[K].active);
         let (v_take, v_next_head) = cursor(&self.vf, self.ch[V].active);
         let (k_need, v_need) = (self.keys(self.kf.q_base), self.keys(self.vf.q_base));
+        // unfused: the scratch channel reads the tile's S back once the max passes' writes are
+        // done, then its P once the exp passes' are (sequencer.rs `scratch`).
+        let (x_load, x_rel) = if self.unfused {
+            let rows = self.tile_rows();
+            let quiet = self.state == Seq::Run && !self.o_active && !self.ch[X].active;
+            let s_go = quiet && self.x_phase == 0 && self.nblk > 0 && self.sm_done == self.nblk;
+            let p_go = quiet && self.x_phase == 1 && self.sm_done == 2 * self.nblk;
+            let (sb, pb) = self.p.row.scratch_row_bytes();
+            let beats = (if p_go { pb } else { sb }) as u64 / self.beat;
+            let mask = (1u64 << self.p.index_bits) - 1;
+            let load = (s_go || p_go).then_some((self.nblk * rows & mask, rows, beats));
+            let rel = if self.x_phase == 2 {
+                ph.pv_last
+            } else {
+                sm.finished && sm.second
+            };
+            (load, rel)
+        } else {
+            (None, false)
+        };
         Fetch {
-            release: [q_rel, ph.qk_last, ph.pv_last],
+            release: [q_rel, ph.qk_last, ph.pv_last, x_rel],
             load: [
-                q_start.then_some((q_len, br)),
-                (k_take && k_need > 0).then_some((k_need, bc)),
-                (v_take && v_need > 0).then_some((v_need, bc)),
+                q_start.then_some((q_len, br, self.row_beats)),
+                (k_take && k_need > 0).then_some((k_need, bc, self.row_beats)),
+                (v_take && v_need > 0).then_some((v_need, bc, self.row_beats)),
+                x_load,
             ],
             q_start,
             kv: [(k_take, k_next_head), (v_take, v_next_head)],
@@ -531,15 +590,21 @@ impl<'a> Model<'a> {
     /// channels with a request (reads also need a tag; K and V in hit mode have none).
     fn arbitrate(&self, hits: [bool; 2]) -> Option<usize> {
         let room = (self.tags.len() as u64) < self.p.dma.max_outstanding as u64;
-        let reqs = [
+        // The read channels, then O; round robin over 4 places, or 8 with the X channel.
+        let mut reqs = vec![
             self.ch[Q].wants() && room,
             self.ch[K].wants() && room && !hits[0],
             self.ch[V].wants() && room && !hits[1],
-            self.o_active && self.o_req.rows_left > 0,
         ];
-        let grant = (self.rr..4)
+        if self.reads > 3 {
+            reqs.push(self.ch[X].wants() && room);
+        }
+        reqs.push(self.o_active && self.o_req.rows_left > 0);
+        let n = reqs.len().max(4).next_power_of_two();
+        reqs.resize(n, false);
+        let grant = (self.rr..n)
             .find(|&c| reqs[c])
-            .or_else(|| (0..4).find(|&c| reqs[c]));
+            .or_else(|| (0..n).find(|&c| reqs[c]));
         grant.filter(|_| self.credit >= self.beat)
     }
 
@@ -549,14 +614,14 @@ impl<'a> Model<'a> {
         &mut self,
         accept: Option<usize>,
         response: Option<usize>,
-        ready: &[bool; 3],
+        ready: &[bool; 4],
         fetch: &Fetch,
         glb: &GlbStep,
     ) {
         for c in 0..2 {
             if glb.grant[c] {
                 let ch = &mut self.ch[K + c];
-                ch.req.step(self.row_beats, ch.block_rows);
+                ch.req.step(ch.row_beats, ch.block_rows);
                 ch.req_beats += 1;
             }
         }
@@ -568,14 +633,14 @@ impl<'a> Model<'a> {
         let hit_landing = self.glb_land;
         self.glb_land = glb.grant;
         if let Some(g) = accept {
-            self.rr = (g + 1) % 4;
+            self.rr = (g + 1) % (self.reads + 1).max(4).next_power_of_two();
             self.credit -= self.beat;
-            if g < 3 {
+            if g < self.reads {
                 self.tags.push_back(g);
                 self.in_flight
                     .push_back(self.cycle + self.mem.latency as u64);
                 let c = &mut self.ch[g];
-                c.req.step(self.row_beats, c.block_rows);
+                c.req.step(c.row_beats, c.block_rows);
                 c.req_beats += 1;
             } else {
                 let last =
@@ -593,8 +658,8 @@ impl<'a> Model<'a> {
             b => b as u64,
         };
         self.credit = (self.credit + bpc).min(self.beat);
-        let rb = self.row_beats;
         for (c, ch) in self.ch.iter_mut().enumerate() {
+            let rb = ch.row_beats;
             let from_glb = (c == K || c == V) && hit_landing[c - K];
             let landed = if response == Some(c) || from_glb {
                 let (last_beat, block_end) = ch.rsp.ends(rb, ch.block_rows);
@@ -606,7 +671,7 @@ impl<'a> Model<'a> {
                 None
             };
             let done = ch.active && ch.rsp.rows_left == 0 && ch.cons == ch.rsp.block;
-            if let Some((rows, block_rows)) = fetch.load[c].filter(|_| !ch.active) {
+            if let Some((rows, block_rows, row_beats)) = fetch.load[c].filter(|_| !ch.active) {
                 let walk = Walk {
                     rows_left: rows,
                     ..Walk::default()
@@ -614,6 +679,7 @@ impl<'a> Model<'a> {
                 *ch = ReadCh {
                     active: true,
                     block_rows,
+                    row_beats,
                     req: walk,
                     rsp: walk,
                     landed: [false; 2],
@@ -655,6 +721,24 @@ impl<'a> Model<'a> {
                 rows_left: self.ro_rows,
                 ..Walk::default()
             };
+            self.o_row_beats = self.o_tile_beats;
+        }
+        // unfused: a finished pass writes its S or P block through the O channel.
+        if self.unfused && sm.finished {
+            let (sb, pb) = p.row.scratch_row_bytes();
+            self.o_active = true;
+            self.o_req = Walk {
+                rows_left: self.tile_rows(),
+                ..Walk::default()
+            };
+            self.o_row_beats = (if sm.second { pb } else { sb }) as u64 / self.beat;
+        }
+        if self.unfused {
+            if self.state == Seq::TileGo {
+                self.x_phase = 0;
+            } else if fetch.load[X].is_some() {
+                self.x_phase += 1;
+            }
         }
         // Fetch cursors.
         if go {
@@ -849,11 +933,11 @@ struct GlbStep {
     grant: [bool; 2],
 }
 
-/// The fetch unit's decisions: per read channel (Q, K, V) the release and the descriptor
-/// (rows, rows per block) it starts, and the cursors' moves.
+/// The fetch unit's decisions: per read channel (Q, K, V, X) the release and the descriptor
+/// (rows, rows per block, beats per row) it starts, and the cursors' moves.
 struct Fetch {
-    release: [bool; 3],
-    load: [Option<(u64, u64)>; 3],
+    release: [bool; 4],
+    load: [Option<(u64, u64, u64)>; 4],
     /// The K/V head of K's and V's descriptor (what the GLB's tag names).
     kv_tag: [u64; 2],
     q_start: bool,

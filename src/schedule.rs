@@ -168,14 +168,37 @@ impl Shape {
     }
 
     /// The memory beats the schedule must move: Q once, K and V once per tile (the keys it
-    /// needs) less what the GLB serves, O once.
+    /// needs) less what the GLB serves, O once; unfused also writes each computed block's S
+    /// and P and reads them back ([`Shape::scratch_beats`]).
     pub fn beats(&self, p: &CoreParams) -> (u64, u64) {
         let beat = (p.dma.width / 8) as u64;
         let row = 2 * self.head_dim as u64;
         let h = self.heads as u64;
+        let scratch = self.scratch_beats(p);
         let reads = h * self.q_len as u64 * row / beat + self.kv_traffic(p).from_memory();
         let writes = h * self.q_len as u64 * (self.out_bytes * self.head_dim) as u64 / beat;
-        (reads, writes)
+        (reads + scratch, writes + scratch)
+    }
+
+    /// unfused: the beats of S and P each computed block moves each way (its tile's rows, a
+    /// block row of S and one of P each, whole beats); 0 in the other designs.
+    pub fn scratch_beats(&self, p: &CoreParams) -> u64 {
+        if !p.row.s_in_memory() {
+            return 0;
+        }
+        let br = p.br() as usize;
+        let (sb, pb) = p.row.scratch_row_bytes();
+        let per_row = (sb + pb) as u64 / (p.dma.width / 8) as u64;
+        let rows: u64 = self
+            .tiles(br)
+            .map(|q_base| {
+                let rows = (self.q_len - q_base).min(br) as u64;
+                let blocks = needed_keys(self.q_len, self.k_len, self.causal, q_base, br)
+                    .div_ceil(p.bc() as usize);
+                rows * blocks as u64
+            })
+            .sum();
+        self.heads as u64 * rows * per_row
     }
 
     /// Every counter the schedule fixes, by the core's counter names. MACs: d for QK and d for
@@ -215,7 +238,9 @@ impl Shape {
         let s_links = p.row.softmax_tier() as u64 * h * pairs;
         // The engines' register reads: per computed block two sweeps over the scores in the
         // PE registers (buf2d: one, the copy), per tile the readout.
-        let sweeps = 2 - buffered;
+        // unfused: the max sweep reads the PE registers, the exp sweep the landing buffer.
+        let unfused = p.row.s_in_memory() as u64;
+        let sweeps = 2 - buffered - unfused;
         let engine = blocks * sweeps * scores + o_values;
         let rf_reads = macs - h * (pairs + d * seeing) + engine + s_links;
         vec![
@@ -230,8 +255,16 @@ impl Shape {
             ("rf_reads", rf_reads),
             ("p_buf_writes", blocks * scores / p_per),
             ("p_buf_reads", blocks * scores / p_per),
-            ("s_buf_writes", blocks * scores * buffered / s_per),
-            ("s_buf_reads", blocks * 2 * scores * buffered / s_per),
+            // unfused: the scratch buffers' accesses, a score each (packed by the max sweep,
+            // read back by the exp sweep).
+            (
+                "s_buf_writes",
+                blocks * scores * buffered / s_per + unfused * blocks * scores,
+            ),
+            (
+                "s_buf_reads",
+                blocks * 2 * scores * buffered / s_per + unfused * blocks * scores,
+            ),
             (
                 "vlink_bits",
                 tiered * (16 * blocks * scores + 32 * o_values) + 32 * s_links,

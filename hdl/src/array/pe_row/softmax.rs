@@ -269,8 +269,10 @@ fn sweep_scratch(
         cc,
         jj,
         copied: zero,
-        s_read: zero,
-        s_write: zero,
+        // The scratch buffers' accesses, a score each: read from the landing buffer by the
+        // exp sweep, packed for the staging buffer by the max sweep.
+        s_read: e.in_exp,
+        s_write: in_max,
         s_store: Some(s_store),
         x_rd: Some(ScratchRead { ii: e.ii.q, j }),
     }
@@ -348,7 +350,7 @@ pub(super) fn exp_sweep(
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
     let link = cfg.vlink_latency();
     let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
-    let (we, p_store) = match p_bank.write {
+    let (we, p_write, p_store) = match p_bank.write {
         Some((bank_we, bank_waddr, bank_wdata)) => {
             let (we, waddr, wdata) = (
                 up(m, "link_p_we", p_we),
@@ -358,7 +360,7 @@ pub(super) fn exp_sweep(
             m.drive(bank_we, we);
             m.drive(bank_waddr, waddr);
             m.drive(bank_wdata, wdata);
-            (we, None)
+            (we, p_we, None)
         }
         None => {
             // unfused: P leaves in beats of `per` weights through the staging buffer.
@@ -372,7 +374,8 @@ pub(super) fn exp_sweep(
                 },
                 data: p_data.resize(cfg.mem_width),
             };
-            (p_we, Some(store))
+            // Counted a weight each, as the P bank's accesses are.
+            (p_we, out_valid, Some(store))
         }
     };
     let wide = crate::fp16_to_fp32::logic(m, p);
@@ -397,7 +400,7 @@ pub(super) fn exp_sweep(
     m.discard(t.max);
     m.drive(sm.blk_sum, t.sum);
     ExpSweep {
-        p_write: p_we,
+        p_write,
         link_we: we,
         drain_latency: cfg.drain_latency(),
         p_store,
