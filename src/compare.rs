@@ -1,6 +1,7 @@
-//! `regflash compare`: the same attention problems on `buf2d`, `reg2d`, `reg3d` and the
-//! row-materializing baseline `rowfused` (and "3-D buffered", buf2d's counters with its banks
-//! priced as stacked SRAM), every run checked bit for bit, cycles and energy from the RTL's
+//! `regflash compare`: the same attention problems on `buf2d`, `reg2d`, `reg3d`, the
+//! row-materializing baseline `rowfused` and standard attention `unfused` (and "3-D
+//! buffered", buf2d's counters with its banks priced as stacked SRAM), every run checked bit
+//! for bit, cycles and energy from the RTL's
 //! counters priced by the energy table (`crate::claims` reads the published claims off them).
 
 use std::collections::BTreeMap;
@@ -25,16 +26,18 @@ pub enum RunKind {
     Reg3d,
     Reg3dIso,
     Rowfused,
+    Unfused,
 }
 
 /// The designs compared, in table order: (name, run, priced as stacked).
-pub const DESIGNS: [(&str, RunKind, bool); 6] = [
+pub const DESIGNS: [(&str, RunKind, bool); 7] = [
     ("buf2d", RunKind::Buf2d, false),
     ("3-D buffered", RunKind::Buf2d, true),
     ("reg2d", RunKind::Reg2d, false),
     ("reg3d", RunKind::Reg3d, false),
     ("reg3d iso-PE", RunKind::Reg3dIso, false),
     ("rowfused", RunKind::Rowfused, false),
+    ("unfused", RunKind::Unfused, false),
 ];
 
 /// rowfused on the configuration's array with its S arrays holding rows of `seq` keys (the
@@ -267,6 +270,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
     if let Some(c) = iso_pe_config(&plan.config) {
         configs.push((RunKind::Reg3dIso, c));
     }
+    configs.push((RunKind::Unfused, variant(VariantKind::Unfused)));
     // rowfused simulated with rows of the longest simulated length (its counters do not
     // depend on the S arrays' depth), each length priced as the design sized for it.
     let longest_sim = plan

@@ -80,6 +80,17 @@ fn rowfused(cfg: &CoreConfig, keys: u32) -> CoreConfig {
     c
 }
 
+/// `cfg` as unfused (standard attention: S and P through memory).
+fn unfused(cfg: &CoreConfig) -> CoreConfig {
+    let c = CoreConfig {
+        name: format!("{}_unfused", cfg.name),
+        variant: Variant::Unfused,
+        ..cfg.clone()
+    };
+    c.validate().unwrap();
+    c
+}
+
 /// `cfg` (buf2d) with S and P words of `bits` bits (several scores or weights to an access),
 /// each array in `banks` SRAM banks.
 fn wide(cfg: &CoreConfig, bits: u32, banks: u32) -> CoreConfig {
@@ -192,6 +203,13 @@ fn small_rowfused_core_is_bit_exact() {
     scenarios(&rowfused(&small(), 512), 60, 300, 95);
 }
 
+/// Standard attention (S and P written to memory and read back between the passes, no S
+/// array and no P bank) on the same shapes, against its own model (the two-pass order).
+#[test]
+fn small_unfused_core_is_bit_exact() {
+    scenarios(&unfused(&small()), 40, 300, 96);
+}
+
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
 /// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d, as buf2d with
 /// single-port P banks (PV and the softmax take turns), 128-bit words (an S word spans two
@@ -258,6 +276,7 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         stacked(&small(), 3),
         linked(&small(), 8),
         rowfused(&small(), 512),
+        unfused(&small()),
     ];
     for cfg in cfgs {
         let (model, p) = core(&cfg);
@@ -339,6 +358,30 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
     }
     assert_eq!(row.counters["mac_cycles"], buf2.counters["mac_cycles"]);
     assert!(row.counters["stall_softmax"] > buf2.counters["stall_softmax"]);
+    // unfused: rowfused's order without its S array: the max sweep reads the PE registers and
+    // packs S for the staging buffer, the exp sweep reads it back from the landing buffer, and
+    // every computed block's S and P make a round trip through memory: per block row a beat of
+    // S (8 FP32) and a beat of P (8 FP16, half a beat, padded) each way, 2 heads x 9 tiles x 9
+    // blocks x 8 rows.
+    let un = &runs[7];
+    for n in [
+        "macs",
+        "rf_writes",
+        "max_ops",
+        "exp_ops",
+        "mac_cycles",
+        "p_buf_reads",
+    ] {
+        assert_eq!(un.counters[n], row.counters[n], "unfused {n}");
+    }
+    assert_eq!(un.counters["rf_reads"], reg.counters["rf_reads"] - scores);
+    assert_eq!(un.counters["s_buf_writes"], scores);
+    assert_eq!(un.counters["s_buf_reads"], scores);
+    let round_trip = 2 * 9 * 9 * 8 * 2;
+    for n in ["read_beats", "write_beats"] {
+        assert_eq!(un.counters[n], reg.counters[n] + round_trip, "unfused {n}");
+    }
+    assert!(un.counters["cycles"] > row.counters["cycles"]);
     let cycles = |r: &regflash::verify::attention::CoreRun| r.counters["cycles"];
     let stall = |r: &regflash::verify::attention::CoreRun| r.counters["stall_softmax"];
     assert!(cycles(reg) < cycles(buf2) && cycles(buf2) < cycles(buf1));

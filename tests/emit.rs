@@ -269,6 +269,24 @@ fn rowfused_core_passes_the_gates_and_lists_its_banks() {
     }
 }
 
+/// unfused passes the same gates: the whole core lints clean with no SRAM at all (S and P
+/// live only in the DMA's landing and staging buffers between their trips to memory), and its
+/// PE row, sequencer and DMA (with the scratch channel, five channels round robin)
+/// synthesize without latches or loops.
+#[test]
+fn unfused_core_passes_the_gates_without_srams() {
+    let cfg = CoreConfig {
+        variant: Variant::Unfused,
+        ..small()
+    };
+    let CoreSrams { banks, .. } = linted_core_srams(&cfg);
+    assert!(banks.is_empty(), "{banks:?}");
+    for unit in ["pe_row", "sequencer", "dma"] {
+        let (dir, _) = gen_into(&cfg, Target::Unit(unit.into()));
+        assert_lint_clean(dir.path());
+    }
+}
+
 /// reg3d passes the same gates with two tiers and with three: the whole core lints clean
 /// under -Wall, and its PE row (the tiers of PEs, each its own module; with three tiers the
 /// softmax tier's S registers) and sequencer (two phase streams) synthesize without latches or

@@ -334,8 +334,21 @@ pub fn check_core_shape(
 }
 
 /// rowfused holds a query tile's whole rows of S: a problem (or a varlen sequence) whose tiles
-/// see more keys than its S arrays hold is refused (the last tile sees every key).
+/// see more keys than its S arrays hold is refused (the last tile sees every key). unfused
+/// reads a tile's S back in one descriptor of a block of the tile's rows per block of keys:
+/// their count must fit the index registers.
 pub fn check_row_keys(p: &CoreParams, k_len: usize) -> Result<()> {
+    if p.row.s_in_memory() {
+        let rows = k_len.div_ceil(p.bc() as usize) as u64 * p.br() as u64;
+        let most = (1u64 << p.index_bits) - 1;
+        ensure!(
+            rows <= most,
+            "k_len = {k_len} is too long for unfused with index_bits = {}: a tile reads its S              back as {rows} rows (br = {} for each of the k_len / bc = {} blocks) and the              index registers count up to {most}; raise index_bits or shorten the sequence",
+            p.index_bits,
+            p.br(),
+            k_len.div_ceil(p.bc() as usize)
+        );
+    }
     if let Some(keys) = p.row.flow().row_keys() {
         ensure!(
             k_len <= keys as usize,

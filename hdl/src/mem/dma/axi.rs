@@ -9,7 +9,7 @@ use super::{
 };
 use crate::axi_check::{AxiCheckBlock, AxiWatch};
 use crate::iface::Ports;
-use crate::{and_all, bits_for, mux, mux_index, or_all, ModuleBuilder, RegHandle, Sig};
+use crate::{addr_bits, and_all, bits_for, mux, mux_index, or_all, ModuleBuilder, RegHandle, Sig};
 
 /// Beats of the burst channel `ch` would issue now (9 bits, 1 to 256 while it has a request):
 /// to the end of its row, or with contiguous rows (stride = row bytes) to the end of its block
@@ -259,6 +259,9 @@ fn read_addresses(
     let ob = limit.width();
     let nr = bursts_back.len();
     let ar_held = m.reg("ar_held", 1, Some(0));
+    // The held ID: as wide as a grant among the read channels (4 places, or 8).
+    let id_bits = addr_bits((nr as u32).max(4).next_power_of_two());
+    let ar_held_id = m.reg("ar_held_id", id_bits, Some(0));
     let mut cand = vec![];
     let reads_out: Vec<RegHandle> = (0..nr)
         .map(|i| m.reg(&format!("{}_bursts", chans[i].name), ob, Some(0)))
@@ -269,7 +272,6 @@ fn read_addresses(
         cand.push(c);
     }
     let (any_new, new_grant, ar_rr) = round_robin(m, "ar_rr", &cand);
-    let ar_held_id = m.reg("ar_held_id", new_grant.width(), Some(0));
     let grant = mux(ar_held.q, ar_held_id.q, new_grant);
     let grant = m.name("ar_grant", grant);
     let arvalid = any_new | ar_held.q;

@@ -438,11 +438,11 @@ pub(super) fn finish_read(
 /// and whether any is set.
 pub(super) fn lowest_set(m: &mut ModuleBuilder, v: Sig) -> (Sig, Sig) {
     let n = v.width();
-    let bits = addr_bits(n).max(1);
-    let mut idx = m.lit(bits, (n - 1) as u64);
-    for i in (0..n - 1).rev() {
-        let lit = m.lit(bits, i as u64);
-        idx = mux(v.bit(i), lit, idx);
+    let bits: Vec<Sig> = (0..n).map(|i| v.bit(i)).collect();
+    let mut idx = m.lit(addr_bits(n), (n - 1) as u64);
+    for i in (0..n as usize - 1).rev() {
+        let lit = m.lit(addr_bits(n), i as u64);
+        idx = mux(bits[i], lit, idx);
     }
     (v.any(), idx)
 }
