@@ -302,7 +302,10 @@ const SPECS: [Spec; 11] = [
         claim: "FlashAttention 81 % less memory than standard attention at 2k",
         source: "ops-transformer",
         ours: "buf2d",
-        kind: "FlashAttention's memory traffic (DRAM bytes read and written; buf2d) against",
+        kind: "FlashAttention's memory traffic (DRAM bytes read and written; buf2d) against \
+               standard attention, whose S and P always go to DRAM (its scratch is not \
+               GLB-resident, so with a GLB the traffic buf2d saves includes what a resident \
+               scratch would not move):",
         baselines: &["unfused"],
         keep: |n| n == 2048,
         lengths: "N = 2048",

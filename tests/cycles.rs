@@ -48,6 +48,7 @@ fn extrapolation_matches_stepping() {
             }),
             1536,
         ),
+        ("small", Variant::Unfused, 1536),
         ("npu16", Variant::Reg2d, 4096),
         ("seed", Variant::Reg2d, 8192),
     ];

@@ -345,6 +345,14 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "6",
             schedule.into_iter().chain([WrongRescale]).collect(),
         ),
+        // unfused: rowfused's order with S and P through memory (the scratch channel's and the
+        // O channel's descriptors come from the sequencer), the exp passes' rescale shift.
+        (
+            "unfused",
+            "variant = \"unfused\"\nbc = 2\n".to_string(),
+            "6",
+            schedule.into_iter().chain([WrongRescale]).collect(),
+        ),
         // Three tiers: the same phase streams; the softmax tier's S registers are its own.
         (
             "reg3d_t3",

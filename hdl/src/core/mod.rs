@@ -39,7 +39,11 @@
 //! `vlink_latency` stages) as its last product lands, so the QK PEs hold one block. With
 //! narrower S links (`vlink_bits` < 32) the QK PEs hold two blocks and a serializer walks each
 //! finished block up at 32/`vlink_bits` cycles per score; the block's softmax waits for the
-//! walk (`s_free` from the rows). O is bit-identical in every variant (same operators, same order); only where S and P live, the
+//! walk (`s_free` from the rows). `unfused` (standard attention) runs a tile in three passes:
+//! every QK with its max sweep, which packs S into the O staging buffer for the O channel to
+//! write to the scratch region (`s_addr`); then per block the scratch channel `x` lands S back
+//! for the exp sweep, whose P goes out the same way over S; then the scratch channel lands P,
+//! which the PV steps read from its landing buffer (the sequencer's `scratch` descriptors). O is bit-identical in every variant (same operators, same order); only where S and P live, the
 //! cycles and the counted traffic differ.
 //!
 //! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
@@ -65,7 +69,7 @@
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
-//! never written to memory).
+//! never written to memory), or in unfused inside the block of S or P its pass writes.
 
 mod check;
 mod counters;

@@ -17,6 +17,11 @@
 //! frees the buffer for block j+2. A last block may have fewer rows. `x_busy` stays high until
 //! the last block is released.
 //!
+//! **Scratch channel** `x` (unfused only): a fourth read channel of the same kind, with a
+//! landing buffer banked by PE row like Q's; it reads S and P back from the scratch region.
+//! Channels are arbitrated in the order Q, K, V, X, O (round robin over eight places with
+//! five channels); its AXI4 read ID is 3.
+//!
 //! **Write channel** `o`: the consumer fills the staging buffer (`o_wr_*`), then a descriptor
 //! (`o_base`, `o_stride`, `o_row_bytes`, `o_rows`) and `o_start` write its rows to memory;
 //! `o_busy` falls when the last beat is accepted (writes are posted).
