@@ -525,7 +525,7 @@ impl<'a> Model<'a> {
             let (sb, pb) = self.p.row.scratch_row_bytes();
             let beats = (if p_go { pb } else { sb }) as u64 / self.beat;
             let mask = (1u64 << self.p.index_bits) - 1;
-            let load = (s_go || p_go).then_some((self.nblk * rows & mask, rows, beats));
+            let load = (s_go || p_go).then_some(((self.nblk * rows) & mask, rows, beats));
             let rel = if self.x_phase == 2 {
                 ph.pv_last
             } else {
