@@ -394,6 +394,24 @@ fn rowfused_refuses_rows_longer_than_its_s_arrays() {
     assert!(launches >= 40, "{launches} launches");
 }
 
+/// unfused's top: `S_ADDR` (its map only) reaches the core, and the launch contract holds
+/// (runs, errors, aborts, empty problems, batches), with a scratch region that reaches past
+/// 2^ADDR_BITS refused at START (ADDRESS, nothing read or written) among the paths.
+#[test]
+fn unfused_top_keeps_the_launch_contract() {
+    let cfg = CoreConfig {
+        name: "small_unfused".into(),
+        variant: hdl::config::Variant::Unfused,
+        ..small()
+    };
+    cfg.validate().unwrap();
+    let p = CoreParams::from_config(&cfg).unwrap();
+    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
+    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 47)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(launches >= 40, "{launches} launches");
+}
+
 /// The C driver example, compiled against the generated header with `REGFLASH_IO_HOOKS` into a
 /// shared library whose register accesses are AXI4-Lite transactions on the simulated top:
 /// `regflash_probe` finds the core, `regflash_run` programs a grouped-query problem (strides,

@@ -120,7 +120,7 @@ pub struct ConfigArgs {
     /// Override: where S and P live: reg2d (PE registers), buf2d (an on-chip SRAM buffer),
     /// reg3d (stacked tiers), rowfused (whole rows of S in the buffer, a two-pass softmax:
     /// the row-materializing baseline), or unfused (S and P through memory between the
-    /// passes: standard attention; its core only, no SoC top yet).
+    /// passes: standard attention).
     #[arg(long)]
     pub variant: Option<VariantKind>,
     /// Override: reg3d's tiers (2: QK with the softmax engines, PV; 3: QK, softmax, PV).

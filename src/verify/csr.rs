@@ -53,7 +53,7 @@ pub fn model(p: &CoreParams) -> Csr {
             .position(|&v| v == r)
             .expect("a value")
     };
-    let (lists, always): (Vec<ProblemReg>, Vec<ProblemReg>) = ProblemReg::ALL
+    let (lists, always): (Vec<ProblemReg>, Vec<ProblemReg>) = ProblemReg::all(p)
         .into_iter()
         .filter(|r| r.is_address())
         .partition(|r| r.is_list());
@@ -193,7 +193,15 @@ fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
     );
     let got = dut.get_all("", &Problem::widths(p));
     let got_varlen = dut.get_all("", &VarlenRegs::widths(p));
-    let mut values = got.named().into_iter().chain(got_varlen.named());
+    let got_s = p
+        .row
+        .s_in_memory()
+        .then(|| ("s_addr".to_string(), dut.get("s_addr")));
+    let mut values = got
+        .named()
+        .into_iter()
+        .chain(got_varlen.named())
+        .chain(got_s);
     for (port, w) in hdl::soc::csr::launch_ports(p) {
         let (_, got) = values.next().expect("every launch port");
         let want = match port.as_str() {

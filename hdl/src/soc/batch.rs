@@ -27,7 +27,7 @@
 //! follows it, not a rise of `done`).
 
 use super::regmap::{ERR_ABORTED, ERR_ADDRESS, ERR_BATCH};
-use crate::core::ports::Problem;
+use crate::core::ports::{Problem, Scratch};
 use crate::core::CoreParams;
 use crate::dma::{AxiIn, AxiOut, MemIf, MemIn, MemReq};
 use crate::fsm::Fsm;
@@ -71,6 +71,7 @@ group! {
         start, abort_req, addr_over, core_busy, core_done, core_error;
         csr: Problem<T>,
         varlen => VarlenRegs<T>,
+        s: Option<Scratch<T>>,
         mem: Option<MemIn<T>>,
         core_mem_req: Option<MemReq<T>>,
         m_axi: Option<AxiIn<T>>,
@@ -91,6 +92,7 @@ impl BatchIn<u32> {
             core_error: crate::dma::error::BITS,
             csr: Problem::widths(p),
             varlen: VarlenRegs::widths(p),
+            s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
             mem,
             core_mem_req,
             m_axi,
@@ -494,6 +496,11 @@ impl Launch {
             ..*csr
         };
         let (extent_done, extent_over) = extent(m, p, &vals, r.st.is(Batch::Extent));
+        // unfused: the scratch region the launch's tiles use.
+        let extent_over = match io.s {
+            Some(s) => extent_over | scratch_over(m, p, &vals, s.addr),
+            None => extent_over,
+        };
         let over = (varlen & or_all(&bases.base_carry)) | extent_over;
         let over = m.name("launch_over", over);
         // An ABORT asked for before the core starts stops the batch there (code 6), not after a
@@ -798,6 +805,22 @@ fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) ->
         over.push(past & reaches);
     }
     (done, or_all(&over))
+}
+
+/// unfused: the launch's scratch region reaches past 2^addr_bits: S_ADDR + ceil(k_len / Bc) ·
+/// Br · (a block row of S) − 1 (a tile of fewer rows, or a causal tile of fewer blocks, uses
+/// less); a launch without a key, a query or a head uses none.
+fn scratch_over(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, s_addr: Sig) -> Sig {
+    let (a, iw) = (p.addr_bits, p.index_bits);
+    let w = a + iw + 20;
+    let blocks = crate::arith::div_ceil_const(m, vals.k_len, p.bc() as u64);
+    let per_block = m.lit(w, super::regmap::scratch_block_bytes(p));
+    let span = blocks.zext(w).mul_lo(per_block, w);
+    let last = (s_addr.zext(w) + span) - 1;
+    let past = last.slice(w - 1, a).any();
+    m.discard(last.trunc(a));
+    let used = and_all(&[vals.k_len.any(), vals.q_len.any(), vals.heads.any()]);
+    past & used
 }
 
 /// The bits of `x`, least significant first.

@@ -21,7 +21,7 @@
 
 use super::batch::VarlenRegs;
 use super::regmap::{self, Access, Kind, ProblemReg, Register};
-use crate::core::ports::{Counters, Problem};
+use crate::core::ports::{Counters, Problem, Scratch};
 use crate::core::{CoreParams, COUNTER_BITS};
 use crate::glb::{GlbBankCounts, GlbBankSel};
 use crate::iface::{Block, Ports};
@@ -111,6 +111,7 @@ group! {
         s_axil: AxilOut<T>,
         problem => Problem<T>,
         varlen => VarlenRegs<T>,
+        s: Option<Scratch<T>>,
         glb_bank: Option<GlbBankSel<T>>,
     }
 }
@@ -125,6 +126,7 @@ impl CsrOut<u32> {
             s_axil: AxilOut::widths(),
             problem: Problem::widths(p),
             varlen: VarlenRegs::widths(p),
+            s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         }
     }
@@ -135,6 +137,9 @@ impl CsrOut<u32> {
 pub fn launch_ports(p: &CoreParams) -> Vec<(String, u32)> {
     let mut v = Problem::widths(p).named();
     v.extend(VarlenRegs::widths(p).named());
+    if p.row.s_in_memory() {
+        v.push(("s_addr".into(), p.addr_bits));
+    }
     v
 }
 
@@ -285,11 +290,12 @@ fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, finish: 
 /// their values.
 fn problem_regs(
     m: &mut ModuleBuilder,
+    p: &CoreParams,
     regs: &[Register],
     wr: &WriteChannel,
 ) -> HashMap<ProblemReg, Sig> {
     let mut problem = HashMap::new();
-    for reg in ProblemReg::ALL {
+    for reg in ProblemReg::all(p) {
         let halves: Vec<&Register> = regs
             .iter()
             .filter(|r| matches!(r.kind, Kind::Problem { reg: x, .. } if x == reg))
@@ -341,7 +347,7 @@ fn bank_sel(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Opti
 fn launch_outputs(
     p: &CoreParams,
     problem: &HashMap<ProblemReg, Sig>,
-) -> (Problem, VarlenRegs, Sig) {
+) -> (Problem, VarlenRegs, Option<Scratch>, Sig) {
     // Values wider than their port (addresses, strides, list addresses): the bits the core
     // cannot represent refuse START (`addr_over`, ERR_ADDRESS in the batch controller); the
     // lists count only for a varlen batch.
@@ -372,9 +378,12 @@ fn launch_outputs(
     };
     let values = Problem::widths(p).map("", &mut |n, w| port_value(n, w));
     let varlen_regs = VarlenRegs::widths(p).map("", &mut |n, w| port_value(n, w));
+    let scratch = p.row.s_in_memory().then(|| Scratch {
+        addr: port_value("s_addr", p.addr_bits),
+    });
     let varlen = problem[&ProblemReg::Batch].any();
     let addr_over = or_all(&over) | (varlen & or_all(&list_over));
-    (values, varlen_regs, addr_over)
+    (values, varlen_regs, scratch, addr_over)
 }
 
 /// The read channel's registered response.
@@ -511,8 +520,8 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
     m.discard(io.s_axil.araddr.slice(1, 0));
     let wr = WriteChannel::new(m, io);
     let ctl = control(m, &regs, &wr, io.finish);
-    let problem = problem_regs(m, &regs, &wr);
-    let (values, varlen, addr_over) = launch_outputs(p, &problem);
+    let problem = problem_regs(m, p, &regs, &wr);
+    let (values, varlen, scratch, addr_over) = launch_outputs(p, &problem);
     let sel = bank_sel(m, &regs, &wr);
     let rd = read_channel(m, &regs, io, &ctl, &problem, sel);
     CsrOut {
@@ -523,6 +532,7 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
         s_axil: axil_outputs(m, &regs, &wr, &rd),
         problem: values,
         varlen,
+        s: scratch,
         glb_bank: sel.map(|sel| GlbBankSel { sel }),
     }
 }

@@ -77,6 +77,16 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
             ),
         ),
         (
+            "SCRATCH_BLOCK_BYTES",
+            scratch_block_bytes(p),
+            format!(
+                "unfused: bytes of the scratch region per block of Bc keys (Br rows of S, P \
+                 written over it): a launch needs S_ADDR + ceil(K_LEN / Bc) * this within \
+                 2^ADDR_BITS, else START is refused with ERR_CODE {ERR_ADDRESS} (ADDRESS); \
+                 0 in the other designs, which have no S_ADDR"
+            ),
+        ),
+        (
             "ADDR_VALUE_BITS",
             ADDR_VALUE_BITS as u64,
             format!(
@@ -87,6 +97,15 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
             ),
         ),
     ]
+}
+
+/// unfused: bytes of the scratch region per block of keys (Br rows of S in whole beats); 0 in
+/// the other designs.
+pub fn scratch_block_bytes(p: &CoreParams) -> u64 {
+    match p.row.s_in_memory() {
+        true => p.br() as u64 * p.row.scratch_row_bytes().0 as u64,
+        false => 0,
+    }
 }
 
 /// What every launch does, whatever its path: the contract beside the register fields.
@@ -103,7 +122,8 @@ pub const RULES: [&str; 4] = [
      address has a bit at or above ADDR_BITS, or when a tensor reaches past 2^ADDR_BITS: \
      Q and O to base + (HEADS - 1) * head stride + (Q_LEN - 1) * row stride + row bytes, \
      K and V the same with their last head (HEADS - 1) / KV_GROUP and K_LEN (a tensor of no \
-     rows reaches nothing). In a varlen batch each sequence is checked so before it runs.",
+     rows reaches nothing), and in unfused the scratch region to S_ADDR + ceil(K_LEN / Bc) * \
+     SCRATCH_BLOCK_BYTES. In a varlen batch each sequence is checked so before it runs.",
     "Counters restart at each START (a varlen batch adds its sequences up); read a counter's \
      LO before its HI.",
 ];
@@ -156,11 +176,13 @@ pub enum ProblemReg {
     Batch,
     CuQAddr,
     CuKAddr,
+    /// unfused: the scratch region's base.
+    SAddr,
 }
 
 impl ProblemReg {
-    /// Every problem value, in register order.
-    pub const ALL: [ProblemReg; 21] = [
+    /// Every problem value, in register order (`S_ADDR` only in unfused: [`ProblemReg::all`]).
+    pub const ALL: [ProblemReg; 22] = [
         ProblemReg::QAddr,
         ProblemReg::KAddr,
         ProblemReg::VAddr,
@@ -182,7 +204,21 @@ impl ProblemReg {
         ProblemReg::Batch,
         ProblemReg::CuQAddr,
         ProblemReg::CuKAddr,
+        ProblemReg::SAddr,
     ];
+
+    /// The value has a register in core `p`'s map (`S_ADDR`: unfused only).
+    pub fn present(self, p: &CoreParams) -> bool {
+        self != ProblemReg::SAddr || p.row.s_in_memory()
+    }
+
+    /// The problem values core `p`'s map has, in register order.
+    pub fn all(p: &CoreParams) -> Vec<ProblemReg> {
+        ProblemReg::ALL
+            .into_iter()
+            .filter(|r| r.present(p))
+            .collect()
+    }
 
     /// A byte address or stride: the registers hold 64 bits, the core takes `addr_bits`.
     pub fn is_address(self) -> bool {
@@ -203,6 +239,7 @@ impl ProblemReg {
                 | OHeadStride
                 | CuQAddr
                 | CuKAddr
+                | SAddr
         )
     }
 
@@ -235,6 +272,7 @@ impl ProblemReg {
             ProblemReg::Batch => "batch",
             ProblemReg::CuQAddr => "cu_q_addr",
             ProblemReg::CuKAddr => "cu_k_addr",
+            ProblemReg::SAddr => "s_addr",
         }
     }
 }
@@ -568,11 +606,22 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             ),
         ],
     ));
+    if p.row.s_in_memory() {
+        wide.extend(pairs(
+            0x0D8,
+            &[(
+                ProblemReg::SAddr,
+                "S_ADDR",
+                "byte address of the scratch region (unfused): S and P of a query tile between \
+                 its passes, SCRATCH_BLOCK_BYTES per block of Bc keys",
+            )],
+        ));
+    }
     // Address-class values hold all 64 bits software writes: bits at or above `addr_bits`
     // read back as written and refuse START (ERR_ADDRESS), so no address aliases.
     let a = p.addr_bits;
     assert!(
-        wide.len() == ProblemReg::ALL.iter().filter(|r| r.is_address()).count()
+        wide.len() == ProblemReg::all(p).iter().filter(|r| r.is_address()).count()
             && wide.iter().all(|w| w.1.is_address()),
         "the LO/HI pairs are the address values"
     );

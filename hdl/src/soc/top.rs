@@ -61,11 +61,6 @@ impl TopOut<u32> {
 /// Defines the top `name` of core `p` (and the core, the register block and the batch
 /// controller it instantiates); refuses a name an inner module has.
 pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRef> {
-    anyhow::ensure!(
-        !p.row.s_in_memory(),
-        "variant = \"unfused\" has no SoC top yet (its scratch address register is not \
-         built): simulate its core (`regflash sim --variant unfused`)"
-    );
     let core = crate::core::block(d, p);
     let csr = csr::block(d, p, name);
     let batch = batch::block(d, p, name);
@@ -98,7 +93,9 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 mem: to_core.mem,
                 m_axi: to_core.m_axi,
                 problem: to_core.problem,
-                s: None,
+                // unfused: one scratch region for every sequence of a batch (they run one
+                // after the other).
+                s: from_csr.s,
                 glb_bank: from_csr.glb_bank,
             },
         );
@@ -116,6 +113,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 core_error: c.error,
                 csr: from_csr.problem,
                 varlen: from_csr.varlen,
+                s: from_csr.s,
                 mem: i.mem,
                 core_mem_req: c.mem_req,
                 m_axi: i.m_axi,

@@ -192,7 +192,14 @@ impl Batch {
         let n = self.seqs.len();
         let cu_q = lay.size;
         let cu_k = cu_q + 4 * (n as u64 + 1);
-        let size = (cu_k + 4 * (n as u64 + 1)).next_multiple_of(4096);
+        let mut size = (cu_k + 4 * (n as u64 + 1)).next_multiple_of(4096);
+        let mut lay = lay;
+        if p.row.s_in_memory() {
+            // unfused: one scratch region for the longest sequence (they run one at a time).
+            let longest = self.seqs.iter().map(|a| a.k_len).max().unwrap_or(0);
+            lay.s = size;
+            size += super::driver::scratch_bytes(p, longest).next_multiple_of(4096);
+        }
         let mut mem = new_memory(p, size, timing)?;
         let (mut q_rows, mut k_rows) = (vec![0u64], vec![0u64]);
         for a in &self.seqs {

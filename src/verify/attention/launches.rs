@@ -40,6 +40,8 @@ pub enum Path {
     /// rowfused: `K_LEN` one past the keys its S arrays hold: TOO_LARGE (a tile's K and V
     /// descriptors of more keys are refused before any of their keys is read).
     LongRows,
+    /// unfused: a scratch region that reaches past 2^addr_bits (refused at START).
+    ScratchWraps,
 }
 
 /// One launch: its path and how the driver waits.
@@ -79,7 +81,14 @@ pub fn launches(p: &CoreParams) -> impl Strategy<Value = Vec<Launch>> {
                 .boxed(),
         ),
         (1, Just(Path::Wraps).boxed()),
-        (2 * p.row.two_pass() as u32, Just(Path::LongRows).boxed()),
+        (
+            2 * p.row.flow().row_keys().is_some() as u32,
+            Just(Path::LongRows).boxed(),
+        ),
+        (
+            2 * p.row.s_in_memory() as u32,
+            Just(Path::ScratchWraps).boxed(),
+        ),
     ];
     let path =
         prop::strategy::Union::new_weighted(options.into_iter().filter(|(w, _)| *w > 0).collect());
@@ -111,8 +120,11 @@ pub fn directed(p: &CoreParams) -> Vec<Vec<Launch>> {
         paths.push(Path::BusError { decode: false });
         paths.push(Path::BusError { decode: true });
     }
-    if p.row.two_pass() {
+    if p.row.flow().row_keys().is_some() {
         paths.push(Path::LongRows);
+    }
+    if p.row.s_in_memory() {
+        paths.push(Path::ScratchWraps);
     }
     let l = |path, wait| Launch { path, wait };
     let mut seqs = vec![];
@@ -255,6 +267,13 @@ fn launch(
             let keys = p.row.flow().row_keys().expect("rowfused");
             drv.write("K_LEN", keys as u64 + 1, &mut mem)?;
             (error::TOO_LARGE, false)
+        }
+        Path::ScratchWraps => {
+            // The scratch one beat below the top of the range: a tile's S takes more.
+            let at = (1u64 << p.addr_bits) - beat;
+            drv.write("S_ADDR_LO", at & 0xFFFF_FFFF, &mut mem)?;
+            drv.write("S_ADDR_HI", at >> 32, &mut mem)?;
+            (error::ADDRESS, true)
         }
     };
     let before = mem.stats;

@@ -179,6 +179,11 @@ impl TopDriver {
             }
         }
         self.write("KV_GROUP", a.group() as u64, mem)?;
+        // unfused: the scratch region.
+        if self.regs.iter().any(|r| r.name == "S_ADDR_LO") {
+            self.write("S_ADDR_LO", lay.s & 0xFFFF_FFFF, mem)?;
+            self.write("S_ADDR_HI", lay.s >> 32, mem)?;
+        }
         // One problem, not a varlen batch (the registers keep a previous launch's value).
         self.write("BATCH", 0, mem)?;
         // A finished run's pending interrupt (a polled one leaves it set) is cleared first.
