@@ -699,7 +699,16 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<(
     let draw_err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plot {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| draw_err(&e))?;
     let panels = root.split_evenly((1, 3));
-    let colors = [RED, MAGENTA, BLUE, GREEN, BLACK, RGBColor(150, 90, 0)];
+    // One per design (the array's length is the table's: a new design needs its colour).
+    let colors: [RGBColor; DESIGNS.len()] = [
+        RED,
+        MAGENTA,
+        BLUE,
+        GREEN,
+        BLACK,
+        RGBColor(150, 90, 0),
+        RGBColor(0, 120, 120),
+    ];
     // The base design's row at a row's length.
     let base_of = |r: &CompareRow| {
         rows.iter()

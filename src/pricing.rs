@@ -213,6 +213,7 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         } else {
             Placement::Planar
         }),
+        scratch: cfg.variant.flow().s_in_memory(),
         s_access_bits: s_access_bits as u64,
         p_access_bits: p_access_bits as u64,
         sram_bytes: sram_bytes(cfg),
@@ -242,15 +243,10 @@ pub fn sram_bytes(cfg: &CoreConfig) -> u64 {
         + cfg.glb.bytes
 }
 
-/// The counters' activity on `cfg`; DMA bytes from the beats and the port width. unfused has
-/// no S array and no P bank: its S and P accesses are the row engines' reads of the scratch
-/// channel's landing buffer (a score or a weight each, priced as landing reads) and their
-/// writes into the O staging buffer (which `staging_bits` prices with the DMA's reads: every
-/// beat written to memory).
-pub fn activity(counters: &BTreeMap<String, u64>, cfg: &CoreConfig) -> Activity {
+/// The counters' activity; DMA bytes from the beats and the port width.
+pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
     let c = |n: &str| counters.get(n).copied().unwrap_or(0);
-    let mem_width = cfg.mem_width;
-    let a = Activity {
+    Activity {
         cycles: c("cycles"),
         macs: c("macs"),
         rf_reads: c("rf_reads"),
@@ -273,18 +269,6 @@ pub fn activity(counters: &BTreeMap<String, u64>, cfg: &CoreConfig) -> Activity 
         glb_write_bits: c("glb_write_bits"),
         staging_bits: c("write_beats") * mem_width as u64,
         dram_bytes: (c("read_beats") + c("write_beats")) * (mem_width / 8) as u64,
-    };
-    if !cfg.variant.flow().s_in_memory() {
-        return a;
-    }
-    let (s_bits, p_bits) = cfg.row().access_bits();
-    Activity {
-        land_read_bits: a.land_read_bits + s_bits as u64 * a.s_reads + p_bits as u64 * a.p_reads,
-        s_reads: 0,
-        s_writes: 0,
-        p_reads: 0,
-        p_writes: 0,
-        ..a
     }
 }
 
@@ -386,7 +370,7 @@ pub fn report(
     stacked: bool,
 ) -> EnergyReport {
     let g = geometry(cfg, stacked);
-    let a = activity(counters, cfg);
+    let a = activity(counters, cfg.mem_width);
     let b: Breakdown = t.breakdown(&a, &g);
     let total = b.total();
     let seconds = a.cycles as f64 / (cfg.clock_mhz * 1e6);

@@ -522,6 +522,10 @@ pub struct Geometry {
     /// buf2d: the S and P arrays are SRAM macros of `p_bytes` each bank; `None` for register
     /// designs (P banks priced as register arrays of `p_bytes`).
     pub buffer: Option<Placement>,
+    /// unfused: no S or P storage in the rows; their S and P accesses are reads of the landing
+    /// buffer (priced as landing reads of their bits) and writes into the staging buffer
+    /// (priced with the DMA's reads of it, `staging_bits`: nothing of their own).
+    pub scratch: bool,
     /// Bits of one S-array access and one P-bank access (32 and 16; buf2d's wide words more).
     pub s_access_bits: u64,
     pub p_access_bits: u64,
@@ -758,6 +762,7 @@ impl EnergyTable {
         // array costs w/64 of the 64-bit figure.
         let (s_bits, p_bits) = (g.s_access_bits, g.p_access_bits);
         let access = |bits: u64| match g.buffer {
+            _ if g.scratch => (land_r * n(bits) / 64.0, 0.0),
             Some(_) => self.sram_access_pj(g.p_bytes, bits),
             None => {
                 let (r, w) = self.storage_pj(g.p_bytes);
@@ -768,7 +773,9 @@ impl EnergyTable {
         let p_pj = n(a.p_reads) * p_r + n(a.p_writes) * p_w;
         let s_pj = n(a.s_reads) * s_r + n(a.s_writes) * s_w;
         let buffer_bits = p_bits * (a.p_reads + a.p_writes) + s_bits * (a.s_reads + a.s_writes);
+        let scratch_pj = if g.scratch { p_pj + s_pj } else { 0.0 };
         let (p_registers, sram, buffer_transport) = match g.buffer {
+            _ if g.scratch => (0.0, 0.0, 0.0),
             None => (p_pj + s_pj, 0.0, 0.0),
             Some(Placement::Planar) => (
                 0.0,
@@ -809,7 +816,8 @@ impl EnergyTable {
                 + n(a.row_updates) * row_update
                 + n(a.recip_ops) * e("recip")
                 + n(a.norm_ops) * e("fp32_mul"),
-            landing: (n(a.land_read_bits) * land_r + n(a.land_write_bits) * land_w) / 64.0,
+            landing: (n(a.land_read_bits) * land_r + n(a.land_write_bits) * land_w) / 64.0
+                + scratch_pj,
             staging: n(a.staging_bits) * (st_r + st_w) / 64.0,
             broadcast: n(a.bcast_bit_hops) * self.pe_pitch_um / 1000.0 * e("wire_bit_mm"),
             vertical_links: n(a.vlink_bits) * e("bond_bit"),
@@ -952,6 +960,7 @@ mod tests {
             pe_rf_bytes: 256,
             p_bytes: 128,
             buffer: None,
+            scratch: false,
             s_access_bits: 32,
             p_access_bits: 16,
             sram_bytes: 0,
@@ -980,6 +989,7 @@ mod tests {
         };
         let sram_g = Geometry {
             buffer: Some(Placement::Stacked),
+            scratch: false,
             sram_bytes: 4 << 20,
             ..g
         };
@@ -1027,6 +1037,7 @@ mod tests {
             pe_rf_bytes: 64,
             p_bytes: 64,
             buffer: None,
+            scratch: false,
             s_access_bits: 32,
             p_access_bits: 16,
             sram_bytes: 0,
