@@ -54,17 +54,18 @@ pub struct DmaRun {
     pub memory: MemoryStats,
     pub read_beats: u64,
     pub write_beats: u64,
-    /// Per read channel (q, k, v): cycles the consumer waited for a block after the first,
-    /// and for the first.
-    pub wait: [u64; 3],
-    pub first_wait: [u64; 3],
+    /// Per read channel (q, k, v, and unfused's scratch channel x): cycles the consumer
+    /// waited for a block after the first, and for the first.
+    pub wait: [u64; 4],
+    pub first_wait: [u64; 4],
     /// Blocks checked per read channel.
-    pub blocks: [u64; 3],
+    pub blocks: [u64; 4],
     /// The AXI4 slave's statistics (AXI4 port only).
     pub axi: Option<AxiStats>,
 }
 
-const READ: [&str; 3] = ["q", "k", "v"];
+/// The read channels, in the DMA's order (`x` only where the design has one: unfused).
+const READ: [&str; 4] = ["q", "k", "v", "x"];
 
 struct Consumer {
     name: &'static str,
@@ -117,9 +118,9 @@ impl DmaBench {
             core_fault: None,
         };
         let link = MemPort::new(&dut, cfg, &timing)?;
-        let lands = [cfg.q, cfg.k, cfg.v];
+        let lands = cfg.landings();
         let mut consumers = vec![];
-        for (i, name) in READ.into_iter().enumerate() {
+        for (i, &name) in READ[..lands.len()].iter().enumerate() {
             let q = |s: &str| dut.port(&format!("{name}_{s}"));
             consumers.push(Consumer {
                 name,
@@ -185,7 +186,7 @@ impl DmaBench {
         Ok(self.dut.get(&format!("{ch}_error")))
     }
 
-    /// Sets the read job of channel `index` (0 q, 1 k, 2 v) and starts it; fails if the DMA
+    /// Sets the read job of channel `index` (0 q, 1 k, 2 v, 3 x) and starts it; fails if the DMA
     /// reports an error.
     pub fn start_read(&mut self, index: usize, job: ReadJob) -> Result<()> {
         let code = self.start(READ[index], &job.desc)?;
@@ -451,7 +452,7 @@ fn desc(
 #[derive(Clone, Debug)]
 /// A random test scenario: jobs on every channel and the memory's behaviour.
 pub struct Scenario {
-    reads: [Option<ReadJob>; 3],
+    reads: [Option<ReadJob>; 4],
     write: Option<(Desc, u64)>,
     latency: u32,
     bandwidth_div: usize,
@@ -499,11 +500,15 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
                 (w, s)
             }),
     );
+    // The scratch channel where there is one (its jobs as Q's: it lands in the same layout).
+    let x = d.x.unwrap_or(d.q);
+    let has_x = d.x.is_some();
     (
         (
             read(d.q.rows, d.q.row_beats, None),
             read(d.k.rows, d.k.row_beats, d.kv_max_rows),
             read(d.v.rows, d.v.row_beats, d.kv_max_rows),
+            read(x.rows, x.row_beats, None).prop_map(move |j| j.filter(|_| has_x)),
         ),
         write,
         prop_oneof![Just(1u32), 2u32..=30, 90u32..=130],
@@ -514,15 +519,17 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
         any::<u64>(),
     )
         .prop_map(
-            |((q, k, v), write, latency, bandwidth_div, banks, bank_busy, stall, seed)| Scenario {
-                reads: [q, k, v],
-                write,
-                latency,
-                bandwidth_div,
-                banks,
-                bank_busy,
-                stall,
-                seed,
+            |((q, k, v, x), write, latency, bandwidth_div, banks, bank_busy, stall, seed)| {
+                Scenario {
+                    reads: [q, k, v, x],
+                    write,
+                    latency,
+                    bandwidth_div,
+                    banks,
+                    bank_busy,
+                    stall,
+                    seed,
+                }
             },
         )
 }
@@ -578,7 +585,7 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
     b.mem.load_bytes(0, &initial).map_err(e)?;
     let mut expected = initial.clone();
     let mut read_beats = 0;
-    let mut blocks = [0u64; 3];
+    let mut blocks = [0u64; 4];
     for (i, job) in s.reads.iter().enumerate() {
         if let Some(job) = job {
             b.start_read(i, *job).map_err(e)?;
@@ -667,7 +674,7 @@ pub fn check_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
         rows: 2,
         block_rows: 1,
     };
-    let max_rows = d.q.rows.min(d.k.rows).min(d.v.rows) as u64;
+    let max_rows = d.landings().iter().map(|l| l.rows).min().unwrap_or(1) as u64;
     let cases: Vec<(&str, Desc, u64)> = vec![
         ("zero rows", Desc { rows: 0, ..good }, error::ZERO_SIZE),
         (
@@ -735,11 +742,12 @@ pub fn check_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
         ),
     ];
     let mut n = 0;
-    for ch in ["q", "k", "v", "o"] {
+    for ch in channels(d) {
         let max_beats = match ch {
             "q" => d.q.row_beats,
             "k" => d.k.row_beats,
             "v" => d.v.row_beats,
+            "x" => d.x.map_or(0, |x| x.row_beats),
             _ => d.o_row_beats,
         } as u64;
         let long = Desc {
@@ -810,7 +818,7 @@ pub fn check_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
 fn check_bus_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
     let beat = d.beat_bytes() as u64;
     let mut n = 0;
-    for ch in ["q", "k", "v", "o"] {
+    for ch in channels(d) {
         let base = if ch == "o" { MEM as u64 / 2 } else { 0 };
         let desc = Desc {
             base,
@@ -864,6 +872,15 @@ fn check_bus_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
         }
     }
     Ok(n)
+}
+
+/// The DMA's channels: its read channels, then O.
+fn channels(d: &DmaConfig) -> Vec<&'static str> {
+    READ[..d.read_channels()]
+        .iter()
+        .copied()
+        .chain(["o"])
+        .collect()
 }
 
 /// A K/V channel's move in a GLB round: 0 repeat its descriptor with `rows` rows, 1 take
