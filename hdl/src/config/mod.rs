@@ -207,7 +207,7 @@ impl CoreConfig {
             // unfused: S (the larger) and P land a block at a time, a query row of the block
             // per row, in the Q buffer's layout (a bank per PE row).
             x: self.variant.flow().s_in_memory().then(|| {
-                let per = (self.mem_width / f.acc.bits()).min(self.bc).max(1);
+                let per = self.row().scratch_per_beat().0.max(1);
                 LandingConfig {
                     rows: self.br,
                     row_beats: (self.bc / per).max(1),

@@ -101,8 +101,8 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         p_rd: p.row.p_read_widths(),
         step: Step::widths(p),
         stall: Stall::widths(),
-        x: p.row.s_in_memory().then(|| p.dma.read_desc_widths()),
-        wr: p.row.s_in_memory().then(|| p.dma.write_desc_widths()),
+        x: p.row.s_in_memory().then(|| p.dma.read_desc()),
+        wr: p.row.s_in_memory().then(|| p.dma.write_desc()),
         pass: p.row.s_in_memory().then_some(ScratchPass { pv: 1 }),
     }
 }

@@ -348,8 +348,7 @@ pub fn memory_image(
 /// unfused: bytes of the scratch region a problem with `k_len` keys needs: a tile's S, every
 /// block of Br rows of bc FP32 scores (rows rounded up to a beat).
 pub fn scratch_bytes(p: &CoreParams, k_len: usize) -> u64 {
-    let blocks = k_len.div_ceil(p.bc() as usize) as u64;
-    blocks * p.br() as u64 * p.row.scratch_row_bytes().0 as u64
+    k_len.div_ceil(p.bc() as usize) as u64 * hdl::soc::regmap::scratch_block_bytes(p)
 }
 
 /// O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes

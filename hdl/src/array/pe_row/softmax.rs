@@ -245,17 +245,7 @@ fn sweep_scratch(
     let j_rd = key_index(m, cfg, cc, jj);
     let word = Word::of(cfg, j_rd, per);
     let packed = gather(m, "s_gather", value, in_max, per);
-    let w = cfg.mem_width;
-    let bb = cfg.beat_bits();
-    let s_store = RowStore {
-        we: word.at_last(in_max),
-        row: ii,
-        beat: match word.index {
-            Some(x) => x.resize(bb),
-            None => m.zero(bb),
-        },
-        data: packed.resize(w),
-    };
+    let s_store = staging_store(m, cfg, &word, word.at_last(in_max), ii, packed);
     if let Some((f, _, _)) = word.field {
         m.discard(f);
     }
@@ -275,6 +265,28 @@ fn sweep_scratch(
         s_write: in_max,
         s_store: Some(s_store),
         x_rd: Some(ScratchRead { ii: e.ii.q, j }),
+    }
+}
+
+/// unfused: a staging write of a packed word (a beat of scores or weights, the upper lanes 0
+/// when a block row fills less than a beat) of query row `row`, at the word's beat.
+fn staging_store(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    word: &Word,
+    we: Sig,
+    row: Sig,
+    packed: Sig,
+) -> RowStore {
+    let bb = cfg.beat_bits();
+    RowStore {
+        we,
+        row,
+        beat: match word.index {
+            Some(x) => x.resize(bb),
+            None => m.zero(bb),
+        },
+        data: packed.resize(cfg.mem_width),
     }
 }
 
@@ -364,16 +376,7 @@ pub(super) fn exp_sweep(
         }
         None => {
             // unfused: P leaves in beats of `per` weights through the staging buffer.
-            let bb = cfg.beat_bits();
-            let store = RowStore {
-                we: p_we,
-                row: out_ii,
-                beat: match p_word.index {
-                    Some(x) => x.resize(bb),
-                    None => m.zero(bb),
-                },
-                data: p_data.resize(cfg.mem_width),
-            };
+            let store = staging_store(m, cfg, &p_word, p_we, out_ii, p_data);
             // Counted a weight each, as the P bank's accesses are.
             (p_we, out_valid, Some(store))
         }

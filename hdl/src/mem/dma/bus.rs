@@ -164,16 +164,7 @@ group! {
 
 impl DmaConfig {
     /// A read channel's descriptor widths.
-    pub fn read_desc_widths(&self) -> ReadDesc<u32> {
-        self.read_desc()
-    }
-
-    /// The write channel's descriptor widths.
-    pub fn write_desc_widths(&self) -> WriteDesc<u32> {
-        self.write_desc()
-    }
-
-    pub(super) fn read_desc(&self) -> ReadDesc<u32> {
+    pub fn read_desc(&self) -> ReadDesc<u32> {
         ReadDesc {
             start: 1,
             base: self.addr_bits,
@@ -214,7 +205,8 @@ impl DmaConfig {
         }
     }
 
-    pub(super) fn write_desc(&self) -> WriteDesc<u32> {
+    /// The write channel's descriptor widths.
+    pub fn write_desc(&self) -> WriteDesc<u32> {
         WriteDesc {
             start: 1,
             base: self.addr_bits,
