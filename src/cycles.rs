@@ -301,6 +301,17 @@ impl<'a> Model<'a> {
         ) as u64
     }
 
+    /// The DMA's round-robin places: its channels (the read channels and O), 4 or 8.
+    fn rr_places(&self) -> usize {
+        (self.reads + 1).max(4).next_power_of_two()
+    }
+
+    /// unfused: beats of a block row of S, or of P (`p`).
+    fn scratch_row_beats(&self, p: bool) -> u64 {
+        let (sb, pb) = self.p.row.scratch_row_bytes();
+        (if p { pb } else { sb }) as u64 / self.beat
+    }
+
     fn tile_rows(&self) -> u64 {
         (self.q_base + self.p.br() as u64)
             .min(self.s.q_len as u64)
@@ -522,8 +533,7 @@ impl<'a> Model<'a> {
             let quiet = self.state == Seq::Run && !self.o_active && !self.ch[X].active;
             let s_go = quiet && self.x_phase == 0 && self.nblk > 0 && self.sm_done == self.nblk;
             let p_go = quiet && self.x_phase == 1 && self.sm_done == 2 * self.nblk;
-            let (sb, pb) = self.p.row.scratch_row_bytes();
-            let beats = (if p_go { pb } else { sb }) as u64 / self.beat;
+            let beats = self.scratch_row_beats(p_go);
             let mask = (1u64 << self.p.index_bits) - 1;
             let load = (s_go || p_go).then_some(((self.nblk * rows) & mask, rows, beats));
             let rel = if self.x_phase == 2 {
@@ -600,7 +610,7 @@ impl<'a> Model<'a> {
             reqs.push(self.ch[X].wants() && room);
         }
         reqs.push(self.o_active && self.o_req.rows_left > 0);
-        let n = reqs.len().max(4).next_power_of_two();
+        let n = self.rr_places();
         reqs.resize(n, false);
         let grant = (self.rr..n)
             .find(|&c| reqs[c])
@@ -633,7 +643,7 @@ impl<'a> Model<'a> {
         let hit_landing = self.glb_land;
         self.glb_land = glb.grant;
         if let Some(g) = accept {
-            self.rr = (g + 1) % (self.reads + 1).max(4).next_power_of_two();
+            self.rr = (g + 1) % self.rr_places();
             self.credit -= self.beat;
             if g < self.reads {
                 self.tags.push_back(g);
@@ -725,13 +735,12 @@ impl<'a> Model<'a> {
         }
         // unfused: a finished pass writes its S or P block through the O channel.
         if self.unfused && sm.finished {
-            let (sb, pb) = p.row.scratch_row_bytes();
             self.o_active = true;
             self.o_req = Walk {
                 rows_left: self.tile_rows(),
                 ..Walk::default()
             };
-            self.o_row_beats = (if sm.second { pb } else { sb }) as u64 / self.beat;
+            self.o_row_beats = self.scratch_row_beats(sm.second);
         }
         if self.unfused {
             if self.state == Seq::TileGo {
