@@ -209,6 +209,12 @@ struct Model<'a> {
     /// The GLB's K/V turn (false: K first) and the hits landing this cycle (granted last).
     prio: bool,
     glb_land: [bool; 2],
+    /// unfused with a GLB: the scratch beats it holds (0: none), X's hit landing this cycle,
+    /// whether O's descriptor writes the scratch region and its next beat's word there.
+    scratch_region: u64,
+    x_land: bool,
+    o_scratch: bool,
+    o_word: u64,
     tags: VecDeque<usize>,
     in_flight: VecDeque<u64>,
     credit: u64,
@@ -220,6 +226,7 @@ const Q: usize = 0;
 const K: usize = 1;
 const V: usize = 2;
 const X: usize = 3;
+const SCRATCH: usize = hdl::glb::SCRATCH;
 
 impl<'a> Model<'a> {
     fn new(p: &'a CoreParams, s: Shape, mem: MemTiming) -> Self {
@@ -282,6 +289,10 @@ impl<'a> Model<'a> {
             regions: [Region::default(); 2],
             prio: false,
             glb_land: [false; 2],
+            scratch_region: p.dma.glb.map_or(0, |g| g.scratch_beats as u64),
+            x_land: false,
+            o_scratch: false,
+            o_word: 0,
             tags: VecDeque::new(),
             in_flight: VecDeque::new(),
             credit: beat,
@@ -341,8 +352,9 @@ impl<'a> Model<'a> {
         let tile = self.tile(go, &ready);
         let fetch = self.fetch(&ph, &tile, &sm);
         let hits = self.hit_mode();
-        let glb = self.glb_grants(response, hits);
-        let accept = self.arbitrate(hits);
+        let scratch = self.scratch_mode();
+        let glb = self.glb_grants(response, hits, scratch);
+        let accept = self.arbitrate(hits, scratch);
         // ---- the clock edge ----
         if go {
             self.regions.iter_mut().for_each(|r| r.valid = false);
@@ -567,10 +579,23 @@ impl<'a> Model<'a> {
         })
     }
 
+    /// unfused with a GLB: whether X's and O's next beats are in the GLB's scratch region (X
+    /// walks the region from its start; O's scratch writes from their block's word).
+    fn scratch_mode(&self) -> [bool; 2] {
+        let r = self.scratch_region;
+        [self.ch[X].req_beats < r, self.o_scratch && self.o_word < r]
+    }
+
     /// The GLB's decisions this cycle (glb.rs): the fill of this cycle's K/V response if it
-    /// lies inside its region, the K and V hit reads granted (a fill wins its group with
-    /// one-port banks; K and V in one group take turns).
-    fn glb_grants(&mut self, response: Option<usize>, hits: [bool; 2]) -> GlbStep {
+    /// lies inside its region, O's scratch write (unless the fill is in its group), the K and
+    /// V hit reads granted (a write takes its group with one-port banks; K and V in one group
+    /// take turns), then X's scratch read in a group still free.
+    fn glb_grants(
+        &mut self,
+        response: Option<usize>,
+        hits: [bool; 2],
+        scratch: [bool; 2],
+    ) -> GlbStep {
         let Some(g) = self.glb else {
             return GlbStep::default();
         };
@@ -579,10 +604,14 @@ impl<'a> Model<'a> {
             (c == K || c == V) && self.regions[c - K].valid && self.ch[c].rsp_beats < region
         });
         let fill_group = fill.map(|c| g.place(c - K, self.ch[c].rsp_beats).0);
+        let o_want = scratch[1] && self.o_active && self.o_req.rows_left > 0;
+        let o_group = g.place(SCRATCH, self.o_word).0;
+        let o_grant = o_want && fill_group != Some(o_group);
+        let busy =
+            |grp: u64| g.ports == 1 && (fill_group == Some(grp) || (o_grant && o_group == grp));
         let want: [bool; 2] = std::array::from_fn(|c| hits[c] && self.ch[K + c].wants());
         let group: [u64; 2] = std::array::from_fn(|c| g.place(c, self.ch[K + c].req_beats).0);
-        let ok: [bool; 2] =
-            std::array::from_fn(|c| want[c] && !(g.ports == 1 && fill_group == Some(group[c])));
+        let ok: [bool; 2] = std::array::from_fn(|c| want[c] && !busy(group[c]));
         let clash = ok[0] && ok[1] && group[0] == group[1];
         // The loser of the last clash goes first (`prio`: V's turn).
         let grant = [
@@ -592,13 +621,23 @@ impl<'a> Model<'a> {
         if clash {
             self.prio = grant[0];
         }
-        self.t.glb_conflict_stalls += (0..2).filter(|&c| want[c] && !grant[c]).count() as u64;
-        GlbStep { fill, grant }
+        let x_want = scratch[0] && self.ch[X].wants();
+        let x_group = g.place(SCRATCH, self.ch[X].req_beats).0;
+        let x_grant = x_want && !busy(x_group) && !(0..2).any(|c| grant[c] && group[c] == x_group);
+        self.t.glb_conflict_stalls += (0..2).filter(|&c| want[c] && !grant[c]).count() as u64
+            + (x_want && !x_grant) as u64
+            + (o_want && !o_grant) as u64;
+        GlbStep {
+            fill,
+            grant,
+            x_grant,
+            o_grant,
+        }
     }
 
     /// The DMA's grant this cycle, if the memory takes it: round robin from `rr` over the
     /// channels with a request (reads also need a tag; K and V in hit mode have none).
-    fn arbitrate(&self, hits: [bool; 2]) -> Option<usize> {
+    fn arbitrate(&self, hits: [bool; 2], scratch: [bool; 2]) -> Option<usize> {
         let room = (self.tags.len() as u64) < self.p.dma.max_outstanding as u64;
         // The read channels, then O; round robin over 4 places, or 8 with the X channel.
         let mut reqs = vec![
@@ -607,9 +646,9 @@ impl<'a> Model<'a> {
             self.ch[V].wants() && room && !hits[1],
         ];
         if self.reads > 3 {
-            reqs.push(self.ch[X].wants() && room);
+            reqs.push(self.ch[X].wants() && room && !scratch[0]);
         }
-        reqs.push(self.o_active && self.o_req.rows_left > 0);
+        reqs.push(self.o_active && self.o_req.rows_left > 0 && !scratch[1]);
         let n = self.rr_places();
         reqs.resize(n, false);
         let grant = (self.rr..n)
@@ -642,6 +681,19 @@ impl<'a> Model<'a> {
         }
         let hit_landing = self.glb_land;
         self.glb_land = glb.grant;
+        let x_landing = self.x_land;
+        self.x_land = glb.x_grant;
+        if glb.x_grant {
+            let ch = &mut self.ch[X];
+            ch.req.step(ch.row_beats, ch.block_rows);
+            ch.req_beats += 1;
+        }
+        if glb.o_grant || accept == Some(self.reads) {
+            let last = self.o_req.ends(self.o_row_beats, u64::MAX).0 && self.o_req.rows_left == 1;
+            self.o_req.step(self.o_row_beats, u64::MAX);
+            self.o_active &= !last;
+            self.o_word += 1;
+        }
         if let Some(g) = accept {
             self.rr = (g + 1) % self.rr_places();
             self.credit -= self.beat;
@@ -652,11 +704,6 @@ impl<'a> Model<'a> {
                 let c = &mut self.ch[g];
                 c.req.step(c.row_beats, c.block_rows);
                 c.req_beats += 1;
-            } else {
-                let last =
-                    self.o_req.ends(self.o_row_beats, u64::MAX).0 && self.o_req.rows_left == 1;
-                self.o_req.step(self.o_row_beats, u64::MAX);
-                self.o_active &= !last;
             }
         }
         if response.is_some() {
@@ -670,7 +717,7 @@ impl<'a> Model<'a> {
         self.credit = (self.credit + bpc).min(self.beat);
         for (c, ch) in self.ch.iter_mut().enumerate() {
             let rb = ch.row_beats;
-            let from_glb = (c == K || c == V) && hit_landing[c - K];
+            let from_glb = ((c == K || c == V) && hit_landing[c - K]) || (c == X && x_landing);
             let landed = if response == Some(c) || from_glb {
                 let (last_beat, block_end) = ch.rsp.ends(rb, ch.block_rows);
                 let buf = (ch.rsp.block & 1) as usize;
@@ -732,15 +779,20 @@ impl<'a> Model<'a> {
                 ..Walk::default()
             };
             self.o_row_beats = self.o_tile_beats;
+            self.o_scratch = false;
         }
-        // unfused: a finished pass writes its S or P block through the O channel.
+        // unfused: a finished pass writes its S or P block through the O channel, at the
+        // block's place in the scratch region (P over S: each packed from the region's start).
         if self.unfused && sm.finished {
+            let blk = self.sm_done - if sm.second { self.nblk } else { 0 };
             self.o_active = true;
             self.o_req = Walk {
                 rows_left: self.tile_rows(),
                 ..Walk::default()
             };
             self.o_row_beats = self.scratch_row_beats(sm.second);
+            self.o_scratch = true;
+            self.o_word = blk * self.tile_rows() * self.o_row_beats;
         }
         if self.unfused {
             if self.state == Seq::TileGo {
@@ -940,6 +992,9 @@ struct Tile {
 struct GlbStep {
     fill: Option<usize>,
     grant: [bool; 2],
+    /// unfused's scratch region: X's read and O's write granted.
+    x_grant: bool,
+    o_grant: bool,
 }
 
 /// The fetch unit's decisions: per read channel (Q, K, V, X) the release and the descriptor
@@ -1084,8 +1139,9 @@ pub fn extrapolate(
         ..*s
     };
     let scale = s.mac_steps(p) as f64 / rounded.mac_steps(p).max(1) as f64;
+    let smallest = probe(xs[0], 1);
     let run = |sh: Shape| {
-        let q = glb_scaled(p, s, &sh);
+        let q = glb_scaled(p, s, &sh, &smallest);
         simulate(&q, &sh, mem, limit_for(&q, &sh, mem)).expect("finishes")
     };
     let one: Vec<Timing> = xs.iter().map(|&n| run(probe(n, 1))).collect();
@@ -1126,8 +1182,10 @@ pub fn extrapolate(
 /// The core `p` for a probe `probe` of the problem `s`: with a GLB that cannot hold a K/V
 /// head of `s`, one whose region holds the same fraction of the probe's keys (in beats, at
 /// least one: the model needs no whole blocks), so that the probes stay on the same side of
-/// the capacity knee and a tile's hit and streamed parts keep their proportions.
-fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape) -> CoreParams {
+/// the capacity knee and a tile's hit and streamed parts keep their proportions; unfused's
+/// scratch region the same against a tile's S, unless every probe (`smallest` the least) is
+/// already past its knee.
+fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape, smallest: &Shape) -> CoreParams {
     let mut q = *p;
     if let Some(g) = q.dma.glb.as_mut() {
         let rb = s.kv_row_beats(p);
@@ -1136,6 +1194,22 @@ fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape) -> CoreParams {
             let share = g.region_beats as f64 / need as f64;
             let beats = (share * (probe.k_len as u64 * rb) as f64).round();
             g.region_beats = beats.max(1.0) as u32;
+        }
+        // unfused: the scratch region likewise, against a full tile's S.
+        if g.scratch_beats > 0 {
+            let tile_s = |k_len: usize| {
+                let beat = (p.dma.width / 8) as u64;
+                let rows = p.br() as u64 * k_len.div_ceil(p.bc() as usize) as u64;
+                rows * p.row.scratch_row_bytes().0 as u64 / beat
+            };
+            let need = tile_s(s.k_len);
+            // Probes all past the knee keep the region (each tile's GLB part is the region
+            // whatever the length); else all scale it.
+            if need > g.scratch_beats as u64 && tile_s(smallest.k_len) <= g.scratch_beats as u64 {
+                let share = g.scratch_beats as f64 / need as f64;
+                let beats = (share * tile_s(probe.k_len) as f64).round();
+                g.scratch_beats = beats.max(1.0) as u32;
+            }
         }
     }
     q

@@ -164,6 +164,18 @@ impl Shape {
                 }
             }
         });
+        // unfused: the scratch region's prefix (word i in group (i + G/4) mod G), each word of
+        // S and of P written once and read once.
+        let region = g.scratch_beats as u64;
+        let off = g.place(hdl::glb::SCRATCH, 0).0;
+        self.scratch_walk(p, |s, pp| {
+            for (n, b) in banks.iter_mut().enumerate() {
+                let words =
+                    count(s.min(region), off, n as u64) + count(pp.min(region), off, n as u64);
+                b.0 += words;
+                b.1 += words;
+            }
+        });
         banks
     }
 
@@ -174,31 +186,50 @@ impl Shape {
         let beat = (p.dma.width / 8) as u64;
         let row = 2 * self.head_dim as u64;
         let h = self.heads as u64;
-        let scratch = self.scratch_beats(p);
+        let scratch = self.scratch_beats(p) - self.scratch_glb_beats(p);
         let reads = h * self.q_len as u64 * row / beat + self.kv_traffic(p).from_memory();
         let writes = h * self.q_len as u64 * (self.out_bytes * self.head_dim) as u64 / beat;
         (reads + scratch, writes + scratch)
     }
 
     /// unfused: the beats of S and P each computed block moves each way (its tile's rows, a
-    /// block row of S and one of P each, whole beats); 0 in the other designs.
+    /// block row of S and one of P each, whole beats), to memory or the GLB; 0 in the other
+    /// designs.
     pub fn scratch_beats(&self, p: &CoreParams) -> u64 {
+        let mut n = 0;
+        self.scratch_walk(p, |s, pp| n += s + pp);
+        n
+    }
+
+    /// unfused with a GLB: the beats of S and P each way that stay in the GLB (each tile's
+    /// first `scratch_beats` of S, then of P, which it writes over S); 0 otherwise.
+    pub fn scratch_glb_beats(&self, p: &CoreParams) -> u64 {
+        let region = p.dma.glb.map_or(0, |g| g.scratch_beats as u64);
+        let mut n = 0;
+        self.scratch_walk(p, |s, pp| n += s.min(region) + pp.min(region));
+        n
+    }
+
+    /// unfused: per tile of every head, the beats of its S and of its P (each written once and
+    /// read back once, from the scratch region's start).
+    fn scratch_walk(&self, p: &CoreParams, mut f: impl FnMut(u64, u64)) {
         if !p.row.s_in_memory() {
-            return 0;
+            return;
         }
         let br = p.br() as usize;
+        let beat = (p.dma.width / 8) as u64;
         let (sb, pb) = p.row.scratch_row_bytes();
-        let per_row = (sb + pb) as u64 / (p.dma.width / 8) as u64;
-        let rows: u64 = self
-            .tiles(br)
-            .map(|q_base| {
+        for _ in 0..self.heads {
+            for q_base in self.tiles(br) {
                 let rows = (self.q_len - q_base).min(br) as u64;
                 let blocks = needed_keys(self.q_len, self.k_len, self.causal, q_base, br)
-                    .div_ceil(p.bc() as usize);
-                rows * blocks as u64
-            })
-            .sum();
-        self.heads as u64 * rows * per_row
+                    .div_ceil(p.bc() as usize) as u64;
+                f(
+                    rows * blocks * sb as u64 / beat,
+                    rows * blocks * pb as u64 / beat,
+                );
+            }
+        }
     }
 
     /// Every counter the schedule fixes, by the core's counter names. MACs: d for QK and d for
@@ -224,6 +255,7 @@ impl Shape {
         let (qk, pv) = p.block_steps();
         let (reads, writes) = self.beats(p);
         let kv = self.kv_traffic(p);
+        let scratch_glb = self.scratch_glb_beats(p);
         let w = p.dma.width as u64;
         let glb = p.dma.glb.is_some() as u64;
         let scores = br * bc;
@@ -286,8 +318,8 @@ impl Shape {
             ),
             ("read_beats", reads),
             ("write_beats", writes),
-            ("glb_read_bits", kv.hit * w),
-            ("glb_write_bits", kv.fill * w),
+            ("glb_read_bits", (kv.hit + scratch_glb) * w),
+            ("glb_write_bits", (kv.fill + scratch_glb) * w),
             ("kv_spill_bits", glb * kv.stream * w),
         ]
     }

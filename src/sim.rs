@@ -351,8 +351,9 @@ impl SimReport {
         let c = |n: &str| self.counters.get(n).copied().unwrap_or(0);
         if c("glb_read_bits") + c("glb_write_bits") > 0 {
             s += &format!(
-                "  GLB: {} bytes of K/V served, {} bytes kept (fills), {} bytes streamed past it \
-                 (spills), {} hit reads delayed by bank conflicts\n",
+                "  GLB: {} bytes served (K/V hits; unfused: and S/P read back), {} bytes written \
+                 (fills; unfused: and S/P), {} K/V bytes streamed past it (spills), {} accesses \
+                 delayed by bank conflicts\n",
                 c("glb_read_bits") / 8,
                 c("glb_write_bits") / 8,
                 c("kv_spill_bits") / 8,

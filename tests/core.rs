@@ -207,14 +207,48 @@ fn small_rowfused_core_is_bit_exact() {
 /// array and no P bank) on the same shapes (16 random problems), against its own model (the
 /// two-pass order), on a
 /// 64-bit port: a block row of S takes four beats and one of P two, and a Q, K or V row four
-/// (`variants_agree…` runs it on the 256-bit port: one beat each, P padded).
+/// (`variants_agree…` runs it on the 256-bit port: one beat each, P padded), with a 2 KiB GLB
+/// of four one-port banks: S and P's first 128 beats of each tile stay in its upper half (a
+/// tile's S past four blocks goes to memory), K and V keep 16 keys each in the lower half. The
+/// testbench's memory counts what reaches it, against closed forms.
 #[test]
 fn small_unfused_core_is_bit_exact() {
     let mut c = unfused(&small());
     c.mem_width = 64;
-    c.name += "_w64";
+    c.name += "_w64_glb";
+    c.glb = hdl::glb::GlbParams {
+        bytes: 2048,
+        banks: 4,
+        ..Default::default()
+    };
     c.validate().unwrap();
-    scenarios(&c, 16, 300, 96);
+    let (model, p) = core(&c);
+    assert_eq!(p.dma.glb.map(|g| g.scratch_beats), Some(128));
+    model_scenarios(&model, &p, 16, 300, 96);
+    // One tile of 8 queries over 64 keys: S is 8 blocks x 8 rows x 4 beats (32 bytes a block
+    // row), half of it in the GLB; P (2 beats a block row) all of it. Memory writes O (32
+    // beats) and S's other half; it reads Q (32), K and V (256 each) and that half back.
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        8,
+        64,
+        16,
+        false,
+        OutFormat::F16,
+        5,
+    );
+    let (r, check) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
+    assert!(check.ok(), "{check:?}");
+    assert_eq!(
+        (r.memory.reads, r.memory.writes),
+        (32 + 512 + 128, 32 + 128)
+    );
+    let words = |n: &str| r.counters[n] / 64;
+    assert_eq!(
+        (words("glb_read_bits"), words("glb_write_bits")),
+        (256, 256 + 128)
+    );
 }
 
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,

@@ -401,15 +401,17 @@ fn axi4_dma_passes_the_gates() {
 }
 
 /// The DMA with a GLB passes the gates: four one-port behavioural banks on the simple port;
-/// and on the AXI4 master, two-port banks of 128-bit words (two to a beat) emitted as macro
-/// blackboxes (the default), whose module names say so. Behavioural banks too big to
-/// synthesize are refused with the knob that makes them macros.
+/// and unfused's (the scratch channel, S and P in the GLB's upper half) on the AXI4 master,
+/// two-port banks of 128-bit words (two to a beat) emitted as macro blackboxes (the
+/// default), whose module names say so. Behavioural banks too big to synthesize are refused
+/// with the knob that makes them macros.
 #[test]
 fn glb_dma_passes_the_gates() {
     let mut one = small();
     (one.glb.bytes, one.glb.banks, one.glb.blackbox) = (2048, 4, false);
     let mut two = CoreConfig {
         mem_if: hdl::dma::MemIf::Axi4,
+        variant: hdl::config::Variant::Unfused,
         ..small()
     };
     two.glb = hdl::glb::GlbParams {
@@ -427,6 +429,8 @@ fn glb_dma_passes_the_gates() {
         cfg.validate().unwrap();
         let (dir, manifest) = gen_into(&cfg, Target::Unit("dma".into()));
         assert!(manifest.top.contains("_glb"), "{}", manifest.top);
+        let scratch = cfg.variant == hdl::config::Variant::Unfused;
+        assert_eq!(manifest.top.contains("_x8x1"), scratch, "{}", manifest.top);
         assert!(
             manifest.modules.iter().any(|m| m.name == bank),
             "{bank}: {:?}",

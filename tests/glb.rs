@@ -115,8 +115,11 @@ fn glb_keeps_kv_on_chip_bit_exact() {
 
 /// One two-port bank group of 128-bit words (K and V in the same group every cycle) under
 /// reg3d, whose two tiers stream K and V at once: hit reads collide, stall and are counted,
-/// exactly as the cycle model counts them; buf2d on the AXI4 master with a GLB of four
-/// one-port banks (fills and hits share a bank's port): bit-exact with exact counters.
+/// exactly as the cycle model counts them; unfused on the AXI4 master with a GLB of four
+/// two-port banks whose upper half holds each tile's first 32 beats of S and P (write bursts
+/// that start past the GLB's part of a block, fills and O's writes competing for a bank's
+/// write port): bit-exact with exact counters. (buf2d's DMA is reg2d's: its GLB is covered by
+/// the reg2d test above.)
 #[test]
 fn glb_bank_conflicts_stall_and_count() {
     let cfg = with_glb(Variant::reg3d(2), 4096, 2, 128, 2);
@@ -131,7 +134,7 @@ fn glb_bank_conflicts_stall_and_count() {
         run.counters
     );
 
-    let mut cfg = with_glb(Variant::Buf2d(Default::default()), 2048, 4, 0, 1);
+    let mut cfg = with_glb(Variant::Unfused, 2048, 4, 0, 2);
     cfg.mem_if = MemIf::Axi4;
     let (model, p) = core(&cfg);
     scenarios(&model, &p, 25, 63);

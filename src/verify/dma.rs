@@ -16,6 +16,12 @@
 //! staging buffer, runs the descriptor, and afterwards compares the whole memory with what it
 //! should be: written beats where the descriptor says, everything else untouched. Counters
 //! (the DMA's and the memory's) must show every beat moved exactly once.
+//!
+//! With unfused's scratch region in a GLB, a scenario may also play the core's round trip: the
+//! write is a scratch write (contiguous rows) at a random offset into the region, and once it
+//! is done the scratch channel reads the same bytes back. The beats below the region's end must
+//! stay in the GLB (no memory traffic, memory untouched there) and land from it; the rest go
+//! to memory and come back from it.
 
 use anyhow::{bail, ensure, Result};
 use hdl::dma::{error, DmaConfig, MemIf};
@@ -96,6 +102,9 @@ pub struct DmaBench {
     consumers: Vec<Consumer>,
     /// With a GLB: its event ports (reads, fill, refused, spill) and their sums so far.
     glb: Option<([PortId; 4], [u64; 4])>,
+    /// unfused with a GLB: the scratch region's base and the bytes the GLB holds of it (from
+    /// the base, what the last scratch write left there), which a landed beat there must be.
+    scratch: Option<(u64, Vec<u8>)>,
 }
 
 impl DmaBench {
@@ -150,6 +159,15 @@ impl DmaBench {
             }
             None => None,
         };
+        let mut dut = dut;
+        // The scratch region (unfused with a GLB) where no read reaches it until a scenario
+        // moves it: at the write half, above every read job (their offsets from it wrap past
+        // the region); a write uses it only when flagged.
+        let scratch = cfg.glb.filter(|g| g.scratch_beats > 0).map(|_| {
+            let base = mem.size as u64 / 2;
+            dut.set("glb_scratch_base", base);
+            (base, vec![])
+        });
         Ok(DmaBench {
             dut,
             mem: Memory::new(mem)?,
@@ -157,7 +175,16 @@ impl DmaBench {
             link,
             consumers,
             glb,
+            scratch,
         })
+    }
+
+    /// unfused with a GLB: moves the scratch region to `base` and marks the next write as a
+    /// scratch write (`glb_scratch_o_write` with its start).
+    pub fn set_scratch(&mut self, base: u64) {
+        self.dut.set("glb_scratch_base", base);
+        self.dut.set("glb_scratch_o_write", 1);
+        self.scratch = Some((base, vec![]));
     }
 
     /// AXI4: the error response of every burst that touches bytes [lo, hi) from now on.
@@ -232,6 +259,24 @@ impl DmaBench {
         self.dut.set_words("o_wr_en", &field(0, 0, 1));
         let code = self.start("o", d)?;
         ensure!(code == 0, "channel o refused {d:?} with error {code}");
+        let flagged = self.scratch.is_some() && self.dut.get("glb_scratch_o_write") == 1;
+        if let (Some((base, held)), true) = (&mut self.scratch, flagged) {
+            // What the GLB now holds: the write's bytes below the region's end.
+            let beat = self.cfg.beat_bytes() as u64;
+            let window = self.cfg.glb.map_or(0, |g| g.scratch_beats as u64) * beat;
+            held.resize(window as usize, 0);
+            for (i, words) in data.iter().enumerate() {
+                let (r, t) = (i as u64 / row_beats, i as u64 % row_beats);
+                let off = d.base + r * d.stride + t * beat - *base;
+                for (k, w) in words.iter().enumerate() {
+                    let at = (off + 4 * k as u64) as usize;
+                    if at + 4 <= held.len() {
+                        held[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                    }
+                }
+            }
+            self.dut.set("glb_scratch_o_write", 0);
+        }
         Ok(())
     }
 
@@ -347,9 +392,16 @@ impl DmaBench {
                 let per = (self.cfg.width / 32) as usize;
                 let got = &all[bank as usize * per..(bank as usize + 1) * per];
                 let at = (d.base + (first_row + r) * d.stride + t * beat) as usize;
-                let want: Vec<u32> = self
-                    .mem
-                    .read_bytes(at, beat as usize)
+                // The scratch channel's beats below the GLB's part of the region come from it.
+                let held = match &self.scratch {
+                    Some((base, held)) if name == "x" => (at as u64)
+                        .checked_sub(*base)
+                        .filter(|&off| off < held.len() as u64)
+                        .map(|off| held[off as usize..(off + beat) as usize].to_vec()),
+                    _ => None,
+                };
+                let bytes = held.unwrap_or_else(|| self.mem.read_bytes(at, beat as usize).to_vec());
+                let want: Vec<u32> = bytes
                     .chunks(4)
                     .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect();
@@ -454,6 +506,9 @@ fn desc(
 pub struct Scenario {
     reads: [Option<ReadJob>; 4],
     write: Option<(Desc, u64)>,
+    /// unfused with a GLB: the write is a scratch write this many beats into the region
+    /// (its rows made contiguous), read back by the scratch channel afterwards.
+    scratch: Option<u64>,
     latency: u32,
     bandwidth_div: usize,
     banks: usize,
@@ -503,6 +558,10 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
     // The scratch channel where there is one (its jobs as Q's: it lands in the same layout).
     let x = d.x.unwrap_or(d.q);
     let has_x = d.x.is_some();
+    // unfused with a GLB: half the scenarios' writes are scratch round trips, at an offset
+    // that may put the region's end inside the write.
+    let region = d.glb.map_or(0, |g| g.scratch_beats as u64);
+    let scratch = prop::option::weighted(if region > 0 { 0.5 } else { 0.0 }, 0..region.max(1));
     (
         (
             read(d.q.rows, d.q.row_beats, None),
@@ -510,7 +569,7 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
             read(d.v.rows, d.v.row_beats, d.kv_max_rows),
             read(x.rows, x.row_beats, None).prop_map(move |j| j.filter(|_| has_x)),
         ),
-        write,
+        (write, scratch),
         prop_oneof![Just(1u32), 2u32..=30, 90u32..=130],
         prop::sample::select(vec![1usize, 2, 4]),
         prop::sample::select(vec![1usize, 2, 4]),
@@ -519,10 +578,30 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
         any::<u64>(),
     )
         .prop_map(
-            |((q, k, v, x), write, latency, bandwidth_div, banks, bank_busy, stall, seed)| {
+            |(
+                (q, k, v, x),
+                (write, scratch),
+                latency,
+                bandwidth_div,
+                banks,
+                bank_busy,
+                stall,
+                seed,
+            )| {
+                let scratch = scratch.filter(|_| write.is_some());
+                // A round trip's region may start below the write half: no other scratch
+                // read then (it could reach into the region).
+                let x = x.filter(|_| scratch.is_none());
+                let write = write.map(|(mut w, s)| {
+                    if scratch.is_some() {
+                        w.stride = w.row_bytes;
+                    }
+                    (w, s)
+                });
                 Scenario {
                     reads: [q, k, v, x],
                     write,
+                    scratch,
                     latency,
                     bandwidth_div,
                     banks,
@@ -594,8 +673,27 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
         }
     }
     let mut write_beats = 0;
+    // unfused with a GLB: the write's first beats that stay in the GLB (a scratch round trip).
+    let mut in_glb = 0;
+    let mut read_back = None;
     if let Some((w, seed)) = s.write {
         let row_beats = w.row_bytes / beat as u64;
+        let total = w.rows * row_beats;
+        if let (Some(k), Some(g)) = (s.scratch, d.glb) {
+            b.set_scratch(w.base - k * beat as u64);
+            in_glb = total.min(g.scratch_beats as u64 - k);
+            let x_rows = d.x.map_or(1, |x| x.rows as u64);
+            read_back = Some(ReadJob {
+                desc: Desc {
+                    base: w.base,
+                    stride: beat as u64,
+                    row_bytes: beat as u64,
+                    rows: total,
+                    block_rows: x_rows.min(total),
+                },
+                hold: 0,
+            });
+        }
         let mut x = seed | 1;
         let data: Vec<Vec<u32>> = (0..w.rows * row_beats)
             .map(|_| {
@@ -609,7 +707,7 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
                     .collect()
             })
             .collect();
-        for (n, words) in data.iter().enumerate() {
+        for (n, words) in data.iter().enumerate().skip(in_glb as usize) {
             let (r, t) = (n as u64 / row_beats, n as u64 % row_beats);
             let at = (w.base + r * w.stride + t * beat as u64) as usize;
             for (k, word) in words.iter().enumerate() {
@@ -617,9 +715,16 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
             }
         }
         b.start_write(&w, &data).map_err(e)?;
-        write_beats = w.rows * row_beats;
+        write_beats = total - in_glb;
     }
     b.run_to_idle(200_000).map_err(e)?;
+    // The scratch channel reads the round trip's bytes back: the GLB's part from it.
+    if let Some(job) = read_back {
+        b.start_read(3, job).map_err(e)?;
+        read_beats += job.desc.rows - in_glb;
+        blocks[3] += job.desc.rows.div_ceil(job.desc.block_rows);
+        b.run_to_idle(200_000).map_err(e)?;
+    }
     let r = b.counters();
     if r.blocks != blocks {
         return Err(format!(
@@ -650,8 +755,11 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
         let beat = beat as u64;
         let reads: u64 = (s.reads.iter().flatten())
             .map(|j| expected_bursts(&j.desc, beat, true))
-            .sum();
-        let writes = s.write.map_or(0, |(w, _)| expected_bursts(&w, beat, false));
+            .sum::<u64>()
+            + read_back.map_or(0, |j| expected_bursts_after(&j.desc, beat, true, in_glb));
+        let writes = s
+            .write
+            .map_or(0, |(w, _)| expected_bursts_after(&w, beat, false, in_glb));
         if (axi.read_bursts, axi.write_bursts) != (reads, writes) {
             return Err(format!(
                 "AXI4: {} read and {} write bursts, the addresses need {reads} and {writes}",

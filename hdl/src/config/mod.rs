@@ -202,7 +202,12 @@ impl CoreConfig {
             axi_id_bits: self.axi_id_bits,
             axi_outstanding: self.axi_outstanding,
             faults: false,
-            glb: self.glb.rtl(self.mem_width, row_beats, self.bc),
+            glb: self.glb.rtl(
+                self.mem_width,
+                row_beats,
+                self.bc,
+                self.variant.flow().s_in_memory(),
+            ),
             kv_max_rows: self.variant.flow().row_keys(),
             // unfused: S (the larger) and P land a block at a time, a query row of the block
             // per row, in the Q buffer's layout (a bank per PE row).

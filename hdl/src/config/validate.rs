@@ -147,8 +147,12 @@ impl CoreConfig {
         }
         self.validate_variant()?;
         self.validate_top_name()?;
-        self.glb
-            .validate(self.mem_width, self.kv_row_bytes(), self.bc)?;
+        self.glb.validate(
+            self.mem_width,
+            self.kv_row_bytes(),
+            self.bc,
+            self.variant.flow().s_in_memory(),
+        )?;
         ensure!(
             self.mem_if == MemIf::Axi4
                 || (self.axi_id_bits == dma::DEFAULT_AXI_ID_BITS

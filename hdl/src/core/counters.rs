@@ -200,7 +200,12 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let glb = i.glb.as_ref().map(|g| {
         let bw = bits_for(2 * beat);
         let reads = g.reads.zext(bw).mul_lo(m.lit(bw, beat), bw);
-        let fill = mux(g.fill, m.lit(bw, beat), m.zero(bw));
+        // With unfused's scratch region `fill` counts the writes (a fill and O's).
+        let fill = if g.fill.width() == 1 {
+            mux(g.fill, m.lit(bw, beat), m.zero(bw))
+        } else {
+            g.fill.zext(bw).mul_lo(m.lit(bw, beat), bw)
+        };
         let spill = mux(g.spill, m.lit(bw, beat), m.zero(bw));
         [reads, fill, g.refused, spill]
     });

@@ -381,6 +381,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     let dma_in = DmaIn {
         hold: ei.hold,
         glb: glb_flush.map(|flush| crate::glb::GlbCtl { flush }),
+        glb_scratch: w.glb_scratch.map(|s| m.nets("dma_glb_scratch", &s)),
         mem: i.mem,
         m_axi: i.m_axi,
         q: m.nets("dma_q", &w.q),
@@ -482,6 +483,12 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
                 ..o
             };
             m.drive_all(&dma_in.o, &o);
+            // With a GLB: its scratch prefix is addressed from S_ADDR; only the passes'
+            // writes go there, never the O tile's.
+            if let Some(g) = &dma_in.glb_scratch {
+                m.drive(g.base, desc.base);
+                m.drive(g.o_write, wr.start);
+            }
             for s in [
                 x.status.wait,
                 x.status.first_wait,

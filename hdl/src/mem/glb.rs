@@ -91,6 +91,12 @@ impl Default for GlbParams {
     }
 }
 
+/// The GLB region of unfused's scratch (S and P) in [`GlbConfig::place`].
+pub const SCRATCH: usize = 2;
+
+/// Each region's group offset in quarters of the group count: K 0, V 2, the scratch 1.
+const REGION_GROUP_QUARTERS: [u64; 3] = [0, 2, 1];
+
 /// The largest GLB regflash builds (a region's beats must fit 32 bits).
 pub const MAX_GLB_BYTES: u64 = 1 << 32;
 
@@ -110,6 +116,9 @@ pub struct GlbConfig {
     pub blackbox: bool,
     /// Beats each of K and V may keep: whole K/V block pairs.
     pub region_beats: u32,
+    /// unfused: beats of the scratch region's prefix the GLB holds (its upper half); 0: no
+    /// scratch region (K and V own half each).
+    pub scratch_beats: u32,
 }
 
 impl GlbConfig {
@@ -153,7 +162,16 @@ impl GlbConfig {
             self.ports,
             self.region_beats,
             if self.blackbox { "m" } else { "" }
-        )
+        ) + &if self.scratch_beats > 0 {
+            format!("s{}", self.scratch_beats)
+        } else {
+            String::new()
+        }
+    }
+
+    /// Words per bank a K/V region may use: half the bank, a quarter with a scratch region.
+    pub fn kv_rows(&self) -> u32 {
+        self.bank_words / if self.scratch_beats > 0 { 4 } else { 2 }
     }
 
     /// The block-level checks.
@@ -173,10 +191,19 @@ impl GlbConfig {
             self.bank_words
         );
         ensure!(
-            self.region_beats >= 1
-                && 2 * self.region_beats.div_ceil(self.groups) <= self.bank_words,
+            self.region_beats >= 1 && self.region_beats.div_ceil(self.groups) <= self.kv_rows(),
             "the GLB's K and V regions of {} beats do not fit {} groups of {} words",
             self.region_beats,
+            self.groups,
+            self.bank_words
+        );
+        ensure!(
+            self.scratch_beats == 0
+                || (self.bank_words >= 4
+                    && self.scratch_beats as u64
+                        == self.groups as u64 * self.bank_words as u64 / 2),
+            "the GLB's scratch region of {} beats is not the upper half of {} groups of {} words",
+            self.scratch_beats,
             self.groups,
             self.bank_words
         );
@@ -187,11 +214,18 @@ impl GlbConfig {
         Ok(())
     }
 
-    /// Where word `i` of tensor `c` (0: K, 1: V) lives: (group, row).
+    /// Where word `i` of region `c` (0: K, 1: V, 2: unfused's scratch) lives: (group, row).
+    /// K's word i is in group i mod G, V's in (i + G/2) mod G, the scratch's in (i + G/4) mod
+    /// G; the scratch region is the banks' upper half, K and V a quarter each below it (half
+    /// each without it).
     pub fn place(&self, c: usize, i: u64) -> (u64, u64) {
         let g = self.groups as u64;
-        let group = (i + c as u64 * (g / 2)) % g;
-        let row = c as u64 * (self.bank_words as u64 / 2) + i / g;
+        let group = (i + REGION_GROUP_QUARTERS[c] * g / 4) % g;
+        let row = if c == SCRATCH {
+            self.bank_words as u64 / 2 + i / g
+        } else {
+            c as u64 * self.kv_rows() as u64 + i / g
+        };
         (group, row)
     }
 }
@@ -212,8 +246,9 @@ impl GlbParams {
     }
 
     /// Checks the knobs for a memory port of `width` bits and K/V rows of `row_bytes` bytes
-    /// in blocks of `bc` rows; errors name the key.
-    pub fn validate(&self, width: u32, row_bytes: u64, bc: u32) -> Result<()> {
+    /// in blocks of `bc` rows, with unfused's scratch region (`scratch`: half the GLB) or
+    /// without; errors name the key.
+    pub fn validate(&self, width: u32, row_bytes: u64, bc: u32, scratch: bool) -> Result<()> {
         ensure!(
             self.wire_mm.is_finite() && self.wire_mm >= 0.0,
             "glb_wire_mm = {} is out of range: allowed 0 (derived from the GLB's area) or a \
@@ -248,34 +283,45 @@ impl GlbParams {
             self.bytes
         );
         let pair = 2 * bc as u64 * row_bytes;
+        let (kv_bytes, half) = if scratch {
+            (
+                self.bytes / 2,
+                " in the half unfused leaves K and V (the other half holds S and P)",
+            )
+        } else {
+            (self.bytes, "")
+        };
+        let least = if scratch { 2 * pair } else { pair };
         ensure!(
-            self.bytes >= pair,
+            kv_bytes >= pair,
             "glb_bytes = {} cannot hold one K/V block pair ({pair} bytes: bc = {bc} rows of \
-             {row_bytes} bytes, twice): raise glb_bytes to at least {pair} (a power of two \
-             multiple of glb_banks), or set 0 for no GLB",
+             {row_bytes} bytes, twice){half}: raise glb_bytes to at least {least} (a power of \
+             two multiple of glb_banks), or set 0 for no GLB",
             self.bytes
         );
         let bank_bytes = self.bytes / self.banks as u64;
         let word_bytes = (wb / 8) as u64;
+        let words = if scratch { 4 } else { 2 };
         ensure!(
             self.bytes.is_multiple_of(self.banks as u64)
                 && bank_bytes.is_power_of_two()
-                && bank_bytes >= 2 * word_bytes,
-            "glb_bytes = {} in glb_banks = {} banks is not a power-of-two bank of at least two \
-             {wb}-bit words: use a capacity of glb_banks x a power of two (say {})",
+                && bank_bytes >= words * word_bytes,
+            "glb_bytes = {} in glb_banks = {} banks is not a power-of-two bank of at least \
+             {words} {wb}-bit words: use a capacity of glb_banks x a power of two (say {})",
             self.bytes,
             self.banks,
             self.banks as u64
-                * (2 * word_bytes)
+                * (words * word_bytes)
                     .max(bank_bytes.next_power_of_two())
-                    .max((pair / self.banks as u64).next_power_of_two())
+                    .max((least / self.banks as u64).next_power_of_two())
         );
         Ok(())
     }
 
     /// The GLB the DMA builds for a memory port of `width` bits and K/V rows of `row_beats`
-    /// beats in blocks of `bc` rows (`None` without one). The knobs must be valid.
-    pub fn rtl(&self, width: u32, row_beats: u32, bc: u32) -> Option<GlbConfig> {
+    /// beats in blocks of `bc` rows, with unfused's scratch region in its upper half
+    /// (`scratch`) or without (`None` without a GLB). The knobs must be valid.
+    pub fn rtl(&self, width: u32, row_beats: u32, bc: u32, scratch: bool) -> Option<GlbConfig> {
         if !self.present() {
             return None;
         }
@@ -284,7 +330,8 @@ impl GlbParams {
         let beat_bytes = (width / 8) as u64;
         let block_beats = bc as u64 * row_beats as u64;
         // Whole K/V block pairs: each of K and V keeps the same number of blocks.
-        let pairs = self.bytes / (2 * block_beats * beat_bytes);
+        let kv_bytes = if scratch { self.bytes / 2 } else { self.bytes };
+        let pairs = kv_bytes / (2 * block_beats * beat_bytes);
         Some(GlbConfig {
             groups: self.banks / slices,
             slices,
@@ -293,6 +340,11 @@ impl GlbParams {
             ports: self.ports,
             blackbox: self.blackbox,
             region_beats: (pairs * block_beats) as u32,
+            scratch_beats: if scratch {
+                (self.bytes / 2 / beat_bytes) as u32
+            } else {
+                0
+            },
         })
     }
 }
@@ -311,8 +363,22 @@ interface! {
 }
 
 interface! {
+    /// unfused with a GLB: the scratch region's base address (S_ADDR) and, with an O
+    /// descriptor's start, whether it writes S or P to the scratch region (the O tile's
+    /// writes never go to the GLB). The GLB holds the region's first `scratch_beats` beats.
+    pub struct GlbScratch { base, o_write }
+}
+
+interface! {
+    /// A channel's landing data from the GLB (a hit) or memory.
+    pub struct GlbLand { data }
+}
+
+interface! {
     /// The GLB's events of a cycle, for the counter file: hit reads granted (0-2, each a
-    /// memory beat), a fill written, hit requests refused by a bank conflict (0-2), a K/V
+    /// memory beat; 0-3 with unfused's scratch reads), a fill written (with unfused's scratch,
+    /// the writes: 0-2, a fill and an O channel's S or P beat), requests refused by a bank
+    /// conflict (0-2; 0-4 with the scratch channel's reads and the O channel's writes), a K/V
     /// beat read from memory that streamed past the GLB (a spill); and per bank group (bit n:
     /// group n) whether it was read or written (each an access of a word in every bank of the
     /// group).
@@ -321,10 +387,13 @@ interface! {
 
 impl GlbEvents<u32> {
     pub fn widths(g: &GlbConfig) -> Self {
+        // unfused's scratch adds a read (X) and a write (O) a cycle: up to two writes, four
+        // requests refused.
+        let scratch = g.scratch_beats > 0;
         GlbEvents {
             reads: 2,
-            fill: 1,
-            refused: 2,
+            fill: if scratch { 2 } else { 1 },
+            refused: if scratch { 3 } else { 2 },
             spill: 1,
             group_reads: g.groups,
             group_writes: g.groups,
@@ -383,8 +452,8 @@ mod tests {
     #[test]
     fn the_seed_level_keeps_8192_keys() {
         let g = glb(4 << 20, 32);
-        g.validate(512, 256, 64).unwrap();
-        let c = g.rtl(512, 4, 64).unwrap();
+        g.validate(512, 256, 64, false).unwrap();
+        let c = g.rtl(512, 4, 64, false).unwrap();
         assert_eq!((c.groups, c.slices, c.bank_words), (32, 1, 2048));
         assert_eq!(c.region_beats, 8192 * 4);
         c.validate(512).unwrap();
@@ -393,10 +462,10 @@ mod tests {
             word_bits: 128,
             ..g
         };
-        let c = g.rtl(512, 4, 64).unwrap();
+        let c = g.rtl(512, 4, 64, false).unwrap();
         assert_eq!((c.groups, c.slices, c.bank_words), (8, 4, 8192));
         c.validate(512).unwrap();
-        assert!(GlbParams::default().rtl(512, 4, 64).is_none());
+        assert!(GlbParams::default().rtl(512, 4, 64, false).is_none());
     }
 
     /// Every word of both regions has its own place in the banks.
@@ -408,15 +477,26 @@ mod tests {
                 word_bits,
                 ..glb(bytes, banks)
             };
-            g.validate(256, 32, 8).unwrap();
-            let c = g.rtl(256, 1, 8).unwrap();
-            c.validate(256).unwrap();
-            let mut seen = std::collections::HashSet::new();
-            for t in 0..2 {
-                for i in 0..c.region_beats as u64 {
-                    let (group, row) = c.place(t, i);
-                    assert!(group < c.groups as u64 && row < c.bank_words as u64);
-                    assert!(seen.insert((group, row)), "{c:?}: {t} {i}");
+            // With unfused's scratch region too: the banks' upper half, K and V a quarter each.
+            for scratch in [false, true] {
+                g.validate(256, 32, 8, scratch).unwrap();
+                let c = g.rtl(256, 1, 8, scratch).unwrap();
+                c.validate(256).unwrap();
+                let mut seen = std::collections::HashSet::new();
+                let regions = [c.region_beats, c.region_beats, c.scratch_beats];
+                for (t, &n) in regions.iter().enumerate() {
+                    for i in 0..n as u64 {
+                        let (group, row) = c.place(t, i);
+                        assert!(group < c.groups as u64 && row < c.bank_words as u64);
+                        assert!(seen.insert((group, row)), "{c:?}: {t} {i}");
+                    }
+                }
+                if scratch {
+                    assert_eq!(c.scratch_beats as u64 * 32, bytes / 2);
+                    assert_eq!(
+                        seen.len() as u64 * 32,
+                        bytes / 2 + 2 * c.region_beats as u64 * 32
+                    );
                 }
             }
         }
@@ -425,7 +505,7 @@ mod tests {
     /// Knobs that cannot work are refused, naming the key and what would.
     #[test]
     fn bad_knobs_are_refused() {
-        let err = |g: GlbParams| g.validate(256, 32, 8).unwrap_err().to_string();
+        let err = |g: GlbParams| g.validate(256, 32, 8, false).unwrap_err().to_string();
         let e = err(glb(256, 1));
         assert!(
             e.contains("cannot hold one K/V block pair (512 bytes"),
@@ -455,7 +535,17 @@ mod tests {
             ..glb(0, 4)
         });
         assert!(e.contains("glb_wire_mm = -1"), "{e}");
+        // unfused keeps half for S and P: K and V need a pair in the other half.
+        let e = glb(512, 1)
+            .validate(256, 32, 8, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("in the half unfused leaves K and V") && e.contains("at least 1024"),
+            "{e}"
+        );
+        glb(1024, 1).validate(256, 32, 8, true).unwrap();
         // No GLB: the bank knobs are not checked.
-        glb(0, 3).validate(256, 32, 8).unwrap();
+        glb(0, 3).validate(256, 32, 8, false).unwrap();
     }
 }

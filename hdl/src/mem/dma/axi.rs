@@ -155,6 +155,7 @@ pub(super) fn axi_port(
         read_beat: routed,
         write_beat: w.accept,
         rsp_data: ins.rdata,
+        wdata: outs.wdata,
         quiet: and_all(&idle),
     }
 }

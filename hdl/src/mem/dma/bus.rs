@@ -2,7 +2,7 @@
 //! and their widths.
 
 use super::{error, DmaConfig, MemIf, BEAT_COUNTER_BITS, ROW_BYTES_BITS};
-use crate::glb::{GlbCtl, GlbEvents};
+use crate::glb::{GlbCtl, GlbEvents, GlbLand, GlbScratch};
 use crate::landing::LandingConfig;
 use crate::{addr_bits, group, interface};
 
@@ -89,6 +89,7 @@ group! {
     pub struct GlbOut<T> {
         k_data, v_data;
         events => GlbEvents<T>,
+        x: Option<GlbLand<T>>,
     }
 }
 
@@ -99,6 +100,7 @@ group! {
     pub struct DmaIn<T> {
         hold;
         glb: Option<GlbCtl<T>>,
+        glb_scratch: Option<GlbScratch<T>>,
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         q: ReadCmd<T>,
@@ -132,6 +134,7 @@ group! {
     pub struct EngineIn<T> {
         hold, o_rd_data;
         glb: Option<GlbCtl<T>>,
+        glb_scratch: Option<GlbScratch<T>>,
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         q: ReadDesc<T>,
@@ -281,6 +284,16 @@ impl DmaConfig {
         self.glb.map(|_| GlbCtl { flush: 1 })
     }
 
+    /// unfused with a GLB: the scratch region's base and the O descriptor's scratch flag.
+    fn glb_scratch(&self) -> Option<GlbScratch<u32>> {
+        self.glb
+            .filter(|g| g.scratch_beats > 0)
+            .map(|_| GlbScratch {
+                base: self.addr_bits,
+                o_write: 1,
+            })
+    }
+
     /// The memory port's input widths: the simple port's or the AXI4 master's.
     pub fn mem_inputs(&self) -> (Option<MemIn<u32>>, Option<AxiIn<u32>>) {
         match self.mem_if {
@@ -318,6 +331,7 @@ impl DmaConfig {
         EngineIn {
             hold: 1,
             glb: self.glb_ctl(),
+            glb_scratch: self.glb_scratch(),
             mem,
             m_axi,
             o_rd_data: self.width,
@@ -344,6 +358,7 @@ impl DmaConfig {
                 k_data: self.width,
                 v_data: self.width,
                 events: GlbEvents::widths(&g),
+                x: (g.scratch_beats > 0).then_some(GlbLand { data: self.width }),
             }),
             mem_req,
             m_axi,
@@ -369,6 +384,7 @@ impl DmaConfig {
         DmaIn {
             hold: 1,
             glb: self.glb_ctl(),
+            glb_scratch: self.glb_scratch(),
             mem,
             m_axi,
             q: self.read_cmd(&self.q),

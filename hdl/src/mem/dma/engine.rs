@@ -76,6 +76,7 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         let regions = cfg
             .glb
             .map(|g| glb::classify(m, &cfg, &g, &mut chans, hold));
+        let scratch = regions.as_ref().and_then(|r| r.1.as_ref());
         let port = match cfg.mem_if {
             MemIf::Simple => simple_port(m, &cfg, &chans, hold),
             MemIf::Axi4 => {
@@ -85,7 +86,9 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         };
 
         let side = match (cfg.glb, &regions, &glb_blocks) {
-            (Some(g), Some(r), Some(b)) => Some(glb::finish(m, &cfg, &g, b, &chans, r, &port)),
+            (Some(g), Some((r, _)), Some(b)) => {
+                Some(glb::finish(m, &cfg, &g, b, &chans, (r, scratch), &port))
+            }
             _ => None,
         };
         // Channel updates: a K/V walker also steps on a GLB hit, and lands it a cycle later.
@@ -96,6 +99,15 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             if let (Some(s), true) = (&side, kv) {
                 step = step | s.grants[i - 1];
                 response = response.map(|r| r | s.lands[i - 1]);
+            }
+            // unfused's scratch region: X reads and O writes in the GLB.
+            if let Some(x) = side.as_ref().and_then(|s| s.scratch.as_ref()) {
+                if i == 3 {
+                    step = step | x.x_grant;
+                    response = response.map(|r| r | x.x_land);
+                } else if i == chans.len() - 1 {
+                    step = step | x.o_grant;
+                }
             }
             let step = m.name(&format!("{}_accepted", ch.name), step);
             let bus = port.bus_errors.as_ref().map(|e| e[i]);
@@ -122,6 +134,9 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         if let Some(s) = side {
             m.output("glb_k_data", s.data[0]);
             m.output("glb_v_data", s.data[1]);
+            if let Some(x) = &s.scratch {
+                m.output("glb_x_data", x.x_data);
+            }
             for (n, e) in s.events.named() {
                 m.output(&format!("glb_{n}"), e);
             }

@@ -2,6 +2,14 @@
 //! per K/V region its tag and high-water mark, per channel the beats requested and landed
 //! since the descriptor was taken, the hit/fill/stream decision, bank arbitration, and the
 //! banks themselves.
+//!
+//! unfused's scratch region (S and P), when the GLB has one, needs no tags: the core writes
+//! every word before it reads it back. The GLB holds the region's first `scratch_beats` beats
+//! by address (`glb_scratch_base`): a scratch channel (X) beat or an O beat of a scratch write
+//! (`glb_scratch_o_write` at the descriptor's start) below that is a GLB read or write instead
+//! of a memory request; the rest goes to memory. Writes go first (a fill, which cannot wait,
+//! then O's), then the reads (K and V by their turn, then X); with one port per bank a write
+//! blocks the reads of its group.
 
 use super::channel::Channel;
 use super::simple::PortSteps;
@@ -11,7 +19,7 @@ use crate::glb::{self, GlbConfig, GlbEvents};
 use crate::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
 use crate::iface::Block;
 use crate::sram::{SramIn, SramOut};
-use crate::{and_all, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
+use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
 
 /// The channels the GLB serves (K and V) by their index in the engine.
 const CHANNELS: [usize; 2] = [1, 2];
@@ -30,9 +38,66 @@ pub(super) struct Region {
     want: Sig,
 }
 
-/// The GLB's state before the memory port is built: each K/V channel's hit mode. A channel
-/// in hit mode presents no request to the port (its `req_valid` is masked here).
+/// unfused's scratch region in the GLB: the X and O channels' GLB accesses wanted this cycle
+/// and their words in the region.
+pub(super) struct Scratch {
+    x_want: Sig,
+    x_word: Sig,
+    o_want: Sig,
+    o_word: Sig,
+}
+
+/// The GLB's state before the memory port is built: each K/V channel's hit mode, and with a
+/// scratch region whether X's and O's next beats are in it. A channel in hit mode presents no
+/// request to the port (its `req_valid` is masked here).
 pub(super) fn classify(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    g: &GlbConfig,
+    chans: &mut [Channel],
+    hold: Sig,
+) -> (Vec<Region>, Option<Scratch>) {
+    let regions = classify_kv(m, cfg, g, chans, hold);
+    let scratch = (g.scratch_beats > 0).then(|| {
+        let a = cfg.addr_bits;
+        let base = m.input("glb_scratch_base", a);
+        let o_write = m.input("glb_scratch_o_write", 1);
+        let o = chans.len() - 1;
+        let flag = m.reg("glb_o_scratch", 1, Some(0));
+        m.set_next(flag, o_write);
+        m.set_enable(flag, chans[o].load);
+        let w = a.max(bits_for(g.scratch_beats as u64));
+        let limit = m.lit(w, g.scratch_beats as u64);
+        let mut side = |m: &mut ModuleBuilder, i: usize, gate: Option<Sig>| {
+            let ch = &mut chans[i];
+            // Beats are aligned (the descriptor check): the offset's low bits are 0.
+            let off = ch.req_addr - base;
+            let lb = cfg.beat_shift();
+            m.discard(off.slice(lb - 1, 0));
+            let word = off.slice(a - 1, lb).zext(w);
+            let inside = word.lt(limit);
+            let inside = gate.map_or(inside, |f| f & inside);
+            let inside = m.name(&format!("glb_{}_scratch", ch.name), inside);
+            let want = and_all(&[inside, ch.req_valid, !hold]);
+            ch.req_valid = ch.req_valid & !inside;
+            (want, word)
+        };
+        let (x_want, x_word) = side(m, X, None);
+        let (o_want, o_word) = side(m, o, Some(flag.q));
+        Scratch {
+            x_want,
+            x_word,
+            o_want,
+            o_word,
+        }
+    });
+    (regions, scratch)
+}
+
+/// The scratch channel's index in the engine.
+const X: usize = 3;
+
+fn classify_kv(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
     g: &GlbConfig,
@@ -87,24 +152,46 @@ pub(super) struct GlbSide {
     pub(super) data: [Sig; 2],
     pub(super) events: GlbEvents,
     pub(super) in_flight: Sig,
+    /// With a scratch region: X's read granted, landing (a cycle later) and landing data,
+    /// and O's write granted.
+    pub(super) scratch: Option<ScratchSide>,
 }
 
-/// A word's place in the banks, from its index in tensor `c`'s region: (group, row).
+/// What the scratch region adds to the X and O channels.
+pub(super) struct ScratchSide {
+    pub(super) x_grant: Sig,
+    pub(super) x_land: Sig,
+    pub(super) x_data: Sig,
+    pub(super) o_grant: Sig,
+}
+
+/// A word's place in the banks, from its index in region `c` (K, V, or the scratch region):
+/// (group, row), as `GlbConfig::place`.
 fn place(m: &mut ModuleBuilder, g: &GlbConfig, c: usize, idx: Sig) -> (Sig, Sig) {
     let gb = g.group_bits();
     let group = if gb == 0 {
         m.zero(1)
     } else {
-        let off = m.lit(gb, (c as u64 * (g.groups as u64 / 2)) & ((1 << gb) - 1));
+        let (k0, _) = g.place(c, 0);
+        let off = m.lit(gb, k0);
         idx.trunc(gb) + off
     };
     let rb = glb::row_bits(g);
-    let hi = m.lit(1, c as u64);
-    let row = if rb == 1 {
+    // The region's high row bits: K 0 and V 1 of two (K 00, V 01, the scratch 1 with one).
+    let hi_bits = if g.scratch_beats == 0 || c == glb::SCRATCH {
+        1
+    } else {
+        2
+    };
+    let hi = m.lit(
+        hi_bits,
+        (g.place(c, 0).1 >> (rb - hi_bits)) & ((1 << hi_bits) - 1),
+    );
+    let row = if rb == hi_bits {
         m.discard(idx);
         hi
     } else {
-        let local = (idx >> gb).resize(rb - 1);
+        let local = (idx >> gb).resize(rb - hi_bits);
         cat(&[hi, local])
     };
     (group, row)
@@ -123,7 +210,7 @@ pub(super) fn finish(
     g: &GlbConfig,
     blocks: &GlbBlocks,
     chans: &[Channel],
-    regions: &[Region],
+    (regions, scratch): (&[Region], Option<&Scratch>),
     port: &PortSteps,
 ) -> GlbSide {
     let flush = m.input("glb_flush", 1);
@@ -153,22 +240,32 @@ pub(super) fn finish(
     let (fg1, fr1) = place(m, g, 1, fill_idx);
     let fill_group = mux(fills[1], fg1, fg0);
     let fill_row = mux(fills[1], fr1, fr0);
+    // unfused's scratch: O's write (after a fill in its group), X's read and their places.
+    let sc = scratch.map(|s| {
+        let (og, orow) = place(m, g, glb::SCRATCH, s.o_word);
+        let (xg, xrow) = place(m, g, glb::SCRATCH, s.x_word);
+        let o_grant = s.o_want & !(fill & og.eq(fill_group));
+        let o_grant = m.name("glb_o_grant", o_grant);
+        (o_grant, og, orow, xg, xrow)
+    });
     // Hit reads.
     let reads: Vec<(Sig, Sig)> = regions
         .iter()
         .enumerate()
         .map(|(c, r)| place(m, g, c, r.req_beats.q))
         .collect();
-    let blocked: Vec<Sig> = reads
-        .iter()
-        .map(|&(grp, _)| {
-            if g.ports == 1 {
-                fill & grp.eq(fill_group)
-            } else {
-                m.zero(1)
-            }
-        })
-        .collect();
+    // With one port per bank a write (a fill, O's) takes its group's cycle.
+    let busy = |m: &mut ModuleBuilder, grp: Sig| {
+        if g.ports != 1 {
+            return m.zero(1);
+        }
+        let by_fill = fill & grp.eq(fill_group);
+        match sc {
+            Some((o_grant, og, ..)) => by_fill | (o_grant & grp.eq(og)),
+            None => by_fill,
+        }
+    };
+    let blocked: Vec<Sig> = reads.iter().map(|&(grp, _)| busy(m, grp)).collect();
     let k_ok = regions[0].want & !blocked[0];
     let v_ok = regions[1].want & !blocked[1];
     let same = reads[0].0.eq(reads[1].0);
@@ -184,8 +281,25 @@ pub(super) fn finish(
     m.set_enable(prio, clash);
     let refused_k = regions[0].want & !k_grant;
     let refused_v = regions[1].want & !v_grant;
-    let refused = refused_k.zext(2) + refused_v.zext(2);
-    let reads_n = k_grant.zext(2) + v_grant.zext(2);
+    let mut refused = refused_k.zext(2) + refused_v.zext(2);
+    let mut reads_n = k_grant.zext(2) + v_grant.zext(2);
+    let mut writes_n = None;
+    // X reads after K and V, in a group neither of them nor a write holds.
+    let x_grant = match (scratch, sc) {
+        (Some(s), Some((o_grant, _, _, xg, _))) => {
+            let x_ok = s.x_want & !busy(m, xg);
+            let taken = (k_grant & xg.eq(reads[0].0)) | (v_grant & xg.eq(reads[1].0));
+            let x_grant = x_ok & !taken;
+            let x_grant = m.name("glb_x_grant", x_grant);
+            let refused_x = s.x_want & !x_grant;
+            let refused_o = s.o_want & !o_grant;
+            refused = refused.zext(3) + refused_x.zext(3) + refused_o.zext(3);
+            reads_n = reads_n + x_grant.zext(2);
+            writes_n = Some(fill.zext(2) + o_grant.zext(2));
+            Some(x_grant)
+        }
+        _ => None,
+    };
 
     // The banks.
     let mut group_data = vec![];
@@ -199,20 +313,33 @@ pub(super) fn finish(
                 grp.eq(n as u64)
             }
         };
-        let we = fill & mine(fill_group);
+        let fill_here = fill & mine(fill_group);
         let k_here = k_grant & mine(reads[0].0);
         let v_here = v_grant & mine(reads[1].0);
-        let re = k_here | v_here;
+        let (mut we, mut waddr, mut re) = (fill_here, fill_row, k_here | v_here);
+        let mut raddr = mux(k_here, reads[0].1, reads[1].1);
+        let mut o_data = None;
+        if let (Some((o_grant, og, orow, xg, xrow)), Some(x_grant)) = (sc, x_grant) {
+            let x_here = x_grant & mine(xg);
+            we = we | (o_grant & mine(og));
+            waddr = mux(fill_here, fill_row, orow);
+            re = re | x_here;
+            raddr = mux(k_here | v_here, raddr, xrow);
+            o_data = Some((fill_here, port.wdata));
+        }
         group_reads.push(re);
         group_writes.push(we);
-        let raddr = mux(k_here, reads[0].1, reads[1].1);
         let mut slices = vec![];
         for s in 0..g.slices {
             let wb = g.word_bits;
-            let wdata = port.rsp_data.slice(s * wb + wb - 1, s * wb);
+            let slice = |d: Sig| d.slice(s * wb + wb - 1, s * wb);
+            let wdata = match o_data {
+                Some((fill_here, o)) => mux(fill_here, slice(port.rsp_data), slice(o)),
+                None => slice(port.rsp_data),
+            };
             let ins = SramIn {
                 we,
-                waddr: fill_row,
+                waddr,
                 wdata,
                 re,
                 raddr,
@@ -239,6 +366,25 @@ pub(super) fn finish(
         };
         data[c] = mux(lands[c], from_glb, port.rsp_data);
     }
+    let scratch_side = match (sc, x_grant) {
+        (Some((o_grant, _, _, xg, _)), Some(x_grant)) => {
+            let x_land = m.delay("glb_x_land", x_grant);
+            let grp = m.hold("glb_x_group", xg, x_grant);
+            let from_glb = if g.groups == 1 {
+                m.discard(grp);
+                group_data[0]
+            } else {
+                mux_index(grp, &group_data)
+            };
+            Some(ScratchSide {
+                x_grant,
+                x_land,
+                x_data: mux(x_land, from_glb, port.rsp_data),
+                o_grant,
+            })
+        }
+        _ => None,
+    };
 
     // Regions and counters.
     for (c, r) in regions.iter().enumerate() {
@@ -298,7 +444,10 @@ pub(super) fn finish(
     m.instantiate(&blocks.check, "u_glb_check", &GlbWatch { flush, k, v });
     let kv_rsp = port.responses[1] | port.responses[2];
     let spill = kv_rsp & !fill;
-    let in_flight = lands[0] | lands[1];
+    let mut in_flight = lands[0] | lands[1];
+    if let Some(x) = &scratch_side {
+        in_flight = in_flight | x.x_land;
+    }
     // Group n is bit n.
     group_reads.reverse();
     group_writes.reverse();
@@ -308,12 +457,13 @@ pub(super) fn finish(
         data,
         events: GlbEvents {
             reads: reads_n,
-            fill,
+            fill: writes_n.unwrap_or(fill),
             refused,
             spill,
             group_reads: cat(&group_reads),
             group_writes: cat(&group_writes),
         },
         in_flight,
+        scratch: scratch_side,
     }
 }

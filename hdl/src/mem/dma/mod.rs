@@ -99,6 +99,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
             let to_engine = EngineIn {
                 hold: i.hold,
                 glb: i.glb,
+                glb_scratch: i.glb_scratch,
                 mem: i.mem,
                 m_axi: i.m_axi,
                 o_rd_data: o_rd,
@@ -116,7 +117,10 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 e.land_data,
                 e.glb.as_ref().map_or(e.land_data, |g| g.k_data),
                 e.glb.as_ref().map_or(e.land_data, |g| g.v_data),
-                e.land_data,
+                e.glb
+                    .as_ref()
+                    .and_then(|g| g.x.as_ref())
+                    .map_or(e.land_data, |x| x.data),
             ];
             let mut land = |n: usize, cmd: &ReadCmd, w: &LandWrite, status: ChannelStatus| {
                 let ins = landing::LandIn {

@@ -17,6 +17,8 @@ pub(super) struct PortSteps {
     pub(super) read_beat: Sig,
     pub(super) write_beat: Sig,
     pub(super) rsp_data: Sig,
+    /// The O channel's write data (the staging buffer's read of its current beat).
+    pub(super) wdata: Sig,
     pub(super) quiet: Sig,
 }
 
@@ -99,6 +101,7 @@ pub(super) fn simple_port(
         read_beat: push,
         write_beat: accept & is_write,
         rsp_data: m.input("mem_rsp_data", w),
+        wdata,
         quiet: in_flight.is_zero(),
     }
 }
