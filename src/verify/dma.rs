@@ -561,7 +561,11 @@ pub fn scenario(d: &DmaConfig) -> impl Strategy<Value = Scenario> {
     // unfused with a GLB: half the scenarios' writes are scratch round trips, at an offset
     // that may put the region's end inside the write.
     let region = d.glb.map_or(0, |g| g.scratch_beats as u64);
-    let scratch = prop::option::weighted(if region > 0 { 0.5 } else { 0.0 }, 0..region.max(1));
+    let scratch = if region > 0 {
+        prop::option::weighted(0.5, 0..region).boxed()
+    } else {
+        Just(None).boxed()
+    };
     (
         (
             read(d.q.rows, d.q.row_beats, None),
