@@ -114,6 +114,10 @@ pub struct SimReport {
     /// `GLB_BANK_*` window).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub glb_banks: Vec<(u64, u64)>,
+    /// unfused: the bytes of S and P written out (each read back once), and of those the
+    /// bytes the GLB kept (the schedule's split of the counters' traffic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch_bytes: Option<(u64, u64)>,
     /// FP32 input values clamped to ±65504 (`--saturate`; without it they are refused).
     pub saturated_inputs: u64,
     /// The run's energy from its counters and the energy table (`with_energy`).
@@ -360,6 +364,12 @@ impl SimReport {
                 c("glb_conflict_stalls")
             );
         }
+        if let Some((all, kept)) = self.scratch_bytes {
+            s += &format!(
+                "  S and P: {all} bytes written out and read back, {kept} of them kept in the \
+                 GLB\n"
+            );
+        }
         let range = |f: fn(&(u64, u64)) -> u64| {
             let v = self.glb_banks.iter().map(f);
             (v.clone().min().unwrap_or(0), v.max().unwrap_or(0))
@@ -533,6 +543,8 @@ pub fn run_batch(
     };
     let mut r = report(cfg, &p, &whole, &run, &chk);
     r.seqlens = batch.seqs.iter().map(|a| (a.q_len, a.k_len)).collect();
+    let shapes: Vec<_> = batch.seqs.iter().map(|a| a.shape()).collect();
+    r.scratch_bytes = scratch_bytes(&p, &shapes);
     if run.dma_error != 0 {
         r.passed = false;
         r.failures.push(format!(
@@ -627,6 +639,7 @@ fn report(
         axi: run.axi,
         counters: run.counters.clone(),
         glb_banks: run.glb_banks.clone(),
+        scratch_bytes: scratch_bytes(p, &[a.shape()]),
         saturated_inputs: 0,
         energy: None,
         bit_exact: chk.bit_mismatches == 0,
@@ -686,6 +699,20 @@ pub fn load_input(path: &Path, what: &str, saturate: bool) -> Result<(Vec<u16>, 
 }
 
 /// The multi-index of flat element `i` of a C-order array of `shape`.
+/// unfused: the bytes of S and P the problems write out (and read back), and those the GLB
+/// keeps (`Shape::scratch_beats`, `Shape::scratch_glb_beats`); None in the other designs.
+fn scratch_bytes(p: &CoreParams, shapes: &[crate::schedule::Shape]) -> Option<(u64, u64)> {
+    let beat = (p.dma.width / 8) as u64;
+    p.row.s_in_memory().then(|| {
+        shapes.iter().fold((0, 0), |(all, kept), s| {
+            (
+                all + s.scratch_beats(p) * beat,
+                kept + s.scratch_glb_beats(p) * beat,
+            )
+        })
+    })
+}
+
 fn shape_index(shape: &[usize], mut i: usize) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
     for (k, &n) in shape.iter().enumerate().rev() {
