@@ -429,28 +429,41 @@ impl Job<'_> {
 
     /// Runs Verilator on the files (a hierarchical build also compiles, through `--build`).
     fn verilate(&self, verilator: &Path) -> Result<()> {
-        let mut cmd = Command::new(verilator);
-        cmd.current_dir(self.work)
-            .args(["--cc", "--exe", "-Wno-fatal"])
-            .args(["--top-module", self.top])
-            .args(["-Mdir", "obj", "-o", "libdut.so"])
-            .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
-            .args(&self.verilator_flags);
-        // A hierarchical build runs Verilator once per block and then the top, through a
-        // makefile of its own: `--build` drives it. Otherwise we verilate and run make
-        // ourselves, so that the run-time objects come from the cache (runtime.rs) instead of
-        // being compiled again for every model.
-        if self.hierarchical {
-            cmd.args(["--build", "-j", &self.jobs.to_string()]).args(
-                self.make_flags
-                    .iter()
-                    .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
-            );
+        let run = || {
+            let mut cmd = Command::new(verilator);
+            cmd.current_dir(self.work)
+                .args(["--cc", "--exe", "-Wno-fatal"])
+                .args(["--top-module", self.top])
+                .args(["-Mdir", "obj", "-o", "libdut.so"])
+                .args(["-CFLAGS", "-fPIC", "-LDFLAGS", "-shared"])
+                .args(&self.verilator_flags);
+            // A hierarchical build runs Verilator once per block and then the top, through a
+            // makefile of its own: `--build` drives it. Otherwise we verilate and run make
+            // ourselves, so that the run-time objects come from the cache (runtime.rs) instead
+            // of being compiled again for every model.
+            if self.hierarchical {
+                cmd.args(["--build", "-j", &self.jobs.to_string()]).args(
+                    self.make_flags
+                        .iter()
+                        .flat_map(|f| ["-MAKEFLAGS".to_string(), f.clone()]),
+                );
+            }
+            cmd.args(&self.files).arg(&self.shim_path);
+            cmd.output()
+                .context("cannot run verilator to build the simulation model")
+        };
+        let mut out = run()?;
+        // Verilator 5.006's hierarchical makefile can reach a block's library before the
+        // block's own makefile is written (seen once in a cold suite on two loaded cores:
+        // "make[1]: *** No targets. Stop."): start that build over once, from a clean folder.
+        let raced = |o: &std::process::Output| {
+            String::from_utf8_lossy(&o.stdout).contains("No targets")
+                || String::from_utf8_lossy(&o.stderr).contains("No targets")
+        };
+        if self.hierarchical && !out.status.success() && raced(&out) {
+            let _ = std::fs::remove_dir_all(self.work.join("obj"));
+            out = run()?;
         }
-        cmd.args(&self.files).arg(&self.shim_path);
-        let out = cmd
-            .output()
-            .context("cannot run verilator to build the simulation model")?;
         if !out.status.success() {
             let step = if self.hierarchical {
                 "verilator --build"
