@@ -19,7 +19,7 @@ use hdl::core::readout::Readout as Ro;
 use hdl::core::sequencer::Seq;
 use hdl::core::CoreParams;
 
-use crate::schedule::{needed_keys, Shape};
+use crate::schedule::{needed_keys, tile_scratch_beats, Shape};
 
 /// How the memory behaves (the testbench memory's deterministic knobs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1197,11 +1197,7 @@ fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape, smallest: &Shape) -> Cor
         }
         // unfused: the scratch region likewise, against a full tile's S.
         if g.scratch_beats > 0 {
-            let tile_s = |k_len: usize| {
-                let beat = (p.dma.width / 8) as u64;
-                let rows = p.br() as u64 * k_len.div_ceil(p.bc() as usize) as u64;
-                rows * p.row.scratch_row_bytes().0 as u64 / beat
-            };
+            let tile_s = |k_len: usize| tile_scratch_beats(p, p.br() as u64, k_len).0;
             let need = tile_s(s.k_len);
             // Probes all past the knee keep the region (each tile's GLB part is the region
             // whatever the length); else all scale it.

@@ -42,6 +42,18 @@ impl KvTraffic {
 
 /// The keys the query tile starting at row `q_base` (`br` rows) needs: all of K, or for causal
 /// attention the keys up to its last row's diagonal (bottom-right aligned).
+/// unfused: the beats of S and of P a tile of `rows` query rows over `keys` keys writes out
+/// (a block row of each in whole beats, per block of Bc keys).
+pub fn tile_scratch_beats(p: &CoreParams, rows: u64, keys: usize) -> (u64, u64) {
+    let beat = (p.dma.width / 8) as u64;
+    let blocks = keys.div_ceil(p.bc() as usize) as u64;
+    let (sb, pb) = p.row.scratch_row_bytes();
+    (
+        rows * blocks * sb as u64 / beat,
+        rows * blocks * pb as u64 / beat,
+    )
+}
+
 pub fn needed_keys(q_len: usize, k_len: usize, causal: bool, q_base: usize, br: usize) -> usize {
     if !causal {
         return k_len;
@@ -217,17 +229,12 @@ impl Shape {
             return;
         }
         let br = p.br() as usize;
-        let beat = (p.dma.width / 8) as u64;
-        let (sb, pb) = p.row.scratch_row_bytes();
         for _ in 0..self.heads {
             for q_base in self.tiles(br) {
                 let rows = (self.q_len - q_base).min(br) as u64;
-                let blocks = needed_keys(self.q_len, self.k_len, self.causal, q_base, br)
-                    .div_ceil(p.bc() as usize) as u64;
-                f(
-                    rows * blocks * sb as u64 / beat,
-                    rows * blocks * pb as u64 / beat,
-                );
+                let keys = needed_keys(self.q_len, self.k_len, self.causal, q_base, br);
+                let (s, pp) = tile_scratch_beats(p, rows, keys);
+                f(s, pp);
             }
         }
     }

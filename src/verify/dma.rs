@@ -180,11 +180,12 @@ impl DmaBench {
     }
 
     /// unfused with a GLB: moves the scratch region to `base` and marks the next write as a
-    /// scratch write (`glb_scratch_o_write` with its start).
-    pub fn set_scratch(&mut self, base: u64) {
+    /// scratch write (`glb_scratch_o_write` with its start), which leaves `held` (the region's
+    /// bytes from its base) in the GLB.
+    pub fn set_scratch(&mut self, base: u64, held: Vec<u8>) {
         self.dut.set("glb_scratch_base", base);
         self.dut.set("glb_scratch_o_write", 1);
-        self.scratch = Some((base, vec![]));
+        self.scratch = Some((base, held));
     }
 
     /// AXI4: the error response of every burst that touches bytes [lo, hi) from now on.
@@ -259,22 +260,8 @@ impl DmaBench {
         self.dut.set_words("o_wr_en", &field(0, 0, 1));
         let code = self.start("o", d)?;
         ensure!(code == 0, "channel o refused {d:?} with error {code}");
-        let flagged = self.scratch.is_some() && self.dut.get("glb_scratch_o_write") == 1;
-        if let (Some((base, held)), true) = (&mut self.scratch, flagged) {
-            // What the GLB now holds: the write's bytes below the region's end.
-            let beat = self.cfg.beat_bytes() as u64;
-            let window = self.cfg.glb.map_or(0, |g| g.scratch_beats as u64) * beat;
-            held.resize(window as usize, 0);
-            for (i, words) in data.iter().enumerate() {
-                let (r, t) = (i as u64 / row_beats, i as u64 % row_beats);
-                let off = d.base + r * d.stride + t * beat - *base;
-                for (k, w) in words.iter().enumerate() {
-                    let at = (off + 4 * k as u64) as usize;
-                    if at + 4 <= held.len() {
-                        held[at..at + 4].copy_from_slice(&w.to_le_bytes());
-                    }
-                }
-            }
+        // The scratch flag goes with one start only.
+        if self.scratch.is_some() {
             self.dut.set("glb_scratch_o_write", 0);
         }
         Ok(())
@@ -677,15 +664,17 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
         }
     }
     let mut write_beats = 0;
-    // unfused with a GLB: the write's first beats that stay in the GLB (a scratch round trip).
+    // unfused with a GLB: the write's first beats that stay in the GLB (a scratch round trip),
+    // and the bytes of its region they leave there.
     let mut in_glb = 0;
+    let mut held = vec![];
     let mut read_back = None;
     if let Some((w, seed)) = s.write {
         let row_beats = w.row_bytes / beat as u64;
         let total = w.rows * row_beats;
         if let (Some(k), Some(g)) = (s.scratch, d.glb) {
-            b.set_scratch(w.base - k * beat as u64);
             in_glb = total.min(g.scratch_beats as u64 - k);
+            held = vec![0u8; g.scratch_beats as usize * beat];
             let x_rows = d.x.map_or(1, |x| x.rows as u64);
             read_back = Some(ReadJob {
                 desc: Desc {
@@ -711,12 +700,20 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
                     .collect()
             })
             .collect();
-        for (n, words) in data.iter().enumerate().skip(in_glb as usize) {
+        for (n, words) in data.iter().enumerate() {
             let (r, t) = (n as u64 / row_beats, n as u64 % row_beats);
             let at = (w.base + r * w.stride + t * beat as u64) as usize;
+            // A scratch write's rows are contiguous: its beat n is beat k + n of the region.
+            let (bytes, at) = match s.scratch {
+                Some(k) if (n as u64) < in_glb => (&mut held, (k as usize + n) * beat),
+                _ => (&mut expected, at),
+            };
             for (k, word) in words.iter().enumerate() {
-                expected[at + 4 * k..at + 4 * k + 4].copy_from_slice(&word.to_le_bytes());
+                bytes[at + 4 * k..at + 4 * k + 4].copy_from_slice(&word.to_le_bytes());
             }
+        }
+        if let Some(k) = s.scratch.filter(|_| read_back.is_some()) {
+            b.set_scratch(w.base - k * beat as u64, std::mem::take(&mut held));
         }
         b.start_write(&w, &data).map_err(e)?;
         write_beats = total - in_glb;
