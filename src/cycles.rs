@@ -150,6 +150,10 @@ struct Model<'a> {
     /// out), every PV (P read back); the scratch channel's descriptor of the tile (0 none, 1
     /// S, 2 P).
     unfused: bool,
+    /// rowfused with `spill`: the blocks past the S arrays' `held` go out after their max
+    /// pass and come back through the scratch channel for their exp pass.
+    spill: bool,
+    held: u64,
     x_phase: u8,
     qk_steps: u64,
     pv_steps: u64,
@@ -241,6 +245,8 @@ impl<'a> Model<'a> {
             buffered: p.row.s_in_sram(),
             two_pass: p.row.two_pass(),
             unfused: p.row.s_in_memory(),
+            spill: p.row.spills(),
+            held: p.row.s_blocks() as u64,
             x_phase: 0,
             qk_steps: qk as u64,
             pv_steps: pv as u64,
@@ -372,10 +378,19 @@ impl<'a> Model<'a> {
         // rowfused: the max passes of blocks 0 .. nblk − 1, then their exp passes.
         let second = self.two_pass && self.sm_done >= self.nblk;
         let blk = self.sm_done - if second { self.nblk } else { 0 };
+        let past = self.spill && blk >= self.held;
+        let landed = self.x_phase == 1 && self.ch[X].ready();
         // unfused: a pass writes its block through the O channel (free once the last write is
-        // done); an exp pass reads its S from the scratch channel.
+        // done); an exp pass reads its S from the scratch channel. rowfused's spill: the same
+        // for a block past the S arrays, whose exp pass also waits for P as rowfused's does.
         let p_free = if self.unfused {
-            !self.o_active && (!second || (self.x_phase == 1 && self.ch[X].ready()))
+            !self.o_active && (!second || landed)
+        } else if past {
+            if second {
+                self.pv_issued + 1 >= blk && landed
+            } else {
+                !self.o_active
+            }
         } else {
             self.pv_issued + 1 >= blk || (self.two_pass && !second)
         };
@@ -391,6 +406,7 @@ impl<'a> Model<'a> {
             go,
             first,
             second,
+            past,
             finished: self.sm_running && self.sm_seen && !rows_busy,
         }
     }
@@ -554,6 +570,16 @@ impl<'a> Model<'a> {
                 sm.finished && sm.second
             };
             (load, rel)
+        } else if self.spill {
+            // rowfused's spill: the blocks past the S arrays, once every max pass is done.
+            let rows = self.tile_rows();
+            let quiet = self.state == Seq::Run && !self.o_active && !self.ch[X].active;
+            let go =
+                quiet && self.x_phase == 0 && self.nblk > self.held && self.sm_done >= self.nblk;
+            let mask = (1u64 << self.p.index_bits) - 1;
+            let spilled = self.nblk.saturating_sub(self.held);
+            let load = go.then_some(((spilled * rows) & mask, rows, self.scratch_row_beats(false)));
+            (load, sm.finished && sm.second && sm.past)
         } else {
             (None, false)
         };
@@ -794,7 +820,20 @@ impl<'a> Model<'a> {
             self.o_scratch = true;
             self.o_word = blk * self.tile_rows() * self.o_row_beats;
         }
-        if self.unfused {
+        // rowfused's spill: a finished max pass of a block past the S arrays writes its S to
+        // the scratch region, packed from its start.
+        if self.spill && sm.finished && !sm.second && sm.past {
+            let blk = self.sm_done - self.held;
+            self.o_active = true;
+            self.o_req = Walk {
+                rows_left: self.tile_rows(),
+                ..Walk::default()
+            };
+            self.o_row_beats = self.scratch_row_beats(false);
+            self.o_scratch = true;
+            self.o_word = blk * self.tile_rows() * self.o_row_beats;
+        }
+        if self.unfused || self.spill {
             if self.state == Seq::TileGo {
                 self.x_phase = 0;
             } else if fetch.load[X].is_some() {
@@ -822,9 +861,9 @@ impl<'a> Model<'a> {
             self.eng_left -= 1;
             self.copy_left = self.copy_left.saturating_sub(1);
         } else if sm.go {
-            self.eng_left = p.row.softmax_cycles(sm.first, sm.second) as u64;
+            self.eng_left = p.row.softmax_cycles(sm.first, sm.second, sm.past) as u64;
             let copies = self.buffered && !sm.second;
-            self.copy_left = copies as u64 * (p.row.a * p.bc()) as u64;
+            self.copy_left = copies as u64 * p.row.s_free_cycles(sm.first, sm.past) as u64;
         } else if tile.ro_go {
             self.eng_left = p.row.readout_cycles() as u64;
         }
@@ -952,6 +991,8 @@ struct Softmax {
     first: bool,
     /// rowfused: an exp pass (no copy of S).
     second: bool,
+    /// rowfused's spill: the block is past the S arrays.
+    past: bool,
     finished: bool,
 }
 

@@ -42,12 +42,23 @@ impl KvTraffic {
 
 /// The keys the query tile starting at row `q_base` (`br` rows) needs: all of K, or for causal
 /// attention the keys up to its last row's diagonal (bottom-right aligned).
-/// unfused: the beats of S and of P a tile of `rows` query rows over `keys` keys writes out
-/// (a block row of each in whole beats, per block of Bc keys).
+/// The blocks of a tile over `keys` keys that go through the scratch region: every block in
+/// unfused, those past the S arrays in rowfused with `spill`, none elsewhere.
+pub fn tile_spilled_blocks(p: &CoreParams, keys: usize) -> u64 {
+    if !p.row.scratch() {
+        return 0;
+    }
+    (keys.div_ceil(p.bc() as usize) as u64).saturating_sub(hdl::soc::regmap::scratch_held_blocks(p))
+}
+
+/// The beats of S and of P a tile of `rows` query rows over `keys` keys writes out (a block
+/// row of each in whole beats, per block of Bc keys that goes through the scratch region;
+/// rowfused's spill writes S alone).
 pub fn tile_scratch_beats(p: &CoreParams, rows: u64, keys: usize) -> (u64, u64) {
     let beat = (p.dma.width / 8) as u64;
-    let blocks = keys.div_ceil(p.bc() as usize) as u64;
+    let blocks = tile_spilled_blocks(p, keys);
     let (sb, pb) = p.row.scratch_row_bytes();
+    let pb = if p.row.s_in_memory() { pb } else { 0 };
     (
         rows * blocks * sb as u64 / beat,
         rows * blocks * pb as u64 / beat,
@@ -205,8 +216,8 @@ impl Shape {
     }
 
     /// unfused: the beats of S and P each computed block moves each way (its tile's rows, a
-    /// block row of S and one of P each, whole beats), to memory or the GLB; 0 in the other
-    /// designs.
+    /// block row of S and one of P each, whole beats), to memory or the GLB; rowfused's spill:
+    /// the S of each block past the S arrays; 0 in the other designs.
     pub fn scratch_beats(&self, p: &CoreParams) -> u64 {
         let mut n = 0;
         self.scratch_walk(p, |s, pp| n += s + pp);
@@ -222,10 +233,10 @@ impl Shape {
         n
     }
 
-    /// unfused: per tile of every head, the beats of its S and of its P (each written once and
-    /// read back once, from the scratch region's start).
+    /// unfused (rowfused's spill): per tile of every head, the beats of its S and of its P
+    /// (each written once and read back once, from the scratch region's start).
     fn scratch_walk(&self, p: &CoreParams, mut f: impl FnMut(u64, u64)) {
-        if !p.row.s_in_memory() {
+        if !p.row.scratch() {
             return;
         }
         let br = p.br() as usize;
@@ -237,6 +248,20 @@ impl Shape {
                 f(s, pp);
             }
         }
+    }
+
+    /// Blocks over all heads and tiles that go through the scratch region
+    /// ([`tile_spilled_blocks`]).
+    pub fn spilled_blocks(&self, p: &CoreParams) -> u64 {
+        let br = p.br() as usize;
+        let per_head: u64 = self
+            .tiles(br)
+            .map(|q_base| {
+                let keys = needed_keys(self.q_len, self.k_len, self.causal, q_base, br);
+                tile_spilled_blocks(p, keys)
+            })
+            .sum();
+        self.heads as u64 * per_head
     }
 
     /// Every counter the schedule fixes, by the core's counter names. MACs: d for QK and d for
@@ -280,6 +305,14 @@ impl Shape {
         // unfused: the max sweep reads the PE registers, the exp sweep the landing buffer.
         let unfused = p.row.s_in_memory() as u64;
         let sweeps = 2 - buffered - unfused;
+        // rowfused's spill: the blocks past the S arrays never touch them; their max sweep
+        // reads the PE registers (as the copy would), their exp sweep the landing buffer.
+        let spilled = if p.row.spills() {
+            self.spilled_blocks(p)
+        } else {
+            0
+        };
+        let held = blocks - spilled;
         let engine = blocks * sweeps * scores + o_values;
         let rf_reads = macs - h * (pairs + d * seeing) + engine + s_links;
         vec![
@@ -298,11 +331,11 @@ impl Shape {
             // read back by the exp sweep).
             (
                 "s_buf_writes",
-                blocks * scores * buffered / s_per + unfused * blocks * scores,
+                held * scores * buffered / s_per + unfused * blocks * scores,
             ),
             (
                 "s_buf_reads",
-                blocks * 2 * scores * buffered / s_per + unfused * blocks * scores,
+                held * 2 * scores * buffered / s_per + unfused * blocks * scores,
             ),
             (
                 "vlink_bits",
@@ -321,7 +354,8 @@ impl Shape {
             (
                 "land_read_bits",
                 16 * blocks
-                    * (qk as u64 * (p.rows + p.row.cols) as u64 + pv as u64 * p.row.cols as u64),
+                    * (qk as u64 * (p.rows + p.row.cols) as u64 + pv as u64 * p.row.cols as u64)
+                    + 32 * spilled * scores,
             ),
             ("read_beats", reads),
             ("write_beats", writes),

@@ -365,8 +365,13 @@ impl SimReport {
             );
         }
         if let Some((all, kept)) = self.scratch_bytes {
+            let what = if self.variant.starts_with("rowfused") {
+                "S past the S arrays (spilled)"
+            } else {
+                "S and P"
+            };
             s += &format!(
-                "  S and P: {all} bytes written out and read back, {kept} of them kept in the \
+                "  {what}: {all} bytes written out and read back, {kept} of them kept in the \
                  GLB\n"
             );
         }
@@ -698,12 +703,12 @@ pub fn load_input(path: &Path, what: &str, saturate: bool) -> Result<(Vec<u16>, 
     Ok((bits, shape, saturated))
 }
 
-/// The multi-index of flat element `i` of a C-order array of `shape`.
 /// unfused: the bytes of S and P the problems write out (and read back), and those the GLB
-/// keeps (`Shape::scratch_beats`, `Shape::scratch_glb_beats`); None in the other designs.
+/// keeps (`Shape::scratch_beats`, `Shape::scratch_glb_beats`); rowfused's spill: its spilled
+/// S; None in the other designs.
 fn scratch_bytes(p: &CoreParams, shapes: &[crate::schedule::Shape]) -> Option<(u64, u64)> {
     let beat = (p.dma.width / 8) as u64;
-    p.row.s_in_memory().then(|| {
+    p.row.scratch().then(|| {
         shapes.iter().fold((0, 0), |(all, kept), s| {
             (
                 all + s.scratch_beats(p) * beat,
@@ -713,6 +718,7 @@ fn scratch_bytes(p: &CoreParams, shapes: &[crate::schedule::Shape]) -> Option<(u
     })
 }
 
+/// The multi-index of flat element `i` of a C-order array of `shape`.
 fn shape_index(shape: &[usize], mut i: usize) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
     for (k, &n) in shape.iter().enumerate().rev() {

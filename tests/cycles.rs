@@ -45,6 +45,7 @@ fn extrapolation_matches_stepping() {
             Variant::Rowfused(hdl::config::RowParams {
                 keys: 2048,
                 macro_blackbox: false,
+                spill: false,
             }),
             1536,
         ),

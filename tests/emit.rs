@@ -238,15 +238,17 @@ fn buffered_unit_gates(unit: &str, word: u32, banks: u32) {
 }
 
 /// rowfused passes the same gates: the whole core lints clean (with its arrays as behavioural
-/// RAM and as macro blackboxes), its PE row and sequencer synthesize without latches or loops,
-/// and the manifest lists per PE row an S array of whole rows (a × keys = 2 × 64 FP32 scores)
-/// and buf2d's P array (2 × 16 FP16 weights).
+/// RAM, and with them as macro blackboxes and its spill: the scratch channel and S_ADDR), its
+/// PE row and sequencer with the spill synthesize without latches or loops, and the manifest
+/// lists per PE row an S array of whole rows (a × keys = 2 × 64 FP32 scores) and buf2d's P
+/// array (2 × 16 FP16 weights): the spill adds no SRAM.
 #[test]
 fn rowfused_core_passes_the_gates_and_lists_its_banks() {
     for blackbox in [false, true] {
         let rf = RowParams {
             keys: 64,
             macro_blackbox: blackbox,
+            spill: blackbox,
         };
         let cfg = CoreConfig {
             variant: Variant::Rowfused(rf),
@@ -261,6 +263,7 @@ fn rowfused_core_passes_the_gates_and_lists_its_banks() {
             variant: Variant::Rowfused(RowParams {
                 keys: 64,
                 macro_blackbox: false,
+                spill: true,
             }),
             ..small()
         };

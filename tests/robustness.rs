@@ -338,10 +338,11 @@ fn every_assertion_has_a_fault_that_fires_it() {
             vec![GlbNoHit, GlbStaleTag],
         ),
         // rowfused: its own phase order (every QK and max pass first) and its exp passes'
-        // rescale shift (0 against the row's final max).
+        // rescale shift (0 against the row's final max), with S arrays of two blocks and the
+        // spill (10 keys: three of a row's five blocks go through the scratch region).
         (
             "rowfused",
-            "variant = \"rowfused\"\nbc = 2\n[rowfused]\nkeys = 16\n".to_string(),
+            "variant = \"rowfused\"\nbc = 2\n[rowfused]\nkeys = 4\nspill = true\n".to_string(),
             "6",
             schedule.into_iter().chain([WrongRescale]).collect(),
         ),

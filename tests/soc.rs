@@ -380,6 +380,7 @@ fn rowfused_refuses_rows_longer_than_its_s_arrays() {
         variant: hdl::config::Variant::Rowfused(hdl::config::RowParams {
             keys: 32,
             macro_blackbox: false,
+            spill: false,
         }),
         ..small()
     };
@@ -390,6 +391,29 @@ fn rowfused_refuses_rows_longer_than_its_s_arrays() {
     let p = CoreParams::from_config(&cfg).unwrap();
     let (model, _) = simulate(&cfg, &Target::Top).unwrap();
     let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 43)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(launches >= 40, "{launches} launches");
+}
+
+/// rowfused with its spill on the top: S arrays of one block (8 keys), so every run's rows (11
+/// keys) send their second block through the scratch region at `S_ADDR`, which reaches the
+/// core; the launch contract holds, with a scratch region that reaches past 2^ADDR_BITS for a
+/// K_LEN past the S arrays refused at START among the paths.
+#[test]
+fn rowfused_spill_top_keeps_the_launch_contract() {
+    let cfg = CoreConfig {
+        name: "small_rowfused8_spill".into(),
+        variant: hdl::config::Variant::Rowfused(hdl::config::RowParams {
+            keys: 8,
+            macro_blackbox: false,
+            spill: true,
+        }),
+        ..small()
+    };
+    cfg.validate().unwrap();
+    let p = CoreParams::from_config(&cfg).unwrap();
+    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
+    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 53)
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(launches >= 40, "{launches} launches");
 }

@@ -140,6 +140,10 @@ pub struct ConfigArgs {
     /// power-of-two multiple of bc).
     #[arg(long)]
     pub row_keys: Option<u32>,
+    /// Override: rowfused spills the part of a row past `--row-keys` to the next level (the
+    /// GLB, else memory) instead of refusing a longer K.
+    #[arg(long)]
+    pub spill: bool,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -216,6 +220,9 @@ impl ConfigArgs {
         }
         if let Some(v) = self.row_keys {
             cfg.rowfused_mut("--row-keys")?.keys = v;
+        }
+        if self.spill {
+            cfg.rowfused_mut("--spill")?.spill = true;
         }
         cfg.validate()?;
         Ok(cfg)

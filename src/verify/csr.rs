@@ -195,7 +195,7 @@ fn outputs_differ(dut: &mut Dut, p: &CoreParams, m: &Csr) -> Option<String> {
     let got_varlen = dut.get_all("", &VarlenRegs::widths(p));
     let got_s = p
         .row
-        .s_in_memory()
+        .scratch()
         .then(|| ("s_addr".to_string(), dut.get("s_addr")));
     let mut values = got
         .named()

@@ -394,6 +394,7 @@ mod tests {
             Variant::Rowfused(RowParams {
                 keys: 2048,
                 macro_blackbox: true,
+                spill: true,
             }),
         ];
         for preset in crate::config::PRESETS {

@@ -206,12 +206,17 @@ impl CoreConfig {
                 self.mem_width,
                 row_beats,
                 self.bc,
-                self.variant.flow().s_in_memory(),
+                self.variant.flow().scratch(),
             ),
-            kv_max_rows: self.variant.flow().row_keys(),
+            kv_max_rows: self
+                .variant
+                .flow()
+                .row_keys()
+                .filter(|_| !self.variant.flow().spills()),
             // unfused: S (the larger) and P land a block at a time, a query row of the block
-            // per row, in the Q buffer's layout (a bank per PE row).
-            x: self.variant.flow().s_in_memory().then(|| {
+            // per row, in the Q buffer's layout (a bank per PE row); rowfused's spilled S the
+            // same way.
+            x: self.variant.flow().scratch().then(|| {
                 let per = self.row().scratch_per_beat().0.max(1);
                 LandingConfig {
                     rows: self.br,

@@ -151,7 +151,7 @@ impl CoreConfig {
             self.mem_width,
             self.kv_row_bytes(),
             self.bc,
-            self.variant.flow().s_in_memory(),
+            self.variant.flow().scratch(),
         )?;
         ensure!(
             self.mem_if == MemIf::Axi4

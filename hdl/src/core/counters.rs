@@ -6,6 +6,7 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
+use crate::array::pe_row::SpillRead;
 use crate::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
 use crate::iface::{Block, Ports};
 use crate::{and_all, bits_for, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
@@ -22,6 +23,7 @@ group! {
         glb_bank: Option<GlbBankSel<T>>,
         stall: Stall<T>,
         rows: Vec<RowActivity<T>>,
+        spill: Option<SpillRead<T>>,
     }
 }
 
@@ -57,6 +59,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         stall: Stall::widths(),
         rows: vec![RowActivity::widths(p); p.rows as usize],
+        spill: p.row.spills().then_some(SpillRead { read: 1 }),
     };
     let name = format!("{}_counters", p.module_name());
     let outputs = CountOut {
@@ -186,14 +189,21 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     };
     // Operand bits from the landing buffers: a QK step reads a Q lane per row and a K lane per
     // column, a PV step a V lane per column.
+    // rowfused's spill: a spilled block's exp sweep reads a score per row from the scratch
+    // landing buffer.
     let (qk_bits, pv_bits) = (ew * (rr + p.row.cols) as u64, ew * p.row.cols as u64);
-    let land_w = bits_for(qk_bits + pv_bits);
+    let x_bits = i.spill.map(|_| p.row.elem_bits().1 as u64 * rr as u64);
+    let land_w = bits_for(qk_bits + pv_bits + x_bits.unwrap_or(0));
     let (qk_l, pv_l, zero_l) = (
         m.lit(land_w, qk_bits),
         m.lit(land_w, pv_bits),
         m.zero(land_w),
     );
     let land = mux(i.qk_step, qk_l, zero_l) + mux(i.pv_step, pv_l, zero_l);
+    let land = match (i.spill, x_bits) {
+        (Some(x), Some(bits)) => land + mux(x.read, m.lit(land_w, bits), zero_l),
+        _ => land,
+    };
     // The GLB's traffic in bits (each access a memory beat), its conflict stalls and the K/V
     // beats that streamed past it; 0 without a GLB.
     let beat = p.dma.width as u64;

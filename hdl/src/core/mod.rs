@@ -508,7 +508,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     }
     m.discard(dma.q.status.block);
     m.discard(dma.q.status.next);
-    let counts = counter_file(m, parts, &seq, &dma, rows.activity, i);
+    let counts = counter_file(m, parts, &seq, &dma, (rows.activity, rows.spill), i);
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, X, O in that order).
     let mut error = m.zero(dma::error::BITS);
@@ -539,7 +539,7 @@ fn counter_file(
     parts: &Parts,
     seq: &SeqOut,
     dma: &dma::DmaOut,
-    rows: Vec<RowActivity>,
+    (rows, spill): (Vec<RowActivity>, Option<pe_row::SpillRead>),
     i: &CoreIn,
 ) -> counters::CountOut {
     let count_in = counters::CountIn {
@@ -559,6 +559,7 @@ fn counter_file(
         glb_bank: i.glb_bank,
         stall: seq.stall,
         rows,
+        spill,
     };
     m.instantiate(&parts.counters, "u_counters", &count_in)
 }
@@ -686,6 +687,9 @@ struct Rows {
     /// unfused: row 0's exp-sweep read of the scratch landing buffer (the rows sweep in
     /// lockstep).
     x_rd: Option<pe_row::ScratchRead>,
+    /// rowfused's spill: row 0's landing-buffer read of a spilled score (every row reads
+    /// one in the same cycle).
+    spill: Option<pe_row::SpillRead>,
 }
 
 /// unfused: the scratch landing buffer's read address {slot, query row, beat}: the PV step's P
@@ -723,6 +727,10 @@ fn scratch_address(
         }
         cat(&parts)
     };
+    if !p.row.s_in_memory() {
+        // rowfused's spill: S alone (P stays in the P banks).
+        return addr(sweep.ii, sweep.j, s_per);
+    }
     let pv = addr(p_rd.ii, p_rd.j, p_per);
     let sm = addr(sweep.ii, sweep.j, s_per);
     mux(p_rd.re, pv, sm)
@@ -753,6 +761,7 @@ fn pe_rows(
     let mut busy = m.zero(1);
     let mut s_free = vec![];
     let mut x_rd = None;
+    let mut spill = None;
     let (mut en, mut row, mut beat, mut data, mut activity) =
         (vec![], vec![], vec![], vec![], vec![]);
     for r in 0..p.rows {
@@ -794,6 +803,11 @@ fn pe_rows(
             (_, Some(rd)) => m.discard_all(&rd),
             _ => {}
         }
+        match (r, out.spill) {
+            (0, Some(sp)) => spill = Some(sp),
+            (_, Some(sp)) => m.discard_all(&sp),
+            _ => {}
+        }
         busy = busy | out.busy;
         s_free.push(out.s_free);
         en.push(out.st.we);
@@ -831,5 +845,6 @@ fn pe_rows(
         },
         activity,
         x_rd,
+        spill,
     }
 }

@@ -275,7 +275,7 @@ impl CoreIn<u32> {
             mem,
             m_axi,
             problem: Problem::widths(p),
-            s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
+            s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         }
     }

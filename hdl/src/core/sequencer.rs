@@ -28,7 +28,7 @@ use crate::fsm::Fsm;
 use crate::iface::{select, Block};
 use crate::pe::{PeOp, OP_BITS};
 use crate::pe_row::step_counter;
-use crate::{addr_bits, and_all, mux, Design, ModuleBuilder, RegHandle, Sig};
+use crate::{addr_bits, and_all, cat, mux, Design, ModuleBuilder, RegHandle, Sig};
 
 crate::states! {
     /// The main sequencer: per head, per query tile, run the tile's blocks, then hand the tile
@@ -58,9 +58,9 @@ pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
         v_next: 1,
         o_busy: 1,
         problem: Problem::widths(p),
-        s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
+        s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
         x: p.row
-            .s_in_memory()
+            .scratch()
             .then_some(ScratchStatus { ready: 1, busy: 1 }),
     }
 }
@@ -80,7 +80,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         sm_first: 1,
         sm_slot: 1,
         sm_second: 1,
-        sm_blk: p.row.blk_bits().max(1),
+        sm_blk: p.row.sm_blk_width(),
         sm_kbase: i,
         blk: i,
         pv_blk: i,
@@ -101,8 +101,8 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         p_rd: p.row.p_read_widths(),
         step: Step::widths(p),
         stall: Stall::widths(),
-        x: p.row.s_in_memory().then(|| p.dma.read_desc()),
-        wr: p.row.s_in_memory().then(|| p.dma.write_desc()),
+        x: p.row.scratch().then(|| p.dma.read_desc()),
+        wr: p.row.scratch().then(|| p.dma.write_desc()),
         pass: p.row.s_in_memory().then_some(ScratchPass { pv: 1 }),
     }
 }
@@ -211,9 +211,9 @@ impl Regs {
             reg("sm_done", iw),
         );
         let s_full = p.row.s_in_sram().then(|| reg("s_full", 1));
-        let unfused = p.row.s_in_memory();
-        let x_phase = unfused.then(|| reg("x_phase", 2));
-        let wr_off = unfused.then(|| reg("wr_off", aw));
+        let scratch = p.row.scratch();
+        let x_phase = scratch.then(|| reg("x_phase", 2));
+        let wr_off = scratch.then(|| reg("wr_off", aw));
         let pv = p.row.concurrent_phases().then(|| PvStream {
             run: reg("pv_run", 1),
             ii: reg("pv_ii", addr_bits(r.a)),
@@ -344,7 +344,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         sm_first: sm.first,
         sm_slot: sm.blk.bit(0),
         sm_second: sm.second,
-        sm_blk: sm.blk.trunc(p.row.blk_bits().max(1)),
+        sm_blk: sm_blk(p, &sm),
         sm_kbase: sm.kbase,
         blk: r.ph_blk.q,
         pv_blk,
@@ -367,16 +367,37 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         stall: ph.stall,
         x,
         wr,
-        pass: r.x_phase.map(|x| ScratchPass { pv: x.q.eq(2) }),
+        pass: r
+            .x_phase
+            .filter(|_| p.row.s_in_memory())
+            .map(|x| ScratchPass { pv: x.q.eq(2) }),
     }
 }
 
-/// unfused: the scratch region's descriptors. Each pass writes its block through the O
-/// channel as it finishes (S after a max pass, P after an exp pass; the next pass waits until
-/// the write is done), S at `s_addr` + j·rows·(bc·4) and P over it at `s_addr` + j·rows·(bc·2)
-/// (each row rounded up to a beat). The scratch channel reads the tile's S back once every S
-/// write is done (one descriptor, a block of the tile's rows per block, released as each exp
-/// pass finishes), then its P once every P write is done (released at each PV's last step).
+/// The softmax's block field for the rows: its place in the S array, and with `spill` above
+/// it whether it is past the array (the array holds blocks 0 .. C − 1 of a row).
+fn sm_blk(p: &CoreParams, sm: &Softmax) -> Sig {
+    let bb = p.row.blk_bits();
+    match sm.past {
+        Some(past) if bb == 0 => past,
+        Some(past) => cat(&[past, sm.blk.trunc(bb)]),
+        None => sm.blk.trunc(bb.max(1)),
+    }
+}
+
+/// The scratch region's descriptors.
+///
+/// unfused: each pass writes its block through the O channel as it finishes (S after a max
+/// pass, P after an exp pass; the next pass waits until the write is done), S at `s_addr` +
+/// j·rows·(bc·4) and P over it at `s_addr` + j·rows·(bc·2) (each row rounded up to a beat).
+/// The scratch channel reads the tile's S back once every S write is done (one descriptor, a
+/// block of the tile's rows per block, released as each exp pass finishes), then its P once
+/// every P write is done (released at each PV's last step).
+///
+/// rowfused with `spill`: only the blocks past the S array (j ≥ C) go out, S alone, after
+/// their max passes, at `s_addr` + (j − C)·rows·(bc·4); the scratch channel reads them back
+/// once every max pass is done (one descriptor of the nblk − C blocks, released as each of
+/// their exp passes finishes).
 #[allow(clippy::too_many_arguments)]
 fn scratch(
     m: &mut ModuleBuilder,
@@ -389,8 +410,8 @@ fn scratch(
     pv_last_step: Sig,
 ) -> (ReadDesc, WriteDesc) {
     let (iw, aw) = (p.index_bits, p.addr_bits);
-    let x_phase = r.x_phase.expect("unfused");
-    let wr_off = r.wr_off.expect("unfused");
+    let x_phase = r.x_phase.expect("a scratch region");
+    let wr_off = r.wr_off.expect("a scratch region");
     let (sb, pb) = p.row.scratch_row_bytes();
     let bytes = |m: &mut ModuleBuilder, p_pass: Sig| {
         let s16 = m.lit(ROW_BYTES_BITS, sb as u64);
@@ -398,6 +419,43 @@ fn scratch(
         mux(p_pass, p16, s16)
     };
     let stride = |b: Sig| b.resize(aw);
+    if let Some(past) = sm.past {
+        // rowfused with `spill`.
+        let tile_go = r.state.is(Seq::TileGo);
+        let zero_a = m.zero(aw);
+        let quiet = r.state.is(Seq::Run) & !i.o_busy & !x.busy;
+        let nblk = r.nblk.q;
+        let s_bytes = m.lit(ROW_BYTES_BITS, sb as u64);
+        let block_bytes = rows_valid.zext(aw).mul_lo(stride(s_bytes), aw);
+        let start = sm.finished & !sm.second & past;
+        let off_d = mux(tile_go, zero_a, wr_off.q + block_bytes);
+        reg_set(m, wr_off, off_d, start | tile_go);
+        let wr = WriteDesc {
+            start,
+            base: s_addr + wr_off.q,
+            stride: stride(s_bytes),
+            row_bytes: s_bytes,
+            rows: rows_valid,
+        };
+        let held = m.lit(iw, p.row.s_blocks() as u64);
+        let spilled = nblk - held;
+        let go = and_all(&[quiet, x_phase.q.eq(0), nblk.gt(held), r.sm_done.q.ge(nblk)]);
+        let one2 = m.lit(2, 1);
+        let zero2 = m.zero(2);
+        reg_set(m, x_phase, mux(tile_go, zero2, one2), go | tile_go);
+        m.discard(pv_last_step);
+        let xd = ReadDesc {
+            start: go,
+            base: s_addr,
+            stride: stride(s_bytes),
+            row_bytes: s_bytes,
+            rows: spilled.mul_lo(rows_valid, iw),
+            block_rows: rows_valid,
+            want: m.zero(1),
+            release: sm.finished & sm.second & past,
+        };
+        return (xd, wr);
+    }
     // The O channel: the block of the pass that just finished.
     let wr_bytes = bytes(m, sm.second);
     let block_bytes = rows_valid.zext(aw).mul_lo(stride(wr_bytes), aw);
@@ -471,7 +529,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         qk_more & qk_issued_n.lt(pv_issued_n + 2)
     };
     let pv_more = pv_issued_n.lt(qk_issued_n);
-    let sm_ahead = match (r.x_phase, i.x) {
+    let sm_ahead = match (r.x_phase.filter(|_| p.row.s_in_memory()), i.x) {
         // unfused: PV(j) reads P(j) from the scratch channel, once every exp pass is done.
         (Some(x_phase), Some(x)) => x_phase.q.eq(2) & x.ready,
         _ if two => r.sm_done.q.gt(pv_issued_n + r.nblk.q),
@@ -830,6 +888,8 @@ struct Softmax {
     /// softmax count, less the tile's blocks in an exp pass).
     second: Sig,
     blk: Sig,
+    /// rowfused with `spill`: that block is past the S array (j ≥ C).
+    past: Option<Sig>,
     /// The row engines run a block's softmax (from the cycle after `go` until they are idle).
     running: Sig,
     /// The softmax ends this cycle.
@@ -858,11 +918,23 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     };
     let qk_ready = r.qk_done.q.gt(r.sm_done.q) | second;
     let p_free = (r.pv_issued.q + 1).ge(blk);
-    let p_free = match (r.x_phase, i.x) {
+    let past = p.row.spills().then(|| {
+        let held = m.lit(p.index_bits, p.row.s_blocks() as u64);
+        blk.ge(held)
+    });
+    let p_free = match (r.x_phase, i.x, past) {
+        // rowfused with `spill`: a spilled block's max pass writes its S through the O
+        // channel's staging buffer (free once the last write is done); its exp pass reads S
+        // from the scratch channel (landed).
+        (Some(x_phase), Some(x), Some(past)) => {
+            let landed = x_phase.q.eq(1) & x.ready;
+            let ok = mux(second, p_free & landed, !i.o_busy);
+            mux(past, ok, p_free | !second)
+        }
         // unfused: no P bank. A pass writes its block through the O channel's staging buffer
         // (free once the last write is done), and an exp pass reads its S from the scratch
         // channel (landed).
-        (Some(x_phase), Some(x)) => {
+        (Some(x_phase), Some(x), None) => {
             let landed = x_phase.q.eq(1) & x.ready;
             !i.o_busy & (landed | !second)
         }
@@ -909,6 +981,7 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
         go: sm_go,
         second,
         blk,
+        past,
         running: sm_running.q,
         finished,
         first: first_block,

@@ -92,7 +92,7 @@ impl BatchIn<u32> {
             core_error: crate::dma::error::BITS,
             csr: Problem::widths(p),
             varlen: VarlenRegs::widths(p),
-            s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
+            s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             mem,
             core_mem_req,
             m_axi,
@@ -814,6 +814,15 @@ fn scratch_over(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, s_addr: S
     let (a, iw) = (p.addr_bits, p.index_bits);
     let w = a + iw + 20;
     let blocks = crate::arith::div_ceil_const(m, vals.k_len, p.bc() as u64);
+    // rowfused's spill: the blocks its S arrays hold take no scratch space.
+    let blocks = match super::regmap::scratch_held_blocks(p) {
+        0 => blocks,
+        held => {
+            let held = m.lit(blocks.width(), held);
+            let zero = m.zero(blocks.width());
+            mux(blocks.gt(held), blocks - held, zero)
+        }
+    };
     let per_block = m.lit(w, super::regmap::scratch_block_bytes(p));
     let span = blocks.zext(w).mul_lo(per_block, w);
     let last = (s_addr.zext(w) + span) - 1;

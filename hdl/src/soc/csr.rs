@@ -126,7 +126,7 @@ impl CsrOut<u32> {
             s_axil: AxilOut::widths(),
             problem: Problem::widths(p),
             varlen: VarlenRegs::widths(p),
-            s: p.row.s_in_memory().then_some(Scratch { addr: p.addr_bits }),
+            s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         }
     }
@@ -137,7 +137,7 @@ impl CsrOut<u32> {
 pub fn launch_ports(p: &CoreParams) -> Vec<(String, u32)> {
     let mut v = Problem::widths(p).named();
     v.extend(VarlenRegs::widths(p).named());
-    if p.row.s_in_memory() {
+    if p.row.scratch() {
         v.push(("s_addr".into(), p.addr_bits));
     }
     v
@@ -378,7 +378,7 @@ fn launch_outputs(
     };
     let values = Problem::widths(p).map("", &mut |n, w| port_value(n, w));
     let varlen_regs = VarlenRegs::widths(p).map("", &mut |n, w| port_value(n, w));
-    let scratch = p.row.s_in_memory().then(|| Scratch {
+    let scratch = p.row.scratch().then(|| Scratch {
         addr: port_value("s_addr", p.addr_bits),
     });
     let varlen = problem[&ProblemReg::Batch].any();

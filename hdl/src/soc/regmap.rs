@@ -70,9 +70,10 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
             "ROW_KEYS",
             p.row.flow().row_keys().map_or(max, u64::from),
             format!(
-                "the longest K_LEN (and varlen key length) the design runs: rowfused keeps a \
-                 query tile's whole rows of S, this many keys; a longer one stops the run with \
-                 ERR_CODE {} (TOO_LARGE). The fused designs: MAX_LEN",
+                "rowfused: the keys of a query tile's rows of S its S arrays hold; a longer \
+                 K_LEN (or varlen key length) stops the run with ERR_CODE {} (TOO_LARGE), or \
+                 with a scratch region (SCRATCH_BLOCK_BYTES > 0: spill) sends the blocks past \
+                 it to the scratch region. The other designs: MAX_LEN",
                 crate::dma::error::TOO_LARGE
             ),
         ),
@@ -83,7 +84,9 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
                 "unfused: bytes of the scratch region per block of Bc keys (Br rows of S, P \
                  written over it): a launch needs S_ADDR + ceil(K_LEN / Bc) * this within \
                  2^ADDR_BITS, else START is refused with ERR_CODE {ERR_ADDRESS} (ADDRESS); \
-                 0 in the other designs, which have no S_ADDR"
+                 rowfused with spill: the same per block past ROW_KEYS, S_ADDR + max(0, \
+                 ceil(K_LEN / Bc) - ROW_KEYS / Bc) * this; 0 in the other designs, which have \
+                 no S_ADDR"
             ),
         ),
         (
@@ -99,13 +102,27 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
     ]
 }
 
-/// unfused: bytes of the scratch region per block of keys (Br rows of S in whole beats); 0 in
-/// the other designs.
+/// unfused, and rowfused with `spill`: bytes of the scratch region per block of keys (Br rows
+/// of S in whole beats); 0 in the other designs.
 pub fn scratch_block_bytes(p: &CoreParams) -> u64 {
-    match p.row.s_in_memory() {
+    match p.row.scratch() {
         true => p.br() as u64 * p.row.scratch_row_bytes().0 as u64,
         false => 0,
     }
+}
+
+/// Blocks of a query tile's row of S that stay on chip and take no scratch space: rowfused's
+/// S array (with `spill`, the blocks past it go to the scratch region); 0 in unfused.
+pub fn scratch_held_blocks(p: &CoreParams) -> u64 {
+    match p.row.s_in_memory() {
+        true => 0,
+        false => p.row.s_blocks() as u64,
+    }
+}
+
+/// Bytes of the scratch region a launch with `blocks` blocks of keys needs.
+pub fn scratch_region_bytes(p: &CoreParams, blocks: u64) -> u64 {
+    blocks.saturating_sub(scratch_held_blocks(p)) * scratch_block_bytes(p)
 }
 
 /// What every launch does, whatever its path: the contract beside the register fields.
@@ -123,7 +140,8 @@ pub const RULES: [&str; 4] = [
      Q and O to base + (HEADS - 1) * head stride + (Q_LEN - 1) * row stride + row bytes, \
      K and V the same with their last head (HEADS - 1) / KV_GROUP and K_LEN (a tensor of no \
      rows reaches nothing), and in unfused the scratch region to S_ADDR + ceil(K_LEN / Bc) * \
-     SCRATCH_BLOCK_BYTES. In a varlen batch each sequence is checked so before it runs.",
+     SCRATCH_BLOCK_BYTES (rowfused with spill: its blocks past ROW_KEYS). In a varlen batch \
+     each sequence is checked so before it runs.",
     "Counters restart at each START (a varlen batch adds its sequences up); read a counter's \
      LO before its HI.",
 ];
@@ -209,7 +227,7 @@ impl ProblemReg {
 
     /// The value has a register in core `p`'s map (`S_ADDR`: unfused only).
     pub fn present(self, p: &CoreParams) -> bool {
-        self != ProblemReg::SAddr || p.row.s_in_memory()
+        self != ProblemReg::SAddr || p.row.scratch()
     }
 
     /// The problem values core `p`'s map has, in register order.
@@ -606,14 +624,15 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             ),
         ],
     ));
-    if p.row.s_in_memory() {
+    if p.row.scratch() {
         wide.extend(pairs(
             0x0D8,
             &[(
                 ProblemReg::SAddr,
                 "S_ADDR",
-                "byte address of the scratch region (unfused): S and P of a query tile between \
-                 its passes, SCRATCH_BLOCK_BYTES per block of Bc keys",
+                "byte address of the scratch region (unfused, rowfused with spill): S and P of \
+                 a query tile between its passes (rowfused: S of the blocks past ROW_KEYS), \
+                 SCRATCH_BLOCK_BYTES per block of Bc keys",
             )],
         ));
     }

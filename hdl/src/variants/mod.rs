@@ -99,6 +99,19 @@ pub trait Dataflow {
         None
     }
 
+    /// Rows of S longer than `row_keys` spill (rowfused with `spill`): the blocks past the S
+    /// array go through the scratch region (the O channel out, the scratch channel back), the
+    /// others stay in the array.
+    fn spills(&self) -> bool {
+        false
+    }
+
+    /// The design has the scratch region: S_ADDR, the scratch channel and its landing buffer,
+    /// and O writes flagged as the scratch region's (unfused, and rowfused with `spill`).
+    fn scratch(&self) -> bool {
+        self.s_in_memory() || self.spills()
+    }
+
     /// S and P go through memory between the passes of a tile (standard attention): the max
     /// sweep packs each block's S into the DMA's staging buffer, the exp sweep reads it back
     /// from the scratch channel's landing buffer and packs P into the staging buffer, and the

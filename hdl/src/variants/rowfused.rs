@@ -25,6 +25,13 @@ pub struct RowParams {
     /// Emit the S and P arrays as memory-macro blackboxes (`gen` and `synth` only).
     #[serde(rename = "macro")]
     pub macro_blackbox: bool,
+    /// Rows longer than `keys` spill: the blocks past the S array's capacity go to the next
+    /// level (the GLB's scratch region as far as it reaches, else memory) through the O
+    /// channel, and come back through the scratch channel for their exp pass. Without it such
+    /// a problem is refused. (Left out of a written config when off, so a design without it
+    /// keeps the header it had.)
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub spill: bool,
 }
 
 impl Default for RowParams {
@@ -32,6 +39,7 @@ impl Default for RowParams {
         RowParams {
             keys: 1024,
             macro_blackbox: false,
+            spill: false,
         }
     }
 }
@@ -64,6 +72,10 @@ impl Dataflow for RowParams {
         Some(self.keys)
     }
 
+    fn spills(&self) -> bool {
+        self.spill
+    }
+
     fn blackbox(&self) -> bool {
         self.macro_blackbox
     }
@@ -74,9 +86,10 @@ impl Dataflow for RowParams {
 
     fn row_name(&self) -> String {
         format!(
-            "_rf{}{}",
+            "_rf{}{}{}",
             self.keys,
-            if self.macro_blackbox { "m" } else { "" }
+            if self.macro_blackbox { "m" } else { "" },
+            if self.spill { "s" } else { "" }
         )
     }
 
@@ -92,6 +105,17 @@ impl Dataflow for RowParams {
             cfg.bc,
             cfg.bc.max(1) * blocks.max(1).next_power_of_two()
         );
+        if self.spill {
+            // A spilled block row of S (bc FP32 scores) goes through the O staging buffer, as
+            // unfused's S does.
+            ensure!(
+                cfg.bc <= cfg.head_dim,
+                "rowfused.spill writes the blocks past the S array through the O staging \
+                 buffer: bc = {} must not exceed head_dim = {}; lower bc, or leave spill out",
+                cfg.bc,
+                cfg.head_dim
+            );
+        }
         // The sequencer counts a tile's max and exp passes (2 per block) in index_bits.
         let most = (1u64 << cfg.index_bits) - 1;
         ensure!(

@@ -194,8 +194,8 @@ impl Batch {
         let cu_k = cu_q + 4 * (n as u64 + 1);
         let mut size = (cu_k + 4 * (n as u64 + 1)).next_multiple_of(4096);
         let mut lay = lay;
-        if p.row.s_in_memory() {
-            // unfused: one scratch region for the longest sequence (they run one at a time).
+        if p.row.scratch() {
+            // unfused (rowfused's spill): one scratch region for the longest sequence (they run one at a time).
             let longest = self.seqs.iter().map(|a| a.k_len).max().unwrap_or(0);
             lay.s = size;
             size += super::driver::scratch_bytes(p, longest).next_multiple_of(4096);

@@ -327,8 +327,9 @@ pub fn memory_image(
 ) -> Result<(Memory, Layout)> {
     a.validate(p)?;
     let mut lay = Layout::of(a);
-    if p.row.s_in_memory() {
-        // unfused: a tile's S (and P over it), after O.
+    if p.row.scratch() {
+        // unfused: a tile's S (and P over it), after O; rowfused's spill: the S past its
+        // arrays.
         lay.s = lay.size;
         lay.size += scratch_bytes(p, a.k_len).next_multiple_of(4096);
     }
@@ -345,10 +346,11 @@ pub fn memory_image(
     Ok((mem, lay))
 }
 
-/// unfused: bytes of the scratch region a problem with `k_len` keys needs: a tile's S, every
-/// block of Br rows of bc FP32 scores (rows rounded up to a beat).
+/// Bytes of the scratch region a problem with `k_len` keys needs: a tile's S, every block
+/// (rowfused with `spill`: every block past its S arrays) of Br rows of bc FP32 scores (rows
+/// rounded up to a beat).
 pub fn scratch_bytes(p: &CoreParams, k_len: usize) -> u64 {
-    k_len.div_ceil(p.bc() as usize) as u64 * hdl::soc::regmap::scratch_block_bytes(p)
+    hdl::soc::regmap::scratch_region_bytes(p, k_len.div_ceil(p.bc() as usize) as u64)
 }
 
 /// O starts as poison, so an output the core never writes cannot pass for a zero: 0xFF bytes
@@ -454,7 +456,7 @@ pub fn run_on(
         kv_group: a.group() as u64,
     };
     dut.set_all("", &problem);
-    if p.row.s_in_memory() {
+    if p.row.scratch() {
         dut.set("s_addr", addrs.s);
     }
     let (estimate, limit) = cycle_limit(p, a, timing, mem);

@@ -82,13 +82,10 @@ pub fn launches(p: &CoreParams) -> impl Strategy<Value = Vec<Launch>> {
         ),
         (1, Just(Path::Wraps).boxed()),
         (
-            2 * p.row.flow().row_keys().is_some() as u32,
+            2 * (p.row.flow().row_keys().is_some() && !p.row.spills()) as u32,
             Just(Path::LongRows).boxed(),
         ),
-        (
-            2 * p.row.s_in_memory() as u32,
-            Just(Path::ScratchWraps).boxed(),
-        ),
+        (2 * p.row.scratch() as u32, Just(Path::ScratchWraps).boxed()),
     ];
     let path =
         prop::strategy::Union::new_weighted(options.into_iter().filter(|(w, _)| *w > 0).collect());
@@ -120,10 +117,10 @@ pub fn directed(p: &CoreParams) -> Vec<Vec<Launch>> {
         paths.push(Path::BusError { decode: false });
         paths.push(Path::BusError { decode: true });
     }
-    if p.row.flow().row_keys().is_some() {
+    if p.row.flow().row_keys().is_some() && !p.row.spills() {
         paths.push(Path::LongRows);
     }
-    if p.row.s_in_memory() {
+    if p.row.scratch() {
         paths.push(Path::ScratchWraps);
     }
     let l = |path, wait| Launch { path, wait };
@@ -269,10 +266,15 @@ fn launch(
             (error::TOO_LARGE, false)
         }
         Path::ScratchWraps => {
-            // The scratch one beat below the top of the range: a tile's S takes more.
+            // The scratch one beat below the top of the range: a tile's S takes more
+            // (rowfused's spill: with a block past its S arrays).
             let at = (1u64 << p.addr_bits) - beat;
             drv.write("S_ADDR_LO", at & 0xFFFF_FFFF, &mut mem)?;
             drv.write("S_ADDR_HI", at >> 32, &mut mem)?;
+            if p.row.spills() {
+                let keys = p.row.flow().row_keys().expect("rowfused");
+                drv.write("K_LEN", keys as u64 + 1, &mut mem)?;
+            }
             (error::ADDRESS, true)
         }
     };

@@ -338,18 +338,20 @@ pub fn check_core_shape(
 /// reads a tile's S back in one descriptor of a block of the tile's rows per block of keys:
 /// their count must fit the index registers.
 pub fn check_row_keys(p: &CoreParams, k_len: usize) -> Result<()> {
-    if p.row.s_in_memory() {
-        let rows = k_len.div_ceil(p.bc() as usize) as u64 * p.br() as u64;
+    if p.row.scratch() {
+        let blocks = (k_len.div_ceil(p.bc() as usize) as u64)
+            .saturating_sub(hdl::soc::regmap::scratch_held_blocks(p));
+        let rows = blocks * p.br() as u64;
         let most = (1u64 << p.index_bits) - 1;
         ensure!(
             rows <= most,
-            "k_len = {k_len} is too long for unfused with index_bits = {}: a tile reads its S              back as {rows} rows (br = {} for each of the k_len / bc = {} blocks) and the              index registers count up to {most}; raise index_bits or shorten the sequence",
+            "k_len = {k_len} is too long for {} with index_bits = {}: a tile reads its S              back as {rows} rows (br = {} for each of the {blocks} blocks of bc keys that go              through the scratch region) and the index registers count up to {most}; raise              index_bits or shorten the sequence",
+            p.row.variant.name(),
             p.index_bits,
             p.br(),
-            k_len.div_ceil(p.bc() as usize)
         );
     }
-    if let Some(keys) = p.row.flow().row_keys() {
+    if let Some(keys) = p.row.flow().row_keys().filter(|_| !p.row.spills()) {
         ensure!(
             k_len <= keys as usize,
             "k_len = {k_len} is longer than the rows of S rowfused holds: its S arrays keep \

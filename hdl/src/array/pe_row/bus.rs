@@ -16,7 +16,8 @@ interface! {
     /// The softmax of a block (`sm_*`): start, the tile's first block, the block's parity (its
     /// S slot, P slot and shift), and in rowfused the pass (`second`: the exp pass over S
     /// already in the array; else the copy and the max sweep) and the block's place in the S
-    /// array (`blk`; both unused, and 0, in the other designs).
+    /// array (`blk`; both unused, and 0, in the other designs; with `spill` its top bit says
+    /// the block is past the array).
     pub struct SmCtl { start, first, slot, second, blk }
 }
 
@@ -50,6 +51,12 @@ interface! {
     pub struct ScratchRead { ii, j }
 }
 
+interface! {
+    /// rowfused with `spill`: the exp sweep reads a score of a spilled block from the scratch
+    /// landing buffer this cycle (counted as landing-buffer reads).
+    pub struct SpillRead { read }
+}
+
 group! {
     /// The row's inputs: its Q operand, the column bus (K or V), the V column bus, the causal
     /// masks of the QK phase's block, of the PV phase's block and of the softmax's block, the
@@ -81,6 +88,7 @@ group! {
         vlink_s, max_op, exp_op, row_update, recip_op, norm_op;
         st: RowStore<T>,
         x_rd: Option<ScratchRead<T>>,
+        spill: Option<SpillRead<T>>,
     }
 }
 
@@ -119,10 +127,10 @@ impl PeRowConfig {
                 first: 1,
                 slot: 1,
                 second: 1,
-                blk: self.blk_bits().max(1),
+                blk: self.sm_blk_width(),
             },
             ro: RoCtl { start: 1, zero: 1 },
-            x: self.s_in_memory().then_some(RowScratch {
+            x: self.scratch().then_some(RowScratch {
                 data: self.mem_width,
             }),
         }
@@ -164,10 +172,11 @@ impl PeRowConfig {
                 beat: self.beat_bits(),
                 data: self.mem_width,
             },
-            x_rd: self.s_in_memory().then(|| ScratchRead {
+            x_rd: self.scratch().then(|| ScratchRead {
                 ii: self.ii_bits(),
                 j: self.j_bits(),
             }),
+            spill: self.spills().then_some(SpillRead { read: 1 }),
         }
     }
 }

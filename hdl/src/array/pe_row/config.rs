@@ -42,7 +42,7 @@ impl PeRowConfig {
                 );
             }
         }
-        if self.s_in_memory() {
+        if self.scratch() {
             let (s, p) = self.scratch_per_beat();
             for (what, per) in [("scores", s), ("weights", p)] {
                 anyhow::ensure!(
@@ -92,6 +92,29 @@ impl PeRowConfig {
     /// read P from the landing buffer. No S array, no P bank.
     pub fn s_in_memory(&self) -> bool {
         self.flow().s_in_memory()
+    }
+
+    /// rowfused with `spill`: the blocks of a row past the S array go through the scratch
+    /// region (packed into the O staging buffer by their max sweep, which reads the PE
+    /// registers; read back from the scratch landing buffer by their exp sweep).
+    pub fn spills(&self) -> bool {
+        self.flow().spills()
+    }
+
+    /// The row has the scratch channel's landing buffer and packs S into the staging buffer
+    /// (unfused; rowfused with `spill`).
+    pub fn scratch(&self) -> bool {
+        self.flow().scratch()
+    }
+
+    /// Width of the softmax's block field (`sm_blk`): the block's place in the S array, and
+    /// with `spill` above it a bit that says the block is past the array.
+    pub fn sm_blk_width(&self) -> u32 {
+        if self.spills() {
+            self.blk_bits() + 1
+        } else {
+            self.blk_bits().max(1)
+        }
     }
 
     /// The sweeps read S a cycle after the visit (from an S array, or unfused's registered
@@ -177,14 +200,16 @@ impl PeRowConfig {
     /// and the sum update. The cycle model (`regflash::cycles`) runs the engine on this.
     /// rowfused's passes (`second`: the exp pass): the copy, `RE_INIT` on the tile's first
     /// block, and per query row the max sweep, `RE_MAX_WAIT` and the max update; or per query
-    /// row the max update, the exp sweep, the drain and the sum update.
-    pub fn softmax_cycles(&self, first: bool, second: bool) -> u32 {
+    /// row the max update, the exp sweep, the drain and the sum update. A block past
+    /// rowfused's S array (`spilled`, with `spill`) has no copy: its max sweep reads the PE
+    /// registers, as unfused's does.
+    pub fn softmax_cycles(&self, first: bool, second: bool, spilled: bool) -> u32 {
         let buffered = self.s_in_sram() as u32;
         let bc = self.bc();
         if self.two_pass() {
             // rowfused copies the block into its S array first; unfused's max sweep reads the
             // PE registers (registered) and packs S into the staging buffer as it goes.
-            let copy = self.s_in_sram() as u32 * self.a * bc;
+            let copy = (self.s_in_sram() && !spilled) as u32 * self.a * bc;
             return match second {
                 false => copy + first as u32 + self.a * (bc + 2),
                 true => self.a * (bc + 3 + self.drain_latency()),
@@ -193,6 +218,18 @@ impl PeRowConfig {
         buffered * self.a * bc
             + first as u32
             + self.a * (2 * bc + buffered + 3 + self.drain_latency())
+    }
+
+    /// Busy cycles of a max pass until the PE registers are free for the next QK (`s_free`):
+    /// the copy's (a·Bc), or with a spilled block's max sweep reading them, up to the last
+    /// row's last score.
+    pub fn s_free_cycles(&self, first: bool, spilled: bool) -> u32 {
+        let bc = self.bc();
+        if spilled {
+            first as u32 + (self.a - 1) * (bc + 2) + bc
+        } else {
+            self.a * bc
+        }
     }
 
     /// Cycles the engine is busy with a tile's readout: per query row the reciprocal's start,

@@ -39,6 +39,9 @@ pub(super) struct EngineRegs {
     /// in the S array (None elsewhere, and with one block).
     pub(super) second: Option<Sig>,
     pub(super) blk: Option<Sig>,
+    /// rowfused with `spill`: the block is past the S array (its max sweep reads the PE
+    /// registers and packs S for the staging buffer; its exp sweep reads the landing buffer).
+    pub(super) spill: Option<Sig>,
     pub(super) in_copy: Sig,
     pub(super) in_max: Sig,
     pub(super) in_exp: Sig,
@@ -54,9 +57,15 @@ impl EngineRegs {
         if !two {
             m.discard(i.sm.second);
         }
-        let blk = match cfg.blk_bits() {
+        let bb = cfg.blk_bits();
+        let spill = cfg
+            .spills()
+            .then(|| m.hold("spill", i.sm.blk.bit(bb), i.sm.start));
+        let blk = match bb {
             0 => {
-                m.discard(i.sm.blk);
+                if spill.is_none() {
+                    m.discard(i.sm.blk);
+                }
                 None
             }
             n => Some(m.hold("blk", i.sm.blk.slice(n - 1, 0), i.sm.start)),
@@ -64,6 +73,7 @@ impl EngineRegs {
         EngineRegs {
             second,
             blk,
+            spill,
             ii: m.reg("ii", cfg.ii_bits(), Some(0)),
             cc: m.reg("cc", addr_bits(cfg.cols), Some(0)),
             jj: m.reg("jj", cfg.jj_bits(), Some(0)),
@@ -124,6 +134,13 @@ pub(super) fn sequencing(
         c(Engine::SCopy)
     } else {
         after_copy
+    };
+    // rowfused with `spill`: a block past the S array skips the copy (its max sweep reads the
+    // PE registers).
+    let after_start = if cfg.spills() {
+        mux(i.sm.blk.bit(cfg.blk_bits()), after_copy, after_start)
+    } else {
+        after_start
     };
     // rowfused: the max pass (copy, then per query row the max sweep and update) or the exp
     // pass (per query row a max update against −Inf, which leaves the row's final max and a

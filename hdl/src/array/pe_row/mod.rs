@@ -180,8 +180,10 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
     // unfused: the staging buffer also takes the max sweep's S and the exp sweep's P (never in
     // the same cycle as each other or the readout's O).
+    // rowfused with `spill`: the max sweep's S of a spilled block.
     let st = match (sw.s_store, exp.p_store) {
-        (Some(s), Some(p)) => merge_stores(st, s, p),
+        (Some(s), Some(p)) => merge_stores(st, s, Some(p)),
+        (Some(s), None) => merge_stores(st, s, None),
         _ => st,
     };
     let idle = sequencing(
@@ -197,7 +199,10 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
     // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
     // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
-    let reading = if cfg.s_in_sram() {
+    let reading = if let Some(sp) = e.spill {
+        // A spilled block's max sweep reads the PE registers instead of a copy.
+        or_all(&[e.in_copy, e.in_ro, e.in_max & sp])
+    } else if cfg.s_in_sram() {
         e.in_copy | e.in_ro
     } else if cfg.s_in_memory() {
         e.in_max | e.in_ro
@@ -238,15 +243,25 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         norm_op: e.in_ro,
         st,
         x_rd: sw.x_rd,
+        spill: e.spill.map(|sp| SpillRead {
+            read: e.in_exp & sp,
+        }),
     }
 }
 
-/// The staging writes of the readout (O), the max sweep (S) and the exp sweep (P), which never
-/// write in the same cycle.
-fn merge_stores(o: RowStore, s: RowStore, p: RowStore) -> RowStore {
-    let pick = |f: fn(&RowStore) -> Sig| mux(o.we, f(&o), mux(s.we, f(&s), f(&p)));
+/// The staging writes of the readout (O), the max sweep (S) and the exp sweep (P, unfused),
+/// which never write in the same cycle.
+fn merge_stores(o: RowStore, s: RowStore, p: Option<RowStore>) -> RowStore {
+    let rest = |f: fn(&RowStore) -> Sig| match &p {
+        Some(p) => mux(s.we, f(&s), f(p)),
+        None => f(&s),
+    };
+    let pick = |f: fn(&RowStore) -> Sig| mux(o.we, f(&o), rest(f));
     RowStore {
-        we: o.we | s.we | p.we,
+        we: match &p {
+            Some(p) => o.we | s.we | p.we,
+            None => o.we | s.we,
+        },
         row: pick(|x| x.row),
         beat: pick(|x| x.beat),
         data: pick(|x| x.data),

@@ -177,8 +177,13 @@ pub(super) fn sweep_read(
     // rowfused: the block's place in the query row's S.
     let above: Vec<Sig> = std::iter::once(e.ii.q).chain(e.blk).collect();
     let addr = word.address(&above);
-    // A word's first score is read with it; the word is written with its last score.
+    // A word's first score is read with it; the word is written with its last score. A
+    // spilled block's sweeps never read the array.
     let re = word.at_first(e.in_max | e.in_exp);
+    let re = match e.spill {
+        Some(sp) => re & !sp,
+        None => re,
+    };
     let we = word.at_last(e.in_copy);
     let ins = SramIn {
         we,
@@ -195,20 +200,88 @@ pub(super) fn sweep_read(
         e.cc.q.eq((cfg.cols - 1) as u64),
         e.ii.q.eq((cfg.a - 1) as u64),
     ]);
+    // (Created in this order, as before `spill`: the other designs' Verilog is unchanged.)
+    let masked = m.delay("masked_rd", masked);
+    let in_max = m.delay("max_rd", e.in_max);
+    let in_exp = m.delay("exp_rd", e.in_exp);
+    let (ii, cc, jj) = (
+        m.delay("ii_rd", e.ii.q),
+        m.delay("cc_rd", e.cc.q),
+        m.delay("jj_rd", e.jj.q),
+    );
+    // rowfused with `spill`: a block past the array is read from the PE registers (max
+    // sweep, which packs it for the staging buffer and frees the registers at its end) or
+    // from the scratch landing buffer (exp sweep).
+    let (value, copying, s_store, x_rd) = match e.spill {
+        Some(sp) => {
+            let (landed, x_rd) = scratch_read(m, cfg, i, e, pe_value, j);
+            let value = mux(sp, landed, value);
+            let store = pack_scores(m, cfg, "s_pack", value, in_max & sp, (ii, cc, jj));
+            (value, e.in_copy | (e.in_max & sp), Some(store), Some(x_rd))
+        }
+        None => (value, e.in_copy, None, None),
+    };
     SweepRead {
         value,
-        masked: m.delay("masked_rd", masked),
-        in_max: m.delay("max_rd", e.in_max),
-        in_exp: m.delay("exp_rd", e.in_exp),
-        ii: m.delay("ii_rd", e.ii.q),
-        cc: m.delay("cc_rd", e.cc.q),
-        jj: m.delay("jj_rd", e.jj.q),
-        copied: m.name("s_copied", e.in_copy & at_end),
+        masked,
+        in_max,
+        in_exp,
+        ii,
+        cc,
+        jj,
+        copied: m.name("s_copied", copying & at_end),
         s_read: re,
         s_write: we,
-        s_store: None,
-        x_rd: None,
+        s_store,
+        x_rd,
     }
+}
+
+/// The scratch path's read, a cycle after the visit: in an exp sweep the row's lane of the
+/// scratch landing buffer (the core drives the buffer's address from the returned read),
+/// else the PE register.
+fn scratch_read(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    i: &RowIn,
+    e: &EngineRegs,
+    pe_value: Sig,
+    j: Sig,
+) -> (Sig, ScratchRead) {
+    let data = i.x.expect("a scratch landing buffer").data;
+    let acc = cfg.elem_bits().1;
+    let per = cfg.scratch_per_beat().0;
+    if per * acc < data.width {
+        m.discard(data.slice(data.width - 1, per * acc));
+    }
+    let lb = per.trailing_zeros();
+    let lane = (lb > 0).then(|| j.slice(lb - 1, 0));
+    let landed = element(data.slice(per * acc - 1, 0), acc, lane);
+    let read = mux(e.in_exp, landed, pe_value);
+    let value = m.delay("s_value_rd", read);
+    (value, ScratchRead { ii: e.ii.q, j })
+}
+
+/// The staging write of the scores a max sweep packs (`pack`, a cycle after the visit at
+/// query row, PE and key `(ii, cc, jj)`): S leaves in beats of `per` scores, key j is lane
+/// j % per of beat j / per, written with its beat's last score.
+fn pack_scores(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    name: &str,
+    value: Sig,
+    pack: Sig,
+    (ii, cc, jj): (Sig, Sig, Sig),
+) -> RowStore {
+    let per = cfg.scratch_per_beat().0;
+    let j_rd = key_index(m, cfg, cc, jj);
+    let word = Word::of(cfg, j_rd, per);
+    let packed = gather(m, name, value, pack, per);
+    let store = staging_store(m, cfg, &word, word.at_last(pack), ii, packed);
+    if let Some((f, _, _)) = word.field {
+        m.discard(f);
+    }
+    store
 }
 
 /// unfused's sweeps, a cycle after the visit: the max sweep reads the PE register (and packs
@@ -223,32 +296,15 @@ fn sweep_scratch(
     pe_value: Sig,
     masked: Sig,
 ) -> SweepRead {
-    let data = i.x.expect("unfused has a scratch landing buffer").data;
-    let acc = cfg.elem_bits().1;
-    let per = cfg.scratch_per_beat().0;
-    if per * acc < data.width {
-        m.discard(data.slice(data.width - 1, per * acc));
-    }
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
-    let lb = per.trailing_zeros();
-    let lane = (lb > 0).then(|| j.slice(lb - 1, 0));
-    let landed = element(data.slice(per * acc - 1, 0), acc, lane);
-    let read = mux(e.in_exp, landed, pe_value);
-    let value = m.delay("s_value_rd", read);
+    let (value, x_rd) = scratch_read(m, cfg, i, e, pe_value, j);
     let in_max = m.delay("max_rd", e.in_max);
     let (ii, cc, jj) = (
         m.delay("ii_rd", e.ii.q),
         m.delay("cc_rd", e.cc.q),
         m.delay("jj_rd", e.jj.q),
     );
-    // S leaves in beats of `per` scores: key j is lane j % per of beat j / per.
-    let j_rd = key_index(m, cfg, cc, jj);
-    let word = Word::of(cfg, j_rd, per);
-    let packed = gather(m, "s_gather", value, in_max, per);
-    let s_store = staging_store(m, cfg, &word, word.at_last(in_max), ii, packed);
-    if let Some((f, _, _)) = word.field {
-        m.discard(f);
-    }
+    let s_store = pack_scores(m, cfg, "s_gather", value, in_max, (ii, cc, jj));
     let zero = m.zero(1);
     SweepRead {
         value,
@@ -264,7 +320,7 @@ fn sweep_scratch(
         s_read: e.in_exp,
         s_write: in_max,
         s_store: Some(s_store),
-        x_rd: Some(ScratchRead { ii: e.ii.q, j }),
+        x_rd: Some(x_rd),
     }
 }
 
