@@ -1224,8 +1224,8 @@ pub fn extrapolate(
 /// head of `s`, one whose region holds the same fraction of the probe's keys (in beats, at
 /// least one: the model needs no whole blocks), so that the probes stay on the same side of
 /// the capacity knee and a tile's hit and streamed parts keep their proportions; unfused's
-/// scratch region the same against a tile's S, unless every probe (`smallest` the least) is
-/// already past its knee.
+/// scratch region the same against a tile's S, and rowfused's S arrays (with its spill)
+/// against the keys, unless every probe (`smallest` the least) is already past its knee.
 fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape, smallest: &Shape) -> CoreParams {
     let mut q = *p;
     if let Some(g) = q.dma.glb.as_mut() {
@@ -1247,6 +1247,15 @@ fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape, smallest: &Shape) -> Cor
                 let beats = (share * tile_s(probe.k_len) as f64).round();
                 g.scratch_beats = beats.max(1.0) as u32;
             }
+        }
+    }
+    // rowfused's spill: the S arrays' capacity likewise, in whole blocks, against the keys.
+    if let hdl::config::Variant::Rowfused(r) = &mut q.row.variant {
+        let keys = r.keys as usize;
+        if r.spill && s.k_len > keys && smallest.k_len < keys {
+            let bc = p.bc() as usize;
+            let blocks = (keys / bc) as f64 * probe.k_len as f64 / s.k_len as f64;
+            r.keys = (blocks.round().max(1.0) as usize * bc) as u32;
         }
     }
     q
