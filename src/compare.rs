@@ -26,17 +26,20 @@ pub enum RunKind {
     Reg3d,
     Reg3dIso,
     Rowfused,
+    /// rowfused with a fixed S array (`ComparePlan::spill_keys`) and its spill.
+    RowfusedSpill,
     Unfused,
 }
 
 /// The designs compared, in table order: (name, run, priced as stacked).
-pub const DESIGNS: [(&str, RunKind, bool); 7] = [
+pub const DESIGNS: [(&str, RunKind, bool); 8] = [
     ("buf2d", RunKind::Buf2d, false),
     ("3-D buffered", RunKind::Buf2d, true),
     ("reg2d", RunKind::Reg2d, false),
     ("reg3d", RunKind::Reg3d, false),
     ("reg3d iso-PE", RunKind::Reg3dIso, false),
     ("rowfused", RunKind::Rowfused, false),
+    ("rowfused (spill)", RunKind::RowfusedSpill, false),
     ("unfused", RunKind::Unfused, false),
 ];
 
@@ -50,6 +53,18 @@ pub fn rowfused_config(cfg: &CoreConfig, seq: usize) -> CoreConfig {
     {
         let bc = cfg.bc.max(1) as usize;
         r.keys = (seq.div_ceil(bc).next_power_of_two() * bc).min(u32::MAX as usize) as u32;
+    }
+    c
+}
+
+/// rowfused on the configuration's array with S arrays of a fixed `keys` keys a row and its
+/// spill: the row-materializing design whose rows past its buffer go to the next level (the
+/// GLB's scratch region, then DRAM).
+pub fn spill_config(cfg: &CoreConfig, keys: u32) -> CoreConfig {
+    let mut c = cfg.with_variant(VariantKind::Rowfused);
+    if let hdl::config::Variant::Rowfused(r) = &mut c.variant {
+        r.keys = keys;
+        r.spill = true;
     }
     c
 }
@@ -255,6 +270,8 @@ pub struct ComparePlan {
     /// Longer sequences are not simulated: their rows come from the schedule and the cycle
     /// model.
     pub max_sim_seq: usize,
+    /// rowfused (spill)'s S arrays: rows of this many keys.
+    pub spill_keys: u32,
 }
 
 /// Runs every (sequence length, RTL run) once, two at a time on a machine with two cores
@@ -271,6 +288,10 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         configs.push((RunKind::Reg3dIso, c));
     }
     configs.push((RunKind::Unfused, variant(VariantKind::Unfused)));
+    configs.push((
+        RunKind::RowfusedSpill,
+        spill_config(&plan.config, plan.spill_keys),
+    ));
     // rowfused simulated with rows of the longest simulated length (its counters do not
     // depend on the S arrays' depth), each length priced as the design sized for it.
     let longest_sim = plan
@@ -637,8 +658,11 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
           PEs per tier); reg3d iso-PE is reg3d with half the PEs per tier (half the columns, \
           or the rows), as many in total as the 2-D array. rowfused is the row-materializing \
           baseline (docs/baselines.md): its S arrays hold a tile's whole rows of S, sized for \
-          each length (its counters do not depend on the size; its energy does). speedup and \
-          energy reduction are against buf2d at the same sequence length.\n";
+          each length (its counters do not depend on the size; its energy does); rowfused \
+          (spill) has S arrays of a fixed --spill-keys keys a row and sends the blocks of a \
+          row past them through the scratch region (the GLB's upper half as far as it \
+          reaches, then DRAM) and back. speedup and energy reduction are against buf2d at the \
+          same sequence length.\n";
     s
 }
 
@@ -707,6 +731,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<(
         GREEN,
         BLACK,
         RGBColor(150, 90, 0),
+        RGBColor(230, 150, 30),
         RGBColor(0, 120, 120),
     ];
     // The base design's row at a row's length.

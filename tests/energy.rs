@@ -21,6 +21,8 @@ fn compare(dir: &ScratchDir, name: &str, extra: &[&str]) -> Value {
         "--seq",
         "40,64",
         "--causal",
+        "--spill-keys",
+        "32",
         "--report",
         path.to_str().unwrap(),
     ];
@@ -174,7 +176,7 @@ fn assert_components_consistent(r: &Value) {
     let design = r["design"].as_str().unwrap();
     assert_eq!(
         component(r, "sram") > 0.0,
-        design.contains("buf") || design == "rowfused",
+        design.contains("buf") || design.starts_with("rowfused"),
         "{design}"
     );
     assert_eq!(
@@ -226,8 +228,40 @@ fn assert_rowfused_is_buf2d_reordered(rows: &[Value]) {
     }
 }
 
-/// Designs `compare` runs: buf2d, 3-D buffered, reg2d, reg3d, reg3d iso-PE, rowfused, unfused.
-const DESIGNS: usize = 7;
+/// Designs `compare` runs: buf2d, 3-D buffered, reg2d, reg3d, reg3d iso-PE, rowfused, rowfused
+/// (spill), unfused.
+const DESIGNS: usize = 8;
+
+/// Asserts that rowfused (spill) is rowfused with the blocks of a row past its S arrays (32
+/// keys: four blocks, so 40 and 64 keys spill one and four) through memory: the same MACs,
+/// MAC cycles and engine operations; fewer S-array accesses, the rest read from the landing
+/// buffer; the spilled S out and back (as many beats read as written, on top of rowfused's).
+fn assert_spill_round_trips(rows: &[Value]) {
+    for at in rows.chunks(DESIGNS) {
+        let (r, sp) = (&at[5], &at[6]);
+        assert_eq!(sp["design"], "rowfused (spill)");
+        for n in [
+            "macs",
+            "mac_cycles",
+            "max_ops",
+            "exp_ops",
+            "p_buf_reads",
+            "rf_reads",
+        ] {
+            assert_eq!(sp["counters"][n], r["counters"][n], "{n}");
+        }
+        let less = |n: &str| counter_of(r, n) - counter_of(sp, n);
+        let extra = |n: &str| counter_of(sp, n) - counter_of(r, n);
+        // Each spilled score: not copied in (one write), not read twice, read once from the
+        // landing buffer (32 bits).
+        assert!(less("s_buf_writes") > 0.0);
+        assert_eq!(less("s_buf_reads"), 2.0 * less("s_buf_writes"));
+        assert_eq!(extra("land_read_bits"), 32.0 * less("s_buf_writes"));
+        assert!(extra("read_beats") > 0.0);
+        assert_eq!(extra("read_beats"), extra("write_beats"));
+        assert!(component(sp, "dram") > component(r, "dram"));
+    }
+}
 
 /// Asserts that unfused is rowfused's order with S and P through memory: the same MACs and
 /// MAC cycles, more cycles; every S and P beat both ways (as many read as written, on top of
@@ -235,7 +269,7 @@ const DESIGNS: usize = 7;
 /// storage in its energy, more DRAM.
 fn assert_unfused_round_trips(rows: &[Value]) {
     for at in rows.chunks(DESIGNS) {
-        let (r, u) = (&at[5], &at[6]);
+        let (r, u) = (&at[5], &at[7]);
         assert_eq!(u["design"], "unfused");
         for n in ["macs", "mac_cycles", "max_ops", "exp_ops"] {
             assert_eq!(u["counters"][n], r["counters"][n], "{n}");
@@ -367,9 +401,10 @@ fn compare_energies_follow_from_counters_and_the_table() {
     assert_eq!(
         rows.len(),
         2 * DESIGNS,
-        "seven designs at two sequence lengths"
+        "eight designs at two sequence lengths"
     );
     assert_rowfused_is_buf2d_reordered(rows);
+    assert_spill_round_trips(rows);
     assert_unfused_round_trips(rows);
     assert_claims(&std::fs::read_to_string(&md).unwrap());
     for r in rows {

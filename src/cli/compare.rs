@@ -35,6 +35,11 @@ pub struct CompareArgs {
     /// Override: the global buffer's capacity in bytes (glb_bytes; 0: none).
     #[arg(long)]
     pub glb_bytes: Option<u64>,
+    /// rowfused (spill)'s S arrays: rows of this many keys (a power-of-two number of Bc
+    /// blocks); the blocks of a row past them spill to the next level. Default: the
+    /// configuration's `[rowfused] keys` (1024 unless set).
+    #[arg(long)]
+    pub spill_keys: Option<u32>,
     /// Write every row as JSON (energies, prices, counters).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -118,6 +123,9 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         timing: args.run.timing(),
         table: table.clone(),
         max_sim_seq: args.max_sim_seq,
+        spill_keys: args
+            .spill_keys
+            .unwrap_or(config.variant.rowfused().copied().unwrap_or_default().keys),
     };
     let mut rows = compare::run_glb(&plan, args.glb, |r| {
         eprintln!(
