@@ -514,6 +514,8 @@ fn sim_and_bench_refuse_bad_input_clearly() {
             vec!["--variant", "rowfused", "--row-keys", "64", "--seq", "65"],
             "raise keys to 128 or more",
         ),
+        // Its spill on another variant.
+        (vec!["--spill"], "--spill applies to rowfused only"),
     ]
     .into_iter()
     .map(|(args, want)| (args.into_iter().map(String::from).collect(), want))

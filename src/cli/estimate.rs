@@ -77,7 +77,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     println!(
         "regflash estimate: {} {} ({}x{} PEs{}), {} head(s), {}, clock {} MHz\n",
         cfg.name,
-        cfg.variant,
+        cfg.variant.label(),
         cfg.rows,
         cfg.cols,
         if p.row.mac_tiers() > 1 {

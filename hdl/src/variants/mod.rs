@@ -351,14 +351,15 @@ impl Variant {
         self.flow().tiers()
     }
 
-    /// A short label: the name, and reg3d's tiers and narrow S links (`reg3d ×3, 8-bit
-    /// links`).
+    /// A short label: the name, reg3d's tiers and narrow S links (`reg3d ×3, 8-bit links`),
+    /// rowfused's spill.
     pub fn label(&self) -> String {
         match self {
             Variant::Reg3d(s) if s.tiers == 3 && s.vlink_bits < 32 => {
                 format!("reg3d ×3, {}-bit links", s.vlink_bits)
             }
             Variant::Reg3d(s) if s.tiers == 3 => "reg3d ×3".into(),
+            Variant::Rowfused(r) if r.spill => "rowfused (spill)".into(),
             v => v.name().into(),
         }
     }

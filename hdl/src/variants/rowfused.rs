@@ -130,3 +130,25 @@ impl Dataflow for RowParams {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spill's block rows of S go through the O staging buffer's rows (head_dim FP32
+    /// values): a wider block is refused with what to change; without the spill it runs.
+    #[test]
+    fn spill_needs_block_rows_that_fit_the_staging_buffer() {
+        let mut cfg = CoreConfig::preset("small").unwrap();
+        cfg.head_dim = 4;
+        cfg.bc = 8;
+        let mut r = RowParams {
+            keys: 64,
+            ..RowParams::default()
+        };
+        r.validate(&cfg).unwrap();
+        r.spill = true;
+        let e = r.validate(&cfg).unwrap_err().to_string();
+        assert!(e.contains("bc = 8 must not exceed head_dim = 4"), "{e}");
+    }
+}
