@@ -203,17 +203,18 @@ fn small_rowfused_core_is_bit_exact() {
     scenarios(&rowfused(&small(), 512), 30, 300, 95);
 }
 
-/// rowfused with its spill: S arrays of 32 keys (four blocks), so the rows of most random
-/// problems (up to 300 keys) go past them, on the 64-bit port (a block row of S in four beats)
-/// with a 2 KiB GLB of four one-port banks: a tile's spilled S stays in the GLB's upper half
-/// for its first 128 beats (four blocks), the rest goes to memory. The testbench's memory
-/// counts what reaches it, against closed forms.
-#[test]
-fn small_rowfused_spill_core_is_bit_exact() {
-    let mut c = rowfused(&small(), 32);
-    c.rowfused_mut("spill").unwrap().spill = true;
+/// `c` on the 64-bit port (a block row of S in four beats, a Q, K or V row in four) with a
+/// 2 KiB GLB of four one-port banks (its scratch region 128 beats, K and V 16 keys each),
+/// checked over the directed scenarios and `cases` random ones; then one tile of 8 queries
+/// over `keys` keys, checked, whose run is returned.
+fn on_a_small_glb(
+    mut c: CoreConfig,
+    cases: u32,
+    seed: u64,
+    keys: usize,
+) -> regflash::verify::attention::CoreRun {
     c.mem_width = 64;
-    c.name += "_spill_w64_glb";
+    c.name += "_w64_glb";
     c.glb = hdl::glb::GlbParams {
         bytes: 2048,
         banks: 4,
@@ -222,16 +223,12 @@ fn small_rowfused_spill_core_is_bit_exact() {
     c.validate().unwrap();
     let (model, p) = core(&c);
     assert_eq!(p.dma.glb.map(|g| g.scratch_beats), Some(128));
-    model_scenarios(&model, &p, 40, 300, 97);
-    // One tile of 8 queries over 96 keys: blocks 4 .. 11 of its rows spill, 8 blocks x 8 rows
-    // x 4 beats of S, half of it in the GLB. Memory writes O (32 beats) and S's other half;
-    // it reads Q (32), K and V (384 each) and that half back; the GLB also fills 16 keys of K
-    // and of V (64 words each).
+    model_scenarios(&model, &p, cases, 300, seed);
     let a = Attention::generate(
         kernels::patterns::Pattern::Unit,
         1,
         8,
-        96,
+        keys,
         16,
         false,
         OutFormat::F16,
@@ -239,6 +236,23 @@ fn small_rowfused_spill_core_is_bit_exact() {
     );
     let (r, check) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
     assert!(check.ok(), "{check:?}");
+    r
+}
+
+/// rowfused with its spill: S arrays of 32 keys (four blocks), so the rows of most random
+/// problems (40, up to 300 keys) go past them, on the small GLB: a tile's spilled S stays in
+/// the GLB's upper half for its first 128 beats (four blocks), the rest goes to memory. The
+/// testbench's memory counts what reaches it, against closed forms.
+#[test]
+fn small_rowfused_spill_core_is_bit_exact() {
+    let mut c = rowfused(&small(), 32);
+    c.rowfused_mut("spill").unwrap().spill = true;
+    c.name += "_spill";
+    // One tile of 8 queries over 96 keys: blocks 4 .. 11 of its rows spill, 8 blocks x 8 rows
+    // x 4 beats of S, half of it in the GLB. Memory writes O (32 beats) and S's other half;
+    // it reads Q (32), K and V (384 each) and that half back; the GLB also fills 16 keys of K
+    // and of V (64 words each).
+    let r = on_a_small_glb(c, 40, 97, 96);
     assert_eq!(
         (r.memory.reads, r.memory.writes),
         (32 + 768 + 128, 32 + 128)
@@ -257,41 +271,16 @@ fn small_rowfused_spill_core_is_bit_exact() {
 
 /// Standard attention (S and P written to memory and read back between the passes, no S
 /// array and no P bank) on the same shapes (16 random problems), against its own model (the
-/// two-pass order), on a
-/// 64-bit port: a block row of S takes four beats and one of P two, and a Q, K or V row four
-/// (`variants_agree…` runs it on the 256-bit port: one beat each, P padded), with a 2 KiB GLB
-/// of four one-port banks: S and P's first 128 beats of each tile stay in its upper half (a
-/// tile's S past four blocks goes to memory), K and V keep 16 keys each in the lower half. The
-/// testbench's memory counts what reaches it, against closed forms.
+/// two-pass order), on the small GLB's 64-bit port: a block row of S takes four beats and one
+/// of P two (`variants_agree…` runs it on the 256-bit port: one beat each, P padded); S and
+/// P's first 128 beats of each tile stay in the GLB's upper half (a tile's S past four blocks
+/// goes to memory). The testbench's memory counts what reaches it, against closed forms.
 #[test]
 fn small_unfused_core_is_bit_exact() {
-    let mut c = unfused(&small());
-    c.mem_width = 64;
-    c.name += "_w64_glb";
-    c.glb = hdl::glb::GlbParams {
-        bytes: 2048,
-        banks: 4,
-        ..Default::default()
-    };
-    c.validate().unwrap();
-    let (model, p) = core(&c);
-    assert_eq!(p.dma.glb.map(|g| g.scratch_beats), Some(128));
-    model_scenarios(&model, &p, 16, 300, 96);
     // One tile of 8 queries over 64 keys: S is 8 blocks x 8 rows x 4 beats (32 bytes a block
     // row), half of it in the GLB; P (2 beats a block row) all of it. Memory writes O (32
     // beats) and S's other half; it reads Q (32), K and V (256 each) and that half back.
-    let a = Attention::generate(
-        kernels::patterns::Pattern::Unit,
-        1,
-        8,
-        64,
-        16,
-        false,
-        OutFormat::F16,
-        5,
-    );
-    let (r, check) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
-    assert!(check.ok(), "{check:?}");
+    let r = on_a_small_glb(unfused(&small()), 16, 96, 64);
     assert_eq!(
         (r.memory.reads, r.memory.writes),
         (32 + 512 + 128, 32 + 128)

@@ -388,9 +388,16 @@ fn rowfused_refuses_rows_longer_than_its_s_arrays() {
     let r =
         regflash::verify::run::verify_block(&cfg, "dma", 0, 5).unwrap_or_else(|e| panic!("{e:#}"));
     assert!(r.directed_vectors > 0, "{r:?}");
-    let p = CoreParams::from_config(&cfg).unwrap();
-    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
-    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 43)
+    top_keeps_the_launch_contract(&cfg, 43);
+}
+
+/// The top of `cfg` through six random launch sequences from `seed` and the directed ones: at
+/// least 40 launches, each ending as the launch contract says.
+fn top_keeps_the_launch_contract(cfg: &CoreConfig, seed: u64) {
+    cfg.validate().unwrap();
+    let p = CoreParams::from_config(cfg).unwrap();
+    let (model, _) = simulate(cfg, &Target::Top).unwrap();
+    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, seed)
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert!(launches >= 40, "{launches} launches");
 }
@@ -410,12 +417,7 @@ fn rowfused_spill_top_keeps_the_launch_contract() {
         }),
         ..small()
     };
-    cfg.validate().unwrap();
-    let p = CoreParams::from_config(&cfg).unwrap();
-    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
-    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 53)
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    assert!(launches >= 40, "{launches} launches");
+    top_keeps_the_launch_contract(&cfg, 53);
 }
 
 /// unfused's top: `S_ADDR` (its map only) reaches the core, and the launch contract holds
@@ -428,12 +430,7 @@ fn unfused_top_keeps_the_launch_contract() {
         variant: hdl::config::Variant::Unfused,
         ..small()
     };
-    cfg.validate().unwrap();
-    let p = CoreParams::from_config(&cfg).unwrap();
-    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
-    let (launches, _) = regflash::verify::attention::launches::check_launches(&model, &p, 6, 47)
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    assert!(launches >= 40, "{launches} launches");
+    top_keeps_the_launch_contract(&cfg, 47);
 }
 
 /// The C driver example, compiled against the generated header with `REGFLASH_IO_HOOKS` into a
