@@ -9,6 +9,7 @@ pub mod compare;
 pub mod cycles;
 pub mod design;
 pub mod docs;
+pub mod estimate;
 pub mod pricing;
 pub mod report;
 pub mod schedule;

@@ -526,6 +526,46 @@ pub fn run_full(
     Ok((report(cfg, &p, a, &run, &chk), run.out))
 }
 
+/// Runs `a` on the hardware model alone, no RTL: O from the bit-exact model (the heads on up
+/// to `threads` threads), the counters the schedule fixes with the cycle model's timing (which
+/// every RTL run matches exactly), checked against the f64 reference as an RTL run is; the
+/// report has an RTL run's fields.
+pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(SimReport, Vec<u32>)> {
+    let p = CoreParams::from_config(cfg)?;
+    a.validate(&p)?;
+    let (out, stats) = a.expected_on(&p, threads);
+    let accuracy = a.accuracy_on(&out, threads);
+    let timing = MemoryTiming::default();
+    let shape = a.shape();
+    let (counters, _) = crate::cycles::counters(&p, &shape, timing.model_timing());
+    let beat = (p.dma.width / 8) as u64;
+    let (reads, writes) = (counters["read_beats"], counters["write_beats"]);
+    let run = attention::CoreRun {
+        out: vec![],
+        counters,
+        glb_banks: shape.glb_banks(&p),
+        memory: verilator_tb::memory::MemoryStats {
+            reads,
+            writes,
+            bytes_read: reads * beat,
+            bytes_written: writes * beat,
+            ..Default::default()
+        },
+        assertion_failures: 0,
+        dma_error: 0,
+        timing,
+        axi: None,
+    };
+    let chk = attention::CoreCheck {
+        bit_mismatches: 0,
+        first_mismatch: None,
+        counter_errors: vec![],
+        stats,
+        accuracy,
+    };
+    Ok((report(cfg, &p, a, &run, &chk), out))
+}
+
 /// Runs a varlen batch on the top (through its registers; `BATCH` and the offset lists) and
 /// checks it: each sequence bit for bit and within the contract, the counters summed.
 pub fn run_batch(

@@ -28,26 +28,7 @@ pub struct EstimateArgs {
     pub report: Option<PathBuf>,
 }
 
-/// One estimated point.
-#[derive(Debug, Serialize)]
-pub struct EstimatePoint {
-    pub preset: String,
-    pub variant: String,
-    pub seq_len: usize,
-    pub heads: usize,
-    pub causal: bool,
-    pub cycles: u64,
-    /// MACs / (cycles × MAC PEs of every tier).
-    pub utilization: f64,
-    pub seconds: f64,
-    pub tokens_per_second: f64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// "exact (stepped cycle by cycle)" or the exact runs it was extrapolated from.
-    pub method: String,
-    pub counters: std::collections::BTreeMap<String, u64>,
-    pub energy: crate::pricing::EnergyReport,
-}
+pub use crate::estimate::EstimatePoint;
 
 pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     if let Some(path) = &args.report {
@@ -71,8 +52,6 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     };
     timing.validate()?;
     let mem = timing.model_timing();
-    let beat = (p.dma.width / 8) as u64;
-    let pes = (p.rows * p.row.cols * p.row.mac_tiers()) as f64;
     let mut points = vec![];
     println!(
         "regflash estimate: {} {} ({}x{} PEs{}), {} head(s), {}, clock {} MHz\n",
@@ -94,45 +73,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for &seq in &args.seq {
-        let shape = crate::schedule::Shape {
-            heads: args.heads,
-            q_len: seq,
-            k_len: seq,
-            head_dim: cfg.head_dim as usize,
-            causal: args.causal,
-            out_bytes: 2,
-            kv_group: 1,
-        };
-        crate::verify::attention::check_core_shape(
-            &p,
-            args.heads,
-            seq,
-            seq,
-            cfg.head_dim as usize,
-            kernels::flash::OutFormat::F16,
-        )
-        .with_context(|| format!("seq {seq} on {}", cfg.name))?;
-        let (counters, method) = crate::cycles::counters(&p, &shape, mem);
-        let cycles = counters["cycles"];
-        let tokens = (args.heads * seq) as u64;
-        let energy = crate::pricing::report(&table, &cfg, &counters, tokens, false);
-        let seconds = cycles as f64 / (cfg.clock_mhz * 1e6);
-        let point = EstimatePoint {
-            preset: cfg.name.clone(),
-            variant: cfg.variant.to_string(),
-            seq_len: seq,
-            heads: args.heads,
-            causal: args.causal,
-            cycles,
-            utilization: counters["macs"] as f64 / pes / cycles.max(1) as f64,
-            seconds,
-            tokens_per_second: tokens as f64 / seconds,
-            bytes_read: counters["read_beats"] * beat,
-            bytes_written: counters["write_beats"] * beat,
-            method: method.describe(),
-            counters,
-            energy,
-        };
+        let point = crate::estimate::point(&cfg, &p, &table, mem, (seq, args.heads, args.causal))?;
         println!(
             "| {} | {} | {:.1} % | {} | {:.3e} | {} | {} | {} | {} | {:.1} | {} |",
             seq,

@@ -220,13 +220,41 @@ impl Attention {
         }
     }
 
+    /// `f` of every head, in head order, on up to `threads` threads (heads split in runs).
+    fn per_head<T: Send>(&self, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+        let threads = threads.clamp(1, self.heads.max(1));
+        if threads == 1 {
+            return (0..self.heads).map(f).collect();
+        }
+        let per = self.heads.div_ceil(threads);
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let f = &f;
+                    s.spawn(move || {
+                        let end = ((t + 1) * per).min(self.heads);
+                        (t * per..end).map(f).collect::<Vec<T>>()
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .flat_map(|r| r.join().expect("a head's thread"))
+                .collect()
+        })
+    }
+
     /// The hardware model's output bits (heads × q_len × d) and its counts.
     pub fn expected(&self, p: &CoreParams) -> (Vec<u32>, FlashStats) {
+        self.expected_on(p, 1)
+    }
+
+    /// [`Attention::expected`], the heads on up to `threads` threads (the same bits).
+    pub fn expected_on(&self, p: &CoreParams, threads: usize) -> (Vec<u32>, FlashStats) {
         let cfg = self.flash_config(p);
-        let mut out = vec![];
+        let heads = self.per_head(threads, |h| flash_attention(&self.head(h), &cfg));
+        let mut out = Vec::with_capacity(self.heads * self.q_len * self.head_dim);
         let mut stats = FlashStats::default();
-        for h in 0..self.heads {
-            let (o, s) = flash_attention(&self.head(h), &cfg);
+        for (o, s) in heads {
             out.extend(o);
             stats.macs += s.macs;
             stats.masked_macs += s.masked_macs;
@@ -238,19 +266,24 @@ impl Attention {
 
     /// `out` (heads × q_len × d bits) against the f64 and plain FP16 references, head by head.
     pub fn accuracy(&self, out: &[u32]) -> Accuracy {
+        self.accuracy_on(out, 1)
+    }
+
+    /// [`Attention::accuracy`], the heads on up to `threads` threads.
+    pub fn accuracy_on(&self, out: &[u32], threads: usize) -> Accuracy {
         let got = decode(out, self.out);
         let n = self.q_len * self.head_dim;
-        (0..self.heads)
-            .map(|h| {
-                Accuracy::of_attention(
-                    &self.head(h),
-                    self.head_dim,
-                    self.causal,
-                    &got[h * n..(h + 1) * n],
-                )
-            })
-            .reduce(Accuracy::merge)
-            .unwrap_or_default()
+        self.per_head(threads, |h| {
+            Accuracy::of_attention(
+                &self.head(h),
+                self.head_dim,
+                self.causal,
+                &got[h * n..(h + 1) * n],
+            )
+        })
+        .into_iter()
+        .reduce(Accuracy::merge)
+        .unwrap_or_default()
     }
 
     pub fn out_bytes(&self) -> usize {

@@ -1,0 +1,54 @@
+"""Type stubs of regflash's Python API (see __init__.py for the documentation)."""
+
+from os import PathLike
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from ._native import Design as Design
+from ._native import RegflashError as RegflashError
+
+__all__ = ["FlashAttention", "Design", "RegflashError", "estimate"]
+
+class FlashAttention:
+    design: Design
+    head_dim: int
+    causal: bool
+    backend: str
+    layout: str
+    out_dtype: Optional[np.dtype]
+    threads: int
+    report: Optional[Dict[str, Any]]
+    def __init__(
+        self,
+        head_dim: int,
+        causal: bool = False,
+        *,
+        preset: Optional[str] = None,
+        config: Optional[Union[str, PathLike]] = None,
+        backend: str = "model",
+        variant: Optional[str] = None,
+        layout: str = "bhsd",
+        out_dtype: Any = None,
+        threads: Optional[int] = None,
+    ) -> None: ...
+    def __call__(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        *,
+        cu_seqlens_q: Optional[Sequence[int]] = None,
+        cu_seqlens_k: Optional[Sequence[int]] = None,
+    ) -> Any: ...
+
+def estimate(
+    seq: Union[int, Sequence[int]],
+    *,
+    head_dim: int = 128,
+    preset: Optional[str] = None,
+    config: Optional[Union[str, PathLike]] = None,
+    variant: Optional[str] = None,
+    heads: int = 1,
+    causal: bool = False,
+) -> Dict[str, Any]: ...

@@ -1,0 +1,36 @@
+"""Type stubs of the extension module regflash._native (python/src/lib.rs)."""
+
+from typing import List, Optional, Tuple
+
+class RegflashError(Exception): ...
+
+class Design:
+    def __init__(
+        self,
+        head_dim: int,
+        preset: Optional[str] = None,
+        config: Optional[str] = None,
+        variant: Optional[str] = None,
+    ) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def head_dim(self) -> int: ...
+    def toml(self) -> str: ...
+    def run(
+        self,
+        backend: str,
+        q: bytes,
+        k: bytes,
+        v: bytes,
+        heads: int,
+        kv_heads: int,
+        q_len: int,
+        k_len: int,
+        causal: bool,
+        out_f32: bool,
+        threads: int,
+    ) -> Tuple[bytes, str]: ...
+    def estimate(self, seq: List[int], heads: int = 1, causal: bool = False) -> str: ...

@@ -1,0 +1,244 @@
+//! `regflash._native`: the extension module under the Python package `regflash`
+//! (`python/pysrc/regflash`), built with maturin. It holds a design ([`Design`]: a preset or a
+//! config file, its variant) and runs attention on it: on the bit-exact hardware model, or on
+//! the design's RTL through Verilator. Tensors cross as little-endian FP16 bytes in (heads,
+//! seq, d) order; the Python side reshapes them from and to the caller's layout and type.
+//! Every error is a `regflash.RegflashError` carrying the message the CLI would print.
+
+use std::str::FromStr;
+
+use anyhow::{bail, ensure, Context, Result};
+use hdl::config::{CoreConfig, VariantKind, PRESETS};
+use kernels::flash::OutFormat;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use regflash::verify::attention::{Attention, MemoryTiming, TensorLayout};
+
+create_exception!(
+    _native,
+    RegflashError,
+    PyException,
+    "An input regflash cannot handle, or a run that is not correct; the message says what is \
+     wrong and how to fix it."
+);
+
+fn fail(e: anyhow::Error) -> PyErr {
+    RegflashError::new_err(format!("{e:#}"))
+}
+
+/// A regflash design: a configuration (a built-in preset or a TOML file) and its variant.
+#[pyclass(frozen, module = "regflash._native")]
+struct Design {
+    cfg: CoreConfig,
+}
+
+/// The preset built for `head_dim` (its PE columns hold d output columns), the smallest first.
+fn preset_for(head_dim: u32) -> Result<CoreConfig> {
+    let mut all: Vec<CoreConfig> = PRESETS
+        .iter()
+        .map(|n| CoreConfig::preset(n))
+        .collect::<Result<_>>()?;
+    all.sort_by_key(|c| c.rows * c.cols);
+    if let Some(c) = all.iter().find(|c| c.head_dim == head_dim) {
+        return Ok(c.clone());
+    }
+    let have: Vec<String> = all
+        .iter()
+        .map(|c| format!("{} (head_dim {})", c.name, c.head_dim))
+        .collect();
+    bail!(
+        "no built-in preset is built for head_dim = {head_dim}: the presets are {}; give \
+         config= a TOML file with head_dim = {head_dim} (regflash gen --help, presets/*.toml)",
+        have.join(", ")
+    )
+}
+
+impl Design {
+    fn resolve(
+        head_dim: u32,
+        preset: Option<&str>,
+        config: Option<&str>,
+        variant: Option<&str>,
+    ) -> Result<CoreConfig> {
+        let mut cfg = match (preset, config) {
+            (Some(_), Some(_)) => bail!("give preset= or config=, not both"),
+            (Some(name), None) => CoreConfig::preset(name)?,
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config file {path}"))?;
+                CoreConfig::from_toml_with_notes(&text)
+                    .with_context(|| format!("config file {path}"))?
+                    .0
+            }
+            (None, None) => preset_for(head_dim)?,
+        };
+        if let Some(v) = variant {
+            cfg = cfg.with_variant(VariantKind::from_str(v)?);
+        }
+        ensure!(
+            cfg.head_dim == head_dim,
+            "head_dim = {head_dim}, but {} is built for head_dim = {} (its PE columns hold d \
+             output columns): leave preset= out to take the preset built for {head_dim}, or \
+             give a config with head_dim = {head_dim}",
+            cfg.name,
+            cfg.head_dim
+        );
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_inner(
+        &self,
+        backend: &str,
+        (q, k, v): (&[u8], &[u8], &[u8]),
+        (heads, kv_heads, q_len, k_len): (usize, usize, usize, usize),
+        causal: bool,
+        out_f32: bool,
+        threads: usize,
+    ) -> Result<(Vec<u8>, String)> {
+        let bits = |b: &[u8], what: &str| -> Result<Vec<u16>> {
+            ensure!(
+                b.len().is_multiple_of(2),
+                "{what} must be FP16 bytes (an even count), got {}",
+                b.len()
+            );
+            Ok(b.chunks_exact(2)
+                .map(|x| u16::from_le_bytes([x[0], x[1]]))
+                .collect())
+        };
+        let a = Attention {
+            heads,
+            kv_heads,
+            layout: TensorLayout::Bhsd,
+            q_len,
+            k_len,
+            head_dim: self.cfg.head_dim as usize,
+            q: bits(q, "q")?,
+            k: bits(k, "k")?,
+            v: bits(v, "v")?,
+            causal,
+            out: if out_f32 {
+                OutFormat::F32
+            } else {
+                OutFormat::F16
+            },
+        };
+        let p = hdl::core::CoreParams::from_config(&self.cfg)?;
+        regflash::verify::attention::check_core_shape(&p, heads, q_len, k_len, a.head_dim, a.out)?;
+        let (mut report, out) = match backend {
+            "model" => regflash::sim::model_run(&self.cfg, &a, threads)?,
+            "rtl" => regflash::sim::run(&self.cfg, &a, &MemoryTiming::default(), |_, _| {})?,
+            b => bail!("unknown backend `{b}`: choose \"model\" or \"rtl\""),
+        };
+        report.with_energy(&kernels::energy::EnergyTable::default(), &self.cfg, false);
+        ensure!(
+            report.passed,
+            "the {backend} run is not correct: {}",
+            report.failures.join("; ")
+        );
+        let bytes = if out_f32 {
+            out.iter().flat_map(|x| x.to_le_bytes()).collect()
+        } else {
+            out.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect()
+        };
+        Ok((bytes, serde_json::to_string(&report)?))
+    }
+}
+
+#[pymethods]
+impl Design {
+    #[new]
+    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None))]
+    fn new(
+        head_dim: u32,
+        preset: Option<&str>,
+        config: Option<&str>,
+        variant: Option<&str>,
+    ) -> PyResult<Self> {
+        let cfg = Self::resolve(head_dim, preset, config, variant).map_err(fail)?;
+        Ok(Design { cfg })
+    }
+
+    /// The configuration's name (a preset's, or the file's `name`).
+    #[getter]
+    fn name(&self) -> String {
+        self.cfg.name.clone()
+    }
+
+    /// The variant and its knobs in short (`reg2d`, `reg3d ×3`, `rowfused (spill)`, ...).
+    #[getter]
+    fn variant(&self) -> String {
+        self.cfg.variant.label()
+    }
+
+    #[getter]
+    fn head_dim(&self) -> u32 {
+        self.cfg.head_dim
+    }
+
+    /// The whole configuration as TOML (what `regflash gen --config` reads).
+    fn toml(&self) -> String {
+        self.cfg.to_toml()
+    }
+
+    /// Attention of `heads` query heads over `kv_heads` K/V heads (FP16 bytes, (heads, q_len,
+    /// d) and (kv_heads, k_len, d)): the output bytes (FP16, or FP32 with `out_f32`) in (heads,
+    /// q_len, d) order and the run's report as JSON.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (backend, q, k, v, heads, kv_heads, q_len, k_len, causal, out_f32, threads))]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        backend: &str,
+        q: &[u8],
+        k: &[u8],
+        v: &[u8],
+        heads: usize,
+        kv_heads: usize,
+        q_len: usize,
+        k_len: usize,
+        causal: bool,
+        out_f32: bool,
+        threads: usize,
+    ) -> PyResult<(Bound<'py, PyBytes>, String)> {
+        let (q, k, v) = (q.to_vec(), k.to_vec(), v.to_vec());
+        let (bytes, report) = py
+            .detach(|| {
+                self.run_inner(
+                    backend,
+                    (&q, &k, &v),
+                    (heads, kv_heads, q_len, k_len),
+                    causal,
+                    out_f32,
+                    threads,
+                )
+            })
+            .map_err(fail)?;
+        Ok((PyBytes::new(py, &bytes), report))
+    }
+
+    /// The cycle model's and the energy table's figures for `heads` heads of `seq` tokens (each
+    /// length), as `regflash estimate --report` gives them: JSON.
+    #[pyo3(signature = (seq, heads=1, causal=false))]
+    fn estimate(
+        &self,
+        py: Python<'_>,
+        seq: Vec<usize>,
+        heads: usize,
+        causal: bool,
+    ) -> PyResult<String> {
+        py.detach(|| regflash::estimate::points(&self.cfg, &seq, heads, causal))
+            .and_then(|p| Ok(serde_json::to_string(&p)?))
+            .map_err(fail)
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Design>()?;
+    m.add("RegflashError", m.py().get_type::<RegflashError>())?;
+    Ok(())
+}

@@ -1,0 +1,168 @@
+"""regflash's Python API: the model backend against an independent f64 reference and the
+error contract, its layouts, grouped-query and varlen batches against their definitions, the
+RTL backend bit for bit against the model, the inputs it refuses, and estimate."""
+
+import numpy as np
+import pytest
+
+import regflash
+
+
+def reference(q, k, v, causal):
+    """Standard attention in f64 on (B, H, S, D) tensors, K/V heads shared by groups of Q
+    heads; a causal row sees keys up to its diagonal (bottom-right aligned)."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        seen = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+        s = np.where(seen, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m)
+    den = p.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bhkd->bhqd", p, v) / np.where(den > 0, den, 1.0)
+
+
+def tensors(shape_q, shape_kv, seed):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(shape_q).astype(np.float16)
+    k = rng.standard_normal(shape_kv).astype(np.float16)
+    v = rng.standard_normal(shape_kv).astype(np.float16)
+    return q, k, v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_model_meets_the_error_contract_against_an_independent_reference(causal):
+    # medium: d = 32 (MiniLM's head dimension); 70 queries over 90 keys, a partial tile.
+    q, k, v = tensors((2, 3, 70, 32), (2, 3, 90, 32), 1)
+    fa = regflash.FlashAttention(32, causal)
+    out = fa(q, k, v)
+    assert out.dtype == np.float16 and out.shape == q.shape
+    err = np.abs(out.astype(np.float64) - reference(q, k, v, causal)).max()
+    r = fa.report
+    assert r["passed"] and r["bit_exact"] and r["preset"] == "medium"
+    # The report's error is this error, measured by the Rust side's own f64 reference.
+    assert err == pytest.approx(r["max_abs_err"], rel=1e-9, abs=1e-12)
+    assert 0 < err <= r["max_abs_err_bound"] < 5e-3
+    # Cycles and counters from the cycle model and the schedule; energy from the table.
+    assert r["cycles"] >= r["ideal_cycles"] > 0
+    assert r["counters"]["macs"] > 0 and r["energy"]["total_pj"] > 0
+
+
+def test_layouts_and_out_dtype():
+    q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 2)
+    bhsd = regflash.FlashAttention(16)(q, k, v)
+    t = lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3))
+    bshd = regflash.FlashAttention(16, layout="bshd")(t(q), t(k), t(v))
+    assert np.array_equal(t(bshd).view(np.uint16), bhsd.view(np.uint16))
+    # FP32 inputs are rounded to FP16 as the core reads them, and give FP32 outputs (the
+    # core's FP32 output mode), which round to the FP16 outputs' neighbourhood.
+    wide = regflash.FlashAttention(16)(q.astype(np.float32), k, v)
+    assert wide.dtype == np.float32
+    assert np.abs(wide - bhsd.astype(np.float32)).max() <= 1e-3
+
+
+def test_grouped_query_attention_is_shared_kv_heads():
+    q, k, v = tensors((1, 4, 24, 16), (1, 2, 32, 16), 3)
+    fa = regflash.FlashAttention(16, True)
+    shared = fa(q, k, v)
+    assert fa.report["kv_heads"] == 2
+    full = fa(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))
+    assert np.array_equal(shared.view(np.uint16), full.view(np.uint16))
+
+
+def test_varlen_batch_is_its_sequences_one_by_one():
+    rng = np.random.default_rng(4)
+    lens_q, lens_k = [5, 0, 17], [9, 3, 17]
+    q = rng.standard_normal((sum(lens_q), 2, 16)).astype(np.float16)
+    k = rng.standard_normal((sum(lens_k), 2, 16)).astype(np.float16)
+    v = rng.standard_normal((sum(lens_k), 2, 16)).astype(np.float16)
+    cu_q, cu_k = np.cumsum([0] + lens_q), np.cumsum([0] + lens_k)
+    fa = regflash.FlashAttention(16, True)
+    out = fa(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    assert fa.report["passed"] and len(fa.report["sequences"]) == 2
+    for i in range(3):
+        if lens_q[i] == 0:
+            continue
+        one = lambda x, cu: x[cu[i] : cu[i + 1]].transpose(1, 0, 2)[None]
+        want = fa(one(q, cu_q), one(k, cu_k), one(v, cu_k))[0].transpose(1, 0, 2)
+        assert np.array_equal(out[cu_q[i] : cu_q[i + 1]].view(np.uint16), want.view(np.uint16))
+
+
+def test_dlpack_inputs_are_taken():
+    class Producer:
+        """Something that is not a numpy array but speaks DLPack (as a torch tensor does)."""
+
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    q, k, v = tensors((1, 1, 12, 16), (1, 1, 12, 16), 5)
+    fa = regflash.FlashAttention(16)
+    want = fa(q, k, v)
+    got = fa(Producer(q), Producer(k), Producer(v))
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_rtl_backend_is_bit_identical_to_the_model():
+    # small (d = 16): grouped-query and causal, a partial tile; the Verilator build is cached.
+    q, k, v = tensors((1, 2, 20, 16), (1, 1, 24, 16), 6)
+    model = regflash.FlashAttention(16, True)
+    rtl = regflash.FlashAttention(16, True, backend="rtl")
+    a, b = model(q, k, v), rtl(q, k, v)
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
+    # The RTL's counters are the model's: the schedule and the cycle model are exact.
+    assert rtl.report["passed"] and rtl.report["counters"] == model.report["counters"]
+
+
+@pytest.mark.parametrize(
+    "make, want",
+    [
+        (lambda: regflash.FlashAttention(24), "no built-in preset is built for head_dim = 24"),
+        (
+            lambda: regflash.FlashAttention(16, preset="medium"),
+            "medium is built for head_dim = 32",
+        ),
+        (lambda: regflash.FlashAttention(16, variant="reg4d"), "unknown variant `reg4d`"),
+        (lambda: regflash.FlashAttention(16, backend="gpu"), 'unknown backend "gpu"'),
+        (lambda: regflash.FlashAttention(16, config="/nonexistent.toml"), "cannot read config"),
+    ],
+)
+def test_bad_designs_are_refused_with_the_reason(make, want):
+    with pytest.raises(regflash.RegflashError, match=want):
+        make()
+
+
+def test_bad_inputs_are_refused_with_the_reason():
+    q, k, v = tensors((1, 2, 8, 16), (1, 2, 8, 16), 7)
+    fa = regflash.FlashAttention(16)
+    cases = [
+        ((q[0], k, v), "give a 4-D tensor"),
+        ((q, k[..., :8], v[..., :8]), "head dimension 8"),
+        ((q, k, v[:, :, :4]), "they must match"),
+        ((q, k[:, :1].repeat(3, 1), v[:, :1].repeat(3, 1)), "K/V heads"),
+        ((q.astype(np.float32) * 1e5, k, v), "beyond FP16's range"),
+        ((q.astype(np.int32), k, v), "give float16 or float32"),
+    ]
+    for args, want in cases:
+        with pytest.raises(regflash.RegflashError, match=want):
+            fa(*args)
+
+
+def test_estimate_returns_the_cycle_model_figures():
+    e = regflash.estimate([1024, 4096], head_dim=128, preset="seed", variant="reg3d")
+    assert e["design"] == "seed" and e["variant"] == "reg3d"
+    a, b = e["points"]
+    assert (a["seq_len"], b["seq_len"]) == (1024, 4096)
+    # Non-causal: the work grows as the square of the length (16×); the cycles a little
+    # less (a tile's fixed costs weigh less at 4,096).
+    assert 14 < b["cycles"] / a["cycles"] <= 16
+    assert 0 < a["utilization"] <= 1 and a["energy"]["total_pj"] > 0
