@@ -551,6 +551,23 @@ pub enum GlbRuns {
     Both,
 }
 
+/// The memory hierarchy of `cfg`'s rows in words ("a 4 MiB stacked GLB, DRAM behind it"),
+/// the claims table's hierarchy column (with `glb` none: no GLB).
+pub fn hierarchy(cfg: &CoreConfig, glb: GlbRuns) -> String {
+    let g = &cfg.glb;
+    match g.present() && glb != GlbRuns::None {
+        true => format!(
+            "a {} {} GLB, DRAM behind it",
+            match g.bytes % (1 << 20) {
+                0 => format!("{} MiB", g.bytes >> 20),
+                _ => format!("{} KiB", g.bytes / 1024),
+            },
+            format!("{:?}", g.placement).to_lowercase()
+        ),
+        false => "no GLB: DRAM behind the landing buffers".into(),
+    }
+}
+
 /// [`run`] with the plan's GLB, without it, or both: with both, the rows without the GLB
 /// follow each length's rows with it, their designs named "... (no GLB)", each set compared
 /// with its own buf2d.

@@ -220,6 +220,62 @@ impl Design {
         Ok((PyBytes::new(py, &bytes), report))
     }
 
+    /// `regflash compare` on this design's array: every variant at each length of `seq`
+    /// (simulated up to `max_sim_seq`, the schedule and the cycle model beyond), with the
+    /// design's GLB, without it, or both (`glb`: "config", "none", "both"); JSON `{"rows":
+    /// [...], "claims": [...]}` (the claims table's rows with `claims`).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None))]
+    fn compare(
+        &self,
+        py: Python<'_>,
+        seq: Vec<usize>,
+        causal: bool,
+        heads: usize,
+        max_sim_seq: usize,
+        glb: &str,
+        claims: bool,
+        spill_keys: Option<u32>,
+    ) -> PyResult<String> {
+        py.detach(|| -> Result<String> {
+            use regflash::compare::{self, GlbRuns};
+            let runs = match glb {
+                "config" => GlbRuns::Config,
+                "none" => GlbRuns::None,
+                "both" => GlbRuns::Both,
+                g => bail!("glb = \"{g}\": choose \"config\", \"none\" or \"both\""),
+            };
+            ensure!(heads >= 1, "heads must be at least 1");
+            let plan = compare::ComparePlan {
+                config: self.cfg.clone(),
+                seq_lens: seq,
+                causal,
+                heads,
+                seed: 1,
+                timing: MemoryTiming::default(),
+                table: kernels::energy::EnergyTable::default(),
+                max_sim_seq,
+                spill_keys: spill_keys.unwrap_or(
+                    self.cfg
+                        .variant
+                        .rowfused()
+                        .copied()
+                        .unwrap_or_default()
+                        .keys,
+                ),
+            };
+            let rows = compare::run_glb(&plan, runs, |_| {})?;
+            let claims = match claims {
+                true => regflash::claims::claims(&rows, &compare::hierarchy(&self.cfg, runs)),
+                false => vec![],
+            };
+            Ok(serde_json::to_string(
+                &serde_json::json!({ "rows": rows, "claims": claims }),
+            )?)
+        })
+        .map_err(fail)
+    }
+
     /// The cycle model's and the energy table's figures for `heads` heads of `seq` tokens (each
     /// length), as `regflash estimate --report` gives them: JSON.
     #[pyo3(signature = (seq, heads=1, causal=false))]

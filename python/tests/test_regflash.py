@@ -166,3 +166,29 @@ def test_estimate_returns_the_cycle_model_figures():
     # less (a tile's fixed costs weigh less at 4,096).
     assert 14 < b["cycles"] / a["cycles"] <= 16
     assert 0 < a["utilization"] <= 1 and a["energy"]["total_pj"] > 0
+
+
+def test_compare_returns_every_design_and_the_claims():
+    # small: 64 tokens simulated on the RTL (bit-checked), 2,048 from the schedule and the
+    # cycle model; rowfused (spill) with S arrays of 32 keys.
+    c = regflash.compare([64, 2048], head_dim=16, max_sim_seq=64, claims=True, spill_keys=32)
+    rows = c["rows"]
+    designs = [r["design"] for r in rows[:8]]
+    assert designs == [
+        "buf2d",
+        "3-D buffered",
+        "reg2d",
+        "reg3d",
+        "reg3d iso-PE",
+        "rowfused",
+        "rowfused (spill)",
+        "unfused",
+    ]
+    assert [r["source"] for r in rows] == ["rtl"] * 8 + ["model"] * 8
+    assert all(r["report"]["passed"] for r in rows[:8])
+    spill, sized = rows[8 + 6], rows[8 + 5]
+    # At 2,048 keys the spill sends 252 of a row's 256 blocks out and back.
+    assert spill["counters"]["write_beats"] > sized["counters"]["write_beats"]
+    verdicts = [r["verdict"] for r in c["claims"]]
+    assert len(verdicts) >= 11
+    assert all(v.startswith(("reproduced", "not reproduced", "not measured")) for v in verdicts)

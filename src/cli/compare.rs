@@ -147,18 +147,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         md += &compare::iso_area_table(&rows);
     }
     if args.claims {
-        let g = &config.glb;
-        let hierarchy = match g.present() && args.glb != crate::compare::GlbRuns::None {
-            true => format!(
-                "a {} {} GLB, DRAM behind it",
-                match g.bytes % (1 << 20) {
-                    0 => format!("{} MiB", g.bytes >> 20),
-                    _ => format!("{} KiB", g.bytes / 1024),
-                },
-                format!("{:?}", g.placement).to_lowercase()
-            ),
-            false => "no GLB: DRAM behind the landing buffers".into(),
-        };
+        let hierarchy = compare::hierarchy(&config, args.glb);
         md += "\n";
         md += &crate::claims::table(&crate::claims::claims(&rows, &hierarchy));
     }

@@ -27,7 +27,7 @@ import numpy as np
 from . import _native
 from ._native import RegflashError
 
-__all__ = ["FlashAttention", "Design", "RegflashError", "estimate"]
+__all__ = ["FlashAttention", "Design", "RegflashError", "estimate", "compare"]
 
 Design = _native.Design
 
@@ -271,3 +271,41 @@ def estimate(
     d = _native.Design(int(head_dim), preset, None if config is None else os.fspath(config), variant)
     points = json.loads(d.estimate([int(s) for s in seq], int(heads), bool(causal)))
     return {"design": d.name, "variant": d.variant, "points": points}
+
+
+def compare(
+    seq: Sequence[int],
+    *,
+    head_dim: int = 16,
+    preset: Optional[str] = None,
+    config: Optional[str] = None,
+    causal: bool = False,
+    heads: int = 1,
+    max_sim_seq: int = 4096,
+    glb: str = "config",
+    claims: bool = False,
+    spill_keys: Optional[int] = None,
+) -> Dict[str, Any]:
+    """``regflash compare`` as a dict: every variant (buf2d, 3-D buffered, reg2d, reg3d, reg3d
+    iso-PE, rowfused, rowfused (spill), unfused) on the design's array at each length of
+    ``seq``: lengths up to ``max_sim_seq`` simulated on the RTL (bit-checked), longer ones from
+    the schedule and the cycle model. ``glb``: the design's global buffer ("config"), none, or
+    both. Returns ``{"design", "rows": [one dict per design and length: cycles, counters,
+    energy, speedup and energy reduction against buf2d, source], "claims": [the claims table's
+    rows when claims=True]}``."""
+    if isinstance(seq, int):
+        seq = [seq]
+    d = _native.Design(int(head_dim), preset, None if config is None else os.fspath(config), None)
+    out = json.loads(
+        d.compare(
+            [int(s) for s in seq],
+            bool(causal),
+            int(heads),
+            int(max_sim_seq),
+            glb,
+            bool(claims),
+            None if spill_keys is None else int(spill_keys),
+        )
+    )
+    out["design"] = d.name
+    return out

@@ -8,7 +8,7 @@ import numpy as np
 from ._native import Design as Design
 from ._native import RegflashError as RegflashError
 
-__all__ = ["FlashAttention", "Design", "RegflashError", "estimate"]
+__all__ = ["FlashAttention", "Design", "RegflashError", "estimate", "compare"]
 
 class FlashAttention:
     design: Design
@@ -51,4 +51,18 @@ def estimate(
     variant: Optional[str] = None,
     heads: int = 1,
     causal: bool = False,
+) -> Dict[str, Any]: ...
+
+def compare(
+    seq: Union[int, Sequence[int]],
+    *,
+    head_dim: int = 16,
+    preset: Optional[str] = None,
+    config: Optional[Union[str, PathLike]] = None,
+    causal: bool = False,
+    heads: int = 1,
+    max_sim_seq: int = 4096,
+    glb: str = "config",
+    claims: bool = False,
+    spill_keys: Optional[int] = None,
 ) -> Dict[str, Any]: ...

@@ -34,3 +34,13 @@ class Design:
         threads: int,
     ) -> Tuple[bytes, str]: ...
     def estimate(self, seq: List[int], heads: int = 1, causal: bool = False) -> str: ...
+    def compare(
+        self,
+        seq: List[int],
+        causal: bool = False,
+        heads: int = 1,
+        max_sim_seq: int = 4096,
+        glb: str = "config",
+        claims: bool = False,
+        spill_keys: Optional[int] = None,
+    ) -> str: ...
