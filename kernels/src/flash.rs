@@ -102,38 +102,60 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
     let c = scale_constant(d);
     let mut out = vec![0u32; p.q_len * d];
     let mut stats = FlashStats::default();
-    // Row i's scores in the block from key `k_base` (masked: −Inf for the max), which keys are
-    // visible, and the MACs they took.
-    let scores = |i: usize, k_base: usize| {
-        let qi = &p.q[i * d..(i + 1) * d];
-        let mut s = vec![F32_NEG_INF; cfg.bc];
-        let mut visible = vec![false; cfg.bc];
+    // The operands widened once (exact), for the host-FPU MAC (`mac_native`, bit-exact with
+    // `mac` once a chain's result passes `canonical_nan`).
+    let wide =
+        |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(fp16_to_fp32(h))).collect() };
+    let (qf, kf, vf) = (wide(p.q), wide(p.k), wide(p.v));
+    // Row i's scores in the block from key `k_base` into `s` (masked: −Inf for the max) and
+    // which keys are visible into `visible`; returns the MACs they took.
+    let scores = |i: usize, k_base: usize, s: &mut [u32], visible: &mut [bool]| {
+        let qi = &qf[i * d..(i + 1) * d];
         let mut macs = 0u64;
-        for (jj, sj) in s.iter_mut().enumerate() {
+        for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
             let j = k_base + jj;
-            if mask.masked(i, j) {
+            *vis = !mask.masked(i, j);
+            if !*vis {
+                *sj = F32_NEG_INF;
                 continue;
             }
-            visible[jj] = true;
-            let kj = &p.k[j * d..(j + 1) * d];
-            *sj = qi
+            let kj = &kf[j * d..(j + 1) * d];
+            let acc = qi
                 .iter()
                 .zip(kj)
-                .fold(ACC_CLEAR, |acc, (&a, &b)| mac(acc, a, b));
+                .fold(f32::from_bits(ACC_CLEAR), |acc, (&a, &b)| {
+                    mac_native(acc, a, b)
+                });
+            *sj = canonical_nan(acc);
             macs += d as u64;
         }
-        (s, visible, macs)
+        macs
     };
+    let blocks = p.k_len.div_ceil(cfg.bc);
+    let (mut s, mut visible) = (vec![0u32; cfg.bc], vec![false; cfg.bc]);
+    let (mut weights, mut wide_w) = (vec![0u16; cfg.bc], vec![0u32; cfg.bc]);
+    // Two passes: a tile's rows of S, computed once in the max pass and read again by the exp
+    // pass (the same scores the hardware keeps in its S arrays or memory).
+    let two = cfg.softmax == SoftmaxPass::TwoPass;
+    let mut rows_s = vec![];
+    let mut rows_vis = vec![];
     for q_base in (0..p.q_len).step_by(cfg.br) {
         let rows = cfg.br.min(p.q_len - q_base);
         let mut state = vec![RowState::default(); rows];
         let mut o = vec![0u32; rows * d];
         let computed = |k_base: &usize| !mask.block_skipped(q_base, cfg.br, *k_base);
-        if cfg.softmax == SoftmaxPass::TwoPass {
+        if two {
             // The complete rows of S first: m is each row's final max before any weight.
+            rows_s.clear();
+            rows_s.resize(rows * blocks * cfg.bc, F32_NEG_INF);
+            rows_vis.clear();
+            rows_vis.resize(rows * blocks * cfg.bc, false);
             for k_base in (0..p.k_len).step_by(cfg.bc).filter(computed) {
                 for (r, st) in state.iter_mut().enumerate() {
-                    st.update_max(row_max(&scores(q_base + r, k_base).0, cfg.cols), c);
+                    let at = (r * blocks + k_base / cfg.bc) * cfg.bc;
+                    let (sr, vr) = (&mut rows_s[at..at + cfg.bc], &mut rows_vis[at..at + cfg.bc]);
+                    scores(q_base + r, k_base, sr, vr);
+                    st.update_max(row_max(sr, cfg.cols), c);
                 }
             }
         }
@@ -145,28 +167,33 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
             stats.blocks += 1;
             let macs_before = stats.macs;
             for r in 0..rows {
-                let (s, visible, macs) = scores(q_base + r, k_base);
-                stats.macs += macs;
+                if two {
+                    let at = (r * blocks + k_base / cfg.bc) * cfg.bc;
+                    s.copy_from_slice(&rows_s[at..at + cfg.bc]);
+                    visible.copy_from_slice(&rows_vis[at..at + cfg.bc]);
+                    stats.macs += (d * visible.iter().filter(|&&v| v).count()) as u64;
+                } else {
+                    stats.macs += scores(q_base + r, k_base, &mut s, &mut visible);
+                }
                 let st = &mut state[r];
                 let shift = st.update_max(row_max(&s, cfg.cols), c);
-                let weights: Vec<u16> = s
-                    .iter()
-                    .zip(&visible)
-                    .map(|(&sj, &vis)| weight(sj, st.m, c, !vis))
-                    .collect();
-                let wide: Vec<u32> = weights.iter().map(|&w| fp16_to_fp32(w)).collect();
-                st.update_sum(row_sum(&wide, cfg.cols), shift);
+                for (jj, w) in weights.iter_mut().enumerate() {
+                    *w = weight(s[jj], st.m, c, !visible[jj]);
+                    wide_w[jj] = fp16_to_fp32(*w);
+                }
+                st.update_sum(row_sum(&wide_w, cfg.cols), shift);
                 let orow = &mut o[r * d..(r + 1) * d];
                 for x in orow.iter_mut() {
                     *x = fp32_scale2(*x, shift);
                 }
-                for (jj, &w) in weights.iter().enumerate() {
+                for (jj, &w) in wide_w.iter().enumerate() {
                     if !visible[jj] {
                         continue;
                     }
-                    let vj = &p.v[(k_base + jj) * d..(k_base + jj + 1) * d];
+                    let w = f32::from_bits(w);
+                    let vj = &vf[(k_base + jj) * d..(k_base + jj + 1) * d];
                     for (x, &vv) in orow.iter_mut().zip(vj) {
-                        *x = mac(*x, w, vv);
+                        *x = canonical_nan(mac_native(f32::from_bits(*x), w, vv));
                     }
                     stats.macs += d as u64;
                 }

@@ -231,6 +231,28 @@ pub fn mac(acc: u32, a: u16, b: u16) -> u32 {
     fp32_add(acc, fp16_mul(a, b))
 }
 
+/// [`mac`] on the host's FPU, for speed where the model runs long: `acc + a × b` with `a` and
+/// `b` already widened to FP32 (`fp16_to_fp32`, exact). The product of two FP16 values is
+/// exact in FP32 (22 significant bits at most, exponents within range), and the host's FP32
+/// addition (IEEE-754, round to nearest even, subnormals kept: Rust never sets flush-to-zero)
+/// is this module's, but for NaN bits: a NaN stays NaN through every later addition, so a
+/// chain of these equals a chain of [`mac`] once its result passes [`canonical_nan`].
+/// `mac_native_matches_mac` holds it to [`mac`] on corner cases and random bit patterns.
+#[inline]
+pub fn mac_native(acc: f32, a: f32, b: f32) -> f32 {
+    acc + a * b
+}
+
+/// `x`'s bits, any NaN as the canonical [`F32_QNAN`].
+#[inline]
+pub fn canonical_nan(x: f32) -> u32 {
+    if x.is_nan() {
+        F32_QNAN
+    } else {
+        x.to_bits()
+    }
+}
+
 /// The value the PE's accumulator starts from when a MAC clears it: −0, the identity of
 /// addition for every value including −0 itself.
 pub const ACC_CLEAR: u32 = F32_SIGN;
@@ -549,6 +571,42 @@ mod tests {
         }
     }
 
+    /// The host-FPU MAC against the integer one on the specials of both operands: ±0, the
+    /// smallest and largest subnormals and normals, ±Inf, NaNs (the FP16 product of two
+    /// smallest subnormals is 2^-48, far inside FP32's range; 65504² far below its max).
+    #[test]
+    fn mac_native_matches_mac_on_special_values() {
+        let acc = [
+            0x0000_0000u32,
+            0x8000_0000,
+            0x0000_0001,
+            0x8000_0001,
+            0x007F_FFFF,
+            0x0080_0000,
+            0x3F80_0000,
+            0xCF80_0000,
+            0x7F7F_FFFF,
+            0xFF7F_FFFF,
+            0x7F80_0000,
+            0xFF80_0000,
+            0x7FC0_0000,
+            0xFF80_0001,
+        ];
+        let h = [
+            0x0000u16, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF,
+            0x7C00, 0xFC00, 0x7E00, 0xFC01,
+        ];
+        let w = |x: u16| f32::from_bits(fp16_to_fp32(x));
+        for &c in &acc {
+            for &a in &h {
+                for &b in &h {
+                    let native = canonical_nan(mac_native(f32::from_bits(c), w(a), w(b)));
+                    assert_eq!(native, mac(c, a, b), "acc={c:#010x} a={a:#06x} b={b:#06x}");
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200_000, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -569,6 +627,13 @@ mod tests {
         #[test]
         fn fp32_to_fp16_matches_half(x in any::<u32>()) {
             prop_assert!(same16(fp32_to_fp16(x), f16::from_f32(f32::from_bits(x))));
+        }
+
+        #[test]
+        fn mac_native_matches_mac(acc in any::<u32>(), a in any::<u16>(), b in any::<u16>()) {
+            let w = |x: u16| f32::from_bits(fp16_to_fp32(x));
+            let native = canonical_nan(mac_native(f32::from_bits(acc), w(a), w(b)));
+            prop_assert_eq!(native, mac(acc, a, b), "acc={:#010x} a={:#06x} b={:#06x}", acc, a, b);
         }
 
         #[test]

@@ -49,15 +49,23 @@ pub fn attention_f64(
     causal: bool,
 ) -> Vec<f64> {
     let scale = 1.0 / (d as f64).sqrt();
+    let (qf, kf, vf): (Vec<f64>, Vec<f64>, Vec<f64>) = (
+        q.iter().map(|&x| f(x)).collect(),
+        k.iter().map(|&x| f(x)).collect(),
+        v.iter().map(|&x| f(x)).collect(),
+    );
+    // The identity `sum` starts from, so that the per-column sums below (keys in order, as
+    // `(0..k_len).map(..).sum()` adds them) are the same numbers.
+    let zero: f64 = std::iter::empty::<f64>().sum();
     let mut out = vec![0.0; q_len * d];
+    let mut acc = vec![zero; d];
     for i in 0..q_len {
+        let qi = &qf[i * d..(i + 1) * d];
         let scores: Vec<Option<f64>> = (0..k_len)
             .map(|j| {
                 visible(i, j, q_len, k_len, causal).then(|| {
-                    (0..d)
-                        .map(|c| f(q[i * d + c]) * f(k[j * d + c]))
-                        .sum::<f64>()
-                        * scale
+                    let kj = &kf[j * d..(j + 1) * d];
+                    qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>() * scale
                 })
             })
             .collect();
@@ -70,12 +78,14 @@ pub fn attention_f64(
             .map(|s| s.map_or(0.0, |s| (s - m).exp()))
             .collect();
         let l: f64 = p.iter().sum();
-        for c in 0..d {
-            let acc: f64 = (0..k_len)
-                .filter(|&j| visible(i, j, q_len, k_len, causal))
-                .map(|j| p[j] * f(v[j * d + c]))
-                .sum();
-            out[i * d + c] = acc / l;
+        acc.fill(zero);
+        for j in (0..k_len).filter(|&j| visible(i, j, q_len, k_len, causal)) {
+            for (a, &x) in acc.iter_mut().zip(&vf[j * d..(j + 1) * d]) {
+                *a += p[j] * x;
+            }
+        }
+        for (o, a) in out[i * d..(i + 1) * d].iter_mut().zip(&acc) {
+            *o = a / l;
         }
     }
     out
@@ -91,16 +101,54 @@ pub fn attention_plain_lowprec(
     d: usize,
     causal: bool,
 ) -> Vec<f64> {
+    // The same arithmetic either way: `mul_add` is one rounding in hardware or in software.
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA, checked just above.
+        return unsafe { plain_fma(q, k, v, q_len, k_len, d, causal) };
+    }
+    plain(q, k, v, q_len, k_len, d, causal)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn plain_fma(
+    q: &[u16],
+    k: &[u16],
+    v: &[u16],
+    q_len: usize,
+    k_len: usize,
+    d: usize,
+    causal: bool,
+) -> Vec<f64> {
+    plain(q, k, v, q_len, k_len, d, causal)
+}
+
+#[inline(always)]
+fn plain(
+    q: &[u16],
+    k: &[u16],
+    v: &[u16],
+    q_len: usize,
+    k_len: usize,
+    d: usize,
+    causal: bool,
+) -> Vec<f64> {
     let scale = (1.0 / (d as f64).sqrt()) as f32;
-    let w = |x: u16| f16::from_bits(x).to_f32();
+    let w = |x: &[u16]| -> Vec<f32> { x.iter().map(|&x| f16::from_bits(x).to_f32()).collect() };
+    let (qf, kf, vf) = (w(q), w(k), w(v));
     let mut out = vec![0.0; q_len * d];
+    let mut acc = vec![0.0f32; d];
     for i in 0..q_len {
+        let qi = &qf[i * d..(i + 1) * d];
         let scores: Vec<Option<f32>> = (0..k_len)
             .map(|j| {
                 visible(i, j, q_len, k_len, causal).then(|| {
-                    (0..d).fold(0.0f32, |acc, c| {
-                        w(q[i * d + c]).mul_add(w(k[j * d + c]), acc)
-                    }) * scale
+                    let kj = &kf[j * d..(j + 1) * d];
+                    qi.iter()
+                        .zip(kj)
+                        .fold(0.0f32, |acc, (&a, &b)| a.mul_add(b, acc))
+                        * scale
                 })
             })
             .collect();
@@ -115,11 +163,15 @@ pub fn attention_plain_lowprec(
             .collect();
         let l: f32 = e.iter().sum();
         let p: Vec<f32> = e.iter().map(|&x| f16::from_f32(x / l).to_f32()).collect();
-        for c in 0..d {
-            let acc = (0..k_len)
-                .filter(|&j| visible(i, j, q_len, k_len, causal))
-                .fold(0.0f32, |acc, j| p[j].mul_add(w(v[j * d + c]), acc));
-            out[i * d + c] = f16::from_f32(acc).to_f64();
+        // Each column's sum over the visible keys in order (keys outer, columns inner).
+        acc.fill(0.0);
+        for j in (0..k_len).filter(|&j| visible(i, j, q_len, k_len, causal)) {
+            for (a, &x) in acc.iter_mut().zip(&vf[j * d..(j + 1) * d]) {
+                *a = p[j].mul_add(x, *a);
+            }
+        }
+        for (o, &a) in out[i * d..(i + 1) * d].iter_mut().zip(&acc) {
+            *o = f16::from_f32(a).to_f64();
         }
     }
     out
