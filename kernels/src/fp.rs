@@ -543,26 +543,30 @@ mod tests {
         }
     }
 
+    /// binary32 specials: ±0, the smallest and largest subnormals, the smallest normal, ±1,
+    /// the largest finite values, ±Inf, NaNs, half an ulp of 1.0 and an ulp.
+    const F32_SPECIALS: [u32; 16] = [
+        0x0000_0000,
+        0x8000_0000,
+        0x0000_0001,
+        0x8000_0001,
+        0x007F_FFFF,
+        0x0080_0000,
+        0x3F80_0000,
+        0xBF80_0000,
+        0x7F7F_FFFF,
+        0xFF7F_FFFF,
+        0x7F80_0000,
+        0xFF80_0000,
+        0x7FC0_0000,
+        0x7F80_0001,
+        0x3380_0000, // 2^-24: half an ulp of 1.0
+        0x3400_0000,
+    ];
+
     #[test]
     fn fp32_add_special_values() {
-        let specials = [
-            0x0000_0000u32,
-            0x8000_0000,
-            0x0000_0001,
-            0x8000_0001,
-            0x007F_FFFF,
-            0x0080_0000,
-            0x3F80_0000,
-            0xBF80_0000,
-            0x7F7F_FFFF,
-            0xFF7F_FFFF,
-            0x7F80_0000,
-            0xFF80_0000,
-            0x7FC0_0000,
-            0x7F80_0001,
-            0x3380_0000, // 2^-24: half an ulp of 1.0
-            0x3400_0000,
-        ];
+        let specials = F32_SPECIALS;
         for &a in &specials {
             for &b in &specials {
                 let oracle = f32::from_bits(a) + f32::from_bits(b);
@@ -576,22 +580,7 @@ mod tests {
     /// smallest subnormals is 2^-48, far inside FP32's range; 65504² far below its max).
     #[test]
     fn mac_native_matches_mac_on_special_values() {
-        let acc = [
-            0x0000_0000u32,
-            0x8000_0000,
-            0x0000_0001,
-            0x8000_0001,
-            0x007F_FFFF,
-            0x0080_0000,
-            0x3F80_0000,
-            0xCF80_0000,
-            0x7F7F_FFFF,
-            0xFF7F_FFFF,
-            0x7F80_0000,
-            0xFF80_0000,
-            0x7FC0_0000,
-            0xFF80_0001,
-        ];
+        let acc = F32_SPECIALS;
         let h = [
             0x0000u16, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF,
             0x7C00, 0xFC00, 0x7E00, 0xFC01,

@@ -101,39 +101,53 @@ pub fn attention_plain_lowprec(
     d: usize,
     causal: bool,
 ) -> Vec<f64> {
+    let a = Plain {
+        q,
+        k,
+        v,
+        q_len,
+        k_len,
+        d,
+        causal,
+    };
     // The same arithmetic either way: `mul_add` is one rounding in hardware or in software.
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has FMA, checked just above.
-        return unsafe { plain_fma(q, k, v, q_len, k_len, d, causal) };
+        return unsafe { plain_fma(&a) };
     }
-    plain(q, k, v, q_len, k_len, d, causal)
+    plain(&a)
+}
+
+/// [`attention_plain_lowprec`]'s arguments.
+#[derive(Clone, Copy)]
+struct Plain<'a> {
+    q: &'a [u16],
+    k: &'a [u16],
+    v: &'a [u16],
+    q_len: usize,
+    k_len: usize,
+    d: usize,
+    causal: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma")]
-unsafe fn plain_fma(
-    q: &[u16],
-    k: &[u16],
-    v: &[u16],
-    q_len: usize,
-    k_len: usize,
-    d: usize,
-    causal: bool,
-) -> Vec<f64> {
-    plain(q, k, v, q_len, k_len, d, causal)
+unsafe fn plain_fma(a: &Plain) -> Vec<f64> {
+    plain(a)
 }
 
 #[inline(always)]
-fn plain(
-    q: &[u16],
-    k: &[u16],
-    v: &[u16],
-    q_len: usize,
-    k_len: usize,
-    d: usize,
-    causal: bool,
-) -> Vec<f64> {
+fn plain(a: &Plain) -> Vec<f64> {
+    let Plain {
+        q,
+        k,
+        v,
+        q_len,
+        k_len,
+        d,
+        causal,
+    } = *a;
     let scale = (1.0 / (d as f64).sqrt()) as f32;
     let w = |x: &[u16]| -> Vec<f32> { x.iter().map(|&x| f16::from_bits(x).to_f32()).collect() };
     let (qf, kf, vf) = (w(q), w(k), w(v));
