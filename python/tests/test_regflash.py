@@ -111,6 +111,18 @@ def test_dlpack_inputs_are_taken():
     got = fa(Producer(q), Producer(k), Producer(v))
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
+    class OnDevice(Producer):
+        """A tensor in memory the host cannot read (as on a GPU)."""
+
+        def __dlpack__(self, **kw):
+            raise BufferError("the tensor is on device cuda:0")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(regflash.RegflashError, match="move it to host memory"):
+        fa(OnDevice(q), k, v)
+
 
 def test_rtl_backend_is_bit_identical_to_the_model():
     # small (d = 16): grouped-query and causal, a partial tile; the Verilator build is cached.

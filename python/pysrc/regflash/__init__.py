@@ -55,7 +55,13 @@ def _as_numpy(x: Any, name: str):
     if isinstance(x, np.ndarray):
         return x, (lambda a: a), x.dtype
     if hasattr(x, "__dlpack__"):
-        a = np.from_dlpack(x)
+        try:
+            a = np.from_dlpack(x)
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:
+            raise RegflashError(
+                f"{name} ({type(x).__name__}) cannot be read through DLPack on the CPU ({e}): "
+                "move it to host memory first"
+            ) from e
         return a, (lambda r: r), a.dtype
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         a = np.asarray(x)
