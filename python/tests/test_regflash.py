@@ -133,6 +133,7 @@ def test_rtl_backend_is_bit_identical_to_the_model():
     assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
     # The RTL's counters are the model's: the schedule and the cycle model are exact.
     assert rtl.report["passed"] and rtl.report["counters"] == model.report["counters"]
+    assert (model.report["backend"], rtl.report["backend"]) == ("model", "rtl")
 
 
 @pytest.mark.parametrize(

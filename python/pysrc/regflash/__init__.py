@@ -184,9 +184,11 @@ class FlashAttention:
             self.threads,
         )
         dtype = np.float32 if f32 else np.float16
-        return np.frombuffer(out, dtype=dtype).reshape(heads, q_len, self.head_dim), json.loads(
-            report
-        )
+        report = json.loads(report)
+        # Which run the figures come from: the model (the schedule's counters, the cycle
+        # model's timing) or the RTL under Verilator (its own counters).
+        report["backend"] = self.backend
+        return np.frombuffer(out, dtype=dtype).reshape(heads, q_len, self.head_dim), report
 
     def __call__(self, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None):
         qa, back, qtype = _as_numpy(q, "q")
