@@ -554,32 +554,33 @@ impl<'a> Model<'a> {
         let (k_take, k_next_head) = cursor(&self.kf, self.ch[K].active);
         let (v_take, v_next_head) = cursor(&self.vf, self.ch[V].active);
         let (k_need, v_need) = (self.keys(self.kf.q_base), self.keys(self.vf.q_base));
-        // unfused: the scratch channel reads the tile's S back once the max passes' writes are
-        // done, then its P once the exp passes' are (sequencer.rs `scratch`).
-        let (x_load, x_rel) = if self.unfused {
+        // The scratch channel (sequencer.rs `scratch`), once the O channel and it are quiet:
+        // unfused reads the tile's S back once the max passes' writes are done, then its P once
+        // the exp passes' are; rowfused's spill reads the blocks past the S arrays back once
+        // every max pass is done.
+        let (x_load, x_rel) = if self.unfused || self.spill {
             let rows = self.tile_rows();
             let quiet = self.state == Seq::Run && !self.o_active && !self.ch[X].active;
-            let s_go = quiet && self.x_phase == 0 && self.nblk > 0 && self.sm_done == self.nblk;
-            let p_go = quiet && self.x_phase == 1 && self.sm_done == 2 * self.nblk;
-            let beats = self.scratch_row_beats(p_go);
-            let mask = (1u64 << self.p.index_bits) - 1;
-            let load = (s_go || p_go).then_some(((self.nblk * rows) & mask, rows, beats));
-            let rel = if self.x_phase == 2 {
-                ph.pv_last
+            // (start, blocks read back, a P read) and the release of a landed block.
+            let (go, blocks, p_go, rel) = if self.unfused {
+                let s_go = quiet && self.x_phase == 0 && self.nblk > 0 && self.sm_done == self.nblk;
+                let p_go = quiet && self.x_phase == 1 && self.sm_done == 2 * self.nblk;
+                let rel = match self.x_phase {
+                    2 => ph.pv_last,
+                    _ => sm.finished && sm.second,
+                };
+                (s_go || p_go, self.nblk, p_go, rel)
             } else {
-                sm.finished && sm.second
+                let go = quiet
+                    && self.x_phase == 0
+                    && self.nblk > self.held
+                    && self.sm_done >= self.nblk;
+                let rel = sm.finished && sm.second && sm.past;
+                (go, self.nblk.saturating_sub(self.held), false, rel)
             };
-            (load, rel)
-        } else if self.spill {
-            // rowfused's spill: the blocks past the S arrays, once every max pass is done.
-            let rows = self.tile_rows();
-            let quiet = self.state == Seq::Run && !self.o_active && !self.ch[X].active;
-            let go =
-                quiet && self.x_phase == 0 && self.nblk > self.held && self.sm_done >= self.nblk;
             let mask = (1u64 << self.p.index_bits) - 1;
-            let spilled = self.nblk.saturating_sub(self.held);
-            let load = go.then_some(((spilled * rows) & mask, rows, self.scratch_row_beats(false)));
-            (load, sm.finished && sm.second && sm.past)
+            let beats = self.scratch_row_beats(p_go);
+            (go.then_some(((blocks * rows) & mask, rows, beats)), rel)
         } else {
             (None, false)
         };
@@ -807,29 +808,27 @@ impl<'a> Model<'a> {
             self.o_row_beats = self.o_tile_beats;
             self.o_scratch = false;
         }
-        // unfused: a finished pass writes its S or P block through the O channel, at the
-        // block's place in the scratch region (P over S: each packed from the region's start).
-        if self.unfused && sm.finished {
-            let blk = self.sm_done - if sm.second { self.nblk } else { 0 };
+        // A finished pass writes its block through the O channel to its place in the scratch
+        // region, packed from the region's start: in unfused every pass (S after a max pass,
+        // P over it after an exp pass), in rowfused's spill the max pass of a block past the S
+        // arrays (S alone).
+        let scratch_write = match (self.unfused, self.spill) {
+            (true, _) if sm.finished => Some((
+                self.sm_done - if sm.second { self.nblk } else { 0 },
+                sm.second,
+            )),
+            (_, true) if sm.finished && !sm.second && sm.past => {
+                Some((self.sm_done - self.held, false))
+            }
+            _ => None,
+        };
+        if let Some((blk, p_pass)) = scratch_write {
             self.o_active = true;
             self.o_req = Walk {
                 rows_left: self.tile_rows(),
                 ..Walk::default()
             };
-            self.o_row_beats = self.scratch_row_beats(sm.second);
-            self.o_scratch = true;
-            self.o_word = blk * self.tile_rows() * self.o_row_beats;
-        }
-        // rowfused's spill: a finished max pass of a block past the S arrays writes its S to
-        // the scratch region, packed from its start.
-        if self.spill && sm.finished && !sm.second && sm.past {
-            let blk = self.sm_done - self.held;
-            self.o_active = true;
-            self.o_req = Walk {
-                rows_left: self.tile_rows(),
-                ..Walk::default()
-            };
-            self.o_row_beats = self.scratch_row_beats(false);
+            self.o_row_beats = self.scratch_row_beats(p_pass);
             self.o_scratch = true;
             self.o_word = blk * self.tile_rows() * self.o_row_beats;
         }

@@ -83,8 +83,13 @@ pub fn visible_keys(i: usize, q_len: usize, k_len: usize, causal: bool) -> usize
 }
 
 impl Shape {
-    fn tiles(&self, br: usize) -> impl Iterator<Item = usize> + '_ {
-        (0..self.q_len).step_by(br)
+    /// A head's query tiles (`br` rows each): each one's query rows and the keys it needs.
+    fn tiles(&self, br: usize) -> impl Iterator<Item = (u64, usize)> + '_ {
+        (0..self.q_len).step_by(br).map(move |q_base| {
+            let rows = (self.q_len - q_base).min(br) as u64;
+            let keys = needed_keys(self.q_len, self.k_len, self.causal, q_base, br);
+            (rows, keys)
+        })
     }
 
     /// Per head: the visible query-key pairs, and the queries that see a key.
@@ -103,9 +108,8 @@ impl Shape {
         let (br, bc) = (p.br() as usize, p.bc() as usize);
         let per_tile = self.k_len.div_ceil(bc) as u64;
         let (mut computed, mut all) = (0u64, 0u64);
-        for q_base in self.tiles(br) {
-            computed +=
-                needed_keys(self.q_len, self.k_len, self.causal, q_base, br).div_ceil(bc) as u64;
+        for (_, keys) in self.tiles(br) {
+            computed += keys.div_ceil(bc) as u64;
             all += per_tile;
         }
         let h = self.heads as u64;
@@ -151,8 +155,8 @@ impl Shape {
             if h % group == 0 {
                 filled = 0;
             }
-            for q_base in self.tiles(br) {
-                let need = rb * needed_keys(self.q_len, self.k_len, self.causal, q_base, br) as u64;
+            for (_, keys) in self.tiles(br) {
+                let need = rb * keys as u64;
                 let (hit, fill, stream, mark) = hdl::glb::take(need, filled, region);
                 f(hit, fill, stream);
                 filled = mark;
@@ -241,9 +245,7 @@ impl Shape {
         }
         let br = p.br() as usize;
         for _ in 0..self.heads {
-            for q_base in self.tiles(br) {
-                let rows = (self.q_len - q_base).min(br) as u64;
-                let keys = needed_keys(self.q_len, self.k_len, self.causal, q_base, br);
+            for (rows, keys) in self.tiles(br) {
                 let (s, pp) = tile_scratch_beats(p, rows, keys);
                 f(s, pp);
             }
@@ -256,10 +258,7 @@ impl Shape {
         let br = p.br() as usize;
         let per_head: u64 = self
             .tiles(br)
-            .map(|q_base| {
-                let keys = needed_keys(self.q_len, self.k_len, self.causal, q_base, br);
-                tile_spilled_blocks(p, keys)
-            })
+            .map(|(_, keys)| tile_spilled_blocks(p, keys))
             .sum();
         self.heads as u64 * per_head
     }
