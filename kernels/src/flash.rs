@@ -184,7 +184,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                 st.update_sum(row_sum(&wide_w, cfg.cols), shift);
                 let orow = &mut o[r * d..(r + 1) * d];
                 for x in orow.iter_mut() {
-                    *x = fp32_scale2(*x, shift);
+                    *x = fp32_scale2_native(*x, shift);
                 }
                 for (jj, &w) in wide_w.iter().enumerate() {
                     if !visible[jj] {
@@ -203,10 +203,10 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
         for r in 0..rows {
             let recip = state[r].reciprocal();
             for c in 0..d {
-                let y = fp32_mul(o[r * d + c], recip);
+                let y = fp32_mul_native(o[r * d + c], recip);
                 out[(q_base + r) * d + c] = match cfg.out {
                     OutFormat::F32 => y,
-                    OutFormat::F16 => fp32_to_fp16(y) as u32,
+                    OutFormat::F16 => fp32_to_fp16_native(y) as u32,
                 };
             }
         }

@@ -4,22 +4,31 @@
 //! row-reduction tree combines the C per-PE results level by level: at each level neighbours
 //! (0, 1), (2, 3), ... are combined and an odd last element passes through unchanged.
 
-use crate::fp::{fp32_add, fp32_max};
+use crate::fp::{fp32_add_native, fp32_max};
 
 /// The row-reduction tree over `values` (one per PE of a row) with operator `op`.
 pub fn tree(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
+    tree_in_place(&mut values.to_vec(), op)
+}
+
+/// [`tree`] in `values`' own storage: each level's results overwrite its front (result i is
+/// written after its inputs 2i and 2i + 1 are read, and no later pair reads below 2i + 2).
+fn tree_in_place(values: &mut [u32], op: fn(u32, u32) -> u32) -> u32 {
     assert!(
         !values.is_empty(),
         "a tree reduction needs at least one value"
     );
-    let mut level = values.to_vec();
-    while level.len() > 1 {
-        level = level
-            .chunks(2)
-            .map(|p| if p.len() == 2 { op(p[0], p[1]) } else { p[0] })
-            .collect();
+    let mut n = values.len();
+    while n > 1 {
+        for i in 0..n / 2 {
+            values[i] = op(values[2 * i], values[2 * i + 1]);
+        }
+        if n % 2 == 1 {
+            values[n / 2] = values[n - 1];
+        }
+        n = n.div_ceil(2);
     }
-    level[0]
+    values[0]
 }
 
 /// Levels of the tree for `n` inputs: ceil(log2 n).
@@ -38,7 +47,7 @@ pub fn chain(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
 /// Row sum as the array computes it: `values` (a row of one block, Bc of them) split into
 /// `cols` contiguous groups of Bc/cols, each summed in order by its PE, then the tree.
 pub fn row_sum(values: &[u32], cols: usize) -> u32 {
-    row_reduce(values, cols, fp32_add)
+    row_reduce(values, cols, fp32_add_native) // = fp32_add, on the host's FPU
 }
 
 /// Row maximum (order does not matter for max, but the hardware uses the same shape).
@@ -52,11 +61,18 @@ fn row_reduce(values: &[u32], cols: usize, op: fn(u32, u32) -> u32) -> u32 {
         "{} values do not split over {cols} PEs",
         values.len()
     );
-    let locals: Vec<u32> = values
-        .chunks(values.len() / cols)
-        .map(|c| chain(c, op))
-        .collect();
-    tree(&locals, op)
+    // The PEs' results on the stack (the model runs this for every row of every block).
+    let (mut stack, mut heap) = ([0u32; 64], vec![]);
+    let locals: &mut [u32] = if cols <= stack.len() {
+        &mut stack[..cols]
+    } else {
+        heap.resize(cols, 0);
+        &mut heap
+    };
+    for (l, c) in locals.iter_mut().zip(values.chunks(values.len() / cols)) {
+        *l = chain(c, op);
+    }
+    tree_in_place(locals, op)
 }
 
 #[cfg(test)]

@@ -155,17 +155,20 @@ fn plain(a: &Plain) -> Vec<f64> {
     let mut acc = vec![0.0f32; d];
     for i in 0..q_len {
         let qi = &qf[i * d..(i + 1) * d];
-        let scores: Vec<Option<f32>> = (0..k_len)
-            .map(|j| {
-                visible(i, j, q_len, k_len, causal).then(|| {
-                    let kj = &kf[j * d..(j + 1) * d];
-                    qi.iter()
-                        .zip(kj)
-                        .fold(0.0f32, |acc, (&a, &b)| a.mul_add(b, acc))
-                        * scale
-                })
-            })
-            .collect();
+        // Loops, not closures: a closure would not inherit `plain_fma`'s FMA feature, and each
+        // `mul_add` would become a call.
+        let mut scores: Vec<Option<f32>> = Vec::with_capacity(k_len);
+        for j in 0..k_len {
+            if !visible(i, j, q_len, k_len, causal) {
+                scores.push(None);
+                continue;
+            }
+            let mut dot = 0.0f32;
+            for (&a, &b) in qi.iter().zip(&kf[j * d..(j + 1) * d]) {
+                dot = a.mul_add(b, dot);
+            }
+            scores.push(Some(dot * scale));
+        }
         // Exact: every f32 is an f64.
         let m = nan_max(scores.iter().flatten().map(|&x| x as f64)) as f32;
         if m == f32::NEG_INFINITY {

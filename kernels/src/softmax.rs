@@ -27,7 +27,7 @@ pub fn scale_constant(head_dim: usize) -> u32 {
 
 /// t = s · C.
 pub fn scale_score(s: u32, c: u32) -> u32 {
-    fp32_mul(s, c)
+    fp32_mul_native(s, c) // = fp32_mul, on the host's FPU
 }
 
 /// The max a weight subtracts: m, or +0 while m is −Inf (no finite score seen yet).
@@ -46,7 +46,8 @@ pub fn weight(s: u32, m: u32, c: u32, masked: bool) -> u16 {
         return 0;
     }
     let m = subtracted_max(m);
-    fp32_to_fp16(exp2(fp32_add(scale_score(s, c), m ^ F32_SIGN)))
+    // fp32_add and fp32_to_fp16, on the host's FPU (bit-identical: see `fp`).
+    fp32_to_fp16_native(exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN)))
 }
 
 /// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.
