@@ -26,6 +26,9 @@ pub struct SimReport {
     pub preset: String,
     /// reg2d, buf2d, reg3d or rowfused.
     pub variant: String,
+    /// The online softmax's rescaling: "pow2", or "lazy (threshold τ)".
+    #[serde(default)]
+    pub rescale: String,
     pub rows: u32,
     pub cols: u32,
     pub br: u32,
@@ -343,6 +346,21 @@ impl SimReport {
             c("norm_ops"),
             c("land_read_bits")
         );
+        if self.counters.contains_key("rescales") {
+            s += &format!(
+                "  rescales of O and l ({}): {}",
+                self.rescale,
+                c("rescales")
+            );
+            if self.rescale != "pow2" {
+                s += &format!(
+                    "; {} row-blocks ran against a stale max instead (a growth within the \
+                     threshold: no rescale)",
+                    c("rescales_avoided")
+                );
+            }
+            s += "\n";
+        }
         s
     }
 
@@ -584,6 +602,10 @@ pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(Sim
             cycles.join().expect("the cycle model's thread"),
         )
     });
+    let mut counters = counters;
+    // The rescales depend on the data: the model counts them.
+    counters.insert("rescales".into(), stats.rescales);
+    counters.insert("rescales_avoided".into(), stats.rescales_avoided);
     let beat = (p.dma.width / 8) as u64;
     let (reads, writes) = (counters["read_beats"], counters["write_beats"]);
     let run = attention::CoreRun {
@@ -690,6 +712,10 @@ fn report(
     let report = SimReport {
         preset: cfg.name.clone(),
         variant: cfg.variant.to_string(),
+        rescale: match cfg.rescale {
+            hdl::softmax::Rescale::Pow2 => "pow2".into(),
+            hdl::softmax::Rescale::Lazy { threshold } => format!("lazy, threshold {threshold}"),
+        },
         rows: cfg.rows,
         cols: cfg.cols,
         br: cfg.br,

@@ -116,7 +116,7 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "softmax_row",
-        build: |d, _| Ok(hdl::softmax::build_row(d).module),
+        build: |d, c| Ok(hdl::softmax::build_row(d, c.rescale.threshold()).module),
         check: Check::Own(run::verify_softmax_row),
     },
     Unit {

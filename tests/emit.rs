@@ -8,6 +8,7 @@ use std::process::Command;
 
 use gen::tools::ScratchDir;
 use hdl::config::{BufParams, CoreConfig, RowParams, StackParams, Variant};
+use hdl::softmax::Rescale;
 use hdl::Design;
 use regflash::design::{generate, Target};
 use regflash::units::UNITS;
@@ -298,7 +299,9 @@ fn unfused_core_passes_the_gates_without_srams() {
 /// three tiers the S registers (two blocks of a × b FP32 per PE) and the engine between them.
 #[test]
 fn tiered_core_passes_the_gates() {
-    tiered_gates(2, 32);
+    // With lazy rescaling: its softmax_row (the threshold compare, the `stale` flag) and the
+    // row's rescale counts lint and synthesize with the rest.
+    tiered_gates(2, 32, Rescale::Lazy { threshold: 2 });
     let cfg = CoreConfig {
         variant: Variant::reg3d(2),
         ..small()
@@ -309,23 +312,24 @@ fn tiered_core_passes_the_gates() {
 
 #[test]
 fn three_tier_core_passes_the_gates() {
-    tiered_gates(3, 32);
+    tiered_gates(3, 32, Rescale::Pow2);
 }
 
 #[test]
 fn three_tier_core_with_narrow_links_passes_the_gates() {
-    tiered_gates(3, 8);
+    tiered_gates(3, 8, Rescale::Pow2);
 }
 
-/// The gates of `tiered_core_passes_the_gates` for reg3d with `tiers` tiers and S links of
-/// `vlink_bits` wires.
-fn tiered_gates(tiers: u32, vlink_bits: u32) {
+/// The gates of `tiered_core_passes_the_gates` for reg3d with `tiers` tiers, S links of
+/// `vlink_bits` wires and `rescale`.
+fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale) {
     let cfg = CoreConfig {
         variant: Variant::Reg3d(StackParams {
             tiers,
             vlink_bits,
             ..StackParams::default()
         }),
+        rescale,
         ..small()
     };
     let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -337,8 +341,12 @@ fn tiered_gates(tiers: u32, vlink_bits: u32) {
         .find(|m| m.name.starts_with("pe_row"))
         .unwrap();
     let narrow = if vlink_bits < 32 { "v8" } else { "" };
+    let lazy = match rescale.threshold() {
+        0 => String::new(),
+        t => format!("_lazy{t}"),
+    };
     assert!(
-        row.name.ends_with(&format!("_t{tiers}l1{narrow}")),
+        row.name.ends_with(&format!("_t{tiers}l1{narrow}{lazy}")),
         "{}",
         row.name
     );

@@ -89,6 +89,12 @@ fn row_reduce_seed_width() {
 #[test]
 fn softmax_row_state() {
     check(&small(1, 1), "softmax_row", 61);
+    // Lazy rescaling: a growth of 1..=τ keeps the stale max (the directed ladder crosses
+    // every threshold), and the `stale` output says so.
+    for threshold in [1, 15] {
+        let lazy = with(|c| c.rescale = hdl::softmax::Rescale::Lazy { threshold });
+        check(&lazy, "softmax_row", 61 + threshold as u64);
+    }
 }
 
 #[test]

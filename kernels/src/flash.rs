@@ -44,6 +44,19 @@ pub enum SoftmaxPass {
     /// Standard attention: the max over the complete row of S first, then the weights, the
     /// row sum and P·V with no rescale (the unfused and row-materializing baselines).
     TwoPass,
+    /// The online softmax with lazy rescaling: a running max that grows by at most
+    /// `threshold` (1..=15) is kept stale ([`RowState::update_max_lazy`]).
+    Lazy { threshold: u8 },
+}
+
+impl SoftmaxPass {
+    /// The lazy threshold τ: 0 (rescale whenever the max grows) but for `Lazy`.
+    pub fn lazy_threshold(self) -> u8 {
+        match self {
+            SoftmaxPass::Lazy { threshold } => threshold,
+            _ => 0,
+        }
+    }
 }
 
 /// Tiling and mapping parameters that change the arithmetic.
@@ -82,6 +95,22 @@ pub struct FlashStats {
     /// K/V blocks computed, and skipped as entirely masked, summed over Q tiles.
     pub blocks: u64,
     pub skipped_blocks: u64,
+    /// Rows' block max updates that rescaled O and l (a nonzero shift, the first finite max
+    /// included), and those a lazy threshold let pass without one (the online orders only).
+    pub rescales: u64,
+    pub rescales_avoided: u64,
+}
+
+impl std::ops::AddAssign for FlashStats {
+    /// The counts of two problems (heads, sequences) together.
+    fn add_assign(&mut self, o: FlashStats) {
+        self.macs += o.macs;
+        self.masked_macs += o.masked_macs;
+        self.blocks += o.blocks;
+        self.skipped_blocks += o.skipped_blocks;
+        self.rescales += o.rescales;
+        self.rescales_avoided += o.rescales_avoided;
+    }
 }
 
 /// The output bits (FP16 in the low half, or FP32), q_len × d, and the counters.
@@ -137,6 +166,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
     // Two passes: a tile's rows of S, computed once in the max pass and read again by the exp
     // pass (the same scores the hardware keeps in its S arrays or memory).
     let two = cfg.softmax == SoftmaxPass::TwoPass;
+    let lazy = cfg.softmax.lazy_threshold();
     let mut rows_s = vec![];
     let mut rows_vis = vec![];
     for q_base in (0..p.q_len).step_by(cfg.br) {
@@ -176,7 +206,12 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     stats.macs += scores(q_base + r, k_base, &mut s, &mut visible);
                 }
                 let st = &mut state[r];
-                let shift = st.update_max(row_max(&s, cfg.cols), c);
+                let up = st.update_max_lazy(row_max(&s, cfg.cols), c, lazy);
+                let shift = up.shift;
+                if !two {
+                    stats.rescales += (shift != 0) as u64;
+                    stats.rescales_avoided += up.avoided as u64;
+                }
                 for (jj, w) in weights.iter_mut().enumerate() {
                     *w = weight(s[jj], st.m, c, !visible[jj]);
                     wide_w[jj] = fp16_to_fp32(*w);

@@ -65,6 +65,14 @@ pub fn saturate_shift(d: u32) -> u8 {
     }
 }
 
+/// What a block's max update did: the rescale shift it set (0: no rescale), and whether a
+/// lazy threshold kept a stale max that would otherwise have rescaled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxUpdate {
+    pub shift: u8,
+    pub avoided: bool,
+}
+
 /// Running state of one query row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowState {
@@ -88,14 +96,32 @@ impl RowState {
     /// constant C; returns the shift to apply to l and O_acc: 0 while the new max is still −Inf
     /// (the rescale is 1, not 2^(−Inf + Inf)).
     pub fn update_max(&mut self, block_max: u32, c: u32) -> u8 {
+        self.update_max_lazy(block_max, c, 0).shift
+    }
+
+    /// [`RowState::update_max`] with lazy rescaling: a new max that exceeds m by at most
+    /// `threshold` (τ) is not taken: m stays (stale), the shift is 0, and the block's weights
+    /// exp2(t − m) reach up to 2^τ (FP16 holds them for τ ≤ 15). Exact in real arithmetic: the
+    /// final O / l does not depend on which max was subtracted. A larger growth, and the first
+    /// finite max (m = −Inf before it: shift 255), rescale as usual. τ = 0 is `update_max`.
+    pub fn update_max_lazy(&mut self, block_max: u32, c: u32, threshold: u8) -> MaxUpdate {
         let m_new = fp32_max(self.m, fp32_ceil(scale_score(block_max, c)));
         let shift = if m_new == F32_NEG_INF {
             0
         } else {
             saturate_shift(fp32_add(m_new, self.m ^ F32_SIGN))
         };
+        if shift != 0 && shift <= threshold {
+            return MaxUpdate {
+                shift: 0,
+                avoided: true,
+            };
+        }
         self.m = m_new;
-        shift
+        MaxUpdate {
+            shift,
+            avoided: false,
+        }
     }
 
     /// Takes a block's row sum of weights: l = l · 2^-shift + sum.

@@ -9,6 +9,7 @@ attention is either FP32 numpy (the reference) or ``regflash.FlashAttention(32)`
 
     python python/examples/minilm.py            # the model backend against FP32
     python python/examples/minilm.py --rtl      # two short sentences through the RTL as well
+    python python/examples/minilm.py --config my.toml   # another design (e.g. rescale = "lazy")
 
 torch is not needed (its PyPI wheel with its CUDA dependencies is 3.0 GB: docs/python.md).
 """
@@ -98,10 +99,13 @@ def fp32_attention(q, k, v, cu):
     return out
 
 
-def regflash_attention(backend: str = "model") -> Attention:
+def regflash_attention(backend: str = "model", config: Optional[str] = None) -> Attention:
     import regflash
 
-    fa = regflash.FlashAttention(32, preset="medium", backend=backend, out_dtype="float32")
+    preset = None if config else "medium"
+    fa = regflash.FlashAttention(
+        32, preset=preset, config=config, backend=backend, out_dtype="float32"
+    )
 
     def attend(q, k, v, cu):
         return fa(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu)
@@ -171,21 +175,23 @@ def neighbours(e: np.ndarray) -> np.ndarray:
 
 
 def main(argv: List[str]) -> int:
+    config = argv[argv.index("--config") + 1] if "--config" in argv else None
     m = MiniLM()
     ref = m.embed(SENTENCES, fp32_attention)
-    got = m.embed(SENTENCES, regflash_attention())
+    got = m.embed(SENTENCES, regflash_attention(config=config))
     cos = (ref * got).sum(1)
     nn_ref, nn_got = neighbours(ref), neighbours(got)
     same_top1 = int((nn_ref[:, 0] == nn_got[:, 0]).sum())
     same_top5 = float(np.mean([len(set(a[:5]) & set(b[:5])) / 5 for a, b in zip(nn_ref, nn_got)]))
-    print(f"{len(SENTENCES)} sentences, regflash medium (model backend) against FP32 numpy:")
+    design = config or "medium"
+    print(f"{len(SENTENCES)} sentences, regflash {design} (model backend) against FP32 numpy:")
     print(f"  cosine: min {cos.min():.7f}, mean {cos.mean():.7f}")
     print(f"  nearest neighbour the same for {same_top1} of {len(SENTENCES)}; top-5 overlap {same_top5:.3f}")
     ok = cos.min() >= 0.9999 and same_top1 == len(SENTENCES)
     if "--rtl" in argv:
         short = ["A dog runs.", "The cat sleeps."]
-        a = m.embed(short, regflash_attention("model"))
-        b = m.embed(short, regflash_attention("rtl"))
+        a = m.embed(short, regflash_attention("model", config))
+        b = m.embed(short, regflash_attention("rtl", config))
         same = np.array_equal(a.view(np.uint32), b.view(np.uint32))
         print(f"  two short sentences through the RTL: {'bit-identical' if same else 'DIFFERENT'} to the model backend")
         ok = ok and same

@@ -61,9 +61,12 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         "\nhardware model ({} softmax) vs f64 reference, next to plain attention at FP16 storage \
          / FP32 accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max |O - \
          O_ref| over both output formats\n",
-        match order {
-            SoftmaxArg::Online => "online",
-            SoftmaxArg::TwoPass => "two-pass",
+        match (order, cfg.rescale) {
+            (SoftmaxArg::TwoPass, _) => "two-pass".to_string(),
+            (SoftmaxArg::Online, hdl::softmax::Rescale::Pow2) => "online".to_string(),
+            (SoftmaxArg::Online, hdl::softmax::Rescale::Lazy { threshold }) => {
+                format!("online, lazy rescaling with threshold {threshold}")
+            }
         },
         args.seq,
         cfg.head_dim,
@@ -71,9 +74,12 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         cfg.bc,
         cfg.cols
     );
-    let softmax = match order {
-        SoftmaxArg::Online => SoftmaxPass::Online,
-        SoftmaxArg::TwoPass => SoftmaxPass::TwoPass,
+    let softmax = match (order, cfg.rescale) {
+        (SoftmaxArg::TwoPass, _) => SoftmaxPass::TwoPass,
+        (SoftmaxArg::Online, hdl::softmax::Rescale::Pow2) => SoftmaxPass::Online,
+        (SoftmaxArg::Online, hdl::softmax::Rescale::Lazy { threshold }) => {
+            SoftmaxPass::Lazy { threshold }
+        }
     };
     println!("| pattern | causal | hw error | plain FP16 error | hw / plain | hw / max|V| | hw / max|O_ref| | contract |");
     println!("|---|---|---:|---:|---:|---:|---:|---|");

@@ -144,6 +144,21 @@ pub struct ConfigArgs {
     /// GLB, else memory) instead of refusing a longer K.
     #[arg(long)]
     pub spill: bool,
+    /// Override: how the online softmax rescales when a row's running max grows: pow2 (an
+    /// exponent shift at every growth, the default) or lazy (keep a stale max while the growth
+    /// is at most --lazy-threshold).
+    #[arg(long)]
+    pub rescale: Option<String>,
+    /// Override: lazy rescaling's threshold τ (1..=15; with --rescale lazy, default 4).
+    #[arg(long)]
+    pub lazy_threshold: Option<u32>,
+}
+
+/// A config-key message in the flags' spelling (`rescale = "lazy"` as `--rescale lazy`).
+fn cli_spelling(msg: &str) -> String {
+    msg.replace("rescale = \"", "--rescale \"")
+        .replace("lazy_threshold = ", "--lazy-threshold ")
+        .replace("lazy_threshold", "--lazy-threshold")
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -223,6 +238,11 @@ impl ConfigArgs {
         }
         if self.spill {
             cfg.rowfused_mut("--spill")?.spill = true;
+        }
+        if self.rescale.is_some() || self.lazy_threshold.is_some() {
+            let name = self.rescale.as_deref().or(Some(cfg.rescale.name()));
+            cfg.rescale = hdl::softmax::Rescale::from_keys(name, self.lazy_threshold)
+                .map_err(|e| anyhow::anyhow!("{}", cli_spelling(&e.to_string())))?;
         }
         cfg.validate()?;
         Ok(cfg)

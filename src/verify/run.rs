@@ -192,8 +192,11 @@ pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<B
         cfg,
         "softmax_row",
         &softmax_row_directed(),
-        check_softmax_row,
-        |dut| proptest_softmax_row(dut, stream_cases(vectors), 1000, seed),
+        |dut, cycles| check_softmax_row(dut, cycles, cfg.rescale.threshold()),
+        |dut| {
+            let t = cfg.rescale.threshold();
+            proptest_softmax_row(dut, stream_cases(vectors), 1000, seed, t)
+        },
     )
 }
 

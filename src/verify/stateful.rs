@@ -145,8 +145,13 @@ pub struct RowCycle {
     pub c: u32,
 }
 
-/// Streams `cycles` through a fresh `softmax_row` and compares its outputs every cycle.
-pub fn check_softmax_row(dut: &mut Dut, cycles: &[RowCycle]) -> anyhow::Result<Result<(), String>> {
+/// Streams `cycles` through a fresh `softmax_row` (lazy threshold `threshold`, 0 for pow2) and
+/// compares its outputs every cycle.
+pub fn check_softmax_row(
+    dut: &mut Dut,
+    cycles: &[RowCycle],
+    threshold: u8,
+) -> anyhow::Result<Result<(), String>> {
     let ins = [
         dut.port("op")?,
         dut.port("blk_max")?,
@@ -158,6 +163,7 @@ pub fn check_softmax_row(dut: &mut Dut, cycles: &[RowCycle]) -> anyhow::Result<R
         dut.port("l")?,
         dut.port("shift")?,
         dut.port("l_zero")?,
+        dut.port("stale")?,
     ];
     dut.reset(1);
     let words: Vec<u32> = cycles
@@ -166,18 +172,19 @@ pub fn check_softmax_row(dut: &mut Dut, cycles: &[RowCycle]) -> anyhow::Result<R
         .collect();
     let out = dut.run(&ins, &words, &outs, cycles.len() as u64);
     let mut state = RowState::default();
-    let mut shift = 0u8;
+    let (mut shift, mut stale) = (0u8, false);
     for (t, c) in cycles.iter().enumerate() {
-        let got = &out[t * 4..t * 4 + 4];
+        let got = &out[t * 5..t * 5 + 5];
         let want = [
             state.m,
             state.l,
             shift as u32,
             (state.l & 0x7FFF_FFFF == 0) as u32,
+            stale as u32,
         ];
         if got != want {
             return Ok(Err(format!(
-                "softmax_row after {t} operations: m, l, shift, l_zero = {:#010x?}, expected {:#010x?} \
+                "softmax_row after {t} operations: m, l, shift, l_zero, stale = {:#010x?}, expected {:#010x?} \
                  (m = {:e}, l = {:e} expected); last operation {:?}",
                 got,
                 want,
@@ -189,9 +196,12 @@ pub fn check_softmax_row(dut: &mut Dut, cycles: &[RowCycle]) -> anyhow::Result<R
         match c.op {
             1 => {
                 state = RowState::default();
-                shift = 0;
+                (shift, stale) = (0, false);
             }
-            2 => shift = state.update_max(c.blk_max, c.c),
+            2 => {
+                let up = state.update_max_lazy(c.blk_max, c.c, threshold);
+                (shift, stale) = (up.shift, up.avoided);
+            }
             3 => state.update_sum(c.blk_sum, shift),
             _ => {}
         }
@@ -245,6 +255,20 @@ pub fn softmax_row_directed() -> Vec<RowCycle> {
         cycle(RowOp::Max, F32_NEG_INF, 0),
         cycle(RowOp::Sum, 0, 0),
     ];
+    // A ladder of growths 1, 2, ..., 16 (C = 1): each side of every lazy threshold.
+    v.push(RowCycle {
+        c: fp::F32_ONE,
+        ..cycle(RowOp::Init, 0, 0)
+    });
+    let mut top = 0.0f32;
+    for g in 0..=16 {
+        top += g as f32;
+        v.push(RowCycle {
+            c: fp::F32_ONE,
+            ..cycle(RowOp::Max, top.to_bits(), 0)
+        });
+        v.push(cycle(RowOp::Sum, 0, 2.5f32.to_bits()));
+    }
     for &mx in F32_SPECIALS.iter().chain(&[F32_NEG_INF]) {
         for &sm in F32_SPECIALS {
             v.push(RowCycle {
@@ -294,9 +318,10 @@ pub fn proptest_softmax_row(
     cases: u32,
     max_len: usize,
     seed: u64,
+    threshold: u8,
 ) -> anyhow::Result<u64> {
     check_streams(cases, seed, max_len, row_cycle(), |cycles| {
-        check_softmax_row(dut, cycles)
+        check_softmax_row(dut, cycles, threshold)
     })
 }
 

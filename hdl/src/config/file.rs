@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{CoreConfig, DEFAULT_TOP_NAME};
 use crate::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
 use crate::glb::{GlbParams, GlbPlacement};
+use crate::softmax::Rescale;
 use crate::variants::{BufParams, RowParams, StackParams, Variant, VariantKind};
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`]. Also the
@@ -56,6 +57,11 @@ pub(super) struct ConfigFile {
     glb_placement: Option<GlbPlacement>,
     #[serde(skip_serializing_if = "Option::is_none")]
     glb_wire_mm: Option<f64>,
+    // The online softmax's rescaling (written only when it is not the default, pow2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rescale: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lazy_threshold: Option<u32>,
     // The older format's flat keys of the variants (read, never written).
     #[serde(skip_serializing)]
     buf_ports: Option<u32>,
@@ -135,6 +141,11 @@ impl From<&CoreConfig> for ConfigFile {
             glb_macro: g.map(|g| g.blackbox),
             glb_placement: g.map(|g| g.placement),
             glb_wire_mm: g.map(|g| g.wire_mm),
+            rescale: (c.rescale != Rescale::Pow2).then(|| c.rescale.name().to_string()),
+            lazy_threshold: match c.rescale {
+                Rescale::Lazy { threshold } => Some(threshold as u32),
+                Rescale::Pow2 => None,
+            },
             buf_ports: None,
             buf_bytes: None,
             buf_macro: None,
@@ -215,7 +226,15 @@ impl ConfigFile {
                 vlink_bits: self.vlink_bits,
             },
         )?;
+        // The file's rescale keys over the base preset's strategy.
+        let rescale = match (self.rescale.as_deref(), self.lazy_threshold) {
+            (None, None) => base.as_ref().map_or(Rescale::Pow2, |b| b.rescale),
+            (name, threshold) => {
+                Rescale::from_keys(name.or(base.as_ref().map(|b| b.rescale.name())), threshold)?
+            }
+        };
         let cfg = CoreConfig {
+            rescale,
             name: take!(name),
             rows: take!(rows),
             cols: take!(cols),
@@ -503,5 +522,52 @@ mod tests {
         );
         let e = err("preset = \"small\"\nglb_placement = \"above\"\n");
         assert!(e.contains("unknown variant `above`"), "{e}");
+    }
+
+    /// The rescale keys: written only for lazy, read back unchanged (a preset's strategy kept
+    /// when a file changes only the threshold), and every wrong spelling refused with what to
+    /// give instead.
+    #[test]
+    fn rescale_keys_round_trip_and_refuse_what_cannot_work() {
+        assert!(!CoreConfig::preset("small")
+            .unwrap()
+            .to_toml()
+            .contains("rescale"));
+        let (c, _) = parse("preset = \"small\"\nrescale = \"lazy\"\n").unwrap();
+        assert_eq!(c.rescale, Rescale::Lazy { threshold: 4 });
+        let (c, _) = parse("preset = \"small\"\nrescale = \"lazy\"\nlazy_threshold = 9\n").unwrap();
+        assert_eq!(c.rescale, Rescale::Lazy { threshold: 9 });
+        let text = c.to_toml();
+        assert!(text.contains("rescale = \"lazy\"") && text.contains("lazy_threshold = 9"));
+        let (back, _) = parse(&text).unwrap();
+        assert_eq!(back, c);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<CoreConfig>(&json).unwrap(), c);
+        for (text, want) in [
+            (
+                "rescale = \"always\"",
+                "rescale = \"always\" (a floating-point running max",
+            ),
+            (
+                "rescale = \"lazy\"\nlazy_threshold = 0",
+                "lazy_threshold = 0 is out of range",
+            ),
+            (
+                "rescale = \"lazy\"\nlazy_threshold = 16",
+                "lazy_threshold = 16 is out of range",
+            ),
+            ("lazy_threshold = 3", "applies to rescale = \"lazy\" only"),
+            (
+                "rescale = \"fast\"",
+                "rescale = \"fast\" is not a rescaling strategy",
+            ),
+            (
+                "rescale = \"lazy\"\nvariant = \"rowfused\"",
+                "the variant is rowfused: it finds a row's max before any weight",
+            ),
+        ] {
+            let e = err(&format!("preset = \"small\"\n{text}\n"));
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 }

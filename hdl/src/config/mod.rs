@@ -33,6 +33,7 @@ use crate::mask::MaskConfig;
 use crate::pe::PeConfig;
 use crate::pe_row::PeRowConfig;
 use crate::row_reduce::RowReduceConfig;
+use crate::softmax::Rescale;
 use crate::softmax::SoftmaxExpConfig;
 
 /// The generated top's name unless a configuration gives one (`top_name`).
@@ -93,6 +94,9 @@ pub struct CoreConfig {
     /// `glb_banks`, `glb_word_bits`, `glb_ports`, `glb_macro`, `glb_placement`,
     /// `glb_wire_mm` in a file (see `crate::glb`).
     pub glb: GlbParams,
+    /// How the online softmax rescales: `rescale = "pow2"` (the default) or `"lazy"` with
+    /// `lazy_threshold` (see [`Rescale`]).
+    pub rescale: Rescale,
 }
 
 pub const MAX_MEM_LATENCY: u32 = 4096;
@@ -344,6 +348,7 @@ impl CoreConfig {
             mem_width: c.mem_width,
             faults: false,
             variant: c.variant,
+            rescale: c.rescale,
         }
     }
 

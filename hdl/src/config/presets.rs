@@ -13,6 +13,7 @@ impl CoreConfig {
     /// The built-in preset called `name`.
     pub fn preset(name: &str) -> Result<CoreConfig> {
         let base = CoreConfig {
+            rescale: crate::softmax::Rescale::Pow2,
             name: name.to_string(),
             rows: 32,
             cols: 32,

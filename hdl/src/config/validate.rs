@@ -62,6 +62,21 @@ impl CoreConfig {
             Ok(())
         };
         range("rows", self.rows, 1, 256)?;
+        if let crate::softmax::Rescale::Lazy { threshold } = self.rescale {
+            ensure!(
+                !self.row().two_pass(),
+                "rescale = \"lazy\" applies to the online softmax (reg2d, buf2d, reg3d), but the \
+                 variant is {}: it finds a row's max before any weight and never rescales; drop \
+                 rescale (or set it to \"pow2\")",
+                self.variant
+            );
+            range(
+                "lazy_threshold",
+                threshold as u32,
+                1,
+                crate::softmax::Rescale::MAX_THRESHOLD as u32,
+            )?;
+        }
         range("cols", self.cols, 1, 256)?;
         // Widths first: the checks below shift and multiply by them (the blocks' own checks,
         // run again at the end).

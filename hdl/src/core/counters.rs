@@ -146,6 +146,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let row_updates = sum(|r| r.row_update, p_w);
     let recip_ops = sum(|r| r.recip_op, p_w);
     let norm_ops = sum(|r| r.norm_op, p_w);
+    let rescales = sum(|r| r.rescale, p_w);
+    let rescales_avoided = sum(|r| r.rescale_avoided, p_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
     // MAC slots of the steps issued: R·C per tier that steps this cycle.
@@ -227,6 +229,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let glb_write_bits = glb_c(1, "cnt_glb_write_bits");
     let glb_conflict_stalls = glb_c(2, "cnt_glb_conflict_stalls");
     let kv_spill_bits = glb_c(3, "cnt_kv_spill_bits");
+    let rescales = counter(m, "cnt_rescales", rescales, clear);
+    let rescales_avoided = counter(m, "cnt_rescales_avoided", rescales_avoided, clear);
     let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
     let out = Counters {
         cycles: c("cnt_cycles", run_busy),
@@ -262,6 +266,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
         glb_write_bits,
         glb_conflict_stalls,
         kv_spill_bits,
+        rescales,
+        rescales_avoided,
     };
     assert_eq!(
         out.named()

@@ -65,7 +65,12 @@
 //! multiplies, one per O value of a tile), `land_read_bits` (operand bits read from the Q/K/V
 //! landing buffers: per QK step of a tier 16 per row and column, per PV step 16 per column),
 //! `qk_cycles`, `pv_cycles` (cycles with a QK / PV step: each tier's busy
-//! cycles in reg3d; `mac_cycles` counts cycles with either), `read_beats`, `write_beats`.
+//! cycles in reg3d; `mac_cycles` counts cycles with either), `read_beats`, `write_beats`,
+//! `rescales` (a row's state update after a block whose max op set a nonzero shift: O and l
+//! rescaled, a row's first finite max included; 0 in the two-pass designs), and
+//! `rescales_avoided` (lazy rescaling: a row's block whose max exceeded the stale running max
+//! by 1..=τ, run against it with no rescale). Both depend on the data: the hardware model
+//! counts them too, and a run checks the two against each other.
 //!
 //! **Assertions** (simulation only): a K or V block that has landed is consumed within
 //! `kv_bound` cycles; every memory write falls inside the O tile being written (S and P are
@@ -131,6 +136,8 @@ pub const COUNTERS: &[&str] = &[
     "glb_write_bits",
     "glb_conflict_stalls",
     "kv_spill_bits",
+    "rescales",
+    "rescales_avoided",
 ];
 
 /// Everything the core is built from, derived from a `CoreConfig`.

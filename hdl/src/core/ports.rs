@@ -116,10 +116,10 @@ interface! {
     /// What the PE row's engine reports each cycle for the counters: MACs performed,
     /// register-file reads and writes, P-bank read and write, S-array read and write (buf2d),
     /// link bits, and the row engine's operations (max compare, exp element, reciprocal,
-    /// normalizing multiply).
+    /// normalizing multiply, a rescale performed or spared).
     pub struct RowActivity {
         macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink, vlink_s, max_op,
-        exp_op, row_update, recip_op, norm_op
+        exp_op, row_update, recip_op, norm_op, rescale, rescale_avoided
     }
 }
 
@@ -147,6 +147,8 @@ impl<T: Copy> From<&RowOut<T>> for RowActivity<T> {
             row_update: o.row_update,
             recip_op: o.recip_op,
             norm_op: o.norm_op,
+            rescale: o.rescale,
+            rescale_avoided: o.rescale_avoided,
         }
     }
 }
@@ -158,7 +160,8 @@ interface! {
         qk_cycles, pv_cycles, blocks, skipped_blocks, rf_reads, rf_writes, p_buf_reads,
         p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, vlink_s_bits, bcast_bit_hops,
         max_ops, exp_ops, row_updates, recip_ops, norm_ops, land_read_bits, read_beats,
-        write_beats, glb_read_bits, glb_write_bits, glb_conflict_stalls, kv_spill_bits
+        write_beats, glb_read_bits, glb_write_bits, glb_conflict_stalls, kv_spill_bits,
+        rescales, rescales_avoided
     }
 }
 
@@ -199,6 +202,8 @@ impl Counters<u32> {
             glb_write_bits: w,
             glb_conflict_stalls: w,
             kv_spill_bits: w,
+            rescales: w,
+            rescales_avoided: w,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! * `softmax_row`: the row's running state. Ports: `op` (2 bits: 0 hold, 1 init, 2 max, 3 sum),
 //!   `blk_max` (the block's row max of raw scores, −Inf if all masked), `blk_sum` (the block's
 //!   row sum of FP16 weights widened to FP32), `c` (the softmax constant C = log2(e)/√d) →
-//!   `m`, `l` (FP32), `shift` (8 bits), `l_zero`. Latency 1 (state registers):
+//!   `m`, `l` (FP32), `shift` (8 bits), `l_zero`, `stale` (lazy rescaling: the last max op
+//!   kept a stale max; 0 in pow2). Latency 1 (state registers):
 //!   init: m = −Inf, l = +0, shift = 0;
 //!   max: m' = max(m, ceil(blk_max · C)), shift = min(m' − m, 255) (NaN → 255; 0 while m' is
 //!   −Inf), m = m';
@@ -40,8 +41,9 @@ interface! {
 }
 
 interface! {
-    /// A query row's running state: max m, sum l, the block's rescale shift, l = 0.
-    pub struct RowState { m, l, shift, l_zero }
+    /// A query row's running state: max m, sum l, the block's rescale shift, l = 0, and
+    /// whether the last max op kept a stale max that grew (lazy rescaling; 0 in pow2).
+    pub struct RowState { m, l, shift, l_zero, stale }
 }
 
 interface! {
@@ -52,6 +54,77 @@ interface! {
 interface! {
     /// The FP16 weight.
     pub struct ExpOut { p }
+}
+
+/// How the online softmax rescales O and l when a row's running max grows (config key
+/// `rescale`, with `lazy_threshold`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rescale {
+    /// An integer (base-2) running max: every growth rescales O and l by an exact exponent
+    /// shift (Softermax). The default.
+    #[default]
+    Pow2,
+    /// pow2's running max, kept stale while a block's max exceeds it by at most `threshold`
+    /// (1..=[`Rescale::MAX_THRESHOLD`]): no rescale then, and weights reach up to 2^threshold.
+    Lazy { threshold: u8 },
+}
+
+impl Rescale {
+    /// The largest lazy threshold: a weight 2^15 is FP16's largest power of two.
+    pub const MAX_THRESHOLD: u8 = 15;
+
+    /// The threshold τ the row engine compares a growth with (0 for pow2: every growth
+    /// rescales).
+    pub fn threshold(self) -> u8 {
+        match self {
+            Rescale::Pow2 => 0,
+            Rescale::Lazy { threshold } => threshold,
+        }
+    }
+
+    /// The config value: "pow2" or "lazy".
+    pub fn name(self) -> &'static str {
+        match self {
+            Rescale::Pow2 => "pow2",
+            Rescale::Lazy { .. } => "lazy",
+        }
+    }
+
+    /// The `rescale` key's value and `lazy_threshold`, checked: a threshold only with "lazy"
+    /// (default 4), within 1..=15; "always" (a floating-point max) named and refused.
+    pub fn from_keys(rescale: Option<&str>, threshold: Option<u32>) -> Result<Rescale> {
+        let r = match (rescale.unwrap_or("pow2"), threshold) {
+            ("pow2", None) => Rescale::Pow2,
+            ("lazy", t) => {
+                let t = t.unwrap_or(Self::DEFAULT_THRESHOLD as u32);
+                anyhow::ensure!(
+                    (1..=Self::MAX_THRESHOLD as u32).contains(&t),
+                    "lazy_threshold = {t} is out of range: give 1 to {} (a stale max may lag \
+                     the true one by that many powers of two; FP16 weights hold up to 2^15)",
+                    Self::MAX_THRESHOLD
+                );
+                Rescale::Lazy { threshold: t as u8 }
+            }
+            ("pow2", Some(t)) => anyhow::bail!(
+                "lazy_threshold = {t} applies to rescale = \"lazy\" only: set rescale = \"lazy\", \
+                 or drop lazy_threshold"
+            ),
+            ("always", _) => anyhow::bail!(
+                "rescale = \"always\" (a floating-point running max, O rescaled by \
+                 exp2(m_old - m_new) through an FP32 multiplier in every PE) is not built: \
+                 regflash's running max is an integer, so every rescale is an exponent shift; \
+                 use rescale = \"pow2\" (the default: rescale whenever the max grows) or \"lazy\""
+            ),
+            (other, _) => anyhow::bail!(
+                "rescale = \"{other}\" is not a rescaling strategy: give \"pow2\" (the \
+                 default) or \"lazy\" (with lazy_threshold = 1..=15)"
+            ),
+        };
+        Ok(r)
+    }
+
+    /// The default lazy threshold: a stale max at most 2^4 below the true one.
+    pub const DEFAULT_THRESHOLD: u8 = 4;
 }
 
 /// `softmax_row` operations.
@@ -91,19 +164,37 @@ fn saturate_shift(m: &mut ModuleBuilder, d: Sig) -> Sig {
     mux(too_big, max8, v)
 }
 
-/// Defines `softmax_row`.
-pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
+/// The name of `softmax_row` with lazy threshold `threshold` (0: pow2).
+pub fn row_module_name(threshold: u8) -> String {
+    if threshold == 0 {
+        "softmax_row".into()
+    } else {
+        format!("softmax_row_lazy{threshold}")
+    }
+}
+
+/// Defines `softmax_row` (`softmax_row_lazy<τ>` with a lazy threshold τ > 0: a max op whose
+/// shift would be 1..=τ keeps m and sets shift 0).
+pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>> {
     let mul = fp32_mul::build(d, &Fp32MulConfig { latency: 0 });
     let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
     let max = fp32_misc::build_max(d);
     let ceil = fp32_misc::build_ceil(d);
     let scale2 = fp32_misc::build_scale2(d);
-    Block::of(d.define("softmax_row", |_, m| {
-        m.doc(
+    Block::of(d.define(&row_module_name(threshold), |_, m| {
+        let lazy = if threshold > 0 {
+            format!(
+                "\nLazy rescaling: a max op whose shift would be 1..={threshold} keeps m (stale) \
+                 and sets shift 0."
+            )
+        } else {
+            String::new()
+        };
+        m.doc(&format!(
             "softmax_row: running max m (integer-valued FP32, log2 domain) and sum l of one\n\
              query row. op 1 init, 2 max (m' = max(m, ceil(blk_max * c)), shift = min(m' - m, 255)),\n\
-             3 sum (l = l * 2^-shift + blk_sum). Latency 1. Model: kernels::softmax::RowState.",
-        );
+             3 sum (l = l * 2^-shift + blk_sum). Latency 1. Model: kernels::softmax::RowState.{lazy}",
+        ));
         let op = m.input("op", 2);
         let blk_max = m.input("blk_max", 32);
         let blk_sum = m.input("blk_sum", 32);
@@ -126,6 +217,17 @@ pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
         let zero_shift = m.zero(8);
         let shift_new = mux(m_new_neg_inf, zero_shift, shift_sat);
         let shift_new = m.name("shift_new", shift_new);
+        // Lazy: a growth of 1..=τ keeps the stale max and does not rescale.
+        let (m_new, shift_new, keep) = if threshold > 0 {
+            let zero8 = m.zero(8);
+            let above = m.lit(8, threshold as u64 + 1);
+            let keep = !shift_new.is_zero() & shift_new.lt(above);
+            let keep = m.name("keep_stale", keep);
+            let m_kept = mux(keep, m_reg.q, m_new);
+            (m_kept, mux(keep, zero8, shift_new), Some(keep))
+        } else {
+            (m_new, shift_new, None)
+        };
         let rescale = Scale2 {
             a: l_reg.q,
             n: shift_reg.q,
@@ -159,6 +261,18 @@ pub fn build_row(d: &mut Design) -> Block<RowOpIn, RowState<u32>> {
         m.output("l", l_reg.q);
         m.output("shift", shift_reg.q);
         m.output("l_zero", l_zero);
+        // The last max op's choice (lazy): a stale max kept, for the counters.
+        let stale = match keep {
+            Some(keep) => {
+                let r = m.reg("stale", 1, Some(0));
+                let zero1 = m.zero(1);
+                m.set_next(r, mux(is_init, zero1, keep));
+                m.set_enable(r, m_en);
+                r.q
+            }
+            None => m.zero(1),
+        };
+        m.output("stale", stale);
         m.set_latency(1);
     }))
 }

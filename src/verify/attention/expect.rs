@@ -116,10 +116,7 @@ fn compare_outputs(p: &CoreParams, seqs: &[Attention], outs: &[Vec<u32>]) -> Out
     let mut failing: Option<Accuracy> = None;
     for (a, out) in seqs.iter().zip(outs) {
         let (want, s) = a.expected(p);
-        stats.macs += s.macs;
-        stats.masked_macs += s.masked_macs;
-        stats.blocks += s.blocks;
-        stats.skipped_blocks += s.skipped_blocks;
+        stats += s;
         let d = a.head_dim;
         for (i, (&g, &w)) in out.iter().zip(&want).enumerate() {
             if g != w {
@@ -239,6 +236,15 @@ fn counter_mismatches(
             .filter(|(n, want)| c(n) != *want)
             .map(|(n, want)| (n.to_string(), c(n), *want)),
     );
+    // The rescales depend on the data: the hardware model counts them.
+    for (n, want) in [
+        ("rescales", stats.rescales),
+        ("rescales_avoided", stats.rescales_avoided),
+    ] {
+        if c(n) != want {
+            counter_errors.push((format!("{n} (the hardware model's)"), c(n), want));
+        }
+    }
     for (n, m) in model {
         if m != want_of(n) {
             counter_errors.push((

@@ -212,10 +212,12 @@ impl Attention {
             causal: self.causal,
             out: self.out,
             // The fused designs' online softmax, or rowfused's two passes over whole rows.
-            softmax: if p.row.two_pass() {
-                kernels::flash::SoftmaxPass::TwoPass
-            } else {
-                kernels::flash::SoftmaxPass::Online
+            softmax: match (p.row.two_pass(), p.row.rescale) {
+                (true, _) => kernels::flash::SoftmaxPass::TwoPass,
+                (false, hdl::softmax::Rescale::Pow2) => kernels::flash::SoftmaxPass::Online,
+                (false, hdl::softmax::Rescale::Lazy { threshold }) => {
+                    kernels::flash::SoftmaxPass::Lazy { threshold }
+                }
             },
         }
     }
@@ -256,10 +258,7 @@ impl Attention {
         let mut stats = FlashStats::default();
         for (o, s) in heads {
             out.extend(o);
-            stats.macs += s.macs;
-            stats.masked_macs += s.masked_macs;
-            stats.blocks += s.blocks;
-            stats.skipped_blocks += s.skipped_blocks;
+            stats += s;
         }
         (out, stats)
     }

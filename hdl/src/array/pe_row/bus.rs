@@ -82,10 +82,11 @@ group! {
     /// O down to the readout, and in three tiers S up) and over the S links alone (for the
     /// counters), the engine's operations this cycle (a max-sweep compare, an exp-sweep
     /// element: scale, subtract, exp2, sum; a row's state update after a block, with its
-    /// reduction tree; a reciprocal started; a normalizing multiply), and the O staging write.
+    /// reduction tree; a reciprocal started; a normalizing multiply), a row's state update
+    /// that rescales O and l and one a lazy threshold spared, and the O staging write.
     pub struct RowOut<T> {
         busy, s_free, macs, rf_reads, rf_writes, p_read, p_write, s_read, s_write, vlink,
-        vlink_s, max_op, exp_op, row_update, recip_op, norm_op;
+        vlink_s, max_op, exp_op, row_update, recip_op, norm_op, rescale, rescale_avoided;
         st: RowStore<T>,
         x_rd: Option<ScratchRead<T>>,
         spill: Option<SpillRead<T>>,
@@ -166,6 +167,8 @@ impl PeRowConfig {
             row_update: 1,
             recip_op: 1,
             norm_op: 1,
+            rescale: 1,
+            rescale_avoided: 1,
             st: RowStore {
                 we: 1,
                 row: self.ii_bits(),

@@ -28,6 +28,8 @@ pub struct PeRowConfig {
     pub faults: bool,
     /// Where S and P live (see `crate::variants`): the row asks its [`Dataflow`].
     pub variant: Variant,
+    /// How the row engines rescale when a running max grows.
+    pub rescale: crate::softmax::Rescale,
 }
 
 impl PeRowConfig {
@@ -399,6 +401,10 @@ impl PeRowConfig {
             self.pe.params_name(),
             self.exp.module_name()
         ) + &self.flow().row_name()
+            + &match self.rescale.threshold() {
+                0 => String::new(),
+                t => format!("_lazy{t}"),
+            }
             + if self.faults { "_faults" } else { "" }
     }
 }

@@ -119,7 +119,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
     };
     let parts = Parts {
         tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
-        srow: sm_units::build_row(d),
+        srow: sm_units::build_row(d, cfg.rescale.threshold()),
         sexp: sm_units::build_exp(d, &cfg.exp),
         add0: fp32_add::build(d, &Fp32AddConfig { latency: 0 }),
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
@@ -239,6 +239,10 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         max_op: sw.in_max,
         exp_op: sw.in_exp,
         row_update: e.state.is(Engine::SumUpdate),
+        // At the row's sum update the block's max has set its shift: a nonzero one rescales O
+        // (the PV steps' MAC_SCALE) and l; a stale max a lazy threshold kept spares one.
+        rescale: e.state.is(Engine::SumUpdate) & !sm.cur_shift.is_zero(),
+        rescale_avoided: e.state.is(Engine::SumUpdate) & sm.cur_stale,
         recip_op: e.state.is(Engine::RoRecip),
         norm_op: e.in_ro,
         st,

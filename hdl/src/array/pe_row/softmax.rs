@@ -20,6 +20,9 @@ pub(super) struct SoftmaxRows {
     pub(super) cur_l_zero: Sig,
     /// The rescale shift of the step's query row for the step's block.
     pub(super) step_shift: Sig,
+    /// The engine's current row: its block's shift, and whether its max was kept stale.
+    pub(super) cur_shift: Sig,
+    pub(super) cur_stale: Sig,
 }
 
 /// One `softmax_row` unit per query row, and the selection of the current row's state.
@@ -48,7 +51,7 @@ pub(super) fn softmax_rows(
             c: i.c_const,
         };
         let o = m.instantiate(&parts.srow, &format!("u_row{r}"), &ins);
-        row_outs.push([o.m, o.l, o.shift, o.l_zero]);
+        row_outs.push([o.m, o.l, o.shift, o.l_zero, o.stale]);
         // The row's rescale shift for its block, kept per block parity: the softmax of block
         // j may run while the PV steps of block j-1 still use theirs. Captured at the row's
         // sum operation, when the block's max has set it.
@@ -69,7 +72,7 @@ pub(super) fn softmax_rows(
     } else {
         i.step
     };
-    // Field f (m, l, shift, l_zero) of the row `idx` selects.
+    // Field f (m, l, shift, l_zero, stale) of the row `idx` selects.
     let pick = |idx: Sig, f: usize| -> Sig {
         let xs: Vec<Sig> = row_outs.iter().map(|r| r[f]).collect();
         mux_index(idx, &xs)
@@ -90,6 +93,8 @@ pub(super) fn softmax_rows(
         cur_l: pick(e.ii.q, 1),
         cur_l_zero: pick(e.ii.q, 3),
         step_shift,
+        cur_shift: pick(e.ii.q, 2),
+        cur_stale: pick(e.ii.q, 4),
     }
 }
 
