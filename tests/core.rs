@@ -455,10 +455,17 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
     // sweep and PV, so more cycles wait for the row engines.
     let row = &runs[6];
     for (n, v) in &buf2.counters {
-        if !["cycles", "mac_cycles"].contains(&n.as_str()) && !n.starts_with("stall_") {
+        if !["cycles", "mac_cycles"].contains(&n.as_str())
+            && !n.starts_with("stall_")
+            && !n.starts_with("rescales")
+        {
             assert_eq!(row.counters[n], *v, "rowfused {n}");
         }
     }
+    // The two-pass order knows each row's max before any weight: no rescale, where the online
+    // order rescales at least once a row (its first finite max) and then as the max grows.
+    assert_eq!(row.counters["rescales"], 0);
+    assert!(buf2.counters["rescales"] >= 2 * 72);
     assert_eq!(row.counters["mac_cycles"], buf2.counters["mac_cycles"]);
     assert!(row.counters["stall_softmax"] > buf2.counters["stall_softmax"]);
     // unfused: rowfused's order without its S array: the max sweep reads the PE registers and
