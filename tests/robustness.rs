@@ -317,9 +317,11 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "8",
             buf2d,
         ),
+        // reg3d with lazy rescaling (τ = 1): the PV tier's shift is 0 wherever a stale max was
+        // kept, and the wrong shift must still show.
         (
             "reg3d",
-            "variant = \"reg3d\"\nbc = 2\n".to_string(),
+            "variant = \"reg3d\"\nbc = 2\nrescale = \"lazy\"\nlazy_threshold = 1\n".to_string(),
             "6",
             reg3d,
         ),
