@@ -118,24 +118,122 @@ pub fn convert(x: u64, from: Format, to: Format) -> u64 {
         "{x:#x} is wider than {}",
         from.name()
     );
-    let sign = if x & from.sign_mask() != 0 {
-        to.sign_mask()
-    } else {
-        0
-    };
-    let e = (x >> from.man) & from.max_exp();
-    let f = x & from.frac_mask();
-    if e == from.max_exp() {
-        return if f != 0 { to.qnan() } else { sign | to.inf() };
+    let sign = |negative: bool| if negative { to.sign_mask() } else { 0 };
+    match decode(x, from) {
+        Value::Nan => to.qnan(),
+        Value::Inf(negative) => sign(negative) | to.inf(),
+        Value::Finite(negative, sig, exp) => round_to(to, sign(negative), sig, exp, false),
     }
-    // value = sig · 2^(e − bias − man), with e = 1 and no hidden bit for zeros and subnormals.
+}
+
+/// A value of a binary format, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Value {
+    Nan,
+    /// ±Inf (true: negative).
+    Inf(bool),
+    /// ±sig · 2^exp, exactly (sig 0 for the zeros).
+    Finite(bool, u64, i32),
+}
+
+/// `x` (a `fmt` value in its low bits) decoded: value = sig · 2^(e − bias − man), with e = 1
+/// and no hidden bit for zeros and subnormals.
+fn decode(x: u64, fmt: Format) -> Value {
+    let negative = x & fmt.sign_mask() != 0;
+    let e = (x >> fmt.man) & fmt.max_exp();
+    let f = x & fmt.frac_mask();
+    if e == fmt.max_exp() {
+        return if f != 0 {
+            Value::Nan
+        } else {
+            Value::Inf(negative)
+        };
+    }
     let (sig, e) = if e == 0 {
         (f, 1)
     } else {
-        (f | (1 << from.man), e)
+        (f | (1 << fmt.man), e)
     };
-    let exp = e as i32 - from.bias() as i32 - from.man as i32;
-    round_to(to, sign, sig, exp, false)
+    Value::Finite(negative, sig, e as i32 - fmt.bias() as i32 - fmt.man as i32)
+}
+
+/// A MAC of `fmt` operands into a binary32 accumulator: `acc + a × b` with the product exact
+/// (whatever its exponent: a BF16 × BF16 product can reach 2^256, or 2^-266, beyond binary32's
+/// range) and one rounding to binary32, round to nearest even: a fused multiply-add of the
+/// widened operands. NaN, Inf × 0 and Inf − Inf give the canonical NaN; an exact zero sum is
+/// +0 unless both addends are −0 (or a −0 product meets a −0 accumulator). For FP16 operands
+/// this is [`mac`].
+pub fn mac_fused(acc: u32, a: u64, b: u64, fmt: Format) -> u32 {
+    let (pa, pb, c) = (
+        decode(a, fmt),
+        decode(b, fmt),
+        decode(acc as u64, Format::FP32),
+    );
+    // The product: NaN, ±Inf or exact.
+    let product = match (pa, pb) {
+        (Value::Nan, _) | (_, Value::Nan) => Value::Nan,
+        (Value::Inf(_), Value::Finite(_, 0, _)) | (Value::Finite(_, 0, _), Value::Inf(_)) => {
+            Value::Nan
+        }
+        (Value::Inf(x), Value::Inf(y))
+        | (Value::Inf(x), Value::Finite(y, _, _))
+        | (Value::Finite(x, _, _), Value::Inf(y)) => Value::Inf(x != y),
+        (Value::Finite(x, m, e), Value::Finite(y, n, f)) => Value::Finite(x != y, m * n, e + f),
+    };
+    let (pn, pm, pe, cn, cm, ce) = match (product, c) {
+        (Value::Nan, _) | (_, Value::Nan) => return F32_QNAN,
+        (Value::Inf(x), Value::Inf(y)) if x != y => return F32_QNAN,
+        (Value::Inf(x), _) | (_, Value::Inf(x)) => return if x { F32_NEG_INF } else { F32_INF },
+        (Value::Finite(pn, pm, pe), Value::Finite(cn, cm, ce)) => (pn, pm, pe, cn, cm, ce),
+    };
+    let sign = |negative: bool| if negative { F32_SIGN } else { 0 };
+    if pm == 0 && cm == 0 {
+        return sign(pn && cn);
+    }
+    // Both addends in a window of 100 bits below the larger's top; bits of the smaller below
+    // the window (it is then far below the result's rounding point) become a sticky remainder.
+    let top = |m: u64, e: i32| {
+        if m == 0 {
+            i32::MIN
+        } else {
+            e + 64 - m.leading_zeros() as i32
+        }
+    };
+    let base = top(pm, pe).max(top(cm, ce)) - 100;
+    let place = |m: u64, e: i32| -> (i128, bool) {
+        if m == 0 {
+            (0, false)
+        } else if e >= base {
+            ((m as i128) << (e - base), false)
+        } else {
+            let k = (base - e).min(127) as u32;
+            let m = m as u128;
+            ((m >> k) as i128, m & ((1u128 << k) - 1) != 0)
+        }
+    };
+    let ((p, p_lost), (q, q_lost)) = (place(pm, pe), place(cm, ce));
+    let total = if pn { -p } else { p } + if cn { -q } else { q };
+    if total == 0 && !p_lost && !q_lost {
+        return 0; // exact cancellation: +0
+    }
+    let negative = total < 0;
+    let mut mag = total.unsigned_abs();
+    // The lost bits belong to the smaller addend: they add to the magnitude when its sign is
+    // the sum's, and take from it otherwise ((mag − 1) plus a remainder below one unit).
+    let lost_negative = if p_lost { pn } else { cn };
+    let lost = p_lost || q_lost;
+    if lost && lost_negative != negative {
+        mag -= 1;
+    }
+    // At most 102 bits: narrow to 64 with the rest sticky.
+    let shift = (128 - mag.leading_zeros()).saturating_sub(64);
+    let sticky = lost || mag & ((1u128 << shift) - 1) != 0;
+    round_to_f32(
+        sign(negative),
+        (mag >> shift) as u64,
+        base + shift as i32,
+        sticky,
+    )
 }
 
 /// Exact binary16 → binary32 conversion (every binary16 value is representable).
@@ -682,6 +780,75 @@ mod tests {
             let wa = f16::from_bits(a).to_f32();
             let wb = f16::from_bits(b).to_f32();
             prop_assert!(same(mac(acc, a, b), wa.mul_add(wb, f32::from_bits(acc))));
+        }
+    }
+
+    /// `mac_fused`'s oracle: the host's fused multiply-add of the widened operands (BF16 and
+    /// FP16 widen to binary32 exactly), any NaN as the canonical one.
+    fn fma_oracle(acc: u32, a: u64, b: u64, fmt: Format) -> u32 {
+        let w = |x: u64| f32::from_bits(convert(x, fmt, Format::FP32) as u32);
+        canonical_nan(w(a).mul_add(w(b), f32::from_bits(acc)))
+    }
+
+    /// The BF16 MAC at the extremes: products past binary32's range both ways (2^254 and
+    /// 2^-266 exact, then one rounding), products that cancel the accumulator exactly,
+    /// overflow to Inf, Inf × 0 and Inf − Inf, signed zeros, and every pair of BF16 specials.
+    #[test]
+    fn mac_fused_bf16_extremes() {
+        let bf = |x: f32| (x.to_bits() >> 16) as u64;
+        let max = 0x7F7Fu64; // BF16's largest finite, 3.39e38
+        let min_sub = 0x0001u64; // 2^-133
+        let cases = [
+            (0u32, max, max),                         // 1.15e77: Inf
+            (F32_NEG_INF, max, max),                  // −Inf + Inf: NaN
+            (f32::MAX.to_bits(), bf(1.0), bf(1.0)),   // max + 1: max
+            (0, min_sub, min_sub),                    // 2^-266: +0
+            (0x8000_0000, min_sub | 0x8000, min_sub), // −0 + (−2^-266): −0
+            (1, min_sub, min_sub),                    // 2^-149 + 2^-266: 2^-149
+            (1 | F32_SIGN, bf(1.0), bf(1.0)),         // 1 − 2^-149: 1
+            (0x3F80_0000, bf(-1.0), bf(1.0)),         // 1 − 1: +0
+            (0x8000_0000, bf(-0.0), bf(1.0)),         // −0 + −0: −0
+            (0, bf(f32::INFINITY), 0),                // Inf × 0: NaN
+        ];
+        for (acc, a, b) in cases {
+            assert_eq!(
+                mac_fused(acc, a, b, Format::BF16),
+                fma_oracle(acc, a, b, Format::BF16),
+                "acc={acc:#010x} a={a:#06x} b={b:#06x}"
+            );
+        }
+        let specials = [
+            0u64, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x3F80, 0xBF80, 0x7F7F, 0xFF7F, 0x7F80,
+            0xFF80, 0x7FC0, 0xFF81,
+        ];
+        for &c in &F32_SPECIALS {
+            for &a in &specials {
+                for &b in &specials {
+                    assert_eq!(
+                        mac_fused(c, a, b, Format::BF16),
+                        fma_oracle(c, a, b, Format::BF16)
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn mac_fused_matches_the_hosts_fma(acc in any::<u32>(), a in any::<u16>(), b in any::<u16>(), ea in 0u32..=30, near in 0u32..64) {
+            let (a, b) = (a as u64, b as u64);
+            prop_assert_eq!(mac_fused(acc, a, b, Format::BF16), fma_oracle(acc, a, b, Format::BF16));
+            // FP16 operands: the PE's `mac`.
+            prop_assert_eq!(mac_fused(acc, a, b, Format::FP16), mac(acc, a as u16, b as u16));
+            // An accumulator near the product (cancellation, ties): the product's bits, nudged.
+            let p = fma_oracle(0, a, b, Format::BF16);
+            let c = (p ^ F32_SIGN).wrapping_add(near).wrapping_sub(32);
+            prop_assert_eq!(mac_fused(c, a, b, Format::BF16), fma_oracle(c, a, b, Format::BF16), "c={:#010x}", c);
+            // Exponents spread across both ranges.
+            let a2 = (a & 0x807F) | ((ea * 8 + (a as u32 & 7)) as u64) << 7;
+            prop_assert_eq!(mac_fused(acc, a2, b, Format::BF16), fma_oracle(acc, a2, b, Format::BF16), "a={:#06x}", a2);
         }
     }
 
