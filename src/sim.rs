@@ -26,7 +26,7 @@ pub struct SimReport {
     pub preset: String,
     /// reg2d, buf2d, reg3d or rowfused.
     pub variant: String,
-    /// The online softmax's rescaling: "pow2", or "lazy (threshold τ)".
+    /// The online softmax's rescaling: "pow2", or "lazy, threshold τ".
     #[serde(default)]
     pub rescale: String,
     pub rows: u32,
@@ -544,10 +544,6 @@ pub fn run_full(
     Ok((report(cfg, &p, a, &run, &chk), run.out))
 }
 
-/// Runs `a` on the hardware model alone, no RTL: O from the bit-exact model (the heads on up
-/// to `threads` threads), the counters the schedule fixes with the cycle model's timing (which
-/// every RTL run matches exactly), checked against the f64 reference as an RTL run is; the
-/// report has an RTL run's fields.
 /// The cycle model's counters for a shape, remembered for the last few shapes: a model run
 /// in a network repeats its shapes (every layer, every batch of the same length), and the
 /// counters depend on the shape alone.
@@ -587,6 +583,10 @@ fn model_counters(
     c
 }
 
+/// Runs `a` on the hardware model alone, no RTL: O from the bit-exact model (the heads on up
+/// to `threads` threads), the counters the schedule fixes with the cycle model's timing (which
+/// every RTL run matches exactly), checked against the f64 reference as an RTL run is; the
+/// report has an RTL run's fields.
 pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
     a.validate(&p)?;
@@ -712,10 +712,7 @@ fn report(
     let report = SimReport {
         preset: cfg.name.clone(),
         variant: cfg.variant.to_string(),
-        rescale: match cfg.rescale {
-            hdl::softmax::Rescale::Pow2 => "pow2".into(),
-            hdl::softmax::Rescale::Lazy { threshold } => format!("lazy, threshold {threshold}"),
-        },
+        rescale: cfg.rescale.to_string(),
         rows: cfg.rows,
         cols: cfg.cols,
         br: cfg.br,

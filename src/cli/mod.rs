@@ -154,13 +154,6 @@ pub struct ConfigArgs {
     pub lazy_threshold: Option<u32>,
 }
 
-/// A config-key message in the flags' spelling (`rescale = "lazy"` as `--rescale lazy`).
-fn cli_spelling(msg: &str) -> String {
-    msg.replace("rescale = \"", "--rescale \"")
-        .replace("lazy_threshold = ", "--lazy-threshold ")
-        .replace("lazy_threshold", "--lazy-threshold")
-}
-
 /// A configuration from a TOML file, with the file named in any error.
 fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
     let text = std::fs::read_to_string(path)
@@ -241,8 +234,8 @@ impl ConfigArgs {
         }
         if self.rescale.is_some() || self.lazy_threshold.is_some() {
             let name = self.rescale.as_deref().or(Some(cfg.rescale.name()));
-            cfg.rescale = hdl::softmax::Rescale::from_keys(name, self.lazy_threshold)
-                .map_err(|e| anyhow::anyhow!("{}", cli_spelling(&e.to_string())))?;
+            // Errors name the config keys, as every override's do.
+            cfg.rescale = hdl::softmax::Rescale::from_keys(name, self.lazy_threshold)?;
         }
         cfg.validate()?;
         Ok(cfg)

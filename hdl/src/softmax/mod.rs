@@ -127,6 +127,16 @@ impl Rescale {
     pub const DEFAULT_THRESHOLD: u8 = 4;
 }
 
+impl std::fmt::Display for Rescale {
+    /// "pow2", or "lazy, threshold τ".
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Rescale::Pow2 => write!(f, "pow2"),
+            Rescale::Lazy { threshold } => write!(f, "lazy, threshold {threshold}"),
+        }
+    }
+}
+
 /// `softmax_row` operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
