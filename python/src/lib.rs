@@ -61,6 +61,7 @@ impl Design {
         preset: Option<&str>,
         config: Option<&str>,
         variant: Option<&str>,
+        (rescale, lazy_threshold): (Option<&str>, Option<u32>),
     ) -> Result<CoreConfig> {
         let mut cfg = match (preset, config) {
             (Some(_), Some(_)) => bail!("give preset= or config=, not both"),
@@ -76,6 +77,10 @@ impl Design {
         };
         if let Some(v) = variant {
             cfg = cfg.with_variant(VariantKind::from_str(v)?);
+        }
+        if rescale.is_some() || lazy_threshold.is_some() {
+            let name = rescale.or(Some(cfg.rescale.name()));
+            cfg.rescale = hdl::softmax::Rescale::from_keys(name, lazy_threshold)?;
         }
         ensure!(
             cfg.head_dim == head_dim,
@@ -150,14 +155,17 @@ impl Design {
 #[pymethods]
 impl Design {
     #[new]
-    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None))]
+    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None, rescale=None, lazy_threshold=None))]
     fn new(
         head_dim: u32,
         preset: Option<&str>,
         config: Option<&str>,
         variant: Option<&str>,
+        rescale: Option<&str>,
+        lazy_threshold: Option<u32>,
     ) -> PyResult<Self> {
-        let cfg = Self::resolve(head_dim, preset, config, variant).map_err(fail)?;
+        let rescaling = (rescale, lazy_threshold);
+        let cfg = Self::resolve(head_dim, preset, config, variant, rescaling).map_err(fail)?;
         Ok(Design { cfg })
     }
 

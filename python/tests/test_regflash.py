@@ -52,6 +52,20 @@ def test_model_meets_the_error_contract_against_an_independent_reference(causal)
     assert r["counters"]["macs"] > 0 and r["energy"]["total_pj"] > 0
 
 
+def test_lazy_rescaling_keeps_the_contract_and_counts_its_rescales():
+    # A stale max changes weights by powers of two: within the contract, close to pow2's
+    # output, with fewer rescales and the blocks run against a stale max counted.
+    q, k, v = tensors((1, 2, 48, 16), (1, 2, 48, 16), 5)
+    pow2 = regflash.FlashAttention(16, out_dtype="float32")
+    lazy = regflash.FlashAttention(16, out_dtype="float32", rescale="lazy", lazy_threshold=4)
+    a, b = pow2(q, k, v), lazy(q, k, v)
+    r, r2 = pow2.report, lazy.report
+    assert r2["passed"] and r2["rescale"] == "lazy, threshold 4" and r["rescale"] == "pow2"
+    assert np.abs(a - b).max() <= 1e-5
+    assert r2["counters"]["rescales"] < r["counters"]["rescales"]
+    assert r2["counters"]["rescales_avoided"] > 0 == r["counters"]["rescales_avoided"]
+
+
 def test_layouts_and_out_dtype():
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 2)
     bhsd = regflash.FlashAttention(16)(q, k, v)
@@ -147,6 +161,14 @@ def test_rtl_backend_is_bit_identical_to_the_model():
         (lambda: regflash.FlashAttention(16, variant="reg4d"), "unknown variant `reg4d`"),
         (lambda: regflash.FlashAttention(16, backend="gpu"), 'unknown backend "gpu"'),
         (lambda: regflash.FlashAttention(16, config="/nonexistent.toml"), "cannot read config"),
+        (
+            lambda: regflash.FlashAttention(16, rescale="always"),
+            'rescale = "always" \\(a floating-point running max',
+        ),
+        (
+            lambda: regflash.FlashAttention(16, rescale="lazy", lazy_threshold=16),
+            "lazy_threshold = 16 is out of range",
+        ),
     ],
 )
 def test_bad_designs_are_refused_with_the_reason(make, want):

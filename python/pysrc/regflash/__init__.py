@@ -112,6 +112,9 @@ class FlashAttention:
     - ``out_dtype``: ``"float16"`` or ``"float32"`` (the core's FP32 output); default the
       query's dtype (float16 stays float16, others are float32).
     - ``threads``: heads run on this many threads (model backend; default all cores).
+    - ``rescale``, ``lazy_threshold``: the online softmax's rescaling, ``"pow2"`` (the
+      default) or ``"lazy"`` with a threshold 1..15 (default 4), as the config keys
+      ``rescale`` and ``lazy_threshold`` (docs/numerics.md).
     """
 
     def __init__(
@@ -126,6 +129,8 @@ class FlashAttention:
         layout: str = "bhsd",
         out_dtype: Any = None,
         threads: Optional[int] = None,
+        rescale: Optional[str] = None,
+        lazy_threshold: Optional[int] = None,
     ) -> None:
         if backend not in ("model", "rtl"):
             raise RegflashError(f'unknown backend "{backend}": choose "model" or "rtl"')
@@ -133,7 +138,10 @@ class FlashAttention:
             raise RegflashError(f'unknown layout "{layout}": choose "bhsd" or "bshd"')
         if config is not None:
             config = os.fspath(config)
-        self.design = _native.Design(int(head_dim), preset, config, variant)
+        self.design = _native.Design(
+            int(head_dim), preset, config, variant, rescale,
+            None if lazy_threshold is None else int(lazy_threshold),
+        )
         self.head_dim = int(head_dim)
         self.causal = bool(causal)
         self.backend = backend

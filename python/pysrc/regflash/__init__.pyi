@@ -31,6 +31,8 @@ class FlashAttention:
         layout: str = "bhsd",
         out_dtype: Any = None,
         threads: Optional[int] = None,
+        rescale: Optional[str] = None,
+        lazy_threshold: Optional[int] = None,
     ) -> None: ...
     def __call__(
         self,

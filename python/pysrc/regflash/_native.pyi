@@ -11,6 +11,8 @@ class Design:
         preset: Optional[str] = None,
         config: Optional[str] = None,
         variant: Optional[str] = None,
+        rescale: Optional[str] = None,
+        lazy_threshold: Optional[int] = None,
     ) -> None: ...
     @property
     def name(self) -> str: ...
