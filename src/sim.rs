@@ -589,7 +589,8 @@ fn model_counters(
 /// report has an RTL run's fields.
 pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
-    a.validate(&p)?;
+    // No simulated memory: only the core's limits apply.
+    a.validate_core(&p)?;
     let timing = MemoryTiming::default();
     let shape = a.shape();
     // The cycle model needs no data: it runs beside the heads.

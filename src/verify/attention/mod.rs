@@ -154,7 +154,14 @@ impl Attention {
     /// Checks that the problem fits the core: shapes, the head dimension, the index widths,
     /// the memory the core addresses and the simulator holds.
     pub fn validate(&self, p: &CoreParams) -> Result<()> {
-        check_shape(
+        self.validate_core(p)?;
+        check_sim_memory(self.heads, self.q_len, self.k_len, self.head_dim, self.out)
+    }
+
+    /// [`Attention::validate`] without the simulator's memory: what the hardware model alone
+    /// needs (the core could run it).
+    pub fn validate_core(&self, p: &CoreParams) -> Result<()> {
+        check_core_shape(
             p,
             self.heads,
             self.q_len,
