@@ -51,13 +51,23 @@ macro_rules! pure {
 pub static UNITS: &[Unit] = &[
     Unit {
         name: "fp_mul_e5m10",
-        build: |d, c| Ok(hdl::fp16_mul::build(d, &c.pe().mac.mul).module),
+        build: |d, c| Ok(hdl::mul_exact::build(d, &c.pe().mac.mul).module),
         check: pure!(fp16_mul),
+    },
+    Unit {
+        name: "fp_mul_e8m7",
+        build: |d, c| Ok(hdl::mul_exact::build(d, &bf16_mac(c).mul).module),
+        check: pure!(bf16_mul),
     },
     Unit {
         name: "fp_add_e8m23",
         build: |d, c| Ok(hdl::fp32_add::build(d, &c.pe().mac.add).module),
         check: pure!(fp32_add),
+    },
+    Unit {
+        name: "fp_add_e10m15_e8m23",
+        build: |d, c| Ok(hdl::fp32_add::build(d, &bf16_mac(c).add).module),
+        check: pure!(wide_add),
     },
     Unit {
         name: "fp_cvt_e5m10_e8m23",
@@ -73,6 +83,11 @@ pub static UNITS: &[Unit] = &[
         name: "mac",
         build: |d, c| Ok(hdl::mac::build(d, &c.pe().mac).module),
         check: pure!(mac),
+    },
+    Unit {
+        name: "mac_e8m7",
+        build: |d, c| Ok(hdl::mac::build(d, &bf16_mac(c)).module),
+        check: pure!(mac_bf16),
     },
     Unit {
         name: "pe",
@@ -186,6 +201,13 @@ pub static UNITS: &[Unit] = &[
     },
 ];
 
+/// The MAC of bfloat16 operands at the configuration's latencies: the bfloat16 units' build
+/// until the configuration names an operand format.
+fn bf16_mac(c: &CoreConfig) -> hdl::mac::MacConfig {
+    let m = c.pe().mac;
+    hdl::mac::MacConfig::new(hdl::format::Format::BF16, m.mul.latency, m.add.latency)
+}
+
 /// Former names of blocks, still accepted wherever a unit name is (`--unit`, `regflash verify
 /// <unit>`, `Target::Unit`): (former name, the block's name). The floating-point units were
 /// named after their C types; they are named by their number formats now, as HardFloat names
@@ -238,9 +260,10 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
 mod tests {
     use super::*;
     use hdl::exp2::Exp2Config;
-    use hdl::fp16_mul::Fp16MulConfig;
+    use hdl::format::Format;
     use hdl::fp32_add::Fp32AddConfig;
     use hdl::fp32_mul::Fp32MulConfig;
+    use hdl::mac::MacConfig;
 
     /// Every floating-point unit's registry name is the one its formats give it (`hdl::fp`'s
     /// naming), and its Verilog module is that name (with `_l<latency>` where the unit has a
@@ -248,8 +271,10 @@ mod tests {
     #[test]
     fn fp_unit_names_are_derived_from_their_formats() {
         let derived = [
-            Fp16MulConfig::unit_name(),
-            Fp32AddConfig::unit_name(),
+            MacConfig::default().mul.unit_name(),
+            MacConfig::new(Format::BF16, 1, 1).mul.unit_name(),
+            Fp32AddConfig::new(1).unit_name(),
+            MacConfig::new(Format::BF16, 1, 1).add.unit_name(),
             hdl::fp16_to_fp32::module_name(),
             hdl::fp32_to_fp16::module_name(),
             Fp32MulConfig::unit_name(),
@@ -286,9 +311,17 @@ mod tests {
             (
                 derived[0].as_str(),
                 derived[1].as_str(),
-                derived[2].as_str()
+                derived[2].as_str(),
+                derived[3].as_str(),
+                derived[4].as_str()
             ),
-            ("fp_mul_e5m10", "fp_add_e8m23", "fp_cvt_e5m10_e8m23")
+            (
+                "fp_mul_e5m10",
+                "fp_mul_e8m7",
+                "fp_add_e8m23",
+                "fp_add_e10m15_e8m23",
+                "fp_cvt_e5m10_e8m23"
+            )
         );
     }
 

@@ -1,7 +1,8 @@
 //! Every FP unit's Verilog under Verilator against its bit-exact Rust model: directed special
 //! values (all pairs / triples, exhaustive sweeps where the space allows) streamed back to back,
 //! and 200,000 proptest-generated biased vectors per unit (one proptest case each, so a failure
-//! shrinks to a minimal vector), at the shortest and longest pipeline.
+//! shrinks to a minimal vector), at the shortest and longest pipeline. binary16 and bfloat16
+//! operands both.
 
 mod common;
 
@@ -62,4 +63,27 @@ fn mac_as_the_pe_uses_it() {
 #[test]
 fn mac_combinational() {
     check_unit("mac", 0, 0, 8);
+}
+
+// bfloat16 operands (issue 36): the exact product in e10m15, its addition to a binary32
+// accumulator with one rounding, and the MAC of the two, each against `kernels::fp`'s models.
+
+#[test]
+fn bf16_mul_combinational() {
+    check_unit("fp_mul_e8m7", 0, 0, 9);
+}
+
+#[test]
+fn wide_add_combinational() {
+    check_unit("fp_add_e10m15_e8m23", 0, 0, 10);
+}
+
+#[test]
+fn wide_add_two_stage() {
+    check_unit("fp_add_e10m15_e8m23", 0, 2, 11);
+}
+
+#[test]
+fn bf16_mac_as_the_pe_would_use_it() {
+    check_unit("mac_e8m7", 1, 1, 12);
 }

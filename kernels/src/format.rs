@@ -88,6 +88,29 @@ impl Format {
     pub const fn neg_zero(self) -> u64 {
         self.sign_mask()
     }
+
+    /// The format of the exact product of two `self` values, as a MAC hands it to its
+    /// binary32 adder: binary32 itself when it holds every product exactly and as a normal
+    /// number (binary16: 22 significant bits, exponents in [2^-48, 2^32)); otherwise two more
+    /// exponent bits and 2·man + 1 fraction bits, which hold every product, subnormal factors
+    /// included, as a normal number (bfloat16: `e10m15`, products in [2^-266, 2^256)).
+    pub const fn exact_product(self) -> Format {
+        let e = self.exp as i64;
+        let m = self.man as i64;
+        let bias = (1i64 << (e - 1)) - 1;
+        // The largest and smallest product exponents (of the leading one), unbiased.
+        let top = 2 * bias + 1;
+        let bottom = 2 * (1 - bias - m);
+        let product_man = 2 * m + 1;
+        if product_man <= Format::FP32.man as i64 && top <= 127 && bottom >= -126 {
+            Format::FP32
+        } else {
+            Format {
+                exp: self.exp + 2,
+                man: 2 * self.man + 1,
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +148,19 @@ mod tests {
         assert_eq!((f.sign_mask(), f.frac_mask()), (0x8000, 0x7F));
         assert_eq!((f.inf(), f.neg_inf(), f.qnan()), (0x7F80, 0xFF80, 0x7FC0));
         assert_eq!((f.one(), f.neg_zero()), (0x3F80, 0x8000));
+    }
+
+    /// FP16's products fit binary32; BF16's need `e10m15`, and every BF16 product's exponent
+    /// (subnormal factors included) lies inside that format's normal range.
+    #[test]
+    fn exact_product_formats() {
+        assert_eq!(Format::FP16.exact_product(), Format::FP32);
+        let p = Format::BF16.exact_product();
+        assert_eq!(p, Format { exp: 10, man: 15 });
+        // Leading-one exponents of BF16 products: max² < 2^256, (2^-133)² = 2^-266.
+        let (top, bottom) = (255i64, -266i64);
+        assert!(top + (p.bias() as i64) < p.max_exp() as i64);
+        assert!(bottom + p.bias() as i64 >= 1);
     }
 
     #[test]

@@ -162,25 +162,41 @@ fn decode(x: u64, fmt: Format) -> Value {
 /// range) and one rounding to binary32, round to nearest even: a fused multiply-add of the
 /// widened operands. NaN, Inf × 0 and Inf − Inf give the canonical NaN; an exact zero sum is
 /// +0 unless both addends are −0 (or a −0 product meets a −0 accumulator). For FP16 operands
-/// this is [`mac`].
+/// this is [`mac`]. It is the hardware's two steps: [`mul_exact`] into
+/// [`Format::exact_product`], then [`add_wide`].
 pub fn mac_fused(acc: u32, a: u64, b: u64, fmt: Format) -> u32 {
-    let (pa, pb, c) = (
-        decode(a, fmt),
-        decode(b, fmt),
-        decode(acc as u64, Format::FP32),
-    );
-    // The product: NaN, ±Inf or exact.
-    let product = match (pa, pb) {
-        (Value::Nan, _) | (_, Value::Nan) => Value::Nan,
+    let p = fmt.exact_product();
+    add_wide(acc, mul_exact(a, b, fmt), p)
+}
+
+/// The exact product of two `fmt` values in [`Format::exact_product`]`(fmt)`: no rounding
+/// happens (that format holds every product as a normal number). NaN × y and Inf × 0 give the
+/// product format's canonical NaN, Inf × nonzero a signed Inf, a zero factor a zero with the
+/// XOR of the signs. For FP16 this is [`fp16_mul`].
+pub fn mul_exact(a: u64, b: u64, fmt: Format) -> u64 {
+    let p = fmt.exact_product();
+    let sign = |negative: bool| if negative { p.sign_mask() } else { 0 };
+    match (decode(a, fmt), decode(b, fmt)) {
+        (Value::Nan, _) | (_, Value::Nan) => p.qnan(),
         (Value::Inf(_), Value::Finite(_, 0, _)) | (Value::Finite(_, 0, _), Value::Inf(_)) => {
-            Value::Nan
+            p.qnan()
         }
         (Value::Inf(x), Value::Inf(y))
         | (Value::Inf(x), Value::Finite(y, _, _))
-        | (Value::Finite(x, _, _), Value::Inf(y)) => Value::Inf(x != y),
-        (Value::Finite(x, m, e), Value::Finite(y, n, f)) => Value::Finite(x != y, m * n, e + f),
-    };
-    let (pn, pm, pe, cn, cm, ce) = match (product, c) {
+        | (Value::Finite(x, _, _), Value::Inf(y)) => sign(x != y) | p.inf(),
+        (Value::Finite(x, m, e), Value::Finite(y, n, f)) => {
+            round_to(p, sign(x != y), m * n, e + f, false)
+        }
+    }
+}
+
+/// `acc + p` for a binary32 accumulator and an addend `p` in the format `pfmt` (binary32, or
+/// a MAC's [`Format::exact_product`], whose exponents reach beyond binary32's range both
+/// ways), rounded once to binary32, round to nearest even, subnormals kept. NaN and Inf − Inf
+/// give the canonical NaN; an exact zero sum is +0 unless both addends are −0. For a binary32
+/// `p` this is [`fp32_add`].
+pub fn add_wide(acc: u32, p: u64, pfmt: Format) -> u32 {
+    let (pn, pm, pe, cn, cm, ce) = match (decode(p, pfmt), decode(acc as u64, Format::FP32)) {
         (Value::Nan, _) | (_, Value::Nan) => return F32_QNAN,
         (Value::Inf(x), Value::Inf(y)) if x != y => return F32_QNAN,
         (Value::Inf(x), _) | (_, Value::Inf(x)) => return if x { F32_NEG_INF } else { F32_INF },
@@ -849,6 +865,27 @@ mod tests {
             // Exponents spread across both ranges.
             let a2 = (a & 0x807F) | ((ea * 8 + (a as u32 & 7)) as u64) << 7;
             prop_assert_eq!(mac_fused(acc, a2, b, Format::BF16), fma_oracle(acc, a2, b, Format::BF16), "a={:#06x}", a2);
+        }
+
+        /// The MAC's two steps on their own: the product exact (its value, read back, is the
+        /// f64 product of the operands, which f64 holds exactly), FP16's product is
+        /// `fp16_mul`'s, and the wide addition of a binary32 addend is `fp32_add`.
+        #[test]
+        fn mul_exact_and_add_wide_are_the_units(a in any::<u16>(), b in any::<u16>(), x in any::<u32>(), y in any::<u32>(), ea in 0u32..=30) {
+            let a2 = (a as u64 & 0x807F) | ((ea * 8 + (a as u32 & 7)) as u64) << 7;
+            let (p, bf) = (Format::BF16.exact_product(), Format::BF16);
+            for a in [a as u64, a2] {
+                let prod = mul_exact(a, b as u64, bf);
+                let v = |x: u64, f: Format| f64::from_bits(convert(x, f, Format { exp: 11, man: 52 }));
+                let want = v(a, bf) * v(b as u64, bf);
+                if want.is_nan() {
+                    prop_assert_eq!(prod, p.qnan());
+                } else {
+                    prop_assert_eq!(v(prod, p).to_bits(), want.to_bits(), "a={:#06x} b={:#06x}", a, b);
+                }
+            }
+            prop_assert_eq!(mul_exact(a as u64, b as u64, Format::FP16), fp16_mul(a, b) as u64);
+            prop_assert_eq!(add_wide(x, y as u64, Format::FP32), fp32_add(x, y), "x={:#010x} y={:#010x}", x, y);
         }
     }
 

@@ -21,6 +21,8 @@ pub enum Fmt {
     F32,
     /// An unsigned integer of this many bits.
     Bits(u32),
+    /// A value of another binary format (bfloat16, a MAC's exact product format).
+    Fp(kernels::format::Format),
 }
 
 impl Fmt {
@@ -29,6 +31,7 @@ impl Fmt {
             Fmt::F16 => 16,
             Fmt::F32 => 32,
             Fmt::Bits(w) => w,
+            Fmt::Fp(f) => f.bits(),
         }
     }
 
@@ -38,6 +41,11 @@ impl Fmt {
             Fmt::F16 => format!("{v:#06x} ({})", half::f16::from_bits(v as u16)),
             Fmt::F32 => format!("{v:#010x} ({:e})", f32::from_bits(v as u32)),
             Fmt::Bits(_) => format!("{v} ({v:#x})"),
+            Fmt::Fp(f) => {
+                let f64_format = kernels::format::Format { exp: 11, man: 52 };
+                let x = f64::from_bits(kernels::fp::convert(v & f.mask(), f, f64_format));
+                format!("{v:#x} ({x:e}, {})", f.name())
+            }
         }
     }
 }

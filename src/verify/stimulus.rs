@@ -2,7 +2,8 @@
 //! biased towards the cases where FP hardware goes wrong (ties, cancellation, overflow,
 //! subnormals, alignment shifts at the edge of the sticky bit).
 
-use kernels::fp::{fp16_mul, F32_SIGN};
+use kernels::format::Format;
+use kernels::fp::{convert, fp16_mul, mul_exact, F32_SIGN};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -326,5 +327,94 @@ pub fn mask_inputs(br: u32, bc: u32, index_bits: u32) -> impl Strategy<Value = V
                 vec![q_base, k_base, q_len, k_len, causal as u64]
             }
         ),
+    ]
+}
+
+/// bfloat16 values every test should see.
+pub const BF16_SPECIALS: &[u16] = &[
+    0x0000, 0x8000, // ±0
+    0x0001, 0x8001, // smallest subnormals (2^-133)
+    0x0040, 0x007F, 0x807F, // subnormals, largest subnormal
+    0x0080, 0x8080, // smallest normals
+    0x3F00, 0x3F7F, 0x3F80, 0xBF80, 0x3F81, 0x4000, // around 1
+    0x7F00, 0x7F7F, 0xFF7F, // large, ±max finite
+    0x7F80, 0xFF80, // ±Inf
+    0x7FC0, 0x7F81, 0xFFC0, 0x7FFF, // NaNs (quiet, signalling, negative)
+];
+
+/// bfloat16 values biased towards subnormals, the exponents whose products leave binary32's
+/// range at either end or land on its subnormal boundary, and specials.
+pub fn bf16_value() -> impl Strategy<Value = u16> {
+    let with = |e: std::ops::RangeInclusive<u16>| {
+        (any::<bool>(), e, 0u16..0x80).prop_map(|(s, e, f)| sign_bit16(s) | (e << 7) | f)
+    };
+    prop_oneof![
+        3 => any::<u16>(),
+        2 => with(0..=2),
+        2 => with(40..=90),
+        2 => with(110..=145),
+        2 => with(190..=254),
+        1 => select(BF16_SPECIALS),
+    ]
+}
+
+/// Operand pairs for the bfloat16 multiplier.
+pub fn bf16_mul_pair() -> impl Strategy<Value = (u16, u16)> {
+    prop_oneof![
+        3 => (bf16_value(), bf16_value()),
+        // Subnormal × subnormal (down to 2^-266) and subnormal × large.
+        1 => (any::<u16>(), any::<u16>()).prop_map(|(a, b)| (a & 0x807F, b & 0x807F)),
+        1 => (any::<u16>(), any::<u16>()).prop_map(|(a, b)| (a & 0x807F, (b & 0x807F) | 0x7E00)),
+    ]
+}
+
+/// An accumulator for the addend `p` (a value of `pf`, a MAC's exact product format):
+/// `kind` 0 cancels p's binary32 rounding (nudged by `k` ulps), 1 sits `d` exponents below
+/// p, 2 `d` exponents above (exponents clamped to binary32's finite range), with a sparse
+/// fraction: exact cancellation, massive normalization, ties against p's bits.
+#[allow(clippy::too_many_arguments)]
+fn acc_for(p: u64, pf: Format, kind: u32, k: i32, d: u32, s: bool, f: u32, tz: u32) -> u32 {
+    let rounded = convert(p, pf, Format::FP32) as u32;
+    let e = ((p >> pf.man) & pf.max_exp()) as i64 - (pf.bias() as i64 - 127);
+    let e = match kind {
+        0 => return (rounded ^ F32_SIGN).wrapping_add(k as u32),
+        1 => e - d as i64,
+        _ => e + d as i64,
+    };
+    sign_bit32(s) | ((e.clamp(0, 254) as u32) << 23) | sparse(f, tz, 23)
+}
+
+/// (acc, a, b) for a MAC of bfloat16 operands: accumulators anywhere, cancelling the
+/// product, or aligned a few exponents either side of it.
+pub fn mac_triple_bf16() -> impl Strategy<Value = (u32, u16, u16)> {
+    let pf = Format::BF16.exact_product();
+    prop_oneof![
+        2 => (f32_value(), bf16_value(), bf16_value()),
+        6 => (bf16_mul_pair(), 0u32..3, -16i32..16, 0u32..=30, any::<bool>(), any::<u32>(), 0u32..23)
+            .prop_map(move |((a, b), kind, k, d, s, f, tz)| {
+                let p = mul_exact(a as u64, b as u64, Format::BF16);
+                (acc_for(p, pf, kind, k, d, s, f, tz), a, b)
+            }),
+    ]
+}
+
+/// (acc, addend) pairs for the wide adder, the addend in `pf` (`e10m15`): bfloat16 products
+/// against accumulators as [`mac_triple_bf16`] draws them, and any `pf` value (subnormals of
+/// `pf` included, which no product is) against any accumulator.
+pub fn wide_add_pair(pf: Format) -> impl Strategy<Value = (u32, u64)> {
+    let any_p = move |x: u64| x & pf.mask();
+    prop_oneof![
+        5 => mac_triple_bf16().prop_map(|(acc, a, b)| (acc, mul_exact(a as u64, b as u64, Format::BF16))),
+        2 => (f32_value(), any::<u64>()).prop_map(move |(acc, p)| (acc, any_p(p))),
+        2 => (any::<u64>(), 0u32..3, -16i32..16, 0u32..=30, any::<bool>(), any::<u32>(), 0u32..23)
+            .prop_map(move |(p, kind, k, d, s, f, tz)| {
+                let p = any_p(p);
+                (acc_for(p, pf, kind, k, d, s, f, tz), p)
+            }),
+        // Addends on binary32's subnormal boundary and below it.
+        1 => (f32_value(), any::<bool>(), 230u64..=400, any::<u64>()).prop_map(move |(acc, s, e, f)| {
+            let sign = if s { pf.sign_mask() } else { 0 };
+            (acc, sign | (e << pf.man) | (f & pf.frac_mask()))
+        }),
     ]
 }

@@ -2,6 +2,7 @@
 //! each built from the configuration the unit is generated from.
 
 use hdl::config::CoreConfig;
+use kernels::format::Format;
 use kernels::fp;
 use kernels::mask::MaskSpec;
 use kernels::reduce::tree;
@@ -191,6 +192,126 @@ pub mod mac {
 
     pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
         mac_triple()
+            .prop_map(|(acc, a, b)| vec![a as u64, b as u64, acc as u64])
+            .boxed()
+    }
+}
+
+/// `fp_mul_e8m7`: the bfloat16 multiplier, its product exact in `e10m15`.
+pub mod bf16_mul {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        let (f, p) = (Format::BF16, Format::BF16.exact_product());
+        binary("fp_mul_e8m7", Fp(f), ("b", Fp(f)), Fp(p), |a, b| {
+            fp::mul_exact(a, b, Format::BF16)
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = pairs(BF16_SPECIALS, BF16_SPECIALS);
+        // Every bfloat16 value times a few representative factors.
+        for a in 0..=u16::MAX {
+            for b in [0x3F80u16, 0x0001, 0x007F, 0x7F7F, 0xFF80, 0x8000, 0x3EAB] {
+                v.push(vec![a as u64, b as u64]);
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        bf16_mul_pair()
+            .prop_map(|(a, b)| vec![a as u64, b as u64])
+            .boxed()
+    }
+}
+
+/// `fp_add_e10m15_e8m23`: a bfloat16 MAC's exact product into a binary32 accumulator.
+pub mod wide_add {
+    use super::*;
+
+    fn product_format() -> Format {
+        Format::BF16.exact_product()
+    }
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        binary(
+            "fp_add_e10m15_e8m23",
+            F32,
+            ("b", Fp(product_format())),
+            F32,
+            |a, b| fp::add_wide(a as u32, b, product_format()) as u64,
+        )
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let p = product_format();
+        // The addend's specials: zeros, the smallest and largest finite (far outside
+        // binary32), binary32's own extremes in this format, Inf, NaN.
+        let from32 = |x: u32| fp::convert(x as u64, Format::FP32, p);
+        let mut addends = vec![
+            0,
+            p.sign_mask(),
+            1,
+            p.frac_mask(),
+            p.inf() - 1,
+            p.inf(),
+            p.neg_inf(),
+            p.qnan(),
+        ];
+        addends.extend(F32_SPECIALS.iter().map(|&x| from32(x)));
+        addends.extend(
+            [0x3380_0000u32, 0x0000_0001, 0x7F7F_FFFF]
+                .iter()
+                .map(|&x| from32(x) + 1),
+        );
+        let mut v = vec![];
+        for &acc in F32_SPECIALS {
+            for &b in &addends {
+                v.push(vec![acc as u64, b]);
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        wide_add_pair(product_format())
+            .prop_map(|(acc, b)| vec![acc as u64, b])
+            .boxed()
+    }
+}
+
+/// `mac_e8m7`: the MAC on bfloat16 operands, a fused multiply-add into binary32.
+pub mod mac_bf16 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        let f = Format::BF16;
+        PureUnit {
+            name: "mac_e8m7",
+            inputs: vec![one("a", Fp(f)), one("b", Fp(f)), one("acc", F32)],
+            outputs: vec![one("y", F32)],
+            model: Box::new(|v| vec![fp::mac_fused(v[2] as u32, v[0], v[1], Format::BF16) as u64]),
+        }
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = vec![];
+        for &acc in F32_SPECIALS {
+            for &a in BF16_SPECIALS {
+                for &b in BF16_SPECIALS {
+                    v.push(vec![a as u64, b as u64, acc as u64]);
+                }
+            }
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        mac_triple_bf16()
             .prop_map(|(acc, a, b)| vec![a as u64, b as u64, acc as u64])
             .boxed()
     }

@@ -1,20 +1,23 @@
 //! `mac`: the PE's multiply-accumulate, `y = acc + a × b`.
 //!
-//! Ports: `a`, `b` (binary16), `acc` (binary32) → `y` (binary32), all inputs in the same cycle.
-//! Latency = multiplier latency + adder latency (module name `mac_m<mul>_a<add>`), one result
-//! per cycle: an instance of `fp16_mul` feeding an instance of `fp32_add`, with `acc` delayed to
-//! meet the product.
+//! Ports: `a`, `b` (the operand format: binary16 or bfloat16), `acc` (binary32) → `y`
+//! (binary32), all inputs in the same cycle. Latency = multiplier latency + adder latency
+//! (module name `mac_m<mul>_a<add>` for binary16, `mac_e8m7_m<mul>_a<add>` for bfloat16), one
+//! result per cycle: an instance of the exact multiplier (`mul_exact`) feeding an instance of
+//! the binary32 adder (`fp32_add`, its wide form for bfloat16's `e10m15` products), with `acc`
+//! delayed to meet the product.
 //!
-//! Numerics (bit-exact model: `kernels::fp::mac`): the FP16 product is exact, so the result has
-//! one RNE rounding and equals a fused multiply-add of the widened inputs.
+//! Numerics (bit-exact model: `kernels::fp::mac_fused`, for binary16 also `kernels::fp::mac`):
+//! the product is exact, so the result has one RNE rounding and equals a fused multiply-add of
+//! the widened inputs.
 
 use anyhow::Result;
 
-use crate::format::Formats;
-use crate::fp16_mul::{self, Fp16MulConfig};
+use crate::format::{Format, Formats};
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::iface::Block;
 use crate::interface;
+use crate::mul_exact::{self, MulExactConfig};
 use crate::operands::Binary;
 use crate::operands::Y;
 use crate::Design;
@@ -27,12 +30,33 @@ interface! {
 /// Configuration of `mac`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MacConfig {
-    pub mul: Fp16MulConfig,
+    pub mul: MulExactConfig,
+    /// The adder; its addend format is the product's ([`MacConfig::validate`] holds it).
     pub add: Fp32AddConfig,
 }
 
 impl MacConfig {
+    /// A MAC of `operand` values (binary16 or bfloat16) at the given latencies.
+    pub fn new(operand: Format, mul_latency: u32, add_latency: u32) -> Self {
+        MacConfig {
+            mul: MulExactConfig {
+                operand,
+                latency: mul_latency,
+            },
+            add: Fp32AddConfig {
+                latency: add_latency,
+                addend: operand.exact_product(),
+            },
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
+        anyhow::ensure!(
+            self.add.addend == self.mul.product(),
+            "the MAC's adder takes {} but its multiplier makes {}",
+            self.add.addend.name(),
+            self.mul.product().name()
+        );
         self.mul.validate()?;
         self.add.validate()
     }
@@ -41,38 +65,49 @@ impl MacConfig {
         self.mul.latency + self.add.latency
     }
 
-    /// The operand and accumulator formats (FP16 × FP16 into FP32).
+    /// The operand and accumulator formats (the operands' × the operands' into FP32; O's
+    /// short form is the operands' format).
     pub fn formats(&self) -> Formats {
-        Formats::FP16_FP32
+        Formats {
+            operand: self.mul.operand,
+            acc: Fp32AddConfig::FORMAT,
+            out: self.mul.operand,
+        }
     }
 
+    /// `mac_m1_a1` for binary16 operands; other formats name theirs: `mac_e8m7_m1_a1`.
     pub fn module_name(&self) -> String {
-        format!("mac_m{}_a{}", self.mul.latency, self.add.latency)
+        let format = if self.mul.operand == Format::FP16 {
+            String::new()
+        } else {
+            format!("_{}", self.mul.operand.name())
+        };
+        format!("mac{format}_m{}_a{}", self.mul.latency, self.add.latency)
     }
 }
 
 impl Default for MacConfig {
     /// One register after the multiplier and one after the adder.
     fn default() -> Self {
-        MacConfig {
-            mul: Fp16MulConfig { latency: 1 },
-            add: Fp32AddConfig { latency: 1 },
-        }
+        MacConfig::new(Format::FP16, 1, 1)
     }
 }
 
 /// Defines the MAC (and its multiplier and adder) in `d`.
 pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
-    let mul = fp16_mul::build(d, &cfg.mul);
+    let mul = mul_exact::build(d, &cfg.mul);
     let add = fp32_add::build(d, &cfg.add);
+    let fp16 = cfg.mul.operand == Format::FP16;
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
-            "mac: y = acc + a * b (binary16 product, exact; binary32 sum, RNE).\n\
+            "mac: y = acc + a * b ({} product, exact; binary32 sum, RNE).\n\
              Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.\n\
-             Bit-exact model: kernels::fp::mac.",
+             Bit-exact model: kernels::fp::{}.",
+            if fp16 { "binary16" } else { "bfloat16" },
             cfg.latency(),
             cfg.mul.latency,
-            cfg.add.latency
+            cfg.add.latency,
+            if fp16 { "mac" } else { "mac_fused" }
         ));
         let w = cfg.formats().operand.bits();
         let a = m.input("a", w);

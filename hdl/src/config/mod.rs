@@ -22,8 +22,7 @@ pub use presets::PRESETS;
 
 use crate::dma::{DmaConfig, MemIf};
 use crate::exp2::Exp2Config;
-use crate::format::Formats;
-use crate::fp16_mul::Fp16MulConfig;
+use crate::format::{Format, Formats};
 use crate::fp32_add::Fp32AddConfig;
 use crate::fp32_mul::Fp32MulConfig;
 use crate::glb::GlbParams;
@@ -130,14 +129,7 @@ impl CoreConfig {
     pub fn pe(&self) -> PeConfig {
         PeConfig {
             regs: self.regs_per_pe,
-            mac: MacConfig {
-                mul: Fp16MulConfig {
-                    latency: self.mul_latency,
-                },
-                add: Fp32AddConfig {
-                    latency: self.add_latency,
-                },
-            },
+            mac: MacConfig::new(Format::FP16, self.mul_latency, self.add_latency),
         }
     }
 
@@ -145,9 +137,7 @@ impl CoreConfig {
     pub fn softmax_exp(&self) -> SoftmaxExpConfig {
         SoftmaxExpConfig {
             mul: self.fmul(),
-            add: Fp32AddConfig {
-                latency: self.add_latency,
-            },
+            add: Fp32AddConfig::new(self.add_latency),
             exp: Exp2Config {
                 latency: self.exp_latency,
             },

@@ -5,10 +5,10 @@ use anyhow::{bail, ensure, Result};
 use super::CoreConfig;
 use crate::dma::{self, MemIf};
 use crate::exp2::Exp2Config;
-use crate::fp16_mul::Fp16MulConfig;
 use crate::fp32_add::Fp32AddConfig;
 use crate::fp32_mul::Fp32MulConfig;
 use crate::mask;
+use crate::mul_exact::MulExactConfig;
 
 /// The widest memory port (bits, a power of two from 32 to 1024) whose beat divides a row
 /// of `row_bytes` bytes; 0 if none does (a row narrower than 4 bytes).
@@ -93,7 +93,7 @@ impl CoreConfig {
             "mul_latency",
             self.mul_latency,
             0,
-            Fp16MulConfig::MAX_LATENCY,
+            MulExactConfig::MAX_LATENCY,
         )?;
         range(
             "add_latency",

@@ -233,11 +233,36 @@ pub fn select_special_f32(
     is_zero: Sig,
     zero_sign: Sig,
 ) -> Sig {
-    let inf_bits = m.lit(31, Format::FP32.inf());
+    select_special(
+        m,
+        Format::FP32,
+        finite,
+        is_nan,
+        is_inf,
+        inf_sign,
+        is_zero,
+        zero_sign,
+    )
+}
+
+/// [`select_special_f32`] for a result in `fmt`.
+#[allow(clippy::too_many_arguments)]
+pub fn select_special(
+    m: &mut ModuleBuilder,
+    fmt: Format,
+    finite: Sig,
+    is_nan: Sig,
+    is_inf: Sig,
+    inf_sign: Sig,
+    is_zero: Sig,
+    zero_sign: Sig,
+) -> Sig {
+    let w = fmt.bits();
+    let inf_bits = m.lit(w - 1, fmt.inf());
     let inf = cat(&[inf_sign, inf_bits]);
-    let zero_bits = m.zero(31);
+    let zero_bits = m.zero(w - 1);
     let zero = cat(&[zero_sign, zero_bits]);
-    let nan = m.lit(32, Format::FP32.qnan());
+    let nan = m.lit(w, fmt.qnan());
     let y = mux(is_zero, zero, finite);
     let y = mux(is_inf, inf, y);
     mux(is_nan, nan, y)

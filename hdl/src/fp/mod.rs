@@ -12,13 +12,13 @@
 use crate::format::Format;
 
 pub mod arith;
-pub mod fp16_mul;
 pub mod fp16_to_fp32;
 pub mod fp32_add;
 pub mod fp32_misc;
 pub mod fp32_mul;
 pub mod fp32_recip;
 pub mod fp32_to_fp16;
+pub mod mul_exact;
 
 /// The name of the floating-point unit doing `op` on `formats`: `fp_<op>` followed by each
 /// format's [`Format::name`] (the operands' format; a conversion's source, then its target).

@@ -187,7 +187,7 @@ pub fn row_module_name(threshold: u8) -> String {
 /// shift would be 1..=τ keeps m and sets shift 0).
 pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>> {
     let mul = fp32_mul::build(d, &Fp32MulConfig { latency: 0 });
-    let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
+    let add = fp32_add::build(d, &Fp32AddConfig::new(0));
     let max = fp32_misc::build_max(d);
     let ceil = fp32_misc::build_ceil(d);
     let scale2 = fp32_misc::build_scale2(d);

@@ -53,7 +53,7 @@ impl RowReduceConfig {
 /// Defines `row_reduce_c<C>`.
 pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> Block<X, Reduce<u32>> {
     let max = fp32_misc::build_max(d);
-    let add = fp32_add::build(d, &Fp32AddConfig { latency: 0 });
+    let add = fp32_add::build(d, &Fp32AddConfig::new(0));
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "row_reduce: IEEE max and sum of {} binary32 values (one per PE of a row).\n\

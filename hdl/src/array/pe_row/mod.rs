@@ -121,7 +121,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
         srow: sm_units::build_row(d, cfg.rescale.threshold()),
         sexp: sm_units::build_exp(d, &cfg.exp),
-        add0: fp32_add::build(d, &Fp32AddConfig { latency: 0 }),
+        add0: fp32_add::build(d, &Fp32AddConfig::new(0)),
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
         recip: fp32_recip::build(d),
         tree: row_reduce::build(d, &RowReduceConfig { cols: cfg.cols }),
