@@ -80,6 +80,16 @@ pub static UNITS: &[Unit] = &[
         check: pure!(fp32_to_fp16),
     },
     Unit {
+        name: "fp_cvt_e8m7_e8m23",
+        build: |d, _| Ok(hdl::fp16_to_fp32::build_from(d, hdl::format::Format::BF16).module),
+        check: pure!(bf16_to_fp32),
+    },
+    Unit {
+        name: "fp_cvt_e8m23_e8m7",
+        build: |d, _| Ok(hdl::fp32_to_fp16::build_to(d, hdl::format::Format::BF16).module),
+        check: pure!(fp32_to_bf16),
+    },
+    Unit {
         name: "mac",
         build: |d, c| Ok(hdl::mac::build(d, &c.pe().mac).module),
         check: pure!(mac),
@@ -277,6 +287,8 @@ mod tests {
             MacConfig::new(Format::BF16, 1, 1).add.unit_name(),
             hdl::fp16_to_fp32::module_name(),
             hdl::fp32_to_fp16::module_name(),
+            hdl::fp16_to_fp32::module_name_from(Format::BF16),
+            hdl::fp32_to_fp16::module_name_to(Format::BF16),
             Fp32MulConfig::unit_name(),
             hdl::fp32_misc::max_module_name(),
             hdl::fp32_misc::ceil_module_name(),

@@ -87,3 +87,9 @@ fn wide_add_two_stage() {
 fn bf16_mac_as_the_pe_would_use_it() {
     check_unit("mac_e8m7", 1, 1, 12);
 }
+
+#[test]
+fn bf16_conversions_exhaustive_boundaries_and_random() {
+    check_unit("fp_cvt_e8m7_e8m23", 0, 0, 13);
+    check_unit("fp_cvt_e8m23_e8m7", 0, 0, 14);
+}

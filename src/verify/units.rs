@@ -164,6 +164,59 @@ pub mod fp32_to_fp16 {
     }
 }
 
+/// `fp_cvt_e8m7_e8m23`: bfloat16 → binary32, exact.
+pub mod bf16_to_fp32 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("fp_cvt_e8m7_e8m23", ("a", Fp(Format::BF16)), F32, |a| {
+            fp::convert(a, Format::BF16, Format::FP32)
+        })
+    }
+
+    /// Every bfloat16 value.
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        (0..=u16::MAX as u64).map(|x| vec![x]).collect()
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        bf16_value().prop_map(|a| vec![a as u64]).boxed()
+    }
+}
+
+/// `fp_cvt_e8m23_e8m7`: binary32 → bfloat16, round to nearest even.
+pub mod fp32_to_bf16 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("fp_cvt_e8m23_e8m7", ("a", F32), Fp(Format::BF16), |a| {
+            fp::convert(a, Format::FP32, Format::BF16)
+        })
+    }
+
+    /// Every bfloat16 value's binary32 encoding, the midpoints to its neighbour (ties both
+    /// ways) and one binary32 ulp either side, both signs; the binary32 specials.
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v = vec![];
+        for h in 0..0x7F80u32 {
+            let x = h << 16;
+            let mid = x | 0x8000;
+            for y in [x, mid - 1, mid, mid + 1] {
+                v.push(vec![y as u64]);
+                v.push(vec![(y | fp::F32_SIGN) as u64]);
+            }
+        }
+        v.extend(F32_SPECIALS.iter().map(|&x| vec![x as u64]));
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f32_value().prop_map(|a| vec![a as u64]).boxed()
+    }
+}
+
 /// `mac`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod mac {
     use super::*;

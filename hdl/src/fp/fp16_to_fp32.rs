@@ -1,5 +1,6 @@
 //! `fp_cvt_e5m10_e8m23`: exact binary16 → binary32 conversion (the unit's name is its formats',
-//! [`module_name`]).
+//! [`module_name`]); and `fp_cvt_e8m7_e8m23`, the exact bfloat16 → binary32 conversion (the
+//! fraction padded with zeros).
 //!
 //! Ports: `a` (16 bits) → `y` (32 bits). Combinational (latency 0).
 //!
@@ -24,18 +25,63 @@ pub fn module_name() -> String {
     crate::fp::unit_name("cvt", &[IN, OUT])
 }
 
+/// The formats converted from.
+pub const SOURCES: [Format; 2] = [Format::FP16, Format::BF16];
+
+/// The name of the conversion from `from`: `fp_cvt_e8m7_e8m23` for bfloat16.
+pub fn module_name_from(from: Format) -> String {
+    crate::fp::unit_name("cvt", &[from, OUT])
+}
+
 /// Defines `fp_cvt_e5m10_e8m23` in `d`.
 pub fn build(d: &mut Design) -> UnaryBlock {
-    let name = module_name();
+    build_from(d, IN)
+}
+
+/// Defines the conversion from `from` (one of [`SOURCES`]) in `d`.
+pub fn build_from(d: &mut Design, from: Format) -> UnaryBlock {
+    let name = module_name_from(from);
     Block::of(d.define(&name, |_, m| {
-        m.doc(&format!(
-            "{name}: exact binary16 -> binary32 conversion. Combinational.\n\
-             NaN results are 0x7FC00000. Bit-exact model: kernels::fp::fp16_to_fp32."
-        ));
-        let a = m.input("a", IN.bits());
-        let y = logic(m, a);
+        if from == IN {
+            m.doc(&format!(
+                "{name}: exact binary16 -> binary32 conversion. Combinational.\n\
+                 NaN results are 0x7FC00000. Bit-exact model: kernels::fp::fp16_to_fp32."
+            ));
+        } else {
+            m.doc(&format!(
+                "{name}: exact {} -> binary32 conversion. Combinational.\n\
+                 NaN results are 0x7FC00000. Bit-exact model: kernels::fp::convert.",
+                from.name()
+            ));
+        }
+        let a = m.input("a", from.bits());
+        let y = logic_from(m, a, from);
         m.output("y", y);
     }))
+}
+
+/// The conversion from `from` (one of [`SOURCES`]).
+pub fn logic_from(m: &mut ModuleBuilder, a: Sig, from: Format) -> Sig {
+    assert!(
+        SOURCES.contains(&from),
+        "no conversion from {}",
+        from.name()
+    );
+    if from == IN {
+        return logic(m, a);
+    }
+    // binary32's exponent field: the value is the same bits with the fraction padded.
+    assert_eq!(from.exp, OUT.exp);
+    let exp = a.slice(from.bits() - 2, from.man);
+    let frac = a.slice(from.man - 1, 0);
+    let exp_max = exp.all();
+    let frac_nonzero = frac.any();
+    let is_nan = exp_max & frac_nonzero;
+    let is_nan = m.name("is_nan", is_nan);
+    let pad = m.zero(OUT.man - from.man);
+    let finite = cat(&[a, pad]);
+    let nan = m.lit(OUT.bits(), OUT.qnan());
+    mux(is_nan, nan, finite)
 }
 
 /// The conversion logic.

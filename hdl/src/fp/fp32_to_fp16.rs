@@ -1,11 +1,14 @@
 //! `fp_cvt_e8m23_e5m10`: binary32 → binary16, round to nearest even (the unit's name is its
-//! formats', [`module_name`]).
+//! formats', [`module_name`]); and `fp_cvt_e8m23_e8m7`, binary32 → bfloat16, the same with
+//! [`Format::BF16`] as the target.
 //!
 //! Ports: `a` (32 bits) → `y` (16 bits). Combinational (latency 0).
 //!
-//! Numerics (bit-exact model: `kernels::fp::fp32_to_fp16`): values beyond the binary16 range
-//! (after rounding) give ±Inf; small values round to binary16 subnormals or ±0; binary32
-//! subnormals give ±0; NaN gives the canonical NaN 0x7E00.
+//! Numerics (bit-exact model: `kernels::fp::convert`, for binary16 also
+//! `kernels::fp::fp32_to_fp16`): values beyond the target's range (after rounding) give ±Inf;
+//! small values round to the target's subnormals or ±0; binary32 subnormals give ±0 in
+//! binary16 and round to bfloat16's subnormals (bfloat16 has binary32's exponent range, so only
+//! the fraction is rounded); NaN gives the target's canonical NaN (0x7E00, 0x7FC0).
 
 use crate::arith::{clamp, shift_right_sticky};
 use crate::format::Format;
@@ -15,30 +18,91 @@ use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 /// The format converted from.
 pub const IN: Format = Format::FP32;
-/// The format converted to.
+/// The format converted to by default.
 pub const OUT: Format = Format::FP16;
+/// The formats converted to.
+pub const TARGETS: [Format; 2] = [Format::FP16, Format::BF16];
 
 /// The unit's and its module's name, from its formats (the block has no parameters):
 /// `fp_cvt_e8m23_e5m10`.
 pub fn module_name() -> String {
-    crate::fp::unit_name("cvt", &[IN, OUT])
+    module_name_to(OUT)
+}
+
+/// The name of the conversion to `to`: `fp_cvt_e8m23_e8m7` for bfloat16.
+pub fn module_name_to(to: Format) -> String {
+    crate::fp::unit_name("cvt", &[IN, to])
 }
 
 /// Defines `fp_cvt_e8m23_e5m10` in `d`.
 pub fn build(d: &mut Design) -> UnaryBlock {
-    let name = module_name();
+    build_to(d, OUT)
+}
+
+/// Defines the conversion to `to` (one of [`TARGETS`]) in `d`.
+pub fn build_to(d: &mut Design, to: Format) -> UnaryBlock {
+    let name = module_name_to(to);
     Block::of(d.define(&name, |_, m| {
-        m.doc(&format!(
-            "{name}: binary32 -> binary16, round to nearest even. Combinational.\n\
-             Overflow gives Inf, NaN results are 0x7E00. Bit-exact model: kernels::fp::fp32_to_fp16."
-        ));
+        if to == OUT {
+            m.doc(&format!(
+                "{name}: binary32 -> binary16, round to nearest even. Combinational.\n\
+                 Overflow gives Inf, NaN results are 0x7E00. Bit-exact model: kernels::fp::fp32_to_fp16."
+            ));
+        } else {
+            m.doc(&format!(
+                "{name}: binary32 -> {}, round to nearest even. Combinational.\n\
+                 Overflow gives Inf, NaN results are {:#x}. Bit-exact model: kernels::fp::convert.",
+                to.name(),
+                to.qnan()
+            ));
+        }
         let a = m.input("a", IN.bits());
-        let y = logic(m, a);
+        let y = logic_to(m, a, to);
         m.output("y", y);
     }))
 }
 
-/// The conversion logic.
+/// The conversion to `to` (one of [`TARGETS`]).
+pub fn logic_to(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
+    assert!(TARGETS.contains(&to), "no conversion to {}", to.name());
+    if to == OUT {
+        logic(m, a)
+    } else {
+        logic_same_range(m, a, to)
+    }
+}
+
+/// The conversion to a format with binary32's exponent field (bfloat16): the fraction rounds
+/// to `to.man` bits, to nearest even, and a carry out of it moves the exponent up (the largest
+/// subnormal to the smallest normal, the largest finite to Inf); Inf passes.
+fn logic_same_range(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
+    assert_eq!(to.exp, IN.exp);
+    let cut = IN.man - to.man;
+    let sign = a.msb();
+    let exp = a.slice(30, 23);
+    let exp = m.name("a_exp", exp);
+    let frac = a.slice(22, 0);
+    let exp_max = exp.all();
+    let frac_nonzero = frac.any();
+    let is_nan = exp_max & frac_nonzero;
+    let is_nan = m.name("is_nan", is_nan);
+    let kept = frac.slice(22, cut);
+    let lsb = frac.bit(cut);
+    let guard = frac.bit(cut - 1);
+    let below = frac.slice(cut - 2, 0);
+    let sticky = below.any();
+    let tie_or_above = sticky | lsb;
+    let round_up = guard & tie_or_above;
+    let round_up = m.name("round_up", round_up);
+    let packed = cat(&[exp, kept]);
+    let round = round_up.zext(to.bits() - 1);
+    let packed = packed + round;
+    let finite = cat(&[sign, packed]);
+    let nan = m.lit(to.bits(), to.qnan());
+    mux(is_nan, nan, finite)
+}
+
+/// The conversion logic (to binary16).
 pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let sign = a.msb();
     let exp = a.slice(30, 23);
