@@ -164,8 +164,6 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
 
     // Optional cut after alignment.
     let cut = latency >= 2;
-    let x_sig = m.stage("x_sig", x_sig, cut);
-    let x_ext = cat(&[x_sig, grs]);
     let aligned = Aligned {
         is_nan: m.stage("is_nan", is_nan, cut),
         is_inf: m.stage("is_inf", is_inf, cut),
@@ -173,7 +171,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
         zero_sign: m.stage("zero_sign", zero_sign, cut),
         subtract: m.stage("subtract", subtract, cut),
         sign: m.stage("sign", sign, cut),
-        x_ext,
+        x_ext: vec![m.stage("x_sig", x_sig, cut), grs],
         x_exp: m.stage("x_exp", x_exp, cut),
         y_aligned: m.stage("y_aligned", y_aligned, cut),
     };
@@ -257,7 +255,7 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
         zero_sign: m.stage("zero_sign", zero_sign, cut),
         subtract: m.stage("subtract", subtract, cut),
         sign: m.stage("sign", sign, cut),
-        x_ext: m.stage("x_ext", x_ext, cut),
+        x_ext: vec![m.stage("x_ext", x_ext, cut)],
         x_exp: m.stage("x_exp", x_exp, cut),
         y_aligned: m.stage("y_aligned", y_aligned, cut),
     };
@@ -275,8 +273,9 @@ struct Aligned {
     subtract: Sig,
     /// The larger operand's sign.
     sign: Sig,
-    /// The larger operand's significand with three bits below (27 bits).
-    x_ext: Sig,
+    /// The larger operand's significand with three bits below (27 bits), as the parts that
+    /// concatenate to it.
+    x_ext: Vec<Sig>,
     /// The larger operand's exponent, biased as binary32's plus `off`.
     x_exp: Sig,
     /// The smaller operand's significand aligned to `x_ext`, with a sticky bit 0.
@@ -300,7 +299,7 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64) -> Sig {
     let ew = x_exp.width();
     // Add or subtract in 28 bits: bit 27 is the carry, bit 26 the hidden-bit position.
     let zero1 = m.zero(1);
-    let big = cat(&[zero1, x_ext]);
+    let big = cat(&[&[zero1][..], &x_ext[..]].concat());
     let small = cat(&[zero1, y_aligned]);
     let invert = subtract.repeat(28);
     let small = small ^ invert;
@@ -321,6 +320,12 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64) -> Sig {
     let norm_right = cat(&[sum_hi, sticky_r]);
     let exp_right = x_exp + 1;
     let exp_right = m.hint("exp_right", exp_right);
+    // binary32 operands: only a carry out of the largest exponent reaches 255.
+    let carry_overflow = (off == 0).then(|| {
+        let top = exp_right.eq(0xFF);
+        let overflow = carry & top;
+        m.name("overflow", overflow)
+    });
 
     // No carry: left by the leading-zero count, but not below binary32's exponent 1
     // (subnormal result).
@@ -341,15 +346,14 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64) -> Sig {
     let norm = mux(carry, norm_right, norm_left);
     let norm = m.name("norm", norm);
     let exp = mux(carry, exp_right, exp_left);
-    let overflow = if off == 0 {
-        // Only a carry out of the largest exponent reaches 255.
-        let top = exp_right.eq(0xFF);
-        carry & top
-    } else {
-        let exp = m.hint("exp_wide", exp);
-        exp.ge(off + 0xFF)
+    let overflow = match carry_overflow {
+        Some(overflow) => overflow,
+        None => {
+            let exp = m.hint("exp_wide", exp);
+            let overflow = exp.ge(off + 0xFF);
+            m.name("overflow", overflow)
+        }
     };
-    let overflow = m.name("overflow", overflow);
     let exp = if off == 0 {
         exp
     } else {

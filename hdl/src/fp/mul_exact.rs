@@ -67,14 +67,19 @@ pub fn build(d: &mut Design, cfg: &MulExactConfig) -> BinaryBlock {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "{}: exact {} x {} -> {} product.\n\
-             Latency {} cycle(s), one result per cycle. NaN results are {:#x}.\n\
-             Bit-exact model: kernels::fp::mul_exact.",
+             Latency {} cycle(s), one result per cycle. NaN results are {:#X}.\n\
+             Bit-exact model: kernels::fp::{}.",
             cfg.unit_name(),
-            f.name(),
-            f.name(),
-            p.name(),
+            long_name(f),
+            long_name(f),
+            long_name(p),
             cfg.latency,
-            p.qnan()
+            p.qnan(),
+            if f == Format::FP16 {
+                "fp16_mul"
+            } else {
+                "mul_exact"
+            }
         ));
         let a = m.input("a", f.bits());
         let b = m.input("b", f.bits());
@@ -82,6 +87,16 @@ pub fn build(d: &mut Design, cfg: &MulExactConfig) -> BinaryBlock {
         m.output("y", y);
         m.set_latency(cfg.latency);
     }))
+}
+
+/// The IEEE name of a format where it has one (`binary16`), else its HardFloat-style name.
+fn long_name(f: Format) -> String {
+    match f {
+        Format::FP16 => "binary16".into(),
+        Format::BF16 => "bfloat16".into(),
+        Format::FP32 => "binary32".into(),
+        _ => f.name(),
+    }
 }
 
 /// The multiplier's logic; returns the exact product in `cfg.product()`.
