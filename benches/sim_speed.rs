@@ -135,7 +135,7 @@ fn measure_core(preset: &str, seq: usize) {
         seq,
         cfg.head_dim as usize,
         false,
-        kernels::flash::OutFormat::F16,
+        kernels::flash::OutFormat::Short,
         1,
     );
     let t = Instant::now();

@@ -94,7 +94,7 @@ pub fn check_points(
                 seq,
                 seq,
                 cfg.head_dim as usize,
-                OutFormat::F16,
+                OutFormat::Short,
             )
             .with_context(|| format!("{} at seq {seq} ({})", cfg.name, cfg.variant))?;
         }
@@ -129,7 +129,7 @@ pub fn widen(cfg: &mut CoreConfig, heads: usize, seq: usize) -> Option<String> {
         seq,
         seq,
         cfg.head_dim as usize,
-        kernels::flash::OutFormat::F16,
+        kernels::flash::OutFormat::Short,
     )
     .map_or(u64::MAX, |l| l.size);
     let addr = bits(size);
@@ -170,9 +170,10 @@ pub fn run(
                     seq,
                     cfg.head_dim as usize,
                     causal,
-                    OutFormat::F16,
+                    OutFormat::Short,
                     plan.seed,
-                );
+                )
+                .converted(cfg.in_format);
                 let label = format!(
                     "{} {} seq {seq} {}",
                     cfg.name,

@@ -334,7 +334,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                 seq,
                 seq,
                 w.head_dim as usize,
-                OutFormat::F16,
+                OutFormat::Short,
             )
             .with_context(|| format!("{} at seq {seq} ({})", w.name, w.variant))?;
             modelled.insert((seq, c), (w, p, widened));
@@ -355,9 +355,10 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             seq,
             plan.config.head_dim as usize,
             plan.causal,
-            OutFormat::F16,
+            OutFormat::Short,
             plan.seed,
         )
+        .converted(plan.config.in_format)
     };
     let problems: Vec<_> = (0..plan.seq_lens.len())
         .map(|s| simulated(s).then(|| problem(plan.seq_lens[s])))

@@ -55,7 +55,7 @@ pub fn point(
         seq,
         seq,
         cfg.head_dim as usize,
-        kernels::flash::OutFormat::F16,
+        kernels::flash::OutFormat::Short,
     )
     .with_context(|| format!("seq {seq} on {}", cfg.name))?;
     let (counters, method) = crate::cycles::counters(p, &shape, mem);

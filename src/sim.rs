@@ -45,6 +45,9 @@ pub struct SimReport {
     pub head_dim: usize,
     pub causal: bool,
     pub out_format: String,
+    /// Q, K, V and P's format: "fp16" or "bf16".
+    #[serde(default = "default_in_format")]
+    pub in_format: String,
     pub memory_latency: u32,
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub memory_stall_probability: f64,
@@ -206,6 +209,7 @@ impl SimReport {
     }
 
     /// The summary's first line: the design and the problem.
+    /// (The inputs' format shows only when it is not FP16.)
     fn headline(&self) -> String {
         format!(
             "regflash sim: preset {}, {} ({}x{} PEs{}, Br {} Bc {} d {}), {} head(s){}, seq {}{}, \
@@ -231,7 +235,11 @@ impl SimReport {
                 String::new()
             },
             if self.causal { "causal" } else { "non-causal" },
-            self.out_format
+            if self.in_format == "fp16" {
+                self.out_format.clone()
+            } else {
+                format!("{} (inputs {})", self.out_format, self.in_format)
+            }
         )
     }
 
@@ -424,10 +432,11 @@ impl SimReport {
             );
         }
         s += &format!(
-            "  accuracy vs f64: max abs {:.3e} (bound {:.3e} = 2 x plain FP16 attention's {:.3e} \
+            "  accuracy vs f64: max abs {:.3e} (bound {:.3e} = 2 x plain {} attention's {:.3e} \
              + 1 ulp), max rel {:.3e} of max |V|\n",
             self.max_abs_err,
             self.max_abs_err_bound,
+            self.in_format.to_uppercase(),
             self.plain_lowprec_max_abs_err,
             self.max_rel_err
         );
@@ -670,6 +679,10 @@ pub fn run_batch(
     Ok((r, run.out))
 }
 
+fn default_in_format() -> String {
+    "fp16".into()
+}
+
 /// The report of a checked run of `a` (for a batch: its shape with the total lengths).
 fn report(
     cfg: &CoreConfig,
@@ -725,7 +738,13 @@ fn report(
         layout: a.layout.name().to_string(),
         head_dim: d,
         causal: a.causal,
-        out_format: format!("{:?}", a.out).to_lowercase(),
+        out_format: match (a.out, a.format == hdl::format::Format::BF16) {
+            (OutFormat::F32, _) => "f32",
+            (OutFormat::Short, false) => "f16",
+            (OutFormat::Short, true) => "bf16",
+        }
+        .into(),
+        in_format: hdl::format::in_format_key(a.format).into(),
         memory_latency: run.timing.latency,
         memory_stall_probability: run.timing.stall_probability,
         cycles,
@@ -881,6 +900,7 @@ pub fn load_problem(
         v: vb,
         causal,
         out,
+        format: hdl::format::Format::FP16,
     };
     Ok((a, nq + nk + nv))
 }
@@ -904,13 +924,19 @@ pub fn write_output(path: &Path, a: &Attention, out: &[u32]) -> Result<()> {
     } else {
         vec![a.heads, a.q_len, a.head_dim]
     };
+    // numpy has no bfloat16: BF16's short form is written as float32 (exact).
+    let bf16 = a.format == hdl::format::Format::BF16 && a.out == OutFormat::Short;
     let t = Tensor {
         dtype: match a.out {
-            OutFormat::F16 => DType::F16,
-            OutFormat::F32 => DType::F32,
+            OutFormat::Short if !bf16 => DType::F16,
+            _ => DType::F32,
         },
         shape,
-        data: out.to_vec(),
+        data: if bf16 {
+            out.iter().map(|&b| b << 16).collect()
+        } else {
+            out.to_vec()
+        },
     };
     npy::write(path, &t).with_context(|| format!("writing O to {}", path.display()))
 }

@@ -7,6 +7,7 @@
 use anyhow::{bail, Result};
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
+use hdl::format::Format;
 use hdl::{Design, ModRef};
 use proptest::strategy::BoxedStrategy;
 
@@ -51,22 +52,22 @@ macro_rules! pure {
 pub static UNITS: &[Unit] = &[
     Unit {
         name: "fp_mul_e5m10",
-        build: |d, c| Ok(hdl::mul_exact::build(d, &c.pe().mac.mul).module),
+        build: |d, c| Ok(hdl::mul_exact::build(d, &mac_in(c, Format::FP16).mul).module),
         check: pure!(fp16_mul),
     },
     Unit {
         name: "fp_mul_e8m7",
-        build: |d, c| Ok(hdl::mul_exact::build(d, &bf16_mac(c).mul).module),
+        build: |d, c| Ok(hdl::mul_exact::build(d, &mac_in(c, Format::BF16).mul).module),
         check: pure!(bf16_mul),
     },
     Unit {
         name: "fp_add_e8m23",
-        build: |d, c| Ok(hdl::fp32_add::build(d, &c.pe().mac.add).module),
+        build: |d, c| Ok(hdl::fp32_add::build(d, &mac_in(c, Format::FP16).add).module),
         check: pure!(fp32_add),
     },
     Unit {
         name: "fp_add_e10m15_e8m23",
-        build: |d, c| Ok(hdl::fp32_add::build(d, &bf16_mac(c).add).module),
+        build: |d, c| Ok(hdl::fp32_add::build(d, &mac_in(c, Format::BF16).add).module),
         check: pure!(wide_add),
     },
     Unit {
@@ -91,12 +92,12 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "mac",
-        build: |d, c| Ok(hdl::mac::build(d, &c.pe().mac).module),
+        build: |d, c| Ok(hdl::mac::build(d, &mac_in(c, Format::FP16)).module),
         check: pure!(mac),
     },
     Unit {
         name: "mac_e8m7",
-        build: |d, c| Ok(hdl::mac::build(d, &bf16_mac(c)).module),
+        build: |d, c| Ok(hdl::mac::build(d, &mac_in(c, Format::BF16)).module),
         check: pure!(mac_bf16),
     },
     Unit {
@@ -211,11 +212,10 @@ pub static UNITS: &[Unit] = &[
     },
 ];
 
-/// The MAC of bfloat16 operands at the configuration's latencies: the bfloat16 units' build
-/// until the configuration names an operand format.
-fn bf16_mac(c: &CoreConfig) -> hdl::mac::MacConfig {
-    let m = c.pe().mac;
-    hdl::mac::MacConfig::new(hdl::format::Format::BF16, m.mul.latency, m.add.latency)
+/// The MAC of `format` operands at the configuration's latencies: each format's units are
+/// checked whatever the configuration's `in_format` (the PE and the core use that one).
+fn mac_in(c: &CoreConfig, format: Format) -> hdl::mac::MacConfig {
+    hdl::mac::MacConfig::new(format, c.mul_latency, c.add_latency)
 }
 
 /// Former names of blocks, still accepted wherever a unit name is (`--unit`, `regflash verify

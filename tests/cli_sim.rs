@@ -82,7 +82,7 @@ fn sim_report_and_output_match_the_hardware_model() {
     let t = npy::read(&out).unwrap();
     assert_eq!((t.dtype, t.shape.clone()), (DType::F16, vec![2, 37, 16]));
     let cfg = CoreConfig::preset("small").unwrap();
-    let a = regflash::sim::random_problem(2, 37, 16, true, OutFormat::F16, 5);
+    let a = regflash::sim::random_problem(2, 37, 16, true, OutFormat::Short, 5);
     let (want, _) = a.expected(&CoreParams::from_config(&cfg).unwrap());
     assert_eq!(t.data, want);
 
@@ -97,8 +97,18 @@ fn sim_report_and_output_match_the_hardware_model() {
             &a.k[h * n..(h + 1) * n],
             &a.v[h * n..(h + 1) * n],
         );
-        let f64_ref = kernels::reference::attention_f64(q, k, v, 37, 37, 16, true);
-        let pl = kernels::reference::attention_plain_lowprec(q, k, v, 37, 37, 16, true);
+        let inputs = kernels::reference::Inputs {
+            q,
+            k,
+            v,
+            q_len: 37,
+            k_len: 37,
+            d: 16,
+            causal: true,
+            format: kernels::format::Format::FP16,
+        };
+        let f64_ref = kernels::reference::attention_f64(&inputs);
+        let pl = kernels::reference::attention_plain_lowprec(&inputs);
         for (i, &w) in f64_ref.iter().enumerate() {
             let got = half::f16::from_bits(t.data[h * n + i] as u16).to_f64();
             abs = abs.max((got - w).abs());
@@ -174,8 +184,9 @@ fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {
         head_dim: d,
         cols: p.row.cols as usize,
         causal,
-        out: OutFormat::F16,
+        out: OutFormat::Short,
         softmax: kernels::flash::SoftmaxPass::Online,
+        operand: kernels::format::Format::FP16,
     };
     let problem = kernels::flash::Problem {
         q,
@@ -238,7 +249,7 @@ fn sim_reads_grouped_query_npy_inputs() {
         k_len,
         d,
         true,
-        OutFormat::F16,
+        OutFormat::Short,
         3,
     )
     .grouped(kv);
@@ -285,7 +296,7 @@ fn sim_reads_a_varlen_batch_from_npy_inputs() {
         9,
         d,
         true,
-        OutFormat::F16,
+        OutFormat::Short,
         11,
     )
     .grouped(1);

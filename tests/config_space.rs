@@ -336,7 +336,7 @@ fn extreme_configurations_simulate() {
             .filter(|s| s.q_len.max(s.k_len) <= max_len)
             .step_by(3)
         {
-            run_and_check(&model, &p, &s.attention(p.d() as usize), &s.timing)
+            run_and_check(&model, &p, &s.attention(&p), &s.timing)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
         }
     }

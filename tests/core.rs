@@ -173,7 +173,7 @@ fn sixteen_columns_count_right() {
         64,
         p.d() as usize,
         false,
-        OutFormat::F16,
+        OutFormat::Short,
         5,
     );
     let (r, _) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
@@ -231,7 +231,7 @@ fn on_a_small_glb(
         keys,
         16,
         false,
-        OutFormat::F16,
+        OutFormat::Short,
         5,
     );
     let (r, check) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
@@ -334,7 +334,7 @@ fn narrow_tiered_core_with_lazy_rescaling_is_bit_exact() {
     let (model, p) = core(&cfg);
     model_scenarios(&model, &p, 30, 160, 98);
     let count = |pattern| {
-        let a = Attention::generate(pattern, 1, 24, 96, 32, false, OutFormat::F16, 7);
+        let a = Attention::generate(pattern, 1, 24, 96, 32, false, OutFormat::Short, 7);
         let (r, chk) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
         assert!(chk.ok(), "{pattern:?}: {}", chk.describe());
         (r.counters["rescales"], r.counters["rescales_avoided"])
@@ -345,6 +345,36 @@ fn narrow_tiered_core_with_lazy_rescaling_is_bit_exact() {
     assert!(
         done > 24,
         "wide data: {done} rescales past each row's first, {spared} spared"
+    );
+}
+
+/// BF16 operands (`in_format = "bf16"`: the e10m15 product MAC, P and O's short form in
+/// BF16): the directed scenarios (every value pattern, FP32 and short output, masked rows,
+/// slow memory) and random ones bit-exact with the model and within BF16's contract, every
+/// counter right.
+#[test]
+fn small_core_with_bf16_operands_is_bit_exact() {
+    let mut cfg = small();
+    cfg.in_format = hdl::format::Format::BF16;
+    cfg.validate().unwrap();
+    let (model, p) = core(&cfg);
+    assert!(p.module_name().contains("pe_e8m7"), "{}", p.module_name());
+    model_scenarios(&model, &p, 40, 200, 93);
+    // An FP16 problem is refused by name, not run as bits of the wrong format.
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        8,
+        8,
+        16,
+        false,
+        OutFormat::Short,
+        3,
+    );
+    let err = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("the inputs are fp16 values but the design takes bf16"),
+        "{err:#}"
     );
 }
 
@@ -367,7 +397,7 @@ fn variants_agree_bit_for_bit_and_differ_where_the_counters_say() {
         72,
         16,
         false,
-        OutFormat::F16,
+        OutFormat::Short,
         12,
     );
     let mut runs = vec![];
@@ -539,7 +569,7 @@ fn counters_account_for_the_run() {
         128,
         p.d() as usize,
         false,
-        OutFormat::F16,
+        OutFormat::Short,
         3,
     );
     let (r, _) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
@@ -578,7 +608,7 @@ fn small_core_utilization_floors() {
             1024,
             p.d() as usize,
             causal,
-            OutFormat::F16,
+            OutFormat::Short,
             8,
         );
         let (r, _) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
@@ -608,7 +638,7 @@ fn small_core_utilization_floors() {
         1024,
         p.d() as usize,
         false,
-        OutFormat::F16,
+        OutFormat::Short,
         8,
     );
     let (r, _) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
@@ -632,7 +662,7 @@ fn bad_problems_are_refused() {
         8,
         32,
         false,
-        OutFormat::F16,
+        OutFormat::Short,
         4,
     );
     let e = format!(
@@ -660,7 +690,7 @@ fn bad_problems_are_refused() {
     // rowfused runs rows of S up to its S arrays' capacity, and refuses longer ones.
     let rf = CoreParams::from_config(&rowfused(&small(), 64)).unwrap();
     let shape = |k| {
-        regflash::verify::attention::check_core_shape(&rf, 1, 8, k, 16, OutFormat::F16)
+        regflash::verify::attention::check_core_shape(&rf, 1, 8, k, 16, OutFormat::Short)
             .map_err(|e| e.to_string())
     };
     assert!(shape(64).is_ok());
@@ -679,7 +709,7 @@ fn bad_problems_are_refused() {
             k,
             16,
             false,
-            OutFormat::F16,
+            OutFormat::Short,
             regflash::verify::attention::TensorLayout::Bhsd,
             3,
         )

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use gen::tools::ScratchDir;
 use hdl::config::{BufParams, CoreConfig, RowParams, StackParams, Variant};
+use hdl::format::Format;
 use hdl::softmax::Rescale;
 use hdl::Design;
 use regflash::design::{generate, Target};
@@ -301,7 +302,7 @@ fn unfused_core_passes_the_gates_without_srams() {
 fn tiered_core_passes_the_gates() {
     // With lazy rescaling: its softmax_row (the threshold compare, the `stale` flag) and the
     // row's rescale counts lint and synthesize with the rest.
-    tiered_gates(2, 32, Rescale::Lazy { threshold: 2 });
+    tiered_gates(2, 32, Rescale::Lazy { threshold: 2 }, Format::FP16);
     let cfg = CoreConfig {
         variant: Variant::reg3d(2),
         ..small()
@@ -312,17 +313,19 @@ fn tiered_core_passes_the_gates() {
 
 #[test]
 fn three_tier_core_passes_the_gates() {
-    tiered_gates(3, 32, Rescale::Pow2);
+    tiered_gates(3, 32, Rescale::Pow2, Format::FP16);
 }
 
+/// With BF16 operands as well: the whole BF16 core lints clean, and its PE row (the e10m15
+/// MACs, P in BF16, O's short form in BF16) synthesizes without latches or loops.
 #[test]
 fn three_tier_core_with_narrow_links_passes_the_gates() {
-    tiered_gates(3, 8, Rescale::Pow2);
+    tiered_gates(3, 8, Rescale::Pow2, Format::BF16);
 }
 
 /// The gates of `tiered_core_passes_the_gates` for reg3d with `tiers` tiers, S links of
-/// `vlink_bits` wires and `rescale`.
-fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale) {
+/// `vlink_bits` wires, `rescale` and operands in `in_format`.
+fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale, in_format: Format) {
     let cfg = CoreConfig {
         variant: Variant::Reg3d(StackParams {
             tiers,
@@ -330,6 +333,7 @@ fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale) {
             ..StackParams::default()
         }),
         rescale,
+        in_format,
         ..small()
     };
     let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -347,6 +351,12 @@ fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale) {
     };
     assert!(
         row.name.ends_with(&format!("_t{tiers}l1{narrow}{lazy}")),
+        "{}",
+        row.name
+    );
+    assert_eq!(
+        row.name.contains("_pe_e8m7_"),
+        in_format == Format::BF16,
         "{}",
         row.name
     );

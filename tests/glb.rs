@@ -54,7 +54,7 @@ fn problem(heads: usize, kv_heads: usize, q_len: usize, k_len: usize, causal: bo
         k_len,
         16,
         causal,
-        OutFormat::F16,
+        OutFormat::Short,
         7,
     )
     .grouped(kv_heads)

@@ -5,8 +5,9 @@
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
 use kernels::flash::{decode, OutFormat};
+use kernels::format::Format;
 use kernels::patterns::{pad_keys, Pattern};
-use kernels::reference::attention_f64;
+use kernels::reference::{attention_f64, Inputs};
 use regflash::design::{simulate, Target};
 use regflash::verify::attention::{check, memory_image, run, Attention, MemoryTiming, O_POISON};
 use verilator_tb::Model;
@@ -23,7 +24,16 @@ fn small_core() -> (Model, CoreParams) {
 /// Positive Q (so q·k is −Inf for a −Inf key row, never NaN), random K and V, and the key rows
 /// `pad` set to −Inf: K padding as models encode it.
 fn padded(q_len: usize, k_len: usize, d: usize, causal: bool, pad: &[usize]) -> Attention {
-    let mut a = Attention::generate(Pattern::Unit, 1, q_len, k_len, d, causal, OutFormat::F16, 7);
+    let mut a = Attention::generate(
+        Pattern::Unit,
+        1,
+        q_len,
+        k_len,
+        d,
+        causal,
+        OutFormat::Short,
+        7,
+    );
     for x in a.q.iter_mut() {
         *x &= 0x7FFF; // |q|
         if *x == 0 {
@@ -63,8 +73,17 @@ fn neg_inf_blocks_give_finite_correct_output() {
         let r = run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap();
         let chk = check(&p, &a, &r);
         assert!(chk.ok(), "{what}: {}", chk.describe());
-        let got = decode(&r.out, a.out);
-        let want = attention_f64(&a.q, &a.k, &a.v, a.q_len, a.k_len, d, a.causal);
+        let got = decode(&r.out, a.out, a.format);
+        let want = attention_f64(&Inputs {
+            q: &a.q,
+            k: &a.k,
+            v: &a.v,
+            q_len: a.q_len,
+            k_len: a.k_len,
+            d,
+            causal: a.causal,
+            format: a.format,
+        });
         assert!(want.iter().all(|x| x.is_finite()), "{what}: reference");
         assert!(
             got.iter().all(|x| x.is_finite()),
@@ -109,7 +128,7 @@ fn the_contract_fails_wrong_outputs() {
         q_len: 2,
         k_len: 1,
     };
-    let acc = |got: &[f64]| Accuracy::of_attention(&p, 1, true, got);
+    let acc = |got: &[f64]| Accuracy::of_attention(&p, 1, true, Format::FP16, got);
     assert_eq!(acc(&[0.0, 1.0]).check(), Ok(()));
     let nan = acc(&[0.0, f64::NAN]);
     assert!(nan.check().unwrap_err().contains("NaN or infinite"));
@@ -260,7 +279,7 @@ fn truncate_to(path: &std::path::Path, len: usize) {
 fn slow_memory_within_the_documented_maximum_passes() {
     use hdl::config::MAX_MEM_LATENCY;
     let (model, p) = small_core();
-    let a = Attention::generate(Pattern::Unit, 2, 17, 40, 16, true, OutFormat::F16, 4);
+    let a = Attention::generate(Pattern::Unit, 2, 17, 40, 16, true, OutFormat::Short, 4);
     let slow = MemoryTiming {
         latency: MAX_MEM_LATENCY,
         bytes_per_cycle: 8,
@@ -398,7 +417,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
         let (model, manifest) = simulate(c, &Target::FaultyCore).unwrap();
         assert!(manifest.top.ends_with("_faults"), "{}", manifest.top);
         for causal in [false, true] {
-            let a = Attention::generate(Pattern::Unit, 1, 10, 10, 4, causal, OutFormat::F16, 3);
+            let a = Attention::generate(Pattern::Unit, 1, 10, 10, 4, causal, OutFormat::Short, 3);
             regflash::verify::attention::run_and_check(&model, &p, &a, &MemoryTiming::default())
                 .unwrap_or_else(|e| panic!("{} with no fault selected: {e:#}", manifest.top));
         }
@@ -467,7 +486,7 @@ fn dma_errors_end_the_run_and_the_core_restarts() {
     use hdl::dma::error::{MISALIGNED, OUT_OF_RANGE};
     use regflash::verify::attention::{run_on, Layout};
     let (model, p) = small_core();
-    let a = Attention::generate(Pattern::Unit, 2, 20, 28, 16, false, OutFormat::F16, 6);
+    let a = Attention::generate(Pattern::Unit, 2, 20, 28, 16, false, OutFormat::Short, 6);
     let t = MemoryTiming::default();
     let (_, good) = memory_image(&p, &a, &t).unwrap();
     // Aligned, but the transfer runs past the top of the address range.
@@ -518,7 +537,7 @@ fn dma_errors_end_the_run_and_the_core_restarts() {
 #[test]
 fn register_file_counters_count_port_accesses() {
     let (model, p) = small_core();
-    let a = Attention::generate(Pattern::Unit, 1, 8, 8, 16, false, OutFormat::F16, 2);
+    let a = Attention::generate(Pattern::Unit, 1, 8, 8, 16, false, OutFormat::Short, 2);
     let r = run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap();
     assert!(check(&p, &a, &r).ok());
     assert_eq!(r.counters["macs"], 2048);

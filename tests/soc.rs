@@ -106,7 +106,7 @@ fn top_with_the_simple_port_runs_through_its_registers_and_varlen_batches() {
             k,
             16,
             true,
-            OutFormat::F16,
+            OutFormat::Short,
             TensorLayout::Bhsd,
             seed,
         )
@@ -147,7 +147,7 @@ fn random_varlen_batches_over_axi4() {
         seed: 3,
         ..MemoryTiming::default()
     };
-    let a0 = Attention::generate(Pattern::Unit, 1, 1, 1, 16, false, OutFormat::F16, 1);
+    let a0 = Attention::generate(Pattern::Unit, 1, 1, 1, 16, false, OutFormat::Short, 1);
     let (mut mem, _) = memory_image(&p, &a0, &timing).unwrap();
     let d = std::cell::RefCell::new(TopDriver::new(&model, &p, 8, &timing, &mut mem).unwrap());
     let lens = prop::collection::vec((1usize..=40, 1usize..=40), 1..=4);
@@ -175,7 +175,11 @@ fn random_varlen_batches_over_axi4() {
             } else {
                 TensorLayout::Bhsd
             };
-            let out = if f32 { OutFormat::F32 } else { OutFormat::F16 };
+            let out = if f32 {
+                OutFormat::F32
+            } else {
+                OutFormat::Short
+            };
             let kv = if gqa { 1 } else { heads };
             let b = Batch::generate(
                 Pattern::Unit,
@@ -270,7 +274,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
     let problem = |heads, q, k, causal, out, seed| {
         Attention::generate(Pattern::Unit, heads, q, k, 16, causal, out, seed)
     };
-    let a0 = problem(1, 11, 17, false, OutFormat::F16, 1);
+    let a0 = problem(1, 11, 17, false, OutFormat::Short, 1);
     let (mut mem, lay) = memory_image(&p, &a0, &timing).unwrap();
     let mut d = TopDriver::new(&model, &p, 5, &timing, &mut mem).unwrap();
     let run = |d: &mut TopDriver, a: &Attention, wait| {
@@ -294,7 +298,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
         .laid_out(TensorLayout::Bshd);
     run(&mut d, &gqa, Wait::Poll);
     // Heads of 9 rows (288 bytes): head 14's first tile and blocks straddle 4 KiB.
-    let many = problem(16, 9, 9, false, OutFormat::F16, 6);
+    let many = problem(16, 9, 9, false, OutFormat::Short, 6);
     let (r, lay) = run(&mut d, &many, Wait::Interrupt);
     let axi = r.axi.expect("AXI4 statistics");
     assert_eq!(
@@ -304,7 +308,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
     );
     assert!(axi.overtaking_beats > 0 && axi.stalled > 0, "{axi:?}");
     // Abort a long run: DONE with ERR_CODE 6 once the bursts in flight are answered.
-    let long = problem(2, 64, 64, false, OutFormat::F16, 3);
+    let long = problem(2, 64, 64, false, OutFormat::Short, 3);
     let (mut mem, lay) = memory_image(&p, &long, &timing).unwrap();
     d.program(&long, &lay, Wait::Interrupt, &mut mem).unwrap();
     d.write("CTRL", 1, &mut mem).unwrap();
@@ -318,7 +322,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
     assert_eq!(d.counters(&mut mem).unwrap()["macs"], 0, "counters restart");
     d.clear_irq(&mut mem).unwrap();
     // Error responses: SLVERR on a K read, DECERR on an O write.
-    let a = problem(1, 20, 20, false, OutFormat::F16, 8);
+    let a = problem(1, 20, 20, false, OutFormat::Short, 8);
     for (tensor, resp, code) in [
         ("K", AXI_SLVERR, dma::error::SLVERR),
         ("O", AXI_DECERR, dma::error::DECERR),
@@ -344,7 +348,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
     }
     run(
         &mut d,
-        &problem(1, 9, 33, true, OutFormat::F16, 4),
+        &problem(1, 9, 33, true, OutFormat::Short, 4),
         Wait::Interrupt,
     );
     // A varlen batch over AXI4: four query heads on two K/V heads, (seq, heads, d), causal.
@@ -356,7 +360,7 @@ fn top_runs_over_axi4_through_its_registers_and_recovers() {
         &[20, 3, 25, 9],
         16,
         true,
-        OutFormat::F16,
+        OutFormat::Short,
         TensorLayout::Bshd,
         9,
     );

@@ -39,3 +39,39 @@ impl Default for Formats {
         Formats::FP16_FP32
     }
 }
+
+/// The operand formats a design takes (`in_format`): its key in a configuration and why.
+pub const IN_FORMATS: [(&str, Format); 2] = [("fp16", Format::FP16), ("bf16", Format::BF16)];
+
+/// The operand format named `key` (`"fp16"`, `"bf16"`), or an error naming the choices.
+pub fn in_format_from_key(key: &str) -> anyhow::Result<Format> {
+    IN_FORMATS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|&(_, f)| f)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "in_format = \"{key}\" is not a supported operand format: choose \"fp16\" \
+                 (binary16, the default) or \"bf16\" (bfloat16); both accumulate in FP32"
+            )
+        })
+}
+
+/// The configuration key of an operand format: `"fp16"`, `"bf16"`.
+pub fn in_format_key(f: Format) -> &'static str {
+    IN_FORMATS
+        .iter()
+        .find(|&&(_, g)| g == f)
+        .map(|&(k, _)| k)
+        .expect("a design's operand format is one of IN_FORMATS")
+}
+
+/// `""` for binary16, the designs' default, else `_` and the format's name (`_e8m7`): how a
+/// module that depends on the operand format says so in its name.
+pub fn suffix(f: Format) -> String {
+    if f == Format::FP16 {
+        String::new()
+    } else {
+        format!("_{}", f.name())
+    }
+}

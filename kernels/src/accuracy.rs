@@ -1,12 +1,13 @@
 //! Accuracy of the hardware model against the references (docs/numerics.md), and of exp2 against
 //! f64, as figures a report can print and a test can assert on.
 
-use half::f16;
-
 use crate::flash::{decode, flash_attention, FlashConfig, OutFormat, Problem, SoftmaxPass};
+use crate::format::Format;
 use crate::fp::exp2;
-use crate::patterns::{tensors, Pattern};
-use crate::reference::{abs_error, attention_f64, attention_plain_lowprec, has_visible_key};
+use crate::patterns::{tensors_in, Pattern};
+use crate::reference::{
+    abs_error, attention_f64, attention_plain_lowprec, has_visible_key, value, Inputs,
+};
 
 /// How an attention output compares with the references, and the contract of docs/numerics.md
 /// that decides whether it is correct ([`Accuracy::check`]). One definition serves the model's
@@ -15,8 +16,14 @@ use crate::reference::{abs_error, attention_f64, attention_plain_lowprec, has_vi
 /// Relative error is max |O − O_f64| / max |V|: every output is a convex combination of V's
 /// rows, so max |V| is the scale its rounding errors live on (relative to max |O_f64| instead,
 /// plain FP16 attention itself exceeds 1e-3 when V's values cancel).
+///
+/// The limits follow the inputs' format ([`Accuracy::format`]): the relative limit is 1e-3
+/// for binary16 and scales with the unit roundoff, 8e-3 for bfloat16's 8 significant bits
+/// ([`max_rel_err`]); the absolute floor is one ulp of that format.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Accuracy {
+    /// The inputs' (and P's, and the short output's) format: binary16 or bfloat16.
+    pub format: Format,
     /// Max |O − O_f64| over the outputs whose reference is finite (+Inf if one of them is NaN
     /// or infinite).
     pub max_abs_err: f64,
@@ -34,28 +41,34 @@ pub struct Accuracy {
     pub masked_row_nonzero: u64,
 }
 
-/// The relative-error limit of the contract.
+/// The relative-error limit of the contract for binary16 inputs.
 pub const MAX_REL_ERR: f64 = 1e-3;
+
+/// The relative-error limit for inputs in `format`: [`MAX_REL_ERR`] scaled by the format's
+/// unit roundoff against binary16's (2^(10 − man)): 1e-3 for binary16, 8e-3 for bfloat16.
+pub fn max_rel_err(format: Format) -> f64 {
+    MAX_REL_ERR * 2f64.powi(10 - format.man as i32)
+}
 
 impl Accuracy {
     /// Compares `got` (q_len × d) with the f64 reference `want` and the plain reference `plain`
-    /// of the same problem, whose V is `v` (k_len × d FP16 bits).
-    #[allow(clippy::too_many_arguments)]
-    pub fn of_output(
-        got: &[f64],
-        want: &[f64],
-        plain: &[f64],
-        v: &[u16],
-        q_len: usize,
-        k_len: usize,
-        d: usize,
-        causal: bool,
-    ) -> Accuracy {
+    /// of the same problem `p` (its V gives the scale).
+    pub fn of_output(got: &[f64], want: &[f64], plain: &[f64], p: &Inputs) -> Accuracy {
+        let Inputs {
+            v,
+            q_len,
+            k_len,
+            d,
+            causal,
+            format,
+            ..
+        } = *p;
         assert!(got.len() == q_len * d && want.len() == got.len() && plain.len() == got.len());
         let mut a = Accuracy {
+            format,
             v_scale: v
                 .iter()
-                .map(|&x| f16::from_bits(x).to_f64().abs())
+                .map(|&x| value(x, format).abs())
                 .filter(|x| x.is_finite())
                 .fold(0.0, f64::max),
             ..Accuracy::default()
@@ -76,18 +89,35 @@ impl Accuracy {
         a
     }
 
-    /// Computes both references of one head (`p`, head dimension `d`) and compares `got` with
-    /// them.
-    pub fn of_attention(p: &Problem, d: usize, causal: bool, got: &[f64]) -> Accuracy {
-        let (q, k, v, q_len, k_len) = (p.q, p.k, p.v, p.q_len, p.k_len);
-        let want = attention_f64(q, k, v, q_len, k_len, d, causal);
-        let plain = attention_plain_lowprec(q, k, v, q_len, k_len, d, causal);
-        Accuracy::of_output(got, &want, &plain, v, q_len, k_len, d, causal)
+    /// Computes both references of one head (`p`, head dimension `d`, inputs in `format`) and
+    /// compares `got` with them.
+    pub fn of_attention(
+        p: &Problem,
+        d: usize,
+        causal: bool,
+        format: Format,
+        got: &[f64],
+    ) -> Accuracy {
+        let inputs = Inputs {
+            q: p.q,
+            k: p.k,
+            v: p.v,
+            q_len: p.q_len,
+            k_len: p.k_len,
+            d,
+            causal,
+            format,
+        };
+        let want = attention_f64(&inputs);
+        let plain = attention_plain_lowprec(&inputs);
+        Accuracy::of_output(got, &want, &plain, &inputs)
     }
 
     /// Both comparisons at once (several heads, or both output formats): the worst of each.
     pub fn merge(self, o: Accuracy) -> Accuracy {
+        debug_assert_eq!(self.format, o.format, "accuracies of two input formats");
         Accuracy {
+            format: self.format,
             max_abs_err: self.max_abs_err.max(o.max_abs_err),
             plain_err: self.plain_err.max(o.plain_err),
             out_scale: self.out_scale.max(o.out_scale),
@@ -123,12 +153,17 @@ impl Accuracy {
     /// dominates. Such a run is not correct by the contract and never passes; this says why.
     pub fn beyond_reach(&self) -> bool {
         let within = |x: f64, limit: f64| x.partial_cmp(&limit).is_some_and(|o| o.is_le());
-        within(self.max_abs_err, self.abs_bound()) && self.plain_rel_err() > MAX_REL_ERR
+        within(self.max_abs_err, self.abs_bound()) && self.plain_rel_err() > self.rel_limit()
     }
 
-    /// The absolute bound: 2 × the plain error + one FP16 ulp at max |O_f64|.
+    /// The absolute bound: 2 × the plain error + one ulp of the inputs' format at max |O_f64|.
     pub fn abs_bound(&self) -> f64 {
-        2.0 * self.plain_err + fp16_ulp(self.out_scale)
+        2.0 * self.plain_err + ulp(self.out_scale, self.format)
+    }
+
+    /// The relative limit for the inputs' format ([`max_rel_err`]).
+    pub fn rel_limit(&self) -> f64 {
+        max_rel_err(self.format)
     }
 
     /// The contract: no NaN or Inf where the reference is finite, special values where the
@@ -157,30 +192,34 @@ impl Accuracy {
         let within = |x: f64, limit: f64| x.partial_cmp(&limit).is_some_and(|o| o.is_le());
         if !within(self.max_abs_err, self.abs_bound()) {
             return Err(format!(
-                "max |O - O_f64| = {:.3e} exceeds 2 x plain FP16 attention's {:.3e} + one FP16 ulp of \
+                "max |O - O_f64| = {:.3e} exceeds 2 x plain {} attention's {:.3e} + one {} ulp of \
                  max |O_f64| ({:.3e})",
                 self.max_abs_err,
+                short_name(self.format),
                 self.plain_err,
-                fp16_ulp(self.out_scale)
+                short_name(self.format),
+                ulp(self.out_scale, self.format)
             ));
         }
-        if !within(self.rel_err(), MAX_REL_ERR) {
+        if !within(self.rel_err(), self.rel_limit()) {
             let why = if self.beyond_reach() {
                 format!(
-                    "; plain FP16 attention's own is {:.3e}: these inputs are beyond what FP16 \
+                    "; plain {f} attention's own is {:.3e}: these inputs are beyond what {f} \
                      storage with FP32 accumulation resolves, so the contract cannot be met \
                      (scale Q and K down)",
-                    self.plain_rel_err()
+                    self.plain_rel_err(),
+                    f = short_name(self.format)
                 )
             } else {
                 String::new()
             };
             return Err(format!(
                 "relative error {:.3e} (max |O - O_f64| / max |V| = {:.3e} / {:.3e}) exceeds \
-                 {MAX_REL_ERR:e}{why}",
+                 {:e}{why}",
                 self.rel_err(),
                 self.max_abs_err,
-                self.v_scale
+                self.v_scale,
+                self.rel_limit()
             ));
         }
         Ok(())
@@ -189,10 +228,27 @@ impl Accuracy {
 
 /// One FP16 ulp at the magnitude `x` (the absolute floor of the contract).
 pub fn fp16_ulp(x: f64) -> f64 {
-    if x < 6.1e-5 {
-        return 2f64.powi(-24);
+    ulp(x, Format::FP16)
+}
+
+/// One ulp of `format` at the magnitude `x` (subnormal spacing below the smallest normal).
+pub fn ulp(x: f64, format: Format) -> f64 {
+    let min_exp = 1 - format.bias() as i32;
+    let e = if x > 0.0 {
+        x.log2().floor() as i32
+    } else {
+        min_exp
+    };
+    2f64.powi(e.max(min_exp) - format.man as i32)
+}
+
+/// "FP16" or "BF16": the inputs' format as the messages name it.
+pub fn short_name(format: Format) -> &'static str {
+    if format == Format::BF16 {
+        "BF16"
+    } else {
+        "FP16"
     }
-    2f64.powi(x.log2().floor() as i32 - 10)
 }
 
 /// Runs `pattern` through the fused hardware model (online softmax; both output formats) and
@@ -215,8 +271,9 @@ pub fn attention_accuracy(
         head_dim: d,
         cols,
         causal,
-        out: OutFormat::F16,
+        out: OutFormat::Short,
         softmax: SoftmaxPass::Online,
+        operand: Format::FP16,
     };
     attention_accuracy_of(pattern, q_len, k_len, &cfg, seed)
 }
@@ -230,10 +287,20 @@ pub fn attention_accuracy_of(
     cfg: &FlashConfig,
     seed: u64,
 ) -> Accuracy {
-    let (d, causal) = (cfg.head_dim, cfg.causal);
-    let (q, k, v) = tensors(pattern, q_len, k_len, d, seed);
-    let want = attention_f64(&q, &k, &v, q_len, k_len, d, causal);
-    let plain = attention_plain_lowprec(&q, &k, &v, q_len, k_len, d, causal);
+    let (d, causal, format) = (cfg.head_dim, cfg.causal, cfg.operand);
+    let (q, k, v) = tensors_in(pattern, q_len, k_len, d, seed, format);
+    let inputs = Inputs {
+        q: &q,
+        k: &k,
+        v: &v,
+        q_len,
+        k_len,
+        d,
+        causal,
+        format,
+    };
+    let want = attention_f64(&inputs);
+    let plain = attention_plain_lowprec(&inputs);
     let problem = Problem {
         q: &q,
         k: &k,
@@ -241,11 +308,11 @@ pub fn attention_accuracy_of(
         q_len,
         k_len,
     };
-    [OutFormat::F16, OutFormat::F32]
+    [OutFormat::Short, OutFormat::F32]
         .map(|out| {
             let (bits, _) = flash_attention(&problem, &FlashConfig { out, ..*cfg });
-            let got = decode(&bits, out);
-            Accuracy::of_output(&got, &want, &plain, &v, q_len, k_len, d, causal)
+            let got = decode(&bits, out, format);
+            Accuracy::of_output(&got, &want, &plain, &inputs)
         })
         .into_iter()
         .reduce(Accuracy::merge)

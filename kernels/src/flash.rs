@@ -20,16 +20,18 @@
 //! online rescale. The same operators in the same order otherwise, so the two differ only
 //! where the running max grew.
 
+use crate::format::Format;
 use crate::fp::*;
 use crate::mask::MaskSpec;
 use crate::reduce::{row_max, row_sum};
-use crate::softmax::{scale_constant, weight, RowState};
+use crate::softmax::{scale_constant, weight_in, RowState};
 
 /// The output format of O / l.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutFormat {
-    /// Rounded to binary16 (nearest even).
-    F16,
+    /// The short form: rounded (nearest even) to the operands' 16-bit format, binary16 or
+    /// bfloat16 ([`FlashConfig::operand`]).
+    Short,
     /// binary32.
     F32,
 }
@@ -72,9 +74,12 @@ pub struct FlashConfig {
     pub causal: bool,
     pub out: OutFormat,
     pub softmax: SoftmaxPass,
+    /// Q, K, V and the weights P: binary16 or bfloat16 (products exact, sums in binary32).
+    pub operand: Format,
 }
 
-/// One attention problem: FP16 Q (q_len × d), K and V (k_len × d), row-major.
+/// One attention problem: Q (q_len × d), K and V (k_len × d), row-major, in the operand
+/// format ([`FlashConfig::operand`]).
 #[derive(Clone, Debug)]
 pub struct Problem<'a> {
     pub q: &'a [u16],
@@ -131,10 +136,31 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
     let c = scale_constant(d);
     let mut out = vec![0u32; p.q_len * d];
     let mut stats = FlashStats::default();
+    let fmt = cfg.operand;
+    assert!(
+        fmt == Format::FP16 || fmt == Format::BF16,
+        "operands in {} are not supported",
+        fmt.name()
+    );
     // The operands widened once (exact), for the host-FPU MAC (`mac_native`, bit-exact with
-    // `mac` once a chain's result passes `canonical_nan`).
-    let wide =
-        |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(fp16_to_fp32(h))).collect() };
+    // `mac` once a chain's result passes `canonical_nan`; for bfloat16, whose products can
+    // leave binary32's range, the host's fused multiply-add, which is `mac_fused`).
+    let widen = move |h: u16| -> u32 {
+        if fmt == Format::FP16 {
+            fp16_to_fp32(h)
+        } else {
+            convert(h as u64, fmt, Format::FP32) as u32
+        }
+    };
+    let fused = fmt != Format::FP16;
+    let mac_host = move |acc: f32, a: f32, b: f32| -> f32 {
+        if fused {
+            a.mul_add(b, acc)
+        } else {
+            mac_native(acc, a, b)
+        }
+    };
+    let wide = |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(widen(h))).collect() };
     let (qf, kf, vf) = (wide(p.q), wide(p.k), wide(p.v));
     // Row i's scores in the block from key `k_base` into `s` (masked: −Inf for the max) and
     // which keys are visible into `visible`; returns the MACs they took.
@@ -153,7 +179,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                 .iter()
                 .zip(kj)
                 .fold(f32::from_bits(ACC_CLEAR), |acc, (&a, &b)| {
-                    mac_native(acc, a, b)
+                    mac_host(acc, a, b)
                 });
             *sj = canonical_nan(acc);
             macs += d as u64;
@@ -213,8 +239,8 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     stats.rescales_avoided += up.avoided as u64;
                 }
                 for (jj, w) in weights.iter_mut().enumerate() {
-                    *w = weight(s[jj], st.m, c, !visible[jj]);
-                    wide_w[jj] = fp16_to_fp32(*w);
+                    *w = weight_in(s[jj], st.m, c, !visible[jj], fmt);
+                    wide_w[jj] = widen(*w);
                 }
                 st.update_sum(row_sum(&wide_w, cfg.cols), shift);
                 let orow = &mut o[r * d..(r + 1) * d];
@@ -228,7 +254,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     let w = f32::from_bits(w);
                     let vj = &vf[(k_base + jj) * d..(k_base + jj + 1) * d];
                     for (x, &vv) in orow.iter_mut().zip(vj) {
-                        *x = canonical_nan(mac_native(f32::from_bits(*x), w, vv));
+                        *x = canonical_nan(mac_host(f32::from_bits(*x), w, vv));
                     }
                     stats.macs += d as u64;
                 }
@@ -241,7 +267,8 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                 let y = fp32_mul_native(o[r * d + c], recip);
                 out[(q_base + r) * d + c] = match cfg.out {
                     OutFormat::F32 => y,
-                    OutFormat::F16 => fp32_to_fp16_native(y) as u32,
+                    OutFormat::Short if fmt == Format::FP16 => fp32_to_fp16_native(y) as u32,
+                    OutFormat::Short => convert(y as u64, Format::FP32, fmt) as u32,
                 };
             }
         }
@@ -249,12 +276,12 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
     (out, stats)
 }
 
-/// Output bits as numbers.
-pub fn decode(out: &[u32], format: OutFormat) -> Vec<f64> {
+/// Output bits as numbers; `operand` is the short form's format.
+pub fn decode(out: &[u32], format: OutFormat, operand: Format) -> Vec<f64> {
     out.iter()
         .map(|&b| match format {
             OutFormat::F32 => f32::from_bits(b) as f64,
-            OutFormat::F16 => half::f16::from_bits(b as u16).to_f64(),
+            OutFormat::Short => crate::reference::value(b as u16, operand),
         })
         .collect()
 }
@@ -263,7 +290,7 @@ pub fn decode(out: &[u32], format: OutFormat) -> Vec<f64> {
 mod tests {
     use super::*;
     use crate::patterns::{tensors, Pattern};
-    use crate::softmax::scale_score;
+    use crate::softmax::{scale_score, weight};
 
     fn cfg(bc: usize, softmax: SoftmaxPass) -> FlashConfig {
         FlashConfig {
@@ -274,6 +301,7 @@ mod tests {
             causal: false,
             out: OutFormat::F32,
             softmax,
+            operand: Format::FP16,
         }
     }
 

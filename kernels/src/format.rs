@@ -15,6 +15,13 @@ pub struct Format {
     pub man: u32,
 }
 
+impl Default for Format {
+    /// binary16: the designs' operand format unless a configuration names another.
+    fn default() -> Self {
+        Format::FP16
+    }
+}
+
 impl Format {
     /// binary16 (FP16).
     pub const FP16: Format = Format { exp: 5, man: 10 };

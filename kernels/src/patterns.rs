@@ -122,3 +122,26 @@ pub fn tensors(
         }
     }
 }
+
+/// [`tensors`] in `format`: binary16 as they are, bfloat16 as the binary16 values rounded
+/// (nearest even) to bfloat16's 8 significant bits, so both formats see the same problems
+/// (the same ranges, the same −Inf padding).
+pub fn tensors_in(
+    pattern: Pattern,
+    q_len: usize,
+    k_len: usize,
+    d: usize,
+    seed: u64,
+    format: crate::format::Format,
+) -> (Vec<u16>, Vec<u16>, Vec<u16>) {
+    let (q, k, v) = tensors(pattern, q_len, k_len, d, seed);
+    if format == crate::format::Format::FP16 {
+        return (q, k, v);
+    }
+    let to = |x: Vec<u16>| -> Vec<u16> {
+        x.into_iter()
+            .map(|h| crate::fp::convert(h as u64, crate::format::Format::FP16, format) as u16)
+            .collect()
+    };
+    (to(q), to(k), to(v))
+}

@@ -2,7 +2,8 @@
 //! operations applied in order. (When each operation takes effect is the hardware's business;
 //! the RTL harness applies an operation to this model at the cycle the RTL writes it back.)
 
-use crate::fp::{fp32_scale2, mac, ACC_CLEAR};
+use crate::format::Format;
+use crate::fp::{fp32_scale2, mac, mac_fused, ACC_CLEAR};
 
 /// A PE operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,23 +26,42 @@ pub enum PeOp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeModel {
     pub regs: Vec<u32>,
+    /// The operands' format: binary16 ([`mac`]) or bfloat16 ([`mac_fused`]).
+    pub format: Format,
 }
 
 impl PeModel {
-    /// `n` registers, all +0 (the RTL's register file powers up as zeros in simulation).
+    /// `n` registers, all +0 (the RTL's register file powers up as zeros in simulation), for
+    /// binary16 operands.
     pub fn new(n: usize) -> Self {
-        PeModel { regs: vec![0; n] }
+        Self::with_format(n, Format::FP16)
+    }
+
+    /// [`PeModel::new`] for operands in `format`.
+    pub fn with_format(n: usize, format: Format) -> Self {
+        PeModel {
+            regs: vec![0; n],
+            format,
+        }
+    }
+
+    fn mac(&self, acc: u32, a: u16, b: u16) -> u32 {
+        if self.format == Format::FP16 {
+            mac(acc, a, b)
+        } else {
+            mac_fused(acc, a as u64, b as u64, self.format)
+        }
     }
 
     /// Applies one operation (`shift` matters to `MacScale` only).
     pub fn apply(&mut self, op: PeOp, addr: usize, a: u16, b: u16, data: u32, shift: u8) {
         match op {
             PeOp::Nop => {}
-            PeOp::Mac => self.regs[addr] = mac(self.regs[addr], a, b),
-            PeOp::MacClear => self.regs[addr] = mac(ACC_CLEAR, a, b),
+            PeOp::Mac => self.regs[addr] = self.mac(self.regs[addr], a, b),
+            PeOp::MacClear => self.regs[addr] = self.mac(ACC_CLEAR, a, b),
             PeOp::Load => self.regs[addr] = data,
-            PeOp::MacZero => self.regs[addr] = mac(0, a, b),
-            PeOp::MacScale => self.regs[addr] = mac(fp32_scale2(self.regs[addr], shift), a, b),
+            PeOp::MacZero => self.regs[addr] = self.mac(0, a, b),
+            PeOp::MacScale => self.regs[addr] = self.mac(fp32_scale2(self.regs[addr], shift), a, b),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! References for the accuracy contract (docs/numerics.md):
-//! * [`attention_f64`]: attention in f64 on the FP16 inputs' exact values;
-//! * [`attention_plain_lowprec`]: plain (untiled) attention the way FP16 frameworks compute it:
-//!   FP32 accumulation of Q·Kᵀ, softmax in FP32, P stored as FP16, P·V accumulated in FP32,
-//!   output stored as FP16.
+//! * [`attention_f64`]: attention in f64 on the inputs' exact values;
+//! * [`attention_plain_lowprec`]: plain (untiled) attention the way FP16 (or BF16) frameworks
+//!   compute it: FP32 accumulation of Q·Kᵀ, softmax in FP32, P stored in the input format,
+//!   P·V accumulated in FP32, output stored in the input format.
 //!
 //! Both write the causal mask from its definition (bottom-right aligned: query i of q_len sees
 //! key j of k_len when j ≤ i + k_len − q_len) rather than using `mask.rs`, so that a mask bug
@@ -11,10 +11,41 @@
 //! max is −Inf, and FlashAttention subtracts 0 then). Special values follow IEEE arithmetic: a
 //! NaN score makes its row NaN (the max propagates it), as does a +Inf score (Inf − Inf).
 
-use half::f16;
+use half::{bf16, f16};
 
-fn f(x: u16) -> f64 {
-    f16::from_bits(x).to_f64()
+use crate::format::Format;
+
+/// The value of `x`, a binary16 or bfloat16 value's bits.
+pub fn value(x: u16, format: Format) -> f64 {
+    if format == Format::BF16 {
+        bf16::from_bits(x).to_f64()
+    } else {
+        debug_assert_eq!(format, Format::FP16);
+        f16::from_bits(x).to_f64()
+    }
+}
+
+/// `x` rounded to `format` (binary16 or bfloat16, nearest even).
+fn round_f32(x: f32, format: Format) -> f32 {
+    if format == Format::BF16 {
+        bf16::from_f32(x).to_f32()
+    } else {
+        f16::from_f32(x).to_f32()
+    }
+}
+
+/// One head's attention problem for the references: Q (q_len × d), K and V (k_len × d),
+/// row-major bits of `format` (binary16 or bfloat16).
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    pub q: &'a [u16],
+    pub k: &'a [u16],
+    pub v: &'a [u16],
+    pub q_len: usize,
+    pub k_len: usize,
+    pub d: usize,
+    pub causal: bool,
+    pub format: Format,
 }
 
 /// Query `i` sees key `j`: always, or when causal, j ≤ i + k_len − q_len.
@@ -39,20 +70,23 @@ fn nan_max(xs: impl Iterator<Item = f64>) -> f64 {
 }
 
 /// Attention in f64: softmax(Q·Kᵀ/√d)·V.
-pub fn attention_f64(
-    q: &[u16],
-    k: &[u16],
-    v: &[u16],
-    q_len: usize,
-    k_len: usize,
-    d: usize,
-    causal: bool,
-) -> Vec<f64> {
+pub fn attention_f64(a: &Inputs) -> Vec<f64> {
+    let Inputs {
+        q,
+        k,
+        v,
+        q_len,
+        k_len,
+        d,
+        causal,
+        format,
+    } = *a;
     let scale = 1.0 / (d as f64).sqrt();
+    let f = |x: &u16| value(*x, format);
     let (qf, kf, vf): (Vec<f64>, Vec<f64>, Vec<f64>) = (
-        q.iter().map(|&x| f(x)).collect(),
-        k.iter().map(|&x| f(x)).collect(),
-        v.iter().map(|&x| f(x)).collect(),
+        q.iter().map(f).collect(),
+        k.iter().map(f).collect(),
+        v.iter().map(f).collect(),
     );
     // The identity `sum` starts from, so that the per-column sums below (keys in order, as
     // `(0..k_len).map(..).sum()` adds them) are the same numbers.
@@ -91,55 +125,27 @@ pub fn attention_f64(
     out
 }
 
-/// Plain attention at framework precision (see the module docs); outputs are FP16 values.
-pub fn attention_plain_lowprec(
-    q: &[u16],
-    k: &[u16],
-    v: &[u16],
-    q_len: usize,
-    k_len: usize,
-    d: usize,
-    causal: bool,
-) -> Vec<f64> {
-    let a = Plain {
-        q,
-        k,
-        v,
-        q_len,
-        k_len,
-        d,
-        causal,
-    };
+/// Plain attention at framework precision (see the module docs); outputs are values of the
+/// input format.
+pub fn attention_plain_lowprec(a: &Inputs) -> Vec<f64> {
     // The same arithmetic either way: `mul_add` is one rounding in hardware or in software.
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has FMA, checked just above.
-        return unsafe { plain_fma(&a) };
+        return unsafe { plain_fma(a) };
     }
-    plain(&a)
-}
-
-/// [`attention_plain_lowprec`]'s arguments.
-#[derive(Clone, Copy)]
-struct Plain<'a> {
-    q: &'a [u16],
-    k: &'a [u16],
-    v: &'a [u16],
-    q_len: usize,
-    k_len: usize,
-    d: usize,
-    causal: bool,
+    plain(a)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma")]
-unsafe fn plain_fma(a: &Plain) -> Vec<f64> {
+unsafe fn plain_fma(a: &Inputs) -> Vec<f64> {
     plain(a)
 }
 
 #[inline(always)]
-fn plain(a: &Plain) -> Vec<f64> {
-    let Plain {
+fn plain(a: &Inputs) -> Vec<f64> {
+    let Inputs {
         q,
         k,
         v,
@@ -147,9 +153,10 @@ fn plain(a: &Plain) -> Vec<f64> {
         k_len,
         d,
         causal,
+        format,
     } = *a;
     let scale = (1.0 / (d as f64).sqrt()) as f32;
-    let w = |x: &[u16]| -> Vec<f32> { x.iter().map(|&x| f16::from_bits(x).to_f32()).collect() };
+    let w = |x: &[u16]| -> Vec<f32> { x.iter().map(|&x| value(x, format) as f32).collect() };
     let (qf, kf, vf) = (w(q), w(k), w(v));
     let mut out = vec![0.0; q_len * d];
     let mut acc = vec![0.0f32; d];
@@ -179,7 +186,7 @@ fn plain(a: &Plain) -> Vec<f64> {
             .map(|s| s.map_or(0.0, |s| (s - m).exp()))
             .collect();
         let l: f32 = e.iter().sum();
-        let p: Vec<f32> = e.iter().map(|&x| f16::from_f32(x / l).to_f32()).collect();
+        let p: Vec<f32> = e.iter().map(|&x| round_f32(x / l, format)).collect();
         // Each column's sum over the visible keys in order (keys outer, columns inner).
         acc.fill(0.0);
         for j in (0..k_len).filter(|&j| visible(i, j, q_len, k_len, causal)) {
@@ -188,7 +195,7 @@ fn plain(a: &Plain) -> Vec<f64> {
             }
         }
         for (o, &a) in out[i * d..(i + 1) * d].iter_mut().zip(&acc) {
-            *o = f16::from_f32(a).to_f64();
+            *o = round_f32(a, format) as f64;
         }
     }
     out
@@ -229,6 +236,37 @@ mod tests {
     use super::*;
 
     const ONE: u16 = 0x3C00;
+
+    /// A reference on FP16 inputs: (Q, K, V, q_len, k_len, d, causal) → O.
+    type Reference = fn(&[u16], &[u16], &[u16], usize, usize, usize, bool) -> Vec<f64>;
+
+    /// Both references on FP16 inputs.
+    fn refs() -> [Reference; 2] {
+        fn inputs<'a>(
+            q: &'a [u16],
+            k: &'a [u16],
+            v: &'a [u16],
+            q_len: usize,
+            k_len: usize,
+            d: usize,
+            causal: bool,
+        ) -> Inputs<'a> {
+            Inputs {
+                q,
+                k,
+                v,
+                q_len,
+                k_len,
+                d,
+                causal,
+                format: Format::FP16,
+            }
+        }
+        [
+            |q, k, v, ql, kl, d, c| attention_f64(&inputs(q, k, v, ql, kl, d, c)),
+            |q, k, v, ql, kl, d, c| attention_plain_lowprec(&inputs(q, k, v, ql, kl, d, c)),
+        ]
+    }
     const NAN: u16 = 0x7E00;
     const NEG_INF: u16 = 0xFC00;
 
@@ -250,7 +288,7 @@ mod tests {
         let q = [ONE];
         let k = [ONE, NAN];
         let v = [ONE, ONE];
-        for f in [attention_f64, attention_plain_lowprec] {
+        for f in refs() {
             assert!(f(&q, &k, &v, 1, 2, 1, false)[0].is_nan());
         }
     }
@@ -261,7 +299,7 @@ mod tests {
         let q = [ONE];
         let k = [NEG_INF, ONE, NEG_INF];
         let v = [0x4000, 0x4200, 0x4400]; // 2, 3, 4
-        for f in [attention_f64, attention_plain_lowprec] {
+        for f in refs() {
             assert_eq!(f(&q, &k, &v, 1, 3, 1, false), vec![3.0]);
             assert_eq!(
                 f(&q, &[NEG_INF, NEG_INF], &v[..2], 1, 2, 1, false),

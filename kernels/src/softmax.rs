@@ -17,6 +17,7 @@
 //! * After the last block, r = 1 / l (correctly rounded), or 1 when l is 0 (a row whose keys
 //!   are all masked), and out = O · r.
 
+use crate::format::Format;
 use crate::fp::*;
 
 /// The softmax constant C = log2(e) / √d, rounded once to FP32 (f64 arithmetic here is
@@ -48,6 +49,19 @@ pub fn weight(s: u32, m: u32, c: u32, masked: bool) -> u16 {
     let m = subtracted_max(m);
     // fp32_add and fp32_to_fp16, on the host's FPU (bit-identical: see `fp`).
     fp32_to_fp16_native(exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN)))
+}
+
+/// [`weight`] with P in `fmt` (binary16 or bfloat16): the same exp2, rounded to `fmt`.
+pub fn weight_in(s: u32, m: u32, c: u32, masked: bool, fmt: Format) -> u16 {
+    if fmt == Format::FP16 {
+        return weight(s, m, c, masked);
+    }
+    if masked {
+        return 0;
+    }
+    let m = subtracted_max(m);
+    let e = exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN));
+    convert(e as u64, Format::FP32, fmt) as u16
 }
 
 /// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.

@@ -13,6 +13,7 @@
 
 use kernels::accuracy::{attention_accuracy, attention_accuracy_of};
 use kernels::flash::{FlashConfig, OutFormat, SoftmaxPass};
+use kernels::format::Format;
 use kernels::patterns::Pattern;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -51,12 +52,14 @@ fn random_shapes_and_patterns_meet_the_contract() {
     seeds::run(config, 31, &strategy, |(pattern, (rows, cols, a, b, dc), q_len, k_len, (causal, two), seed)| {
             let (br, bc, head_dim) = (rows * a, cols * b, cols * dc);
             let softmax = if two { SoftmaxPass::TwoPass } else { SoftmaxPass::Online };
-            let cfg = FlashConfig { br, bc, head_dim, cols, causal, out: OutFormat::F16, softmax };
+            // Half the cases on bfloat16 inputs (a bit of the seed), under BF16's contract.
+            let operand = if (seed >> 62) & 1 == 1 { Format::BF16 } else { Format::FP16 };
+            let cfg = FlashConfig { br, bc, head_dim, cols, causal, out: OutFormat::Short, softmax, operand };
             attention_accuracy_of(pattern, q_len, k_len, &cfg, seed)
                 .check()
                 .map_err(|e| {
                     TestCaseError::fail(format!(
-                        "{pattern:?} q_len={q_len} k_len={k_len} d={head_dim} Br={br} Bc={bc} C={cols} causal={causal} {softmax:?}: {e}"
+                        "{pattern:?} q_len={q_len} k_len={k_len} d={head_dim} Br={br} Bc={bc} C={cols} causal={causal} {softmax:?} {}: {e}", operand.name()
                     ))
                 })
         })
@@ -74,12 +77,42 @@ fn two_pass_seed_tiling_every_pattern() {
             head_dim: 128,
             cols: 32,
             causal: true,
-            out: OutFormat::F16,
+            out: OutFormat::Short,
             softmax: SoftmaxPass::TwoPass,
+            operand: Format::FP16,
         };
         attention_accuracy_of(pattern, 131, 257, &cfg, 7)
             .check()
             .unwrap_or_else(|e| panic!("{pattern:?} two-pass: {e}"));
+    }
+}
+
+/// bfloat16 inputs on seed's tiling, every hard pattern, both orders: within BF16's contract
+/// (the relative limit 8e-3, the absolute floor one BF16 ulp), and the error measured against
+/// plain BF16 attention's.
+#[test]
+fn bf16_seed_tiling_every_pattern() {
+    for pattern in Pattern::ALL {
+        for softmax in [SoftmaxPass::Online, SoftmaxPass::TwoPass] {
+            let cfg = FlashConfig {
+                br: 64,
+                bc: 64,
+                head_dim: 128,
+                cols: 32,
+                causal: true,
+                out: OutFormat::Short,
+                softmax,
+                operand: Format::BF16,
+            };
+            let a = attention_accuracy_of(pattern, 131, 257, &cfg, 7);
+            a.check()
+                .unwrap_or_else(|e| panic!("{pattern:?} {softmax:?} bf16: {e}"));
+            eprintln!(
+                "{pattern:?} {softmax:?} bf16: rel err {:.3e} (plain BF16 {:.3e})",
+                a.rel_err(),
+                a.plain_rel_err()
+            );
+        }
     }
 }
 

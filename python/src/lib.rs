@@ -62,6 +62,7 @@ impl Design {
         config: Option<&str>,
         variant: Option<&str>,
         (rescale, lazy_threshold): (Option<&str>, Option<u32>),
+        in_format: Option<&str>,
     ) -> Result<CoreConfig> {
         let mut cfg = match (preset, config) {
             (Some(_), Some(_)) => bail!("give preset= or config=, not both"),
@@ -81,6 +82,9 @@ impl Design {
         if rescale.is_some() || lazy_threshold.is_some() {
             let name = rescale.or(Some(cfg.rescale.name()));
             cfg.rescale = hdl::softmax::Rescale::from_keys(name, lazy_threshold)?;
+        }
+        if let Some(key) = in_format {
+            cfg.in_format = hdl::format::in_format_from_key(key)?;
         }
         ensure!(
             cfg.head_dim == head_dim,
@@ -107,7 +111,7 @@ impl Design {
         let bits = |b: &[u8], what: &str| -> Result<Vec<u16>> {
             ensure!(
                 b.len().is_multiple_of(2),
-                "{what} must be FP16 bytes (an even count), got {}",
+                "{what} must be 16-bit values' bytes (an even count), got {}",
                 b.len()
             );
             Ok(b.chunks_exact(2)
@@ -128,8 +132,9 @@ impl Design {
             out: if out_f32 {
                 OutFormat::F32
             } else {
-                OutFormat::F16
+                OutFormat::Short
             },
+            format: self.cfg.in_format,
         };
         // Both runs check the problem against the core first (`Attention::validate`).
         let (mut report, out) = match backend {
@@ -155,7 +160,7 @@ impl Design {
 #[pymethods]
 impl Design {
     #[new]
-    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None, rescale=None, lazy_threshold=None))]
+    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None, rescale=None, lazy_threshold=None, in_format=None))]
     fn new(
         head_dim: u32,
         preset: Option<&str>,
@@ -163,9 +168,11 @@ impl Design {
         variant: Option<&str>,
         rescale: Option<&str>,
         lazy_threshold: Option<u32>,
+        in_format: Option<&str>,
     ) -> PyResult<Self> {
         let rescaling = (rescale, lazy_threshold);
-        let cfg = Self::resolve(head_dim, preset, config, variant, rescaling).map_err(fail)?;
+        let cfg =
+            Self::resolve(head_dim, preset, config, variant, rescaling, in_format).map_err(fail)?;
         Ok(Design { cfg })
     }
 
@@ -186,14 +193,21 @@ impl Design {
         self.cfg.head_dim
     }
 
+    /// The operand format: "fp16" or "bf16" (the bits `run` takes and its short output).
+    #[getter]
+    fn in_format(&self) -> &'static str {
+        hdl::format::in_format_key(self.cfg.in_format)
+    }
+
     /// The whole configuration as TOML (what `regflash gen --config` reads).
     fn toml(&self) -> String {
         self.cfg.to_toml()
     }
 
-    /// Attention of `heads` query heads over `kv_heads` K/V heads (FP16 bytes, (heads, q_len,
-    /// d) and (kv_heads, k_len, d)): the output bytes (FP16, or FP32 with `out_f32`) in (heads,
-    /// q_len, d) order and the run's report as JSON.
+    /// Attention of `heads` query heads over `kv_heads` K/V heads (bytes of the operand
+    /// format, FP16 or BF16, (heads, q_len, d) and (kv_heads, k_len, d)): the output bytes (the
+    /// operand format, or FP32 with `out_f32`) in (heads, q_len, d) order and the run's report
+    /// as JSON.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (backend, q, k, v, heads, kv_heads, q_len, k_len, causal, out_f32, threads))]
     fn run<'py>(

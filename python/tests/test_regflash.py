@@ -66,6 +66,26 @@ def test_lazy_rescaling_keeps_the_contract_and_counts_its_rescales():
     assert r2["counters"]["rescales_avoided"] > 0 == r["counters"]["rescales_avoided"]
 
 
+def test_bf16_operands_round_inputs_to_bf16_and_keep_bf16s_contract():
+    # in_format="bf16": inputs rounded to BF16 (nearest even) in Python, the run within BF16's
+    # contract; the short output holds BF16 values (low 16 bits zero); the same BF16 values
+    # given as float32 give the same output bits; FP16-only output dtypes are refused.
+    q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 4)
+    q32, k32, v32 = (x.astype(np.float32) * 3.0 for x in (q, k, v))
+    fa = regflash.FlashAttention(16, in_format="bf16")
+    o = fa(q32, k32, v32)
+    assert fa.report["passed"] and fa.report["in_format"] == "bf16" and o.dtype == np.float32
+    short = regflash.FlashAttention(16, in_format="bf16", out_dtype="bfloat16")(q32, k32, v32)
+    assert short.dtype == np.float32 and not (short.view(np.uint32) & 0xFFFF).any()
+    assert np.abs(short - o).max() <= 2.0 ** -8 * np.abs(o).max()
+    rounded = [((x.view(np.uint32) + 0x7FFF + ((x.view(np.uint32) >> 16) & 1)) & 0xFFFF0000).view(np.float32) for x in (q32, k32, v32)]
+    assert np.array_equal(fa(*rounded).view(np.uint32), o.view(np.uint32))
+    fp16 = regflash.FlashAttention(16, out_dtype="float32")(q32, k32, v32)
+    assert np.abs(fp16 - o).max() > 0  # a different arithmetic, not the FP16 design
+    with pytest.raises(regflash.RegflashError, match="bfloat16"):
+        regflash.FlashAttention(16, in_format="bf16", out_dtype="float16")
+
+
 def test_layouts_and_out_dtype():
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 2)
     bhsd = regflash.FlashAttention(16)(q, k, v)

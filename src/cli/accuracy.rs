@@ -89,8 +89,9 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
                 head_dim: cfg.head_dim as usize,
                 cols: cfg.cols as usize,
                 causal,
-                out: OutFormat::F16,
+                out: OutFormat::Short,
                 softmax,
+                operand: cfg.in_format,
             };
             let a = attention_accuracy_of(pattern, args.seq, args.seq, &model, args.seed);
             let verdict = a.check();

@@ -152,6 +152,10 @@ pub struct ConfigArgs {
     /// Override: lazy rescaling's threshold τ (1..=15; with --rescale lazy, default 4).
     #[arg(long)]
     pub lazy_threshold: Option<u32>,
+    /// Override: Q, K, V and P's format: fp16 (binary16, the default) or bf16 (bfloat16);
+    /// the MAC accumulates in FP32 either way.
+    #[arg(long)]
+    pub in_format: Option<String>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -236,6 +240,9 @@ impl ConfigArgs {
             let name = self.rescale.as_deref().or(Some(cfg.rescale.name()));
             // Errors name the config keys, as every override's do.
             cfg.rescale = hdl::softmax::Rescale::from_keys(name, self.lazy_threshold)?;
+        }
+        if let Some(key) = &self.in_format {
+            cfg.in_format = hdl::format::in_format_from_key(key)?;
         }
         cfg.validate()?;
         Ok(cfg)

@@ -15,7 +15,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::Model;
 
-use super::stimulus::{f16_value, f32_value, F16_SPECIALS, F32_SPECIALS};
+use super::stimulus::{
+    bf16_value, f16_value, f32_value, BF16_SPECIALS, F16_SPECIALS, F32_SPECIALS,
+};
+use kernels::format::Format;
 
 /// Shape of the PE block under test (a single PE is a 1×1 grid: the ports are the same).
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +28,8 @@ pub struct GridShape {
     pub regs: u32,
     /// Issue-to-visible latency (the module's manifest latency).
     pub latency: u32,
+    /// The operands' format (binary16 or bfloat16).
+    pub format: Format,
 }
 
 /// One cycle of raw stimulus; the harness maps it onto a legal operation.
@@ -45,7 +50,14 @@ pub struct PeCycle {
 
 /// Random cycles for a grid of `rows` × `cols`: mostly MACs into a few hot registers, so long
 /// accumulation chains form.
-pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
+pub fn pe_cycle(rows: u32, cols: u32, format: Format) -> impl Strategy<Value = PeCycle> {
+    let value = move || -> BoxedStrategy<u16> {
+        if format == Format::BF16 {
+            bf16_value().boxed()
+        } else {
+            f16_value().boxed()
+        }
+    };
     let op = prop_oneof![
         4 => Just(PeOp::Mac as u8),
         1 => Just(PeOp::MacClear as u8),
@@ -64,8 +76,8 @@ pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
         ),
         prop::bool::weighted(0.8),
         any::<u32>(),
-        prop::collection::vec(f16_value(), rows as usize),
-        prop::collection::vec(f16_value(), cols as usize),
+        prop::collection::vec(value(), rows as usize),
+        prop::collection::vec(value(), cols as usize),
         f32_value(),
         any::<u32>(),
         any::<u32>(),
@@ -87,10 +99,16 @@ pub fn pe_cycle(rows: u32, cols: u32) -> impl Strategy<Value = PeCycle> {
 }
 
 /// Directed stream: every binary32 special loaded into a register, then two MACs of every pair
-/// of binary16 specials on top of it (special + special × special), for each PE a different
-/// pairing. Six registers rotate, so no operation waits on the hazard rule (latency ≤ 6).
-pub fn directed_pe_stream(rows: u32, cols: u32) -> Vec<PeCycle> {
-    let n16 = F16_SPECIALS.len();
+/// of the operand format's specials on top of it (special + special × special), for each PE a
+/// different pairing. Six registers rotate, so no operation waits on the hazard rule
+/// (latency ≤ 6).
+pub fn directed_pe_stream(rows: u32, cols: u32, format: Format) -> Vec<PeCycle> {
+    let specials = if format == Format::BF16 {
+        BF16_SPECIALS
+    } else {
+        F16_SPECIALS
+    };
+    let n16 = specials.len();
     let mut triples = vec![];
     for &ld in F32_SPECIALS {
         for i in 0..n16 {
@@ -121,10 +139,10 @@ pub fn directed_pe_stream(rows: u32, cols: u32) -> Vec<PeCycle> {
                     hot: true,
                     addr: reg as u32,
                     a: (0..rows)
-                        .map(|r| F16_SPECIALS[(fa + r as usize) % n16])
+                        .map(|r| specials[(fa + r as usize) % n16])
                         .collect(),
                     b: (0..cols)
-                        .map(|c| F16_SPECIALS[(fb + c as usize) % n16])
+                        .map(|c| specials[(fb + c as usize) % n16])
                         .collect(),
                     ld_data: ld,
                     rd_addr: 2 * reg as u32,
@@ -217,6 +235,7 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
         cols,
         regs,
         latency,
+        ..
     } = shape;
     let hot = HOT.min(regs);
     let mut last = vec![i64::MIN / 2; regs as usize];
@@ -347,9 +366,10 @@ fn replay(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch>
         cols,
         regs,
         latency,
+        format,
     } = shape;
     let mut pes: Vec<PeModel> = (0..rows * cols)
-        .map(|_| PeModel::new(regs as usize))
+        .map(|_| PeModel::with_format(regs as usize, format))
         .collect();
     let mut history: Vec<Vec<String>> = vec![vec![]; (rows * cols * regs) as usize];
     let mut pending: VecDeque<usize> = VecDeque::new();
@@ -484,7 +504,8 @@ pub fn proptest_pe(
         ..Config::default()
     };
     let checked = std::cell::Cell::new(PeChecked::default());
-    let strategy = prop::collection::vec(pe_cycle(shape.rows, shape.cols), 1..=max_len);
+    let strategy =
+        prop::collection::vec(pe_cycle(shape.rows, shape.cols, shape.format), 1..=max_len);
     let result = super::seeds::run(config, seed, &strategy, |cycles| {
         match check_pe_stream(model, shape, &cycles) {
             Ok(Ok(n)) => {

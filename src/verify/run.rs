@@ -106,9 +106,10 @@ pub fn verify_pe_block(
         cols,
         regs: cfg.regs_per_pe,
         latency,
+        format: cfg.in_format,
     };
     let start = Instant::now();
-    let stream = directed_pe_stream(rows, cols);
+    let stream = directed_pe_stream(rows, cols, cfg.in_format);
     let directed = match check_pe_stream(&model, shape, &stream)? {
         Ok(stats) => stats,
         Err(m) => bail!("directed special-value stream:\n{m}"),
@@ -345,7 +346,7 @@ pub fn verify_top(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRepo
             br + 3,
             2 * bc + 1,
             false,
-            kernels::flash::OutFormat::F16,
+            kernels::flash::OutFormat::Short,
             Wait::Interrupt,
         ),
         (
@@ -368,7 +369,8 @@ pub fn verify_top(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRepo
             causal,
             out,
             seed ^ k as u64,
-        );
+        )
+        .converted(p.row.pe.mac.formats().operand);
         // The AXI4 slave stalls every channel at random and reorders reads across IDs.
         let axi = p.dma.mem_if == hdl::dma::MemIf::Axi4;
         let timing = MemoryTiming {

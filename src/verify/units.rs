@@ -6,7 +6,7 @@ use kernels::format::Format;
 use kernels::fp;
 use kernels::mask::MaskSpec;
 use kernels::reduce::tree;
-use kernels::softmax::{scale_constant, weight};
+use kernels::softmax::{scale_constant, weight_in};
 use proptest::prelude::*;
 
 use super::pure::{Fmt, PortSpec, PureUnit};
@@ -553,8 +553,10 @@ pub mod row_reduce {
 pub mod softmax_exp {
     use super::*;
 
-    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+    /// P in the configuration's operand format (binary16 or bfloat16).
+    pub fn unit(cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
+        let format = cfg.in_format;
         PureUnit {
             name: "softmax_exp",
             inputs: vec![
@@ -563,9 +565,16 @@ pub mod softmax_exp {
                 one("c", F32),
                 one("masked", Bits(1)),
             ],
-            outputs: vec![one("p", F16)],
-            model: Box::new(|v| {
-                vec![weight(v[0] as u32, v[1] as u32, v[2] as u32, v[3] == 1) as u64]
+            outputs: vec![one(
+                "p",
+                if format == Format::FP16 {
+                    F16
+                } else {
+                    Fp(format)
+                },
+            )],
+            model: Box::new(move |v| {
+                vec![weight_in(v[0] as u32, v[1] as u32, v[2] as u32, v[3] == 1, format) as u64]
             }),
         }
     }

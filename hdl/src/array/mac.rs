@@ -77,12 +77,12 @@ impl MacConfig {
 
     /// `mac_m1_a1` for binary16 operands; other formats name theirs: `mac_e8m7_m1_a1`.
     pub fn module_name(&self) -> String {
-        let format = if self.mul.operand == Format::FP16 {
-            String::new()
-        } else {
-            format!("_{}", self.mul.operand.name())
-        };
-        format!("mac{format}_m{}_a{}", self.mul.latency, self.add.latency)
+        format!(
+            "mac{}_m{}_a{}",
+            crate::format::suffix(self.mul.operand),
+            self.mul.latency,
+            self.add.latency
+        )
     }
 }
 

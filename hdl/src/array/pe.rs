@@ -1,7 +1,7 @@
 //! `pe`: a processing element: the MAC plus a local register file.
 //!
 //! Ports:
-//! * `a`, `b` (binary16): the operands (in the array, `a` is broadcast along the PE's row and
+//! * `a`, `b` (binary16, or bfloat16 with `in_format = "bf16"`): the operands (in the array, `a` is broadcast along the PE's row and
 //!   `b` down its column);
 //! * `op` (3 bits, [`PeOp`]) and `en`: what to do this cycle (`en` low turns it into a NOP: the
 //!   array masks PEs with it);
@@ -23,7 +23,8 @@
 //! operation that writes the same register (there is no forwarding): the array's schedule
 //! rotates through several accumulators to meet this.
 //!
-//! Numerics (model: `kernels::pe::PeModel`): `Mac` is `kernels::fp::mac(rf[addr], a, b)`;
+//! Numerics (model: `kernels::pe::PeModel`): `Mac` is `kernels::fp::mac(rf[addr], a, b)`
+//! (`mac_fused` for bfloat16 operands);
 //! `MacClear` starts from −0 (the S accumulators: exactly the product); `MacZero` from +0 (the O
 //! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
 //! writes `ld_data` unchanged.
@@ -111,11 +112,15 @@ impl PeConfig {
         self.params_name()
     }
 
-    /// The parameters in a name (`pe_r64_m1_a1`): part of the names of modules built from it.
+    /// The parameters in a name (`pe_r64_m1_a1`; `pe_e8m7_r64_m1_a1` for bfloat16 operands):
+    /// part of the names of modules built from it.
     pub fn params_name(&self) -> String {
         format!(
-            "pe_r{}_m{}_a{}",
-            self.regs, self.mac.mul.latency, self.mac.add.latency
+            "pe{}_r{}_m{}_a{}",
+            crate::format::suffix(self.mac.mul.operand),
+            self.regs,
+            self.mac.mul.latency,
+            self.mac.add.latency
         )
     }
 }

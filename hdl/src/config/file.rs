@@ -62,6 +62,9 @@ pub(super) struct ConfigFile {
     rescale: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lazy_threshold: Option<u32>,
+    // The operand format (written only when it is not the default, fp16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_format: Option<String>,
     // The older format's flat keys of the variants (read, never written).
     #[serde(skip_serializing)]
     buf_ports: Option<u32>,
@@ -146,6 +149,8 @@ impl From<&CoreConfig> for ConfigFile {
                 Rescale::Lazy { threshold } => Some(threshold as u32),
                 Rescale::Pow2 => None,
             },
+            in_format: (c.in_format != crate::format::Format::FP16)
+                .then(|| crate::format::in_format_key(c.in_format).to_string()),
             buf_ports: None,
             buf_bytes: None,
             buf_macro: None,
@@ -233,8 +238,15 @@ impl ConfigFile {
                 Rescale::from_keys(name.or(base.as_ref().map(|b| b.rescale.name())), threshold)?
             }
         };
+        let in_format = match self.in_format.as_deref() {
+            None => base
+                .as_ref()
+                .map_or(crate::format::Format::FP16, |b| b.in_format),
+            Some(key) => crate::format::in_format_from_key(key)?,
+        };
         let cfg = CoreConfig {
             rescale,
+            in_format,
             name: take!(name),
             rows: take!(rows),
             cols: take!(cols),
@@ -522,6 +534,32 @@ mod tests {
         );
         let e = err("preset = \"small\"\nglb_placement = \"above\"\n");
         assert!(e.contains("unknown variant `above`"), "{e}");
+    }
+
+    /// `in_format`: written only for bf16, read back unchanged, the units built for it, and a
+    /// wrong spelling refused with the choices.
+    #[test]
+    fn in_format_key_round_trips_and_refuses_other_formats() {
+        assert!(!CoreConfig::preset("small")
+            .unwrap()
+            .to_toml()
+            .contains("in_format"));
+        let (c, _) = parse("preset = \"small\"\nin_format = \"bf16\"\n").unwrap();
+        assert_eq!(c.in_format, crate::format::Format::BF16);
+        assert_eq!(c.formats().operand, crate::format::Format::BF16);
+        assert_eq!(c.pe().mac.module_name(), "mac_e8m7_m1_a1");
+        let text = c.to_toml();
+        assert!(text.contains("in_format = \"bf16\""), "{text}");
+        let (back, _) = parse(&text).unwrap();
+        assert_eq!(back, c);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<CoreConfig>(&json).unwrap(), c);
+        let e = err("preset = \"small\"\nin_format = \"fp8\"\n");
+        assert!(
+            e.contains("in_format = \"fp8\" is not a supported operand format")
+                && e.contains("\"bf16\""),
+            "{e}"
+        );
     }
 
     /// The rescale keys: written only for lazy, read back unchanged (a preset's strategy kept

@@ -96,6 +96,9 @@ pub struct CoreConfig {
     /// How the online softmax rescales: `rescale = "pow2"` (the default) or `"lazy"` with
     /// `lazy_threshold` (see [`Rescale`]).
     pub rescale: Rescale,
+    /// Q, K, V and P's format: `in_format = "fp16"` (binary16, the default) or `"bf16"`
+    /// (bfloat16); the MAC accumulates in FP32 either way, and O's short form is this format.
+    pub in_format: Format,
 }
 
 pub const MAX_MEM_LATENCY: u32 = 4096;
@@ -129,7 +132,7 @@ impl CoreConfig {
     pub fn pe(&self) -> PeConfig {
         PeConfig {
             regs: self.regs_per_pe,
-            mac: MacConfig::new(Format::FP16, self.mul_latency, self.add_latency),
+            mac: MacConfig::new(self.in_format, self.mul_latency, self.add_latency),
         }
     }
 
@@ -141,6 +144,7 @@ impl CoreConfig {
             exp: Exp2Config {
                 latency: self.exp_latency,
             },
+            p: self.in_format,
         }
     }
 

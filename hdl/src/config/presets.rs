@@ -14,6 +14,7 @@ impl CoreConfig {
     pub fn preset(name: &str) -> Result<CoreConfig> {
         let base = CoreConfig {
             rescale: crate::softmax::Rescale::Pow2,
+            in_format: crate::format::Format::FP16,
             name: name.to_string(),
             rows: 32,
             cols: 32,

@@ -293,6 +293,8 @@ pub struct SoftmaxExpConfig {
     pub mul: Fp32MulConfig,
     pub add: Fp32AddConfig,
     pub exp: Exp2Config,
+    /// P's format: the operands' (binary16 or bfloat16).
+    pub p: Format,
 }
 
 impl SoftmaxExpConfig {
@@ -306,10 +308,15 @@ impl SoftmaxExpConfig {
         self.mul.latency + self.add.latency + self.exp.latency
     }
 
+    /// `softmax_exp_m1_a1_e2` for binary16 P; other formats name theirs:
+    /// `softmax_exp_e8m7_m1_a1_e2`.
     pub fn module_name(&self) -> String {
         format!(
-            "softmax_exp_m{}_a{}_e{}",
-            self.mul.latency, self.add.latency, self.exp.latency
+            "softmax_exp{}_m{}_a{}_e{}",
+            crate::format::suffix(self.p),
+            self.mul.latency,
+            self.add.latency,
+            self.exp.latency
         )
     }
 }
@@ -320,10 +327,13 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
     let add = fp32_add::build(d, &cfg.add);
     let exp = exp2::build(d, &cfg.exp);
     Block::of(d.define(&cfg.module_name(), |_, m| {
+        let bf16 = cfg.p == Format::BF16;
         m.doc(&format!(
-            "softmax_exp: p = masked ? +0 : FP16(exp2(s * c - m)), one per cycle.\n\
-             Latency {} cycle(s). Model: kernels::softmax::weight.",
-            cfg.latency()
+            "softmax_exp: p = masked ? +0 : {}(exp2(s * c - m)), one per cycle.\n\
+             Latency {} cycle(s). Model: kernels::softmax::{}.",
+            if bf16 { "BF16" } else { "FP16" },
+            cfg.latency(),
+            if bf16 { "weight_in" } else { "weight" }
         ));
         let s = m.input("s", 32);
         let row_max = m.input("m", 32);
@@ -341,9 +351,9 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
         let neg_m = row_max ^ sign;
         let x = m.instantiate(&add, "u_sub", &Binary { a: t, b: neg_m }).y;
         let e = m.instantiate(&exp, "u_exp2", &X { x }).y;
-        let p = crate::fp32_to_fp16::logic(m, e);
+        let p = crate::fp32_to_fp16::logic_to(m, e, cfg.p);
         let masked = m.delay_n("masked", masked, cfg.latency());
-        let zero = m.zero(16);
+        let zero = m.zero(cfg.p.bits());
         let p = mux(masked, zero, p);
         m.output("p", p);
         m.set_latency(cfg.latency());

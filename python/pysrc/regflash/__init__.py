@@ -92,6 +92,26 @@ def _fp16(a: np.ndarray, name: str) -> np.ndarray:
     return a.astype(np.float16)
 
 
+def _bf16_bits(a: np.ndarray, name: str) -> np.ndarray:
+    """``a``'s values rounded to nearest even in BF16, as uint16 bits (NaN: 0x7FC0). BF16 has
+    FP32's range, so only values beyond FP32's (float64 inputs) can overflow, to ±Inf, as the
+    rounding rule says."""
+    if a.dtype.kind != "f":
+        raise RegflashError(
+            f"{name} holds {a.dtype} values: give float16, float32 (or float64) values"
+        )
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
+    out = rounded.astype(np.uint16)
+    out[np.isnan(a)] = 0x7FC0
+    return out
+
+
+def _widen_bf16(bits: np.ndarray) -> np.ndarray:
+    """BF16 bits as float32 values (exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 class FlashAttention:
     """Attention on a regflash design.
 
@@ -115,6 +135,10 @@ class FlashAttention:
     - ``rescale``, ``lazy_threshold``: the online softmax's rescaling, ``"pow2"`` (the
       default) or ``"lazy"`` with a threshold 1..15 (default 4), as the config keys
       ``rescale`` and ``lazy_threshold`` (docs/numerics.md).
+    - ``in_format``: ``"fp16"`` (the default) or ``"bf16"``, as the config key: Q, K and V
+      are rounded to it (nearest even), and P is kept in it. With ``"bf16"`` the output is
+      float32: ``out_dtype="bfloat16"`` returns the short form (BF16 values, as float32),
+      ``"float32"`` (the default) the core's FP32 output.
     """
 
     def __init__(
@@ -131,6 +155,7 @@ class FlashAttention:
         threads: Optional[int] = None,
         rescale: Optional[str] = None,
         lazy_threshold: Optional[int] = None,
+        in_format: Optional[str] = None,
     ) -> None:
         if backend not in ("model", "rtl"):
             raise RegflashError(f'unknown backend "{backend}": choose "model" or "rtl"')
@@ -141,16 +166,21 @@ class FlashAttention:
         self.design = _native.Design(
             int(head_dim), preset, config, variant, rescale,
             None if lazy_threshold is None else int(lazy_threshold),
+            in_format,
         )
+        self.bf16 = self.design.in_format == "bf16"
         self.head_dim = int(head_dim)
         self.causal = bool(causal)
         self.backend = backend
         self.layout = layout
-        self.out_dtype = None if out_dtype is None else np.dtype(out_dtype)
-        if self.out_dtype is not None and self.out_dtype not in (np.float16, np.float32):
+        # BF16's short form: numpy has no bfloat16, so it is returned as float32 values.
+        self.short_bf16 = self.bf16 and str(out_dtype) == "bfloat16"
+        self.out_dtype = None if out_dtype is None or self.short_bf16 else np.dtype(out_dtype)
+        allowed = (np.float32,) if self.bf16 else (np.float16, np.float32)
+        if self.out_dtype is not None and self.out_dtype not in allowed:
             raise RegflashError(
                 f"out_dtype {self.out_dtype} is not an output the core writes: "
-                "choose float16 or float32"
+                + ('choose "bfloat16" or float32' if self.bf16 else "choose float16 or float32")
             )
         self.threads = int(threads) if threads else (os.cpu_count() or 1)
         self.report: Optional[Dict[str, Any]] = None
@@ -175,7 +205,11 @@ class FlashAttention:
                 f"head_dim = {self.head_dim}"
             )
         b, h, s, d = a.shape
-        return np.ascontiguousarray(_fp16(a, name)).reshape(b * h, s, d)
+        return np.ascontiguousarray(self._words(a, name)).reshape(b * h, s, d)
+
+    def _words(self, a: np.ndarray, name: str) -> np.ndarray:
+        """``a`` as the design's 16-bit operands: FP16 values, or BF16 bits."""
+        return _bf16_bits(a, name) if self.bf16 else _fp16(a, name)
 
     def _run(self, q, k, v, heads, kv_heads, q_len, k_len, f32):
         out, report = self.design.run(
@@ -191,22 +225,26 @@ class FlashAttention:
             f32,
             self.threads,
         )
-        dtype = np.float32 if f32 else np.float16
         report = json.loads(report)
         # Which run the figures come from: the model (the schedule's counters, the cycle
         # model's timing) or the RTL under Verilator (its own counters).
         report["backend"] = self.backend
-        return np.frombuffer(out, dtype=dtype).reshape(heads, q_len, self.head_dim), report
+        if f32:
+            o = np.frombuffer(out, dtype=np.float32)
+        elif self.bf16:
+            o = _widen_bf16(np.frombuffer(out, dtype=np.uint16))
+        else:
+            o = np.frombuffer(out, dtype=np.float16)
+        return o.reshape(heads, q_len, self.head_dim), report
 
     def __call__(self, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None):
         qa, back, qtype = _as_numpy(q, "q")
         ka, _, _ = _as_numpy(k, "k")
         va, _, _ = _as_numpy(v, "v")
         out_dtype = self.out_dtype
-        if out_dtype is None:
-            out_dtype = np.dtype(np.float16) if str(qtype).endswith("float16") else np.dtype(
-                np.float32
-            )
+        if out_dtype is None and not self.short_bf16:
+            short = str(qtype).endswith("float16") and not self.bf16
+            out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
         f32 = out_dtype == np.float32
         if (cu_seqlens_q is None) != (cu_seqlens_k is None):
             raise RegflashError("give both cu_seqlens_q and cu_seqlens_k, or neither")
@@ -248,14 +286,15 @@ class FlashAttention:
                     f"{name} = {cu} must rise from 0 to the tensor's {total} rows"
                 )
         heads, kv_heads = q.shape[1], k.shape[1]
-        out = np.zeros((q.shape[0], heads, self.head_dim), np.float32 if f32 else np.float16)
+        short = np.float32 if self.bf16 else np.float16
+        out = np.zeros((q.shape[0], heads, self.head_dim), np.float32 if f32 else short)
         reports: List[Dict[str, Any]] = []
         for i in range(len(cu_q) - 1):
             (q0, q1), (k0, k1) = (cu_q[i], cu_q[i + 1]), (cu_k[i], cu_k[i + 1])
             if q1 == q0:
                 continue
             def per_head(a, lo, hi, name):
-                return np.ascontiguousarray(_fp16(a[lo:hi], name).transpose(1, 0, 2))
+                return np.ascontiguousarray(self._words(a[lo:hi], name).transpose(1, 0, 2))
             qs, ks, vs = per_head(q, q0, q1, "q"), per_head(k, k0, k1, "k"), per_head(v, k0, k1, "v")
             o, r = self._run(qs, ks, vs, heads, kv_heads, q1 - q0, k1 - k0, f32)
             out[q0:q1] = o.transpose(1, 0, 2)

@@ -33,6 +33,7 @@ class FlashAttention:
         threads: Optional[int] = None,
         rescale: Optional[str] = None,
         lazy_threshold: Optional[int] = None,
+        in_format: Optional[str] = None,
     ) -> None: ...
     def __call__(
         self,

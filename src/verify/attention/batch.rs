@@ -50,6 +50,13 @@ impl Batch {
         Batch { seqs }
     }
 
+    /// The same sequences in `format` ([`Attention::converted`]).
+    pub fn converted(self, format: hdl::format::Format) -> Batch {
+        Batch {
+            seqs: self.seqs.into_iter().map(|a| a.converted(format)).collect(),
+        }
+    }
+
     /// The sequences of `packed` (FlashAttention's varlen inputs): one problem whose rows are
     /// the batch's, sequence after sequence, in every head; `q_lens` are the sequences' query
     /// rows, `k_lens` their key rows. Lengths that do not add up to the packed rows are
@@ -97,6 +104,7 @@ impl Batch {
                 v: rows(&packed.v, packed.kv_heads, packed.k_len, k0, k_len),
                 causal: packed.causal,
                 out: packed.out,
+                format: packed.format,
             });
             q0 += q_len;
             k0 += k_len;

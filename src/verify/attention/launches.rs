@@ -146,8 +146,11 @@ pub fn run_sequence(model: &Model, p: &CoreParams, seq: &[Launch], seed: u64) ->
         ..MemoryTiming::default()
     };
     let (br, bc, d) = (p.br() as usize, p.bc() as usize, p.d() as usize);
-    let problem =
-        |q, k, seed| Attention::generate(Pattern::Unit, 2, q, k, d, false, OutFormat::F16, seed);
+    let format = p.row.pe.mac.formats().operand;
+    let problem = |q, k, seed| {
+        Attention::generate(Pattern::Unit, 2, q, k, d, false, OutFormat::Short, seed)
+            .converted(format)
+    };
     let a0 = problem(br + 1, bc + 3, seed);
     let (mut mem, _) = memory_image(p, &a0, &timing)?;
     let mut drv = TopDriver::new(model, p, seed, &timing, &mut mem)?;
@@ -184,10 +187,11 @@ fn launch(
             &[4, 4],
             a.head_dim,
             false,
-            OutFormat::F16,
+            OutFormat::Short,
             TensorLayout::Bhsd,
             7,
-        );
+        )
+        .converted(a.format);
         let (mut mem, img) = b.image(p, timing)?;
         // cu_k = 0, 4, 8 becomes 0, 4, 4: the second sequence has no keys.
         mem.load_bytes(img.cu_k as usize + 8, &4u32.to_le_bytes())?;

@@ -23,6 +23,7 @@ use anyhow::{bail, ensure, Context, Result};
 use hdl::config::MAX_MEM_LATENCY;
 use hdl::core::{CoreParams, COUNTERS};
 use hdl::dma::{DmaConfig, MemIf};
+use hdl::format::Format;
 use kernels::accuracy::Accuracy;
 use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
 use kernels::patterns::{tensors, Pattern};
@@ -90,6 +91,8 @@ pub struct Attention {
     pub v: Vec<u16>,
     pub causal: bool,
     pub out: OutFormat,
+    /// Q, K and V's format: binary16 or bfloat16 bits (the design's `in_format`).
+    pub format: Format,
 }
 
 impl Attention {
@@ -127,7 +130,22 @@ impl Attention {
             v,
             causal,
             out,
+            format: Format::FP16,
         }
+    }
+
+    /// The same values in `format`: binary16 kept, bfloat16 rounded from them (nearest even),
+    /// so both formats see the same problems.
+    pub fn converted(mut self, format: Format) -> Self {
+        if format != self.format {
+            for t in [&mut self.q, &mut self.k, &mut self.v] {
+                for x in t.iter_mut() {
+                    *x = kernels::fp::convert(*x as u64, self.format, format) as u16;
+                }
+            }
+            self.format = format;
+        }
+        self
     }
 
     /// The same problem with `kv_heads` K/V heads (the first ones), for grouped-query
@@ -161,6 +179,15 @@ impl Attention {
     /// [`Attention::validate`] without the simulator's memory: what the hardware model alone
     /// needs (the core could run it).
     pub fn validate_core(&self, p: &CoreParams) -> Result<()> {
+        let want = p.row.pe.mac.formats().operand;
+        ensure!(
+            self.format == want,
+            "the inputs are {} values but the design takes {} (in_format = \"{}\"): convert \
+             them, or set in_format to match",
+            hdl::format::in_format_key(self.format),
+            hdl::format::in_format_key(want),
+            hdl::format::in_format_key(want)
+        );
         check_core_shape(
             p,
             self.heads,
@@ -226,6 +253,7 @@ impl Attention {
                     kernels::flash::SoftmaxPass::Lazy { threshold }
                 }
             },
+            operand: self.format,
         }
     }
 
@@ -277,13 +305,14 @@ impl Attention {
 
     /// [`Attention::accuracy`], the heads on up to `threads` threads.
     pub fn accuracy_on(&self, out: &[u32], threads: usize) -> Accuracy {
-        let got = decode(out, self.out);
+        let got = decode(out, self.out, self.format);
         let n = self.q_len * self.head_dim;
         self.per_head(threads, |h| {
             Accuracy::of_attention(
                 &self.head(h),
                 self.head_dim,
                 self.causal,
+                self.format,
                 &got[h * n..(h + 1) * n],
             )
         })
@@ -313,7 +342,7 @@ impl Attention {
 /// Bytes of one output value.
 pub(super) fn out_bytes(out: OutFormat) -> usize {
     match out {
-        OutFormat::F16 => 2,
+        OutFormat::Short => 2,
         OutFormat::F32 => 4,
     }
 }

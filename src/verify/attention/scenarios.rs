@@ -20,7 +20,9 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    pub fn attention(&self, head_dim: usize) -> Attention {
+    /// The scenario's problem for the design `p`: its head dimension, its operand format.
+    pub fn attention(&self, p: &CoreParams) -> Attention {
+        let head_dim = p.d() as usize;
         Attention::generate(
             self.pattern,
             self.heads,
@@ -33,6 +35,7 @@ impl Scenario {
         )
         .grouped(self.kv_heads)
         .laid_out(self.layout)
+        .converted(p.row.pe.mac.formats().operand)
     }
 }
 
@@ -47,7 +50,7 @@ pub fn directed(br: usize, bc: usize) -> Vec<Scenario> {
         q_len: 1,
         k_len: 1,
         causal: false,
-        out: OutFormat::F16,
+        out: OutFormat::Short,
         pattern: Pattern::Unit,
         seed: 1,
         timing: MemoryTiming::default(),
@@ -172,7 +175,11 @@ pub fn scenarios(max_len: usize) -> impl Strategy<Value = Scenario> {
                     q_len,
                     k_len: k_len.unwrap_or(q_len),
                     causal,
-                    out: if f32 { OutFormat::F32 } else { OutFormat::F16 },
+                    out: if f32 {
+                        OutFormat::F32
+                    } else {
+                        OutFormat::Short
+                    },
                     pattern: Pattern::ALL[pat],
                     seed,
                     timing: MemoryTiming {
@@ -197,10 +204,9 @@ pub fn check_scenarios(
     max_len: usize,
     seed: u64,
 ) -> Result<(u64, u64)> {
-    let d = p.d() as usize;
     let mut totals = (0u64, 0u64);
     for s in directed {
-        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing.on(p))
+        let (run, _) = run_and_check(model, p, &s.attention(p), &s.timing.on(p))
             .with_context(|| format!("directed scenario {s:?}"))?;
         totals.0 += 1;
         totals.1 += run.counters["cycles"];
@@ -213,7 +219,7 @@ pub fn check_scenarios(
     };
     let acc = std::cell::Cell::new(totals);
     let result = crate::verify::seeds::run(config, seed, &scenarios(max_len), |s| {
-        let (run, _) = run_and_check(model, p, &s.attention(d), &s.timing.on(p))
+        let (run, _) = run_and_check(model, p, &s.attention(p), &s.timing.on(p))
             .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
         let (n, c) = acc.get();
         acc.set((n + 1, c + run.counters["cycles"]));

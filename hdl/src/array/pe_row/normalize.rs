@@ -38,7 +38,7 @@ pub(super) fn readout(
     let y = m
         .instantiate(&parts.mul0, "u_norm", &Binary { a: o_val, b: r.q })
         .y;
-    let y_short = crate::fp32_to_fp16::logic(m, y);
+    let y_short = crate::fp32_to_fp16::logic_to(m, y, f.out);
     let beat = m.reg("beat", w, Some(0));
     // The oldest lane shifts out as the beat fills (a beat may hold one long value).
     m.discard(beat.q.slice(short - 1, 0));

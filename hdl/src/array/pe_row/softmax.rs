@@ -442,7 +442,7 @@ pub(super) fn exp_sweep(
             (p_we, out_valid, Some(store))
         }
     };
-    let wide = crate::fp16_to_fp32::logic(m, p);
+    let wide = crate::fp16_to_fp32::logic_from(m, p, cfg.pe.mac.formats().operand);
     let chain = m.reg("chain", cfg.elem_bits().1, Some(0));
     let chain_in = Binary {
         a: chain.q,
