@@ -57,10 +57,11 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
             r.max_ulps
         );
     }
+    let f = kernels::accuracy::short_name(cfg.in_format);
     println!(
-        "\nhardware model ({}) vs f64 reference, next to plain attention at FP16 storage \
-         / FP32 accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max |O - \
-         O_ref| over both output formats\n",
+        "\nhardware model ({}, {f} inputs) vs f64 reference, next to plain attention at {f} \
+         storage / FP32 accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max \
+         |O - O_ref| over both output formats; the contract's relative limit is {:e}\n",
         match order {
             SoftmaxArg::TwoPass => "two-pass softmax".to_string(),
             SoftmaxArg::Online => format!("online softmax, rescale {}", cfg.rescale),
@@ -69,7 +70,8 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         cfg.head_dim,
         cfg.br,
         cfg.bc,
-        cfg.cols
+        cfg.cols,
+        kernels::accuracy::max_rel_err(cfg.in_format)
     );
     let softmax = match (order, cfg.rescale) {
         (SoftmaxArg::TwoPass, _) => SoftmaxPass::TwoPass,
@@ -78,7 +80,7 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
             SoftmaxPass::Lazy { threshold }
         }
     };
-    println!("| pattern | causal | hw error | plain FP16 error | hw / plain | hw / max|V| | hw / max|O_ref| | contract |");
+    println!("| pattern | causal | hw error | plain {f} error | hw / plain | hw / max|V| | hw / max|O_ref| | contract |");
     println!("|---|---|---:|---:|---:|---:|---:|---|");
     let mut ok = true;
     for pattern in Pattern::ALL {
