@@ -29,7 +29,9 @@
 
 use anyhow::Result;
 
-use crate::arith::{clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack};
+use crate::arith::{
+    clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack, Unpacked,
+};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
@@ -124,16 +126,8 @@ pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> BinaryBlock {
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let ua = unpack(m, a, 8, 23, "a");
     let ub = unpack(m, b, 8, 23, "b");
-    let a_sign = ua.sign;
-    let b_sign = ub.sign;
-    let subtract = a_sign ^ b_sign;
-    let subtract = m.name("subtract", subtract);
-    let both_inf = ua.is_inf & ub.is_inf;
-    let inf_minus_inf = both_inf & subtract;
-    let is_nan = or_all(&[ua.is_nan, ub.is_nan, inf_minus_inf]);
-    let is_nan = m.name("is_nan", is_nan);
-    let is_inf = ua.is_inf | ub.is_inf;
-    let is_inf = m.name("is_inf", is_inf);
+    let (a_sign, b_sign) = (ua.sign, ub.sign);
+    let (subtract, is_nan, is_inf) = add_specials(m, &ua, &ub);
     // An exact zero sum is -0 only when both operands are -0.
     let zero_sign = a_sign & b_sign;
     let zero_sign = m.name("zero_sign", zero_sign);
@@ -188,14 +182,7 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
     let off = w.bias() - f.bias();
     let ua = unpack(m, a, f.exp, f.man, "a");
     let ub = unpack(m, b, w.exp, w.man, "b");
-    let subtract = ua.sign ^ ub.sign;
-    let subtract = m.name("subtract", subtract);
-    let both_inf = ua.is_inf & ub.is_inf;
-    let inf_minus_inf = both_inf & subtract;
-    let is_nan = or_all(&[ua.is_nan, ub.is_nan, inf_minus_inf]);
-    let is_nan = m.name("is_nan", is_nan);
-    let is_inf = ua.is_inf | ub.is_inf;
-    let is_inf = m.name("is_inf", is_inf);
+    let (subtract, is_nan, is_inf) = add_specials(m, &ua, &ub);
     // Inf plus anything finite is that Inf, whatever the finite addend's magnitude.
     let inf_sign = mux(ua.is_inf, ua.sign, ub.sign);
     let inf_sign = m.name("inf_sign", inf_sign);
@@ -261,6 +248,20 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
     };
     let y = add_round(m, aligned, off);
     m.stage("y", y, cfg.latency >= 1)
+}
+
+/// (the signs differ, the sum is NaN, the sum is ±Inf) of `a + b`: any NaN or Inf − Inf is
+/// NaN; an Inf operand otherwise makes the sum Inf.
+fn add_specials(m: &mut ModuleBuilder, ua: &Unpacked, ub: &Unpacked) -> (Sig, Sig, Sig) {
+    let subtract = ua.sign ^ ub.sign;
+    let subtract = m.name("subtract", subtract);
+    let both_inf = ua.is_inf & ub.is_inf;
+    let inf_minus_inf = both_inf & subtract;
+    let is_nan = or_all(&[ua.is_nan, ub.is_nan, inf_minus_inf]);
+    let is_nan = m.name("is_nan", is_nan);
+    let is_inf = ua.is_inf | ub.is_inf;
+    let is_inf = m.name("is_inf", is_inf);
+    (subtract, is_nan, is_inf)
 }
 
 /// The operands ordered and aligned: what the adder's back end takes.

@@ -78,13 +78,7 @@ pub fn logic_to(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
 fn logic_same_range(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
     assert_eq!(to.exp, IN.exp);
     let cut = IN.man - to.man;
-    let sign = a.msb();
-    let exp = a.slice(30, 23);
-    let exp = m.name("a_exp", exp);
-    let frac = a.slice(22, 0);
-    let exp_max = exp.all();
-    let frac_nonzero = frac.any();
-    let is_nan = exp_max & frac_nonzero;
+    let (sign, exp, frac, is_nan) = fields(m, a);
     let is_nan = m.name("is_nan", is_nan);
     let kept = frac.slice(22, cut);
     let lsb = frac.bit(cut);
@@ -102,8 +96,8 @@ fn logic_same_range(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
     mux(is_nan, nan, finite)
 }
 
-/// The conversion logic (to binary16).
-pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
+/// A binary32 value's (sign, exponent field, fraction field, is NaN).
+fn fields(m: &mut ModuleBuilder, a: Sig) -> (Sig, Sig, Sig, Sig) {
     let sign = a.msb();
     let exp = a.slice(30, 23);
     let exp = m.name("a_exp", exp);
@@ -111,6 +105,12 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let exp_max = exp.all();
     let frac_nonzero = frac.any();
     let is_nan = exp_max & frac_nonzero;
+    (sign, exp, frac, is_nan)
+}
+
+/// The conversion logic (to binary16).
+pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
+    let (sign, exp, frac, is_nan) = fields(m, a);
     // Binary32 zeros and subnormals are far below half the smallest binary16 subnormal.
     let to_zero = exp.is_zero();
     // Unbiased exponent above 15 (biased 143..254), or Inf itself.
