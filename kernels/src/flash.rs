@@ -23,6 +23,7 @@
 use crate::format::Format;
 use crate::fp::*;
 use crate::mask::MaskSpec;
+use crate::quant::QuantQk;
 use crate::reduce::{row_max, row_sum};
 use crate::softmax::{scale_constant, weight_in, RowState};
 
@@ -120,6 +121,23 @@ impl std::ops::AddAssign for FlashStats {
 
 /// The output bits (FP16 in the low half, or FP32), q_len × d, and the counters.
 pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats) {
+    flash(p, cfg, None)
+}
+
+/// [`flash_attention`] with quantized QKᵀ (`crate::quant`): each score is the exact integer
+/// dot product of `qk`'s rows, and the multiply by C becomes the row and block's
+/// [`QuantQk::scale`]; `p.q` and `p.k` are not read (V is). Everything after S is unchanged.
+pub fn flash_attention_quant(
+    p: &Problem,
+    qk: &QuantQk,
+    cfg: &FlashConfig,
+) -> (Vec<u32>, FlashStats) {
+    assert_eq!(qk.bc, cfg.bc, "K's scales must be per block of Bc keys");
+    assert!(qk.q.len() == p.q_len * cfg.head_dim && qk.k.len() == p.k_len * cfg.head_dim);
+    flash(p, cfg, Some(qk))
+}
+
+fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, FlashStats) {
     let d = cfg.head_dim;
     assert_eq!(p.q.len(), p.q_len * d, "Q must be q_len x d");
     assert_eq!(p.k.len(), p.k_len * d, "K must be k_len x d");
@@ -134,6 +152,9 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
         causal: cfg.causal,
     };
     let c = scale_constant(d);
+    // The multiply of row i's scores in the block from key j: C, or with quantized QKᵀ the
+    // row's and the block's scales folded in.
+    let c_of = |i: usize, j: usize| quant.map_or(c, |qk| qk.scale(c, i, j));
     let mut out = vec![0u32; p.q_len * d];
     let mut stats = FlashStats::default();
     let fmt = cfg.operand;
@@ -174,6 +195,12 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                 *sj = F32_NEG_INF;
                 continue;
             }
+            if let Some(qk) = quant {
+                // Exact in binary32: |Σ| ≤ d · 127² < 2^24.
+                *sj = (qk.score(i, j, d) as f32).to_bits();
+                macs += d as u64;
+                continue;
+            }
             let kj = &kf[j * d..(j + 1) * d];
             let acc = qi
                 .iter()
@@ -211,7 +238,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     let at = (r * blocks + k_base / cfg.bc) * cfg.bc;
                     let (sr, vr) = (&mut rows_s[at..at + cfg.bc], &mut rows_vis[at..at + cfg.bc]);
                     scores(q_base + r, k_base, sr, vr);
-                    st.update_max(row_max(sr, cfg.cols), c);
+                    st.update_max(row_max(sr, cfg.cols), c_of(q_base + r, k_base));
                 }
             }
         }
@@ -232,6 +259,7 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
                     stats.macs += scores(q_base + r, k_base, &mut s, &mut visible);
                 }
                 let st = &mut state[r];
+                let c = c_of(q_base + r, k_base);
                 let up = st.update_max_lazy(row_max(&s, cfg.cols), c, lazy);
                 let shift = up.shift;
                 if !two {

@@ -14,6 +14,7 @@ pub mod fp;
 pub mod mask;
 pub mod patterns;
 pub mod pe;
+pub mod quant;
 pub mod reduce;
 pub mod reference;
 pub mod softmax;

@@ -81,13 +81,26 @@ pub fn attention_f64(a: &Inputs) -> Vec<f64> {
         causal,
         format,
     } = *a;
-    let scale = 1.0 / (d as f64).sqrt();
     let f = |x: &u16| value(*x, format);
     let (qf, kf, vf): (Vec<f64>, Vec<f64>, Vec<f64>) = (
         q.iter().map(f).collect(),
         k.iter().map(f).collect(),
         v.iter().map(f).collect(),
     );
+    attention_f64_values(&qf, &kf, &vf, q_len, k_len, d, causal)
+}
+
+/// [`attention_f64`] on values given in f64 (a quantization's dequantized Q and K, say).
+pub fn attention_f64_values(
+    qf: &[f64],
+    kf: &[f64],
+    vf: &[f64],
+    q_len: usize,
+    k_len: usize,
+    d: usize,
+    causal: bool,
+) -> Vec<f64> {
+    let scale = 1.0 / (d as f64).sqrt();
     // The identity `sum` starts from, so that the per-column sums below (keys in order, as
     // `(0..k_len).map(..).sum()` adds them) are the same numbers.
     let zero: f64 = std::iter::empty::<f64>().sum();

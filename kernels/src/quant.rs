@@ -1,0 +1,297 @@
+//! INT8/INT4 QKᵀ (issue 36): the quantization of Q and K, and the scale each score is
+//! dequantized by. The model only, so far; the RTL (integer MACs, two INT8 MACs per PE
+//! cycle) is next.
+//!
+//! The granularity is the design study's choice (docs/numerics.md): Q per token (a scale per
+//! query row), K per block of `bc` keys after smoothing (K's mean over all keys subtracted
+//! per channel, SageAttention's step: q·(k − μ) = q·k − q·μ changes each row's scores by one
+//! constant, which the softmax cancels). Quantization is symmetric, round to nearest even,
+//! clamped to ±127 (INT8) or ±7 (INT4), the scale max|x| / 127 (or / 7); it happens on the
+//! host, once per tensor, in f64.
+//!
+//! A score is the exact integer dot product of the quantized rows (|Σ| ≤ d · 127², exact in
+//! binary32 for d ≤ 1024), and both scales fold into the multiply by C the row engine already
+//! does: C' = (C · s_q[row]) · s_k[block], two binary32 roundings, once per row and block
+//! ([`QuantQk::scale`]). Everything after S is the FP16 (or BF16) design's: the row max, the
+//! weights, P·V.
+
+use crate::format::Format;
+use crate::fp::fp32_mul;
+use crate::reference::value;
+
+/// The integer format of Q and K.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkFormat {
+    Int8,
+    Int4,
+}
+
+impl QkFormat {
+    /// The largest magnitude a value takes: 127 or 7.
+    pub fn max(self) -> i32 {
+        match self {
+            QkFormat::Int8 => 127,
+            QkFormat::Int4 => 7,
+        }
+    }
+
+    /// `int8`, `int4`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QkFormat::Int8 => "int8",
+            QkFormat::Int4 => "int4",
+        }
+    }
+}
+
+/// Q and K quantized: `q` (q_len × d) and `k` (k_len × d) integers, a binary32 scale per query
+/// row and per block of `bc` keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantQk {
+    pub format: QkFormat,
+    pub q: Vec<i8>,
+    pub k: Vec<i8>,
+    pub q_scale: Vec<f32>,
+    pub k_scale: Vec<f32>,
+    pub bc: usize,
+}
+
+/// Symmetric quantization of `x` with the scale of its largest magnitude: (values, scale). A
+/// group of zeros has scale 1.
+fn quantize_group(x: &[f64], max: i32) -> (Vec<i8>, f32) {
+    let amax = x.iter().fold(0.0f64, |a, &v| a.max(v.abs()));
+    let scale = if amax == 0.0 {
+        1.0
+    } else {
+        (amax / max as f64) as f32
+    };
+    let q = x
+        .iter()
+        .map(|&v| {
+            (v / scale as f64)
+                .round_ties_even()
+                .clamp(-max as f64, max as f64) as i8
+        })
+        .collect();
+    (q, scale)
+}
+
+impl QuantQk {
+    /// Quantizes `q` (q_len × d) and `k` (k_len × d), values of `operand` (binary16 or
+    /// bfloat16), for blocks of `bc` keys. NaN and infinite inputs cannot be quantized and are
+    /// refused, naming the tensor and the place.
+    #[allow(clippy::too_many_arguments)]
+    pub fn quantize(
+        q: &[u16],
+        k: &[u16],
+        q_len: usize,
+        k_len: usize,
+        d: usize,
+        bc: usize,
+        format: QkFormat,
+        operand: Format,
+    ) -> Result<QuantQk, String> {
+        assert!(q.len() == q_len * d && k.len() == k_len * d && bc > 0);
+        let decode = |t: &[u16], name: &str| -> Result<Vec<f64>, String> {
+            t.iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    let v = value(x, operand);
+                    if v.is_finite() {
+                        Ok(v)
+                    } else {
+                        Err(format!(
+                            "{name}[{}][{}] = {v}: {} QK needs finite Q and K",
+                            i / d,
+                            i % d,
+                            format.name()
+                        ))
+                    }
+                })
+                .collect()
+        };
+        let (qf, mut kf) = (decode(q, "Q")?, decode(k, "K")?);
+        // Smoothing: each channel of K less its mean over the keys.
+        for c in 0..d {
+            let mean = (0..k_len).map(|j| kf[j * d + c]).sum::<f64>() / k_len.max(1) as f64;
+            for j in 0..k_len {
+                kf[j * d + c] -= mean;
+            }
+        }
+        let max = format.max();
+        let (mut qi, mut q_scale) = (Vec::with_capacity(q.len()), Vec::with_capacity(q_len));
+        for row in qf.chunks(d.max(1)).take(q_len) {
+            let (v, s) = quantize_group(row, max);
+            qi.extend(v);
+            q_scale.push(s);
+        }
+        let (mut ki, mut k_scale) = (Vec::with_capacity(k.len()), vec![]);
+        for block in kf.chunks((bc * d).max(1)).take(k_len.div_ceil(bc)) {
+            let (v, s) = quantize_group(block, max);
+            ki.extend(v);
+            k_scale.push(s);
+        }
+        Ok(QuantQk {
+            format,
+            q: qi,
+            k: ki,
+            q_scale,
+            k_scale,
+            bc,
+        })
+    }
+
+    /// The score of query `i` and key `j`: the exact integer dot product.
+    pub fn score(&self, i: usize, j: usize, d: usize) -> i32 {
+        let (qi, kj) = (&self.q[i * d..(i + 1) * d], &self.k[j * d..(j + 1) * d]);
+        qi.iter().zip(kj).map(|(&a, &b)| a as i32 * b as i32).sum()
+    }
+
+    /// The multiply of query `i`'s scores in the block of key `j` (binary32 bits), C given:
+    /// (C · s_q[i]) · s_k[j / bc].
+    pub fn scale(&self, c: u32, i: usize, j: usize) -> u32 {
+        let cq = fp32_mul(c, self.q_scale[i].to_bits());
+        fp32_mul(cq, self.k_scale[j / self.bc].to_bits())
+    }
+
+    /// Q and K as the quantization left them (the values the integers and scales stand for,
+    /// K smoothed), for the references: what the hardware's arithmetic is held to once the
+    /// quantization is taken as given.
+    pub fn dequantized(&self, d: usize) -> (Vec<f64>, Vec<f64>) {
+        let q = self
+            .q
+            .iter()
+            .enumerate()
+            .map(|(n, &x)| x as f64 * self.q_scale[n / d] as f64)
+            .collect();
+        let k = self
+            .k
+            .iter()
+            .enumerate()
+            .map(|(n, &x)| x as f64 * self.k_scale[n / d / self.bc] as f64)
+            .collect();
+        (q, k)
+    }
+}
+
+/// How quantized QKᵀ's output compares with f64 attention: on the original Q and K (the
+/// quantization's error and the arithmetic's together), and on the dequantized Q and K (the
+/// arithmetic's alone, which FP16's contract bounds), both as max |O − O_ref| / max |V|.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QuantAccuracy {
+    pub rel_err: f64,
+    pub rel_err_dequantized: f64,
+}
+
+/// Runs `pattern` with Q and K quantized to `format` through the hardware model `cfg` (FP32
+/// output) and both references.
+pub fn quant_accuracy(
+    pattern: crate::patterns::Pattern,
+    q_len: usize,
+    k_len: usize,
+    cfg: &crate::flash::FlashConfig,
+    format: QkFormat,
+    seed: u64,
+) -> Result<QuantAccuracy, String> {
+    use crate::flash::{flash_attention_quant, OutFormat, Problem};
+    use crate::reference::{attention_f64_values, max_errors};
+    let (d, causal, operand) = (cfg.head_dim, cfg.causal, cfg.operand);
+    let (q, k, v) = crate::patterns::tensors_in(pattern, q_len, k_len, d, seed, operand);
+    let qk = QuantQk::quantize(&q, &k, q_len, k_len, d, cfg.bc, format, operand)?;
+    let p = Problem {
+        q: &q,
+        k: &k,
+        v: &v,
+        q_len,
+        k_len,
+    };
+    let cfg = crate::flash::FlashConfig {
+        out: OutFormat::F32,
+        ..*cfg
+    };
+    let (bits, _) = flash_attention_quant(&p, &qk, &cfg);
+    let got: Vec<f64> = bits.iter().map(|&b| f32::from_bits(b) as f64).collect();
+    let f = |t: &[u16]| -> Vec<f64> { t.iter().map(|&x| value(x, operand)).collect() };
+    let (qf, kf, vf) = (f(&q), f(&k), f(&v));
+    let v_scale = vf.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
+    let rel = |want: &[f64]| max_errors(&got, want).0 / v_scale.max(f64::MIN_POSITIVE);
+    let (dq, dk) = qk.dequantized(d);
+    Ok(QuantAccuracy {
+        rel_err: rel(&attention_f64_values(
+            &qf, &kf, &vf, q_len, k_len, d, causal,
+        )),
+        rel_err_dequantized: rel(&attention_f64_values(
+            &dq, &dk, &vf, q_len, k_len, d, causal,
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flash::{FlashConfig, OutFormat, SoftmaxPass};
+    use crate::patterns::Pattern;
+
+    fn cfg(causal: bool) -> FlashConfig {
+        FlashConfig {
+            br: 16,
+            bc: 16,
+            head_dim: 32,
+            cols: 8,
+            causal,
+            out: OutFormat::F32,
+            softmax: SoftmaxPass::Online,
+            operand: Format::FP16,
+        }
+    }
+
+    /// Quantization's arithmetic: symmetric, nearest even, the scale of the largest
+    /// magnitude, K smoothed; a zero group has scale 1; non-finite inputs are refused.
+    #[test]
+    fn quantization_rounds_clamps_and_smooths() {
+        let h = |x: f32| half::f16::from_f32(x).to_bits();
+        // d = 2: Q rows [1, -0.5] and [0, 0]; K rows [3, 1], [1, 1] (means 2 and 1).
+        let q = [h(1.0), h(-0.5), h(0.0), h(0.0)];
+        let k = [h(3.0), h(1.0), h(1.0), h(1.0)];
+        let qk = QuantQk::quantize(&q, &k, 2, 2, 2, 2, QkFormat::Int8, Format::FP16).unwrap();
+        // 1/127 rounds down in binary32: -0.5 is just past -63.5, -64.
+        assert_eq!(qk.q, [127, -64, 0, 0]);
+        assert_eq!(qk.q_scale, [1.0 / 127.0, 1.0]);
+        assert_eq!(qk.k, [127, 0, -127, 0]); // smoothed: [1, 0], [-1, 0]
+        assert_eq!(qk.score(0, 0, 2), 127 * 127);
+        let q4 = QuantQk::quantize(&q, &k, 2, 2, 2, 2, QkFormat::Int4, Format::FP16).unwrap();
+        // The scale 1/7 rounds up in binary32, so -0.5 is just inside -3.5: -3.
+        assert_eq!(q4.q, [7, -3, 0, 0]);
+        let bad = [h(1.0), h(f32::INFINITY), 0, 0];
+        let e = QuantQk::quantize(&bad, &k, 2, 2, 2, 2, QkFormat::Int8, Format::FP16);
+        assert!(e.unwrap_err().contains("Q[0][1] = inf"));
+    }
+
+    /// The hardware model on quantized Q and K: within FP16's contract (1e-3 of max |V|) of
+    /// f64 attention on the dequantized values, so only the quantization departs from FP16
+    /// attention; and that departure on uniform data, INT8 and INT4.
+    #[test]
+    fn quantized_scores_keep_the_arithmetic_within_fp16s_contract() {
+        for causal in [false, true] {
+            for pattern in [Pattern::Unit, Pattern::Dominant, Pattern::NegInfKeys] {
+                if pattern == Pattern::NegInfKeys {
+                    // −Inf keys cannot be quantized: refused, not run.
+                    let r = quant_accuracy(pattern, 40, 70, &cfg(causal), QkFormat::Int8, 3);
+                    assert!(r.unwrap_err().contains("needs finite Q and K"));
+                    continue;
+                }
+                let a8 = quant_accuracy(pattern, 40, 70, &cfg(causal), QkFormat::Int8, 3).unwrap();
+                let a4 = quant_accuracy(pattern, 40, 70, &cfg(causal), QkFormat::Int4, 3).unwrap();
+                for a in [a8, a4] {
+                    assert!(a.rel_err_dequantized <= 1e-3, "{pattern:?} {a:?}");
+                }
+                eprintln!("{pattern:?} causal={causal}: int8 {a8:?}, int4 {a4:?}");
+                assert!(a8.rel_err < 3e-2, "{pattern:?} int8 {a8:?}");
+                assert!(
+                    a4.rel_err > a8.rel_err,
+                    "{pattern:?} int4 {a4:?} int8 {a8:?}"
+                );
+            }
+        }
+    }
+}
