@@ -548,6 +548,16 @@ mod tests {
         assert_eq!(c.in_format, crate::format::Format::BF16);
         assert_eq!(c.formats().operand, crate::format::Format::BF16);
         assert_eq!(c.pe().mac.module_name(), "mac_e8m7_m1_a1");
+        // A driver learns it from regflash.h: REGFLASH_CFG_IN_FORMAT is 1 for BF16, 0 for FP16.
+        let in_format = |c: &CoreConfig| {
+            let p = crate::core::CoreParams::from_config(c).unwrap();
+            crate::soc::regmap::limits(&p)
+                .into_iter()
+                .find(|(name, _, _)| *name == "IN_FORMAT")
+                .map(|(_, v, _)| v)
+        };
+        assert_eq!(in_format(&c), Some(1));
+        assert_eq!(in_format(&CoreConfig::preset("small").unwrap()), Some(0));
         let text = c.to_toml();
         assert!(text.contains("in_format = \"bf16\""), "{text}");
         let (back, _) = parse(&text).unwrap();

@@ -90,6 +90,13 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
             ),
         ),
         (
+            "IN_FORMAT",
+            (p.row.pe.mac.formats().operand == crate::format::Format::BF16) as u64,
+            "the 16-bit format of Q, K, V and of O's short form (OUT_F32 = 0): 0 FP16 \
+             (binary16), 1 BF16 (bfloat16); the core reads every element as it"
+                .into(),
+        ),
+        (
             "ADDR_VALUE_BITS",
             ADDR_VALUE_BITS as u64,
             format!(
@@ -709,7 +716,12 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 1,
                 "causal mask (query i sees keys up to i + k_len - q_len)",
             ),
-            field("OUT_F32", 1, 1, "O in FP32 (else FP16)"),
+            field(
+                "OUT_F32",
+                1,
+                1,
+                "O in FP32 (else in the inputs' format, IN_FORMAT)",
+            ),
         ],
         "Problem flags.",
     );
