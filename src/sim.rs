@@ -427,8 +427,15 @@ impl SimReport {
         let mut s = String::new();
         if self.saturated_inputs > 0 {
             s += &format!(
-                "  inputs: {} FP32 values outside the FP16 range clamped to ±65504 (--saturate)\n",
-                self.saturated_inputs
+                "  inputs: {} values outside the {} range clamped to its largest finite, {} \
+                 (--saturate)\n",
+                self.saturated_inputs,
+                self.in_format.to_uppercase(),
+                if self.in_format == "bf16" {
+                    "±3.39e38"
+                } else {
+                    "±65504"
+                }
             );
         }
         s += &format!(
@@ -793,7 +800,15 @@ pub const F16_MAX: f64 = 65504.0;
 /// to nearest even. A finite FP32 value that FP16 cannot hold (|x| ≥ 65520 rounds to ±Inf)
 /// is refused, naming the tensor, the index and the value, unless `saturate`: then it becomes
 /// ±65504 and is counted (the second result). NaN and ±Inf pass as themselves.
-pub fn load_input(path: &Path, what: &str, saturate: bool) -> Result<(Vec<u16>, [usize; 3], u64)> {
+///
+/// With `format` BF16, the values are rounded to BF16 instead (FP16 and FP32 alike; numpy has
+/// no bfloat16), and the range is BF16's (±3.39e38, FP32's but for the last half ulp).
+pub fn load_input(
+    path: &Path,
+    what: &str,
+    saturate: bool,
+    format: hdl::format::Format,
+) -> Result<(Vec<u16>, [usize; 3], u64)> {
     let t = npy::read(path).with_context(|| format!("{what} input {}", path.display()))?;
     let shape = match t.shape.as_slice() {
         &[len, d] => [1, len, d],
@@ -803,6 +818,10 @@ pub fn load_input(path: &Path, what: &str, saturate: bool) -> Result<(Vec<u16>, 
             path.display()
         ),
     };
+    if format != hdl::format::Format::FP16 {
+        let (bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
+        return Ok((bits, shape, saturated));
+    }
     let mut saturated = 0u64;
     let mut bits = Vec::with_capacity(t.data.len());
     for (i, &x) in t.data.iter().enumerate() {
@@ -830,6 +849,46 @@ pub fn load_input(path: &Path, what: &str, saturate: bool) -> Result<(Vec<u16>, 
         });
     }
     Ok((bits, shape, saturated))
+}
+
+/// [`load_input`]'s values for a format other than FP16: every value rounded to it, and the
+/// values clamped (`saturate`).
+fn rounded_to(
+    t: &Tensor,
+    path: &Path,
+    what: &str,
+    saturate: bool,
+    format: hdl::format::Format,
+) -> Result<(Vec<u16>, u64)> {
+    use hdl::format::Format;
+    let (max, inf) = (format.inf() - 1, format.inf());
+    let mut saturated = 0u64;
+    let mut bits = Vec::with_capacity(t.data.len());
+    for (i, &x) in t.data.iter().enumerate() {
+        let (x, from) = match t.dtype {
+            DType::F16 => (x as u64, Format::FP16),
+            DType::F32 => (x as u64, Format::FP32),
+        };
+        let y = kernels::fp::convert(x, from, format);
+        let finite_in = kernels::reference::value_of(x, from).is_finite();
+        bits.push(if finite_in && y & !format.sign_mask() == inf {
+            let index: Vec<usize> = shape_index(&t.shape, i);
+            ensure!(
+                saturate,
+                "{what} in {}: element {index:?} = {:e} is outside the {} range (it rounds to \
+                 infinity): scale the input, or pass --saturate to clamp such values to the \
+                 largest finite",
+                path.display(),
+                kernels::reference::value_of(x, from),
+                kernels::accuracy::short_name(format)
+            );
+            saturated += 1;
+            ((y & format.sign_mask()) | max) as u16
+        } else {
+            y as u16
+        });
+    }
+    Ok((bits, saturated))
 }
 
 /// unfused: the bytes of S and P the problems write out (and read back), and those the GLB
@@ -868,10 +927,11 @@ pub fn load_problem(
     causal: bool,
     out: OutFormat,
     saturate: bool,
+    format: hdl::format::Format,
 ) -> Result<(Attention, u64)> {
-    let (qb, qs, nq) = load_input(q, "Q", saturate)?;
-    let (kb, ks, nk) = load_input(k, "K", saturate)?;
-    let (vb, vs, nv) = load_input(v, "V", saturate)?;
+    let (qb, qs, nq) = load_input(q, "Q", saturate, format)?;
+    let (kb, ks, nk) = load_input(k, "K", saturate, format)?;
+    let (vb, vs, nv) = load_input(v, "V", saturate, format)?;
     ensure!(
         ks == vs,
         "K has shape {ks:?} but V has shape {vs:?}: they must match"
@@ -900,7 +960,7 @@ pub fn load_problem(
         v: vb,
         causal,
         out,
-        format: hdl::format::Format::FP16,
+        format,
     };
     Ok((a, nq + nk + nv))
 }

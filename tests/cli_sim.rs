@@ -173,6 +173,79 @@ fn sim_reads_npy_inputs_of_either_precision() {
     assert_eq!(t.data, want);
 }
 
+/// A BF16 design reads `.npy` inputs rounded to BF16 (FP32 and FP16 files alike) and writes
+/// its short O as float32 (BF16 values: the low 16 bits zero), equal to the model's; a finite
+/// value past BF16's range is refused by name, and `--saturate` clamps it instead.
+#[test]
+fn sim_reads_npy_inputs_into_a_bf16_design() {
+    use hdl::format::Format;
+    let dir = ScratchDir::new("cli-sim-bf16").unwrap();
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        13,
+        21,
+        16,
+        false,
+        OutFormat::Short,
+        4,
+    );
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    write_tensor(Path::new(&p("q.npy")), DType::F32, &[13, 16], &a.q);
+    write_tensor(Path::new(&p("k.npy")), DType::F16, &[21, 16], &a.k);
+    write_tensor(Path::new(&p("v.npy")), DType::F32, &[21, 16], &a.v);
+    let (k, v) = (p("k.npy"), p("v.npy"));
+    let run = |q: &str, extra: &[&str]| {
+        let mut args = vec!["sim", "--in-format", "bf16", "--q", q, "--k", &k, "--v", &v];
+        args.extend_from_slice(extra);
+        regflash(&args)
+    };
+    let o = run(&p("q.npy"), &["--out", &p("o.npy")]);
+    assert!(
+        o.status.success() && text(&o).contains("(inputs bf16)"),
+        "{}",
+        text(&o)
+    );
+    let t = npy::read(Path::new(&p("o.npy"))).unwrap();
+    assert_eq!((t.dtype, t.shape.clone()), (DType::F32, vec![13, 16]));
+    let mut cfg = CoreConfig::preset("small").unwrap();
+    cfg.in_format = Format::BF16;
+    let (want, _) = a
+        .clone()
+        .converted(Format::BF16)
+        .expected(&CoreParams::from_config(&cfg).unwrap());
+    assert_eq!(t.data, want.iter().map(|&b| b << 16).collect::<Vec<_>>());
+    // 3.4e38 rounds to BF16's infinity.
+    let mut big: Vec<u32> =
+        a.q.iter()
+            .map(|&b| half::f16::from_bits(b).to_f32().to_bits())
+            .collect();
+    big[5] = 3.4e38f32.to_bits();
+    npy::write(
+        Path::new(&p("q_big.npy")),
+        &Tensor {
+            dtype: DType::F32,
+            shape: vec![13, 16],
+            data: big,
+        },
+    )
+    .unwrap();
+    let o = run(&p("q_big.npy"), &[]);
+    assert!(
+        !o.status.success()
+            && text(&o).contains("element [0, 5] = 3.39999")
+            && text(&o).contains("outside the BF16 range"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&p("q_big.npy"), &["--saturate"]);
+    assert!(
+        o.status.success() && text(&o).contains("1 values outside the BF16 range clamped"),
+        "{}",
+        text(&o)
+    );
+}
+
 /// The hardware model's O of one head, computed here from the head's own rows: what the
 /// tests below hold the CLI's grouping and packing against.
 fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {

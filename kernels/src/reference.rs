@@ -25,6 +25,11 @@ pub fn value(x: u16, format: Format) -> f64 {
     }
 }
 
+/// The value of `x`, a value of any binary format up to binary64 in its low bits.
+pub fn value_of(x: u64, format: Format) -> f64 {
+    f64::from_bits(crate::fp::convert(x, format, Format { exp: 11, man: 52 }))
+}
+
 /// `x` rounded to `format` (binary16 or bfloat16, nearest even).
 fn round_f32(x: f32, format: Format) -> f32 {
     if format == Format::BF16 {

@@ -132,12 +132,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         _ => None,
     };
     let load = |(q, k, v): (&PathBuf, &PathBuf, &PathBuf)| {
-        anyhow::ensure!(
-            cfg.in_format == hdl::format::Format::FP16,
-            "--q/--k/--v are read as FP16 (or FP32 rounded to FP16); in_format = \"bf16\" runs \
-             random inputs only so far: leave --q/--k/--v out, or use in_format = \"fp16\""
-        );
-        let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate)?;
+        let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate, cfg.in_format)?;
         anyhow::Ok((a.laid_out(args.layout), n))
     };
     if let Some(q_lens) = &args.seqlens {
