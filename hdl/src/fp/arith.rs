@@ -206,6 +206,17 @@ pub fn normalize_f32(m: &mut ModuleBuilder, u: &Unpacked) -> (Sig, Sig) {
     (sig, exp)
 }
 
+/// A multiplier's optional cut after the significand product: its (sign, is NaN, is Inf, is
+/// zero, exponent sum, product), each registered under its own name when `cut`.
+pub fn stage_product(m: &mut ModuleBuilder, v: [Sig; 6], cut: bool) -> [Sig; 6] {
+    let names = ["sign", "is_nan", "is_inf", "is_zero", "exp_sum", "product"];
+    let mut out = v;
+    for (o, (name, x)) in out.iter_mut().zip(names.into_iter().zip(v)) {
+        *o = m.stage(name, x, cut);
+    }
+    out
+}
+
 /// Special cases of a product: (sign, is NaN, is Inf, is zero) from the operands' classes, with
 /// wire names for the flags. NaN × y and Inf × 0 are NaN; Inf × nonzero is Inf.
 pub fn mul_specials(m: &mut ModuleBuilder, a: &Unpacked, b: &Unpacked) -> (Sig, Sig, Sig, Sig) {

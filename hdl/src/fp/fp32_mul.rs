@@ -11,7 +11,9 @@
 
 use anyhow::Result;
 
-use crate::arith::{mul_specials, normalize_f32, round_pack_f32, select_special_f32, unpack};
+use crate::arith::{
+    mul_specials, normalize_f32, round_pack_f32, select_special_f32, stage_product, unpack,
+};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
@@ -75,13 +77,8 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let product = sig_a.mul_wide(sig_b);
     let product = m.name("product", product);
 
-    let cut = latency >= 2;
-    let sign = m.stage("sign", sign, cut);
-    let is_nan = m.stage("is_nan", is_nan, cut);
-    let is_inf = m.stage("is_inf", is_inf, cut);
-    let is_zero = m.stage("is_zero", is_zero, cut);
-    let exp_sum = m.stage("exp_sum", exp_sum, cut);
-    let product = m.stage("product", product, cut);
+    let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];
+    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = stage_product(m, staged, latency >= 2);
 
     // The product of two normalized significands has its leading one at bit 47 or 46.
     let top = product.bit(47);

@@ -15,7 +15,7 @@
 
 use anyhow::Result;
 
-use crate::arith::{leading_zeros, mul_specials, select_special, unpack};
+use crate::arith::{leading_zeros, mul_specials, select_special, stage_product, unpack};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
@@ -115,13 +115,9 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &MulExactConfig) -> Sig
     let product = m.name("product", product);
 
     // Optional cut after the significand multiply.
-    let cut = cfg.latency >= 2;
-    let sign = m.stage("sign", sign, cut);
-    let is_nan = m.stage("is_nan", is_nan, cut);
-    let is_inf = m.stage("is_inf", is_inf, cut);
-    let is_zero = m.stage("is_zero", is_zero, cut);
-    let exp_sum = m.stage("exp_sum", exp_sum, cut);
-    let product = m.stage("product", product, cut);
+    let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];
+    let [sign, is_nan, is_inf, is_zero, exp_sum, product] =
+        stage_product(m, staged, cfg.latency >= 2);
 
     // Normalize: the leading one of the 2·(man+1)-bit product moves to its top bit and is
     // dropped; the rest is the fraction, padded below to the product format's.
