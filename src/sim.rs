@@ -10,7 +10,6 @@ use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
 use hdl::fault::Fault;
 use kernels::flash::OutFormat;
-use kernels::fp::fp32_to_fp16;
 use kernels::patterns::Pattern;
 use serde::{Deserialize, Serialize};
 use verilator_tb::npy::{self, DType, Tensor};
@@ -802,7 +801,8 @@ pub const F16_MAX: f64 = 65504.0;
 /// ±65504 and is counted (the second result). NaN and ±Inf pass as themselves.
 ///
 /// With `format` BF16, the values are rounded to BF16 instead (FP16 and FP32 alike; numpy has
-/// no bfloat16), and the range is BF16's (±3.39e38, FP32's but for the last half ulp).
+/// no bfloat16), and the range is BF16's (±3.39e38, FP32's but for the last half ulp). One
+/// loop serves both ([`rounded_to`]).
 pub fn load_input(
     path: &Path,
     what: &str,
@@ -818,41 +818,13 @@ pub fn load_input(
             path.display()
         ),
     };
-    if format != hdl::format::Format::FP16 {
-        let (bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
-        return Ok((bits, shape, saturated));
-    }
-    let mut saturated = 0u64;
-    let mut bits = Vec::with_capacity(t.data.len());
-    for (i, &x) in t.data.iter().enumerate() {
-        bits.push(match t.dtype {
-            DType::F16 => x as u16,
-            DType::F32 => {
-                let h = fp32_to_fp16(x);
-                let finite_in = f32::from_bits(x).is_finite();
-                if finite_in && h & 0x7FFF == 0x7C00 {
-                    let index: Vec<usize> = shape_index(&t.shape, i);
-                    ensure!(
-                        saturate,
-                        "{what} in {}: element {index:?} = {:e} is outside the FP16 range \
-                         (±{F16_MAX}; magnitudes from 65520 round to infinity): scale the input, \
-                         or pass --saturate to clamp such values to ±{F16_MAX}",
-                        path.display(),
-                        f32::from_bits(x)
-                    );
-                    saturated += 1;
-                    h - 1 // ±Inf - 1 ulp = ±65504
-                } else {
-                    h
-                }
-            }
-        });
-    }
+    let (bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
     Ok((bits, shape, saturated))
 }
 
-/// [`load_input`]'s values for a format other than FP16: every value rounded to it, and the
-/// values clamped (`saturate`).
+/// [`load_input`]'s values: every value rounded to `format` (FP16 values into FP16 are kept
+/// as they are), a finite value that rounds to infinity refused, or with `saturate` clamped
+/// to the largest finite value and counted.
 fn rounded_to(
     t: &Tensor,
     path: &Path,
@@ -861,26 +833,47 @@ fn rounded_to(
     format: hdl::format::Format,
 ) -> Result<(Vec<u16>, u64)> {
     use hdl::format::Format;
+    use kernels::reference::value_of;
     let (max, inf) = (format.inf() - 1, format.inf());
+    // The largest finite value, and the magnitude from which values round to infinity (half
+    // an ulp above it), as the message shows them: 65504 and 65520 for FP16.
+    let show = |x: f64| {
+        let x = x as f32;
+        if x.abs() < 1e7 {
+            format!("{x}")
+        } else {
+            format!("{x:e}")
+        }
+    };
+    let largest = value_of(max, format);
+    let overflow = largest + 2f64.powi(format.bias() as i32 - format.man as i32 - 1);
     let mut saturated = 0u64;
     let mut bits = Vec::with_capacity(t.data.len());
     for (i, &x) in t.data.iter().enumerate() {
-        let (x, from) = match t.dtype {
-            DType::F16 => (x as u64, Format::FP16),
-            DType::F32 => (x as u64, Format::FP32),
+        let from = match t.dtype {
+            DType::F16 => Format::FP16,
+            DType::F32 => Format::FP32,
         };
-        let y = kernels::fp::convert(x, from, format);
-        let finite_in = kernels::reference::value_of(x, from).is_finite();
-        bits.push(if finite_in && y & !format.sign_mask() == inf {
+        let x = x as u64;
+        let y = if from == format {
+            x
+        } else {
+            kernels::fp::convert(x, from, format)
+        };
+        let value = value_of(x, from);
+        bits.push(if value.is_finite() && y & !format.sign_mask() == inf {
             let index: Vec<usize> = shape_index(&t.shape, i);
             ensure!(
                 saturate,
-                "{what} in {}: element {index:?} = {:e} is outside the {} range (it rounds to \
-                 infinity): scale the input, or pass --saturate to clamp such values to the \
-                 largest finite",
+                "{what} in {}: element {index:?} = {:e} is outside the {} range (±{}; magnitudes \
+                 from {} round to infinity): scale the input, or pass --saturate to clamp such \
+                 values to ±{}",
                 path.display(),
-                kernels::reference::value_of(x, from),
-                kernels::accuracy::short_name(format)
+                value as f32,
+                kernels::accuracy::short_name(format),
+                show(largest),
+                show(overflow),
+                show(largest)
             );
             saturated += 1;
             ((y & format.sign_mask()) | max) as u16

@@ -182,11 +182,15 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
         }
     };
     let wide = |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(widen(h))).collect() };
-    let (qf, kf, vf) = (wide(p.q), wide(p.k), wide(p.v));
+    // Quantized QKᵀ reads its own integers: Q and K are not widened then.
+    let (qf, kf) = match quant {
+        None => (wide(p.q), wide(p.k)),
+        Some(_) => (vec![], vec![]),
+    };
+    let vf = wide(p.v);
     // Row i's scores in the block from key `k_base` into `s` (masked: −Inf for the max) and
     // which keys are visible into `visible`; returns the MACs they took.
     let scores = |i: usize, k_base: usize, s: &mut [u32], visible: &mut [bool]| {
-        let qi = &qf[i * d..(i + 1) * d];
         let mut macs = 0u64;
         for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
             let j = k_base + jj;
@@ -201,7 +205,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                 macs += d as u64;
                 continue;
             }
-            let kj = &kf[j * d..(j + 1) * d];
+            let (qi, kj) = (&qf[i * d..(i + 1) * d], &kf[j * d..(j + 1) * d]);
             let acc = qi
                 .iter()
                 .zip(kj)

@@ -43,25 +43,22 @@ pub fn subtracted_max(m: u32) -> u32 {
 /// The P value of a position: +0 if masked, else FP16(exp2(s · C − m)), with m replaced by +0
 /// while it is −Inf ([`subtracted_max`]).
 pub fn weight(s: u32, m: u32, c: u32, masked: bool) -> u16 {
-    if masked {
-        return 0;
-    }
-    let m = subtracted_max(m);
-    // fp32_add and fp32_to_fp16, on the host's FPU (bit-identical: see `fp`).
-    fp32_to_fp16_native(exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN)))
+    weight_in(s, m, c, masked, Format::FP16)
 }
 
 /// [`weight`] with P in `fmt` (binary16 or bfloat16): the same exp2, rounded to `fmt`.
 pub fn weight_in(s: u32, m: u32, c: u32, masked: bool, fmt: Format) -> u16 {
-    if fmt == Format::FP16 {
-        return weight(s, m, c, masked);
-    }
     if masked {
         return 0;
     }
     let m = subtracted_max(m);
+    // fp32_add and the rounding to FP16 on the host's FPU (bit-identical: see `fp`).
     let e = exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN));
-    convert(e as u64, Format::FP32, fmt) as u16
+    if fmt == Format::FP16 {
+        fp32_to_fp16_native(e)
+    } else {
+        convert(e as u64, Format::FP32, fmt) as u16
+    }
 }
 
 /// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.

@@ -55,11 +55,11 @@ pub struct SimArgs {
     /// V as .npy, shaped like K.
     #[arg(long, requires_all = ["q", "k"])]
     pub v: Option<PathBuf>,
-    /// Output FP32 instead of FP16.
+    /// Output FP32 instead of the inputs' 16-bit format (FP16, or BF16 with --in-format bf16).
     #[arg(long)]
     pub f32: bool,
-    /// Clamp FP32 values of --q/--k/--v outside the FP16 range to ±65504 (counted in the
-    /// report) instead of refusing them.
+    /// Clamp values of --q/--k/--v outside the inputs' format's range to its largest finite
+    /// value (±65504 for FP16; counted in the report) instead of refusing them.
     #[arg(long)]
     pub saturate: bool,
     /// Test only: simulate the core built for fault injection with this deliberate defect
