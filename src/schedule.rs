@@ -265,7 +265,9 @@ impl Shape {
 
     /// Every counter the schedule fixes, by the core's counter names. MACs: d for QK and d for
     /// PV per visible pair; masked slots: the rest of each computed block's 2·Br·Bc·d. The
-    /// register files (32-bit accesses at the PE ports): each MAC writes back, and reads its
+    /// register files (32-bit accesses at the PE ports): each MAC writes back (with integer
+    /// QKᵀ each operation of `lanes` products, and QK's scale steps are steps with no MAC
+    /// slot), and reads its
     /// accumulator except the first product of each score (one per visible pair) and of each
     /// O element in a tile (d per query that sees a key); the row engines read one PE per
     /// cycle of their sweeps (max and exp: two per score of each computed block; buf2d copies S
@@ -291,6 +293,9 @@ impl Shape {
         let glb = p.dma.glb.is_some() as u64;
         let scores = br * bc;
         let macs = h * 2 * d * pairs;
+        // PE operations: a MAC each, but with integer QKᵀ a score's d products take d / lanes
+        // operations (each writes its register once).
+        let ops = h * (d + d / p.row.macs_per_pe() as u64) * pairs;
         let buffered = p.row.s_in_sram() as u64;
         // buf2d's wide words: an access moves a word of a query row's scores or weights.
         let (s_per, p_per) = p.row.flow().elems_per_word();
@@ -313,7 +318,7 @@ impl Shape {
         };
         let held = blocks - spilled;
         let engine = blocks * sweeps * scores + o_values;
-        let rf_reads = macs - h * (pairs + d * seeing) + engine + s_links;
+        let rf_reads = ops - h * (pairs + d * seeing) + engine + s_links;
         vec![
             ("macs", macs),
             ("masked_macs", blocks * 2 * scores * d - macs),
@@ -322,7 +327,7 @@ impl Shape {
             // Each tier (the one tier of a 2-D design) steps through every block's QK and PV.
             ("qk_cycles", blocks * qk as u64),
             ("pv_cycles", blocks * pv as u64),
-            ("rf_writes", macs + s_links),
+            ("rf_writes", ops + s_links),
             ("rf_reads", rf_reads),
             ("p_buf_writes", blocks * scores / p_per),
             ("p_buf_reads", blocks * scores / p_per),

@@ -954,6 +954,7 @@ pub fn load_problem(
         causal,
         out,
         format,
+        qk: None,
     };
     Ok((a, nq + nk + nv))
 }

@@ -9,6 +9,7 @@ use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
 use hdl::format::Format;
 use hdl::{Design, ModRef};
+use kernels::quant::QkFormat;
 use proptest::strategy::BoxedStrategy;
 
 use crate::verify::pure::PureUnit;
@@ -99,6 +100,16 @@ pub static UNITS: &[Unit] = &[
         name: "mac_e8m7",
         build: |d, c| Ok(hdl::mac::build(d, &mac_in(c, Format::BF16)).module),
         check: pure!(mac_bf16),
+    },
+    Unit {
+        name: "int_dot_i8",
+        build: |d, _| Ok(hdl::int_dot::build(d, QkFormat::Int8).module),
+        check: pure!(int_dot_i8),
+    },
+    Unit {
+        name: "int_dot_i4",
+        build: |d, _| Ok(hdl::int_dot::build(d, QkFormat::Int4).module),
+        check: pure!(int_dot_i4),
     },
     Unit {
         name: "pe",

@@ -57,6 +57,21 @@ pub fn in_format_from_key(key: &str) -> anyhow::Result<Format> {
         })
 }
 
+/// The integer format of QKᵀ named `key` (`"int8"`, `"int4"`), or an error naming the choices.
+pub fn qk_format_from_key(key: &str) -> anyhow::Result<kernels::quant::QkFormat> {
+    use kernels::quant::QkFormat;
+    [QkFormat::Int8, QkFormat::Int4]
+        .into_iter()
+        .find(|f| f.name() == key)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "qk_format = \"{key}\" is not a supported QK format: choose \"int8\" or \"int4\" \
+                 (Q and K quantized, scores in int32), or leave the key out for QK in the \
+                 operand format"
+            )
+        })
+}
+
 /// The configuration key of an operand format: `"fp16"`, `"bf16"`.
 pub fn in_format_key(f: Format) -> &'static str {
     IN_FORMATS

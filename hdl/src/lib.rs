@@ -31,7 +31,7 @@ pub mod variants;
 pub mod wrap;
 
 // Every block by its own name as well (`hdl::fp32_add`, `hdl::pe_row`, `hdl::dma`, ...).
-pub use array::{mac, mask, pe, pe_row, pe_tier};
+pub use array::{int_dot, mac, mask, pe, pe_row, pe_tier};
 pub use fp::{
     arith, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip, fp32_to_fp16, mul_exact,
 };

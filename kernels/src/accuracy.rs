@@ -113,6 +113,45 @@ impl Accuracy {
         Accuracy::of_output(got, &want, &plain, &inputs)
     }
 
+    /// Integer QKᵀ: `got` (one head) against exact attention on the quantized Q and K (the
+    /// values the integers and scales stand for, `QuantQk::dequantized`), with plain attention
+    /// on those values rounded to `format` as the plain reference: the contract of the
+    /// arithmetic once the quantization is taken as given. (What the quantization itself costs
+    /// against the original Q and K is measured apart: `crate::quant::quant_accuracy`.)
+    pub fn of_quantized(
+        p: &Problem,
+        quant: &crate::quant::QuantQk,
+        d: usize,
+        causal: bool,
+        format: Format,
+        got: &[f64],
+    ) -> Accuracy {
+        let (dq, dk) = quant.dequantized(d);
+        let vf: Vec<f64> = p.v.iter().map(|&x| value(x, format)).collect();
+        let want =
+            crate::reference::attention_f64_values(&dq, &dk, &vf, p.q_len, p.k_len, d, causal);
+        let round = |x: &[f64]| -> Vec<u16> {
+            x.iter()
+                .map(|&v| {
+                    crate::fp::convert((v as f32).to_bits() as u64, Format::FP32, format) as u16
+                })
+                .collect()
+        };
+        let (rq, rk) = (round(&dq), round(&dk));
+        let inputs = Inputs {
+            q: &rq,
+            k: &rk,
+            v: p.v,
+            q_len: p.q_len,
+            k_len: p.k_len,
+            d,
+            causal,
+            format,
+        };
+        let plain = attention_plain_lowprec(&inputs);
+        Accuracy::of_output(got, &want, &plain, &inputs)
+    }
+
     /// Both comparisons at once (several heads, or both output formats): the worst of each.
     pub fn merge(self, o: Accuracy) -> Accuracy {
         debug_assert_eq!(self.format, o.format, "accuracies of two input formats");

@@ -4,6 +4,7 @@
 
 use crate::format::Format;
 use crate::fp::{fp32_scale2, mac, mac_fused, ACC_CLEAR};
+use crate::quant::{dot_packed, int_to_f32, QkFormat};
 
 /// A PE operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +21,13 @@ pub enum PeOp {
     /// `rf[addr] = rf[addr] · 2^−shift + a × b`: the first product of a block into an O
     /// accumulator, applying the block's rescale.
     MacScale,
+    /// Integer QKᵀ (a PE with a `qk` format): `rf[addr] = 0 + Σ a_i × b_i` over the packed
+    /// lanes, int32.
+    IntClear,
+    /// `rf[addr] = rf[addr] + Σ a_i × b_i`, int32.
+    IntMac,
+    /// `rf[addr] = binary32(rf[addr] + Σ a_i × b_i)`: the score's last step converts it.
+    IntLast,
 }
 
 /// The register file of one PE.
@@ -28,6 +36,8 @@ pub struct PeModel {
     pub regs: Vec<u32>,
     /// The operands' format: binary16 ([`mac`]) or bfloat16 ([`mac_fused`]).
     pub format: Format,
+    /// The integer format of QKᵀ's packed operands (the `Int*` operations), if any.
+    pub qk: Option<QkFormat>,
 }
 
 impl PeModel {
@@ -42,6 +52,7 @@ impl PeModel {
         PeModel {
             regs: vec![0; n],
             format,
+            qk: None,
         }
     }
 
@@ -53,6 +64,11 @@ impl PeModel {
         }
     }
 
+    fn int_format(&self) -> QkFormat {
+        self.qk
+            .expect("an integer operation needs a PE built with a qk format")
+    }
+
     /// Applies one operation (`shift` matters to `MacScale` only).
     pub fn apply(&mut self, op: PeOp, addr: usize, a: u16, b: u16, data: u32, shift: u8) {
         match op {
@@ -62,6 +78,11 @@ impl PeModel {
             PeOp::Load => self.regs[addr] = data,
             PeOp::MacZero => self.regs[addr] = self.mac(0, a, b),
             PeOp::MacScale => self.regs[addr] = self.mac(fp32_scale2(self.regs[addr], shift), a, b),
+            PeOp::IntClear => self.regs[addr] = dot_packed(0, a, b, self.int_format()),
+            PeOp::IntMac => self.regs[addr] = dot_packed(self.regs[addr], a, b, self.int_format()),
+            PeOp::IntLast => {
+                self.regs[addr] = int_to_f32(dot_packed(self.regs[addr], a, b, self.int_format()))
+            }
         }
     }
 }

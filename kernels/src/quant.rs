@@ -42,6 +42,60 @@ impl QkFormat {
             QkFormat::Int4 => "int4",
         }
     }
+
+    /// Bits of a value: 8 or 4.
+    pub fn bits(self) -> u32 {
+        match self {
+            QkFormat::Int8 => 8,
+            QkFormat::Int4 => 4,
+        }
+    }
+
+    /// Values a 16-bit element packs (the PE's products per cycle): 2 or 4.
+    pub fn lanes(self) -> u32 {
+        16 / self.bits()
+    }
+}
+
+/// A design's integer QKᵀ: the format, and the keys that share a K scale (its Bc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantSpec {
+    pub format: QkFormat,
+    pub bc: usize,
+}
+
+/// Lane `i` of a packed element (lane 0 in the low bits), sign-extended.
+pub fn lane(x: u16, i: u32, format: QkFormat) -> i32 {
+    let b = format.bits();
+    let v = ((x >> (i * b)) as u32) & ((1 << b) - 1);
+    ((v << (32 - b)) as i32) >> (32 - b)
+}
+
+/// The values `v` (each within the format's range) packed into 16-bit elements, lane 0 in the
+/// low bits; a last element short of values is padded with zeros.
+pub fn pack(v: &[i8], format: QkFormat) -> Vec<u16> {
+    let (b, n) = (format.bits(), format.lanes() as usize);
+    v.chunks(n)
+        .map(|c| {
+            c.iter().enumerate().fold(0u16, |acc, (i, &x)| {
+                acc | (((x as u16) & ((1 << b) - 1)) << (i as u32 * b))
+            })
+        })
+        .collect()
+}
+
+/// The PE's integer step: `acc + Σ a_i · b_i` over the lanes of two packed elements, in
+/// two's complement int32 (wrapping, as the RTL's adder does; no sum of a head dimension's
+/// products reaches 2^31).
+pub fn dot_packed(acc: u32, a: u16, b: u16, format: QkFormat) -> u32 {
+    (0..format.lanes())
+        .map(|i| lane(a, i, format).wrapping_mul(lane(b, i, format)))
+        .fold(acc as i32, |s, p| s.wrapping_add(p)) as u32
+}
+
+/// An int32 as binary32, rounded to nearest even (exact below 2^24 in magnitude).
+pub fn int_to_f32(x: u32) -> u32 {
+    (x as i32 as f32).to_bits()
 }
 
 /// Q and K quantized: `q` (q_len × d) and `k` (k_len × d) integers, a binary32 scale per query
@@ -154,6 +208,28 @@ impl QuantQk {
         fp32_mul(cq, self.k_scale[j / self.bc].to_bits())
     }
 
+    /// Q's and K's rows as the hardware reads them from memory (q_len × d and k_len × d
+    /// 16-bit elements, the shapes of the floating-point tensors): elements 0 and 1 hold the
+    /// row's binary32 scale (low half first; a key's is its block's), the packed integers
+    /// follow (`lanes` per element, [`pack`]), the rest of the row is zero.
+    pub fn memory_rows(&self, d: usize) -> (Vec<u16>, Vec<u16>) {
+        let rows = |x: &[i8], scale: &dyn Fn(usize) -> f32| -> Vec<u16> {
+            let mut out = vec![0u16; x.len()];
+            for (r, (src, dst)) in x.chunks(d).zip(out.chunks_mut(d)).enumerate() {
+                let s = scale(r).to_bits();
+                dst[0] = s as u16;
+                dst[1] = (s >> 16) as u16;
+                let packed = pack(src, self.format);
+                dst[2..2 + packed.len()].copy_from_slice(&packed);
+            }
+            out
+        };
+        (
+            rows(&self.q, &|r| self.q_scale[r]),
+            rows(&self.k, &|r| self.k_scale[r / self.bc]),
+        )
+    }
+
     /// Q and K as the quantization left them (the values the integers and scales stand for,
     /// K smoothed), for the references: what the hardware's arithmetic is held to once the
     /// quantization is taken as given.
@@ -242,6 +318,46 @@ mod tests {
             out: OutFormat::F32,
             softmax: SoftmaxPass::Online,
             operand: Format::FP16,
+        }
+    }
+
+    /// Packing and the PE's integer step: lanes in the low bits first, sign-extended; the dot
+    /// product of packed elements is the plain integer one; the conversion rounds to nearest
+    /// even past 2^24.
+    #[test]
+    fn packed_dot_products_and_the_conversion() {
+        for f in [QkFormat::Int8, QkFormat::Int4] {
+            let m = f.max() as i8;
+            let v: Vec<i8> = vec![m, -m, 1, -1, 0, m - 1, -m - 1, 3];
+            let w: Vec<i8> = vec![-m, -m, 2, 5.min(m), 7.min(m), -1, -m - 1, 0];
+            let (pv, pw) = (pack(&v, f), pack(&w, f));
+            assert_eq!(pv.len(), v.len() / f.lanes() as usize);
+            let unpacked: Vec<i32> = pv
+                .iter()
+                .flat_map(|&x| (0..f.lanes()).map(move |i| lane(x, i, f)))
+                .collect();
+            assert_eq!(unpacked, v.iter().map(|&x| x as i32).collect::<Vec<_>>());
+            let want: i32 = v.iter().zip(&w).map(|(&a, &b)| a as i32 * b as i32).sum();
+            let got = pv
+                .iter()
+                .zip(&pw)
+                .fold(7u32, |acc, (&a, &b)| dot_packed(acc, a, b, f));
+            assert_eq!(got as i32, want + 7, "{f:?}");
+        }
+        assert_eq!(pack(&[-1, 2], QkFormat::Int8), [0x02ff]);
+        assert_eq!(pack(&[-1, 2, 3], QkFormat::Int4), [0x032f]);
+        // The most negative lanes: (−128)² twice.
+        assert_eq!(dot_packed(0, 0x8080, 0x8080, QkFormat::Int8), 32768);
+        assert_eq!(dot_packed(u32::MAX, 0x0001, 0x0001, QkFormat::Int8), 0);
+        for (x, want) in [
+            (0i32, 0.0f32),
+            (-1, -1.0),
+            ((1 << 24) + 1, 16777216.0),
+            ((1 << 24) + 3, 16777220.0),
+            (i32::MIN, -2147483648.0),
+            (i32::MAX, 2147483648.0),
+        ] {
+            assert_eq!(int_to_f32(x as u32), want.to_bits(), "{x}");
         }
     }
 

@@ -135,6 +135,7 @@ impl Design {
                 OutFormat::Short
             },
             format: self.cfg.in_format,
+            qk: None,
         };
         // Both runs check the problem against the core first (`Attention::validate`).
         let (mut report, out) = match backend {

@@ -133,7 +133,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     };
     let load = |(q, k, v): (&PathBuf, &PathBuf, &PathBuf)| {
         let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate, cfg.in_format)?;
-        anyhow::Ok((a.laid_out(args.layout), n))
+        anyhow::Ok((a.laid_out(args.layout).for_qk_of(&params), n))
     };
     if let Some(q_lens) = &args.seqlens {
         let (q_lens, k_lens) = batch_lengths(q_lens, args.kv_seqlens.as_deref())?;
@@ -240,7 +240,8 @@ fn random_one(args: &SimArgs, p: &CoreParams, out: OutFormat, seed: u64) -> Resu
     Ok(sim::random_problem(heads, seq, d, args.causal, out, seed)
         .grouped(kv)
         .laid_out(args.layout)
-        .converted(p.row.pe.mac.formats().operand))
+        .converted(p.row.pe.mac.formats().operand)
+        .for_qk_of(p))
 }
 
 /// The batch's query and key lengths: --seqlens, and --kv-seqlens (default the same), one
@@ -297,7 +298,7 @@ fn random_batch(
         args.layout,
         seed,
     );
-    Ok(batch.converted(p.row.pe.mac.formats().operand))
+    Ok(batch.converted(p.row.pe.mac.formats().operand).for_qk_of(p))
 }
 
 /// Runs a varlen batch on the top and writes its O packed like the inputs: (heads, total

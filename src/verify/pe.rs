@@ -19,6 +19,7 @@ use super::stimulus::{
     bf16_value, f16_value, f32_value, BF16_SPECIALS, F16_SPECIALS, F32_SPECIALS,
 };
 use kernels::format::Format;
+use kernels::quant::QkFormat;
 
 /// Shape of the PE block under test (a single PE is a 1×1 grid: the ports are the same).
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +31,8 @@ pub struct GridShape {
     pub latency: u32,
     /// The operands' format (binary16 or bfloat16).
     pub format: Format,
+    /// Integer QKᵀ's format: the PE also takes the integer operations (8 to 10).
+    pub qk: Option<QkFormat>,
 }
 
 /// One cycle of raw stimulus; the harness maps it onto a legal operation.
@@ -49,16 +52,27 @@ pub struct PeCycle {
 }
 
 /// Random cycles for a grid of `rows` × `cols`: mostly MACs into a few hot registers, so long
-/// accumulation chains form.
-pub fn pe_cycle(rows: u32, cols: u32, format: Format) -> impl Strategy<Value = PeCycle> {
+/// accumulation chains form. With integer QKᵀ (`qk`) the integer operations join in, on the
+/// same registers, and the operands are as often any 16 bits (packed integers) as values.
+pub fn pe_cycle(
+    rows: u32,
+    cols: u32,
+    format: Format,
+    qk: Option<QkFormat>,
+) -> impl Strategy<Value = PeCycle> {
     let value = move || -> BoxedStrategy<u16> {
-        if format == Format::BF16 {
+        let v = if format == Format::BF16 {
             bf16_value().boxed()
         } else {
             f16_value().boxed()
+        };
+        if qk.is_some() {
+            prop_oneof![v, any::<u16>()].boxed()
+        } else {
+            v
         }
     };
-    let op = prop_oneof![
+    let fp_op = prop_oneof![
         4 => Just(PeOp::Mac as u8),
         1 => Just(PeOp::MacClear as u8),
         1 => Just(PeOp::Load as u8),
@@ -67,6 +81,18 @@ pub fn pe_cycle(rows: u32, cols: u32, format: Format) -> impl Strategy<Value = P
         1 => Just(PeOp::Nop as u8),
         1 => 6u8..=7,
     ];
+    let op = if qk.is_some() {
+        prop_oneof![
+            5 => fp_op,
+            4 => Just(PeOp::IntMac as u8),
+            1 => Just(PeOp::IntClear as u8),
+            2 => Just(PeOp::IntLast as u8),
+            1 => 11u8..=15,
+        ]
+        .boxed()
+    } else {
+        fp_op.boxed()
+    };
     let shift = prop_oneof![3 => 0u8..=4, 1 => any::<u8>()];
     (
         (
@@ -191,15 +217,104 @@ impl fmt::Display for PeMismatch {
 
 const HOT: u32 = 6;
 
-fn decode(op: u8) -> PeOp {
+/// The operation a code asks of a PE (integer ones only of a PE with integer QKᵀ).
+fn decode(op: u8, qk: bool) -> PeOp {
     match op {
         1 => PeOp::Mac,
         2 => PeOp::MacClear,
         3 => PeOp::Load,
         4 => PeOp::MacZero,
         5 => PeOp::MacScale,
+        8 if qk => PeOp::IntClear,
+        9 if qk => PeOp::IntMac,
+        10 if qk => PeOp::IntLast,
         _ => PeOp::Nop,
     }
+}
+
+/// Directed integer stream (a PE with integer QKᵀ): every pair of extreme packed operands
+/// (lanes 0, ±1, the format's most negative and most positive) accumulated, a chain long
+/// enough to pass 2^24, and conversions of loaded int32 values around 2^24 (ties both ways),
+/// 2^31 and the most negative; an accumulation that wraps past 2^31.
+pub fn directed_int_stream(rows: u32, cols: u32, qk: QkFormat) -> Vec<PeCycle> {
+    let b = qk.bits();
+    let lanes = qk.lanes();
+    let fill = |v: u16| (0..lanes).fold(0u16, |acc, i| acc | ((v & ((1 << b) - 1)) << (i * b)));
+    let extremes: Vec<u16> = [0u16, 1, (1 << b) - 1, 1 << (b - 1), (1 << (b - 1)) - 1]
+        .iter()
+        .map(|&v| fill(v))
+        .chain([0x1234, 0x8001, 0x7ffe])
+        .collect();
+    let n = rows * cols;
+    let cycle = |op: PeOp, addr: u32, a: u16, bb: u16, ld: u32| PeCycle {
+        op: op as u8,
+        en: vec![true; n as usize],
+        shift: 0,
+        hot: true,
+        addr,
+        a: (0..rows).map(|r| a.rotate_left(r)).collect(),
+        b: (0..cols).map(|c| bb.rotate_left(3 * c)).collect(),
+        ld_data: ld,
+        rd_addr: 2 * addr,
+        rd_row: addr % rows,
+    };
+    let mut v = vec![];
+    // Every pair, each on its own register: clear, two accumulations, the conversion.
+    for (k, pair) in extremes
+        .iter()
+        .flat_map(|&x| extremes.iter().map(move |&y| (x, y)))
+        .collect::<Vec<_>>()
+        .chunks(HOT as usize)
+        .enumerate()
+    {
+        let op3 = if k % 2 == 0 {
+            PeOp::IntLast
+        } else {
+            PeOp::IntMac
+        };
+        for op in [PeOp::IntClear, PeOp::IntMac, op3] {
+            for (reg, &(x, y)) in pair.iter().enumerate() {
+                v.push(cycle(op, reg as u32, x, y, 0));
+            }
+        }
+    }
+    // Operations on one register, each followed by idle cycles (the hazard rule).
+    let mut spaced = |c: PeCycle| {
+        v.push(c);
+        for _ in 0..HOT - 1 {
+            v.push(cycle(PeOp::Nop, 5, 0, 0, 0));
+        }
+    };
+    // The largest products accumulated from just below 2^24 past it, then converted.
+    let big = fill(1 << (b - 1));
+    let step = lanes << (2 * (b - 1));
+    spaced(cycle(PeOp::Load, 0, 0, 0, (1 << 24) - 2 * step - 1));
+    for _ in 0..4 {
+        spaced(cycle(PeOp::IntMac, 0, big, big, 0));
+    }
+    spaced(cycle(PeOp::IntLast, 0, big, big, 0));
+    // Loaded int32 values converted (a product of ones added), and a wrap past 2^31.
+    let loads = [
+        (1u32 << 24) + 1,
+        (1 << 24) + 3,
+        ((1u32 << 24) + 1).wrapping_neg(),
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0x00ff_ffff,
+        0x0100_0002,
+    ];
+    for (k, &ld) in loads.iter().enumerate() {
+        let reg = k as u32 % HOT;
+        spaced(cycle(PeOp::Load, reg, 0, 0, ld));
+        let op = if ld == 0x7fff_ffff {
+            PeOp::IntMac
+        } else {
+            PeOp::IntLast
+        };
+        spaced(cycle(op, reg, fill(1), fill(1), 0));
+    }
+    v
 }
 
 /// What one stream exercised.
@@ -243,7 +358,7 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
     let mut ops = 0u64;
     for (t, c) in cycles.iter().enumerate() {
         let addr = if c.hot { c.addr % hot } else { c.addr % regs };
-        let mut op = decode(c.op);
+        let mut op = decode(c.op, shape.qk.is_some());
         // Codes 6 and 7 reach the RTL as they are: they must behave as NOPs.
         let mut raw_op = c.op;
         if op != PeOp::Nop {
@@ -336,7 +451,11 @@ fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Optio
     let live = |i: &Issue| i.op != PeOp::Nop && i.en[0];
     let mac_latency = shape.latency as usize - 1;
     for (t, i) in issues.iter().enumerate() {
-        let acc_want = live(i) && matches!(i.op, PeOp::Mac | PeOp::MacScale);
+        let acc_want = live(i)
+            && matches!(
+                i.op,
+                PeOp::Mac | PeOp::MacScale | PeOp::IntMac | PeOp::IntLast
+            );
         let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);
         let (acc, wr) = (s.out[t * s.per + cols], s.out[t * s.per + cols + 1]);
         if (acc != 0) != acc_want || (wr != 0) != wr_want {
@@ -367,9 +486,13 @@ fn replay(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch>
         regs,
         latency,
         format,
+        qk,
     } = shape;
     let mut pes: Vec<PeModel> = (0..rows * cols)
-        .map(|_| PeModel::with_format(regs as usize, format))
+        .map(|_| PeModel {
+            qk,
+            ..PeModel::with_format(regs as usize, format)
+        })
         .collect();
     let mut history: Vec<Vec<String>> = vec![vec![]; (rows * cols * regs) as usize];
     let mut pending: VecDeque<usize> = VecDeque::new();
@@ -504,8 +627,10 @@ pub fn proptest_pe(
         ..Config::default()
     };
     let checked = std::cell::Cell::new(PeChecked::default());
-    let strategy =
-        prop::collection::vec(pe_cycle(shape.rows, shape.cols, shape.format), 1..=max_len);
+    let strategy = prop::collection::vec(
+        pe_cycle(shape.rows, shape.cols, shape.format, shape.qk),
+        1..=max_len,
+    );
     let result = super::seeds::run(config, seed, &strategy, |cycles| {
         match check_pe_stream(model, shape, &cycles) {
             Ok(Ok(n)) => {

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::design::{simulate, Target};
 use crate::units::{self, Check};
-use crate::verify::pe::{check_pe_stream, directed_pe_stream, proptest_pe, GridShape};
+use crate::verify::pe::{
+    check_pe_stream, directed_int_stream, directed_pe_stream, proptest_pe, GridShape,
+};
 use crate::verify::pure::{check_stream, proptest_vectors};
 use crate::verify::stateful::{
     check_recip, check_softmax_row, proptest_recip, proptest_softmax_row, recip_directed,
@@ -107,9 +109,13 @@ pub fn verify_pe_block(
         regs: cfg.regs_per_pe,
         latency,
         format: cfg.in_format,
+        qk: cfg.qk_format,
     };
     let start = Instant::now();
-    let stream = directed_pe_stream(rows, cols, cfg.in_format);
+    let mut stream = directed_pe_stream(rows, cols, cfg.in_format);
+    if let Some(qk) = cfg.qk_format {
+        stream.extend(directed_int_stream(rows, cols, qk));
+    }
     let directed = match check_pe_stream(&model, shape, &stream)? {
         Ok(stats) => stats,
         Err(m) => bail!("directed special-value stream:\n{m}"),

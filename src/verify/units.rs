@@ -672,3 +672,106 @@ pub mod mask_gen {
         mask_inputs(cfg.br, cfg.bc, cfg.index_bits).boxed()
     }
 }
+
+/// The integer QKᵀ step of `f` (`int_dot_i8`, `int_dot_i4`): ports and model, directed
+/// vectors (every pair of extreme packed operands onto extreme accumulators, with and without
+/// the conversion), random stimulus (any bits, and accumulators near 2^24 and 2^31).
+fn int_dot_unit(name: &'static str, f: kernels::quant::QkFormat) -> PureUnit {
+    use kernels::quant::{dot_packed, int_to_f32};
+    use Fmt::*;
+    PureUnit {
+        name,
+        inputs: vec![
+            one("a", Bits(16)),
+            one("b", Bits(16)),
+            one("acc", Bits(32)),
+            one("last", Bits(1)),
+        ],
+        outputs: vec![one("y", Bits(32))],
+        model: Box::new(move |v| {
+            let s = dot_packed(v[2] as u32, v[0] as u16, v[1] as u16, f);
+            vec![if v[3] == 1 { int_to_f32(s) } else { s } as u64]
+        }),
+    }
+}
+
+/// Packed operands whose lanes are all 0, 1, −1, the most negative or the most positive, and
+/// mixed ones; accumulators at zero, ±2^24 ± 1, the int32 extremes.
+fn int_dot_directed(f: kernels::quant::QkFormat) -> Vec<Vec<u64>> {
+    let b = f.bits();
+    let fill = |v: u64| (0..f.lanes()).fold(0u64, |a, i| a | ((v & ((1 << b) - 1)) << (i * b)));
+    let ops: Vec<u64> = [0u64, 1, (1 << b) - 1, 1 << (b - 1), (1 << (b - 1)) - 1]
+        .iter()
+        .map(|&v| fill(v))
+        .chain([0x1234, 0x8001, 0x7ffe, 0xffff])
+        .collect();
+    let accs = [
+        0u64,
+        1,
+        0xffff_ffff,
+        (1 << 24) - 1,
+        (1 << 24) + 1,
+        (1u64 << 32) - (1 << 24) - 1,
+        0x7fff_ffff,
+        0x8000_0000,
+    ];
+    let mut v = vec![];
+    for &a in &ops {
+        for &bb in &ops {
+            for &acc in &accs {
+                for last in [0, 1] {
+                    v.push(vec![a, bb, acc, last]);
+                }
+            }
+        }
+    }
+    v
+}
+
+fn int_dot_random() -> BoxedStrategy<Vec<u64>> {
+    let acc = prop_oneof![
+        any::<u32>(),
+        (0u32..64).prop_map(|x| (1 << 24) - 32 + x),
+        (0u32..64).prop_map(|x| ((1u32 << 24) - 32 + x).wrapping_neg()),
+        (0u32..64).prop_map(|x| 0x7fff_ffe0u32.wrapping_add(x)),
+    ];
+    (any::<u16>(), any::<u16>(), acc, any::<bool>())
+        .prop_map(|(a, b, acc, last)| vec![a as u64, b as u64, acc as u64, last as u64])
+        .boxed()
+}
+
+/// `int_dot_i8`: two INT8 products a cycle.
+pub mod int_dot_i8 {
+    use super::*;
+    use kernels::quant::QkFormat;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        int_dot_unit("int_dot_i8", QkFormat::Int8)
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        int_dot_directed(QkFormat::Int8)
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        int_dot_random()
+    }
+}
+
+/// `int_dot_i4`: four INT4 products a cycle.
+pub mod int_dot_i4 {
+    use super::*;
+    use kernels::quant::QkFormat;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        int_dot_unit("int_dot_i4", QkFormat::Int4)
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        int_dot_directed(QkFormat::Int4)
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        int_dot_random()
+    }
+}

@@ -1,6 +1,7 @@
 //! The PE array: the MAC, the PE (MAC + register file), the PE tiers and the PE row with its
 //! row engine, and the causal-mask generator the rows are masked by.
 
+pub mod int_dot;
 pub mod mac;
 pub mod mask;
 pub mod pe;

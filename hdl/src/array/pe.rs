@@ -3,7 +3,7 @@
 //! Ports:
 //! * `a`, `b` (binary16, or bfloat16 with `in_format = "bf16"`): the operands (in the array, `a` is broadcast along the PE's row and
 //!   `b` down its column);
-//! * `op` (3 bits, [`PeOp`]) and `en`: what to do this cycle (`en` low turns it into a NOP: the
+//! * `op` (3 bits, [`PeOp`]; 4 bits in a PE with integer QKᵀ) and `en`: what to do this cycle (`en` low turns it into a NOP: the
 //!   array masks PEs with it);
 //! * `addr`: the register the operation accumulates into or loads;
 //! * `ld_data` (32 bits): the value a `Load` writes;
@@ -28,11 +28,21 @@
 //! `MacClear` starts from −0 (the S accumulators: exactly the product); `MacZero` from +0 (the O
 //! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
 //! writes `ld_data` unchanged.
+//!
+//! Integer QKᵀ (`qk`: INT8 or INT4, issue 36): `a` and `b` then also carry packed integers
+//! (two INT8 or four INT4 lanes per 16 bits) and three more operations accumulate their dot
+//! product in int32 through `int_dot` (model: `kernels::quant::dot_packed`): `IntClear` from 0,
+//! `IntMac` onto `rf[addr]`, `IntLast` onto `rf[addr]` and converted to binary32 (the score's
+//! last step, so S leaves the PE as the floating-point designs' S does). They share the write-back
+//! pipeline: the integer result waits out the MAC's latency.
 
 use anyhow::{ensure, Result};
 
+use kernels::quant::QkFormat;
+
 use crate::fp32_misc;
 use crate::iface::Block;
+use crate::int_dot::IntDotIn;
 use crate::interface;
 use crate::mac::MacIn;
 use crate::mac::{self, MacConfig};
@@ -65,9 +75,20 @@ pub enum PeOp {
     MacZero = 4,
     /// `rf[addr] = rf[addr] · 2^−shift + a × b`.
     MacScale = 5,
+    /// Integer QKᵀ: `rf[addr] = 0 + Σ a_i × b_i` (int32).
+    IntClear = 8,
+    /// `rf[addr] = rf[addr] + Σ a_i × b_i` (int32).
+    IntMac = 9,
+    /// `rf[addr] = binary32(rf[addr] + Σ a_i × b_i)`.
+    IntLast = 10,
+    /// The first of integer QKᵀ's two scale steps (the row engine takes the scales' low
+    /// halves from the buses); a NOP to the PE.
+    ScaleLo = 11,
+    /// The second (the high halves); a NOP to the PE.
+    ScaleHi = 12,
 }
 
-/// Width of the `op` port.
+/// Width of the `op` port (floating-point PEs; [`PeConfig::op_bits`]).
 pub const OP_BITS: u32 = 3;
 
 /// Configuration of a PE.
@@ -76,6 +97,8 @@ pub struct PeConfig {
     /// Registers in the local register file (32 bits each); a power of two from 2 to 1024.
     pub regs: u32,
     pub mac: MacConfig,
+    /// Integer QKᵀ: the packed operands' format (the `Int*` operations), if any.
+    pub qk: Option<QkFormat>,
 }
 
 impl Default for PeConfig {
@@ -83,6 +106,7 @@ impl Default for PeConfig {
         PeConfig {
             regs: 64,
             mac: MacConfig::default(),
+            qk: None,
         }
     }
 }
@@ -96,6 +120,11 @@ impl PeConfig {
             self.regs
         );
         self.mac.validate()
+    }
+
+    /// Width of `op`: 3, or 4 with integer QKᵀ (its operations are 8 to 10).
+    pub fn op_bits(&self) -> u32 {
+        OP_BITS + self.qk.is_some() as u32
     }
 
     /// Width of `addr` and `rd_addr`.
@@ -112,15 +141,17 @@ impl PeConfig {
         self.params_name()
     }
 
-    /// The parameters in a name (`pe_r64_m1_a1`; `pe_e8m7_r64_m1_a1` for bfloat16 operands):
-    /// part of the names of modules built from it.
+    /// The parameters in a name (`pe_r64_m1_a1`; `pe_e8m7_r64_m1_a1` for bfloat16 operands,
+    /// `pe_r64_m1_a1_qi8` with INT8 QKᵀ): part of the names of modules built from it.
     pub fn params_name(&self) -> String {
         format!(
-            "pe{}_r{}_m{}_a{}",
+            "pe{}_r{}_m{}_a{}{}",
             crate::format::suffix(self.mac.mul.operand),
             self.regs,
             self.mac.mul.latency,
-            self.mac.add.latency
+            self.mac.add.latency,
+            self.qk
+                .map_or(String::new(), |f| format!("_qi{}", f.bits()))
         )
     }
 }
@@ -128,23 +159,32 @@ impl PeConfig {
 /// Defines the PE (and the blocks it uses) in `d`.
 pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.mac);
+    let int_dot = cfg.qk.map(|f| crate::int_dot::build(d, f));
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "pe: MAC + {} x {}-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
              2 mac_clear (rf[addr] = -0 + a*b), 3 load (rf[addr] = ld_data), 4 mac_zero\n\
              (rf[addr] = +0 + a*b), 5 mac_scale (rf[addr] = rf[addr] * 2^-shift + a*b).\n\
              Latency {} cycle(s) from issue to rd_data; one op per cycle; no forwarding: an op\n\
-             reading a register must issue >= {} cycles after the previous write to it.",
+             reading a register must issue >= {} cycles after the previous write to it.{}",
             cfg.regs,
             cfg.mac.formats().acc.bits(),
             cfg.latency(),
-            cfg.latency()
+            cfg.latency(),
+            cfg.qk.map_or(String::new(), |f| format!(
+                "\nInteger QK ({}, {} lanes per operand): 8 int_clear (rf[addr] = 0 + dot(a,b)),\n\
+                 9 int_mac (rf[addr] += dot(a,b)), 10 int_last (rf[addr] = fp32(rf[addr] +\n\
+                 dot(a,b))); int32 accumulation, same latency.",
+                f.name(),
+                f.lanes()
+            ))
         ));
         let aw = cfg.addr_width();
         let f = cfg.mac.formats();
         let a = m.input("a", f.operand.bits());
         let b = m.input("b", f.operand.bits());
-        let op_in = m.input("op", OP_BITS);
+        let ob = cfg.op_bits();
+        let op_in = m.input("op", ob);
         let en = m.input("en", 1);
         let addr = m.input("addr", aw);
         let ld_data = m.input("ld_data", f.acc.bits());
@@ -152,10 +192,25 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let rd_addr = m.input("rd_addr", aw);
 
         // A masked PE, or an unused code, does nothing.
-        let last_op = m.lit(OP_BITS, PeOp::MacScale as u64);
+        let last_op = if cfg.qk.is_some() {
+            PeOp::IntLast
+        } else {
+            PeOp::MacScale
+        };
+        let last_op = m.lit(ob, last_op as u64);
+        let fp_gap = (cfg.qk.is_some()).then(|| {
+            // 6 and 7 are NOPs between the floating-point and the integer operations.
+            let six = m.lit(ob, 6);
+            let eight = m.lit(ob, PeOp::IntClear as u64);
+            op_in.ge(six) & op_in.lt(eight)
+        });
         let valid = op_in.le(last_op);
+        let valid = match fp_gap {
+            Some(g) => valid & !g,
+            None => valid,
+        };
         let live = en & valid;
-        let nop = m.lit(OP_BITS, PeOp::Nop as u64);
+        let nop = m.lit(ob, PeOp::Nop as u64);
         let op = mux(live, op_in, nop);
         let op = m.name("op_eff", op);
 
@@ -173,15 +228,37 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
         let result = m.instantiate(&mac, "u_mac", &MacIn { a, b, acc: acc_in }).y;
+        let latency = cfg.mac.latency();
+        // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), delayed to the
+        // MAC's latency.
+        let int_result = cfg.qk.map(|f| {
+            let int_clear = op.eq(PeOp::IntClear as u64);
+            let int_last = op.eq(PeOp::IntLast as u64);
+            let zero = m.zero(f.bits().max(32));
+            let acc = mux(int_clear, zero, acc_old);
+            let ins = IntDotIn {
+                a,
+                b,
+                acc,
+                last: int_last,
+            };
+            let unit = int_dot.as_ref().expect("built with qk");
+            let y = m.instantiate(unit, "u_int", &ins).y;
+            m.delay_n("int_y", y, latency)
+        });
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.
-        let latency = cfg.mac.latency();
         let wb_op = m.delay_n("op", op, latency);
         let wb_addr = m.delay_n("addr", addr, latency);
         let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
         let wb_en = wb_op.ne(nop);
         let wb_en = m.name("wb_en", wb_en);
         let wb_load = wb_op.eq(PeOp::Load as u64);
+        let result = match int_result {
+            // The integer operations are 8 and up: the op's top bit.
+            Some(y) => mux(wb_op.msb(), y, result),
+            None => result,
+        };
         let wb_data = mux(wb_load, wb_ld_data, result);
         let wb_data = m.name("wb_data", wb_data);
         m.mem_write(rf, wb_en, wb_addr, wb_data);
@@ -190,6 +267,12 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         m.output("rd_data", rd_data);
         let is_mac = op.eq(PeOp::Mac as u64);
         let acc_read = is_mac | is_scale;
+        let acc_read = if cfg.qk.is_some() {
+            let int_acc = op.eq(PeOp::IntMac as u64) | op.eq(PeOp::IntLast as u64);
+            acc_read | int_acc
+        } else {
+            acc_read
+        };
         m.output("rf_acc_read", acc_read);
         m.output("rf_write", wb_en);
         m.set_latency(cfg.latency());

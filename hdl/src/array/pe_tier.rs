@@ -25,7 +25,7 @@
 
 use crate::fault::Fault;
 use crate::iface::Block;
-use crate::pe::{PeIn, PeOp, PeOut, OP_BITS};
+use crate::pe::{PeIn, PeOp, PeOut};
 use crate::pe_row::{PeRowConfig, PeStep};
 use crate::{and_all, bits_for, cat, group, interface, mux, mux_index, Design, ModuleBuilder};
 use crate::{RegHandle, Sig};
@@ -93,7 +93,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig, kind: TierKind) -> TierBlock {
         acc_read: c,
         rf_write: c,
         en: c,
-        macs: bits_for(c as u64),
+        macs: bits_for((c * cfg.macs_per_pe()) as u64),
     };
     let name = format!(
         "pe_tier_{}_c{}_a{}_b{}_e{}_{}",
@@ -126,7 +126,7 @@ fn tier(
 ) -> TierOut {
     let (c_n, a_n, b_n, bc) = (cfg.cols, cfg.a, cfg.b, cfg.bc());
     let st = &i.step;
-    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(OP_BITS, o as u64);
+    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(cfg.pe.op_bits(), o as u64);
     let op_nop = op(m, PeOp::Nop);
     let has_qk = kind != TierKind::Pv;
     let has_pv = kind != TierKind::Qk;
@@ -207,10 +207,25 @@ fn tier(
         acc.push(out.rf_acc_read);
         wr.push(out.rf_write);
     }
-    // MACs performed this cycle (for the core's counters).
+    // MACs performed this cycle (for the core's counters; integer QKᵀ's scale steps are none).
     let live = pe_op.ne(op_nop);
+    let live = if cfg.pe.qk.is_some() {
+        let scale_lo = op(m, PeOp::ScaleLo);
+        live & pe_op.lt(scale_lo)
+    } else {
+        live
+    };
     let performed: Vec<Sig> = ens.iter().map(|&en| en & live).collect();
     let macs = m.sum(&performed, bits_for(c_n as u64));
+    // An integer QKᵀ step is `lanes` MACs in each PE that performs it (operations 8 to 10).
+    let macs = match cfg.pe.qk {
+        Some(f) => {
+            let w = bits_for((c_n * f.lanes()) as u64);
+            let wide = macs.zext(w);
+            mux(pe_op.msb(), wide << f.lanes().trailing_zeros(), wide)
+        }
+        None => macs,
+    };
     let msb_first = |mut v: Vec<Sig>| {
         v.reverse();
         cat(&v)
@@ -238,7 +253,7 @@ fn pv_operation(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &TierIn) -> Sig {
         mux_index(st.ii, &bits)
     };
     let (started_ii, scaled_ii) = (bit_of_ii(started), bit_of_ii(scaled));
-    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(OP_BITS, o as u64);
+    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(cfg.pe.op_bits(), o as u64);
     let (op_mac, op_zero, op_scale, op_nop) = (
         op(m, PeOp::Mac),
         op(m, PeOp::MacZero),

@@ -65,6 +65,9 @@ pub(super) struct ConfigFile {
     // The operand format (written only when it is not the default, fp16).
     #[serde(skip_serializing_if = "Option::is_none")]
     in_format: Option<String>,
+    // Integer QKᵀ (written only when set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qk_format: Option<String>,
     // The older format's flat keys of the variants (read, never written).
     #[serde(skip_serializing)]
     buf_ports: Option<u32>,
@@ -151,6 +154,7 @@ impl From<&CoreConfig> for ConfigFile {
             },
             in_format: (c.in_format != crate::format::Format::FP16)
                 .then(|| crate::format::in_format_key(c.in_format).to_string()),
+            qk_format: c.qk_format.map(|f| f.name().to_string()),
             buf_ports: None,
             buf_bytes: None,
             buf_macro: None,
@@ -244,9 +248,14 @@ impl ConfigFile {
                 .map_or(crate::format::Format::FP16, |b| b.in_format),
             Some(key) => crate::format::in_format_from_key(key)?,
         };
+        let qk_format = match self.qk_format.as_deref() {
+            None => base.as_ref().and_then(|b| b.qk_format),
+            Some(key) => Some(crate::format::qk_format_from_key(key)?),
+        };
         let cfg = CoreConfig {
             rescale,
             in_format,
+            qk_format,
             name: take!(name),
             rows: take!(rows),
             cols: take!(cols),

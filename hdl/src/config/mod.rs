@@ -10,6 +10,7 @@
 //! core behind its AXI4-Lite registers.
 
 use anyhow::Result;
+use kernels::quant::QkFormat;
 use serde::{Deserialize, Serialize};
 
 mod file;
@@ -99,6 +100,9 @@ pub struct CoreConfig {
     /// Q, K, V and P's format: `in_format = "fp16"` (binary16, the default) or `"bf16"`
     /// (bfloat16); the MAC accumulates in FP32 either way, and O's short form is this format.
     pub in_format: Format,
+    /// QKᵀ in integers (issue 36): `qk_format = "int8"` or `"int4"`, Q and K quantized with
+    /// their scales (see `kernels::quant`); absent (None), QKᵀ is in the operand format.
+    pub qk_format: Option<QkFormat>,
 }
 
 pub const MAX_MEM_LATENCY: u32 = 4096;
@@ -133,6 +137,7 @@ impl CoreConfig {
         PeConfig {
             regs: self.regs_per_pe,
             mac: MacConfig::new(self.in_format, self.mul_latency, self.add_latency),
+            qk: self.qk_format,
         }
     }
 

@@ -15,6 +15,7 @@ impl CoreConfig {
         let base = CoreConfig {
             rescale: crate::softmax::Rescale::Pow2,
             in_format: crate::format::Format::FP16,
+            qk_format: None,
             name: name.to_string(),
             rows: 32,
             cols: 32,

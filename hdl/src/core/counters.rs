@@ -24,7 +24,13 @@ group! {
         stall: Stall<T>,
         rows: Vec<RowActivity<T>>,
         spill: Option<SpillRead<T>>,
+        scale: Option<ScaleStep<T>>,
     }
+}
+
+crate::interface! {
+    /// Integer QKᵀ: the QK step this cycle is a scale step (no MAC slots).
+    pub struct ScaleStep { scale }
 }
 
 group! {
@@ -60,6 +66,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         stall: Stall::widths(),
         rows: vec![RowActivity::widths(p); p.rows as usize],
         spill: p.row.spills().then_some(SpillRead { read: 1 }),
+        scale: p.row.pe.qk.map(|_| ScaleStep { scale: 1 }),
     };
     let name = format!("{}_counters", p.module_name());
     let outputs = CountOut {
@@ -126,7 +133,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
         let xs: Vec<Sig> = i.rows.iter().map(f).collect();
         m.sum(&xs, width)
     };
-    let macs = sum(|r| r.macs, bits_for((rr * cn) as u64));
+    let mpp = p.row.macs_per_pe();
+    let macs = sum(|r| r.macs, bits_for((rr * cn * mpp) as u64));
     // Up to C + 1 reads and C writes per tier, and one engine read (three tiers: the S links
     // read the QK PEs and write the softmax tier's registers).
     let acc_w = bits_for((rr * (p.row.cols * p.row.tiers() + 1)) as u64);
@@ -150,11 +158,22 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let rescales_avoided = sum(|r| r.rescale_avoided, p_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
-    // MAC slots of the steps issued: R·C per tier that steps this cycle.
+    // MAC slots of the steps issued: R·C per tier that steps this cycle (with integer QKᵀ,
+    // R·C·lanes in a QK step, none in a scale step).
     let tier_pes = m.lit(macs.width(), (rr * p.row.cols) as u64);
     let zero_s = m.zero(macs.width());
-    let masked = if p.row.concurrent_phases() {
-        let qk_slots = mux(i.qk_step, tier_pes, zero_s);
+    let (qk_pes, qk_step) = match i.scale {
+        Some(s) => (
+            m.lit(macs.width(), (rr * p.row.cols * mpp) as u64),
+            i.qk_step & !s.scale,
+        ),
+        None => (tier_pes, i.qk_step),
+    };
+    let masked = if let (Some(s), false) = (i.scale, p.row.concurrent_phases()) {
+        let slots = mux(qk_step, qk_pes, tier_pes);
+        mux(i.step_valid & !s.scale, slots, zero_s) - macs
+    } else if p.row.concurrent_phases() {
+        let qk_slots = mux(qk_step, qk_pes, zero_s);
         let pv_slots = mux(i.pv_step, tier_pes, zero_s);
         (qk_slots + pv_slots) - macs
     } else {

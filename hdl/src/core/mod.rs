@@ -231,7 +231,7 @@ impl CoreParams {
     /// MAC steps of one block: QK then PV.
     pub fn block_steps(&self) -> (u32, u32) {
         let r = &self.row;
-        (self.d() * r.a * r.b, self.bc() * r.a * r.e)
+        (r.qk_dims() * r.a * r.b, self.bc() * r.a * r.e)
     }
 
     pub fn module_name(&self) -> String {
@@ -515,7 +515,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     }
     m.discard(dma.q.status.block);
     m.discard(dma.q.status.next);
-    let counts = counter_file(m, parts, &seq, &dma, (rows.activity, rows.spill), i);
+    let counts = counter_file(m, p, parts, &seq, &dma, (rows.activity, rows.spill), i);
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
     // The first channel's error code (Q, K, V, X, O in that order).
     let mut error = m.zero(dma::error::BITS);
@@ -543,6 +543,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
 
 fn counter_file(
     m: &mut ModuleBuilder,
+    p: &CoreParams,
     parts: &Parts,
     seq: &SeqOut,
     dma: &dma::DmaOut,
@@ -567,6 +568,13 @@ fn counter_file(
         stall: seq.stall,
         rows,
         spill,
+        // Integer QKᵀ: the QK bus's scale steps (`ScaleLo`, `ScaleHi`).
+        scale: p.row.pe.qk.map(|_| {
+            let lo = m.lit(seq.pe.op.width(), crate::pe::PeOp::ScaleLo as u64);
+            counters::ScaleStep {
+                scale: seq.pe.valid & seq.pe.op.ge(lo),
+            }
+        }),
     };
     m.instantiate(&parts.counters, "u_counters", &count_in)
 }

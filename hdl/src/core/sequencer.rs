@@ -26,8 +26,9 @@ use crate::dma::ROW_BYTES_BITS;
 use crate::fault::Fault;
 use crate::fsm::Fsm;
 use crate::iface::{select, Block};
-use crate::pe::{PeOp, OP_BITS};
+use crate::pe::PeOp;
 use crate::pe_row::step_counter;
+use crate::pe_row::SCALE_STEPS;
 use crate::{addr_bits, and_all, cat, mux, Design, ModuleBuilder, RegHandle, Sig};
 
 crate::states! {
@@ -771,7 +772,7 @@ impl LoopCounters {
     fn new(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, pv_ii: Option<RegHandle>) -> Self {
         let (jj_n, jj_last) = step_counter(m, r.jj.q, p.row.b);
         let (ii_n, ii_last) = step_counter(m, r.ii.q, p.row.a);
-        let (k_n, k_last) = step_counter(m, r.kk.q, p.d());
+        let (k_n, k_last) = step_counter(m, r.kk.q, p.row.qk_dims());
         let (q_n, q_last) = step_counter(m, r.qq.q, p.row.e);
         let (iv_n, iv_last) = match pv_ii {
             None => (ii_n, ii_last),
@@ -813,15 +814,26 @@ fn step_buses(
     let (pv_valid, pv_ii, pv_blk) = pv;
     let aw_pe = p.row.pe.addr_width();
     let qk_slot = r.ph_blk.q.bit(0);
-    let first_k = r.kk.q.is_zero();
-    let op_clear = m.lit(OP_BITS, PeOp::MacClear as u64);
-    let op_mac = m.lit(OP_BITS, PeOp::Mac as u64);
+    let ob = p.row.pe.op_bits();
+    let op = |m: &mut ModuleBuilder, o: PeOp| m.lit(ob, o as u64);
+    let op_mac = op(m, PeOp::Mac);
+    let qk_op = if p.row.pe.qk.is_some() {
+        // Integer QKᵀ: the two scale steps, then the products (cleared at the first, converted
+        // at the last).
+        let k = r.kk.q;
+        let int_op = mux(c.k_last, op(m, PeOp::IntLast), op(m, PeOp::IntMac));
+        let int_op = mux(k.eq(SCALE_STEPS as u64), op(m, PeOp::IntClear), int_op);
+        let int_op = mux(k.eq(1), op(m, PeOp::ScaleHi), int_op);
+        mux(k.is_zero(), op(m, PeOp::ScaleLo), int_op)
+    } else {
+        mux(r.kk.q.is_zero(), op(m, PeOp::MacClear), op_mac)
+    };
     let jj = if p.row.b == 1 { m.zero(1) } else { r.jj.q };
     let (zero1, zero_jj, zero_j) = (m.zero(1), m.zero(jj.width()), m.zero(r.jk.q.width()));
     let qk = PeStep {
         valid: qk_valid,
         pv: zero1,
-        op: mux(first_k, op_clear, op_mac),
+        op: qk_op,
         addr: p.row.s_addr_rtl(m, qk_slot, r.ii.q, r.jj.q, aw_pe),
         ii: r.ii.q,
         jj,

@@ -57,6 +57,13 @@ impl Batch {
         }
     }
 
+    /// The sequences prepared for the design `p`'s QKᵀ (see [`Attention::for_qk_of`]).
+    pub fn for_qk_of(self, p: &CoreParams) -> Batch {
+        Batch {
+            seqs: self.seqs.into_iter().map(|a| a.for_qk_of(p)).collect(),
+        }
+    }
+
     /// The sequences of `packed` (FlashAttention's varlen inputs): one problem whose rows are
     /// the batch's, sequence after sequence, in every head; `q_lens` are the sequences' query
     /// rows, `k_lens` their key rows. Lengths that do not add up to the packed rows are
@@ -105,6 +112,7 @@ impl Batch {
                 causal: packed.causal,
                 out: packed.out,
                 format: packed.format,
+                qk: packed.qk,
             });
             q0 += q_len;
             k0 += k_len;

@@ -335,8 +335,9 @@ pub fn memory_image(
     }
     let mut mem = new_memory(p, lay.size, timing)?;
     let d = a.head_dim;
-    store(&mut mem, &a.q, lay.q, lay.q_strides, a.q_len, d)?;
-    store(&mut mem, &a.k, lay.k, lay.k_strides, a.k_len, d)?;
+    let (q, k) = a.stored_qk()?;
+    store(&mut mem, &q, lay.q, lay.q_strides, a.q_len, d)?;
+    store(&mut mem, &k, lay.k, lay.k_strides, a.k_len, d)?;
     store(&mut mem, &a.v, lay.v, lay.v_strides, a.k_len, d)?;
     poison_o(
         &mut mem,

@@ -25,8 +25,11 @@ use hdl::core::{CoreParams, COUNTERS};
 use hdl::dma::{DmaConfig, MemIf};
 use hdl::format::Format;
 use kernels::accuracy::Accuracy;
-use kernels::flash::{decode, flash_attention, FlashConfig, FlashStats, OutFormat, Problem};
+use kernels::flash::{
+    decode, flash_attention, flash_attention_quant, FlashConfig, FlashStats, OutFormat, Problem,
+};
 use kernels::patterns::{tensors, Pattern};
+use kernels::quant::{QuantQk, QuantSpec};
 use kernels::softmax::scale_constant;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
@@ -93,6 +96,10 @@ pub struct Attention {
     pub out: OutFormat,
     /// Q, K and V's format: binary16 or bfloat16 bits (the design's `in_format`).
     pub format: Format,
+    /// The design's integer QKᵀ (`qk_format`), if any: Q and K are then quantized on the host
+    /// (`kernels::quant`: Q per token, K per block of Bc keys after smoothing) as they are
+    /// written to memory, and the results are held to exact attention on the quantized values.
+    pub qk: Option<QuantSpec>,
 }
 
 impl Attention {
@@ -131,7 +138,52 @@ impl Attention {
             causal,
             out,
             format: Format::FP16,
+            qk: None,
         }
+    }
+
+    /// The same problem for the design `p`'s QKᵀ: integer (quantized on the host) or not.
+    pub fn for_qk_of(mut self, p: &CoreParams) -> Self {
+        self.qk = p.row.quant();
+        self
+    }
+
+    /// Head `h`'s Q and its K/V head's K quantized for blocks of `bc` keys (integer QKᵀ); a
+    /// non-finite Q or K is refused by name.
+    fn quantized_head(&self, h: usize, qk: QuantSpec) -> Result<QuantQk> {
+        let p = self.head(h);
+        QuantQk::quantize(
+            p.q,
+            p.k,
+            p.q_len,
+            p.k_len,
+            self.head_dim,
+            qk.bc,
+            qk.format,
+            self.format,
+        )
+        .map_err(|e| anyhow::anyhow!("head {h}: {e}"))
+    }
+
+    /// Q and K as memory holds them: the values, or with integer QKᵀ each head's quantized
+    /// rows (`QuantQk::memory_rows`; K from its group's first query head's quantization,
+    /// which K alone decides).
+    pub fn stored_qk(&self) -> Result<(Vec<u16>, Vec<u16>)> {
+        let Some(qk) = self.qk else {
+            return Ok((self.q.clone(), self.k.clone()));
+        };
+        let (mut q, mut k) = (
+            Vec::with_capacity(self.q.len()),
+            Vec::with_capacity(self.k.len()),
+        );
+        for h in 0..self.heads {
+            let (hq, hk) = self.quantized_head(h, qk)?.memory_rows(self.head_dim);
+            q.extend(hq);
+            if h % self.group() == 0 {
+                k.extend(hk);
+            }
+        }
+        Ok((q, k))
     }
 
     /// The same values in `format`: binary16 kept, bfloat16 rounded from them (nearest even),
@@ -188,6 +240,17 @@ impl Attention {
             hdl::format::in_format_key(want),
             hdl::format::in_format_key(want)
         );
+        let qk_name = |q: Option<QuantSpec>| {
+            q.map_or("QK in the operand format".to_string(), |s| {
+                format!("qk_format = \"{}\" with bc = {}", s.format.name(), s.bc)
+            })
+        };
+        ensure!(
+            self.qk == p.row.quant(),
+            "the inputs are prepared for {} but the design has {}: prepare them for the design",
+            qk_name(self.qk),
+            qk_name(p.row.quant())
+        );
         check_core_shape(
             p,
             self.heads,
@@ -196,7 +259,13 @@ impl Attention {
             self.head_dim,
             self.out,
         )?;
-        self.check_values()
+        self.check_values()?;
+        if let Some(qk) = self.qk {
+            for h in 0..self.heads {
+                self.quantized_head(h, qk)?;
+            }
+        }
+        Ok(())
     }
 
     /// Checks that the K/V heads divide the query heads and that each tensor holds heads ×
@@ -288,7 +357,15 @@ impl Attention {
     /// [`Attention::expected`], the heads on up to `threads` threads (the same bits).
     pub fn expected_on(&self, p: &CoreParams, threads: usize) -> (Vec<u32>, FlashStats) {
         let cfg = self.flash_config(p);
-        let heads = self.per_head(threads, |h| flash_attention(&self.head(h), &cfg));
+        let heads = self.per_head(threads, |h| match self.qk {
+            None => flash_attention(&self.head(h), &cfg),
+            Some(qk) => {
+                let quant = self
+                    .quantized_head(h, qk)
+                    .expect("validated: Q and K are finite");
+                flash_attention_quant(&self.head(h), &quant, &cfg)
+            }
+        });
         let mut out = Vec::with_capacity(self.heads * self.q_len * self.head_dim);
         let mut stats = FlashStats::default();
         for (o, s) in heads {
@@ -308,13 +385,29 @@ impl Attention {
         let got = decode(out, self.out, self.format);
         let n = self.q_len * self.head_dim;
         self.per_head(threads, |h| {
-            Accuracy::of_attention(
-                &self.head(h),
-                self.head_dim,
-                self.causal,
-                self.format,
-                &got[h * n..(h + 1) * n],
-            )
+            let got = &got[h * n..(h + 1) * n];
+            match self.qk {
+                None => Accuracy::of_attention(
+                    &self.head(h),
+                    self.head_dim,
+                    self.causal,
+                    self.format,
+                    got,
+                ),
+                Some(qk) => {
+                    let quant = self
+                        .quantized_head(h, qk)
+                        .expect("validated: Q and K are finite");
+                    Accuracy::of_quantized(
+                        &self.head(h),
+                        &quant,
+                        self.head_dim,
+                        self.causal,
+                        self.format,
+                        got,
+                    )
+                }
+            }
         })
         .into_iter()
         .reduce(Accuracy::merge)

@@ -36,6 +36,7 @@ impl Scenario {
         .grouped(self.kv_heads)
         .laid_out(self.layout)
         .converted(p.row.pe.mac.formats().operand)
+        .for_qk_of(p)
     }
 }
 

@@ -2,7 +2,6 @@
 //! staging write, and their widths.
 
 use super::PeRowConfig;
-use crate::pe::OP_BITS;
 use crate::{bits_for, group, interface};
 
 interface! {
@@ -99,7 +98,7 @@ impl PeRowConfig {
         PeStep {
             valid: 1,
             pv: 1,
-            op: OP_BITS,
+            op: self.pe.op_bits(),
             addr: self.pe.addr_width(),
             ii: self.ii_bits(),
             jj: self.jj_bits(),
@@ -153,7 +152,7 @@ impl PeRowConfig {
         RowOut {
             busy: 1,
             s_free: 1,
-            macs: bits_for((self.cols * self.mac_tiers()) as u64),
+            macs: bits_for((self.cols * self.mac_tiers() * self.macs_per_pe()) as u64),
             rf_reads: bits_for(c + 1),
             rf_writes: bits_for(c + 1),
             p_read: 1,

@@ -8,6 +8,10 @@ use crate::softmax::SoftmaxExpConfig;
 use crate::variants::{Dataflow, Variant};
 use crate::{addr_bits, bits_for, ModuleBuilder, Sig};
 
+/// Integer QKᵀ: the steps at the start of a block's QK phase that carry Q's and K's scales
+/// (elements 0 and 1 of their rows) to the row engines.
+pub const SCALE_STEPS: u32 = 2;
+
 /// Configuration of a PE row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeRowConfig {
@@ -56,8 +60,49 @@ impl PeRowConfig {
                 );
             }
         }
+        if let Some(f) = self.pe.qk {
+            let (d, lanes) = (self.d(), f.lanes());
+            anyhow::ensure!(
+                d.is_multiple_of(lanes) && d / lanes >= 2,
+                "qk_format = \"{}\" packs {lanes} values per 16-bit element: head_dim = {d} must \
+                 be a multiple of {lanes} with at least two elements of them (head_dim >= {})",
+                f.name(),
+                2 * lanes
+            );
+            anyhow::ensure!(
+                !self.two_pass(),
+                "qk_format = \"{}\" is built for the fused designs (reg2d, buf2d, reg3d): {}'s \
+                 second pass would need each block's scale kept for the whole row; leave \
+                 qk_format out or choose another variant",
+                f.name(),
+                self.variant.name()
+            );
+        }
         self.pe.validate()?;
         self.exp.validate()
+    }
+
+    /// The integer QKᵀ's format and the keys that share a K scale (a block), if any.
+    pub fn quant(&self) -> Option<kernels::quant::QuantSpec> {
+        self.pe.qk.map(|format| kernels::quant::QuantSpec {
+            format,
+            bc: self.bc() as usize,
+        })
+    }
+
+    /// MACs a PE performs in a step at most: 1, or with integer QKᵀ the lanes of a packed
+    /// element (its QK steps).
+    pub fn macs_per_pe(&self) -> u32 {
+        self.pe.qk.map_or(1, |f| f.lanes())
+    }
+
+    /// QK steps per score (the dimension loop): d, or with integer QKᵀ the
+    /// [`SCALE_STEPS`] that carry the scales, then d / lanes packed products.
+    pub fn qk_dims(&self) -> u32 {
+        match self.pe.qk {
+            None => self.d(),
+            Some(f) => SCALE_STEPS + self.d() / f.lanes(),
+        }
     }
 
     /// S blocks the PE registers hold: two (the softmax of one block reads its S while the

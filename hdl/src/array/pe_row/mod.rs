@@ -66,6 +66,7 @@ mod bus;
 mod config;
 mod engine;
 mod normalize;
+mod quant;
 mod softmax;
 mod tiers;
 
@@ -154,7 +155,8 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     // The engine reads PE registers at one shared address; `cc` picks the PE.
     let s_base = cfg.s_addr_rtl(m, e.slot, e.ii.q, e.jj.q, aw);
     let o_base = cfg.o_addr_rtl(m, e.ii.q, e.qq.q, aw);
-    let sm = softmax_rows(m, cfg, parts, i, &e);
+    let c_rows = quant::scaled_constants(m, cfg, parts, i, e.slot);
+    let sm = softmax_rows(m, cfg, parts, i, &e, c_rows.as_deref());
     let p_bank = if cfg.s_in_memory() {
         p_landing(m, cfg, i)
     } else {
@@ -176,7 +178,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let sw = sweep_read(m, cfg, parts, i, &e, value, masked);
     let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
     max_sweep(m, cfg, &sw, &sm, start_sweep);
-    let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank);
+    let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank, c_rows.as_deref());
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
     // unfused: the staging buffer also takes the max sweep's S and the exp sweep's P (never in
     // the same cycle as each other or the readout's O).

@@ -32,6 +32,7 @@ pub(super) fn softmax_rows(
     parts: &Parts,
     i: &RowIn,
     e: &EngineRegs,
+    c_rows: Option<&[Sig]>,
 ) -> SoftmaxRows {
     let a_n = cfg.a;
     let row_op = m.net("row_op", 2);
@@ -48,7 +49,7 @@ pub(super) fn softmax_rows(
             op,
             blk_max,
             blk_sum,
-            c: i.c_const,
+            c: c_rows.map_or(i.c_const, |c| c[r as usize]),
         };
         let o = m.instantiate(&parts.srow, &format!("u_row{r}"), &ins);
         row_outs.push([o.m, o.l, o.shift, o.l_zero, o.stale]);
@@ -395,13 +396,14 @@ pub(super) fn exp_sweep(
     sm: &SoftmaxRows,
     sw: &SweepRead,
     p_bank: &PBank,
+    c_rows: Option<&[Sig]>,
 ) -> ExpSweep {
     let (c_n, b_n) = (cfg.cols, cfg.b);
     let exp_lat = cfg.exp.latency();
     let ins = ExpIn {
         s: sw.value,
         m: sm.cur_m,
-        c: i.c_const,
+        c: c_rows.map_or(i.c_const, |c| mux_index(e.ii.q, c)),
         masked: sw.masked,
     };
     let p = m.instantiate(&parts.sexp, "u_exp", &ins).p;

@@ -3,7 +3,7 @@
 
 use super::{EngineRegs, Parts, PeRowConfig, PeStep, RowIn};
 use crate::pe_tier::{STierIn, TierIn, TierOut};
-use crate::{bits_for, cat, mux, mux_index, ModuleBuilder, Sig};
+use crate::{cat, mux, mux_index, ModuleBuilder, Sig};
 
 /// What one tier of PEs steps on: its step bus, its column bus, the mask of its phase's block,
 /// the address of its read port, and the prefix of its instance name.
@@ -113,7 +113,7 @@ impl Pes {
     pub(super) fn and(mut self, other: Pes) -> Pes {
         self.acc_reads.extend(other.acc_reads);
         self.rf_writes.extend(other.rf_writes);
-        let w = bits_for(2 * self.rd_datas.len() as u64);
+        let w = self.macs.width().max(other.macs.width()) + 1;
         self.macs = self.macs.zext(w) + other.macs.zext(w);
         self
     }
