@@ -203,6 +203,7 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
     let staging_bank_bytes = (1u64 << (dma.o_local_row_bits() + dma.o_beat_bits())) * beat_bytes;
     Geometry {
         pes: cfg.pes() as u64 * mac_tiers,
+        qk_int_bits: cfg.qk_format.map_or(0, |f| f.bits()),
         cols: cfg.cols as u64,
         landing_bank_bytes,
         staging_bank_bytes,

@@ -47,6 +47,15 @@ pub struct SimReport {
     /// Q, K, V and P's format: "fp16" or "bf16".
     #[serde(default = "default_in_format")]
     pub in_format: String,
+    /// Integer QKᵀ: "int8" or "int4" (absent: QK in the operand format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_format: Option<String>,
+    /// Integer QKᵀ: max |O − O_f64| / max |V| against f64 attention on the original Q and K
+    /// (the quantization's error with the arithmetic's; the accuracy fields hold O to exact
+    /// attention on the quantized values). Absent for a varlen batch (each sequence is
+    /// quantized on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quant_rel_err: Option<f64>,
     pub memory_latency: u32,
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub memory_stall_probability: f64,
@@ -437,15 +446,26 @@ impl SimReport {
                 }
             );
         }
+        let on = match &self.qk_format {
+            Some(_) => " on the quantized Q and K",
+            None => "",
+        };
         s += &format!(
-            "  accuracy vs f64: max abs {:.3e} (bound {:.3e} = 2 x plain {} attention's {:.3e} \
-             + 1 ulp), max rel {:.3e} of max |V|\n",
+            "  accuracy vs f64{on}: max abs {:.3e} (bound {:.3e} = 2 x plain {} attention's \
+             {:.3e} + 1 ulp), max rel {:.3e} of max |V|\n",
             self.max_abs_err,
             self.max_abs_err_bound,
             self.in_format.to_uppercase(),
             self.plain_lowprec_max_abs_err,
             self.max_rel_err
         );
+        if let (Some(f), Some(e)) = (&self.qk_format, self.quant_rel_err) {
+            s += &format!(
+                "  {} QK: vs f64 on the original Q and K (the quantization's error too), max \
+                 rel {e:.3e} of max |V|\n",
+                f.to_uppercase()
+            );
+        }
         if self.passed {
             s += "  PASS: O equals the hardware model bit for bit and meets the error contract \
                   against f64; counters agree with the schedule";
@@ -539,7 +559,7 @@ pub fn run_full(
         let wait = attention::Wait::Interrupt;
         let run = attention::run_top(&model, &p, a, timing, wait, timing.seed)?;
         let chk = attention::check(&p, a, &run);
-        return Ok((report(cfg, &p, a, &run, &chk), run.out));
+        return Ok((report(cfg, &p, a, &run, &chk, &run.out), run.out));
     }
     let target = match fault {
         Some(_) => Target::FaultyCore,
@@ -556,7 +576,7 @@ pub fn run_full(
     let traced = waves.map(|w| (w.path.as_path(), &w.opts));
     let run = attention::run_traced(&model, &p, a, timing, traced, progress)?;
     let chk = attention::check(&p, a, &run);
-    Ok((report(cfg, &p, a, &run, &chk), run.out))
+    Ok((report(cfg, &p, a, &run, &chk, &run.out), run.out))
 }
 
 /// The cycle model's counters for a shape, remembered for the last few shapes: a model run
@@ -647,7 +667,7 @@ pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(Sim
         stats,
         accuracy,
     };
-    Ok((report(cfg, &p, a, &run, &chk), out))
+    Ok((report(cfg, &p, a, &run, &chk, &out), out))
 }
 
 /// Runs a varlen batch on the top (through its registers; `BATCH` and the offset lists) and
@@ -670,7 +690,8 @@ pub fn run_batch(
         k_len: tk,
         ..batch.seqs[0].clone()
     };
-    let mut r = report(cfg, &p, &whole, &run, &chk);
+    // Each sequence is quantized on its own: no one quantization error of the whole.
+    let mut r = report(cfg, &p, &whole, &run, &chk, &[]);
     r.seqlens = batch.seqs.iter().map(|a| (a.q_len, a.k_len)).collect();
     let shapes: Vec<_> = batch.seqs.iter().map(|a| a.shape()).collect();
     r.scratch_bytes = scratch_bytes(&p, &shapes);
@@ -696,13 +717,20 @@ fn report(
     a: &Attention,
     run: &attention::CoreRun,
     chk: &attention::CoreCheck,
+    out: &[u32],
 ) -> SimReport {
     let d = a.head_dim;
     let acc = chk.accuracy;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(0);
-    // Utilization counts the MACs of every tier.
-    let pes = (cfg.rows * cfg.cols * p.row.mac_tiers()) as f64;
-    let ideal = c("macs") as f64 / pes;
+    // Utilization counts the MACs of every tier, at the array's peak: a MAC per PE and cycle,
+    // with integer QKᵀ `lanes` in QK (QK and PV have equal MACs); reg3d's tiers run at once.
+    let (rc, lanes) = ((cfg.rows * cfg.cols) as f64, p.row.macs_per_pe() as f64);
+    let half = c("macs") as f64 / 2.0;
+    let ideal = if p.row.mac_tiers() > 1 {
+        (half / lanes).max(half) / rc
+    } else {
+        (half / lanes + half) / rc
+    };
     let cycles = c("cycles");
     let fmt_mismatch = |m: Mismatch| {
         format!(
@@ -751,6 +779,8 @@ fn report(
         }
         .into(),
         in_format: hdl::format::in_format_key(a.format).into(),
+        qk_format: a.qk.map(|q| q.format.name().to_string()),
+        quant_rel_err: a.quantization_error(out),
         memory_latency: run.timing.latency,
         memory_stall_probability: run.timing.stall_probability,
         cycles,

@@ -461,6 +461,7 @@ fn busy() -> Activity {
 /// a buffer, 64 KB SRAM banks.
 fn geometry(buffer: Option<Placement>) -> Geometry {
     Geometry {
+        qk_int_bits: 0,
         pes: 16,
         cols: 4,
         landing_bank_bytes: 2048,

@@ -118,6 +118,14 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("exp2", "exp2 unit operation"),
     (
+        "int8_mul",
+        "8-bit integer multiply (a product of integer QKᵀ, qk_format = \"int8\")",
+    ),
+    (
+        "int4_mul",
+        "4-bit integer multiply (a product of integer QKᵀ, qk_format = \"int4\")",
+    ),
+    (
         "recip",
         "reciprocal unit operation (one per query row and tile)",
     ),
@@ -200,6 +208,17 @@ impl Default for EnergyTable {
         add("fp32_add", fig(0.9, 45.0, "pJ/op", HOROWITZ));
         add("fp32_mul", fig(3.7, 45.0, "pJ/op", HOROWITZ));
         add("int32_add", fig(0.1, 45.0, "pJ/op", HOROWITZ));
+        add("int8_mul", fig(0.2, 45.0, "pJ/op", HOROWITZ));
+        add(
+            "int4_mul",
+            fig(
+                0.05,
+                45.0,
+                "pJ/op",
+                "estimate, no published 4-bit figure: Horowitz ISSCC 2014's 8-bit multiply \
+                 (0.2 pJ, 45 nm) scaled by the partial products of an array multiplier, (4/8)²",
+            ),
+        );
         add(
             "exp2",
             fig(
@@ -510,6 +529,9 @@ pub enum Placement {
 pub struct Geometry {
     /// PEs over all tiers (for the static term).
     pub pes: u64,
+    /// Integer QKᵀ's bits (8 or 4; 0 without): half the MACs (QK's) are integer products
+    /// accumulated in int32, priced `int8_mul` / `int4_mul` + `int32_add`.
+    pub qk_int_bits: u32,
     /// PE columns (a row's reduction tree has cols − 1 adders).
     pub cols: u64,
     /// Bytes of one landing-buffer bank and of one O staging bank.
@@ -806,7 +828,19 @@ impl EnergyTable {
         Breakdown {
             glb,
             glb_transport,
-            mac: n(a.macs) * (e("fp16_mul") + e("fp32_add")),
+            // QK and PV have equal MACs: with integer QKᵀ, QK's half are integer.
+            mac: {
+                let int = match g.qk_int_bits {
+                    8 => Some(e("int8_mul")),
+                    4 => Some(e("int4_mul")),
+                    _ => None,
+                };
+                let fp = e("fp16_mul") + e("fp32_add");
+                match int {
+                    Some(mul) => n(a.macs) / 2.0 * (fp + mul + e("int32_add")),
+                    None => n(a.macs) * fp,
+                }
+            },
             pe_registers: (n(a.rf_reads) * rf_r + n(a.rf_writes) * rf_w) * 32.0 / 64.0,
             p_registers,
             sram,
@@ -954,6 +988,7 @@ mod tests {
         };
         let g = Geometry {
             pes: 16,
+            qk_int_bits: 0,
             cols: 4,
             landing_bank_bytes: 512,
             staging_bank_bytes: 256,
@@ -970,6 +1005,17 @@ mod tests {
         let b = t.breakdown(&a, &g);
         let k = scale(45.0, 16.0).unwrap();
         assert!((b.mac - 1000.0 * (1.1 + 0.9) * k).abs() < 1e-9);
+        // Integer QKᵀ: QK's half of the MACs are an integer multiply and a 32-bit add.
+        for (bits, mul) in [(8, 0.2), (4, 0.05)] {
+            let bi = t.breakdown(
+                &a,
+                &Geometry {
+                    qk_int_bits: bits,
+                    ..g
+                },
+            );
+            assert!((bi.mac - 500.0 * (1.1 + 0.9 + mul + 0.1) * k).abs() < 1e-9);
+        }
         assert!((b.softmax - 3.0 * (3.7 + 4.6 + 1.8) * k).abs() < 1e-9);
         // Interfaces do not scale.
         assert!((b.dram - 512.0 * 3.97).abs() < 1e-9);
@@ -1031,6 +1077,7 @@ mod tests {
         };
         let g = Geometry {
             pes: 1,
+            qk_int_bits: 0,
             cols: 1,
             landing_bank_bytes: 64,
             staging_bank_bytes: 64,

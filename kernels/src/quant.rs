@@ -64,6 +64,21 @@ pub struct QuantSpec {
     pub bc: usize,
 }
 
+/// A multiply C' as the row engine uses it: a positive normal binary32 or +Inf is kept; +0 or
+/// a subnormal (scales so small their product underflows) becomes the smallest normal, 2^−126,
+/// and so does anything else (NaN, negative: a query row past the sequence, whose scale the
+/// hardware reads from a stale landing-buffer row), so that a masked score's −Inf stays −Inf
+/// (−Inf · 0 would be NaN).
+pub fn positive_normal(c: u32) -> u32 {
+    const MIN_NORMAL: u32 = 0x0080_0000;
+    let (sign, exp, frac) = (c >> 31, (c >> 23) & 0xff, c & 0x7f_ffff);
+    if sign == 1 || exp == 0 || (exp == 0xff && frac != 0) {
+        MIN_NORMAL
+    } else {
+        c
+    }
+}
+
 /// Lane `i` of a packed element (lane 0 in the low bits), sign-extended.
 pub fn lane(x: u16, i: u32, format: QkFormat) -> i32 {
     let b = format.bits();
@@ -202,10 +217,10 @@ impl QuantQk {
     }
 
     /// The multiply of query `i`'s scores in the block of key `j` (binary32 bits), C given:
-    /// (C · s_q[i]) · s_k[j / bc].
+    /// (C · s_q[i]) · s_k[j / bc], [`positive_normal`].
     pub fn scale(&self, c: u32, i: usize, j: usize) -> u32 {
         let cq = fp32_mul(c, self.q_scale[i].to_bits());
-        fp32_mul(cq, self.k_scale[j / self.bc].to_bits())
+        positive_normal(fp32_mul(cq, self.k_scale[j / self.bc].to_bits()))
     }
 
     /// Q's and K's rows as the hardware reads them from memory (q_len × d and k_len × d

@@ -156,6 +156,10 @@ pub struct ConfigArgs {
     /// the MAC accumulates in FP32 either way.
     #[arg(long)]
     pub in_format: Option<String>,
+    /// Override: QKᵀ in integers: int8 (two products a PE cycle) or int4 (four), Q and K
+    /// quantized on the host (Q per token, K per block); "none" for QK in the operand format.
+    #[arg(long)]
+    pub qk_format: Option<String>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -243,6 +247,12 @@ impl ConfigArgs {
         }
         if let Some(key) = &self.in_format {
             cfg.in_format = hdl::format::in_format_from_key(key)?;
+        }
+        if let Some(key) = &self.qk_format {
+            cfg.qk_format = match key.as_str() {
+                "none" => None,
+                k => Some(hdl::format::qk_format_from_key(k)?),
+            };
         }
         cfg.validate()?;
         Ok(cfg)

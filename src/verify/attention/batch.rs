@@ -225,9 +225,10 @@ impl Batch {
         let d = a0.head_dim;
         for (b, a) in self.seqs.iter().enumerate() {
             let (q0, k0) = (q_rows[b], k_rows[b]);
+            let (q, k) = a.stored_qk()?;
             store(
                 &mut mem,
-                &a.q,
+                &q,
                 lay.q + q0 * lay.q_strides.0,
                 lay.q_strides,
                 a.q_len,
@@ -235,7 +236,7 @@ impl Batch {
             )?;
             store(
                 &mut mem,
-                &a.k,
+                &k,
                 lay.k + k0 * lay.k_strides.0,
                 lay.k_strides,
                 a.k_len,

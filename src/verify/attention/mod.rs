@@ -414,6 +414,30 @@ impl Attention {
         .unwrap_or_default()
     }
 
+    /// Integer QKᵀ: `out`'s max |O − O_f64| / max |V| against f64 attention on the original
+    /// Q and K, over the heads (None without integer QKᵀ, or for an `out` of another shape).
+    pub fn quantization_error(&self, out: &[u32]) -> Option<f64> {
+        self.qk?;
+        let n = self.q_len * self.head_dim;
+        if out.len() != self.heads * n {
+            return None;
+        }
+        let got = decode(out, self.out, self.format);
+        let worst = (0..self.heads)
+            .map(|h| {
+                Accuracy::of_attention(
+                    &self.head(h),
+                    self.head_dim,
+                    self.causal,
+                    self.format,
+                    &got[h * n..(h + 1) * n],
+                )
+                .rel_err()
+            })
+            .fold(0.0, f64::max);
+        Some(worst)
+    }
+
     pub fn out_bytes(&self) -> usize {
         out_bytes(self.out)
     }

@@ -11,12 +11,23 @@
 //! multipliers, a register after each) into C'[slot][ii]: one per query row and S slot (the
 //! block's parity), so the softmax of block j reads its C' while block j + 1's QK writes the
 //! other. QK runs at most two blocks ahead of PV, so a slot is rewritten only after the
-//! softmax that read it is done.
+//! softmax that read it is done. C' is kept a positive normal (`positive_normal`): a query row
+//! past the sequence reads a stale scale, and its masked scores must stay −Inf.
 
 use super::{Parts, PeRowConfig, RowIn};
 use crate::operands::Binary;
 use crate::pe::PeOp;
 use crate::{and_all, cat, mux, mux_index, ModuleBuilder, Sig};
+
+/// `kernels::quant::positive_normal`: a positive normal or +Inf kept, anything else (zero,
+/// subnormal, negative, NaN) the smallest normal.
+fn positive_normal(m: &mut ModuleBuilder, c: Sig) -> Sig {
+    let exp = c.slice(30, 23);
+    let nan = exp.all() & c.slice(22, 0).any();
+    let bad = c.msb() | exp.is_zero() | nan;
+    let min_normal = m.lit(32, 0x0080_0000);
+    mux(bad, min_normal, c)
+}
 
 /// C' of each query row for the block in S slot `slot`; None in floating-point QK designs
 /// (C is `c_const` then).
@@ -72,6 +83,7 @@ pub(super) fn scaled_constants(
     let cs = m
         .instantiate(&parts.mul0, "u_cs", &Binary { a: cq, b: sk2 })
         .y;
+    let cs = positive_normal(m, cs);
     let rows = (0..a_n)
         .map(|r| {
             let slots: Vec<Sig> = (0..2u64)
