@@ -378,6 +378,32 @@ fn small_core_with_bf16_operands_is_bit_exact() {
     );
 }
 
+/// Integer QKᵀ (issue 36): INT8 on reg2d, and INT4 with BF16 operands on three-tier reg3d
+/// (the scales captured from the QK tier's bus, S sent up the links): every directed and
+/// random scenario bit-exact with the quantized model, within the contract against exact
+/// attention on the quantized Q and K, every counter right (MACs count the lanes; QK takes
+/// d / lanes + 2 steps a score); −Inf keys refused by name. And the MAC steps: a block's QK
+/// phase is (d / 2 + 2) / d of FP16's.
+#[test]
+fn small_cores_with_integer_qk_are_bit_exact() {
+    use kernels::quant::QkFormat;
+    let mut int8 = small();
+    int8.qk_format = Some(QkFormat::Int8);
+    let (model, p) = core(&int8);
+    assert!(p.module_name().contains("_qi8"), "{}", p.module_name());
+    model_scenarios(&model, &p, 30, 200, 95);
+    let fp = CoreParams::from_config(&small()).unwrap();
+    let d = p.d();
+    assert_eq!(p.block_steps().0 * d, fp.block_steps().0 * (d / 2 + 2));
+    assert_eq!(p.block_steps().1, fp.block_steps().1);
+    let mut int4 = stacked(&small(), 3);
+    int4.qk_format = Some(QkFormat::Int4);
+    int4.in_format = hdl::format::Format::BF16;
+    let (model, p) = core(&int4);
+    assert!(p.module_name().contains("_qi4"), "{}", p.module_name());
+    model_scenarios(&model, &p, 10, 120, 96);
+}
+
 #[test]
 fn narrow_three_tier_core_is_bit_exact() {
     scenarios(&stacked(&narrow(), 3), 20, 160, 88);

@@ -93,3 +93,11 @@ fn bf16_conversions_exhaustive_boundaries_and_random() {
     check_unit("fp_cvt_e8m7_e8m23", 0, 0, 13);
     check_unit("fp_cvt_e8m23_e8m7", 0, 0, 14);
 }
+
+/// Integer QKᵀ's step (issue 36): two INT8 or four INT4 products onto an int32 accumulator,
+/// and the conversion of a score to binary32 (round to nearest even past 2^24).
+#[test]
+fn integer_dot_steps_and_conversion() {
+    check_unit("int_dot_i8", 0, 0, 15);
+    check_unit("int_dot_i4", 0, 0, 16);
+}

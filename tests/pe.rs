@@ -42,6 +42,21 @@ fn pe_combinational_mac_accumulates_every_cycle() {
     assert!(cycles >= 200_000, "only {cycles} cycles checked");
 }
 
+/// A PE with integer QKᵀ (INT8; INT4 with BF16 operands): the integer operations (clear,
+/// accumulate, the last step's conversion) mixed with the floating-point ones on the same
+/// registers, and a directed stream of extreme packed operands, conversions around 2^24 and
+/// 2^31, and a wrap.
+#[test]
+fn pe_with_integer_qk() {
+    use kernels::quant::QkFormat;
+    let mut cfg = small(1, 1);
+    cfg.qk_format = Some(QkFormat::Int8);
+    check(&cfg, "pe", 150, 14);
+    cfg.qk_format = Some(QkFormat::Int4);
+    cfg.in_format = hdl::format::Format::BF16;
+    check(&cfg, "pe", 100, 15);
+}
+
 #[test]
 fn pe_deepest_pipeline() {
     check(&small(2, 2), "pe", 100, 13);

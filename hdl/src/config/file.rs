@@ -545,6 +545,41 @@ mod tests {
         assert!(e.contains("unknown variant `above`"), "{e}");
     }
 
+    /// `qk_format`: written only when set, read back unchanged, the PE and the header say it,
+    /// a wrong spelling and a head dimension too small to pack are refused.
+    #[test]
+    fn qk_format_key_round_trips_and_refuses_what_cannot_work() {
+        assert!(!CoreConfig::preset("small")
+            .unwrap()
+            .to_toml()
+            .contains("qk_format"));
+        let (c, _) = parse("preset = \"small\"\nqk_format = \"int4\"\n").unwrap();
+        assert_eq!(c.qk_format, Some(kernels::quant::QkFormat::Int4));
+        assert_eq!(c.pe().params_name(), "pe_r64_m1_a1_qi4");
+        let p = crate::core::CoreParams::from_config(&c).unwrap();
+        let qk = crate::soc::regmap::limits(&p)
+            .into_iter()
+            .find(|(name, _, _)| *name == "QK_FORMAT")
+            .map(|(_, v, _)| v);
+        assert_eq!(qk, Some(4));
+        // d = 16 in four-lane elements: 2 scale steps + 4 products a score.
+        assert_eq!(p.row.qk_dims(), 6);
+        let (back, _) = parse(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        let e = err("preset = \"small\"\nqk_format = \"int2\"\n");
+        assert!(
+            e.contains("qk_format = \"int2\" is not a supported QK format"),
+            "{e}"
+        );
+        let e = err(
+            "preset = \"small\"\nqk_format = \"int4\"\nhead_dim = 4\ncols = 4\nmem_width = 64\n",
+        );
+        assert!(
+            e.contains("head_dim = 4 must be a multiple of 4 with at least two"),
+            "{e}"
+        );
+    }
+
     /// `in_format`: written only for bf16, read back unchanged, the units built for it, and a
     /// wrong spelling refused with the choices.
     #[test]

@@ -179,6 +179,7 @@ impl CoreConfig {
         self.dma().validate()?;
         self.pe().validate()?;
         self.softmax_exp().validate()?;
+        self.row().validate_qk()?;
         self.mask().validate()
     }
 

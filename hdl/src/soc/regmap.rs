@@ -97,6 +97,15 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
                 .into(),
         ),
         (
+            "QK_FORMAT",
+            p.row.pe.qk.map_or(0, |f| f.bits() as u64),
+            "integer QK: 0 none (Q and K in IN_FORMAT), 8 INT8, 4 INT4: each row of Q and K \
+             then holds its binary32 scale in elements 0 and 1 (low half first; a key's is its \
+             block's, of BC keys) and its values packed from element 2 (lane 0 in the low \
+             bits), quantized by the host; SCALE multiplies the scales' product"
+                .into(),
+        ),
+        (
             "ADDR_VALUE_BITS",
             ADDR_VALUE_BITS as u64,
             format!(

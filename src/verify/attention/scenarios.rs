@@ -195,6 +195,26 @@ pub fn scenarios(max_len: usize) -> impl Strategy<Value = Scenario> {
         )
 }
 
+/// Runs one scenario and checks it; returns its cycles. A design with integer QKᵀ cannot take
+/// −Inf keys (no integer stands for them): that scenario must be refused by name, before
+/// anything runs (0 cycles).
+fn run_scenario(model: &Model, p: &CoreParams, s: &Scenario) -> Result<u64> {
+    let a = s.attention(p);
+    if a.qk.is_some() && s.pattern == Pattern::NegInfKeys {
+        let err = match run_and_check(model, p, &a, &s.timing.on(p)) {
+            Ok(_) => bail!("−Inf keys ran on a design with integer QK instead of being refused"),
+            Err(e) => format!("{e:#}"),
+        };
+        ensure!(
+            err.contains("needs finite Q and K"),
+            "−Inf keys refused for another reason: {err}"
+        );
+        return Ok(0);
+    }
+    let (run, _) = run_and_check(model, p, &a, &s.timing.on(p))?;
+    Ok(run.counters["cycles"])
+}
+
 /// Runs `scenarios` and then `cases` random ones (fixed proptest seed), each checked bit for
 /// bit; returns (scenarios run, simulated cycles).
 pub fn check_scenarios(
@@ -207,10 +227,10 @@ pub fn check_scenarios(
 ) -> Result<(u64, u64)> {
     let mut totals = (0u64, 0u64);
     for s in directed {
-        let (run, _) = run_and_check(model, p, &s.attention(p), &s.timing.on(p))
-            .with_context(|| format!("directed scenario {s:?}"))?;
+        let cycles =
+            run_scenario(model, p, s).with_context(|| format!("directed scenario {s:?}"))?;
         totals.0 += 1;
-        totals.1 += run.counters["cycles"];
+        totals.1 += cycles;
     }
     let config = Config {
         cases,
@@ -220,10 +240,10 @@ pub fn check_scenarios(
     };
     let acc = std::cell::Cell::new(totals);
     let result = crate::verify::seeds::run(config, seed, &scenarios(max_len), |s| {
-        let (run, _) = run_and_check(model, p, &s.attention(p), &s.timing.on(p))
-            .map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
+        let cycles =
+            run_scenario(model, p, &s).map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
         let (n, c) = acc.get();
-        acc.set((n + 1, c + run.counters["cycles"]));
+        acc.set((n + 1, c + cycles));
         Ok(())
     });
     crate::verify::outcome(result, |minimal| {

@@ -60,24 +60,7 @@ impl PeRowConfig {
                 );
             }
         }
-        if let Some(f) = self.pe.qk {
-            let (d, lanes) = (self.d(), f.lanes());
-            anyhow::ensure!(
-                d.is_multiple_of(lanes) && d / lanes >= 2,
-                "qk_format = \"{}\" packs {lanes} values per 16-bit element: head_dim = {d} must \
-                 be a multiple of {lanes} with at least two elements of them (head_dim >= {})",
-                f.name(),
-                2 * lanes
-            );
-            anyhow::ensure!(
-                !self.two_pass(),
-                "qk_format = \"{}\" is built for the fused designs (reg2d, buf2d, reg3d): {}'s \
-                 second pass would need each block's scale kept for the whole row; leave \
-                 qk_format out or choose another variant",
-                f.name(),
-                self.variant.name()
-            );
-        }
+        self.validate_qk()?;
         self.pe.validate()?;
         self.exp.validate()
     }
@@ -103,6 +86,29 @@ impl PeRowConfig {
             None => self.d(),
             Some(f) => SCALE_STEPS + self.d() / f.lanes(),
         }
+    }
+
+    /// Integer QKᵀ fits: whole packed elements, at least two of them a row, a fused design.
+    pub fn validate_qk(&self) -> Result<()> {
+        if let Some(f) = self.pe.qk {
+            let (d, lanes) = (self.d(), f.lanes());
+            anyhow::ensure!(
+                d.is_multiple_of(lanes) && d / lanes >= 2,
+                "qk_format = \"{}\" packs {lanes} values per 16-bit element: head_dim = {d} must \
+                 be a multiple of {lanes} with at least two elements of them (head_dim >= {})",
+                f.name(),
+                2 * lanes
+            );
+            anyhow::ensure!(
+                !self.two_pass(),
+                "qk_format = \"{}\" is built for the fused designs (reg2d, buf2d, reg3d): {}'s \
+                 second pass would need each block's scale kept for the whole row; leave \
+                 qk_format out or choose another variant",
+                f.name(),
+                self.variant.name()
+            );
+        }
+        Ok(())
     }
 
     /// S blocks the PE registers hold: two (the softmax of one block reads its S while the
