@@ -64,7 +64,6 @@ pub fn point(
     let energy = crate::pricing::report(table, cfg, &counters, tokens, false);
     let seconds = cycles as f64 / (cfg.clock_mhz * 1e6);
     let beat = (p.dma.width / 8) as u64;
-    let pes = (p.rows * p.row.cols * p.row.mac_tiers()) as f64;
     Ok(EstimatePoint {
         preset: cfg.name.clone(),
         variant: cfg.variant.label(),
@@ -72,7 +71,7 @@ pub fn point(
         heads,
         causal,
         cycles,
-        utilization: counters["macs"] as f64 / pes / cycles.max(1) as f64,
+        utilization: crate::schedule::ideal_cycles(p, counters["macs"]) / cycles.max(1) as f64,
         seconds,
         tokens_per_second: tokens as f64 / seconds,
         bytes_read: counters["read_beats"] * beat,

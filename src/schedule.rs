@@ -370,6 +370,20 @@ impl Shape {
     }
 }
 
+/// The cycles a perfect array would need for `macs` MACs: every PE busy every cycle, a MAC
+/// each, with integer QKᵀ `lanes` in QK (QK and PV have equal MACs); reg3d's tiers run at
+/// once, so the busier one sets it. Utilization is this over the cycles taken.
+pub fn ideal_cycles(p: &CoreParams, macs: u64) -> f64 {
+    let pes = (p.rows * p.row.cols) as f64;
+    let lanes = p.row.macs_per_pe() as f64;
+    let half = macs as f64 / 2.0;
+    if p.row.mac_tiers() > 1 {
+        (half / lanes).max(half) / pes
+    } else {
+        (half / lanes + half) / pes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

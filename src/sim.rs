@@ -722,15 +722,7 @@ fn report(
     let d = a.head_dim;
     let acc = chk.accuracy;
     let c = |n: &str| run.counters.get(n).copied().unwrap_or(0);
-    // Utilization counts the MACs of every tier, at the array's peak: a MAC per PE and cycle,
-    // with integer QKᵀ `lanes` in QK (QK and PV have equal MACs); reg3d's tiers run at once.
-    let (rc, lanes) = ((cfg.rows * cfg.cols) as f64, p.row.macs_per_pe() as f64);
-    let half = c("macs") as f64 / 2.0;
-    let ideal = if p.row.mac_tiers() > 1 {
-        (half / lanes).max(half) / rc
-    } else {
-        (half / lanes + half) / rc
-    };
+    let ideal = crate::schedule::ideal_cycles(p, c("macs"));
     let cycles = c("cycles");
     let fmt_mismatch = |m: Mismatch| {
         format!(

@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, ensure, Context, Result};
 use hdl::config::{CoreConfig, VariantKind, PRESETS};
+use hdl::core::CoreParams;
 use kernels::flash::OutFormat;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -62,7 +63,7 @@ impl Design {
         config: Option<&str>,
         variant: Option<&str>,
         (rescale, lazy_threshold): (Option<&str>, Option<u32>),
-        in_format: Option<&str>,
+        (in_format, qk_format): (Option<&str>, Option<&str>),
     ) -> Result<CoreConfig> {
         let mut cfg = match (preset, config) {
             (Some(_), Some(_)) => bail!("give preset= or config=, not both"),
@@ -85,6 +86,12 @@ impl Design {
         }
         if let Some(key) = in_format {
             cfg.in_format = hdl::format::in_format_from_key(key)?;
+        }
+        if let Some(key) = qk_format {
+            cfg.qk_format = match key {
+                "none" => None,
+                k => Some(hdl::format::qk_format_from_key(k)?),
+            };
         }
         ensure!(
             cfg.head_dim == head_dim,
@@ -137,6 +144,7 @@ impl Design {
             format: self.cfg.in_format,
             qk: None,
         };
+        let a = a.for_qk_of(&CoreParams::from_config(&self.cfg)?);
         // Both runs check the problem against the core first (`Attention::validate`).
         let (mut report, out) = match backend {
             "model" => regflash::sim::model_run(&self.cfg, &a, threads)?,
@@ -161,7 +169,8 @@ impl Design {
 #[pymethods]
 impl Design {
     #[new]
-    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None, rescale=None, lazy_threshold=None, in_format=None))]
+    #[pyo3(signature = (head_dim, preset=None, config=None, variant=None, rescale=None, lazy_threshold=None, in_format=None, qk_format=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         head_dim: u32,
         preset: Option<&str>,
@@ -170,10 +179,12 @@ impl Design {
         rescale: Option<&str>,
         lazy_threshold: Option<u32>,
         in_format: Option<&str>,
+        qk_format: Option<&str>,
     ) -> PyResult<Self> {
         let rescaling = (rescale, lazy_threshold);
+        let formats = (in_format, qk_format);
         let cfg =
-            Self::resolve(head_dim, preset, config, variant, rescaling, in_format).map_err(fail)?;
+            Self::resolve(head_dim, preset, config, variant, rescaling, formats).map_err(fail)?;
         Ok(Design { cfg })
     }
 
@@ -198,6 +209,12 @@ impl Design {
     #[getter]
     fn in_format(&self) -> &'static str {
         hdl::format::in_format_key(self.cfg.in_format)
+    }
+
+    /// Integer QKᵀ: "int8", "int4", or None (QK in the operand format).
+    #[getter]
+    fn qk_format(&self) -> Option<&'static str> {
+        self.cfg.qk_format.map(|f| f.name())
     }
 
     /// The whole configuration as TOML (what `regflash gen --config` reads).

@@ -86,6 +86,44 @@ def test_bf16_operands_round_inputs_to_bf16_and_keep_bf16s_contract():
         regflash.FlashAttention(16, in_format="bf16", out_dtype="float16")
 
 
+def quantized(x, rows, top):
+    """Symmetric quantization of each group of `rows` rows (the last axis whole): round half
+    to even, clamp to ±top, the scale max|x| / top in float32 (1 for a zero group)."""
+    g = x.reshape(-1, rows * x.shape[-1])
+    amax = np.abs(g).max(axis=1, keepdims=True)
+    scale = np.where(amax == 0, 1.0, amax / top).astype(np.float32).astype(np.float64)
+    return (np.clip(np.rint(g / scale), -top, top) * scale).reshape(x.shape)
+
+
+@pytest.mark.parametrize("qk_format,top", [("int8", 127), ("int4", 7)])
+def test_integer_qk_is_exact_attention_on_an_independent_quantization(qk_format, top):
+    # qk_format: Q per token, K per block of Bc = 8 keys after subtracting K's mean over the
+    # keys (which the softmax cancels), here quantized by numpy. The output is exact attention
+    # on those values within FP16's contract; the report's two errors are these two errors;
+    # the RTL gives the model's bits.
+    q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 6)
+    fa = regflash.FlashAttention(16, qk_format=qk_format, out_dtype="float32")
+    out = fa(q, k, v).astype(np.float64)
+    r = fa.report
+    assert r["passed"] and r["qk_format"] == qk_format and fa.design.qk_format == qk_format
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    dq = np.stack([quantized(q64[0, h], 1, top) for h in range(2)])[None]
+    smooth = k64 - k64.mean(axis=2, keepdims=True)
+    dk = np.stack([quantized(smooth[0, h], 8, top) for h in range(2)])[None]
+    vmax = np.abs(v.astype(np.float64)).max()
+    on_quantized = np.abs(out - reference(dq, dk, v, False)).max() / vmax
+    on_original = np.abs(out - reference(q, k, v, False)).max() / vmax
+    assert on_quantized <= 1e-3 and on_quantized == pytest.approx(r["max_rel_err"], rel=1e-6)
+    assert on_original == pytest.approx(r["quant_rel_err"], rel=1e-6)
+    assert on_original > on_quantized
+    if qk_format == "int8":
+        rtl = regflash.FlashAttention(16, qk_format="int8", out_dtype="float32", backend="rtl")
+        assert np.array_equal(rtl(q, k, v).view(np.uint32), fa(q, k, v).view(np.uint32))
+        assert rtl.report["cycles"] == fa.report["cycles"]
+    with pytest.raises(regflash.RegflashError, match="not a supported QK format"):
+        regflash.FlashAttention(16, qk_format="int2")
+
+
 def test_layouts_and_out_dtype():
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 2)
     bhsd = regflash.FlashAttention(16)(q, k, v)

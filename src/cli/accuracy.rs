@@ -58,6 +58,9 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         );
     }
     let f = kernels::accuracy::short_name(cfg.in_format);
+    if let Some(qk) = cfg.qk_format {
+        return Ok(exit(quantized_table(&cfg, qk, &args, f)));
+    }
     println!(
         "\nhardware model ({}, {f} inputs) vs f64 reference, next to plain attention at {f} \
          storage / FP32 accumulation; seq {}, d {}, Br {}, Bc {}, {} PE columns; errors are max \
@@ -114,4 +117,66 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         }
     }
     Ok(exit(ok))
+}
+
+/// Integer QKᵀ: per pattern, the hardware model on Q and K quantized as the design reads them,
+/// against f64 attention on the original Q and K (the quantization's error with the
+/// arithmetic's) and on the quantized values (the arithmetic's, which the contract's relative
+/// limit bounds). Non-finite Q or K cannot be quantized: refused by name.
+fn quantized_table(
+    cfg: &CoreConfig,
+    qk: kernels::quant::QkFormat,
+    args: &AccuracyArgs,
+    f: &str,
+) -> bool {
+    use kernels::flash::{FlashConfig, OutFormat, SoftmaxPass};
+    use kernels::patterns::Pattern;
+    let limit = kernels::accuracy::max_rel_err(cfg.in_format);
+    println!(
+        "\nhardware model ({} QK, {f} P·V, online softmax, rescale {}) vs f64 attention on the \
+         original and on the quantized Q and K (Q per token, K per block of Bc keys after \
+         smoothing); seq {}, d {}, Br {}, Bc {}; errors are max |O - O_ref| / max |V| at FP32 \
+         output; the contract bounds the arithmetic's at {limit:e}\n",
+        qk.name().to_uppercase(),
+        cfg.rescale,
+        args.seq,
+        cfg.head_dim,
+        cfg.br,
+        cfg.bc
+    );
+    println!("| pattern | causal | vs f64, original Q, K | vs f64, quantized Q, K | contract |");
+    println!("|---|---|---:|---:|---|");
+    let mut ok = true;
+    for pattern in Pattern::ALL {
+        for causal in [false, true] {
+            let model = FlashConfig {
+                br: cfg.br as usize,
+                bc: cfg.bc as usize,
+                head_dim: cfg.head_dim as usize,
+                cols: cfg.cols as usize,
+                causal,
+                out: OutFormat::F32,
+                softmax: match cfg.rescale {
+                    hdl::softmax::Rescale::Pow2 => SoftmaxPass::Online,
+                    hdl::softmax::Rescale::Lazy { threshold } => SoftmaxPass::Lazy { threshold },
+                },
+                operand: cfg.in_format,
+            };
+            match kernels::quant::quant_accuracy(pattern, args.seq, args.seq, &model, qk, args.seed)
+            {
+                Ok(a) => {
+                    let met = a.rel_err_dequantized <= limit;
+                    ok &= met;
+                    println!(
+                        "| {pattern:?} | {causal} | {:.3e} | {:.3e} | {} |",
+                        a.rel_err,
+                        a.rel_err_dequantized,
+                        if met { "met" } else { "**FAIL**" }
+                    );
+                }
+                Err(e) => println!("| {pattern:?} | {causal} | - | - | refused: {e} |"),
+            }
+        }
+    }
+    ok
 }

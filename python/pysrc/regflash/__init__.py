@@ -139,6 +139,11 @@ class FlashAttention:
       are rounded to it (nearest even), and P is kept in it. With ``"bf16"`` the output is
       float32: ``out_dtype="bfloat16"`` returns the short form (BF16 values, as float32),
       ``"float32"`` (the default) the core's FP32 output.
+    - ``qk_format``: ``"int8"`` or ``"int4"``, as the config key: QKᵀ in integers, Q and K
+      quantized by regflash as the core reads them (Q per token, K per block of Bc keys after
+      subtracting K's mean over the keys; docs/numerics.md), two INT8 or four INT4 products a
+      PE cycle. P·V stays in ``in_format``. The report's ``quant_rel_err`` is the
+      quantization's own error against f64.
     """
 
     def __init__(
@@ -156,6 +161,7 @@ class FlashAttention:
         rescale: Optional[str] = None,
         lazy_threshold: Optional[int] = None,
         in_format: Optional[str] = None,
+        qk_format: Optional[str] = None,
     ) -> None:
         if backend not in ("model", "rtl"):
             raise RegflashError(f'unknown backend "{backend}": choose "model" or "rtl"')
@@ -167,6 +173,7 @@ class FlashAttention:
             int(head_dim), preset, config, variant, rescale,
             None if lazy_threshold is None else int(lazy_threshold),
             in_format,
+            qk_format,
         )
         self.bf16 = self.design.in_format == "bf16"
         self.head_dim = int(head_dim)

@@ -34,6 +34,7 @@ class FlashAttention:
         rescale: Optional[str] = None,
         lazy_threshold: Optional[int] = None,
         in_format: Optional[str] = None,
+        qk_format: Optional[str] = None,
     ) -> None: ...
     def __call__(
         self,
