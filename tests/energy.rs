@@ -480,12 +480,18 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
 }
 
 /// The components of `t` that differ from the default table's, over a register design, a
-/// planar and a stacked buffer.
+/// planar and a stacked buffer, and a register design with INT8 and with INT4 QKᵀ.
 fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
     let d = EnergyTable::default();
     let mut out = BTreeSet::new();
-    for buffer in [None, Some(Placement::Planar), Some(Placement::Stacked)] {
-        let g = geometry(buffer);
+    let geometries = [None, Some(Placement::Planar), Some(Placement::Stacked)]
+        .map(geometry)
+        .into_iter()
+        .chain([8, 4].map(|bits| Geometry {
+            qk_int_bits: bits,
+            ..geometry(None)
+        }));
+    for g in geometries {
         let (a, b) = (d.breakdown(&busy(), &g), t.breakdown(&busy(), &g));
         for (x, y) in a.components().iter().zip(b.components()) {
             if x.1 != y.1 {
@@ -502,7 +508,9 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         ("fp16_mul", &["mac"]),
         ("fp32_add", &["mac", "softmax"]),
         ("fp32_mul", &["softmax"]),
-        ("int32_add", &["softmax"]),
+        ("int32_add", &["softmax", "mac"]),
+        ("int8_mul", &["mac"]),
+        ("int4_mul", &["mac"]),
         ("exp2", &["softmax"]),
         ("recip", &["softmax"]),
         ("dram_bit", &["dram"]),
