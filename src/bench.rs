@@ -158,6 +158,7 @@ pub fn run(
     let mut rows = Vec::new();
     let points = plan.configs.len() * plan.seq_lens.len();
     for (c, cfg) in plan.configs.iter().enumerate() {
+        let params = hdl::core::CoreParams::from_config(cfg)?;
         for (s, &seq) in plan.seq_lens.iter().enumerate() {
             let point = c * plan.seq_lens.len() + s;
             if plan.shard.is_some_and(|sh| !sh.has(point)) {
@@ -173,7 +174,7 @@ pub fn run(
                     OutFormat::Short,
                     plan.seed,
                 )
-                .converted(cfg.in_format);
+                .for_design(&params);
                 let label = format!(
                     "{} {} seq {seq} {}",
                     cfg.name,

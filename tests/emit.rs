@@ -302,7 +302,7 @@ fn unfused_core_passes_the_gates_without_srams() {
 fn tiered_core_passes_the_gates() {
     // With lazy rescaling: its softmax_row (the threshold compare, the `stale` flag) and the
     // row's rescale counts lint and synthesize with the rest.
-    tiered_gates(2, 32, Rescale::Lazy { threshold: 2 }, Format::FP16);
+    tiered_gates(2, 32, Rescale::Lazy { threshold: 2 }, Format::FP16, None);
     let cfg = CoreConfig {
         variant: Variant::reg3d(2),
         ..small()
@@ -313,19 +313,27 @@ fn tiered_core_passes_the_gates() {
 
 #[test]
 fn three_tier_core_passes_the_gates() {
-    tiered_gates(3, 32, Rescale::Pow2, Format::FP16);
+    tiered_gates(3, 32, Rescale::Pow2, Format::FP16, None);
 }
 
-/// With BF16 operands as well: the whole BF16 core lints clean, and its PE row (the e10m15
-/// MACs, P in BF16, O's short form in BF16) synthesizes without latches or loops.
+/// With BF16 operands and INT4 QKᵀ as well: the whole core lints clean, and its PE row (the
+/// e10m15 MACs and the INT4 dot products, P in BF16, O's short form in BF16, the scale
+/// capture and C' per row) synthesizes without latches or loops.
 #[test]
 fn three_tier_core_with_narrow_links_passes_the_gates() {
-    tiered_gates(3, 8, Rescale::Pow2, Format::BF16);
+    let int4 = Some(kernels::quant::QkFormat::Int4);
+    tiered_gates(3, 8, Rescale::Pow2, Format::BF16, int4);
 }
 
 /// The gates of `tiered_core_passes_the_gates` for reg3d with `tiers` tiers, S links of
-/// `vlink_bits` wires, `rescale` and operands in `in_format`.
-fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale, in_format: Format) {
+/// `vlink_bits` wires, `rescale`, operands in `in_format` and QKᵀ in `qk_format`.
+fn tiered_gates(
+    tiers: u32,
+    vlink_bits: u32,
+    rescale: Rescale,
+    in_format: Format,
+    qk_format: Option<kernels::quant::QkFormat>,
+) {
     let cfg = CoreConfig {
         variant: Variant::Reg3d(StackParams {
             tiers,
@@ -334,6 +342,7 @@ fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale, in_format: Format
         }),
         rescale,
         in_format,
+        qk_format,
         ..small()
     };
     let (dir, manifest) = gen_into(&cfg, Target::Core);
@@ -357,6 +366,12 @@ fn tiered_gates(tiers: u32, vlink_bits: u32, rescale: Rescale, in_format: Format
     assert_eq!(
         row.name.contains("_pe_e8m7_"),
         in_format == Format::BF16,
+        "{}",
+        row.name
+    );
+    assert_eq!(
+        row.name.contains("_qi4"),
+        qk_format.is_some(),
         "{}",
         row.name
     );

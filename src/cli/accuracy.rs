@@ -30,7 +30,7 @@ pub enum SoftmaxArg {
 
 pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
     use kernels::accuracy::{attention_accuracy_of, exp2_accuracy};
-    use kernels::flash::{FlashConfig, OutFormat, SoftmaxPass};
+    use kernels::flash::{OutFormat, SoftmaxPass};
     use kernels::patterns::Pattern;
     let cfg = args.config.resolve()?;
     anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
@@ -58,8 +58,15 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         );
     }
     let f = kernels::accuracy::short_name(cfg.in_format);
+    let softmax = match (order, cfg.rescale) {
+        (SoftmaxArg::TwoPass, _) => SoftmaxPass::TwoPass,
+        (SoftmaxArg::Online, hdl::softmax::Rescale::Pow2) => SoftmaxPass::Online,
+        (SoftmaxArg::Online, hdl::softmax::Rescale::Lazy { threshold }) => {
+            SoftmaxPass::Lazy { threshold }
+        }
+    };
     if let Some(qk) = cfg.qk_format {
-        return Ok(exit(quantized_table(&cfg, qk, &args, f)));
+        return Ok(exit(quantized_table(&cfg, qk, &args, softmax, f)));
     }
     println!(
         "\nhardware model ({}, {f} inputs) vs f64 reference, next to plain attention at {f} \
@@ -76,28 +83,12 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         cfg.cols,
         kernels::accuracy::max_rel_err(cfg.in_format)
     );
-    let softmax = match (order, cfg.rescale) {
-        (SoftmaxArg::TwoPass, _) => SoftmaxPass::TwoPass,
-        (SoftmaxArg::Online, hdl::softmax::Rescale::Pow2) => SoftmaxPass::Online,
-        (SoftmaxArg::Online, hdl::softmax::Rescale::Lazy { threshold }) => {
-            SoftmaxPass::Lazy { threshold }
-        }
-    };
     println!("| pattern | causal | hw error | plain {f} error | hw / plain | hw / max|V| | hw / max|O_ref| | contract |");
     println!("|---|---|---:|---:|---:|---:|---:|---|");
     let mut ok = true;
     for pattern in Pattern::ALL {
         for causal in [false, true] {
-            let model = FlashConfig {
-                br: cfg.br as usize,
-                bc: cfg.bc as usize,
-                head_dim: cfg.head_dim as usize,
-                cols: cfg.cols as usize,
-                causal,
-                out: OutFormat::Short,
-                softmax,
-                operand: cfg.in_format,
-            };
+            let model = model_config(&cfg, causal, OutFormat::Short, softmax);
             let a = attention_accuracy_of(pattern, args.seq, args.seq, &model, args.seed);
             let verdict = a.check();
             ok &= verdict.is_ok();
@@ -127,13 +118,14 @@ fn quantized_table(
     cfg: &CoreConfig,
     qk: kernels::quant::QkFormat,
     args: &AccuracyArgs,
+    softmax: kernels::flash::SoftmaxPass,
     f: &str,
 ) -> bool {
-    use kernels::flash::{FlashConfig, OutFormat, SoftmaxPass};
+    use kernels::flash::OutFormat;
     use kernels::patterns::Pattern;
     let limit = kernels::accuracy::max_rel_err(cfg.in_format);
     println!(
-        "\nhardware model ({} QK, {f} P·V, online softmax, rescale {}) vs f64 attention on the \
+        "\nhardware model ({} QK, {f} P·V, {softmax:?} softmax, rescale {}) vs f64 attention on the \
          original and on the quantized Q and K (Q per token, K per block of Bc keys after \
          smoothing); seq {}, d {}, Br {}, Bc {}; errors are max |O - O_ref| / max |V| at FP32 \
          output; the contract bounds the arithmetic's at {limit:e}\n",
@@ -149,19 +141,7 @@ fn quantized_table(
     let mut ok = true;
     for pattern in Pattern::ALL {
         for causal in [false, true] {
-            let model = FlashConfig {
-                br: cfg.br as usize,
-                bc: cfg.bc as usize,
-                head_dim: cfg.head_dim as usize,
-                cols: cfg.cols as usize,
-                causal,
-                out: OutFormat::F32,
-                softmax: match cfg.rescale {
-                    hdl::softmax::Rescale::Pow2 => SoftmaxPass::Online,
-                    hdl::softmax::Rescale::Lazy { threshold } => SoftmaxPass::Lazy { threshold },
-                },
-                operand: cfg.in_format,
-            };
+            let model = model_config(cfg, causal, OutFormat::F32, softmax);
             match kernels::quant::quant_accuracy(pattern, args.seq, args.seq, &model, qk, args.seed)
             {
                 Ok(a) => {
@@ -179,4 +159,23 @@ fn quantized_table(
         }
     }
     ok
+}
+
+/// The hardware model of `cfg`'s tiling for one mask, output format and softmax order.
+fn model_config(
+    cfg: &CoreConfig,
+    causal: bool,
+    out: kernels::flash::OutFormat,
+    softmax: kernels::flash::SoftmaxPass,
+) -> kernels::flash::FlashConfig {
+    kernels::flash::FlashConfig {
+        br: cfg.br as usize,
+        bc: cfg.bc as usize,
+        head_dim: cfg.head_dim as usize,
+        cols: cfg.cols as usize,
+        causal,
+        out,
+        softmax,
+        operand: cfg.in_format,
+    }
 }

@@ -240,8 +240,7 @@ fn random_one(args: &SimArgs, p: &CoreParams, out: OutFormat, seed: u64) -> Resu
     Ok(sim::random_problem(heads, seq, d, args.causal, out, seed)
         .grouped(kv)
         .laid_out(args.layout)
-        .converted(p.row.pe.mac.formats().operand)
-        .for_qk_of(p))
+        .for_design(p))
 }
 
 /// The batch's query and key lengths: --seqlens, and --kv-seqlens (default the same), one
@@ -298,7 +297,7 @@ fn random_batch(
         args.layout,
         seed,
     );
-    Ok(batch.converted(p.row.pe.mac.formats().operand).for_qk_of(p))
+    Ok(batch.for_design(p))
 }
 
 /// Runs a varlen batch on the top and writes its O packed like the inputs: (heads, total

@@ -376,7 +376,7 @@ pub fn verify_top(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRepo
             out,
             seed ^ k as u64,
         )
-        .converted(p.row.pe.mac.formats().operand);
+        .for_design(&p);
         // The AXI4 slave stalls every channel at random and reorders reads across IDs.
         let axi = p.dma.mem_if == hdl::dma::MemIf::Axi4;
         let timing = MemoryTiming {

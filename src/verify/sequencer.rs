@@ -90,10 +90,15 @@ fn phases(n: u64) -> Vec<(bool, u64)> {
     v
 }
 
-/// The loop indices of one phase, in step order: QK (k, ii, jj), PV (jk, ii, q).
+/// The loop indices of one phase, in step order: QK (k, ii, jj; k over `qk_dims`, integer
+/// QKᵀ's scale steps included), PV (jk, ii, q).
 fn steps(p: &CoreParams, pv: bool) -> Vec<[u64; 3]> {
     let r = &p.row;
-    let (outer, inner) = if pv { (p.bc(), r.e) } else { (p.d(), r.b) };
+    let (outer, inner) = if pv {
+        (p.bc(), r.e)
+    } else {
+        (r.qk_dims(), r.b)
+    };
     let mut v = vec![];
     for o in 0..outer as u64 {
         for ii in 0..r.a as u64 {

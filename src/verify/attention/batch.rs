@@ -57,10 +57,10 @@ impl Batch {
         }
     }
 
-    /// The sequences prepared for the design `p`'s QKᵀ (see [`Attention::for_qk_of`]).
-    pub fn for_qk_of(self, p: &CoreParams) -> Batch {
+    /// The sequences as the design `p` takes them (see [`Attention::for_design`]).
+    pub fn for_design(self, p: &CoreParams) -> Batch {
         Batch {
-            seqs: self.seqs.into_iter().map(|a| a.for_qk_of(p)).collect(),
+            seqs: self.seqs.into_iter().map(|a| a.for_design(p)).collect(),
         }
     }
 

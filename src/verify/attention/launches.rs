@@ -146,10 +146,8 @@ pub fn run_sequence(model: &Model, p: &CoreParams, seq: &[Launch], seed: u64) ->
         ..MemoryTiming::default()
     };
     let (br, bc, d) = (p.br() as usize, p.bc() as usize, p.d() as usize);
-    let format = p.row.pe.mac.formats().operand;
     let problem = |q, k, seed| {
-        Attention::generate(Pattern::Unit, 2, q, k, d, false, OutFormat::Short, seed)
-            .converted(format)
+        Attention::generate(Pattern::Unit, 2, q, k, d, false, OutFormat::Short, seed).for_design(p)
     };
     let a0 = problem(br + 1, bc + 3, seed);
     let (mut mem, _) = memory_image(p, &a0, &timing)?;
@@ -191,7 +189,7 @@ fn launch(
             TensorLayout::Bhsd,
             7,
         )
-        .converted(a.format);
+        .for_design(p);
         let (mut mem, img) = b.image(p, timing)?;
         // cu_k = 0, 4, 8 becomes 0, 4, 4: the second sequence has no keys.
         mem.load_bytes(img.cu_k as usize + 8, &4u32.to_le_bytes())?;

@@ -142,6 +142,12 @@ impl Attention {
         }
     }
 
+    /// The same problem as the design `p` takes it: its operand format
+    /// ([`Attention::converted`]) and its QKᵀ ([`Attention::for_qk_of`]).
+    pub fn for_design(self, p: &CoreParams) -> Self {
+        self.converted(p.row.pe.mac.formats().operand).for_qk_of(p)
+    }
+
     /// The same problem for the design `p`'s QKᵀ: integer (quantized on the host) or not.
     pub fn for_qk_of(mut self, p: &CoreParams) -> Self {
         self.qk = p.row.quant();

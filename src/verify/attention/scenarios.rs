@@ -35,8 +35,7 @@ impl Scenario {
         )
         .grouped(self.kv_heads)
         .laid_out(self.layout)
-        .converted(p.row.pe.mac.formats().operand)
-        .for_qk_of(p)
+        .for_design(p)
     }
 }
 
