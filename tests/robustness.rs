@@ -382,6 +382,14 @@ fn every_assertion_has_a_fault_that_fires_it() {
             "6",
             vec![SharedSTierSlot],
         ),
+        // INT8 QKᵀ (d = 4: two packed elements a row after the scales): C' of the other S
+        // slot, and the schedule's checks over its scale steps.
+        (
+            "int8",
+            "bc = 2\nqk_format = \"int8\"\n".to_string(),
+            "6",
+            vec![StaleScale, SkipK],
+        ),
     ];
     let mut runs = vec![];
     let mut cores = vec![];
@@ -417,7 +425,8 @@ fn every_assertion_has_a_fault_that_fires_it() {
         let (model, manifest) = simulate(c, &Target::FaultyCore).unwrap();
         assert!(manifest.top.ends_with("_faults"), "{}", manifest.top);
         for causal in [false, true] {
-            let a = Attention::generate(Pattern::Unit, 1, 10, 10, 4, causal, OutFormat::Short, 3);
+            let a = Attention::generate(Pattern::Unit, 1, 10, 10, 4, causal, OutFormat::Short, 3)
+                .for_design(&p);
             regflash::verify::attention::run_and_check(&model, &p, &a, &MemoryTiming::default())
                 .unwrap_or_else(|e| panic!("{} with no fault selected: {e:#}", manifest.top));
         }

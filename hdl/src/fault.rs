@@ -4,7 +4,7 @@
 //! `CoreParams::for_fault_injection` builds the core for fault injection, and the testbench
 //! selects the fault at run time (`MemoryTiming::core_fault` in `regflash`). Every fault that can
 //! act in that core is in the hardware, behind a one-bit condition "this fault is selected"
-//! decoded from the input [`SELECT`] (4 bits; 0, no fault, is the real core's behaviour; fault
+//! decoded from the input [`SELECT`] (5 bits; 0, no fault, is the real core's behaviour; fault
 //! `f` is `f.code()`). The input is threaded from the core's top to each module that holds a
 //! fault's logic, and each such module, and each module on the way, carries `_faults` in its
 //! name, so such a core is never mistaken for, or cached as, the real one. One model of a
@@ -12,8 +12,8 @@
 
 /// The fault-injection select input (see the module documentation).
 pub const SELECT: &str = "fault_sel";
-/// Its width: 0 and the fifteen faults' codes (the last two the width holds).
-pub const SELECT_BITS: u32 = 4;
+/// Its width: 0 and the sixteen faults' codes.
+pub const SELECT_BITS: u32 = 5;
 
 /// One deliberate defect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,10 +55,13 @@ pub enum Fault {
     /// The GLB ignores its tag, so the next head's K and V hit the previous head's beats:
     /// `glb_hit_landed`.
     GlbStaleTag,
+    /// Integer QKᵀ: the row engines read the other S slot's C' (the scales of another block):
+    /// only the comparison catches it.
+    StaleScale,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 16] = [
         Fault::StallQk,
         Fault::StallPv,
         Fault::WriteOutsideO,
@@ -74,6 +77,7 @@ impl Fault {
         Fault::EarlyWlast,
         Fault::GlbNoHit,
         Fault::GlbStaleTag,
+        Fault::StaleScale,
     ];
 
     /// The value of [`SELECT`] that selects this fault (never 0: 0 selects none).
@@ -103,6 +107,7 @@ impl Fault {
             Fault::EarlyWlast => "early_wlast",
             Fault::GlbNoHit => "glb_no_hit",
             Fault::GlbStaleTag => "glb_stale_tag",
+            Fault::StaleScale => "stale_scale",
         }
     }
 
@@ -126,7 +131,10 @@ impl Fault {
             Fault::EarlyWlast => Some("axi_wlast"),
             Fault::GlbNoHit => Some("kv_fetched_once"),
             Fault::GlbStaleTag => Some("glb_hit_landed"),
-            Fault::CausalOffByOne | Fault::WrongRescale | Fault::SharedSTierSlot => None,
+            Fault::CausalOffByOne
+            | Fault::WrongRescale
+            | Fault::SharedSTierSlot
+            | Fault::StaleScale => None,
         }
     }
 
@@ -145,6 +153,7 @@ impl Fault {
             Fault::GlbNoHit | Fault::GlbStaleTag if p.dma.glb.is_none() => {
                 Some("a global buffer (glb_bytes > 0)")
             }
+            Fault::StaleScale if p.row.pe.qk.is_none() => Some("qk_format = \"int8\" or \"int4\""),
             _ => None,
         }
     }

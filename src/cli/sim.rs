@@ -65,7 +65,8 @@ pub struct SimArgs {
     /// Test only: simulate the core built for fault injection with this deliberate defect
     /// selected (hdl::fault), to see the checks fail: stall_qk, stall_pv, write_outside_o,
     /// release_{q,k,v}_unheld, skip_k, skip_v, causal_off_by_one, wrong_rescale,
-    /// shared_port_clash, shared_s_tier_slot, early_wlast.
+    /// shared_port_clash, shared_s_tier_slot, early_wlast, glb_no_hit, glb_stale_tag,
+    /// stale_scale.
     #[arg(long, hide = true)]
     pub fault: Option<String>,
     /// Write O as .npy.

@@ -47,7 +47,8 @@
 //! cycles and the counted traffic differ.
 //!
 //! **Counters** (48 bits): `cycles` (busy), `mac_cycles` (cycles issuing a MAC step), `macs`
-//! (MACs performed), `masked_macs` (MAC slots of issued steps that were masked),
+//! (MACs performed; with integer QKᵀ a PE's QK step is `lanes` of them), `masked_macs` (MAC
+//! slots of issued steps that were masked; integer QKᵀ's scale steps have none),
 //! `stall_kv`, `stall_q`, `stall_softmax`, `stall_other` (busy cycles without a MAC step, by the
 //! reason the next phase could not start), `blocks`, `skipped_blocks`, `rf_reads`,
 //! `rf_writes` (32-bit register-file accesses at the PE ports), `p_buf_reads`, `p_buf_writes`

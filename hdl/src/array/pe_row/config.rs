@@ -27,8 +27,8 @@ pub struct PeRowConfig {
     pub exp: SoftmaxExpConfig,
     /// Width of an O staging beat.
     pub mem_width: u32,
-    /// Built for fault injection (`Fault::WrongRescale` and `Fault::SharedSTierSlot` act
-    /// here, selected at run time; see `fault.rs`).
+    /// Built for fault injection (`Fault::WrongRescale`, `Fault::SharedSTierSlot` and
+    /// `Fault::StaleScale` act here, selected at run time; see `fault.rs`).
     pub faults: bool,
     /// Where S and P live (see `crate::variants`): the row asks its [`Dataflow`].
     pub variant: Variant,

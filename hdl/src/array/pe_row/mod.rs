@@ -11,6 +11,10 @@
 //! column operands `b_col` (K) into S, each PE masked by `mask_qk`; a PV step (query row ii,
 //! key j, output column q) multiplies P[ii][j] from the row's P buffer by `b_col` (V) into O,
 //! masked by `mask_qk` (which follows the running phase's block).
+//! With integer QKᵀ (`pe.qk`) a QK step multiplies packed integers (two INT8 or four INT4 per
+//! 16-bit operand) into int32 S registers, the score's last step converting to binary32, and
+//! a block's QK phase starts with two scale steps whose buses carry Q's and K's scales to the
+//! row's C' (`quant`: C · s_q · s_k per query row and S slot, the softmax's constant then).
 //! A PV step's operation is the row's own: NOP if masked, MAC_ZERO on the row's first product
 //! of the tile (O starts at +0), MAC_SCALE on its first product of a block (the block's
 //! rescale), MAC otherwise. Skipping the rescale of a row with no product in a block is exact
@@ -58,8 +62,8 @@
 //! Files: `config` (the row's parameters and derived figures), `bus` (its ports), `engine` (the
 //! row engine's state machine and counters), `softmax` (the softmax units, the max and exp
 //! sweeps and where they read S), `banks` (the P bank and buf2d's S array), `tiers` (reg3d's
-//! tiers and vertical links), `normalize` (the readout: 1/l, normalization and O staging);
-//! this file instantiates the parts and wires the row.
+//! tiers and vertical links), `normalize` (the readout: 1/l, normalization and O staging),
+//! `quant` (integer QKᵀ's scales and C'); this file instantiates the parts and wires the row.
 
 mod banks;
 mod bus;

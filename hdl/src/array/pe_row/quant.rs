@@ -15,6 +15,7 @@
 //! past the sequence reads a stale scale, and its masked scores must stay −Inf.
 
 use super::{Parts, PeRowConfig, RowIn};
+use crate::fault::Fault;
 use crate::operands::Binary;
 use crate::pe::PeOp;
 use crate::{and_all, cat, mux, mux_index, ModuleBuilder, Sig};
@@ -92,7 +93,10 @@ pub(super) fn scaled_constants(
                     m.hold(&format!("cs_r{r}_s{k}"), cs, en)
                 })
                 .collect();
-            mux(slot, slots[1], slots[0])
+            // Fault: the other slot's C'.
+            let right = mux(slot, slots[1], slots[0]);
+            let other = mux(slot, slots[0], slots[1]);
+            m.with_fault(cfg.faults, Fault::StaleScale, |_| other, right)
         })
         .collect();
     Some(rows)
