@@ -545,6 +545,15 @@ mod tests {
         assert!(e.contains("unknown variant `above`"), "{e}");
     }
 
+    /// The value regflash.h gives `REGFLASH_CFG_<name>` for the design `c`.
+    fn header_limit(c: &CoreConfig, name: &str) -> Option<u64> {
+        let p = crate::core::CoreParams::from_config(c).unwrap();
+        crate::soc::regmap::limits(&p)
+            .into_iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, v, _)| v)
+    }
+
     /// `qk_format`: written only when set, read back unchanged, the PE and the header say it,
     /// a wrong spelling and a head dimension too small to pack are refused.
     #[test]
@@ -556,14 +565,9 @@ mod tests {
         let (c, _) = parse("preset = \"small\"\nqk_format = \"int4\"\n").unwrap();
         assert_eq!(c.qk_format, Some(kernels::quant::QkFormat::Int4));
         assert_eq!(c.pe().params_name(), "pe_r64_m1_a1_qi4");
-        let p = crate::core::CoreParams::from_config(&c).unwrap();
-        let qk = crate::soc::regmap::limits(&p)
-            .into_iter()
-            .find(|(name, _, _)| *name == "QK_FORMAT")
-            .map(|(_, v, _)| v);
-        assert_eq!(qk, Some(4));
+        assert_eq!(header_limit(&c, "QK_FORMAT"), Some(4));
         // d = 16 in four-lane elements: 2 scale steps + 4 products a score.
-        assert_eq!(p.row.qk_dims(), 6);
+        assert_eq!(c.row().qk_dims(), 6);
         let (back, _) = parse(&c.to_toml()).unwrap();
         assert_eq!(back, c);
         let e = err("preset = \"small\"\nqk_format = \"int2\"\n");
@@ -593,13 +597,7 @@ mod tests {
         assert_eq!(c.formats().operand, crate::format::Format::BF16);
         assert_eq!(c.pe().mac.module_name(), "mac_e8m7_m1_a1");
         // A driver learns it from regflash.h: REGFLASH_CFG_IN_FORMAT is 1 for BF16, 0 for FP16.
-        let in_format = |c: &CoreConfig| {
-            let p = crate::core::CoreParams::from_config(c).unwrap();
-            crate::soc::regmap::limits(&p)
-                .into_iter()
-                .find(|(name, _, _)| *name == "IN_FORMAT")
-                .map(|(_, v, _)| v)
-        };
+        let in_format = |c: &CoreConfig| header_limit(c, "IN_FORMAT");
         assert_eq!(in_format(&c), Some(1));
         assert_eq!(in_format(&CoreConfig::preset("small").unwrap()), Some(0));
         let text = c.to_toml();
