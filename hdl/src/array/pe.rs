@@ -231,18 +231,17 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let latency = cfg.mac.latency();
         // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), delayed to the
         // MAC's latency.
-        let int_result = cfg.qk.map(|f| {
+        let int_result = int_dot.as_ref().map(|unit| {
             let int_clear = op.eq(PeOp::IntClear as u64);
             let int_last = op.eq(PeOp::IntLast as u64);
-            let zero = m.zero(f.bits().max(32));
-            let acc = mux(int_clear, zero, acc_old);
+            // int32 zero: the bits of +0.
+            let acc = mux(int_clear, pos_zero, acc_old);
             let ins = IntDotIn {
                 a,
                 b,
                 acc,
                 last: int_last,
             };
-            let unit = int_dot.as_ref().expect("built with qk");
             let y = m.instantiate(unit, "u_int", &ins).y;
             m.delay_n("int_y", y, latency)
         });

@@ -169,15 +169,17 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
         ),
         None => (tier_pes, i.qk_step),
     };
-    let masked = if let (Some(s), false) = (i.scale, p.row.concurrent_phases()) {
-        let slots = mux(qk_step, qk_pes, tier_pes);
-        mux(i.step_valid & !s.scale, slots, zero_s) - macs
-    } else if p.row.concurrent_phases() {
+    let masked = if p.row.concurrent_phases() {
         let qk_slots = mux(qk_step, qk_pes, zero_s);
         let pv_slots = mux(i.pv_step, tier_pes, zero_s);
         (qk_slots + pv_slots) - macs
     } else {
-        mux(i.step_valid, tier_pes, zero_s) - macs
+        // One step bus: a QK or a PV step, or (integer QKᵀ) a scale step with no slot.
+        let (mac_step, slots) = match i.scale {
+            Some(s) => (i.step_valid & !s.scale, mux(qk_step, qk_pes, tier_pes)),
+            None => (i.step_valid, tier_pes),
+        };
+        mux(mac_step, slots, zero_s) - macs
     };
     // Why no MAC step issued, while busy.
     let idle_cycle = run_busy & !i.step_valid;
