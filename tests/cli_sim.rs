@@ -309,13 +309,13 @@ fn sim_refuses(args: Vec<String>, want: &str) -> String {
     format!("{all:?}: {t}")
 }
 
-/// K and V from files with fewer heads than Q: grouped-query attention, Q head h on K/V head
-/// h / 2, bit-exact. Random memory stalls make the seed count.
-#[test]
-fn sim_reads_grouped_query_npy_inputs() {
-    let dir = ScratchDir::new("cli-sim-gqa").unwrap();
-    let (heads, kv, q_len, k_len, d) = (4, 2, 9, 12, 16);
-    let a = Attention::generate(
+/// (heads, K/V heads, q_len, k_len, d) of [`grouped_problem`].
+const GQA: (usize, usize, usize, usize, usize) = (4, 2, 9, 12, 16);
+
+/// A causal grouped-query problem of [`GQA`]'s shape, unit pattern, from `seed`.
+fn grouped_problem(seed: u64) -> Attention {
+    let (heads, kv, q_len, k_len, d) = GQA;
+    Attention::generate(
         kernels::patterns::Pattern::Unit,
         heads,
         q_len,
@@ -323,9 +323,18 @@ fn sim_reads_grouped_query_npy_inputs() {
         d,
         true,
         OutFormat::Short,
-        3,
+        seed,
     )
-    .grouped(kv);
+    .grouped(kv)
+}
+
+/// K and V from files with fewer heads than Q: grouped-query attention, Q head h on K/V head
+/// h / 2, bit-exact. Random memory stalls make the seed count.
+#[test]
+fn sim_reads_grouped_query_npy_inputs() {
+    let dir = ScratchDir::new("cli-sim-gqa").unwrap();
+    let (heads, kv, q_len, k_len, d) = GQA;
+    let a = grouped_problem(3);
     let (t, r, out) = sim_files(
         &dir,
         [
@@ -397,6 +406,105 @@ fn sim_reads_a_varlen_batch_from_npy_inputs() {
                 true,
             );
             assert_eq!(out.data[rows], want, "sequence at row {q0}, head {h}");
+        }
+        (q0, k0) = (q0 + ql, k0 + kl);
+    }
+}
+
+/// O mirrors Q's file: a (1, seq, d) Q gives a (1, seq, d) O, not (seq, d), whatever K and V
+/// are shaped (a (seq, d) Q gives (seq, d): `sim_reads_npy_inputs_of_either_precision`).
+#[test]
+fn sim_writes_o_shaped_like_q() {
+    let dir = ScratchDir::new("cli-sim-rank").unwrap();
+    let (q_len, k_len, d) = (11, 6, 16);
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        q_len,
+        k_len,
+        d,
+        false,
+        OutFormat::Short,
+        2,
+    );
+    let (_, _, out) = sim_files(
+        &dir,
+        [
+            (&[1, q_len, d], &a.q),
+            (&[k_len, d], &a.k),
+            (&[k_len, d], &a.v),
+        ],
+        &[],
+    );
+    assert_eq!(out.shape, vec![1, q_len, d]);
+    assert_eq!(out.data, model_head(&a.q, &a.k, &a.v, false));
+}
+
+/// `t`, (a, b, d) row-major, as (b, a, d).
+fn swap_axes<T: Copy>(t: &[T], a: usize, b: usize, d: usize) -> Vec<T> {
+    (0..b)
+        .flat_map(|j| (0..a).map(move |i| (i * b + j) * d))
+        .flat_map(|at| t[at..at + d].iter().copied())
+        .collect()
+}
+
+/// `--layout bshd` reads 3-D files as (seq, heads, d) and writes O so: the same values given
+/// as bhsd (heads, seq, d) files give, transposed, the same O bit for bit (K and V with
+/// fewer heads than Q, so their axes count too). A varlen batch of bshd files holds its
+/// sequences one after the other along seq, and so does its O.
+#[test]
+fn sim_reads_and_writes_bshd_files_as_seq_heads_d() {
+    let dir = ScratchDir::new("cli-sim-bshd").unwrap();
+    let (heads, kv, q_len, k_len, d) = GQA;
+    let a = grouped_problem(8);
+    let (_, _, bhsd) = sim_files(
+        &dir,
+        [
+            (&[heads, q_len, d], &a.q),
+            (&[kv, k_len, d], &a.k),
+            (&[kv, k_len, d], &a.v),
+        ],
+        &["--causal"],
+    );
+    let (q, k, v) = (
+        swap_axes(&a.q, heads, q_len, d),
+        swap_axes(&a.k, kv, k_len, d),
+        swap_axes(&a.v, kv, k_len, d),
+    );
+    let files: [(&[usize], &[u16]); 3] = [
+        (&[q_len, heads, d], &q),
+        (&[k_len, kv, d], &k),
+        (&[k_len, kv, d], &v),
+    ];
+    let (t, _, bshd) = sim_files(&dir, files, &["--causal", "--layout", "bshd"]);
+    assert!(t.contains("layout bshd"), "{t}");
+    assert_eq!(bshd.shape, vec![q_len, heads, d]);
+    assert_eq!(swap_axes(&bshd.data, q_len, heads, d), bhsd.data);
+
+    let (q_lens, k_lens) = ([4, 5], [7, 5]);
+    let (_, _, varlen) = sim_files(
+        &dir,
+        files,
+        &[
+            "--causal",
+            "--layout",
+            "bshd",
+            "--seqlens",
+            "4,5",
+            "--kv-seqlens",
+            "7,5",
+        ],
+    );
+    assert_eq!(varlen.shape, vec![q_len, heads, d]);
+    let o = swap_axes(&varlen.data, q_len, heads, d);
+    let (mut q0, mut k0) = (0, 0);
+    for (&ql, &kl) in q_lens.iter().zip(&k_lens) {
+        for h in 0..heads {
+            let g = h / (heads / kv);
+            let rows = (h * q_len + q0) * d..(h * q_len + q0 + ql) * d;
+            let keys = (g * k_len + k0) * d..(g * k_len + k0 + kl) * d;
+            let want = model_head(&a.q[rows.clone()], &a.k[keys.clone()], &a.v[keys], true);
+            assert_eq!(o[rows], want, "sequence at row {q0}, head {h}");
         }
         (q0, k0) = (q0 + ql, k0 + kl);
     }
@@ -512,7 +620,7 @@ fn sim_and_bench_refuse_bad_input_clearly() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--q", &p("q.npy"), "--k", &p("k.npy"), "--v", &p("v9.npy")],
-            "K has shape [1, 10, 16] but V has shape [1, 9, 16]",
+            "K has shape [10, 16] but V has shape [9, 16]",
         ),
         (
             vec!["--q", &p("q32.npy"), "--k", &p("k.npy"), "--v", &p("k.npy")],
@@ -531,7 +639,20 @@ fn sim_and_bench_refuse_bad_input_clearly() {
         ),
         (
             vec!["--q", &p("q1d.npy"), "--k", &p("k.npy"), "--v", &p("k.npy")],
-            "expected (seq, d) or (heads, seq, d)",
+            "has shape [160]; with --layout bhsd expected (seq, d) or (heads, seq, d)",
+        ),
+        (
+            vec![
+                "--layout",
+                "bshd",
+                "--q",
+                &p("q1d.npy"),
+                "--k",
+                &p("k.npy"),
+                "--v",
+                &p("k.npy"),
+            ],
+            "has shape [160]; with --layout bshd expected (seq, d) or (seq, heads, d)",
         ),
         (
             vec![

@@ -22,7 +22,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub kv_heads: Option<usize>,
     /// How the tensors lie in the core's memory: bhsd (heads, seq, d) or bshd (seq, heads, d),
-    /// read in place through the row and head strides.
+    /// read in place through the row and head strides. Also the axes of 3-D --q/--k/--v files
+    /// and of the O that --out writes; a 2-D (seq, d) file is one head in either layout.
     #[arg(long, default_value = "bhsd")]
     pub layout: crate::verify::attention::TensorLayout,
     /// A varlen batch with these query lengths (FlashAttention's varlen: sequences packed
@@ -43,13 +44,14 @@ pub struct SimArgs {
     /// when nothing is random: --q/--k/--v on the simple port without --mem-stall or --seqlens.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Q as .npy, FP16 or FP32 (rounded to FP16), shaped (seq, d) or (heads, seq, d); with
-    /// --seqlens the sequences' rows one after the other.
+    /// Q as .npy, FP16 or FP32 (rounded to FP16), shaped (seq, d) (one head) or, by --layout,
+    /// (heads, seq, d) (bhsd) or (seq, heads, d) (bshd); with --seqlens the sequences' rows
+    /// one after the other along seq.
     #[arg(long, requires_all = ["k", "v"])]
     pub q: Option<PathBuf>,
-    /// K as .npy, shaped (seq_k, d) or (kv_heads, seq_k, d): its length may differ from Q's,
-    /// and it may have fewer heads if they divide Q's (grouped-query attention: Q head h reads
-    /// K/V head h / (heads / kv_heads)).
+    /// K as .npy, shaped (seq_k, d) or, by --layout, (kv_heads, seq_k, d) or (seq_k, kv_heads,
+    /// d): its length may differ from Q's, and it may have fewer heads if they divide Q's
+    /// (grouped-query attention: Q head h reads K/V head h / (heads / kv_heads)).
     #[arg(long, requires_all = ["q", "v"])]
     pub k: Option<PathBuf>,
     /// V as .npy, shaped like K.
@@ -69,7 +71,9 @@ pub struct SimArgs {
     /// stale_scale.
     #[arg(long, hide = true)]
     pub fault: Option<String>,
-    /// Write O as .npy.
+    /// Write O as .npy, shaped like Q's file: (seq, d) for a 2-D Q; for a 3-D Q (one head
+    /// too), (heads, seq, d), or (seq, heads, d) with --layout bshd. Random inputs: (seq, d)
+    /// for one head, else the 3-D shape of --layout. A varlen batch's O is packed like Q.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Write the report as JSON.
@@ -133,30 +137,44 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
         _ => None,
     };
     let load = |(q, k, v): (&PathBuf, &PathBuf, &PathBuf)| {
-        let (a, n) = sim::load_problem(q, k, v, args.causal, out, args.saturate, cfg.in_format)?;
-        anyhow::Ok((a.laid_out(args.layout).for_qk_of(&params), n))
+        let (a, rank, n) = sim::load_problem(
+            (q.as_path(), k.as_path(), v.as_path()),
+            args.causal,
+            out,
+            args.saturate,
+            cfg.in_format,
+            args.layout,
+        )?;
+        anyhow::Ok((a.for_qk_of(&params), rank, n))
     };
+    // Random inputs' O keeps its first shape: (seq, d) for one head, else three axes.
+    let random_rank = sim::FileRank::of_heads(args.heads.unwrap_or(1));
     if let Some(q_lens) = &args.seqlens {
         let (q_lens, k_lens) = batch_lengths(q_lens, args.kv_seqlens.as_deref())?;
-        let (batch, saturated) = match files {
+        let (batch, rank, saturated) = match files {
             Some(files) => {
-                let (packed, n) = load(files)?;
+                let (packed, rank, n) = load(files)?;
                 let batch = Batch::from_packed(&packed, q_lens, k_lens)
                     .context("--seqlens and --kv-seqlens against the rows of --q/--k/--v")?;
-                (batch, n)
+                (batch, rank, n)
             }
             None => (
                 random_batch(&args, &params, out, q_lens, k_lens, timing.seed)?,
+                random_rank,
                 0,
             ),
         };
-        return sim_batch(&args, &cfg, &batch, saturated, &timing, &table);
+        return sim_batch(&args, &cfg, &batch, rank, saturated, &timing, &table);
     }
-    let (problem, saturated) = match files {
+    let (problem, rank, saturated) = match files {
         Some(files) => load(files)?,
-        None => (random_one(&args, &params, out, timing.seed)?, 0),
+        None => (
+            random_one(&args, &params, out, timing.seed)?,
+            random_rank,
+            0,
+        ),
     };
-    sim_one(&args, &cfg, &problem, saturated, &timing, &table)
+    sim_one(&args, &cfg, &problem, rank, saturated, &timing, &table)
 }
 
 /// Refuses a flag the others leave without effect: every flag given is used or refused.
@@ -169,15 +187,11 @@ fn refuse_unused(args: &SimArgs, p: &CoreParams) -> Result<()> {
                 "--seq",
                 "the arrays' rows give the lengths",
             ),
-            (
-                args.heads.is_some(),
-                "--heads",
-                "Q's first axis gives the heads",
-            ),
+            (args.heads.is_some(), "--heads", "Q's shape gives the heads"),
             (
                 args.kv_heads.is_some(),
                 "--kv-heads",
-                "the first axis of K and V gives the K/V heads (fewer than Q's: grouped-query \
+                "the shape of K and V gives the K/V heads (fewer than Q's: grouped-query \
                  attention)",
             ),
         ] {
@@ -301,12 +315,13 @@ fn random_batch(
     Ok(batch.for_design(p))
 }
 
-/// Runs a varlen batch on the top and writes its O packed like the inputs: (heads, total
-/// queries, d).
+/// Runs a varlen batch on the top and writes its O packed like the inputs, of Q's `rank`:
+/// (total queries, d), or (heads, total queries, d) in bhsd, (total queries, heads, d) in bshd.
 fn sim_batch(
     args: &SimArgs,
     cfg: &hdl::config::CoreConfig,
     batch: &Batch,
+    rank: sim::FileRank,
     saturated: u64,
     timing: &MemoryTiming,
     table: &kernels::energy::EnergyTable,
@@ -320,7 +335,7 @@ fn sim_batch(
             q_len: batch.totals().0,
             ..batch.seqs[0].clone()
         };
-        sim::write_output(path, &whole, &batch.packed_out(&o))?;
+        sim::write_output(path, &whole, &batch.packed_out(&o), rank)?;
     }
     if let Some(path) = &args.report {
         write_json(path, &report)?;
@@ -329,11 +344,12 @@ fn sim_batch(
 }
 
 /// Runs one problem on the core (on the top with the AXI4 port), with a fault or a waveform
-/// when asked.
+/// when asked, and writes its O of Q's `rank` ([`sim::write_output`]).
 fn sim_one(
     args: &SimArgs,
     cfg: &hdl::config::CoreConfig,
     problem: &Attention,
+    rank: sim::FileRank,
     saturated: u64,
     timing: &MemoryTiming,
     table: &kernels::energy::EnergyTable,
@@ -384,7 +400,7 @@ fn sim_one(
     eprintln!();
     println!("{}", report.summary());
     if let Some(path) = &args.out {
-        sim::write_output(path, problem, &o)?;
+        sim::write_output(path, problem, &o, rank)?;
     }
     if let Some(path) = &args.report {
         write_json(path, &report)?;
