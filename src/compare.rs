@@ -111,9 +111,10 @@ pub struct CompareRow {
     /// buf2d's cycles / these.
     #[serde(serialize_with = "real")]
     pub speedup_vs_buf2d: f64,
-    /// buf2d's energy / this design's.
+    /// This design's energy / buf2d's (2.0: twice buf2d's energy), so that it reads with
+    /// `energy_reduction_vs_buf2d`, which is 1 − it.
     #[serde(serialize_with = "real")]
-    pub energy_ratio_vs_buf2d: f64,
+    pub energy_vs_buf2d: f64,
     /// 1 − this design's energy / buf2d's.
     #[serde(serialize_with = "real")]
     pub energy_reduction_vs_buf2d: f64,
@@ -124,6 +125,9 @@ pub struct CompareRow {
     pub energy: EnergyReport,
     /// The energy's inputs: the run's counters, or the schedule's and the cycle model's.
     pub counters: BTreeMap<String, u64>,
+    /// Whether the run passed (bit-exact, every counter right, within the contract): rtl
+    /// rows only, null for rows from the schedule and the cycle model, which run no data.
+    pub passed: Option<bool>,
     /// The run's report and checks (rtl rows only).
     pub report: Option<SimReport>,
     /// The design as run or modelled at this length (rowfused sized for it, registers widened
@@ -443,11 +447,12 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                     source,
                     mac_steps: steps,
                     speedup_vs_buf2d: 0.0,
-                    energy_ratio_vs_buf2d: 0.0,
+                    energy_vs_buf2d: 0.0,
                     energy_reduction_vs_buf2d: 0.0,
                     on_chip_reduction_vs_buf2d: 0.0,
                     energy,
                     counters,
+                    passed: report.as_ref().map(|r| r.passed),
                     report,
                 })
             })
@@ -457,13 +462,15 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             (base.cycles, base.energy.total_pj, base.energy.on_chip_pj);
         for r in &mut at_seq {
             r.speedup_vs_buf2d = base_cycles as f64 / r.cycles.max(1) as f64;
-            r.energy_ratio_vs_buf2d = base_pj / r.energy.total_pj.max(f64::MIN_POSITIVE);
+            r.energy_vs_buf2d = r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
             r.energy_reduction_vs_buf2d = 1.0 - r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
             r.on_chip_reduction_vs_buf2d =
                 1.0 - r.energy.on_chip_pj / base_chip.max(f64::MIN_POSITIVE);
         }
         rows.extend(at_seq);
     }
+    // A stop leaves the cycle model's rows partial (`crate::watch`).
+    crate::watch::check()?;
     Ok(rows)
 }
 
@@ -544,7 +551,8 @@ pub const KINDS: [(&str, &[&str]); 5] = [
 ];
 
 /// With the GLB the configuration gives, without one, or both (`compare --glb`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum GlbRuns {
     #[default]
     Config,
@@ -714,6 +722,7 @@ fn per_row(
 }
 
 /// A figure of a row against its base design's row at the same length.
+#[cfg(feature = "cli")]
 type Pick = fn(&CompareRow, &CompareRow) -> f64;
 
 /// The published claims drawn as bands on the energy plot: (label, low, high) energy
@@ -726,6 +735,7 @@ pub const CLAIMS: [(&str, f64, f64); 2] = [
 /// An SVG with three panels against sequence length: energy reduction against `base` (buf2d,
 /// or with `--claims` rowfused), total and on-chip (with the published claims as bands), and
 /// speedup against it, one line per design.
+#[cfg(feature = "cli")]
 pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<()> {
     use plotters::prelude::*;
     let seqs: Vec<usize> = {

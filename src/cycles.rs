@@ -1064,6 +1064,12 @@ pub fn simulate(p: &CoreParams, s: &Shape, mem: MemTiming, limit: u64) -> Option
         if m.cycle > limit {
             return None;
         }
+        // A stop asked on the watch (an interrupted Python call) ends the stepping: what it
+        // returns then is partial, and every watched caller checks the watch before it uses
+        // a figure (`crate::watch`).
+        if m.cycle.is_multiple_of(1 << 16) && crate::watch::stopping() {
+            break;
+        }
         m.cycle(false);
     }
     Some(m.t)

@@ -101,7 +101,15 @@ pub fn points(
     let p = CoreParams::from_config(&cfg)?;
     let mem = crate::verify::attention::MemoryTiming::default().model_timing();
     let table = EnergyTable::default();
+    crate::watch::expect(seqs.len() as u64);
     seqs.iter()
-        .map(|&seq| point(&cfg, &p, &table, mem, (seq, heads, causal)))
+        .map(|&seq| {
+            crate::watch::check()?;
+            let at = point(&cfg, &p, &table, mem, (seq, heads, causal));
+            // A stop during the point leaves it partial.
+            crate::watch::check()?;
+            crate::watch::advance(1);
+            at
+        })
         .collect()
 }

@@ -108,8 +108,12 @@ pub struct SimReport {
     /// The bound max_abs_err must stay within: 2 × plain + one FP16 ulp of max |O_f64|.
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub max_abs_err_bound: f64,
-    /// Outputs that are NaN or ±Inf where the f64 reference is finite.
+    /// Outputs that are NaN or ±Inf (NaN inputs make them, as the contract expects).
     pub nonfinite_outputs: u64,
+    /// Outputs that are NaN or ±Inf where the f64 reference is finite (the contract allows
+    /// none).
+    #[serde(default)]
+    pub nonfinite_where_finite: u64,
     pub memory_bytes_read: u64,
     pub memory_bytes_written: u64,
     /// A varlen batch's sequences (query rows, key rows); empty for one problem, whose
@@ -183,6 +187,88 @@ impl SimReport {
             tokens,
             stacked,
         ));
+    }
+
+    /// One report of a varlen batch whose sequences ran one after the other, each its own
+    /// problem (`parts`, in order; Python's varlen calls): the lengths and every count summed
+    /// (cycles, counters, memory, mismatches, non-finite outputs), the busy shares weighted
+    /// by cycles, the errors the worst of the sequences, the failures each named by its
+    /// sequence, and the energy priced again from the summed counters. `passed` only if every
+    /// sequence passed: each meets the contract on its own.
+    pub fn of_sequences(
+        parts: &[SimReport],
+        table: &kernels::energy::EnergyTable,
+        cfg: &CoreConfig,
+    ) -> Result<SimReport> {
+        let first = parts
+            .first()
+            .context("a batch of no sequences has no report")?;
+        let mut r = first.clone();
+        let sum = |f: fn(&SimReport) -> u64| parts.iter().map(f).sum::<u64>();
+        let worst = |f: fn(&SimReport) -> f64| parts.iter().map(f).fold(0.0, f64::max);
+        r.seq_len = parts.iter().map(|p| p.seq_len).sum();
+        r.k_len = parts.iter().map(|p| p.k_len).sum();
+        r.seqlens = parts.iter().map(|p| (p.seq_len, p.k_len)).collect();
+        r.cycles = sum(|p| p.cycles);
+        r.ideal_cycles = parts.iter().map(|p| p.ideal_cycles).sum();
+        let per_cycle = |f: fn(&SimReport) -> f64| {
+            let busy: f64 = parts.iter().map(|p| f(p) * p.cycles as f64).sum();
+            busy / r.cycles.max(1) as f64
+        };
+        r.utilization = r.ideal_cycles / r.cycles.max(1) as f64;
+        r.array_busy = per_cycle(|p| p.array_busy);
+        r.qk_tier_busy = per_cycle(|p| p.qk_tier_busy);
+        r.pv_tier_busy = per_cycle(|p| p.pv_tier_busy);
+        r.quant_rel_err = parts
+            .iter()
+            .filter_map(|p| p.quant_rel_err)
+            .reduce(f64::max);
+        r.bit_mismatches = parts.iter().map(|p| p.bit_mismatches).sum();
+        r.first_mismatch = parts.iter().find_map(|p| p.first_mismatch.clone());
+        r.assertion_failures = parts.iter().map(|p| p.assertion_failures).sum();
+        r.max_abs_err = worst(|p| p.max_abs_err);
+        r.max_rel_err = worst(|p| p.max_rel_err);
+        r.plain_lowprec_max_abs_err = worst(|p| p.plain_lowprec_max_abs_err);
+        r.max_abs_err_bound = worst(|p| p.max_abs_err_bound);
+        r.nonfinite_outputs = sum(|p| p.nonfinite_outputs);
+        r.nonfinite_where_finite = sum(|p| p.nonfinite_where_finite);
+        r.memory_bytes_read = sum(|p| p.memory_bytes_read);
+        r.memory_bytes_written = sum(|p| p.memory_bytes_written);
+        r.saturated_inputs = sum(|p| p.saturated_inputs);
+        r.counters = BTreeMap::new();
+        for p in parts {
+            for (k, v) in &p.counters {
+                *r.counters.entry(k.clone()).or_default() += v;
+            }
+        }
+        // The same banks in every sequence: their words summed.
+        for p in &parts[1..] {
+            for (have, add) in r.glb_banks.iter_mut().zip(&p.glb_banks) {
+                *have = (have.0 + add.0, have.1 + add.1);
+            }
+        }
+        r.scratch_bytes = parts
+            .iter()
+            .filter_map(|p| p.scratch_bytes)
+            .reduce(|a, b| (a.0 + b.0, a.1 + b.1));
+        // Per sequence: a list of its own, with its sequence's number.
+        let named = |f: fn(&SimReport) -> &Vec<String>| -> Vec<String> {
+            parts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, p)| f(p).iter().map(move |e| format!("sequence {i}: {e}")))
+                .collect()
+        };
+        r.counter_errors = named(|p| &p.counter_errors);
+        r.failures = named(|p| &p.failures);
+        r.bit_exact = parts.iter().all(|p| p.bit_exact);
+        r.counters_ok = parts.iter().all(|p| p.counters_ok);
+        r.accuracy_ok = parts.iter().all(|p| p.accuracy_ok);
+        r.passed = parts.iter().all(|p| p.passed);
+        if r.energy.is_some() {
+            r.with_energy(table, cfg, false);
+        }
+        Ok(r)
     }
 
     /// The variant, with its tiers and narrow S links after `sep` ("reg3d, 3 tiers, 8-bit S
@@ -610,6 +696,10 @@ fn model_counters(
         return c;
     }
     let c = crate::cycles::counters(p, shape, mem);
+    // A stopped run's counters are partial: never remembered.
+    if crate::watch::stopping() {
+        return c;
+    }
     let mut m = MEMO.lock().expect("the cycle memo");
     if m.len() == KEEP {
         m.remove(0);
@@ -628,6 +718,8 @@ pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(Sim
     a.validate_core(&p)?;
     let timing = MemoryTiming::default();
     let shape = a.shape();
+    // Each head twice: the model, then the references.
+    crate::watch::expect(2 * a.heads as u64);
     // The cycle model needs no data: it runs beside the heads.
     let ((out, stats, accuracy), (counters, _)) = std::thread::scope(|s| {
         let cycles = s.spawn(|| model_counters(&p, &shape, timing.model_timing()));
@@ -638,6 +730,8 @@ pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(Sim
             cycles.join().expect("the cycle model's thread"),
         )
     });
+    // A stop leaves heads out: nothing of such a run is used.
+    crate::watch::check()?;
     let mut counters = counters;
     // The rescales depend on the data: the model counts them.
     counters.insert("rescales".into(), stats.rescales);
@@ -795,6 +889,7 @@ fn report(
         plain_lowprec_max_abs_err: acc.plain_err,
         max_abs_err_bound: acc.abs_bound(),
         nonfinite_outputs: acc.nonfinite_outputs,
+        nonfinite_where_finite: acc.nonfinite_where_finite,
         memory_bytes_read: run.memory.bytes_read,
         memory_bytes_written: run.memory.bytes_written,
         mem_if: cfg.mem_if.to_string(),
@@ -817,10 +912,16 @@ fn report(
 /// FP16's largest finite value.
 pub const F16_MAX: f64 = 65504.0;
 
-/// A tensor from a `.npy` file as FP16 bits shaped (heads, len, d): FP16 as is, FP32 rounded
-/// to nearest even. A finite FP32 value that FP16 cannot hold (|x| ≥ 65520 rounds to ±Inf)
-/// is refused, naming the tensor, the index and the value, unless `saturate`: then it becomes
-/// ±65504 and is counted (the second result). NaN and ±Inf pass as themselves.
+/// A tensor from a `.npy` file as FP16 bits in the logical order (heads, len, d), whatever
+/// `layout` the file holds it in: FP16 as is, FP32 rounded to nearest even. A finite FP32
+/// value that FP16 cannot hold (|x| ≥ 65520 rounds to ±Inf) is refused, naming the tensor,
+/// the index (in the file's axes) and the value, unless `saturate`: then it becomes ±65504
+/// and is counted. NaN and ±Inf pass as themselves.
+///
+/// A 2-D file is (seq, d), one head, in either layout; a 3-D file is (heads, seq, d) with
+/// [`TensorLayout::Bhsd`](attention::TensorLayout::Bhsd) and (seq, heads, d) with `Bshd`
+/// (transposed here: [`Attention`] keeps its values in (heads, len, d) order and lays them
+/// out in memory by its `layout`).
 ///
 /// With `format` BF16, the values are rounded to BF16 instead (FP16 and FP32 alike; numpy has
 /// no bfloat16), and the range is BF16's (±3.39e38, FP32's but for the last half ulp). One
@@ -830,23 +931,67 @@ pub fn load_input(
     what: &str,
     saturate: bool,
     format: hdl::format::Format,
-) -> Result<(Vec<u16>, [usize; 3], u64)> {
+    layout: attention::TensorLayout,
+) -> Result<Input> {
+    use attention::TensorLayout::{Bhsd, Bshd};
     let t = npy::read(path).with_context(|| format!("{what} input {}", path.display()))?;
-    let shape = match t.shape.as_slice() {
-        &[len, d] => [1, len, d],
-        &[h, len, d] => [h, len, d],
-        s => bail!(
-            "{what} in {} has shape {s:?}; expected (seq, d) or (heads, seq, d)",
-            path.display()
+    let shape = match (t.shape.as_slice(), layout) {
+        (&[len, d], _) => [1, len, d],
+        (&[h, len, d], Bhsd) => [h, len, d],
+        (&[len, h, d], Bshd) => [h, len, d],
+        (s, _) => bail!(
+            "{what} in {} has shape {s:?}; with --layout {} expected (seq, d) or {}",
+            path.display(),
+            layout.name(),
+            file_axes(layout)
         ),
     };
-    let (bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
-    Ok((bits, shape, saturated))
+    let (mut bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
+    if t.shape.len() == 3 && layout == Bshd {
+        bits = swap_outer_axes(&bits, shape[1], shape[0], shape[2]);
+    }
+    Ok(Input {
+        bits,
+        shape,
+        file_shape: t.shape,
+        saturated,
+    })
 }
 
-/// [`load_input`]'s values: every value rounded to `format` (FP16 values into FP16 are kept
-/// as they are), a finite value that rounds to infinity refused, or with `saturate` clamped
-/// to the largest finite value and counted.
+/// A tensor [`load_input`] read.
+pub struct Input {
+    /// The values' bits, (heads, len, d) row-major.
+    pub bits: Vec<u16>,
+    /// [heads, len, d].
+    pub shape: [usize; 3],
+    /// The file's shape, in its own axes' order.
+    pub file_shape: Vec<usize>,
+    /// Values clamped to the format's largest finite value (only with `saturate`).
+    pub saturated: u64,
+}
+
+/// The axes of a 3-D `.npy` file in `layout`, as messages name them.
+fn file_axes(layout: attention::TensorLayout) -> &'static str {
+    match layout {
+        attention::TensorLayout::Bhsd => "(heads, seq, d)",
+        attention::TensorLayout::Bshd => "(seq, heads, d)",
+    }
+}
+
+/// `t`, (a, b, d) row-major, as (b, a, d): bshd files to (heads, len, d) and back.
+fn swap_outer_axes<T: Copy>(t: &[T], a: usize, b: usize, d: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(t.len());
+    for j in 0..b {
+        for i in 0..a {
+            out.extend_from_slice(&t[(i * b + j) * d..(i * b + j + 1) * d]);
+        }
+    }
+    out
+}
+
+/// [`load_input`]'s values: every value rounded to `format` (`kernels::operands`), a finite
+/// value that rounds to infinity refused, or with `saturate` clamped to the largest finite
+/// value and counted.
 fn rounded_to(
     t: &Tensor,
     path: &Path,
@@ -855,55 +1000,21 @@ fn rounded_to(
     format: hdl::format::Format,
 ) -> Result<(Vec<u16>, u64)> {
     use hdl::format::Format;
-    use kernels::reference::value_of;
-    let (max, inf) = (format.inf() - 1, format.inf());
-    // The largest finite value, and the magnitude from which values round to infinity (half
-    // an ulp above it), as the message shows them: 65504 and 65520 for FP16.
-    let show = |x: f64| {
-        let x = x as f32;
-        if x.abs() < 1e7 {
-            format!("{x}")
-        } else {
-            format!("{x:e}")
-        }
+    use kernels::operands::{largest_finite, multi_index, round_operands, show};
+    let from = match t.dtype {
+        DType::F16 => Format::FP16,
+        DType::F32 => Format::FP32,
     };
-    let largest = value_of(max, format);
-    let overflow = largest + 2f64.powi(format.bias() as i32 - format.man as i32 - 1);
-    let mut saturated = 0u64;
-    let mut bits = Vec::with_capacity(t.data.len());
-    for (i, &x) in t.data.iter().enumerate() {
-        let from = match t.dtype {
-            DType::F16 => Format::FP16,
-            DType::F32 => Format::FP32,
-        };
-        let x = x as u64;
-        let y = if from == format {
-            x
-        } else {
-            kernels::fp::convert(x, from, format)
-        };
-        let value = value_of(x, from);
-        bits.push(if value.is_finite() && y & !format.sign_mask() == inf {
-            let index: Vec<usize> = shape_index(&t.shape, i);
-            ensure!(
-                saturate,
-                "{what} in {}: element {index:?} = {:e} is outside the {} range (±{}; magnitudes \
-                 from {} round to infinity): scale the input, or pass --saturate to clamp such \
-                 values to ±{}",
-                path.display(),
-                value as f32,
-                kernels::accuracy::short_name(format),
-                show(largest),
-                show(overflow),
-                show(largest)
-            );
-            saturated += 1;
-            ((y & format.sign_mask()) | max) as u16
-        } else {
-            y as u16
-        });
-    }
-    Ok((bits, saturated))
+    round_operands(t.data.iter().map(|&x| x as u64), from, format, saturate).map_err(|e| {
+        anyhow::anyhow!(
+            "{what} in {}: element {:?} {}: scale the input, or pass --saturate to clamp such \
+             values to ±{}",
+            path.display(),
+            multi_index(&t.shape, e.index),
+            e.describe(),
+            show(largest_finite(format))
+        )
+    })
 }
 
 /// unfused: the bytes of S and P the problems write out (and read back), and those the GLB
@@ -921,64 +1032,86 @@ fn scratch_bytes(p: &CoreParams, shapes: &[crate::schedule::Shape]) -> Option<(u
     })
 }
 
-/// The multi-index of flat element `i` of a C-order array of `shape`.
-fn shape_index(shape: &[usize], mut i: usize) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for (k, &n) in shape.iter().enumerate().rev() {
-        idx[k] = i % n.max(1);
-        i /= n.max(1);
-    }
-    idx
-}
-
-/// Q, K and V from `.npy` files, checked against each other; the second result counts the
-/// values clamped to ±65504 (only with `saturate`, see [`load_input`]). K and V may have fewer
-/// heads than Q (grouped-query attention: Q head h reads K/V head h / (Q heads / K/V heads)),
-/// a number that divides Q's; (seq, d) is one head.
+/// Q, K and V from `.npy` files (q, k, v) in `layout` (see [`load_input`]), checked against
+/// each other; with Q's file's rank, which O's file mirrors ([`write_output`]), and the count
+/// of values clamped to ±65504 (only with `saturate`). K and V may have fewer heads than Q
+/// (grouped-query attention: Q head h reads K/V head h / (Q heads / K/V heads)), a number
+/// that divides Q's; (seq, d) is one head.
 pub fn load_problem(
-    q: &Path,
-    k: &Path,
-    v: &Path,
+    (q, k, v): (&Path, &Path, &Path),
     causal: bool,
     out: OutFormat,
     saturate: bool,
     format: hdl::format::Format,
-) -> Result<(Attention, u64)> {
-    let (qb, qs, nq) = load_input(q, "Q", saturate, format)?;
-    let (kb, ks, nk) = load_input(k, "K", saturate, format)?;
-    let (vb, vs, nv) = load_input(v, "V", saturate, format)?;
+    layout: attention::TensorLayout,
+) -> Result<(Attention, FileRank, u64)> {
+    let qi = load_input(q, "Q", saturate, format, layout)?;
+    let ki = load_input(k, "K", saturate, format, layout)?;
+    let vi = load_input(v, "V", saturate, format, layout)?;
+    let (qs, ks) = (qi.shape, ki.shape);
     ensure!(
-        ks == vs,
-        "K has shape {ks:?} but V has shape {vs:?}: they must match"
+        ks == vi.shape,
+        "K has shape {:?} but V has shape {:?}: they must match",
+        ki.file_shape,
+        vi.file_shape
     );
     ensure!(
         qs[2] == ks[2],
-        "Q has shape {qs:?} and K {ks:?}: the head dimension (the last axis) must match"
+        "Q has shape {:?} and K {:?}: the head dimension (the last axis) must match",
+        qi.file_shape,
+        ki.file_shape
     );
     ensure!(
         ks[0] >= 1 && qs[0].is_multiple_of(ks[0]),
         "Q has {} head(s) and K and V {}: the K/V heads must divide the query heads \
          (grouped-query attention: Q head h reads K/V head h / (Q heads / K/V heads)); give K \
-         and V as many heads as Q, or a divisor of that",
+         and V as many heads as Q, or a divisor of that (--layout {} reads a 3-D file as {})",
         qs[0],
-        ks[0]
+        ks[0],
+        layout.name(),
+        file_axes(layout)
     );
+    let rank = match qi.file_shape.len() {
+        2 => FileRank::SeqD,
+        _ => FileRank::ThreeAxes,
+    };
     let a = Attention {
         heads: qs[0],
         kv_heads: ks[0],
-        layout: Default::default(),
+        layout,
         q_len: qs[1],
         k_len: ks[1],
         head_dim: qs[2],
-        q: qb,
-        k: kb,
-        v: vb,
+        q: qi.bits,
+        k: ki.bits,
+        v: vi.bits,
         causal,
         out,
         format,
         qk: None,
     };
-    Ok((a, nq + nk + nv))
+    Ok((a, rank, qi.saturated + ki.saturated + vi.saturated))
+}
+
+/// The rank of Q's `.npy` file, which O's file mirrors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileRank {
+    /// (seq, d): one head.
+    SeqD,
+    /// Three axes in the layout's order: (heads, seq, d) in bhsd, (seq, heads, d) in bshd;
+    /// also for one head.
+    ThreeAxes,
+}
+
+impl FileRank {
+    /// O's rank for random inputs of `heads` heads: (seq, d) for one head, else three axes.
+    pub fn of_heads(heads: usize) -> FileRank {
+        if heads == 1 {
+            FileRank::SeqD
+        } else {
+            FileRank::ThreeAxes
+        }
+    }
 }
 
 /// Random inputs (uniform in [−1, 1]) of the given shape.
@@ -993,12 +1126,18 @@ pub fn random_problem(
     Attention::generate(Pattern::Unit, heads, seq, seq, head_dim, causal, out, seed)
 }
 
-/// Writes O as a `.npy` array shaped like Q: (seq, d) for one head, else (heads, seq, d).
-pub fn write_output(path: &Path, a: &Attention, out: &[u32]) -> Result<()> {
-    let shape = if a.heads == 1 {
-        vec![a.q_len, a.head_dim]
-    } else {
-        vec![a.heads, a.q_len, a.head_dim]
+/// Writes O (`out`: a's heads × q_len × d values, as a run returns them) as a `.npy` array
+/// of Q's file's `rank`: (seq, d), or three axes in a's layout, (heads, seq, d) for bhsd and
+/// (seq, heads, d) for bshd.
+pub fn write_output(path: &Path, a: &Attention, out: &[u32], rank: FileRank) -> Result<()> {
+    let (h, s, d) = (a.heads, a.q_len, a.head_dim);
+    let (shape, out) = match (rank, a.layout) {
+        (FileRank::SeqD, _) if h == 1 => (vec![s, d], out.to_vec()),
+        (FileRank::SeqD, _) => bail!("O of {h} heads cannot be written as (seq, d)"),
+        (FileRank::ThreeAxes, attention::TensorLayout::Bhsd) => (vec![h, s, d], out.to_vec()),
+        (FileRank::ThreeAxes, attention::TensorLayout::Bshd) => {
+            (vec![s, h, d], swap_outer_axes(out, h, s, d))
+        }
     };
     // numpy has no bfloat16: BF16's short form is written as float32 (exact).
     let bf16 = a.format == hdl::format::Format::BF16 && a.out == OutFormat::Short;
@@ -1011,7 +1150,7 @@ pub fn write_output(path: &Path, a: &Attention, out: &[u32]) -> Result<()> {
         data: if bf16 {
             out.iter().map(|&b| b << 16).collect()
         } else {
-            out.to_vec()
+            out
         },
     };
     npy::write(path, &t).with_context(|| format!("writing O to {}", path.display()))

@@ -91,6 +91,7 @@ fn neg_inf_blocks_give_finite_correct_output() {
             got.iter().filter(|x| !x.is_finite()).count()
         );
         assert_eq!(chk.accuracy.nonfinite_outputs, 0, "{what}");
+        assert_eq!(chk.accuracy.nonfinite_where_finite, 0, "{what}");
     }
 }
 

@@ -33,8 +33,11 @@ pub struct Accuracy {
     pub out_scale: f64,
     /// Max finite |V|.
     pub v_scale: f64,
-    /// Outputs that are NaN or ±Inf where the f64 reference is finite.
+    /// Outputs that are NaN or ±Inf, wherever they are (NaN inputs make NaN outputs that the
+    /// contract expects: this counts them too).
     pub nonfinite_outputs: u64,
+    /// Outputs that are NaN or ±Inf where the f64 reference is finite: the contract's count.
+    pub nonfinite_where_finite: u64,
     /// Outputs that differ from a NaN or ±Inf reference (NaN agrees with NaN).
     pub special_mismatches: u64,
     /// Nonzero outputs of queries that see no key (they must be exactly 0).
@@ -78,10 +81,11 @@ impl Accuracy {
                 a.out_scale = a.out_scale.max(w.abs());
                 a.max_abs_err = a.max_abs_err.max(abs_error(g, w));
                 a.plain_err = a.plain_err.max(abs_error(pl, w));
-                a.nonfinite_outputs += !g.is_finite() as u64;
+                a.nonfinite_where_finite += !g.is_finite() as u64;
             } else {
                 a.special_mismatches += (abs_error(g, w) != 0.0) as u64;
             }
+            a.nonfinite_outputs += !g.is_finite() as u64;
             let row = i / d;
             a.masked_row_nonzero +=
                 (!has_visible_key(row, q_len, k_len, causal) && g != 0.0) as u64;
@@ -162,6 +166,7 @@ impl Accuracy {
             out_scale: self.out_scale.max(o.out_scale),
             v_scale: self.v_scale.max(o.v_scale),
             nonfinite_outputs: self.nonfinite_outputs + o.nonfinite_outputs,
+            nonfinite_where_finite: self.nonfinite_where_finite + o.nonfinite_where_finite,
             special_mismatches: self.special_mismatches + o.special_mismatches,
             masked_row_nonzero: self.masked_row_nonzero + o.masked_row_nonzero,
         }
@@ -209,10 +214,10 @@ impl Accuracy {
     /// reference has them, fully masked rows exactly zero, max |O − O_f64| within
     /// [`Accuracy::abs_bound`], and relative error within [`MAX_REL_ERR`]. Returns what failed.
     pub fn check(&self) -> Result<(), String> {
-        if self.nonfinite_outputs > 0 {
+        if self.nonfinite_where_finite > 0 {
             return Err(format!(
                 "{} outputs are NaN or infinite where the f64 reference is finite",
-                self.nonfinite_outputs
+                self.nonfinite_where_finite
             ));
         }
         if self.special_mismatches > 0 {

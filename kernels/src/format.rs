@@ -29,6 +29,8 @@ impl Format {
     pub const BF16: Format = Format { exp: 8, man: 7 };
     /// binary32 (FP32).
     pub const FP32: Format = Format { exp: 8, man: 23 };
+    /// binary64 (FP64): the host's doubles, which the operands are rounded from directly.
+    pub const FP64: Format = Format { exp: 11, man: 52 };
 
     /// Bits of a value.
     pub const fn bits(self) -> u32 {

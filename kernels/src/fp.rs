@@ -876,7 +876,7 @@ mod tests {
             let (p, bf) = (Format::BF16.exact_product(), Format::BF16);
             for a in [a as u64, a2] {
                 let prod = mul_exact(a, b as u64, bf);
-                let v = |x: u64, f: Format| f64::from_bits(convert(x, f, Format { exp: 11, man: 52 }));
+                let v = |x: u64, f: Format| f64::from_bits(convert(x, f, Format::FP64));
                 let want = v(a, bf) * v(b as u64, bf);
                 if want.is_nan() {
                     prop_assert_eq!(prod, p.qnan());
@@ -992,7 +992,7 @@ mod tests {
 
     // ---- Conversions between formats ----
 
-    const FP64: Format = Format { exp: 11, man: 52 };
+    const FP64: Format = Format::FP64;
     /// Small formats for the generic checks (IEEE layouts, not the OCP FP8 encodings).
     const E4M3: Format = Format { exp: 4, man: 3 };
     const E5M2: Format = Format { exp: 5, man: 2 };

@@ -27,7 +27,7 @@ pub fn value(x: u16, format: Format) -> f64 {
 
 /// The value of `x`, a value of any binary format up to binary64 in its low bits.
 pub fn value_of(x: u64, format: Format) -> f64 {
-    f64::from_bits(crate::fp::convert(x, format, Format { exp: 11, man: 52 }))
+    f64::from_bits(crate::fp::convert(x, format, Format::FP64))
 }
 
 /// `x` rounded to `format` (binary16 or bfloat16, nearest even).

@@ -6,7 +6,7 @@ quantized symmetrically to INT8 or INT4 (round to nearest, clamp), S = the integ
 times both scales times 1/√d, the softmax and P·V in f64. The error is against the same
 attention with FP16 Q and K (unquantized), so it is the quantizer's alone.
 
-    target/pyenv/bin/python python/examples/qk_quant_study.py
+    $PY python/examples/qk_quant_study.py
 
 Inputs: all-MiniLM-L6-v2's Q/K/V of all six layers on the 32 sentences of minilm.py (its
 encoder, FP32 attention), and three hard cases: the same with four K channels scaled ×20 or

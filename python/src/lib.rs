@@ -29,6 +29,73 @@ fn fail(e: anyhow::Error) -> PyErr {
     RegflashError::new_err(format!("{e:#}"))
 }
 
+/// Runs `work` on a thread of its own while this one, the interpreter's, watches it
+/// (`regflash::watch`): every 100 ms it checks for signals and calls `progress(done, total)`.
+/// An interrupt (Ctrl-C), or an exception from `progress`, stops the run (within a head on
+/// the model, 8,192 cycles on the RTL, a point of `estimate`) and is raised when it has
+/// stopped; the run's threads never outlive the call.
+fn watched<T: Send>(
+    py: Python<'_>,
+    progress: Option<&Bound<'_, PyAny>>,
+    work: impl FnOnce() -> Result<T> + Send,
+) -> PyResult<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    regflash::watch::start();
+    let tell = |progress: &Bound<'_, PyAny>| {
+        let (done, total) = regflash::watch::progress();
+        progress.call1((done, total)).map(|_| ())
+    };
+    std::thread::scope(|s| {
+        let (tx, mut rx) = channel();
+        s.spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+            let _ = tx.send(r);
+        });
+        let mut raised: Option<PyErr> = None;
+        loop {
+            let (got, back) = py.detach(move || {
+                let got = rx.recv_timeout(std::time::Duration::from_millis(100));
+                (got, rx)
+            });
+            rx = back;
+            match got {
+                Ok(result) => {
+                    if let Some(e) = raised {
+                        return Err(e);
+                    }
+                    let result =
+                        match result {
+                            Ok(r) => r.map_err(fail)?,
+                            Err(_) => return Err(RegflashError::new_err(
+                                "regflash failed inside (a panic, printed above): please report \
+                                 it with the call that made it",
+                            )),
+                        };
+                    if let Some(p) = progress {
+                        tell(p)?;
+                    }
+                    return Ok(result);
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(RegflashError::new_err(
+                        "regflash's run ended without a result",
+                    ))
+                }
+                Err(RecvTimeoutError::Timeout) if raised.is_none() => {
+                    let asked = py
+                        .check_signals()
+                        .and_then(|_| progress.map_or(Ok(()), tell));
+                    if let Err(e) = asked {
+                        regflash::watch::stop();
+                        raised = Some(e);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    })
+}
+
 /// A regflash design: a configuration (a built-in preset or a TOML file) and its variant.
 #[pyclass(frozen, module = "regflash._native")]
 struct Design {
@@ -217,6 +284,56 @@ impl Design {
         self.cfg.qk_format.map(|f| f.name())
     }
 
+    /// `data` (little-endian values of `itemsize` bytes: 2 float16, 4 float32, 8 float64,
+    /// C order, of `shape`) rounded to the operand format, nearest even, in one rounding
+    /// (`kernels::operands`): the operands' little-endian bytes. A finite value the format
+    /// cannot hold is refused, naming `name` and the element.
+    fn operands<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        itemsize: usize,
+        shape: Vec<usize>,
+        name: &str,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        use kernels::format::Format;
+        use kernels::operands::{largest_finite, multi_index, round_operands, show};
+        let format = self.cfg.in_format;
+        let rounded = py
+            .detach(|| -> Result<Vec<u16>> {
+                let from = match itemsize {
+                    2 => Format::FP16,
+                    4 => Format::FP32,
+                    8 => Format::FP64,
+                    n => bail!("{name} holds {n}-byte values: give float16, float32 or float64"),
+                };
+                ensure!(
+                    data.len().is_multiple_of(itemsize),
+                    "{name}: {} bytes are not whole {itemsize}-byte values",
+                    data.len()
+                );
+                let values = data.chunks_exact(itemsize).map(|c| {
+                    let mut b = [0u8; 8];
+                    b[..itemsize].copy_from_slice(c);
+                    u64::from_le_bytes(b)
+                });
+                round_operands(values, from, format, false)
+                    .map(|(bits, _)| bits)
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "{name}{:?} {}, which the core reads: scale the input, or clamp it to \
+                             ±{}",
+                            multi_index(&shape, e.index),
+                            e.describe(),
+                            show(largest_finite(format))
+                        )
+                    })
+            })
+            .map_err(fail)?;
+        let bytes: Vec<u8> = rounded.iter().flat_map(|x| x.to_le_bytes()).collect();
+        Ok(PyBytes::new(py, &bytes))
+    }
+
     /// The whole configuration as TOML (what `regflash gen --config` reads).
     fn toml(&self) -> String {
         self.cfg.to_toml()
@@ -227,7 +344,7 @@ impl Design {
     /// operand format, or FP32 with `out_f32`) in (heads, q_len, d) order and the run's report
     /// as JSON.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (backend, q, k, v, heads, kv_heads, q_len, k_len, causal, out_f32, threads))]
+    #[pyo3(signature = (backend, q, k, v, heads, kv_heads, q_len, k_len, causal, out_f32, threads, progress=None))]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -242,20 +359,18 @@ impl Design {
         causal: bool,
         out_f32: bool,
         threads: usize,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyBytes>, String)> {
-        let (q, k, v) = (q.to_vec(), k.to_vec(), v.to_vec());
-        let (bytes, report) = py
-            .detach(|| {
-                self.run_inner(
-                    backend,
-                    (&q, &k, &v),
-                    (heads, kv_heads, q_len, k_len),
-                    causal,
-                    out_f32,
-                    threads,
-                )
-            })
-            .map_err(fail)?;
+        let (bytes, report) = watched(py, progress, || {
+            self.run_inner(
+                backend,
+                (q, k, v),
+                (heads, kv_heads, q_len, k_len),
+                causal,
+                out_f32,
+                threads,
+            )
+        })?;
         Ok((PyBytes::new(py, &bytes), report))
     }
 
@@ -264,7 +379,7 @@ impl Design {
     /// design's GLB, without it, or both (`glb`: "config", "none", "both"); JSON `{"rows":
     /// [...], "claims": [...]}` (the claims table's rows with `claims`).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None))]
+    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None, progress=None))]
     fn compare(
         &self,
         py: Python<'_>,
@@ -275,8 +390,9 @@ impl Design {
         glb: &str,
         claims: bool,
         spill_keys: Option<u32>,
+        progress: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
-        py.detach(|| -> Result<String> {
+        watched(py, progress, || -> Result<String> {
             use regflash::compare::{self, GlbRuns};
             let runs = match glb {
                 "config" => GlbRuns::Config,
@@ -312,22 +428,37 @@ impl Design {
                 &serde_json::json!({ "rows": rows, "claims": claims }),
             )?)
         })
-        .map_err(fail)
     }
 
     /// The cycle model's and the energy table's figures for `heads` heads of `seq` tokens (each
     /// length), as `regflash estimate --report` gives them: JSON.
-    #[pyo3(signature = (seq, heads=1, causal=false))]
+    #[pyo3(signature = (seq, heads=1, causal=false, progress=None))]
     fn estimate(
         &self,
         py: Python<'_>,
         seq: Vec<usize>,
         heads: usize,
         causal: bool,
+        progress: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
-        py.detach(|| regflash::estimate::points(&self.cfg, &seq, heads, causal))
-            .and_then(|p| Ok(serde_json::to_string(&p)?))
-            .map_err(fail)
+        watched(py, progress, || {
+            let points = regflash::estimate::points(&self.cfg, &seq, heads, causal)?;
+            Ok(serde_json::to_string(&points)?)
+        })
+    }
+
+    /// One report of a varlen batch from its sequences' reports (JSON, in order), as
+    /// `SimReport::of_sequences` merges them, priced with the default energy table.
+    fn merge_reports(&self, reports: Vec<String>) -> PyResult<String> {
+        let parts = reports
+            .iter()
+            .map(|r| serde_json::from_str(r))
+            .collect::<Result<Vec<regflash::sim::SimReport>, _>>()
+            .map_err(|e| fail(e.into()))?;
+        let table = kernels::energy::EnergyTable::default();
+        let merged =
+            regflash::sim::SimReport::of_sequences(&parts, &table, &self.cfg).map_err(fail)?;
+        serde_json::to_string(&merged).map_err(|e| fail(e.into()))
     }
 }
 

@@ -242,12 +242,129 @@ def test_bad_inputs_are_refused_with_the_reason():
         ((q, k[..., :8], v[..., :8]), "head dimension 8"),
         ((q, k, v[:, :, :4]), "they must match"),
         ((q, k[:, :1].repeat(3, 1), v[:, :1].repeat(3, 1)), "K/V heads"),
-        ((q.astype(np.float32) * 1e5, k, v), "beyond FP16's range"),
-        ((q.astype(np.int32), k, v), "give float16 or float32"),
+        ((q.astype(np.float32) * 1e5, k, v), r"q\[0, 0, 0, \d+\] = \S+ is outside the FP16 range"),
+        ((q.astype(np.int32), k, v), "give float16, float32 or float64"),
     ]
     for args, want in cases:
         with pytest.raises(regflash.RegflashError, match=want):
             fa(*args)
+
+
+def test_bf16_values_are_rounded_once_and_never_silently_overflow():
+    # A float64 value beyond BF16's range is refused by name, as FP16's are: rounded to ±Inf
+    # it made an all-NaN output that passed against a reference of the same ±Inf inputs.
+    fa = regflash.FlashAttention(32, in_format="bf16")
+    big = np.full((1, 1, 8, 32), 1e300)
+    with pytest.raises(regflash.RegflashError, match=r"q\[0, 0, 0, 0\] = 1e300 is outside the BF16"):
+        fa(big, np.ones_like(big), np.ones_like(big))
+    # float64 rounds to BF16 in one step: 1 + 2^-8 + 2^-30 is above the tie between 1 and
+    # 1 + 2^-7, so 1 + 2^-7 (through float32 it became the tie, and even: 1.0). Attention
+    # over equal values of V returns that value.
+    v = np.full((1, 1, 8, 32), 1 + 2.0**-8 + 2.0**-30)
+    out = fa(np.zeros_like(v), np.zeros_like(v), v)
+    assert fa.report["passed"] and np.all(out == 1 + 2.0**-7)
+
+
+def test_nan_inputs_count_their_nan_outputs():
+    # A NaN key makes every score it touches NaN, as the f64 reference does: the contract
+    # holds, and the report counts the NaN outputs (none of them where the reference is
+    # finite).
+    q, k, v = tensors((1, 1, 8, 16), (1, 1, 8, 16), 8)
+    k[0, 0, 3, 5] = np.nan
+    fa = regflash.FlashAttention(16)
+    out = fa(q, k, v)
+    r = fa.report
+    assert r["passed"] and r["nonfinite_outputs"] == np.isnan(out).sum() > 0
+    assert r["nonfinite_where_finite"] == 0
+
+
+@pytest.mark.parametrize(
+    "call, want",
+    [
+        (lambda: regflash.FlashAttention(-1), "head_dim = -1 is out of range"),
+        (lambda: regflash.FlashAttention(16.5), "head_dim = 16.5 is not a whole number"),
+        (lambda: regflash.FlashAttention(16, threads=-1), "threads = -1 is out of range"),
+        (lambda: regflash.FlashAttention(16, causal="sdpa"), 'causal = "sdpa"'),
+        (lambda: regflash.FlashAttention(16, progress=3), "progress = 3"),
+        (lambda: regflash.estimate([-5]), "seq = -5 is out of range"),
+        (lambda: regflash.estimate([]), "seq is empty"),
+        (lambda: regflash.compare([64], heads=0), "heads = 0 is out of range"),
+    ],
+)
+def test_bad_numbers_are_regflash_errors(call, want):
+    with pytest.raises(regflash.RegflashError, match=want):
+        call()
+
+
+def test_varlen_refuses_inconsistent_inputs_and_reports_the_whole_batch():
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((20, 2, 16)).astype(np.float16)
+    k = rng.standard_normal((20, 2, 16)).astype(np.float16)
+    fa = regflash.FlashAttention(16)
+    cu = [0, 10, 20]
+    with pytest.raises(regflash.RegflashError, match="K and V rows and heads must match"):
+        fa(q, k, np.concatenate([k, k[:5]]), cu_seqlens_q=cu, cu_seqlens_k=cu)
+    with pytest.raises(regflash.RegflashError, match=r"cu_seqlens_k\[1\] = 10.7 is not a whole"):
+        fa(q, k, k, cu_seqlens_q=cu, cu_seqlens_k=[0, 10.7, 20])
+    out = fa(q, k, k, cu_seqlens_q=cu, cu_seqlens_k=[0, 4, 20])
+    r, seqs = fa.report, fa.report["sequences"]
+    # The documented keys, for the batch: lengths and counts summed, errors the worst.
+    assert r["passed"] and r["seqlens"] == [[10, 4], [10, 16]] and r["seq_len"] == 20
+    assert r["cycles"] == sum(s["cycles"] for s in seqs)
+    assert r["counters"]["macs"] == sum(s["counters"]["macs"] for s in seqs)
+    assert r["max_abs_err"] == max(s["max_abs_err"] for s in seqs) > 0
+    want = np.concatenate([reference(q[a:b].transpose(1, 0, 2)[None], k[c:d].transpose(1, 0, 2)[None],
+                                     k[c:d].transpose(1, 0, 2)[None], False)[0].transpose(1, 0, 2)
+                           for (a, b), (c, d) in (((0, 10), (0, 4)), ((10, 20), (4, 20)))])
+    assert np.abs(out - want).max() == pytest.approx(r["max_abs_err"], rel=1e-9)
+
+
+@pytest.mark.parametrize("sq, sk", [(5, 19), (19, 5), (12, 12)])
+def test_causal_alignment_top_left_is_torch_sdpas(sq, sk):
+    # causal="top-left": row i sees keys 0..i (torch SDPA's is_causal); True and
+    # "bottom-right" keep FlashAttention's (row i sees keys up to i + sk - sq).
+    rng = np.random.default_rng(sq * 100 + sk)
+    q = rng.standard_normal((1, 2, sq, 16)).astype(np.float16)
+    k = rng.standard_normal((1, 2, sk, 16)).astype(np.float16)
+    v = rng.standard_normal((1, 2, sk, 16)).astype(np.float16)
+    top = regflash.FlashAttention(16, causal="top-left", out_dtype="float32")
+    out = top(q, k, v)
+    pad = max(sq - sk, 0)  # the reference's bottom-right mask shifted to the top left
+    qpad = np.concatenate([q, np.zeros((1, 2, sk - sq, 16), q.dtype)], 2) if sk > sq else q
+    want = reference(qpad, k, v, True)[:, :, :sq] if sk > sq else reference(
+        q, np.concatenate([k, np.zeros((1, 2, pad, 16), k.dtype)], 2),
+        np.concatenate([v, np.zeros((1, 2, pad, 16), v.dtype)], 2), True)
+    if sq > sk:  # rows past the keys see every key: the padded keys must not count
+        want[:, :, sk:] = reference(q[:, :, sk:], k, v, False)
+    assert top.report["passed"] and top.report["causal_alignment"] == "top-left"
+    assert np.abs(out - want).max() <= top.report["max_abs_err_bound"]
+    bottom = regflash.FlashAttention(16, causal="bottom-right", out_dtype="float32")
+    assert np.array_equal(bottom(q, k, v), regflash.FlashAttention(16, True, out_dtype="float32")(q, k, v))
+    assert np.abs(bottom(q, k, v) - reference(q, k, v, True)).max() <= bottom.report["max_abs_err_bound"]
+    assert (sq == sk) == np.array_equal(bottom(q, k, v), out)
+
+
+def test_an_interrupt_stops_the_run_and_progress_is_reported():
+    # Ctrl-C (here interrupt_main, from the progress callback) stops a run between heads and
+    # is raised then, not when the run would have ended; an uninterrupted run reports every
+    # step done.
+    import _thread
+
+    q, k, v = tensors((1, 32, 256, 16), (1, 32, 256, 16), 10)
+    seen = []
+
+    def interrupt(done, total):
+        seen.append((done, total))
+        if len(seen) == 1:
+            _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt):
+        regflash.FlashAttention(16, threads=1, progress=interrupt)(q, k, v)
+    assert seen[-1][0] < seen[-1][1] == 64  # two steps a head: the model, the references
+    steps = []
+    fa = regflash.FlashAttention(16, progress=lambda d, t: steps.append((d, t)))
+    fa(q, k, v)
+    assert fa.report["passed"] and steps[-1] == (64, 64)
 
 
 def test_estimate_returns_the_cycle_model_figures():
@@ -278,7 +395,9 @@ def test_compare_returns_every_design_and_the_claims():
         "unfused",
     ]
     assert [r["source"] for r in rows] == ["rtl"] * 8 + ["model"] * 8
-    assert all(r["report"]["passed"] for r in rows[:8])
+    assert all(r["report"]["passed"] and r["passed"] for r in rows[:8])
+    assert all(r["passed"] is None for r in rows[8:])  # no data runs through the cycle model
+    assert all(r["energy_reduction_vs_buf2d"] == pytest.approx(1 - r["energy_vs_buf2d"]) for r in rows)
     spill, sized = rows[8 + 6], rows[8 + 5]
     # At 2,048 keys the spill sends 252 of a row's 256 blocks out and back.
     assert spill["counters"]["write_beats"] > sized["counters"]["write_beats"]

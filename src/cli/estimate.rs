@@ -2,6 +2,8 @@
 //! long sequences from the cycle model (exact where it steps, extrapolated beyond) and the
 //! schedule's counts, without simulating the RTL.
 
+use std::io::IsTerminal;
+
 use super::*;
 
 #[derive(Args, Debug)]
@@ -72,8 +74,21 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
         "| seq | cycles | utilization | time | tokens/s | read | written | energy | on chip | pJ/token | how |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for &seq in &args.seq {
+    // On a terminal, a progress line on stderr while a point runs (a million tokens take
+    // seconds), erased before its row is printed.
+    let tty = std::io::stderr().is_terminal();
+    for (i, &seq) in args.seq.iter().enumerate() {
+        if tty {
+            eprint!(
+                "\rregflash estimate: seq {seq} ({} of {}) ...",
+                i + 1,
+                args.seq.len()
+            );
+        }
         let point = crate::estimate::point(&cfg, &p, &table, mem, (seq, args.heads, args.causal))?;
+        if tty {
+            eprint!("\r\x1b[2K");
+        }
         println!(
             "| {} | {} | {:.1} % | {} | {:.3e} | {} | {} | {} | {} | {:.1} | {} |",
             seq,

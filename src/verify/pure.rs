@@ -42,7 +42,7 @@ impl Fmt {
             Fmt::F32 => format!("{v:#010x} ({:e})", f32::from_bits(v as u32)),
             Fmt::Bits(_) => format!("{v} ({v:#x})"),
             Fmt::Fp(f) => {
-                let f64_format = kernels::format::Format { exp: 11, man: 52 };
+                let f64_format = kernels::format::Format::FP64;
                 let x = f64::from_bits(kernels::fp::convert(v & f.mask(), f, f64_format));
                 format!("{v:#x} ({x:e}, {})", f.name())
             }

@@ -4,7 +4,8 @@
 does, bit for bit: on its bit-exact hardware model (``backend="model"``, the default) or on
 its RTL through Verilator (``backend="rtl"``, the same bits). Inputs are numpy arrays or
 torch tensors (or anything with ``__dlpack__``) of shape (B, H, S, D) (``layout="bhsd"``) or
-(B, S, H, D) (``layout="bshd"``), in FP16 or FP32 (rounded to FP16, as the core reads them).
+(B, S, H, D) (``layout="bshd"``), in FP16, FP32 or FP64 (rounded once to the operand format,
+as the core reads it; a finite value beyond its range is refused by name).
 The result has the caller's type and layout. After a call, ``.report`` holds the run's cycles,
 counters, energy and accuracy against the f64 reference, as ``regflash sim --report`` gives
 them.
@@ -19,6 +20,7 @@ Every error is a ``regflash.RegflashError`` carrying the message the CLI would p
 from __future__ import annotations
 
 import json
+import operator
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -31,9 +33,66 @@ __all__ = ["FlashAttention", "Design", "RegflashError", "estimate", "compare"]
 
 Design = _native.Design
 
-# FP16's largest finite value, and the least finite FP32 magnitude that rounds past it.
-_F16_MAX = 65504.0
-_F16_OVERFLOW = 65520.0
+# Causal masks: FlashAttention's (≥ 2.1) bottom-right alignment, which the core masks, and
+# torch SDPA's top-left one, which runs as one or two bottom-right problems.
+_ALIGNMENTS = ("bottom-right", "top-left")
+
+
+def _integer(x: Any, name: str, least: int = 0, most: int = 2**32 - 1) -> int:
+    """``x`` as an int in [least, most], or a RegflashError that says what is wrong: a whole
+    number is required (1.0 is taken, 10.7 is not) and negative or huge ones are refused here,
+    not as an OverflowError deep inside."""
+    try:
+        n = operator.index(x)
+    except TypeError:
+        try:
+            f = float(x)
+        except (TypeError, ValueError):
+            raise RegflashError(f"{name} = {x!r} is not a number: give a whole number") from None
+        if not f.is_integer():
+            raise RegflashError(f"{name} = {x!r} is not a whole number: give a whole number")
+        n = int(f)
+    if not least <= n <= most:
+        raise RegflashError(f"{name} = {n} is out of range: give a whole number from {least} to {most}")
+    return n
+
+
+def _progress(progress: Any, what: str):
+    """The callback the native side calls with (done, total) while it runs: the caller's own,
+    or a tqdm bar when tqdm is installed (shown after a second, so short calls stay quiet), or
+    none. ``False`` turns it off."""
+    if progress is False or progress is None and os.environ.get("REGFLASH_PROGRESS") == "0":
+        return None, None
+    if progress not in (None, True):
+        if not callable(progress):
+            raise RegflashError(
+                f"progress = {progress!r}: give a callable taking (done, total), True or False"
+            )
+        return progress, None
+    try:
+        from tqdm.auto import tqdm  # optional: only used when installed
+    except ImportError:
+        return None, None
+    bar = tqdm(total=0, desc=f"regflash {what}", delay=1.0, leave=False)
+
+    def tell(done: int, total: int) -> None:
+        if total and bar.total != total:
+            bar.total = total
+        bar.n = min(done, total) if total else done
+        bar.refresh()
+
+    return tell, bar
+
+
+def _watched(progress: Any, what: str, call):
+    """``call(callback)`` with the progress callback made from ``progress``; a tqdm bar is
+    closed however the call ends."""
+    tell, bar = _progress(progress, what)
+    try:
+        return call(tell)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _as_numpy(x: Any, name: str):
@@ -44,8 +103,12 @@ def _as_numpy(x: Any, name: str):
 
         t = x.detach()
         device, dtype = t.device, t.dtype
-        if t.dtype not in (torch.float16, torch.float32):
-            t = t.to(torch.float32)
+        if t.dtype == torch.bfloat16:
+            t = t.to(torch.float32)  # exact: numpy has no bfloat16
+        elif not t.dtype.is_floating_point:
+            raise RegflashError(
+                f"{name} holds {t.dtype} values: give float16, bfloat16, float32 or float64 values"
+            )
         t = t.cpu().contiguous()
 
         def back(a: np.ndarray):
@@ -72,41 +135,6 @@ def _as_numpy(x: Any, name: str):
     )
 
 
-def _fp16(a: np.ndarray, name: str) -> np.ndarray:
-    """``a`` in FP16: FP16 as is, other floats rounded to nearest even; a finite value FP16
-    cannot hold is refused, naming the tensor and the place."""
-    if a.dtype == np.float16:
-        return a
-    if a.dtype.kind != "f":
-        raise RegflashError(
-            f"{name} holds {a.dtype} values: give float16 or float32 (or float64) values"
-        )
-    wide = np.asarray(a, dtype=np.float64)
-    big = np.isfinite(wide) & (np.abs(wide) >= _F16_OVERFLOW)
-    if big.any():
-        where = tuple(int(i) for i in np.argwhere(big)[0])
-        raise RegflashError(
-            f"{name}{list(where)} = {wide[where]!r} is beyond FP16's range (±{_F16_MAX:g}), "
-            "which the core reads: scale the input, or clamp it to ±65504"
-        )
-    return a.astype(np.float16)
-
-
-def _bf16_bits(a: np.ndarray, name: str) -> np.ndarray:
-    """``a``'s values rounded to nearest even in BF16, as uint16 bits (NaN: 0x7FC0). BF16 has
-    FP32's range, so only values beyond FP32's (float64 inputs) can overflow, to ±Inf, as the
-    rounding rule says."""
-    if a.dtype.kind != "f":
-        raise RegflashError(
-            f"{name} holds {a.dtype} values: give float16, float32 (or float64) values"
-        )
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
-    out = rounded.astype(np.uint16)
-    out[np.isnan(a)] = 0x7FC0
-    return out
-
-
 def _widen_bf16(bits: np.ndarray) -> np.ndarray:
     """BF16 bits as float32 values (exact)."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
@@ -116,7 +144,15 @@ class FlashAttention:
     """Attention on a regflash design.
 
     ``FlashAttention(head_dim, causal=False, *, preset=None, config=None, backend="model",
-    variant=None, layout="bhsd", out_dtype=None, threads=None)``:
+    variant=None, layout="bhsd", out_dtype=None, threads=None, rescale=None,
+    lazy_threshold=None, in_format=None, qk_format=None, progress=None)``:
+
+    - ``causal``: False; True or ``"bottom-right"`` (FlashAttention's mask: query i of S_q
+      sees keys up to i + S_k − S_q); ``"top-left"`` (torch SDPA's ``is_causal``: query i
+      sees keys 0..i), run as one or two bottom-right problems.
+    - ``progress``: a callable taking (steps done, steps expected), called about every 0.1 s
+      during a call; None: a tqdm bar when tqdm is installed (after a second); False: none.
+      Ctrl-C stops a call (between heads on the model, within 8,192 cycles on the RTL).
 
     - ``head_dim``: d, which the design's PE columns are built for. Without ``preset`` or
       ``config`` the smallest built-in preset for it is taken (small: 16, medium: 32,
@@ -149,7 +185,7 @@ class FlashAttention:
     def __init__(
         self,
         head_dim: int,
-        causal: bool = False,
+        causal: Any = False,
         *,
         preset: Optional[str] = None,
         config: Optional[str] = None,
@@ -162,80 +198,112 @@ class FlashAttention:
         lazy_threshold: Optional[int] = None,
         in_format: Optional[str] = None,
         qk_format: Optional[str] = None,
+        progress: Any = None,
     ) -> None:
         if backend not in ("model", "rtl"):
             raise RegflashError(f'unknown backend "{backend}": choose "model" or "rtl"')
         if layout not in ("bhsd", "bshd"):
             raise RegflashError(f'unknown layout "{layout}": choose "bhsd" or "bshd"')
+        if isinstance(causal, str):
+            if causal not in _ALIGNMENTS:
+                raise RegflashError(
+                    f'causal = "{causal}": choose True or "bottom-right" (FlashAttention\'s '
+                    'alignment), "top-left" (torch SDPA\'s is_causal), or False'
+                )
+            self.causal, self.alignment = True, causal
+        elif causal is None or isinstance(causal, (bool, int, np.bool_)) and causal in (0, 1):
+            self.causal, self.alignment = bool(causal), "bottom-right"
+        else:
+            raise RegflashError(
+                f'causal = {causal!r}: choose False, True, "bottom-right" or "top-left"'
+            )
         if config is not None:
             config = os.fspath(config)
+        self.head_dim = _integer(head_dim, "head_dim", 1)
         self.design = _native.Design(
-            int(head_dim), preset, config, variant, rescale,
-            None if lazy_threshold is None else int(lazy_threshold),
+            self.head_dim, preset, config, variant, rescale,
+            None if lazy_threshold is None else _integer(lazy_threshold, "lazy_threshold"),
             in_format,
             qk_format,
         )
         self.bf16 = self.design.in_format == "bf16"
-        self.head_dim = int(head_dim)
-        self.causal = bool(causal)
         self.backend = backend
         self.layout = layout
         # BF16's short form: numpy has no bfloat16, so it is returned as float32 values.
         self.short_bf16 = self.bf16 and str(out_dtype) == "bfloat16"
-        self.out_dtype = None if out_dtype is None or self.short_bf16 else np.dtype(out_dtype)
+        try:
+            self.out_dtype = None if out_dtype is None or self.short_bf16 else np.dtype(out_dtype)
+        except TypeError as e:
+            raise RegflashError(f"out_dtype {out_dtype!r} is not a dtype ({e})") from None
         allowed = (np.float32,) if self.bf16 else (np.float16, np.float32)
         if self.out_dtype is not None and self.out_dtype not in allowed:
             raise RegflashError(
                 f"out_dtype {self.out_dtype} is not an output the core writes: "
                 + ('choose "bfloat16" or float32' if self.bf16 else "choose float16 or float32")
             )
-        self.threads = int(threads) if threads else (os.cpu_count() or 1)
+        self.threads = (
+            os.cpu_count() or 1 if threads is None else _integer(threads, "threads", 1, 4096)
+        )
+        self.progress = progress
+        self._tell = None
+        _progress(progress, "")  # a bad callback is refused here, not at the first call
         self.report: Optional[Dict[str, Any]] = None
 
     def __repr__(self) -> str:
+        causal = repr(self.alignment) if self.causal else "False"
         return (
-            f"FlashAttention(head_dim={self.head_dim}, causal={self.causal}, "
+            f"FlashAttention(head_dim={self.head_dim}, causal={causal}, "
             f"design={self.design.name!r}, variant={self.design.variant!r}, "
             f"backend={self.backend!r}, layout={self.layout!r})"
         )
 
+    def _words(self, a: np.ndarray, name: str) -> np.ndarray:
+        """``a`` as the design's 16-bit operands (uint16 bits of FP16 or BF16, the same
+        shape): float16, float32 and float64 values rounded to nearest even in one rounding
+        (by the Rust side, as the CLI rounds .npy inputs); a finite value the format cannot
+        hold is refused, naming the tensor and the element."""
+        if a.dtype.kind != "f" or a.dtype.itemsize not in (2, 4, 8):
+            raise RegflashError(
+                f"{name} holds {a.dtype} values: give float16, float32 or float64 values"
+            )
+        le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        bits = self.design.operands(le.tobytes(), le.dtype.itemsize, list(a.shape), name)
+        return np.frombuffer(bits, dtype="<u2").reshape(a.shape)
+
     def _heads(self, a: np.ndarray, name: str) -> np.ndarray:
-        """A 4-D tensor in the layout as (B·H, S, D) FP16, contiguous."""
+        """A 4-D tensor in the layout as (B·H, S, D) operand bits, contiguous."""
         if a.ndim != 4:
             want = "(B, H, S, D)" if self.layout == "bhsd" else "(B, S, H, D)"
             raise RegflashError(f"{name} has shape {a.shape}: give a 4-D tensor {want}")
-        if self.layout == "bshd":
-            a = a.transpose(0, 2, 1, 3)
         if a.shape[3] != self.head_dim:
             raise RegflashError(
                 f"{name} has head dimension {a.shape[3]}, but this FlashAttention is built for "
                 f"head_dim = {self.head_dim}"
             )
-        b, h, s, d = a.shape
-        return np.ascontiguousarray(self._words(a, name)).reshape(b * h, s, d)
+        w = self._words(a, name)
+        if self.layout == "bshd":
+            w = w.transpose(0, 2, 1, 3)
+        b, h, s, d = w.shape
+        return np.ascontiguousarray(w).reshape(b * h, s, d)
 
-    def _words(self, a: np.ndarray, name: str) -> np.ndarray:
-        """``a`` as the design's 16-bit operands: FP16 values, or BF16 bits."""
-        return _bf16_bits(a, name) if self.bf16 else _fp16(a, name)
-
-    def _run(self, q, k, v, heads, kv_heads, q_len, k_len, f32):
+    def _run(self, q, k, v, heads, kv_heads, causal, f32):
+        """One problem: operand bits (heads, q_len, d) and (kv_heads, k_len, d). The output
+        (heads, q_len, d) and the report's JSON."""
+        q_len, k_len = q.shape[1], k.shape[1]
         out, report = self.design.run(
             self.backend,
-            q.tobytes(),
-            k.tobytes(),
-            v.tobytes(),
+            np.ascontiguousarray(q).tobytes(),
+            np.ascontiguousarray(k).tobytes(),
+            np.ascontiguousarray(v).tobytes(),
             heads,
             kv_heads,
             q_len,
             k_len,
-            self.causal,
+            causal,
             f32,
             self.threads,
+            self._tell,
         )
-        report = json.loads(report)
-        # Which run the figures come from: the model (the schedule's counters, the cycle
-        # model's timing) or the RTL under Verilator (its own counters).
-        report["backend"] = self.backend
         if f32:
             o = np.frombuffer(out, dtype=np.float32)
         elif self.bf16:
@@ -243,6 +311,37 @@ class FlashAttention:
         else:
             o = np.frombuffer(out, dtype=np.float16)
         return o.reshape(heads, q_len, self.head_dim), report
+
+    def _attend(self, q, k, v, heads, kv_heads, f32):
+        """Attention of one problem with this FlashAttention's mask: the output and the list
+        of the runs' reports. The core masks bottom-right (row i sees keys up to i + k_len −
+        q_len); top-left (row i sees keys up to i) is the same mask on the first q_len keys
+        when q_len ≤ k_len, and otherwise the first k_len rows causal on all keys and the
+        rest unmasked: two runs, whose rows are independent."""
+        q_len, k_len = q.shape[1], k.shape[1]
+        if not self.causal or self.alignment == "bottom-right" or q_len == k_len:
+            o, r = self._run(q, k, v, heads, kv_heads, self.causal, f32)
+            return o, [r]
+        if q_len < k_len:
+            o, r = self._run(q, k[:, :q_len], v[:, :q_len], heads, kv_heads, True, f32)
+            return o, [r]
+        top, r1 = self._run(q[:, :k_len], k, v, heads, kv_heads, True, f32)
+        rest, r2 = self._run(q[:, k_len:], k, v, heads, kv_heads, False, f32)
+        return np.concatenate([top, rest], axis=1), [r1, r2]
+
+    def _report(self, runs: List[str], sequences: bool) -> Dict[str, Any]:
+        """The call's report: one run's as it is; several runs' (a varlen batch's sequences,
+        a top-left mask's two parts) merged by the Rust side: counts summed, errors the
+        worst, ``passed`` only if every run passed; a varlen batch lists its sequences'
+        reports under ``sequences``."""
+        merged = json.loads(runs[0] if len(runs) == 1 else self.design.merge_reports(runs))
+        if sequences:
+            merged["sequences"] = [json.loads(r) for r in runs]
+        # Which run the figures come from: the model (the schedule's counters, the cycle
+        # model's timing) or the RTL under Verilator (its own counters).
+        merged["backend"] = self.backend
+        merged["causal_alignment"] = self.alignment if self.causal else None
+        return merged
 
     def __call__(self, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None):
         qa, back, qtype = _as_numpy(q, "q")
@@ -255,9 +354,16 @@ class FlashAttention:
         f32 = out_dtype == np.float32
         if (cu_seqlens_q is None) != (cu_seqlens_k is None):
             raise RegflashError("give both cu_seqlens_q and cu_seqlens_k, or neither")
-        if cu_seqlens_q is not None:
-            out = self._varlen(qa, ka, va, cu_seqlens_q, cu_seqlens_k, f32)
-            return back(out)
+        self._tell, bar = _progress(self.progress, "attention")
+        try:
+            if cu_seqlens_q is not None:
+                return back(self._varlen(qa, ka, va, cu_seqlens_q, cu_seqlens_k, f32))
+            return back(self._batched(qa, ka, va, f32))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _batched(self, qa, ka, va, f32):
         if ka.shape != va.shape:
             raise RegflashError(f"k has shape {ka.shape} but v has {va.shape}: they must match")
         qh, kh, vh = self._heads(qa, "q"), self._heads(ka, "k"), self._heads(va, "v")
@@ -265,57 +371,78 @@ class FlashAttention:
         if ka.shape[0] != b:
             raise RegflashError(f"q has batch {b} but k has {ka.shape[0]}: they must match")
         heads, kv_heads = qh.shape[0], kh.shape[0]
-        o, self.report = self._run(qh, kh, vh, heads, kv_heads, qh.shape[1], kh.shape[1], f32)
+        o, runs = self._attend(qh, kh, vh, heads, kv_heads, f32)
+        self.report = self._report(runs, False)
         o = o.reshape(b, heads // b, qh.shape[1], self.head_dim)
         if self.layout == "bshd":
             o = o.transpose(0, 2, 1, 3)
-        return back(np.ascontiguousarray(o))
+        return np.ascontiguousarray(o)
+
+    @staticmethod
+    def _offsets(cu: Any, name: str) -> List[int]:
+        """A cu_seqlens list as ints: whole numbers only (10.7 is refused, not truncated)."""
+        a = np.asarray(cu)
+        if a.ndim != 1:
+            raise RegflashError(f"{name} has shape {a.shape}: give a 1-D list of offsets")
+        return [_integer(x, f"{name}[{i}]", 0, 2**62) for i, x in enumerate(a.tolist())]
 
     def _varlen(self, q, k, v, cu_q, cu_k, f32):
         """Varlen: q (total_q, H, D), k and v (total_k, H_kv, D); sequence i's queries are rows
         cu_q[i] .. cu_q[i + 1]. Each sequence runs on its own (the SoC's BATCH does the same)."""
-        cu_q = [int(x) for x in np.asarray(cu_q).reshape(-1)]
-        cu_k = [int(x) for x in np.asarray(cu_k).reshape(-1)]
+        cu_q = self._offsets(cu_q, "cu_seqlens_q")
+        cu_k = self._offsets(cu_k, "cu_seqlens_k")
         for name, a in (("q", q), ("k", k), ("v", v)):
             if a.ndim != 3 or a.shape[2] != self.head_dim:
                 raise RegflashError(
                     f"{name} has shape {a.shape}: a varlen batch takes (total, H, "
                     f"{self.head_dim}) tensors"
                 )
-        if len(cu_q) != len(cu_k) or len(cu_q) < 1:
+        if k.shape != v.shape:
+            raise RegflashError(
+                f"k has shape {k.shape} but v has {v.shape}: a varlen batch's K and V rows and "
+                "heads must match"
+            )
+        if len(cu_q) != len(cu_k) or len(cu_q) < 2:
             raise RegflashError(
                 f"cu_seqlens_q has {len(cu_q)} offsets and cu_seqlens_k {len(cu_k)}: "
-                "give one more offset than sequences in each"
+                "give one more offset than sequences in each (at least one sequence)"
             )
         for name, cu, total in (("cu_seqlens_q", cu_q, q.shape[0]), ("cu_seqlens_k", cu_k, k.shape[0])):
             if cu[0] != 0 or cu[-1] != total or any(b < a for a, b in zip(cu, cu[1:])):
                 raise RegflashError(
                     f"{name} = {cu} must rise from 0 to the tensor's {total} rows"
                 )
+        # Every value is rounded (and checked) once, where the caller's indices name it.
+        qw, kw, vw = self._words(q, "q"), self._words(k, "k"), self._words(v, "v")
         heads, kv_heads = q.shape[1], k.shape[1]
         short = np.float32 if self.bf16 else np.float16
         out = np.zeros((q.shape[0], heads, self.head_dim), np.float32 if f32 else short)
-        reports: List[Dict[str, Any]] = []
+        runs: List[str] = []
         for i in range(len(cu_q) - 1):
             (q0, q1), (k0, k1) = (cu_q[i], cu_q[i + 1]), (cu_k[i], cu_k[i + 1])
             if q1 == q0:
                 continue
-            def per_head(a, lo, hi, name):
-                return np.ascontiguousarray(self._words(a[lo:hi], name).transpose(1, 0, 2))
-            qs, ks, vs = per_head(q, q0, q1, "q"), per_head(k, k0, k1, "k"), per_head(v, k0, k1, "v")
-            o, r = self._run(qs, ks, vs, heads, kv_heads, q1 - q0, k1 - k0, f32)
+            qs, ks, vs = (np.ascontiguousarray(a[lo:hi].transpose(1, 0, 2))
+                          for a, lo, hi in ((qw, q0, q1), (kw, k0, k1), (vw, k0, k1)))
+            o, r = self._attend(qs, ks, vs, heads, kv_heads, f32)
             out[q0:q1] = o.transpose(1, 0, 2)
-            reports.append(r)
-        self.report = {
-            "sequences": reports,
-            "cycles": sum(r["cycles"] for r in reports),
-            "passed": all(r["passed"] for r in reports),
-        }
+            runs.extend(r)
+        if not runs:
+            raise RegflashError("the varlen batch has no query rows: nothing to attend")
+        self.report = self._report(runs, True)
         return out
 
 
+def _lengths(seq: Any) -> List[int]:
+    """``seq`` (one length or several) as a list of whole numbers of at least 1."""
+    seq = [seq] if np.ndim(seq) == 0 else list(np.asarray(seq).reshape(-1).tolist())
+    if not seq:
+        raise RegflashError("seq is empty: give one or more sequence lengths")
+    return [_integer(s, "seq", 1, 2**40) for s in seq]
+
+
 def estimate(
-    seq: Sequence[int],
+    seq: Any,
     *,
     head_dim: int = 128,
     preset: Optional[str] = None,
@@ -323,20 +450,25 @@ def estimate(
     variant: Optional[str] = None,
     heads: int = 1,
     causal: bool = False,
+    progress: Any = None,
 ) -> Dict[str, Any]:
     """The cycle model's and the energy table's figures for sequences of ``seq`` tokens, as
     ``regflash estimate --report`` gives them: ``{"design": ..., "variant": ..., "points":
     [one dict per length: cycles, utilization, seconds, tokens_per_second, bytes, counters,
-    energy, method]}``."""
-    if isinstance(seq, int):
-        seq = [seq]
-    d = _native.Design(int(head_dim), preset, None if config is None else os.fspath(config), variant)
-    points = json.loads(d.estimate([int(s) for s in seq], int(heads), bool(causal)))
-    return {"design": d.name, "variant": d.variant, "points": points}
+    energy, method]}``. ``progress``: a callable taking (points done, points), True or False
+    (default: a tqdm bar when tqdm is installed)."""
+    seq = _lengths(seq)
+    heads = _integer(heads, "heads", 1)
+    d = _native.Design(
+        _integer(head_dim, "head_dim", 1), preset,
+        None if config is None else os.fspath(config), variant,
+    )
+    points = _watched(progress, "estimate", lambda tell: d.estimate(seq, heads, bool(causal), tell))
+    return {"design": d.name, "variant": d.variant, "points": json.loads(points)}
 
 
 def compare(
-    seq: Sequence[int],
+    seq: Any,
     *,
     head_dim: int = 16,
     preset: Optional[str] = None,
@@ -347,27 +479,28 @@ def compare(
     glb: str = "config",
     claims: bool = False,
     spill_keys: Optional[int] = None,
+    progress: Any = None,
 ) -> Dict[str, Any]:
     """``regflash compare`` as a dict: every variant (buf2d, 3-D buffered, reg2d, reg3d, reg3d
     iso-PE, rowfused, rowfused (spill), unfused) on the design's array at each length of
-    ``seq``: lengths up to ``max_sim_seq`` simulated on the RTL (bit-checked), longer ones from
-    the schedule and the cycle model. ``glb``: the design's global buffer ("config"), none, or
-    both. Returns ``{"design", "rows": [one dict per design and length: cycles, counters,
-    energy, speedup and energy reduction against buf2d, source], "claims": [the claims table's
-    rows when claims=True]}``."""
-    if isinstance(seq, int):
-        seq = [seq]
-    d = _native.Design(int(head_dim), preset, None if config is None else os.fspath(config), None)
-    out = json.loads(
-        d.compare(
-            [int(s) for s in seq],
-            bool(causal),
-            int(heads),
-            int(max_sim_seq),
-            glb,
-            bool(claims),
-            None if spill_keys is None else int(spill_keys),
-        )
+    ``seq``: lengths up to ``max_sim_seq`` simulated on the RTL (bit-checked: the row's
+    ``passed``), longer ones from the schedule and the cycle model (``passed`` None). ``glb``:
+    the design's global buffer ("config"), none, or both. Returns ``{"design", "rows": [one
+    dict per design and length: cycles, counters, energy, speedup_vs_buf2d, energy_vs_buf2d
+    (this design's energy / buf2d's), energy_reduction_vs_buf2d (1 − that), source, passed],
+    "claims": [the claims table's rows when claims=True]}``. ``progress``: a callable taking
+    (cycles simulated, cycles expected), True or False (default: tqdm when installed)."""
+    seq = _lengths(seq)
+    d = _native.Design(_integer(head_dim, "head_dim", 1), preset, None if config is None else os.fspath(config), None)
+    args = (
+        seq,
+        bool(causal),
+        _integer(heads, "heads", 1),
+        _integer(max_sim_seq, "max_sim_seq", 0, 2**40),
+        glb,
+        bool(claims),
+        None if spill_keys is None else _integer(spill_keys, "spill_keys"),
     )
+    out = json.loads(_watched(progress, "compare", lambda tell: d.compare(*args, tell)))
     out["design"] = d.name
     return out

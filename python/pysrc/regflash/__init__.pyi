@@ -1,7 +1,7 @@
 """Type stubs of regflash's Python API (see __init__.py for the documentation)."""
 
 from os import PathLike
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
 
 import numpy as np
 
@@ -10,10 +10,16 @@ from ._native import RegflashError as RegflashError
 
 __all__ = ["FlashAttention", "Design", "RegflashError", "estimate", "compare"]
 
+# A callable taking (done, total), True (a tqdm bar when tqdm is installed: the default) or
+# False (none).
+Progress = Union[None, bool, Callable[[int, int], Any]]
+Causal = Union[bool, Literal["bottom-right", "top-left"]]
+
 class FlashAttention:
     design: Design
     head_dim: int
     causal: bool
+    alignment: str
     backend: str
     layout: str
     out_dtype: Optional[np.dtype]
@@ -22,7 +28,7 @@ class FlashAttention:
     def __init__(
         self,
         head_dim: int,
-        causal: bool = False,
+        causal: Causal = False,
         *,
         preset: Optional[str] = None,
         config: Optional[Union[str, PathLike]] = None,
@@ -35,6 +41,7 @@ class FlashAttention:
         lazy_threshold: Optional[int] = None,
         in_format: Optional[str] = None,
         qk_format: Optional[str] = None,
+        progress: Progress = None,
     ) -> None: ...
     def __call__(
         self,
@@ -55,6 +62,7 @@ def estimate(
     variant: Optional[str] = None,
     heads: int = 1,
     causal: bool = False,
+    progress: Progress = None,
 ) -> Dict[str, Any]: ...
 
 def compare(
@@ -69,4 +77,5 @@ def compare(
     glb: str = "config",
     claims: bool = False,
     spill_keys: Optional[int] = None,
+    progress: Progress = None,
 ) -> Dict[str, Any]: ...

@@ -1,6 +1,8 @@
 """Type stubs of the extension module regflash._native (python/src/lib.rs)."""
 
-from typing import List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
+
+Progress = Optional[Callable[[int, int], Any]]
 
 class RegflashError(Exception): ...
 
@@ -40,8 +42,13 @@ class Design:
         causal: bool,
         out_f32: bool,
         threads: int,
+        progress: Progress = None,
     ) -> Tuple[bytes, str]: ...
-    def estimate(self, seq: List[int], heads: int = 1, causal: bool = False) -> str: ...
+    def operands(self, data: bytes, itemsize: int, shape: List[int], name: str) -> bytes: ...
+    def merge_reports(self, reports: List[str]) -> str: ...
+    def estimate(
+        self, seq: List[int], heads: int = 1, causal: bool = False, progress: Progress = None
+    ) -> str: ...
     def compare(
         self,
         seq: List[int],
@@ -51,4 +58,5 @@ class Design:
         glb: str = "config",
         claims: bool = False,
         spill_keys: Optional[int] = None,
+        progress: Progress = None,
     ) -> str: ...

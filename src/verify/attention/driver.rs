@@ -468,6 +468,7 @@ pub fn run_on(
     link.edge(dut, mem)?;
     dut.set("start", 0);
     let mut cycles = 0u64;
+    crate::watch::expect(estimate);
     loop {
         if dut.get_id(done) == 1 {
             break;
@@ -490,6 +491,8 @@ pub fn run_on(
             );
             if cycles.is_multiple_of(8192) {
                 progress(cycles, estimate);
+                crate::watch::advance(8192);
+                crate::watch::check()?;
             }
         }
     }

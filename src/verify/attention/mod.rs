@@ -332,11 +332,19 @@ impl Attention {
         }
     }
 
-    /// `f` of every head, in head order, on up to `threads` threads (heads split in runs).
+    /// `f` of every head, in head order, on up to `threads` threads (heads split in runs),
+    /// each head counted done on the watch (`crate::watch`). Once a stop is asked, the heads
+    /// not yet begun are left out: the caller checks the watch before it uses the result.
     fn per_head<T: Send>(&self, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+        let f = |h: usize| {
+            let r = f(h);
+            crate::watch::advance(1);
+            r
+        };
+        let go = |_: &usize| !crate::watch::stopping();
         let threads = threads.clamp(1, self.heads.max(1));
         if threads == 1 {
-            return (0..self.heads).map(f).collect();
+            return (0..self.heads).take_while(go).map(f).collect();
         }
         let per = self.heads.div_ceil(threads);
         std::thread::scope(|s| {
@@ -345,7 +353,7 @@ impl Attention {
                     let f = &f;
                     s.spawn(move || {
                         let end = ((t + 1) * per).min(self.heads);
-                        (t * per..end).map(f).collect::<Vec<T>>()
+                        (t * per..end).take_while(go).map(f).collect::<Vec<T>>()
                     })
                 })
                 .collect();
