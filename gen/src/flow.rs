@@ -275,9 +275,10 @@ fn stub(m: &ModuleEntry) -> String {
 /// name the files as the folder does) under `top`, once as synthesis sees it and once with the
 /// simulation-only assertions, two processes at once: every warning and error line.
 fn lint_both(dir: &Path, top: &str, files: &[PathBuf]) -> Result<Vec<String>> {
-    let verilator = require(Tool::Verilator)?;
+    let verilator = crate::tools::verilator()?;
     let lint = |define: Option<&str>| -> Result<Vec<String>> {
-        let out = Command::new(&verilator)
+        let out = verilator
+            .command()
             .current_dir(dir)
             .args(["--lint-only", "-Wall", "--top-module", top])
             .args(define)

@@ -24,7 +24,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use gen::manifest::{Manifest, ModuleEntry};
-use gen::tools::{require, verilator_version, Tool};
+use gen::tools::verilator_version;
 use serde::Serialize;
 
 const SHIM_TEMPLATE: &str = include_str!("../templates/shim.cpp.tera");
@@ -428,9 +428,9 @@ impl Job<'_> {
     }
 
     /// Runs Verilator on the files (a hierarchical build also compiles, through `--build`).
-    fn verilate(&self, verilator: &Path) -> Result<()> {
+    fn verilate(&self, verilator: &gen::tools::Verilator) -> Result<()> {
         let run = || {
-            let mut cmd = Command::new(verilator);
+            let mut cmd = verilator.command();
             cmd.current_dir(self.work)
                 .args(["--cc", "--exe", "-Wno-fatal"])
                 .args(["--top-module", self.top])
@@ -483,11 +483,11 @@ impl Job<'_> {
         let runtime = crate::runtime::Runtime::of(&obj, &makefile, &self.make_flags, self.root)?;
         let reused = runtime.install(&obj);
         let pch = crate::pch::Pch::prepare(&obj, &makefile, &self.make_flags, self.root);
-        let out = Command::new("make")
+        let out = make()?
             .current_dir(&obj)
             .args(["-f", &makefile, "-j", &self.jobs.to_string()])
             .args(&self.make_flags)
-            .args(pch)
+            .args(&pch)
             .output()
             .context("cannot run make to compile the simulation model")?;
         if !out.status.success() {
@@ -498,6 +498,13 @@ impl Job<'_> {
         }
         Ok(())
     }
+}
+
+/// `make`, with what the chosen Verilator's makefiles need in its environment.
+pub(crate) fn make() -> Result<Command> {
+    let mut cmd = Command::new("make");
+    gen::tools::verilator()?.set_env(&mut cmd);
+    Ok(cmd)
 }
 
 /// Moves the built library from the work folder into the cache entry as `library`, with its
@@ -568,8 +575,14 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         top.name
     );
 
-    let verilator = require(Tool::Verilator)?;
-    let (verilator_flags, mut make_flags) = split_make_flags(&flags);
+    let verilator = gen::tools::verilator()?;
+    let (verilator_flags, make_flags) = split_make_flags(&flags);
+    // The install's own make variables first: a flag of the user's may override them.
+    let mut make_flags: Vec<String> = verilator
+        .make_vars()
+        .into_iter()
+        .chain(make_flags)
+        .collect();
     let hierarchical = !options.hier_blocks.is_empty();
     if !hierarchical {
         make_flags = crate::pch::tag_opt_levels(&make_flags);
@@ -586,7 +599,7 @@ pub fn build(dir: &Path, options: &BuildOptions) -> Result<Built> {
         jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let started = std::time::Instant::now();
-    job.verilate(&verilator)?;
+    job.verilate(verilator)?;
     let verilated = started.elapsed().as_secs_f64();
     if !job.hierarchical {
         job.make()?;

@@ -37,6 +37,9 @@ const HEADER: &str = "regflash_pch.h";
 /// variant built with another; then Verilator's `verilated.h`.
 const HEADER_TEXT: &str = "#if REGFLASH_PCH_OPT\n#endif\n#include \"verilated.h\"\n";
 
+/// What keeps a Verilator's own per-model precompiled header out of the compile commands.
+const OWN_PCH_OFF: [&str; 2] = ["VK_PCH_I_FAST=", "VK_PCH_I_SLOW="];
+
 /// The make optimization variables and verilated.mk's defaults for them.
 const OPT_DEFAULTS: [(&str, &str); 3] =
     [("OPT_FAST", "-Os"), ("OPT_SLOW", ""), ("OPT_GLOBAL", "-Os")];
@@ -104,40 +107,67 @@ impl Pch {
     fn folder(root: &Path, compiler: &str) -> Result<PathBuf> {
         let mut h = Fnv::new();
         h.feed(b"regflash precompiled verilated.h, tagged by optimization level");
-        let verilator = gen::tools::require(gen::tools::Tool::Verilator)?;
-        for tool in [PathBuf::from(compiler), verilator] {
-            let v = Command::new(&tool).arg("--version").output();
+        let verilator = gen::tools::verilator()?;
+        h.feed(verilator.describe().as_bytes());
+        for v in [
+            Command::new(compiler).arg("--version").output(),
+            verilator.command().arg("--version").output(),
+        ] {
             h.feed(&v.map(|o| o.stdout).unwrap_or_default());
         }
         Ok(root.join(format!("pch-{:016x}", h.0)))
     }
 
     /// Makes sure a variant exists for every command make would run to compile the model in
-    /// `obj` (`makefile`, `make_flags`), building the missing ones. Returns the make argument
-    /// that has every file include the header (`USER_CPPFLAGS=-include …`), or None when
+    /// `obj` (`makefile`, `make_flags`), building the missing ones. Returns the make arguments
+    /// that have every file include the header (`USER_CPPFLAGS=-include …`), or none when
     /// nothing could be prepared: the model then compiles as it always did.
-    pub fn prepare(
-        obj: &Path,
-        makefile: &str,
-        make_flags: &[String],
-        root: &Path,
-    ) -> Option<String> {
-        match Self::try_prepare(obj, makefile, make_flags, root) {
-            Ok(p) => Some(format!(
+    ///
+    /// A Verilator whose makefiles precompile a header of their own for each model (5.048:
+    /// `VK_PCH_H`, two compiles per model, fast and slow) is told not to ([`OWN_PCH_OFF`]):
+    /// g++ takes one precompiled header, and the shared one costs a model nothing.
+    pub fn prepare(obj: &Path, makefile: &str, make_flags: &[String], root: &Path) -> Vec<String> {
+        let own = gen::tools::verilator().is_ok_and(|v| v.own_pch);
+        let mut flags = make_flags.to_vec();
+        if own {
+            flags.extend(OWN_PCH_OFF.map(String::from));
+        }
+        let prepared = Self::try_prepare(obj, makefile, &flags, root).and_then(|p| {
+            let mut args = vec![format!(
                 "USER_CPPFLAGS=-include {}",
                 p.dir.join(HEADER).display()
-            )),
-            Err(e) => {
-                eprintln!(
-                    "regflash: no precompiled header for this model ({e:#}); compiling without"
-                );
-                None
+            )];
+            if own {
+                args.extend(OWN_PCH_OFF.map(String::from));
+                args.push(p.stand_in()?);
+            }
+            Ok(args)
+        });
+        prepared.unwrap_or_else(|e| {
+            eprintln!("regflash: no shared precompiled header for this model ({e:#})");
+            vec![]
+        })
+    }
+
+    /// `VK_PCH_H=<stand-in>`: the makefile's own header replaced by an empty file whose `.fast.gch`
+    /// and `.slow.gch` targets exist and are newer, so make never builds them (its object
+    /// rules still name them as prerequisites).
+    fn stand_in(&self) -> Result<String> {
+        let header = self.dir.join("regflash_no_pch.h");
+        if !header.is_file() {
+            std::fs::write(&header, "")?;
+        }
+        for kind in ["fast", "slow"] {
+            let stamp = self.dir.join(format!("regflash_no_pch.h.{kind}.gch"));
+            if !stamp.is_file() {
+                std::fs::write(&stamp, "")?;
             }
         }
+        Ok(format!("VK_PCH_H={}", header.display()))
     }
 
     fn try_prepare(obj: &Path, makefile: &str, make_flags: &[String], root: &Path) -> Result<Pch> {
-        let out = Command::new("make")
+        let out = crate::compile::make()?
             .current_dir(obj)
             .args(["-n", "-f", makefile])
             .args(make_flags)
@@ -230,8 +260,9 @@ mod tests {
     #[test]
     fn each_optimization_level_takes_its_own_variant() {
         use std::process::Command;
-        let verilator = gen::tools::require(gen::tools::Tool::Verilator).unwrap();
-        let root = Command::new(verilator)
+        let root = gen::tools::verilator()
+            .unwrap()
+            .command()
             .args(["--getenv", "VERILATOR_ROOT"])
             .output()
             .unwrap();

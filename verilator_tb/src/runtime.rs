@@ -66,7 +66,7 @@ impl Runtime {
         objects.sort();
         objects.dedup();
         // What make would run for them, without running it.
-        let out = Command::new("make")
+        let out = crate::compile::make()?
             .current_dir(obj)
             .args(["-n", "-f", makefile])
             .args(make_flags)
@@ -87,10 +87,9 @@ impl Runtime {
                 h.feed(&v.stdout);
             }
         }
-        if let Ok(v) = Command::new(gen::tools::require(gen::tools::Tool::Verilator)?)
-            .arg("--version")
-            .output()
-        {
+        let verilator = gen::tools::verilator()?;
+        h.feed(verilator.describe().as_bytes());
+        if let Ok(v) = verilator.command().arg("--version").output() {
             h.feed(&v.stdout);
         }
         Ok(Runtime {
