@@ -1,7 +1,9 @@
 //! Content-keyed caches: where they live, and the stable hash that keys them (the Verilator
 //! models of `verilator_tb`, the ASIC flow's mapped modules).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
 
 /// Where built models and mapped netlists are cached: `$REGFLASH_CACHE_DIR`, else `$XDG_CACHE_HOME/regflash`, else
 /// `~/.cache/regflash`, else the system temp folder.
@@ -41,4 +43,13 @@ impl Default for Fnv {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A cached file's length and content hash ("<bytes> <fnv>\n"), recorded when it is built and
+/// checked before it is used: a truncated or corrupted entry is built again.
+pub fn checksum(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut h = Fnv::new();
+    h.feed(&bytes);
+    Ok(format!("{} {:016x}\n", bytes.len(), h.0))
 }

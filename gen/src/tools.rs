@@ -85,9 +85,14 @@ impl Verilator {
         cmd
     }
 
-    /// Sets what running this Verilator's makefiles needs on `cmd` (make, a compiler driven
-    /// by its makefiles).
-    pub fn set_env(&self, cmd: &mut Command) {
+    /// `make`, with what this Verilator's makefiles need in its environment.
+    pub fn make(&self) -> Command {
+        let mut cmd = Command::new("make");
+        self.set_env(&mut cmd);
+        cmd
+    }
+
+    fn set_env(&self, cmd: &mut Command) {
         if let Some(root) = &self.root {
             cmd.env("VERILATOR_ROOT", root);
         }

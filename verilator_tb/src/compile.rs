@@ -20,9 +20,9 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use gen::cache::{cache_root, checksum, Fnv};
 use gen::manifest::{Manifest, ModuleEntry};
 use gen::tools::verilator_version;
 use serde::Serialize;
@@ -206,18 +206,8 @@ pub fn render_shim(top: &ModuleEntry, options: &BuildOptions) -> Result<String> 
     tera::Tera::one_off(SHIM_TEMPLATE, &ctx, false).context("cannot render the C++ shim")
 }
 
-pub use gen::cache::{cache_root, Fnv};
-
 fn checksum_path(library: &Path) -> PathBuf {
     library.with_extension("so.sum")
-}
-
-/// "<length> <FNV-1a hash>" of a file.
-pub(crate) fn checksum(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut h = Fnv::new();
-    h.feed(&bytes);
-    Ok(format!("{} {:016x}\n", bytes.len(), h.0))
 }
 
 /// True if `library` exists and matches the checksum recorded when it was built.
@@ -487,7 +477,8 @@ impl Job<'_> {
         let runtime = crate::runtime::Runtime::of(&obj, &makefile, &self.make_flags, self.root)?;
         let reused = runtime.install(&obj);
         let pch = crate::pch::Pch::prepare(&obj, &makefile, &self.make_flags, self.root);
-        let out = make()?
+        let out = gen::tools::verilator()?
+            .make()
             .current_dir(&obj)
             .args(["-f", &makefile, "-j", &self.jobs.to_string()])
             .args(&self.make_flags)
@@ -502,13 +493,6 @@ impl Job<'_> {
         }
         Ok(())
     }
-}
-
-/// `make`, with what the chosen Verilator's makefiles need in its environment.
-pub(crate) fn make() -> Result<Command> {
-    let mut cmd = Command::new("make");
-    gen::tools::verilator()?.set_env(&mut cmd);
-    Ok(cmd)
 }
 
 /// Moves the built library from the work folder into the cache entry as `library`, with its

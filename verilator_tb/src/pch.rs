@@ -28,7 +28,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::compile::{checksum, Fnv};
+use gen::cache::{checksum, Fnv};
 
 /// The header's name in its cache folder.
 const HEADER: &str = "regflash_pch.h";
@@ -167,7 +167,8 @@ impl Pch {
     }
 
     fn try_prepare(obj: &Path, makefile: &str, make_flags: &[String], root: &Path) -> Result<Pch> {
-        let out = crate::compile::make()?
+        let out = gen::tools::verilator()?
+            .make()
             .current_dir(obj)
             .args(["-n", "-f", makefile])
             .args(make_flags)

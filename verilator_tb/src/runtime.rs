@@ -19,7 +19,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::compile::{checksum, Fnv};
+use gen::cache::{checksum, Fnv};
 
 /// The run-time objects of one model's build, and where the cache keeps them.
 pub struct Runtime {
@@ -66,7 +66,8 @@ impl Runtime {
         objects.sort();
         objects.dedup();
         // What make would run for them, without running it.
-        let out = crate::compile::make()?
+        let out = gen::tools::verilator()?
+            .make()
             .current_dir(obj)
             .args(["-n", "-f", makefile])
             .args(make_flags)

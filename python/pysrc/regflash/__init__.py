@@ -57,17 +57,22 @@ def _integer(x: Any, name: str, least: int = 0, most: int = 2**32 - 1) -> int:
     return n
 
 
+def _check_progress(progress: Any) -> None:
+    """A ``progress=`` argument is None, True, False or a callable."""
+    if progress not in (None, True, False) and not callable(progress):
+        raise RegflashError(
+            f"progress = {progress!r}: give a callable taking (done, total), True or False"
+        )
+
+
 def _progress(progress: Any, what: str):
-    """The callback the native side calls with (done, total) while it runs: the caller's own,
-    or a tqdm bar when tqdm is installed (shown after a second, so short calls stay quiet), or
-    none. ``False`` turns it off."""
+    """The callback the native side calls with (done, total) while it runs, and the tqdm bar
+    to close after it: the caller's own callback, or a tqdm bar when tqdm is installed (shown
+    after a second, so short calls stay quiet), or none. ``False`` turns it off."""
+    _check_progress(progress)
     if progress is False or progress is None and os.environ.get("REGFLASH_PROGRESS") == "0":
         return None, None
     if progress not in (None, True):
-        if not callable(progress):
-            raise RegflashError(
-                f"progress = {progress!r}: give a callable taking (done, total), True or False"
-            )
         return progress, None
     try:
         from tqdm.auto import tqdm  # optional: only used when installed
@@ -244,9 +249,8 @@ class FlashAttention:
         self.threads = (
             os.cpu_count() or 1 if threads is None else _integer(threads, "threads", 1, 4096)
         )
+        _check_progress(progress)  # refused here, not at the first call
         self.progress = progress
-        self._tell = None
-        _progress(progress, "")  # a bad callback is refused here, not at the first call
         self.report: Optional[Dict[str, Any]] = None
 
     def __repr__(self) -> str:
@@ -286,9 +290,9 @@ class FlashAttention:
         b, h, s, d = w.shape
         return np.ascontiguousarray(w).reshape(b * h, s, d)
 
-    def _run(self, q, k, v, heads, kv_heads, causal, f32):
-        """One problem: operand bits (heads, q_len, d) and (kv_heads, k_len, d). The output
-        (heads, q_len, d) and the report's JSON."""
+    def _run(self, q, k, v, heads, kv_heads, causal, f32, tell):
+        """One problem: operand bits (heads, q_len, d) and (kv_heads, k_len, d), ``tell`` the
+        progress callback. The output (heads, q_len, d) and the report's JSON."""
         q_len, k_len = q.shape[1], k.shape[1]
         out, report = self.design.run(
             self.backend,
@@ -302,7 +306,7 @@ class FlashAttention:
             causal,
             f32,
             self.threads,
-            self._tell,
+            tell,
         )
         if f32:
             o = np.frombuffer(out, dtype=np.float32)
@@ -312,7 +316,7 @@ class FlashAttention:
             o = np.frombuffer(out, dtype=np.float16)
         return o.reshape(heads, q_len, self.head_dim), report
 
-    def _attend(self, q, k, v, heads, kv_heads, f32):
+    def _attend(self, q, k, v, heads, kv_heads, f32, tell):
         """Attention of one problem with this FlashAttention's mask: the output and the list
         of the runs' reports. The core masks bottom-right (row i sees keys up to i + k_len −
         q_len); top-left (row i sees keys up to i) is the same mask on the first q_len keys
@@ -320,13 +324,13 @@ class FlashAttention:
         rest unmasked: two runs, whose rows are independent."""
         q_len, k_len = q.shape[1], k.shape[1]
         if not self.causal or self.alignment == "bottom-right" or q_len == k_len:
-            o, r = self._run(q, k, v, heads, kv_heads, self.causal, f32)
+            o, r = self._run(q, k, v, heads, kv_heads, self.causal, f32, tell)
             return o, [r]
         if q_len < k_len:
-            o, r = self._run(q, k[:, :q_len], v[:, :q_len], heads, kv_heads, True, f32)
+            o, r = self._run(q, k[:, :q_len], v[:, :q_len], heads, kv_heads, True, f32, tell)
             return o, [r]
-        top, r1 = self._run(q[:, :k_len], k, v, heads, kv_heads, True, f32)
-        rest, r2 = self._run(q[:, k_len:], k, v, heads, kv_heads, False, f32)
+        top, r1 = self._run(q[:, :k_len], k, v, heads, kv_heads, True, f32, tell)
+        rest, r2 = self._run(q[:, k_len:], k, v, heads, kv_heads, False, f32, tell)
         return np.concatenate([top, rest], axis=1), [r1, r2]
 
     def _report(self, runs: List[str], sequences: bool) -> Dict[str, Any]:
@@ -354,16 +358,16 @@ class FlashAttention:
         f32 = out_dtype == np.float32
         if (cu_seqlens_q is None) != (cu_seqlens_k is None):
             raise RegflashError("give both cu_seqlens_q and cu_seqlens_k, or neither")
-        self._tell, bar = _progress(self.progress, "attention")
-        try:
-            if cu_seqlens_q is not None:
-                return back(self._varlen(qa, ka, va, cu_seqlens_q, cu_seqlens_k, f32))
-            return back(self._batched(qa, ka, va, f32))
-        finally:
-            if bar is not None:
-                bar.close()
+        if cu_seqlens_q is not None:
+            cu = (cu_seqlens_q, cu_seqlens_k)
+            out = _watched(self.progress, "attention",
+                           lambda tell: self._varlen(qa, ka, va, *cu, f32, tell))
+        else:
+            out = _watched(self.progress, "attention",
+                           lambda tell: self._batched(qa, ka, va, f32, tell))
+        return back(out)
 
-    def _batched(self, qa, ka, va, f32):
+    def _batched(self, qa, ka, va, f32, tell):
         if ka.shape != va.shape:
             raise RegflashError(f"k has shape {ka.shape} but v has {va.shape}: they must match")
         qh, kh, vh = self._heads(qa, "q"), self._heads(ka, "k"), self._heads(va, "v")
@@ -371,7 +375,7 @@ class FlashAttention:
         if ka.shape[0] != b:
             raise RegflashError(f"q has batch {b} but k has {ka.shape[0]}: they must match")
         heads, kv_heads = qh.shape[0], kh.shape[0]
-        o, runs = self._attend(qh, kh, vh, heads, kv_heads, f32)
+        o, runs = self._attend(qh, kh, vh, heads, kv_heads, f32, tell)
         self.report = self._report(runs, False)
         o = o.reshape(b, heads // b, qh.shape[1], self.head_dim)
         if self.layout == "bshd":
@@ -386,7 +390,7 @@ class FlashAttention:
             raise RegflashError(f"{name} has shape {a.shape}: give a 1-D list of offsets")
         return [_integer(x, f"{name}[{i}]", 0, 2**62) for i, x in enumerate(a.tolist())]
 
-    def _varlen(self, q, k, v, cu_q, cu_k, f32):
+    def _varlen(self, q, k, v, cu_q, cu_k, f32, tell):
         """Varlen: q (total_q, H, D), k and v (total_k, H_kv, D); sequence i's queries are rows
         cu_q[i] .. cu_q[i + 1]. Each sequence runs on its own (the SoC's BATCH does the same)."""
         cu_q = self._offsets(cu_q, "cu_seqlens_q")
@@ -424,7 +428,7 @@ class FlashAttention:
                 continue
             qs, ks, vs = (np.ascontiguousarray(a[lo:hi].transpose(1, 0, 2))
                           for a, lo, hi in ((qw, q0, q1), (kw, k0, k1), (vw, k0, k1)))
-            o, r = self._attend(qs, ks, vs, heads, kv_heads, f32)
+            o, r = self._attend(qs, ks, vs, heads, kv_heads, f32, tell)
             out[q0:q1] = o.transpose(1, 0, 2)
             runs.extend(r)
         if not runs:
