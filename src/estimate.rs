@@ -104,9 +104,9 @@ pub fn points(
     crate::watch::expect(seqs.len() as u64);
     seqs.iter()
         .map(|&seq| {
-            crate::watch::check()?;
             let at = point(&cfg, &p, &table, mem, (seq, heads, causal));
-            // A stop during the point leaves it partial.
+            // A stop asked before or during the point leaves it partial (the cycle model
+            // stops stepping).
             crate::watch::check()?;
             crate::watch::advance(1);
             at
