@@ -45,6 +45,22 @@ fn fp32_add_two_stage() {
     check_unit("fp_add_e8m23", 0, 2, 4);
 }
 
+/// The adder's deeper pipelines (cuts before the alignment shift, after the sum and after
+/// normalization), binary32 and the wide form, on a tile whose accumulators hide them.
+#[test]
+fn fp32_add_deep_pipelines() {
+    for (latency, seed) in [(3, 11), (4, 12), (5, 13)] {
+        let mut c = small(1, latency);
+        c.bc = 16;
+        let r =
+            verify_pure(&c, "fp_add_e8m23", CASES / 4, seed).unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(r.latency, latency);
+        let r = verify_pure(&c, "fp_add_e10m15_e8m23", CASES / 4, seed + 10)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(r.latency, latency);
+    }
+}
+
 #[test]
 fn fp16_to_fp32_exhaustive_and_random() {
     check_unit("fp_cvt_e5m10_e8m23", 0, 0, 5);

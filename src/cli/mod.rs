@@ -111,7 +111,8 @@ pub struct ConfigArgs {
     /// Override: fp_mul_e5m10 (the MAC's multiplier) pipeline registers (0..=2).
     #[arg(long)]
     pub mul_latency: Option<u32>,
-    /// Override: fp_add_e8m23 (the MAC's adder) pipeline registers (0..=2).
+    /// Override: fp_add_e8m23 (the MAC's adder and the softmax datapath's) pipeline registers
+    /// (0..=5; the MAC's accumulator interleave must hide its latency).
     #[arg(long)]
     pub add_latency: Option<u32>,
     /// Override: 32-bit registers per PE.

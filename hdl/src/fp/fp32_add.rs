@@ -3,9 +3,10 @@
 //! adds an addend of a wider exponent range (a MAC's exact bfloat16 product, `e10m15`) to a
 //! binary32 accumulator with one rounding.
 //!
-//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name
-//! `fp_add_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; latency
-//! 2 also registers the aligned operands.
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 5 cycles (module name
+//! `fp_add_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; each
+//! more cuts the logic once more ([`Fp32AddConfig::cuts`]): 2 after the alignment shift, 3
+//! also after normalization, 4 also before the alignment shift, 5 also after the sum.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_add`; the wide form's
 //! `kernels::fp::add_wide`): IEEE 754 round to nearest even with
@@ -40,7 +41,7 @@ use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
 /// Configuration of `fp_add_e8m23` (and of its wide form).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fp32AddConfig {
-    /// Pipeline registers between input and output: 0, 1 or 2.
+    /// Pipeline registers between input and output: 0 to [`Fp32AddConfig::MAX_LATENCY`].
     pub latency: u32,
     /// The format of operand `b`: binary32, or a MAC's exact product format with a wider
     /// exponent ([`Format::exact_product`]). Operand `a` and the sum are binary32.
@@ -48,7 +49,7 @@ pub struct Fp32AddConfig {
 }
 
 impl Fp32AddConfig {
-    pub const MAX_LATENCY: u32 = 2;
+    pub const MAX_LATENCY: u32 = 5;
     /// The format of the accumulator `a` and of the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -87,6 +88,33 @@ impl Fp32AddConfig {
     pub fn module_name(&self) -> String {
         format!("{}_l{}", self.unit_name(), self.latency)
     }
+
+    /// Where the pipeline registers sit besides the output's (from latency 1): before the
+    /// alignment shift, after it, after the sum, after normalization. The cuts split the
+    /// logic into stages of about equal depth at each latency (front end with the magnitude
+    /// compare, shift, add, leading zeros and normalizing shift, round and pack).
+    pub fn cuts(&self) -> AddCuts {
+        let l = self.latency;
+        AddCuts {
+            ordered: l >= 4,
+            aligned: l >= 2,
+            summed: l >= 5,
+            normalized: l >= 3,
+        }
+    }
+}
+
+/// The adder's inner pipeline cuts (see [`Fp32AddConfig::cuts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddCuts {
+    /// After ordering the operands (before the alignment shift).
+    pub ordered: bool,
+    /// After the alignment shift.
+    pub aligned: bool,
+    /// After the significands' sum.
+    pub summed: bool,
+    /// After normalization (before rounding).
+    pub normalized: bool,
 }
 
 /// Defines `fp_add_e8m23_l<latency>` (or the wide form's module) in `d`.
@@ -151,13 +179,26 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     // Shifting 27 bits by 31 already moves everything into the sticky bit.
     let align = clamp(m, exp_diff, 31, 5);
     let align = m.hint("align", align);
+    let cuts = Fp32AddConfig::new(latency).cuts();
+    let c = cuts.ordered;
+    let (is_nan, is_inf) = (
+        m.stage("is_nan_o", is_nan, c),
+        m.stage("is_inf_o", is_inf, c),
+    );
+    let zero_sign = m.stage("zero_sign_o", zero_sign, c);
+    let subtract = m.stage("subtract_o", subtract, c);
+    let sign = m.stage("sign_o", sign, c);
+    let x_sig = m.stage("x_sig_o", x_sig, c);
+    let y_sig = m.stage("y_sig_o", y_sig, c);
+    let x_exp = m.stage("x_exp_o", x_exp, c);
+    let align = m.stage("align_o", align, c);
     let grs = m.zero(3);
     let y_ext = cat(&[y_sig, grs]);
     let y_aligned = shift_right_sticky(m, y_ext, align);
     let y_aligned = m.name("y_aligned", y_aligned);
 
     // Optional cut after alignment.
-    let cut = latency >= 2;
+    let cut = cuts.aligned;
     let aligned = Aligned {
         is_nan: m.stage("is_nan", is_nan, cut),
         is_inf: m.stage("is_inf", is_inf, cut),
@@ -169,7 +210,7 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
         x_exp: m.stage("x_exp", x_exp, cut),
         y_aligned: m.stage("y_aligned", y_aligned, cut),
     };
-    let y = add_round(m, aligned, 0);
+    let y = add_round(m, aligned, 0, cuts);
     m.stage("y", y, latency >= 1)
 }
 
@@ -231,10 +272,24 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
     let exp_diff = m.name("exp_diff", exp_diff);
     let align = clamp(m, exp_diff, 31, 5);
     let align = m.hint("align", align);
+    let cuts = cfg.cuts();
+    let c = cuts.ordered;
+    let (is_nan, is_inf) = (
+        m.stage("is_nan_o", is_nan, c),
+        m.stage("is_inf_o", is_inf, c),
+    );
+    let inf_sign = m.stage("inf_sign_o", inf_sign, c);
+    let zero_sign = m.stage("zero_sign_o", zero_sign, c);
+    let subtract = m.stage("subtract_o", subtract, c);
+    let sign = m.stage("sign_o", sign, c);
+    let x_ext = m.stage("x_ext_o", x_ext, c);
+    let y_ext = m.stage("y_ext_o", y_ext, c);
+    let x_exp = m.stage("x_exp_o", x_exp, c);
+    let align = m.stage("align_o", align, c);
     let y_aligned = shift_right_sticky(m, y_ext, align);
     let y_aligned = m.name("y_aligned", y_aligned);
 
-    let cut = cfg.latency >= 2;
+    let cut = cuts.aligned;
     let aligned = Aligned {
         is_nan: m.stage("is_nan", is_nan, cut),
         is_inf: m.stage("is_inf", is_inf, cut),
@@ -246,7 +301,7 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
         x_exp: m.stage("x_exp", x_exp, cut),
         y_aligned: m.stage("y_aligned", y_aligned, cut),
     };
-    let y = add_round(m, aligned, off);
+    let y = add_round(m, aligned, off, cuts);
     m.stage("y", y, cfg.latency >= 1)
 }
 
@@ -284,8 +339,9 @@ struct Aligned {
 }
 
 /// The back end: add or subtract, normalize, round to nearest even, pack to binary32, special
-/// values. `off` is what the exponents' bias exceeds binary32's by (0 for binary32 operands).
-fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64) -> Sig {
+/// values. `off` is what the exponents' bias exceeds binary32's by (0 for binary32 operands);
+/// `cuts` says where to register (after the sum, after normalization).
+fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig {
     let Aligned {
         is_nan,
         is_inf,
@@ -308,6 +364,17 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64) -> Sig {
     let sum = big + small;
     let sum = sum + carry_in;
     let sum = m.name("sum", sum);
+    // Optional cut after the sum: what the back end still needs.
+    let c = cuts.summed;
+    let sum = m.stage("sum_s", sum, c);
+    let x_exp = m.stage("x_exp_s", x_exp, c);
+    let sign = m.stage("sign_s", sign, c);
+    let (is_nan, is_inf) = (
+        m.stage("is_nan_s", is_nan, c),
+        m.stage("is_inf_s", is_inf, c),
+    );
+    let inf_sign = inf_sign.map(|s| m.stage("inf_sign_s", s, c));
+    let zero_sign = m.stage("zero_sign_s", zero_sign, c);
     let sum_zero = sum.is_zero();
     let sum_zero = m.name("sum_zero", sum_zero);
     let carry = sum.bit(27);
@@ -362,6 +429,19 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64) -> Sig {
         let e = exp.trunc(8);
         e - (off % 256)
     };
+    // Optional cut after normalization.
+    let c = cuts.normalized;
+    let norm = m.stage("norm_n", norm, c);
+    let exp = m.stage("exp_n", exp, c);
+    let overflow = m.stage("overflow_n", overflow, c);
+    let sum_zero = m.stage("sum_zero_n", sum_zero, c);
+    let sign = m.stage("sign_n", sign, c);
+    let (is_nan, is_inf) = (
+        m.stage("is_nan_n", is_nan, c),
+        m.stage("is_inf_n", is_inf, c),
+    );
+    let inf_sign = inf_sign.map(|s| m.stage("inf_sign_n", s, c));
+    let zero_sign = m.stage("zero_sign_n", zero_sign, c);
     // Without the hidden bit the value is subnormal: exponent field 0.
     let hidden = norm.bit(26);
     let zero8 = m.zero(8);

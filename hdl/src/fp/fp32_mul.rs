@@ -1,9 +1,10 @@
 //! `fp_mul_e8m23`: binary32 multiplication, round to nearest even (the unit's name is its
 //! format's, [`Fp32MulConfig::unit_name`]).
 //!
-//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 cycles (module name
-//! `fp_mul_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; latency
-//! 2 also registers the significand product.
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 4 cycles (module name
+//! `fp_mul_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; 2 also
+//! the significand product; 3 also the normalized operands (before the multiplier); 4 also
+//! the two partial products of the significands' halves.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_mul`): subnormal inputs are normalized first
 //! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
@@ -22,12 +23,12 @@ use crate::{cat, mux, Design, ModuleBuilder, Sig};
 /// Configuration of `fp_mul_e8m23`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fp32MulConfig {
-    /// Pipeline registers: 0, 1 or 2.
+    /// Pipeline registers: 0 to [`Fp32MulConfig::MAX_LATENCY`].
     pub latency: u32,
 }
 
 impl Fp32MulConfig {
-    pub const MAX_LATENCY: u32 = 2;
+    pub const MAX_LATENCY: u32 = 4;
     /// The format of the operands and the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -74,7 +75,41 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let exp_sum = exp_a + exp_b;
     let exp_sum = exp_sum - 127;
     let exp_sum = m.name("exp_sum", exp_sum);
-    let product = sig_a.mul_wide(sig_b);
+    // Optional cut after the operands' normalization, and (latency 4) between the partial
+    // products of b's halves and their sum.
+    let cut = latency >= 3;
+    let [sign, is_nan, is_inf, is_zero, exp_sum] = [
+        ("sign_n", sign),
+        ("is_nan_n", is_nan),
+        ("is_inf_n", is_inf),
+        ("is_zero_n", is_zero),
+        ("exp_sum_n", exp_sum),
+    ]
+    .map(|(name, x)| m.stage(name, x, cut));
+    let (sig_a, sig_b) = (
+        m.stage("sig_a_n", sig_a, cut),
+        m.stage("sig_b_n", sig_b, cut),
+    );
+    let (sign, is_nan, is_inf, is_zero, exp_sum, product) = if latency >= 4 {
+        let lo = sig_a.mul_wide(sig_b.slice(11, 0));
+        let hi = sig_a.mul_wide(sig_b.slice(23, 12));
+        let [sign, is_nan, is_inf, is_zero, exp_sum, lo, hi] = [
+            ("sign_p", sign),
+            ("is_nan_p", is_nan),
+            ("is_inf_p", is_inf),
+            ("is_zero_p", is_zero),
+            ("exp_sum_p", exp_sum),
+            ("partial_lo", lo),
+            ("partial_hi", hi),
+        ]
+        .map(|(name, x)| m.delay(name, x));
+        let zero12 = m.zero(12);
+        let product = cat(&[hi, zero12]) + lo.zext(48);
+        (sign, is_nan, is_inf, is_zero, exp_sum, product)
+    } else {
+        let product = sig_a.mul_wide(sig_b);
+        (sign, is_nan, is_inf, is_zero, exp_sum, product)
+    };
     let product = m.name("product", product);
 
     let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];
