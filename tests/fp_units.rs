@@ -45,11 +45,12 @@ fn fp32_add_two_stage() {
     check_unit("fp_add_e8m23", 0, 2, 4);
 }
 
-/// The adder's deeper pipelines (cuts before the alignment shift, after the sum and after
-/// normalization), binary32 and the wide form, on a tile whose accumulators hide them.
+/// The adder's deeper pipelines (cuts after normalization, after the sum, before the
+/// alignment shift and after the leading-zero count), binary32 and the wide form, on a tile
+/// whose accumulators hide them.
 #[test]
 fn fp32_add_deep_pipelines() {
-    for (latency, seed) in [(3, 11), (4, 12), (5, 13)] {
+    for (latency, seed) in [(3, 11), (4, 12), (5, 13), (6, 14)] {
         let mut c = small(1, latency);
         c.bc = 16;
         let r =

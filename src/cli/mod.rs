@@ -112,7 +112,7 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub mul_latency: Option<u32>,
     /// Override: fp_add_e8m23 (the MAC's adder and the softmax datapath's) pipeline registers
-    /// (0..=5; the MAC's accumulator interleave must hide its latency).
+    /// (0..=6; the MAC's accumulator interleave must hide its latency).
     #[arg(long)]
     pub add_latency: Option<u32>,
     /// Override: 32-bit registers per PE.

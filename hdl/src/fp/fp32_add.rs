@@ -3,10 +3,11 @@
 //! adds an addend of a wider exponent range (a MAC's exact bfloat16 product, `e10m15`) to a
 //! binary32 accumulator with one rounding.
 //!
-//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 5 cycles (module name
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 6 cycles (module name
 //! `fp_add_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; each
 //! more cuts the logic once more ([`Fp32AddConfig::cuts`]): 2 after the alignment shift, 3
-//! also after normalization, 4 also before the alignment shift, 5 also after the sum.
+//! also after normalization, 4 also after the sum, 5 also before the alignment shift, 6 also
+//! between the leading-zero count and the normalizing shift.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_add`; the wide form's
 //! `kernels::fp::add_wide`): IEEE 754 round to nearest even with
@@ -49,7 +50,7 @@ pub struct Fp32AddConfig {
 }
 
 impl Fp32AddConfig {
-    pub const MAX_LATENCY: u32 = 5;
+    pub const MAX_LATENCY: u32 = 6;
     /// The format of the accumulator `a` and of the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -89,17 +90,18 @@ impl Fp32AddConfig {
         format!("{}_l{}", self.unit_name(), self.latency)
     }
 
-    /// Where the pipeline registers sit besides the output's (from latency 1): before the
-    /// alignment shift, after it, after the sum, after normalization. The cuts split the
-    /// logic into stages of about equal depth at each latency (front end with the magnitude
-    /// compare, shift, add, leading zeros and normalizing shift, round and pack).
+    /// Where the pipeline registers sit besides the output's (from latency 1), added in the
+    /// order that keeps the stages closest in depth (measured at nangate45 and asap7): after
+    /// the alignment shift, after normalization, after the sum, before the alignment shift
+    /// (after the magnitude compare), after the leading-zero count.
     pub fn cuts(&self) -> AddCuts {
         let l = self.latency;
         AddCuts {
-            ordered: l >= 4,
             aligned: l >= 2,
-            summed: l >= 5,
             normalized: l >= 3,
+            summed: l >= 4,
+            ordered: l >= 5,
+            counted: l >= 6,
         }
     }
 }
@@ -113,6 +115,8 @@ pub struct AddCuts {
     pub aligned: bool,
     /// After the significands' sum.
     pub summed: bool,
+    /// After the leading-zero count (before the normalizing shift).
+    pub counted: bool,
     /// After normalization (before rounding).
     pub normalized: bool,
 }
@@ -407,6 +411,23 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig 
     let max_left5 = max_left.trunc(5);
     let left = mux(limited, max_left5, lz);
     let left = m.name("left", left);
+    // Optional cut between the count and the shift.
+    let c = cuts.counted;
+    let sum_low = m.stage("sum_low_c", sum_low, c);
+    let left = m.stage("left_c", left, c);
+    let carry = m.stage("carry_c", carry, c);
+    let norm_right = m.stage("norm_right_c", norm_right, c);
+    let exp_right = m.stage("exp_right_c", exp_right, c);
+    let x_exp = m.stage("x_exp_c", x_exp, c);
+    let carry_overflow = carry_overflow.map(|o| m.stage("overflow_c", o, c));
+    let sum_zero = m.stage("sum_zero_c", sum_zero, c);
+    let sign = m.stage("sign_c", sign, c);
+    let (is_nan, is_inf) = (
+        m.stage("is_nan_c", is_nan, c),
+        m.stage("is_inf_c", is_inf, c),
+    );
+    let inf_sign = inf_sign.map(|s| m.stage("inf_sign_c", s, c));
+    let zero_sign = m.stage("zero_sign_c", zero_sign, c);
     let norm_left = sum_low << left;
     let left_wide = left.zext(ew);
     let exp_left = x_exp - left_wide;
