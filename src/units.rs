@@ -153,7 +153,7 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "softmax_row",
-        build: |d, c| Ok(hdl::softmax::build_row(d, c.rescale.threshold()).module),
+        build: |d, c| Ok(hdl::softmax::build_row(d, &c.row().row_update()).module),
         check: Check::Own(run::verify_softmax_row),
     },
     Unit {

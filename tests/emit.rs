@@ -126,14 +126,14 @@ fn small_preset_lints_clean_with_named_states() {
         .find(|m| m.name.starts_with("pe_row"))
         .unwrap();
     let fsm = &row.fsms[0];
-    assert_eq!(fsm.states.len(), 12);
+    assert_eq!(fsm.states.len(), 13);
     let translate = std::fs::read_to_string(dir.path().join(&fsm.translate_file)).unwrap();
     assert!(
-        translate.lines().any(|l| l == "6 RE_EXP_SWEEP"),
+        translate.lines().any(|l| l == "7 RE_EXP_SWEEP"),
         "{translate}"
     );
     assert!(
-        translate.lines().any(|l| l == "b RE_RO_SWEEP"),
+        translate.lines().any(|l| l == "c RE_RO_SWEEP"),
         "{translate}"
     );
 }
@@ -876,7 +876,7 @@ fn configuration_errors_say_what_and_how_to_fix() {
         ),
         (
             Box::new(|c| c.add_latency = 9),
-            "add_latency = 9 is out of range: allowed 0 to 2",
+            "add_latency = 9 is out of range: allowed 0 to 6",
         ),
         (
             Box::new(|c| c.br = 6),

@@ -39,9 +39,12 @@ fn with(f: impl FnOnce(&mut CoreConfig)) -> CoreConfig {
 }
 
 #[test]
-fn fp32_mul_combinational_and_two_stage() {
+fn fp32_mul_at_every_depth() {
     check(&with(|c| c.fmul_latency = 0), "fp_mul_e8m23", 41);
     check(&with(|c| c.fmul_latency = 2), "fp_mul_e8m23", 42);
+    // Cut after the operands' normalization; and between the partial products.
+    check(&with(|c| c.fmul_latency = 3), "fp_mul_e8m23", 66);
+    check(&with(|c| c.fmul_latency = 4), "fp_mul_e8m23", 67);
 }
 
 #[test]
@@ -94,6 +97,14 @@ fn softmax_row_state() {
     for threshold in [1, 15] {
         let lazy = with(|c| c.rescale = hdl::softmax::Rescale::Lazy { threshold });
         check(&lazy, "softmax_row", 61 + threshold as u64);
+    }
+    // The pipeline at the shortest and the longest FP32 units: latency 2 and 6.
+    for (lat, seed) in [(0, 64), (2, 65)] {
+        let cfg = with(|c| {
+            c.fmul_latency = lat;
+            c.add_latency = lat;
+        });
+        check(&cfg, "softmax_row", seed);
     }
 }
 

@@ -195,14 +195,15 @@ pub fn verify_recip(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRe
 
 /// Checks `softmax_row`: a directed operation sequence, then random streams.
 pub fn verify_softmax_row(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    let u = cfg.row().row_update();
     verify_stateful(
         cfg,
         "softmax_row",
         &softmax_row_directed(),
-        |dut, cycles| check_softmax_row(dut, cycles, cfg.rescale.threshold()),
+        |dut, cycles| check_softmax_row(dut, cycles, u.threshold, u.latency()),
         |dut| {
-            let t = cfg.rescale.threshold();
-            proptest_softmax_row(dut, stream_cases(vectors), 1000, seed, t)
+            let (t, lat) = (u.threshold, u.latency());
+            proptest_softmax_row(dut, stream_cases(vectors), 1000, seed, t, lat)
         },
     )
 }

@@ -145,12 +145,16 @@ pub struct RowCycle {
     pub c: u32,
 }
 
-/// Streams `cycles` through a fresh `softmax_row` (lazy threshold `threshold`, 0 for pow2) and
-/// compares its outputs every cycle.
+/// Streams `cycles` through a fresh `softmax_row` (lazy threshold `threshold`, 0 for pow2;
+/// max and sum write their state `latency` cycles after they issue) and compares its outputs
+/// every cycle. Each max or sum is followed by `latency − 1` hold cycles whose operands are
+/// the complements of its own (the unit must take them in the issue cycle), and the outputs
+/// must show the state before the operation until it is written.
 pub fn check_softmax_row(
     dut: &mut Dut,
     cycles: &[RowCycle],
     threshold: u8,
+    latency: u32,
 ) -> anyhow::Result<Result<(), String>> {
     let ins = [
         dut.port("op")?,
@@ -166,15 +170,49 @@ pub fn check_softmax_row(
         dut.port("stale")?,
     ];
     dut.reset(1);
-    let words: Vec<u32> = cycles
+    // (the cycle driven, the operation it issues, if any)
+    let mut driven: Vec<(RowCycle, Option<usize>)> = vec![];
+    for (t, c) in cycles.iter().enumerate() {
+        driven.push((*c, Some(t)));
+        if c.op == RowOp::Max as u8 || c.op == RowOp::Sum as u8 {
+            let hold = RowCycle {
+                op: RowOp::Hold as u8,
+                blk_max: !c.blk_max,
+                blk_sum: !c.blk_sum,
+                c: !c.c,
+            };
+            driven.extend((1..latency).map(|_| (hold, None)));
+        }
+    }
+    let words: Vec<u32> = driven
         .iter()
-        .flat_map(|c| [c.op as u32, c.blk_max, c.blk_sum, c.c])
+        .flat_map(|(c, _)| [c.op as u32, c.blk_max, c.blk_sum, c.c])
         .collect();
-    let out = dut.run(&ins, &words, &outs, cycles.len() as u64);
+    let out = dut.run(&ins, &words, &outs, driven.len() as u64);
     let mut state = RowState::default();
     let (mut shift, mut stale) = (0u8, false);
-    for (t, c) in cycles.iter().enumerate() {
-        let got = &out[t * 5..t * 5 + 5];
+    // The operation in flight: the cycle its state shows, and the operation.
+    let mut pending: Option<(usize, usize)> = None;
+    let mut done = 0;
+    for (k, (c, issued)) in driven.iter().enumerate() {
+        if let Some((_, t)) = pending.filter(|&(at, _)| at == k) {
+            let c = &cycles[t];
+            match c.op {
+                1 => {
+                    state = RowState::default();
+                    (shift, stale) = (0, false);
+                }
+                2 => {
+                    let up = state.update_max_lazy(c.blk_max, c.c, threshold);
+                    (shift, stale) = (up.shift, up.avoided);
+                }
+                3 => state.update_sum(c.blk_sum, shift),
+                _ => {}
+            }
+            done = t + 1;
+            pending = None;
+        }
+        let got = &out[k * 5..k * 5 + 5];
         let want = [
             state.m,
             state.l,
@@ -184,26 +222,22 @@ pub fn check_softmax_row(
         ];
         if got != want {
             return Ok(Err(format!(
-                "softmax_row after {t} operations: m, l, shift, l_zero, stale = {:#010x?}, expected {:#010x?} \
-                 (m = {:e}, l = {:e} expected); last operation {:?}",
+                "softmax_row (latency {latency}) at cycle {k}, after {done} operations: m, l, \
+                 shift, l_zero, stale = {:#010x?}, expected {:#010x?} (m = {:e}, l = {:e} \
+                 expected); last operation {:?}",
                 got,
                 want,
                 f32::from_bits(want[0]),
                 f32::from_bits(want[1]),
-                cycles[..t].last()
+                cycles[..done].last()
             )));
         }
-        match c.op {
-            1 => {
-                state = RowState::default();
-                (shift, stale) = (0, false);
-            }
-            2 => {
-                let up = state.update_max_lazy(c.blk_max, c.c, threshold);
-                (shift, stale) = (up.shift, up.avoided);
-            }
-            3 => state.update_sum(c.blk_sum, shift),
-            _ => {}
+        if let Some(t) = *issued {
+            let wait = match c.op {
+                2 | 3 => latency as usize,
+                _ => 1,
+            };
+            pending = Some((k + wait, t));
         }
     }
     Ok(Ok(()))
@@ -319,9 +353,10 @@ pub fn proptest_softmax_row(
     max_len: usize,
     seed: u64,
     threshold: u8,
+    latency: u32,
 ) -> anyhow::Result<u64> {
     check_streams(cases, seed, max_len, row_cycle(), |cycles| {
-        check_softmax_row(dut, cycles, threshold)
+        check_softmax_row(dut, cycles, threshold, latency)
     })
 }
 

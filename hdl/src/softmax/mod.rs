@@ -4,11 +4,14 @@
 //!   `blk_max` (the block's row max of raw scores, −Inf if all masked), `blk_sum` (the block's
 //!   row sum of FP16 weights widened to FP32), `c` (the softmax constant C = log2(e)/√d) →
 //!   `m`, `l` (FP32), `shift` (8 bits), `l_zero`, `stale` (lazy rescaling: the last max op
-//!   kept a stale max; 0 in pow2). Latency 1 (state registers):
+//!   kept a stale max; 0 in pow2):
 //!   init: m = −Inf, l = +0, shift = 0;
 //!   max: m' = max(m, ceil(blk_max · C)), shift = min(m' − m, 255) (NaN → 255; 0 while m' is
 //!   −Inf), m = m';
 //!   sum: l = l · 2^-shift + blk_sum (the shift of the last max).
+//!   Pipelined: max and sum write their state [`RowUpdateConfig::latency`] cycles after they
+//!   issue (the FP32 multiplier's and adder's latencies plus two), init in one; the row engine
+//!   issues nothing while one is in flight.
 //!   After the last block, 1/l comes from `fp32_recip` unless `l_zero` (then 1: O is zero).
 //! * `softmax_exp`: one weight per cycle: `s` (raw score), `m`, `c`, `masked` → `p` (FP16) =
 //!   masked ? +0 : FP16(exp2(s · C − m)), with +0 in place of m while m is −Inf.
@@ -174,24 +177,52 @@ fn saturate_shift(m: &mut ModuleBuilder, d: Sig) -> Sig {
     mux(too_big, max8, v)
 }
 
-/// The name of `softmax_row` with lazy threshold `threshold` (0: pow2).
-pub fn row_module_name(threshold: u8) -> String {
-    if threshold == 0 {
-        "softmax_row".into()
-    } else {
-        format!("softmax_row_lazy{threshold}")
+/// Configuration of `softmax_row`: the softmax datapath's FP32 units (their latencies set the
+/// pipeline's) and the lazy threshold (0: pow2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowUpdateConfig {
+    pub mul: Fp32MulConfig,
+    pub add: Fp32AddConfig,
+    pub threshold: u8,
+}
+
+impl RowUpdateConfig {
+    /// Cycles from a max or sum operation to the state it writes: the multiplier (C · block
+    /// max), the ceil-and-max stage, the adder (the growth m' − m, or l · 2^-shift + block sum),
+    /// and the write of m, shift (or l). Init takes one cycle.
+    pub fn latency(&self) -> u32 {
+        self.mul.latency + self.add.latency + 2
+    }
+
+    /// `softmax_row_m1_a1`; with a lazy threshold τ `softmax_row_lazy<τ>_m1_a1`.
+    pub fn module_name(&self) -> String {
+        let lazy = match self.threshold {
+            0 => String::new(),
+            t => format!("_lazy{t}"),
+        };
+        format!(
+            "softmax_row{lazy}_m{}_a{}",
+            self.mul.latency, self.add.latency
+        )
     }
 }
 
 /// Defines `softmax_row` (`softmax_row_lazy<τ>` with a lazy threshold τ > 0: a max op whose
-/// shift would be 1..=τ keeps m and sets shift 0).
-pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>> {
-    let mul = fp32_mul::build(d, &Fp32MulConfig { latency: 0 });
-    let add = fp32_add::build(d, &Fp32AddConfig::new(0));
+/// shift would be 1..=τ keeps m and sets shift 0), pipelined over [`RowUpdateConfig::latency`]
+/// cycles. A max or sum operation's operands are taken in its cycle; its state is written
+/// `latency` cycles later and no other operation may issue before then (the row engine
+/// waits), so every stage reads m, l and shift as they stand and the inner results are held
+/// rather than piped.
+pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowState<u32>> {
+    let mul = fp32_mul::build(d, &cfg.mul);
+    let add = fp32_add::build(d, &cfg.add);
     let max = fp32_misc::build_max(d);
     let ceil = fp32_misc::build_ceil(d);
     let scale2 = fp32_misc::build_scale2(d);
-    Block::of(d.define(&row_module_name(threshold), |_, m| {
+    let threshold = cfg.threshold;
+    let latency = cfg.latency();
+    let (mf, af) = (cfg.mul.latency, cfg.add.latency);
+    Block::of(d.define(&cfg.module_name(), |_, m| {
         let lazy = if threshold > 0 {
             format!(
                 "\nLazy rescaling: a max op whose shift would be 1..={threshold} keeps m (stale) \
@@ -203,7 +234,9 @@ pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>>
         m.doc(&format!(
             "softmax_row: running max m (integer-valued FP32, log2 domain) and sum l of one\n\
              query row. op 1 init, 2 max (m' = max(m, ceil(blk_max * c)), shift = min(m' - m, 255)),\n\
-             3 sum (l = l * 2^-shift + blk_sum). Latency 1. Model: kernels::softmax::RowState.{lazy}",
+             3 sum (l = l * 2^-shift + blk_sum). Init takes 1 cycle; max and sum write their\n\
+             state {latency} cycles after they issue (multiplier {mf}, ceil and max 1, adder {af},\n\
+             write 1), and no operation may issue before then. Model: kernels::softmax::RowState.{lazy}",
         ));
         let op = m.input("op", 2);
         let blk_max = m.input("blk_max", 32);
@@ -212,10 +245,19 @@ pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>>
         let m_reg = m.reg("m", 32, Some(Format::FP32.neg_inf()));
         let l_reg = m.reg("l", 32, Some(0));
         let shift_reg = m.reg("shift", 8, Some(0));
+        let is_init = op.eq(RowOp::Init as u64);
+        let is_max = op.eq(RowOp::Max as u64);
+        let is_sum = op.eq(RowOp::Sum as u64);
 
+        // Max: C · block max through the multiplier, then ceil and the max with m, held
+        // for the adder's growth m' − m; its last stage saturates the shift and writes.
         let scaled = m.instantiate(&mul, "u_scale", &Binary { a: blk_max, b: c }).y;
         let ceiled = m.instantiate(&ceil, "u_ceil", &Unary { a: scaled }).y;
-        let m_new = m.instantiate(&max, "u_max", &Binary { a: m_reg.q, b: ceiled }).y;
+        let m_max = m.instantiate(&max, "u_max", &Binary { a: m_reg.q, b: ceiled }).y;
+        let max_scaled = m.delay_n("max_v", is_max, mf);
+        let m_new = m.hold("m_new", m_max, max_scaled);
+        let max_done = m.delay_n("max_w", max_scaled, af + 1);
+        let max_done = m.name("max_done", max_done);
         let sign = m.lit(32, 0x8000_0000);
         let neg_m = m_reg.q ^ sign;
         let delta = m.instantiate(&add, "u_delta", &Binary { a: m_new, b: neg_m }).y;
@@ -238,18 +280,21 @@ pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>>
         } else {
             (m_new, shift_new, None)
         };
+
+        // Sum: l · 2^-shift and the block sum held for the adder, written when a max would be.
         let rescale = Scale2 {
             a: l_reg.q,
             n: shift_reg.q,
         };
         let l_scaled = m.instantiate(&scale2, "u_rescale", &rescale).y;
+        let l_scaled = m.hold("l_scaled", l_scaled, is_sum);
+        let sum_in = m.hold("blk_sum_in", blk_sum, is_sum);
         let l_new = m
-            .instantiate(&add, "u_sum", &Binary { a: l_scaled, b: blk_sum })
+            .instantiate(&add, "u_sum", &Binary { a: l_scaled, b: sum_in })
             .y;
+        let sum_done = m.delay_n("sum_v", is_sum, latency - 1);
+        let sum_done = m.name("sum_done", sum_done);
 
-        let is_init = op.eq(RowOp::Init as u64);
-        let is_max = op.eq(RowOp::Max as u64);
-        let is_sum = op.eq(RowOp::Sum as u64);
         let neg_inf = m.lit(32, Format::FP32.neg_inf());
         let zero32 = m.zero(32);
         let zero8 = m.zero(8);
@@ -259,8 +304,8 @@ pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>>
         m.set_next(m_reg, m_d);
         m.set_next(l_reg, l_d);
         m.set_next(shift_reg, shift_d);
-        let m_en = is_init | is_max;
-        let l_en = is_init | is_sum;
+        let m_en = is_init | max_done;
+        let l_en = is_init | sum_done;
         m.set_enable(m_reg, m_en);
         m.set_enable(l_reg, l_en);
         m.set_enable(shift_reg, m_en);
@@ -283,7 +328,7 @@ pub fn build_row(d: &mut Design, threshold: u8) -> Block<RowOpIn, RowState<u32>>
             None => m.zero(1),
         };
         m.output("stale", stale);
-        m.set_latency(1);
+        m.set_latency(latency);
     }))
 }
 

@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use crate::pe::PeConfig;
 use crate::row_reduce::RowReduceConfig;
-use crate::softmax::SoftmaxExpConfig;
+use crate::softmax::{RowUpdateConfig, SoftmaxExpConfig};
 use crate::variants::{Dataflow, Variant};
 use crate::{addr_bits, bits_for, ModuleBuilder, Sig};
 
@@ -249,8 +249,11 @@ impl PeRowConfig {
 
     /// Cycles the engine is busy with one block's softmax (from the cycle after its start):
     /// in buf2d the copy of S (a·Bc), on a tile's first block `RE_INIT`, then per query row the
-    /// max sweep (Bc), `RE_MAX_WAIT` (buf2d), the max update, the exp sweep (Bc), the drain
-    /// and the sum update. The cycle model (`regflash::cycles`) runs the engine on this.
+    /// max sweep (Bc), `RE_MAX_WAIT` (buf2d), the max update and its write (`RE_MAX_PIPE`; the
+    /// update takes [`RowUpdateConfig::latency`] cycles), the exp sweep (Bc); the next row's
+    /// max sweep overlaps this row's drain, and its exp sweep waits for this row's sum update
+    /// to issue; after the last row the drain, its sum update and the write (`RE_EXP_DRAIN`,
+    /// `RE_SUM_PIPE`). The cycle model (`regflash::cycles`) runs the engine on this.
     /// rowfused's passes (`second`: the exp pass): the copy, `RE_INIT` on the tile's first
     /// block, and per query row the max sweep, `RE_MAX_WAIT` and the max update; or per query
     /// row the max update, the exp sweep, the drain and the sum update. A block past
@@ -259,18 +262,41 @@ impl PeRowConfig {
     pub fn softmax_cycles(&self, first: bool, second: bool, spilled: bool) -> u32 {
         let buffered = self.s_in_sram() as u32;
         let bc = self.bc();
+        let (a, update) = (self.a, self.row_update().latency());
+        // From an exp sweep's last score: its row's sum update issues D + 2 cycles later, and
+        // the next row's exp sweep starts no earlier than the cycle after it.
+        let drain = self.drain_latency() + 3;
+        // After the last row's exp sweep: the drain, the sum update and its write.
+        let tail = self.drain_latency() + 1 + update;
         if self.two_pass() {
             // rowfused copies the block into its S array first; unfused's max sweep reads the
             // PE registers (registered) and packs S into the staging buffer as it goes.
-            let copy = (self.s_in_sram() && !spilled) as u32 * self.a * bc;
+            let copy = (self.s_in_sram() && !spilled) as u32 * a * bc;
             return match second {
-                false => copy + first as u32 + self.a * (bc + 2),
-                true => self.a * (bc + 3 + self.drain_latency()),
+                false => copy + first as u32 + a * (bc + 1 + update),
+                // Per row the max update and its write, the exp sweep.
+                true => update + bc + (a - 1) * (bc - 1 + (1 + update).max(drain)) + tail,
             };
         }
-        buffered * self.a * bc
+        // Per row the max sweep, the S array's wait (buf2d), the max update and its write,
+        // the exp sweep; the next row's max sweep starts after it.
+        let to_exp = bc + buffered + update;
+        buffered * a * bc
             + first as u32
-            + self.a * (2 * bc + buffered + 3 + self.drain_latency())
+            + to_exp
+            + bc
+            + (a - 1) * (bc - 1 + (1 + to_exp).max(drain))
+            + tail
+    }
+
+    /// The row state unit (`softmax_row`): the softmax datapath's FP32 multiplier and adder,
+    /// and the lazy threshold.
+    pub fn row_update(&self) -> RowUpdateConfig {
+        RowUpdateConfig {
+            mul: self.exp.mul,
+            add: self.exp.add,
+            threshold: self.rescale.threshold(),
+        }
     }
 
     /// Busy cycles of a max pass until the PE registers are free for the next QK (`s_free`):
@@ -279,7 +305,7 @@ impl PeRowConfig {
     pub fn s_free_cycles(&self, first: bool, spilled: bool) -> u32 {
         let bc = self.bc();
         if spilled {
-            first as u32 + (self.a - 1) * (bc + 2) + bc
+            first as u32 + (self.a - 1) * (bc + 1 + self.row_update().latency()) + bc
         } else {
             self.a * bc
         }

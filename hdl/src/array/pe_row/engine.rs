@@ -2,7 +2,6 @@
 
 use super::{PeRowConfig, RowIn, SoftmaxRows};
 use crate::fsm::Fsm;
-use crate::softmax::RowOp;
 use crate::{addr_bits, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
 
 /// Counter `v + 1` wrapping at `n` (returns the next value and whether `v` was the last).
@@ -15,14 +14,18 @@ pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) 
 
 crate::states! {
     /// The row engine: softmax of a block (in buf2d first the copy of S from the PE registers
-    /// to the S array; then per query row max sweep, max update, exp sweep and drain, sum
-    /// update), or the readout of a tile (reciprocal, wait, sweep, per row). `MaxWait` (buf2d)
-    /// waits for the S array's last read of a max sweep. rowfused's max pass stops each row
-    /// at its max update; its exp pass starts each row there (fed −Inf), skipping the copy
-    /// and the max sweep.
+    /// to the S array; then per query row max sweep, max update, exp sweep), or the readout of
+    /// a tile (reciprocal, wait, sweep, per row). `MaxWait` (buf2d) waits for the S array's
+    /// last read of a max sweep; `MaxPipe` for the row state unit to write a max update (the
+    /// exp sweep needs the new max) and for the previous row's sum update to issue (the exp
+    /// sweep refills the local sums). A row's sum update issues when its exp sweep has
+    /// drained (the pipeline, the last local sum, the tree), while the next row's max sweep
+    /// runs; after the last row `ExpDrain` waits for it and `SumPipe` for its write.
+    /// rowfused's max pass stops each row after its max update; its exp pass starts each row
+    /// there (fed −Inf), skipping the copy and the max sweep.
     pub(super) enum Engine = "RE" {
-        Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, ExpSweep, ExpDrain, SumUpdate, RoRecip,
-        RoWait, RoSweep
+        Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, MaxPipe, ExpSweep, ExpDrain, SumPipe,
+        RoRecip, RoWait, RoSweep
     }
 }
 
@@ -46,6 +49,13 @@ pub(super) struct EngineRegs {
     pub(super) in_max: Sig,
     pub(super) in_exp: Sig,
     pub(super) in_ro: Sig,
+    /// The drain of an exp sweep: cycles until its row's sum update, whether one is pending,
+    /// and its row.
+    pub(super) drain: RegHandle,
+    pub(super) sum_pending: RegHandle,
+    pub(super) sum_row: RegHandle,
+    /// A row's sum update issues this cycle (row `sum_row`).
+    pub(super) sum_issue: Sig,
 }
 
 impl EngineRegs {
@@ -57,6 +67,10 @@ impl EngineRegs {
         if !two {
             m.discard(i.sm.second);
         }
+        let drain = m.reg("drain", bits_for(cfg.drain_latency() as u64 + 2), Some(0));
+        let sum_pending = m.reg("sum_pending", 1, Some(0));
+        let sum_issue = sum_pending.q & drain.q.is_zero();
+        let sum_issue = m.name("sum_issue", sum_issue);
         let bb = cfg.blk_bits();
         let spill = cfg
             .spills()
@@ -79,6 +93,10 @@ impl EngineRegs {
             jj: m.reg("jj", cfg.jj_bits(), Some(0)),
             qq: m.reg("qq", addr_bits(cfg.e), Some(0)),
             slot: m.hold("slot", i.sm.slot, i.sm.start),
+            sum_row: m.reg("sum_row", cfg.ii_bits(), Some(0)),
+            drain,
+            sum_pending,
+            sum_issue,
             in_copy: state.is(Engine::SCopy),
             in_max: state.is(Engine::MaxSweep),
             in_exp: state.is(Engine::ExpSweep),
@@ -97,7 +115,6 @@ pub(super) fn sequencing(
     i: &RowIn,
     e: &EngineRegs,
     sm: &SoftmaxRows,
-    drain_latency: u32,
     recip_done: Sig,
     start_sweep: Sig,
 ) -> Sig {
@@ -115,13 +132,33 @@ pub(super) fn sequencing(
     m.set_enable(e.cc, (sweeping & jj_last) | (e.in_ro & qq_last));
     m.set_next(e.qq, qq_next);
     m.set_enable(e.qq, e.in_ro);
-    // Wait after the exp sweep for the pipeline, the last local sum and the tree.
-    let drain = m.reg("drain", bits_for((drain_latency + 1) as u64), Some(0));
-    let drain_done = drain.q.is_zero();
-    let drain_init = m.lit(drain.q.width(), drain_latency as u64);
+    // After an exp sweep's last score its row's sum update waits for the pipeline, the last
+    // local sum and the tree (the drain), whatever the engine does meanwhile.
+    let (drain, pending) = (e.drain, e.sum_pending);
+    let drain_init = m.lit(drain.q.width(), cfg.drain_latency() as u64 + 1);
     let enter_drain = e.in_exp & sweep_end;
     m.set_next(drain, mux(enter_drain, drain_init, drain.q - 1));
-    m.set_enable(drain, enter_drain | e.state.is(Engine::ExpDrain));
+    m.set_enable(drain, enter_drain | (pending.q & !e.sum_issue));
+    let one = m.lit(1, 1);
+    m.set_next(pending, mux(enter_drain, one, !one));
+    m.set_enable(pending, enter_drain | e.sum_issue);
+    m.set_next(e.sum_row, e.ii.q);
+    m.set_enable(e.sum_row, enter_drain);
+    // Wait after a max update, and after the last row's sum update, until the row state unit
+    // has written it.
+    let update = cfg.row_update().latency();
+    let in_maxu = e.state.is(Engine::MaxUpdate);
+    let in_drain = e.state.is(Engine::ExpDrain);
+    let (in_maxp, in_sump) = (e.state.is(Engine::MaxPipe), e.state.is(Engine::SumPipe));
+    let wait = m.reg("update_wait", bits_for(update as u64), Some(0));
+    let issue = in_maxu | (in_drain & e.sum_issue);
+    let wait_init = m.lit(wait.q.width(), (update - 2) as u64);
+    let written = wait.q.is_zero();
+    m.set_next(wait, mux(issue, wait_init, wait.q - 1));
+    m.set_enable(wait, issue | ((in_maxp | in_sump) & !written));
+    let max_written = in_maxp & written;
+    // The exp sweep starts once the max is written and the previous row's sum has issued.
+    let exp_go = written & (!pending.q | e.sum_issue);
 
     let c = |s: Engine| e.state.code(s);
     let pick = |cond: Sig, t: Engine, f: Engine| mux(cond, c(t), c(f));
@@ -174,6 +211,7 @@ pub(super) fn sequencing(
     } else {
         Engine::MaxUpdate
     };
+    let last_or_next = mux(ii_last, c(Engine::ExpDrain), next_row);
     let row_done = pick(ii_last, Engine::Idle, Engine::RoRecip);
     let from_ros = mux(ro_end, row_done, c(Engine::RoSweep));
     e.state.set_transitions(m, |s| match s {
@@ -183,42 +221,37 @@ pub(super) fn sequencing(
         Engine::MaxSweep => pick(sweep_end, after_max, Engine::MaxSweep),
         Engine::MaxWait if registered => c(Engine::MaxUpdate),
         Engine::SCopy | Engine::MaxWait => c(Engine::Idle),
-        Engine::MaxUpdate => after_max_update,
-        Engine::ExpSweep => pick(sweep_end, Engine::ExpDrain, Engine::ExpSweep),
-        Engine::ExpDrain => pick(drain_done, Engine::SumUpdate, Engine::ExpDrain),
-        Engine::SumUpdate => mux(ii_last, c(Engine::Idle), next_row),
+        Engine::MaxUpdate => c(Engine::MaxPipe),
+        Engine::MaxPipe => mux(exp_go, after_max_update, c(Engine::MaxPipe)),
+        // The next row's sweeps run while this row's exp sweep drains; the last row's sum is
+        // waited for, so an idle engine has written every row's state.
+        Engine::ExpSweep => mux(sweep_end, last_or_next, c(Engine::ExpSweep)),
+        Engine::ExpDrain => pick(e.sum_issue, Engine::SumPipe, Engine::ExpDrain),
+        Engine::SumPipe => pick(written, Engine::Idle, Engine::SumPipe),
         Engine::RoRecip => c(Engine::RoWait),
         Engine::RoWait => pick(recip_done, Engine::RoSweep, Engine::RoWait),
         Engine::RoSweep => from_ros,
     });
     // ii: reset on a start, advance after a row's sum update or readout.
-    let in_sumu = e.state.is(Engine::SumUpdate);
     // rowfused's max pass moves to the next query row after its max update.
-    let mut adv = vec![in_sumu, e.in_ro & ro_end, e.in_copy & sweep_end];
+    let mut adv = vec![enter_drain, e.in_ro & ro_end, e.in_copy & sweep_end];
     if let Some(second) = e.second {
-        adv.push(start_sweep & !second);
+        adv.push(max_written & !second);
     }
     let ii_adv = or_all(&adv);
     let reset_ii = (idle & i.sm.start) | (idle & i.ro.start);
     let zero_ii = m.zero(cfg.ii_bits());
     m.set_next(e.ii, mux(reset_ii, zero_ii, ii_next));
     m.set_enable(e.ii, ii_adv | reset_ii);
-    // Row state operations: init (all rows) on a tile's first block, max after the max sweep,
-    // sum after the drain (the current row).
+    // Row state operations: init (all rows) on a tile's first block, the current row's max
+    // after its max sweep, a drained row's sum.
     let in_init = e.state.is(Engine::Init);
-    let op = |m: &mut ModuleBuilder, o: RowOp| m.lit(2, o as u64);
-    let (op_init, op_max, op_sum, op_hold) = (
-        op(m, RowOp::Init),
-        op(m, RowOp::Max),
-        op(m, RowOp::Sum),
-        op(m, RowOp::Hold),
-    );
-    let rop = mux(in_sumu, op_sum, op_hold);
-    let rop = mux(start_sweep, op_max, rop);
-    m.drive(sm.row_op, mux(in_init, op_init, rop));
-    let ones_a = m.ones(cfg.a);
-    let one_hot = bit_of(m, e.ii.q, cfg.a);
-    m.drive(sm.row_sel, mux(in_init, ones_a, one_hot));
+    m.drive(sm.init, in_init);
+    let max_sel = bit_of(m, e.ii.q, cfg.a);
+    let zeros = m.zero(cfg.a);
+    m.drive(sm.max_sel, mux(start_sweep, max_sel, zeros));
+    let sum_sel = bit_of(m, e.sum_row.q, cfg.a);
+    m.drive(sm.sum_sel, mux(e.sum_issue, sum_sel, zeros));
     idle
 }
 

@@ -124,7 +124,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
     };
     let parts = Parts {
         tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
-        srow: sm_units::build_row(d, cfg.rescale.threshold()),
+        srow: sm_units::build_row(d, &cfg.row_update()),
         sexp: sm_units::build_exp(d, &cfg.exp),
         add0: fp32_add::build(d, &Fp32AddConfig::new(0)),
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
@@ -192,16 +192,7 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         (Some(s), None) => merge_stores(st, s, None),
         _ => st,
     };
-    let idle = sequencing(
-        m,
-        cfg,
-        i,
-        &e,
-        &sm,
-        exp.drain_latency,
-        recip_done,
-        start_sweep,
-    );
+    let idle = sequencing(m, cfg, i, &e, &sm, recip_done, start_sweep);
     // Register-file accesses this cycle, at the ports: each PE's accumulator reads and
     // write-backs, and the engine's reads (one PE's `rd_addr` port per cycle of the max
     // sweep, the exp sweep and the readout; in buf2d of the copy of S and the readout).
@@ -244,11 +235,11 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         // the datapath runs for them).
         max_op: sw.in_max,
         exp_op: sw.in_exp,
-        row_update: e.state.is(Engine::SumUpdate),
+        row_update: e.sum_issue,
         // At the row's sum update the block's max has set its shift: a nonzero one rescales O
         // (the PV steps' MAC_SCALE) and l; a stale max a lazy threshold kept spares one.
-        rescale: e.state.is(Engine::SumUpdate) & !sm.cur_shift.is_zero(),
-        rescale_avoided: e.state.is(Engine::SumUpdate) & sm.cur_stale,
+        rescale: e.sum_issue & !sm.sum_shift.is_zero(),
+        rescale_avoided: e.sum_issue & sm.sum_stale,
         recip_op: e.state.is(Engine::RoRecip),
         norm_op: e.in_ro,
         st,

@@ -11,18 +11,22 @@ use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, Sig};
 
 /// The row's softmax units (one per query row), driven by the engine through nets.
 pub(super) struct SoftmaxRows {
-    pub(super) row_op: Sig,
-    pub(super) row_sel: Sig,
+    /// Init of every row; a max and a sum (one-hot over the rows), in the same cycle for
+    /// different rows.
+    pub(super) init: Sig,
+    pub(super) max_sel: Sig,
+    pub(super) sum_sel: Sig,
     pub(super) blk_max: Sig,
     pub(super) blk_sum: Sig,
-    pub(super) cur_m: Sig,
+    /// Each row's running max (the exp sweep selects its row's).
+    pub(super) row_m: Vec<Sig>,
     pub(super) cur_l: Sig,
     pub(super) cur_l_zero: Sig,
     /// The rescale shift of the step's query row for the step's block.
     pub(super) step_shift: Sig,
-    /// The engine's current row: its block's shift, and whether its max was kept stale.
-    pub(super) cur_shift: Sig,
-    pub(super) cur_stale: Sig,
+    /// The row whose sum issues: its block's shift, and whether its max was kept stale.
+    pub(super) sum_shift: Sig,
+    pub(super) sum_stale: Sig,
 }
 
 /// One `softmax_row` unit per query row, and the selection of the current row's state.
@@ -35,16 +39,25 @@ pub(super) fn softmax_rows(
     c_rows: Option<&[Sig]>,
 ) -> SoftmaxRows {
     let a_n = cfg.a;
-    let row_op = m.net("row_op", 2);
-    let row_sel = m.net("row_sel", a_n);
+    let init = m.net("row_init", 1);
+    let max_sel = m.net("row_max_sel", a_n);
+    let sum_sel = m.net("row_sum_sel", a_n);
     let acc = cfg.elem_bits().1;
     let blk_max = m.net("blk_max", acc);
     let blk_sum = m.net("blk_sum", acc);
     let mut row_outs = vec![];
     let mut shift_slots = vec![];
     for r in 0..a_n {
-        let zero2 = m.zero(2);
-        let op = mux(row_sel.bit(r), row_op, zero2);
+        let lit = |m: &mut ModuleBuilder, o: RowOp| m.lit(2, o as u64);
+        let (op_init, op_max, op_sum, op_hold) = (
+            lit(m, RowOp::Init),
+            lit(m, RowOp::Max),
+            lit(m, RowOp::Sum),
+            lit(m, RowOp::Hold),
+        );
+        let op = mux(sum_sel.bit(r), op_sum, op_hold);
+        let op = mux(max_sel.bit(r), op_max, op);
+        let op = mux(init, op_init, op);
         let ins = RowOpIn {
             op,
             blk_max,
@@ -86,16 +99,17 @@ pub(super) fn softmax_rows(
     let step_shift = m.with_fault(cfg.faults, Fault::WrongRescale, |_| shift + 1, shift);
     let step_shift = m.name("step_shift", step_shift);
     SoftmaxRows {
-        row_op,
-        row_sel,
+        init,
+        max_sel,
+        sum_sel,
         blk_max,
         blk_sum,
-        cur_m: pick(e.ii.q, 0),
+        row_m: row_outs.iter().map(|r| r[0]).collect(),
         cur_l: pick(e.ii.q, 1),
         cur_l_zero: pick(e.ii.q, 3),
         step_shift,
-        cur_shift: pick(e.ii.q, 2),
-        cur_stale: pick(e.ii.q, 4),
+        sum_shift: pick(e.sum_row.q, 2),
+        sum_stale: pick(e.sum_row.q, 4),
     }
 }
 
@@ -377,9 +391,6 @@ pub(super) struct ExpSweep {
     pub(super) p_write: Sig,
     /// The weight's write reaches the P bank (after the vertical link in reg3d).
     pub(super) link_we: Sig,
-    /// Cycles from the sweep's last score to the block sum: the pipeline, one cycle for the
-    /// last local sum, the tree.
-    pub(super) drain_latency: u32,
     /// unfused: the staging write of the weights, packed into beats.
     pub(super) p_store: Option<RowStore>,
 }
@@ -400,10 +411,12 @@ pub(super) fn exp_sweep(
 ) -> ExpSweep {
     let (c_n, b_n) = (cfg.cols, cfg.b);
     let exp_lat = cfg.exp.latency();
+    // The row of the score the sweep read (a cycle after the visit with a registered read:
+    // the engine may have moved to the next row's max sweep).
     let ins = ExpIn {
         s: sw.value,
-        m: sm.cur_m,
-        c: c_rows.map_or(i.c_const, |c| mux_index(e.ii.q, c)),
+        m: mux_index(sw.ii, &sm.row_m),
+        c: c_rows.map_or(i.c_const, |c| mux_index(sw.ii, c)),
         masked: sw.masked,
     };
     let p = m.instantiate(&parts.sexp, "u_exp", &ins).p;
@@ -468,7 +481,6 @@ pub(super) fn exp_sweep(
     ExpSweep {
         p_write,
         link_we: we,
-        drain_latency: cfg.drain_latency(),
         p_store,
     }
 }
