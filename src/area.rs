@@ -276,6 +276,7 @@ mod tests {
                 min_period_ns: p,
                 fmax_mhz: 1000.0 / p,
             }),
+            hold: None,
             untimed: None,
         };
         AsicReport {

@@ -424,8 +424,15 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
         // The SDC's port budgets scale with the period.
         let ends = t.startpoint.contains("input port") as u32 as f64
             + t.endpoint.contains("output port") as u32 as f64;
-        let k = gen::constraints::IO_DELAY_FRACTION * ends;
+        let k = gen::constraints::IO_DELAY_FRACTION * ends
+            + gen::constraints::CLOCK_UNCERTAINTY_FRACTION;
         assert!((t.min_period_ns - (period - t.slack_ns / (1.0 - k))).abs() < 1e-9);
+        // Hold is checked too, under its own uncertainty, and met.
+        let h = module
+            .hold
+            .as_ref()
+            .unwrap_or_else(|| panic!("no hold path: {module:?}"));
+        assert!(h.slack_ns >= 0.0, "hold violated: {module:?}");
         if t.startpoint.contains("input port") {
             assert!(t.arrival_ns > 0.2 * period, "the input delay budget: {t:?}");
         }

@@ -4,7 +4,8 @@
 //! by content), and OpenSTA times each module that is small enough with its children inside,
 //! under the constraints of the project's SDC template.
 //!
-//! These are synthesis-level figures: an ideal clock, no placement, no wire load, ABC's
+//! These are synthesis-level figures: an ideal clock with a stated uncertainty, no placement
+//! (the library's default wire-load model where it has one, else no wire load), ABC's
 //! mapping without sizing after placement. They are optimistic and labelled so.
 //!
 //! Libraries are data, never part of the repository: `--liberty FILE` names one, or `--lib
@@ -29,7 +30,7 @@ pub const KNOWN: [(&str, &str, &str); 5] = [
         "45 nm",
         "nangate45/NangateOpenCellLibrary_typical.lib.gz",
     ),
-    ("asap7", "7 nm", "asap7/asap7sc7p5t_rvt_tt_subset.lib.gz"),
+    ("asap7", "7 nm", "asap7/asap7sc7p5t_rvt_tt.lib.gz"),
     (
         "sky130hd",
         "130 nm",
@@ -133,6 +134,8 @@ pub struct Liberty {
     /// capacitance in fF: ABC's driving cell and, four times over, its load, so that it
     /// buffers and sizes the mapped netlist (`abc -constr`, whose loads are in fF).
     pub buffer: Option<(String, f64)>,
+    /// The library's `default_wire_load` model, which OpenSTA applies to every net.
+    pub wire_load: Option<String>,
 }
 
 /// Reads `source` (`.gz` is decompressed into `scratch`, as Yosys 0.23 and OpenSTA 2019 read
@@ -195,6 +198,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let mut cell: Option<String> = None;
     let mut pins: Vec<Pin> = vec![];
     let mut buffers: Vec<(f64, String, f64)> = vec![];
+    let mut wire_load = None;
     let mut end_cell =
         |cell: &Option<String>, pins: &mut Vec<Pin>, area: &BTreeMap<String, f64>| {
             if let Some(c) = cell {
@@ -219,6 +223,8 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             p.2 = v.parse().unwrap_or(0.0);
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "function")) {
             p.3 = v.trim_matches(['(', ')', ' ']).to_string();
+        } else if let (None, Some(v)) = (&cell, attribute(l, "default_wire_load")) {
+            wire_load = Some(v.trim_matches('"').to_string());
         } else if let Some(v) = group(l, "capacitive_load_unit") {
             let (n, u) = v
                 .split_once(',')
@@ -259,6 +265,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             .into_iter()
             .next()
             .map(|(_, c, cap)| (c, cap * ff_per_unit)),
+        wire_load,
     })
 }
 
@@ -280,6 +287,15 @@ pub struct PathTiming {
     pub fmax_mhz: f64,
 }
 
+/// The worst hold path of a module under the constraints (the clock's uncertainty included).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct HoldTiming {
+    pub startpoint: String,
+    pub endpoint: String,
+    /// Worst hold slack, ns (negative: violated).
+    pub slack_ns: f64,
+}
+
 /// One unique module.
 #[derive(Clone, Debug, Serialize)]
 pub struct AsicModule {
@@ -298,6 +314,8 @@ pub struct AsicModule {
     pub children: BTreeMap<String, u64>,
     /// None when not timed (see `untimed`).
     pub timing: Option<PathTiming>,
+    /// The worst hold path (None when not timed, or no path has a hold check).
+    pub hold: Option<HoldTiming>,
     /// Why it was not timed.
     pub untimed: Option<String>,
 }
@@ -494,6 +512,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
                 .map(|e| e.children.clone())
                 .unwrap_or_default(),
             timing: None,
+            hold: None,
             untimed: None,
             name,
         })
@@ -518,10 +537,35 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         latches,
         yosys_problems,
         abc_buffer: lib.buffer.as_ref().map(|b| b.0.clone()),
-        label: "synthesis-level: Yosys + ABC mapping, OpenSTA with an ideal clock, no placement, \
-                no wire load (optimistic); memory macros are not in the area"
-            .into(),
+        label: timing_label(lib),
     })
+}
+
+/// What a report's figures are: the flow, the clock's uncertainty, what drives the inputs and
+/// loads the outputs, and the wire-load model OpenSTA applies.
+fn timing_label(lib: &Liberty) -> String {
+    let unc = crate::constraints::CLOCK_UNCERTAINTY_FRACTION * 100.0;
+    let hold = crate::constraints::HOLD_UNCERTAINTY_FRACTION * 100.0;
+    let io = crate::constraints::IO_DELAY_FRACTION * 100.0;
+    let ports = match &lib.buffer {
+        Some((cell, cap)) => format!(
+            "inputs driven by {cell}, outputs loaded with four of its inputs ({:.2} fF)",
+            4.0 * cap
+        ),
+        None => "ideal input transitions and no output load (the library has no buffer \
+                 regflash recognizes)"
+            .into(),
+    };
+    let wires = match &lib.wire_load {
+        Some(w) => format!("the library's default wire-load model `{w}` on every net"),
+        None => "no wire load (the library has no default wire-load model)".into(),
+    };
+    format!(
+        "synthesis-level: Yosys + ABC mapping; OpenSTA with an ideal clock of {unc:.0} % \
+         uncertainty for setup and {hold:.0} % for hold, input and output delays of {io:.0} % \
+         of the period, {ports}, {wires}; no placement (optimistic); memory macros are not in \
+         the area"
+    )
 }
 
 /// What every module's mapping shares: Yosys, the library (and a hash of its text), the
@@ -898,13 +942,31 @@ fn time_modules(
         let net = scratch.join(format!("{}.net.v", m.name));
         std::fs::write(&net, subtree_netlist(&parts, manifest, &m.name)?)?;
         let sdc = scratch.join(format!("{}.sdc", m.name));
-        std::fs::write(
-            &sdc,
-            crate::constraints::sdc_split_ports(entry, clock_mhz, &generator_id())?,
-        )?;
+        let mut text = crate::constraints::sdc_split_ports(entry, clock_mhz, &generator_id())?;
+        // The library's smallest buffer drives the inputs, and four of its inputs load the
+        // outputs (as ABC sized the netlist for).
+        if let Some((cell, cap)) = &lib.buffer {
+            let ins: Vec<String> = entry
+                .ports
+                .iter()
+                .filter(|p| p.is_input() && p.name != "clk")
+                .map(|p| match p.width {
+                    1 => p.name.clone(),
+                    _ => format!("{}[*]", p.name),
+                })
+                .collect();
+            if !ins.is_empty() {
+                text += &format!(
+                    "set_driving_cell -lib_cell {cell} [get_ports {{ {} }}]\n",
+                    ins.join(" ")
+                );
+            }
+            text += &format!("set_load {:.4} [all_outputs]\n", 4.0 * cap);
+        }
+        std::fs::write(&sdc, text)?;
         tcl += &format!(
             "puts \"@@ {name} link\"\nread_verilog {net}\nlink_design {name}\n\
-             set_cmd_units -time ns\nread_sdc {sdc}\n",
+             set_cmd_units -time ns -capacitance fF\nread_sdc {sdc}\n",
             name = m.name,
             net = net.display(),
             sdc = sdc.display()
@@ -916,6 +978,10 @@ fn time_modules(
                 name = m.name
             );
         }
+        tcl += &format!(
+            "puts \"@@ {name} hold\"\ncatch {{ report_checks -path_delay min -digits 4 }}\n",
+            name = m.name
+        );
         timed.push(m.name.clone());
     }
     if timed.is_empty() {
@@ -939,6 +1005,10 @@ fn time_modules(
             .iter_mut()
             .find(|m| m.name == name)
             .with_context(|| format!("OpenSTA reported an unknown module `{name}`"))?;
+        if class == "hold" {
+            m.hold = parse_hold(section);
+            continue;
+        }
         if class == "link" {
             // An error reading, linking or constraining the module: it is not timed, and says
             // why.
@@ -965,6 +1035,7 @@ fn time_modules(
     for m in modules.iter_mut() {
         if m.untimed.is_some() {
             m.timing = None;
+            m.hold = None;
         } else if timed.contains(&m.name) && m.timing.is_none() {
             m.untimed = Some("no constrained path".into());
         }
@@ -1029,6 +1100,24 @@ fn subtree_netlist(
     Ok(text)
 }
 
+/// The worst hold path of a `report_checks -path_delay min` section (in ns).
+fn parse_hold(text: &str) -> Option<HoldTiming> {
+    let field = |key: &str| -> Option<String> {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    };
+    let slack = text
+        .lines()
+        .find(|l| l.contains("slack ("))
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())?;
+    Some(HoldTiming {
+        startpoint: field("Startpoint:")?,
+        endpoint: field("Endpoint:")?,
+        slack_ns: slack,
+    })
+}
+
 /// The worst path of a `report_checks` section (in ns) whose path has `ports` of its ends at
 /// a port: start, end, arrival, slack, cells, the shortest period it meets.
 fn parse_path(text: &str, period_ns: f64, ports: u32) -> Option<PathTiming> {
@@ -1060,7 +1149,8 @@ fn parse_path(text: &str, period_ns: f64, ports: u32) -> Option<PathTiming> {
         })
         .collect::<BTreeSet<_>>()
         .len() as u64;
-    let budget = crate::constraints::IO_DELAY_FRACTION * ports as f64;
+    let budget = crate::constraints::IO_DELAY_FRACTION * ports as f64
+        + crate::constraints::CLOCK_UNCERTAINTY_FRACTION;
     let min_period_ns = period_ns - slack / (1.0 - budget);
     Some(PathTiming {
         startpoint: start,
@@ -1082,6 +1172,7 @@ mod tests {
         let text = r#"library (demo) {
   time_unit : "1ps" ;
   capacitive_load_unit (1,pf) ;
+  default_wire_load : "5K_hvratio_1_1" ;
   cell (INV_X1) {
     area : 0.5 ;
     pin (A) {
@@ -1130,6 +1221,10 @@ mod tests {
         assert_eq!(l.name, "demo");
         // The smallest buffer, its input capacitance in fF (the file counts in pF).
         assert_eq!(l.buffer, Some(("BUF_X1".into(), 1500.0)));
+        // The wire-load model OpenSTA will apply, named in the report's label.
+        assert_eq!(l.wire_load.as_deref(), Some("5K_hvratio_1_1"));
+        assert!(timing_label(&l).contains("wire-load model `5K_hvratio_1_1`"));
+        assert!(timing_label(&l).contains("driven by BUF_X1"));
         assert_eq!(l.area["INV_X1"], 0.5);
         assert_eq!(l.area["DFF_X1"], 4.25);
         assert!(l.flip_flops.contains("DFF_X1") && !l.flip_flops.contains("INV_X1"));
@@ -1166,6 +1261,7 @@ mod tests {
             flip_flops: ["DFF".to_string()].into(),
             latches: BTreeSet::new(),
             buffer: None,
+            wire_load: None,
         };
         let types = |xs: &[(&str, u64)]| -> BTreeMap<String, u64> {
             xs.iter().map(|(t, n)| (t.to_string(), *n)).collect()
@@ -1252,6 +1348,7 @@ mod tests {
             total_area_um2: total,
             children: children.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
             timing: None,
+            hold: None,
             untimed: None,
         };
         let r = AsicReport {
@@ -1298,8 +1395,22 @@ mod tests {
         assert_eq!(t.arrival_ns, 0.3168);
         assert_eq!(t.slack_ns, -0.5);
         assert_eq!(t.cells, 3, "_0930_, _0931_, _1843_");
-        assert!((t.min_period_ns - (0.6667 + 0.5 / 0.8)).abs() < 1e-9);
+        // The input budget (20 %) and the setup uncertainty (5 %) scale with the period.
+        assert!((t.min_period_ns - (0.6667 + 0.5 / 0.75)).abs() < 1e-9);
         let t = parse_path(text, 0.6667, 0).unwrap();
-        assert!((t.min_period_ns - 1.1667).abs() < 1e-9);
+        assert!((t.min_period_ns - (0.6667 + 0.5 / 0.95)).abs() < 1e-9);
+        // A hold report: its worst path and slack.
+        let hold = "Startpoint: _12_ (rising edge-triggered flip-flop clocked by clk)\n\
+            Endpoint: _13_ (rising edge-triggered flip-flop clocked by clk)\n\
+            Path Type: min\n\
+                       0.0412   data arrival time\n\
+            \n             0.0213   slack (MET)\n";
+        let h = parse_hold(hold).unwrap();
+        assert_eq!(
+            h.endpoint,
+            "_13_ (rising edge-triggered flip-flop clocked by clk)"
+        );
+        assert_eq!(h.slack_ns, 0.0213);
+        assert!(parse_hold("No paths found.").is_none());
     }
 }

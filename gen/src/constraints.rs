@@ -20,6 +20,13 @@ const XILINX_YS: &str = include_str!("../../constraints/xilinx.ys.tera");
 /// Input and output delays as a share of the clock period (placeholder budgets).
 pub const IO_DELAY_FRACTION: f64 = 0.2;
 
+/// Clock uncertainty for setup (jitter and skew) as a share of the period (a placeholder for a
+/// clock tree's figure).
+pub const CLOCK_UNCERTAINTY_FRACTION: f64 = 0.05;
+
+/// Clock uncertainty for hold (skew) as a share of the period.
+pub const HOLD_UNCERTAINTY_FRACTION: f64 = 0.02;
+
 /// A synthesis target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -102,6 +109,22 @@ fn timing_context(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> tera::C
     ctx.insert("period_ns", &format!("{period:.4}"));
     ctx.insert("io_ns", &format!("{:.4}", period * IO_DELAY_FRACTION));
     ctx.insert("io_pct", &format!("{:.0}", IO_DELAY_FRACTION * 100.0));
+    ctx.insert(
+        "unc_ns",
+        &format!("{:.4}", period * CLOCK_UNCERTAINTY_FRACTION),
+    );
+    ctx.insert(
+        "unc_pct",
+        &format!("{:.0}", CLOCK_UNCERTAINTY_FRACTION * 100.0),
+    );
+    ctx.insert(
+        "hold_unc_ns",
+        &format!("{:.4}", period * HOLD_UNCERTAINTY_FRACTION),
+    );
+    ctx.insert(
+        "hold_unc_pct",
+        &format!("{:.0}", HOLD_UNCERTAINTY_FRACTION * 100.0),
+    );
     ctx.insert("has_clk", &top.port("clk").is_some());
     ctx.insert("has_rst", &top.port("rst").is_some());
     ctx.insert("inputs", &data(true));

@@ -95,8 +95,8 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
         "ASIC synthesis of {} at {} ({}, liberty `{}`), clock {} MHz ({:.4} ns)\n\
          Figures are {}.\n\n\
          | module | copies | own cells | own area µm² | flip-flops | with submodules µm² | \
-         worst path | arrival ns | min period ns | fmax MHz |\n\
-         |---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+         worst path | arrival ns | min period ns | fmax MHz | hold slack ns |\n\
+         |---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n",
         r.top,
         r.library,
         r.node,
@@ -125,9 +125,42 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
                 "-".into(),
             ),
         };
+        let hold = m
+            .hold
+            .as_ref()
+            .map_or("-".into(), |h| format!("{:.3}", h.slack_ns));
         s += &format!(
-            "| {} | {} | {} | {:.1} | {flops} | {:.1} | {path} | {arrival} | {period} | {fmax} |\n",
+            "| {} | {} | {} | {:.1} | {flops} | {:.1} | {path} | {arrival} | {period} | {fmax} \
+             | {hold} |\n",
             m.name, m.copies, m.cells, m.area_um2, m.total_area_um2
+        );
+    }
+    // Hold: the worst slack over the timed modules, and every violation by name.
+    let holds: Vec<_> = r
+        .modules
+        .iter()
+        .filter_map(|m| m.hold.as_ref().map(|h| (m, h)))
+        .collect();
+    if let Some((m, h)) = holds
+        .iter()
+        .min_by(|a, b| a.1.slack_ns.total_cmp(&b.1.slack_ns))
+    {
+        let bad: Vec<&str> = holds
+            .iter()
+            .filter(|(_, h)| h.slack_ns < 0.0)
+            .map(|(m, _)| m.name.as_str())
+            .collect();
+        s += &format!(
+            "\nHold: worst slack {:.3} ns in {} ({} → {}); {}\n",
+            h.slack_ns,
+            m.name,
+            h.startpoint,
+            h.endpoint,
+            if bad.is_empty() {
+                "no hold violation".to_string()
+            } else {
+                format!("hold VIOLATED in {}", bad.join(", "))
+            }
         );
     }
     let total = r.total_area_um2();
