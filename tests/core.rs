@@ -293,7 +293,7 @@ fn small_unfused_core_is_bit_exact() {
 }
 
 /// A different array shape and mapping: 2 x 4 PEs, four query rows and two keys per PE,
-/// two-beat rows (d = 32 on a 256-bit port), deeper FP pipelines; as reg2d, as buf2d with
+/// two-beat rows (d = 32 on a 256-bit port), the deepest FP pipelines; as reg2d, as buf2d with
 /// single-port P banks (PV and the softmax take turns), 128-bit words (an S word spans two
 /// PEs, a P word a query row's whole block, and the PV steps visit four query rows' words in
 /// turn) and two banks per array, and as reg3d with two and three tiers.
@@ -306,8 +306,12 @@ fn narrow() -> CoreConfig {
     c.br = 8;
     c.bc = 8;
     c.head_dim = 32;
+    // The deepest pipelines this tile hides: the MAC's 2 + 5 + 1 cycles in its 8 accumulators,
+    // and the softmax datapath's multiplier at 4 (softmax_row's update, the exp stage, the
+    // reduction tree's levels and the readout's multiply all follow).
     c.mul_latency = 2;
-    c.add_latency = 2;
+    c.add_latency = 5;
+    c.fmul_latency = 4;
     c.validate().unwrap();
     c
 }

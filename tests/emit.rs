@@ -126,7 +126,7 @@ fn small_preset_lints_clean_with_named_states() {
         .find(|m| m.name.starts_with("pe_row"))
         .unwrap();
     let fsm = &row.fsms[0];
-    assert_eq!(fsm.states.len(), 13);
+    assert_eq!(fsm.states.len(), 14);
     let translate = std::fs::read_to_string(dir.path().join(&fsm.translate_file)).unwrap();
     assert!(
         translate.lines().any(|l| l == "7 RE_EXP_SWEEP"),

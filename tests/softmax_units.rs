@@ -81,6 +81,14 @@ fn row_reduce_any_width() {
         });
         check(&cfg, "row_reduce", 50 + cols as u64);
     }
+    // Levels of three cycles (the adder at latency 3), an odd level passing a value through.
+    let cfg = with(|c| {
+        c.cols = 5;
+        c.bc = 20;
+        c.head_dim = 20;
+        c.add_latency = 3;
+    });
+    check(&cfg, "row_reduce", 56);
 }
 
 #[test]

@@ -386,7 +386,10 @@ impl AsicReport {
         blocks
     }
 
-    /// The timed module under `name` (itself included) with the longest minimum period.
+    /// The timed module under `name` (itself included) with the longest minimum period. A
+    /// module timed as one netlist speaks for everything under it (its submodules' own
+    /// figures carry port budgets on what are internal nets there): only an untimed module
+    /// is opened into its submodules, so a block's fmax is one figure, its module row's.
     fn slowest_in(&self, name: &str) -> Option<(String, PathTiming)> {
         let mut best: Option<(String, PathTiming)> = None;
         let mut todo = vec![name.to_string()];
@@ -403,6 +406,7 @@ impl AsicReport {
                 {
                     best = Some((n.clone(), t.clone()));
                 }
+                continue;
             }
             todo.extend(m.children.keys().cloned());
         }
@@ -1375,6 +1379,28 @@ mod tests {
             .map(|b| (b.name, b.copies, b.area_um2))
             .collect();
         assert_eq!(b, [("row".into(), 4, 900.0), ("csr".into(), 1, 100.0)]);
+        // A block timed whole is its own figure, whatever its submodules' standalone ones
+        // (their port budgets fall on internal nets); an untimed one is its slowest part's.
+        let timed = |ns: f64| PathTiming {
+            startpoint: String::new(),
+            endpoint: String::new(),
+            arrival_ns: ns,
+            slack_ns: 0.0,
+            cells: 1,
+            min_period_ns: ns,
+            fmax_mhz: 1000.0 / ns,
+        };
+        let mut r = r;
+        for (name, ns) in [("row", 3.0), ("pe", 5.0)] {
+            r.modules
+                .iter_mut()
+                .find(|m| m.name == name)
+                .unwrap()
+                .timing = Some(timed(ns));
+        }
+        assert_eq!(r.slowest_in("row").unwrap().0, "row");
+        r.modules[2].timing = None;
+        assert_eq!(r.slowest_in("row").unwrap().0, "pe");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `row_reduce`: max and sum of one binary32 value per PE across a row of C PEs.
 //!
 //! Ports: `x` (C × 32 bits; PE c at bits [32c+31:32c]) → `max`, `sum` (32 bits each).
-//! A pipelined tree of ceil(log2 C) levels with a register after each level, so the latency is
-//! ceil(log2 C) cycles (0 for C = 1) and a new row is accepted every cycle. At each level
+//! A pipelined tree of ceil(log2 C) levels, each level the FP32 adder at its configured
+//! latency (at least 1: a register after each level), so the latency is levels × that
+//! (0 for C = 1) and a new row is accepted every cycle. At each level
 //! neighbours (0, 1), (2, 3), ... combine and an odd last value passes through: the association
 //! order of `kernels::reduce::tree`, which the sum reproduces bit for bit. The max is IEEE
 //! (`fp_max_e8m23`: NaN propagates, −Inf is the identity); the sum uses `fp_add_e8m23_l0`. Reductions
@@ -28,6 +29,8 @@ interface! {
 pub struct RowReduceConfig {
     /// PEs in the row (C), any C >= 1.
     pub cols: u32,
+    /// The FP32 adder's latency (`add_latency`); a level takes at least one cycle.
+    pub add_latency: u32,
 }
 
 impl RowReduceConfig {
@@ -40,27 +43,43 @@ impl RowReduceConfig {
         Ok(())
     }
 
-    /// Tree levels = latency.
+    /// Tree levels.
     pub fn levels(&self) -> u32 {
         32 - (self.cols.max(1) - 1).leading_zeros()
     }
 
+    /// Cycles per level: the adder's latency, at least 1.
+    pub fn stage(&self) -> u32 {
+        self.add_latency.max(1)
+    }
+
+    /// Cycles from the inputs to the max and sum.
+    pub fn latency(&self) -> u32 {
+        self.levels() * self.stage()
+    }
+
+    /// `row_reduce_c4`; with levels of s > 1 cycles `row_reduce_c4_s3`.
     pub fn module_name(&self) -> String {
-        format!("row_reduce_c{}", self.cols)
+        match self.stage() {
+            1 => format!("row_reduce_c{}", self.cols),
+            s => format!("row_reduce_c{}_s{s}", self.cols),
+        }
     }
 }
 
 /// Defines `row_reduce_c<C>`.
 pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> Block<X, Reduce<u32>> {
     let max = fp32_misc::build_max(d);
-    let add = fp32_add::build(d, &Fp32AddConfig::new(0));
+    let stage = cfg.stage();
+    let add = fp32_add::build(d, &Fp32AddConfig::new(stage));
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "row_reduce: IEEE max and sum of {} binary32 values (one per PE of a row).\n\
-             Pipelined tree, one register per level: latency {} cycle(s), one row per cycle.\n\
+             Pipelined tree, {} cycle(s) per level: latency {} cycle(s), one row per cycle.\n\
              Association order: kernels::reduce::tree.",
             cfg.cols,
-            cfg.levels()
+            stage,
+            cfg.latency()
         ));
         let x = m.input("x", 32 * cfg.cols);
         let inputs: Vec<Sig> = (0..cfg.cols)
@@ -87,14 +106,21 @@ pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> Block<X, Reduce<u32>> {
                 } else {
                     (mx[0], sm[0])
                 };
-                next_max.push(m.delay(&format!("max_l{level}_{pair}"), vm));
-                next_sum.push(m.delay(&format!("sum_l{level}_{pair}"), vs));
+                // The adder's output register ends the level; the max and a passed value
+                // wait alongside.
+                next_max.push(m.delay_n(&format!("max_l{level}_{pair}"), vm, stage));
+                let vs = if sm.len() == 2 {
+                    vs
+                } else {
+                    m.delay_n(&format!("sum_l{level}_{pair}"), vs, stage)
+                };
+                next_sum.push(vs);
             }
             maxes = next_max;
             sums = next_sum;
         }
         m.output("max", maxes[0]);
         m.output("sum", sums[0]);
-        m.set_latency(cfg.levels());
+        m.set_latency(cfg.latency());
     }))
 }

@@ -242,7 +242,7 @@ impl PeRowConfig {
     pub fn drain_latency(&self) -> u32 {
         self.s_read_registered() as u32
             + self.exp.latency()
-            + RowReduceConfig { cols: self.cols }.levels()
+            + self.tree().latency()
             + 1
             + self.vlink_latency()
     }
@@ -289,6 +289,14 @@ impl PeRowConfig {
             + tail
     }
 
+    /// The reduction tree of the row's C local sums (its adder the softmax datapath's).
+    pub fn tree(&self) -> RowReduceConfig {
+        RowReduceConfig {
+            cols: self.cols,
+            add_latency: self.exp.add.latency,
+        }
+    }
+
     /// The row state unit (`softmax_row`): the softmax datapath's FP32 multiplier and adder,
     /// and the lazy threshold.
     pub fn row_update(&self) -> RowUpdateConfig {
@@ -312,9 +320,17 @@ impl PeRowConfig {
     }
 
     /// Cycles the engine is busy with a tile's readout: per query row the reciprocal's start,
-    /// its wait (`fp32_recip::LATENCY`) and the sweep over the row's d outputs.
+    /// its wait (`fp32_recip::LATENCY`) and the sweep over the row's d outputs; then the
+    /// pipeline's last write (`RE_RO_DRAIN`).
     pub fn readout_cycles(&self) -> u32 {
-        self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e)
+        self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e) + self.readout_latency()
+    }
+
+    /// Cycles from the readout's visit of an O value to its beat's write into the staging
+    /// bank: the value's register, the FP32 multiplier (`fmul_latency`), the rounding into
+    /// the beat register, the write from it.
+    pub fn readout_latency(&self) -> u32 {
+        self.exp.mul.latency + 2
     }
 
     /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,

@@ -20,12 +20,13 @@ crate::states! {
     /// exp sweep needs the new max) and for the previous row's sum update to issue (the exp
     /// sweep refills the local sums). A row's sum update issues when its exp sweep has
     /// drained (the pipeline, the last local sum, the tree), while the next row's max sweep
-    /// runs; after the last row `ExpDrain` waits for it and `SumPipe` for its write.
+    /// runs; after the last row `ExpDrain` waits for it and `SumPipe` for its write. After the
+    /// readout's last row `RoDrain` waits for its pipeline's last O write.
     /// rowfused's max pass stops each row after its max update; its exp pass starts each row
     /// there (fed −Inf), skipping the copy and the max sweep.
     pub(super) enum Engine = "RE" {
         Idle, SCopy, Init, MaxSweep, MaxWait, MaxUpdate, MaxPipe, ExpSweep, ExpDrain, SumPipe,
-        RoRecip, RoWait, RoSweep
+        RoRecip, RoWait, RoSweep, RoDrain
     }
 }
 
@@ -212,7 +213,16 @@ pub(super) fn sequencing(
         Engine::MaxUpdate
     };
     let last_or_next = mux(ii_last, c(Engine::ExpDrain), next_row);
-    let row_done = pick(ii_last, Engine::Idle, Engine::RoRecip);
+    let row_done = pick(ii_last, Engine::RoDrain, Engine::RoRecip);
+    // The readout pipeline's last write lands `readout_latency` cycles after the last visit.
+    let ro_lat = cfg.readout_latency();
+    let ro_wait = m.reg("ro_wait", bits_for(ro_lat as u64), Some(0));
+    let in_ro_drain = e.state.is(Engine::RoDrain);
+    let ro_written = ro_wait.q.is_zero();
+    let ro_last = e.in_ro & ro_end & ii_last;
+    let ro_wait_init = m.lit(ro_wait.q.width(), (ro_lat - 1) as u64);
+    m.set_next(ro_wait, mux(ro_last, ro_wait_init, ro_wait.q - 1));
+    m.set_enable(ro_wait, ro_last | (in_ro_drain & !ro_written));
     let from_ros = mux(ro_end, row_done, c(Engine::RoSweep));
     e.state.set_transitions(m, |s| match s {
         Engine::Idle => from_idle,
@@ -231,6 +241,7 @@ pub(super) fn sequencing(
         Engine::RoRecip => c(Engine::RoWait),
         Engine::RoWait => pick(recip_done, Engine::RoSweep, Engine::RoWait),
         Engine::RoSweep => from_ros,
+        Engine::RoDrain => pick(ro_written, Engine::Idle, Engine::RoDrain),
     });
     // ii: reset on a start, advance after a row's sum update or readout.
     // rowfused's max pass moves to the next query row after its max update.

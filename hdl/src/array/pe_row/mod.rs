@@ -58,6 +58,9 @@
 //! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
 //! beats for the row's O staging bank (`st_*`). `ro_zero` outputs zeros (a tile with no block).
+//! The multiply is pipelined: the visited value registered, the FP32 multiplier's stages, the
+//! beat register, the write from it (`readout_latency` cycles); the engine waits for the last
+//! write (`RE_RO_DRAIN`) before it is idle.
 //!
 //! Files: `config` (the row's parameters and derived figures), `bus` (its ports), `engine` (the
 //! row engine's state machine and counters), `softmax` (the softmax units, the max and exp
@@ -90,7 +93,7 @@ use crate::fp32_recip::{self, RecipIn, RecipOut};
 use crate::iface::Block;
 use crate::operands::{BinaryBlock, X};
 use crate::pe_tier::{self, STierBlock, TierBlock, TierKind};
-use crate::row_reduce::{self, Reduce, RowReduceConfig};
+use crate::row_reduce::{self, Reduce};
 use crate::softmax::{self as sm_units, ExpIn, ExpOut, RowOpIn, RowState};
 use crate::sram::{self, SramBlock};
 use crate::{bits_for, mux, or_all, Design, ModuleBuilder, Sig};
@@ -106,6 +109,8 @@ struct Parts {
     sexp: Block<ExpIn, ExpOut<u32>>,
     add0: BinaryBlock,
     mul0: BinaryBlock,
+    /// The readout's normalizing multiplier (the softmax datapath's FP32 multiplier).
+    norm_mul: BinaryBlock,
     recip: Block<RecipIn, RecipOut<u32>>,
     tree: Block<X, Reduce<u32>>,
     /// The P bank (None in unfused: P comes from the scratch landing buffer).
@@ -128,8 +133,9 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         sexp: sm_units::build_exp(d, &cfg.exp),
         add0: fp32_add::build(d, &Fp32AddConfig::new(0)),
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
+        norm_mul: fp32_mul::build(d, &cfg.exp.mul),
         recip: fp32_recip::build(d),
-        tree: row_reduce::build(d, &RowReduceConfig { cols: cfg.cols }),
+        tree: row_reduce::build(d, &cfg.tree()),
         p_bank: (!cfg.s_in_memory()).then(|| sram::build(d, &cfg.p_array())),
         s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
         s_tier: cfg.softmax_tier().then(|| pe_tier::build_s_tier(d, cfg)),

@@ -33,12 +33,24 @@ pub(super) fn readout(
     let r = m.reg("r", long, Some(0));
     m.set_next(r, mux(zeros, one, rc.y));
     m.set_enable(r, recip_done);
+    // The pipeline: the visited value, its row's zero flag and r registered (stage 0), the
+    // FP32 multiplier's stages, the rounding into the beat register; the beat's write leaves
+    // from the register a cycle later. The lane and beat control runs on the visit's signals
+    // delayed alike (`cfg.readout_latency()` in all).
+    let lm = cfg.exp.mul.latency;
+    let o_rd = m.delay("o_rd", value);
+    let zeros_rd = m.delay("zero_rd", zeros);
+    let r_rd = m.delay("r_rd", r.q);
     let zero = m.zero(long);
-    let o_val = mux(zeros, zero, value);
+    let o_val = mux(zeros_rd, zero, o_rd);
     let y = m
-        .instantiate(&parts.mul0, "u_norm", &Binary { a: o_val, b: r.q })
+        .instantiate(&parts.norm_mul, "u_norm", &Binary { a: o_val, b: r_rd })
         .y;
     let y_short = crate::fp32_to_fp16::logic_to(m, y, f.out);
+    let to_beat = 1 + lm;
+    let in_ro = m.delay_n("ro_valid", e.in_ro, to_beat);
+    let ro_begin = m.delay_n("ro_begin", e.state.is(Engine::RoWait), to_beat);
+    let row = m.delay_n("ro_row", e.ii.q, to_beat);
     let beat = m.reg("beat", w, Some(0));
     // The oldest lane shifts out as the beat fills (a beat may hold one long value).
     m.discard(beat.q.slice(short - 1, 0));
@@ -50,27 +62,26 @@ pub(super) fn readout(
     let shifted_short = cat(&[y_short, beat.q.slice(w - 1, short)]);
     let beat_d = mux(i.out_f32, shifted_long, shifted_short);
     m.set_next(beat, beat_d);
-    m.set_enable(beat, e.in_ro);
+    m.set_enable(beat, in_ro);
     let lanes = w / short;
     let lane = m.reg("lane", addr_bits(lanes), Some(0));
     let last_short = lane.q.eq((lanes - 1) as u64);
     let last_long = lane.q.eq((w / long - 1) as u64);
     let lane_last = mux(i.out_f32, last_long, last_short);
     let zero_l = m.zero(lane.q.width());
-    let ro_begin = e.state.is(Engine::RoWait);
     let lane_d = mux(lane_last, zero_l, lane.q + 1);
     m.set_next(lane, mux(ro_begin, zero_l, lane_d));
-    m.set_enable(lane, e.in_ro | ro_begin);
+    m.set_enable(lane, in_ro | ro_begin);
     let st_beat = m.reg("st_beat", cfg.beat_bits(), Some(0));
     let zero_b = m.zero(cfg.beat_bits());
-    let write = e.in_ro & lane_last;
+    let write = in_ro & lane_last;
     m.set_next(st_beat, mux(ro_begin, zero_b, st_beat.q + 1));
     m.set_enable(st_beat, write | ro_begin);
     let store = RowStore {
-        we: write,
-        row: e.ii.q,
-        beat: st_beat.q,
-        data: beat_d,
+        we: m.delay("st_we", write),
+        row: m.delay("st_row", row),
+        beat: m.delay("st_beat_rd", st_beat.q),
+        data: beat.q,
     };
     (store, recip_done)
 }
