@@ -109,22 +109,13 @@ fn timing_context(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> tera::C
     ctx.insert("period_ns", &format!("{period:.4}"));
     ctx.insert("io_ns", &format!("{:.4}", period * IO_DELAY_FRACTION));
     ctx.insert("io_pct", &format!("{:.0}", IO_DELAY_FRACTION * 100.0));
-    ctx.insert(
-        "unc_ns",
-        &format!("{:.4}", period * CLOCK_UNCERTAINTY_FRACTION),
-    );
-    ctx.insert(
-        "unc_pct",
-        &format!("{:.0}", CLOCK_UNCERTAINTY_FRACTION * 100.0),
-    );
-    ctx.insert(
-        "hold_unc_ns",
-        &format!("{:.4}", period * HOLD_UNCERTAINTY_FRACTION),
-    );
-    ctx.insert(
-        "hold_unc_pct",
-        &format!("{:.0}", HOLD_UNCERTAINTY_FRACTION * 100.0),
-    );
+    for (key, fraction) in [
+        ("unc", CLOCK_UNCERTAINTY_FRACTION),
+        ("hold_unc", HOLD_UNCERTAINTY_FRACTION),
+    ] {
+        ctx.insert(format!("{key}_ns"), &format!("{:.4}", period * fraction));
+        ctx.insert(format!("{key}_pct"), &format!("{:.0}", fraction * 100.0));
+    }
     ctx.insert("has_clk", &top.port("clk").is_some());
     ctx.insert("has_rst", &top.port("rst").is_some());
     ctx.insert("inputs", &data(true));

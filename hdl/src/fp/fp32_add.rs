@@ -184,18 +184,22 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let align = clamp(m, exp_diff, 31, 5);
     let align = m.hint("align", align);
     let cuts = Fp32AddConfig::new(latency).cuts();
-    let c = cuts.ordered;
-    let (is_nan, is_inf) = (
-        m.stage("is_nan_o", is_nan, c),
-        m.stage("is_inf_o", is_inf, c),
+    let [is_nan, is_inf, zero_sign, subtract, sign, x_sig, y_sig, x_exp, align] = stage_all(
+        m,
+        "o",
+        cuts.ordered,
+        [
+            ("is_nan", is_nan),
+            ("is_inf", is_inf),
+            ("zero_sign", zero_sign),
+            ("subtract", subtract),
+            ("sign", sign),
+            ("x_sig", x_sig),
+            ("y_sig", y_sig),
+            ("x_exp", x_exp),
+            ("align", align),
+        ],
     );
-    let zero_sign = m.stage("zero_sign_o", zero_sign, c);
-    let subtract = m.stage("subtract_o", subtract, c);
-    let sign = m.stage("sign_o", sign, c);
-    let x_sig = m.stage("x_sig_o", x_sig, c);
-    let y_sig = m.stage("y_sig_o", y_sig, c);
-    let x_exp = m.stage("x_exp_o", x_exp, c);
-    let align = m.stage("align_o", align, c);
     let grs = m.zero(3);
     let y_ext = cat(&[y_sig, grs]);
     let y_aligned = shift_right_sticky(m, y_ext, align);
@@ -277,19 +281,24 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
     let align = clamp(m, exp_diff, 31, 5);
     let align = m.hint("align", align);
     let cuts = cfg.cuts();
-    let c = cuts.ordered;
-    let (is_nan, is_inf) = (
-        m.stage("is_nan_o", is_nan, c),
-        m.stage("is_inf_o", is_inf, c),
-    );
-    let inf_sign = m.stage("inf_sign_o", inf_sign, c);
-    let zero_sign = m.stage("zero_sign_o", zero_sign, c);
-    let subtract = m.stage("subtract_o", subtract, c);
-    let sign = m.stage("sign_o", sign, c);
-    let x_ext = m.stage("x_ext_o", x_ext, c);
-    let y_ext = m.stage("y_ext_o", y_ext, c);
-    let x_exp = m.stage("x_exp_o", x_exp, c);
-    let align = m.stage("align_o", align, c);
+    let [is_nan, is_inf, inf_sign, zero_sign, subtract, sign, x_ext, y_ext, x_exp, align] =
+        stage_all(
+            m,
+            "o",
+            cuts.ordered,
+            [
+                ("is_nan", is_nan),
+                ("is_inf", is_inf),
+                ("inf_sign", inf_sign),
+                ("zero_sign", zero_sign),
+                ("subtract", subtract),
+                ("sign", sign),
+                ("x_ext", x_ext),
+                ("y_ext", y_ext),
+                ("x_exp", x_exp),
+                ("align", align),
+            ],
+        );
     let y_aligned = shift_right_sticky(m, y_ext, align);
     let y_aligned = m.name("y_aligned", y_aligned);
 
@@ -321,6 +330,53 @@ fn add_specials(m: &mut ModuleBuilder, ua: &Unpacked, ub: &Unpacked) -> (Sig, Si
     let is_inf = ua.is_inf | ub.is_inf;
     let is_inf = m.name("is_inf", is_inf);
     (subtract, is_nan, is_inf)
+}
+
+/// `xs` registered as `<name>_<tag>` each when `cut`: one pipeline cut across several signals.
+fn stage_all<const N: usize>(
+    m: &mut ModuleBuilder,
+    tag: &str,
+    cut: bool,
+    xs: [(&str, Sig); N],
+) -> [Sig; N] {
+    xs.map(|(name, x)| m.stage(&format!("{name}_{tag}"), x, cut))
+}
+
+/// What the back end carries past the sum to the result's special cases: NaN, Inf (and its
+/// sign when not the larger operand's), the sign of an exact zero, the larger operand's sign.
+#[derive(Clone, Copy)]
+struct Flags {
+    is_nan: Sig,
+    is_inf: Sig,
+    inf_sign: Option<Sig>,
+    zero_sign: Sig,
+    sign: Sig,
+}
+
+impl Flags {
+    /// The flags registered as `<name>_<tag>` when `cut`.
+    fn stage(self, m: &mut ModuleBuilder, tag: &str, cut: bool) -> Flags {
+        let [is_nan, is_inf, zero_sign, sign] = stage_all(
+            m,
+            tag,
+            cut,
+            [
+                ("is_nan", self.is_nan),
+                ("is_inf", self.is_inf),
+                ("zero_sign", self.zero_sign),
+                ("sign", self.sign),
+            ],
+        );
+        Flags {
+            is_nan,
+            is_inf,
+            inf_sign: self
+                .inf_sign
+                .map(|s| m.stage(&format!("inf_sign_{tag}"), s, cut)),
+            zero_sign,
+            sign,
+        }
+    }
 }
 
 /// The operands ordered and aligned: what the adder's back end takes.
@@ -369,16 +425,15 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig 
     let sum = sum + carry_in;
     let sum = m.name("sum", sum);
     // Optional cut after the sum: what the back end still needs.
-    let c = cuts.summed;
-    let sum = m.stage("sum_s", sum, c);
-    let x_exp = m.stage("x_exp_s", x_exp, c);
-    let sign = m.stage("sign_s", sign, c);
-    let (is_nan, is_inf) = (
-        m.stage("is_nan_s", is_nan, c),
-        m.stage("is_inf_s", is_inf, c),
-    );
-    let inf_sign = inf_sign.map(|s| m.stage("inf_sign_s", s, c));
-    let zero_sign = m.stage("zero_sign_s", zero_sign, c);
+    let flags = Flags {
+        is_nan,
+        is_inf,
+        inf_sign,
+        zero_sign,
+        sign,
+    };
+    let flags = flags.stage(m, "s", cuts.summed);
+    let [sum, x_exp] = stage_all(m, "s", cuts.summed, [("sum", sum), ("x_exp", x_exp)]);
     let sum_zero = sum.is_zero();
     let sum_zero = m.name("sum_zero", sum_zero);
     let carry = sum.bit(27);
@@ -413,21 +468,22 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig 
     let left = m.name("left", left);
     // Optional cut between the count and the shift.
     let c = cuts.counted;
-    let sum_low = m.stage("sum_low_c", sum_low, c);
-    let left = m.stage("left_c", left, c);
-    let carry = m.stage("carry_c", carry, c);
-    let norm_right = m.stage("norm_right_c", norm_right, c);
-    let exp_right = m.stage("exp_right_c", exp_right, c);
-    let x_exp = m.stage("x_exp_c", x_exp, c);
-    let carry_overflow = carry_overflow.map(|o| m.stage("overflow_c", o, c));
-    let sum_zero = m.stage("sum_zero_c", sum_zero, c);
-    let sign = m.stage("sign_c", sign, c);
-    let (is_nan, is_inf) = (
-        m.stage("is_nan_c", is_nan, c),
-        m.stage("is_inf_c", is_inf, c),
+    let flags = flags.stage(m, "c", c);
+    let [sum_low, left, carry, norm_right, exp_right, x_exp, sum_zero] = stage_all(
+        m,
+        "c",
+        c,
+        [
+            ("sum_low", sum_low),
+            ("left", left),
+            ("carry", carry),
+            ("norm_right", norm_right),
+            ("exp_right", exp_right),
+            ("x_exp", x_exp),
+            ("sum_zero", sum_zero),
+        ],
     );
-    let inf_sign = inf_sign.map(|s| m.stage("inf_sign_c", s, c));
-    let zero_sign = m.stage("zero_sign_c", zero_sign, c);
+    let carry_overflow = carry_overflow.map(|o| m.stage("overflow_c", o, c));
     let norm_left = sum_low << left;
     let left_wide = left.zext(ew);
     let exp_left = x_exp - left_wide;
@@ -452,17 +508,24 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig 
     };
     // Optional cut after normalization.
     let c = cuts.normalized;
-    let norm = m.stage("norm_n", norm, c);
-    let exp = m.stage("exp_n", exp, c);
-    let overflow = m.stage("overflow_n", overflow, c);
-    let sum_zero = m.stage("sum_zero_n", sum_zero, c);
-    let sign = m.stage("sign_n", sign, c);
-    let (is_nan, is_inf) = (
-        m.stage("is_nan_n", is_nan, c),
-        m.stage("is_inf_n", is_inf, c),
+    let Flags {
+        is_nan,
+        is_inf,
+        inf_sign,
+        zero_sign,
+        sign,
+    } = flags.stage(m, "n", c);
+    let [norm, exp, overflow, sum_zero] = stage_all(
+        m,
+        "n",
+        c,
+        [
+            ("norm", norm),
+            ("exp", exp),
+            ("overflow", overflow),
+            ("sum_zero", sum_zero),
+        ],
     );
-    let inf_sign = inf_sign.map(|s| m.stage("inf_sign_n", s, c));
-    let zero_sign = m.stage("zero_sign_n", zero_sign, c);
     // Without the hidden bit the value is subnormal: exponent field 0.
     let hidden = norm.bit(26);
     let zero8 = m.zero(8);
