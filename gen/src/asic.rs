@@ -950,15 +950,7 @@ fn time_modules(
         // The library's smallest buffer drives the inputs, and four of its inputs load the
         // outputs (as ABC sized the netlist for).
         if let Some((cell, cap)) = &lib.buffer {
-            let ins: Vec<String> = entry
-                .ports
-                .iter()
-                .filter(|p| p.is_input() && p.name != "clk")
-                .map(|p| match p.width {
-                    1 => p.name.clone(),
-                    _ => format!("{}[*]", p.name),
-                })
-                .collect();
+            let ins = crate::constraints::split_port_patterns(entry, true);
             if !ins.is_empty() {
                 text += &format!(
                     "set_driving_cell -lib_cell {cell} [get_ports {{ {} }}]\n",
@@ -1104,43 +1096,41 @@ fn subtree_netlist(
     Ok(text)
 }
 
+/// A `report_checks` section's field (`Startpoint:`, …), trimmed.
+fn report_field(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(key))
+        .map(|v| v.trim().to_string())
+}
+
+/// The number that starts the first line of a `report_checks` section ending in `tail`.
+fn report_number(text: &str, tail: impl Fn(&str) -> bool) -> Option<f64> {
+    text.lines()
+        .find(|l| tail(l))
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+}
+
+/// A `report_checks` section's slack (ns).
+fn report_slack(text: &str) -> Option<f64> {
+    report_number(text, |l| l.contains("slack ("))
+}
+
 /// The worst hold path of a `report_checks -path_delay min` section (in ns).
 fn parse_hold(text: &str) -> Option<HoldTiming> {
-    let field = |key: &str| -> Option<String> {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(key))
-            .map(|v| v.trim().to_string())
-    };
-    let slack = text
-        .lines()
-        .find(|l| l.contains("slack ("))
-        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())?;
     Some(HoldTiming {
-        startpoint: field("Startpoint:")?,
-        endpoint: field("Endpoint:")?,
-        slack_ns: slack,
+        startpoint: report_field(text, "Startpoint:")?,
+        endpoint: report_field(text, "Endpoint:")?,
+        slack_ns: report_slack(text)?,
     })
 }
 
 /// The worst path of a `report_checks` section (in ns) whose path has `ports` of its ends at
 /// a port: start, end, arrival, slack, cells, the shortest period it meets.
 fn parse_path(text: &str, period_ns: f64, ports: u32) -> Option<PathTiming> {
-    let field = |key: &str| -> Option<String> {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(key))
-            .map(|v| v.trim().to_string())
-    };
-    let start = field("Startpoint:")?;
-    let end = field("Endpoint:")?;
-    let number = |l: &str| l.split_whitespace().next()?.parse::<f64>().ok();
-    let arrival = text
-        .lines()
-        .find(|l| l.trim_end().ends_with("data arrival time"))
-        .and_then(number)?;
-    let slack = text
-        .lines()
-        .find(|l| l.contains("slack ("))
-        .and_then(number)?;
+    let start = report_field(text, "Startpoint:")?;
+    let end = report_field(text, "Endpoint:")?;
+    let arrival = report_number(text, |l| l.trim_end().ends_with("data arrival time"))?;
+    let slack = report_slack(text)?;
     // Path lines: "delay time edge instance/pin (cell)"; a cell's input and output pins are
     // one instance.
     let body = text.split("data arrival time").next()?;

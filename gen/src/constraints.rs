@@ -89,19 +89,6 @@ fn timing_context(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> tera::C
             .map(|p| p.name.as_str())
             .collect()
     };
-    let xdc = |input: bool| -> Vec<String> {
-        top.ports
-            .iter()
-            .filter(|p| p.is_input() == input && p.name != "clk" && p.name != "rst")
-            .map(|p| {
-                if p.width > 1 {
-                    format!("{{{}[*]}}", p.name)
-                } else {
-                    p.name.clone()
-                }
-            })
-            .collect()
-    };
     let mut ctx = tera::Context::new();
     ctx.insert("top", &top.name);
     ctx.insert("generator", generator);
@@ -120,9 +107,25 @@ fn timing_context(top: &ModuleEntry, clock_mhz: f64, generator: &str) -> tera::C
     ctx.insert("has_rst", &top.port("rst").is_some());
     ctx.insert("inputs", &data(true));
     ctx.insert("outputs", &data(false));
-    ctx.insert("xdc_inputs", &xdc(true));
-    ctx.insert("xdc_outputs", &xdc(false));
+    ctx.insert("xdc_inputs", &split_port_patterns(top, true));
+    ctx.insert("xdc_outputs", &split_port_patterns(top, false));
     ctx
+}
+
+/// The data ports of `top` (inputs or outputs; not `clk` or `rst`) as patterns that match a
+/// netlist whose buses are split into bit ports: a bus `a` as `{a[*]}`.
+pub fn split_port_patterns(top: &ModuleEntry, input: bool) -> Vec<String> {
+    top.ports
+        .iter()
+        .filter(|p| p.is_input() == input && p.name != "clk" && p.name != "rst")
+        .map(|p| {
+            if p.width > 1 {
+                format!("{{{}[*]}}", p.name)
+            } else {
+                p.name.clone()
+            }
+        })
+        .collect()
 }
 
 /// SDC constraints of `top` for a `clock_mhz` clock.

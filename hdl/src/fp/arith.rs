@@ -206,15 +206,37 @@ pub fn normalize_f32(m: &mut ModuleBuilder, u: &Unpacked) -> (Sig, Sig) {
     (sig, exp)
 }
 
+/// `xs` registered as `<name>_<tag>` each (`<name>` with an empty tag) when `cut`: one
+/// pipeline cut across several signals.
+pub fn stage_all<const N: usize>(
+    m: &mut ModuleBuilder,
+    tag: &str,
+    cut: bool,
+    xs: [(&str, Sig); N],
+) -> [Sig; N] {
+    xs.map(|(name, x)| match tag {
+        "" => m.stage(name, x, cut),
+        t => m.stage(&format!("{name}_{t}"), x, cut),
+    })
+}
+
 /// A multiplier's optional cut after the significand product: its (sign, is NaN, is Inf, is
 /// zero, exponent sum, product), each registered under its own name when `cut`.
 pub fn stage_product(m: &mut ModuleBuilder, v: [Sig; 6], cut: bool) -> [Sig; 6] {
-    let names = ["sign", "is_nan", "is_inf", "is_zero", "exp_sum", "product"];
-    let mut out = v;
-    for (o, (name, x)) in out.iter_mut().zip(names.into_iter().zip(v)) {
-        *o = m.stage(name, x, cut);
-    }
-    out
+    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = v;
+    stage_all(
+        m,
+        "",
+        cut,
+        [
+            ("sign", sign),
+            ("is_nan", is_nan),
+            ("is_inf", is_inf),
+            ("is_zero", is_zero),
+            ("exp_sum", exp_sum),
+            ("product", product),
+        ],
+    )
 }
 
 /// Special cases of a product: (sign, is NaN, is Inf, is zero) from the operands' classes, with

@@ -32,7 +32,7 @@
 use anyhow::Result;
 
 use crate::arith::{
-    clamp, leading_zeros, select_special_f32, shift_right_sticky, unpack, Unpacked,
+    clamp, leading_zeros, select_special_f32, shift_right_sticky, stage_all, unpack, Unpacked,
 };
 use crate::format::Format;
 use crate::iface::Block;
@@ -330,16 +330,6 @@ fn add_specials(m: &mut ModuleBuilder, ua: &Unpacked, ub: &Unpacked) -> (Sig, Si
     let is_inf = ua.is_inf | ub.is_inf;
     let is_inf = m.name("is_inf", is_inf);
     (subtract, is_nan, is_inf)
-}
-
-/// `xs` registered as `<name>_<tag>` each when `cut`: one pipeline cut across several signals.
-fn stage_all<const N: usize>(
-    m: &mut ModuleBuilder,
-    tag: &str,
-    cut: bool,
-    xs: [(&str, Sig); N],
-) -> [Sig; N] {
-    xs.map(|(name, x)| m.stage(&format!("{name}_{tag}"), x, cut))
 }
 
 /// What the back end carries past the sum to the result's special cases: NaN, Inf (and its

@@ -13,7 +13,8 @@
 use anyhow::Result;
 
 use crate::arith::{
-    mul_specials, normalize_f32, round_pack_f32, select_special_f32, stage_product, unpack,
+    mul_specials, normalize_f32, round_pack_f32, select_special_f32, stage_all, stage_product,
+    unpack,
 };
 use crate::format::Format;
 use crate::iface::Block;
@@ -78,31 +79,37 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     // Optional cut after the operands' normalization, and (latency 4) between the partial
     // products of b's halves and their sum.
     let cut = latency >= 3;
-    let [sign, is_nan, is_inf, is_zero, exp_sum] = [
-        ("sign_n", sign),
-        ("is_nan_n", is_nan),
-        ("is_inf_n", is_inf),
-        ("is_zero_n", is_zero),
-        ("exp_sum_n", exp_sum),
-    ]
-    .map(|(name, x)| m.stage(name, x, cut));
-    let (sig_a, sig_b) = (
-        m.stage("sig_a_n", sig_a, cut),
-        m.stage("sig_b_n", sig_b, cut),
+    let [sign, is_nan, is_inf, is_zero, exp_sum, sig_a, sig_b] = stage_all(
+        m,
+        "n",
+        cut,
+        [
+            ("sign", sign),
+            ("is_nan", is_nan),
+            ("is_inf", is_inf),
+            ("is_zero", is_zero),
+            ("exp_sum", exp_sum),
+            ("sig_a", sig_a),
+            ("sig_b", sig_b),
+        ],
     );
     let (sign, is_nan, is_inf, is_zero, exp_sum, product) = if latency >= 4 {
         let lo = sig_a.mul_wide(sig_b.slice(11, 0));
         let hi = sig_a.mul_wide(sig_b.slice(23, 12));
-        let [sign, is_nan, is_inf, is_zero, exp_sum, lo, hi] = [
-            ("sign_p", sign),
-            ("is_nan_p", is_nan),
-            ("is_inf_p", is_inf),
-            ("is_zero_p", is_zero),
-            ("exp_sum_p", exp_sum),
-            ("partial_lo", lo),
-            ("partial_hi", hi),
-        ]
-        .map(|(name, x)| m.delay(name, x));
+        let [sign, is_nan, is_inf, is_zero, exp_sum, lo, hi] = stage_all(
+            m,
+            "p",
+            true,
+            [
+                ("sign", sign),
+                ("is_nan", is_nan),
+                ("is_inf", is_inf),
+                ("is_zero", is_zero),
+                ("exp_sum", exp_sum),
+                ("partial_lo", lo),
+                ("partial_hi", hi),
+            ],
+        );
         let zero12 = m.zero(12);
         let product = cat(&[hi, zero12]) + lo.zext(48);
         (sign, is_nan, is_inf, is_zero, exp_sum, product)

@@ -145,18 +145,27 @@ pub(super) fn sequencing(
     m.set_enable(pending, enter_drain | e.sum_issue);
     m.set_next(e.sum_row, e.ii.q);
     m.set_enable(e.sum_row, enter_drain);
-    // Wait after a max update, and after the last row's sum update, until the row state unit
-    // has written it.
+    // One wait timer for the pipelines the engine waits out (never two at once): after a max
+    // update, and after the last row's sum update, until the row state unit has written it;
+    // after the readout's last visit, until its last O write (`readout_latency` cycles).
     let update = cfg.row_update().latency();
+    let ro_lat = cfg.readout_latency();
+    let (ro_last, in_ro_drain) = (e.in_ro & ro_end & ii_last, e.state.is(Engine::RoDrain));
     let in_maxu = e.state.is(Engine::MaxUpdate);
     let in_drain = e.state.is(Engine::ExpDrain);
     let (in_maxp, in_sump) = (e.state.is(Engine::MaxPipe), e.state.is(Engine::SumPipe));
-    let wait = m.reg("update_wait", bits_for(update as u64), Some(0));
+    let wait = m.reg("wait", bits_for(update.max(ro_lat) as u64), Some(0));
     let issue = in_maxu | (in_drain & e.sum_issue);
-    let wait_init = m.lit(wait.q.width(), (update - 2) as u64);
+    let w = wait.q.width();
+    let wait_init = mux(
+        ro_last,
+        m.lit(w, (ro_lat - 1) as u64),
+        m.lit(w, (update - 2) as u64),
+    );
     let written = wait.q.is_zero();
-    m.set_next(wait, mux(issue, wait_init, wait.q - 1));
-    m.set_enable(wait, issue | ((in_maxp | in_sump) & !written));
+    m.set_next(wait, mux(issue | ro_last, wait_init, wait.q - 1));
+    let waiting = or_all(&[in_maxp, in_sump, in_ro_drain]);
+    m.set_enable(wait, issue | ro_last | (waiting & !written));
     let max_written = in_maxp & written;
     // The exp sweep starts once the max is written and the previous row's sum has issued.
     let exp_go = written & (!pending.q | e.sum_issue);
@@ -214,15 +223,6 @@ pub(super) fn sequencing(
     };
     let last_or_next = mux(ii_last, c(Engine::ExpDrain), next_row);
     let row_done = pick(ii_last, Engine::RoDrain, Engine::RoRecip);
-    // The readout pipeline's last write lands `readout_latency` cycles after the last visit.
-    let ro_lat = cfg.readout_latency();
-    let ro_wait = m.reg("ro_wait", bits_for(ro_lat as u64), Some(0));
-    let in_ro_drain = e.state.is(Engine::RoDrain);
-    let ro_written = ro_wait.q.is_zero();
-    let ro_last = e.in_ro & ro_end & ii_last;
-    let ro_wait_init = m.lit(ro_wait.q.width(), (ro_lat - 1) as u64);
-    m.set_next(ro_wait, mux(ro_last, ro_wait_init, ro_wait.q - 1));
-    m.set_enable(ro_wait, ro_last | (in_ro_drain & !ro_written));
     let from_ros = mux(ro_end, row_done, c(Engine::RoSweep));
     e.state.set_transitions(m, |s| match s {
         Engine::Idle => from_idle,
@@ -241,7 +241,7 @@ pub(super) fn sequencing(
         Engine::RoRecip => c(Engine::RoWait),
         Engine::RoWait => pick(recip_done, Engine::RoSweep, Engine::RoWait),
         Engine::RoSweep => from_ros,
-        Engine::RoDrain => pick(ro_written, Engine::Idle, Engine::RoDrain),
+        Engine::RoDrain => pick(written, Engine::Idle, Engine::RoDrain),
     });
     // ii: reset on a start, advance after a row's sum update or readout.
     // rowfused's max pass moves to the next query row after its max update.

@@ -37,7 +37,6 @@ pub(super) fn readout(
     // FP32 multiplier's stages, the rounding into the beat register; the beat's write leaves
     // from the register a cycle later. The lane and beat control runs on the visit's signals
     // delayed alike (`cfg.readout_latency()` in all).
-    let lm = cfg.exp.mul.latency;
     let o_rd = m.delay("o_rd", value);
     let zeros_rd = m.delay("zero_rd", zeros);
     let r_rd = m.delay("r_rd", r.q);
@@ -47,10 +46,9 @@ pub(super) fn readout(
         .instantiate(&parts.norm_mul, "u_norm", &Binary { a: o_val, b: r_rd })
         .y;
     let y_short = crate::fp32_to_fp16::logic_to(m, y, f.out);
-    let to_beat = 1 + lm;
+    let to_beat = cfg.readout_latency() - 1;
     let in_ro = m.delay_n("ro_valid", e.in_ro, to_beat);
     let ro_begin = m.delay_n("ro_begin", e.state.is(Engine::RoWait), to_beat);
-    let row = m.delay_n("ro_row", e.ii.q, to_beat);
     let beat = m.reg("beat", w, Some(0));
     // The oldest lane shifts out as the beat fills (a beat may hold one long value).
     m.discard(beat.q.slice(short - 1, 0));
@@ -79,7 +77,7 @@ pub(super) fn readout(
     m.set_enable(st_beat, write | ro_begin);
     let store = RowStore {
         we: m.delay("st_we", write),
-        row: m.delay("st_row", row),
+        row: m.delay_n("ro_row", e.ii.q, cfg.readout_latency()),
         beat: m.delay("st_beat_rd", st_beat.q),
         data: beat.q,
     };

@@ -47,14 +47,9 @@ pub(super) fn softmax_rows(
     let blk_sum = m.net("blk_sum", acc);
     let mut row_outs = vec![];
     let mut shift_slots = vec![];
+    let [op_init, op_max, op_sum, op_hold] =
+        [RowOp::Init, RowOp::Max, RowOp::Sum, RowOp::Hold].map(|o| m.lit(2, o as u64));
     for r in 0..a_n {
-        let lit = |m: &mut ModuleBuilder, o: RowOp| m.lit(2, o as u64);
-        let (op_init, op_max, op_sum, op_hold) = (
-            lit(m, RowOp::Init),
-            lit(m, RowOp::Max),
-            lit(m, RowOp::Sum),
-            lit(m, RowOp::Hold),
-        );
         let op = mux(sum_sel.bit(r), op_sum, op_hold);
         let op = mux(max_sel.bit(r), op_max, op);
         let op = mux(init, op_init, op);
