@@ -326,6 +326,59 @@ fn narrow_buffered_core_with_wide_words_is_bit_exact() {
     scenarios(&wide(&buffered(&narrow(), 1), 128, 2), 30, 160, 95);
 }
 
+/// Six keys per PE (bc = 24 on 4 columns) at the narrow tile's deep pipelines: each PE sums
+/// its weights as a tree of three levels, one with an odd value passing through, on the
+/// softmax datapath's adder at latency 5. Random scenarios, then a row whose weights the
+/// association order decides: per PE 1 and five of 2^-24 (FP16's least), which a tree sums
+/// to 1 + 2^-22 and a chain in key order to 1 (each 2^-24 a tie to even), seen in O at FP32.
+#[test]
+fn six_keys_per_pe_sum_as_a_tree() {
+    let mut c = narrow();
+    c.name = "narrow_b6".into();
+    c.bc = 24;
+    c.regs_per_pe = 128;
+    c.validate().unwrap();
+    let (model, p) = core(&c);
+    model_scenarios(&model, &p, 12, 120, 93);
+    let d = p.d() as usize;
+    let k_len = 2 * c.bc as usize;
+    // Scores 0 (weight 1) and v: m = 0 and v·C within (−25, −23.6), so FP16(exp2(v·C)) is
+    // 2^-24 (C = log2(e)/√d).
+    let v = -24.2 * (d as f64).sqrt() / std::f64::consts::LOG2_E;
+    let f = |x: f64| half::f16::from_f64(x).to_bits();
+    let mut q = vec![f(0.0); 4 * d];
+    for r in 0..4 {
+        q[r * d] = f(1.0);
+    }
+    let mut k = vec![f(0.0); k_len * d];
+    for j in 0..k_len {
+        k[j * d] = f(if j % 6 == 0 { 0.0 } else { v });
+    }
+    let a = Attention {
+        q_len: 4,
+        k_len,
+        q,
+        k,
+        v: vec![f(1.0); k_len * d],
+        ..Attention::generate(
+            kernels::patterns::Pattern::Unit,
+            1,
+            4,
+            k_len,
+            d,
+            false,
+            OutFormat::F32,
+            1,
+        )
+    };
+    let (r, check) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
+    assert!(check.ok(), "{check:?}");
+    // O = 8 / l, l the sum of eight PEs' 1 + 2^-22 (8 + 2^-19, exact): 1 − 2^-22, where
+    // a chain's l = 8 would give 1.
+    let o = f32::from_bits(r.out[0]);
+    assert_eq!(o, 1.0 - 2f32.powi(-22), "O[0]");
+}
+
 /// reg3d with lazy rescaling (τ = 2): the directed and random scenarios bit-exact, and the
 /// rescales the RTL counts as the model counts them (`run_and_check` holds them equal), with
 /// both sides of the threshold taken: small growths spared on uniform data, large ones

@@ -1,8 +1,10 @@
 //! The association orders of the row reductions, which the hardware reproduces bit for bit.
 //!
-//! A PE first reduces its own `b` values in order (a chain: ((v0 ⊕ v1) ⊕ v2) ⊕ ...), then the
-//! row-reduction tree combines the C per-PE results level by level: at each level neighbours
-//! (0, 1), (2, 3), ... are combined and an odd last element passes through unchanged.
+//! A PE first reduces its own `b` values as a tree, then the row-reduction tree combines the C
+//! per-PE results: both trees combine level by level, at each level neighbours (0, 1), (2, 3),
+//! ... and an odd last element passes through unchanged. (A PE's tree, unlike an in-order chain
+//! ((v0 ⊕ v1) ⊕ v2) ⊕ ..., has no operation waiting on the one before it at a value's rate, so
+//! the hardware pipelines it at the adder's latency; for b ≤ 2 the two are the same.)
 
 use crate::fp::{fp32_add_native, fp32_max};
 
@@ -36,16 +38,8 @@ pub fn tree_levels(n: usize) -> u32 {
     usize::BITS - (n.max(1) - 1).leading_zeros()
 }
 
-/// A PE's local reduction of its own values, in order.
-pub fn chain(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
-    let (&first, rest) = values
-        .split_first()
-        .expect("a chain needs at least one value");
-    rest.iter().fold(first, |acc, &v| op(acc, v))
-}
-
 /// Row sum as the array computes it: `values` (a row of one block, Bc of them) split into
-/// `cols` contiguous groups of Bc/cols, each summed in order by its PE, then the tree.
+/// `cols` contiguous groups of Bc/cols, each summed by its PE as a tree, then the row's tree.
 pub fn row_sum(values: &[u32], cols: usize) -> u32 {
     row_reduce(values, cols, fp32_add_native) // = fp32_add, on the host's FPU
 }
@@ -61,18 +55,28 @@ fn row_reduce(values: &[u32], cols: usize, op: fn(u32, u32) -> u32) -> u32 {
         "{} values do not split over {cols} PEs",
         values.len()
     );
-    // The PEs' results on the stack (the model runs this for every row of every block).
+    let b = values.len() / cols;
+    // The PEs' results, and one PE's values while its tree runs, on the stack (the model runs
+    // this for every row of every block).
     let (mut stack, mut heap) = ([0u32; 64], vec![]);
-    let locals: &mut [u32] = if cols <= stack.len() {
-        &mut stack[..cols]
-    } else {
-        heap.resize(cols, 0);
-        &mut heap
-    };
-    for (l, c) in locals.iter_mut().zip(values.chunks(values.len() / cols)) {
-        *l = chain(c, op);
+    let (mut part, mut part_heap) = ([0u32; 64], vec![]);
+    let locals = scratch(&mut stack, &mut heap, cols);
+    let part = scratch(&mut part, &mut part_heap, b);
+    for (l, c) in locals.iter_mut().zip(values.chunks(b)) {
+        part.copy_from_slice(c);
+        *l = tree_in_place(part, op);
     }
     tree_in_place(locals, op)
+}
+
+/// `n` words of `stack`, or of `heap` when they do not fit.
+fn scratch<'a>(stack: &'a mut [u32; 64], heap: &'a mut Vec<u32>, n: usize) -> &'a mut [u32] {
+    if n <= stack.len() {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, 0);
+        heap
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +103,14 @@ mod tests {
             tree(&[1, 2, 3, 4, 5], cat),
             cat(cat(cat(cat(1, 2), 3), 4), 5)
         );
-        assert_eq!(chain(&[1, 2, 3], cat), cat(cat(1, 2), 3));
+        // Each PE's values as a tree, then the PEs' results: 2 PEs of 3 values.
+        assert_eq!(
+            row_reduce(&[1, 2, 3, 4, 5, 6], 2, cat),
+            cat(cat(cat(1, 2), 3), cat(cat(4, 5), 6))
+        );
+        assert_eq!(
+            row_reduce(&[1, 2, 3, 4, 5, 6, 7, 8], 2, cat),
+            cat(cat(cat(1, 2), cat(3, 4)), cat(cat(5, 6), cat(7, 8)))
+        );
     }
 }

@@ -237,14 +237,25 @@ impl PeRowConfig {
     }
 
     /// Cycles the engine waits after an exp sweep's last element (`RE_EXP_DRAIN` holds one more):
-    /// the S array's registered read (buf2d), the exp pipeline, the last local sum, the
-    /// reduction tree, and the P link's stages (reg3d).
+    /// the S array's registered read (buf2d), the exp pipeline, the last PE's tree of weights
+    /// and its local sum's write, the reduction tree, and the P link's stages (reg3d).
     pub fn drain_latency(&self) -> u32 {
         self.s_read_registered() as u32
             + self.exp.latency()
-            + self.tree().latency()
+            + self.local_latency()
             + 1
+            + self.tree().latency()
             + self.vlink_latency()
+    }
+
+    /// Cycles from a PE's last weight to its sum of weights: its tree's levels (ceil(log2 b)),
+    /// each at the reduction tree's stage latency.
+    pub fn local_latency(&self) -> u32 {
+        RowReduceConfig {
+            cols: self.b,
+            ..self.tree()
+        }
+        .latency()
     }
 
     /// Cycles the engine is busy with one block's softmax (from the cycle after its start):

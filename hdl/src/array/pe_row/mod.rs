@@ -107,7 +107,8 @@ struct Parts {
     tiers: Vec<TierBlock>,
     srow: Block<RowOpIn, RowState<u32>>,
     sexp: Block<ExpIn, ExpOut<u32>>,
-    add0: BinaryBlock,
+    /// The adder of each PE's tree of weights (the reduction tree's, at its stage latency).
+    local_add: BinaryBlock,
     mul0: BinaryBlock,
     /// The readout's normalizing multiplier (the softmax datapath's FP32 multiplier).
     norm_mul: BinaryBlock,
@@ -131,7 +132,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
         srow: sm_units::build_row(d, &cfg.row_update()),
         sexp: sm_units::build_exp(d, &cfg.exp),
-        add0: fp32_add::build(d, &Fp32AddConfig::new(0)),
+        local_add: fp32_add::build(d, &Fp32AddConfig::new(cfg.tree().stage())),
         mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
         norm_mul: fp32_mul::build(d, &cfg.exp.mul),
         recip: fp32_recip::build(d),

@@ -391,7 +391,8 @@ pub(super) struct ExpSweep {
 }
 
 /// Exp sweep: p = FP16(exp2(s·C − m)) through the exp pipeline into the P buffer; each PE's b
-/// weights summed in order (the chain), then the C local sums through the reduction tree.
+/// weights summed as a tree as they stream past ([`local_tree`]), then the C local sums
+/// through the reduction tree.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn exp_sweep(
     m: &mut ModuleBuilder,
@@ -404,7 +405,7 @@ pub(super) fn exp_sweep(
     p_bank: &PBank,
     c_rows: Option<&[Sig]>,
 ) -> ExpSweep {
-    let (c_n, b_n) = (cfg.cols, cfg.b);
+    let c_n = cfg.cols;
     let exp_lat = cfg.exp.latency();
     // The row of the score the sweep read (a cycle after the visit with a registered read:
     // the engine may have moved to the next row's max sweep).
@@ -453,20 +454,11 @@ pub(super) fn exp_sweep(
         }
     };
     let wide = crate::fp16_to_fp32::logic_from(m, p, cfg.pe.mac.formats().operand);
-    let chain = m.reg("chain", cfg.elem_bits().1, Some(0));
-    let chain_in = Binary {
-        a: chain.q,
-        b: wide,
-    };
-    let summed = m.instantiate(&parts.add0, "u_chain", &chain_in).y;
-    let chain_d = mux(out_jj.eq(0), wide, summed);
-    m.set_next(chain, chain_d);
-    m.set_enable(chain, out_valid);
-    let store = out_valid & out_jj.eq((b_n - 1) as u64);
+    let local = local_tree(m, cfg, parts, wide, out_valid, out_c, out_jj);
     let mut locals: Vec<Sig> = (0..c_n)
         .map(|c| {
-            let en = store & out_c.eq(c as u64);
-            m.hold(&format!("local_sum{c}"), chain_d, en)
+            let en = local.valid & local.c.eq(c as u64);
+            m.hold(&format!("local_sum{c}"), local.value, en)
         })
         .collect();
     locals.reverse();
@@ -478,4 +470,60 @@ pub(super) fn exp_sweep(
         link_we: we,
         p_store,
     }
+}
+
+/// A PE's weights reduced as they leave the exp pipeline: the value, when it is final, and
+/// its PE.
+struct Local {
+    value: Sig,
+    valid: Sig,
+    c: Sig,
+}
+
+/// Each PE's b weights (arriving in key order, the PEs one after another) summed in
+/// `kernels::reduce`'s tree order as they stream past: per level, a value of even index is
+/// held and the next (odd) one is added to it, an odd last one passes through; the level's
+/// adder at the tree's stage latency ([`PeRowConfig::local_latency`] in all), and what passes
+/// through waits as long, so a level's values arrive in index order. No add waits on the one
+/// before it (a chain of the b weights in order would, every cycle).
+fn local_tree(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    parts: &Parts,
+    x: Sig,
+    valid: Sig,
+    c: Sig,
+    jj: Sig,
+) -> Local {
+    let stage = cfg.tree().stage();
+    let (mut x, mut valid, mut c, mut idx) = (x, valid, c, jj);
+    let mut n = cfg.b;
+    let mut level = 0;
+    while n > 1 {
+        level += 1;
+        let odd = idx.bit(0);
+        let held = m.hold(&format!("pair_l{level}"), x, valid & !odd);
+        let add = Binary { a: held, b: x };
+        let sum = m
+            .instantiate(&parts.local_add, &format!("u_local_l{level}"), &add)
+            .y;
+        let (value, ends) = if n % 2 == 1 {
+            let last = idx.eq((n - 1) as u64);
+            let passed = m.delay_n(&format!("pass_l{level}"), x, stage);
+            let last_out = m.delay_n(&format!("last_l{level}"), valid & last, stage);
+            (mux(last_out, passed, sum), odd | last)
+        } else {
+            (sum, odd)
+        };
+        x = value;
+        valid = m.delay_n(&format!("local_valid_l{level}"), valid & ends, stage);
+        c = m.delay_n(&format!("local_c_l{level}"), c, stage);
+        n = n.div_ceil(2);
+        // The value's index at the next level (its pair's); none is needed past a pair.
+        if n > 1 {
+            let above = idx.slice(idx.width() - 1, 1);
+            idx = m.delay_n(&format!("local_j_l{level}"), above, stage);
+        }
+    }
+    Local { value: x, valid, c }
 }
