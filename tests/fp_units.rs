@@ -30,9 +30,10 @@ fn fp16_mul_combinational() {
     check_unit("fp_mul_e5m10", 0, 0, 1);
 }
 
+/// Every cut: the partial products, their sum, the output.
 #[test]
-fn fp16_mul_two_stage() {
-    check_unit("fp_mul_e5m10", 2, 0, 2);
+fn fp16_mul_deepest() {
+    check_unit("fp_mul_e5m10", 3, 0, 2);
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use hdl::config::CoreConfig;
+use kernels::quant::QkFormat;
 use regflash::verify::run::verify_pe_block;
 
 /// Streams of up to this many cycles; 500 cases average ~250,000 cycles per block.
@@ -48,7 +49,6 @@ fn pe_combinational_mac_accumulates_every_cycle() {
 /// 2^31, and a wrap.
 #[test]
 fn pe_with_integer_qk() {
-    use kernels::quant::QkFormat;
     let mut cfg = small(1, 1);
     cfg.qk_format = Some(QkFormat::Int8);
     check(&cfg, "pe", 150, 14);
@@ -57,7 +57,12 @@ fn pe_with_integer_qk() {
     check(&cfg, "pe", 100, 15);
 }
 
+/// The deepest pipeline (the multiplier at 3, the adder at 6: the accumulator read and its
+/// scaling each registered before the MAC takes it), with INT8 QKᵀ so the integer path's
+/// staging is exercised beside the floating-point one.
 #[test]
 fn pe_deepest_pipeline() {
-    check(&small(2, 2), "pe", 100, 13);
+    let mut cfg = small(3, 6);
+    cfg.qk_format = Some(QkFormat::Int8);
+    check(&cfg, "pe", 100, 13);
 }

@@ -1,8 +1,10 @@
 //! `mac`: the PE's multiply-accumulate, `y = acc + a × b`.
 //!
 //! Ports: `a`, `b` (the operand format: binary16 or bfloat16), `acc` (binary32) → `y`
-//! (binary32), all inputs in the same cycle. Latency = multiplier latency + adder latency
-//! (module name `mac_m<mul>_a<add>` for binary16, `mac_e8m7_m<mul>_a<add>` for bfloat16), one
+//! (binary32): `acc` arrives `acc_stage` cycles after its `a` and `b` (0: the same cycle; the
+//! PE reads and prepares its accumulator meanwhile). Latency = multiplier latency + adder
+//! latency from `a` and `b` (module name `mac_m<mul>_a<add>` for binary16,
+//! `mac_e8m7_m<mul>_a<add>` for bfloat16, `_c<k>` appended when `acc_stage` = k > 0), one
 //! result per cycle: an instance of the exact multiplier (`mul_exact`) feeding an instance of
 //! the binary32 adder (`fp32_add`, its wide form for bfloat16's `e10m15` products), with `acc`
 //! delayed to meet the product.
@@ -33,6 +35,8 @@ pub struct MacConfig {
     pub mul: MulExactConfig,
     /// The adder; its addend format is the product's ([`MacConfig::validate`] holds it).
     pub add: Fp32AddConfig,
+    /// Cycles after `a` and `b` that `acc` arrives, at most the multiplier's latency.
+    pub acc_stage: u32,
 }
 
 impl MacConfig {
@@ -47,6 +51,7 @@ impl MacConfig {
                 latency: add_latency,
                 addend: operand.exact_product(),
             },
+            acc_stage: 0,
         }
     }
 
@@ -56,6 +61,13 @@ impl MacConfig {
             "the MAC's adder takes {} but its multiplier makes {}",
             self.add.addend.name(),
             self.mul.product().name()
+        );
+        anyhow::ensure!(
+            self.acc_stage <= self.mul.latency,
+            "the MAC's accumulator arrives {} cycles after its operands, past the multiplier's \
+             {}-cycle latency",
+            self.acc_stage,
+            self.mul.latency
         );
         self.mul.validate()?;
         self.add.validate()
@@ -75,10 +87,15 @@ impl MacConfig {
         }
     }
 
-    /// `mac_m1_a1` for binary16 operands; other formats name theirs: `mac_e8m7_m1_a1`.
+    /// `mac_m1_a1` for binary16 operands; other formats name theirs: `mac_e8m7_m1_a1`; a late
+    /// accumulator `mac_m2_a5_c2`.
     pub fn module_name(&self) -> String {
+        let late = match self.acc_stage {
+            0 => String::new(),
+            k => format!("_c{k}"),
+        };
         format!(
-            "mac{}_m{}_a{}",
+            "mac{}_m{}_a{}{late}",
             crate::format::suffix(self.mul.operand),
             self.mul.latency,
             self.add.latency
@@ -101,12 +118,16 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mac: y = acc + a * b ({} product, exact; binary32 sum, RNE).\n\
-             Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.\n\
+             Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.{}\n\
              Bit-exact model: kernels::fp::{}.",
             if fp16 { "binary16" } else { "bfloat16" },
             cfg.latency(),
             cfg.mul.latency,
             cfg.add.latency,
+            match cfg.acc_stage {
+                0 => String::new(),
+                k => format!(" acc arrives {k} cycle(s) after a and b."),
+            },
             if fp16 { "mac" } else { "mac_fused" }
         ));
         let w = cfg.formats().operand.bits();
@@ -114,7 +135,7 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
         let b = m.input("b", w);
         let acc = m.input("acc", cfg.formats().acc.bits());
         let product = m.instantiate(&mul, "u_mul", &Binary { a, b }).y;
-        let acc = m.delay_n("acc", acc, cfg.mul.latency);
+        let acc = m.delay_n("acc", acc, cfg.mul.latency - cfg.acc_stage);
         let y = m
             .instantiate(&add, "u_add", &Binary { a: acc, b: product })
             .y;

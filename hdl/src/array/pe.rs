@@ -17,7 +17,11 @@
 //!   port's reads are counted by whoever uses its data.
 //!
 //! Every operation reads `rf[addr]` when it is issued and writes its result back `L + 1` clock
-//! edges later, where L is the MAC latency; the module's latency (issue to visible on
+//! edges later, where L is the MAC latency. With a multiplier of two stages or more the read
+//! is registered, and the accumulator is prepared (scaled, or replaced by ±0) a cycle later,
+//! while the multiplier works: the MAC takes it [`PeConfig::acc_stage`] cycles after the
+//! operands, so neither the register file's read multiplexer nor the scaling is in series with
+//! the other or with the adder; the module's latency (issue to visible on
 //! `rd_data`) is therefore L + 1, and one operation is accepted every cycle. An operation that
 //! accumulates into a register must be issued at least L + 1 cycles after the previous
 //! operation that writes the same register (there is no forwarding): the array's schedule
@@ -137,6 +141,26 @@ impl PeConfig {
         self.mac.latency() + 1
     }
 
+    /// Cycles after issue that the MAC takes the accumulator: with a multiplier of latency 2
+    /// or more, the read (and the scaling's subtracts) registered, then the scaling's shift
+    /// and rounding registered, each in a cycle of its own; with a shallower multiplier the
+    /// MAC takes it at issue (and registers it beside the product, at latency 1).
+    pub fn acc_stage(&self) -> u32 {
+        if self.mac.mul.latency >= 2 {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// The MAC the PE instantiates: its accumulator [`PeConfig::acc_stage`] cycles late.
+    pub fn staged_mac(&self) -> MacConfig {
+        MacConfig {
+            acc_stage: self.acc_stage(),
+            ..self.mac
+        }
+    }
+
     pub fn module_name(&self) -> String {
         self.params_name()
     }
@@ -158,7 +182,7 @@ impl PeConfig {
 
 /// Defines the PE (and the blocks it uses) in `d`.
 pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
-    let mac = mac::build(d, &cfg.mac);
+    let mac = mac::build(d, &cfg.staged_mac());
     let int_dot = cfg.qk.map(|f| crate::int_dot::build(d, f));
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
@@ -217,25 +241,43 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let rf = m.memory("rf", cfg.regs, f.acc.bits());
         let acc_old = m.mem_read(rf, addr);
         let acc_old = m.name("acc_old", acc_old);
-        let scaled = fp32_misc::scale2_logic(m, acc_old, shift);
-        let is_clear = op.eq(PeOp::MacClear as u64);
-        let is_zero = op.eq(PeOp::MacZero as u64);
-        let is_scale = op.eq(PeOp::MacScale as u64);
+        let latency = cfg.mac.latency();
+        // The operation, the accumulator read and the shift, as they travel: the op to the
+        // write-back, the read and the shift to the MAC's accumulator stage.
+        let ops = m.delays("op", op, latency);
+        let stage = cfg.acc_stage();
+        // The scaling's subtracts run in the read's cycle; the read (for the integer path)
+        // and the scaling's parts are registered together.
+        let parts = fp32_misc::scale2_prepare(m, acc_old, shift);
+        let parts = parts.stage(m, "rd", stage > 0);
+        let acc_rd = parts.a;
+        let op_rd = ops[stage.min(1) as usize];
+        let scaled = fp32_misc::scale2_finish(m, &parts);
+        let is_clear = op_rd.eq(PeOp::MacClear as u64);
+        let is_zero = op_rd.eq(PeOp::MacZero as u64);
+        let is_scale = op_rd.eq(PeOp::MacScale as u64);
         let neg_zero = m.lit(f.acc.bits(), f.acc.neg_zero());
         let pos_zero = m.zero(f.acc.bits());
-        let acc_in = mux(is_scale, scaled, acc_old);
+        let acc_in = mux(is_scale, scaled, acc_rd);
         let acc_in = mux(is_zero, pos_zero, acc_in);
         let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
+        let acc_in = match stage {
+            2 => m.delay("acc_in_r", acc_in),
+            _ => acc_in,
+        };
         let result = m.instantiate(&mac, "u_mac", &MacIn { a, b, acc: acc_in }).y;
-        let latency = cfg.mac.latency();
-        // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), delayed to the
-        // MAC's latency.
+        // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), at the read's
+        // stage (the operands wait with it), delayed to the MAC's latency.
         let int_result = int_dot.as_ref().map(|unit| {
-            let int_clear = op.eq(PeOp::IntClear as u64);
-            let int_last = op.eq(PeOp::IntLast as u64);
+            let int_clear = op_rd.eq(PeOp::IntClear as u64);
+            let int_last = op_rd.eq(PeOp::IntLast as u64);
             // int32 zero: the bits of +0.
-            let acc = mux(int_clear, pos_zero, acc_old);
+            let acc = mux(int_clear, pos_zero, acc_rd);
+            let (a, b) = match stage {
+                0 => (a, b),
+                _ => (m.delay("int_a", a), m.delay("int_b", b)),
+            };
             let ins = IntDotIn {
                 a,
                 b,
@@ -243,11 +285,11 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
                 last: int_last,
             };
             let y = m.instantiate(unit, "u_int", &ins).y;
-            m.delay_n("int_y", y, latency)
+            m.delay_n("int_y", y, latency - stage.min(1))
         });
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.
-        let wb_op = m.delay_n("op", op, latency);
+        let wb_op = ops[latency as usize];
         let wb_addr = m.delay_n("addr", addr, latency);
         let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
         let wb_en = wb_op.ne(nop);
@@ -265,7 +307,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
         let is_mac = op.eq(PeOp::Mac as u64);
-        let acc_read = is_mac | is_scale;
+        let acc_read = is_mac | op.eq(PeOp::MacScale as u64);
         let acc_read = if cfg.qk.is_some() {
             let int_acc = op.eq(PeOp::IntMac as u64) | op.eq(PeOp::IntLast as u64);
             acc_read | int_acc

@@ -220,6 +220,50 @@ pub fn stage_all<const N: usize>(
     })
 }
 
+/// The significands' product beside the product's other fields `v` (sign, is NaN, is Inf,
+/// is zero, exponent sum); with `cut`, as the two partial products of `sig_b`'s halves
+/// (below bit w/2 and from it), registered with `v` (as `<name>_p`), then summed.
+pub fn split_product(
+    m: &mut ModuleBuilder,
+    v: [Sig; 5],
+    sig_a: Sig,
+    sig_b: Sig,
+    cut: bool,
+) -> [Sig; 6] {
+    let [sign, is_nan, is_inf, is_zero, exp_sum] = v;
+    if !cut {
+        return [
+            sign,
+            is_nan,
+            is_inf,
+            is_zero,
+            exp_sum,
+            sig_a.mul_wide(sig_b),
+        ];
+    }
+    let (wb, half) = (sig_b.width(), sig_b.width() / 2);
+    let lo = sig_a.mul_wide(sig_b.slice(half - 1, 0));
+    let hi = sig_a.mul_wide(sig_b.slice(wb - 1, half));
+    let [sign, is_nan, is_inf, is_zero, exp_sum, lo, hi] = stage_all(
+        m,
+        "p",
+        true,
+        [
+            ("sign", sign),
+            ("is_nan", is_nan),
+            ("is_inf", is_inf),
+            ("is_zero", is_zero),
+            ("exp_sum", exp_sum),
+            ("partial_lo", lo),
+            ("partial_hi", hi),
+        ],
+    );
+    let w = sig_a.width() + wb;
+    let zero = m.zero(half);
+    let product = cat(&[hi, zero]) + lo.zext(w);
+    [sign, is_nan, is_inf, is_zero, exp_sum, product]
+}
+
 /// A multiplier's optional cut after the significand product: its (sign, is NaN, is Inf, is
 /// zero, exponent sum, product), each registered under its own name when `cut`.
 pub fn stage_product(m: &mut ModuleBuilder, v: [Sig; 6], cut: bool) -> [Sig; 6] {

@@ -8,12 +8,12 @@
 //! * `fp_scale2_e8m23` (`a`, `n` (8 bits) → `y`): `a · 2^−n`, exact unless the result is
 //!   subnormal, then rounded to nearest even. Model: `kernels::fp::fp32_scale2`.
 
-use crate::arith::{normalize_f32, round_pack_f32, unpack};
+use crate::arith::{self, unpack};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::interface;
 use crate::operands::{BinaryBlock, UnaryBlock, Y};
-use crate::{mux, Design, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {
     /// `fp_scale2_e8m23`'s operands: the value and the exponent decrement.
@@ -129,19 +129,98 @@ pub fn build_ceil(d: &mut Design) -> UnaryBlock {
     }))
 }
 
-/// `a · 2^-n`.
+/// `a · 2^-n`. A scale down never needs normalizing: a normal result keeps the fraction
+/// under the exponent e − n (exact); a subnormal one is the significand (subnormal inputs
+/// as they are, one place up to meet the exponent field 0) shifted right by n + 1 − e and
+/// rounded to nearest even, a carry out of the fraction making the smallest normal. One
+/// subtract before one right shift ([`scale2_prepare`]), then the shift and the rounding
+/// ([`scale2_finish`]): a pipeline may cut between the two.
 pub fn scale2_logic(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Sig {
+    let parts = scale2_prepare(m, a, n);
+    scale2_finish(m, &parts)
+}
+
+/// What [`scale2_finish`] needs of `a · 2^-n`: `a` itself (kept when infinite or zero) and
+/// whether it is NaN, the result's exponent field if normal, the significand and the places
+/// it shifts if not.
+#[derive(Clone, Copy, Debug)]
+pub struct Scale2Parts {
+    pub a: Sig,
+    pub is_nan: Sig,
+    pub keep: Sig,
+    pub normal: Sig,
+    pub exp: Sig,
+    pub sig: Sig,
+    pub places: Sig,
+}
+
+impl Scale2Parts {
+    /// The parts registered when `cut` (named `<tag>_a`, …).
+    pub fn stage(self, m: &mut ModuleBuilder, tag: &str, cut: bool) -> Self {
+        let [a, is_nan, keep, normal, exp, sig, places] = arith::stage_all(
+            m,
+            tag,
+            cut,
+            [
+                ("scale_a", self.a),
+                ("scale_nan", self.is_nan),
+                ("scale_keep", self.keep),
+                ("scale_normal", self.normal),
+                ("scale_exp", self.exp),
+                ("scale_sig", self.sig),
+                ("scale_places", self.places),
+            ],
+        );
+        Scale2Parts {
+            a,
+            is_nan,
+            keep,
+            normal,
+            exp,
+            sig,
+            places,
+        }
+    }
+}
+
+/// [`scale2_logic`]'s first half: the exponents' subtracts.
+pub fn scale2_prepare(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Scale2Parts {
     let u = unpack(m, a, 8, 23, "a");
-    let (sig, exp) = normalize_f32(m, &u);
+    let e = u.exp.zext(10);
     let n10 = n.zext(10);
-    let exp = exp - n10;
-    let exp = m.name("exp", exp);
+    let diff = m.name("exp", e - n10);
+    let one = m.lit(10, 1);
+    // Subnormal result: {1, frac} or {frac, 0} at exponent field e, shifted right n + 1 − e
+    // places (at least 1 then); 26 places leave every bit below the guard bit.
     let zero1 = m.zero(1);
-    let scaled = round_pack_f32(m, u.sign, sig, exp, zero1);
-    let keep = u.is_inf | u.is_zero;
-    let y = mux(keep, a, scaled);
+    let places = (n10 + one) - e;
+    Scale2Parts {
+        a,
+        is_nan: u.is_nan,
+        keep: u.is_inf | u.is_zero,
+        normal: diff.ge_signed(one),
+        exp: diff.trunc(8),
+        sig: mux(u.exp_zero, cat(&[u.frac, zero1]), u.sig),
+        places: arith::clamp(m, places, 26, 5),
+    }
+}
+
+/// [`scale2_logic`]'s second half: the shift, the rounding, the special values.
+pub fn scale2_finish(m: &mut ModuleBuilder, p: &Scale2Parts) -> Sig {
+    let zero2 = m.zero(2);
+    let shifted = arith::shift_right_sticky(m, cat(&[p.sig, zero2]), p.places);
+    let frac = shifted.slice(24, 2);
+    let (lsb, guard, sticky) = (shifted.bit(2), shifted.bit(1), shifted.bit(0));
+    m.discard(shifted.bit(25)); // places >= 1: the top bit is always 0
+    let round_up = guard & (sticky | lsb);
+    let zero8 = m.zero(8);
+    let sub_packed = cat(&[zero8, frac]) + round_up.zext(31);
+    let normal_packed = cat(&[p.exp, p.a.slice(22, 0)]);
+    let magnitude = mux(p.normal, normal_packed, sub_packed);
+    let scaled = cat(&[p.a.msb(), magnitude]);
+    let y = mux(p.keep, p.a, scaled);
     let nan = m.lit(32, Format::FP32.qnan());
-    mux(u.is_nan, nan, y)
+    mux(p.is_nan, nan, y)
 }
 
 /// Defines `fp_scale2_e8m23`.

@@ -13,8 +13,8 @@
 use anyhow::Result;
 
 use crate::arith::{
-    mul_specials, normalize_f32, round_pack_f32, select_special_f32, stage_all, stage_product,
-    unpack,
+    mul_specials, normalize_f32, round_pack_f32, select_special_f32, split_product, stage_all,
+    stage_product, unpack,
 };
 use crate::format::Format;
 use crate::iface::Block;
@@ -93,30 +93,13 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
             ("sig_b", sig_b),
         ],
     );
-    let (sign, is_nan, is_inf, is_zero, exp_sum, product) = if latency >= 4 {
-        let lo = sig_a.mul_wide(sig_b.slice(11, 0));
-        let hi = sig_a.mul_wide(sig_b.slice(23, 12));
-        let [sign, is_nan, is_inf, is_zero, exp_sum, lo, hi] = stage_all(
-            m,
-            "p",
-            true,
-            [
-                ("sign", sign),
-                ("is_nan", is_nan),
-                ("is_inf", is_inf),
-                ("is_zero", is_zero),
-                ("exp_sum", exp_sum),
-                ("partial_lo", lo),
-                ("partial_hi", hi),
-            ],
-        );
-        let zero12 = m.zero(12);
-        let product = cat(&[hi, zero12]) + lo.zext(48);
-        (sign, is_nan, is_inf, is_zero, exp_sum, product)
-    } else {
-        let product = sig_a.mul_wide(sig_b);
-        (sign, is_nan, is_inf, is_zero, exp_sum, product)
-    };
+    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = split_product(
+        m,
+        [sign, is_nan, is_inf, is_zero, exp_sum],
+        sig_a,
+        sig_b,
+        latency >= 4,
+    );
     let product = m.name("product", product);
 
     let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];

@@ -3,9 +3,10 @@
 //! products reach 2^256 and 2^-266). The unit's name is its operands' format
 //! ([`MulExactConfig::unit_name`]: `fp_mul_e5m10`, `fp_mul_e8m7`).
 //!
-//! Ports: `a`, `b` (the operand format) → `y` (the product format). Latency 0, 1 or 2 cycles
+//! Ports: `a`, `b` (the operand format) → `y` (the product format). Latency 0 to 3 cycles
 //! (module name `fp_mul_e5m10_l<latency>`), one result per cycle. Latency 1 registers the
-//! output; latency 2 also registers the raw significand product.
+//! output; latency 2 also registers the raw significand product; latency 3 also the two
+//! partial products of b's significand halves before their sum.
 //!
 //! Numerics (bit-exact model: `kernels::fp::mul_exact`, for binary16 also
 //! `kernels::fp::fp16_mul`): the product is exact, no rounding; subnormal inputs are
@@ -15,7 +16,9 @@
 
 use anyhow::Result;
 
-use crate::arith::{leading_zeros, mul_specials, select_special, stage_product, unpack};
+use crate::arith::{
+    leading_zeros, mul_specials, select_special, split_product, stage_product, unpack,
+};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::BinaryBlock;
@@ -26,12 +29,12 @@ use crate::{cat, Design, ModuleBuilder, Sig};
 pub struct MulExactConfig {
     /// The operands' format: binary16 or bfloat16.
     pub operand: Format,
-    /// Pipeline registers between input and output: 0, 1 or 2.
+    /// Pipeline registers between input and output: 0 to 3.
     pub latency: u32,
 }
 
 impl MulExactConfig {
-    pub const MAX_LATENCY: u32 = 2;
+    pub const MAX_LATENCY: u32 = 3;
 
     /// Binary16 operands (the design's default) at `latency`.
     pub fn fp16(latency: u32) -> Self {
@@ -111,10 +114,15 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &MulExactConfig) -> Sig
     let eb = ub.exp_eff.zext(p.exp);
     let exp_sum = ea + eb;
     let exp_sum = m.name("exp_sum", exp_sum);
-    let product = ua.sig.mul_wide(ub.sig);
+    // Optional cuts between the partial products and their sum, and after the sum.
+    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = split_product(
+        m,
+        [sign, is_nan, is_inf, is_zero, exp_sum],
+        ua.sig,
+        ub.sig,
+        cfg.latency >= 3,
+    );
     let product = m.name("product", product);
-
-    // Optional cut after the significand multiply.
     let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];
     let [sign, is_nan, is_inf, is_zero, exp_sum, product] =
         stage_product(m, staged, cfg.latency >= 2);

@@ -427,6 +427,17 @@ impl ModuleBuilder {
         (0..n).fold(d, |v, i| self.delay(&format!("{name}_d{}", i + 1), v))
     }
 
+    /// `d` and its delays by 1 to `n` cycles (the registers [`ModuleBuilder::delay_n`] makes):
+    /// element i is `d` i cycles late.
+    pub fn delays(&mut self, name: &str, d: Sig, n: u32) -> Vec<Sig> {
+        let mut taps = vec![d];
+        for i in 0..n {
+            let v = self.delay(&format!("{name}_d{}", i + 1), taps[i as usize]);
+            taps.push(v);
+        }
+        taps
+    }
+
     /// A pipeline cut: `d` registered when `enabled`, passed through otherwise. Used at the stage
     /// boundaries of pipelined blocks, so one build function serves every latency.
     pub fn stage(&mut self, name: &str, d: Sig, enabled: bool) -> Sig {
