@@ -871,8 +871,8 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "regs_per_pe = 48 is not supported: allowed are powers of two from 2 to 1024",
         ),
         (
-            Box::new(|c| c.mul_latency = 3),
-            "mul_latency = 3 is out of range: allowed 0 to 2",
+            Box::new(|c| c.mul_latency = 4),
+            "mul_latency = 4 is out of range: allowed 0 to 3",
         ),
         (
             Box::new(|c| c.add_latency = 9),
