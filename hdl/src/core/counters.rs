@@ -92,10 +92,12 @@ fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
 }
 
 /// The DMA's beats since reset, counted from the run's start: the count at `clear` is kept as
-/// the base (so a second run without a reset starts from zero).
+/// the base (so a second run without a reset starts from zero); a cycle late, as the other
+/// counters' registers are.
 fn since_go(m: &mut ModuleBuilder, name: &str, total: Sig, clear: Sig) -> Sig {
     let base = m.hold(name, total, clear);
-    (total - base).zext(COUNTER_BITS)
+    // Registered: the subtraction is not in series with the counters' readers.
+    m.delay(&format!("{name}_since"), (total - base).zext(COUNTER_BITS))
 }
 
 /// Per GLB bank group a read and a write counter (words per bank), and the window onto the

@@ -8,7 +8,7 @@ use crate::dma::ROW_BYTES_BITS;
 use crate::fault::Fault;
 use crate::fsm::Fsm;
 use crate::iface::Block;
-use crate::{and_all, group, mux, Design, ModuleBuilder};
+use crate::{and_all, bits_for, group, mux, Design, ModuleBuilder, Sig};
 
 crate::states! {
     /// The readout: a tile handed over (pending), the rows normalizing (run), the O write.
@@ -79,16 +79,13 @@ pub fn build(d: &mut Design, p: &CoreParams) -> ReadoutBlock {
 }
 
 fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
-    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let iw = p.index_bits;
     let state = Fsm::new(m, "ro_state", Readout::Idle);
     let rows = m.reg("ro_rows", iw, Some(0));
-    let qbase = m.reg("ro_qbase", iw, Some(0));
     let zero = m.reg("ro_zero", 1, Some(0));
-    let ohead = m.reg("ro_ohead", aw, Some(0));
     reg_set(m, rows, i.rows_valid, i.handoff);
-    reg_set(m, qbase, i.q_base, i.handoff);
     reg_set(m, zero, i.empty_tile, i.handoff);
-    reg_set(m, ohead, i.o_head_off, i.handoff);
+    let region = tile_region(m, p, i);
     // The rows run once they are free and O has room; finished when they were seen busy and
     // are idle again.
     let go = state.is(Readout::Pend) & !i.rows_busy;
@@ -97,7 +94,9 @@ fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
     let in_run = state.is(Readout::Run);
     m.set_next(seen, (seen.q | i.rows_busy) & in_run);
     let finished = and_all(&[in_run, seen.q, !i.rows_busy]);
-    let o_start = state.is(Readout::Write) & !i.o_busy;
+    // The O write also waits for its region (ready long before: the rows' normalization takes
+    // more cycles than the multiplies).
+    let o_start = and_all(&[state.is(Readout::Write), !i.o_busy, region.ready]);
     let o_start = m.name("o_start", o_start);
     let r = |s: Readout| state.code(s);
     let pick = |c, t, f| mux(c, r(t), r(f));
@@ -108,17 +107,19 @@ fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
         Readout::Write => pick(o_start, Readout::Idle, Readout::Write),
     });
     let stride = i.o_row_stride;
-    let tile_off = qbase.q.mul_lo(stride, aw);
-    let base = m.name("o_tile_base", (i.o_addr + ohead.q) + tile_off);
     // Fault: the descriptor's base one row late (the checker keeps the tile's own region).
-    let desc_base = m.with_fault(p.faults, Fault::WriteOutsideO, |_| base + stride, base);
-    let limit = base + rows.q.mul_lo(stride, aw);
+    let desc_base = m.with_fault(
+        p.faults,
+        Fault::WriteOutsideO,
+        |_| region.base + stride,
+        region.base,
+    );
     ReadoutOut {
         idle: state.is(Readout::Idle),
         go,
         zero: zero.q,
-        tile_base: base,
-        tile_limit: limit,
+        tile_base: region.base,
+        tile_limit: region.limit,
         o: WriteDesc {
             start: o_start,
             base: desc_base,
@@ -126,5 +127,53 @@ fn readout(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> ReadoutOut {
             row_bytes: i.out_row_bytes,
             rows: rows.q,
         },
+    }
+}
+
+/// A tile's O region, registered.
+struct Region {
+    base: Sig,
+    limit: Sig,
+    ready: Sig,
+}
+
+/// The O region of the tile handed over: base = O's address + the head's offset + the first
+/// query row × the row stride, limit = base + its rows × the stride (modulo 2^addr_bits).
+/// Multiplied a bit a cycle after the hand-off (the stride doubling, each multiplier's next
+/// bit adding it), so no multiplier sits between registers: index_bits + 1 cycles.
+fn tile_region(m: &mut ModuleBuilder, p: &CoreParams, i: &ReadoutIn) -> Region {
+    let (iw, aw) = (p.index_bits, p.addr_bits);
+    let steps = iw + 1;
+    let left = m.reg("ro_mul_left", bits_for(steps as u64), Some(0));
+    let busy = left.q.ne(0);
+    let step = busy & !i.handoff;
+    let stride = m.reg("ro_mul_stride", aw, Some(0));
+    let first = m.reg("ro_mul_first", steps, Some(0));
+    let end = m.reg("ro_mul_end", steps, Some(0));
+    let base = m.reg("ro_tile_base", aw, Some(0));
+    let limit = m.reg("ro_tile_limit", aw, Some(0));
+    let origin = i.o_addr + i.o_head_off;
+    let zero_a = m.zero(aw);
+    let add = |acc: Sig, bits: Sig| acc + mux(bits.bit(0), stride.q, zero_a);
+    let next = [
+        (left, m.lit(left.q.width(), steps as u64), left.q - 1),
+        (stride, i.o_row_stride, stride.q << 1),
+        (first, i.q_base.zext(steps), first.q >> 1),
+        (
+            end,
+            i.q_base.zext(steps) + i.rows_valid.zext(steps),
+            end.q >> 1,
+        ),
+        (base, origin, add(base.q, first.q)),
+        (limit, origin, add(limit.q, end.q)),
+    ];
+    for (r, load, run) in next {
+        m.set_next(r, mux(i.handoff, load, run));
+        m.set_enable(r, i.handoff | step);
+    }
+    Region {
+        base: m.name("o_tile_base", base.q),
+        limit: limit.q,
+        ready: !busy,
     }
 }
