@@ -1,9 +1,10 @@
 //! `fp_exp2_e8m23`: y = 2^x for binary32 x, pipelined, one result per cycle (the unit's name
 //! is its format's, [`Exp2Config::unit_name`]).
 //!
-//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0, 1 or 2 (module name
+//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0 to 4 (module name
 //! `fp_exp2_e8m23_l<latency>`): latency 1 registers the output, latency 2 also the table
-//! lookup.
+//! lookup, latency 3 also the interpolation's product, latency 4 also the fixed-point x
+//! before the lookup.
 //!
 //! Algorithm (bit-exact model: `kernels::fp::exp2`): X = floor(x · 2^24) in fixed point, so
 //! x = n + f with n = X >> 24 and f the low 24 bits; 2^f is read from a 64-segment table by
@@ -15,7 +16,7 @@
 
 use anyhow::Result;
 
-use crate::arith::{round_pack_f32, unpack};
+use crate::arith::{round_pack_f32, stage_all, unpack};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::{X, Y};
@@ -38,7 +39,7 @@ pub struct Exp2Config {
 }
 
 impl Exp2Config {
-    pub const MAX_LATENCY: u32 = 2;
+    pub const MAX_LATENCY: u32 = 4;
     /// The format of the operand and the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -104,15 +105,24 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let lost_mask = !kept_mask;
     let lost = sig_up & lost_mask;
     let inexact = lost.any();
-    // floor(x · 2^24): truncation for x >= 0, -(|x| rounded up) for x < 0.
-    let round_away = negative & inexact;
+    // floor(x · 2^24): truncation for x >= 0, -(|x| rounded up) for x < 0, that is
+    // −(w + inexact) = !w + (1 − inexact): one increment, not an increment and a negation.
     let mag33 = whole.zext(33);
-    let inc33 = round_away.zext(33);
-    let mag33 = mag33 + inc33;
-    let zero33 = m.zero(33);
-    let neg33 = zero33 - mag33;
+    let neg33 = !mag33 + (!inexact).zext(33);
     let fixed = mux(negative, neg33, mag33);
     let fixed = m.name("fixed", fixed);
+    // Latency 4: a cut before the table lookup.
+    let [is_nan, big, tiny, fixed] = stage_all(
+        m,
+        "x",
+        latency >= 4,
+        [
+            ("is_nan", is_nan),
+            ("overflow", big),
+            ("underflow", tiny),
+            ("fixed", fixed),
+        ],
+    );
     let n = fixed.slice(32, 24);
     let k = fixed.slice(23, 18);
     let r = fixed.slice(17, 0);
@@ -127,20 +137,40 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let slope = mux_index(k, &d_consts);
     let slope = m.name("slope", slope);
 
-    let cut = latency >= 2;
-    let is_nan = m.stage("is_nan", is_nan, cut);
-    let big = m.stage("overflow", big, cut);
-    let tiny = m.stage("underflow", tiny, cut);
-    let n = m.stage("n", n, cut);
-    let r = m.stage("r", r, cut);
-    let base = m.stage("base", base, cut);
-    let slope = m.stage("slope", slope, cut);
+    let [is_nan, big, tiny, n, r, base, slope] = stage_all(
+        m,
+        "",
+        latency >= 2,
+        [
+            ("is_nan", is_nan),
+            ("overflow", big),
+            ("underflow", tiny),
+            ("n", n),
+            ("r", r),
+            ("base", base),
+            ("slope", slope),
+        ],
+    );
 
     let step = slope.mul_wide(r);
     let step = m.name("step", step);
     let dropped = step.slice(17, 0);
     m.discard(dropped);
     let step = step.slice(35, 18);
+    // Latency 3: a cut after the interpolation's product.
+    let [is_nan, big, tiny, n, base, step] = stage_all(
+        m,
+        "p",
+        latency >= 3,
+        [
+            ("is_nan", is_nan),
+            ("overflow", big),
+            ("underflow", tiny),
+            ("n", n),
+            ("base", base),
+            ("step", step),
+        ],
+    );
     let step24 = step.zext(24);
     let frac = base + step24;
     let frac = m.name("pow_frac", frac);
