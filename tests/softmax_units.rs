@@ -128,6 +128,16 @@ fn softmax_exp_stage() {
         "softmax_exp",
         63,
     );
+    // The deepest: exp2 at 4 stages and P registered after its rounding.
+    check(
+        &with(|c| {
+            c.fmul_latency = 4;
+            c.add_latency = 5;
+            c.exp_latency = 4;
+        }),
+        "softmax_exp",
+        70,
+    );
 }
 
 #[test]

@@ -350,7 +350,13 @@ impl SoftmaxExpConfig {
     }
 
     pub fn latency(&self) -> u32 {
-        self.mul.latency + self.add.latency + self.exp.latency
+        self.mul.latency + self.add.latency + self.exp.latency + self.p_registered() as u32
+    }
+
+    /// With exp2 at 3 stages or more, P is registered after its rounding to the operands'
+    /// format (one more cycle), so the rounding is not in series with what takes P.
+    pub fn p_registered(&self) -> bool {
+        self.exp.latency >= 3
     }
 
     /// `softmax_exp_m1_a1_e2` for binary16 P; other formats name theirs:
@@ -397,9 +403,11 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
         let x = m.instantiate(&add, "u_sub", &Binary { a: t, b: neg_m }).y;
         let e = m.instantiate(&exp, "u_exp2", &X { x }).y;
         let p = crate::fp32_to_fp16::logic_to(m, e, cfg.p);
-        let masked = m.delay_n("masked", masked, cfg.latency());
+        let late = cfg.p_registered();
+        let masked = m.delay_n("masked", masked, cfg.latency() - late as u32);
         let zero = m.zero(cfg.p.bits());
         let p = mux(masked, zero, p);
+        let p = m.stage("p_rounded", p, late);
         m.output("p", p);
         m.set_latency(cfg.latency());
     }))
