@@ -119,25 +119,11 @@ fn softmax_row_state() {
 #[test]
 fn softmax_exp_stage() {
     check(&small(1, 1), "softmax_exp", 62);
-    check(
-        &with(|c| {
-            c.fmul_latency = 0;
-            c.add_latency = 0;
-            c.exp_latency = 0;
-        }),
-        "softmax_exp",
-        63,
-    );
-    // The deepest: exp2 at 4 stages and P registered after its rounding.
-    check(
-        &with(|c| {
-            c.fmul_latency = 4;
-            c.add_latency = 5;
-            c.exp_latency = 4;
-        }),
-        "softmax_exp",
-        70,
-    );
+    // Combinational; and the deepest (exp2 at 4 stages, P registered after its rounding).
+    for ((fmul, add, exp), seed) in [((0, 0, 0), 63), ((4, 5, 4), 70)] {
+        let cfg = with(|c| (c.fmul_latency, c.add_latency, c.exp_latency) = (fmul, add, exp));
+        check(&cfg, "softmax_exp", seed);
+    }
 }
 
 #[test]
