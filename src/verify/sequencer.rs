@@ -12,7 +12,8 @@
 //!   its block number;
 //! * step every phase through its loops in order, one step per cycle of the phase: QK over
 //!   (k, ii, jj), PV over (jk, ii, q), innermost last, `step_valid` exactly on those cycles;
-//! * start one softmax per block, and report every skipped block at the tile's start;
+//! * start one softmax per block, and report every skipped block at the tile's start (the
+//!   cycle after its go: the count is registered);
 //! * finish with `done`.
 
 use anyhow::Result;
@@ -245,6 +246,8 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
     dut.reset(2);
     let mut env = Env(c.env_seed | 1);
     let (mut rows_busy_left, mut ro_busy_left) = (0u64, 0u64);
+    // The tile's go was seen last cycle (its skipped-block count shows now).
+    let mut went = false;
     // buf2d: the rows report S copied out of the PE registers (`s_free`) once per softmax,
     // while they are busy; a QK may start only when every earlier QK's S has been copied.
     let (mut copy_left, mut copies, mut qk_starts) = (0u64, 0u64, 0u64);
@@ -312,9 +315,11 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
             seen.handoffs.push((o[13], o[14], o[15] == 1));
             ro_busy_left = env.between(1, 8) + 1;
         }
-        if o[16] == 1 {
+        // The skipped-block count is registered: it shows the cycle after the tile's go.
+        if went {
             seen.skipped.push(o[17]);
         }
+        went = o[16] == 1;
         dut.tick();
         if cycle > 0 && done == 1 && busy == 0 {
             seen.done = true;
