@@ -170,10 +170,11 @@ impl PeRowConfig {
         }
     }
 
-    /// The sweeps read S a cycle after the visit (from an S array, or unfused's registered
-    /// read), so a max sweep waits a cycle (`RE_MAX_WAIT`) and the drain one more.
+    /// The sweeps read S a cycle after the visit (from an S array, unfused's registered read,
+    /// or, with a deep exp stage (exp2 at 3 stages or more), the PE registers' read
+    /// registered), so a max sweep waits a cycle (`RE_MAX_WAIT`) and the drain one more.
     pub fn s_read_registered(&self) -> bool {
-        self.s_in_sram() || self.s_in_memory()
+        self.s_in_sram() || self.s_in_memory() || self.exp.p_registered()
     }
 
     /// unfused: scores and weights per beat of the staging and landing buffers (a block row
@@ -289,9 +290,9 @@ impl PeRowConfig {
                 true => update + bc + (a - 1) * (bc - 1 + (1 + update).max(drain)) + tail,
             };
         }
-        // Per row the max sweep, the S array's wait (buf2d), the max update and its write,
-        // the exp sweep; the next row's max sweep starts after it.
-        let to_exp = bc + buffered + update;
+        // Per row the max sweep, the registered read's wait (buf2d, a deep exp stage), the
+        // max update and its write, the exp sweep; the next row's max sweep starts after it.
+        let to_exp = bc + self.s_read_registered() as u32 + update;
         buffered * a * bc
             + first as u32
             + to_exp

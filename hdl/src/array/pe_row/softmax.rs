@@ -171,6 +171,24 @@ pub(super) fn sweep_read(
     }
     let Some(bank) = &parts.s_bank else {
         let zero = m.zero(1);
+        if cfg.s_read_registered() {
+            // A deep exp stage: the PE registers' read registered, with what travels with it,
+            // so the read multiplexers are not in series with the exp stage's multiplier.
+            return SweepRead {
+                value: m.delay("s_value_rd", pe_value),
+                masked: m.delay("masked_rd", masked),
+                in_max: m.delay("max_rd", e.in_max),
+                in_exp: m.delay("exp_rd", e.in_exp),
+                ii: m.delay("ii_rd", e.ii.q),
+                cc: m.delay("cc_rd", e.cc.q),
+                jj: m.delay("jj_rd", e.jj.q),
+                copied: zero,
+                s_read: zero,
+                s_write: zero,
+                s_store: None,
+                x_rd: None,
+            };
+        }
         return SweepRead {
             value: pe_value,
             masked,
