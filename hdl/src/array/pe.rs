@@ -242,16 +242,17 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let acc_old = m.mem_read(rf, addr);
         let acc_old = m.name("acc_old", acc_old);
         let latency = cfg.mac.latency();
-        // The operation, the accumulator read and the shift, as they travel: the op to the
-        // write-back, the read and the shift to the MAC's accumulator stage.
+        // The operation travels to the write-back; its first tap goes with a staged read.
         let ops = m.delays("op", op, latency);
         let stage = cfg.acc_stage();
-        // The scaling's subtracts run in the read's cycle; the read (for the integer path)
-        // and the scaling's parts are registered together.
+        let staged = stage > 0;
+        // The scaling's subtracts run in the read's cycle; when the MAC takes the accumulator
+        // late, the read (also the integer path's) and the scaling's parts are registered
+        // together, and the rest of the scaling and the ±0 selection take the next cycle.
         let parts = fp32_misc::scale2_prepare(m, acc_old, shift);
-        let parts = parts.stage(m, "rd", stage > 0);
+        let parts = parts.stage(m, "rd", staged);
         let acc_rd = parts.a;
-        let op_rd = ops[stage.min(1) as usize];
+        let op_rd = ops[staged as usize];
         let scaled = fp32_misc::scale2_finish(m, &parts);
         let is_clear = op_rd.eq(PeOp::MacClear as u64);
         let is_zero = op_rd.eq(PeOp::MacZero as u64);
@@ -274,9 +275,9 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             let int_last = op_rd.eq(PeOp::IntLast as u64);
             // int32 zero: the bits of +0.
             let acc = mux(int_clear, pos_zero, acc_rd);
-            let (a, b) = match stage {
-                0 => (a, b),
-                _ => (m.delay("int_a", a), m.delay("int_b", b)),
+            let (a, b) = match staged {
+                false => (a, b),
+                true => (m.delay("int_a", a), m.delay("int_b", b)),
             };
             let ins = IntDotIn {
                 a,
@@ -285,7 +286,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
                 last: int_last,
             };
             let y = m.instantiate(unit, "u_int", &ins).y;
-            m.delay_n("int_y", y, latency - stage.min(1))
+            m.delay_n("int_y", y, latency - staged as u32)
         });
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.
