@@ -261,10 +261,7 @@ impl CoreConfig {
 
     /// The row-reduction tree across the PE columns.
     pub fn row_reduce(&self) -> RowReduceConfig {
-        RowReduceConfig {
-            cols: self.cols,
-            add_latency: self.add_latency,
-        }
+        self.row().tree()
     }
 
     /// This configuration as `kind`: its own knobs when it already is one, else the variant's

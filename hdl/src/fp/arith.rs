@@ -220,57 +220,20 @@ pub fn stage_all<const N: usize>(
     })
 }
 
-/// The significands' product beside the product's other fields `v` (sign, is NaN, is Inf,
-/// is zero, exponent sum); with `cut`, as the two partial products of `sig_b`'s halves
-/// (below bit w/2 and from it), registered with `v` (as `<name>_p`), then summed.
-pub fn split_product(
+/// A product's fields (sign, is NaN, is Inf, is zero, exponent sum) and what travels with
+/// them (`more`: significands, partial products or the product), registered as
+/// `<name>_<tag>` each (`<name>` with an empty tag) when `cut`: one cut of a multiplier.
+pub fn stage_fields<const N: usize>(
     m: &mut ModuleBuilder,
-    v: [Sig; 5],
-    sig_a: Sig,
-    sig_b: Sig,
+    tag: &str,
     cut: bool,
-) -> [Sig; 6] {
-    let [sign, is_nan, is_inf, is_zero, exp_sum] = v;
-    if !cut {
-        return [
-            sign,
-            is_nan,
-            is_inf,
-            is_zero,
-            exp_sum,
-            sig_a.mul_wide(sig_b),
-        ];
-    }
-    let (wb, half) = (sig_b.width(), sig_b.width() / 2);
-    let lo = sig_a.mul_wide(sig_b.slice(half - 1, 0));
-    let hi = sig_a.mul_wide(sig_b.slice(wb - 1, half));
-    let [sign, is_nan, is_inf, is_zero, exp_sum, lo, hi] = stage_all(
+    fields: [Sig; 5],
+    more: [(&str, Sig); N],
+) -> ([Sig; 5], [Sig; N]) {
+    let [sign, is_nan, is_inf, is_zero, exp_sum] = fields;
+    let fields = stage_all(
         m,
-        "p",
-        true,
-        [
-            ("sign", sign),
-            ("is_nan", is_nan),
-            ("is_inf", is_inf),
-            ("is_zero", is_zero),
-            ("exp_sum", exp_sum),
-            ("partial_lo", lo),
-            ("partial_hi", hi),
-        ],
-    );
-    let w = sig_a.width() + wb;
-    let zero = m.zero(half);
-    let product = cat(&[hi, zero]) + lo.zext(w);
-    [sign, is_nan, is_inf, is_zero, exp_sum, product]
-}
-
-/// A multiplier's optional cut after the significand product: its (sign, is NaN, is Inf, is
-/// zero, exponent sum, product), each registered under its own name when `cut`.
-pub fn stage_product(m: &mut ModuleBuilder, v: [Sig; 6], cut: bool) -> [Sig; 6] {
-    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = v;
-    stage_all(
-        m,
-        "",
+        tag,
         cut,
         [
             ("sign", sign),
@@ -278,9 +241,43 @@ pub fn stage_product(m: &mut ModuleBuilder, v: [Sig; 6], cut: bool) -> [Sig; 6] 
             ("is_inf", is_inf),
             ("is_zero", is_zero),
             ("exp_sum", exp_sum),
-            ("product", product),
         ],
-    )
+    );
+    (fields, stage_all(m, tag, cut, more))
+}
+
+/// The significands' product beside the product's fields `v` (sign, is NaN, is Inf, is zero,
+/// exponent sum); with `cut`, as the two partial products of `sig_b`'s halves (below bit w/2
+/// and from it), registered with `v` (as `<name>_p`), then summed.
+pub fn split_product(
+    m: &mut ModuleBuilder,
+    v: [Sig; 5],
+    sig_a: Sig,
+    sig_b: Sig,
+    cut: bool,
+) -> ([Sig; 5], Sig) {
+    if !cut {
+        return (v, sig_a.mul_wide(sig_b));
+    }
+    let (wb, half) = (sig_b.width(), sig_b.width() / 2);
+    let lo = sig_a.mul_wide(sig_b.slice(half - 1, 0));
+    let hi = sig_a.mul_wide(sig_b.slice(wb - 1, half));
+    let (v, [lo, hi]) = stage_fields(m, "p", true, v, [("partial_lo", lo), ("partial_hi", hi)]);
+    let zero = m.zero(half);
+    let product = cat(&[hi, zero]) + lo.zext(sig_a.width() + wb);
+    (v, product)
+}
+
+/// A multiplier's optional cut after the significand product: its fields `v` and the
+/// product, each registered under its own name when `cut`.
+pub fn stage_product(
+    m: &mut ModuleBuilder,
+    v: [Sig; 5],
+    product: Sig,
+    cut: bool,
+) -> ([Sig; 5], Sig) {
+    let (v, [product]) = stage_fields(m, "", cut, v, [("product", product)]);
+    (v, product)
 }
 
 /// Special cases of a product: (sign, is NaN, is Inf, is zero) from the operands' classes, with

@@ -13,7 +13,7 @@
 use anyhow::Result;
 
 use crate::arith::{
-    mul_specials, normalize_f32, round_pack_f32, select_special_f32, split_product, stage_all,
+    mul_specials, normalize_f32, round_pack_f32, select_special_f32, split_product, stage_fields,
     stage_product, unpack,
 };
 use crate::format::Format;
@@ -79,31 +79,13 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     // Optional cut after the operands' normalization, and (latency 4) between the partial
     // products of b's halves and their sum.
     let cut = latency >= 3;
-    let [sign, is_nan, is_inf, is_zero, exp_sum, sig_a, sig_b] = stage_all(
-        m,
-        "n",
-        cut,
-        [
-            ("sign", sign),
-            ("is_nan", is_nan),
-            ("is_inf", is_inf),
-            ("is_zero", is_zero),
-            ("exp_sum", exp_sum),
-            ("sig_a", sig_a),
-            ("sig_b", sig_b),
-        ],
-    );
-    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = split_product(
-        m,
-        [sign, is_nan, is_inf, is_zero, exp_sum],
-        sig_a,
-        sig_b,
-        latency >= 4,
-    );
+    let fields = [sign, is_nan, is_inf, is_zero, exp_sum];
+    let (fields, [sig_a, sig_b]) =
+        stage_fields(m, "n", cut, fields, [("sig_a", sig_a), ("sig_b", sig_b)]);
+    let (fields, product) = split_product(m, fields, sig_a, sig_b, latency >= 4);
     let product = m.name("product", product);
-
-    let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];
-    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = stage_product(m, staged, latency >= 2);
+    let ([sign, is_nan, is_inf, is_zero, exp_sum], product) =
+        stage_product(m, fields, product, latency >= 2);
 
     // The product of two normalized significands has its leading one at bit 47 or 46.
     let top = product.bit(47);

@@ -115,17 +115,11 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &MulExactConfig) -> Sig
     let exp_sum = ea + eb;
     let exp_sum = m.name("exp_sum", exp_sum);
     // Optional cuts between the partial products and their sum, and after the sum.
-    let [sign, is_nan, is_inf, is_zero, exp_sum, product] = split_product(
-        m,
-        [sign, is_nan, is_inf, is_zero, exp_sum],
-        ua.sig,
-        ub.sig,
-        cfg.latency >= 3,
-    );
+    let fields = [sign, is_nan, is_inf, is_zero, exp_sum];
+    let (fields, product) = split_product(m, fields, ua.sig, ub.sig, cfg.latency >= 3);
     let product = m.name("product", product);
-    let staged = [sign, is_nan, is_inf, is_zero, exp_sum, product];
-    let [sign, is_nan, is_inf, is_zero, exp_sum, product] =
-        stage_product(m, staged, cfg.latency >= 2);
+    let ([sign, is_nan, is_inf, is_zero, exp_sum], product) =
+        stage_product(m, fields, product, cfg.latency >= 2);
 
     // Normalize: the leading one of the 2·(man+1)-bit product moves to its top bit and is
     // dropped; the rest is the fraction, padded below to the product format's.

@@ -240,8 +240,8 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         vlink_s: s_bits,
         // The engine's datapath operations, counted where they issue (masked scores too:
         // the datapath runs for them).
-        max_op: sw.in_max,
-        exp_op: sw.in_exp,
+        max_op: sw.visit.in_max,
+        exp_op: sw.visit.in_exp,
         row_update: e.sum_issue,
         // At the row's sum update the block's max has set its shift: a nonzero one rescales O
         // (the PV steps' MAC_SCALE) and l; a stale max a lazy threshold kept spares one.

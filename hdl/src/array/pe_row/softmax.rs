@@ -135,18 +135,52 @@ pub(super) fn key_index(m: &mut ModuleBuilder, cfg: &PeRowConfig, c: Sig, jj: Si
     c.mul_lo(b_l, jb) + jj.zext(jb)
 }
 
-/// What the max and exp sweeps see of the score they visit: in reg2d the PE register, read in
-/// the same cycle; in buf2d the S array's registered read, a cycle after the visit (the copy
-/// sweep first fills the array from the PE registers, which are then free for the next
-/// block's QK).
-pub(super) struct SweepRead {
-    pub(super) value: Sig,
+/// The visit the sweeps act on: its score masked, a max or an exp sweep's, its query row, PE
+/// and key.
+#[derive(Clone, Copy)]
+pub(super) struct Visit {
     pub(super) masked: Sig,
     pub(super) in_max: Sig,
     pub(super) in_exp: Sig,
     pub(super) ii: Sig,
     pub(super) cc: Sig,
     pub(super) jj: Sig,
+}
+
+impl Visit {
+    /// The engine's visit this cycle.
+    fn now(e: &EngineRegs, masked: Sig) -> Self {
+        Visit {
+            masked,
+            in_max: e.in_max,
+            in_exp: e.in_exp,
+            ii: e.ii.q,
+            cc: e.cc.q,
+            jj: e.jj.q,
+        }
+    }
+
+    /// The visit a cycle late, to meet a registered read of its score.
+    fn registered(self, m: &mut ModuleBuilder) -> Self {
+        Visit {
+            masked: m.delay("masked_rd", self.masked),
+            in_max: m.delay("max_rd", self.in_max),
+            in_exp: m.delay("exp_rd", self.in_exp),
+            ii: m.delay("ii_rd", self.ii),
+            cc: m.delay("cc_rd", self.cc),
+            jj: m.delay("jj_rd", self.jj),
+        }
+    }
+}
+
+/// What the max and exp sweeps see of the score they visit: in reg2d the PE register, read in
+/// the same cycle (registered with a deep exp stage); in buf2d the S array's registered read,
+/// a cycle after the visit (the copy sweep first fills the array from the PE registers, which
+/// are then free for the next block's QK).
+pub(super) struct SweepRead {
+    pub(super) value: Sig,
+    /// The visit the value is of.
+    pub(super) visit: Visit,
     /// The copy sweep's last cycle (buf2d).
     pub(super) copied: Sig,
     pub(super) s_read: Sig,
@@ -169,34 +203,18 @@ pub(super) fn sweep_read(
     if cfg.s_in_memory() {
         return sweep_scratch(m, cfg, i, e, pe_value, masked);
     }
+    let now = Visit::now(e, masked);
     let Some(bank) = &parts.s_bank else {
+        // A deep exp stage registers the PE registers' read, so the read multiplexers are not
+        // in series with the exp stage's multiplier.
+        let (value, visit) = match cfg.s_read_registered() {
+            true => (m.delay("s_value_rd", pe_value), now.registered(m)),
+            false => (pe_value, now),
+        };
         let zero = m.zero(1);
-        if cfg.s_read_registered() {
-            // A deep exp stage: the PE registers' read registered, with what travels with it,
-            // so the read multiplexers are not in series with the exp stage's multiplier.
-            return SweepRead {
-                value: m.delay("s_value_rd", pe_value),
-                masked: m.delay("masked_rd", masked),
-                in_max: m.delay("max_rd", e.in_max),
-                in_exp: m.delay("exp_rd", e.in_exp),
-                ii: m.delay("ii_rd", e.ii.q),
-                cc: m.delay("cc_rd", e.cc.q),
-                jj: m.delay("jj_rd", e.jj.q),
-                copied: zero,
-                s_read: zero,
-                s_write: zero,
-                s_store: None,
-                x_rd: None,
-            };
-        }
         return SweepRead {
-            value: pe_value,
-            masked,
-            in_max: e.in_max,
-            in_exp: e.in_exp,
-            ii: e.ii.q,
-            cc: e.cc.q,
-            jj: e.jj.q,
+            value,
+            visit,
             copied: zero,
             s_read: zero,
             s_write: zero,
@@ -233,15 +251,7 @@ pub(super) fn sweep_read(
         e.cc.q.eq((cfg.cols - 1) as u64),
         e.ii.q.eq((cfg.a - 1) as u64),
     ]);
-    // (Created in this order, as before `spill`: the other designs' Verilog is unchanged.)
-    let masked = m.delay("masked_rd", masked);
-    let in_max = m.delay("max_rd", e.in_max);
-    let in_exp = m.delay("exp_rd", e.in_exp);
-    let (ii, cc, jj) = (
-        m.delay("ii_rd", e.ii.q),
-        m.delay("cc_rd", e.cc.q),
-        m.delay("jj_rd", e.jj.q),
-    );
+    let visit = now.registered(m);
     // rowfused with `spill`: a block past the array is read from the PE registers (max
     // sweep, which packs it for the staging buffer and frees the registers at its end) or
     // from the scratch landing buffer (exp sweep).
@@ -249,19 +259,14 @@ pub(super) fn sweep_read(
         Some(sp) => {
             let (landed, x_rd) = scratch_read(m, cfg, i, e, pe_value, j);
             let value = mux(sp, landed, value);
-            let store = pack_scores(m, cfg, "s_pack", value, in_max & sp, (ii, cc, jj));
+            let store = pack_scores(m, cfg, "s_pack", value, visit.in_max & sp, visit);
             (value, e.in_copy | (e.in_max & sp), Some(store), Some(x_rd))
         }
         None => (value, e.in_copy, None, None),
     };
     SweepRead {
         value,
-        masked,
-        in_max,
-        in_exp,
-        ii,
-        cc,
-        jj,
+        visit,
         copied: m.name("s_copied", copying & at_end),
         s_read: re,
         s_write: we,
@@ -295,17 +300,18 @@ fn scratch_read(
     (value, ScratchRead { ii: e.ii.q, j })
 }
 
-/// The staging write of the scores a max sweep packs (`pack`, a cycle after the visit at
-/// query row, PE and key `(ii, cc, jj)`): S leaves in beats of `per` scores, key j is lane
-/// j % per of beat j / per, written with its beat's last score.
+/// The staging write of the scores a max sweep packs (`pack`, at the registered `visit`):
+/// S leaves in beats of `per` scores, key j is lane j % per of beat j / per, written with its
+/// beat's last score.
 fn pack_scores(
     m: &mut ModuleBuilder,
     cfg: &PeRowConfig,
     name: &str,
     value: Sig,
     pack: Sig,
-    (ii, cc, jj): (Sig, Sig, Sig),
+    visit: Visit,
 ) -> RowStore {
+    let Visit { ii, cc, jj, .. } = visit;
     let per = cfg.scratch_per_beat().0;
     let j_rd = key_index(m, cfg, cc, jj);
     let word = Word::of(cfg, j_rd, per);
@@ -331,27 +337,17 @@ fn sweep_scratch(
 ) -> SweepRead {
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
     let (value, x_rd) = scratch_read(m, cfg, i, e, pe_value, j);
-    let in_max = m.delay("max_rd", e.in_max);
-    let (ii, cc, jj) = (
-        m.delay("ii_rd", e.ii.q),
-        m.delay("cc_rd", e.cc.q),
-        m.delay("jj_rd", e.jj.q),
-    );
-    let s_store = pack_scores(m, cfg, "s_gather", value, in_max, (ii, cc, jj));
+    let visit = Visit::now(e, masked).registered(m);
+    let s_store = pack_scores(m, cfg, "s_gather", value, visit.in_max, visit);
     let zero = m.zero(1);
     SweepRead {
         value,
-        masked: m.delay("masked_rd", masked),
-        in_max,
-        in_exp: m.delay("exp_rd", e.in_exp),
-        ii,
-        cc,
-        jj,
+        visit,
         copied: zero,
         // The scratch buffers' accesses, a score each: read from the landing buffer by the
         // exp sweep, packed for the staging buffer by the max sweep.
         s_read: e.in_exp,
-        s_write: in_max,
+        s_write: visit.in_max,
         s_store: Some(s_store),
         x_rd: Some(x_rd),
     }
@@ -389,11 +385,11 @@ pub(super) fn max_sweep(
 ) {
     let acc = cfg.pe.mac.formats().acc;
     let neg_inf = m.lit(acc.bits(), acc.neg_inf());
-    let candidate = mux(sw.masked, neg_inf, sw.value);
+    let candidate = mux(sw.visit.masked, neg_inf, sw.value);
     let run_max = m.reg("run_max", acc.bits(), Some(acc.neg_inf()));
     let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
     m.set_next(run_max, mux(start_sweep, neg_inf, maxed));
-    m.set_enable(run_max, sw.in_max | start_sweep);
+    m.set_enable(run_max, sw.visit.in_max | start_sweep);
     m.drive(sm.blk_max, run_max.q);
 }
 
@@ -429,15 +425,15 @@ pub(super) fn exp_sweep(
     // the engine may have moved to the next row's max sweep).
     let ins = ExpIn {
         s: sw.value,
-        m: mux_index(sw.ii, &sm.row_m),
-        c: c_rows.map_or(i.c_const, |c| mux_index(sw.ii, c)),
-        masked: sw.masked,
+        m: mux_index(sw.visit.ii, &sm.row_m),
+        c: c_rows.map_or(i.c_const, |c| mux_index(sw.visit.ii, c)),
+        masked: sw.visit.masked,
     };
     let p = m.instantiate(&parts.sexp, "u_exp", &ins).p;
-    let out_valid = m.delay_n("exp_valid", sw.in_exp, exp_lat);
-    let out_ii = m.delay_n("exp_ii", sw.ii, exp_lat);
-    let out_c = m.delay_n("exp_c", sw.cc, exp_lat);
-    let out_jj = m.delay_n("exp_jj", sw.jj, exp_lat);
+    let out_valid = m.delay_n("exp_valid", sw.visit.in_exp, exp_lat);
+    let out_ii = m.delay_n("exp_ii", sw.visit.ii, exp_lat);
+    let out_c = m.delay_n("exp_c", sw.visit.cc, exp_lat);
+    let out_jj = m.delay_n("exp_jj", sw.visit.jj, exp_lat);
     let p_j = key_index(m, cfg, out_c, out_jj);
     // P words of several weights (buf2d; unfused's staging beats) are gathered and written
     // with their last weight.
