@@ -141,7 +141,11 @@ struct Model<'a> {
     p: &'a CoreParams,
     s: Shape,
     mem: MemTiming,
-    tiered: bool,
+    /// Two phase streams: reg3d's tiers, or interleaved on one array (`interleaved`: QK never
+    /// steps two cycles running, `qk_went`: it stepped last cycle).
+    streams: bool,
+    interleaved: bool,
+    qk_went: bool,
     two_port: bool,
     buffered: bool,
     /// rowfused: every QK and max pass of a tile first, then exp pass and PV per block.
@@ -164,7 +168,7 @@ struct Model<'a> {
     head: u64,
     q_base: u64,
     nblk: u64,
-    /// The QK phase (2-D: the one phase) and its step; reg3d's PV stream.
+    /// The QK phase (one stream: the one phase) and its step; the PV stream.
     in_qk: bool,
     in_pv: bool,
     qk_step: u64,
@@ -240,7 +244,9 @@ impl<'a> Model<'a> {
             p,
             s,
             mem,
-            tiered: p.row.concurrent_phases(),
+            streams: p.row.two_streams(),
+            interleaved: p.row.interleaved(),
+            qk_went: false,
             two_port: p.row.flow().p_ports() != 1,
             buffered: p.row.s_in_sram(),
             two_pass: p.row.two_pass(),
@@ -374,7 +380,7 @@ impl<'a> Model<'a> {
     fn softmax_trigger(&self) -> Softmax {
         let rows_busy = self.eng_left > 0;
         let first = self.sm_done == 0;
-        let p_turn = self.two_port || self.tiered || !self.in_pv;
+        let p_turn = self.two_port || self.streams || !self.in_pv;
         // rowfused: the max passes of blocks 0 .. nblk − 1, then their exp passes.
         let second = self.two_pass && self.sm_done >= self.nblk;
         let blk = self.sm_done - if second { self.nblk } else { 0 };
@@ -411,11 +417,15 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// Phase selection: one array's (`phases`) or reg3d's two tier streams (`phases_tiered`).
+    /// Phase selection: one phase at a time (`phases`) or two streams (`phases_streams`).
     fn phases(&self, ready: &[bool; 4], next: [bool; 2], sm: &Softmax) -> Phases {
         let s_run = self.state == Seq::Run;
-        let qk_last = self.in_qk && self.qk_step == self.qk_steps - 1;
-        let pv_last = self.in_pv && self.pv_step == self.pv_steps - 1;
+        // Which phase steps: both streams in reg3d, QK unless it stepped last cycle and else
+        // PV when interleaved, the one phase in 2-D.
+        let qk_go = self.in_qk && !(self.interleaved && self.qk_went);
+        let pv_go = self.in_pv && !(self.interleaved && qk_go);
+        let qk_last = qk_go && self.qk_step == self.qk_steps - 1;
+        let pv_last = pv_go && self.pv_step == self.pv_steps - 1;
         let qk_issued_n = self.qk_issued + qk_last as u64;
         let pv_issued_n = self.pv_issued + pv_last as u64;
         let qk_more = qk_issued_n < self.nblk;
@@ -427,6 +437,8 @@ impl<'a> Model<'a> {
         };
         let s_free_in = self.buffered && self.copy_left == 1;
         let mut ph = Phases {
+            qk_go,
+            pv_go,
             qk_last,
             pv_last,
             qk_issued_n,
@@ -436,7 +448,7 @@ impl<'a> Model<'a> {
             s_free_in,
             ..Phases::default()
         };
-        if self.tiered {
+        if self.streams {
             let slot_free = qk_issued_n < self.sm_done + 2;
             // A tier's next block may start in its current block's last step when the DMA
             // has already landed it in the other slot.
@@ -446,7 +458,7 @@ impl<'a> Model<'a> {
             let pv_free = !self.in_pv || pv_last;
             ph.start_qk = s_run && qk_free && qk_more && slot_free && k_ok && ready[Q];
             ph.start_pv = s_run && pv_free && pv_more && sm_ahead && v_ok;
-            ph.waiting = s_run && !(self.in_qk || self.in_pv);
+            ph.waiting = s_run && !(qk_go || pv_go);
             ph.want_qk = qk_more;
             ph.want_pv = !qk_more;
             ph.s_free = slot_free;
@@ -479,7 +491,7 @@ impl<'a> Model<'a> {
             return;
         }
         self.t.cycles += 1;
-        if self.in_qk || self.in_pv {
+        if ph.qk_go || ph.pv_go {
             self.t.mac_cycles += 1;
             return;
         }
@@ -938,20 +950,33 @@ impl<'a> Model<'a> {
     }
 
     /// The phases' registers: one array's phase and step (a phase may begin in its
-    /// predecessor's last step), or reg3d's two streams.
+    /// predecessor's last step), or two streams (each steps when it goes).
     fn step_phases(&mut self, ph: &Phases) {
-        if self.tiered {
-            let stream = |on: &mut bool, step: &mut u64, begin: bool, last: bool| {
+        if self.streams {
+            let stream = |on: &mut bool, step: &mut u64, begin: bool, last: bool, go: bool| {
                 if begin {
                     (*on, *step) = (true, 0);
                 } else if last {
                     *on = false;
                 } else {
-                    *step += *on as u64;
+                    *step += go as u64;
                 }
             };
-            stream(&mut self.in_qk, &mut self.qk_step, ph.start_qk, ph.qk_last);
-            stream(&mut self.in_pv, &mut self.pv_step, ph.start_pv, ph.pv_last);
+            stream(
+                &mut self.in_qk,
+                &mut self.qk_step,
+                ph.start_qk,
+                ph.qk_last,
+                ph.qk_go,
+            );
+            stream(
+                &mut self.in_pv,
+                &mut self.pv_step,
+                ph.start_pv,
+                ph.pv_last,
+                ph.pv_go,
+            );
+            self.qk_went = ph.qk_go;
             if ph.start_qk {
                 self.ph_blk = ph.qk_issued_n;
             }
@@ -998,6 +1023,9 @@ struct Softmax {
 /// Phase selection's decisions this cycle, and what the stall counters read of it.
 #[derive(Default)]
 struct Phases {
+    /// The QK and the PV stream step this cycle.
+    qk_go: bool,
+    pv_go: bool,
     start_qk: bool,
     start_pv: bool,
     qk_last: bool,

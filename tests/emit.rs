@@ -895,6 +895,12 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "cols = 300 is out of range: allowed 1 to 256",
         ),
         (Box::new(|c| c.head_dim = 4096), "raise regs_per_pe"),
+        // small's four S accumulators per PE, interleaved with PV, come round every 8 cycles;
+        // its eight O accumulators too: a MAC of 3 + 6 + 1 cycles is refused.
+        (
+            Box::new(|c| (c.mul_latency, c.add_latency) = (3, 6)),
+            "this tile hides mul_latency + add_latency up to 7",
+        ),
         (
             Box::new(|c| c.clock_mhz = -1.0),
             "clock_mhz = -1 is out of range",

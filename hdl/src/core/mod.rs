@@ -20,6 +20,15 @@
 //! engines normalize O into the O staging buffer and the DMA writes it out, while the next
 //! tile's QK(0) already runs.
 //!
+//! **Interleave.** A PE's S accumulators come round every a·b cycles in a QK phase, its O
+//! accumulators every a·e in a PV phase, and the MAC (no forwarding) needs its latency, mul +
+//! add + 1, between two updates of one. When a·b is too few (`seed`'s four at a MAC deeper than
+//! 1 + 2 + 1), reg2d runs QK and PV as two streams, as reg3d's tiers do (QK(j + 2) while the
+//! row engines run the softmax of j + 1 and PV(j)), interleaved on the one step bus: QK never
+//! steps two cycles running, PV steps whenever QK does not. Each S accumulator then comes
+//! round every 2·a·b cycles or more; a tile's first QK, alone, steps every other cycle
+//! (`PeRowConfig::interleaved`). A MAC deeper than 2·a·b and a·e hide is refused.
+//!
 //! **Variants** (`CoreConfig::variant`, docs/variants.md). `reg2d` is the schedule above: S stays
 //! in the PE registers (two blocks), P in each row's P bank. `buf2d` is the same array and
 //! arithmetic with S and P in an on-chip SRAM buffer, one bank per PE row (`sram.rs`): the
@@ -176,7 +185,6 @@ impl CoreParams {
 
     pub fn validate(&self) -> Result<()> {
         self.row.validate()?;
-        let lat = self.row.pe.latency();
         let r = &self.row;
         ensure!(
             r.regs_needed() <= r.pe.regs,
@@ -189,16 +197,7 @@ impl CoreParams {
             r.a * r.e,
             r.pe.regs
         );
-        ensure!(
-            r.a * r.b >= lat && r.a * r.e >= lat,
-            "a PE updates each of its {} S and {} O accumulators once every {} and {} cycles, \
-             fewer than the MAC's {lat}-cycle latency: raise br, bc or head_dim, or lower \
-             mul_latency / add_latency",
-            r.a * r.b,
-            r.a * r.e,
-            r.a * r.b,
-            r.a * r.e
-        );
+        r.validate_mac_hidden()?;
         ensure!(
             self.dma.width >= r.elem_bits().0
                 && (r.d() * r.elem_bits().0).is_multiple_of(self.dma.width),
@@ -678,7 +677,7 @@ fn masks(
         out.mask
     };
     let qk = mask("u_mask_qk", qk_kbase);
-    let pv = if p.row.concurrent_phases() {
+    let pv = if p.row.two_streams() {
         let pv_kbase = seq.pv_blk.mul_lo(bcl, iw);
         Some(mask("u_mask_pv", pv_kbase))
     } else {

@@ -10,8 +10,10 @@
 //! until the rows have copied the previous block's S out of the PE registers (`s_free`; a full
 //! flag), and with single-port P banks a PV does not start while the softmax runs nor the
 //! softmax while PV runs. reg3d runs two phase streams at once, one per tier
-//! (`phases_tiered`); a tier's next block starts in the last step of its current one when the
+//! (`phases_streams`); a tier's next block starts in the last step of its current one when the
 //! DMA has already landed it (`k_next`, `v_next`), so a busy tier never idles between blocks.
+//! With a MAC deeper than its a·b S accumulators hide, reg2d runs the same two streams on its
+//! one array, interleaved step by step (QK never two cycles running).
 //! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read).
 //! Combinational from the DMA's ready flags to the step bus and `p_rd` (a path from `v_ready`
 //! to the P banks' address); latency 1 from `start` to `busy`.
@@ -170,7 +172,8 @@ struct Regs {
     /// buf2d: the PE registers' one S block holds a QK's result the rows have not yet copied
     /// out.
     s_full: Option<RegHandle>,
-    /// reg3d: the PV tier's phase stream (the QK tier's is `ph_kind`, `ph_blk`, k, ii, jj).
+    /// Two phase streams (reg3d, or interleaved): the PV stream (the QK stream's is `ph_kind`,
+    /// `ph_blk`, k, ii, jj).
     pv: Option<PvStream>,
     /// unfused: the scratch channel's descriptor of the tile (0 none yet, 1 S, 2 P) and the
     /// offset of the next S or P block in the scratch region.
@@ -178,11 +181,13 @@ struct Regs {
     wr_off: Option<RegHandle>,
 }
 
-/// reg3d: the PV tier's phase: running, its query-row counter and its block.
+/// The PV phase stream (reg3d's PV tier, or interleaved on one array): running, its query-row
+/// counter and its block; interleaved, whether the QK stream stepped last cycle.
 struct PvStream {
     run: RegHandle,
     ii: RegHandle,
     blk: RegHandle,
+    qk_went: Option<RegHandle>,
 }
 
 impl Regs {
@@ -215,10 +220,11 @@ impl Regs {
         let scratch = p.row.scratch();
         let x_phase = scratch.then(|| reg("x_phase", 2));
         let wr_off = scratch.then(|| reg("wr_off", aw));
-        let pv = p.row.concurrent_phases().then(|| PvStream {
+        let pv = p.row.two_streams().then(|| PvStream {
             run: reg("pv_run", 1),
             ii: reg("pv_ii", addr_bits(r.a)),
             blk: reg("pv_blk", iw),
+            qk_went: p.row.interleaved().then(|| reg("qk_went", 1)),
         });
         Regs {
             state: Fsm::new(m, "state", Seq::Idle),
@@ -307,7 +313,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
 
     let sm = softmax_trigger(m, p, &r, i);
     let ph = match r.pv {
-        Some(_) => phases_tiered(m, p, &r, i),
+        Some(_) => phases_streams(m, p, &r, i),
         None => phases(m, p, &r, i, &sm),
     };
     let s_addr = i.s.map(|s| m.hold("s_base_addr", s.addr, go));
@@ -319,8 +325,9 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         _ => (None, None),
     };
     let tile = main_fsm(m, p, &r, i, &prob, go, nblk_d);
-    // One phase at a time in 2-D: the one bus carries the running phase's steps.
-    let (pe, pe_pv) = if r.pv.is_some() {
+    // One step at a time in 2-D: the one bus carries the running phase's steps (interleaved:
+    // the stream whose turn it is).
+    let (pe, pe_pv) = if p.row.concurrent_phases() {
         (ph.qk_bus, ph.pv_bus)
     } else {
         let mut one = select(ph.step.pv, &ph.pv_bus, &ph.qk_bus);
@@ -635,17 +642,32 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     }
 }
 
-/// reg3d: two phase streams, one per tier, running at once. The QK tier takes block j as soon
-/// as the K block and the Q tile are there and its S slot is free (the softmax of block j − 2
-/// has read it); the PV tier takes block j once its softmax is done and the V block is there.
-/// Each stream rests one cycle between its phases (the block just released has not yet been
-/// replaced in the channel's ready flag). In steady state the QK tier works on block j + 2, the
-/// row engines on the softmax of j + 1 and the PV tier on j.
-fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
+/// Two phase streams: reg3d's, one per tier, running at once, or interleaved on one array.
+/// The QK stream takes block j as soon as the K block and the Q tile are there and its S slot is
+/// free (the softmax of block j − 2 has read it); the PV stream takes block j once its softmax
+/// is done and the V block is there. A stream's next block may start in its current block's
+/// last step when the DMA has already landed it in the other slot (`k_next`, `v_next`), so a
+/// busy stream never idles between blocks. In steady state the QK stream works on block j + 2,
+/// the row engines on the softmax of j + 1 and the PV stream on j.
+///
+/// Interleaved (a MAC deeper than the a·b S accumulators hide): the streams share the array's
+/// step bus, and QK never steps two cycles running (`qk_went`), so each S accumulator comes round
+/// every 2·a·b cycles or more; PV steps in every cycle QK does not. A QK alone (a tile's first
+/// block) steps every other cycle.
+fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
     let iw = p.index_bits;
-    let pv = r.pv.as_ref().expect("a tiered sequencer");
+    let pv = r.pv.as_ref().expect("two phase streams");
     let in_qk = r.ph_kind.is(Phase::Qk);
     let in_pv = pv.run.q;
+    // Which stream steps this cycle.
+    let (qk_go, pv_go) = match pv.qk_went {
+        Some(went) => {
+            let qk_go = m.name("qk_go", in_qk & !went.q);
+            m.set_next(went, qk_go);
+            (qk_go, m.name("pv_go", in_pv & !qk_go))
+        }
+        None => (in_qk, in_pv),
+    };
     let s_run = r.state.is(Seq::Run);
     let qk_last_step = m.net("qk_last_step", 1);
     let pv_last_step = m.net("pv_last_step", 1);
@@ -653,8 +675,6 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
     let qk_more = qk_issued_n.lt(r.nblk.q);
     let s_slot_free = qk_issued_n.lt(r.sm_done.q + 2);
-    // A tier's next block may start in its current block's last step when the DMA has
-    // already landed it in the other slot (`k_next`, `v_next`): no idle cycle between blocks.
     let qk_free = !in_qk | qk_last_step;
     let k_ok = mux(qk_last_step, i.k_next, i.k_ready);
     let qk_can = and_all(&[s_run, qk_free, qk_more, s_slot_free, k_ok, i.q_ready]);
@@ -668,17 +688,17 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     let start_qk = m.name("start_qk", qk_can);
     let start_pv = m.name("start_pv", pv_can);
 
-    // Step counters: QK (k, ii, jj) on the QK tier, PV (jk, pv_ii, q) on the PV tier; each
+    // Step counters: QK (k, ii, jj), PV (jk, pv_ii, q); each steps when its stream does and
     // resets when its stream's phase begins.
     let c = LoopCounters::new(m, p, r, Some(pv.ii));
-    m.drive(qk_last_step, in_qk & c.qk_last);
-    m.drive(pv_last_step, in_pv & c.pv_last);
-    advance(m, r.jj, c.jj_n, in_qk, start_qk);
-    advance(m, r.ii, c.ii_n, in_qk & c.jj_last, start_qk);
-    advance(m, r.kk, c.k_n, in_qk & c.qk_mid, start_qk);
-    let q_next = advance(m, r.qq, c.q_n, in_pv, start_pv);
-    let iv_next = advance(m, pv.ii, c.iv_n, in_pv & c.q_last, start_pv);
-    let jk_next = advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, start_pv);
+    m.drive(qk_last_step, qk_go & c.qk_last);
+    m.drive(pv_last_step, pv_go & c.pv_last);
+    advance(m, r.jj, c.jj_n, qk_go, start_qk);
+    advance(m, r.ii, c.ii_n, qk_go & c.jj_last, start_qk);
+    advance(m, r.kk, c.k_n, qk_go & c.qk_mid, start_qk);
+    let q_next = advance(m, r.qq, c.q_n, pv_go, start_pv);
+    let iv_next = advance(m, pv.ii, c.iv_n, pv_go & c.q_last, start_pv);
+    let jk_next = advance(m, r.jk, c.jk_n, pv_go & c.pv_mid, start_pv);
     // The streams' phases and blocks.
     let code = |s: Phase| r.ph_kind.code(s);
     r.ph_kind
@@ -689,8 +709,17 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
     m.set_next(pv.run, pv_next);
     reg_set(m, pv.blk, pv_issued_n, start_pv);
     let blk_next = mux(start_pv, pv_issued_n, pv.blk.q);
+    // The P read serves the next cycle's PV step: interleaved, PV steps next cycle unless QK
+    // does (it may unless it steps now).
+    let pv_go_next = match pv.qk_went {
+        Some(_) => {
+            let qk_next = start_qk | (in_qk & !qk_last_step);
+            pv_next & !(qk_next & !qk_go)
+        }
+        None => pv_next,
+    };
     let p_rd = PRead {
-        re: pv_next & q_next.is_zero(),
+        re: pv_go_next & q_next.is_zero(),
         slot: blk_next.bit(0),
         ii: iv_next,
         j: jk_next,
@@ -703,14 +732,14 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
         None
     };
     bookkeeping(m, p, r, qk_last_step, pv_last_step, walked);
-    let (qk_bus, pv_bus) = step_buses(m, p, r, &c, in_qk, (in_pv, pv.ii.q, pv.blk.q));
+    let (qk_bus, pv_bus) = step_buses(m, p, r, &c, qk_go, (pv_go, pv.ii.q, pv.blk.q));
     Phases {
         start_qk,
         start_pv,
         qk_last_step,
         pv_last_step,
         stall: Stall {
-            waiting: s_run & !(in_qk | in_pv),
+            waiting: s_run & !(qk_go | pv_go),
             want_qk: qk_more,
             want_pv: !qk_more,
             pv_more,
@@ -719,8 +748,8 @@ fn phases_tiered(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> 
             p_free: m.lit(1, 1),
         },
         step: Step {
-            qk: in_qk,
-            pv: in_pv,
+            qk: qk_go,
+            pv: pv_go,
             k: r.kk.q,
             ii: r.ii.q,
             jj: r.jj.q,

@@ -103,6 +103,10 @@ impl Dataflow for BufParams {
         1
     }
 
+    fn interleaves(&self) -> bool {
+        false
+    }
+
     fn p_ports(&self) -> u32 {
         self.ports
     }

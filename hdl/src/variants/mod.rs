@@ -86,6 +86,15 @@ pub trait Dataflow {
         2
     }
 
+    /// With a MAC deeper than its S accumulators hide (a·b per PE), one array can interleave
+    /// the QK of a later block with the PV of an earlier one step by step, as reg3d's tiers run
+    /// them at once: the S accumulators then come round every 2·a·b cycles. reg2d can (S in
+    /// two PE-register slots, P in a two-port bank); the designs whose QK waits on S leaving
+    /// the PE registers, or that run every QK of a tile first, cannot.
+    fn interleaves(&self) -> bool {
+        true
+    }
+
     /// Ports of each P bank: 2 (one read, one write: the softmax of a block may write P while
     /// PV reads the previous block's) or 1 (shared: they take turns).
     fn p_ports(&self) -> u32 {

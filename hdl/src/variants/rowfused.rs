@@ -68,6 +68,10 @@ impl Dataflow for RowParams {
         1
     }
 
+    fn interleaves(&self) -> bool {
+        false
+    }
+
     fn row_keys(&self) -> Option<u32> {
         Some(self.keys)
     }

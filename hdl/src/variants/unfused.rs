@@ -28,6 +28,10 @@ impl Dataflow for Unfused {
         true
     }
 
+    fn interleaves(&self) -> bool {
+        false
+    }
+
     fn row_name(&self) -> String {
         "_uf".into()
     }

@@ -62,7 +62,8 @@ group! {
     /// start of a PV block, the softmax constant, FP32 output; the step bus, the PV step bus,
     /// the P read, the softmax and the readout controls. In 2-D designs one phase runs at a
     /// time: `b_col`, `mask_qk` and `step` serve both, and `v_col`, `mask_pv` and `step_pv` are
-    /// the same signals (not read); in reg3d the QK tier takes the first, the PV tier the second.
+    /// not read (interleaved, `mask_pv` is the PV steps' mask); in reg3d the QK tier takes the
+    /// first, the PV tier the second.
     pub struct RowIn<T> {
         a_q, b_col, v_col, mask_qk, mask_pv, mask_sp, pv_block_start, c_const, out_f32;
         step: PeStep<T>,

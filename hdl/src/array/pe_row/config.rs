@@ -1,6 +1,6 @@
 //! The PE row's parameters and the figures derived from them.
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 
 use crate::pe::PeConfig;
 use crate::row_reduce::RowReduceConfig;
@@ -126,6 +126,52 @@ impl PeRowConfig {
     /// QK and PV on PE tiers of their own, each on its own step bus (reg3d).
     pub fn concurrent_phases(&self) -> bool {
         self.flow().concurrent_phases()
+    }
+
+    /// One array interleaves the QK of a later block with the PV of an earlier one step by step
+    /// (QK never takes two cycles running): its a·b S accumulators alone would come round
+    /// faster than the MAC's latency, and the variant can ([`Dataflow::interleaves`]).
+    pub fn interleaved(&self) -> bool {
+        !self.concurrent_phases()
+            && self.flow().interleaves()
+            && self.a * self.b < self.pe.latency()
+    }
+
+    /// QK and PV run as two phase streams (reg3d's tiers, or interleaved on one array): a QK
+    /// block may start while an earlier block's PV runs.
+    pub fn two_streams(&self) -> bool {
+        self.concurrent_phases() || self.interleaved()
+    }
+
+    /// The schedule hides the MAC's latency: each accumulator comes round no sooner than the
+    /// MAC's result is back (there is no forwarding); else an error naming the deepest MAC the
+    /// tile hides.
+    pub fn validate_mac_hidden(&self) -> Result<()> {
+        let lat = self.pe.latency();
+        let (s_gap, o_gap) = (self.s_update_gap(), self.a * self.e);
+        ensure!(
+            s_gap >= lat && o_gap >= lat,
+            "a PE updates each of its {} S accumulators once every {s_gap} cycles{} and each of \
+             its {} O accumulators once every {o_gap}, fewer than the MAC's {lat}-cycle latency \
+             (mul_latency + add_latency + 1): this tile hides mul_latency + add_latency up to \
+             {}; raise br, bc or head_dim, or lower mul_latency / add_latency",
+            self.a * self.b,
+            if s_gap > self.a * self.b {
+                " (QK interleaved with PV)"
+            } else {
+                ""
+            },
+            self.a * self.e,
+            s_gap.min(o_gap) - 1
+        );
+        Ok(())
+    }
+
+    /// Cycles between a PE's updates of one S accumulator at full rate: a·b, or 2·a·b when the
+    /// array interleaves (or could: reg2d's schedule takes the wider gap when it needs it).
+    pub fn s_update_gap(&self) -> u32 {
+        let can = !self.concurrent_phases() && self.flow().interleaves();
+        self.a * self.b * (1 + can as u32)
     }
 
     /// S copied out of the PE registers into the row's S array, which the sweeps read (buf2d).

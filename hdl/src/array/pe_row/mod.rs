@@ -10,7 +10,8 @@
 //! (query row ii, key jj of every PE, dimension k) multiplies the row operand `a_q` (Q) by the
 //! column operands `b_col` (K) into S, each PE masked by `mask_qk`; a PV step (query row ii,
 //! key j, output column q) multiplies P[ii][j] from the row's P buffer by `b_col` (V) into O,
-//! masked by `mask_qk` (which follows the running phase's block).
+//! masked by `mask_qk` (which follows the running phase's block; interleaved, QK and PV steps
+//! of different blocks take turns, and a PV step is masked by `mask_pv`).
 //! With integer QKᵀ (`pe.qk`) a QK step multiplies packed integers (two INT8 or four INT4 per
 //! 16-bit operand) into int32 S registers, the score's last step converting to binary32, and
 //! a block's QK phase starts with two scale steps whose buses carry Q's and K's scales to the

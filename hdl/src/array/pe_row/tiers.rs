@@ -178,10 +178,18 @@ pub(super) fn array(
         // (S) and the readout (O).
         false => {
             let rd_addr = m.name("rd_addr", mux(e.in_ro, o_base, s_base));
-            let pes = array(m, 0, Tier::qk(i, rd_addr, ""));
+            let mut tier = Tier::qk(i, rd_addr, "");
+            // Interleaved, QK and PV steps of different blocks take turns on the one bus, each
+            // with its block's mask.
+            if cfg.interleaved() {
+                tier.mask = m.name("step_mask", mux(i.step.pv, i.mask_pv, i.mask_qk));
+            }
+            let pes = array(m, 0, tier);
             m.discard_all(&i.step_pv);
             m.discard(i.v_col);
-            m.discard(i.mask_pv);
+            if !cfg.interleaved() {
+                m.discard(i.mask_pv);
+            }
             let value = m.name("rd_value", mux_index(e.cc.q, &pes.rd_datas));
             (pes, value, value, None)
         }
