@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use hdl::core::readout::Readout as Ro;
 use hdl::core::sequencer::Seq;
 use hdl::core::CoreParams;
+use hdl::dma::CHECK_CYCLES;
 
 use crate::schedule::{needed_keys, tile_scratch_beats, Shape};
 
@@ -103,9 +104,17 @@ struct ReadCh {
     /// Beats requested (from memory or the GLB) and landed since the descriptor was taken.
     req_beats: u64,
     rsp_beats: u64,
+    /// A taken descriptor under check (dma/channel.rs `check_descriptor`): the edges until it
+    /// loads, its (rows, block rows, row beats), and its K/V head for the GLB.
+    check: Option<(u32, (u64, u64, u64), u64)>,
 }
 
 impl ReadCh {
+    /// Busy (its `busy` output): a descriptor under check or a transfer.
+    fn busy(&self) -> bool {
+        self.active || self.check.is_some()
+    }
+
     fn ready(&self) -> bool {
         self.active && self.landed[(self.cons & 1) as usize]
     }
@@ -118,6 +127,15 @@ impl ReadCh {
     fn wants(&self) -> bool {
         self.active && self.req.rows_left > 0 && self.req.block - self.cons < 2
     }
+}
+
+/// An O descriptor as taken: its rows, beats per row, and for a scratch write its first
+/// word in the scratch region.
+#[derive(Clone, Copy, Debug)]
+struct OLoad {
+    rows: u64,
+    row_beats: u64,
+    word: Option<u64>,
 }
 
 /// A GLB region (K's or V's, `crate::glb`): valid, its K/V head (the RTL tags the descriptor's
@@ -134,6 +152,9 @@ struct Region {
 struct Cursor {
     head: u64,
     q_base: u64,
+    /// Still since the last edge (fetch.rs: the keys it needs are registered, a cycle after a
+    /// move).
+    settled: bool,
 }
 
 /// The control state of the core and its memory.
@@ -201,12 +222,16 @@ struct Model<'a> {
     ro_rows: u64,
     // Fetch cursors.
     qf_head: u64,
+    /// The Q cursor has been still a cycle (fetch.rs: its descriptor's base is registered).
+    qf_settled: bool,
     kf: Cursor,
     vf: Cursor,
     // DMA: the read channels Q, K, V (and X), then O.
     ch: [ReadCh; 4],
     reads: usize,
     o_active: bool,
+    /// A taken O descriptor under check: the edges until it loads, and the load.
+    o_check: Option<(u32, OLoad)>,
     o_req: Walk,
     o_row_beats: u64,
     /// O's rows, in the output format.
@@ -288,11 +313,13 @@ impl<'a> Model<'a> {
             ro_seen: false,
             ro_rows: 0,
             qf_head: 0,
+            qf_settled: false,
             kf: Cursor::default(),
             vf: Cursor::default(),
             ch: [ReadCh::default(); 4],
             reads: p.dma.read_channels(),
             o_active: false,
+            o_check: None,
             o_req: Walk::default(),
             o_row_beats: 0,
             o_tile_beats: (s.out_bytes * s.head_dim) as u64 / beat,
@@ -311,6 +338,11 @@ impl<'a> Model<'a> {
             cycle: 0,
             t: Timing::default(),
         }
+    }
+
+    /// The O channel is busy (its `o_busy`): a descriptor under check or a transfer.
+    fn o_busy(&self) -> bool {
+        self.o_active || self.o_check.is_some()
     }
 
     fn keys(&self, q_base: u64) -> u64 {
@@ -390,12 +422,12 @@ impl<'a> Model<'a> {
         // done); an exp pass reads its S from the scratch channel. rowfused's spill: the same
         // for a block past the S arrays, whose exp pass also waits for P as rowfused's does.
         let p_free = if self.unfused {
-            !self.o_active && (!second || landed)
+            !self.o_busy() && (!second || landed)
         } else if past {
             if second {
                 self.pv_issued + 1 >= blk && landed
             } else {
-                !self.o_active
+                !self.o_busy()
             }
         } else {
             self.pv_issued + 1 >= blk || (self.two_pass && !second)
@@ -523,13 +555,14 @@ impl<'a> Model<'a> {
         let end_ok = self.pv_done >= self.nblk && ro_idle;
         let go_wait = self.state == Seq::TileGo && empty && !ready[Q];
         let tiles_done = self.q_base >= self.s.q_len as u64;
-        let fin_ok = ro_idle && !self.o_active;
+        let fin_ok = ro_idle && !self.o_busy();
         let next = match self.state {
             Seq::Idle if go => Seq::Head,
             Seq::Head if self.head >= self.s.heads as u64 => Seq::Finish,
             Seq::Head => Seq::Tile,
             Seq::Tile if tiles_done => Seq::Head,
-            Seq::Tile => Seq::TileGo,
+            Seq::Tile => Seq::Plan,
+            Seq::Plan => Seq::TileGo,
             Seq::TileGo if !go_wait => Seq::Run,
             Seq::Run if self.pv_issued >= self.nblk => Seq::End,
             Seq::End if end_ok => Seq::Tile,
@@ -542,9 +575,9 @@ impl<'a> Model<'a> {
             go_once: self.state == Seq::TileGo && !go_wait,
             head_next: self.state == Seq::Tile && tiles_done,
             handoff: self.state == Seq::End && end_ok,
-            ro_go: self.ro == Ro::Pend && !rows_busy && !self.o_active,
+            ro_go: self.ro == Ro::Pend && !rows_busy && !self.o_busy(),
             ro_finished: self.ro == Ro::Run && self.ro_seen && !rows_busy,
-            o_start: self.ro == Ro::Write && !self.o_active,
+            o_start: self.ro == Ro::Write && !self.o_busy(),
         }
     }
 
@@ -553,7 +586,7 @@ impl<'a> Model<'a> {
         let (br, bc) = (self.p.br() as u64, self.p.bc() as u64);
         let (heads, q_len) = (self.s.heads as u64, self.s.q_len as u64);
         let running = self.state != Seq::Idle;
-        let q_start = running && self.qf_head < heads && !self.ch[Q].active;
+        let q_start = running && self.qf_head < heads && !self.ch[Q].busy() && self.qf_settled;
         let q_rel =
             (ph.qk_last && self.ph_blk + 1 == self.nblk) || (tile.go_once && self.nblk == 0);
         // A K or V cursor takes its next tile when its channel is idle (a descriptor when the
@@ -561,10 +594,10 @@ impl<'a> Model<'a> {
         let cursor = |c: &Cursor, active: bool| {
             let on = running && c.head < heads;
             let head_over = c.q_base >= q_len;
-            (on && !head_over && !active, on && head_over)
+            (on && !head_over && !active && c.settled, on && head_over)
         };
-        let (k_take, k_next_head) = cursor(&self.kf, self.ch[K].active);
-        let (v_take, v_next_head) = cursor(&self.vf, self.ch[V].active);
+        let (k_take, k_next_head) = cursor(&self.kf, self.ch[K].busy());
+        let (v_take, v_next_head) = cursor(&self.vf, self.ch[V].busy());
         let (k_need, v_need) = (self.keys(self.kf.q_base), self.keys(self.vf.q_base));
         // The scratch channel (sequencer.rs `scratch`), once the O channel and it are quiet:
         // unfused reads the tile's S back once the max passes' writes are done, then its P once
@@ -572,7 +605,7 @@ impl<'a> Model<'a> {
         // every max pass is done.
         let (x_load, x_rel) = if self.unfused || self.spill {
             let rows = self.tile_rows();
-            let quiet = self.state == Seq::Run && !self.o_active && !self.ch[X].active;
+            let quiet = self.state == Seq::Run && !self.o_busy() && !self.ch[X].busy();
             // (start, blocks read back, a P read) and the release of a landed block.
             let (go, blocks, p_go, rel) = if self.unfused {
                 let s_go = quiet && self.x_phase == 0 && self.nblk > 0 && self.sm_done == self.nblk;
@@ -767,7 +800,16 @@ impl<'a> Model<'a> {
                 None
             };
             let done = ch.active && ch.rsp.rows_left == 0 && ch.cons == ch.rsp.block;
-            if let Some((rows, block_rows, row_beats)) = fetch.load[c].filter(|_| !ch.active) {
+            // A descriptor taken CHECK_CYCLES edges ago loads when its check decides.
+            let decided = match &mut ch.check {
+                Some((left, ..)) => {
+                    *left -= 1;
+                    *left == 0
+                }
+                None => false,
+            };
+            if decided {
+                let (_, (rows, block_rows, row_beats), tag) = ch.check.expect("a check");
                 let walk = Walk {
                     rows_left: rows,
                     ..Walk::default()
@@ -782,17 +824,25 @@ impl<'a> Model<'a> {
                     cons: 0,
                     req_beats: 0,
                     rsp_beats: 0,
+                    check: None,
                 };
                 // The GLB keeps what it holds of the same K/V head, else starts over.
                 if c == K || c == V {
                     let r = &mut self.regions[c - K];
-                    let tag = fetch.kv_tag[c - K];
                     if !(r.valid && r.tag == tag) {
                         r.filled = 0;
                     }
                     (r.valid, r.tag) = (true, tag);
                 }
                 continue;
+            }
+            if let Some(load) = fetch.load[c].filter(|_| !ch.busy()) {
+                let tag = if c == K || c == V {
+                    fetch.kv_tag[c - K]
+                } else {
+                    0
+                };
+                ch.check = Some((CHECK_CYCLES, load, tag));
             }
             if fetch.release[c] && ready[c] {
                 ch.landed[(ch.cons & 1) as usize] = false;
@@ -811,14 +861,34 @@ impl<'a> Model<'a> {
         let p = self.p;
         let br = p.br() as u64;
         let rows_busy = self.eng_left > 0;
-        if tile.o_start && !self.o_active {
+        // O: a descriptor taken CHECK_CYCLES edges ago loads when its check decides.
+        let decided = match &mut self.o_check {
+            Some((left, _)) => {
+                *left -= 1;
+                *left == 0
+            }
+            None => false,
+        };
+        if decided {
+            let (_, ld) = self.o_check.take().expect("a check");
             self.o_active = true;
             self.o_req = Walk {
-                rows_left: self.ro_rows,
+                rows_left: ld.rows,
                 ..Walk::default()
             };
-            self.o_row_beats = self.o_tile_beats;
-            self.o_scratch = false;
+            self.o_row_beats = ld.row_beats;
+            self.o_scratch = ld.word.is_some();
+            if let Some(w) = ld.word {
+                self.o_word = w;
+            }
+        }
+        if tile.o_start && !self.o_busy() {
+            let ld = OLoad {
+                rows: self.ro_rows,
+                row_beats: self.o_tile_beats,
+                word: None,
+            };
+            self.o_check = Some((CHECK_CYCLES, ld));
         }
         // A finished pass writes its block through the O channel to its place in the scratch
         // region, packed from the region's start: in unfused every pass (S after a max pass,
@@ -835,14 +905,13 @@ impl<'a> Model<'a> {
             _ => None,
         };
         if let Some((blk, p_pass)) = scratch_write {
-            self.o_active = true;
-            self.o_req = Walk {
-                rows_left: self.tile_rows(),
-                ..Walk::default()
+            let row_beats = self.scratch_row_beats(p_pass);
+            let ld = OLoad {
+                rows: self.tile_rows(),
+                row_beats,
+                word: Some(blk * self.tile_rows() * row_beats),
             };
-            self.o_row_beats = self.scratch_row_beats(p_pass);
-            self.o_scratch = true;
-            self.o_word = blk * self.tile_rows() * self.o_row_beats;
+            self.o_check = Some((CHECK_CYCLES, ld));
         }
         if self.unfused || self.spill {
             if self.state == Seq::TileGo {
@@ -853,12 +922,14 @@ impl<'a> Model<'a> {
         }
         // Fetch cursors.
         if go {
-            self.qf_head = 0;
+            (self.qf_head, self.qf_settled) = (0, false);
             self.kf = Cursor::default();
             self.vf = Cursor::default();
         } else {
             self.qf_head += fetch.q_start as u64;
+            self.qf_settled = !fetch.q_start;
             for (c, &(take, next_head)) in [&mut self.kf, &mut self.vf].into_iter().zip(&fetch.kv) {
+                c.settled = !(next_head || take);
                 if next_head {
                     c.head += 1;
                     c.q_base = 0;
@@ -915,7 +986,7 @@ impl<'a> Model<'a> {
         count(&mut self.pv_done, pv_drained);
         count(&mut self.sm_done, sm.finished);
         // Heads and tiles (the block count from the tile's first row before it moves on).
-        if self.state == Seq::Tile {
+        if self.state == Seq::Plan {
             self.nblk = self.keys(self.q_base).div_ceil(p.bc() as u64);
         }
         if go || tile.head_next {

@@ -625,14 +625,11 @@ pub mod mask_gen {
                 one("k_len", Bits(iw)),
                 one("causal", Bits(1)),
             ],
-            outputs: vec![
-                PortSpec {
-                    name: "mask",
-                    lanes: br * bc,
-                    fmt: Bits(1),
-                },
-                one("skip", Bits(1)),
-            ],
+            outputs: vec![PortSpec {
+                name: "mask",
+                lanes: br * bc,
+                fmt: Bits(1),
+            }],
             model: Box::new(move |v| {
                 let (q_base, k_base) = (v[0] as usize, v[1] as usize);
                 let spec = MaskSpec {
@@ -640,12 +637,10 @@ pub mod mask_gen {
                     k_len: v[3] as usize,
                     causal: v[4] == 1,
                 };
-                let mut out: Vec<u64> = (0..br as usize)
+                (0..br as usize)
                     .flat_map(|i| (0..bc as usize).map(move |j| (i, j)))
                     .map(|(i, j)| spec.masked(q_base + i, k_base + j) as u64)
-                    .collect();
-                out.push(spec.block_skipped(q_base, br as usize, k_base) as u64);
-                out
+                    .collect()
             }),
         }
     }

@@ -1,9 +1,9 @@
-//! `mask_gen`: the causal mask of a Br × Bc tile, and whether the tile can be skipped.
+//! `mask_gen`: the causal mask of a Br × Bc tile.
 //!
 //! Ports: `q_base`, `k_base` (first query row and first key of the tile), `q_len`, `k_len`
 //! (sequence lengths), `causal` → `mask` (Br·Bc bits, bit i·Bc + j set when query q_base + i
-//! must not see key k_base + j) and `skip` (every position masked: the block is not fetched or
-//! computed). Combinational. Bottom-right alignment as FlashAttention: query i sees key j when
+//! must not see key k_base + j). Combinational. (Which blocks a tile skips the sequencer and
+//! fetch count from the keys it needs, `keys_needed`.) Bottom-right alignment as FlashAttention: query i sees key j when
 //! j ≤ i + (k_len − q_len); positions past either sequence's end are masked
 //! (bit-exact model: `kernels::mask::MaskSpec`).
 //!
@@ -16,7 +16,7 @@ use anyhow::{ensure, Result};
 
 use crate::iface::Block;
 use crate::interface;
-use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
+use crate::{cat, Design, ModuleBuilder, Sig};
 
 interface! {
     /// The block: its first query row and key, the sequence lengths, causal.
@@ -24,8 +24,8 @@ interface! {
 }
 
 interface! {
-    /// The block's mask bits and whether it is masked entirely.
-    pub struct MaskOut { mask, skip }
+    /// The block's mask bits.
+    pub struct MaskOut { mask }
 }
 
 /// Configuration of `mask_gen`.
@@ -79,7 +79,7 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mask_gen: causal mask of a {} x {} tile (bit i*Bc + j: query q_base+i must not see\n\
-             key k_base+j) and skip (the whole tile is masked). Bottom-right aligned.\n\
+             key k_base+j). Bottom-right aligned.\n\
              Combinational. Model: kernels::mask::MaskSpec.",
             cfg.br, cfg.bc
         ));
@@ -130,20 +130,5 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
         bits.reverse(); // bit 0 = (0, 0)
         let mask = cat(&bits);
         m.output("mask", mask);
-
-        // Skip: no valid row, no valid key, or even the last valid row sees none of the keys.
-        let zero = m.zero(w);
-        let no_rows = q_rem.le_signed(zero);
-        let no_keys = k_rem.le_signed(zero);
-        let br = signed_lit(m, w, cfg.br as i64);
-        let full = q_rem.gt_signed(br);
-        let br_m1 = signed_lit(m, w, cfg.br as i64 - 1);
-        let q_rem_m1 = q_rem - 1;
-        let last_row = mux(full, br_m1, q_rem_m1);
-        let neg_last = zero - last_row;
-        let all_past = delta.lt_signed(neg_last);
-        let all_past = causal & all_past;
-        let skip = or_all(&[no_rows, no_keys, all_past]);
-        m.output("skip", skip);
     }))
 }

@@ -6,6 +6,7 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
+use crate::arith::add_narrow;
 use crate::array::pe_row::SpillRead;
 use crate::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
 use crate::iface::{Block, Ports};
@@ -87,17 +88,22 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
 fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
     let r = m.reg(name, COUNTER_BITS, Some(0));
     let zero = m.zero(COUNTER_BITS);
-    m.set_next(r, mux(clear, zero, r.q + inc.zext(COUNTER_BITS)));
+    // The increment is narrow: no carry ripples through the counter's 48 bits.
+    m.set_next(r, mux(clear, zero, add_narrow(r.q, inc)));
     r.q
 }
 
-/// The DMA's beats since reset, counted from the run's start: the count at `clear` is kept as
-/// the base (so a second run without a reset starts from zero); a cycle late, as the other
-/// counters' registers are.
+/// The DMA's beats since the run's start, from its running totals: each cycle's beats are the
+/// low byte of the total less its value a cycle before (a few beats a cycle at most), summed
+/// from `clear` as the other counters are (a cycle late: the total is the DMA's register).
 fn since_go(m: &mut ModuleBuilder, name: &str, total: Sig, clear: Sig) -> Sig {
-    let base = m.hold(name, total, clear);
-    // Registered: the subtraction is not in series with the counters' readers.
-    m.delay(&format!("{name}_since"), (total - base).zext(COUNTER_BITS))
+    let w = total.width().min(8);
+    if total.width() > w {
+        m.discard(total.slice(total.width() - 1, w));
+    }
+    let low = total.trunc(w);
+    let prev = m.delay(&format!("{name}_prev"), low);
+    counter(m, name, low - prev, clear)
 }
 
 /// Per GLB bank group a read and a write counter (words per bank), and the window onto the

@@ -127,9 +127,20 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     let q_ok = i.q.error.is_zero();
     // A problem without queries has nothing to fetch (it completes like one without heads).
     let has_queries = prob.q_len.any();
-    let q_start = and_all(&[running, qf_head.q.lt(heads), !i.q.busy, q_ok, has_queries]);
+    // The descriptor's base is registered (its sum is not in series with the DMA's check): a
+    // cursor takes once it has been still a cycle.
+    let q_settled = m.reg("qf_settled", 1, Some(0));
+    let q_start = and_all(&[
+        running,
+        qf_head.q.lt(heads),
+        !i.q.busy,
+        q_ok,
+        has_queries,
+        q_settled.q,
+    ]);
     let q_start = m.name("q_fetch_start", q_start);
     let qf_en = go | q_start;
+    m.set_next(q_settled, !qf_en);
     reg_set(m, qf_head, mux(go, zero_i, qf_head.q + 1), qf_en);
     reg_set(
         m,
@@ -146,7 +157,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         rd_addr: rd_q,
         desc: ReadDesc {
             start: q_start,
-            base: prob.q_addr + qf_off.q,
+            base: m.delay("q_desc_base", prob.q_addr + qf_off.q),
             stride: prob.q_row_stride,
             row_bytes: rb16,
             rows: prob.q_len,
@@ -171,8 +182,13 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         let f_off = m.reg(&format!("{ch}f_off"), aw, Some(0));
         let active = and_all(&[running, f_head.q.lt(heads), status.error.is_zero()]);
         let head_over = f_qbase.q.ge(prob.q_len);
+        // The keys the cursor's tile needs and its base, registered (the causal arithmetic and
+        // the sum are not in series with the take and the DMA): a cursor takes once it has
+        // been still a cycle.
         let (need, _) = keys_needed(m, p, prob, f_qbase.q);
-        let take = (active & !head_over) & !status.busy;
+        let need = m.delay(&format!("{ch}_need"), need);
+        let settled = m.reg(&format!("{ch}f_settled"), 1, Some(0));
+        let take = and_all(&[active & !head_over, !status.busy, settled.q]);
         let start = take & !need.is_zero();
         let start = m.name(&format!("{ch}_fetch_start"), start);
         let next_head = active & head_over;
@@ -182,6 +198,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         let qb_reset = go | next_head;
         let qb_d = mux(qb_reset, zero_i, f_qbase.q + brl);
         reg_set(m, f_qbase, qb_d, qb_reset | take);
+        m.set_next(settled, !(qb_reset | take));
         let wrap = group_last(f_group.q);
         let g_d = mux(go | wrap, zero_i, f_group.q + 1);
         reg_set(m, f_group, g_d, h_en);
@@ -193,7 +210,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
             rd_addr: rd,
             desc: ReadDesc {
                 start,
-                base: addr + f_off.q,
+                base: m.delay(&format!("{ch}_desc_base"), addr + f_off.q),
                 stride: row_stride,
                 row_bytes: rb16,
                 rows: need,

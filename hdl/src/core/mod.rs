@@ -672,9 +672,7 @@ fn masks(
             k_len,
             causal: prob.causal,
         };
-        let out = m.instantiate(block, name, &ins);
-        m.discard(out.skip);
-        out.mask
+        m.instantiate(block, name, &ins).mask
     };
     let qk = mask("u_mask_qk", qk_kbase);
     let pv = if p.row.two_streams() {

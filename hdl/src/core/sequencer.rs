@@ -34,9 +34,9 @@ use crate::pe_row::SCALE_STEPS;
 use crate::{addr_bits, and_all, cat, mux, Design, ModuleBuilder, RegHandle, Sig};
 
 crate::states! {
-    /// The main sequencer: per head, per query tile, run the tile's blocks, then hand the tile
-    /// to the readout.
-    pub enum Seq = "S" { Idle, Head, Tile, TileGo, Run, End, Finish }
+    /// The main sequencer: per head, per query tile (Tile: is there one; Plan: its block
+    /// count), run the tile's blocks, then hand the tile to the readout.
+    pub enum Seq = "S" { Idle, Head, Tile, TileGo, Run, End, Finish, Plan }
 }
 
 crate::states! {
@@ -308,7 +308,10 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     let (need_d, tile_end) = keys_needed(m, p, &prob, r.q_base.q);
     let rows_valid = m.name("rows_valid", tile_end - r.q_base.q);
     let need_d = m.name("keys_needed", need_d);
-    let nblk_d = div_ceil_const(m, need_d, p.bc() as u64);
+    // The tile's blocks from its keys registered in the Tile state, set in Plan: the causal
+    // arithmetic and the division are not in one cycle.
+    let need_r = m.delay("keys_needed_r", need_d);
+    let nblk_d = div_ceil_const(m, need_r, p.bc() as u64);
     let all_blocks = div_ceil_const(m, prob.k_len, p.bc() as u64);
 
     let sm = softmax_trigger(m, p, &r, i);
@@ -338,7 +341,8 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     // The blocks a causal tile skips, for the counter file: registered (counted a cycle after
     // the tile's first go), so the key arithmetic is not in series with the counters' adders.
     let skipped = {
-        let s = all_blocks - nblk_d;
+        // (At the tile's go its block count is in `nblk`, set in the Tile state.)
+        let s = all_blocks - r.nblk.q;
         let zero = m.zero(p.index_bits);
         m.delay("skipped_r", mux(tile.go_once, s, zero))
     };
@@ -588,10 +592,10 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
     advance(m, r.jj, c.jj_n, in_qk, begin);
     let ii_step = (in_qk & c.jj_last) | (in_pv & c.q_last);
-    let ii_next = advance(m, r.ii, c.ii_n, ii_step, begin);
+    advance(m, r.ii, c.ii_n, ii_step, begin);
     advance(m, r.kk, c.k_n, in_qk & c.qk_mid, begin);
-    let q_next = advance(m, r.qq, c.q_n, in_pv, begin);
-    let jk_next = advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, begin);
+    advance(m, r.qq, c.q_n, in_pv, begin);
+    advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, begin);
     // Phase kind and block.
     let code = |s: Phase| r.ph_kind.code(s);
     let kind_d = mux(start_pv, code(Phase::Pv), code(Phase::None));
@@ -601,14 +605,15 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let blk_d = mux(start_qk, qk_issued_n, pv_issued_n);
     reg_set(m, r.ph_blk, blk_d, begin);
     // The P read for the next cycle: a PV step at output column 0 reads P[ii][j] of its block.
-    let pv_next = start_pv | (in_pv & !pv_last_step);
-    let blk_next = mux(begin, blk_d, r.ph_blk.q);
-    let p_rd = PRead {
-        re: pv_next & q_next.is_zero(),
-        slot: blk_next.bit(0),
-        ii: ii_next,
-        j: jk_next,
+    let pv_step = PvStep {
+        run: in_pv,
+        go: in_pv,
+        ii: r.ii,
+        blk: r.ph_blk.q,
+        last: pv_last_step,
     };
+    let go_next = start_pv | (in_pv & !pv_last_step);
+    let p_rd = p_read(m, r, &c, &pv_step, pv_issued_n, go_next);
 
     bookkeeping(m, p, r, qk_last_step, pv_last_step, None);
     let (qk_bus, pv_bus) = step_buses(m, p, r, &c, in_qk, (in_pv, r.ii.q, r.ph_blk.q));
@@ -696,9 +701,9 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     advance(m, r.jj, c.jj_n, qk_go, start_qk);
     advance(m, r.ii, c.ii_n, qk_go & c.jj_last, start_qk);
     advance(m, r.kk, c.k_n, qk_go & c.qk_mid, start_qk);
-    let q_next = advance(m, r.qq, c.q_n, pv_go, start_pv);
-    let iv_next = advance(m, pv.ii, c.iv_n, pv_go & c.q_last, start_pv);
-    let jk_next = advance(m, r.jk, c.jk_n, pv_go & c.pv_mid, start_pv);
+    advance(m, r.qq, c.q_n, pv_go, start_pv);
+    advance(m, pv.ii, c.iv_n, pv_go & c.q_last, start_pv);
+    advance(m, r.jk, c.jk_n, pv_go & c.pv_mid, start_pv);
     // The streams' phases and blocks.
     let code = |s: Phase| r.ph_kind.code(s);
     r.ph_kind
@@ -708,7 +713,6 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     let pv_next = start_pv | (in_pv & !pv_last_step);
     m.set_next(pv.run, pv_next);
     reg_set(m, pv.blk, pv_issued_n, start_pv);
-    let blk_next = mux(start_pv, pv_issued_n, pv.blk.q);
     // The P read serves the next cycle's PV step: interleaved, PV steps next cycle unless QK
     // does (it may unless it steps now).
     let pv_go_next = match pv.qk_went {
@@ -718,12 +722,14 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
         }
         None => pv_next,
     };
-    let p_rd = PRead {
-        re: pv_go_next & q_next.is_zero(),
-        slot: blk_next.bit(0),
-        ii: iv_next,
-        j: jk_next,
+    let pv_step = PvStep {
+        run: in_pv,
+        go: pv_go,
+        ii: pv.ii,
+        blk: pv.blk.q,
+        last: pv_last_step,
     };
+    let p_rd = p_read(m, r, &c, &pv_step, pv_issued_n, pv_go_next);
     // With narrow S links a QK phase drains when the rows have walked its S up (`s_free`).
     let walked = if p.row.s_walk() {
         Some(i.s_free)
@@ -768,14 +774,50 @@ fn unless(m: &mut ModuleBuilder, p: &CoreParams, fault: Fault, can: Sig) -> Sig 
     m.with_fault(p.faults, fault, |m| m.zero(1), can)
 }
 
-/// A loop counter steps to `next` on `step`, or resets when its phase begins; returns its
-/// value in the next cycle (for the P read a cycle ahead).
-fn advance(m: &mut ModuleBuilder, reg: RegHandle, next: Sig, step: Sig, begin: Sig) -> Sig {
+/// A loop counter steps to `next` on `step`, or resets when its phase begins.
+fn advance(m: &mut ModuleBuilder, reg: RegHandle, next: Sig, step: Sig, begin: Sig) {
     let zero = m.zero(reg.q.width());
     let d = mux(begin, zero, next);
-    let en = step | begin;
-    reg_set(m, reg, d, en);
-    mux(en, d, reg.q)
+    reg_set(m, reg, d, step | begin);
+}
+
+/// The PV phase as the P read sees it: running, stepping this cycle, its query-row counter,
+/// its block, and its last step.
+struct PvStep {
+    run: Sig,
+    go: Sig,
+    ii: RegHandle,
+    blk: Sig,
+    last: Sig,
+}
+
+/// The P read for the next cycle's PV step (`go_next`: PV steps then), its address from
+/// registers alone, not from this cycle's phase choice: the PV phase's next step while it
+/// continues, else a new PV phase's first (query row 0, key 0, the next block's slot). A PV
+/// step at output column 0 reads P[ii][j] of its block.
+fn p_read(
+    m: &mut ModuleBuilder,
+    r: &Regs,
+    c: &LoopCounters,
+    pv: &PvStep,
+    pv_issued_n: Sig,
+    go_next: Sig,
+) -> PRead {
+    let continuing = pv.run & !pv.last;
+    let after = |reg: RegHandle, next: Sig, step: Sig| mux(step, next, reg.q);
+    let first = |m: &mut ModuleBuilder, x: Sig| {
+        let zero = m.zero(x.width());
+        mux(continuing, x, zero)
+    };
+    let ii = after(pv.ii, c.iv_n, pv.go & c.q_last);
+    let jk = after(r.jk, c.jk_n, pv.go & c.pv_mid);
+    let q0 = after(r.qq, c.q_n, pv.go).is_zero();
+    PRead {
+        re: go_next & (q0 | !continuing),
+        slot: mux(continuing, pv.blk, pv_issued_n).bit(0),
+        ii: first(m, ii),
+        j: first(m, jk),
+    }
 }
 
 /// The step loops' next values and last flags: QK (k, ii, jj), PV (jk, PV's ii, q), innermost
@@ -1068,7 +1110,7 @@ fn main_fsm(
     let pick = |c: Sig, t: Seq, f: Seq| mux(c, st(t), st(f));
     let from_idle = pick(go, Seq::Head, Seq::Idle);
     let from_head = pick(head_last, Seq::Finish, Seq::Tile);
-    let from_tile = pick(tiles_done, Seq::Head, Seq::TileGo);
+    let from_tile = pick(tiles_done, Seq::Head, Seq::Plan);
     let from_go = pick(go_wait, Seq::TileGo, Seq::Run);
     let from_run = pick(all_pv, Seq::End, Seq::Run);
     let from_end = pick(end_ok, Seq::Tile, Seq::End);
@@ -1077,6 +1119,7 @@ fn main_fsm(
         Seq::Idle => from_idle,
         Seq::Head => from_head,
         Seq::Tile => from_tile,
+        Seq::Plan => st(Seq::TileGo),
         Seq::TileGo => from_go,
         Seq::Run => from_run,
         Seq::End => from_end,
@@ -1096,7 +1139,7 @@ fn main_fsm(
     let head_reset = go | head_next;
     let q_d = mux(head_reset, zero_i, r.q_base.q + p.br() as u64);
     reg_set(m, r.q_base, q_d, head_reset | handoff);
-    reg_set(m, r.nblk, nblk_d, r.state.is(Seq::Tile));
+    reg_set(m, r.nblk, nblk_d, r.state.is(Seq::Plan));
     // Done: set when the last tile is out, cleared by the next start.
     let done = m.reg("done", 1, Some(0));
     let fin = r.state.is(Seq::Finish) & fin_ok;

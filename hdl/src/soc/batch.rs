@@ -17,7 +17,7 @@
 //! before anything is read, then a list address not 4-byte aligned with 9. Before a sequence:
 //! offsets that decrease or a sequence longer than 2^index_bits − 1 stop the batch with 9.
 //! Before every launch (the single problem too) the Extent state checks that no tensor reaches
-//! past 2^addr_bits (`extent`: 2 index_bits + 1 cycles, before the core starts); a launch that
+//! past 2^addr_bits (`extent`: 2 index_bits + 2 cycles, before the core starts); a launch that
 //! would, or a sequence whose row offset or base would, ends the batch with 10 instead. A core
 //! error stops the batch with the core's code; `ABORT` stops it after the read in flight, or
 //! before the next launch (code 6).
@@ -37,11 +37,11 @@ use crate::{
 };
 
 crate::states! {
-    /// The batch: idle; reading an offset word (presenting the read, waiting for its beat);
-    /// checking a sequence; computing its addresses; checking the launch's extent; running it
-    /// on the core; done.
+    /// The batch: idle; reading an offset word (presenting the read, waiting for its beat,
+    /// after a cycle that registers its address: Addr); checking a sequence; computing its
+    /// addresses; checking the launch's extent; running it on the core; done.
     enum Batch = "B" {
-        Idle, Read, Wait, Check, Scale, Extent, Launch, Run, Done
+        Idle, Read, Wait, Check, Scale, Extent, Launch, Run, Done, Addr
     }
 }
 
@@ -174,7 +174,9 @@ struct BatchRegs {
     st: Fsm<Batch>,
     /// A START accepted (in Idle or Done).
     go: Sig,
-    /// A batch (`BATCH` > 0) rather than the single problem.
+    /// A batch (`BATCH` > 0) rather than the single problem: from the register block (at
+    /// START), and held from it.
+    varlen_now: Sig,
     varlen: Sig,
     seq: RegHandle,
     /// Which word: 0 cu_q[b], 1 cu_k[b] (first sequence only), 2 cu_q[b + 1], 3 cu_k[b + 1].
@@ -194,10 +196,14 @@ impl BatchRegs {
         let iw = p.index_bits;
         let st = Fsm::new(m, "state", Batch::Idle);
         let go = io.start & (st.is(Batch::Idle) | st.is(Batch::Done));
-        let varlen = io.varlen.batch.any();
+        let varlen_now = io.varlen.batch.any();
+        // Held from START: a register drives the launch's many selects, not the register
+        // block's `BATCH` through its OR.
+        let varlen = m.hold("varlen", varlen_now, go);
         BatchRegs {
             st,
             go,
+            varlen_now,
             varlen,
             seq: m.reg("seq", iw, Some(0)),
             which: m.reg("which", 2, Some(0)),
@@ -251,7 +257,8 @@ fn offset_read(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchReg
         byte_off.trunc(a)
     };
     let list = mux(r.which.q.bit(0), io.varlen.cu_k_addr, io.varlen.cu_q_addr);
-    let word_addr = list + byte_off;
+    // Registered in the Addr cycle before the read: the sum is not in series with the port.
+    let word_addr = m.hold("offset_addr", list + byte_off, st.is(Batch::Addr));
     let low = m.zero(beat_shift);
     let beat_addr = crate::cat(&[word_addr.slice(a - 1, beat_shift), low]);
     let reading = st.is(Batch::Read);
@@ -375,7 +382,7 @@ fn seq_check(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
         k_len.gt(limit),
     ]);
     let misaligned =
-        (io.varlen.cu_q_addr.slice(1, 0) | io.varlen.cu_k_addr.slice(1, 0)).any() & r.varlen;
+        (io.varlen.cu_q_addr.slice(1, 0) | io.varlen.cu_k_addr.slice(1, 0)).any() & r.varlen_now;
     let empty = q_len.is_zero();
     SeqCheck {
         q_len,
@@ -502,7 +509,24 @@ impl Launch {
             None => extent_over,
         };
         let over = (varlen & or_all(&bases.base_carry)) | extent_over;
-        let over = m.name("launch_over", over);
+        // Registered in the extent check's last cycle: the launch's start is not in series with
+        // the sums behind it.
+        let over = m.hold("launch_over", over, extent_done);
+        // What the core gets of the sequence (bases and lengths) is registered in the extent
+        // check's last cycle too, so the launch's problem comes from registers (the register
+        // block's other fields come straight from it).
+        let vals = {
+            let mut hold = |name: &str, x: Sig| m.hold(&format!("launch_{name}"), x, extent_done);
+            Problem {
+                q_addr: hold("q_addr", vals.q_addr),
+                k_addr: hold("k_addr", vals.k_addr),
+                v_addr: hold("v_addr", vals.v_addr),
+                o_addr: hold("o_addr", vals.o_addr),
+                q_len: hold("q_len", vals.q_len),
+                k_len: hold("k_len", vals.k_len),
+                ..vals
+            }
+        };
         // An ABORT asked for before the core starts stops the batch there (code 6), not after a
         // run nobody wants.
         let stop = over | r.aborting.q;
@@ -533,10 +557,11 @@ fn transitions(
     m.set_next(seen, in_run & (seen.q | io.core_busy));
     let run_end = and_all(&[in_run, seen.q, !io.core_busy, io.core_done]);
     let run_end = m.name("run_end", run_end);
-    let read = c(Batch::Read);
+    // A read starts with a cycle that registers its address.
+    let read = c(Batch::Addr);
     let done = c(Batch::Done);
     let last_seq = (r.seq.q + 1).eq(io.varlen.batch);
-    let single_or_first = mux(r.varlen, read, c(Batch::Extent));
+    let single_or_first = mux(r.varlen_now, read, c(Batch::Extent));
     let begin = mux(chk.misaligned | io.addr_over, done, single_or_first);
     let from_idle = mux(r.go, begin, c(Batch::Idle));
     let from_done = mux(r.go, begin, done);
@@ -547,7 +572,8 @@ fn transitions(
     let after_run = mux(stop_after_run, done, read);
     st.set_transitions(m, |s| match s {
         Batch::Idle => from_idle,
-        Batch::Read => mux(rd.accepted, c(Batch::Wait), read),
+        Batch::Addr => c(Batch::Read),
+        Batch::Read => mux(rd.accepted, c(Batch::Wait), c(Batch::Read)),
         Batch::Wait => mux(
             rd.beat,
             mux(r.which.q.eq(3), c(Batch::Check), read),
@@ -699,13 +725,14 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn) -> BatchOut {
 }
 
 /// The extent check of a launch (its problem `vals`, as the core gets it), stepped while
-/// `active` (the Extent state), 2 index_bits + 1 cycles: returns (done, over). `over`: some
+/// `active` (the Extent state), 2 index_bits + 2 cycles: returns (done, over). `over`: some
 /// tensor the launch reads or writes reaches past 2^addr_bits, its last byte
 /// base + (heads − 1) · head_stride + (len − 1) · row_stride + row_bytes − 1 (K and V: their
 /// last head, (heads − 1) / max(kv_group, 1)); a tensor of no rows, or a problem of no heads,
 /// reaches nothing. First a restoring division for the last K/V head (index_bits cycles), then
 /// both products of each tensor at once, most significant bit first:
-/// acc = 2 acc + a_bit · head_stride + b_bit · row_stride, with a sticky carry.
+/// acc = 2 acc + a_bit · head_stride + b_bit · row_stride, with a sticky carry (index_bits + 1
+/// cycles), and a last cycle in which the launch registers what it decides.
 fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) -> (Sig, Sig) {
     let (a, iw) = (p.addr_bits, p.index_bits);
     let sb = 32 - (2 * iw).leading_zeros();
@@ -714,8 +741,9 @@ fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) ->
     m.set_next(step, mux(active, step.q + 1, zero_s));
     let dividing = active & step.q.lt(iw as u64);
     let loading = active & step.q.eq(iw as u64);
-    let multiplying = active & step.q.gt(iw as u64);
-    let done = active & step.q.eq(2 * iw as u64);
+    let multiplying = active & step.q.gt(iw as u64) & step.q.le(2 * iw as u64);
+    // A last cycle with the products in: the launch's checks are registered in it.
+    let done = active & step.q.eq(2 * iw as u64 + 1);
     // The last K/V head: (heads − 1) / max(kv_group, 1), a quotient bit a cycle.
     let heads_m1 = vals.heads - 1;
     let group = vals.kv_group;

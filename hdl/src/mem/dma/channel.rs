@@ -1,7 +1,8 @@
-//! A channel: its descriptor, checked at start; the request and response walkers over its
+//! A channel: its descriptor, taken at start and checked over the next cycles; the request and response walkers over its
 //! rows and blocks; the landing or staging side.
 
 use super::{error, DmaConfig, ROW_BYTES_BITS};
+use crate::arith::add_narrow;
 use crate::landing::LandingConfig;
 use crate::{addr_bits, and_all, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
 
@@ -29,15 +30,24 @@ impl Descriptor {
     }
 }
 
-/// The error code of a descriptor (0 when it can run).
+/// The descriptor check's two stages after the descriptor is taken: the quick checks and the
+/// span's partial products, then the span's sum against the address space.
+pub const CHECK_CYCLES: u32 = 2;
+
+/// The error code of a taken descriptor (0 when it can run), known [`CHECK_CYCLES`] cycles
+/// after the start: `d` holds the descriptor's registers from the cycle after it. In the first
+/// cycle the zero, alignment and size checks and (rows − 1) × stride's partial products (each
+/// nibble of rows × stride) are registered; in the second the span's sum
+/// (base + (rows − 1) × stride + row_bytes − 1) is checked against the address space, so no
+/// cycle carries a whole multiply.
 pub(super) fn check_descriptor(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
     d: &Descriptor,
-    max_rows: u32,
-    max_row_beats: u32,
-    max_total_rows: Option<u32>,
+    limits: (u32, u32, Option<u32>),
+    prefix: &str,
 ) -> Sig {
+    let (max_rows, max_row_beats, max_total_rows) = limits;
     let lb = cfg.beat_shift();
     let a = cfg.addr_bits;
     let zero_rows = d.rows.is_zero();
@@ -67,31 +77,37 @@ pub(super) fn check_descriptor(
         }
         _ => too_large,
     };
-    // Last byte: base + (rows - 1) * stride + row_bytes - 1, wide enough not to wrap.
-    let w = a + cfg.index_bits + 2;
+    let eb = error::BITS;
+    let ok = m.zero(eb);
+    let c3 = m.lit(eb, error::TOO_LARGE);
+    let c2 = m.lit(eb, error::MISALIGNED);
+    let c1 = m.lit(eb, error::ZERO_SIZE);
+    let e = mux(too_large, c3, ok);
+    let e = mux(misaligned, c2, e);
+    let quick = m.delay(&format!("{prefix}_check_quick"), mux(zero, c1, e));
+    // (rows − 1) × stride by nibbles of rows, each product registered.
     let rows_m1 = d.rows - 1;
-    let span = rows_m1.mul_wide(d.stride);
-    let span = span.zext(w);
-    let base = d.base.zext(w);
-    let bytes = d.row_bytes.zext(w);
-    let last = base + span;
-    let last = last + bytes;
+    let iw = rows_m1.width();
+    // Last byte: base + (rows − 1) × stride + row_bytes − 1, wide enough not to wrap.
+    let w = a + cfg.index_bits + 2;
+    let mut span = m.zero(w);
+    for lo in (0..iw).step_by(4) {
+        let hi = (lo + 4).min(iw) - 1;
+        let part = rows_m1.slice(hi, lo).mul_wide(d.stride);
+        let part = m.delay(&format!("{prefix}_span{}", lo / 4), part);
+        span = span + (part.zext(w) << lo);
+    }
+    let last = d.base.zext(w) + span;
+    let last = last + d.row_bytes.zext(w);
     let last = last - 1;
-    let last = m.name("last_byte", last);
+    let last = m.name(&format!("{prefix}_last_byte"), last);
     let high = last.slice(w - 1, a);
     let out_of_range = high.any();
     let low_bits = last.slice(a - 1, 0);
     m.discard(low_bits);
-    let eb = error::BITS;
-    let ok = m.zero(eb);
     let c4 = m.lit(eb, error::OUT_OF_RANGE);
-    let c3 = m.lit(eb, error::TOO_LARGE);
-    let c2 = m.lit(eb, error::MISALIGNED);
-    let c1 = m.lit(eb, error::ZERO_SIZE);
-    let e = mux(out_of_range, c4, ok);
-    let e = mux(too_large, c3, e);
-    let e = mux(misaligned, c2, e);
-    mux(zero, c1, e)
+    let ok = m.zero(eb);
+    mux(quick.any(), quick, mux(out_of_range, c4, ok))
 }
 
 /// Beats per row from a row-bytes field (the descriptor check guarantees the value fits).
@@ -105,11 +121,11 @@ pub(super) fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, b
     beats.trunc(bits)
 }
 
-/// A 32-bit event counter.
+/// An event counter (no carry ripples through its width: `add_narrow`).
 pub(super) fn counter(m: &mut ModuleBuilder, name: &str, event: Sig, width: u32) -> Sig {
     let r = m.reg(name, width, Some(0));
-    let inc = r.q + 1;
-    m.set_next(r, inc);
+    let one = m.lit(1, 1);
+    m.set_next(r, add_narrow(r.q, one));
     m.set_enable(r, event);
     r.q
 }
@@ -194,10 +210,18 @@ impl Walker {
 /// What every channel shares: descriptor, state, and its request (before arbitration).
 pub(super) struct Channel {
     pub(super) name: &'static str,
+    /// The descriptor as taken: registers loaded at the start, `start` the cycle its check
+    /// decides (`decide`).
     pub(super) desc: Descriptor,
+    /// A start the channel takes (idle), and one it refuses (busy: a load or a check under
+    /// way).
+    pub(super) accept: Sig,
+    pub(super) refused: Sig,
     pub(super) code: Sig,
     pub(super) load: Sig,
     pub(super) active: RegHandle,
+    /// The descriptor check's stage (0: none under way).
+    pub(super) checking: RegHandle,
     pub(super) error: RegHandle,
     pub(super) stride: RegHandle,
     pub(super) row_beats: RegHandle,
@@ -209,7 +233,9 @@ pub(super) struct Channel {
 }
 
 /// Builds a channel's state and request. Read channels (`land` given) may run one block ahead
-/// of their consumer (`cons_block`); the write channel walks the staging buffer's rows.
+/// of their consumer (`cons_block`); the write channel walks the staging buffer's rows. A start
+/// while idle takes the descriptor into registers; its check ([`check_descriptor`]) decides
+/// [`CHECK_CYCLES`] cycles later, and the channel then loads it (or keeps the error).
 pub(super) fn build(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
@@ -220,11 +246,30 @@ pub(super) fn build(
 ) -> Channel {
     let a = cfg.addr_bits;
     let iw = cfg.index_bits;
-    let desc = Descriptor::inputs(m, cfg, name, read.is_some());
-    let total = cfg.kv_max_rows.filter(|_| matches!(name, "k" | "v"));
-    let code = check_descriptor(m, cfg, &desc, rows, row_beats, total);
-    let code = m.name(&format!("{name}_check"), code);
+    let input = Descriptor::inputs(m, cfg, name, read.is_some());
     let active = m.reg(&format!("{name}_active"), 1, Some(0));
+    let checking = m.reg(&format!("{name}_checking"), 2, Some(0));
+    let idle = !active.q & checking.q.is_zero();
+    let accept = m.name(&format!("{name}_accept"), input.start & idle);
+    let refused = input.start & !idle;
+    // The check's stages: 1 and 2 after the start, then 0.
+    let zero2 = m.zero(2);
+    let one2 = m.lit(2, 1);
+    let stage_d = mux(accept, one2, mux(checking.q.eq(1), m.lit(2, 2), zero2));
+    m.set_next(checking, stage_d);
+    let decide = checking.q.eq(CHECK_CYCLES as u64);
+    let mut hold = |field: &str, x: Sig| m.hold(&format!("{name}_d_{field}"), x, accept);
+    let desc = Descriptor {
+        start: decide,
+        base: hold("base", input.base),
+        stride: hold("stride", input.stride),
+        row_bytes: hold("row_bytes", input.row_bytes),
+        rows: hold("rows", input.rows),
+        block_rows: input.block_rows.map(|b| hold("block_rows", b)),
+    };
+    let total = cfg.kv_max_rows.filter(|_| matches!(name, "k" | "v"));
+    let code = check_descriptor(m, cfg, &desc, (rows, row_beats, total), name);
+    let code = m.name(&format!("{name}_check"), code);
     let error = m.reg(&format!("{name}_error"), error::BITS, Some(0));
     let stride = m.reg(&format!("{name}_stride"), a, Some(0));
     let rb = m.reg(
@@ -242,10 +287,8 @@ pub(super) fn build(
         iw,
     );
 
-    let idle = !active.q;
-    let fresh = desc.start & idle;
     let valid_desc = code.is_zero();
-    let load = fresh & valid_desc;
+    let load = decide & valid_desc;
     let load = m.name(&format!("{name}_load"), load);
     let rows_pending = req.rows_left.q.any();
     let mut conds = vec![active.q, rows_pending];
@@ -263,9 +306,12 @@ pub(super) fn build(
     Channel {
         name,
         desc,
+        accept,
+        refused,
         code,
         load,
         active,
+        checking,
         error,
         stride,
         row_beats: rb,
@@ -303,17 +349,20 @@ impl Channel {
             // The write channel has one block: all its rows.
             _ => m.lit(cfg.index_bits, 0),
         };
+        // A start while busy is refused at once; a taken descriptor's code comes with its
+        // check's decision (0 when it runs).
         let busy = m.lit(error::BITS, error::BUSY);
-        let err_d = mux(self.active.q, busy, self.code);
+        let err_d = mux(self.refused, busy, self.code);
+        let set = self.refused | self.desc.start;
         match bus {
             None => {
                 m.set_next(self.error, err_d);
-                m.set_enable(self.error, self.desc.start);
+                m.set_enable(self.error, set);
             }
             Some(code) => {
                 let first = code.any() & self.error.q.is_zero();
-                m.set_next(self.error, mux(self.desc.start, err_d, code));
-                m.set_enable(self.error, self.desc.start | first);
+                m.set_next(self.error, mux(set, err_d, code));
+                m.set_enable(self.error, set | first);
             }
         }
 
@@ -343,7 +392,9 @@ impl Channel {
         m.set_next(self.active, d);
         let en = self.load | done;
         m.set_enable(self.active, en);
-        m.output(&format!("{}_busy", self.name), self.active.q);
+        // Busy from the start: the check, then the transfer.
+        let busy = self.active.q | self.checking.q.any();
+        m.output(&format!("{}_busy", self.name), busy);
         m.output(&format!("{}_error", self.name), self.error.q);
     }
 }

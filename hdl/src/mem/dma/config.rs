@@ -190,8 +190,10 @@ pub mod error {
     }
 }
 
-/// Width of the beat counters (`read_beats`, `write_beats`: beats since reset).
-pub const BEAT_COUNTER_BITS: u32 = 48;
+/// Width of the beat counters (`read_beats`, `write_beats`: beats since reset, modulo 2^16;
+/// the core's counter file sums each cycle's beats from their low bits into 48-bit counters).
+/// Narrow, so that the count is not a long carry after the memory port's handshake.
+pub const BEAT_COUNTER_BITS: u32 = 16;
 
 /// The narrowest byte address: a descriptor's row bytes are `ROW_BYTES_BITS` wide, and an
 /// address must reach any row it describes.

@@ -65,7 +65,7 @@ pub(super) fn classify(
         let o = chans.len() - 1;
         let flag = m.reg("glb_o_scratch", 1, Some(0));
         m.set_next(flag, o_write);
-        m.set_enable(flag, chans[o].load);
+        m.set_enable(flag, chans[o].accept);
         let w = a.max(bits_for(g.scratch_beats as u64));
         let limit = m.lit(w, g.scratch_beats as u64);
         let mut side = |m: &mut ModuleBuilder, i: usize, gate: Option<Sig>| {

@@ -55,6 +55,7 @@ mod glb;
 mod simple;
 
 pub use bus::*;
+pub use channel::CHECK_CYCLES;
 pub use config::*;
 pub use engine::build_engine;
 
