@@ -68,12 +68,13 @@ fn every_unit_lints_clean_and_synthesizes_without_latches() {
     assert!(linted >= 10, "only {linted} modules linted");
 }
 
-/// A 5-cycle MAC is longer than the 4 steps between updates of one S accumulator in the small
-/// tiling: the config check says so, for the core and for a PE row alone.
+/// A 10-cycle MAC is longer than the 8 steps between updates of one S accumulator in the
+/// small tiling, even with QK interleaved with PV: the config check says so, for the core and
+/// for a PE row alone.
 #[test]
 fn mac_latency_longer_than_the_accumulator_period_is_refused() {
     let mut cfg = small();
-    (cfg.mul_latency, cfg.add_latency) = (2, 2);
+    (cfg.mul_latency, cfg.add_latency) = (3, 6);
     for unit in ["core", "pe_row"] {
         let dir = ScratchDir::new("emit").unwrap();
         let e = generate(&cfg, &Target::Unit(unit.into()), dir.path()).unwrap_err();
@@ -895,12 +896,6 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "cols = 300 is out of range: allowed 1 to 256",
         ),
         (Box::new(|c| c.head_dim = 4096), "raise regs_per_pe"),
-        // small's four S accumulators per PE, interleaved with PV, come round every 8 cycles;
-        // its eight O accumulators too: a MAC of 3 + 6 + 1 cycles is refused.
-        (
-            Box::new(|c| (c.mul_latency, c.add_latency) = (3, 6)),
-            "this tile hides mul_latency + add_latency up to 7",
-        ),
         (
             Box::new(|c| c.clock_mhz = -1.0),
             "clock_mhz = -1 is out of range",
@@ -945,6 +940,19 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "buf2d.banks = 16 is not supported here: a power of two from 1 to 8",
         ),
     ];
+    // small's four S accumulators per PE, interleaved with PV, come round every 8 cycles, its
+    // eight O accumulators too: a core with a MAC of 3 + 6 + 1 cycles is refused, naming the
+    // deepest it hides (a PE alone may be that deep).
+    let mut cfg = small();
+    (cfg.mul_latency, cfg.add_latency) = (3, 6);
+    cfg.validate().unwrap();
+    let err = hdl::core::CoreParams::from_config(&cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("this tile hides mul_latency + add_latency up to 7"),
+        "{err}"
+    );
     for (change, expect) in cases {
         // Each case starts from small as the variant whose knob it sets.
         let mut cfg = small();

@@ -130,7 +130,6 @@ impl CoreConfig {
             r.a * r.e,
             self.regs_per_pe
         );
-        r.validate_mac_hidden()?;
         ensure!(
             self.clock_mhz > 0.0 && self.clock_mhz.is_finite(),
             "clock_mhz = {} is out of range: allowed any positive number of MHz",

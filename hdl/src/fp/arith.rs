@@ -407,38 +407,32 @@ pub fn div_ceil_const(m: &mut ModuleBuilder, x: Sig, divisor: u64) -> Sig {
 }
 
 /// `x + inc` for an increment much narrower than `x` (a wide counter), without a carry that
-/// ripples through `x`: the low bits take an adder of the increment's width, and the rest
-/// flip by its carry where every bit below is one, those prefix ANDs found as a Sklansky tree
-/// (log2 levels, n/2 ANDs a level). The sum wraps at `x`'s width.
+/// ripples through `x`: the low bits take an adder of the increment's width (at least
+/// `CHUNK` bits), and each further chunk of `CHUNK` bits is incremented in parallel and kept
+/// where the low carry and every bit between are ones (one AND reduction a chunk). The sum
+/// wraps at `x`'s width.
 pub fn add_narrow(x: Sig, inc: Sig) -> Sig {
-    let (n, k) = (x.width(), inc.width());
-    if k >= n || n - k <= 4 {
+    const CHUNK: u32 = 12;
+    let n = x.width();
+    let low = inc.width().max(CHUNK);
+    if low + 4 >= n {
         return x + inc.resize(n);
     }
-    let lo = x.slice(k - 1, 0).zext(k + 1) + inc.zext(k + 1);
-    let carry = lo.bit(k);
-    let hi = x.slice(n - 1, k);
-    let bits: Vec<Sig> = (0..n - k).map(|i| hi.bit(i)).collect();
-    // ones[i]: bits 0 ..= i of `hi` are all one. Each level joins the upper half of every
-    // block of 2d to its lower half's last prefix (unchanged at that level).
-    let mut ones = bits.clone();
-    let mut d = 1;
-    while d < ones.len() {
-        for i in 0..ones.len() {
-            if (i / d) % 2 == 1 {
-                let j = (i / d) * d - 1;
-                ones[i] = ones[i] & ones[j];
-            }
-        }
-        d *= 2;
+    let lo = x.slice(low - 1, 0).zext(low + 1) + inc.zext(low + 1);
+    let carry = lo.bit(low);
+    let mut parts = vec![lo.slice(low - 1, 0)];
+    let mut at = low;
+    while at < n {
+        let top = (at + CHUNK).min(n) - 1;
+        let chunk = x.slice(top, at);
+        let kept = if at == low {
+            carry
+        } else {
+            carry & x.slice(at - 1, low).all()
+        };
+        parts.push(mux(kept, chunk + 1, chunk));
+        at = top + 1;
     }
-    let mut out: Vec<Sig> = (0..bits.len())
-        .map(|i| {
-            let flip = if i == 0 { carry } else { carry & ones[i - 1] };
-            bits[i] ^ flip
-        })
-        .collect();
-    out.reverse();
-    out.push(lo.slice(k - 1, 0));
-    cat(&out)
+    parts.reverse();
+    cat(&parts)
 }
