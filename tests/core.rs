@@ -127,7 +127,7 @@ fn model_scenarios(model: &Model, p: &CoreParams, cases: u32, max_len: usize, se
 
 #[test]
 fn small_core_is_bit_exact() {
-    scenarios(&small(), 120, 300, 91);
+    scenarios(&small(), 90, 300, 91);
 }
 
 /// The build `seed` gets (each PE row verilated once, as a hierarchical block, and every row

@@ -51,7 +51,7 @@ fn extrapolation_matches_stepping() {
         ),
         ("small", Variant::Unfused, 1536),
         ("npu16", Variant::Reg2d, 4096),
-        ("seed", Variant::Reg2d, 8192),
+        ("seed", Variant::Reg2d, 4096),
     ];
     for (preset, variant, seq) in cases {
         let p = params(preset, variant);

@@ -1,5 +1,5 @@
-//! A channel: its descriptor, taken at start and checked over the next cycles; the request and response walkers over its
-//! rows and blocks; the landing or staging side.
+//! A channel: its descriptor, taken at start and checked over the next cycles; the request
+//! and response walkers over its rows and blocks; the landing or staging side.
 
 use super::{error, DmaConfig, ROW_BYTES_BITS};
 use crate::arith::add_narrow;

@@ -26,6 +26,11 @@
 //! (`o_base`, `o_stride`, `o_row_bytes`, `o_rows`) and `o_start` write its rows to memory;
 //! `o_busy` falls when the last beat is accepted (writes are posted).
 //!
+//! **Descriptor check.** A start while idle takes the descriptor into registers; the channel is
+//! busy from then on, and its check decides `CHECK_CYCLES` (2) cycles later: the transfer
+//! starts, or the error code is set and the channel is idle again (the span's multiply is
+//! spread over the two cycles).
+//!
 //! **Descriptor errors** (`x_error`, sticky until the next start; the channel stays idle and
 //! never hangs): 1 zero size; 2 base, stride or row bytes not a multiple of the beat; 3 rows or
 //! row longer than the landing or staging buffer; 4 beyond the address range (2^addr_bits
@@ -37,7 +42,8 @@
 //! each response belongs to. A response walker per channel mirrors its request walk, so addresses are not
 //! stored.
 //!
-//! **Counters**: `read_beats`, `write_beats`; per read channel `x_wait` (cycles the consumer
+//! **Counters**: `read_beats`, `write_beats` (16 bits, wrapping: the core's counter file sums
+//! each cycle's difference into 48-bit counters); per read channel `x_wait` (cycles the consumer
 //! asserted `x_want` for a block after the first and it had not landed: prefetch should keep
 //! this 0) and `x_first_wait` (the same for each transfer's first block).
 
