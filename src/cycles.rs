@@ -1,6 +1,6 @@
 //! The cycle model: the core's control, cycle by cycle, without its datapath. It steps the
-//! sequencer (tile state machine, phase selection for one array or reg3d's two tier streams,
-//! phase bookkeeping and drain delays), the softmax trigger, the row engine as a busy timer
+//! sequencer (tile state machine, phase selection for one array, or two phase streams: reg3d's
+//! tiers, or QK and PV interleaved on one array; phase bookkeeping and drain delays), the softmax trigger, the row engine as a busy timer
 //! (`PeRowConfig::softmax_cycles`, `readout_cycles`), the readout, the fetch cursors, the DMA's
 //! channels (request and response walks, double-buffered landing, round-robin arbitration,
 //! the tag FIFO) and the testbench memory (latency, peak bandwidth) exactly as the RTL does,
