@@ -1,7 +1,8 @@
 //! The cycle model: the core's control, cycle by cycle, without its datapath. It steps the
 //! sequencer (tile state machine, phase selection for one array, or two phase streams: reg3d's
-//! tiers, or QK and PV interleaved on one array; phase bookkeeping and drain delays), the softmax trigger, the row engine as a busy timer
-//! (`PeRowConfig::softmax_cycles`, `readout_cycles`), the readout, the fetch cursors, the DMA's
+//! tiers, or QK and PV interleaved on one array; phase bookkeeping and drain delays), the
+//! softmax trigger, the row engine as a busy timer (`PeRowConfig::softmax_cycles`,
+//! `readout_cycles`), the readout, the fetch cursors, the DMA's
 //! channels (request and response walks, double-buffered landing, round-robin arbitration,
 //! the tag FIFO) and the testbench memory (latency, peak bandwidth) exactly as the RTL does,
 //! so it predicts `cycles`, `mac_cycles` and the stall counters of a run with no random
@@ -105,8 +106,8 @@ struct ReadCh {
     req_beats: u64,
     rsp_beats: u64,
     /// A taken descriptor under check (dma/channel.rs `check_descriptor`): the edges until it
-    /// loads, its (rows, block rows, row beats), and its K/V head for the GLB.
-    check: Option<(u32, (u64, u64, u64), u64)>,
+    /// loads, its (rows, block rows, row beats) and its K/V head for the GLB.
+    check: Option<(u32, (ReadLoad, u64))>,
 }
 
 impl ReadCh {
@@ -128,6 +129,9 @@ impl ReadCh {
         self.active && self.req.rows_left > 0 && self.req.block - self.cons < 2
     }
 }
+
+/// A read descriptor as the fetch unit starts it: (rows, block rows, beats per row).
+type ReadLoad = (u64, u64, u64);
 
 /// An O descriptor as taken: its rows, beats per row, and for a scratch write its first
 /// word in the scratch region.
@@ -801,15 +805,7 @@ impl<'a> Model<'a> {
             };
             let done = ch.active && ch.rsp.rows_left == 0 && ch.cons == ch.rsp.block;
             // A descriptor taken CHECK_CYCLES edges ago loads when its check decides.
-            let decided = match &mut ch.check {
-                Some((left, ..)) => {
-                    *left -= 1;
-                    *left == 0
-                }
-                None => false,
-            };
-            if decided {
-                let (_, (rows, block_rows, row_beats), tag) = ch.check.expect("a check");
+            if let Some(((rows, block_rows, row_beats), tag)) = decided(&mut ch.check) {
                 let walk = Walk {
                     rows_left: rows,
                     ..Walk::default()
@@ -842,7 +838,7 @@ impl<'a> Model<'a> {
                 } else {
                     0
                 };
-                ch.check = Some((CHECK_CYCLES, load, tag));
+                ch.check = Some((CHECK_CYCLES, (load, tag)));
             }
             if fetch.release[c] && ready[c] {
                 ch.landed[(ch.cons & 1) as usize] = false;
@@ -862,15 +858,7 @@ impl<'a> Model<'a> {
         let br = p.br() as u64;
         let rows_busy = self.eng_left > 0;
         // O: a descriptor taken CHECK_CYCLES edges ago loads when its check decides.
-        let decided = match &mut self.o_check {
-            Some((left, _)) => {
-                *left -= 1;
-                *left == 0
-            }
-            None => false,
-        };
-        if decided {
-            let (_, ld) = self.o_check.take().expect("a check");
+        if let Some(ld) = decided(&mut self.o_check) {
             self.o_active = true;
             self.o_req = Walk {
                 rows_left: ld.rows,
@@ -1070,6 +1058,17 @@ impl<'a> Model<'a> {
     }
 }
 
+/// A descriptor under check at a clock edge: one edge nearer its decision; the descriptor, taken
+/// out, when this edge decides it (dma/channel.rs: `CHECK_CYCLES` after the start).
+fn decided<T>(check: &mut Option<(u32, T)>) -> Option<T> {
+    let (left, _) = check.as_mut()?;
+    *left -= 1;
+    if *left > 0 {
+        return None;
+    }
+    check.take().map(|(_, load)| load)
+}
+
 /// A pulse `n` cycles after it entered the shift register `bits` (bit i: i + 1 cycles ago),
 /// or `now` itself for `n = 0`.
 fn delayed(bits: u64, now: bool, n: u32) -> bool {
@@ -1140,7 +1139,7 @@ struct GlbStep {
 /// (rows, rows per block, beats per row) it starts, and the cursors' moves.
 struct Fetch {
     release: [bool; 4],
-    load: [Option<(u64, u64, u64)>; 4],
+    load: [Option<ReadLoad>; 4],
     /// The K/V head of K's and V's descriptor (what the GLB's tag names).
     kv_tag: [u64; 2],
     q_start: bool,

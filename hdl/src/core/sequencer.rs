@@ -14,9 +14,10 @@
 //! DMA has already landed it (`k_next`, `v_next`), so a busy tier never idles between blocks.
 //! With a MAC deeper than its a·b S accumulators hide, reg2d runs the same two streams on its
 //! one array, interleaved step by step (QK never two cycles running).
-//! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read).
-//! Combinational from the DMA's ready flags to the step bus and `p_rd` (a path from `v_ready`
-//! to the P banks' address); latency 1 from `start` to `busy`.
+//! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read): its
+//! address from registers alone, its enable from this cycle's phase choice. Combinational from
+//! the DMA's ready flags to the step bus and `p_rd`'s enable (a path from `v_ready` to the P
+//! banks' read); latency 1 from `start` to `busy`.
 
 use super::ports::{
     PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus, SeqIn, SeqOut, Stall,
@@ -341,7 +342,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     // The blocks a causal tile skips, for the counter file: registered (counted a cycle after
     // the tile's first go), so the key arithmetic is not in series with the counters' adders.
     let skipped = {
-        // (At the tile's go its block count is in `nblk`, set in the Tile state.)
+        // (At the tile's go its block count is in `nblk`, set in the Plan state.)
         let s = all_blocks - r.nblk.q;
         let zero = m.zero(p.index_bits);
         m.delay("skipped_r", mux(tile.go_once, s, zero))

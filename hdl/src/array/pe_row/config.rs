@@ -132,9 +132,12 @@ impl PeRowConfig {
     /// (QK never takes two cycles running): its a·b S accumulators alone would come round
     /// faster than the MAC's latency, and the variant can ([`Dataflow::interleaves`]).
     pub fn interleaved(&self) -> bool {
-        !self.concurrent_phases()
-            && self.flow().interleaves()
-            && self.a * self.b < self.pe.latency()
+        self.can_interleave() && self.a * self.b < self.pe.latency()
+    }
+
+    /// One array that may interleave QK and PV (not reg3d's tiers, and the variant can).
+    fn can_interleave(&self) -> bool {
+        !self.concurrent_phases() && self.flow().interleaves()
     }
 
     /// QK and PV run as two phase streams (reg3d's tiers, or interleaved on one array): a QK
@@ -170,8 +173,7 @@ impl PeRowConfig {
     /// Cycles between a PE's updates of one S accumulator at full rate: a·b, or 2·a·b when the
     /// array interleaves (or could: reg2d's schedule takes the wider gap when it needs it).
     pub fn s_update_gap(&self) -> u32 {
-        let can = !self.concurrent_phases() && self.flow().interleaves();
-        self.a * self.b * (1 + can as u32)
+        self.a * self.b * (1 + self.can_interleave() as u32)
     }
 
     /// S copied out of the PE registers into the row's S array, which the sweeps read (buf2d).
