@@ -943,12 +943,16 @@ fn configuration_errors_say_what_and_how_to_fix() {
     // small's four S accumulators per PE, interleaved with PV, come round every 8 cycles, its
     // eight O accumulators too: a core with a MAC of 3 + 6 + 1 cycles is refused, naming the
     // deepest it hides (a PE alone may be that deep).
+    // What the core's parameters refuse.
+    let core_refusal = |c: &CoreConfig| {
+        hdl::core::CoreParams::from_config(c)
+            .unwrap_err()
+            .to_string()
+    };
     let mut cfg = small();
     (cfg.mul_latency, cfg.add_latency) = (3, 6);
     cfg.validate().unwrap();
-    let err = hdl::core::CoreParams::from_config(&cfg)
-        .unwrap_err()
-        .to_string();
+    let err = core_refusal(&cfg);
     assert!(
         err.contains("this tile hides mul_latency + add_latency up to 7"),
         "{err}"
@@ -972,9 +976,7 @@ fn configuration_errors_say_what_and_how_to_fix() {
     // 16 registers (2 x 8 + 8) fits as buf2d (8 + 8).
     let mut c = small();
     (c.bc, c.regs_per_pe) = (16, 16);
-    let err = hdl::core::CoreParams::from_config(&c)
-        .unwrap_err()
-        .to_string();
+    let err = core_refusal(&c);
     assert!(
         err.contains("needs 24 registers (16 S values: 2 block(s) of 8; and 8 O values)"),
         "{err}"
