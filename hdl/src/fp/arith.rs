@@ -139,11 +139,19 @@ pub fn unpack(
 /// were already lost. Subnormal results shift right with a sticky bit; exponents of 255 and
 /// above, and rounding carries past the largest finite value, give Inf.
 pub fn round_pack_f32(m: &mut ModuleBuilder, sign: Sig, sig: Sig, exp: Sig, sticky: Sig) -> Sig {
+    let r = round_prepare_f32(m, sig, exp, sticky);
+    round_finish_f32(m, sign, r)
+}
+
+/// A binary32 rounding's first half ([`round_pack_f32`]'s): the magnitude's exponent and
+/// fraction fields before the rounding increment, whether to add it, and whether the exponent
+/// overflows. A pipeline may register it before [`round_finish_f32`].
+pub fn round_prepare_f32(m: &mut ModuleBuilder, sig: Sig, exp: Sig, sticky: Sig) -> Rounding {
     let w = sig.width();
     let ew = exp.width();
     assert!(
         w >= 24 && ew >= 10,
-        "round_pack_f32 needs a 24-bit significand and a 10-bit exponent"
+        "binary32 rounding needs a 24-bit significand and a 10-bit exponent"
     );
     let one = m.lit(ew, 1);
     let normal = exp.ge_signed(one);
@@ -177,10 +185,50 @@ pub fn round_pack_f32(m: &mut ModuleBuilder, sign: Sig, sig: Sig, exp: Sig, stic
     let zero8 = m.zero(8);
     let exp_field = mux(normal, exp8, zero8);
     let packed = cat(&[exp_field, frac]);
-    let round31 = round_up.zext(31);
-    let packed = packed + round31;
+    Rounding {
+        packed,
+        round_up,
+        overflow,
+    }
+}
+
+/// A binary32 rounding between its halves: the 31-bit magnitude before the increment, the
+/// increment, and the overflow to Inf.
+#[derive(Clone, Copy, Debug)]
+pub struct Rounding {
+    pub packed: Sig,
+    pub round_up: Sig,
+    pub overflow: Sig,
+}
+
+impl Rounding {
+    /// Registered as `<name>_<tag>` each when `cut` (see [`stage_all`]).
+    pub fn stage(self, m: &mut ModuleBuilder, tag: &str, cut: bool) -> Rounding {
+        let [packed, round_up, overflow] = stage_all(
+            m,
+            tag,
+            cut,
+            [
+                ("packed", self.packed),
+                ("round_up", self.round_up),
+                ("overflow", self.overflow),
+            ],
+        );
+        Rounding {
+            packed,
+            round_up,
+            overflow,
+        }
+    }
+}
+
+/// A binary32 rounding's second half: the increment (which carries into the exponent field
+/// when the fraction is all ones), the overflow to Inf, and `sign`.
+pub fn round_finish_f32(m: &mut ModuleBuilder, sign: Sig, r: Rounding) -> Sig {
+    let round31 = r.round_up.zext(31);
+    let packed = r.packed + round31;
     let inf = m.lit(31, Format::FP32.inf());
-    let magnitude = mux(overflow, inf, packed);
+    let magnitude = mux(r.overflow, inf, packed);
     cat(&[sign, magnitude])
 }
 
@@ -247,8 +295,9 @@ pub fn stage_fields<const N: usize>(
 }
 
 /// The significands' product beside the product's fields `v` (sign, is NaN, is Inf, is zero,
-/// exponent sum); with `cut`, as the two partial products of `sig_b`'s halves (below bit w/2
-/// and from it), registered with `v` (as `<name>_p`), then summed.
+/// exponent sum); with `cut`, as the carry-save pair of its partial products' adder tree
+/// ([`carry_save_product`]), registered with `v` (as `<name>_p`), then summed: the tree and the
+/// carry-propagate adder in two stages.
 pub fn split_product(
     m: &mut ModuleBuilder,
     v: [Sig; 5],
@@ -259,13 +308,34 @@ pub fn split_product(
     if !cut {
         return (v, sig_a.mul_wide(sig_b));
     }
-    let (wb, half) = (sig_b.width(), sig_b.width() / 2);
-    let lo = sig_a.mul_wide(sig_b.slice(half - 1, 0));
-    let hi = sig_a.mul_wide(sig_b.slice(wb - 1, half));
-    let (v, [lo, hi]) = stage_fields(m, "p", true, v, [("partial_lo", lo), ("partial_hi", hi)]);
-    let zero = m.zero(half);
-    let product = cat(&[hi, zero]) + lo.zext(sig_a.width() + wb);
-    (v, product)
+    let (sum, carry) = carry_save_product(sig_a, sig_b);
+    let (v, [sum, carry]) = stage_fields(m, "p", true, v, [("pp_sum", sum), ("pp_carry", carry)]);
+    (v, sum + carry)
+}
+
+/// `a · b` (unsigned, `a.width() + b.width()` bits) as two words whose sum it is: one partial
+/// product per bit of `b`, reduced three to two by carry-save adders (a Wallace tree, whose depth
+/// grows with the logarithm of `b`'s width) until two are left. The carry-propagate add is the
+/// caller's, so that a pipeline can register between them.
+pub fn carry_save_product(a: Sig, b: Sig) -> (Sig, Sig) {
+    let w = a.width() + b.width();
+    let mut rows: Vec<Sig> = (0..b.width())
+        .map(|i| (a & b.bit(i).repeat(a.width())).zext(w) << i)
+        .collect();
+    while rows.len() > 2 {
+        let mut next = Vec::with_capacity(rows.len() * 2 / 3 + 2);
+        for group in rows.chunks(3) {
+            match *group {
+                [x, y, z] => {
+                    next.push(x ^ y ^ z);
+                    next.push(((x & y) | (x & z) | (y & z)) << 1);
+                }
+                _ => next.extend_from_slice(group),
+            }
+        }
+        rows = next;
+    }
+    (rows[0], rows[1])
 }
 
 /// A multiplier's optional cut after the significand product: its fields `v` and the

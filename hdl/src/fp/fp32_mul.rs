@@ -4,7 +4,8 @@
 //! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 4 cycles (module name
 //! `fp_mul_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; 2 also
 //! the significand product; 3 also the normalized operands (before the multiplier); 4 also
-//! the two partial products of the significands' halves.
+//! the two partial products of the significands' halves; 5 also the rounding's decision
+//! (before its increment).
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_mul`): subnormal inputs are normalized first
 //! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
@@ -13,8 +14,8 @@
 use anyhow::Result;
 
 use crate::arith::{
-    mul_specials, normalize_f32, round_pack_f32, select_special_f32, split_product, stage_fields,
-    stage_product, unpack,
+    mul_specials, normalize_f32, round_finish_f32, round_prepare_f32, select_special_f32,
+    split_product, stage_all, stage_fields, stage_product, unpack,
 };
 use crate::format::Format;
 use crate::iface::Block;
@@ -29,7 +30,7 @@ pub struct Fp32MulConfig {
 }
 
 impl Fp32MulConfig {
-    pub const MAX_LATENCY: u32 = 4;
+    pub const MAX_LATENCY: u32 = 5;
     /// The format of the operands and the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -96,7 +97,22 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let top10 = top.zext(10);
     let exp = exp_sum + top10;
     let exp = m.name("exp", exp);
-    let finite = round_pack_f32(m, sign, sig, exp, zero1);
+    let r = round_prepare_f32(m, sig, exp, zero1);
+    // Optional cut (latency 5) between the rounding's shift and decision and its increment.
+    let cut = latency >= 5;
+    let r = r.stage(m, "r", cut);
+    let [sign, is_nan, is_inf, is_zero] = stage_all(
+        m,
+        "r",
+        cut,
+        [
+            ("sign", sign),
+            ("is_nan", is_nan),
+            ("is_inf", is_inf),
+            ("is_zero", is_zero),
+        ],
+    );
+    let finite = round_finish_f32(m, sign, r);
     let y = select_special_f32(m, finite, is_nan, is_inf, sign, is_zero, sign);
     m.stage("y", y, latency >= 1)
 }
