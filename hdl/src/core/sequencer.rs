@@ -530,7 +530,11 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let pv_last_step = m.net("pv_last_step", 1);
     let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    let qk_more = qk_issued_n.lt(r.nblk.q);
+    let (qk, pv) = (
+        (r.qk_issued.q, Some(qk_last_step)),
+        (r.pv_issued.q, Some(pv_last_step)),
+    );
+    let qk_more = bumped(qk, (r.nblk.q, None), Sig::lt);
     // One array alternates QK and PV: a phase never follows its own kind directly, so the
     // channels' look-ahead is not needed.
     m.discard(i.k_next);
@@ -541,14 +545,18 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let want_qk = if two {
         qk_more
     } else {
-        qk_more & qk_issued_n.lt(pv_issued_n + 2)
+        qk_more & bumped(qk, (r.pv_issued.q + 2, pv.1), Sig::lt)
     };
-    let pv_more = pv_issued_n.lt(qk_issued_n);
+    let pv_more = bumped(pv, qk, Sig::lt);
     let sm_ahead = match (r.x_phase.filter(|_| p.row.s_in_memory()), i.x) {
         // unfused: PV(j) reads P(j) from the scratch channel, once every exp pass is done.
         (Some(x_phase), Some(x)) => x_phase.q.eq(2) & x.ready,
-        _ if two => r.sm_done.q.gt(pv_issued_n + r.nblk.q),
-        _ => r.sm_done.q.gt(pv_issued_n),
+        _ if two => bumped(
+            (r.sm_done.q, None),
+            (r.pv_issued.q + r.nblk.q, pv.1),
+            Sig::gt,
+        ),
+        _ => bumped((r.sm_done.q, None), pv, Sig::gt),
     };
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
@@ -557,7 +565,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         // unfused: the PE registers hold two S blocks; QK(j + 2) waits for the max pass of j.
         None if p.row.s_in_memory() => {
             m.discard(i.s_free);
-            qk_issued_n.lt(r.sm_done.q + 2)
+            bumped(qk, (r.sm_done.q + 2, None), Sig::lt)
         }
         Some(full) => {
             // Set when a QK phase ends, cleared when the rows have copied S out (never in the
@@ -648,6 +656,30 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     }
 }
 
+/// `f(x + bx, y + by)`, each sum at its operand's width as `+` wraps it, where a bump (`bx`,
+/// `by`: none, or a 1-bit net) is a phase's last step: the comparisons of the registered counts
+/// run beside the step counters that decide the bumps, which then only select among them.
+fn bumped(x: (Sig, Option<Sig>), y: (Sig, Option<Sig>), f: impl Fn(Sig, Sig) -> Sig) -> Sig {
+    let forms = |(v, b): (Sig, Option<Sig>)| match b {
+        Some(b) => vec![(v, None), (v + 1, Some(b))],
+        None => vec![(v, None)],
+    };
+    let pick = |x_form: (Sig, Option<Sig>)| {
+        let ys = forms(y);
+        let at = |yv: (Sig, Option<Sig>)| f(x_form.0, yv.0);
+        match ys.as_slice() {
+            [only] => at(*only),
+            [plain, up] => mux(up.1.expect("a bumped form"), at(*up), at(*plain)),
+            _ => unreachable!("one or two forms"),
+        }
+    };
+    match forms(x).as_slice() {
+        [only] => pick(*only),
+        [plain, up] => mux(up.1.expect("a bumped form"), pick(*up), pick(*plain)),
+        _ => unreachable!("one or two forms"),
+    }
+}
+
 /// Two phase streams: reg3d's, one per tier, running at once, or interleaved on one array.
 /// The QK stream takes block j as soon as the K block and the Q tile are there and its S slot is
 /// free (the softmax of block j − 2 has read it); the PV stream takes block j once its softmax
@@ -679,13 +711,17 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     let pv_last_step = m.net("pv_last_step", 1);
     let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    let qk_more = qk_issued_n.lt(r.nblk.q);
-    let s_slot_free = qk_issued_n.lt(r.sm_done.q + 2);
+    let (qk, pv_n) = (
+        (r.qk_issued.q, Some(qk_last_step)),
+        (r.pv_issued.q, Some(pv_last_step)),
+    );
+    let qk_more = bumped(qk, (r.nblk.q, None), Sig::lt);
+    let s_slot_free = bumped(qk, (r.sm_done.q + 2, None), Sig::lt);
     let qk_free = !in_qk | qk_last_step;
     let k_ok = mux(qk_last_step, i.k_next, i.k_ready);
     let qk_can = and_all(&[s_run, qk_free, qk_more, s_slot_free, k_ok, i.q_ready]);
-    let pv_more = pv_issued_n.lt(qk_issued_n);
-    let sm_ahead = r.sm_done.q.gt(pv_issued_n);
+    let pv_more = bumped(pv_n, qk, Sig::lt);
+    let sm_ahead = bumped((r.sm_done.q, None), pv_n, Sig::gt);
     let pv_free = !in_pv | pv_last_step;
     let v_ok = mux(pv_last_step, i.v_next, i.v_ready);
     let pv_can = and_all(&[s_run, pv_free, pv_more, sm_ahead, v_ok]);
