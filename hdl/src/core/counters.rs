@@ -6,11 +6,10 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
-use crate::arith::add_narrow;
 use crate::array::pe_row::SpillRead;
 use crate::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
 use crate::iface::{Block, Ports};
-use crate::{and_all, bits_for, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
+use crate::{and_all, bits_for, cat, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
 
 group! {
     /// What the counters count: the run (`clear` at start, `busy`), MAC steps, blocks, skipped
@@ -84,13 +83,23 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
     })
 }
 
-/// A counter: `+= inc` every cycle, cleared by `clear`.
+/// A counter: `+= inc` every cycle, cleared by `clear`. No carry ripples through its 48 bits in
+/// a cycle: the low part (12 bits, or `inc`'s width) adds `inc`, and its carry is registered
+/// (`cy`) into the high part's increment a cycle later. The count is the high part with that
+/// pending carry beside the low part: cycle for cycle the value one 48-bit register would hold.
 fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
-    let r = m.reg(name, COUNTER_BITS, Some(0));
-    let zero = m.zero(COUNTER_BITS);
-    // The increment is narrow: no carry ripples through the counter's 48 bits.
-    m.set_next(r, mux(clear, zero, add_narrow(r.q, inc)));
-    r.q
+    let low = inc.width().max(12);
+    let high = COUNTER_BITS - low;
+    let lo = m.reg(&format!("{name}_lo"), low, Some(0));
+    let cy = m.reg(&format!("{name}_cy"), 1, Some(0));
+    let hi = m.reg(&format!("{name}_hi"), high, Some(0));
+    let sum = lo.q.zext(low + 1) + inc.zext(low + 1);
+    let hi_now = hi.q + cy.q.zext(high);
+    let (zero_lo, zero_hi, zero1) = (m.zero(low), m.zero(high), m.zero(1));
+    m.set_next(lo, mux(clear, zero_lo, sum.slice(low - 1, 0)));
+    m.set_next(cy, mux(clear, zero1, sum.bit(low)));
+    m.set_next(hi, mux(clear, zero_hi, hi_now));
+    cat(&[hi_now, lo.q])
 }
 
 /// The DMA's beats since the run's start, from its running totals: each cycle's beats are the
