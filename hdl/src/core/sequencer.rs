@@ -139,15 +139,21 @@ pub(crate) fn keys_needed(
     let tile_end = qb + p.br() as u64;
     let past_end = tile_end.gt(prob.q_len);
     let tile_end = mux(past_end, prob.q_len, tile_end);
+    // Causal: the tile's last row sees keys up to its end + k_len − q_len, between 0 and k_len.
+    // The end before its clamp to q_len gives the same (past q_len the reach is over k_len
+    // either way), so the reach is one add after the end and the lengths' difference, and its
+    // clamps compare the end with q_len and the end + k_len with q_len beside it: no chain of add, clamp,
+    // add, subtract, compare.
     let wide = iw + 2;
-    let kl = prob.k_len.zext(wide);
-    let reach = tile_end.zext(wide) + kl;
-    let reach = reach - prob.q_len.zext(wide);
-    let zero_w = m.zero(wide);
-    let negative = reach.lt_signed(zero_w);
-    let reach = mux(negative, zero_w, reach);
-    let over = reach.gt(kl);
-    let reach = mux(over, kl, reach).trunc(iw);
+    let (kl, ql) = (prob.k_len.zext(wide), prob.q_len.zext(wide));
+    let end = qb.zext(wide) + p.br() as u64;
+    // Its low bits: where it is neither clamp, the reach fits them, and a sum's low bits do
+    // not depend on its high ones.
+    let reach = (qb + p.br() as u64) + (prob.k_len - prob.q_len);
+    let over = end.gt(ql);
+    let negative = (end + kl).lt(ql);
+    let zero_i = m.zero(iw);
+    let reach = mux(negative, zero_i, mux(over, prob.k_len, reach));
     (mux(prob.causal, reach, prob.k_len), tile_end)
 }
 
@@ -307,7 +313,9 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         mux(prob.out_f32, long, short)
     };
     let (need_d, tile_end) = keys_needed(m, p, &prob, r.q_base.q);
-    let rows_valid = m.name("rows_valid", tile_end - r.q_base.q);
+    // A tile's valid query rows, registered: q_base holds through a tile, and the first use is
+    // in its Plan state, a cycle after the Tile state in which q_base moved on.
+    let rows_valid = m.delay("rows_valid", tile_end - r.q_base.q);
     let need_d = m.name("keys_needed", need_d);
     // The tile's blocks from its keys registered in the Tile state, set in Plan: the causal
     // arithmetic and the division are not in one cycle.
