@@ -306,10 +306,11 @@ fn narrow() -> CoreConfig {
     c.br = 8;
     c.bc = 8;
     c.head_dim = 32;
-    // The deepest pipelines this tile hides: the MAC's 2 + 5 + 1 cycles in its 8 accumulators,
-    // the softmax datapath's multiplier at 5 (softmax_row's update, the exp stage, the
-    // reduction tree's levels and the readout's multiply all follow) and exp2 at 4.
-    c.mul_latency = 2;
+    // The deepest pipelines this tile hides: the MAC's 4 + 5 + 1 cycles, whose accumulator read
+    // waits for the product (5 + 3 cycles between two updates of one register, in its 8
+    // accumulators), the softmax datapath's multiplier at 5 (softmax_row's update, the exp
+    // stage, the reduction tree's levels and the readout's multiply all follow) and exp2 at 4.
+    c.mul_latency = 4;
     c.add_latency = 5;
     c.fmul_latency = 5;
     c.exp_latency = 4;

@@ -941,8 +941,9 @@ fn configuration_errors_say_what_and_how_to_fix() {
         ),
     ];
     // small's four S accumulators per PE, interleaved with PV, come round every 8 cycles, its
-    // eight O accumulators too: a core with a MAC of 3 + 6 + 1 cycles is refused, naming the
-    // deepest it hides (a PE alone may be that deep).
+    // eight O accumulators too: a core whose PE needs 6 + 3 cycles between two updates of a
+    // register (an adder of 6 stages) is refused, naming the deepest it hides (a PE alone may
+    // be that deep).
     // What the core's parameters refuse.
     let core_refusal = |c: &CoreConfig| {
         hdl::core::CoreParams::from_config(c)
@@ -954,7 +955,10 @@ fn configuration_errors_say_what_and_how_to_fix() {
     cfg.validate().unwrap();
     let err = core_refusal(&cfg);
     assert!(
-        err.contains("this tile hides mul_latency + add_latency up to 7"),
+        err.contains(
+            "this tile hides add_latency up to 5 with a mul_latency of 2 or more, or \
+             mul_latency + add_latency up to 7"
+        ),
         "{err}"
     );
     for (change, expect) in cases {

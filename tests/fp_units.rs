@@ -30,10 +30,10 @@ fn fp16_mul_combinational() {
     check_unit("fp_mul_e5m10", 0, 0, 1);
 }
 
-/// Every cut: the partial products, their sum, the output.
+/// Every cut: the operands, the partial products' carry-save pair, their sum, the output.
 #[test]
 fn fp16_mul_deepest() {
-    check_unit("fp_mul_e5m10", 3, 0, 2);
+    check_unit("fp_mul_e5m10", 4, 0, 2);
 }
 
 #[test]

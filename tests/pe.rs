@@ -57,9 +57,10 @@ fn pe_with_integer_qk() {
     check(&cfg, "pe", 100, 15);
 }
 
-/// The deepest pipeline (the multiplier at 3, the adder at 6: the accumulator read and its
-/// scaling each registered before the MAC takes it), with INT8 QKᵀ so the integer path's
-/// staging is exercised beside the floating-point one.
+/// The deepest pipeline (the multiplier at 3, the adder at 6: the accumulator read a cycle
+/// after issue, then it and its scaling each registered, so the MAC takes it with the product;
+/// operations on one register 9 cycles apart, one less than the latency), with INT8 QKᵀ so the
+/// integer path's staging is exercised beside the floating-point one.
 #[test]
 fn pe_deepest_pipeline() {
     let mut cfg = small(3, 6);

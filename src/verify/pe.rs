@@ -4,7 +4,8 @@
 //! and at the end every register of every PE is read back and compared.
 //!
 //! The stream obeys the PE's documented hazard rule: an operation on a register issues at least
-//! `latency` cycles after the previous operation on it (an operation that would break the rule
+//! `reuse` cycles after the previous operation on it (`PeConfig::reuse_gap`: the latency, less
+//! the accumulator read's delay behind a deep multiplier; an operation that would break the rule
 //! becomes idle), so a mismatch is a bug, not a misuse.
 
 use std::collections::VecDeque;
@@ -29,6 +30,8 @@ pub struct GridShape {
     pub regs: u32,
     /// Issue-to-visible latency (the module's manifest latency).
     pub latency: u32,
+    /// The fewest cycles between two operations on one register (`PeConfig::reuse_gap`).
+    pub reuse: u32,
     /// The operands' format (binary16 or bfloat16).
     pub format: Format,
     /// Integer QKᵀ's format: the PE also takes the integer operations (8 to 10).
@@ -350,6 +353,7 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
         cols,
         regs,
         latency,
+        reuse,
         ..
     } = shape;
     let hot = HOT.min(regs);
@@ -362,7 +366,7 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
         // Codes 6 and 7 reach the RTL as they are: they must behave as NOPs.
         let mut raw_op = c.op;
         if op != PeOp::Nop {
-            if (t as i64) - last[addr as usize] < latency as i64 {
+            if (t as i64) - last[addr as usize] < reuse as i64 {
                 op = PeOp::Nop;
                 raw_op = PeOp::Nop as u8;
             } else {
@@ -487,6 +491,7 @@ fn replay(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch>
         latency,
         format,
         qk,
+        ..
     } = shape;
     let mut pes: Vec<PeModel> = (0..rows * cols)
         .map(|_| PeModel {

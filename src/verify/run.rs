@@ -108,6 +108,7 @@ pub fn verify_pe_block(
         cols,
         regs: cfg.regs_per_pe,
         latency,
+        reuse: cfg.pe().reuse_gap(),
         format: cfg.in_format,
         qk: cfg.qk_format,
     };

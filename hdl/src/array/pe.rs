@@ -16,16 +16,18 @@
 //!   live operation issued L cycles earlier). They feed the energy counters; the `rd_addr`
 //!   port's reads are counted by whoever uses its data.
 //!
-//! Every operation reads `rf[addr]` when it is issued and writes its result back `L + 1` clock
-//! edges later, where L is the MAC latency. With a multiplier of two stages or more the read
-//! is registered, and the accumulator is prepared (scaled, or replaced by ±0) a cycle later,
-//! while the multiplier works: the MAC takes it [`PeConfig::acc_stage`] cycles after the
-//! operands, so neither the register file's read multiplexer nor the scaling is in series with
-//! the other or with the adder; the module's latency (issue to visible on
-//! `rd_data`) is therefore L + 1, and one operation is accepted every cycle. An operation that
-//! accumulates into a register must be issued at least L + 1 cycles after the previous
-//! operation that writes the same register (there is no forwarding): the array's schedule
-//! rotates through several accumulators to meet this.
+//! Every operation writes its result back `L + 1` clock edges after its issue, where L is the
+//! MAC latency; the module's latency (issue to visible on `rd_data`) is therefore L + 1, and
+//! one operation is accepted every cycle. With a multiplier of one stage or none, it reads
+//! `rf[addr]` at issue. With a multiplier of M ≥ 2 stages it reads it M − 2 cycles after issue
+//! ([`PeConfig::read_delay`]), registers the read, prepares the accumulator (scaled, or replaced
+//! by ±0) in the next cycle, and the MAC takes it with the product ([`PeConfig::acc_stage`]
+//! = M): neither the register file's read multiplexer nor the scaling is in series with the
+//! other or with the adder, and the multiplier is outside the accumulation's loop. An
+//! operation that accumulates into a register must be issued at least
+//! [`PeConfig::reuse_gap`] cycles after the previous operation that writes the same register
+//! (L + 1 less the read's delay: add_latency + 3 with M ≥ 2; there is no forwarding): the
+//! array's schedule rotates through several accumulators to meet this.
 //!
 //! Numerics (model: `kernels::pe::PeModel`): `Mac` is `kernels::fp::mac(rf[addr], a, b)`
 //! (`mac_fused` for bfloat16 operands);
@@ -142,15 +144,31 @@ impl PeConfig {
     }
 
     /// Cycles after issue that the MAC takes the accumulator: with a multiplier of latency 2
-    /// or more, the read (and the scaling's subtracts) registered, then the scaling's shift
-    /// and rounding registered, each in a cycle of its own; with a shallower multiplier the
-    /// MAC takes it at issue (and registers it beside the product, at latency 1).
+    /// or more, when the product arrives (the multiplier's latency): the register file is read
+    /// [`PeConfig::read_delay`] cycles after issue, the read (and the scaling's subtracts)
+    /// registered, then the scaling's shift and rounding registered, each in a cycle of its
+    /// own; with a shallower multiplier the MAC takes it at issue (and registers it beside the
+    /// product, at latency 1).
     pub fn acc_stage(&self) -> u32 {
         if self.mac.mul.latency >= 2 {
-            2
+            self.mac.mul.latency
         } else {
             0
         }
+    }
+
+    /// Cycles after issue that the accumulator is read: the multiplier's stages beyond the two
+    /// the read and the scaling take, so that the read is out of the accumulation's loop.
+    pub fn read_delay(&self) -> u32 {
+        self.acc_stage().saturating_sub(2)
+    }
+
+    /// The fewest cycles between two operations on one register: the second reads it
+    /// [`PeConfig::read_delay`] cycles after its issue, once the first has written it back
+    /// ([`PeConfig::latency`] cycles after its own): add_latency + 3 with a multiplier of two
+    /// stages or more, whatever the multiplier's depth.
+    pub fn reuse_gap(&self) -> u32 {
+        self.latency() - self.read_delay()
     }
 
     /// The MAC the PE instantiates: its accumulator [`PeConfig::acc_stage`] cycles late.
@@ -194,7 +212,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             cfg.regs,
             cfg.mac.formats().acc.bits(),
             cfg.latency(),
-            cfg.latency(),
+            cfg.reuse_gap(),
             cfg.qk.map_or(String::new(), |f| format!(
                 "\nInteger QK ({}, {} lanes per operand): 8 int_clear (rf[addr] = 0 + dot(a,b)),\n\
                  9 int_mac (rf[addr] += dot(a,b)), 10 int_last (rf[addr] = fp32(rf[addr] +\n\
@@ -239,20 +257,24 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let op = m.name("op_eff", op);
 
         let rf = m.memory("rf", cfg.regs, f.acc.bits());
-        let acc_old = m.mem_read(rf, addr);
-        let acc_old = m.name("acc_old", acc_old);
         let latency = cfg.mac.latency();
-        // The operation travels to the write-back; its first tap goes with a staged read.
+        // The operation travels to the write-back; its taps serve the read's stages.
         let ops = m.delays("op", op, latency);
         let stage = cfg.acc_stage();
         let staged = stage > 0;
+        // The read waits out the multiplier's stages beyond the read's and the scaling's own.
+        let rd = cfg.read_delay();
+        let acc_addr = m.delay_n("acc_addr", addr, rd);
+        let acc_shift = m.delay_n("acc_shift", shift, rd);
+        let acc_old = m.mem_read(rf, acc_addr);
+        let acc_old = m.name("acc_old", acc_old);
         // The scaling's subtracts run in the read's cycle; when the MAC takes the accumulator
         // late, the read (also the integer path's) and the scaling's parts are registered
         // together, and the rest of the scaling and the ±0 selection take the next cycle.
-        let parts = fp32_misc::scale2_prepare(m, acc_old, shift);
+        let parts = fp32_misc::scale2_prepare(m, acc_old, acc_shift);
         let parts = parts.stage(m, "rd", staged);
         let acc_rd = parts.a;
-        let op_rd = ops[staged as usize];
+        let op_rd = ops[(rd + staged as u32) as usize];
         let scaled = fp32_misc::scale2_finish(m, &parts);
         let is_clear = op_rd.eq(PeOp::MacClear as u64);
         let is_zero = op_rd.eq(PeOp::MacZero as u64);
@@ -263,9 +285,9 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let acc_in = mux(is_zero, pos_zero, acc_in);
         let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
-        let acc_in = match stage {
-            2 => m.delay("acc_in_r", acc_in),
-            _ => acc_in,
+        let acc_in = match staged {
+            true => m.delay("acc_in_r", acc_in),
+            false => acc_in,
         };
         let result = m.instantiate(&mac, "u_mac", &MacIn { a, b, acc: acc_in }).y;
         // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), at the read's
@@ -275,10 +297,8 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             let int_last = op_rd.eq(PeOp::IntLast as u64);
             // int32 zero: the bits of +0.
             let acc = mux(int_clear, pos_zero, acc_rd);
-            let (a, b) = match staged {
-                false => (a, b),
-                true => (m.delay("int_a", a), m.delay("int_b", b)),
-            };
+            let at = rd + staged as u32;
+            let (a, b) = (m.delay_n("int_a", a, at), m.delay_n("int_b", b, at));
             let ins = IntDotIn {
                 a,
                 b,
@@ -286,7 +306,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
                 last: int_last,
             };
             let y = m.instantiate(unit, "u_int", &ins).y;
-            m.delay_n("int_y", y, latency - staged as u32)
+            m.delay_n("int_y", y, latency - at)
         });
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.

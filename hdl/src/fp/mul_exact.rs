@@ -3,10 +3,12 @@
 //! products reach 2^256 and 2^-266). The unit's name is its operands' format
 //! ([`MulExactConfig::unit_name`]: `fp_mul_e5m10`, `fp_mul_e8m7`).
 //!
-//! Ports: `a`, `b` (the operand format) → `y` (the product format). Latency 0 to 3 cycles
+//! Ports: `a`, `b` (the operand format) → `y` (the product format). Latency 0 to 4 cycles
 //! (module name `fp_mul_e5m10_l<latency>`), one result per cycle. Latency 1 registers the
-//! output; latency 2 also registers the raw significand product; latency 3 also the two
-//! partial products of b's significand halves before their sum.
+//! output; latency 2 also registers the raw significand product; latency 3 also the
+//! carry-save pair of the partial products' adder tree before their sum; latency 4 also the
+//! operands as they arrive (in a PE they are chosen between the QK and the PV stream's in the
+//! same cycle).
 //!
 //! Numerics (bit-exact model: `kernels::fp::mul_exact`, for binary16 also
 //! `kernels::fp::fp16_mul`): the product is exact, no rounding; subnormal inputs are
@@ -17,7 +19,7 @@
 use anyhow::Result;
 
 use crate::arith::{
-    leading_zeros, mul_specials, select_special, split_product, stage_product, unpack,
+    leading_zeros, mul_specials, select_special, split_product, stage_all, stage_product, unpack,
 };
 use crate::format::Format;
 use crate::iface::Block;
@@ -34,7 +36,7 @@ pub struct MulExactConfig {
 }
 
 impl MulExactConfig {
-    pub const MAX_LATENCY: u32 = 3;
+    pub const MAX_LATENCY: u32 = 4;
 
     /// Binary16 operands (the design's default) at `latency`.
     pub fn fp16(latency: u32) -> Self {
@@ -105,6 +107,7 @@ fn long_name(f: Format) -> String {
 /// The multiplier's logic; returns the exact product in `cfg.product()`.
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &MulExactConfig) -> Sig {
     let (f, p) = (cfg.operand, cfg.product());
+    let [a, b] = stage_all(m, "in", cfg.latency >= 4, [("a", a), ("b", b)]);
     let ua = unpack(m, a, f.exp, f.man, "a");
     let ub = unpack(m, b, f.exp, f.man, "b");
     let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);

@@ -130,9 +130,10 @@ impl PeRowConfig {
 
     /// One array interleaves the QK of a later block with the PV of an earlier one step by step
     /// (QK never takes two cycles running): its a·b S accumulators alone would come round
-    /// faster than the MAC's latency, and the variant can ([`Dataflow::interleaves`]).
+    /// sooner than the PE may update one register again ([`PeConfig::reuse_gap`]), and the
+    /// variant can ([`Dataflow::interleaves`]).
     pub fn interleaved(&self) -> bool {
-        self.can_interleave() && self.a * self.b < self.pe.latency()
+        self.can_interleave() && self.a * self.b < self.pe.reuse_gap()
     }
 
     /// One array that may interleave QK and PV (not reg3d's tiers, and the variant can).
@@ -147,17 +148,21 @@ impl PeRowConfig {
     }
 
     /// The schedule hides the MAC's latency: each accumulator comes round no sooner than the
-    /// MAC's result is back (there is no forwarding); else an error naming the deepest MAC the
-    /// tile hides.
+    /// PE may update it again ([`PeConfig::reuse_gap`]: there is no forwarding); else an error
+    /// naming the deepest MAC the tile hides.
     pub fn validate_mac_hidden(&self) -> Result<()> {
-        let lat = self.pe.latency();
+        let gap = self.pe.reuse_gap();
         let (s_gap, o_gap) = (self.s_update_gap(), self.a * self.e);
+        let most = s_gap.min(o_gap);
         ensure!(
-            s_gap >= lat && o_gap >= lat,
+            s_gap >= gap && o_gap >= gap,
             "a PE updates each of its {} S accumulators once every {s_gap} cycles{} and each of \
-             its {} O accumulators once every {o_gap}, fewer than the MAC's {lat}-cycle latency \
-             (mul_latency + add_latency + 1): this tile hides mul_latency + add_latency up to \
-             {}; raise br, bc or head_dim, or lower mul_latency / add_latency",
+             its {} O accumulators once every {o_gap}, fewer than the {gap} cycles the MAC needs \
+             between two updates of one register (add_latency + 3 with a mul_latency of 2 or \
+             more, which reads the register when the product arrives; mul_latency + \
+             add_latency + 1 below): this tile hides add_latency up to {} with a mul_latency of 2 \
+             or more, or mul_latency + add_latency up to {}; raise br, bc or head_dim, or lower \
+             mul_latency / add_latency",
             self.a * self.b,
             if s_gap > self.a * self.b {
                 " (QK interleaved with PV)"
@@ -165,7 +170,8 @@ impl PeRowConfig {
                 ""
             },
             self.a * self.e,
-            s_gap.min(o_gap) - 1
+            most.saturating_sub(3),
+            most - 1
         );
         Ok(())
     }
