@@ -1,11 +1,11 @@
 //! `fp_mul_e8m23`: binary32 multiplication, round to nearest even (the unit's name is its
 //! format's, [`Fp32MulConfig::unit_name`]).
 //!
-//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 4 cycles (module name
+//! Ports: `a`, `b` (32 bits) → `y` (32 bits). Latency 0 to 6 cycles (module name
 //! `fp_mul_e8m23_l<latency>`), one result per cycle. Latency 1 registers the output; 2 also
 //! the significand product; 3 also the normalized operands (before the multiplier); 4 also
-//! the two partial products of the significands' halves; 5 also the rounding's decision
-//! (before its increment).
+//! the carry-save pair of the significands' partial products; 5 also the rounding's decision
+//! (before its increment); 6 also the operands as they arrive.
 //!
 //! Numerics (bit-exact model: `kernels::fp::fp32_mul`): subnormal inputs are normalized first
 //! and subnormal results rounded; overflow gives ±Inf; NaN inputs and Inf × 0 give the canonical
@@ -30,7 +30,7 @@ pub struct Fp32MulConfig {
 }
 
 impl Fp32MulConfig {
-    pub const MAX_LATENCY: u32 = 5;
+    pub const MAX_LATENCY: u32 = 6;
     /// The format of the operands and the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -69,6 +69,7 @@ pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> BinaryBlock {
 
 /// The multiplier's logic with `latency` pipeline registers.
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
+    let [a, b] = stage_all(m, "in", latency >= 6, [("a", a), ("b", b)]);
     let ua = unpack(m, a, 8, 23, "a");
     let ub = unpack(m, b, 8, 23, "b");
     let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);
