@@ -188,10 +188,18 @@ pub struct RowUpdateConfig {
 
 impl RowUpdateConfig {
     /// Cycles from a max or sum operation to the state it writes: the multiplier (C · block
-    /// max), the ceil-and-max stage, the adder (the growth m' − m, or l · 2^-shift + block sum),
+    /// max), the ceil-and-max stage (two stages in a design for a fast clock,
+    /// [`RowUpdateConfig::split`]), the adder (the growth m' − m, or l · 2^-shift + block sum),
     /// and the write of m, shift (or l). Init takes one cycle.
     pub fn latency(&self) -> u32 {
-        self.mul.latency + self.add.latency + 2
+        self.mul.latency + self.add.latency + 2 + self.split() as u32
+    }
+
+    /// With the multiplier at 5 stages or more (a design for a fast clock), the ceil and the
+    /// max take a cycle each, and the sum's l · 2^-shift two (its exponent arithmetic, then the
+    /// shift and rounding): each was a stage longer than the multiplier's.
+    pub fn split(&self) -> bool {
+        self.mul.latency >= 5
     }
 
     /// `softmax_row_m1_a1`; with a lazy threshold τ `softmax_row_lazy<τ>_m1_a1`.
@@ -253,8 +261,10 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
         // for the adder's growth m' − m; its last stage saturates the shift and writes.
         let scaled = m.instantiate(&mul, "u_scale", &Binary { a: blk_max, b: c }).y;
         let ceiled = m.instantiate(&ceil, "u_ceil", &Unary { a: scaled }).y;
+        let split = cfg.split();
+        let ceiled = m.stage("ceiled", ceiled, split);
         let m_max = m.instantiate(&max, "u_max", &Binary { a: m_reg.q, b: ceiled }).y;
-        let max_scaled = m.delay_n("max_v", is_max, mf);
+        let max_scaled = m.delay_n("max_v", is_max, mf + split as u32);
         let m_new = m.hold("m_new", m_max, max_scaled);
         let max_done = m.delay_n("max_w", max_scaled, af + 1);
         let max_done = m.name("max_done", max_done);
@@ -286,8 +296,16 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
             a: l_reg.q,
             n: shift_reg.q,
         };
-        let l_scaled = m.instantiate(&scale2, "u_rescale", &rescale).y;
-        let l_scaled = m.hold("l_scaled", l_scaled, is_sum);
+        let l_scaled = if split {
+            // m, l and shift stand still from the operation's issue to its write.
+            let parts = fp32_misc::scale2_prepare(m, rescale.a, rescale.n).stage(m, "rs", true);
+            let scaled = fp32_misc::scale2_finish(m, &parts);
+            let sum_d = m.delay("sum_rs", is_sum);
+            m.hold("l_scaled", scaled, sum_d)
+        } else {
+            let l_scaled = m.instantiate(&scale2, "u_rescale", &rescale).y;
+            m.hold("l_scaled", l_scaled, is_sum)
+        };
         let sum_in = m.hold("blk_sum_in", blk_sum, is_sum);
         let l_new = m
             .instantiate(&add, "u_sum", &Binary { a: l_scaled, b: sum_in })
