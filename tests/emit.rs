@@ -68,9 +68,9 @@ fn every_unit_lints_clean_and_synthesizes_without_latches() {
     assert!(linted >= 10, "only {linted} modules linted");
 }
 
-/// A 10-cycle MAC is longer than the 8 steps between updates of one S accumulator in the
-/// small tiling, even with QK interleaved with PV: the config check says so, for the core and
-/// for a PE row alone.
+/// A MAC whose updates of one register are 9 cycles apart (an adder of 6 stages) needs more
+/// than the 8 steps between updates of one S accumulator in the small tiling, even with QK
+/// interleaved with PV: the config check says so, for the core and for a PE row alone.
 #[test]
 fn mac_latency_longer_than_the_accumulator_period_is_refused() {
     let mut cfg = small();
@@ -872,8 +872,8 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "regs_per_pe = 48 is not supported: allowed are powers of two from 2 to 1024",
         ),
         (
-            Box::new(|c| c.mul_latency = 4),
-            "mul_latency = 4 is out of range: allowed 0 to 3",
+            Box::new(|c| c.mul_latency = 5),
+            "mul_latency = 5 is out of range: allowed 0 to 4",
         ),
         (
             Box::new(|c| c.add_latency = 9),

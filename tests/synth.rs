@@ -282,7 +282,7 @@ fn config_file_errors_name_the_key() {
         ),
         (
             "preset = \"small\"\nmul_latency = 5\n",
-            "mul_latency = 5 is out of range: allowed 0 to 3",
+            "mul_latency = 5 is out of range: allowed 0 to 4",
         ),
         ("preset = \"tiny\"\n", "unknown preset `tiny`"),
         ("rows = 4\n", "the configuration lacks name, cols, br"),
