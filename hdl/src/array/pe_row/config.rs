@@ -303,14 +303,22 @@ impl PeRowConfig {
             + self.vlink_latency()
     }
 
-    /// Cycles from a PE's last weight to its sum of weights: its tree's levels (ceil(log2 b)),
-    /// each at the reduction tree's stage latency.
+    /// Cycles from a PE's last weight to its sum of weights: the widened weight's register
+    /// ([`PeRowConfig::widen_registered`]), then its tree's levels (ceil(log2 b)), each at the
+    /// reduction tree's stage latency.
     pub fn local_latency(&self) -> u32 {
-        RowReduceConfig {
-            cols: self.b,
-            ..self.tree()
-        }
-        .latency()
+        self.widen_registered() as u32
+            + RowReduceConfig {
+                cols: self.b,
+                ..self.tree()
+            }
+            .latency()
+    }
+
+    /// For a fast clock (exp2 at 3 stages or more, as P's own register after its rounding),
+    /// each weight widened to binary32 is registered before the PE's tree of weights adds it.
+    pub fn widen_registered(&self) -> bool {
+        self.exp.p_registered()
     }
 
     /// Cycles the engine is busy with one block's softmax (from the cycle after its start):

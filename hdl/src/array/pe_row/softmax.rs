@@ -468,6 +468,20 @@ pub(super) fn exp_sweep(
         }
     };
     let wide = crate::fp16_to_fp32::logic_from(m, p, cfg.pe.mac.formats().operand);
+    // For a fast clock the widened weight is registered before the first adder (the widening
+    // normalizes a subnormal P: a leading-zero count and a shift).
+    let cut = cfg.widen_registered();
+    let [wide, out_valid, out_c, out_jj] = crate::arith::stage_all(
+        m,
+        "wide",
+        cut,
+        [
+            ("p", wide),
+            ("valid", out_valid),
+            ("c", out_c),
+            ("jj", out_jj),
+        ],
+    );
     let local = local_tree(m, cfg, parts, wide, out_valid, out_c, out_jj);
     let mut locals: Vec<Sig> = (0..c_n)
         .map(|c| {
