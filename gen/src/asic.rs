@@ -579,7 +579,7 @@ fn timing_label(lib: &Liberty) -> String {
 }
 
 /// What every module's mapping shares: Yosys, the library (and a hash of its text), the
-/// target period and ABC's buffering constraints.
+/// target period and ABC's arguments (its buffering constraints and its script).
 struct MapRecipe<'a> {
     yosys: &'a Path,
     /// `yosys -V` (and with it ABC's): a new tool maps anew.
@@ -588,7 +588,7 @@ struct MapRecipe<'a> {
     liberty_key: u64,
     period_ps: f64,
     constr: String,
-    /// The constraints file's text (part of the cache key).
+    /// The constraints file's text and the script (part of the cache key).
     constr_text: String,
 }
 
@@ -620,12 +620,14 @@ pub fn abc_delay_fraction() -> f64 {
 /// default script runs area rewriting (`dc2`, `&fraig`, `scorr`) first, which turns the
 /// parallel-prefix adders of Yosys's techmap into ripple chains: a registered 48-bit add takes
 /// 880 ps at asap7 with it and 369 ps with this; a 36-bit increment 640 and 323 (clock to D).
-pub fn abc_script(buffered: bool) -> &'static str {
-    if buffered {
-        "+strash;&get,-n;&st;&if,-g;&st;&synch2;&if,-g;&st;&dch,-f;&nf,{D};&put;buffer;upsize,{D};dnsize,{D};stime,-p"
+pub fn abc_script(buffered: bool) -> String {
+    let map = "+strash;&get,-n;&st;&if,-g;&st;&synch2;&if,-g;&st;&dch,-f;&nf,{D};&put";
+    let size = if buffered {
+        ";buffer;upsize,{D};dnsize,{D}"
     } else {
-        "+strash;&get,-n;&st;&if,-g;&st;&synch2;&if,-g;&st;&dch,-f;&nf,{D};&put;stime,-p"
-    }
+        ""
+    };
+    format!("{map}{size};stime,-p")
 }
 
 /// What a cache entry holds: the mapped netlist, Yosys's `check` and `stat -json`.

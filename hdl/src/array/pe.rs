@@ -260,10 +260,11 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let latency = cfg.mac.latency();
         // The operation travels to the write-back; its taps serve the read's stages.
         let ops = m.delays("op", op, latency);
-        let stage = cfg.acc_stage();
-        let staged = stage > 0;
-        // The read waits out the multiplier's stages beyond the read's and the scaling's own.
+        let staged = cfg.acc_stage() > 0;
+        // The read waits out the multiplier's stages beyond the read's and the scaling's own;
+        // its registered value is taken `taken` cycles after issue.
         let rd = cfg.read_delay();
+        let taken = rd + staged as u32;
         let acc_addr = m.delay_n("acc_addr", addr, rd);
         let acc_shift = m.delay_n("acc_shift", shift, rd);
         let acc_old = m.mem_read(rf, acc_addr);
@@ -274,7 +275,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let parts = fp32_misc::scale2_prepare(m, acc_old, acc_shift);
         let parts = parts.stage(m, "rd", staged);
         let acc_rd = parts.a;
-        let op_rd = ops[(rd + staged as u32) as usize];
+        let op_rd = ops[taken as usize];
         let scaled = fp32_misc::scale2_finish(m, &parts);
         let is_clear = op_rd.eq(PeOp::MacClear as u64);
         let is_zero = op_rd.eq(PeOp::MacZero as u64);
@@ -285,10 +286,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let acc_in = mux(is_zero, pos_zero, acc_in);
         let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
-        let acc_in = match staged {
-            true => m.delay("acc_in_r", acc_in),
-            false => acc_in,
-        };
+        let acc_in = m.stage("acc_in_r", acc_in, staged);
         let result = m.instantiate(&mac, "u_mac", &MacIn { a, b, acc: acc_in }).y;
         // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), at the read's
         // stage (the operands wait with it), delayed to the MAC's latency.
@@ -297,8 +295,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             let int_last = op_rd.eq(PeOp::IntLast as u64);
             // int32 zero: the bits of +0.
             let acc = mux(int_clear, pos_zero, acc_rd);
-            let at = rd + staged as u32;
-            let (a, b) = (m.delay_n("int_a", a, at), m.delay_n("int_b", b, at));
+            let (a, b) = (m.delay_n("int_a", a, taken), m.delay_n("int_b", b, taken));
             let ins = IntDotIn {
                 a,
                 b,
@@ -306,7 +303,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
                 last: int_last,
             };
             let y = m.instantiate(unit, "u_int", &ins).y;
-            m.delay_n("int_y", y, latency - at)
+            m.delay_n("int_y", y, latency - taken)
         });
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.

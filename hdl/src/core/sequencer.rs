@@ -136,20 +136,20 @@ pub(crate) fn keys_needed(
     qb: Sig,
 ) -> (Sig, Sig) {
     let iw = p.index_bits;
-    let tile_end = qb + p.br() as u64;
-    let past_end = tile_end.gt(prob.q_len);
-    let tile_end = mux(past_end, prob.q_len, tile_end);
+    let end_i = qb + p.br() as u64;
+    let past_end = end_i.gt(prob.q_len);
+    let tile_end = mux(past_end, prob.q_len, end_i);
     // Causal: the tile's last row sees keys up to its end + k_len − q_len, between 0 and k_len.
     // The end before its clamp to q_len gives the same (past q_len the reach is over k_len
     // either way), so the reach is one add after the end and the lengths' difference, and its
-    // clamps compare the end with q_len and the end + k_len with q_len beside it: no chain of add, clamp,
-    // add, subtract, compare.
+    // clamps compare the end, and the end + k_len, with q_len beside it: no chain of add,
+    // clamp, add, subtract, compare.
     let wide = iw + 2;
     let (kl, ql) = (prob.k_len.zext(wide), prob.q_len.zext(wide));
     let end = qb.zext(wide) + p.br() as u64;
     // Its low bits: where it is neither clamp, the reach fits them, and a sum's low bits do
     // not depend on its high ones.
-    let reach = (qb + p.br() as u64) + (prob.k_len - prob.q_len);
+    let reach = end_i + (prob.k_len - prob.q_len);
     let over = end.gt(ql);
     let negative = (end + kl).lt(ql);
     let zero_i = m.zero(iw);
@@ -538,7 +538,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let pv_last_step = m.net("pv_last_step", 1);
     let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    let (qk, pv) = (
+    let (qk, pv_n) = (
         (r.qk_issued.q, Some(qk_last_step)),
         (r.pv_issued.q, Some(pv_last_step)),
     );
@@ -553,18 +553,18 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let want_qk = if two {
         qk_more
     } else {
-        qk_more & bumped(qk, (r.pv_issued.q + 2, pv.1), Sig::lt)
+        qk_more & bumped(qk, (r.pv_issued.q + 2, pv_n.1), Sig::lt)
     };
-    let pv_more = bumped(pv, qk, Sig::lt);
+    let pv_more = bumped(pv_n, qk, Sig::lt);
     let sm_ahead = match (r.x_phase.filter(|_| p.row.s_in_memory()), i.x) {
         // unfused: PV(j) reads P(j) from the scratch channel, once every exp pass is done.
         (Some(x_phase), Some(x)) => x_phase.q.eq(2) & x.ready,
         _ if two => bumped(
             (r.sm_done.q, None),
-            (r.pv_issued.q + r.nblk.q, pv.1),
+            (r.pv_issued.q + r.nblk.q, pv_n.1),
             Sig::gt,
         ),
-        _ => bumped((r.sm_done.q, None), pv, Sig::gt),
+        _ => bumped((r.sm_done.q, None), pv_n, Sig::gt),
     };
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
@@ -667,24 +667,11 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
 /// `f(x + bx, y + by)`, each sum at its operand's width as `+` wraps it, where a bump (`bx`,
 /// `by`: none, or a 1-bit net) is a phase's last step: the comparisons of the registered counts
 /// run beside the step counters that decide the bumps, which then only select among them.
-fn bumped(x: (Sig, Option<Sig>), y: (Sig, Option<Sig>), f: impl Fn(Sig, Sig) -> Sig) -> Sig {
-    let forms = |(v, b): (Sig, Option<Sig>)| match b {
-        Some(b) => vec![(v, None), (v + 1, Some(b))],
-        None => vec![(v, None)],
-    };
-    let pick = |x_form: (Sig, Option<Sig>)| {
-        let ys = forms(y);
-        let at = |yv: (Sig, Option<Sig>)| f(x_form.0, yv.0);
-        match ys.as_slice() {
-            [only] => at(*only),
-            [plain, up] => mux(up.1.expect("a bumped form"), at(*up), at(*plain)),
-            _ => unreachable!("one or two forms"),
-        }
-    };
-    match forms(x).as_slice() {
-        [only] => pick(*only),
-        [plain, up] => mux(up.1.expect("a bumped form"), pick(*up), pick(*plain)),
-        _ => unreachable!("one or two forms"),
+fn bumped(x: (Sig, Option<Sig>), y: (Sig, Option<Sig>), f: impl Fn(Sig, Sig) -> Sig + Copy) -> Sig {
+    match (x, y) {
+        ((xv, Some(b)), _) => mux(b, bumped((xv + 1, None), y, f), bumped((xv, None), y, f)),
+        ((xv, None), (yv, Some(b))) => mux(b, f(xv, yv + 1), f(xv, yv)),
+        ((xv, None), (yv, None)) => f(xv, yv),
     }
 }
 

@@ -226,7 +226,8 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
     let add = fp32_add::build(d, &cfg.add);
     let max = fp32_misc::build_max(d);
     let ceil = fp32_misc::build_ceil(d);
-    let scale2 = fp32_misc::build_scale2(d);
+    // Split, the rescale is inline, in two stages; else the combinational unit.
+    let scale2 = (!cfg.split()).then(|| fp32_misc::build_scale2(d));
     let threshold = cfg.threshold;
     let latency = cfg.latency();
     let (mf, af) = (cfg.mul.latency, cfg.add.latency);
@@ -296,15 +297,19 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
             a: l_reg.q,
             n: shift_reg.q,
         };
-        let l_scaled = if split {
-            // m, l and shift stand still from the operation's issue to its write.
-            let parts = fp32_misc::scale2_prepare(m, rescale.a, rescale.n).stage(m, "rs", true);
-            let scaled = fp32_misc::scale2_finish(m, &parts);
-            let sum_d = m.delay("sum_rs", is_sum);
-            m.hold("l_scaled", scaled, sum_d)
-        } else {
-            let l_scaled = m.instantiate(&scale2, "u_rescale", &rescale).y;
-            m.hold("l_scaled", l_scaled, is_sum)
+        let l_scaled = match &scale2 {
+            Some(unit) => {
+                let l_scaled = m.instantiate(unit, "u_rescale", &rescale).y;
+                m.hold("l_scaled", l_scaled, is_sum)
+            }
+            None => {
+                // m, l and shift stand still from the operation's issue to its write.
+                let parts =
+                    fp32_misc::scale2_prepare(m, rescale.a, rescale.n).stage(m, "rs", true);
+                let scaled = fp32_misc::scale2_finish(m, &parts);
+                let sum_d = m.delay("sum_rs", is_sum);
+                m.hold("l_scaled", scaled, sum_d)
+            }
         };
         let sum_in = m.hold("blk_sum_in", blk_sum, is_sum);
         let l_new = m
