@@ -309,11 +309,11 @@ fn narrow() -> CoreConfig {
     // The deepest pipelines this tile hides: the MAC's 4 + 5 + 1 cycles, whose accumulator read
     // waits for the product (5 + 3 cycles between two updates of one register, in its 8
     // accumulators), the softmax datapath's multiplier at 6 (softmax_row's update, the exp
-    // stage, the reduction tree's levels and the readout's multiply all follow) and exp2 at 4.
+    // stage, the reduction tree's levels and the readout's multiply all follow) and exp2 at 6.
     c.mul_latency = 4;
     c.add_latency = 5;
     c.fmul_latency = 6;
-    c.exp_latency = 4;
+    c.exp_latency = 6;
     c.validate().unwrap();
     c
 }

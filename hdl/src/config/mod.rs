@@ -63,7 +63,7 @@ pub struct CoreConfig {
     pub add_latency: u32,
     /// `fp_mul_e8m23` pipeline registers (0..=4), in the softmax datapath.
     pub fmul_latency: u32,
-    /// `fp_exp2_e8m23` pipeline registers (0..=4).
+    /// `fp_exp2_e8m23` pipeline registers (0..=6).
     pub exp_latency: u32,
     /// Bits of a sequence index or length (sequences up to 2^index_bits - 1 long).
     pub index_bits: u32,

@@ -6,10 +6,11 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
+use crate::arith::split_counter;
 use crate::array::pe_row::SpillRead;
 use crate::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
 use crate::iface::{Block, Ports};
-use crate::{and_all, bits_for, cat, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
+use crate::{and_all, bits_for, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
 
 group! {
     /// What the counters count: the run (`clear` at start, `busy`), MAC steps, blocks, skipped
@@ -83,23 +84,10 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
     })
 }
 
-/// A counter: `+= inc` every cycle, cleared by `clear`. No carry ripples through its 48 bits in
-/// a cycle: the low part (12 bits, or `inc`'s width) adds `inc`, and its carry is registered
-/// (`cy`) into the high part's increment a cycle later. The count is the high part with that
-/// pending carry beside the low part: cycle for cycle the value one 48-bit register would hold.
+/// A 48-bit counter: `+= inc` every cycle, cleared by `clear` (no carry ripples through its
+/// width in a cycle: [`split_counter`]).
 fn counter(m: &mut ModuleBuilder, name: &str, inc: Sig, clear: Sig) -> Sig {
-    let low = inc.width().max(12);
-    let high = COUNTER_BITS - low;
-    let lo = m.reg(&format!("{name}_lo"), low, Some(0));
-    let cy = m.reg(&format!("{name}_cy"), 1, Some(0));
-    let hi = m.reg(&format!("{name}_hi"), high, Some(0));
-    let sum = lo.q.zext(low + 1) + inc.zext(low + 1);
-    let hi_now = hi.q + cy.q.zext(high);
-    let (zero_lo, zero_hi, zero1) = (m.zero(low), m.zero(high), m.zero(1));
-    m.set_next(lo, mux(clear, zero_lo, sum.slice(low - 1, 0)));
-    m.set_next(cy, mux(clear, zero1, sum.bit(low)));
-    m.set_next(hi, mux(clear, zero_hi, hi_now));
-    cat(&[hi_now, lo.q])
+    split_counter(m, name, COUNTER_BITS, inc, Some(clear))
 }
 
 /// The DMA's beats since the run's start, from its running totals: each cycle's beats are the

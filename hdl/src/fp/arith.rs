@@ -147,12 +147,46 @@ pub fn round_pack_f32(m: &mut ModuleBuilder, sign: Sig, sig: Sig, exp: Sig, stic
 /// fraction fields before the rounding increment, whether to add it, and whether the exponent
 /// overflows. A pipeline may register it before [`round_finish_f32`].
 pub fn round_prepare_f32(m: &mut ModuleBuilder, sig: Sig, exp: Sig, sticky: Sig) -> Rounding {
-    let w = sig.width();
+    let plan = round_plan_f32(m, exp);
+    round_apply_f32(m, sig, plan, sticky)
+}
+
+/// What a binary32 rounding takes from the exponent alone: the exponent field (0 for a
+/// subnormal result), the subnormal right shift, and the overflow to Inf. A pipeline that knows
+/// the exponent before the significand may register it ([`ExpPlan::stage`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ExpPlan {
+    pub exp_field: Sig,
+    pub shift: Sig,
+    pub overflow: Sig,
+}
+
+impl ExpPlan {
+    /// Registered as `<name>_<tag>` each when `cut` (see [`stage_all`]).
+    pub fn stage(self, m: &mut ModuleBuilder, tag: &str, cut: bool) -> ExpPlan {
+        let [exp_field, shift, overflow] = stage_all(
+            m,
+            tag,
+            cut,
+            [
+                ("exp_field", self.exp_field),
+                ("exp_shift", self.shift),
+                ("exp_overflow", self.overflow),
+            ],
+        );
+        ExpPlan {
+            exp_field,
+            shift,
+            overflow,
+        }
+    }
+}
+
+/// [`round_prepare_f32`]'s exponent half: `exp` (two's complement, at least 10 bits) the
+/// biased exponent of the significand's leading one.
+pub fn round_plan_f32(m: &mut ModuleBuilder, exp: Sig) -> ExpPlan {
     let ew = exp.width();
-    assert!(
-        w >= 24 && ew >= 10,
-        "binary32 rounding needs a 24-bit significand and a 10-bit exponent"
-    );
+    assert!(ew >= 10, "binary32 rounding needs a 10-bit exponent");
     let one = m.lit(ew, 1);
     let normal = exp.ge_signed(one);
     let normal = m.hint("normal", normal);
@@ -167,6 +201,26 @@ pub fn round_prepare_f32(m: &mut ModuleBuilder, sig: Sig, exp: Sig, sticky: Sig)
     let under5 = mux(neg_or_big, max5, under5);
     let zero5 = m.zero(5);
     let shift = mux(normal, zero5, under5);
+    let exp8 = exp.trunc(8);
+    let zero8 = m.zero(8);
+    let exp_field = mux(normal, exp8, zero8);
+    ExpPlan {
+        exp_field,
+        shift,
+        overflow,
+    }
+}
+
+/// [`round_prepare_f32`]'s significand half, given its exponent's [`ExpPlan`]: `sig` (W ≥ 24
+/// bits) has its leading one at bit W − 1.
+pub fn round_apply_f32(m: &mut ModuleBuilder, sig: Sig, plan: ExpPlan, sticky: Sig) -> Rounding {
+    let w = sig.width();
+    assert!(w >= 24, "binary32 rounding needs a 24-bit significand");
+    let ExpPlan {
+        exp_field,
+        shift,
+        overflow,
+    } = plan;
     let zero2 = m.zero(2);
     let ext = cat(&[sig, zero2]);
     let shifted = shift_right_sticky(m, ext, shift);
@@ -181,9 +235,6 @@ pub fn round_prepare_f32(m: &mut ModuleBuilder, sig: Sig, exp: Sig, sticky: Sig)
     let tie_or_above = sticky_all | lsb;
     let round_up = guard & tie_or_above;
     let round_up = m.hint("round_up", round_up);
-    let exp8 = exp.trunc(8);
-    let zero8 = m.zero(8);
-    let exp_field = mux(normal, exp8, zero8);
     let packed = cat(&[exp_field, frac]);
     Rounding {
         packed,
@@ -318,10 +369,19 @@ pub fn split_product(
 /// grows with the logarithm of `b`'s width) until two are left. The carry-propagate add is the
 /// caller's, so that a pipeline can register between them.
 pub fn carry_save_product(a: Sig, b: Sig) -> (Sig, Sig) {
-    let w = a.width() + b.width();
-    let mut rows: Vec<Sig> = (0..b.width())
-        .map(|i| (a & b.bit(i).repeat(a.width())).zext(w) << i)
-        .collect();
+    carry_save_sum(partial_products(a, b, a.width() + b.width()))
+}
+
+/// The partial products of `a · b` (unsigned), one per bit of `b`, each `width` bits.
+pub fn partial_products(a: Sig, b: Sig, width: u32) -> Vec<Sig> {
+    (0..b.width())
+        .map(|i| (a & b.bit(i).repeat(a.width())).zext(width) << i)
+        .collect()
+}
+
+/// Rows of one width reduced three to two by carry-save adders (a Wallace tree) until two are
+/// left, whose sum (the caller's carry-propagate add) is the rows' sum, wrapping at the width.
+pub fn carry_save_sum(mut rows: Vec<Sig>) -> (Sig, Sig) {
     while rows.len() > 2 {
         let mut next = Vec::with_capacity(rows.len() * 2 / 3 + 2);
         for group in rows.chunks(3) {
@@ -476,33 +536,34 @@ pub fn div_ceil_const(m: &mut ModuleBuilder, x: Sig, divisor: u64) -> Sig {
     }
 }
 
-/// `x + inc` for an increment much narrower than `x` (a wide counter), without a carry that
-/// ripples through `x`: the low bits take an adder of the increment's width (at least
-/// `CHUNK` bits), and each further chunk of `CHUNK` bits is incremented in parallel and kept
-/// where the low carry and every bit between are ones (one AND reduction a chunk). The sum
-/// wraps at `x`'s width.
-pub fn add_narrow(x: Sig, inc: Sig) -> Sig {
-    const CHUNK: u32 = 12;
-    let n = x.width();
-    let low = inc.width().max(CHUNK);
-    if low + 4 >= n {
-        return x + inc.resize(n);
+/// A `width`-bit counter: `+= inc` every cycle, cleared by `clear`. No carry ripples through
+/// its width in a cycle: the low part (12 bits, or `inc`'s width) adds `inc`, and its carry is
+/// registered (`cy`) into the high part's increment a cycle later. The count is the high part
+/// with that pending carry beside the low part: cycle for cycle the value one `width`-bit
+/// register would hold (wrapping at its width).
+pub fn split_counter(
+    m: &mut ModuleBuilder,
+    name: &str,
+    width: u32,
+    inc: Sig,
+    clear: Option<Sig>,
+) -> Sig {
+    let low = inc.width().max(12).min(width);
+    let lo = m.reg(&format!("{name}_lo"), low, Some(0));
+    let sum = lo.q.zext(low + 1) + inc.zext(low + 1);
+    let clear = clear.unwrap_or_else(|| m.zero(1));
+    let zero_lo = m.zero(low);
+    m.set_next(lo, mux(clear, zero_lo, sum.slice(low - 1, 0)));
+    if low == width {
+        m.discard(sum.bit(low));
+        return lo.q;
     }
-    let lo = x.slice(low - 1, 0).zext(low + 1) + inc.zext(low + 1);
-    let carry = lo.bit(low);
-    let mut parts = vec![lo.slice(low - 1, 0)];
-    let mut at = low;
-    while at < n {
-        let top = (at + CHUNK).min(n) - 1;
-        let chunk = x.slice(top, at);
-        let kept = if at == low {
-            carry
-        } else {
-            carry & x.slice(at - 1, low).all()
-        };
-        parts.push(mux(kept, chunk + 1, chunk));
-        at = top + 1;
-    }
-    parts.reverse();
-    cat(&parts)
+    let high = width - low;
+    let cy = m.reg(&format!("{name}_cy"), 1, Some(0));
+    let hi = m.reg(&format!("{name}_hi"), high, Some(0));
+    let hi_now = hi.q + cy.q.zext(high);
+    let (zero_hi, zero1) = (m.zero(high), m.zero(1));
+    m.set_next(cy, mux(clear, zero1, sum.bit(low)));
+    m.set_next(hi, mux(clear, zero_hi, hi_now));
+    cat(&[hi_now, lo.q])
 }

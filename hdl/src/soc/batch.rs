@@ -502,7 +502,8 @@ impl Launch {
             k_len: seq(chk.k_len.trunc(iw), csr.k_len),
             ..*csr
         };
-        let (extent_done, extent_over) = extent(m, p, &vals, r.st.is(Batch::Extent));
+        let ext = extent(m, p, &vals, r.st.is(Batch::Extent));
+        let (extent_done, extent_over) = (ext.done, ext.over);
         // unfused: the scratch region the launch's tiles use.
         let extent_over = match io.s {
             Some(s) => extent_over | scratch_over(m, p, &vals, s.addr),
@@ -512,11 +513,12 @@ impl Launch {
         // Registered in the extent check's last cycle: the launch's start is not in series with
         // the sums behind it.
         let over = m.hold("launch_over", over, extent_done);
-        // What the core gets of the sequence (bases and lengths) is registered in the extent
-        // check's last cycle too, so the launch's problem comes from registers (the register
-        // block's other fields come straight from it).
+        // What the core gets of the sequence (bases and lengths) is registered as the extent
+        // check loads its multipliers (the cycle it takes the bases it checks), so the launch's
+        // problem comes from registers and is the one checked (the register block's other
+        // fields come straight from it).
         let vals = {
-            let mut hold = |name: &str, x: Sig| m.hold(&format!("launch_{name}"), x, extent_done);
+            let mut hold = |name: &str, x: Sig| m.hold(&format!("launch_{name}"), x, ext.loading);
             Problem {
                 q_addr: hold("q_addr", vals.q_addr),
                 k_addr: hold("k_addr", vals.k_addr),
@@ -724,8 +726,16 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn) -> BatchOut {
     outputs(m, &r, &l, start, rd.port)
 }
 
+/// The extent check's cycles: the one that loads its multipliers (and takes the bases), its last
+/// (the products in), and whether the launch reaches past the address range then.
+struct Extent {
+    loading: Sig,
+    done: Sig,
+    over: Sig,
+}
+
 /// The extent check of a launch (its problem `vals`, as the core gets it), stepped while
-/// `active` (the Extent state), 2 index_bits + 2 cycles: returns (done, over). `over`: some
+/// `active` (the Extent state), 2 index_bits + 2 cycles ([`Extent`]). `over`: some
 /// tensor the launch reads or writes reaches past 2^addr_bits, its last byte
 /// base + (heads − 1) · head_stride + (len − 1) · row_stride + row_bytes − 1 (K and V: their
 /// last head, (heads − 1) / max(kv_group, 1)); a tensor of no rows, or a problem of no heads,
@@ -733,7 +743,7 @@ fn batch(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn) -> BatchOut {
 /// both products of each tensor at once, most significant bit first:
 /// acc = 2 acc + a_bit · head_stride + b_bit · row_stride, with a sticky carry (index_bits + 1
 /// cycles), and a last cycle in which the launch registers what it decides.
-fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) -> (Sig, Sig) {
+fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) -> Extent {
     let (a, iw) = (p.addr_bits, p.index_bits);
     let sb = 32 - (2 * iw).leading_zeros();
     let step = m.reg("extent_step", sb, Some(0));
@@ -824,15 +834,23 @@ fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) ->
         let zero1 = m.zero(1);
         m.set_next(sticky, mux(multiplying, sticky.q | carry, zero1));
         m.set_enable(sticky, loading | multiplying);
-        // The last byte, once the products are in.
+        // The last byte, once the products are in: the base + row bytes − 1 part is taken
+        // into a register as the multipliers load (the launch's problem holds through the
+        // check), so the check's last add is of two registers.
         let rb = if t == "o" { out_rb } else { m.lit(w, d2) };
-        let last = (base.zext(w) + acc.q.zext(w)) + rb - 1;
+        let end = (base.zext(w) + rb) - 1;
+        let end = m.hold(&format!("extent_{t}_end"), end, loading);
+        let last = end + acc.q.zext(w);
         let past = sticky.q | last.slice(w - 1, a).any();
         m.discard(last.trunc(a));
         let reaches = len.any() & vals.heads.any();
         over.push(past & reaches);
     }
-    (done, or_all(&over))
+    Extent {
+        loading,
+        done,
+        over: or_all(&over),
+    }
 }
 
 /// unfused: the launch's scratch region reaches past 2^addr_bits: S_ADDR + ceil(k_len / Bc) ·

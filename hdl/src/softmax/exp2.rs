@@ -1,10 +1,11 @@
 //! `fp_exp2_e8m23`: y = 2^x for binary32 x, pipelined, one result per cycle (the unit's name
 //! is its format's, [`Exp2Config::unit_name`]).
 //!
-//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0 to 4 (module name
+//! Ports: `x` (32 bits) → `y` (32 bits). Latency 0 to 6 (module name
 //! `fp_exp2_e8m23_l<latency>`): latency 1 registers the output, latency 2 also the table
-//! lookup, latency 3 also the interpolation's product, latency 4 also the fixed-point x
-//! before the lookup.
+//! lookup, latency 3 also the interpolation's multiply-add, latency 4 also x's shifted magnitude
+//! (before the negation and the lookup), latency 5 also the multiply-add's carry-save pair,
+//! latency 6 also the rounding's decision before its increment.
 //!
 //! Algorithm (bit-exact model: `kernels::fp::exp2`): X = floor(x · 2^24) in fixed point, so
 //! x = n + f with n = X >> 24 and f the low 24 bits; 2^f is read from a 64-segment table by
@@ -16,7 +17,10 @@
 
 use anyhow::Result;
 
-use crate::arith::{round_pack_f32, stage_all, unpack};
+use crate::arith::{
+    carry_save_sum, partial_products, round_apply_f32, round_finish_f32, round_plan_f32, stage_all,
+    unpack,
+};
 use crate::format::Format;
 use crate::iface::Block;
 use crate::operands::{X, Y};
@@ -39,7 +43,7 @@ pub struct Exp2Config {
 }
 
 impl Exp2Config {
-    pub const MAX_LATENCY: u32 = 4;
+    pub const MAX_LATENCY: u32 = 6;
     /// The format of the operand and the result.
     pub const FORMAT: Format = Format::FP32;
 
@@ -105,14 +109,8 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let lost_mask = !kept_mask;
     let lost = sig_up & lost_mask;
     let inexact = lost.any();
-    // floor(x · 2^24): truncation for x >= 0, -(|x| rounded up) for x < 0, that is
-    // −(w + inexact) = !w + (1 − inexact): one increment, not an increment and a negation.
-    let mag33 = whole.zext(33);
-    let neg33 = !mag33 + (!inexact).zext(33);
-    let fixed = mux(negative, neg33, mag33);
-    let fixed = m.name("fixed", fixed);
-    // Latency 4: a cut before the table lookup.
-    let [is_nan, big, tiny, fixed] = stage_all(
+    // Latency 4: a cut after the shift (the negation's increment and the table lookup follow).
+    let [is_nan, big, tiny, negative, whole, inexact] = stage_all(
         m,
         "x",
         latency >= 4,
@@ -120,21 +118,62 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
             ("is_nan", is_nan),
             ("overflow", big),
             ("underflow", tiny),
-            ("fixed", fixed),
+            ("negative", negative),
+            ("whole", whole),
+            ("inexact", inexact),
         ],
     );
-    let n = fixed.slice(32, 24);
-    let k = fixed.slice(23, 18);
-    let r = fixed.slice(17, 0);
-
+    // floor(x · 2^24) = n.k.r (9, 6 and 18 bits): the magnitude w truncated for x >= 0, and
+    // −(w + inexact) = !w + (1 − inexact) for x < 0: one increment, not an increment and a
+    // negation.
     let t = table();
-    let t_consts: Vec<Sig> = (0..SEGMENTS as usize).map(|i| m.lit(24, t[i])).collect();
-    let d_consts: Vec<Sig> = (0..SEGMENTS as usize)
-        .map(|i| m.lit(18, t[i + 1] - t[i]))
-        .collect();
-    let base = mux_index(k, &t_consts);
+    let segs = SEGMENTS as usize;
+    let tk = |i: usize| t[i];
+    let dk = |i: usize| t[i + 1] - t[i];
+    let (n, r, base, slope) = if latency >= 4 {
+        // After the cut the increment's carry would come before the lookup: it reaches k only
+        // when w's r bits are all zero (and x exact), and n only when its k bits are too, so
+        // the table is read at k's bits as they are (w's or their complement) and at the next
+        // index, and the carry picks one (two tables' area for a lookup without a carry chain
+        // before it).
+        let inv = negative.repeat(33);
+        let bits = whole.zext(33) ^ inv;
+        let (n_bits, k_bits, r_bits) = (bits.slice(32, 24), bits.slice(23, 18), bits.slice(17, 0));
+        let carry_r = negative & !inexact;
+        let carry_k = carry_r & whole.slice(17, 0).is_zero();
+        let carry_n = carry_k & whole.slice(23, 18).is_zero();
+        let lookup = |m: &mut ModuleBuilder, width: u32, f: &dyn Fn(usize) -> u64, next: bool| {
+            let consts: Vec<Sig> = (0..segs)
+                .map(|i| m.lit(width, f(if next { (i + 1) % segs } else { i })))
+                .collect();
+            mux_index(k_bits, &consts)
+        };
+        let (base_at, base_next) = (lookup(m, 24, &tk, false), lookup(m, 24, &tk, true));
+        let (slope_at, slope_next) = (lookup(m, 18, &dk, false), lookup(m, 18, &dk, true));
+        (
+            n_bits + carry_n.zext(9),
+            r_bits + carry_r.zext(18),
+            mux(carry_k, base_next, base_at),
+            mux(carry_k, slope_next, slope_at),
+        )
+    } else {
+        let mag33 = whole.zext(33);
+        let neg33 = !mag33 + (!inexact).zext(33);
+        let fixed = mux(negative, neg33, mag33);
+        let fixed = m.name("fixed", fixed);
+        let k = fixed.slice(23, 18);
+        let lookup = |m: &mut ModuleBuilder, width: u32, f: &dyn Fn(usize) -> u64| {
+            let consts: Vec<Sig> = (0..segs).map(|i| m.lit(width, f(i))).collect();
+            mux_index(k, &consts)
+        };
+        (
+            fixed.slice(32, 24),
+            fixed.slice(17, 0),
+            lookup(m, 24, &tk),
+            lookup(m, 18, &dk),
+        )
+    };
     let base = m.name("base", base);
-    let slope = mux_index(k, &d_consts);
     let slope = m.name("slope", slope);
 
     let [is_nan, big, tiny, n, r, base, slope] = stage_all(
@@ -151,14 +190,43 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
             ("slope", slope),
         ],
     );
+    // The rounding's exponent half comes from n alone (2^n's biased exponent n + 127), beside
+    // the multiply-add.
+    let exp = n.sext(10) + 127;
+    let plan = round_plan_f32(m, exp);
 
-    let step = slope.mul_wide(r);
-    let step = m.name("step", step);
-    let dropped = step.slice(17, 0);
+    // T[k] + floor(D[k] · r / 2^18) as one multiply-add: (D[k] · r + T[k] · 2^18) / 2^18,
+    // whose low 18 bits are the product's alone, so the floor is the same, and the base joins
+    // the product's adder tree instead of a carry chain after it. Latency 5 cuts between the
+    // tree's carry-save pair (built here as a Wallace tree) and its add.
+    let base18 = base.zext(42) << 18;
+    let (is_nan, big, tiny, plan, sum) = if latency >= 5 {
+        let mut rows = partial_products(slope, r, 42);
+        rows.push(base18);
+        let (sum, carry) = carry_save_sum(rows);
+        let [is_nan, big, tiny, sum, carry] = stage_all(
+            m,
+            "c",
+            true,
+            [
+                ("is_nan", is_nan),
+                ("overflow", big),
+                ("underflow", tiny),
+                ("sum", sum),
+                ("carry", carry),
+            ],
+        );
+        (is_nan, big, tiny, plan.stage(m, "c", true), sum + carry)
+    } else {
+        (is_nan, big, tiny, plan, slope.mul_wide(r).zext(42) + base18)
+    };
+    let dropped = sum.slice(17, 0);
     m.discard(dropped);
-    let step = step.slice(35, 18);
-    // Latency 3: a cut after the interpolation's product.
-    let [is_nan, big, tiny, n, base, step] = stage_all(
+    // (T[k] + D[k] · r / 2^18 < T[k + 1] <= 2^24: 42 bits hold the sum.)
+    let frac = sum.slice(41, 18);
+    let frac = m.name("pow_frac", frac);
+    // Latency 3: a cut after the interpolation's multiply-add.
+    let [is_nan, big, tiny, frac] = stage_all(
         m,
         "p",
         latency >= 3,
@@ -166,18 +234,21 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
             ("is_nan", is_nan),
             ("overflow", big),
             ("underflow", tiny),
-            ("n", n),
-            ("base", base),
-            ("step", step),
+            ("frac", frac),
         ],
     );
-    let step24 = step.zext(24);
-    let frac = base + step24;
-    let frac = m.name("pow_frac", frac);
-    let n10 = n.sext(10);
-    let exp = n10 + 127;
+    let plan = plan.stage(m, "p", latency >= 3);
     let zero1 = m.zero(1);
-    let y = round_pack_f32(m, zero1, frac, exp, zero1);
+    let rounding = round_apply_f32(m, frac, plan, zero1);
+    // Latency 6: a cut between the rounding's decision and its increment.
+    let [is_nan, big, tiny] = stage_all(
+        m,
+        "r",
+        latency >= 6,
+        [("is_nan", is_nan), ("to_inf", big), ("to_zero", tiny)],
+    );
+    let rounding = rounding.stage(m, "r", latency >= 6);
+    let y = round_finish_f32(m, zero1, rounding);
 
     let nan = m.lit(32, Format::FP32.qnan());
     let inf = m.lit(32, Format::FP32.inf());

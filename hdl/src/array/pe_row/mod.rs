@@ -218,6 +218,13 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let s_bits = s_link_bits(m, cfg, s_link.as_ref());
     let mut reads = pes.acc_reads;
     reads.push(reading);
+    // The register-file access counts are registered (the counter file counts them a cycle
+    // later; nothing else reads them), so the sum is not on a path from the step bus to the
+    // row's ports.
+    let rf_reads = m.sum(&reads, count_w);
+    let rf_reads = m.delay("count_rf_reads", rf_reads);
+    let rf_writes = m.sum(&pes.rf_writes, count_w);
+    let rf_writes = m.delay("count_rf_writes", rf_writes);
     RowOut {
         busy: !idle,
         s_free: match &s_link {
@@ -229,8 +236,8 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
             None => sw.copied,
         },
         macs: pes.macs,
-        rf_reads: m.sum(&reads, count_w),
-        rf_writes: m.sum(&pes.rf_writes, count_w),
+        rf_reads,
+        rf_writes,
         // P bank accesses (of a word: 16 bits, or `p_per_word` weights in buf2d): a read per
         // query row and word of a PV block, a write per word the exp stage fills.
         p_read: p_bank.re,

@@ -41,7 +41,7 @@ pub(super) fn burst_beats(
     let run = mux(contig, run_block, run_row);
     let shift = cfg.beat_shift();
     let page = AXI_BOUNDARY >> shift;
-    let offset = ch.req_addr.slice(11, shift).zext(pw);
+    let offset = ch.req_addr.q.slice(11, shift).zext(pw);
     let to_boundary = m.lit(pw, page) - offset;
     let max = m.lit(pw, AXI_MAX_BEATS);
     let beats = run.min(to_boundary).min(max);
@@ -280,7 +280,7 @@ fn read_addresses(
     m.set_enable(ar_rr, ar_accept & !ar_held.q);
     m.set_next(ar_held, arvalid & !arready);
     m.set_next(ar_held_id, grant);
-    let ar_addrs: Vec<Sig> = chans[..nr].iter().map(|c| c.req_addr).collect();
+    let ar_addrs: Vec<Sig> = chans[..nr].iter().map(|c| c.req_addr.q).collect();
     let ar_beats: Vec<Sig> = walk.beats[..nr].to_vec();
     let araddr = mux_index(grant, &ar_addrs);
     let ar_len = mux_index(grant, &ar_beats);
@@ -338,7 +338,7 @@ fn write_bursts(
     let open_burst = and_all(&[o.req_valid, !walk.inside[nw], room, open, slot_free]);
     let open_burst = m.name("o_open_burst", open_burst);
     m.set_next(aw_valid, open_burst | (aw_valid.q & !ins.awready));
-    m.set_next(aw_addr, o.req_addr);
+    m.set_next(aw_addr, o.req_addr.q);
     m.set_enable(aw_addr, open_burst);
     let o_len_m1 = axi_len(m, walk.beats[nw]);
     m.set_next(aw_len, o_len_m1);

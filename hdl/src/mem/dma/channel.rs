@@ -2,7 +2,7 @@
 //! and response walkers over its rows and blocks; the landing or staging side.
 
 use super::{error, DmaConfig, ROW_BYTES_BITS};
-use crate::arith::add_narrow;
+use crate::arith::split_counter;
 use crate::landing::LandingConfig;
 use crate::{addr_bits, and_all, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
 
@@ -36,10 +36,9 @@ pub const CHECK_CYCLES: u32 = 2;
 
 /// The error code of a taken descriptor (0 when it can run), known [`CHECK_CYCLES`] cycles
 /// after the start: `d` holds the descriptor's registers from the cycle after it. In the first
-/// cycle the zero, alignment and size checks and (rows − 1) × stride's partial products (each
-/// nibble of rows × stride) are registered; in the second the span's sum
-/// (base + (rows − 1) × stride + row_bytes − 1) is checked against the address space, so no
-/// cycle carries a whole multiply.
+/// cycle the zero, alignment and size checks and rows × stride's partial products (each
+/// nibble of rows times the stride) are registered; in the second the span's sum (base + rows × stride − stride + row_bytes − 1) is checked against the
+/// address space, so no cycle carries a whole multiply.
 pub(super) fn check_descriptor(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
@@ -85,20 +84,22 @@ pub(super) fn check_descriptor(
     let e = mux(too_large, c3, ok);
     let e = mux(misaligned, c2, e);
     let quick = m.delay(&format!("{prefix}_check_quick"), mux(zero, c1, e));
-    // (rows − 1) × stride by nibbles of rows, each product registered.
-    let rows_m1 = d.rows - 1;
-    let iw = rows_m1.width();
-    // Last byte: base + (rows − 1) × stride + row_bytes − 1, wide enough not to wrap.
+    // rows × stride by nibbles of rows, each product registered (rows − 1 would put a
+    // decrement before the products: the sum takes the stride off instead).
+    let iw = d.rows.width();
+    // Last byte: base + rows × stride − stride + row_bytes − 1, wide enough not to wrap
+    // (rows is at least 1 where the check runs: zero rows is refused first).
     let w = a + cfg.index_bits + 2;
     let mut span = m.zero(w);
     for lo in (0..iw).step_by(4) {
         let hi = (lo + 4).min(iw) - 1;
-        let part = rows_m1.slice(hi, lo).mul_wide(d.stride);
+        let part = d.rows.slice(hi, lo).mul_wide(d.stride);
         let part = m.delay(&format!("{prefix}_span{}", lo / 4), part);
         span = span + (part.zext(w) << lo);
     }
     let last = d.base.zext(w) + span;
     let last = last + d.row_bytes.zext(w);
+    let last = last - d.stride.zext(w);
     let last = last - 1;
     let last = m.name(&format!("{prefix}_last_byte"), last);
     let high = last.slice(w - 1, a);
@@ -121,13 +122,9 @@ pub(super) fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, b
     beats.trunc(bits)
 }
 
-/// An event counter (no carry ripples through its width: `add_narrow`).
+/// An event counter from reset (no carry ripples through its width: [`split_counter`]).
 pub(super) fn counter(m: &mut ModuleBuilder, name: &str, event: Sig, width: u32) -> Sig {
-    let r = m.reg(name, width, Some(0));
-    let one = m.lit(1, 1);
-    m.set_next(r, add_narrow(r.q, one));
-    m.set_enable(r, event);
-    r.q
+    split_counter(m, name, width, event, None)
 }
 
 /// Registers that walk rows and beats (a request walker and a response walker per channel).
@@ -218,7 +215,10 @@ pub(super) struct Channel {
     pub(super) accept: Sig,
     pub(super) refused: Sig,
     pub(super) code: Sig,
+    /// A checked descriptor that runs: the channel turns active.
     pub(super) load: Sig,
+    /// Any decided descriptor, whether it runs or not: the walk's registers take it.
+    pub(super) take: Sig,
     pub(super) active: RegHandle,
     /// The descriptor check's stage (0: none under way).
     pub(super) checking: RegHandle,
@@ -229,7 +229,10 @@ pub(super) struct Channel {
     pub(super) row_addr: RegHandle,
     pub(super) req: Walker,
     pub(super) req_valid: Sig,
-    pub(super) req_addr: Sig,
+    /// The current beat's byte address: the row's address plus the beat's offset.
+    pub(super) req_addr: RegHandle,
+    /// A read channel's blocks requested and not yet released by its consumer (0 to 2).
+    pub(super) ahead: Option<RegHandle>,
 }
 
 /// Builds a channel's state and request. Read channels (`land` given) may run one block ahead
@@ -290,19 +293,25 @@ pub(super) fn build(
     let valid_desc = code.is_zero();
     let load = decide & valid_desc;
     let load = m.name(&format!("{name}_load"), load);
+    // The walk's registers take every decided descriptor, a refused one too: the channel
+    // stays inactive then, so their values do not matter, and their enables do not wait on
+    // the check's sum (only `active`, the error and the GLB's tags do).
+    let take = decide;
     let rows_pending = req.rows_left.q.any();
     let mut conds = vec![active.q, rows_pending];
-    if let Some(cons_block) = read {
-        // Fetch at most one block ahead of the consumer (the double buffer).
-        let ahead = req.block.q - cons_block.q;
-        let two = m.lit(iw, 2);
-        conds.push(ahead.lt(two));
+    // Fetch at most one block ahead of the consumer (the double buffer): the request walk's
+    // blocks less the consumer's, 0 to 2, counted in a register of its own (so the request's
+    // valid is no subtraction).
+    let ahead = read.map(|_| m.reg(&format!("{name}_ahead"), 2, Some(0)));
+    if let Some(ahead) = ahead {
+        conds.push(!ahead.q.bit(1));
     }
     let req_valid = and_all(&conds);
     let req_valid = m.name(&format!("{name}_req_valid"), req_valid);
-    let beat_a = req.beat.q.zext(a);
-    let offset = beat_a << cfg.beat_shift();
-    let req_addr = row_addr.q + offset;
+    // The request's byte address is a register of its own (the row's address plus the beat's
+    // offset, kept as the walk steps), so the memory port's address is a multiplexer from
+    // registers.
+    let req_addr = m.reg(&format!("{name}_req_addr"), a, Some(0));
     Channel {
         name,
         desc,
@@ -310,6 +319,7 @@ pub(super) fn build(
         refused,
         code,
         load,
+        take,
         active,
         checking,
         error,
@@ -320,12 +330,14 @@ pub(super) fn build(
         req,
         req_valid,
         req_addr,
+        ahead,
     }
 }
 
 impl Channel {
     /// Descriptor registers, error status and the request walk, given whether the request was
-    /// accepted this cycle. Returns `done_requests`: the last beat was just accepted.
+    /// accepted this cycle. Returns (`done_requests`: the last beat was just accepted, the
+    /// accepted beat ended a block).
     /// `bus` (AXI4) is a response's error code, nonzero when one failed: the channel keeps the
     /// first.
     pub(super) fn finish_requests(
@@ -334,16 +346,16 @@ impl Channel {
         cfg: &DmaConfig,
         accepted: Sig,
         bus: Option<Sig>,
-    ) -> Sig {
+    ) -> (Sig, Sig) {
         let beats = beats_of(m, cfg, self.desc.row_bytes, self.row_beats.q.width());
         m.set_next(self.stride, self.desc.stride);
-        m.set_enable(self.stride, self.load);
+        m.set_enable(self.stride, self.take);
         m.set_next(self.row_beats, beats);
-        m.set_enable(self.row_beats, self.load);
+        m.set_enable(self.row_beats, self.take);
         let block_rows = match (self.block_rows, self.desc.block_rows) {
             (Some(r), Some(input)) => {
                 m.set_next(r, input);
-                m.set_enable(r, self.load);
+                m.set_enable(r, self.take);
                 r.q
             }
             // The write channel has one block: all its rows.
@@ -366,22 +378,29 @@ impl Channel {
             }
         }
 
-        let (last_beat, _) = self.req.advance(
+        let (last_beat, block_end) = self.req.advance(
             m,
             accepted,
-            self.load,
+            self.take,
             self.desc.rows,
             self.row_beats.q,
             block_rows,
         );
         let next_row = self.row_addr.q + self.stride.q;
-        let row_addr_d = mux(self.load, self.desc.base, next_row);
+        let row_addr_d = mux(self.take, self.desc.base, next_row);
         m.set_next(self.row_addr, row_addr_d);
         let row_done = accepted & last_beat;
-        let en = self.load | row_done;
+        let en = self.take | row_done;
         m.set_enable(self.row_addr, en);
+        // The next beat's address: the row's next beat, or the next row's first.
+        let beat_bytes = m.lit(self.req_addr.q.width(), 1 << cfg.beat_shift());
+        let next_beat = self.req_addr.q + beat_bytes;
+        let req_addr_d = mux(last_beat, row_addr_d, next_beat);
+        let req_addr_d = mux(self.take, self.desc.base, req_addr_d);
+        m.set_next(self.req_addr, req_addr_d);
+        m.set_enable(self.req_addr, accepted | self.take);
         let last_row = self.req.rows_left.q.eq(1);
-        row_done & last_row
+        (row_done & last_row, row_done & block_end)
     }
 
     /// `active`: set by a load, cleared by `done`.
@@ -407,7 +426,7 @@ pub(super) fn finish_read(
     ch: &Channel,
     cons_block: RegHandle,
     land: &LandingConfig,
-    response: Sig,
+    (response, block_requested): (Sig, Sig),
 ) -> [Sig; 4] {
     let name = ch.name;
     let iw = cfg.index_bits;
@@ -424,7 +443,7 @@ pub(super) fn finish_read(
     let (last_beat, block_end) = rsp.advance(
         m,
         response,
-        ch.load,
+        ch.take,
         ch.desc.rows,
         ch.row_beats.q,
         block_rows,
@@ -453,14 +472,22 @@ pub(super) fn finish_read(
     let keep = !clear;
     let kept = landed.q & keep;
     let landed_d = kept | set;
-    let landed_d = mux(ch.load, zero2, landed_d);
+    let landed_d = mux(ch.take, zero2, landed_d);
     m.set_next(landed, landed_d);
     let zero_blk = m.zero(iw);
     let cons_inc = cons_block.q + 1;
-    let cons_d = mux(ch.load, zero_blk, cons_inc);
+    let cons_d = mux(ch.take, zero_blk, cons_inc);
     m.set_next(cons_block, cons_d);
-    let cons_en = ch.load | released;
+    let cons_en = ch.take | released;
     m.set_enable(cons_block, cons_en);
+    let ahead = ch.ahead.expect("a read channel counts its blocks ahead");
+    let up = ahead.q + 1;
+    let down = ahead.q - 1;
+    let ahead_d = mux(block_requested, up, down);
+    let zero_ahead = m.zero(2);
+    m.set_next(ahead, mux(ch.take, zero_ahead, ahead_d));
+    let moved = block_requested ^ released;
+    m.set_enable(ahead, ch.take | moved);
 
     // Done once every row has landed and every landed block has been released.
     let all_landed = rsp.rows_left.q.is_zero();

@@ -111,11 +111,13 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             }
             let step = m.name(&format!("{}_accepted", ch.name), step);
             let bus = port.bus_errors.as_ref().map(|e| e[i]);
-            let done_requests = ch.finish_requests(m, &cfg, step, bus);
+            let (done_requests, block_requested) = ch.finish_requests(m, &cfg, step, bus);
             if let Some(response) = response {
                 let response = m.name(&format!("{}_response", ch.name), response);
-                land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], response));
+                let events = (response, block_requested);
+                land_ports.push(finish_read(m, &cfg, ch, cons[i], &lands[i], events));
             } else {
+                m.discard(block_requested);
                 ch.finish_active(m, port.o_done.unwrap_or(done_requests));
                 m.output("o_rd_row", ch.req.row.q);
                 m.output("o_rd_beat", ch.req.beat.q);

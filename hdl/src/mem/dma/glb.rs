@@ -71,7 +71,7 @@ pub(super) fn classify(
         let mut side = |m: &mut ModuleBuilder, i: usize, gate: Option<Sig>| {
             let ch = &mut chans[i];
             // Beats are aligned (the descriptor check): the offset's low bits are 0.
-            let off = ch.req_addr - base;
+            let off = ch.req_addr.q - base;
             let lb = cfg.beat_shift();
             m.discard(off.slice(lb - 1, 0));
             let word = off.slice(a - 1, lb).zext(w);

@@ -38,31 +38,33 @@ pub(super) fn simple_port(
     let pw = addr_bits(depth) + 1;
     let head = m.reg("tag_head", pw, Some(0));
     let tail = m.reg("tag_tail", pw, Some(0));
-    let in_flight = tail.q - head.q;
+    // The reads in flight (tail less head), counted in a register of their own so that the
+    // arbitration's room is a compare of a register.
+    let in_flight = m.reg("tag_in_flight", pw, Some(0));
     let depth_lit = m.lit(pw, depth as u64);
-    let room = in_flight.lt(depth_lit);
+    let room = in_flight.q.lt(depth_lit);
     let room = m.name("tag_room", room);
-    let open = !hold;
-    // The read channels first, the write channel (O) last.
+    // The read channels first, the write channel (O) last. `hold` gates the request's valid,
+    // not the arbitration, so the address does not wait on it.
     let reads = chans.len() - 1;
     let reqs: Vec<Sig> = chans
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let v = c.req_valid & open;
             if i < reads {
-                v & room
+                c.req_valid & room
             } else {
-                v
+                c.req_valid
             }
         })
         .collect();
     let (any_req, grant, rr) = round_robin(m, "rr", &reqs);
+    let any_req = any_req & !hold;
     let accept = any_req & mem_req_ready;
     let accept = m.name("accept", accept);
     m.set_enable(rr, accept);
     let is_write = grant.eq(reads as u64);
-    let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr).collect();
+    let addrs: Vec<Sig> = chans.iter().map(|c| c.req_addr.q).collect();
     let addr = mux_index(grant, &addrs);
     let wdata = m.input("o_rd_data", w);
     m.output("mem_req_valid", any_req);
@@ -84,6 +86,7 @@ pub(super) fn simple_port(
     let head_inc = head.q + 1;
     m.set_next(head, head_inc);
     m.set_enable(head, mem_rsp_valid);
+    super::axi::count_in_flight(m, in_flight, push, mem_rsp_valid);
     let steps: Vec<Sig> = (0..chans.len())
         .map(|i| {
             let granted = grant.eq(i as u64);
@@ -102,7 +105,7 @@ pub(super) fn simple_port(
         write_beat: accept & is_write,
         rsp_data: m.input("mem_rsp_data", w),
         wdata,
-        quiet: in_flight.is_zero(),
+        quiet: in_flight.q.is_zero(),
     }
 }
 
