@@ -274,6 +274,8 @@ struct Phases {
     qk_bus: PeStep,
     pv_bus: PeStep,
     pv_blk: Sig,
+    /// Comparisons of the issue counts kept in registers, set once every count's input is.
+    flags: Vec<CountFlag>,
 }
 
 fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
@@ -324,7 +326,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     let all_blocks = div_ceil_const(m, prob.k_len, p.bc() as u64);
 
     let sm = softmax_trigger(m, p, &r, i);
-    let ph = match r.pv {
+    let mut ph = match r.pv {
         Some(_) => phases_streams(m, p, &r, i),
         None => phases(m, p, &r, i, &sm),
     };
@@ -347,6 +349,9 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         (one, one)
     };
     let pv_blk = ph.pv_blk;
+    for flag in std::mem::take(&mut ph.flags) {
+        flag.finish(m);
+    }
     // The blocks a causal tile skips, for the counter file: registered (counted a cycle after
     // the tile's first go), so the key arithmetic is not in series with the counters' adders.
     let skipped = {
@@ -538,11 +543,15 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let pv_last_step = m.net("pv_last_step", 1);
     let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    let (qk, pv_n) = (
-        (r.qk_issued.q, Some(qk_last_step)),
-        (r.pv_issued.q, Some(pv_last_step)),
-    );
-    let qk_more = bumped(qk, (r.nblk.q, None), Sig::lt);
+    // The issue counts' comparisons come from registers where both sides are counts (they are
+    // in series with the step bus and the P read otherwise); rowfused's softmax count against
+    // a sum of two is compared as it stands.
+    let mut flags = vec![];
+    let qk_b = (r.qk_issued, 0, Some(qk_last_step));
+    let pv_b = (r.pv_issued, 0, Some(pv_last_step));
+    let mut flag =
+        |m: &mut ModuleBuilder, name: &str, xy, cmp| bumped_flags(m, &mut flags, name, xy, cmp);
+    let qk_more = flag(m, "qk_more", (qk_b, (r.nblk, 0, None)), Cmp::Lt);
     // One array alternates QK and PV: a phase never follows its own kind directly, so the
     // channels' look-ahead is not needed.
     m.discard(i.k_next);
@@ -553,18 +562,18 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let want_qk = if two {
         qk_more
     } else {
-        qk_more & bumped(qk, (r.pv_issued.q + 2, pv_n.1), Sig::lt)
+        qk_more & flag(m, "qk_ahead", (qk_b, (r.pv_issued, 2, pv_b.2)), Cmp::Lt)
     };
-    let pv_more = bumped(pv_n, qk, Sig::lt);
+    let pv_more = flag(m, "pv_more", (pv_b, qk_b), Cmp::Lt);
     let sm_ahead = match (r.x_phase.filter(|_| p.row.s_in_memory()), i.x) {
         // unfused: PV(j) reads P(j) from the scratch channel, once every exp pass is done.
         (Some(x_phase), Some(x)) => x_phase.q.eq(2) & x.ready,
         _ if two => bumped(
             (r.sm_done.q, None),
-            (r.pv_issued.q + r.nblk.q, pv_n.1),
+            (r.pv_issued.q + r.nblk.q, pv_b.2),
             Sig::gt,
         ),
-        _ => bumped((r.sm_done.q, None), pv_n, Sig::gt),
+        _ => flag(m, "sm_ahead", ((r.sm_done, 0, None), pv_b), Cmp::Gt),
     };
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
@@ -573,7 +582,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         // unfused: the PE registers hold two S blocks; QK(j + 2) waits for the max pass of j.
         None if p.row.s_in_memory() => {
             m.discard(i.s_free);
-            bumped(qk, (r.sm_done.q + 2, None), Sig::lt)
+            flag(m, "s_slot_free", (qk_b, (r.sm_done, 2, None)), Cmp::Lt)
         }
         Some(full) => {
             // Set when a QK phase ends, cleared when the rows have copied S out (never in the
@@ -661,6 +670,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         qk_bus,
         pv_bus,
         pv_blk: r.ph_blk.q,
+        flags,
     }
 }
 
@@ -672,6 +682,83 @@ fn bumped(x: (Sig, Option<Sig>), y: (Sig, Option<Sig>), f: impl Fn(Sig, Sig) -> 
         ((xv, Some(b)), _) => mux(b, bumped((xv + 1, None), y, f), bumped((xv, None), y, f)),
         ((xv, None), (yv, Some(b))) => mux(b, f(xv, yv + 1), f(xv, yv)),
         ((xv, None), (yv, None)) => f(xv, yv),
+    }
+}
+
+/// A comparison of two counts (`<` or `>`).
+#[derive(Clone, Copy)]
+enum Cmp {
+    Lt,
+    Gt,
+}
+
+/// A comparison of two counts plus constants, `x + kx` against `y + ky` (each sum at its
+/// count's width, as `+` wraps it), kept in a register without a reset of its own: computed
+/// from the counts' next values ([`ModuleBuilder::next_value`]), it is the comparison of their
+/// registered values cycle for cycle, and reading it costs no adder or comparator.
+struct CountFlag {
+    reg: RegHandle,
+    x: (RegHandle, u64),
+    y: (RegHandle, u64),
+    cmp: Cmp,
+}
+
+impl CountFlag {
+    /// Sets the register's input: call once the counts' inputs are set.
+    fn finish(self, m: &mut ModuleBuilder) {
+        let side = |m: &mut ModuleBuilder, (r, k): (RegHandle, u64)| {
+            let next = m.next_value(r);
+            if k == 0 {
+                next
+            } else {
+                next + k
+            }
+        };
+        let (x, y) = (side(m, self.x), side(m, self.y));
+        let v = match self.cmp {
+            Cmp::Lt => x.lt(y),
+            Cmp::Gt => x.gt(y),
+        };
+        m.set_next(self.reg, v);
+    }
+}
+
+/// A count for [`bumped_flags`]: its register, a constant added, and a bump (a 1-bit net).
+type Bumped = (RegHandle, u64, Option<Sig>);
+
+/// [`bumped`] from registered comparisons: `x + kx + bx` against `y + ky + by`, a bump (`bx`,
+/// `by`: none, or a 1-bit net, a phase's last step) selecting among [`CountFlag`]s (pushed on
+/// `flags`) of each combination.
+fn bumped_flags(
+    m: &mut ModuleBuilder,
+    flags: &mut Vec<CountFlag>,
+    name: &str,
+    (x, y): (Bumped, Bumped),
+    cmp: Cmp,
+) -> Sig {
+    let mut flag = |m: &mut ModuleBuilder, bx: u64, by: u64| {
+        let reg = m.reg(&format!("{name}_{bx}{by}"), 1, None);
+        flags.push(CountFlag {
+            reg,
+            x: (x.0, x.1 + bx),
+            y: (y.0, y.1 + by),
+            cmp,
+        });
+        reg.q
+    };
+    let mut by_y = |m: &mut ModuleBuilder, bx: u64| match y.2 {
+        Some(b) => {
+            let (one, zero) = (flag(m, bx, 1), flag(m, bx, 0));
+            mux(b, one, zero)
+        }
+        None => flag(m, bx, 0),
+    };
+    match x.2 {
+        Some(b) => {
+            let (one, zero) = (by_y(m, 1), by_y(m, 0));
+            mux(b, one, zero)
+        }
+        None => by_y(m, 0),
     }
 }
 
@@ -706,17 +793,20 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     let pv_last_step = m.net("pv_last_step", 1);
     let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
     let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    let (qk, pv_n) = (
-        (r.qk_issued.q, Some(qk_last_step)),
-        (r.pv_issued.q, Some(pv_last_step)),
-    );
-    let qk_more = bumped(qk, (r.nblk.q, None), Sig::lt);
-    let s_slot_free = bumped(qk, (r.sm_done.q + 2, None), Sig::lt);
+    // The issue counts' comparisons come from registers (they are in series with the step
+    // bus and the P read otherwise).
+    let mut flags = vec![];
+    let qk_b = (r.qk_issued, 0, Some(qk_last_step));
+    let pv_b = (r.pv_issued, 0, Some(pv_last_step));
+    let mut flag =
+        |m: &mut ModuleBuilder, name: &str, xy, cmp| bumped_flags(m, &mut flags, name, xy, cmp);
+    let qk_more = flag(m, "qk_more", (qk_b, (r.nblk, 0, None)), Cmp::Lt);
+    let s_slot_free = flag(m, "s_slot_free", (qk_b, (r.sm_done, 2, None)), Cmp::Lt);
     let qk_free = !in_qk | qk_last_step;
     let k_ok = mux(qk_last_step, i.k_next, i.k_ready);
     let qk_can = and_all(&[s_run, qk_free, qk_more, s_slot_free, k_ok, i.q_ready]);
-    let pv_more = bumped(pv_n, qk, Sig::lt);
-    let sm_ahead = bumped((r.sm_done.q, None), pv_n, Sig::gt);
+    let pv_more = flag(m, "pv_more", (pv_b, qk_b), Cmp::Lt);
+    let sm_ahead = flag(m, "sm_ahead", ((r.sm_done, 0, None), pv_b), Cmp::Gt);
     let pv_free = !in_pv | pv_last_step;
     let v_ok = mux(pv_last_step, i.v_next, i.v_ready);
     let pv_can = and_all(&[s_run, pv_free, pv_more, sm_ahead, v_ok]);
@@ -772,6 +862,7 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     bookkeeping(m, p, r, qk_last_step, pv_last_step, walked);
     let (qk_bus, pv_bus) = step_buses(m, p, r, &c, qk_go, (pv_go, pv.ii.q, pv.blk.q));
     Phases {
+        flags,
         start_qk,
         start_pv,
         qk_last_step,

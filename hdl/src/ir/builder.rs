@@ -406,6 +406,36 @@ impl ModuleBuilder {
         reg.enable = Some(en.id);
     }
 
+    /// What register `r` holds after this cycle's clock edge: its reset value under reset, else
+    /// its input where its enable is high (always, without one), else its value. For keeping in
+    /// a register of its own (without a reset) something computed from `r`'s next value, which
+    /// is then `r`'s own function cycle for cycle. `r`'s input and enable must be set first.
+    pub fn next_value(&mut self, r: RegHandle) -> Sig {
+        let reg = &self.regs[r.index];
+        let (width, reset, enable) = (reg.width, reg.reset, reg.enable);
+        let Some(next) = reg.next else {
+            panic!("next_value: register `{}` has no input yet", reg.name);
+        };
+        let sig = |id, width| Sig {
+            id,
+            width,
+            module: self.module,
+        };
+        let d = sig(next, width);
+        let v = match enable {
+            Some(en) => crate::mux(sig(en, 1), d, r.q),
+            None => d,
+        };
+        match reset {
+            Some(value) => {
+                let rst = self.node(NodeKind::Reset, 1);
+                let value = self.lit(width, value);
+                crate::mux(rst, value, v)
+            }
+            None => v,
+        }
+    }
+
     /// `d` delayed by one cycle through a register that resets to 0.
     pub fn delay(&mut self, name: &str, d: Sig) -> Sig {
         let r = self.reg(name, d.width, Some(0));

@@ -451,11 +451,14 @@ fn seq_bases(m: &mut ModuleBuilder, p: &CoreParams, io: &BatchIn, r: &BatchRegs)
     let zero1 = m.zero(1);
     m.set_next(seq_over, mux(scaling, seq_over.q | or_all(&carries), zero1));
     m.set_enable(seq_over, scaling | st.is(Batch::Check));
-    // The sequence's bases: the registers' plus the row offsets, none past the range.
+    // The sequence's bases: the registers' plus the row offsets, none past the range;
+    // registered (the offsets hold from the end of the shift-add, and the extent check takes
+    // the bases index_bits cycles into its state).
     let mut based = vec![];
     let mut base_carry = vec![seq_over.q];
     for (k, base) in bases(problem).into_iter().enumerate() {
         let sum = base.zext(a + 1) + offsets[k].zext(a + 1);
+        let sum = m.delay(&format!("seq_base{k}"), sum);
         base_carry.push(sum.bit(a));
         based.push(sum.trunc(a));
     }
