@@ -275,6 +275,7 @@ mod tests {
                 cells: 3,
                 min_period_ns: p,
                 fmax_mhz: 1000.0 / p,
+                steps: vec![],
             }),
             hold: None,
             untimed: None,

@@ -286,6 +286,20 @@ pub struct PathTiming {
     /// period), target − slack / (1 − k·fraction); register to register, target − slack.
     pub min_period_ns: f64,
     pub fmax_mhz: f64,
+    /// The path as OpenSTA reports it: the launch (a register's clock-to-Q, or the input's
+    /// budget), each cell output it passes with its delay, the capture (the library's setup
+    /// time, or the output's budget) and the clock's uncertainty.
+    pub steps: Vec<PathStep>,
+}
+
+/// One line of a timing path: a pin (`instance/pin (cell)`) or a budget (`input external
+/// delay`, `clock uncertainty`, `library setup time`, `output external delay`), its delay
+/// and, on the data path, the arrival after it (ns).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PathStep {
+    pub point: String,
+    pub delay_ns: f64,
+    pub arrival_ns: Option<f64>,
 }
 
 /// The worst hold path of a module under the constraints (the clock's uncertainty included).
@@ -1179,6 +1193,7 @@ fn parse_path(text: &str, period_ns: f64, ports: u32) -> Option<PathTiming> {
         + crate::constraints::CLOCK_UNCERTAINTY_FRACTION;
     let min_period_ns = period_ns - slack / (1.0 - budget);
     Some(PathTiming {
+        steps: path_steps(text),
         startpoint: start,
         endpoint: end,
         arrival_ns: arrival,
@@ -1187,6 +1202,55 @@ fn parse_path(text: &str, period_ns: f64, ports: u32) -> Option<PathTiming> {
         min_period_ns,
         fmax_mhz: 1000.0 / min_period_ns,
     })
+}
+
+/// The lines of a `report_checks` section's path ([`PathStep`]): the data path up to its
+/// arrival (its first line is the launch edge at 0, dropped; the ideal clock network too),
+/// then the budgets on the required side.
+fn path_steps(text: &str) -> Vec<PathStep> {
+    let Some((data, required)) = text.split_once("data arrival time") else {
+        return vec![];
+    };
+    let number = |w: Option<&str>| w.and_then(|w| w.parse::<f64>().ok());
+    let mut steps = vec![];
+    for l in data.lines() {
+        let mut w = l.split_whitespace();
+        let (Some(delay), Some(arrival)) = (number(w.next()), number(w.next())) else {
+            continue;
+        };
+        let point = w.collect::<Vec<_>>().join(" ");
+        let point = point
+            .strip_prefix("^ ")
+            .or_else(|| point.strip_prefix("v "))
+            .unwrap_or(&point)
+            .to_string();
+        if point.starts_with("clock ") {
+            continue;
+        }
+        steps.push(PathStep {
+            point,
+            delay_ns: delay,
+            arrival_ns: Some(arrival),
+        });
+    }
+    for l in required.lines() {
+        for what in [
+            "clock uncertainty",
+            "library setup time",
+            "output external delay",
+        ] {
+            if l.trim_end().ends_with(what) {
+                if let Some(delay) = number(l.split_whitespace().next()) {
+                    steps.push(PathStep {
+                        point: what.to_string(),
+                        delay_ns: delay,
+                        arrival_ns: None,
+                    });
+                }
+            }
+        }
+    }
+    steps
 }
 
 #[cfg(test)]
@@ -1410,6 +1474,7 @@ mod tests {
             slack_ns: 0.0,
             cells: 1,
             min_period_ns: ns,
+            steps: vec![],
             fmax_mhz: 1000.0 / ns,
         };
         let mut r = r;
@@ -1436,6 +1501,11 @@ mod tests {
                0.1022    0.3168 v _0931_/ZN (OR2_X1)\n\
                0.0000    0.3168 v _1843_/D (DFF_X1)\n\
                          0.3168   data arrival time\n\
+            \n   0.6667    0.6667   clock clk (rise edge)\n\
+               0.0000    0.6667   clock network delay (ideal)\n\
+              -0.0333    0.6334   clock uncertainty\n\
+              -0.0400    0.5934   library setup time\n\
+                         0.5934   data required time\n\
             \n            -0.5000   slack (VIOLATED)\n";
         // From an input port to a register: the input budget scales with the period.
         let t = parse_path(text, 0.6667, 1).unwrap();
@@ -1443,6 +1513,25 @@ mod tests {
         assert_eq!(t.arrival_ns, 0.3168);
         assert_eq!(t.slack_ns, -0.5);
         assert_eq!(t.cells, 3, "_0930_, _0931_, _1843_");
+        // The path's lines: the input's budget, each pin with its delay and arrival, then the
+        // capture's uncertainty and setup.
+        let points: Vec<(&str, f64, Option<f64>)> = t
+            .steps
+            .iter()
+            .map(|p| (p.point.as_str(), p.delay_ns, p.arrival_ns))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                ("input external delay", 0.1333, Some(0.1333)),
+                ("a[14] (in)", 0.0, Some(0.1333)),
+                ("_0930_/ZN (OR3_X1)", 0.0813, Some(0.2146)),
+                ("_0931_/ZN (OR2_X1)", 0.1022, Some(0.3168)),
+                ("_1843_/D (DFF_X1)", 0.0, Some(0.3168)),
+                ("clock uncertainty", -0.0333, None),
+                ("library setup time", -0.04, None),
+            ]
+        );
         // The input budget (20 %) and the setup uncertainty (5 %) scale with the period.
         assert!((t.min_period_ns - (0.6667 + 0.5 / 0.75)).abs() < 1e-9);
         let t = parse_path(text, 0.6667, 0).unwrap();

@@ -108,7 +108,7 @@ pub struct ConfigArgs {
     /// TOML configuration file (see presets/*.toml); the options below override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Override: fp_mul_e5m10 (the MAC's multiplier) pipeline registers (0..=3).
+    /// Override: fp_mul_e5m10 (the MAC's multiplier) pipeline registers (0..=4).
     #[arg(long)]
     pub mul_latency: Option<u32>,
     /// Override: fp_add_e8m23 (the MAC's adder and the softmax datapath's) pipeline registers

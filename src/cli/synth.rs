@@ -185,6 +185,7 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
             100.0 * b.area_um2 / total.max(f64::MIN_POSITIVE)
         );
     }
+    s += &design_fmax(r);
     s += &format!(
         "\n{}: {:.1} µm² ({:.4} mm²) of standard cells; latches: {}; yosys check problems: {}",
         r.top,
@@ -193,6 +194,38 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
         r.latches,
         r.yosys_problems.len()
     );
+    s
+}
+
+/// The design's fmax: its slowest block's, with that block's worst path line by line (the
+/// launch, each cell output with its delay, the capture's budget).
+fn design_fmax(r: &gen::asic::AsicReport) -> String {
+    let slowest = r
+        .blocks()
+        .into_iter()
+        .filter_map(|b| b.slowest.map(|s| (b.name, s)))
+        .min_by(|a, b| a.1 .1.fmax_mhz.total_cmp(&b.1 .1.fmax_mhz));
+    let Some((block, (module, t))) = slowest else {
+        return "\nDesign fmax: no block timed\n".into();
+    };
+    let mut s = format!(
+        "\nDesign fmax (the slowest block, {} with the constraints of {:.0} MHz; the report's \
+         label above says what the figures are): **{:.0} MHz** in `{block}` (`{module}`: {} → \
+         {}, {} cells, slack {:.3} ns at {:.3} ns). Its path:\n\n\
+         | point | delay ns | arrival ns |\n|---|---:|---:|\n",
+        r.library,
+        r.clock_mhz,
+        t.fmax_mhz,
+        t.startpoint,
+        t.endpoint,
+        t.cells,
+        t.slack_ns,
+        1000.0 / r.clock_mhz,
+    );
+    for p in &t.steps {
+        let arrival = p.arrival_ns.map_or("-".to_string(), |a| format!("{a:.3}"));
+        s += &format!("| {} | {:.3} | {arrival} |\n", p.point, p.delay_ns);
+    }
     s
 }
 

@@ -57,11 +57,11 @@ pub struct CoreConfig {
     pub head_dim: u32,
     /// 32-bit registers per PE.
     pub regs_per_pe: u32,
-    /// `fp_mul_e5m10` (the MAC's multiplier) pipeline registers (0..=3).
+    /// `fp_mul_e5m10` (the MAC's multiplier) pipeline registers (0..=4).
     pub mul_latency: u32,
     /// `fp_add_e8m23` (the MAC's adder and the softmax datapath's) pipeline registers (0..=6).
     pub add_latency: u32,
-    /// `fp_mul_e8m23` pipeline registers (0..=4), in the softmax datapath.
+    /// `fp_mul_e8m23` pipeline registers (0..=6), in the softmax datapath.
     pub fmul_latency: u32,
     /// `fp_exp2_e8m23` pipeline registers (0..=6).
     pub exp_latency: u32,

@@ -532,26 +532,19 @@ fn scratch(
 /// In buf2d a QK also waits until the previous block's S is copied out of the PE registers,
 /// and with a single-port P bank a PV waits while the softmax runs (it writes P).
 fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softmax) -> Phases {
-    let iw = p.index_bits;
     let in_qk = r.ph_kind.is(Phase::Qk);
     let in_pv = r.ph_kind.is(Phase::Pv);
     let no_phase = r.ph_kind.is(Phase::None);
     let s_run = r.state.is(Seq::Run);
     // The next phase is chosen in the last step of the current one, from the issue counts as
-    // they will be after this cycle.
-    let qk_last_step = m.net("qk_last_step", 1);
-    let pv_last_step = m.net("pv_last_step", 1);
-    let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
-    let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    // The issue counts' comparisons come from registers where both sides are counts (they are
-    // in series with the step bus and the P read otherwise); rowfused's softmax count against
-    // a sum of two is compared as it stands.
-    let mut flags = vec![];
-    let qk_b = (r.qk_issued, 0, Some(qk_last_step));
-    let pv_b = (r.pv_issued, 0, Some(pv_last_step));
-    let mut flag =
-        |m: &mut ModuleBuilder, name: &str, xy, cmp| bumped_flags(m, &mut flags, name, xy, cmp);
-    let qk_more = flag(m, "qk_more", (qk_b, (r.nblk, 0, None)), Cmp::Lt);
+    // they will be after this cycle (rowfused's softmax count against a sum of two is
+    // compared as it stands).
+    let mut n = IssueCounts::new(m, p, r);
+    let (qk_last_step, pv_last_step) = (n.qk_last_step, n.pv_last_step);
+    let (qk_issued_n, pv_issued_n) = (n.qk_issued_n, n.pv_issued_n);
+    let (qk_b, pv_b) = (n.qk, n.pv);
+    let qk_more = n.qk_more;
+    let mut flag = |m: &mut ModuleBuilder, name: &str, xy, cmp| n.flag(m, name, xy, cmp);
     // One array alternates QK and PV: a phase never follows its own kind directly, so the
     // channels' look-ahead is not needed.
     m.discard(i.k_next);
@@ -670,7 +663,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         qk_bus,
         pv_bus,
         pv_blk: r.ph_blk.q,
-        flags,
+        flags: n.flags,
     }
 }
 
@@ -720,6 +713,47 @@ impl CountFlag {
             Cmp::Gt => x.gt(y),
         };
         m.set_next(self.reg, v);
+    }
+}
+
+/// What both phase choosers start from: the phases' last steps (nets, driven by the step
+/// counters), the issue counts as they will be after this cycle, the counts with their bumps,
+/// whether more QK blocks are due, and the registered comparisons made so far
+/// ([`IssueCounts::flag`]; the issue counts' comparisons come from registers, as they are in
+/// series with the step bus and the P read otherwise).
+struct IssueCounts {
+    qk_last_step: Sig,
+    pv_last_step: Sig,
+    qk_issued_n: Sig,
+    pv_issued_n: Sig,
+    qk: Bumped,
+    pv: Bumped,
+    qk_more: Sig,
+    flags: Vec<CountFlag>,
+}
+
+impl IssueCounts {
+    fn new(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs) -> Self {
+        let iw = p.index_bits;
+        let qk_last_step = m.net("qk_last_step", 1);
+        let pv_last_step = m.net("pv_last_step", 1);
+        let mut n = IssueCounts {
+            qk_last_step,
+            pv_last_step,
+            qk_issued_n: r.qk_issued.q + qk_last_step.zext(iw),
+            pv_issued_n: r.pv_issued.q + pv_last_step.zext(iw),
+            qk: (r.qk_issued, 0, Some(qk_last_step)),
+            pv: (r.pv_issued, 0, Some(pv_last_step)),
+            qk_more: qk_last_step,
+            flags: vec![],
+        };
+        n.qk_more = n.flag(m, "qk_more", (n.qk, (r.nblk, 0, None)), Cmp::Lt);
+        n
+    }
+
+    /// [`bumped_flags`], its registers kept here.
+    fn flag(&mut self, m: &mut ModuleBuilder, name: &str, xy: (Bumped, Bumped), cmp: Cmp) -> Sig {
+        bumped_flags(m, &mut self.flags, name, xy, cmp)
     }
 }
 
@@ -775,7 +809,6 @@ fn bumped_flags(
 /// every 2·a·b cycles or more; PV steps in every cycle QK does not. A QK alone (a tile's first
 /// block) steps every other cycle.
 fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -> Phases {
-    let iw = p.index_bits;
     let pv = r.pv.as_ref().expect("two phase streams");
     let in_qk = r.ph_kind.is(Phase::Qk);
     let in_pv = pv.run.q;
@@ -789,18 +822,12 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
         None => (in_qk, in_pv),
     };
     let s_run = r.state.is(Seq::Run);
-    let qk_last_step = m.net("qk_last_step", 1);
-    let pv_last_step = m.net("pv_last_step", 1);
-    let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
-    let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
-    // The issue counts' comparisons come from registers (they are in series with the step
-    // bus and the P read otherwise).
-    let mut flags = vec![];
-    let qk_b = (r.qk_issued, 0, Some(qk_last_step));
-    let pv_b = (r.pv_issued, 0, Some(pv_last_step));
-    let mut flag =
-        |m: &mut ModuleBuilder, name: &str, xy, cmp| bumped_flags(m, &mut flags, name, xy, cmp);
-    let qk_more = flag(m, "qk_more", (qk_b, (r.nblk, 0, None)), Cmp::Lt);
+    let mut n = IssueCounts::new(m, p, r);
+    let (qk_last_step, pv_last_step) = (n.qk_last_step, n.pv_last_step);
+    let (qk_issued_n, pv_issued_n) = (n.qk_issued_n, n.pv_issued_n);
+    let (qk_b, pv_b) = (n.qk, n.pv);
+    let qk_more = n.qk_more;
+    let mut flag = |m: &mut ModuleBuilder, name: &str, xy, cmp| n.flag(m, name, xy, cmp);
     let s_slot_free = flag(m, "s_slot_free", (qk_b, (r.sm_done, 2, None)), Cmp::Lt);
     let qk_free = !in_qk | qk_last_step;
     let k_ok = mux(qk_last_step, i.k_next, i.k_ready);
@@ -862,7 +889,7 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     bookkeeping(m, p, r, qk_last_step, pv_last_step, walked);
     let (qk_bus, pv_bus) = step_buses(m, p, r, &c, qk_go, (pv_go, pv.ii.q, pv.blk.q));
     Phases {
-        flags,
+        flags: n.flags,
         start_qk,
         start_pv,
         qk_last_step,
