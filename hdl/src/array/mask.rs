@@ -2,7 +2,8 @@
 //!
 //! Ports: `q_base`, `k_base` (first query row and first key of the tile), `q_len`, `k_len`
 //! (sequence lengths), `causal` → `mask` (Br·Bc bits, bit i·Bc + j set when query q_base + i
-//! must not see key k_base + j). Combinational. (Which blocks a tile skips the sequencer and
+//! must not see key k_base + j). Latency 1: the differences below are registered, and the
+//! mask compares them (the sequencer gives its blocks as they will be after this cycle). (Which blocks a tile skips the sequencer and
 //! fetch count from the keys it needs, `keys_needed`.) Bottom-right alignment as FlashAttention: query i sees key j when
 //! j ≤ i + (k_len − q_len); positions past either sequence's end are masked
 //! (bit-exact model: `kernels::mask::MaskSpec`).
@@ -80,7 +81,7 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
         m.doc(&format!(
             "mask_gen: causal mask of a {} x {} tile (bit i*Bc + j: query q_base+i must not see\n\
              key k_base+j). Bottom-right aligned.\n\
-             Combinational. Model: kernels::mask::MaskSpec.",
+             Latency 1 (the differences registered). Model: kernels::mask::MaskSpec.",
             cfg.br, cfg.bc
         ));
         let iw = cfg.index_bits;
@@ -94,11 +95,12 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
         let delta = qb + kl;
         let delta = delta - kb;
         let delta = delta - ql;
-        let delta = m.name("delta", delta);
+        let delta = m.delay("delta", delta);
         let q_rem = ql - qb;
-        let q_rem = m.name("q_rem", q_rem);
+        let q_rem = m.delay("q_rem", q_rem);
         let k_rem = kl - kb;
-        let k_rem = m.name("k_rem", k_rem);
+        let k_rem = m.delay("k_rem", k_rem);
+        let causal = m.delay("causal", causal);
 
         // Thermometer: causal mask of relative position v = j - i.
         let mut past_diag = vec![];
@@ -130,5 +132,6 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
         bits.reverse(); // bit 0 = (0, 0)
         let mask = cat(&bits);
         m.output("mask", mask);
+        m.set_latency(1);
     }))
 }

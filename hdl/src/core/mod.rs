@@ -645,7 +645,9 @@ fn checker(
 }
 
 /// The causal-mask generators: for the running phase's block (in reg3d one for the QK tier's
-/// and one for the PV tier's), and for the block whose softmax runs.
+/// and one for the PV tier's), and for the block whose softmax runs. Each takes its block as
+/// it will be after this cycle (`seq.mask`) and registers its differences, so its mask is the
+/// block's in the cycle the block moves.
 fn masks(
     m: &mut ModuleBuilder,
     p: &CoreParams,
@@ -654,36 +656,36 @@ fn masks(
 ) -> (Sig, Sig, Sig) {
     let iw = p.index_bits;
     let bcl = m.lit(iw, p.bc() as u64);
-    let qk_kbase = seq.blk.mul_lo(bcl, iw);
-    let prob = &seq.latched;
+    let next = &seq.mask;
+    let qk_kbase = next.qk_blk.mul_lo(bcl, iw);
     // Fault: the diagonal one key late (also unmasks key k_len, never fetched when k_len is a
     // multiple of Bc).
     let k_len = m.with_fault(
         p.faults,
         Fault::CausalOffByOne,
-        |_| prob.k_len + 1,
-        prob.k_len,
+        |_| next.k_len + 1,
+        next.k_len,
     );
     let mut mask = |name: &str, k_base: Sig| {
         let ins = mask::MaskIn {
-            q_base: seq.q_base,
+            q_base: next.q_base,
             k_base,
-            q_len: prob.q_len,
+            q_len: next.q_len,
             k_len,
-            causal: prob.causal,
+            causal: next.causal,
         };
         m.instantiate(block, name, &ins).mask
     };
     let qk = mask("u_mask_qk", qk_kbase);
     let pv = if p.row.two_streams() {
-        let pv_kbase = seq.pv_blk.mul_lo(bcl, iw);
+        let pv_kbase = next.pv_blk.mul_lo(bcl, iw);
         Some(mask("u_mask_pv", pv_kbase))
     } else {
         None
     };
-    let sp = mask("u_mask_sp", seq.sm_kbase);
+    let sp = mask("u_mask_sp", next.sm_kbase);
     let pv = pv.unwrap_or_else(|| {
-        m.discard(seq.pv_blk);
+        m.discard(next.pv_blk);
         qk
     });
     (qk, pv, sp)

@@ -229,15 +229,24 @@ group! {
     }
 }
 
+interface! {
+    /// What the causal-mask generators take, as it will be after this cycle (they register
+    /// their differences, so their masks follow the blocks in the cycle the blocks move):
+    /// the tile's first query row, the QK phase's block, the PV phase's block, the softmax's
+    /// first key, the sequence lengths and causal.
+    pub struct MaskNext { q_base, qk_blk, pv_blk, sm_kbase, q_len, k_len, causal }
+}
+
 group! {
     /// The sequencer's outputs: the run (go, busy, done), the latched problem, the step bus and
     /// loop counters, the phase events, the softmax trigger, the tile being computed, and what
     /// the fetch unit, the readout and the counters need of it.
     pub struct SeqOut<T> {
         go, busy, done, start_qk, start_pv, qk_last_step, pv_last_step, sm_go, sm_first,
-        sm_slot, sm_second, sm_blk, sm_kbase, blk, pv_blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
+        sm_slot, sm_second, sm_blk, blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
         o_head_off, o_row_bytes, skipped, qk_issued, pv_issued;
         latched: Problem<T>,
+        mask: MaskNext<T>,
         pe: PeStep<T>,
         pe_pv: PeStep<T>,
         p_rd: PRead<T>,

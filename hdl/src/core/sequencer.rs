@@ -20,8 +20,8 @@
 //! banks' read); latency 1 from `start` to `busy`.
 
 use super::ports::{
-    PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus, SeqIn, SeqOut, Stall,
-    Step, WriteDesc,
+    MaskNext, PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus, SeqIn, SeqOut,
+    Stall, Step, WriteDesc,
 };
 use super::{reg_set, CoreParams};
 use crate::arith::div_ceil_const;
@@ -85,9 +85,7 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         sm_slot: 1,
         sm_second: 1,
         sm_blk: p.row.sm_blk_width(),
-        sm_kbase: i,
         blk: i,
-        pv_blk: i,
         q_base: i,
         nblk: i,
         go_once: 1,
@@ -100,6 +98,15 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         qk_issued: i,
         pv_issued: i,
         latched: Problem::widths(p),
+        mask: MaskNext {
+            q_base: i,
+            qk_blk: i,
+            pv_blk: i,
+            sm_kbase: i,
+            q_len: i,
+            k_len: i,
+            causal: 1,
+        },
         pe: p.row.step_widths(),
         pe_pv: p.row.step_widths(),
         p_rd: p.row.p_read_widths(),
@@ -273,7 +280,8 @@ struct Phases {
     /// them into the one bus) and the PV phase's block.
     qk_bus: PeStep,
     pv_bus: PeStep,
-    pv_blk: Sig,
+    /// The PV phase's block register.
+    pv_blk: RegHandle,
     /// Comparisons of the issue counts kept in registers, set once every count's input is.
     flags: Vec<CountFlag>,
 }
@@ -348,10 +356,19 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         one.valid = ph.qk_bus.valid | ph.pv_bus.valid;
         (one, one)
     };
-    let pv_blk = ph.pv_blk;
     for flag in std::mem::take(&mut ph.flags) {
         flag.finish(m);
     }
+    // The masks' inputs as they will be after this cycle (every register's input is set).
+    let mask = MaskNext {
+        q_base: m.next_value(r.q_base),
+        qk_blk: m.next_value(r.ph_blk),
+        pv_blk: m.next_value(ph.pv_blk),
+        sm_kbase: m.next_value(sm.kbase),
+        q_len: mux(go, raw.q_len, prob.q_len),
+        k_len: mux(go, raw.k_len, prob.k_len),
+        causal: mux(go, raw.causal, prob.causal),
+    };
     // The blocks a causal tile skips, for the counter file: registered (counted a cycle after
     // the tile's first go), so the key arithmetic is not in series with the counters' adders.
     let skipped = {
@@ -373,9 +390,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         sm_slot: sm.blk.bit(0),
         sm_second: sm.second,
         sm_blk: sm_blk(p, &sm),
-        sm_kbase: sm.kbase,
         blk: r.ph_blk.q,
-        pv_blk,
         q_base: r.q_base.q,
         nblk: r.nblk.q,
         go_once: tile.go_once,
@@ -388,6 +403,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         qk_issued: r.qk_issued.q,
         pv_issued: r.pv_issued.q,
         latched: prob,
+        mask,
         pe,
         pe_pv,
         p_rd: ph.p_rd,
@@ -662,7 +678,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         p_rd,
         qk_bus,
         pv_bus,
-        pv_blk: r.ph_blk.q,
+        pv_blk: r.ph_blk,
         flags: n.flags,
     }
 }
@@ -915,7 +931,7 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
         p_rd,
         qk_bus,
         pv_bus,
-        pv_blk: pv.blk.q,
+        pv_blk: pv.blk,
     }
 }
 
@@ -1130,7 +1146,8 @@ struct Softmax {
     /// The softmax ends this cycle.
     finished: Sig,
     first: Sig,
-    kbase: Sig,
+    /// The first key of the block whose softmax runs (a register).
+    kbase: RegHandle,
 }
 
 /// Starts the row engines' softmax of the next block once its QK has drained, P is free (P
@@ -1220,7 +1237,7 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
         running: sm_running.q,
         finished,
         first: first_block,
-        kbase: sm_kbase.q,
+        kbase: sm_kbase,
     }
 }
 
