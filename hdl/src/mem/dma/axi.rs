@@ -1,7 +1,7 @@
 //! The AXI4 master: INCR bursts per channel that never cross 4 KiB, an ID per read channel,
 //! write responses awaited, SLVERR/DECERR as error codes.
 
-use super::channel::Channel;
+use super::channel::{count_in_flight, Channel};
 use super::simple::{round_robin, PortSteps};
 use super::{
     error, AxiIn, AxiOut, DmaConfig, AXI_BOUNDARY, AXI_CACHE, AXI_DECERR, AXI_INCR, AXI_MAX_BEATS,
@@ -48,14 +48,6 @@ pub(super) fn burst_beats(
     let high = beats.slice(pw - 1, 9);
     m.discard(high);
     beats.trunc(9)
-}
-
-/// Counts things in flight in `r`: `up` adds one, `down` takes one (both: unchanged).
-pub(super) fn count_in_flight(m: &mut ModuleBuilder, r: RegHandle, up: Sig, down: Sig) {
-    let inc = r.q + 1;
-    let dec = r.q - 1;
-    m.set_next(r, mux(up, inc, dec));
-    m.set_enable(r, up ^ down);
 }
 
 /// The AXI4 LEN field (beats - 1, 8 bits) of a burst of `beats` (9 bits, 1 to 256).

@@ -122,6 +122,14 @@ pub(super) fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, b
     beats.trunc(bits)
 }
 
+/// Counts things in flight in `r`: `up` adds one, `down` takes one (both: unchanged).
+pub(super) fn count_in_flight(m: &mut ModuleBuilder, r: RegHandle, up: Sig, down: Sig) {
+    let inc = r.q + 1;
+    let dec = r.q - 1;
+    m.set_next(r, mux(up, inc, dec));
+    m.set_enable(r, up ^ down);
+}
+
 /// An event counter from reset (no carry ripples through its width: [`split_counter`]).
 pub(super) fn counter(m: &mut ModuleBuilder, name: &str, event: Sig, width: u32) -> Sig {
     split_counter(m, name, width, event, None)

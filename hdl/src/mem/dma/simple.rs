@@ -1,7 +1,7 @@
 //! The simple memory port: round-robin arbitration, a tag FIFO of reads in flight, in-order
 //! responses.
 
-use super::channel::{lowest_set, Channel};
+use super::channel::{count_in_flight, lowest_set, Channel};
 use super::DmaConfig;
 use crate::{addr_bits, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
 
@@ -86,7 +86,7 @@ pub(super) fn simple_port(
     let head_inc = head.q + 1;
     m.set_next(head, head_inc);
     m.set_enable(head, mem_rsp_valid);
-    super::axi::count_in_flight(m, in_flight, push, mem_rsp_valid);
+    count_in_flight(m, in_flight, push, mem_rsp_valid);
     let steps: Vec<Sig> = (0..chans.len())
         .map(|i| {
             let granted = grant.eq(i as u64);
