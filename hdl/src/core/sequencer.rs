@@ -753,18 +753,21 @@ impl IssueCounts {
         let iw = p.index_bits;
         let qk_last_step = m.net("qk_last_step", 1);
         let pv_last_step = m.net("pv_last_step", 1);
-        let mut n = IssueCounts {
+        let qk_issued_n = r.qk_issued.q + qk_last_step.zext(iw);
+        let pv_issued_n = r.pv_issued.q + pv_last_step.zext(iw);
+        let qk = (r.qk_issued, 0, Some(qk_last_step));
+        let mut flags = vec![];
+        let qk_more = bumped_flags(m, &mut flags, "qk_more", (qk, (r.nblk, 0, None)), Cmp::Lt);
+        IssueCounts {
             qk_last_step,
             pv_last_step,
-            qk_issued_n: r.qk_issued.q + qk_last_step.zext(iw),
-            pv_issued_n: r.pv_issued.q + pv_last_step.zext(iw),
-            qk: (r.qk_issued, 0, Some(qk_last_step)),
+            qk_issued_n,
+            pv_issued_n,
+            qk,
             pv: (r.pv_issued, 0, Some(pv_last_step)),
-            qk_more: qk_last_step,
-            flags: vec![],
-        };
-        n.qk_more = n.flag(m, "qk_more", (n.qk, (r.nblk, 0, None)), Cmp::Lt);
-        n
+            qk_more,
+            flags,
+        }
     }
 
     /// [`bumped_flags`], its registers kept here.

@@ -281,7 +281,7 @@ fn read_addresses(
     for i in 0..nr {
         let accepted = ar_accept & grant.eq(i as u64);
         let accepted = m.name(&format!("{}_ar_accepted", chans[i].name), accepted);
-        count_in_flight(m, reads_out[i], accepted, bursts_back[i]);
+        count_in_flight(m, reads_out[i], (accepted, bursts_back[i]), None);
         steps.push(accepted | walk.inside[i]);
     }
     ReadAddresses {
@@ -336,7 +336,7 @@ fn write_bursts(
     m.set_next(aw_len, o_len_m1);
     m.set_enable(aw_len, open_burst);
     let b_back = ins.bvalid & ins.bid.eq(AXI_WRITE_ID);
-    count_in_flight(m, writes_out, open_burst, b_back);
+    count_in_flight(m, writes_out, (open_burst, b_back), None);
     let wvalid = walk.inside[nw];
     let accept = wvalid & ins.wready;
     // The fault: WLAST one beat early (and missing on single-beat bursts).

@@ -122,12 +122,29 @@ pub(super) fn beats_of(m: &mut ModuleBuilder, cfg: &DmaConfig, row_bytes: Sig, b
     beats.trunc(bits)
 }
 
-/// Counts things in flight in `r`: `up` adds one, `down` takes one (both: unchanged).
-pub(super) fn count_in_flight(m: &mut ModuleBuilder, r: RegHandle, up: Sig, down: Sig) {
+/// Counts things in flight in `r`: `up` adds one, `down` takes one (both: unchanged);
+/// `restart` (if any) clears it instead.
+pub(super) fn count_in_flight(
+    m: &mut ModuleBuilder,
+    r: RegHandle,
+    (up, down): (Sig, Sig),
+    restart: Option<Sig>,
+) {
     let inc = r.q + 1;
     let dec = r.q - 1;
-    m.set_next(r, mux(up, inc, dec));
-    m.set_enable(r, up ^ down);
+    let d = mux(up, inc, dec);
+    let moved = up ^ down;
+    match restart {
+        Some(clear) => {
+            let zero = m.zero(r.q.width());
+            m.set_next(r, mux(clear, zero, d));
+            m.set_enable(r, clear | moved);
+        }
+        None => {
+            m.set_next(r, d);
+            m.set_enable(r, moved);
+        }
+    }
 }
 
 /// An event counter from reset (no carry ripples through its width: [`split_counter`]).
@@ -489,13 +506,7 @@ pub(super) fn finish_read(
     let cons_en = ch.take | released;
     m.set_enable(cons_block, cons_en);
     let ahead = ch.ahead.expect("a read channel counts its blocks ahead");
-    let up = ahead.q + 1;
-    let down = ahead.q - 1;
-    let ahead_d = mux(block_requested, up, down);
-    let zero_ahead = m.zero(2);
-    m.set_next(ahead, mux(ch.take, zero_ahead, ahead_d));
-    let moved = block_requested ^ released;
-    m.set_enable(ahead, ch.take | moved);
+    count_in_flight(m, ahead, (block_requested, released), Some(ch.take));
 
     // Done once every row has landed and every landed block has been released.
     let all_landed = rsp.rows_left.q.is_zero();

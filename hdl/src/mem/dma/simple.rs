@@ -86,7 +86,7 @@ pub(super) fn simple_port(
     let head_inc = head.q + 1;
     m.set_next(head, head_inc);
     m.set_enable(head, mem_rsp_valid);
-    count_in_flight(m, in_flight, push, mem_rsp_valid);
+    count_in_flight(m, in_flight, (push, mem_rsp_valid), None);
     let steps: Vec<Sig> = (0..chans.len())
         .map(|i| {
             let granted = grant.eq(i as u64);
