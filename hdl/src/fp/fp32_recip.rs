@@ -13,6 +13,9 @@
 //! Algorithm: the significand m (normalized to [2^23, 2^24)) divides 2^50 by restoring
 //! division, 28 quotient bits from a partial remainder that starts at 2^22; the quotient's 27 or
 //! 28 bits and a sticky bit from the final remainder go to the shared round-and-pack logic.
+//! A start registers `x` as it comes; the first quotient step unpacks and normalizes it into
+//! the divisor's register (that step's own bit needs only whether m is 2^23), so nothing but
+//! the operand's register is in series with the input.
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::format::Format;
@@ -61,28 +64,34 @@ pub fn build(d: &mut Design) -> Block<RecipIn, RecipOut<u32>> {
 }
 
 fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
-    let u = unpack(m, x, 8, 23, "x");
-    let (sig, exp) = normalize_f32(m, &u);
-
-    // Operand and special-case registers, loaded at start.
-    let divisor = m.hold("divisor", sig, start);
-    let exp_q = m.hold("x_exp", exp, start);
-    let sign_q = m.hold("sign", u.sign, start);
-    let nan_q = m.hold("is_nan", u.is_nan, start);
-    let inf_q = m.hold("is_inf", u.is_inf, start);
-    let zero_q = m.hold("is_zero", u.is_zero, start);
-
+    // The operand registered as it comes: its unpacking and normalization (a leading-zero
+    // count and a shift) run in the first quotient step, not in series with what drives `x`.
+    let x_q = m.hold("x", x, start);
     // Steps left; a start loads the count and the first partial remainder.
     let count = m.reg("count", 5, Some(0));
     let running = count.q.any();
     let running = m.name("running", running);
+    let first = m.name("first_step", count.q.eq(STEPS));
+    let u = unpack(m, x_q, 8, 23, "x");
+    let (sig, exp) = normalize_f32(m, &u);
+
+    // Operand and special-case registers, loaded in the first step.
+    let divisor = m.hold("divisor", sig, first);
+    let exp_q = m.hold("x_exp", exp, first);
+    let sign_q = m.hold("sign", u.sign, first);
+    let nan_q = m.hold("is_nan", u.is_nan, first);
+    let inf_q = m.hold("is_inf", u.is_inf, first);
+    let zero_q = m.hold("is_zero", u.is_zero, first);
     let remainder = m.reg("remainder", 24, Some(0));
     let quotient = m.reg("quotient", 28, Some(0));
 
     let zero1 = m.zero(1);
     let doubled = cat(&[remainder.q, zero1]);
     let divisor25 = divisor.zext(25);
-    let fits = doubled.ge(divisor25);
+    // The first step's doubled remainder is 2^23, and the divisor in [2^23, 2^24) (its
+    // register not loaded yet) fits it only when it is 2^23 (the remainder is then 0).
+    let fits_first = sig.eq(1 << 23);
+    let fits = mux(first, fits_first, doubled.ge(divisor25));
     let fits = m.name("fits", fits);
     let less = doubled - divisor25;
     let next_rem = mux(fits, less, doubled);
@@ -90,6 +99,8 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let next_rem_top = next_rem.bit(24);
     m.discard(next_rem_top);
     let next_rem = next_rem.trunc(24);
+    let first_rem = mux(fits_first, m.zero(24), m.lit(24, 1 << 23));
+    let next_rem = mux(first, first_rem, next_rem);
     let q_low = quotient.q.slice(26, 0);
     let next_q = cat(&[q_low, fits]);
 
