@@ -30,15 +30,20 @@ impl Descriptor {
     }
 }
 
-/// The descriptor check's two stages after the descriptor is taken: the quick checks and the
-/// span's partial products, then the span's sum against the address space.
-pub const CHECK_CYCLES: u32 = 2;
+/// The descriptor check's three stages after the descriptor is taken: the quick checks, the
+/// span's partial products and its offset; two partial sums; the span's sum against the
+/// address space.
+pub const CHECK_CYCLES: u32 = 3;
+// (The stage counter is two bits.)
+const _: () = assert!(CHECK_CYCLES >= 1 && CHECK_CYCLES < 4);
 
 /// The error code of a taken descriptor (0 when it can run), known [`CHECK_CYCLES`] cycles
-/// after the start: `d` holds the descriptor's registers from the cycle after it. In the first
-/// cycle the zero, alignment and size checks and rows × stride's partial products (each
-/// nibble of rows times the stride) are registered; in the second the span's sum (base + rows × stride − stride + row_bytes − 1) is checked against the
-/// address space, so no cycle carries a whole multiply.
+/// after the start: `d` holds the descriptor's registers from the cycle after it. The span's
+/// last byte is base + rows × stride − stride + row_bytes − 1. In the first cycle the zero,
+/// alignment and size checks, rows × stride's partial products (each nibble of rows times the
+/// stride) and the offset (base + row_bytes − stride − 1) are registered; in the second two
+/// sums of about half of them each; in the third their sum is checked against the address
+/// space, so no cycle carries a whole multiply or more than a few operands.
 pub(super) fn check_descriptor(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
@@ -83,24 +88,35 @@ pub(super) fn check_descriptor(
     let c1 = m.lit(eb, error::ZERO_SIZE);
     let e = mux(too_large, c3, ok);
     let e = mux(misaligned, c2, e);
-    let quick = m.delay(&format!("{prefix}_check_quick"), mux(zero, c1, e));
+    let quick = mux(zero, c1, e);
+    let quick = m.delay_n(&format!("{prefix}_check_quick"), quick, CHECK_CYCLES - 1);
     // rows × stride by nibbles of rows, each product registered (rows − 1 would put a
-    // decrement before the products: the sum takes the stride off instead).
+    // decrement before the products: the offset takes the stride off instead).
     let iw = d.rows.width();
     // Last byte: base + rows × stride − stride + row_bytes − 1, wide enough not to wrap
     // (rows is at least 1 where the check runs: zero rows is refused first).
     let w = a + cfg.index_bits + 2;
-    let mut span = m.zero(w);
+    let offset = d.base.zext(w) + d.row_bytes.zext(w);
+    let offset = offset - d.stride.zext(w);
+    let offset = offset - 1;
+    let mut terms = vec![m.delay(&format!("{prefix}_span_offset"), offset)];
     for lo in (0..iw).step_by(4) {
         let hi = (lo + 4).min(iw) - 1;
         let part = d.rows.slice(hi, lo).mul_wide(d.stride);
         let part = m.delay(&format!("{prefix}_span{}", lo / 4), part);
-        span = span + (part.zext(w) << lo);
+        terms.push(part.zext(w) << lo);
     }
-    let last = d.base.zext(w) + span;
-    let last = last + d.row_bytes.zext(w);
-    let last = last - d.stride.zext(w);
-    let last = last - 1;
+    // Two partial sums, registered, then theirs.
+    let back = terms.split_off(terms.len().div_ceil(2));
+    let halves: Vec<Sig> = [terms, back]
+        .into_iter()
+        .enumerate()
+        .map(|(k, ts)| {
+            let sum = ts.into_iter().reduce(|a, b| a + b).expect("a term each");
+            m.delay(&format!("{prefix}_span_sum{k}"), sum)
+        })
+        .collect();
+    let last = halves[0] + halves[1];
     let last = m.name(&format!("{prefix}_last_byte"), last);
     let high = last.slice(w - 1, a);
     let out_of_range = high.any();
@@ -280,10 +296,11 @@ pub(super) fn build(
     let idle = !active.q & checking.q.is_zero();
     let accept = m.name(&format!("{name}_accept"), input.start & idle);
     let refused = input.start & !idle;
-    // The check's stages: 1 and 2 after the start, then 0.
+    // The check's stages: 1 to CHECK_CYCLES after the start, then 0.
     let zero2 = m.zero(2);
     let one2 = m.lit(2, 1);
-    let stage_d = mux(accept, one2, mux(checking.q.eq(1), m.lit(2, 2), zero2));
+    let stepping = checking.q.any() & !checking.q.eq(CHECK_CYCLES as u64);
+    let stage_d = mux(accept, one2, mux(stepping, checking.q + 1, zero2));
     m.set_next(checking, stage_d);
     let decide = checking.q.eq(CHECK_CYCLES as u64);
     let mut hold = |field: &str, x: Sig| m.hold(&format!("{name}_d_{field}"), x, accept);

@@ -81,9 +81,19 @@ pub(super) fn simple_port(
     m.set_next(tail, tail_inc);
     m.set_enable(tail, push);
     let head_idx = head.q.trunc(pw - 1);
-    let rsp_tag = m.mem_read(tags, head_idx);
-    let rsp_tag = m.name("rsp_tag", rsp_tag);
+    // The head's entry in a register of its own (show-ahead): each cycle it takes the entry
+    // the head will point at, as it will be after this cycle's push, so a response's channel
+    // is a compare of a register, not of a depth-to-1 read in series with the landing write.
     let head_inc = head.q + 1;
+    let stay = m.mem_read(tags, head_idx);
+    let moved = m.mem_read(tags, head_inc.trunc(pw - 1));
+    let read = mux(mem_rsp_valid, moved, stay);
+    // Where the head will be is the push's entry only in a FIFO that will be empty (a full one
+    // takes no push): none in flight, or one and it comes back now.
+    let at_tail = mux(mem_rsp_valid, in_flight.q.eq(1), in_flight.q.is_zero());
+    let rsp_tag = m.reg("rsp_tag", grant.width(), Some(0));
+    m.set_next(rsp_tag, mux(push & at_tail, grant, read));
+    let rsp_tag = rsp_tag.q;
     m.set_next(head, head_inc);
     m.set_enable(head, mem_rsp_valid);
     count_in_flight(m, in_flight, (push, mem_rsp_valid), None);
