@@ -613,6 +613,26 @@ pub mod softmax_exp {
 pub mod mask_gen {
     use super::*;
 
+    /// Where the block's first key goes among the three ports (`k_base`, `k_alt0`, `k_alt1`),
+    /// the others holding `decoy`: `pick` 0 keeps `k_base`, 1 takes `k_alt0`, 2 `k_alt1`, 3
+    /// both takes set (`k_alt0` wins).
+    fn place(k: u64, decoy: u64, pick: u64) -> [u64; 5] {
+        match pick {
+            0 => [k, decoy, 0, decoy, 0],
+            1 => [decoy, k, 1, decoy, 0],
+            2 => [decoy, decoy, 0, k, 1],
+            _ => [decoy, k, 1, decoy, 1],
+        }
+    }
+
+    /// A vector from `[q_base, k_base, q_len, k_len, causal]`, the key placed by `pick`.
+    fn vector(v: &[u64], decoy: u64, pick: u64) -> Vec<u64> {
+        let mut out = vec![v[0]];
+        out.extend(place(v[1], decoy, pick));
+        out.extend(&v[2..]);
+        out
+    }
+
     pub fn unit(cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
         let (br, bc, iw) = (cfg.br, cfg.bc, cfg.index_bits);
@@ -621,6 +641,10 @@ pub mod mask_gen {
             inputs: vec![
                 one("q_base", Bits(iw)),
                 one("k_base", Bits(iw)),
+                one("k_alt0", Bits(iw)),
+                one("k_take0", Bits(1)),
+                one("k_alt1", Bits(iw)),
+                one("k_take1", Bits(1)),
                 one("q_len", Bits(iw)),
                 one("k_len", Bits(iw)),
                 one("causal", Bits(1)),
@@ -631,11 +655,16 @@ pub mod mask_gen {
                 fmt: Bits(1),
             }],
             model: Box::new(move |v| {
-                let (q_base, k_base) = (v[0] as usize, v[1] as usize);
+                let k_base = match (v[3], v[5]) {
+                    (1, _) => v[2],
+                    (_, 1) => v[4],
+                    _ => v[1],
+                };
+                let (q_base, k_base) = (v[0] as usize, k_base as usize);
                 let spec = MaskSpec {
-                    q_len: v[2] as usize,
-                    k_len: v[3] as usize,
-                    causal: v[4] == 1,
+                    q_len: v[6] as usize,
+                    k_len: v[7] as usize,
+                    causal: v[8] == 1,
                 };
                 (0..br as usize)
                     .flat_map(|i| (0..bc as usize).map(move |j| (i, j)))
@@ -646,7 +675,8 @@ pub mod mask_gen {
     }
 
     pub fn directed(cfg: &CoreConfig) -> Vec<Vec<u64>> {
-        // Every combination of small bases and lengths.
+        // Every combination of small bases and lengths, the key on each port in turn (the
+        // others one block on, so a wrong pick moves the diagonal).
         let (br, bc) = (cfg.br as u64, cfg.bc as u64);
         let mut v = vec![];
         for q_len in [0, 1, br - 1, br, br + 1, 3 * br] {
@@ -654,7 +684,9 @@ pub mod mask_gen {
                 for q_base in [0, 1, br, 2 * br] {
                     for k_base in [0, 1, bc, 2 * bc] {
                         for causal in [0, 1] {
-                            v.push(vec![q_base, k_base, q_len, k_len, causal]);
+                            let pick = v.len() as u64 % 4;
+                            let plain = [q_base, k_base, q_len, k_len, causal];
+                            v.push(vector(&plain, k_base + bc, pick));
                         }
                     }
                 }
@@ -664,7 +696,14 @@ pub mod mask_gen {
     }
 
     pub fn random(cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
-        mask_inputs(cfg.br, cfg.bc, cfg.index_bits).boxed()
+        let limit = 1u64 << cfg.index_bits;
+        (
+            mask_inputs(cfg.br, cfg.bc, cfg.index_bits),
+            0..limit,
+            0u64..4,
+        )
+            .prop_map(|(v, decoy, pick)| vector(&v, decoy, pick))
+            .boxed()
     }
 }
 

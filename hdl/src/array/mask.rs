@@ -1,10 +1,15 @@
 //! `mask_gen`: the causal mask of a Br × Bc tile.
 //!
-//! Ports: `q_base`, `k_base` (first query row and first key of the tile), `q_len`, `k_len`
-//! (sequence lengths), `causal` → `mask` (Br·Bc bits, bit i·Bc + j set when query q_base + i
-//! must not see key k_base + j). Latency 1: the differences below are registered, and the
-//! mask compares them (the sequencer gives its blocks as they will be after this cycle). (Which blocks a tile skips the sequencer and
-//! fetch count from the keys it needs, `keys_needed`.) Bottom-right alignment as FlashAttention: query i sees key j when
+//! Ports: `q_base`, `k_base` (first query row and first key of the tile), `k_alt0`, `k_take0`,
+//! `k_alt1`, `k_take1` (the first keys the block may move to instead: `k_alt0` when `k_take0`,
+//! else `k_alt1` when `k_take1`), `q_len`, `k_len` (sequence lengths), `causal` → `mask`
+//! (Br·Bc bits, bit i·Bc + j set when query q_base + i must not see key k + j, k the chosen
+//! first key). Latency 1: the differences below are registered, and the mask compares them.
+//! The sequencer gives its blocks as they will be after this cycle, each as where it stands
+//! and where it may move, all from registers: the differences of all three run beside the
+//! phase choice, which only picks one (`k_take*`). (Which blocks a tile skips the sequencer
+//! and fetch count from the keys it needs, `keys_needed`.) Bottom-right alignment as
+//! FlashAttention: query i sees key j when
 //! j ≤ i + (k_len − q_len); positions past either sequence's end are masked
 //! (bit-exact model: `kernels::mask::MaskSpec`).
 //!
@@ -17,11 +22,12 @@ use anyhow::{ensure, Result};
 
 use crate::iface::Block;
 use crate::interface;
-use crate::{cat, Design, ModuleBuilder, Sig};
+use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {
-    /// The block: its first query row and key, the sequence lengths, causal.
-    pub struct MaskIn { q_base, k_base, q_len, k_len, causal }
+    /// The block: its first query row and key (`k_base`, or `k_alt0` when `k_take0`, else
+    /// `k_alt1` when `k_take1`), the sequence lengths, causal.
+    pub struct MaskIn { q_base, k_base, k_alt0, k_take0, k_alt1, k_take1, q_len, k_len, causal }
 }
 
 interface! {
@@ -80,25 +86,36 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mask_gen: causal mask of a {} x {} tile (bit i*Bc + j: query q_base+i must not see\n\
-             key k_base+j). Bottom-right aligned.\n\
-             Latency 1 (the differences registered). Model: kernels::mask::MaskSpec.",
+             key k+j, k = k_alt0 if k_take0, else k_alt1 if k_take1, else k_base).\n\
+             Bottom-right aligned. Latency 1 (the differences of all three registered as\n\
+             picked). Model: kernels::mask::MaskSpec.",
             cfg.br, cfg.bc
         ));
         let iw = cfg.index_bits;
         let w = iw + 2; // signed arithmetic on sums and differences of indices
         let q_base = m.input("q_base", iw);
         let k_base = m.input("k_base", iw);
+        let k_alt0 = m.input("k_alt0", iw);
+        let k_take0 = m.input("k_take0", 1);
+        let k_alt1 = m.input("k_alt1", iw);
+        let k_take1 = m.input("k_take1", 1);
         let q_len = m.input("q_len", iw);
         let k_len = m.input("k_len", iw);
         let causal = m.input("causal", 1);
-        let (qb, kb, ql, kl) = (q_base.zext(w), k_base.zext(w), q_len.zext(w), k_len.zext(w));
-        let delta = qb + kl;
-        let delta = delta - kb;
-        let delta = delta - ql;
+        let (qb, ql, kl) = (q_base.zext(w), q_len.zext(w), k_len.zext(w));
+        // δ = (q_base + k_len − q_len) − k and k_len − k for each first key k, then the pick.
+        let lead = qb + kl;
+        let lead = lead - ql;
+        let pick = |f: &dyn Fn(Sig) -> Sig| {
+            let stay = f(k_base.zext(w));
+            let one = mux(k_take1, f(k_alt1.zext(w)), stay);
+            mux(k_take0, f(k_alt0.zext(w)), one)
+        };
+        let delta = pick(&|kb| lead - kb);
         let delta = m.delay("delta", delta);
         let q_rem = ql - qb;
         let q_rem = m.delay("q_rem", q_rem);
-        let k_rem = kl - kb;
+        let k_rem = pick(&|kb| kl - kb);
         let k_rem = m.delay("k_rem", k_rem);
         let causal = m.delay("causal", causal);
 

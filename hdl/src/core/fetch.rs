@@ -10,7 +10,7 @@
 //! its landing bank) and the column operands `b_col` (K lanes in QK, V lanes in PV).
 
 use super::ports::{Problem, ReadCmd, ReadStatus, Step};
-use super::sequencer::keys_needed;
+use super::sequencer::{keys_needed, reach_bits};
 use super::{reg_set, CoreParams};
 use crate::dma::{ReadDesc, ROW_BYTES_BITS};
 use crate::fault::Fault;
@@ -25,10 +25,11 @@ interface! {
 }
 
 group! {
-    /// The fetch unit's inputs: the run, the sequencer's phase events and tile, the problem,
-    /// the loop counters and the channels' status.
+    /// The fetch unit's inputs: the run, the sequencer's phase events and tile, the problem
+    /// (with its latched causal reach offset, `reach_off`), the loop counters and the
+    /// channels' status.
     pub struct FetchIn<T> {
-        go, busy, qk_last_step, pv_last_step, go_once, empty_tile, blk, nblk;
+        go, busy, qk_last_step, pv_last_step, go_once, empty_tile, blk, nblk, reach_off;
         problem: Problem<T>,
         step: Step<T>,
         q: ReadStatus<T>,
@@ -67,6 +68,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
         empty_tile: 1,
         blk: p.index_bits,
         nblk: p.index_bits,
+        reach_off: reach_bits(p),
         problem: Problem::widths(p),
         step: Step::widths(p),
         q: ReadStatus::widths(rd_data_width(p, &dma.q)),
@@ -185,7 +187,7 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
         // The keys the cursor's tile needs and its base, registered (the causal arithmetic and
         // the sum are not in series with the take and the DMA): a cursor takes once it has
         // been still a cycle.
-        let (need, _) = keys_needed(m, p, prob, f_qbase.q);
+        let (need, _) = keys_needed(m, p, prob, i.reach_off, f_qbase.q);
         let need = m.delay(&format!("{ch}_need"), need);
         let settled = m.reg(&format!("{ch}f_settled"), 1, Some(0));
         let take = and_all(&[active & !head_over, !status.busy, settled.q]);

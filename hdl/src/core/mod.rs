@@ -104,8 +104,8 @@ use crate::mask::{self, MaskConfig};
 use crate::pe_row::{self, PeRowConfig};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 use ports::{
-    CoreIn, CoreOut, EngineIn, EngineOut, ReadStatus, RowActivity, ScratchStatus, SeqIn, SeqOut,
-    WriteDesc,
+    CoreIn, CoreOut, EngineIn, EngineOut, KeyMove, ReadStatus, RowActivity, ScratchStatus, SeqIn,
+    SeqOut, WriteDesc,
 };
 
 /// Counter width.
@@ -441,6 +441,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         empty_tile: seq.empty_tile,
         blk: seq.blk,
         nblk: seq.nblk,
+        reach_off: seq.reach_off,
         problem: seq.latched,
         step: seq.step,
         q: status(&dma.q),
@@ -654,10 +655,7 @@ fn masks(
     block: &Block<mask::MaskIn, mask::MaskOut<u32>>,
     seq: &SeqOut,
 ) -> (Sig, Sig, Sig) {
-    let iw = p.index_bits;
-    let bcl = m.lit(iw, p.bc() as u64);
     let next = &seq.mask;
-    let qk_kbase = next.qk_blk.mul_lo(bcl, iw);
     // Fault: the diagonal one key late (also unmasks key k_len, never fetched when k_len is a
     // multiple of Bc).
     let k_len = m.with_fault(
@@ -666,26 +664,25 @@ fn masks(
         |_| next.k_len + 1,
         next.k_len,
     );
-    let mut mask = |name: &str, k_base: Sig| {
+    let mut mask = |name: &str, keys: &KeyMove| {
         let ins = mask::MaskIn {
             q_base: next.q_base,
-            k_base,
+            k_base: keys.now,
+            k_alt0: keys.alt0,
+            k_take0: keys.take0,
+            k_alt1: keys.alt1,
+            k_take1: keys.take1,
             q_len: next.q_len,
             k_len,
             causal: next.causal,
         };
         m.instantiate(block, name, &ins).mask
     };
-    let qk = mask("u_mask_qk", qk_kbase);
-    let pv = if p.row.two_streams() {
-        let pv_kbase = next.pv_blk.mul_lo(bcl, iw);
-        Some(mask("u_mask_pv", pv_kbase))
-    } else {
-        None
-    };
-    let sp = mask("u_mask_sp", next.sm_kbase);
+    let qk = mask("u_mask_qk", &next.qk);
+    let pv = p.row.two_streams().then(|| mask("u_mask_pv", &next.pv));
+    let sp = mask("u_mask_sp", &next.sm);
     let pv = pv.unwrap_or_else(|| {
-        m.discard(next.pv_blk);
+        m.discard_all(&next.pv);
         qk
     });
     (qk, pv, sp)

@@ -230,11 +230,23 @@ group! {
 }
 
 interface! {
+    /// A block's first key as a causal-mask generator takes it: where it stands (`now`), and
+    /// where it may move this cycle (`alt0` when `take0`, `alt1` when `take1`, never both), the
+    /// keys from registers, so the mask's differences run beside the phase choice (`take*`).
+    pub struct KeyMove { now, alt0, take0, alt1, take1 }
+}
+
+group! {
     /// What the causal-mask generators take, as it will be after this cycle (they register
     /// their differences, so their masks follow the blocks in the cycle the blocks move):
-    /// the tile's first query row, the QK phase's block, the PV phase's block, the softmax's
-    /// first key, the sequence lengths and causal.
-    pub struct MaskNext { q_base, qk_blk, pv_blk, sm_kbase, q_len, k_len, causal }
+    /// the tile's first query row, the sequence lengths, causal, and the first keys of the QK
+    /// phase's block, the PV phase's block and the block whose softmax runs.
+    pub struct MaskNext<T> {
+        q_base, q_len, k_len, causal;
+        qk: KeyMove<T>,
+        pv: KeyMove<T>,
+        sm: KeyMove<T>,
+    }
 }
 
 group! {
@@ -244,7 +256,7 @@ group! {
     pub struct SeqOut<T> {
         go, busy, done, start_qk, start_pv, qk_last_step, pv_last_step, sm_go, sm_first,
         sm_slot, sm_second, sm_blk, blk, q_base, nblk, go_once, empty_tile, handoff, rows_valid,
-        o_head_off, o_row_bytes, skipped, qk_issued, pv_issued;
+        o_head_off, o_row_bytes, skipped, qk_issued, pv_issued, reach_off;
         latched: Problem<T>,
         mask: MaskNext<T>,
         pe: PeStep<T>,

@@ -20,8 +20,8 @@
 //! banks' read); latency 1 from `start` to `busy`.
 
 use super::ports::{
-    MaskNext, PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus, SeqIn, SeqOut,
-    Stall, Step, WriteDesc,
+    KeyMove, MaskNext, PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus,
+    SeqIn, SeqOut, Stall, Step, WriteDesc,
 };
 use super::{reg_set, CoreParams};
 use crate::arith::div_ceil_const;
@@ -72,6 +72,13 @@ pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
 /// Output widths.
 pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
     let (i, a) = (p.index_bits, p.addr_bits);
+    let keys = KeyMove {
+        now: i,
+        alt0: i,
+        take0: 1,
+        alt1: i,
+        take1: 1,
+    };
     SeqOut {
         go: 1,
         busy: 1,
@@ -97,15 +104,16 @@ pub fn output_widths(p: &CoreParams) -> SeqOut<u32> {
         skipped: i,
         qk_issued: i,
         pv_issued: i,
+        reach_off: reach_bits(p),
         latched: Problem::widths(p),
         mask: MaskNext {
             q_base: i,
-            qk_blk: i,
-            pv_blk: i,
-            sm_kbase: i,
             q_len: i,
             k_len: i,
             causal: 1,
+            qk: keys,
+            pv: keys,
+            sm: keys,
         },
         pe: p.row.step_widths(),
         pe_pv: p.row.step_widths(),
@@ -133,13 +141,29 @@ pub fn build(d: &mut Design, p: &CoreParams) -> SeqBlock {
     })
 }
 
+/// Bits of [`reach_offset`]: signed, wide enough for any query row plus it.
+pub(crate) fn reach_bits(p: &CoreParams) -> u32 {
+    p.index_bits + 3
+}
+
+/// Br + k_len − q_len, signed ([`reach_bits`]): a query tile starting at row `qb` reaches
+/// keys up to `qb` plus it. Latched with the problem, so [`keys_needed`] adds it to a tile's
+/// first row without the lengths' difference in series.
+fn reach_offset(p: &CoreParams, raw: &Problem) -> Sig {
+    let wide = reach_bits(p);
+    let diff = raw.k_len.zext(wide) - raw.q_len.zext(wide);
+    diff + p.br() as u64
+}
+
 /// The keys the query tile starting at row `qb` needs, and the tile's end row: all of K, or for
 /// causal attention the keys up to its last row's diagonal, tile_end + k_len − q_len
-/// (bottom-right aligned), clamped to 0..=k_len.
+/// (bottom-right aligned), clamped to 0..=k_len. `reach_off` is the problem's
+/// [`reach_offset`].
 pub(crate) fn keys_needed(
     m: &mut ModuleBuilder,
     p: &CoreParams,
     prob: &Problem,
+    reach_off: Sig,
     qb: Sig,
 ) -> (Sig, Sig) {
     let iw = p.index_bits;
@@ -148,19 +172,18 @@ pub(crate) fn keys_needed(
     let tile_end = mux(past_end, prob.q_len, end_i);
     // Causal: the tile's last row sees keys up to its end + k_len − q_len, between 0 and k_len.
     // The end before its clamp to q_len gives the same (past q_len the reach is over k_len
-    // either way), so the reach is one add after the end and the lengths' difference, and its
-    // clamps compare the end, and the end + k_len, with q_len beside it: no chain of add,
-    // clamp, add, subtract, compare.
-    let wide = iw + 2;
-    let (kl, ql) = (prob.k_len.zext(wide), prob.q_len.zext(wide));
-    let end = qb.zext(wide) + p.br() as u64;
-    // Its low bits: where it is neither clamp, the reach fits them, and a sum's low bits do
-    // not depend on its high ones.
-    let reach = end_i + (prob.k_len - prob.q_len);
-    let over = end.gt(ql);
-    let negative = (end + kl).lt(ql);
+    // either way), so the reach is one add of the latched offset, its sign the clamp at 0,
+    // and the clamp at k_len compares the end with q_len beside it.
+    let wide = reach_bits(p);
+    let reach = qb.zext(wide) + reach_off;
+    let negative = reach.msb();
+    // (Between the sign and the low bits: where neither clamp applies, the reach fits the low
+    // bits.)
+    m.discard(reach.slice(wide - 2, iw));
+    let end = qb.zext(iw + 1) + p.br() as u64;
+    let over = end.gt(prob.q_len.zext(iw + 1));
     let zero_i = m.zero(iw);
-    let reach = mux(negative, zero_i, mux(over, prob.k_len, reach));
+    let reach = mux(negative, zero_i, mux(over, prob.k_len, reach.trunc(iw)));
     (mux(prob.causal, reach, prob.k_len), tile_end)
 }
 
@@ -277,11 +300,12 @@ struct Phases {
     /// The P read for the next cycle's step.
     p_rd: PRead,
     /// The QK phase's and the PV phase's step buses (reg3d: one per tier; 2-D designs merge
-    /// them into the one bus) and the PV phase's block.
+    /// them into the one bus).
     qk_bus: PeStep,
     pv_bus: PeStep,
-    /// The PV phase's block register.
-    pv_blk: RegHandle,
+    /// The QK phase's and the PV phase's blocks as the masks take them.
+    qk_keys: KeyMove,
+    pv_keys: KeyMove,
     /// Comparisons of the issue counts kept in registers, set once every count's input is.
     flags: Vec<CountFlag>,
 }
@@ -315,6 +339,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         o_head_stride: hold("o_head_stride", raw.o_head_stride),
         kv_group: hold("kv_group", raw.kv_group),
     };
+    let reach_off = m.hold("reach_off", reach_offset(p, raw), go);
     // O rows in the short output format, or in the accumulator's (`out_f32`).
     let f = p.row.pe.mac.formats();
     let o_row_bytes = {
@@ -322,7 +347,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         let long = m.lit(ROW_BYTES_BITS, (p.d() * f.acc.bytes()) as u64);
         mux(prob.out_f32, long, short)
     };
-    let (need_d, tile_end) = keys_needed(m, p, &prob, r.q_base.q);
+    let (need_d, tile_end) = keys_needed(m, p, &prob, reach_off, r.q_base.q);
     // A tile's valid query rows, registered: q_base holds through a tile, and the first use is
     // in its Plan state, a cycle after the Tile state in which q_base moved on.
     let rows_valid = m.delay("rows_valid", tile_end - r.q_base.q);
@@ -362,12 +387,12 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     // The masks' inputs as they will be after this cycle (every register's input is set).
     let mask = MaskNext {
         q_base: m.next_value(r.q_base),
-        qk_blk: m.next_value(r.ph_blk),
-        pv_blk: m.next_value(ph.pv_blk),
-        sm_kbase: m.next_value(sm.kbase),
         q_len: mux(go, raw.q_len, prob.q_len),
         k_len: mux(go, raw.k_len, prob.k_len),
         causal: mux(go, raw.causal, prob.causal),
+        qk: ph.qk_keys,
+        pv: ph.pv_keys,
+        sm: sm.keys,
     };
     // The blocks a causal tile skips, for the counter file: registered (counted a cycle after
     // the tile's first go), so the key arithmetic is not in series with the counters' adders.
@@ -402,6 +427,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
         skipped,
         qk_issued: r.qk_issued.q,
         pv_issued: r.pv_issued.q,
+        reach_off,
         latched: prob,
         mask,
         pe,
@@ -639,6 +665,15 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     r.ph_kind.set_enable(m, begin | phase_over);
     let blk_d = mux(start_qk, qk_issued_n, pv_issued_n);
     reg_set(m, r.ph_blk, blk_d, begin);
+    // A phase starts only once the last one's last step is over, so its block is an issue
+    // count as it stands.
+    let keys = key_move(
+        m,
+        p,
+        r.ph_blk.q,
+        (r.qk_issued.q, start_qk),
+        (r.pv_issued.q, start_pv),
+    );
     // The P read for the next cycle: a PV step at output column 0 reads P[ii][j] of its block.
     let pv_step = PvStep {
         run: in_pv,
@@ -678,7 +713,8 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         p_rd,
         qk_bus,
         pv_bus,
-        pv_blk: r.ph_blk,
+        qk_keys: keys,
+        pv_keys: keys,
         flags: n.flags,
     }
 }
@@ -881,6 +917,14 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     let pv_next = start_pv | (in_pv & !pv_last_step);
     m.set_next(pv.run, pv_next);
     reg_set(m, pv.blk, pv_issued_n, start_pv);
+    // A stream's next block starts in its last step (the count then bumps) or after it.
+    let keys = |m: &mut ModuleBuilder, blk: RegHandle, issued: RegHandle, start: Sig, last: Sig| {
+        let on = (issued.q, start & !last);
+        let bumped = (issued.q + 1, start & last);
+        key_move(m, p, blk.q, on, bumped)
+    };
+    let qk_keys = keys(m, r.ph_blk, r.qk_issued, start_qk, qk_last_step);
+    let pv_keys = keys(m, pv.blk, r.pv_issued, start_pv, pv_last_step);
     // The P read serves the next cycle's PV step: interleaved, PV steps next cycle unless QK
     // does (it may unless it steps now).
     let pv_go_next = match pv.qk_went {
@@ -934,7 +978,28 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
         p_rd,
         qk_bus,
         pv_bus,
-        pv_blk: pv.blk,
+        qk_keys,
+        pv_keys,
+    }
+}
+
+/// A block register as a mask takes it ([`KeyMove`], first keys = blocks · Bc): `now`, or the
+/// block `alt0` when `take0`, or `alt1` when `take1`.
+fn key_move(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    now: Sig,
+    (alt0, take0): (Sig, Sig),
+    (alt1, take1): (Sig, Sig),
+) -> KeyMove {
+    let iw = p.index_bits;
+    let bcl = m.lit(iw, p.bc() as u64);
+    KeyMove {
+        now: now.mul_lo(bcl, iw),
+        alt0: alt0.mul_lo(bcl, iw),
+        take0,
+        alt1: alt1.mul_lo(bcl, iw),
+        take1,
     }
 }
 
@@ -1149,8 +1214,8 @@ struct Softmax {
     /// The softmax ends this cycle.
     finished: Sig,
     first: Sig,
-    /// The first key of the block whose softmax runs (a register).
-    kbase: RegHandle,
+    /// The first key of the block whose softmax runs, as the mask takes it.
+    keys: KeyMove,
 }
 
 /// Starts the row engines' softmax of the next block once its QK has drained, P is free (P
@@ -1240,7 +1305,13 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
         running: sm_running.q,
         finished,
         first: first_block,
-        kbase: sm_kbase,
+        keys: KeyMove {
+            now: sm_kbase.q,
+            alt0: next_kbase,
+            take0: sm_go,
+            alt1: next_kbase,
+            take1: m.zero(1),
+        },
     }
 }
 
