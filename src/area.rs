@@ -72,7 +72,8 @@ pub struct DesignArea {
     pub silicon_mm2: f64,
     /// The largest tier.
     pub footprint_mm2: f64,
-    /// The slowest module timed: its fmax at synthesis level (None: nothing timed).
+    /// The design's fmax at synthesis level, its slowest block's as `synth --target asic`
+    /// reports it (`AsicReport::design_fmax`; None: nothing timed).
     pub fmax_mhz: Option<f64>,
 }
 
@@ -181,13 +182,7 @@ fn price(
     let macro_bits: u64 = parts.iter().map(|p| p.macro_bits).sum();
     let silicon: f64 = tiers.iter().map(|t| t.1).sum();
     let footprint = tiers.iter().map(|t| t.1).fold(0.0, f64::max);
-    let fmax = report
-        .modules
-        .iter()
-        .filter_map(|m| m.timing.as_ref())
-        .map(|t| t.min_period_ns)
-        .fold(None, |a: Option<f64>, p| Some(a.map_or(p, |a| a.max(p))))
-        .map(|p| 1000.0 / p);
+    let fmax = report.design_fmax().map(|(_, _, t)| t.fmax_mhz);
     DesignArea {
         library: report.library.clone(),
         node: report.node.clone(),
@@ -257,17 +252,11 @@ mod tests {
         }
     }
 
+    /// A top that is only a wrapper (no cells of its own) of modules timed at `periods` ns,
+    /// the first of them with a submodule (`sub`) timed at 8 ns on its own.
     fn report(periods: &[f64]) -> AsicReport {
-        let module = |i: usize, p: f64| AsicModule {
-            name: format!("m{i}"),
-            copies: 1,
-            cells: 1,
-            area_um2: 1.0,
-            flop_area_um2: 0.0,
-            total_cells: 1,
-            total_area_um2: 3.0e6,
-            children: Default::default(),
-            timing: Some(PathTiming {
+        let timing = |p: f64| {
+            Some(PathTiming {
                 startpoint: "a".into(),
                 endpoint: "b".into(),
                 arrival_ns: p,
@@ -276,21 +265,38 @@ mod tests {
                 min_period_ns: p,
                 fmax_mhz: 1000.0 / p,
                 steps: vec![],
-            }),
+            })
+        };
+        let module = |name: String, p: Option<f64>, children: &[&str]| AsicModule {
+            name,
+            copies: 1,
+            cells: 1,
+            area_um2: if p.is_some() { 1.0 } else { 0.0 },
+            flop_area_um2: 0.0,
+            total_cells: 1,
+            total_area_um2: if p.is_some() { 1.0 } else { 3.0e6 },
+            children: children.iter().map(|c| (c.to_string(), 1)).collect(),
+            timing: p.and_then(timing),
             hold: None,
             untimed: None,
         };
+        let names: Vec<String> = (0..periods.len()).map(|i| format!("m{i}")).collect();
+        let kids: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut modules = vec![
+            module("top".into(), None, &kids),
+            module("sub".into(), Some(8.0), &[]),
+        ];
+        for (i, (name, &p)) in names.iter().zip(periods).enumerate() {
+            let sub: &[&str] = if i == 0 { &["sub"] } else { &[] };
+            modules.push(module(name.clone(), Some(p), sub));
+        }
         AsicReport {
-            top: "m0".into(),
+            top: "top".into(),
             library: "nangate45".into(),
             node: "45 nm".into(),
             liberty: "x".into(),
             clock_mhz: 1500.0,
-            modules: periods
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| module(i, p))
-                .collect(),
+            modules,
             latches: 0,
             yosys_problems: vec![],
             abc_buffer: None,
@@ -300,7 +306,8 @@ mod tests {
 
     /// The tiers' silicon: the control joins the bottom tier, a stacked GLB and stacked banks
     /// get tiers of their own, macros are priced by the density, the footprint is the largest
-    /// tier and the silicon their sum; fmax is the slowest module's.
+    /// tier and the silicon their sum; fmax is the slowest block's (a module timed whole
+    /// speaks for its submodules' own figures).
     #[test]
     fn tiers_footprint_and_macros_are_priced() {
         let density = sram_density("nangate45").unwrap();

@@ -401,6 +401,17 @@ impl AsicReport {
         blocks
     }
 
+    /// The design's fmax: its slowest block's ([`AsicReport::blocks`]), as (block, its slowest
+    /// module, that module's worst path); None when no block is timed. A module timed only
+    /// on its own inside a block timed whole (a unit with port budgets on what are internal
+    /// nets there) does not count.
+    pub fn design_fmax(&self) -> Option<(String, String, PathTiming)> {
+        self.blocks()
+            .into_iter()
+            .filter_map(|b| b.slowest.map(|(module, t)| (b.name, module, t)))
+            .min_by(|a, b| a.2.fmax_mhz.total_cmp(&b.2.fmax_mhz))
+    }
+
     /// The timed module under `name` (itself included) with the longest minimum period. A
     /// module timed as one netlist speaks for everything under it (its submodules' own
     /// figures carry port budgets on what are internal nets there): only an untimed module

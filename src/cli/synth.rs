@@ -200,12 +200,7 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
 /// The design's fmax: its slowest block's, with that block's worst path line by line (the
 /// launch, each cell output with its delay, the capture's budget).
 fn design_fmax(r: &gen::asic::AsicReport) -> String {
-    let slowest = r
-        .blocks()
-        .into_iter()
-        .filter_map(|b| b.slowest.map(|s| (b.name, s)))
-        .min_by(|a, b| a.1 .1.fmax_mhz.total_cmp(&b.1 .1.fmax_mhz));
-    let Some((block, (module, t))) = slowest else {
+    let Some((block, module, t)) = r.design_fmax() else {
         return "\nDesign fmax: no block timed\n".into();
     };
     let mut s = format!(
