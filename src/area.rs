@@ -51,6 +51,22 @@ pub fn sram_density(library: &str) -> Option<SramDensity> {
     }
 }
 
+/// The placement utilization standard cells are priced at by default: the share of a placed
+/// block's core area its cells fill (the rest is whitespace for routing, buffering and
+/// sizing). OpenROAD-flow-scripts' nangate45 `gcd` sets `CORE_UTILIZATION` 55 %; a regular
+/// datapath places denser. Configurable (`--utilization`), and stated wherever it is used.
+pub const DEFAULT_UTILIZATION: f64 = 0.7;
+
+/// `u` as a placement utilization (above 0, at most 1), or an error that says so.
+pub fn check_utilization(u: f64) -> Result<f64> {
+    anyhow::ensure!(
+        u.is_finite() && u > 0.0 && u <= 1.0,
+        "--utilization is the share of the placed area the standard cells fill: a number above 0 \
+         and at most 1 (0.7 by default), not {u}"
+    );
+    Ok(u)
+}
+
 /// See [`sram_density`].
 pub const ASAP7_SRAM_MM2_PER_MIB: f64 = 0.027 * (1u64 << 23) as f64 / 0.73 * 1e-6;
 
@@ -59,8 +75,12 @@ pub const ASAP7_SRAM_MM2_PER_MIB: f64 = 0.027 * (1u64 << 23) as f64 / 0.73 * 1e-
 pub struct DesignArea {
     pub library: String,
     pub node: String,
-    /// Standard cells of the whole top (the core, its DMA and buffers, the SoC registers).
+    /// Standard cells of the whole top (the core, its DMA and buffers, the SoC registers), as
+    /// mapped (no placement).
     pub cells_mm2: f64,
+    /// The placement utilization the tiers price the cells at: a tier's cells take their area
+    /// over it.
+    pub utilization: f64,
     /// Memory macros at `density`.
     pub macros_mm2: f64,
     pub macro_bits: u64,
@@ -126,14 +146,20 @@ pub fn map_design(
 }
 
 impl Mapped {
-    /// Its silicon at `density`; `stacked_banks`: the rows' SRAM banks (buf2d's buffer, the P
-    /// banks) on a tier of their own (the "3-D buffered" design).
-    pub fn price(&self, density: &SramDensity, stacked_banks: bool) -> DesignArea {
+    /// Its silicon at `density`, the standard cells placed at `utilization`; `stacked_banks`:
+    /// the rows' SRAM banks (buf2d's buffer, the P banks) on a tier of their own (the "3-D
+    /// buffered" design).
+    pub fn price(
+        &self,
+        density: &SramDensity,
+        utilization: f64,
+        stacked_banks: bool,
+    ) -> DesignArea {
         price(
             &self.config,
             &self.report,
             &self.parts,
-            density,
+            (density, utilization),
             stacked_banks,
         )
     }
@@ -144,7 +170,7 @@ fn price(
     cfg: &CoreConfig,
     report: &AsicReport,
     parts: &[TierPart],
-    density: &SramDensity,
+    (density, utilization): (&SramDensity, f64),
     stacked_banks: bool,
 ) -> DesignArea {
     let mm2_per_bit = density.mm2_per_mib / (1u64 << 23) as f64;
@@ -162,7 +188,7 @@ fn price(
         .to_string();
     let glb_stacked = cfg.glb.bytes > 0 && cfg.glb.placement == GlbPlacement::Stacked;
     for p in parts {
-        let cells = p.area_um2.unwrap_or(0.0) * 1e-6;
+        let cells = p.area_um2.unwrap_or(0.0) * 1e-6 / utilization;
         let macros = p.macro_bits as f64 * mm2_per_bit;
         let tier = if p.tier == "base" { &bottom } else { &p.tier };
         let banks = p.part.starts_with("S buffer") || p.part.starts_with("P banks");
@@ -187,6 +213,7 @@ fn price(
         library: report.library.clone(),
         node: report.node.clone(),
         cells_mm2: report.total_area_um2() * 1e-6,
+        utilization,
         macros_mm2: macro_bits as f64 * mm2_per_bit,
         macro_bits,
         density: density.clone(),
@@ -321,7 +348,7 @@ mod tests {
         let mut cfg = CoreConfig::preset("small").unwrap();
         cfg.glb.bytes = 1 << 20;
         cfg.glb.placement = GlbPlacement::Stacked;
-        let a = price(&cfg, &report(&[2.0, 4.0]), &parts, &density, false);
+        let a = price(&cfg, &report(&[2.0, 4.0]), &parts, (&density, 1.0), false);
         let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
         let tier =
             |a: &DesignArea, n: &str| a.tiers.iter().find(|t| t.0 == n).map_or(-1.0, |t| t.1);
@@ -338,11 +365,21 @@ mod tests {
         assert_eq!(a.fmax_mhz, Some(250.0));
         // A planar GLB stays on the bottom tier; stacked banks leave their tier.
         cfg.glb.placement = GlbPlacement::Planar;
-        let b = price(&cfg, &report(&[2.0]), &parts, &density, true);
+        let b = price(&cfg, &report(&[2.0]), &parts, (&density, 1.0), true);
         assert_eq!(b.tiers.len(), 3, "{:?}", b.tiers);
         assert!(close(tier(&b, "tier 0 (QK)"), 2.5 + d));
         assert!(close(tier(&b, "tier 1 (PV)"), 1.5));
         assert!(close(tier(&b, "SRAM tier (stacked banks)"), 0.25));
+        // Placed at half utilization, the cells take twice their area; the macros (the planar
+        // GLB's, on the bottom tier) do not.
+        let c = price(&cfg, &report(&[2.0]), &parts, (&density, 0.5), false);
+        assert!(close(tier(&c, "tier 0 (QK)"), 5.0 + d), "{c:?}");
+        assert!(close(tier(&c, "tier 1 (PV)"), 3.5));
+        assert!(close(c.cells_mm2, a.cells_mm2) && c.utilization == 0.5);
+        for bad in [0.0, -0.1, 1.01, f64::NAN] {
+            assert!(check_utilization(bad).is_err(), "{bad}");
+        }
+        assert_eq!(check_utilization(1.0).unwrap(), 1.0);
         // Densities are sourced at two libraries only, and asap7's is 0.31 mm² per MiB.
         assert!((ASAP7_SRAM_MM2_PER_MIB - 0.31).abs() < 0.005);
         assert!(sram_density("osu018").is_none());

@@ -168,7 +168,7 @@ pub fn iso_area(
     rows: &mut [CompareRow],
     lib: &gen::asic::Liberty,
     label: (&str, &str),
-    density: &crate::area::SramDensity,
+    (density, utilization): (&crate::area::SramDensity, f64),
     progress: impl Fn(&str),
 ) -> Result<()> {
     let mut done: Vec<(String, crate::area::Mapped)> = vec![];
@@ -183,7 +183,7 @@ pub fn iso_area(
                 done.len() - 1
             }
         };
-        let silicon = done[at].1.price(density, r.stacked_banks);
+        let silicon = done[at].1.price(density, utilization, r.stacked_banks);
         let tokens = r.tokens as f64;
         let seconds = r.cycles.max(1) as f64 / (r.config.clock_mhz * 1e6);
         let tokens_per_s = tokens / seconds;
@@ -214,13 +214,18 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
     };
     let s0 = &first.silicon;
     let mut s = format!(
-        "\nIso-area at {} ({}): synthesis-level standard cells (Yosys + ABC, no placement) plus \
+        "\nIso-area at {} ({}): synthesis-level standard cells (Yosys + ABC, no placement; \
+         `cells mm²` as mapped), placed at {:.0} % utilization in the tiers (--utilization), plus \
          SRAM macros at {:.3} mm² per MiB ({})\n\n\
          | design | seq | cells mm² | SRAM macros mm² | tiers (mm²) | silicon mm² | footprint mm² \
          | tokens/s per mm² | iso-area vs buf2d | iso-PE speedup vs buf2d | energy per token (nJ) \
          | fmax (synthesis) MHz |\n\
          |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
-        s0.library, s0.node, s0.density.mm2_per_mib, s0.density.source
+        s0.library,
+        s0.node,
+        100.0 * s0.utilization,
+        s0.density.mm2_per_mib,
+        s0.density.source
     );
     for r in rows {
         let Some(a) = &r.area else { continue };

@@ -659,7 +659,8 @@ fn bad_energy_tables_are_refused_with_the_reason() {
 }
 
 /// `compare --iso area`'s refusals come before any run: the library flags without it, a
-/// library without a sourced SRAM density, a bad density, an unknown library.
+/// library without a sourced SRAM density, a bad density, an unknown library, a utilization
+/// outside (0, 1].
 #[test]
 fn iso_area_refuses_what_it_cannot_price_before_running() {
     for (args, says) in [
@@ -680,6 +681,11 @@ fn iso_area_refuses_what_it_cannot_price_before_running() {
             "--lib tsmc3 is not a library regflash knows",
         ),
         (vec!["--iso", "volume"], "invalid value 'volume'"),
+        (vec!["--utilization", "0.7"], "add --iso area"),
+        (
+            vec!["--iso", "area", "--utilization", "1.5"],
+            "--utilization is the share of the placed area",
+        ),
     ] {
         let mut all = vec!["compare", "--seq", "8"];
         all.extend(&args);

@@ -71,6 +71,10 @@ pub struct CompareArgs {
     /// sourced one: every one but nangate45 and asap7).
     #[arg(long)]
     pub sram_mm2_per_mib: Option<f64>,
+    /// --iso area: the placement utilization the standard cells are priced at (the share of
+    /// a tier's area its cells fill; default 0.7).
+    #[arg(long)]
+    pub utilization: Option<f64>,
 }
 
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
@@ -96,9 +100,16 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     }
     let area = args.iso == "area";
     anyhow::ensure!(
-        area || (args.lib.is_none() && args.liberty.is_none() && args.sram_mm2_per_mib.is_none()),
-        "--lib, --liberty and --sram-mm2-per-mib price the designs' silicon: add --iso area"
+        area || (args.lib.is_none()
+            && args.liberty.is_none()
+            && args.sram_mm2_per_mib.is_none()
+            && args.utilization.is_none()),
+        "--lib, --liberty, --sram-mm2-per-mib and --utilization price the designs' silicon: add \
+         --iso area"
     );
+    let utilization = crate::area::check_utilization(
+        args.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION),
+    )?;
     // The library is checked before any run.
     // (The scratch folder holds the decompressed library until the end.)
     let scratch = area
@@ -141,9 +152,13 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     })?;
     let mut md = compare::table(&rows, &config, &table);
     if let Some((lib, (name, node), density)) = &library {
-        compare::iso_area(&mut rows, lib, (name, node), density, |what| {
-            eprintln!("iso-area: mapping {what} at {name} (each module once, cached)")
-        })?;
+        compare::iso_area(
+            &mut rows,
+            lib,
+            (name, node),
+            (density, utilization),
+            |what| eprintln!("iso-area: mapping {what} at {name} (each module once, cached)"),
+        )?;
         md += &compare::iso_area_table(&rows);
     }
     if args.claims {

@@ -28,6 +28,10 @@ pub struct SynthArgs {
     /// ASIC: the target clock in MHz for the constraints (default: the design's, 1500).
     #[arg(long)]
     pub clock_mhz: Option<f64>,
+    /// ASIC: the placement utilization the report's placed area takes (the share of the
+    /// placed area the standard cells fill; default 0.7).
+    #[arg(long)]
+    pub utilization: Option<f64>,
     /// Also write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -42,8 +46,11 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         return asic_cmd(&cfg, &args);
     }
     anyhow::ensure!(
-        args.lib.is_none() && args.liberty.is_none() && args.clock_mhz.is_none(),
-        "--lib, --liberty and --clock-mhz are for --target asic"
+        args.lib.is_none()
+            && args.liberty.is_none()
+            && args.clock_mhz.is_none()
+            && args.utilization.is_none(),
+        "--lib, --liberty, --clock-mhz and --utilization are for --target asic"
     );
     let synth_target: SynthTarget = args.target.parse()?;
     let dir = ScratchDir::new("synth")?;
@@ -68,6 +75,9 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
 /// `synth --target asic`: the design at a standard-cell library, area per module and each
 /// module's worst path.
 fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
+    let utilization = crate::area::check_utilization(
+        args.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION),
+    )?;
     let (source, name, node) = gen::asic::resolve(args.lib.as_deref(), args.liberty.as_deref())?;
     let dir = ScratchDir::new("synth")?;
     let manifest = generate(cfg, &target(&args.unit), dir.path())?;
@@ -75,6 +85,13 @@ fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
     let clock = args.clock_mhz.unwrap_or(manifest.clock_mhz);
     let report = gen::asic::asic(dir.path(), &lib, (&name, &node), clock)?;
     println!("{}", asic_table(&report));
+    let cells = report.total_area_um2() * 1e-6;
+    println!(
+        "Placed at {:.0} % utilization (--utilization; the cells' share of the placed area, \
+         no floorplan run): {:.4} mm² of standard cells",
+        100.0 * utilization,
+        cells / utilization
+    );
     println!("{}", asic_memories(&report, &manifest.memories));
     let parts = crate::tiers::parts(cfg, &report, &manifest.memories);
     if parts.len() > 1 {
