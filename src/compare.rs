@@ -146,9 +146,13 @@ pub struct CompareRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct IsoArea {
     pub silicon: crate::area::DesignArea,
-    /// Tokens per second at the configuration's clock.
+    /// Tokens per second at `clock_mhz`.
     #[serde(serialize_with = "real")]
     pub tokens_per_s: f64,
+    /// The clock behind `tokens_per_s`: the configuration's, or with `--clock synth` the
+    /// design's own synthesized fmax.
+    #[serde(serialize_with = "real")]
+    pub clock_mhz: f64,
     /// Per mm² of footprint (the largest tier).
     #[serde(serialize_with = "real")]
     pub tokens_per_s_per_mm2: f64,
@@ -161,6 +165,15 @@ pub struct IsoArea {
     pub nj_per_token: f64,
 }
 
+/// The clock a row's tokens/s take in [`iso_area`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowClock {
+    /// The configuration's `clock_mhz`, every design alike.
+    Config,
+    /// Each design's synthesized fmax at the library (`--clock synth`).
+    Synth,
+}
+
 /// Prices every row's design at a library (each distinct design mapped once, its modules
 /// cached) and fills [`CompareRow::area`]. The speedup at equal silicon is against the
 /// buf2d row of the same length and hierarchy (the first row of each such set).
@@ -168,7 +181,7 @@ pub fn iso_area(
     rows: &mut [CompareRow],
     lib: &gen::asic::Liberty,
     label: (&str, &str),
-    (density, utilization): (&crate::area::SramDensity, f64),
+    (density, utilization, clock): (&crate::area::SramDensity, f64, RowClock),
     progress: impl Fn(&str),
 ) -> Result<()> {
     let mut done: Vec<(String, crate::area::Mapped)> = vec![];
@@ -185,11 +198,21 @@ pub fn iso_area(
         };
         let silicon = done[at].1.price(density, utilization, r.stacked_banks);
         let tokens = r.tokens as f64;
-        let seconds = r.cycles.max(1) as f64 / (r.config.clock_mhz * 1e6);
+        let clock_mhz = match (clock, silicon.fmax_mhz) {
+            (RowClock::Config, _) => r.config.clock_mhz,
+            (RowClock::Synth, Some(f)) => f,
+            (RowClock::Synth, None) => anyhow::bail!(
+                "--clock synth: nothing of {} was timed at {}, so it has no fmax",
+                r.design,
+                label.0
+            ),
+        };
+        let seconds = r.cycles.max(1) as f64 / (clock_mhz * 1e6);
         let tokens_per_s = tokens / seconds;
         r.area = Some(IsoArea {
             tokens_per_s_per_mm2: tokens_per_s / silicon.footprint_mm2.max(f64::MIN_POSITIVE),
             tokens_per_s,
+            clock_mhz,
             iso_area_vs_buf2d: 0.0,
             nj_per_token: r.energy.pj_per_token * 1e-3,
             silicon,
@@ -219,8 +242,8 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
          SRAM macros at {:.3} mm² per MiB ({})\n\n\
          | design | seq | cells mm² | SRAM macros mm² | tiers (mm²) | silicon mm² | footprint mm² \
          | tokens/s per mm² | iso-area vs buf2d | iso-PE speedup vs buf2d | energy per token (nJ) \
-         | fmax (synthesis) MHz |\n\
-         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+         | fmax (synthesis) MHz | clock MHz |\n\
+         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         s0.library,
         s0.node,
         100.0 * s0.utilization,
@@ -236,7 +259,7 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
             .map(|(t, mm2)| format!("{t}: {mm2:.3}"))
             .collect();
         s += &format!(
-            "| {} | {} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3e} | {:.3} | {:.3} | {:.3} | {} |\n",
+            "| {} | {} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3e} | {:.3} | {:.3} | {:.3} | {} | {:.0} |\n",
             r.design,
             seq_label(r),
             si.cells_mm2,
@@ -249,10 +272,12 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
             r.speedup_vs_buf2d,
             a.nj_per_token,
             si.fmax_mhz.map_or("-".into(), |f| format!("{f:.0}")),
+            a.clock_mhz,
         );
     }
-    s += "\nTokens/s at the configuration's clock (every design alike; the synthesis-level fmax \
-          is beside it), per mm² of footprint: a stack's largest tier. Silicon adds every tier. \
+    s += "\nTokens/s at the clock column's: the configuration's, every design alike (the \
+          synthesis-level design fmax, the slowest block's, beside it), or with --clock synth \
+          each design's own fmax; per mm² of footprint: a stack's largest tier. Silicon adds every tier. \
           iso-area vs buf2d: tokens/s per mm² over buf2d's at the same length and hierarchy, \
           the speedup at equal footprint; iso-PE speedup: cycles against buf2d's on the same \
           PEs per tier (docs/asic.md).\n";

@@ -954,6 +954,8 @@ fn estimate_reports_long_sequences() {
     for (args, why) in [
         (vec!["estimate", "--seq", "0"], "at least 1"),
         (vec!["estimate", "--heads", "0"], "--heads"),
+        (vec!["estimate", "--lib", "asap7"], "add --clock synth"),
+        (vec!["estimate", "--clock", "fast"], "invalid value 'fast'"),
         (vec!["estimate", "--seq", "4000000000"], "index registers"),
     ] {
         let o = regflash(&args);

@@ -682,6 +682,7 @@ fn iso_area_refuses_what_it_cannot_price_before_running() {
         ),
         (vec!["--iso", "volume"], "invalid value 'volume'"),
         (vec!["--utilization", "0.7"], "add --iso area"),
+        (vec!["--clock", "synth"], "add --iso area"),
         (
             vec!["--iso", "area", "--utilization", "1.5"],
             "--utilization is the share of the placed area",

@@ -75,6 +75,11 @@ pub struct CompareArgs {
     /// a tier's area its cells fill; default 0.7).
     #[arg(long)]
     pub utilization: Option<f64>,
+    /// --iso area: the clock behind each design's tokens/s: config (the configuration's
+    /// `clock_mhz`, every design alike) or synth (each design's own synthesized fmax at the
+    /// library, synthesis-level: designs with different critical paths at their own clocks).
+    #[arg(long, default_value = "config", value_parser = ["config", "synth"])]
+    pub clock: String,
 }
 
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
@@ -103,10 +108,15 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         area || (args.lib.is_none()
             && args.liberty.is_none()
             && args.sram_mm2_per_mib.is_none()
-            && args.utilization.is_none()),
-        "--lib, --liberty, --sram-mm2-per-mib and --utilization price the designs' silicon: add \
-         --iso area"
+            && args.utilization.is_none()
+            && args.clock == "config"),
+        "--lib, --liberty, --sram-mm2-per-mib, --utilization and --clock synth price the \
+         designs' silicon: add --iso area"
     );
+    let clock = match args.clock.as_str() {
+        "synth" => compare::RowClock::Synth,
+        _ => compare::RowClock::Config,
+    };
     let utilization = crate::area::check_utilization(
         args.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION),
     )?;
@@ -156,7 +166,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
             &mut rows,
             lib,
             (name, node),
-            (density, utilization),
+            (density, utilization, clock),
             |what| eprintln!("iso-area: mapping {what} at {name} (each module once, cached)"),
         )?;
         md += &compare::iso_area_table(&rows);

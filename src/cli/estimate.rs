@@ -28,9 +28,50 @@ pub struct EstimateArgs {
     /// Write every point as JSON (counters, timing, energy, how it was estimated).
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// The clock behind time and tokens/s: config (the configuration's `clock_mhz`) or synth
+    /// (the design's synthesized fmax at --lib, synthesis-level: its whole top mapped by the
+    /// ASIC flow, each module cached, and its slowest block's fmax taken).
+    #[arg(long, default_value = "config", value_parser = ["config", "synth"])]
+    pub clock: String,
+    /// --clock synth: a known library (nangate45, the default; asap7; sky130hd; sg13g2;
+    /// osu018).
+    #[arg(long)]
+    pub lib: Option<String>,
+    /// --clock synth: a liberty file (.lib or .lib.gz) instead of --lib.
+    #[arg(long)]
+    pub liberty: Option<PathBuf>,
 }
 
 pub use crate::estimate::EstimatePoint;
+
+/// `cfg`'s design fmax at a library (`--clock synth`): its whole top mapped by the ASIC flow
+/// (its banks as macros, as `compare --iso area` maps it), the slowest block's fmax, and a
+/// note that says what it is.
+fn synthesized_clock(
+    cfg: &CoreConfig,
+    lib: Option<&str>,
+    liberty: Option<&std::path::Path>,
+) -> Result<(f64, String)> {
+    let lib = if liberty.is_some() {
+        lib
+    } else {
+        lib.or(Some("nangate45"))
+    };
+    let (path, name, node) = gen::asic::resolve(lib, liberty)?;
+    let scratch = ScratchDir::new("clock")?;
+    let library = gen::asic::load(&path, scratch.path())?;
+    eprintln!("--clock synth: mapping the design at {name} (each module once, cached)");
+    let mapped = crate::area::map_design(cfg, &library, (&name, &node), cfg.clock_mhz)?;
+    let Some((block, _, t)) = mapped.report.design_fmax() else {
+        anyhow::bail!(
+            "--clock synth: nothing of the design was timed at {name}, so it has no fmax"
+        );
+    };
+    let note = format!(
+        "--clock synth: the design's fmax at {name}, synthesis-level, its slowest block {block}"
+    );
+    Ok((t.fmax_mhz, note))
+}
 
 pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     if let Some(path) = &args.report {
@@ -48,6 +89,17 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     }
     let p = hdl::core::CoreParams::from_config(&cfg)?;
     let table = crate::pricing::load_table(args.energy.as_deref())?;
+    anyhow::ensure!(
+        args.clock == "synth" || (args.lib.is_none() && args.liberty.is_none()),
+        "--lib and --liberty choose the library of --clock synth: add --clock synth"
+    );
+    let clock_note = if args.clock == "synth" {
+        let (fmax, note) = synthesized_clock(&cfg, args.lib.as_deref(), args.liberty.as_deref())?;
+        cfg.clock_mhz = fmax;
+        note
+    } else {
+        "the configuration's clock_mhz".to_string()
+    };
     let timing = crate::verify::attention::MemoryTiming {
         latency: args.mem_latency,
         ..Default::default()
@@ -56,7 +108,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     let mem = timing.model_timing();
     let mut points = vec![];
     println!(
-        "regflash estimate: {} {} ({}x{} PEs{}), {} head(s), {}, clock {} MHz\n",
+        "regflash estimate: {} {} ({}x{} PEs{}), {} head(s), {}, clock {:.0} MHz ({clock_note})\n",
         cfg.name,
         cfg.variant.label(),
         cfg.rows,
