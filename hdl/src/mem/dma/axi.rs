@@ -13,13 +13,17 @@ use crate::{addr_bits, and_all, bits_for, mux, mux_index, or_all, ModuleBuilder,
 
 /// Beats of the burst channel `ch` would issue now (9 bits, 1 to 256 while it has a request):
 /// to the end of its row, or with contiguous rows (stride = row bytes) to the end of its block
-/// (the read channels) or transfer (O); at most 256; never across a 4 KiB boundary.
+/// (the read channels) or transfer (O); at most 256; never across a 4 KiB boundary. In two
+/// register stages (named `<ch>_burst_*`): the rows the burst may span, the beats to its row's
+/// end, the beat, and the cap (256 or the boundary's) first; then the product and the
+/// minimum. The result is the walk's burst two cycles after the walk stood there.
 pub(super) fn burst_beats(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
     ch: &Channel,
     contig: Sig,
 ) -> Sig {
+    let name = ch.name;
     let rows_left = ch.req.rows_left.q;
     let in_block = match ch.block_rows {
         Some(br) => {
@@ -36,18 +40,26 @@ pub(super) fn burst_beats(
     let rb = ch.row_beats.q;
     let pw = 9 + rb.width();
     let beat = ch.req.beat.q.zext(pw);
-    let run_block = rows.mul_wide(rb) - beat;
     let run_row = rb.zext(pw) - beat;
-    let run = mux(contig, run_block, run_row);
     let shift = cfg.beat_shift();
     let page = AXI_BOUNDARY >> shift;
     let offset = ch.req_addr.q.slice(11, shift).zext(pw);
     let to_boundary = m.lit(pw, page) - offset;
     let max = m.lit(pw, AXI_MAX_BEATS);
-    let beats = run.min(to_boundary).min(max);
+    let limit = to_boundary.min(max);
+    let mut stage = |what: &str, x: Sig| m.delay(&format!("{name}_burst_{what}"), x);
+    let (rows, run_row, beat, limit) = (
+        stage("rows", rows),
+        stage("run_row", run_row),
+        stage("beat", beat),
+        stage("limit", limit),
+    );
+    let run_block = rows.mul_wide(rb) - beat;
+    let run = mux(contig, run_block, run_row);
+    let beats = run.min(limit);
     let high = beats.slice(pw - 1, 9);
     m.discard(high);
-    beats.trunc(9)
+    m.delay(&format!("{name}_burst_beats"), beats.trunc(9))
 }
 
 /// The AXI4 LEN field (beats - 1, 8 bits) of a burst of `beats` (9 bits, 1 to 256).
@@ -69,13 +81,16 @@ pub(super) fn bus_error(m: &mut ModuleBuilder, resp: Sig, valid: Sig) -> Sig {
 }
 
 /// The AXI4 master (`m_axi_*`). Reads: a channel at the start of a burst (its request walker
-/// not inside one) presents an AR for [`burst_beats`] with its ID, round robin among Q, K and
-/// V, held with its payload until accepted; after the handshake its walker steps through the
-/// burst's remaining beats (one a cycle) before it may present the next. At most
+/// not inside one, and still for two cycles, so its registered [`burst_beats`] are its own) offers
+/// an AR with its ID, round robin among Q, K and V, into the AR register slice (when it is
+/// empty or its AR is being accepted), which presents it until accepted: the AR outputs are
+/// registers. Once its burst is in the slice the channel's walker steps through the burst's
+/// remaining beats (one a cycle) before it may offer the next. At most
 /// `axi_outstanding` bursts per ID are in flight. R is always ready; beats go to the channel
 /// their ID names (bursts of different IDs may interleave), RLAST ends a burst. Writes: the O
 /// channel opens a burst by loading the AW register (held until accepted) and then offers its
-/// beats on W from the staging buffer, WLAST on the last; W never waits for AWREADY. O is done
+/// beats on W from the staging buffer, WLAST on the last; W never waits for AWREADY (its burst
+/// length is registered too, so O also opens a burst from a walk still for two cycles). O is done
 /// when every write response is back. A response other than OKAY sets the channel's error
 /// (SLVERR 7, DECERR 8). `hold` stops new bursts; those already presented complete.
 pub(super) fn axi_port(
@@ -132,7 +147,7 @@ pub(super) fn axi_port(
         w.outstanding.q.is_zero(),
     ]);
     let mut idle = vec![
-        !ar.held.q,
+        !ar.valid.q,
         !w.aw_valid.q,
         !inside[nr],
         w.outstanding.q.is_zero(),
@@ -182,12 +197,15 @@ fn axi_inputs(m: &mut ModuleBuilder, cfg: &DmaConfig) -> AxiIn {
     }
 }
 
-/// Per channel: the burst it would issue now and its walker's countdown inside a burst.
+/// Per channel: the burst it would issue now (registered from its walk's state, two cycles
+/// late: valid when `still`), its walker's countdown inside a burst.
 struct Bursts {
     beats: Vec<Sig>,
     left: Vec<RegHandle>,
     /// The channel's walker is inside a burst.
     inside: Vec<Sig>,
+    /// The channel's walk did not move in the previous two cycles: `beats` is its burst now.
+    still: Vec<Sig>,
 }
 
 fn bursts(m: &mut ModuleBuilder, cfg: &DmaConfig, chans: &[Channel]) -> Bursts {
@@ -204,12 +222,19 @@ fn bursts(m: &mut ModuleBuilder, cfg: &DmaConfig, chans: &[Channel]) -> Bursts {
             r.q
         })
         .collect();
+    // Registered in two stages: the minimums, multiply and subtractions are not in series
+    // with the arbitration and the AR register.
     let beats: Vec<Sig> = chans
         .iter()
         .zip(&contig)
-        .map(|(c, &k)| {
-            let b = burst_beats(m, cfg, c, k);
-            m.name(&format!("{}_burst_beats", c.name), b)
+        .map(|(c, &k)| burst_beats(m, cfg, c, k))
+        .collect();
+    // The walk stood still for the two cycles its burst length takes.
+    let still: Vec<Sig> = chans
+        .iter()
+        .map(|c| {
+            let now = c.walk_still.expect("an AXI4 channel tracks its walk").q;
+            now & m.delay(&format!("{}_walk_still2", c.name), now)
         })
         .collect();
     let left: Vec<RegHandle> = chans
@@ -221,25 +246,25 @@ fn bursts(m: &mut ModuleBuilder, cfg: &DmaConfig, chans: &[Channel]) -> Bursts {
         beats,
         left,
         inside,
+        still,
     }
 }
 
-/// The AR channel: the read channels' bursts, round robin.
+/// The AR channel: the read channels' bursts, round robin, through a register slice.
 struct ReadAddresses {
-    /// Per read channel: its walker steps (its AR accepted, or inside a burst).
+    /// Per read channel: its walker steps (its burst taken into the slice, or inside one).
     steps: Vec<Sig>,
-    /// An AR is presented and held until accepted.
-    held: RegHandle,
-    grant: Sig,
-    arvalid: Sig,
-    araddr: Sig,
-    arlen: Sig,
+    /// The slice: an AR presented and held until accepted, its ID, address and LEN.
+    valid: RegHandle,
+    id: RegHandle,
+    addr: RegHandle,
+    len: RegHandle,
     /// Per read channel: bursts in flight.
     outstanding: Vec<RegHandle>,
 }
 
 /// New bursts round robin among the read channels (Q, K, V, X) with room for one more in
-/// flight; a presented AR is held until accepted.
+/// flight, into the AR register slice when it is empty or its AR is being accepted.
 fn read_addresses(
     m: &mut ModuleBuilder,
     chans: &[Channel],
@@ -251,46 +276,52 @@ fn read_addresses(
 ) -> ReadAddresses {
     let ob = limit.width();
     let nr = bursts_back.len();
-    let ar_held = m.reg("ar_held", 1, Some(0));
-    // The held ID: as wide as a grant among the read channels (4 places, or 8).
+    let valid = m.reg("ar_valid", 1, Some(0));
+    // The ID: as wide as a grant among the read channels (4 places, or 8).
     let id_bits = addr_bits((nr as u32).max(4).next_power_of_two());
-    let ar_held_id = m.reg("ar_held_id", id_bits, Some(0));
+    let id = m.reg("ar_id", id_bits, Some(0));
+    let addr = m.reg("ar_addr", chans[0].req_addr.q.width(), Some(0));
+    let len = m.reg("ar_len", 8, Some(0));
+    let free = !valid.q | arready;
     let mut cand = vec![];
     let reads_out: Vec<RegHandle> = (0..nr)
         .map(|i| m.reg(&format!("{}_bursts", chans[i].name), ob, Some(0)))
         .collect();
     for i in 0..nr {
         let room = reads_out[i].q.lt(limit);
-        let c = and_all(&[chans[i].req_valid, !walk.inside[i], room, open, !ar_held.q]);
-        cand.push(c);
+        let ready = and_all(&[chans[i].req_valid, !walk.inside[i], walk.still[i], room]);
+        cand.push(ready & free);
     }
-    let (any_new, new_grant, ar_rr) = round_robin(m, "ar_rr", &cand);
-    let grant = mux(ar_held.q, ar_held_id.q, new_grant);
-    let grant = m.name("ar_grant", grant);
-    let arvalid = any_new | ar_held.q;
-    let ar_accept = arvalid & arready;
-    m.set_enable(ar_rr, ar_accept & !ar_held.q);
-    m.set_next(ar_held, arvalid & !arready);
-    m.set_next(ar_held_id, grant);
+    // `open` (no hold) gates the winner, not the arbitration.
+    let (any, grant, ar_rr) = round_robin(m, "ar_rr", &cand);
+    let take = m.name("ar_take", any & open);
+    m.set_enable(ar_rr, take);
+    m.set_next(valid, take | (valid.q & !arready));
     let ar_addrs: Vec<Sig> = chans[..nr].iter().map(|c| c.req_addr.q).collect();
     let ar_beats: Vec<Sig> = walk.beats[..nr].to_vec();
-    let araddr = mux_index(grant, &ar_addrs);
-    let ar_len = mux_index(grant, &ar_beats);
-    let arlen = axi_len(m, ar_len);
+    let beats = mux_index(grant, &ar_beats);
+    let len_d = axi_len(m, beats);
+    for (r, d) in [
+        (id, grant),
+        (addr, mux_index(grant, &ar_addrs)),
+        (len, len_d),
+    ] {
+        m.set_next(r, d);
+        m.set_enable(r, take);
+    }
     let mut steps = vec![];
     for i in 0..nr {
-        let accepted = ar_accept & grant.eq(i as u64);
-        let accepted = m.name(&format!("{}_ar_accepted", chans[i].name), accepted);
-        count_in_flight(m, reads_out[i], (accepted, bursts_back[i]), None);
-        steps.push(accepted | walk.inside[i]);
+        let taken = take & grant.eq(i as u64);
+        let taken = m.name(&format!("{}_ar_taken", chans[i].name), taken);
+        count_in_flight(m, reads_out[i], (taken, bursts_back[i]), None);
+        steps.push(taken | walk.inside[i]);
     }
     ReadAddresses {
         steps,
-        held: ar_held,
-        grant,
-        arvalid,
-        araddr,
-        arlen,
+        valid,
+        id,
+        addr,
+        len,
         outstanding: reads_out,
     }
 }
@@ -327,7 +358,14 @@ fn write_bursts(
     let slot_free = !aw_valid.q | ins.awready;
     let room = writes_out.q.lt(limit);
     let nw = walk.inside.len() - 1;
-    let open_burst = and_all(&[o.req_valid, !walk.inside[nw], room, open, slot_free]);
+    let open_burst = and_all(&[
+        o.req_valid,
+        !walk.inside[nw],
+        walk.still[nw],
+        room,
+        open,
+        slot_free,
+    ]);
     let open_burst = m.name("o_open_burst", open_burst);
     m.set_next(aw_valid, open_burst | (aw_valid.q & !ins.awready));
     m.set_next(aw_addr, o.req_addr.q);
@@ -390,10 +428,10 @@ fn axi_outputs(
         wstrb: m.ones(cfg.width / 8),
         wlast: w.wlast,
         bready: m.lit(1, 1),
-        arvalid: ar.arvalid,
-        arid: ar.grant.zext(ib),
-        araddr: ar.araddr,
-        arlen: ar.arlen,
+        arvalid: ar.valid.q,
+        arid: ar.id.q.zext(ib),
+        araddr: ar.addr.q,
+        arlen: ar.len.q,
         arsize: size,
         arburst: incr,
         arlock: m.zero(1),

@@ -1,7 +1,7 @@
 //! A channel: its descriptor, taken at start and checked over the next cycles; the request
 //! and response walkers over its rows and blocks; the landing or staging side.
 
-use super::{error, DmaConfig, ROW_BYTES_BITS};
+use super::{error, DmaConfig, MemIf, ROW_BYTES_BITS};
 use crate::arith::split_counter;
 use crate::landing::LandingConfig;
 use crate::{addr_bits, and_all, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
@@ -274,6 +274,9 @@ pub(super) struct Channel {
     pub(super) req_addr: RegHandle,
     /// A read channel's blocks requested and not yet released by its consumer (0 to 2).
     pub(super) ahead: Option<RegHandle>,
+    /// AXI4: the request walk did not move in the previous cycle (no step, no descriptor
+    /// taken), so a burst length registered from it then is its length now.
+    pub(super) walk_still: Option<RegHandle>,
 }
 
 /// Builds a channel's state and request. Read channels (`land` given) may run one block ahead
@@ -373,6 +376,8 @@ pub(super) fn build(
         req_valid,
         req_addr,
         ahead,
+        walk_still: (cfg.mem_if == MemIf::Axi4)
+            .then(|| m.reg(&format!("{name}_walk_still"), 1, Some(0))),
     }
 }
 
@@ -389,6 +394,9 @@ impl Channel {
         accepted: Sig,
         bus: Option<Sig>,
     ) -> (Sig, Sig) {
+        if let Some(still) = self.walk_still {
+            m.set_next(still, !(accepted | self.take));
+        }
         let beats = beats_of(m, cfg, self.desc.row_bytes, self.row_beats.q.width());
         m.set_next(self.stride, self.desc.stride);
         m.set_enable(self.stride, self.take);
