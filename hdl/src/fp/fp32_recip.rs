@@ -15,7 +15,8 @@
 //! 28 bits and a sticky bit from the final remainder go to the shared round-and-pack logic.
 //! A start registers `x` as it comes; the first quotient step unpacks and normalizes it into
 //! the divisor's register (that step's own bit needs only whether m is 2^23), so nothing but
-//! the operand's register is in series with the input.
+//! the operand's register is in series with the input; the rounded result is registered, so
+//! `y` is a register (a cycle more than the division's).
 
 use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::format::Format;
@@ -35,8 +36,9 @@ interface! {
 
 /// Quotient bits computed, one per cycle.
 const STEPS: u64 = 28;
-/// Cycles from a start to `done`: one to load, then one per quotient bit.
-pub const LATENCY: u32 = STEPS as u32 + 1;
+/// Cycles from a start to `done`: one to load, one per quotient bit, one to register the
+/// rounded result (so `y` is a register: the unit's user takes it through its own logic).
+pub const LATENCY: u32 = STEPS as u32 + 2;
 
 /// The format of the operand and the result.
 pub const FORMAT: Format = Format::FP32;
@@ -120,11 +122,13 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let count_d = mux(start, steps, count_next);
     m.set_next(count, count_d);
 
-    // done: the last step just happened.
+    // done: the last step happened two cycles ago (the rounded result registered between:
+    // `rounding`, still busy).
     let last = count.q.eq(1);
     let not_start = !start;
     let finishing = last & not_start;
-    let done = m.delay("done", finishing);
+    let rounding = m.delay("rounding", finishing);
+    let done = m.delay("done", rounding);
 
     // Round: the quotient's leading one is bit 27 (divisor 2^23) or bit 26.
     let top = quotient.q.bit(27);
@@ -146,7 +150,8 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let y = mux(zero_q, inf, rounded);
     let y = mux(inf_q, zero, y);
     let y = mux(nan_q, nan, y);
+    let y = m.delay("result", y);
     m.output("y", y);
     m.output("done", done);
-    m.output("busy", running);
+    m.output("busy", running | rounding);
 }
