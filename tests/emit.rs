@@ -1052,7 +1052,7 @@ fn cli_reports_bad_input_without_panicking() {
             ),
             (
                 vec!["synth", "--lib", "osu018"],
-                "--lib, --liberty and --clock-mhz are for --target asic",
+                "--lib, --liberty, --clock-mhz and --utilization are for --target asic",
             ),
         ])
         .collect::<Vec<_>>();
