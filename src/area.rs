@@ -224,21 +224,31 @@ fn price(
     }
 }
 
-/// Resolves `--lib` / `--liberty` and the SRAM density for an area run: the library's sourced
-/// density, or `override_mm2_per_mib` (required where there is none).
-pub fn resolve_library(
+/// Resolves `--lib` / `--liberty` (nangate45 when neither is given) and loads the liberty
+/// into `scratch`: the library and its (name, node).
+pub fn load_library(
     lib: Option<&str>,
     liberty: Option<&Path>,
-    override_mm2_per_mib: Option<f64>,
     scratch: &Path,
-) -> Result<(Liberty, (String, String), SramDensity)> {
+) -> Result<(Liberty, (String, String))> {
     let lib = if liberty.is_some() {
         lib
     } else {
         lib.or(Some("nangate45"))
     };
     let (path, name, node) = gen::asic::resolve(lib, liberty)?;
-    let library = gen::asic::load(&path, scratch)?;
+    Ok((gen::asic::load(&path, scratch)?, (name, node)))
+}
+
+/// Resolves `--lib` / `--liberty` ([`load_library`]) and the SRAM density for an area run: the
+/// library's sourced density, or `override_mm2_per_mib` (required where there is none).
+pub fn resolve_library(
+    lib: Option<&str>,
+    liberty: Option<&Path>,
+    override_mm2_per_mib: Option<f64>,
+    scratch: &Path,
+) -> Result<(Liberty, (String, String), SramDensity)> {
+    let (library, (name, node)) = load_library(lib, liberty, scratch)?;
     let density = match override_mm2_per_mib {
         Some(d) => {
             anyhow::ensure!(

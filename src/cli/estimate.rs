@@ -52,14 +52,8 @@ fn synthesized_clock(
     lib: Option<&str>,
     liberty: Option<&std::path::Path>,
 ) -> Result<(f64, String)> {
-    let lib = if liberty.is_some() {
-        lib
-    } else {
-        lib.or(Some("nangate45"))
-    };
-    let (path, name, node) = gen::asic::resolve(lib, liberty)?;
     let scratch = ScratchDir::new("clock")?;
-    let library = gen::asic::load(&path, scratch.path())?;
+    let (library, (name, node)) = crate::area::load_library(lib, liberty, scratch.path())?;
     eprintln!("--clock synth: mapping the design at {name} (each module once, cached)");
     let mapped = crate::area::map_design(cfg, &library, (&name, &node), cfg.clock_mhz)?;
     let Some((block, _, t)) = mapped.report.design_fmax() else {
