@@ -232,7 +232,8 @@ group! {
 interface! {
     /// A block's first key as a causal-mask generator takes it: where it stands (`now`), and
     /// where it may move this cycle (`alt0` when `take0`, `alt1` when `take1`, never both), the
-    /// keys from registers, so the mask's differences run beside the phase choice (`take*`).
+    /// keys computed from registers alone, not from this cycle's choice, so the mask's
+    /// differences run beside the phase choice (`take*`).
     pub struct KeyMove { now, alt0, take0, alt1, take1 }
 }
 
