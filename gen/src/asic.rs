@@ -51,7 +51,7 @@ pub const KNOWN: [(&str, &str, &str); 5] = [
 /// Modules with more cells than this (their whole hierarchy) are not timed as one netlist:
 /// their submodules are (the deep tile of docs/asic.md, its 151k-cell PE row timed whole,
 /// takes 43 s at asap7 with every module mapped already).
-pub const TIMING_CELL_LIMIT: u64 = 400_000;
+pub const TIMING_CELL_LIMIT: u64 = 1_000_000;
 
 /// The PDK folder: `REGFLASH_PDK_DIR`, else `../shared/pdk` from the current folder or from
 /// the source tree.

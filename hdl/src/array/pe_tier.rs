@@ -215,14 +215,19 @@ fn tier(
     } else {
         live
     };
+    // Registered before the sum (the counter file counts them a cycle later; nothing else
+    // reads them), so the step's decode and the sum over the tier's PEs are not in series.
     let performed: Vec<Sig> = ens.iter().map(|&en| en & live).collect();
+    let performed = m.delay("count_macs", cat(&performed));
+    let performed: Vec<Sig> = (0..c_n).map(|k| performed.bit(k)).collect();
     let macs = m.sum(&performed, bits_for(c_n as u64));
     // An integer QKᵀ step is `lanes` MACs in each PE that performs it (operations 8 to 10).
     let macs = match cfg.pe.qk {
         Some(f) => {
             let w = bits_for((c_n * f.lanes()) as u64);
             let wide = macs.zext(w);
-            mux(pe_op.msb(), wide << f.lanes().trailing_zeros(), wide)
+            let scaled = m.delay("count_macs_int", pe_op.msb());
+            mux(scaled, wide << f.lanes().trailing_zeros(), wide)
         }
         None => macs,
     };

@@ -174,17 +174,19 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
         ),
         None => (tier_pes, i.qk_step),
     };
+    // The slots are counted a cycle late, as the tiers' MACs come (registered before their
+    // sums), so each cycle's difference is that step's masked slots.
     let masked = if p.row.concurrent_phases() {
         let qk_slots = mux(qk_step, qk_pes, zero_s);
         let pv_slots = mux(i.pv_step, tier_pes, zero_s);
-        (qk_slots + pv_slots) - macs
+        m.delay("cnt_slots", qk_slots + pv_slots) - macs
     } else {
         // One step bus: a QK or a PV step, or (integer QKᵀ) a scale step with no slot.
         let (mac_step, slots) = match i.scale {
             Some(s) => (i.step_valid & !s.scale, mux(qk_step, qk_pes, tier_pes)),
             None => (i.step_valid, tier_pes),
         };
-        mux(mac_step, slots, zero_s) - macs
+        m.delay("cnt_slots", mux(mac_step, slots, zero_s)) - macs
     };
     // Why no MAC step issued, while busy.
     let idle_cycle = run_busy & !i.step_valid;

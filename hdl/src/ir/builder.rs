@@ -315,8 +315,18 @@ impl ModuleBuilder {
     /// The sum of `values`, each zero-extended to `width` bits, modulo 2^width (a population
     /// count when they are single bits).
     pub fn sum(&mut self, values: &[Sig], width: u32) -> Sig {
-        let zero = self.zero(width);
-        values.iter().fold(zero, |acc, &v| acc + v.zext(width))
+        // Pairwise, a tree of adds (its depth the log of the count, not the count).
+        let mut level: Vec<Sig> = values.iter().map(|v| v.zext(width)).collect();
+        if level.is_empty() {
+            return self.zero(width);
+        }
+        while level.len() > 1 {
+            level = level
+                .chunks(2)
+                .map(|p| if let [a, b] = p { *a + *b } else { p[0] })
+                .collect();
+        }
+        level[0]
     }
 
     /// Declares that the bits of `value` are intentionally not used (for instance the top of a

@@ -97,7 +97,7 @@ use crate::pe_tier::{self, STierBlock, TierBlock, TierKind};
 use crate::row_reduce::{self, Reduce};
 use crate::softmax::{self as sm_units, ExpIn, ExpOut, RowOpIn, RowState};
 use crate::sram::{self, SramBlock};
-use crate::{bits_for, mux, or_all, Design, ModuleBuilder, Sig};
+use crate::{bits_for, cat, mux, or_all, Design, ModuleBuilder, Sig};
 
 /// The PE row's block.
 pub type RowBlock = Block<RowIn, RowOut<u32>>;
@@ -218,13 +218,17 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let s_bits = s_link_bits(m, cfg, s_link.as_ref());
     let mut reads = pes.acc_reads;
     reads.push(reading);
-    // The register-file access counts are registered (the counter file counts them a cycle
-    // later; nothing else reads them), so the sum is not on a path from the step bus to the
-    // row's ports.
+    // The register-file accesses are registered, then summed (the counter file counts them a
+    // cycle later; nothing else reads them), so neither the step bus's decode nor the sum over
+    // the row's PEs is in series with the other.
+    let registered = |m: &mut ModuleBuilder, name: &str, bits: &[Sig]| -> Vec<Sig> {
+        let r = m.delay(name, cat(bits));
+        (0..bits.len() as u32).map(|k| r.bit(k)).collect()
+    };
+    let reads = registered(m, "count_rf_reads", &reads);
     let rf_reads = m.sum(&reads, count_w);
-    let rf_reads = m.delay("count_rf_reads", rf_reads);
-    let rf_writes = m.sum(&pes.rf_writes, count_w);
-    let rf_writes = m.delay("count_rf_writes", rf_writes);
+    let writes = registered(m, "count_rf_writes", &pes.rf_writes);
+    let rf_writes = m.sum(&writes, count_w);
     RowOut {
         busy: !idle,
         s_free: match &s_link {
