@@ -401,15 +401,19 @@ impl AsicReport {
         blocks
     }
 
-    /// The design's fmax: its slowest block's ([`AsicReport::blocks`]), as (block, its slowest
-    /// module, that module's worst path); None when no block is timed. A module timed only
-    /// on its own inside a block timed whole (a unit with port budgets on what are internal
-    /// nets there) does not count.
+    /// The design's fmax, as (block, its slowest module, that module's worst path); None when
+    /// nothing is timed. From the top down, a module timed as one netlist speaks for its whole
+    /// subtree (so cross-module paths count wherever the hierarchy fits the timing limit), and
+    /// an untimed one is opened into its submodules: the slowest such module, named with the
+    /// block of [`AsicReport::blocks`] it belongs to (the top itself when it was timed whole).
     pub fn design_fmax(&self) -> Option<(String, String, PathTiming)> {
-        self.blocks()
+        let (module, t) = self.slowest_in(&self.top)?;
+        let block = self
+            .blocks()
             .into_iter()
-            .filter_map(|b| b.slowest.map(|(module, t)| (b.name, module, t)))
-            .min_by(|a, b| a.2.fmax_mhz.total_cmp(&b.2.fmax_mhz))
+            .find(|b| b.slowest.as_ref().is_some_and(|(m, _)| *m == module))
+            .map_or_else(|| module.clone(), |b| b.name);
+        Some((block, module, t))
     }
 
     /// The timed module under `name` (itself included) with the longest minimum period. A
