@@ -218,8 +218,7 @@ fn tier(
     // Registered before the sum (the counter file counts them a cycle later; nothing else
     // reads them), so the step's decode and the sum over the tier's PEs are not in series.
     let performed: Vec<Sig> = ens.iter().map(|&en| en & live).collect();
-    let performed = m.delay("count_macs", cat(&performed));
-    let performed: Vec<Sig> = (0..c_n).map(|k| performed.bit(k)).collect();
+    let performed = m.delay_bits("count_macs", &performed);
     let macs = m.sum(&performed, bits_for(c_n as u64));
     // An integer QKᵀ step is `lanes` MACs in each PE that performs it (operations 8 to 10).
     let macs = match cfg.pe.qk {

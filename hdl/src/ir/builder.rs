@@ -446,6 +446,13 @@ impl ModuleBuilder {
         }
     }
 
+    /// `bits` (each a single bit) registered together as `name`, one register of them all,
+    /// given back bit by bit in the same order.
+    pub fn delay_bits(&mut self, name: &str, bits: &[Sig]) -> Vec<Sig> {
+        let r = self.delay(name, crate::cat(bits));
+        (0..bits.len() as u32).rev().map(|k| r.bit(k)).collect()
+    }
+
     /// `d` delayed by one cycle through a register that resets to 0.
     pub fn delay(&mut self, name: &str, d: Sig) -> Sig {
         let r = self.reg(name, d.width, Some(0));

@@ -97,7 +97,7 @@ use crate::pe_tier::{self, STierBlock, TierBlock, TierKind};
 use crate::row_reduce::{self, Reduce};
 use crate::softmax::{self as sm_units, ExpIn, ExpOut, RowOpIn, RowState};
 use crate::sram::{self, SramBlock};
-use crate::{bits_for, cat, mux, or_all, Design, ModuleBuilder, Sig};
+use crate::{bits_for, mux, or_all, Design, ModuleBuilder, Sig};
 
 /// The PE row's block.
 pub type RowBlock = Block<RowIn, RowOut<u32>>;
@@ -221,13 +221,9 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     // The register-file accesses are registered, then summed (the counter file counts them a
     // cycle later; nothing else reads them), so neither the step bus's decode nor the sum over
     // the row's PEs is in series with the other.
-    let registered = |m: &mut ModuleBuilder, name: &str, bits: &[Sig]| -> Vec<Sig> {
-        let r = m.delay(name, cat(bits));
-        (0..bits.len() as u32).map(|k| r.bit(k)).collect()
-    };
-    let reads = registered(m, "count_rf_reads", &reads);
+    let reads = m.delay_bits("count_rf_reads", &reads);
     let rf_reads = m.sum(&reads, count_w);
-    let writes = registered(m, "count_rf_writes", &pes.rf_writes);
+    let writes = m.delay_bits("count_rf_writes", &pes.rf_writes);
     let rf_writes = m.sum(&writes, count_w);
     RowOut {
         busy: !idle,
