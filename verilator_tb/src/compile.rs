@@ -22,7 +22,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use gen::cache::{cache_root, checksum, Fnv};
+use gen::cache::{cache_root, checksum, without_provenance, Fnv};
 use gen::manifest::{Manifest, ModuleEntry};
 use gen::tools::verilator_version;
 use serde::Serialize;
@@ -304,7 +304,8 @@ fn split_make_flags(flags: &[String]) -> (Vec<String>, Vec<String>) {
 type Sources = Vec<(String, Vec<u8>)>;
 
 /// The cache key of the model (the top's name and a hash of the Verilator `version`, the
-/// shim, the options, the flags and every source) and the sources, read from the folder `dir`.
+/// shim, the options, the flags and every source without its provenance header) and the
+/// sources, read from the folder `dir`.
 fn cache_key(
     dir: &Path,
     manifest: &Manifest,
@@ -328,7 +329,7 @@ fn cache_key(
             )
         })?;
         hash.feed(f.as_bytes());
-        hash.feed(&text);
+        hash.feed(without_provenance(&text));
         sources.push((f.clone(), text));
     }
     let key = format!("{}-{:016x}", manifest.top_module().name, hash.0);
