@@ -4,7 +4,8 @@
 //! `k_alt1`, `k_take1` (the first keys the block may move to instead: `k_alt0` when `k_take0`,
 //! else `k_alt1` when `k_take1`), `q_len`, `k_len` (sequence lengths), `causal` → `mask`
 //! (Br·Bc bits, bit i·Bc + j set when query q_base + i must not see key k + j, k the chosen
-//! first key). Latency 1: the differences below are registered, and the mask compares them.
+//! first key). Latency 1: the differences below are registered (for each of the three keys, and
+//! the choice among them), and the mask compares the chosen ones.
 //! The sequencer gives its blocks as they will be after this cycle, each as where it stands
 //! and where it may move, all from registers: the differences of all three run beside the
 //! phase choice, which only picks one (`k_take*`). (Which blocks a tile skips the sequencer
@@ -106,17 +107,22 @@ pub fn build(d: &mut Design, cfg: &MaskConfig) -> Block<MaskIn, MaskOut<u32>> {
         // δ = (q_base + k_len − q_len) − k and k_len − k for each first key k, then the pick.
         let lead = qb + kl;
         let lead = lead - ql;
-        let pick = |f: &dyn Fn(Sig) -> Sig| {
-            let stay = f(k_base.zext(w));
-            let one = mux(k_take1, f(k_alt1.zext(w)), stay);
-            mux(k_take0, f(k_alt0.zext(w)), one)
+        // Each block's differences are registered, and so is the choice, which picks among
+        // them after the registers: the choice arrives late in the cycle (the sequencer's phase
+        // choice), and a synthesis tool that takes every input as early would otherwise fold
+        // it into the subtractions.
+        let (take0, take1) = (m.delay("take0", k_take0), m.delay("take1", k_take1));
+        let pick = |m: &mut ModuleBuilder, name: &str, f: &dyn Fn(Sig) -> Sig| {
+            let stay = m.delay(&format!("{name}_now"), f(k_base.zext(w)));
+            let alt0 = m.delay(&format!("{name}_alt0"), f(k_alt0.zext(w)));
+            let alt1 = m.delay(&format!("{name}_alt1"), f(k_alt1.zext(w)));
+            let one = mux(take1, alt1, stay);
+            m.name(name, mux(take0, alt0, one))
         };
-        let delta = pick(&|kb| lead - kb);
-        let delta = m.delay("delta", delta);
+        let delta = pick(m, "delta", &|kb| lead - kb);
         let q_rem = ql - qb;
         let q_rem = m.delay("q_rem", q_rem);
-        let k_rem = pick(&|kb| kl - kb);
-        let k_rem = m.delay("k_rem", k_rem);
+        let k_rem = pick(m, "k_rem", &|kb| kl - kb);
         let causal = m.delay("causal", causal);
 
         // Thermometer: causal mask of relative position v = j - i.

@@ -287,7 +287,8 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     m.doc(
         "core top: the engine (see <name>_engine) and its abort on a DMA error: the error code\n\
          is latched, the memory port starts no new request or burst, and when nothing is in\n\
-         flight the engine is reset; then done = 1 and error holds the code until the next start.",
+         flight the engine is reset (from a register, a cycle later); then done = 1 and error\n\
+         holds the code until the next start.",
     );
     m.set_latency(1);
     let draining = m.reg("draining", 1, Some(0));
@@ -312,7 +313,12 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let cause = mux(e.core.error.any(), e.core.error, abort_code);
     m.set_next(code, mux(go, zero_code, cause));
     m.set_enable(code, go | begin);
-    let reset_now = draining.q & e.quiet;
+    // The engine's reset comes from a register (the cycle after the drain ends), never from
+    // logic: it fans out to every register of the engine, and a combinational one put the
+    // DMA's idle flags in series with the sequencer's look-ahead outputs (635 MHz at asap7).
+    let reset_now = m.reg("engine_reset_q", 1, Some(0));
+    m.set_next(reset_now, draining.q & e.quiet & !reset_now.q);
+    let reset_now = reset_now.q;
     m.drive(soft_rst, reset_now);
     m.set_next(draining, (begin | draining.q) & !reset_now);
     let aborted = m.reg("aborted", 1, Some(0));

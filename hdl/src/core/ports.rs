@@ -238,10 +238,11 @@ interface! {
 }
 
 group! {
-    /// What the causal-mask generators take, as it will be after this cycle (they register
-    /// their differences, so their masks follow the blocks in the cycle the blocks move):
-    /// the tile's first query row, the sequence lengths, causal, and the first keys of the QK
-    /// phase's block, the PV phase's block and the block whose softmax runs.
+    /// What the causal-mask generators take: the tile's first query row, the sequence lengths
+    /// and causal as they are (registers, which move cycles before a tile's first phase), and
+    /// the first keys of the QK phase's block, the PV phase's block and the block whose
+    /// softmax runs as they will be after this cycle (the generators register their
+    /// differences, so their masks follow the blocks in the cycle the blocks move).
     pub struct MaskNext<T> {
         q_base, q_len, k_len, causal;
         qk: KeyMove<T>,

@@ -384,12 +384,16 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     for flag in std::mem::take(&mut ph.flags) {
         flag.finish(m);
     }
-    // The masks' inputs as they will be after this cycle (every register's input is set).
+    // The masks' inputs: the problem and the tile's first row as they are (registers: they
+    // move only at `go`, at a head's end and at a tile's hand-off, and the Tile, Plan and
+    // TileGo states come between that and a tile's first phase, so the masks' registered
+    // differences have caught up by then), the blocks as they will be after this cycle. No
+    // reset or phase logic is then in series with the masks' subtractions.
     let mask = MaskNext {
-        q_base: m.next_value(r.q_base),
-        q_len: mux(go, raw.q_len, prob.q_len),
-        k_len: mux(go, raw.k_len, prob.k_len),
-        causal: mux(go, raw.causal, prob.causal),
+        q_base: r.q_base.q,
+        q_len: prob.q_len,
+        k_len: prob.k_len,
+        causal: prob.causal,
         qk: ph.qk_keys,
         pv: ph.pv_keys,
         sm: sm.keys,
@@ -738,9 +742,10 @@ enum Cmp {
 }
 
 /// A comparison of two counts plus constants, `x + kx` against `y + ky` (each sum at its
-/// count's width, as `+` wraps it), kept in a register without a reset of its own: computed
-/// from the counts' next values ([`ModuleBuilder::next_value`]), it is the comparison of their
-/// registered values cycle for cycle, and reading it costs no adder or comparator.
+/// count's width, as `+` wraps it), kept in a register: computed from the counts' next values
+/// and reset to the comparison of their reset values, it is the comparison of their registered
+/// values cycle for cycle, and reading it costs no adder or comparator. The reset is the
+/// register's own, not in the comparison's logic ([`ModuleBuilder::next_value_unreset`]).
 struct CountFlag {
     reg: RegHandle,
     x: (RegHandle, u64),
@@ -751,18 +756,32 @@ struct CountFlag {
 impl CountFlag {
     /// Sets the register's input: call once the counts' inputs are set.
     fn finish(self, m: &mut ModuleBuilder) {
-        let side = |m: &mut ModuleBuilder, (r, k): (RegHandle, u64)| {
-            let next = m.next_value(r);
-            if k == 0 {
-                next
-            } else {
-                next + k
-            }
-        };
-        let (x, y) = (side(m, self.x), side(m, self.y));
-        let v = match self.cmp {
+        let compare = |x: Sig, y: Sig| match self.cmp {
             Cmp::Lt => x.lt(y),
             Cmp::Gt => x.gt(y),
+        };
+        let plus = |v: Sig, k: u64| if k == 0 { v } else { v + k };
+        let (rx, ry) = (m.reset_value(self.x.0), m.reset_value(self.y.0));
+        let v = if let (Some(rx), Some(ry)) = (rx, ry) {
+            // Both counts reset: the flag resets to their comparison then.
+            let at = |(r, k): (RegHandle, u64), v: u64| {
+                let w = r.q.width();
+                let mask = if w >= 64 { u64::MAX } else { (1 << w) - 1 };
+                v.wrapping_add(k) & mask
+            };
+            let (x0, y0) = (at(self.x, rx), at(self.y, ry));
+            let at_reset = match self.cmp {
+                Cmp::Lt => x0 < y0,
+                Cmp::Gt => x0 > y0,
+            };
+            m.set_reset(self.reg, at_reset as u64);
+            let x = m.next_value_unreset(self.x.0);
+            let y = m.next_value_unreset(self.y.0);
+            compare(plus(x, self.x.1), plus(y, self.y.1))
+        } else {
+            let x = m.next_value(self.x.0);
+            let y = m.next_value(self.y.0);
+            compare(plus(x, self.x.1), plus(y, self.y.1))
         };
         m.set_next(self.reg, v);
     }

@@ -417,12 +417,29 @@ impl ModuleBuilder {
     }
 
     /// What register `r` holds after this cycle's clock edge: its reset value under reset, else
-    /// its input where its enable is high (always, without one), else its value. For keeping in
-    /// a register of its own (without a reset) something computed from `r`'s next value, which
-    /// is then `r`'s own function cycle for cycle. `r`'s input and enable must be set first.
+    /// [`ModuleBuilder::next_value_unreset`]. For keeping in a register of its own (without a
+    /// reset) something computed from `r`'s next value, which is then `r`'s own function cycle
+    /// for cycle. `r`'s input and enable must be set first.
     pub fn next_value(&mut self, r: RegHandle) -> Sig {
+        let v = self.next_value_unreset(r);
+        match self.regs[r.index].reset {
+            Some(value) => {
+                let rst = self.node(NodeKind::Reset, 1);
+                let value = self.lit(v.width, value);
+                crate::mux(rst, value, v)
+            }
+            None => v,
+        }
+    }
+
+    /// What register `r` holds after a clock edge without reset: its input where its enable is
+    /// high (always, without one), else its value. A register that keeps f(this) and resets to f
+    /// of `r`'s reset value ([`ModuleBuilder::reset_value`], [`ModuleBuilder::set_reset`]) is
+    /// f(`r`) cycle for cycle, as with [`ModuleBuilder::next_value`], but with no reset in f's
+    /// logic (a reset reaches every register: in series with logic it is a long path).
+    pub fn next_value_unreset(&mut self, r: RegHandle) -> Sig {
         let reg = &self.regs[r.index];
-        let (width, reset, enable) = (reg.width, reg.reset, reg.enable);
+        let (width, enable) = (reg.width, reg.enable);
         let Some(next) = reg.next else {
             panic!("next_value: register `{}` has no input yet", reg.name);
         };
@@ -432,18 +449,27 @@ impl ModuleBuilder {
             module: self.module,
         };
         let d = sig(next, width);
-        let v = match enable {
+        match enable {
             Some(en) => crate::mux(sig(en, 1), d, r.q),
             None => d,
-        };
-        match reset {
-            Some(value) => {
-                let rst = self.node(NodeKind::Reset, 1);
-                let value = self.lit(width, value);
-                crate::mux(rst, value, v)
-            }
-            None => v,
         }
+    }
+
+    /// Register `r`'s reset value (none: it is not reset).
+    pub fn reset_value(&self, r: RegHandle) -> Option<u64> {
+        self.regs[r.index].reset
+    }
+
+    /// Gives register `r`, made without one, a reset value.
+    pub fn set_reset(&mut self, r: RegHandle, value: u64) {
+        let reg = &mut self.regs[r.index];
+        assert!(reg.reset.is_none(), "register `{}` has a reset", reg.name);
+        assert!(
+            reg.width >= 64 || value >> reg.width == 0,
+            "reset value {value} does not fit register `{}`",
+            reg.name
+        );
+        reg.reset = Some(value);
     }
 
     /// `bits` (each a single bit) registered together as `name`, one register of them all,
