@@ -30,7 +30,6 @@ use crate::fault::Fault;
 use crate::fsm::Fsm;
 use crate::iface::{select, Block};
 use crate::pe::PeOp;
-use crate::pe_row::step_counter;
 use crate::pe_row::SCALE_STEPS;
 use crate::{addr_bits, and_all, cat, mux, Design, ModuleBuilder, RegHandle, Sig};
 
@@ -650,7 +649,8 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let start_pv = m.name("start_pv", choose & pv_can);
 
     // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last; ii is shared.
-    let c = LoopCounters::new(m, p, r, None);
+    let mut last_flags = vec![];
+    let c = LoopCounters::new(m, p, r, None, &mut last_flags);
     m.drive(qk_last_step, in_qk & c.qk_last);
     m.drive(pv_last_step, in_pv & c.pv_last);
     let begin = start_qk | start_pv;
@@ -661,6 +661,9 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     advance(m, r.kk, c.k_n, in_qk & c.qk_mid, begin);
     advance(m, r.qq, c.q_n, in_pv, begin);
     advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, begin);
+    for flag in last_flags {
+        flag.finish(m);
+    }
     // Phase kind and block.
     let code = |s: Phase| r.ph_kind.code(s);
     let kind_d = mux(start_pv, code(Phase::Pv), code(Phase::None));
@@ -918,7 +921,8 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
 
     // Step counters: QK (k, ii, jj), PV (jk, pv_ii, q); each steps when its stream does and
     // resets when its stream's phase begins.
-    let c = LoopCounters::new(m, p, r, Some(pv.ii));
+    let mut last_flags = vec![];
+    let c = LoopCounters::new(m, p, r, Some(pv.ii), &mut last_flags);
     m.drive(qk_last_step, qk_go & c.qk_last);
     m.drive(pv_last_step, pv_go & c.pv_last);
     advance(m, r.jj, c.jj_n, qk_go, start_qk);
@@ -927,6 +931,9 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     advance(m, r.qq, c.q_n, pv_go, start_pv);
     advance(m, pv.ii, c.iv_n, pv_go & c.q_last, start_pv);
     advance(m, r.jk, c.jk_n, pv_go & c.pv_mid, start_pv);
+    for flag in last_flags {
+        flag.finish(m);
+    }
     // The streams' phases and blocks.
     let code = |s: Phase| r.ph_kind.code(s);
     r.ph_kind
@@ -1094,17 +1101,28 @@ struct LoopCounters {
 }
 
 impl LoopCounters {
-    /// `pv_ii`: the PV stream's own query-row counter (reg3d), or None (PV steps use ii).
-    fn new(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, pv_ii: Option<RegHandle>) -> Self {
-        let (jj_n, jj_last) = step_counter(m, r.jj.q, p.row.b);
-        let (ii_n, ii_last) = step_counter(m, r.ii.q, p.row.a);
-        let (k_n, k_last) = step_counter(m, r.kk.q, p.row.qk_dims());
-        let (q_n, q_last) = step_counter(m, r.qq.q, p.row.e);
+    /// `pv_ii`: the PV stream's own query-row counter (reg3d), or None (PV steps use ii). The
+    /// counters' wrap flags are registers (`flags`: finish them once the counters' inputs are
+    /// set), so the phase choice, which reads them, starts from registers.
+    fn new(
+        m: &mut ModuleBuilder,
+        p: &CoreParams,
+        r: &Regs,
+        pv_ii: Option<RegHandle>,
+        flags: &mut Vec<LastFlag>,
+    ) -> Self {
+        let mut count = |m: &mut ModuleBuilder, name: &str, c: RegHandle, n: u32| {
+            loop_counter(m, flags, name, c, n)
+        };
+        let (jj_n, jj_last) = count(m, "jj", r.jj, p.row.b);
+        let (ii_n, ii_last) = count(m, "ii", r.ii, p.row.a);
+        let (k_n, k_last) = count(m, "k", r.kk, p.row.qk_dims());
+        let (q_n, q_last) = count(m, "q", r.qq, p.row.e);
         let (iv_n, iv_last) = match pv_ii {
             None => (ii_n, ii_last),
-            Some(reg) => step_counter(m, reg.q, p.row.a),
+            Some(reg) => count(m, "pv_ii", reg, p.row.a),
         };
-        let (jk_n, jk_last) = step_counter(m, r.jk.q, p.bc());
+        let (jk_n, jk_last) = count(m, "jk", r.jk, p.bc());
         let qk_mid = jj_last & ii_last;
         let pv_mid = q_last & iv_last;
         LoopCounters {
@@ -1123,6 +1141,48 @@ impl LoopCounters {
             pv_last: pv_mid & jk_last,
         }
     }
+}
+
+/// A loop counter's wrap flag in a register: set when the counter's next value is its last
+/// (n − 1), reset to whether its reset value is, so it is `counter == n − 1` cycle for cycle
+/// without the comparison in series with what reads it.
+struct LastFlag {
+    reg: RegHandle,
+    counter: RegHandle,
+    last: u64,
+}
+
+impl LastFlag {
+    /// Sets the flag's input: call once the counter's input is set.
+    fn finish(self, m: &mut ModuleBuilder) {
+        let next = match m.reset_value(self.counter) {
+            Some(v) => {
+                m.set_reset(self.reg, (v == self.last) as u64);
+                m.next_value_unreset(self.counter)
+            }
+            None => m.next_value(self.counter),
+        };
+        m.set_next(self.reg, next.eq(self.last));
+    }
+}
+
+/// A counter over 0..n (`counter`): its value after a step (wrapping to 0 after n − 1) and
+/// whether it is at n − 1, the latter a register ([`LastFlag`], pushed on `flags`).
+fn loop_counter(
+    m: &mut ModuleBuilder,
+    flags: &mut Vec<LastFlag>,
+    name: &str,
+    counter: RegHandle,
+    n: u32,
+) -> (Sig, Sig) {
+    let reg = m.reg(&format!("{name}_at_last"), 1, None);
+    flags.push(LastFlag {
+        reg,
+        counter,
+        last: (n - 1) as u64,
+    });
+    let zero = m.zero(counter.q.width());
+    (mux(reg.q, zero, counter.q + 1), reg.q)
 }
 
 /// The QK and PV step buses: QK steps clear S on the first dimension (MAC_CLEAR), address S
