@@ -337,6 +337,7 @@ mod tests {
             latches: 0,
             yosys_problems: vec![],
             abc_buffer: None,
+            remapped: Default::default(),
             label: String::new(),
         }
     }

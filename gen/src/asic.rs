@@ -137,6 +137,8 @@ pub struct Liberty {
     pub buffer: Option<(String, f64)>,
     /// The library's `default_wire_load` model, which OpenSTA applies to every net.
     pub wire_load: Option<String>,
+    /// Each cell's input pins.
+    pub inputs: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Reads `source` (`.gz` is decompressed into `scratch`, as Yosys 0.23 and OpenSTA 2019 read
@@ -169,8 +171,9 @@ fn group<'a>(line: &'a str, kind: &str) -> Option<&'a str> {
     Some(rest.split(')').next()?.trim().trim_matches('"'))
 }
 
-/// A cell's pins as the parser sees them: (name, is an input, capacitance, function).
-type Pin = (String, bool, f64, String);
+/// A cell's pins as the parser sees them: (name, is an input, capacitance, function, is a
+/// clock).
+type Pin = (String, bool, f64, String, bool);
 
 /// The cell's (input pin capacitance) if it is a buffer: one input, one output whose function
 /// is that input.
@@ -200,12 +203,20 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let mut pins: Vec<Pin> = vec![];
     let mut buffers: Vec<(f64, String, f64)> = vec![];
     let mut wire_load = None;
+    let mut inputs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut end_cell =
         |cell: &Option<String>, pins: &mut Vec<Pin>, area: &BTreeMap<String, f64>| {
             if let Some(c) = cell {
                 if let (Some(cap), Some(&a)) = (buffer_input(pins), area.get(c)) {
                     buffers.push((a, c.clone(), cap));
                 }
+                // Clock pins are the clock tree's (ideal here), not a load to size for.
+                let ins = pins
+                    .iter()
+                    .filter(|p| p.1 && !p.4)
+                    .map(|p| p.0.clone())
+                    .collect();
+                inputs.insert(c.clone(), ins);
             }
             pins.clear();
         };
@@ -217,9 +228,11 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             end_cell(&cell, &mut pins, &area);
             cell = Some(n.to_string());
         } else if let Some(n) = group(l, "pin") {
-            pins.push((n.to_string(), false, 0.0, String::new()));
+            pins.push((n.to_string(), false, 0.0, String::new(), false));
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "direction")) {
             p.1 = v == "input";
+        } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "clock")) {
+            p.4 = v == "true";
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "capacitance")) {
             p.2 = v.parse().unwrap_or(0.0);
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "function")) {
@@ -267,6 +280,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             .next()
             .map(|(_, c, cap)| (c, cap * ff_per_unit)),
         wire_load,
+        inputs,
     })
 }
 
@@ -350,6 +364,10 @@ pub struct AsicReport {
     /// The driving cell ABC buffered and sized the netlist for (none: the library has no
     /// buffer regflash recognizes, and the netlist is mapped without sizing).
     pub abc_buffer: Option<String>,
+    /// The modules mapped a second time, for the load their outputs (or the nets they pass to
+    /// their submodules) drive in the design, in input pins, where it is over
+    /// [`HEAVY_LOAD_PINS`] (`crate::loads`).
+    pub remapped: BTreeMap<String, u64>,
     /// What the figures are.
     pub label: String,
 }
@@ -471,20 +489,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     let period_ns = 1000.0 / clock_mhz;
     // Buffering and gate sizing after mapping (ABC's `buffer; upsize; dnsize`), driven by the
     // library's smallest buffer into four of its inputs.
-    let (constr, constr_text) = match &lib.buffer {
-        Some((cell, cap)) => {
-            let path = at("abc.constr");
-            let text = format!("set_driving_cell {cell}\nset_load {}\n", 4.0 * cap);
-            std::fs::write(&path, &text)?;
-            (format!(" -constr {}", path.display()), text)
-        }
-        None => (String::new(), String::new()),
-    };
     let script = abc_script(lib.buffer.is_some());
-    let (constr, constr_text) = (
-        format!("{constr} -script {script}"),
-        format!("{constr_text}{script}"),
-    );
     // The recipe of ../shared/pdk/README.md, hierarchical: each unique module mapped once, in
     // its own Yosys run (in parallel, and cached by content), then the mapped netlists joined.
     let version = run(Command::new(&yosys).arg("-V"), "yosys -V")?;
@@ -494,10 +499,28 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         liberty: &lib.path,
         liberty_key: liberty_key(&lib.path)?,
         period_ps: period_ns * 1000.0 * abc_delay_fraction(),
-        constr,
-        constr_text,
+        buffer: lib.buffer.clone(),
+        script,
     };
-    let mapped = map_modules(&map, &manifest, dir, scratch.path())?;
+    let mapped = map_modules(&map, &manifest, dir, scratch.path(), &BTreeMap::new())?;
+    // The modules whose outputs drive far more than the nominal load across the hierarchy are
+    // mapped again for the load they see (ABC then sizes and buffers those drivers).
+    let remapped = match lib.buffer {
+        Some(_) => {
+            let mut nets = BTreeMap::new();
+            for (name, entry) in &mapped.modules {
+                let text = std::fs::read_to_string(entry.join("mapped.v"))?;
+                nets.insert(name.clone(), crate::loads::parse(&text));
+            }
+            crate::loads::heavy_outputs(&nets, &lib.inputs, NOMINAL_LOAD_PINS, HEAVY_LOAD_PINS)
+        }
+        None => BTreeMap::new(),
+    };
+    let mapped = if remapped.is_empty() {
+        mapped
+    } else {
+        map_modules(&map, &manifest, dir, scratch.path(), &remapped)?
+    };
     // The design's netlist: the modules' mapped netlists, one after another.
     let mut netlist = String::new();
     let mut own: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
@@ -576,6 +599,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         latches,
         yosys_problems,
         abc_buffer: lib.buffer.as_ref().map(|b| b.0.clone()),
+        remapped,
         label: timing_label(lib),
     })
 }
@@ -588,7 +612,9 @@ fn timing_label(lib: &Liberty) -> String {
     let io = crate::constraints::IO_DELAY_FRACTION * 100.0;
     let ports = match &lib.buffer {
         Some((cell, cap)) => format!(
-            "inputs driven by {cell}, outputs loaded with four of its inputs ({:.2} fF)",
+            "inputs driven by {cell}, outputs loaded with four of its inputs ({:.2} fF), each \
+             module's outputs sized by ABC for four such inputs or, where they drive more than \
+             {HEAVY_LOAD_PINS} input pins across the hierarchy, for that load",
             4.0 * cap
         ),
         None => "ideal input transitions and no output load (the library has no buffer \
@@ -616,9 +642,28 @@ struct MapRecipe<'a> {
     liberty: &'a Path,
     liberty_key: u64,
     period_ps: f64,
-    constr: String,
-    /// The constraints file's text and the script (part of the cache key).
-    constr_text: String,
+    /// The library's smallest buffer and its input capacitance (fF): ABC's driving cell, and
+    /// the unit of its loads. None: no buffering and sizing.
+    buffer: Option<(String, f64)>,
+    /// ABC's script.
+    script: String,
+}
+
+/// The load ABC sizes a module's outputs for, in the smallest buffer's inputs.
+pub const NOMINAL_LOAD_PINS: u64 = 4;
+
+/// A module whose outputs drive more input pins than this across the hierarchy is mapped
+/// again for that load.
+pub const HEAVY_LOAD_PINS: u64 = 16;
+
+impl MapRecipe<'_> {
+    /// ABC's constraints for outputs that drive `pins` input pins: the file's text, and the
+    /// arguments of `abc` (with the script) given its path.
+    fn constraints(&self, pins: u64) -> Option<(String, String)> {
+        let (cell, cap) = self.buffer.as_ref()?;
+        let text = format!("set_driving_cell {cell}\nset_load {}\n", pins as f64 * cap);
+        Some((text, self.script.clone()))
+    }
 }
 
 /// The joined parts of a design mapped module by module.
@@ -695,6 +740,7 @@ fn map_modules(
     manifest: &Manifest,
     dir: &Path,
     scratch: &Path,
+    loads: &BTreeMap<String, u64>,
 ) -> Result<Mapped> {
     let copies = manifest.copies()?;
     let mut jobs = vec![];
@@ -707,11 +753,16 @@ fn map_modules(
         if String::from_utf8_lossy(&body).contains("(* blackbox *)") {
             continue; // a memory macro: not mapped
         }
+        let pins = loads.get(*name).copied().unwrap_or(NOMINAL_LOAD_PINS);
+        let constr = recipe.constraints(pins);
+        let constr_key = constr
+            .as_ref()
+            .map_or(recipe.script.clone(), |(t, s)| format!("{t}{s}"));
         let mut key = crate::cache::Fnv::new();
         key.feed(MAP_RECIPE_VERSION.as_bytes());
         key.feed(recipe.yosys_version.as_bytes());
         key.feed(&recipe.liberty_key.to_le_bytes());
-        key.feed(format!("{:.0} {}", recipe.period_ps, recipe.constr_text).as_bytes());
+        key.feed(format!("{:.0} {constr_key}", recipe.period_ps).as_bytes());
         key.feed(&body);
         let mut children = vec![];
         for child in entry.children.keys() {
@@ -733,7 +784,7 @@ fn map_modules(
             .map(|m| m.depth as u64 * m.width as u64)
             .sum();
         let size = (bits, body.len());
-        jobs.push((size, name.to_string(), file, children, key.0));
+        jobs.push((size, name.to_string(), file, children, key.0, constr));
     }
     jobs.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let cache = crate::cache::cache_root().join("asic");
@@ -755,13 +806,19 @@ fn map_modules(
                             return Ok(done);
                         }
                         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((_, name, file, children, key)) = jobs.get(n) else {
+                        let Some((_, name, file, children, key, constr)) = jobs.get(n) else {
                             return Ok(done);
                         };
                         let entry = cache.join(format!("{name}-{key:016x}"));
                         let one = || -> Result<String> {
                             if !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
-                                map_one(recipe, name, file, children, &entry, scratch)?;
+                                let job = MapJob {
+                                    name,
+                                    file,
+                                    children,
+                                    constr: constr.as_ref(),
+                                };
+                                map_one(recipe, &job, &entry, scratch)?;
                             }
                             std::fs::read_to_string(entry.join("check.log")).with_context(|| {
                                 format!("the cached mapping of `{name}` is incomplete")
@@ -803,16 +860,23 @@ fn map_modules(
 
 /// Maps one module (see [`map_modules`]) into the cache entry `entry`, written whole or not at
 /// all.
-fn map_one(
-    recipe: &MapRecipe,
-    name: &str,
-    file: &Path,
-    children: &[(String, PathBuf, bool)],
-    entry: &Path,
-    scratch: &Path,
-) -> Result<()> {
-    let work = scratch.join(format!("map-{name}"));
+fn map_one(recipe: &MapRecipe, job: &MapJob, entry: &Path, scratch: &Path) -> Result<()> {
+    let MapJob {
+        name,
+        file,
+        children,
+        constr,
+    } = *job;
+    let work = scratch.join(format!("map-{name}-{:x}", entry_hash(entry)));
     std::fs::create_dir_all(&work)?;
+    let constr = match constr {
+        Some((text, script)) => {
+            let path = work.join("abc.constr");
+            std::fs::write(&path, text)?;
+            format!(" -constr {} -script {script}", path.display())
+        }
+        None => format!(" -script {}", recipe.script),
+    };
     let liberty = recipe.liberty.display();
     let kids = if children.is_empty() {
         String::new()
@@ -844,7 +908,6 @@ fn map_one(
         file = file.display(),
         stat = work.join("stat.json").display(),
         period_ps = recipe.period_ps,
-        constr = recipe.constr,
         check = work.join("check.log").display(),
         net = work.join("mapped.v").display(),
     );
@@ -881,6 +944,23 @@ fn map_one(
         let _ = std::fs::remove_dir_all(&tmp);
     }
     Ok(())
+}
+
+/// One module to map: its name and file, its submodules (name, file, a memory macro), and
+/// ABC's constraints (the file's text and the script; none: unbuffered).
+struct MapJob<'a> {
+    name: &'a str,
+    file: &'a Path,
+    children: &'a [(String, PathBuf, bool)],
+    constr: Option<&'a (String, String)>,
+}
+
+/// A short tag of a cache entry's path, so that two mappings of one module (for two loads)
+/// work in folders of their own.
+fn entry_hash(entry: &Path) -> u64 {
+    let mut h = crate::cache::Fnv::new();
+    h.feed(entry.as_os_str().as_encoded_bytes());
+    h.0
 }
 
 /// A module's cells and area: its own, and with its submodules expanded.
@@ -1367,6 +1447,7 @@ mod tests {
             latches: BTreeSet::new(),
             buffer: None,
             wire_load: None,
+            inputs: BTreeMap::new(),
         };
         let types = |xs: &[(&str, u64)]| -> BTreeMap<String, u64> {
             xs.iter().map(|(t, n)| (t.to_string(), *n)).collect()
@@ -1472,6 +1553,7 @@ mod tests {
             latches: 0,
             yosys_problems: vec![],
             abc_buffer: None,
+            remapped: BTreeMap::new(),
             label: String::new(),
         };
         let b: Vec<(String, u64, f64)> = r

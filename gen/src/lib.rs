@@ -5,6 +5,7 @@ pub mod cache;
 pub mod constraints;
 pub mod diagram;
 pub mod flow;
+pub mod loads;
 pub mod manifest;
 pub mod output;
 pub mod tools;

@@ -203,6 +203,19 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
         );
     }
     s += &design_fmax(r);
+    if !r.remapped.is_empty() {
+        let list: Vec<String> = r
+            .remapped
+            .iter()
+            .map(|(m, pins)| format!("`{m}` ({pins})"))
+            .collect();
+        s += &format!(
+            "\nMapped again for the load their outputs drive across the hierarchy (input pins, \
+             over {}): {}\n",
+            gen::asic::HEAVY_LOAD_PINS,
+            list.join(", ")
+        );
+    }
     s += &format!(
         "\n{}: {:.1} µm² ({:.4} mm²) of standard cells; latches: {}; yosys check problems: {}",
         r.top,
