@@ -445,7 +445,7 @@ fn axi4_dma_passes_the_gates() {
 #[test]
 fn glb_dma_passes_the_gates() {
     let mut one = small();
-    (one.glb.bytes, one.glb.banks, one.glb.blackbox) = (2048, 4, false);
+    (one.glb.bytes, one.glb.banks, one.glb.blackbox) = (1024, 4, false);
     let mut two = CoreConfig {
         mem_if: hdl::dma::MemIf::Axi4,
         variant: hdl::config::Variant::Unfused,
@@ -459,10 +459,7 @@ fn glb_dma_passes_the_gates() {
         blackbox: true,
         ..hdl::glb::GlbParams::default()
     };
-    for (cfg, bank) in [
-        (one, "sram_1rw_d16_w256"),
-        (two, "sram_1r1w_d64_w128_macro"),
-    ] {
+    for (cfg, bank) in [(one, "sram_1rw_d8_w256"), (two, "sram_1r1w_d64_w128_macro")] {
         cfg.validate().unwrap();
         let (dir, manifest) = gen_into(&cfg, Target::Unit("dma".into()));
         assert!(manifest.top.contains("_glb"), "{}", manifest.top);
