@@ -338,6 +338,7 @@ mod tests {
             yosys_problems: vec![],
             abc_buffer: None,
             remapped: Default::default(),
+            remap_failed: vec![],
             label: String::new(),
         }
     }

@@ -368,6 +368,8 @@ pub struct AsicReport {
     /// their submodules) drive in the design, in input pins, where it is over
     /// [`HEAVY_LOAD_PINS`] (`crate::loads`).
     pub remapped: BTreeMap<String, u64>,
+    /// Modules ABC could not map at their heavy load (they keep the nominal one).
+    pub remap_failed: Vec<String>,
     /// What the figures are.
     pub label: String,
 }
@@ -513,13 +515,25 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
                 nets.insert(name.clone(), crate::loads::parse(&text));
             }
             crate::loads::heavy_outputs(&nets, &lib.inputs, NOMINAL_LOAD_PINS, HEAVY_LOAD_PINS)
+                .into_iter()
+                .map(|(m, pins)| (m, pins.min(MAX_LOAD_PINS)))
+                .collect()
         }
         None => BTreeMap::new(),
     };
+    let mut remapped = remapped;
+    let mut remap_failed = vec![];
     let mapped = if remapped.is_empty() {
         mapped
     } else {
-        map_modules(&map, &manifest, dir, scratch.path(), &remapped)?
+        let again = map_modules(&map, &manifest, dir, scratch.path(), &remapped)?;
+        for (name, entry) in &again.modules {
+            if entry.join(NOMINAL_MARKER).is_file() {
+                remapped.remove(name);
+                remap_failed.push(name.clone());
+            }
+        }
+        again
     };
     // The design's netlist: the modules' mapped netlists, one after another.
     let mut netlist = String::new();
@@ -600,6 +614,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         yosys_problems,
         abc_buffer: lib.buffer.as_ref().map(|b| b.0.clone()),
         remapped,
+        remap_failed,
         label: timing_label(lib),
     })
 }
@@ -655,6 +670,15 @@ pub const NOMINAL_LOAD_PINS: u64 = 4;
 /// A module whose outputs drive more input pins than this across the hierarchy is mapped
 /// again for that load.
 pub const HEAVY_LOAD_PINS: u64 = 16;
+
+/// The heaviest load a module is mapped again for (ABC builds the buffer tree from there):
+/// at 128 pins ABC aborts on `seed`'s PE tier (which then keeps the nominal load), at 64 it
+/// maps it.
+pub const MAX_LOAD_PINS: u64 = 64;
+
+/// In a cache entry mapped for a heavy load: ABC failed at it, and the module was mapped at
+/// the nominal load (the file holds the error).
+const NOMINAL_MARKER: &str = "nominal_load.txt";
 
 impl MapRecipe<'_> {
     /// ABC's constraints for outputs that drive `pins` input pins: the file's text, and the
@@ -812,13 +836,23 @@ fn map_modules(
                         let entry = cache.join(format!("{name}-{key:016x}"));
                         let one = || -> Result<String> {
                             if !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
-                                let job = MapJob {
+                                let mut job = MapJob {
                                     name,
                                     file,
                                     children,
                                     constr: constr.as_ref(),
                                 };
-                                map_one(recipe, &job, &entry, scratch)?;
+                                if let Err(e) = map_one(recipe, &job, &entry, scratch) {
+                                    // ABC may abort at a heavy load: the module keeps the
+                                    // nominal one, and its entry says so.
+                                    if !loads.contains_key(name.as_str()) {
+                                        return Err(e);
+                                    }
+                                    let nominal = recipe.constraints(NOMINAL_LOAD_PINS);
+                                    job.constr = nominal.as_ref();
+                                    map_one(recipe, &job, &entry, scratch)?;
+                                    std::fs::write(entry.join(NOMINAL_MARKER), format!("{e:#}"))?;
+                                }
                             }
                             std::fs::read_to_string(entry.join("check.log")).with_context(|| {
                                 format!("the cached mapping of `{name}` is incomplete")
@@ -1554,6 +1588,7 @@ mod tests {
             yosys_problems: vec![],
             abc_buffer: None,
             remapped: BTreeMap::new(),
+            remap_failed: vec![],
             label: String::new(),
         };
         let b: Vec<(String, u64, f64)> = r

@@ -210,10 +210,18 @@ pub fn asic_table(r: &gen::asic::AsicReport) -> String {
             .map(|(m, pins)| format!("`{m}` ({pins})"))
             .collect();
         s += &format!(
-            "\nMapped again for the load their outputs drive across the hierarchy (input pins, \
-             over {}): {}\n",
+            "\nMapped again for the load their outputs drive across the hierarchy (input pins \
+             over {}, at most {}): {}\n",
             gen::asic::HEAVY_LOAD_PINS,
+            gen::asic::MAX_LOAD_PINS,
             list.join(", ")
+        );
+    }
+    if !r.remap_failed.is_empty() {
+        s += &format!(
+            "ABC could not map these at their loads across the hierarchy; they keep the nominal \
+             load: {}\n",
+            r.remap_failed.join(", ")
         );
     }
     s += &format!(
