@@ -507,7 +507,7 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     let mapped = map_modules(&map, &manifest, dir, scratch.path(), &BTreeMap::new())?;
     // The modules whose outputs drive far more than the nominal load across the hierarchy are
     // mapped again for the load they see (ABC then sizes and buffers those drivers).
-    let remapped = match lib.buffer {
+    let mut remapped: BTreeMap<String, u64> = match lib.buffer {
         Some(_) => {
             let mut nets = BTreeMap::new();
             for (name, entry) in &mapped.modules {
@@ -521,7 +521,6 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
         }
         None => BTreeMap::new(),
     };
-    let mut remapped = remapped;
     let mut remap_failed = vec![];
     let mapped = if remapped.is_empty() {
         mapped

@@ -152,6 +152,20 @@ fn module(
     }
 }
 
+/// The input pins a net reaches: its own sinks, and through each submodule port on it what
+/// that port reaches.
+fn net_load(
+    modules: &BTreeMap<String, Module>,
+    memo: &mut BTreeMap<(String, String), u64>,
+    s: &Sinks,
+) -> u64 {
+    s.pins
+        + s.ports
+            .iter()
+            .map(|(c, p)| port_load(modules, memo, c, p))
+            .sum::<u64>()
+}
+
 /// The input pins a module's input port reaches (through submodules that pass it on).
 fn port_load(
     modules: &BTreeMap<String, Module>,
@@ -164,14 +178,7 @@ fn port_load(
         return v;
     }
     let v = match modules.get(m).and_then(|md| md.sinks.get(port)) {
-        Some(s) => {
-            let ports = s.ports.clone();
-            s.pins
-                + ports
-                    .iter()
-                    .map(|(c, p)| port_load(modules, memo, c, p))
-                    .sum::<u64>()
-        }
+        Some(s) => net_load(modules, memo, s),
         None => 0,
     };
     memo.insert(key, v);
@@ -214,13 +221,10 @@ pub fn heavy_outputs(
         // Each submodule's outputs: what they drive here (this module's pins and submodules,
         // and the nominal load where the net leaves it).
         for (child, net) in &md.driven {
-            let here = md.sinks.get(net).map_or(0, |s| {
-                s.pins
-                    + s.ports
-                        .iter()
-                        .map(|(c, p)| port_load(&modules, &mut memo, c, p))
-                        .sum::<u64>()
-            });
+            let here = md
+                .sinks
+                .get(net)
+                .map_or(0, |s| net_load(&modules, &mut memo, s));
             let load = here + if md.outputs.contains(net) { nominal } else { 0 };
             let e = heaviest.entry(child.clone()).or_default();
             *e = (*e).max(load);

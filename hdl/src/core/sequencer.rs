@@ -746,9 +746,8 @@ enum Cmp {
 
 /// A comparison of two counts plus constants, `x + kx` against `y + ky` (each sum at its
 /// count's width, as `+` wraps it), kept in a register: computed from the counts' next values
-/// and reset to the comparison of their reset values, it is the comparison of their registered
-/// values cycle for cycle, and reading it costs no adder or comparator. The reset is the
-/// register's own, not in the comparison's logic ([`ModuleBuilder::next_value_unreset`]).
+/// ([`ModuleBuilder::set_next_from_next`]), it is the comparison of their registered values
+/// cycle for cycle, and reading it costs no adder or comparator.
 struct CountFlag {
     reg: RegHandle,
     x: (RegHandle, u64),
@@ -759,34 +758,15 @@ struct CountFlag {
 impl CountFlag {
     /// Sets the register's input: call once the counts' inputs are set.
     fn finish(self, m: &mut ModuleBuilder) {
-        let compare = |x: Sig, y: Sig| match self.cmp {
-            Cmp::Lt => x.lt(y),
-            Cmp::Gt => x.gt(y),
-        };
+        let ((_, kx), (_, ky), cmp) = (self.x, self.y, self.cmp);
         let plus = |v: Sig, k: u64| if k == 0 { v } else { v + k };
-        let (rx, ry) = (m.reset_value(self.x.0), m.reset_value(self.y.0));
-        let v = if let (Some(rx), Some(ry)) = (rx, ry) {
-            // Both counts reset: the flag resets to their comparison then.
-            let at = |(r, k): (RegHandle, u64), v: u64| {
-                let w = r.q.width();
-                let mask = if w >= 64 { u64::MAX } else { (1 << w) - 1 };
-                v.wrapping_add(k) & mask
-            };
-            let (x0, y0) = (at(self.x, rx), at(self.y, ry));
-            let at_reset = match self.cmp {
-                Cmp::Lt => x0 < y0,
-                Cmp::Gt => x0 > y0,
-            };
-            m.set_reset(self.reg, at_reset as u64);
-            let x = m.next_value_unreset(self.x.0);
-            let y = m.next_value_unreset(self.y.0);
-            compare(plus(x, self.x.1), plus(y, self.y.1))
-        } else {
-            let x = m.next_value(self.x.0);
-            let y = m.next_value(self.y.0);
-            compare(plus(x, self.x.1), plus(y, self.y.1))
-        };
-        m.set_next(self.reg, v);
+        m.set_next_from_next(self.reg, &[self.x.0, self.y.0], |v| {
+            let (x, y) = (plus(v[0], kx), plus(v[1], ky));
+            match cmp {
+                Cmp::Lt => x.lt(y),
+                Cmp::Gt => x.gt(y),
+            }
+        });
     }
 }
 
@@ -1143,9 +1123,9 @@ impl LoopCounters {
     }
 }
 
-/// A loop counter's wrap flag in a register: set when the counter's next value is its last
-/// (n − 1), reset to whether its reset value is, so it is `counter == n − 1` cycle for cycle
-/// without the comparison in series with what reads it.
+/// A loop counter's wrap flag in a register: `counter == n − 1` cycle for cycle
+/// ([`ModuleBuilder::set_next_from_next`]), without the comparison in series with what reads
+/// it.
 struct LastFlag {
     reg: RegHandle,
     counter: RegHandle,
@@ -1155,14 +1135,8 @@ struct LastFlag {
 impl LastFlag {
     /// Sets the flag's input: call once the counter's input is set.
     fn finish(self, m: &mut ModuleBuilder) {
-        let next = match m.reset_value(self.counter) {
-            Some(v) => {
-                m.set_reset(self.reg, (v == self.last) as u64);
-                m.next_value_unreset(self.counter)
-            }
-            None => m.next_value(self.counter),
-        };
-        m.set_next(self.reg, next.eq(self.last));
+        let last = self.last;
+        m.set_next_from_next(self.reg, &[self.counter], |v| v[0].eq(last));
     }
 }
 

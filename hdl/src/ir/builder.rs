@@ -416,12 +416,56 @@ impl ModuleBuilder {
         reg.enable = Some(en.id);
     }
 
+    /// Sets register `reg`'s input to `f` of the values `srcs` hold after this cycle's clock
+    /// edge, so that `reg` holds `f` of their registered values cycle for cycle: a comparison
+    /// or a flag of registers, kept in a register of its own so that reading it costs no logic.
+    /// When every source resets, `reg` resets to `f` of their reset values (`f` of constants
+    /// folds to one) and their resets stay out of `f`'s logic (a reset reaches every register:
+    /// in series with logic it is a long path); otherwise `f` takes their next values with their
+    /// resets, and `reg` has no reset of its own. `reg` is made without a reset; the sources'
+    /// inputs and enables must be set first.
+    pub fn set_next_from_next(
+        &mut self,
+        reg: RegHandle,
+        srcs: &[RegHandle],
+        f: impl Fn(&[Sig]) -> Sig,
+    ) {
+        assert!(
+            self.regs[reg.index].reset.is_none(),
+            "register `{}` has a reset of its own",
+            self.regs[reg.index].name
+        );
+        let resets: Option<Vec<u64>> = srcs.iter().map(|r| self.regs[r.index].reset).collect();
+        let next = match resets {
+            Some(resets) => {
+                let at: Vec<Sig> = srcs
+                    .iter()
+                    .zip(&resets)
+                    .map(|(r, &v)| self.lit(r.q.width(), v))
+                    .collect();
+                let value = f(&at);
+                let value = self.const_value(value).unwrap_or_else(|| {
+                    panic!(
+                        "set_next_from_next: `{}` of constants is not a constant",
+                        self.regs[reg.index].name
+                    )
+                });
+                self.regs[reg.index].reset = Some(value);
+                let next: Vec<Sig> = srcs.iter().map(|&r| self.next_unreset(r)).collect();
+                f(&next)
+            }
+            None => {
+                let next: Vec<Sig> = srcs.iter().map(|&r| self.next_with_reset(r)).collect();
+                f(&next)
+            }
+        };
+        self.set_next(reg, next);
+    }
+
     /// What register `r` holds after this cycle's clock edge: its reset value under reset, else
-    /// [`ModuleBuilder::next_value_unreset`]. For keeping in a register of its own (without a
-    /// reset) something computed from `r`'s next value, which is then `r`'s own function cycle
-    /// for cycle. `r`'s input and enable must be set first.
-    pub fn next_value(&mut self, r: RegHandle) -> Sig {
-        let v = self.next_value_unreset(r);
+    /// [`ModuleBuilder::next_unreset`].
+    fn next_with_reset(&mut self, r: RegHandle) -> Sig {
+        let v = self.next_unreset(r);
         match self.regs[r.index].reset {
             Some(value) => {
                 let rst = self.node(NodeKind::Reset, 1);
@@ -433,15 +477,15 @@ impl ModuleBuilder {
     }
 
     /// What register `r` holds after a clock edge without reset: its input where its enable is
-    /// high (always, without one), else its value. A register that keeps f(this) and resets to f
-    /// of `r`'s reset value ([`ModuleBuilder::reset_value`], [`ModuleBuilder::set_reset`]) is
-    /// f(`r`) cycle for cycle, as with [`ModuleBuilder::next_value`], but with no reset in f's
-    /// logic (a reset reaches every register: in series with logic it is a long path).
-    pub fn next_value_unreset(&mut self, r: RegHandle) -> Sig {
+    /// high (always, without one), else its value. Its input must be set.
+    fn next_unreset(&mut self, r: RegHandle) -> Sig {
         let reg = &self.regs[r.index];
         let (width, enable) = (reg.width, reg.enable);
         let Some(next) = reg.next else {
-            panic!("next_value: register `{}` has no input yet", reg.name);
+            panic!(
+                "set_next_from_next: register `{}` has no input yet",
+                reg.name
+            );
         };
         let sig = |id, width| Sig {
             id,
@@ -453,23 +497,6 @@ impl ModuleBuilder {
             Some(en) => crate::mux(sig(en, 1), d, r.q),
             None => d,
         }
-    }
-
-    /// Register `r`'s reset value (none: it is not reset).
-    pub fn reset_value(&self, r: RegHandle) -> Option<u64> {
-        self.regs[r.index].reset
-    }
-
-    /// Gives register `r`, made without one, a reset value.
-    pub fn set_reset(&mut self, r: RegHandle, value: u64) {
-        let reg = &mut self.regs[r.index];
-        assert!(reg.reset.is_none(), "register `{}` has a reset", reg.name);
-        assert!(
-            reg.width >= 64 || value >> reg.width == 0,
-            "reset value {value} does not fit register `{}`",
-            reg.name
-        );
-        reg.reset = Some(value);
     }
 
     /// `bits` (each a single bit) registered together as `name`, one register of them all,
