@@ -21,30 +21,57 @@ use hdl::glb::GlbPlacement;
 use crate::design::{generate, Target};
 use crate::tiers::TierPart;
 
-/// An SRAM macro density at a node: mm² per MiB, and where the figure comes from.
+/// An SRAM macro's area at a node: mm² per MiB of bits, a fixed area per macro for its
+/// periphery (decoders, sense amplifiers, I/O and pins, which a small bank cannot spread over
+/// many bits), and where the figures come from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SramDensity {
     pub mm2_per_mib: f64,
+    /// µm² each macro takes on top of its bits.
+    pub macro_um2: f64,
     pub source: String,
 }
 
+impl SramDensity {
+    /// The area, µm², of `macros` macros holding `bits` bits in all.
+    pub fn area_um2(&self, bits: u64, macros: u64) -> f64 {
+        bits as f64 * self.mm2_per_mib / (1u64 << 23) as f64 * 1e6 + macros as f64 * self.macro_um2
+    }
+}
+
+/// The periphery of one SRAM macro at 45 nm, µm²: the fixed term of a least-squares fit
+/// `area = fixed + per_bit · bits` (R² 0.995) over the 17 CACTI-sized `fakeram45_*` macros of
+/// OpenROAD-flow-scripts (flow/platforms/nangate45/lef, commit aaa961f; bsg_fakeram runs CACTI
+/// at 45 nm for each: 32×32 to 2048×39 words × bits; the seven whose heights were set by hand
+/// to fit their pins are left out). Its per-bit term, 0.551 µm², is CACTI tuned for cycle
+/// time with ECC; the bits are priced at the density above, the periphery at this term.
+pub const NANGATE45_SRAM_MACRO_UM2: f64 = 451.0;
+
 /// The sourced SRAM density of a known library (None where regflash has none: give one with
 /// `--sram-mm2-per-mib`).
-/// - nangate45: CACTI 7 at 45 nm, the energy table's `sram_mm2_per_mib` (3.4).
+/// - nangate45: CACTI 7 at 45 nm, the energy table's `sram_mm2_per_mib` (3.4), and
+///   [`NANGATE45_SRAM_MACRO_UM2`] a macro.
 /// - asap7: TSMC N7's 0.027 µm² high-density bit cell (Chang et al., ISSCC 2017) at the
 ///   array efficiency CACTI 7 has at 45 nm (its 146 F² cell, 0.296 µm², is 73 % of 3.4 mm²
 ///   per MiB): 0.027 × 2^23 bits / 0.73 = 0.31 mm² per MiB. The test chip's whole die
 ///   (256 Mib on 42.6 mm², 1.33 mm² per MiB with pads and test logic) bounds it from above.
+///   A macro's periphery is 45 nm's scaled as the bits are (0.31 / 3.4: 41 µm²); asap7's
+///   FakeRAM 2.0 macros in OpenROAD-flow-scripts model none (their area is bits only).
 pub fn sram_density(library: &str) -> Option<SramDensity> {
+    let at45 = kernels::energy::EnergyTable::default().sram_mm2_per_mib;
     match library {
         "nangate45" => Some(SramDensity {
-            mm2_per_mib: kernels::energy::EnergyTable::default().sram_mm2_per_mib,
-            source: "CACTI 7 at 45 nm (the energy table's sram_mm2_per_mib)".into(),
+            mm2_per_mib: at45,
+            macro_um2: NANGATE45_SRAM_MACRO_UM2,
+            source: "CACTI 7 at 45 nm (the energy table's sram_mm2_per_mib), and 451 µm² a \
+                     macro's periphery (CACTI-sized fakeram45 macros of OpenROAD-flow-scripts)"
+                .into(),
         }),
         "asap7" => Some(SramDensity {
             mm2_per_mib: ASAP7_SRAM_MM2_PER_MIB,
+            macro_um2: NANGATE45_SRAM_MACRO_UM2 * ASAP7_SRAM_MM2_PER_MIB / at45,
             source: "TSMC N7's 0.027 µm² bit cell (ISSCC 2017) at CACTI 7's 45-nm array \
-                     efficiency (73 %)"
+                     efficiency (73 %), and 45 nm's macro periphery scaled as the bits are"
                 .into(),
         }),
         _ => None,
@@ -81,9 +108,11 @@ pub struct DesignArea {
     /// The placement utilization the tiers price the cells at: a tier's cells take their area
     /// over it.
     pub utilization: f64,
-    /// Memory macros at `density`.
+    /// Memory macros at `density` (their bits and each one's periphery).
     pub macros_mm2: f64,
     pub macro_bits: u64,
+    /// How many macros.
+    pub macros: u64,
     pub density: SramDensity,
     /// Each tier's silicon (cells and macros): the logic tiers in order, then the stacked
     /// SRAM dies (banks, GLB): (tier, mm²).
@@ -173,7 +202,6 @@ fn price(
     (density, utilization): (&SramDensity, f64),
     stacked_banks: bool,
 ) -> DesignArea {
-    let mm2_per_bit = density.mm2_per_mib / (1u64 << 23) as f64;
     let mut tiers: Vec<(String, f64)> = vec![];
     let mut add = |tier: &str, mm2: f64| match tiers.iter_mut().find(|t| t.0 == tier) {
         Some(t) => t.1 += mm2,
@@ -189,7 +217,7 @@ fn price(
     let glb_stacked = cfg.glb.bytes > 0 && cfg.glb.placement == GlbPlacement::Stacked;
     for p in parts {
         let cells = p.area_um2.unwrap_or(0.0) * 1e-6 / utilization;
-        let macros = p.macro_bits as f64 * mm2_per_bit;
+        let macros = density.area_um2(p.macro_bits, p.macros) * 1e-6;
         let tier = if p.tier == "base" { &bottom } else { &p.tier };
         let banks = p.part.starts_with("S buffer") || p.part.starts_with("P banks");
         if stacked_banks && banks {
@@ -206,6 +234,7 @@ fn price(
     // The logic tiers in order, then the stacked SRAM dies.
     tiers.sort_by(|a, b| (!a.0.starts_with("tier"), &a.0).cmp(&(!b.0.starts_with("tier"), &b.0)));
     let macro_bits: u64 = parts.iter().map(|p| p.macro_bits).sum();
+    let macros: u64 = parts.iter().map(|p| p.macros).sum();
     let silicon: f64 = tiers.iter().map(|t| t.1).sum();
     let footprint = tiers.iter().map(|t| t.1).fold(0.0, f64::max);
     let fmax = report.design_fmax().map(|(_, _, t)| t.fmax_mhz);
@@ -214,8 +243,9 @@ fn price(
         node: report.node.clone(),
         cells_mm2: report.total_area_um2() * 1e-6,
         utilization,
-        macros_mm2: macro_bits as f64 * mm2_per_bit,
+        macros_mm2: density.area_um2(macro_bits, macros) * 1e-6,
         macro_bits,
+        macros,
         density: density.clone(),
         tiers,
         silicon_mm2: silicon,
@@ -255,9 +285,15 @@ pub fn resolve_library(
                 d.is_finite() && d > 0.0,
                 "--sram-mm2-per-mib must be a positive density in mm² per MiB, not {d}"
             );
+            // The library's macro periphery where regflash has one; none elsewhere.
+            let known = sram_density(&name);
             SramDensity {
                 mm2_per_mib: d,
-                source: "--sram-mm2-per-mib".into(),
+                macro_um2: known.as_ref().map_or(0.0, |k| k.macro_um2),
+                source: match known {
+                    Some(k) => format!("--sram-mm2-per-mib, and {:.0} µm² a macro", k.macro_um2),
+                    None => "--sram-mm2-per-mib (no macro periphery at this library)".into(),
+                },
             }
         }
         None => sram_density(&name).with_context(|| {
@@ -276,8 +312,9 @@ mod tests {
     use super::*;
     use gen::asic::{AsicModule, PathTiming};
 
-    fn part(tier: &str, name: &str, area_um2: f64, macro_bits: u64) -> TierPart {
+    fn part(tier: &str, name: &str, area_um2: f64, (macro_bits, macros): (u64, u64)) -> TierPart {
         TierPart {
+            macros,
             tier: tier.into(),
             part: name.into(),
             instances: 1,
@@ -352,10 +389,10 @@ mod tests {
         let density = sram_density("nangate45").unwrap();
         let mib = 1u64 << 23;
         let parts = vec![
-            part("tier 0 (QK)", "QK tier PEs", 2.0e6, 0),
-            part("tier 1 (PV)", "PV tier PEs", 1.5e6, 0),
-            part("tier 1 (PV)", "P banks", 0.25e6, 0),
-            part("base", "control: DMA", 0.5e6, mib),
+            part("tier 0 (QK)", "QK tier PEs", 2.0e6, (0, 0)),
+            part("tier 1 (PV)", "PV tier PEs", 1.5e6, (0, 0)),
+            part("tier 1 (PV)", "P banks", 0.25e6, (0, 0)),
+            part("base", "control: DMA", 0.5e6, (mib, 16)),
         ];
         let mut cfg = CoreConfig::preset("small").unwrap();
         cfg.glb.bytes = 1 << 20;
@@ -364,7 +401,8 @@ mod tests {
         let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
         let tier =
             |a: &DesignArea, n: &str| a.tiers.iter().find(|t| t.0 == n).map_or(-1.0, |t| t.1);
-        let d = density.mm2_per_mib;
+        // A MiB in 16 macros: its bits at the density, each macro's periphery on top.
+        let d = density.mm2_per_mib + 16.0 * NANGATE45_SRAM_MACRO_UM2 * 1e-6;
         assert!(
             close(tier(&a, "tier 0 (QK)"), 2.5),
             "the control on the bottom tier: {a:?}"
@@ -373,7 +411,8 @@ mod tests {
         assert!(close(tier(&a, "GLB tier (stacked)"), d));
         assert!(close(a.footprint_mm2, d.max(2.5)));
         assert!(close(a.silicon_mm2, 2.5 + 1.75 + d));
-        assert_eq!(a.macro_bits, mib);
+        assert_eq!((a.macro_bits, a.macros), (mib, 16));
+        assert!(close(a.macros_mm2, d));
         assert_eq!(a.fmax_mhz, Some(250.0));
         // A planar GLB stays on the bottom tier; stacked banks leave their tier.
         cfg.glb.placement = GlbPlacement::Planar;
@@ -393,7 +432,10 @@ mod tests {
         }
         assert_eq!(check_utilization(1.0).unwrap(), 1.0);
         // Densities are sourced at two libraries only, and asap7's is 0.31 mm² per MiB.
+        // asap7's periphery is 45 nm's scaled as the bits are: 41 µm².
         assert!((ASAP7_SRAM_MM2_PER_MIB - 0.31).abs() < 0.005);
+        let a7 = sram_density("asap7").unwrap();
+        assert!((a7.macro_um2 - 41.0).abs() < 0.5, "{a7:?}");
         assert!(sram_density("osu018").is_none());
     }
 }

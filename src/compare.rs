@@ -239,7 +239,7 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
     let mut s = format!(
         "\nIso-area at {} ({}): synthesis-level standard cells (Yosys + ABC, no placement; \
          `cells mm²` as mapped), placed at {:.0} % utilization in the tiers (--utilization), plus \
-         SRAM macros at {:.3} mm² per MiB ({})\n\n\
+         SRAM macros at {:.3} mm² per MiB and {:.0} µm² a macro ({})\n\n\
          | design | seq | cells mm² | SRAM macros mm² | tiers (mm²) | silicon mm² | footprint mm² \
          | tokens/s per mm² | iso-area vs buf2d | iso-PE speedup vs buf2d | energy per token (nJ) \
          | fmax (synthesis) MHz | clock MHz |\n\
@@ -248,6 +248,7 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
         s0.node,
         100.0 * s0.utilization,
         s0.density.mm2_per_mib,
+        s0.density.macro_um2,
         s0.density.source
     );
     for r in rows {

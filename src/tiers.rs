@@ -90,6 +90,8 @@ pub struct TierPart {
     pub memory_bits: u64,
     /// Of those, the bits in memory macros (black boxes: in no cell count or area).
     pub macro_bits: u64,
+    /// How many memory macros hold them.
+    pub macros: u64,
     /// Standard-cell area, µm² (an ASIC report only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub area_um2: Option<f64>,
@@ -182,6 +184,7 @@ impl TierPart {
             self.flip_flops -= p.flip_flops.min(self.flip_flops);
             self.memory_bits -= p.memory_bits.min(self.memory_bits);
             self.macro_bits -= p.macro_bits.min(self.macro_bits);
+            self.macros -= p.macros.min(self.macros);
             if let (Some(a), Some(b)) = (self.area_um2.as_mut(), p.area_um2) {
                 *a = (*a - b).max(0.0);
             }
@@ -212,13 +215,15 @@ impl<S: Synthesized> Hierarchy<'_, S> {
     /// `n` instances of `module`, its submodules expanded.
     fn part(&self, tier: &str, part: &str, module: &str, n: u64) -> TierPart {
         let (cells, flip_flops, area) = self.r.subtree(module);
-        let bits = |macros: bool| -> u64 {
+        // Over the memories (macros only, or all): each instance's `per`.
+        let sum = |macros: bool, per: fn(&MemoryEntry) -> u64| -> u64 {
             self.mems
                 .iter()
                 .filter(|e| !macros || e.blackbox)
-                .map(|e| e.depth as u64 * e.width as u64 * self.count(module, &e.module))
+                .map(|e| per(e) * self.count(module, &e.module))
                 .sum()
         };
+        let bits = |macros: bool| sum(macros, |e| e.depth as u64 * e.width as u64);
         TierPart {
             tier: tier.to_string(),
             part: part.to_string(),
@@ -227,6 +232,7 @@ impl<S: Synthesized> Hierarchy<'_, S> {
             flip_flops: n * flip_flops,
             memory_bits: n * bits(false),
             macro_bits: n * bits(true),
+            macros: n * sum(true, |_| 1),
             area_um2: area.map(|a| n as f64 * a),
         }
     }

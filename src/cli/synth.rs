@@ -279,12 +279,12 @@ pub fn asic_memories(r: &gen::asic::AsicReport, mems: &[gen::manifest::MemoryEnt
     for m in mems {
         let (what, area) = if m.blackbox {
             if let Some(d) = &density {
-                let a = m.bits() as f64 / 8.0 / (1u64 << 20) as f64 * d.mm2_per_mib * 1e6;
+                let a = d.area_um2(m.bits(), m.copies);
                 macros += a;
                 (
                     format!(
-                        "SRAM macro, {} ({:.3} mm² per MiB)",
-                        d.source, d.mm2_per_mib
+                        "SRAM macro, {} ({:.3} mm² per MiB, {:.0} µm² a macro)",
+                        d.source, d.mm2_per_mib, d.macro_um2
                     ),
                     format!("{a:.1}"),
                 )
