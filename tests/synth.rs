@@ -15,63 +15,186 @@ fn small() -> CoreConfig {
     CoreConfig::preset("small").unwrap()
 }
 
-fn snapshot() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/small_synth_cells.json")
-}
-
-/// Cells per module of the `small` preset's top (the core behind its registers) stay within
-/// 10 % of the checked-in snapshot (rerun with REGFLASH_BLESS=1 after an intended change).
-#[test]
-fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
-    let dir = ScratchDir::new("synth").unwrap();
-    generate(&small(), &Target::Top, dir.path()).unwrap();
-    let r = gen::flow::synth(dir.path(), SynthTarget::Generic, false).unwrap();
+/// The synthesis gate of `small`'s top (the core behind its registers) at a library: mapped
+/// by the ASIC flow, with no latches and no problem Yosys reports; its hierarchy as the
+/// configuration says; the per-tier account covering the whole core. Then, against the
+/// snapshot `tests/snapshots/small_<lib>.json` (rerun with REGFLASH_BLESS=1 after an intended
+/// change), each module's own cells stay within 10 % (or ten cells), and each module the flow times as one
+/// netlist of at most 40,000 cells (every block and leaf; the PE rows, the DMA with its
+/// buffers and the wrappers above them are over it) keeps at least 90 % of its fmax, with
+/// hold met. So neither area nor timing can regress silently. The suite gates at OSU 0.18 µm,
+/// the library every machine installs (../shared/pdk may be absent); `--full` adds nangate45.
+fn synthesis_gate(lib_name: &str) {
+    let dir = ScratchDir::new("gate").unwrap();
+    let m = generate(&small(), &Target::Top, dir.path()).unwrap();
+    let (path, name, node) = gen::asic::resolve(Some(lib_name), None).unwrap();
+    let lib = gen::asic::load(&path, dir.path()).unwrap();
+    let limit = 40_000;
+    let r = gen::asic::asic_timing_up_to(dir.path(), &lib, (&name, &node), 1500.0, limit).unwrap();
+    assert!(r.passed(), "{:?}", r.yosys_problems);
     assert_eq!(r.latches, 0);
-    assert!(r.yosys_problems.is_empty(), "{:?}", r.yosys_problems);
-    let mut cells: BTreeMap<String, u64> = r
-        .modules
-        .iter()
-        .map(|(m, c)| (m.clone(), c.cells))
-        .collect();
-    cells.insert("total".into(), r.total.cells);
     // 4 rows of 4 PEs: the core's engine (inside the top's abort wrapper) instantiates 4 PE
     // rows, each its one tier of 4 PEs.
-    let pe = r.modules.keys().find(|m| m.starts_with("pe_r")).unwrap();
-    let row = r.modules.keys().find(|m| m.starts_with("pe_row_")).unwrap();
-    let tier = r
-        .modules
-        .keys()
-        .find(|m| m.starts_with("pe_tier_"))
-        .unwrap();
-    let engine = r.modules.keys().find(|m| m.ends_with("_engine")).unwrap();
+    let find = |f: &dyn Fn(&str) -> bool| {
+        r.modules
+            .iter()
+            .find(|x| f(&x.name))
+            .unwrap_or_else(|| panic!("a module of the top"))
+    };
+    let pe = find(&|n| n.starts_with("pe_r"));
+    let row = find(&|n| n.starts_with("pe_row_"));
+    let tier = find(&|n| n.starts_with("pe_tier_"));
+    let engine = find(&|n| n.ends_with("_engine"));
     let core = r
         .modules
         .iter()
-        .find(|(_, c)| c.by_type.contains_key(engine))
-        .unwrap()
-        .0;
-    let csr = format!("{}_csr", r.top);
-    let batch = format!("{}_batch", r.top);
+        .find(|x| x.children.contains_key(&engine.name))
+        .unwrap();
+    let top = r.module(&r.top).unwrap();
     assert_eq!(r.top, "regflash_top");
-    assert_eq!(r.modules[&r.top].by_type[core], 1);
-    assert_eq!(r.modules[&r.top].by_type[&csr], 1);
-    assert_eq!(r.modules[core].by_type[engine], 1);
-    assert_eq!(r.modules[engine].by_type[row], 4);
-    assert_eq!(r.modules[row].by_type[tier], 1);
-    assert_eq!(r.modules[tier].by_type[pe], 4);
+    assert_eq!(r.top, m.top);
+    assert_eq!(top.children[&core.name], 1);
+    assert_eq!(top.children[&format!("{}_csr", r.top)], 1);
+    assert_eq!(core.children[&engine.name], 1);
+    assert_eq!(engine.children[&row.name], 4);
+    assert_eq!(row.children[&tier.name], 1);
+    assert_eq!(tier.children[&pe.name], 4);
     // The per-tier account (`regflash synth`) covers the whole core: 16 PEs' worth of PE
     // array, 4 rows' P banks and engines, and the control.
-    let manifest = gen::manifest::Manifest::load(dir.path()).unwrap();
-    let parts = regflash::tiers::parts(&small(), &r, &manifest.memories);
-    assert_eq!(parts.iter().map(|p| p.cells).sum::<u64>(), r.total.cells);
+    let parts = regflash::tiers::parts(&small(), &r, &m.memories);
+    assert_eq!(parts.iter().map(|p| p.cells).sum::<u64>(), top.total_cells);
     let array = parts
         .iter()
         .find(|p| p.part.starts_with("PE array"))
         .unwrap();
     assert_eq!(array.instances, 4);
     assert_eq!(array.memory_bits, 16 * 64 * 32);
-    // Longest paths run through each module's own gates only (never through an instance), and
-    // the control logic is not the critical path: no longer than the FP32 multiplier's.
+    // Each module: its own cells, and its fmax where timed (hold met there).
+    let mut got: BTreeMap<String, Snap> = BTreeMap::new();
+    for x in &r.modules {
+        let fmax = x.timing.as_ref().map(|t| {
+            let h = x
+                .hold
+                .as_ref()
+                .unwrap_or_else(|| panic!("no hold path: {x:?}"));
+            assert!(h.slack_ns >= 0.0, "hold violated: {x:?}");
+            (t.fmax_mhz * 10.0).round() / 10.0
+        });
+        if fmax.is_none() {
+            // What the gate does not time, it says why: over the limit, or no cells.
+            let why = x.untimed.as_deref().unwrap_or("");
+            assert!(
+                why.contains(&format!("over the {limit}")) || why == "no cells",
+                "{}: {why}",
+                x.name
+            );
+        }
+        got.insert(
+            x.name.clone(),
+            Snap {
+                cells: x.cells,
+                fmax_mhz: fmax,
+            },
+        );
+    }
+    got.insert(
+        "total".into(),
+        Snap {
+            cells: top.total_cells,
+            fmax_mhz: None,
+        },
+    );
+    // The blocks the timing issue names are among the timed: the PE, the sequencer, the
+    // counters, the fetch, the readout, the DMA engine, the CSR and the batch unit.
+    for part in [
+        "pe_r64",
+        "_seq",
+        "_counters",
+        "_fetch",
+        "_readout",
+        "dma_engine",
+        "_csr",
+        "_batch",
+    ] {
+        assert!(
+            got.iter()
+                .any(|(n, s)| n.contains(part) && s.fmax_mhz.is_some()),
+            "{part} is timed: {got:?}"
+        );
+    }
+    let snap = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/snapshots/small_{lib_name}.json"));
+    if std::env::var("REGFLASH_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&snap, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+        return;
+    }
+    let want: BTreeMap<String, Snap> = serde_json::from_str(
+        &std::fs::read_to_string(&snap).expect("snapshot: run with REGFLASH_BLESS=1"),
+    )
+    .unwrap();
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>(),
+        "same modules"
+    );
+    let mut off = vec![];
+    for (n, w) in &want {
+        let g = &got[n];
+        // Within 10 %, or ten cells for the smallest modules (a wrapper's few glue gates).
+        let (gc, wc) = (g.cells as f64, w.cells as f64);
+        if (gc - wc).abs() > (0.1 * wc).max(10.0) {
+            let ratio = gc / wc;
+            off.push(format!(
+                "{n}: {} cells against {} in the snapshot ({:+.1} %)",
+                g.cells,
+                w.cells,
+                (ratio - 1.0) * 100.0
+            ));
+        }
+        match (w.fmax_mhz, g.fmax_mhz) {
+            (Some(wf), Some(gf)) if gf < 0.9 * wf => {
+                off.push(format!("{n}: {gf} MHz against {wf} in the snapshot"))
+            }
+            (Some(_), Some(_)) | (None, None) => {}
+            (wf, gf) => off.push(format!("{n}: timed {gf:?} against {wf:?} in the snapshot")),
+        }
+    }
+    assert!(
+        off.is_empty(),
+        "at {lib_name}, modules off their snapshot (cells within 10 % or ten, fmax at least 90 %); if \
+         intended, rerun with REGFLASH_BLESS=1:\n{}",
+        off.join("\n")
+    );
+}
+
+/// One module in a synthesis snapshot.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Snap {
+    cells: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    fmax_mhz: Option<f64>,
+}
+
+#[test]
+fn small_preset_maps_within_its_cell_and_timing_snapshot() {
+    synthesis_gate("osu018");
+}
+
+#[test]
+#[ignore = "full: reads ../shared/pdk (absent on a machine without it); the suite gates at osu018"]
+fn small_preset_maps_within_its_nangate45_snapshot() {
+    synthesis_gate("nangate45");
+}
+
+/// The generic flow (`regflash synth`'s default target) on one block: no latches, no problem,
+/// and the longest path through the multiplier's own gates.
+#[test]
+fn generic_flow_synthesizes_a_block_without_latches() {
+    let dir = ScratchDir::new("synth").unwrap();
+    generate(&small(), &Target::Unit("mac".into()), dir.path()).unwrap();
+    let r = gen::flow::synth(dir.path(), SynthTarget::Generic, false).unwrap();
+    assert_eq!(r.latches, 0);
+    assert!(r.yosys_problems.is_empty(), "{:?}", r.yosys_problems);
     assert_eq!(
         r.longest_path.keys().collect::<Vec<_>>(),
         r.modules.keys().collect::<Vec<_>>()
@@ -79,43 +202,10 @@ fn small_preset_synthesizes_without_latches_within_the_cell_snapshot() {
     let mul = r
         .longest_path
         .iter()
-        .find(|(m, _)| m.starts_with("fp_mul_e8m23"))
-        .unwrap()
+        .find(|(m, _)| m.starts_with("fp_mul_e5m10"))
+        .unwrap_or_else(|| panic!("{:?}", r.longest_path))
         .1;
-    assert!(*mul > 20, "fp_mul_e8m23's longest path is {mul} cells");
-    for m in [core, &csr, &batch, engine, row] {
-        let len = r.longest_path[m];
-        assert!(
-            len > 0 && len <= *mul,
-            "{m}: longest path {len} cells, fp_mul_e8m23 {mul}"
-        );
-    }
-    if std::env::var("REGFLASH_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(
-            snapshot(),
-            serde_json::to_string_pretty(&cells).unwrap() + "\n",
-        )
-        .unwrap();
-        return;
-    }
-    let want: BTreeMap<String, u64> = serde_json::from_str(
-        &std::fs::read_to_string(snapshot()).expect("snapshot: run with REGFLASH_BLESS=1"),
-    )
-    .unwrap();
-    assert_eq!(
-        want.keys().collect::<Vec<_>>(),
-        cells.keys().collect::<Vec<_>>(),
-        "same modules"
-    );
-    for (m, &w) in &want {
-        let got = cells[m] as f64;
-        let ratio = got / w as f64;
-        assert!(
-            (0.9..=1.1).contains(&ratio),
-            "{m}: {got} cells against {w} in the snapshot ({:+.1} %); if intended, rerun with REGFLASH_BLESS=1",
-            (ratio - 1.0) * 100.0
-        );
-    }
+    assert!(*mul > 20, "fp_mul_e5m10's longest path is {mul} cells");
 }
 
 #[test]
