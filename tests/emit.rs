@@ -1049,7 +1049,18 @@ fn cli_reports_bad_input_without_panicking() {
             ),
             (
                 vec!["synth", "--lib", "osu018"],
-                "--lib, --liberty, --clock-mhz and --utilization are for --target asic",
+                "--lib, --liberty, --clock-mhz, --utilization and --shard are for --target asic",
+            ),
+            (
+                vec!["synth", "--shard", "0/2"],
+                "--utilization and --shard are for --target asic",
+            ),
+            (
+                vec![
+                    "synth", "--target", "asic", "--lib", "osu018", "--unit", "mac", "--shard",
+                    "2/2",
+                ],
+                "--shard takes i/n with 0 <= i < n",
             ),
         ])
         .collect::<Vec<_>>();

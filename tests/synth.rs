@@ -530,3 +530,47 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
         }
     }
 }
+
+/// `synth --target asic --shard i/n`: the shards map disjoint sets of modules that together are
+/// every module (a memory macro is no module to map), each into the shared cache; the run
+/// without a shard on that cache then maps only what it maps again for heavy loads, and its
+/// report is an unsharded run's on an empty cache.
+#[test]
+fn sharded_asic_mapping_joins_into_the_unsharded_report() {
+    let dir = ScratchDir::new("shard").unwrap();
+    generate(&small(), &Target::Unit("mac".into()), dir.path()).unwrap();
+    let (path, name, node) = gen::asic::resolve(Some("osu018"), None).unwrap();
+    let lib = gen::asic::load(&path, dir.path()).unwrap();
+    let entries = |c: &std::path::Path| match std::fs::read_dir(c.join("asic")) {
+        Ok(d) => d.count(),
+        Err(_) => 0,
+    };
+    let shared = ScratchDir::new("shard-cache").unwrap();
+    // nextest runs each test in a process of its own: no other thread reads the environment.
+    std::env::set_var("REGFLASH_CACHE_DIR", shared.path());
+    let n = 3;
+    let mut all: Vec<String> = vec![];
+    for i in 0..n {
+        let mine = gen::asic::map_shard(dir.path(), &lib, 1500.0, (i, n)).unwrap();
+        assert!(!mine.is_empty(), "shard {i} of {n} maps modules");
+        assert!(mine.iter().all(|m| !all.contains(m)), "disjoint shards");
+        all.extend(mine);
+    }
+    assert_eq!(entries(shared.path()), all.len());
+    let joined = gen::asic::asic(dir.path(), &lib, (&name, &node), 1500.0).unwrap();
+    assert_eq!(
+        all.len(),
+        joined.modules.iter().filter(|m| m.cells > 0).count(),
+        "the shards mapped every module"
+    );
+    assert_eq!(
+        entries(shared.path()),
+        all.len() + joined.remapped.len() + joined.remap_failed.len(),
+        "the joining run maps only the modules it maps again for their loads"
+    );
+    let fresh = ScratchDir::new("shard-fresh").unwrap();
+    std::env::set_var("REGFLASH_CACHE_DIR", fresh.path());
+    let alone = gen::asic::asic(dir.path(), &lib, (&name, &node), 1500.0).unwrap();
+    assert_eq!(format!("{joined:?}"), format!("{alone:?}"));
+    assert!(gen::asic::map_shard(dir.path(), &lib, 1500.0, (3, 3)).is_err());
+}

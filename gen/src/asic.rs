@@ -481,6 +481,41 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     asic_timing_up_to(dir, lib, label, clock_mhz, TIMING_CELL_LIMIT)
 }
 
+/// Shard `index` of `count` of [`asic`]'s first mapping (every module at its nominal load),
+/// for a job array: the unique modules, largest first, dealt round the shards, each shard
+/// mapping its own into the cache (`crate::cache::cache_root`, which the shards share, say
+/// through `REGFLASH_CACHE_DIR` on a shared file system). An [`asic`] run on that cache then
+/// maps only the modules it maps again for their loads, and times the design. Returns the
+/// modules this shard mapped (or found mapped).
+pub fn map_shard(
+    dir: &Path,
+    lib: &Liberty,
+    clock_mhz: f64,
+    (index, count): (usize, usize),
+) -> Result<Vec<String>> {
+    ensure!(
+        index < count,
+        "a shard is i of n with 0 <= i < n, not {index} of {count}"
+    );
+    ensure!(
+        clock_mhz.is_finite() && clock_mhz > 0.0,
+        "the clock must be a positive frequency in MHz, not {clock_mhz}"
+    );
+    let manifest = Manifest::load(dir)?;
+    crate::flow::refuse_big_memories(&manifest)?;
+    let yosys = require(Tool::Yosys)?;
+    let scratch = ScratchDir::new("asic-shard")?;
+    let map = MapRecipe::new(&yosys, lib, clock_mhz)?;
+    let mapped = map_modules(
+        &map,
+        &manifest,
+        (dir, scratch.path()),
+        &BTreeMap::new(),
+        Some((index, count)),
+    )?;
+    Ok(mapped.modules.into_iter().map(|(name, _)| name).collect())
+}
+
 /// [`asic`], timing only the modules of at most `cell_limit` cells (their hierarchy inside):
 /// the larger ones say so in their `untimed`. A gate on the blocks' timing (the suite's) needs
 /// no minutes-long timing of the whole top.
@@ -501,23 +536,14 @@ pub fn asic_timing_up_to(
     let sta = require(Tool::OpenSta)?;
     let scratch = ScratchDir::new("asic")?;
     let at = |n: &str| scratch.path().join(n);
-    let period_ns = 1000.0 / clock_mhz;
-    // Buffering and gate sizing after mapping (ABC's `buffer; upsize; dnsize`), driven by the
-    // library's smallest buffer into four of its inputs.
-    let script = abc_script(lib.buffer.is_some());
-    // The recipe of ../shared/pdk/README.md, hierarchical: each unique module mapped once, in
-    // its own Yosys run (in parallel, and cached by content), then the mapped netlists joined.
-    let version = run(Command::new(&yosys).arg("-V"), "yosys -V")?;
-    let map = MapRecipe {
-        yosys: &yosys,
-        yosys_version: String::from_utf8_lossy(&version.stdout).trim().to_string(),
-        liberty: &lib.path,
-        liberty_key: liberty_key(&lib.path)?,
-        period_ps: period_ns * 1000.0 * abc_delay_fraction(),
-        buffer: lib.buffer.clone(),
-        script,
-    };
-    let mapped = map_modules(&map, &manifest, dir, scratch.path(), &BTreeMap::new())?;
+    let map = MapRecipe::new(&yosys, lib, clock_mhz)?;
+    let mapped = map_modules(
+        &map,
+        &manifest,
+        (dir, scratch.path()),
+        &BTreeMap::new(),
+        None,
+    )?;
     // The modules whose outputs drive far more than the nominal load across the hierarchy are
     // mapped again for the load they see (ABC then sizes and buffers those drivers).
     let mut remapped: BTreeMap<String, u64> = match lib.buffer {
@@ -538,7 +564,7 @@ pub fn asic_timing_up_to(
     let mapped = if remapped.is_empty() {
         mapped
     } else {
-        let again = map_modules(&map, &manifest, dir, scratch.path(), &remapped)?;
+        let again = map_modules(&map, &manifest, (dir, scratch.path()), &remapped, None)?;
         for (name, entry) in &again.modules {
             if entry.join(NOMINAL_MARKER).is_file() {
                 remapped.remove(name);
@@ -692,7 +718,25 @@ pub const MAX_LOAD_PINS: u64 = 64;
 /// the nominal load (the file holds the error).
 const NOMINAL_MARKER: &str = "nominal_load.txt";
 
-impl MapRecipe<'_> {
+impl<'a> MapRecipe<'a> {
+    /// The recipe of ../shared/pdk/README.md, hierarchical (each unique module mapped once, in
+    /// its own Yosys run, in parallel and cached by content; then the mapped netlists joined),
+    /// at `lib` for a `clock_mhz` clock, with buffering and gate sizing after mapping (ABC's
+    /// `buffer; upsize; dnsize`), driven by the library's smallest buffer into four of its
+    /// inputs.
+    fn new(yosys: &'a Path, lib: &'a Liberty, clock_mhz: f64) -> Result<Self> {
+        let version = run(Command::new(yosys).arg("-V"), "yosys -V")?;
+        Ok(MapRecipe {
+            yosys,
+            yosys_version: String::from_utf8_lossy(&version.stdout).trim().to_string(),
+            liberty: &lib.path,
+            liberty_key: liberty_key(&lib.path)?,
+            period_ps: 1e6 / clock_mhz * abc_delay_fraction(),
+            buffer: lib.buffer.clone(),
+            script: abc_script(lib.buffer.is_some()),
+        })
+    }
+
     /// ABC's constraints for outputs that drive `pins` input pins: the file's text, and the
     /// arguments of `abc` (with the script) given its path.
     fn constraints(&self, pins: u64) -> Option<(String, String)> {
@@ -771,12 +815,13 @@ fn verilog_body(path: &Path) -> Result<Vec<u8>> {
 /// mapped netlist is cached under the cache root (`asic/`), keyed by the module's text, its
 /// submodules' text, the library's text, the period and the recipe: a module shared by two
 /// designs, or a second run, is not mapped again.
+/// With `shard` (i, n), only the jobs k (largest first) with k mod n = i are mapped.
 fn map_modules(
     recipe: &MapRecipe,
     manifest: &Manifest,
-    dir: &Path,
-    scratch: &Path,
+    (dir, scratch): (&Path, &Path),
     loads: &BTreeMap<String, u64>,
+    shard: Option<(usize, usize)>,
 ) -> Result<Mapped> {
     let copies = manifest.copies()?;
     let mut jobs = vec![];
@@ -823,6 +868,14 @@ fn map_modules(
         jobs.push((size, name.to_string(), file, children, key.0, constr));
     }
     jobs.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    if let Some((i, n)) = shard {
+        jobs = jobs
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| k % n == i)
+            .map(|(_, j)| j)
+            .collect();
+    }
     let cache = crate::cache::cache_root().join("asic");
     std::fs::create_dir_all(&cache)
         .with_context(|| format!("cannot create the cache folder {}", cache.display()))?;

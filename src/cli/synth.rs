@@ -32,6 +32,12 @@ pub struct SynthArgs {
     /// placed area the standard cells fill; default 0.7).
     #[arg(long)]
     pub utilization: Option<f64>,
+    /// ASIC: map only shard i of n (0 <= i < n) of the design's modules into the cache, for a
+    /// job array whose shards share the cache folder (REGFLASH_CACHE_DIR); a run without
+    /// --shard on that cache then maps what is left (the modules mapped again for their
+    /// loads) and times the design.
+    #[arg(long)]
+    pub shard: Option<String>,
     /// Also write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -49,8 +55,9 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
         args.lib.is_none()
             && args.liberty.is_none()
             && args.clock_mhz.is_none()
-            && args.utilization.is_none(),
-        "--lib, --liberty, --clock-mhz and --utilization are for --target asic"
+            && args.utilization.is_none()
+            && args.shard.is_none(),
+        "--lib, --liberty, --clock-mhz, --utilization and --shard are for --target asic"
     );
     let synth_target: SynthTarget = args.target.parse()?;
     let dir = ScratchDir::new("synth")?;
@@ -78,11 +85,19 @@ fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
     let utilization = crate::area::check_utilization(
         args.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION),
     )?;
+    let shard = args
+        .shard
+        .as_deref()
+        .map(crate::bench::Shard::parse)
+        .transpose()?;
     let (source, name, node) = gen::asic::resolve(args.lib.as_deref(), args.liberty.as_deref())?;
     let dir = ScratchDir::new("synth")?;
     let manifest = generate(cfg, &target(&args.unit), dir.path())?;
     let lib = gen::asic::load(&source, dir.path())?;
     let clock = args.clock_mhz.unwrap_or(manifest.clock_mhz);
+    if let Some(sh) = shard {
+        return asic_shard(&manifest, (dir.path(), &lib), (&name, clock), sh, args);
+    }
     let report = gen::asic::asic(dir.path(), &lib, (&name, &node), clock)?;
     println!("{}", asic_table(&report));
     let cells = report.total_area_um2() * 1e-6;
@@ -104,6 +119,45 @@ fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
         write_json(path, &report)?;
     }
     Ok(exit(report.passed()))
+}
+
+/// `synth --target asic --shard i/n`: shard i's modules mapped into the cache, and what to run
+/// next.
+fn asic_shard(
+    manifest: &gen::manifest::Manifest,
+    (dir, lib): (&std::path::Path, &gen::asic::Liberty),
+    (name, clock): (&str, f64),
+    sh: crate::bench::Shard,
+    args: &SynthArgs,
+) -> Result<ExitCode> {
+    let modules = gen::asic::map_shard(dir, lib, clock, (sh.index, sh.count))?;
+    let cache = gen::cache::cache_root().join("asic");
+    println!(
+        "Shard {}/{} of `{}` at {name}, {clock} MHz: {} of its {} modules mapped into {} \
+         (nominal loads):\n{}\n\nOnce every shard is done, the same command without --shard, \
+         on the same cache folder (REGFLASH_CACHE_DIR), maps the modules that drive heavy \
+         loads again and times the design.",
+        sh.index,
+        sh.count,
+        manifest.top,
+        modules.len(),
+        manifest.modules.len(),
+        cache.display(),
+        modules.join("\n")
+    );
+    if let Some(path) = &args.report {
+        write_json(
+            path,
+            &serde_json::json!({
+                "shard": format!("{}/{}", sh.index, sh.count),
+                "top": manifest.top,
+                "library": name,
+                "clock_mhz": clock,
+                "modules": modules,
+            }),
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Markdown of an ASIC report: per module, smallest first, its area and worst path.
