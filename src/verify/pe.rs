@@ -455,9 +455,13 @@ fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Optio
     let live = |i: &Issue| i.op != PeOp::Nop && i.en[0];
     let mac_latency = shape.latency as usize - 1;
     for (t, i) in issues.iter().enumerate() {
-        let acc_want = live(i)
+        // The accumulator read is reported a cycle after issue (at issue with a combinational
+        // MAC).
+        let late = mac_latency.min(1);
+        let acc_want = t >= late
+            && live(&issues[t - late])
             && matches!(
-                i.op,
+                issues[t - late].op,
                 PeOp::Mac | PeOp::MacScale | PeOp::IntMac | PeOp::IntLast
             );
         let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);

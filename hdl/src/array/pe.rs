@@ -11,10 +11,13 @@
 //!   unless subnormal, see `fp32_scale2`);
 //! * `rd_addr` → `rd_data` (32 bits): an asynchronous read port;
 //! * `rf_acc_read`, `rf_write` (1 bit each): the register file's accumulator port read
-//!   `rf[addr]` this cycle (a live `Mac` or `MacScale`: `MacClear`, `MacZero` and `Load`
-//!   overwrite the register without reading it), and its write port wrote (the write-back of a
-//!   live operation issued L cycles earlier). They feed the energy counters; the `rd_addr`
-//!   port's reads are counted by whoever uses its data.
+//!   `rf[addr]` for the operation issued a cycle earlier (at issue with a combinational MAC;
+//!   a live `Mac` or `MacScale`:
+//!   `MacClear`, `MacZero` and `Load` overwrite the register without reading it; reported from
+//!   the op's first pipeline register, so the array's mask, which decides `en`, does not run on
+//!   into the count), and its write port wrote (the write-back of a live operation issued L
+//!   cycles earlier). They feed the energy counters; the `rd_addr` port's reads are counted by
+//!   whoever uses its data.
 //!
 //! Every operation writes its result back `L + 1` clock edges after its issue, where L is the
 //! MAC latency; the module's latency (issue to visible on `rd_data`) is therefore L + 1, and
@@ -324,10 +327,14 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
-        let is_mac = op.eq(PeOp::Mac as u64);
-        let acc_read = is_mac | op.eq(PeOp::MacScale as u64);
+        // Reported a cycle after issue, from the op's first pipeline register (at issue with a
+        // combinational MAC, which has none): the count is energy's, and the array's mask,
+        // which decides `en`, does not run on into it.
+        let op1 = ops[latency.min(1) as usize];
+        let is_mac = op1.eq(PeOp::Mac as u64);
+        let acc_read = is_mac | op1.eq(PeOp::MacScale as u64);
         let acc_read = if cfg.qk.is_some() {
-            let int_acc = op.eq(PeOp::IntMac as u64) | op.eq(PeOp::IntLast as u64);
+            let int_acc = op1.eq(PeOp::IntMac as u64) | op1.eq(PeOp::IntLast as u64);
             acc_read | int_acc
         } else {
             acc_read

@@ -134,33 +134,46 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports (up to
     // C + 1 reads, each PE's accumulator port and the engine's read, and C writes per row);
     // P-buffer accesses (one read and one write per row at most).
-    let mut sum = |f: fn(&RowActivity) -> Sig, width: u32| {
+    let sum = |m: &mut ModuleBuilder, f: fn(&RowActivity) -> Sig, width: u32| {
         let xs: Vec<Sig> = i.rows.iter().map(f).collect();
         m.sum(&xs, width)
     };
     let mpp = p.row.macs_per_pe();
-    let macs = sum(|r| r.macs, bits_for((rr * cn * mpp) as u64));
+    let macs = sum(m, |r| r.macs, bits_for((rr * cn * mpp) as u64));
     // Up to C + 1 reads and C writes per tier, and one engine read (three tiers: the S links
     // read the QK PEs and write the softmax tier's registers).
     let acc_w = bits_for((rr * (p.row.cols * p.row.tiers() + 1)) as u64);
-    let rf_reads = sum(|r| r.rf_reads, acc_w);
-    let rf_writes = sum(|r| r.rf_writes, acc_w);
+    let rf_reads = sum(m, |r| r.rf_reads, acc_w);
+    let rf_writes = sum(m, |r| r.rf_writes, acc_w);
     let p_w = bits_for(rr as u64);
-    let p_reads = sum(|r| r.p_read, p_w);
-    let p_writes = sum(|r| r.p_write, p_w);
-    let s_reads = sum(|r| r.s_read, p_w);
-    let s_writes = sum(|r| r.s_write, p_w);
+    // The P banks' read and write enables come from the sequencer's phase choice in the same
+    // cycle: they are counted a cycle late, from registers, so that the choice does not run
+    // on through the sum and the counter's add (a P access is never among a run's last cycles:
+    // the PV drain and the readout follow it).
+    let late = |m: &mut ModuleBuilder, f: fn(&RowActivity) -> Sig, what: &str| -> Sig {
+        let xs: Vec<Sig> = i
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(k, r)| m.delay(&format!("cnt_{what}{k}_q"), f(r)))
+            .collect();
+        m.sum(&xs, p_w)
+    };
+    let p_reads = late(m, |r| r.p_read, "p_read");
+    let p_writes = late(m, |r| r.p_write, "p_write");
+    let s_reads = sum(m, |r| r.s_read, p_w);
+    let s_writes = sum(m, |r| r.s_write, p_w);
     let vlink_w = p.row.vlink_width() + bits_for(rr as u64);
-    let vlink = sum(|r| r.vlink, vlink_w);
-    let vlink_s = sum(|r| r.vlink_s, vlink_w);
+    let vlink = sum(m, |r| r.vlink, vlink_w);
+    let vlink_s = sum(m, |r| r.vlink_s, vlink_w);
     // The row engines' operations (one of each kind per row and cycle at most).
-    let max_ops = sum(|r| r.max_op, p_w);
-    let exp_ops = sum(|r| r.exp_op, p_w);
-    let row_updates = sum(|r| r.row_update, p_w);
-    let recip_ops = sum(|r| r.recip_op, p_w);
-    let norm_ops = sum(|r| r.norm_op, p_w);
-    let rescales = sum(|r| r.rescale, p_w);
-    let rescales_avoided = sum(|r| r.rescale_avoided, p_w);
+    let max_ops = sum(m, |r| r.max_op, p_w);
+    let exp_ops = sum(m, |r| r.exp_op, p_w);
+    let row_updates = sum(m, |r| r.row_update, p_w);
+    let recip_ops = sum(m, |r| r.recip_op, p_w);
+    let norm_ops = sum(m, |r| r.norm_op, p_w);
+    let rescales = sum(m, |r| r.rescale, p_w);
+    let rescales_avoided = sum(m, |r| r.rescale_avoided, p_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
     // MAC slots of the steps issued: R·C per tier that steps this cycle (with integer QKᵀ,
