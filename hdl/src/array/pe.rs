@@ -254,15 +254,26 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             Some(g) => valid & !g,
             None => valid,
         };
-        let live = en & valid;
         let nop = m.lit(ob, PeOp::Nop as u64);
-        let op = mux(live, op_in, nop);
-        let op = m.name("op_eff", op);
-
         let rf = m.memory("rf", cfg.regs, f.acc.bits());
         let latency = cfg.mac.latency();
-        // The operation travels to the write-back; its taps serve the read's stages.
-        let ops = m.delays("op", op, latency);
+        // The operation travels to the write-back; its taps serve the read's stages. `en` (the
+        // array's mask, late in the cycle) is registered beside the operation and applied
+        // after the first pipeline register: a masked operation's read and products run, but
+        // nothing it does is written or counted. A combinational MAC (no register) masks it
+        // at issue.
+        let ops = if latency == 0 {
+            let op = mux(en & valid, op_in, nop);
+            vec![m.name("op_eff", op)]
+        } else {
+            let op = m.name("op_eff", mux(valid, op_in, nop));
+            let op1 = m.delay("op_d1", op);
+            let en1 = m.delay("en_d1", en);
+            let op1 = m.name("op_d1_live", mux(en1, op1, nop));
+            let mut taps = vec![op];
+            taps.extend(m.delays("op1", op1, latency - 1));
+            taps
+        };
         let staged = cfg.acc_stage() > 0;
         // The read waits out the multiplier's stages beyond the read's and the scaling's own;
         // its registered value is taken `taken` cycles after issue.
