@@ -707,7 +707,7 @@ pub const NOMINAL_LOAD_PINS: u64 = 4;
 
 /// A module whose outputs drive more input pins than this across the hierarchy is mapped
 /// again for that load.
-pub const HEAVY_LOAD_PINS: u64 = 16;
+pub const HEAVY_LOAD_PINS: u64 = 8;
 
 /// The heaviest load a module is mapped again for (ABC builds the buffer tree from there):
 /// at 128 pins ABC aborts on `seed`'s PE tier (which then keeps the nominal load), at 64 it
