@@ -267,7 +267,7 @@ pub fn load_library(
         lib.or(Some("nangate45"))
     };
     let (path, name, node) = gen::asic::resolve(lib, liberty)?;
-    Ok((gen::asic::load(&path, scratch)?, (name, node)))
+    Ok((gen::asic::load(&path, &name, scratch)?, (name, node)))
 }
 
 /// Resolves `--lib` / `--liberty` ([`load_library`]) and the SRAM density for an area run: the

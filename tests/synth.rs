@@ -28,7 +28,7 @@ fn synthesis_gate(lib_name: &str) {
     let dir = ScratchDir::new("gate").unwrap();
     let m = generate(&small(), &Target::Top, dir.path()).unwrap();
     let (path, name, node) = gen::asic::resolve(Some(lib_name), None).unwrap();
-    let lib = gen::asic::load(&path, dir.path()).unwrap();
+    let lib = gen::asic::load(&path, &name, dir.path()).unwrap();
     let limit = 40_000;
     let r = gen::asic::asic_timing_up_to(dir.path(), &lib, (&name, &node), 1500.0, limit).unwrap();
     assert!(r.passed(), "{:?}", r.yosys_problems);
@@ -415,7 +415,7 @@ fn asic_flow_maps_and_times_every_module_at_a_liberty() {
     let dir = ScratchDir::new("asic").unwrap();
     let m = generate(&small(), &Target::Unit("mac".into()), dir.path()).unwrap();
     let (path, name, node) = gen::asic::resolve(Some("osu018"), None).unwrap();
-    let lib = gen::asic::load(&path, dir.path()).unwrap();
+    let lib = gen::asic::load(&path, &name, dir.path()).unwrap();
     let mhz = 250.0;
     // A cache of its own: each module is mapped once, and a second run reuses the three
     // mapped netlists for the same report.
@@ -540,7 +540,7 @@ fn sharded_asic_mapping_joins_into_the_unsharded_report() {
     let dir = ScratchDir::new("shard").unwrap();
     generate(&small(), &Target::Unit("mac".into()), dir.path()).unwrap();
     let (path, name, node) = gen::asic::resolve(Some("osu018"), None).unwrap();
-    let lib = gen::asic::load(&path, dir.path()).unwrap();
+    let lib = gen::asic::load(&path, &name, dir.path()).unwrap();
     let entries = |c: &std::path::Path| match std::fs::read_dir(c.join("asic")) {
         Ok(d) => d.count(),
         Err(_) => 0,

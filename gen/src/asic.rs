@@ -139,30 +139,77 @@ pub struct Liberty {
     pub wire_load: Option<String>,
     /// Each cell's input pins.
     pub inputs: BTreeMap<String, BTreeSet<String>>,
+    /// Cells marked `dont_use` (the file's own, or [`dont_use`]'s): never a driving cell.
+    pub excluded: BTreeSet<String>,
+    /// The name patterns of [`dont_use`] applied (empty: the file as it is).
+    pub dont_use: Vec<String>,
+}
+
+/// The cells the flow does not map to at a known library (`--lib name`), as substrings of
+/// their names: at asap7 the weak drives (`xp33`, `xp5`, `xp67`, `x1p5`, … and the `HB*xp67`
+/// hold buffers), as OpenROAD-flow-scripts' asap7 platform excludes them
+/// (flow/platforms/asap7/config.mk, `DONT_USE_CELLS = *x1p*_ASAP7* *xp*_ASAP7*`). ABC mapped
+/// with them puts 0.05 to 0.1 ns cells on nets they cannot drive. None elsewhere, and none for
+/// a `--liberty` file, which is read as it is.
+pub fn dont_use(name: &str) -> &'static [&'static str] {
+    match name {
+        "asap7" => &["xp", "x1p"],
+        _ => &[],
+    }
 }
 
 /// Reads `source` (`.gz` is decompressed into `scratch`, as Yosys 0.23 and OpenSTA 2019 read
-/// plain text only).
-pub fn load(source: &Path, scratch: &Path) -> Result<Liberty> {
-    let path = if source.extension().is_some_and(|e| e == "gz") {
+/// plain text only), the library `name` (`resolve`'s) as the flow maps to it: its
+/// [`dont_use`] cells marked `dont_use : true` (a copy in `scratch`), which ABC does not map
+/// to and the flow takes for no driving cell.
+pub fn load(source: &Path, name: &str, scratch: &Path) -> Result<Liberty> {
+    let gz = source.extension().is_some_and(|e| e == "gz");
+    let excluded = dont_use(name);
+    let text = if gz {
         let out = run(
             Command::new("gzip").arg("-dc").arg(source),
             &format!("decompressing {}", source.display()),
         )?;
-        let path = scratch.join("cells.lib");
-        std::fs::write(&path, &out.stdout)?;
-        path
+        String::from_utf8(out.stdout)
+            .with_context(|| format!("{} is not text", source.display()))?
     } else {
-        source.to_path_buf()
+        std::fs::read_to_string(source)
+            .with_context(|| format!("cannot read the liberty file {}", source.display()))?
     };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read the liberty file {}", source.display()))?;
-    parse(&text, path).with_context(|| {
+    let (text, path) = if gz || !excluded.is_empty() {
+        let text = mark_dont_use(&text, excluded);
+        let path = scratch.join("cells.lib");
+        std::fs::write(&path, &text)?;
+        (text, path)
+    } else {
+        (text, source.to_path_buf())
+    };
+    let mut lib = parse(&text, path).with_context(|| {
         format!(
             "{} is not a liberty file regflash can use",
             source.display()
         )
-    })
+    })?;
+    lib.dont_use = excluded.iter().map(|p| p.to_string()).collect();
+    Ok(lib)
+}
+
+/// `text` with `dont_use : true ;` in every cell whose name contains one of `patterns`.
+fn mark_dont_use(text: &str, patterns: &[&str]) -> String {
+    if patterns.is_empty() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 4096);
+    for line in text.lines() {
+        out += line;
+        out.push('\n');
+        if let Some(cell) = group(line.trim(), "cell") {
+            if line.trim_end().ends_with('{') && patterns.iter().any(|p| cell.contains(p)) {
+                out += "    dont_use : true ;\n";
+            }
+        }
+    }
+    out
 }
 
 /// The group name of `line` if it opens `kind (name)`.
@@ -204,6 +251,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let mut buffers: Vec<(f64, String, f64)> = vec![];
     let mut wire_load = None;
     let mut inputs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut excluded = BTreeSet::new();
     let mut end_cell =
         |cell: &Option<String>, pins: &mut Vec<Pin>, area: &BTreeMap<String, f64>| {
             if let Some(c) = cell {
@@ -229,6 +277,11 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             cell = Some(n.to_string());
         } else if let Some(n) = group(l, "pin") {
             pins.push((n.to_string(), false, 0.0, String::new(), false));
+        } else if let (Some(c), true, Some(v)) = (&cell, pins.is_empty(), attribute(l, "dont_use"))
+        {
+            if v == "true" {
+                excluded.insert(c.clone());
+            }
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "direction")) {
             p.1 = v == "input";
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "clock")) {
@@ -268,6 +321,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let name = name.context("no `library (...)` group")?;
     ensure!(!area.is_empty(), "no cell has an area");
     ensure!(!flip_flops.is_empty(), "no flip-flop cell (`ff` group)");
+    buffers.retain(|b| !excluded.contains(&b.1));
     buffers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     Ok(Liberty {
         path,
@@ -281,6 +335,8 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             .map(|(_, c, cap)| (c, cap * ff_per_unit)),
         wire_load,
         inputs,
+        excluded,
+        dont_use: vec![],
     })
 }
 
@@ -566,9 +622,17 @@ pub fn asic_timing_up_to(
     } else {
         let again = map_modules(&map, &manifest, (dir, scratch.path()), &remapped, None)?;
         for (name, entry) in &again.modules {
-            if entry.join(NOMINAL_MARKER).is_file() {
-                remapped.remove(name);
-                remap_failed.push(name.clone());
+            // A module ABC could not map at its load took a lighter one, or the nominal.
+            if let Ok(text) = std::fs::read_to_string(entry.join(LOAD_MARKER)) {
+                match text.lines().next().and_then(|l| l.parse::<u64>().ok()) {
+                    Some(pins) if pins > NOMINAL_LOAD_PINS => {
+                        remapped.insert(name.clone(), pins);
+                    }
+                    _ => {
+                        remapped.remove(name);
+                        remap_failed.push(name.clone());
+                    }
+                }
             }
         }
         again
@@ -678,8 +742,17 @@ fn timing_label(lib: &Liberty) -> String {
         Some(w) => format!("the library's default wire-load model `{w}` on every net"),
         None => "no wire load (the library has no default wire-load model)".into(),
     };
+    let cells = if lib.dont_use.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (not mapped to: the {} cells named *{}*, OpenROAD-flow-scripts' weak drives)",
+            lib.excluded.len(),
+            lib.dont_use.join("*, *")
+        )
+    };
     format!(
-        "synthesis-level: Yosys + ABC mapping; OpenSTA with an ideal clock of {unc:.0} % \
+        "synthesis-level: Yosys + ABC mapping{cells}; OpenSTA with an ideal clock of {unc:.0} % \
          uncertainty for setup and {hold:.0} % for hold, input and output delays of {io:.0} % \
          of the period, {ports}, {wires}; no placement (optimistic); memory macros are not in \
          the area"
@@ -709,14 +782,14 @@ pub const NOMINAL_LOAD_PINS: u64 = 4;
 /// again for that load.
 pub const HEAVY_LOAD_PINS: u64 = 8;
 
-/// The heaviest load a module is mapped again for (ABC builds the buffer tree from there):
-/// at 128 pins ABC aborts on `seed`'s PE tier (which then keeps the nominal load), at 64 it
-/// maps it.
-pub const MAX_LOAD_PINS: u64 = 64;
+/// The heaviest load a module is mapped again for (ABC builds the buffer tree from there).
+/// Where ABC aborts (at 128 pins on `seed`'s PE tier) the load is halved until it maps.
+pub const MAX_LOAD_PINS: u64 = 256;
 
 /// In a cache entry mapped for a heavy load: ABC failed at it, and the module was mapped at
-/// the nominal load (the file holds the error).
-const NOMINAL_MARKER: &str = "nominal_load.txt";
+/// a lighter one (the file's first line: the pins it took, the nominal load at worst; then
+/// the error).
+const LOAD_MARKER: &str = "load_taken.txt";
 
 impl<'a> MapRecipe<'a> {
     /// The recipe of ../shared/pdk/README.md, hierarchical (each unique module mapped once, in
@@ -901,22 +974,37 @@ fn map_modules(
                         let entry = cache.join(format!("{name}-{key:016x}"));
                         let one = || -> Result<String> {
                             if !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
-                                let mut job = MapJob {
+                                let job = MapJob {
                                     name,
                                     file,
                                     children,
                                     constr: constr.as_ref(),
                                 };
                                 if let Err(e) = map_one(recipe, &job, &entry, scratch) {
-                                    // ABC may abort at a heavy load: the module keeps the
-                                    // nominal one, and its entry says so.
-                                    if !loads.contains_key(name.as_str()) {
+                                    // ABC may abort at a heavy load: the load is halved
+                                    // until it maps, down to the nominal one, and the entry
+                                    // says which load it took.
+                                    let Some(&want) = loads.get(name.as_str()) else {
                                         return Err(e);
+                                    };
+                                    let mut pins = want;
+                                    loop {
+                                        pins = (pins / 2).max(NOMINAL_LOAD_PINS);
+                                        let c = recipe.constraints(pins);
+                                        let lighter = MapJob {
+                                            constr: c.as_ref(),
+                                            ..job
+                                        };
+                                        match map_one(recipe, &lighter, &entry, scratch) {
+                                            Ok(()) => break,
+                                            Err(e) if pins <= NOMINAL_LOAD_PINS => return Err(e),
+                                            Err(_) => {}
+                                        }
                                     }
-                                    let nominal = recipe.constraints(NOMINAL_LOAD_PINS);
-                                    job.constr = nominal.as_ref();
-                                    map_one(recipe, &job, &entry, scratch)?;
-                                    std::fs::write(entry.join(NOMINAL_MARKER), format!("{e:#}"))?;
+                                    std::fs::write(
+                                        entry.join(LOAD_MARKER),
+                                        format!("{pins}\nat {want} pins: {e:#}"),
+                                    )?;
                                 }
                             }
                             std::fs::read_to_string(entry.join("check.log")).with_context(|| {
@@ -1512,6 +1600,14 @@ mod tests {
         assert_eq!(l.area["DFF_X1"], 4.25);
         assert!(l.flip_flops.contains("DFF_X1") && !l.flip_flops.contains("INV_X1"));
         assert!(l.latches.contains("DLH_X1") && !l.flip_flops.contains("DLH_X1"));
+        // Cells marked dont_use (here BUF_X1 by a name pattern) are never the driving cell.
+        let marked = mark_dont_use(text, &["_X1"]);
+        let m = parse(&marked, PathBuf::from("x")).unwrap();
+        assert_eq!(m.buffer, Some(("BUF_X4".into(), 3000.0)));
+        let ex: Vec<&str> = m.excluded.iter().map(|c| c.as_str()).collect();
+        assert_eq!(ex, ["BUF_X1", "DFF_X1", "DLH_X1", "INV_X1"]);
+        assert!(l.excluded.is_empty() && dont_use("nangate45").is_empty());
+        assert!(dont_use("asap7").contains(&"xp"));
         let e = parse("library (x) {\n}", PathBuf::new()).unwrap_err();
         assert!(e.to_string().contains("no cell has an area"), "{e}");
         let e = parse("hello", PathBuf::new()).unwrap_err();
@@ -1546,6 +1642,8 @@ mod tests {
             buffer: None,
             wire_load: None,
             inputs: BTreeMap::new(),
+            excluded: BTreeSet::new(),
+            dont_use: vec![],
         };
         let types = |xs: &[(&str, u64)]| -> BTreeMap<String, u64> {
             xs.iter().map(|(t, n)| (t.to_string(), *n)).collect()

@@ -93,7 +93,7 @@ fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
     let (source, name, node) = gen::asic::resolve(args.lib.as_deref(), args.liberty.as_deref())?;
     let dir = ScratchDir::new("synth")?;
     let manifest = generate(cfg, &target(&args.unit), dir.path())?;
-    let lib = gen::asic::load(&source, dir.path())?;
+    let lib = gen::asic::load(&source, &name, dir.path())?;
     let clock = args.clock_mhz.unwrap_or(manifest.clock_mhz);
     if let Some(sh) = shard {
         return asic_shard(&manifest, (dir.path(), &lib), (&name, clock), sh, args);
