@@ -537,6 +537,18 @@ pub fn asic(dir: &Path, lib: &Liberty, label: (&str, &str), clock_mhz: f64) -> R
     asic_timing_up_to(dir, lib, label, clock_mhz, TIMING_CELL_LIMIT)
 }
 
+/// What every mapping run starts from: the clock checked, the folder's manifest (its memories
+/// within what the flow maps), and Yosys.
+fn prepare(dir: &Path, clock_mhz: f64) -> Result<(Manifest, PathBuf)> {
+    ensure!(
+        clock_mhz.is_finite() && clock_mhz > 0.0,
+        "the clock must be a positive frequency in MHz, not {clock_mhz}"
+    );
+    let manifest = Manifest::load(dir)?;
+    crate::flow::refuse_big_memories(&manifest)?;
+    Ok((manifest, require(Tool::Yosys)?))
+}
+
 /// Shard `index` of `count` of [`asic`]'s first mapping (every module at its nominal load),
 /// for a job array: the unique modules, largest first, dealt round the shards, each shard
 /// mapping its own into the cache (`crate::cache::cache_root`, which the shards share, say
@@ -553,13 +565,7 @@ pub fn map_shard(
         index < count,
         "a shard is i of n with 0 <= i < n, not {index} of {count}"
     );
-    ensure!(
-        clock_mhz.is_finite() && clock_mhz > 0.0,
-        "the clock must be a positive frequency in MHz, not {clock_mhz}"
-    );
-    let manifest = Manifest::load(dir)?;
-    crate::flow::refuse_big_memories(&manifest)?;
-    let yosys = require(Tool::Yosys)?;
+    let (manifest, yosys) = prepare(dir, clock_mhz)?;
     let scratch = ScratchDir::new("asic-shard")?;
     let map = MapRecipe::new(&yosys, lib, clock_mhz)?;
     let mapped = map_modules(
@@ -582,13 +588,7 @@ pub fn asic_timing_up_to(
     clock_mhz: f64,
     cell_limit: u64,
 ) -> Result<AsicReport> {
-    ensure!(
-        clock_mhz.is_finite() && clock_mhz > 0.0,
-        "the clock must be a positive frequency in MHz, not {clock_mhz}"
-    );
-    let manifest = Manifest::load(dir)?;
-    crate::flow::refuse_big_memories(&manifest)?;
-    let yosys = require(Tool::Yosys)?;
+    let (manifest, yosys) = prepare(dir, clock_mhz)?;
     let sta = require(Tool::OpenSta)?;
     let scratch = ScratchDir::new("asic")?;
     let at = |n: &str| scratch.path().join(n);

@@ -151,12 +151,8 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     // on through the sum and the counter's add (a P access is never among a run's last cycles:
     // the PV drain and the readout follow it).
     let late = |m: &mut ModuleBuilder, f: fn(&RowActivity) -> Sig, what: &str| -> Sig {
-        let xs: Vec<Sig> = i
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(k, r)| m.delay(&format!("cnt_{what}{k}_q"), f(r)))
-            .collect();
+        let now: Vec<Sig> = i.rows.iter().map(f).collect();
+        let xs = m.delay_bits(&format!("cnt_{what}_q"), &now);
         m.sum(&xs, p_w)
     };
     let p_reads = late(m, |r| r.p_read, "p_read");
