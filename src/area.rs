@@ -63,9 +63,11 @@ pub fn sram_density(library: &str) -> Option<SramDensity> {
         "nangate45" => Some(SramDensity {
             mm2_per_mib: at45,
             macro_um2: NANGATE45_SRAM_MACRO_UM2,
-            source: "CACTI 7 at 45 nm (the energy table's sram_mm2_per_mib), and 451 µm² a \
-                     macro's periphery (CACTI-sized fakeram45 macros of OpenROAD-flow-scripts)"
-                .into(),
+            source: format!(
+                "CACTI 7 at 45 nm (the energy table's sram_mm2_per_mib), and \
+                 {NANGATE45_SRAM_MACRO_UM2:.0} µm² a macro's periphery (CACTI-sized fakeram45 \
+                 macros of OpenROAD-flow-scripts)"
+            ),
         }),
         "asap7" => Some(SramDensity {
             mm2_per_mib: ASAP7_SRAM_MM2_PER_MIB,

@@ -177,7 +177,11 @@ pub fn load(source: &Path, name: &str, scratch: &Path) -> Result<Liberty> {
             .with_context(|| format!("cannot read the liberty file {}", source.display()))?
     };
     let (text, path) = if gz || !excluded.is_empty() {
-        let text = mark_dont_use(&text, excluded);
+        let text = if excluded.is_empty() {
+            text
+        } else {
+            mark_dont_use(&text, excluded)
+        };
         let path = scratch.join("cells.lib");
         std::fs::write(&path, &text)?;
         (text, path)
@@ -196,9 +200,6 @@ pub fn load(source: &Path, name: &str, scratch: &Path) -> Result<Liberty> {
 
 /// `text` with `dont_use : true ;` in every cell whose name contains one of `patterns`.
 fn mark_dont_use(text: &str, patterns: &[&str]) -> String {
-    if patterns.is_empty() {
-        return text.to_string();
-    }
     let mut out = String::with_capacity(text.len() + 4096);
     for line in text.lines() {
         out += line;
@@ -421,10 +422,11 @@ pub struct AsicReport {
     /// buffer regflash recognizes, and the netlist is mapped without sizing).
     pub abc_buffer: Option<String>,
     /// The modules mapped a second time, for the load their outputs (or the nets they pass to
-    /// their submodules) drive in the design, in input pins, where it is over
-    /// [`HEAVY_LOAD_PINS`] (`crate::loads`).
+    /// their submodules) drive in the design where it is over [`HEAVY_LOAD_PINS`]
+    /// (`crate::loads`): the load each took, in input pins (the one it drives, capped at
+    /// [`MAX_LOAD_PINS`], or halved from there where ABC aborted).
     pub remapped: BTreeMap<String, u64>,
-    /// Modules ABC could not map at their heavy load (they keep the nominal one).
+    /// Modules ABC could not map at any heavier load than the nominal one (they keep it).
     pub remap_failed: Vec<String>,
     /// What the figures are.
     pub label: String,
@@ -602,12 +604,16 @@ pub fn asic_timing_up_to(
     )?;
     // The modules whose outputs drive far more than the nominal load across the hierarchy are
     // mapped again for the load they see (ABC then sizes and buffers those drivers).
+    // The mapped netlists read for the loads are kept for the design's netlist below (a
+    // module not mapped again keeps its entry).
+    let mut texts: BTreeMap<PathBuf, String> = BTreeMap::new();
     let mut remapped: BTreeMap<String, u64> = match lib.buffer {
         Some(_) => {
             let mut nets = BTreeMap::new();
             for (name, entry) in &mapped.modules {
                 let text = std::fs::read_to_string(entry.join("mapped.v"))?;
                 nets.insert(name.clone(), crate::loads::parse(&text));
+                texts.insert(entry.clone(), text);
             }
             crate::loads::heavy_outputs(&nets, &lib.inputs, NOMINAL_LOAD_PINS, HEAVY_LOAD_PINS)
                 .into_iter()
@@ -641,7 +647,10 @@ pub fn asic_timing_up_to(
     let mut netlist = String::new();
     let mut own: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for (name, entry) in &mapped.modules {
-        netlist += &std::fs::read_to_string(entry.join("mapped.v"))?;
+        match texts.remove(entry) {
+            Some(text) => netlist += &text,
+            None => netlist += &std::fs::read_to_string(entry.join("mapped.v"))?,
+        }
         let stat =
             crate::flow::parse_stat_json(&std::fs::read_to_string(entry.join("stat.json"))?)?;
         let key = [name.clone(), format!("\\{name}")];

@@ -454,10 +454,9 @@ fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Optio
     let cols = shape.cols as usize;
     let live = |i: &Issue| i.op != PeOp::Nop && i.en[0];
     let mac_latency = shape.latency as usize - 1;
+    // The accumulator read is reported a cycle after issue (at issue with a combinational MAC).
+    let late = mac_latency.min(1);
     for (t, i) in issues.iter().enumerate() {
-        // The accumulator read is reported a cycle after issue (at issue with a combinational
-        // MAC).
-        let late = mac_latency.min(1);
         let acc_want = t >= late
             && live(&issues[t - late])
             && matches!(

@@ -11,13 +11,12 @@
 //!   unless subnormal, see `fp32_scale2`);
 //! * `rd_addr` → `rd_data` (32 bits): an asynchronous read port;
 //! * `rf_acc_read`, `rf_write` (1 bit each): the register file's accumulator port read
-//!   `rf[addr]` for the operation issued a cycle earlier (at issue with a combinational MAC;
-//!   a live `Mac` or `MacScale`:
-//!   `MacClear`, `MacZero` and `Load` overwrite the register without reading it; reported from
-//!   the op's first pipeline register, so the array's mask, which decides `en`, does not run on
-//!   into the count), and its write port wrote (the write-back of a live operation issued L
-//!   cycles earlier). They feed the energy counters; the `rd_addr` port's reads are counted by
-//!   whoever uses its data.
+//!   `rf[addr]` for a live `Mac` or `MacScale` (`MacClear`, `MacZero` and `Load` overwrite the
+//!   register without reading it), reported a cycle after issue from the op's first pipeline
+//!   register (at issue with a combinational MAC), so the array's mask, which decides `en`,
+//!   does not run on into the count; and its write port wrote (the write-back of a live
+//!   operation issued L cycles earlier). They feed the energy counters; the `rd_addr` port's
+//!   reads are counted by whoever uses its data.
 //!
 //! Every operation writes its result back `L + 1` clock edges after its issue, where L is the
 //! MAC latency; the module's latency (issue to visible on `rd_data`) is therefore L + 1, and
