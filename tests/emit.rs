@@ -387,8 +387,14 @@ fn tiered_gates(
     let all_bits: u64 = manifest.memories.iter().map(|m| m.bits()).sum();
     assert_eq!(sum(|p| p.memory_bits), all_bits, "{parts:#?}");
     let (qk, pv) = (part("QK tier PEs"), part("PV tier PEs"));
-    assert_eq!(qk.memory_bits, pv.memory_bits);
-    assert_eq!(qk.memory_bits, 4 * 64 * 32, "4 PEs of 64 registers");
+    // The register files are flip-flops (a clock gate a word), not memory arrays: 4 PEs of
+    // 64 registers on each tier.
+    for tier in [qk, pv] {
+        assert!(
+            tier.flip_flops >= 4 * 64 * 32 && tier.memory_bits == 0,
+            "{tier:#?}"
+        );
+    }
     assert!(qk.tier.starts_with("tier 0") && pv.tier.starts_with(&format!("tier {}", tiers - 1)));
     assert_eq!(part("P banks").tier, pv.tier);
     let engines = part("row engines");
@@ -654,8 +660,10 @@ fn seed_core_has_one_pe_definition_and_1024_instances() {
         "seed core: {} modules, {lines} lines of Verilog",
         files.len()
     );
+    // (16,296 at stop 69: the PE's register file became 64 words behind clock gates, about
+    // 450 lines of its one definition.)
     assert!(
-        lines < 16_000,
+        lines < 17_000,
         "the seed core should stay compact, got {lines} lines"
     );
 }

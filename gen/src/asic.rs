@@ -143,6 +143,67 @@ pub struct Liberty {
     pub excluded: BTreeSet<String>,
     /// The name patterns of [`dont_use`] applied (empty: the file as it is).
     pub dont_use: Vec<String>,
+    /// The smallest integrated clock-gating cell that gates on a rising edge
+    /// (`clock_gating_integrated_cell : latch_posedge…`, its pins named by the
+    /// `clock_gate_*_pin` attributes), if the library has one: the design's clock gates
+    /// (`hdl::clock_gate`) map to it.
+    pub clock_gate: Option<GateCell>,
+}
+
+/// An integrated clock-gating cell and its pins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateCell {
+    pub cell: String,
+    pub clock: String,
+    pub enable: String,
+    pub out: String,
+    /// The scan-test enable (tied low), if it has one.
+    pub test: Option<String>,
+}
+
+impl Liberty {
+    /// The netlist of the design's clock gate (`hdl::clock_gate::NAME`, ports `clk`, `en`,
+    /// `gclk`) in this library's cells: its integrated clock-gating cell, or at `osu018`,
+    /// which has none, a latch open while the clock is low, an inverter and an AND (the same
+    /// circuit, of three cells). Any other library without one is refused.
+    pub fn clock_gate_netlist(&self) -> Result<String> {
+        let name = hdl::clock_gate::NAME;
+        let body = match &self.clock_gate {
+            Some(g) => {
+                let test = g
+                    .test
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(", .{t}(1'b0)"));
+                format!(
+                    "    {} u_icg (.{}(clk), .{}(en){test}, .{}(gclk));",
+                    g.cell, g.clock, g.enable, g.out
+                )
+            }
+            None if self.name.starts_with("osu018") => {
+                for c in ["INVX1", "LATCH", "AND2X1"] {
+                    ensure!(
+                        self.area.contains_key(c),
+                        "osu018's liberty has no {c} cell"
+                    );
+                }
+                "    wire clk_n, en_l;\n    INVX1 u_inv (.A(clk), .Y(clk_n));\n    \
+                 LATCH u_latch (.CLK(clk_n), .D(en), .Q(en_l));\n    \
+                 AND2X1 u_and (.A(clk), .B(en_l), .Y(gclk));"
+                    .to_string()
+            }
+            None => bail!(
+                "{} has no integrated clock-gating cell (`clock_gating_integrated_cell : \
+                 latch_posedge`), which the design's clock gates map to: give a library that \
+                 has one",
+                self.name
+            ),
+        };
+        Ok(format!(
+            "// {name} in {}'s cells (regflash's ASIC flow).\nmodule {name} (\n    input  wire \
+             clk,\n    input  wire en,\n    output wire gclk\n);\n{body}\nendmodule\n",
+            self.name
+        ))
+    }
 }
 
 /// The cells the flow does not map to at a known library (`--lib name`), as substrings of
@@ -253,6 +314,9 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let mut wire_load = None;
     let mut inputs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut excluded = BTreeSet::new();
+    // Integrated clock gates: (cell, kind) and each one's pins by role.
+    let mut gate_kind: BTreeMap<String, String> = BTreeMap::new();
+    let mut gate_pins: BTreeMap<String, BTreeMap<&'static str, String>> = BTreeMap::new();
     let mut end_cell =
         |cell: &Option<String>, pins: &mut Vec<Pin>, area: &BTreeMap<String, f64>| {
             if let Some(c) = cell {
@@ -283,6 +347,19 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             if v == "true" {
                 excluded.insert(c.clone());
             }
+        } else if let (Some(c), Some(v)) = (&cell, attribute(l, "clock_gating_integrated_cell")) {
+            gate_kind.insert(c.clone(), v.to_string());
+        } else if let (Some(c), Some(p), Some(role)) = (
+            &cell,
+            pins.last(),
+            ["clock", "enable", "out", "test"]
+                .into_iter()
+                .find(|r| attribute(l, &format!("clock_gate_{r}_pin")) == Some("true")),
+        ) {
+            gate_pins
+                .entry(c.clone())
+                .or_default()
+                .insert(role, p.0.clone());
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "direction")) {
             p.1 = v == "input";
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "clock")) {
@@ -322,6 +399,33 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let name = name.context("no `library (...)` group")?;
     ensure!(!area.is_empty(), "no cell has an area");
     ensure!(!flip_flops.is_empty(), "no flip-flop cell (`ff` group)");
+    // The smallest rising-edge gate the flow may use (not one that gates after the edge).
+    let clock_gate = gate_kind
+        .iter()
+        .filter(|(c, k)| {
+            k.starts_with("latch_posedge") && !k.contains("postcontrol") && !excluded.contains(*c)
+        })
+        .filter_map(|(c, _)| {
+            // Its pins as the `clock_gate_*_pin` attributes name them (a cell without them is
+            // not taken).
+            let p = gate_pins.get(c)?;
+            Some((
+                area.get(c).copied().unwrap_or(f64::MAX),
+                GateCell {
+                    cell: c.clone(),
+                    clock: p.get("clock")?.clone(),
+                    enable: p.get("enable")?.clone(),
+                    out: p.get("out")?.clone(),
+                    test: p.get("test").cloned(),
+                },
+            ))
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cell.cmp(&b.1.cell)))
+        .map(|g| g.1);
+    for c in gate_kind.keys() {
+        // A clock gate is the design's one deliberate latch, never a latch to report.
+        latches.remove(c);
+    }
     buffers.retain(|b| !excluded.contains(&b.1));
     buffers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     Ok(Liberty {
@@ -338,6 +442,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
         inputs,
         excluded,
         dont_use: vec![],
+        clock_gate,
     })
 }
 
@@ -782,6 +887,9 @@ struct MapRecipe<'a> {
     buffer: Option<(String, f64)>,
     /// ABC's script.
     script: String,
+    /// The design's clock gate in the library's cells ([`Liberty::clock_gate_netlist`]), or
+    /// why it has none (an error only for a design that has clock gates).
+    clock_gate: std::result::Result<String, String>,
 }
 
 /// The load ABC sizes a module's outputs for, in the smallest buffer's inputs.
@@ -816,6 +924,7 @@ impl<'a> MapRecipe<'a> {
             period_ps: 1e6 / clock_mhz * abc_delay_fraction(),
             buffer: lib.buffer.clone(),
             script: abc_script(lib.buffer.is_some()),
+            clock_gate: lib.clock_gate_netlist().map_err(|e| format!("{e:#}")),
         })
     }
 
@@ -911,7 +1020,18 @@ fn map_modules(
         let entry = manifest
             .module(name)
             .with_context(|| format!("module `{name}` is instantiated but not in the manifest"))?;
-        let file = PathBuf::from(manifest.absolute(dir, &entry.file)?);
+        let mut file = PathBuf::from(manifest.absolute(dir, &entry.file)?);
+        if *name == hdl::clock_gate::NAME {
+            // The clock gate is the library's cell, not its simulation model.
+            file = scratch.join(format!("{name}.v"));
+            std::fs::write(
+                &file,
+                recipe
+                    .clock_gate
+                    .as_ref()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+            )?;
+        }
         let body = verilog_body(&file)?;
         if String::from_utf8_lossy(&body).contains("(* blackbox *)") {
             continue; // a memory macro: not mapped
@@ -1220,6 +1340,10 @@ fn module_areas(
                         lib.name
                     );
                 }
+            }
+            if name == hdl::clock_gate::NAME {
+                // Its latch (a library without a clock-gating cell) is the deliberate one.
+                a.latches = 0;
             }
             a.total_cells += a.cells;
             a.total_area += a.area;
@@ -1548,6 +1672,107 @@ mod tests {
     use super::*;
 
     #[test]
+    fn liberty_clock_gates_and_the_gate_netlist() {
+        // Two rising-edge gates (the smaller taken, its test pin tied low), one that gates
+        // after the edge (never taken), as the libraries write them.
+        let text = r#"library (gates) {
+  cell ("ICG_BIG") {
+    area : 9 ;
+    clock_gating_integrated_cell : "latch_posedge" ;
+    pin (CK) {
+      direction : input ;
+      clock : true ;
+      clock_gate_clock_pin : true ;
+    }
+    pin (E) {
+      direction : input ;
+      clock_gate_enable_pin : true ;
+    }
+    pin (GCK) {
+      direction : output ;
+      clock_gate_out_pin : true ;
+    }
+  }
+  cell (ICG_SMALL) {
+    area : 4 ;
+    clock_gating_integrated_cell : latch_posedge_precontrol ;
+    latch (IQ, IQN) {
+      enable : "!CLK" ;
+    }
+    pin (CLK) {
+      direction : input ;
+      clock_gate_clock_pin : true ;
+    }
+    pin (ENA) {
+      direction : input ;
+      clock_gate_enable_pin : true ;
+    }
+    pin (SE) {
+      direction : input ;
+      clock_gate_test_pin : true ;
+    }
+    pin (GCLK) {
+      direction : output ;
+      clock_gate_out_pin : true ;
+    }
+  }
+  cell (ICG_AFTER) {
+    area : 1 ;
+    clock_gating_integrated_cell : latch_negedge_postcontrol ;
+    pin (C) {
+      direction : input ;
+      clock_gate_clock_pin : true ;
+    }
+    pin (EN) {
+      direction : input ;
+      clock_gate_enable_pin : true ;
+    }
+    pin (G) {
+      direction : output ;
+      clock_gate_out_pin : true ;
+    }
+  }
+  cell (DFF) {
+    area : 5 ;
+    ff (IQ, IQN) {
+      next_state : "D" ;
+    }
+  }
+}"#;
+        let l = parse(text, PathBuf::from("x")).unwrap();
+        let g = l.clock_gate.clone().expect("a clock gate");
+        assert_eq!(
+            (
+                g.cell.as_str(),
+                g.clock.as_str(),
+                g.enable.as_str(),
+                g.out.as_str()
+            ),
+            ("ICG_SMALL", "CLK", "ENA", "GCLK")
+        );
+        assert_eq!(g.test.as_deref(), Some("SE"));
+        // A clock gate is never a latch the report counts.
+        assert!(l.latches.is_empty(), "{:?}", l.latches);
+        let net = l.clock_gate_netlist().unwrap();
+        assert!(
+            net.contains("module regflash_clock_gate (")
+                && net.contains("ICG_SMALL u_icg (.CLK(clk), .ENA(en), .SE(1'b0), .GCLK(gclk));"),
+            "{net}"
+        );
+        // No gate, and not osu018: refused, saying what is missing.
+        let none = parse(
+            "library (plain) {\n  cell (DFF) {\n    area : 5 ;\n    ff (IQ, IQN) {\n    }\n  }\n}",
+            PathBuf::new(),
+        )
+        .unwrap();
+        let e = none.clock_gate_netlist().unwrap_err().to_string();
+        assert!(
+            e.contains("plain has no integrated clock-gating cell"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn liberty_cells_buffers_and_refusals() {
         let text = r#"library (demo) {
   time_unit : "1ps" ;
@@ -1653,12 +1878,16 @@ mod tests {
             inputs: BTreeMap::new(),
             excluded: BTreeSet::new(),
             dont_use: vec![],
+            clock_gate: None,
         };
         let types = |xs: &[(&str, u64)]| -> BTreeMap<String, u64> {
             xs.iter().map(|(t, n)| (t.to_string(), *n)).collect()
         };
         let mut own = BTreeMap::new();
         own.insert("leaf".to_string(), types(&[("INV", 3), ("DFF", 2)]));
+        // The clock gate's latch is the deliberate one: not counted.
+        let gate = hdl::clock_gate::NAME.to_string();
+        own.insert(gate.clone(), types(&[("$_DLATCH_N_", 1), ("INV", 1)]));
         own.insert(
             "top".to_string(),
             types(&[
@@ -1666,6 +1895,7 @@ mod tests {
                 ("INV", 1),
                 ("sram_macro", 2),
                 ("$_DLATCH_P_", 1),
+                (gate.as_str(), 2),
             ]),
         );
         let macros: BTreeSet<String> = ["sram_macro".to_string()].into();
@@ -1675,8 +1905,8 @@ mod tests {
             (5, 11.0, 8.0)
         );
         assert_eq!((a["top"].cells, a["top"].area), (1, 1.0));
-        assert_eq!((a["top"].total_cells, a["top"].total_area), (21, 45.0));
-        assert_eq!(a["top"].latches, 1);
+        assert_eq!((a["top"].total_cells, a["top"].total_area), (23, 47.0));
+        assert_eq!((a["top"].latches, a[&gate].latches), (1, 0));
         own.insert("top".to_string(), types(&[("NAND9", 1)]));
         let e = module_areas(&own, &lib, &macros).unwrap_err().to_string();
         assert!(e.contains("yosys left `NAND9` in `top`"), "{e}");

@@ -13,6 +13,11 @@ use std::fmt::Write;
 use anyhow::{bail, Result};
 use hdl::ir::*;
 
+/// The Verilog define that leaves the clock gates out (the FPGA flows read the design with it):
+/// each gated register is then on `clk`, enabled by its gate's enable, and no gate is
+/// instantiated.
+pub const NO_CLOCK_GATES: &str = "REGFLASH_NO_CLOCK_GATES";
+
 /// Everything the printer needs to know about one module's nodes.
 struct Plan<'a> {
     m: &'a Module,
@@ -535,6 +540,13 @@ impl Plan<'_> {
             return;
         }
         writeln!(out, "module {} (\n{}\n);", m.name, ports.join(",\n")).unwrap();
+        if let Some(body) = &m.verbatim {
+            // A primitive written by hand (the clock gate): its text, not its timing view.
+            out.push('\n');
+            out.push_str(body.trim_end());
+            out.push_str("\nendmodule\n");
+            return;
+        }
         let (decls, late) = self.declarations();
         let body = self.named_values(&late);
         let seq = self.sequential();
@@ -589,12 +601,27 @@ impl Plan<'_> {
             )
             .unwrap();
         }
+        let mut gated = vec![];
         for inst in &m.insts {
             for &o in &inst.outputs {
                 let w = m.node(o).width;
                 let name = self.names[o as usize].as_ref().unwrap();
-                writeln!(decls, "    wire {}{};", range_decl(w), name).unwrap();
+                let decl = format!("    wire {}{};", range_decl(w), name);
+                if inst.module.name == hdl::clock_gate::NAME {
+                    gated.push(decl);
+                } else {
+                    writeln!(decls, "{decl}").unwrap();
+                }
             }
+        }
+        if !gated.is_empty() {
+            // The gated clocks, with their gates.
+            writeln!(
+                decls,
+                "`ifndef {NO_CLOCK_GATES}\n{}\n`endif",
+                gated.join("\n")
+            )
+            .unwrap();
         }
         // Nets driven by a newer node are declared first and assigned at the end.
         let mut late = vec![];
@@ -660,12 +687,27 @@ impl Plan<'_> {
     fn sequential(&self) -> String {
         let m = self.m;
         let mut seq = String::new();
+        let mut gated: Vec<(String, String)> = vec![];
         for r in &m.regs {
             let next = self.bare(r.next.unwrap());
             let load = match r.enable {
                 Some(en) => format!("if ({}) {} <= {};", self.bare(en), r.name, next),
                 None => format!("{} <= {};", r.name, next),
             };
+            if let Some((clock, en)) = r.clock {
+                // A gated clock (a clock gate's output): no reset, no enable; without clock
+                // gates (the FPGA flows), on clk with the gate's enable. Printed together
+                // below, one line each where it fits.
+                let on_gate = format!("    always @(posedge {}) {load}", self.bare(clock));
+                let on_clk = format!(
+                    "    always @(posedge clk) if ({}) {} <= {};",
+                    self.bare(en),
+                    r.name,
+                    next
+                );
+                gated.push((on_clk, on_gate));
+                continue;
+            }
             match r.reset {
                 Some(v) => writeln!(
                     seq,
@@ -680,6 +722,22 @@ impl Plan<'_> {
                     wrap_statement(&format!("        {load}"))
                 ),
             }
+            .unwrap();
+        }
+        if !gated.is_empty() {
+            let (on_clk, on_gate): (Vec<String>, Vec<String>) = gated.into_iter().unzip();
+            let lines = |v: Vec<String>| {
+                v.iter()
+                    .map(|l| wrap_statement(l))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            writeln!(
+                seq,
+                "`ifdef {NO_CLOCK_GATES}\n{}\n`else\n{}\n`endif",
+                lines(on_clk),
+                lines(on_gate)
+            )
             .unwrap();
         }
         for mem in &m.mems {
@@ -742,8 +800,18 @@ impl Plan<'_> {
         if !self.m.insts.is_empty() {
             out.push('\n');
         }
-        for inst in &self.m.insts {
+        let is_gate = |i: &&Instance| i.module.name == hdl::clock_gate::NAME;
+        for inst in self.m.insts.iter().filter(|i| !is_gate(i)) {
             self.print_instance(inst, out);
+        }
+        // The clock gates together, left out without them (the FPGA flows).
+        let gates: Vec<&Instance> = self.m.insts.iter().filter(is_gate).collect();
+        if !gates.is_empty() {
+            writeln!(out, "`ifndef {NO_CLOCK_GATES}").unwrap();
+            for inst in gates {
+                self.print_instance(inst, out);
+            }
+            out.push_str("`endif\n");
         }
     }
 

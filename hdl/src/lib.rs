@@ -17,6 +17,7 @@
 //!   `regflash` crate's `units`.
 
 pub mod array;
+pub mod clock_gate;
 pub mod config;
 pub mod core;
 pub mod fault;

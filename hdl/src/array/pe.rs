@@ -1,5 +1,9 @@
 //! `pe`: a processing element: the MAC plus a local register file.
 //!
+//! The register file is one word of flip-flops per register, each behind its own clock gate
+//! (`crate::clock_gate`), opened only in the cycle the write-back writes that word: an idle
+//! or accumulating PE clocks one word a cycle at most, not all of them.
+//!
 //! Ports:
 //! * `a`, `b` (binary16, or bfloat16 with `in_format = "bf16"`): the operands (in the array, `a` is broadcast along the PE's row and
 //!   `b` down its column);
@@ -48,13 +52,13 @@ use anyhow::{ensure, Result};
 
 use kernels::quant::QkFormat;
 
-use crate::fp32_misc;
 use crate::iface::Block;
 use crate::int_dot::IntDotIn;
 use crate::interface;
 use crate::mac::MacIn;
 use crate::mac::{self, MacConfig};
 use crate::{addr_bits, mux, Design, ModRef};
+use crate::{clock_gate, fp32_misc};
 
 interface! {
     /// The PE's inputs: operands, operation, enable, register address, load data, rescale
@@ -204,6 +208,7 @@ impl PeConfig {
 pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.staged_mac());
     let int_dot = cfg.qk.map(|f| crate::int_dot::build(d, f));
+    let gate = clock_gate::build(d);
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "pe: MAC + {} x {}-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
@@ -254,7 +259,6 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             None => valid,
         };
         let nop = m.lit(ob, PeOp::Nop as u64);
-        let rf = m.memory("rf", cfg.regs, f.acc.bits());
         let latency = cfg.mac.latency();
         // The operation travels to the write-back; its taps serve the read's stages. `en` (the
         // array's mask, late in the cycle) is registered beside the operation and applied
@@ -280,7 +284,20 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let taken = rd + staged as u32;
         let acc_addr = m.delay_n("acc_addr", addr, rd);
         let acc_shift = m.delay_n("acc_shift", shift, rd);
-        let acc_old = m.mem_read(rf, acc_addr);
+        // The register file: each word its own flip-flops behind a clock gate that opens
+        // only when the write-back writes that word (`clock_gate`), so a cycle costs the
+        // clock of one word at most, not of every register. Written below, read here.
+        let wb_addr = m.net("wb_addr", aw);
+        let wb_en = m.net("wb_en", 1);
+        let wb_data = m.net("wb_data", f.acc.bits());
+        let rf = clock_gate::gated_words(
+            m,
+            &gate,
+            "rf",
+            (cfg.regs, f.acc.bits()),
+            (wb_en, wb_addr, wb_data),
+        );
+        let acc_old = clock_gate::read(&rf, acc_addr);
         let acc_old = m.name("acc_old", acc_old);
         // The scaling's subtracts run in the read's cycle; when the MAC takes the accumulator
         // late, the read (also the integer path's) and the scaling's parts are registered
@@ -321,21 +338,19 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.
         let wb_op = ops[latency as usize];
-        let wb_addr = m.delay_n("addr", addr, latency);
+        let wb_addr_d = m.delay_n("addr", addr, latency);
+        m.drive(wb_addr, wb_addr_d);
         let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
-        let wb_en = wb_op.ne(nop);
-        let wb_en = m.name("wb_en", wb_en);
+        m.drive(wb_en, wb_op.ne(nop));
         let wb_load = wb_op.eq(PeOp::Load as u64);
         let result = match int_result {
             // The integer operations are 8 and up: the op's top bit.
             Some(y) => mux(wb_op.msb(), y, result),
             None => result,
         };
-        let wb_data = mux(wb_load, wb_ld_data, result);
-        let wb_data = m.name("wb_data", wb_data);
-        m.mem_write(rf, wb_en, wb_addr, wb_data);
+        m.drive(wb_data, mux(wb_load, wb_ld_data, result));
 
-        let rd_data = m.mem_read(rf, rd_addr);
+        let rd_data = clock_gate::read(&rf, rd_addr);
         m.output("rd_data", rd_data);
         // Reported a cycle after issue, from the op's first pipeline register (at issue with a
         // combinational MAC, which has none): the count is energy's, and the array's mask,

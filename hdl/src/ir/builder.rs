@@ -69,6 +69,7 @@ pub struct ModuleBuilder {
     fsms: Vec<FsmInfo>,
     sim_only: bool,
     blackbox: bool,
+    verbatim: Option<String>,
     /// Output names reserved before their ports are declared.
     declared_outputs: HashSet<String>,
     /// The fault-injection select input, once declared (`crate::fault::SELECT`).
@@ -130,6 +131,7 @@ impl ModuleBuilder {
             fsms: vec![],
             sim_only: false,
             blackbox: false,
+            verbatim: None,
             declared_outputs: HashSet::new(),
             fault_select: None,
         }
@@ -363,9 +365,22 @@ impl ModuleBuilder {
             reset,
             next: None,
             enable: None,
+            clock: None,
         });
         let q = self.node(NodeKind::Reg(index), width);
         RegHandle { q, index }
+    }
+
+    /// A register without reset clocked by `clock`, a gated clock (a clock gate's output,
+    /// `crate::clock_gate`), not `clk`: it loads its input at every edge of `clock`, so it
+    /// takes no enable of its own. `en` is the gate's enable: where clock gates are left out
+    /// (`REGFLASH_NO_CLOCK_GATES`), the register is on `clk` and loads when `en` is high.
+    pub fn reg_gated(&mut self, name: &str, width: u32, (clock, en): (Sig, Sig)) -> RegHandle {
+        assert_eq!(clock.width, 1, "a clock is one bit");
+        assert_eq!(en.width, 1, "a clock gate's enable is one bit");
+        let r = self.reg(name, width, None);
+        self.regs[r.index].clock = Some((clock.id, en.id));
+        r
     }
 
     /// The Verilog name of a register (`name_q`).
@@ -385,6 +400,15 @@ impl ModuleBuilder {
     /// design without the flag.
     pub fn blackbox(&mut self) {
         self.blackbox = true;
+    }
+
+    /// Emits `body` (Verilog statements) as this module's body instead of the IR's. For a
+    /// primitive the IR cannot state (the clock gate's latch): the IR body built beside it is
+    /// the module's timing view, which the design's checks (combinational paths, clocking)
+    /// read, so it must have the same paths as `body`. The module is clocked.
+    pub fn verbatim(&mut self, body: &str) {
+        self.verbatim = Some(body.to_string());
+        self.child_clk = true;
     }
 
     /// Records a state machine (see `fsm.rs`).
@@ -408,6 +432,11 @@ impl ModuleBuilder {
     pub fn set_enable(&mut self, r: RegHandle, en: Sig) {
         assert_eq!(en.width, 1, "register enable must be one bit");
         let reg = &mut self.regs[r.index];
+        assert!(
+            reg.clock.is_none(),
+            "register `{}` has a gated clock: its gate is its enable",
+            reg.name
+        );
         assert!(
             reg.enable.is_none(),
             "register `{}` has two enables",
@@ -814,6 +843,7 @@ impl ModuleBuilder {
             latency: self.latency,
             sim_only: self.sim_only,
             blackbox: self.blackbox,
+            verbatim: self.verbatim.take(),
             names: std::mem::take(&mut self.names),
             symbols,
             fsms: std::mem::take(&mut self.fsms),

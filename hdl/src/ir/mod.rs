@@ -184,8 +184,11 @@ pub struct Net {
     pub driver: Option<NodeId>,
 }
 
-/// A register clocked by `clk`. With `reset`, a synchronous active-high `rst` loads that value.
-/// With `enable`, the register only loads `next` when the enable is high.
+/// A register clocked by `clk`, or by `clock`: (gated clock, its enable), the output of a clock
+/// gate (`crate::clock_gate`) and the gate's input; where clock gates are left out
+/// (`REGFLASH_NO_CLOCK_GATES`, the FPGA flows) the register is on `clk`, enabled by that
+/// enable. With `reset`, a synchronous active-high `rst` loads that value. With `enable`, the
+/// register only loads `next` when the enable is high.
 #[derive(Clone, Debug)]
 pub struct Reg {
     pub name: String,
@@ -193,6 +196,7 @@ pub struct Reg {
     pub reset: Option<u64>,
     pub next: Option<NodeId>,
     pub enable: Option<NodeId>,
+    pub clock: Option<(NodeId, NodeId)>,
 }
 
 /// A synchronous write port of a memory.
@@ -284,6 +288,10 @@ pub struct Module {
     pub sim_only: bool,
     /// Emitted as a blackbox (ports only, `(* blackbox *)`): a memory macro's stand-in.
     pub blackbox: bool,
+    /// Emitted with this Verilog as its body instead of the IR's (a library-cell primitive the
+    /// IR cannot state, such as the clock gate's latch); the IR body is then the module's
+    /// timing view for the design's checks.
+    pub verbatim: Option<String>,
     /// Every identifier used in the module (ports, nets, regs, memories, instances).
     pub names: HashSet<String>,
     /// Named constants (`localparam`s), referenced by [`NodeKind::Symbol`].
@@ -386,6 +394,7 @@ impl Module {
         for r in &self.regs {
             v.extend(r.next);
             v.extend(r.enable);
+            v.extend(r.clock.iter().flat_map(|&(c, e)| [c, e]));
         }
         for m in &self.mems {
             for w in &m.writes {

@@ -1,0 +1,109 @@
+//! `regflash_clock_gate`: a latch-based integrated clock gate (ICG), and registers behind it.
+//!
+//! Port `en` in, `gclk` out, clocked by `clk`. The enable passes a latch while `clk` is low and
+//! is held while it is high, and `gclk = clk & en_l`: the gated clock has no glitch, and it
+//! rises with `clk` exactly at the edges before which `en` was high. A register on `gclk`
+//! therefore loads at the same edges as a register on `clk` enabled by `en`, and takes no
+//! clock at the others: that is the saving (a flip-flop's clock pin toggles every cycle
+//! whether it loads or not).
+//!
+//! **Simulation.** The module's body is written by hand (`ModuleBuilder::verbatim`): the latch
+//! `always @(clk or en) if (!clk) en_l = en;` and the `assign`. It has no race with the
+//! registers it gates: at a rising edge of `clk` the latch is already closed (`clk` is high
+//! before any register's non-blocking update lands), so `en_l` is the enable from before the
+//! edge, and `gclk` rises in the same time step as `clk`, in the active region, before any
+//! non-blocking assignment of that step: a gated register reads the values every other
+//! register held before the edge, as an enabled one does. Verilator (5.006 and 5.048) and
+//! Icarus simulate it so; `tests/clock_gate.rs` holds a gated register to an enabled one
+//! under random enables on both.
+//!
+//! **Synthesis.** The ASIC flow does not synthesize the body: it maps the module to the
+//! library's integrated clock-gating cell (nangate45 `CLKGATE_X1`, asap7 `ICGx1_ASAP7_75t_R`,
+//! sky130hd `sky130_fd_sc_hd__dlclkp_1`, sg13g2 `sg13g2_lgcp_1`; a library without one gets
+//! the latch, an inverter and an AND of its own cells), checking that the cell exists first
+//! (`gen::asic`). Its latch is the one latch a design may hold.
+//!
+//! The IR body built beside the text is the gate's timing view for the design's checks: `gclk`
+//! is a register of `en` (no combinational path from `en` to `gclk`: the latch is closed
+//! while `clk` is high).
+
+use crate::iface::Block;
+use crate::{interface, mux_index, Design, ModuleBuilder, Sig};
+
+/// The module's name (one per design; the ASIC flow maps it by this name).
+pub const NAME: &str = "regflash_clock_gate";
+
+interface! {
+    /// The clock gate's input: the enable, for the next rising edge of `clk`.
+    pub struct GateIn { en }
+}
+
+interface! {
+    /// The clock gate's output: the gated clock.
+    pub struct GateOut { gclk }
+}
+
+/// The clock gate as a typed block.
+pub type ClockGate = Block<GateIn, GateOut<u32>>;
+
+/// The model's Verilog body (see the module doc).
+const BODY: &str =
+    "    // Latch-based integrated clock gate: en passes while clk is low and holds while it is
+    // high, so gclk = clk & en_l has no glitch and rises with clk exactly when en was high
+    // before that edge. Synthesis maps this module to the library's clock-gating cell.
+    reg en_l;
+    /* verilator lint_off LATCH */
+    always @(clk or en)
+        if (!clk) en_l = en;
+    /* verilator lint_on LATCH */
+    assign gclk = clk & en_l;
+";
+
+/// Defines the clock gate in `d` (once).
+pub fn build(d: &mut Design) -> ClockGate {
+    let inputs = GateIn { en: 1 };
+    let outputs = GateOut { gclk: 1 };
+    d.define_block(NAME, &inputs, outputs, |_, m, i| {
+        m.doc(
+            "clock_gate: latch-based integrated clock gate: gclk = clk & (en latched while clk \
+             is low).\nA register on gclk loads at the edges where en was high, as a register \
+             on clk enabled by en does,\nand its clock is still at the others. Synthesis maps \
+             it to the library's ICG cell.",
+        );
+        m.verbatim(BODY);
+        // The timing view: no combinational path from en to gclk.
+        let en_l = m.reg("en_l", 1, None);
+        m.set_next(en_l, i.en);
+        GateOut { gclk: en_l.q }
+    })
+}
+
+/// A register file of `depth` words of `width` bits, each word its own registers behind its
+/// own clock gate, enabled when the write port (`we`, `addr`, `data`) writes it: only the
+/// written word's flip-flops take the clock edge. Returns the words' values, word 0 first (read
+/// them with [`read`]). `name` prefixes the gates (`u_{name}_cg{i}`) and the words
+/// (`{name}{i}_q`).
+pub fn gated_words(
+    m: &mut ModuleBuilder,
+    gate: &ClockGate,
+    name: &str,
+    (depth, width): (u32, u32),
+    (we, addr, data): (Sig, Sig, Sig),
+) -> Vec<Sig> {
+    assert_eq!(data.width(), width, "{name}: write data width");
+    (0..depth)
+        .map(|w| {
+            let hit = we & addr.eq(w as u64);
+            let en = m.name(&format!("{name}{w}_we"), hit);
+            let g = m.instantiate(gate, &format!("u_{name}_cg{w}"), &GateIn { en });
+            let r = m.reg_gated(&format!("{name}{w}"), width, (g.gclk, en));
+            m.set_next(r, data);
+            r.q
+        })
+        .collect()
+}
+
+/// An asynchronous read of [`gated_words`]' words at `addr`.
+pub fn read(words: &[Sig], addr: Sig) -> Sig {
+    mux_index(addr, words)
+}
