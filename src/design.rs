@@ -84,6 +84,9 @@ pub struct ModelFor {
     /// Verilate the PE rows as hierarchical blocks whatever the core's size (the build
     /// `seed` gets).
     pub hier_rows: bool,
+    /// Simulate a whole core's clock gates as gates, not as enables (see
+    /// `verilator_tb::BuildOptions::gates_as_enables`; a unit always simulates its gates).
+    pub clock_gates: bool,
 }
 
 impl ModelFor {
@@ -141,6 +144,7 @@ pub fn simulate_with(
         profile: profile(target, rows, run.cycles, forced_profile(target)?),
         threads: if big { cores.min(2) } else { 0 },
         hier_blocks: hier_blocks(&manifest, whole && rows),
+        gates_as_enables: whole && !run.clock_gates,
     };
     let model = verilator_tb::Model::build_with(scratch.path(), &options)?;
     Ok((model, manifest))
