@@ -302,9 +302,20 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         // The scaling's subtracts run in the read's cycle; when the MAC takes the accumulator
         // late, the read (also the integer path's) and the scaling's parts are registered
         // together, and the rest of the scaling and the ±0 selection take the next cycle.
-        let parts = fp32_misc::scale2_prepare(m, acc_old, acc_shift);
+        // Operand isolation: with the accumulator read at issue (no register after the read),
+        // the rescale's logic (its subtracts and its 26-place shifter) sees the read only for a
+        // MacScale and +0 otherwise, so it does not toggle with every accumulation; its result
+        // is only taken for a MacScale. (A staged read keeps the value for its register.)
+        let scale_src = if staged {
+            acc_old
+        } else {
+            let scaling = ops[rd as usize].eq(PeOp::MacScale as u64);
+            let zero = m.zero(f.acc.bits());
+            m.name("scale_src", mux(scaling, acc_old, zero))
+        };
+        let parts = fp32_misc::scale2_prepare(m, scale_src, acc_shift);
         let parts = parts.stage(m, "rd", staged);
-        let acc_rd = parts.a;
+        let acc_rd = if staged { parts.a } else { acc_old };
         let op_rd = ops[taken as usize];
         let scaled = fp32_misc::scale2_finish(m, &parts);
         let is_clear = op_rd.eq(PeOp::MacClear as u64);
