@@ -127,6 +127,11 @@ pub struct SimReport {
     /// the model backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulator: Option<String>,
+    /// How an RTL run simulated the core's clock gates: "gates", or "enables" (the gated
+    /// registers on `clk` with their gates' enables, `REGFLASH_NO_CLOCK_GATES`: the same loads
+    /// at the same edges); absent for the model backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_gates: Option<String>,
     /// What the AXI4 slave saw (axi4 only): bursts, the longest, reordered beats, stalls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axi: Option<verilator_tb::axi::AxiStats>,
@@ -298,6 +303,14 @@ impl SimReport {
         let mut s = self.headline();
         if let Some(sim) = &self.simulator {
             s += &format!("  simulated by {sim}\n");
+        }
+        match self.clock_gates.as_deref() {
+            Some("enables") => {
+                s += "  clock gates simulated as the enables they gate by (the same loads at the \
+                      same edges; REGFLASH_SIM_CLOCK_GATES=1 simulates the gates)\n"
+            }
+            Some(g) => s += &format!("  clock gates simulated as {g}\n"),
+            None => {}
         }
         s += &self.cycle_lines();
         s += &self.activity_lines();
@@ -681,16 +694,8 @@ pub fn run_full(
 
 /// `r` of an RTL run, naming the Verilator that simulated it.
 fn simulated(mut r: SimReport) -> Result<SimReport> {
-    r.simulator = Some(format!(
-        "{}; clock gates {}",
-        gen::tools::verilator()?.describe(),
-        if clock_gates() {
-            "simulated as gates (REGFLASH_SIM_CLOCK_GATES=1)"
-        } else {
-            "simulated as the enables they gate by (equivalent; REGFLASH_SIM_CLOCK_GATES=1 \
-             simulates the gates)"
-        }
-    ));
+    r.simulator = Some(gen::tools::verilator()?.describe());
+    r.clock_gates = Some(if clock_gates() { "gates" } else { "enables" }.to_string());
     Ok(r)
 }
 
@@ -923,6 +928,7 @@ fn report(
         memory_bytes_written: run.memory.bytes_written,
         mem_if: cfg.mem_if.to_string(),
         simulator: None,
+        clock_gates: None,
         axi: run.axi,
         counters: run.counters.clone(),
         glb_banks: run.glb_banks.clone(),
