@@ -18,6 +18,12 @@ use hdl::ir::*;
 /// instantiated.
 pub const NO_CLOCK_GATES: &str = "REGFLASH_NO_CLOCK_GATES";
 
+/// An instance of the clock gate (`hdl::clock_gate`): printed, with its gated clock, only
+/// without [`NO_CLOCK_GATES`].
+fn is_clock_gate(inst: &Instance) -> bool {
+    inst.module.name == hdl::clock_gate::NAME
+}
+
 /// Everything the printer needs to know about one module's nodes.
 struct Plan<'a> {
     m: &'a Module,
@@ -607,7 +613,7 @@ impl Plan<'_> {
                 let w = m.node(o).width;
                 let name = self.names[o as usize].as_ref().unwrap();
                 let decl = format!("    wire {}{};", range_decl(w), name);
-                if inst.module.name == hdl::clock_gate::NAME {
+                if is_clock_gate(inst) {
                     gated.push(decl);
                 } else {
                     writeln!(decls, "{decl}").unwrap();
@@ -800,12 +806,12 @@ impl Plan<'_> {
         if !self.m.insts.is_empty() {
             out.push('\n');
         }
-        let is_gate = |i: &&Instance| i.module.name == hdl::clock_gate::NAME;
-        for inst in self.m.insts.iter().filter(|i| !is_gate(i)) {
+        let (gates, others): (Vec<&Instance>, Vec<&Instance>) =
+            self.m.insts.iter().partition(|i| is_clock_gate(i));
+        for inst in others {
             self.print_instance(inst, out);
         }
         // The clock gates together, left out without them (the FPGA flows).
-        let gates: Vec<&Instance> = self.m.insts.iter().filter(is_gate).collect();
         if !gates.is_empty() {
             writeln!(out, "`ifndef {NO_CLOCK_GATES}").unwrap();
             for inst in gates {

@@ -14,8 +14,8 @@
 //! edge, and `gclk` rises in the same time step as `clk`, in the active region, before any
 //! non-blocking assignment of that step: a gated register reads the values every other
 //! register held before the edge, as an enabled one does. Verilator (5.006 and 5.048) and
-//! Icarus simulate it so; `tests/clock_gate.rs` holds a gated register to an enabled one
-//! under random enables on both.
+//! Icarus simulate it so; `tests/ir_ops.rs` (`clock_gated_registers_load_as_enabled_ones`)
+//! holds gated registers to enabled ones under random enables on both.
 //!
 //! **Synthesis.** The ASIC flow does not synthesize the body: it maps the module to the
 //! library's integrated clock-gating cell (nangate45 `CLKGATE_X1`, asap7 `ICGx1_ASAP7_75t_R`,

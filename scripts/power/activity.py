@@ -12,6 +12,7 @@ import collections
 import re
 import sys
 
+from netlist import instances
 from vcd import scope_vars
 
 
@@ -54,12 +55,10 @@ def main():
     outs = output_pins(liberty)
     text = open(netlist).read()
     driver = {}
-    for m in re.finditer(r"\n\s+(\w+)\s+(\S+)\s*\((.*?)\);", text, re.S):
-        cell, inst, body = m.groups()
-        for pm in re.finditer(r"\.(\w+)\(([^()]*)\)", body):
-            if pm.group(1) in outs.get(cell, ()):
-                net = pm.group(2).replace(" ", "").lstrip("\\")
-                driver[net] = f"{inst.lstrip(chr(92))}/{pm.group(1)}"
+    for cell, inst, pins in instances(text):
+        for pin, net in pins.items():
+            if pin in outs.get(cell, ()):
+                driver[net] = f"{inst}/{pin}"
     ports = set(re.search(r"module\s+\S+\s*\((.*?)\);", text, re.S).group(1)
                 .replace("\\", "").replace(" ", "").replace("\n", "").split(","))
     cmds, pins, toggles, unannotated = [], 0, 0, []

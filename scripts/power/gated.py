@@ -23,15 +23,9 @@ OUT_IDLE.tcl holds the idle branches of the clock-only run (no data moves, so no
 import re
 import sys
 
+from netlist import instances
+
 GATES = re.compile(r"CLKGATE(TST)?_X\d+$")
-
-
-def instances(text):
-    """(cell, instance, {pin: net}) of every cell instance of the netlist."""
-    for m in re.finditer(r"\n\s+(\w+)\s+(\S+)\s*\((.*?)\);", text, re.S):
-        cell, inst, body = m.groups()
-        pins = {p.group(1): p.group(2).strip() for p in re.finditer(r"\.(\w+)\(([^()]*)\)", body)}
-        yield cell, inst.lstrip("\\"), pins
 
 
 def main():
