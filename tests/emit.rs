@@ -387,14 +387,10 @@ fn tiered_gates(
     let all_bits: u64 = manifest.memories.iter().map(|m| m.bits()).sum();
     assert_eq!(sum(|p| p.memory_bits), all_bits, "{parts:#?}");
     let (qk, pv) = (part("QK tier PEs"), part("PV tier PEs"));
-    // The register files are flip-flops (a clock gate a word), not memory arrays: 4 PEs of
-    // 64 registers on each tier.
-    for tier in [qk, pv] {
-        assert!(
-            tier.flip_flops >= 4 * 64 * 32 && tier.memory_bits == 0,
-            "{tier:#?}"
-        );
-    }
+    // The register files are memories (clock-gated word by word in the ASIC text; this
+    // synthesis reads the design without the gates): 4 PEs of 64 registers on each tier.
+    assert_eq!(qk.memory_bits, pv.memory_bits);
+    assert_eq!(qk.memory_bits, 4 * 64 * 32, "4 PEs of 64 registers");
     assert!(qk.tier.starts_with("tier 0") && pv.tier.starts_with(&format!("tier {}", tiers - 1)));
     assert_eq!(part("P banks").tier, pv.tier);
     let engines = part("row engines");
@@ -660,10 +656,11 @@ fn seed_core_has_one_pe_definition_and_1024_instances() {
         "seed core: {} modules, {lines} lines of Verilog",
         files.len()
     );
-    // (16,296 at stop 69: the PE's register file became 64 words behind clock gates, about
-    // 450 lines of its one definition.)
+    // (16,296 at stop 69, when the PE's register file became 64 words behind clock gates;
+    // 17,282 at stop 70, when every memory written a word at a time (landing and staging
+    // banks, P banks, S tiers) did too, each a generate loop of about 15 lines.)
     assert!(
-        lines < 17_000,
+        lines < 18_000,
         "the seed core should stay compact, got {lines} lines"
     );
 }

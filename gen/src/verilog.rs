@@ -32,6 +32,9 @@ struct Plan<'a> {
     names: Vec<Option<String>>,
     /// Expression nodes promoted to wires, in creation (hence dependency) order.
     temps: Vec<NodeId>,
+    /// The clock gates of gated memories (instance indices): printed in the memory's generate
+    /// loop, not one by one.
+    word_gates: HashSet<usize>,
 }
 
 /// Prints `m` as one Verilog file: `header` (comment lines), `timescale 1ns / 1ps, the module's
@@ -125,11 +128,30 @@ fn plan(m: &Module) -> Result<Plan<'_>> {
             }
         };
     }
-    Ok(Plan { m, names, temps })
+    Ok(Plan {
+        m,
+        names,
+        temps,
+        word_gates: word_gates(m),
+    })
+}
+
+/// The clock gates of gated memories (instance indices, `hdl::clock_gate::gated_memory`).
+fn word_gates(m: &Module) -> HashSet<usize> {
+    let gclks: HashSet<NodeId> = m
+        .mems
+        .iter()
+        .flat_map(|mem| mem.clocks.iter().map(|c| c.0))
+        .collect();
+    (0..m.insts.len())
+        .filter(|&i| m.insts[i].outputs.iter().any(|o| gclks.contains(o)))
+        .collect()
 }
 
 /// Nodes that something in the module reads (transitively from the roots, assertions included
 /// when `with_assertions`).
+/// The inputs of gated memories' clock gates are not roots: the memory's generate loop prints
+/// its own enables (`Plan::gated_words`), so what only they read is never printed.
 fn reachable(m: &Module, with_assertions: bool) -> Vec<bool> {
     let mut seen = vec![false; m.nodes.len()];
     let mut stack = if with_assertions {
@@ -137,6 +159,19 @@ fn reachable(m: &Module, with_assertions: bool) -> Vec<bool> {
     } else {
         m.roots()
     };
+    let mut hidden: std::collections::HashMap<NodeId, usize> = Default::default();
+    for k in word_gates(m) {
+        for &i in &m.insts[k].inputs {
+            *hidden.entry(i).or_default() += 1;
+        }
+    }
+    stack.retain(|id| match hidden.get_mut(id) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            false
+        }
+        _ => true,
+    });
     while let Some(id) = stack.pop() {
         if std::mem::replace(&mut seen[id as usize], true) {
             continue;
@@ -598,17 +633,34 @@ impl Plan<'_> {
             writeln!(decls, "    reg  {}{};", range_decl(r.width), r.name).unwrap();
         }
         for mem in &m.mems {
+            let array = |kind: &str| {
+                format!(
+                    "    {kind} {}{} [0:{}];",
+                    range_decl(mem.width),
+                    mem.name,
+                    mem.depth - 1
+                )
+            };
+            if mem.clocks.is_empty() {
+                writeln!(decls, "{}", array("reg ")).unwrap();
+                continue;
+            }
+            // Clock-gated words: without the gates an ordinary memory; with them a wire array
+            // of the same name, driven by the words' registers (so every read is the same text
+            // either way).
             writeln!(
                 decls,
-                "    reg  {}{} [0:{}];",
-                range_decl(mem.width),
-                mem.name,
-                mem.depth - 1
+                "`ifdef {NO_CLOCK_GATES}\n{}\n`else\n{}\n`endif",
+                array("reg "),
+                array("wire")
             )
             .unwrap();
         }
         let mut gated = vec![];
-        for inst in &m.insts {
+        for (k, inst) in m.insts.iter().enumerate() {
+            if self.word_gates.contains(&k) {
+                continue;
+            }
             for &o in &inst.outputs {
                 let w = m.node(o).width;
                 let name = self.names[o as usize].as_ref().unwrap();
@@ -750,7 +802,7 @@ impl Plan<'_> {
             if mem.writes.is_empty() {
                 continue;
             }
-            writeln!(seq, "    always @(posedge clk) begin").unwrap();
+            let mut on_clk = String::from("    always @(posedge clk) begin\n");
             for w in &mem.writes {
                 let stmt = format!(
                     "        if ({}) {}[{}] <= {};",
@@ -759,11 +811,53 @@ impl Plan<'_> {
                     self.bare(w.addr),
                     self.bare(w.data)
                 );
-                writeln!(seq, "{}", wrap_statement(&stmt)).unwrap();
+                writeln!(on_clk, "{}", wrap_statement(&stmt)).unwrap();
             }
-            writeln!(seq, "    end").unwrap();
+            on_clk.push_str("    end");
+            if mem.clocks.is_empty() {
+                writeln!(seq, "{on_clk}").unwrap();
+                continue;
+            }
+            writeln!(
+                seq,
+                "`ifdef {NO_CLOCK_GATES}\n{on_clk}\n`else\n{}`endif",
+                self.gated_words(mem)
+            )
+            .unwrap();
         }
         seq
+    }
+
+    /// A clock-gated memory's words (`hdl::clock_gate::gated_memory`), in a generate loop:
+    /// each word a register on its own clock gate, opened when the one write port writes that
+    /// word, and the element of the memory's wire array. (The gates are in the IR one by one,
+    /// so the hierarchy counts them; they are printed here, not among the instances.)
+    fn gated_words(&self, mem: &Memory) -> String {
+        let w = &mem.writes[0];
+        let aw = self.m.node(w.addr).width;
+        let (name, depth) = (&mem.name, mem.depth);
+        let (i, block) = (format!("g_{name}_i"), format!("g_{name}"));
+        format!(
+            "    // {name}: one clock gate a word, opened only when the write port writes it.\n\
+             \x20   genvar {i};\n\
+             \x20   generate\n\
+             \x20       for ({i} = 0; {i} < {depth}; {i} = {i} + 1) begin : {block}\n\
+             \x20           localparam [{}:0] WORD = {i}[{}:0];\n\
+             \x20           wire gclk;\n\
+             \x20           reg  {}q;\n\
+             \x20           {} u_cg (.clk(clk), .en({} && {} == WORD), .gclk(gclk));\n\
+             \x20           always @(posedge gclk) q <= {};\n\
+             \x20           assign {name}[{i}] = q;\n\
+             \x20       end\n\
+             \x20   endgenerate\n",
+            aw - 1,
+            aw - 1,
+            range_decl(mem.width),
+            hdl::clock_gate::NAME,
+            self.bare(w.enable),
+            self.bare(w.addr),
+            self.bare(w.data),
+        )
     }
 
     /// Prints the simulation-only assertions, under `ifdef REGFLASH_ASSERTIONS`.
@@ -806,8 +900,14 @@ impl Plan<'_> {
         if !self.m.insts.is_empty() {
             out.push('\n');
         }
-        let (gates, others): (Vec<&Instance>, Vec<&Instance>) =
-            self.m.insts.iter().partition(|i| is_clock_gate(i));
+        let (gates, others): (Vec<&Instance>, Vec<&Instance>) = self
+            .m
+            .insts
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !self.word_gates.contains(k))
+            .map(|(_, i)| i)
+            .partition(|i| is_clock_gate(i));
         for inst in others {
             self.print_instance(inst, out);
         }

@@ -28,7 +28,7 @@
 //! while `clk` is high).
 
 use crate::iface::Block;
-use crate::{interface, mux_index, Design, ModuleBuilder, Sig};
+use crate::{interface, Design, MemHandle, ModuleBuilder, Sig};
 
 /// The module's name (one per design; the ASIC flow maps it by this name).
 pub const NAME: &str = "regflash_clock_gate";
@@ -78,32 +78,38 @@ pub fn build(d: &mut Design) -> ClockGate {
     })
 }
 
-/// A register file of `depth` words of `width` bits, each word its own registers behind its
-/// own clock gate, enabled when the write port (`we`, `addr`, `data`) writes it: only the
-/// written word's flip-flops take the clock edge. Returns the words' values, word 0 first (read
-/// them with [`read`]). `name` prefixes the gates (`u_{name}_cg{i}`) and the words
-/// (`{name}{i}_q`).
-pub fn gated_words(
+/// A memory of `depth` words of `width` bits (read it with `ModuleBuilder::mem_read`) whose
+/// words each sit behind a clock gate of their own, enabled when the one write port (`we`,
+/// `addr`, `data`) writes that word: only the written word's flip-flops take the clock edge,
+/// and no word needs a hold multiplexer.
+///
+/// The gates are instances in the IR (`u_{name}_cg{i}`, enabled by `we & addr == i`), so the
+/// hierarchy, the manifest and the ASIC flow count them. The emitter prints the memory two ways
+/// (`gen::verilog`): with the gates, a generate loop of one gate and one register a word
+/// (block `g_{name}`), the memory a wire array of them; without (`REGFLASH_NO_CLOCK_GATES`: the
+/// FPGA flows, and the whole-core simulations), an ordinary memory written on `clk`, which an
+/// FPGA flow may map to RAM and a simulator indexes rather than decodes.
+pub fn gated_memory(
     m: &mut ModuleBuilder,
     gate: &ClockGate,
     name: &str,
     (depth, width): (u32, u32),
     (we, addr, data): (Sig, Sig, Sig),
-) -> Vec<Sig> {
-    assert_eq!(data.width(), width, "{name}: write data width");
-    (0..depth)
+) -> MemHandle {
+    let mem = m.memory(name, depth, width);
+    // Every gate reads the port's enable and address: named when the emitter gives them wires.
+    let (we, addr) = (
+        m.hint(&format!("{name}_we"), we),
+        m.hint(&format!("{name}_wa"), addr),
+    );
+    m.mem_write(mem, we, addr, data);
+    let clocks: Vec<(Sig, Sig)> = (0..depth)
         .map(|w| {
-            let hit = we & addr.eq(w as u64);
-            let en = m.name(&format!("{name}{w}_we"), hit);
+            let en = we & addr.eq(w as u64);
             let g = m.instantiate(gate, &format!("u_{name}_cg{w}"), &GateIn { en });
-            let r = m.reg_gated(&format!("{name}{w}"), width, (g.gclk, en));
-            m.set_next(r, data);
-            r.q
+            (g.gclk, en)
         })
-        .collect()
-}
-
-/// An asynchronous read of [`gated_words`]' words at `addr`.
-pub fn read(words: &[Sig], addr: Sig) -> Sig {
-    mux_index(addr, words)
+        .collect();
+    m.gate_memory(mem, &clocks);
+    mem
 }

@@ -290,14 +290,14 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let wb_addr = m.net("wb_addr", aw);
         let wb_en = m.net("wb_en", 1);
         let wb_data = m.net("wb_data", f.acc.bits());
-        let rf = clock_gate::gated_words(
+        let rf = clock_gate::gated_memory(
             m,
             &gate,
             "rf",
             (cfg.regs, f.acc.bits()),
             (wb_en, wb_addr, wb_data),
         );
-        let acc_old = clock_gate::read(&rf, acc_addr);
+        let acc_old = m.mem_read(rf, acc_addr);
         let acc_old = m.name("acc_old", acc_old);
         // The scaling's subtracts run in the read's cycle; when the MAC takes the accumulator
         // late, the read (also the integer path's) and the scaling's parts are registered
@@ -361,7 +361,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         };
         m.drive(wb_data, mux(wb_load, wb_ld_data, result));
 
-        let rd_data = clock_gate::read(&rf, rd_addr);
+        let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
         // Reported a cycle after issue, from the op's first pipeline register (at issue with a
         // combinational MAC, which has none): the count is energy's, and the array's mask,

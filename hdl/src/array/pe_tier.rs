@@ -345,6 +345,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         if one_slot { "_faults" } else { "" }
     );
     let cfg = *cfg;
+    let gate = crate::clock_gate::build(d);
     d.define_block(&name, &inputs, outputs, |_, m, i| {
         m.doc(&format!(
             "s_tier: the softmax tier's S registers above {} QK PEs (2 blocks of {} x {} FP32 \n\
@@ -352,10 +353,11 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
             cfg.cols, cfg.a, cfg.b, link
         ));
         m.set_latency(cfg.pe.latency() + link + 1);
+        let above = Above::new(gate);
         if cfg.s_walk() {
-            s_tier_walk(m, &cfg, one_slot, &i)
+            s_tier_walk(m, &cfg, one_slot, &i, above)
         } else {
-            s_tier(m, &cfg, link, one_slot, &i)
+            s_tier(m, &cfg, (link, one_slot), &i, above)
         }
     })
 }
@@ -370,9 +372,9 @@ fn above_slot(m: &mut ModuleBuilder, injection: bool, s: Sig) -> Sig {
 fn s_tier(
     m: &mut ModuleBuilder,
     cfg: &PeRowConfig,
-    link: u32,
-    one_slot: bool,
+    (link, one_slot): (u32, bool),
     i: &STierIn,
+    mut above: Above,
 ) -> STierOut {
     let lat = cfg.pe.latency();
     let acc_bits = cfg.elem_bits().1;
@@ -387,7 +389,6 @@ fn s_tier(
     let at = m.delay_n("link_s_at", cat(&[w_slot, st.ii, st.jj]), lat + link);
     let r_slot = slot_of(m, i.slot);
     let raddr = cat(&[r_slot, i.ii, i.jj]);
-    let mut above = Above::default();
     for c in 0..cfg.cols {
         let read = m.delay_n(&format!("link_s_rd{c}"), lands & i.en.bit(c), lat);
         let we = m.delay_n(&format!("link_s_we{c}"), read, link);
@@ -403,15 +404,25 @@ fn s_tier(
 }
 
 /// The S registers above a row's QK PEs, as they are filled: each PE's values at the
-/// engine's read address, and per PE the link's read below and write above this cycle.
-#[derive(Default)]
+/// engine's read address, and per PE the link's read below and write above this cycle. Each
+/// register sits behind a clock gate opened by its write.
 struct Above {
+    gate: crate::clock_gate::ClockGate,
     values: Vec<Sig>,
     reads: Vec<Sig>,
     writes: Vec<Sig>,
 }
 
 impl Above {
+    fn new(gate: crate::clock_gate::ClockGate) -> Self {
+        Above {
+            gate,
+            values: vec![],
+            reads: vec![],
+            writes: vec![],
+        }
+    }
+
     /// PE `c`'s S registers, written with (enable, address, data), read at `raddr`.
     fn push(
         &mut self,
@@ -422,8 +433,13 @@ impl Above {
         raddr: Sig,
         read: Sig,
     ) {
-        let regs = m.memory(&format!("s_regs{c}"), cfg.s_tier_depth(), cfg.elem_bits().1);
-        m.mem_write(regs, we, at, data);
+        let regs = crate::clock_gate::gated_memory(
+            m,
+            &self.gate,
+            &format!("s_regs{c}"),
+            (cfg.s_tier_depth(), cfg.elem_bits().1),
+            (we, at, data),
+        );
         self.values.push(m.mem_read(regs, raddr));
         self.reads.push(read);
         self.writes.push(we);
@@ -450,7 +466,13 @@ impl Above {
 /// jj). A block that lands while the previous one is still walked waits its turn (one at
 /// most: the next block's QK needs the softmax of the block before, which needs its walk).
 /// `linked` marks the block's last write.
-fn s_tier_walk(m: &mut ModuleBuilder, cfg: &PeRowConfig, one_slot: bool, i: &STierIn) -> STierOut {
+fn s_tier_walk(
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    one_slot: bool,
+    i: &STierIn,
+    mut above: Above,
+) -> STierOut {
     let (lat, link, w) = (
         cfg.pe.latency(),
         cfg.vlink_latency(),
@@ -528,7 +550,6 @@ fn s_tier_walk(m: &mut ModuleBuilder, cfg: &PeRowConfig, one_slot: bool, i: &STi
     let up_live = m.delay_n("link_s_live", live, link);
     let r_slot = slot_of(m, i.slot);
     let raddr = cat(&[r_slot, i.ii, i.jj]);
-    let mut above = Above::default();
     for c in 0..cfg.cols {
         let word = i.rd_data.slice(acc_bits * c + acc_bits - 1, acc_bits * c);
         let sh = m.reg(&format!("link_s_sh{c}"), acc_bits - w, Some(0));

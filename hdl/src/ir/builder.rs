@@ -586,6 +586,7 @@ impl ModuleBuilder {
             depth,
             width,
             writes: vec![],
+            clocks: vec![],
         });
         MemHandle {
             index,
@@ -625,6 +626,27 @@ impl ModuleBuilder {
             addr: addr.id,
             data: data.id,
         });
+    }
+
+    /// Puts the words of `mem` on gated clocks: word i on `clocks[i].0`, a clock gate's output
+    /// opened by `clocks[i].1` exactly when the memory's one write port writes word i (see
+    /// `crate::clock_gate::gated_memory`, which builds the gates).
+    pub fn gate_memory(&mut self, mem: MemHandle, clocks: &[(Sig, Sig)]) {
+        let m = &mut self.mems[mem.index];
+        assert_eq!(
+            clocks.len(),
+            m.depth as usize,
+            "{}: one gate a word",
+            m.name
+        );
+        assert_eq!(
+            m.writes.len(),
+            1,
+            "{}: a gated memory has one write port",
+            m.name
+        );
+        assert!(clocks.iter().all(|(c, e)| c.width == 1 && e.width == 1));
+        m.clocks = clocks.iter().map(|(c, e)| (c.id, e.id)).collect();
     }
 
     // ----- fault injection -----------------------------------------------------------------

@@ -117,6 +117,7 @@ impl LandingConfig {
 
 /// Defines the landing buffer.
 pub fn build(d: &mut Design, cfg: &LandingConfig) -> Block<LandIn, RdData<u32>> {
+    let gate = crate::clock_gate::build(d);
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "landing_buffer: two blocks of {} rows x {} beats of {} bits, {} bank(s) of {} entries,\n\
@@ -141,7 +142,6 @@ pub fn build(d: &mut Design, cfg: &LandingConfig) -> Block<LandIn, RdData<u32>> 
         }
         let mut outs = vec![];
         for bank in 0..cfg.banks() {
-            let mem = m.memory(&format!("bank{bank}"), cfg.bank_depth(), cfg.width);
             let (sel, entry) = match cfg.layout {
                 Layout::RowBanked { rows_per_bank } => {
                     let lo = m.lit(row.width(), (bank * rows_per_bank) as u64);
@@ -177,8 +177,16 @@ pub fn build(d: &mut Design, cfg: &LandingConfig) -> Block<LandIn, RdData<u32>> 
                     (sel, cat(&[buf, row]))
                 }
             };
+            // Each entry behind a clock gate opened by its write: a landing beat clocks one
+            // entry's flip-flops, not the buffer's.
             let en = we & sel;
-            m.mem_write(mem, en, entry, data);
+            let mem = crate::clock_gate::gated_memory(
+                m,
+                &gate,
+                &format!("bank{bank}"),
+                (cfg.bank_depth(), cfg.width),
+                (en, entry, data),
+            );
             outs.push(m.mem_read(mem, rd_addr));
         }
         outs.reverse();

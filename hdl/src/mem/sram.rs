@@ -82,6 +82,9 @@ pub type SramBlock = Block<SramIn, SramOut<u32>>;
 /// Defines the bank.
 pub fn build(d: &mut Design, cfg: &SramConfig) -> SramBlock {
     let cfg = *cfg;
+    // A behavioural bank's words are flip-flops, each word behind a clock gate opened by its
+    // write; a macro (blackbox) has no body.
+    let gate = (!cfg.blackbox).then(|| crate::clock_gate::build(d));
     d.define_block(
         &cfg.module_name(),
         &cfg.input_widths(),
@@ -102,14 +105,23 @@ pub fn build(d: &mut Design, cfg: &SramConfig) -> SramBlock {
             if cfg.blackbox {
                 m.blackbox();
             }
-            let mem = m.memory("mem", cfg.depth, cfg.width);
             let raddr = if cfg.ports == 1 {
                 crate::mux(i.we, i.waddr, i.raddr)
             } else {
                 i.raddr
             };
             let waddr = if cfg.ports == 1 { raddr } else { i.waddr };
-            m.mem_write(mem, i.we, waddr, i.wdata);
+            let port = (i.we, waddr, i.wdata);
+            let mem = match &gate {
+                Some(g) => {
+                    crate::clock_gate::gated_memory(m, g, "mem", (cfg.depth, cfg.width), port)
+                }
+                None => {
+                    let mem = m.memory("mem", cfg.depth, cfg.width);
+                    m.mem_write(mem, port.0, port.1, port.2);
+                    mem
+                }
+            };
             // The read register, like a macro's, has no reset.
             let rd = m.reg("rd_data", cfg.width, None);
             let word = m.mem_read(mem, raddr);

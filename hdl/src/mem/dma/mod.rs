@@ -88,6 +88,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
         .iter()
         .map(|l| landing::build(d, l))
         .collect();
+    let gate = crate::clock_gate::build(d);
     let cfg = *cfg;
     let inputs = cfg.input_widths();
     d.define_block(
@@ -117,7 +118,7 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
                 o: i.o,
             };
             let e = m.instantiate(&engine, "u_engine", &to_engine);
-            let rd = staging(m, &cfg, &i.o_wr, e.o_rd_row, e.o_rd_beat);
+            let rd = staging(m, &cfg, &gate, &i.o_wr, (e.o_rd_row, e.o_rd_beat));
             m.drive(o_rd, rd);
             // With a GLB, K and V land from it or from memory: a data bus each.
             let data = [
@@ -168,9 +169,9 @@ pub fn build(d: &mut Design, cfg: &DmaConfig) -> DmaBlock {
 fn staging(
     m: &mut ModuleBuilder,
     cfg: &DmaConfig,
+    gate: &crate::clock_gate::ClockGate,
     wr: &StageWrite,
-    rd_row: Sig,
-    rd_beat: Sig,
+    (rd_row, rd_beat): (Sig, Sig),
 ) -> Sig {
     let banks = cfg.o_banks();
     let (lrb, bb, w) = (cfg.o_local_row_bits(), cfg.o_beat_bits(), cfg.width);
@@ -180,7 +181,6 @@ fn staging(
     }
     let mut bank_data = vec![];
     for n in 0..banks {
-        let mem = m.memory(&format!("o_staging{n}"), 1 << (lrb + bb), w);
         let beat = wr.beat.slice(n * bb + bb - 1, n * bb);
         let data = wr.data.slice(n * w + w - 1, n * w);
         let idx = if lrb > 0 {
@@ -188,7 +188,14 @@ fn staging(
         } else {
             beat
         };
-        m.mem_write(mem, wr.en.bit(n), idx, data);
+        // Each entry behind a clock gate opened by its write (`clock_gate::gated_memory`).
+        let mem = crate::clock_gate::gated_memory(
+            m,
+            gate,
+            &format!("o_staging{n}"),
+            (1 << (lrb + bb), w),
+            (wr.en.bit(n), idx, data),
+        );
         let local = if lrb == 0 {
             rd_beat
         } else {
