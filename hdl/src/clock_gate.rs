@@ -113,3 +113,14 @@ pub fn gated_memory(
     m.gate_memory(mem, &clocks);
     mem
 }
+
+/// A register of `d` behind a clock gate of its own (`u_{name}_cg`), loading only at the edges
+/// where `en` is high: a pipeline register whose value is used only when a valid bit says so
+/// takes no clock edge otherwise. It has no reset (a gated clock carries none): its value
+/// before the first load is undefined, so whatever reads it must hold to the same `en`.
+pub fn delay(m: &mut ModuleBuilder, gate: &ClockGate, name: &str, d: Sig, en: Sig) -> Sig {
+    let g = m.instantiate(gate, &format!("u_{name}_cg"), &GateIn { en });
+    let r = m.reg_gated(name, d.width(), (g.gclk, en));
+    m.set_next(r, d);
+    r.q
+}

@@ -351,7 +351,12 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let wb_op = ops[latency as usize];
         let wb_addr_d = m.delay_n("addr", addr, latency);
         m.drive(wb_addr, wb_addr_d);
-        let wb_ld_data = m.delay_n("ld_data", ld_data, latency);
+        // The load data travels only with a Load: each of its registers behind a clock gate
+        // opened by the Load in the stage before (the write-back takes it only for a Load).
+        let wb_ld_data = (1..=latency).fold(ld_data, |v, k| {
+            let load = ops[k as usize - 1].eq(PeOp::Load as u64);
+            clock_gate::delay(m, &gate, &format!("ld_data_d{k}"), v, load)
+        });
         m.drive(wb_en, wb_op.ne(nop));
         let wb_load = wb_op.eq(PeOp::Load as u64);
         let result = match int_result {
