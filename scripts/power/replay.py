@@ -1,6 +1,6 @@
 """Replays one PE's ports from an RTL waveform into a testbench for that PE.
 
-usage: replay.py RTL.vcd SCOPE OUT.v [gate]
+usage: replay.py RTL.vcd SCOPE OUT.v MODULE [gate]
 
 SCOPE is the PE instance's scope name in the waveform (e.g. pe0). The testbench drives the
 PE's inputs as the waveform has them, each change 10 ps after the clock edge that caused it,
@@ -44,8 +44,8 @@ def read(vcd, scope):
 
 
 def main():
-    vcd, scope, out = sys.argv[1:4]
-    gate = len(sys.argv) > 4 and sys.argv[4] == "gate"
+    vcd, scope, out, module = sys.argv[1:5]
+    gate = len(sys.argv) > 5 and sys.argv[5] == "gate"
     events = read(vcd, scope)
     by_t = {}
     for t, n, v in events:
@@ -61,7 +61,7 @@ def main():
         for p, w in INPUTS.items():
             f.write(f"  reg [{w - 1}:0] {p} = 0;\n")
         f.write("  wire [31:0] rd_data; wire rf_acc_read, rf_write;\n")
-        f.write("  pe_r64_m1_a1 dut(" + ", ".join(conns) + ");\n")
+        f.write(f"  {module} dut(" + ", ".join(conns) + ");\n")
         f.write("  integer cycles = 0, macs = 0; reg [63:0] sum = 0;\n")
         f.write("  always @(posedge clk) begin\n    cycles = cycles + 1;\n")
         f.write("    if (en && !rst && (" + " || ".join(f"op == {o}" for o in MAC_OPS)
