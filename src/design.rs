@@ -23,18 +23,72 @@ pub enum Target {
     FaultyCore,
 }
 
+/// Builds `target` from `cfg` in `d`: its top module.
+fn build(d: &mut Design, cfg: &CoreConfig, target: &Target) -> Result<hdl::ModRef> {
+    Ok(match target {
+        Target::Top => units::build_unit(d, "top", cfg)?,
+        Target::Core => units::build_unit(d, "core", cfg)?,
+        Target::Unit(name) => units::build_unit(d, name, cfg)?,
+        Target::FaultyCore => {
+            let p = hdl::core::CoreParams::from_config(cfg)?.for_fault_injection();
+            hdl::core::build(d, &p)
+        }
+    })
+}
+
+/// Checks that `scope` (a waveform's scope: instance names from `target`'s top module, dot
+/// separated, or the same after `TOP.<top>.`) names an instance of the design, before a run
+/// whose waveform would otherwise hold no signal. The error lists the instances where the
+/// path leaves the design.
+pub fn check_scope(cfg: &CoreConfig, target: &Target, scope: &str) -> Result<()> {
+    let mut d = Design::new();
+    let top = build(&mut d, cfg, target)?;
+    let rel = scope
+        .strip_prefix("TOP.")
+        .map(|s| s.strip_prefix(&format!("{}.", top.name)).unwrap_or(s))
+        .unwrap_or(scope);
+    let mut at = d.module(&top.name).expect("the top is defined");
+    let mut path = vec![];
+    // Clock gates are left out: a whole-core model simulates their enables, not the gates.
+    fn insts(m: &hdl::ir::Module) -> Vec<&hdl::ir::Instance> {
+        m.insts
+            .iter()
+            .filter(|i| i.module.name != hdl::clock_gate::NAME)
+            .collect()
+    }
+    for name in rel.split('.') {
+        let Some(inst) = insts(at).into_iter().find(|i| i.name == name) else {
+            let mut names: Vec<&str> = insts(at).iter().map(|i| i.name.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            let here = if path.is_empty() {
+                format!("the top module (`{}`)", top.name)
+            } else {
+                format!("`{}` (`{}`)", path.join("."), at.name)
+            };
+            anyhow::bail!(
+                "--wave-scope {scope}: {here} has no instance `{name}`; its instances are {}. \
+                 A scope is a path of instance names from the top module (the sequencer is \
+                 `u_engine.u_seq`, the DMA `u_engine.u_dma`)",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+        };
+        path.push(name);
+        at = d
+            .module(&inst.module.name)
+            .expect("instantiated modules are defined");
+    }
+    Ok(())
+}
+
 /// Builds `target` from `cfg` and writes it to `dir`.
 pub fn generate(cfg: &CoreConfig, target: &Target, dir: &Path) -> Result<Manifest> {
     let mut d = Design::new();
-    let top = match target {
-        Target::Top => units::build_unit(&mut d, "top", cfg)?,
-        Target::Core => units::build_unit(&mut d, "core", cfg)?,
-        Target::Unit(name) => units::build_unit(&mut d, name, cfg)?,
-        Target::FaultyCore => {
-            let p = hdl::core::CoreParams::from_config(cfg)?.for_fault_injection();
-            hdl::core::build(&mut d, &p)
-        }
-    };
+    let top = build(&mut d, cfg, target)?;
     let wrapper = hdl::wrap::serial_wrapper(&mut d, &top);
     let config = serde_json::json!({
         "target": match target {

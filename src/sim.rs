@@ -678,6 +678,9 @@ pub fn run_full(
     let (model, _) = match waves {
         Some(w) => {
             w.opts.validate()?;
+            if let Some(scope) = &w.opts.scope {
+                crate::design::check_scope(cfg, &target, scope)?;
+            }
             let format = verilator_tb::WaveFormat::of_path(&w.path);
             simulate(&target, Some(format))?
         }

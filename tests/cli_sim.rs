@@ -710,6 +710,12 @@ fn sim_and_bench_refuse_bad_input_clearly() {
             "--mem-stall must be in [0, 0.95)",
         ),
         (vec!["--preset", "tiny"], "unknown preset `tiny`"),
+        // A waveform scope that is no instance path: refused before the build, with the
+        // instances where the path leaves the design (the DMA is under the engine).
+        (
+            vec!["--waves", &p("w.vcd"), "--wave-scope", "u_dma"],
+            "has no instance `u_dma`; its instances are u_engine",
+        ),
         // rowfused's rows: its knob on another variant, and a row longer than they hold.
         (
             vec!["--row-keys", "64"],

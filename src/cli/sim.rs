@@ -101,8 +101,9 @@ pub struct SimArgs {
     /// Last cycle the waveform holds.
     #[arg(long, requires = "waves")]
     pub wave_to: Option<u64>,
-    /// Only this scope and below, as a path from the core's top module (e.g. `u_engine.u_seq`
-    /// for the sequencer), or from `TOP.`.
+    /// Only this scope and below, as a path of instance names from the core's top module
+    /// (e.g. `u_engine.u_seq` for the sequencer, `u_engine.u_dma` for the DMA), or from
+    /// `TOP.`; a path that names no instance is refused before the build.
     #[arg(long, requires = "waves")]
     pub wave_scope: Option<String>,
 }
