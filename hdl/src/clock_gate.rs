@@ -1,4 +1,7 @@
-//! `regflash_clock_gate`: a latch-based integrated clock gate (ICG), and registers behind it.
+//! `regflash_clock_gate`: a latch-based integrated clock gate (ICG), and what goes behind it:
+//! a memory gated word by word ([`gated_memory`]: the PE's register file, the landing and
+//! staging buffers, behavioural SRAM banks, reg3d's S tier) and a register gated by a valid
+//! bit ([`delay`]: the PE's load data).
 //!
 //! Port `en` in, `gclk` out, clocked by `clk`. The enable passes a latch while `clk` is low and
 //! is held while it is high, and `gclk = clk & en_l`: the gated clock has no glitch, and it
@@ -15,7 +18,7 @@
 //! non-blocking assignment of that step: a gated register reads the values every other
 //! register held before the edge, as an enabled one does. Verilator (5.006 and 5.048) and
 //! Icarus simulate it so; `tests/ir_ops.rs` (`clock_gated_registers_load_as_enabled_ones`)
-//! holds gated registers to enabled ones under random enables on both.
+//! holds a gated memory and gated registers to ordinary ones under random enables on both.
 //!
 //! **Synthesis.** The ASIC flow does not synthesize the body: it maps the module to the
 //! library's integrated clock-gating cell (nangate45 `CLKGATE_X1`, asap7 `ICGx1_ASAP7_75t_R`,
