@@ -842,7 +842,7 @@ impl Plan<'_> {
              \x20   genvar {i};\n\
              \x20   generate\n\
              \x20       for ({i} = 0; {i} < {depth}; {i} = {i} + 1) begin : {block}\n\
-             \x20           localparam [{}:0] WORD = {i}[{}:0];\n\
+             \x20           localparam [{}:0] WORD = {i};\n\
              \x20           wire gclk;\n\
              \x20           reg  {}q;\n\
              \x20           {} u_cg (.clk(clk), .en({} && {} == WORD), .gclk(gclk));\n\
@@ -850,7 +850,6 @@ impl Plan<'_> {
              \x20           assign {name}[{i}] = q;\n\
              \x20       end\n\
              \x20   endgenerate\n",
-            aw - 1,
             aw - 1,
             range_decl(mem.width),
             hdl::clock_gate::NAME,
