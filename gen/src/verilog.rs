@@ -150,6 +150,7 @@ fn word_gates(m: &Module) -> HashSet<usize> {
 
 /// Nodes that something in the module reads (transitively from the roots, assertions included
 /// when `with_assertions`).
+///
 /// The inputs of gated memories' clock gates are not roots: the memory's generate loop prints
 /// its own enables (`Plan::gated_words`), so what only they read is never printed.
 fn reachable(m: &Module, with_assertions: bool) -> Vec<bool> {
