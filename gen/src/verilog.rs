@@ -141,7 +141,7 @@ fn word_gates(m: &Module) -> HashSet<usize> {
     let gclks: HashSet<NodeId> = m
         .mems
         .iter()
-        .flat_map(|mem| mem.clocks.iter().map(|c| c.0))
+        .flat_map(|mem| mem.clocks.iter().copied())
         .collect();
     (0..m.insts.len())
         .filter(|&i| m.insts[i].outputs.iter().any(|o| gclks.contains(o)))

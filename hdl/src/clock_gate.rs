@@ -106,11 +106,11 @@ pub fn gated_memory(
         m.hint(&format!("{name}_wa"), addr),
     );
     m.mem_write(mem, we, addr, data);
-    let clocks: Vec<(Sig, Sig)> = (0..depth)
+    let clocks: Vec<Sig> = (0..depth)
         .map(|w| {
             let en = we & addr.eq(w as u64);
-            let g = m.instantiate(gate, &format!("u_{name}_cg{w}"), &GateIn { en });
-            (g.gclk, en)
+            m.instantiate(gate, &format!("u_{name}_cg{w}"), &GateIn { en })
+                .gclk
         })
         .collect();
     m.gate_memory(mem, &clocks);

@@ -628,10 +628,10 @@ impl ModuleBuilder {
         });
     }
 
-    /// Puts the words of `mem` on gated clocks: word i on `clocks[i].0`, a clock gate's output
-    /// opened by `clocks[i].1` exactly when the memory's one write port writes word i (see
+    /// Puts the words of `mem` on gated clocks: word i on `clocks[i]`, a clock gate's output
+    /// opened exactly when the memory's one write port writes word i (see
     /// `crate::clock_gate::gated_memory`, which builds the gates).
-    pub fn gate_memory(&mut self, mem: MemHandle, clocks: &[(Sig, Sig)]) {
+    pub fn gate_memory(&mut self, mem: MemHandle, clocks: &[Sig]) {
         let m = &mut self.mems[mem.index];
         assert_eq!(
             clocks.len(),
@@ -645,8 +645,12 @@ impl ModuleBuilder {
             "{}: a gated memory has one write port",
             m.name
         );
-        assert!(clocks.iter().all(|(c, e)| c.width == 1 && e.width == 1));
-        m.clocks = clocks.iter().map(|(c, e)| (c.id, e.id)).collect();
+        assert!(
+            clocks.iter().all(|c| c.width == 1),
+            "{}: clocks are one bit",
+            m.name
+        );
+        m.clocks = clocks.iter().map(|c| c.id).collect();
     }
 
     // ----- fault injection -----------------------------------------------------------------

@@ -215,10 +215,10 @@ pub struct Memory {
     pub depth: u32,
     pub width: u32,
     pub writes: Vec<MemWrite>,
-    /// Clock-gated word by word (`hdl::clock_gate::gated_memory`): word i is on `clocks[i].0`,
-    /// a clock gate's output opened by `clocks[i].1` when the (one) write port writes word i.
-    /// Empty: every word on `clk`.
-    pub clocks: Vec<(NodeId, NodeId)>,
+    /// Clock-gated word by word (`hdl::clock_gate::gated_memory`): word i is on `clocks[i]`,
+    /// the output of a clock gate opened when the (one) write port writes word i. Empty: every
+    /// word on `clk`.
+    pub clocks: Vec<NodeId>,
 }
 
 /// An instance of another module. `inputs[i]` drives the child's i-th input port (in the child's
@@ -404,8 +404,8 @@ impl Module {
             for w in &m.writes {
                 v.extend([w.enable, w.addr, w.data]);
             }
-            // The gated clocks; their enables are the gates' inputs (and printed nowhere else).
-            v.extend(m.clocks.iter().map(|&(c, _)| c));
+            // The gated clocks (their enables are the gates' inputs).
+            v.extend(m.clocks.iter().copied());
         }
         for i in &self.insts {
             v.extend(i.inputs.iter().copied());
