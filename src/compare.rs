@@ -649,12 +649,19 @@ pub fn run_glb(
 /// legend.
 pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
     let mut s = format!(
-        "`regflash compare`: preset {} ({}×{} PEs, Br {} Bc {} d {}), {} MHz, energy at {} nm\n\n\
+        "`regflash compare`: preset {} ({}×{} PEs, Br {} Bc {} d {}), {} MHz; energy at {}\n\n\
          | design | seq | PEs | cycles | speedup vs buf2d | energy (µJ) | on chip (µJ) | \
          reduction vs buf2d (total / on chip) | SRAM share (total / on chip) | pJ per MAC | \
          bit-exact | from |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
-        cfg.name, cfg.rows, cfg.cols, cfg.br, cfg.bc, cfg.head_dim, cfg.clock_mhz, t.node_nm
+        cfg.name,
+        cfg.rows,
+        cfg.cols,
+        cfg.br,
+        cfg.bc,
+        cfg.head_dim,
+        cfg.clock_mhz,
+        t.basis()
     );
     let seq = seq_label;
     for r in rows {

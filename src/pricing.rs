@@ -20,6 +20,10 @@ use crate::report::real;
 #[serde(deny_unknown_fields)]
 struct TableFile {
     node_nm: Option<f64>,
+    /// The off-chip memory by name (`kernels::energy::DRAMS`).
+    dram: Option<String>,
+    /// The on-chip wire by name (`kernels::energy::WIRES`).
+    wire: Option<String>,
     pe_pitch_um: Option<f64>,
     static_pj_per_pe_cycle: Option<f64>,
     buffer_wire_mm: Option<f64>,
@@ -86,9 +90,6 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
     if let Some(x) = file.pe_pitch_um {
         t.pe_pitch_um = x;
     }
-    if let Some(x) = file.static_pj_per_pe_cycle {
-        t.static_pj_per_pe_cycle = x;
-    }
     if let Some(x) = file.buffer_wire_mm {
         t.buffer_wire_mm = x;
     }
@@ -102,7 +103,45 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
             source: x.source.unwrap_or_else(|| format!("user table {origin}")),
         };
     }
+    let named = |e: kernels::energy::TableError| anyhow::anyhow!("energy table {origin}: {e}");
+    for (key, by_name, figure) in [
+        ("dram", &file.dram, "dram_bit"),
+        ("wire", &file.wire, "wire_bit_mm"),
+    ] {
+        if by_name.is_some() && file.figures.contains_key(figure) {
+            bail!(
+                "energy table {origin}: both `{key}` and [figures.{figure}] price the same \
+                 thing; give one"
+            );
+        }
+    }
+    if let Some(name) = &file.dram {
+        t.choose_dram(name).map_err(named)?;
+    }
+    if let Some(name) = &file.wire {
+        t.choose_wire(name).map_err(named)?;
+    }
+    // The knob is the static figure at the table's node (so not scaled).
+    if let Some(x) = file.static_pj_per_pe_cycle {
+        if file.figures.contains_key("static_pe_cycle") {
+            bail!(
+                "energy table {origin}: both static_pj_per_pe_cycle and \
+                 [figures.static_pe_cycle] price the PEs' clock and leakage; give one"
+            );
+        }
+        let f = t
+            .figures
+            .get_mut("static_pe_cycle")
+            .expect("a default figure");
+        (f.pj, f.node_nm, f.scaling) = (x, t.node_nm, Scaling::Logic);
+        f.source = format!("user table {origin}, at its node");
+    }
     for (k, f) in file.figures {
+        match k.as_str() {
+            "dram_bit" => t.dram = format!("from {origin}"),
+            "wire_bit_mm" => t.wire = format!("from {origin}"),
+            _ => {}
+        }
         let Some(fig) = t.figures.get_mut(k.as_str()) else {
             let known: Vec<&str> = KEYS.iter().map(|(n, _)| *n).collect();
             bail!(
@@ -159,16 +198,29 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
     Ok(t)
 }
 
-/// The table `--energy` names, or the default.
-pub fn load_table(path: Option<&Path>) -> Result<EnergyTable> {
-    match path {
-        None => Ok(EnergyTable::default()),
+/// The table `--energy` names, or the default; `dram` (`--dram`) names the off-chip memory
+/// over the table's.
+pub fn load_table(path: Option<&Path>, dram: Option<&str>) -> Result<EnergyTable> {
+    let mut t = match path {
+        None => EnergyTable::default(),
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("cannot read the energy table {}", p.display()))?;
-            table_from_toml(&text, &p.display().to_string())
+            table_from_toml(&text, &p.display().to_string())?
         }
+    };
+    if let Some(name) = dram {
+        if t.dram.starts_with("from ") {
+            bail!(
+                "--dram {name} and the energy table's own [figures.dram_bit] ({}) price the same \
+                 thing; drop one",
+                t.dram
+            );
+        }
+        t.choose_dram(name)
+            .map_err(|e| anyhow::anyhow!("--dram: {e}"))?;
     }
+    Ok(t)
 }
 
 /// Bytes of the storage a P access touches: the P bank of a register design (2·a·Bc FP16
@@ -280,6 +332,10 @@ pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
 pub struct EnergyReport {
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
     pub node_nm: f64,
+    /// What the energies rest on: the node, the off-chip memory, the wire's swing, the
+    /// PEs' clock and leakage (`EnergyTable::basis`).
+    #[serde(default)]
+    pub basis: String,
     /// pJ by component.
     pub components_pj: BTreeMap<String, f64>,
     #[serde(serialize_with = "real", deserialize_with = "crate::report::de_real")]
@@ -377,6 +433,7 @@ pub fn report(
     let seconds = a.cycles as f64 / (cfg.clock_mhz * 1e6);
     EnergyReport {
         node_nm: t.node_nm,
+        basis: t.basis(),
         components_pj: b
             .components()
             .iter()
@@ -421,7 +478,7 @@ impl EnergyReport {
             .collect();
         format!(
             "  energy ({} nm): {:.3} uJ ({:.1} % on chip), {:.3} pJ per MAC, {:.1} nJ per token, \
-             {:.2} TOPS/W, {:.3} W average\n  energy by component: {}\n",
+             {:.2} TOPS/W, {:.3} W average\n  energy by component: {}\n  energy table: {}\n",
             self.node_nm,
             self.total_pj * 1e-6,
             100.0 * self.on_chip_pj / total,
@@ -429,7 +486,8 @@ impl EnergyReport {
             self.pj_per_token * 1e-3,
             self.tops_per_watt,
             self.average_power_w,
-            parts.join(", ")
+            parts.join(", "),
+            self.basis
         )
     }
 }

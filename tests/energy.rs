@@ -517,6 +517,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         ("bond_bit", &["vertical_links", "buffer_transport"]),
         ("wire_bit_mm", &["broadcast"]),
         ("sram_leak", &["leakage"]),
+        ("static_pe_cycle", &["static"]),
     ];
     assert_eq!(expect.len(), KEYS.len(), "every figure is tested");
     for (key, want) in expect {
@@ -539,6 +540,38 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         changed(&table_from_toml(sram, "t").unwrap()),
         set(&["sram"])
     );
+    // Named choices: the off-chip memory prices DRAM only, at its figure; the wire's swing
+    // every wire.
+    let lp = table_from_toml("dram = \"lpddr4\"", "t").unwrap();
+    assert_eq!(changed(&lp), set(&["dram"]));
+    let g = geometry(None);
+    let (hbm, lpddr) = (
+        EnergyTable::default().breakdown(&busy(), &g).dram,
+        lp.breakdown(&busy(), &g).dram,
+    );
+    assert!((lpddr / hbm - 8.0 / 3.97).abs() < 1e-12, "{lpddr} / {hbm}");
+    assert!(
+        lp.basis().contains("DRAM lpddr4 (8 pJ/bit)"),
+        "{}",
+        lp.basis()
+    );
+    let full = table_from_toml("wire = \"full-swing\"", "t").unwrap();
+    assert_eq!(changed(&full), set(&["broadcast"]));
+    assert!(
+        full.basis().contains("full-swing wires"),
+        "{}",
+        full.basis()
+    );
+    // The default states its own: HBM2, low-swing wires, the PEs' measured clock and leakage.
+    let basis = EnergyTable::default().basis();
+    for part in [
+        "45 nm",
+        "DRAM hbm2 (3.97 pJ/bit)",
+        "low-swing wires",
+        "1.500 pJ per PE-cycle",
+    ] {
+        assert!(basis.contains(part), "{basis}");
+    }
     // Knobs: the PE pitch prices the broadcasts, the static term every cycle, the buffer's
     // wire the planar buffer's bits.
     assert_eq!(
@@ -634,6 +667,16 @@ fn bad_energy_tables_are_refused_with_the_reason() {
             "[sram_fixed_share]\nread = 1.2\nwrite = 0.3\n",
             "sram_fixed_share.read = 1.2",
         ),
+        ("dram = \"ddr9\"\n", "dram = \"ddr9\" is not one"),
+        ("wire = \"no-swing\"\n", "choose low-swing, full-swing"),
+        (
+            "dram = \"hbm2\"\n[figures.dram_bit]\npj = 1.0\n",
+            "both `dram` and [figures.dram_bit]",
+        ),
+        (
+            "static_pj_per_pe_cycle = 0.1\n[figures.static_pe_cycle]\npj = 1.0\n",
+            "give one",
+        ),
     ] {
         let e = format!("{:#}", table_from_toml(toml, "bad.toml").unwrap_err());
         assert!(e.contains(says) && e.contains("bad.toml"), "{toml}: {e}");
@@ -642,12 +685,21 @@ fn bad_energy_tables_are_refused_with_the_reason() {
     let dir = ScratchDir::new("energy-bad").unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[figures.fp8_mul]\npj = 1.0\n").unwrap();
-    for (path, says) in [
-        (bad.to_str().unwrap(), "unknown figure `fp8_mul`"),
-        ("/nonexistent/t.toml", "cannot read the energy table"),
+    for (flag, path, says) in [
+        (
+            "--energy",
+            bad.to_str().unwrap(),
+            "unknown figure `fp8_mul`",
+        ),
+        (
+            "--energy",
+            "/nonexistent/t.toml",
+            "cannot read the energy table",
+        ),
+        ("--dram", "ddr9", "choose hbm2, lpddr4"),
     ] {
         for cmd in ["sim", "compare"] {
-            let o = regflash(&[cmd, "--seq", "8", "--energy", path]);
+            let o = regflash(&[cmd, "--seq", "8", flag, path]);
             assert!(
                 !o.status.success() && text(&o).contains(says),
                 "{cmd}: {}",
@@ -656,6 +708,29 @@ fn bad_energy_tables_are_refused_with_the_reason() {
             assert!(!text(&o).contains("panicked"), "{}", text(&o));
         }
     }
+    // A chosen DRAM prices the run's DRAM bits at its figure and says so.
+    let report = dir.path().join("lp.json");
+    let o = regflash(&[
+        "sim",
+        "--seq",
+        "8",
+        "--dram",
+        "lpddr4",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("energy table: 45 nm; DRAM lpddr4 (8 pJ/bit)"),
+        "{}",
+        text(&o)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let c = |n: &str| r["counters"][n].as_f64().unwrap();
+    let bits = 256.0 * (c("read_beats") + c("write_beats"));
+    let dram = r["energy"]["components_pj"]["dram"].as_f64().unwrap();
+    assert!(near(dram, bits * 8.0), "{dram} vs {bits} bits");
+    assert!(r["energy"]["basis"].as_str().unwrap().contains("lpddr4"));
 }
 
 /// `compare --iso area`'s refusals come before any run: the library flags without it, a

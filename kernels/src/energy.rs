@@ -136,7 +136,100 @@ pub const KEYS: &[(&str, &str)] = &[
         "sram_leak",
         "SRAM macro leakage, µW per MiB (priced per cycle at the clock)",
     ),
+    (
+        "static_pe_cycle",
+        "a PE's clock and leakage per cycle, whether it computes or not",
+    ),
 ];
+
+/// A named value of a figure a user chooses by name: the off-chip memory (`dram`, the
+/// `dram_bit` figure) and the on-chip wire (`wire`, the `wire_bit_mm` figure).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    pub name: &'static str,
+    pub pj: f64,
+    /// The node the figure is at (nm); [`UNSCALED`] for an interface figure.
+    pub node_nm: f64,
+    pub source: &'static str,
+}
+
+/// The off-chip memories `dram` names, pJ per bit moved (an interface figure: not scaled).
+/// The default is [`DEFAULT_DRAM`].
+pub const DRAMS: &[Choice] = &[
+    Choice {
+        name: "hbm2",
+        pj: 3.97,
+        node_nm: UNSCALED,
+        source: "HBM2: O'Connor, Chatterjee et al., \"Fine-Grained DRAM\", MICRO 2017 \
+                 (activation 1.21 + on-die movement 2.24 + I/O 0.30 pJ/bit, with ECC), as in \
+                 accelergy-cacti-plug-in's DRAM table (3.9); an interface figure, not scaled",
+    },
+    Choice {
+        name: "lpddr4",
+        pj: 8.0,
+        node_nm: UNSCALED,
+        source: "LPDDR4: accelergy-cacti-plug-in's DRAM table (02cd6de, \"public data\"); \
+                 DramDSE simulations of LPDDR4 packages give 13-14 pJ/bit (H. Ha, Stanford \
+                 thesis); not scaled",
+    },
+    Choice {
+        name: "gddr5",
+        pj: 14.0,
+        node_nm: UNSCALED,
+        source: "GDDR5: Chatterjee et al., MICRO 2017, as in accelergy-cacti-plug-in's DRAM \
+                 table (02cd6de); not scaled",
+    },
+    Choice {
+        name: "ddr3",
+        pj: 70.0,
+        node_nm: UNSCALED,
+        source: "DDR3 DIMMs: Malladi et al., ISCA 2012, as in accelergy-cacti-plug-in's DRAM \
+                 table (02cd6de); Horowitz ISSCC 2014 gives 1.3-2.6 nJ per 64-bit access \
+                 (20-40 pJ/bit); not scaled",
+    },
+];
+
+/// The off-chip memory of the default table: an accelerator with the seed's 512-bit port at
+/// 1.5 GHz (96 GB/s) is an HBM-class part.
+pub const DEFAULT_DRAM: &str = "hbm2";
+
+/// The on-chip wires `wire` names, pJ per bit and mm (wire scaling). The default is
+/// [`DEFAULT_WIRE`].
+pub const WIRES: &[Choice] = &[
+    Choice {
+        name: "low-swing",
+        pj: 0.0404,
+        node_nm: 45.0,
+        source: "on-chip low-swing wire, Park et al., DATE 2013 (45 nm); full-swing repeated \
+                 wires cost about 3x more (wire = \"full-swing\")",
+    },
+    Choice {
+        name: "full-swing",
+        pj: 0.12,
+        node_nm: 40.0,
+        source: "on-chip full-swing repeated wire, 0.12 pJ/(bit mm) at 40 nm and 0.9 V: \
+                 Keckler et al., IEEE Micro 31(5) 2011, Table 1",
+    },
+];
+
+/// The wire of the default table: the broadcasts and buffer wires are long, regular buses,
+/// where low-swing signalling is the designer's choice.
+pub const DEFAULT_WIRE: &str = "low-swing";
+
+/// The choice called `name` among `list`, or an error naming the choices.
+pub fn choice(list: &[Choice], what: &str, name: &str) -> Result<Choice, TableError> {
+    list.iter()
+        .copied()
+        .find(|c| c.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = list.iter().map(|c| c.name).collect();
+            TableError(format!(
+                "{what} = {name:?} is not one this table knows: choose {} (or give the figure \
+             itself in an --energy table)",
+                names.join(", ")
+            ))
+        })
+}
 
 /// The energy table: per-event figures, the storage curve, and the knobs.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,9 +243,10 @@ pub struct EnergyTable {
     pub node_nm: f64,
     /// Distance between neighbouring PEs (µm): a broadcast bit-hop crosses one pitch.
     pub pe_pitch_um: f64,
-    /// Static and clock-tree energy per PE and cycle (pJ, at `node_nm`; not scaled): 0 unless
-    /// set, since no source in the table gives it for this design.
-    pub static_pj_per_pe_cycle: f64,
+    /// The off-chip memory `dram_bit` prices ([`DRAMS`]), or where a user's figure came from.
+    pub dram: String,
+    /// The on-chip wire `wire_bit_mm` prices ([`WIRES`]), or where a user's figure came from.
+    pub wire: String,
     /// A 2-D buffer's distance from the array (mm of wire each buffer bit crosses beyond the
     /// macro's own, whose wires its access energy includes): 0 for banks beside their PE rows,
     /// as buf2d places them; raise it to model a shared buffer at a distance.
@@ -241,16 +335,13 @@ impl Default for EnergyTable {
                  integer adds of Horowitz ISSCC 2014 (45 nm)",
             ),
         );
+        let (dram, wire) = (
+            choice(DRAMS, "dram", DEFAULT_DRAM).expect("the default DRAM is listed"),
+            choice(WIRES, "wire", DEFAULT_WIRE).expect("the default wire is listed"),
+        );
         add(
             "dram_bit",
-            fig(
-                3.97,
-                UNSCALED,
-                "pJ/bit",
-                "HBM2: O'Connor, Chatterjee et al., \"Fine-Grained DRAM\", MICRO 2017 \
-                 (activation 1.21 + on-die movement 2.24 + I/O 0.30 pJ/bit, with ECC), as in \
-                 accelergy-cacti-plug-in's DRAM table; an interface figure, not scaled",
-            ),
+            fig(dram.pj, dram.node_nm, "pJ/bit", dram.source),
         );
         add(
             "bond_bit",
@@ -264,13 +355,19 @@ impl Default for EnergyTable {
         );
         add(
             "wire_bit_mm",
-            wire_fig(
-                0.0404,
+            wire_fig(wire.pj, wire.node_nm, "pJ/(bit mm)", wire.source),
+        );
+        add(
+            "static_pe_cycle",
+            fig(
+                1.50,
                 45.0,
-                "pJ/(bit mm)",
-                "on-chip low-swing wire, Park et al., DATE 2013 (45 nm); full-swing repeated \
-                 wires cost about 3x more (0.12 pJ/(bit mm) at 40 nm, 0.9 V: Keckler et al., \
-                 IEEE Micro 31(5) 2011, Table 1)",
+                "pJ/(PE cycle)",
+                "gate level: regflash's PE (64 registers, M = A = 1, its register file \
+                 clock-gated a word at a time) mapped at NangateOpenCellLibrary typical (45 nm), \
+                 1,500 MHz, no data moving and every gate closed: its clock pins, clock gates \
+                 and leakage, OpenSTA (scripts/power-crosscheck, stop 70, docs/asic.md). The \
+                 PEs' only: the rest of the core's clock and leakage is not priced",
             ),
         );
         add(
@@ -303,7 +400,8 @@ impl Default for EnergyTable {
             },
             node_nm: 45.0,
             pe_pitch_um: 50.0,
-            static_pj_per_pe_cycle: 0.0,
+            dram: DEFAULT_DRAM.to_string(),
+            wire: DEFAULT_WIRE.to_string(),
             buffer_wire_mm: 0.0,
             // CACTI 7 itrs-lstp at 45 nm: 3.2-3.6 mm² per MiB for 16 KiB to 256 KiB macros
             // (128 KiB x 64 bits: 0.4296 mm²; 256 KiB x 256 bits: 0.8598 mm²; the
@@ -690,7 +788,6 @@ impl EnergyTable {
         }
         for (k, x) in [
             ("pe_pitch_um", self.pe_pitch_um),
-            ("static_pj_per_pe_cycle", self.static_pj_per_pe_cycle),
             ("buffer_wire_mm", self.buffer_wire_mm),
             ("sram_mm2_per_mib", self.sram_mm2_per_mib),
         ] {
@@ -699,6 +796,39 @@ impl EnergyTable {
             }
         }
         Ok(())
+    }
+
+    /// Prices off-chip memory as the DRAM called `name` ([`DRAMS`]).
+    pub fn choose_dram(&mut self, name: &str) -> Result<(), TableError> {
+        let c = choice(DRAMS, "dram", name)?;
+        self.figures
+            .insert("dram_bit", fig(c.pj, c.node_nm, "pJ/bit", c.source));
+        self.dram = c.name.to_string();
+        Ok(())
+    }
+
+    /// Prices on-chip wires as the wire called `name` ([`WIRES`]).
+    pub fn choose_wire(&mut self, name: &str) -> Result<(), TableError> {
+        let c = choice(WIRES, "wire", name)?;
+        let f = wire_fig(c.pj, c.node_nm, "pJ/(bit mm)", c.source);
+        self.figures.insert("wire_bit_mm", f);
+        self.wire = c.name.to_string();
+        Ok(())
+    }
+
+    /// What every report states the energies rest on: the node, the off-chip memory, the
+    /// wire's swing, the time-dependent term, each at the node.
+    pub fn basis(&self) -> String {
+        format!(
+            "{} nm; DRAM {} ({} pJ/bit); {} wires ({:.4} pJ/(bit mm)); clock and leakage {:.3} pJ \
+             per PE-cycle",
+            self.node_nm,
+            self.dram,
+            self.at_node("dram_bit"),
+            self.wire,
+            self.at_node("wire_bit_mm"),
+            self.at_node("static_pe_cycle")
+        )
     }
 
     /// A figure at the target node (pJ per its unit).
@@ -856,7 +986,7 @@ impl EnergyTable {
             broadcast: n(a.bcast_bit_hops) * self.pe_pitch_um / 1000.0 * e("wire_bit_mm"),
             vertical_links: n(a.vlink_bits) * e("bond_bit"),
             dram: n(8 * a.dram_bytes) * e("dram_bit"),
-            static_energy: n(a.cycles) * n(g.pes) * self.static_pj_per_pe_cycle,
+            static_energy: n(a.cycles) * n(g.pes) * e("static_pe_cycle"),
             leakage: n(a.cycles) * self.sram_leak_pj_per_cycle(g.sram_bytes, g.clock_mhz),
         }
     }
@@ -1023,7 +1153,8 @@ mod tests {
         let k_wire = scale_wire(45.0, 16.0).unwrap();
         assert!((b.broadcast - 2000.0 * 0.05 * 0.0404 * k_wire).abs() < 1e-9);
         assert_eq!(b.leakage, 0.0, "no SRAM macros");
-        assert_eq!(b.static_energy, 0.0);
+        // The PEs' clock and leakage, every cycle, a logic figure.
+        assert!((b.static_energy - 10.0 * 16.0 * 1.50 * k).abs() < 1e-9);
         assert_eq!((b.sram, b.p_registers, b.buffer_transport), (0.0, 0.0, 0.0));
         let sum: f64 = b.components().iter().map(|c| c.1).sum();
         assert_eq!(b.total(), sum);

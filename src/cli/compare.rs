@@ -21,9 +21,8 @@ pub struct CompareArgs {
     pub max_sim_seq: usize,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Energy table (TOML) over the default: any subset of figures, storage points and knobs.
-    #[arg(long)]
-    pub energy: Option<PathBuf>,
+    #[command(flatten)]
+    pub energy: super::EnergyArgs,
     /// buf2d's on-chip buffer capacity in bytes, which prices its banks (default: the
     /// config's buf2d.bytes, or the banks sized to fit when that is 0).
     #[arg(long)]
@@ -134,7 +133,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         )?),
         None => None,
     };
-    let table = crate::pricing::load_table(args.energy.as_deref())?;
+    let table = args.energy.table()?;
     let plan = compare::ComparePlan {
         config: config.clone(),
         seq_lens: args.seq.clone(),

@@ -22,9 +22,8 @@ pub struct EstimateArgs {
     /// Memory read latency in cycles.
     #[arg(long, default_value_t = 20)]
     pub mem_latency: u32,
-    /// Energy table (TOML) over the default.
-    #[arg(long)]
-    pub energy: Option<PathBuf>,
+    #[command(flatten)]
+    pub energy: super::EnergyArgs,
     /// Write every point as JSON (counters, timing, energy, how it was estimated).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -41,8 +40,6 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub liberty: Option<PathBuf>,
 }
-
-pub use crate::estimate::EstimatePoint;
 
 /// `cfg`'s design fmax at a library (`--clock synth`): its whole top mapped by the ASIC flow
 /// (its banks as macros, as `compare --iso area` maps it), the slowest block's fmax, and a
@@ -82,7 +79,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
         eprintln!("note: {note}");
     }
     let p = hdl::core::CoreParams::from_config(&cfg)?;
-    let table = crate::pricing::load_table(args.energy.as_deref())?;
+    let table = args.energy.table()?;
     anyhow::ensure!(
         args.clock == "synth" || (args.lib.is_none() && args.liberty.is_none()),
         "--lib and --liberty choose the library of --clock synth: add --clock synth"
@@ -154,10 +151,8 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
     println!(
         "\nexact: the cycle model stepped every cycle, as every deterministic RTL run in the \
          test suite is held to; extrapolated: fitted to exact runs (validated against stepped \
-         runs in the tests). Energy at {} nm from the schedule's counts.",
-        points
-            .first()
-            .map_or(45.0, |p: &EstimatePoint| p.energy.node_nm)
+         runs in the tests). Energy from the schedule's counts: {}.",
+        table.basis()
     );
     if let Some(path) = &args.report {
         write_json(path, &points)?;

@@ -175,6 +175,26 @@ fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
     Ok(cfg)
 }
 
+/// The energy table a command prices with (`sim`, `compare`, `estimate`).
+#[derive(Args, Debug)]
+pub struct EnergyArgs {
+    /// Energy table (TOML) over the default (kernels/src/energy.rs, docs/energy.md): any
+    /// subset of figures, storage points and knobs; unknown keys are refused.
+    #[arg(long)]
+    pub energy: Option<PathBuf>,
+    /// The off-chip memory energy prices: hbm2 (the default), lpddr4, gddr5 or ddr3, each
+    /// with its source (docs/energy.md).
+    #[arg(long)]
+    pub dram: Option<String>,
+}
+
+impl EnergyArgs {
+    /// The table these arguments name.
+    pub fn table(&self) -> Result<kernels::energy::EnergyTable> {
+        crate::pricing::load_table(self.energy.as_deref(), self.dram.as_deref())
+    }
+}
+
 /// The random problems and memory of a run plan (`bench`, `compare`).
 #[derive(Args, Debug)]
 pub struct RunArgs {

@@ -79,10 +79,8 @@ pub struct SimArgs {
     /// Write the report as JSON.
     #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Energy table (TOML) over the default (kernels/src/energy.rs): any subset of figures,
-    /// storage points and knobs; unknown keys are refused.
-    #[arg(long)]
-    pub energy: Option<PathBuf>,
+    #[command(flatten)]
+    pub energy: super::EnergyArgs,
     /// Memory read latency in cycles.
     #[arg(long, default_value_t = 20)]
     pub mem_latency: u32,
@@ -112,7 +110,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
     let params = CoreParams::from_config(&cfg)?;
     refuse_unused(&args, &params)?;
-    let table = crate::pricing::load_table(args.energy.as_deref())?;
+    let table = args.energy.table()?;
     let out = if args.f32 {
         OutFormat::F32
     } else {
