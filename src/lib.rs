@@ -13,6 +13,7 @@ pub mod design;
 #[cfg(feature = "cli")]
 pub mod docs;
 pub mod estimate;
+pub mod power;
 pub mod pricing;
 pub mod report;
 pub mod schedule;

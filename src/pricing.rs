@@ -33,6 +33,21 @@ struct TableFile {
     figures: BTreeMap<String, FigureFile>,
     #[serde(default)]
     storage: Vec<StorageFile>,
+    /// A PE measured at gate level (`regflash power`).
+    gates: Option<GatesFile>,
+}
+
+/// The `[gates]` section `regflash power` writes.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct GatesFile {
+    node_nm: f64,
+    module: String,
+    pe_mac: f64,
+    pe_rf_read: f64,
+    pe_rf_write: f64,
+    pe_cycle: f64,
+    source: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -193,6 +208,17 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
         }
     }
     t.storage.sort_by_key(|p| p.bytes);
+    if let Some(g) = file.gates {
+        t.gates = Some(kernels::energy::GateFigures {
+            node_nm: g.node_nm,
+            pe_mac: g.pe_mac,
+            pe_rf_read: g.pe_rf_read,
+            pe_rf_write: g.pe_rf_write,
+            pe_cycle: g.pe_cycle,
+            module: g.module,
+            source: g.source.unwrap_or_else(|| format!("user table {origin}")),
+        });
+    }
     t.validate()
         .map_err(|e| anyhow::anyhow!("energy table {origin}: {e}"))?;
     Ok(t)
@@ -201,7 +227,7 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
 /// The table `--energy` names, or the default; `dram` (`--dram`) names the off-chip memory
 /// over the table's.
 pub fn load_table(path: Option<&Path>, dram: Option<&str>) -> Result<EnergyTable> {
-    let mut t = match path {
+    let t = match path {
         None => EnergyTable::default(),
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -209,6 +235,11 @@ pub fn load_table(path: Option<&Path>, dram: Option<&str>) -> Result<EnergyTable
             table_from_toml(&text, &p.display().to_string())?
         }
     };
+    with_dram(t, dram)
+}
+
+/// `t` with its off-chip memory the DRAM `dram` names (`--dram`), if any.
+pub fn with_dram(mut t: EnergyTable, dram: Option<&str>) -> Result<EnergyTable> {
     if let Some(name) = dram {
         if t.dram.starts_with("from ") {
             bail!(

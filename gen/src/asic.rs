@@ -139,6 +139,8 @@ pub struct Liberty {
     pub wire_load: Option<String>,
     /// Each cell's input pins.
     pub inputs: BTreeMap<String, BTreeSet<String>>,
+    /// Each cell's output pins (the power flow annotates a net's activity on its driver).
+    pub outputs: BTreeMap<String, BTreeSet<String>>,
     /// Cells marked `dont_use` (the file's own, or [`dont_use`]'s): never a driving cell.
     pub excluded: BTreeSet<String>,
     /// The name patterns of [`dont_use`] applied (empty: the file as it is).
@@ -313,6 +315,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
     let mut buffers: Vec<(f64, String, f64)> = vec![];
     let mut wire_load = None;
     let mut inputs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut outputs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut excluded = BTreeSet::new();
     // Integrated clock gates: (cell, kind) and each one's pins by role.
     let mut gate_kind: BTreeMap<String, String> = BTreeMap::new();
@@ -362,6 +365,9 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
                 .insert(role, p.0.clone());
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "direction")) {
             p.1 = v == "input";
+            if let (Some(c), "output") = (&cell, v) {
+                outputs.entry(c.clone()).or_default().insert(p.0.clone());
+            }
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "clock")) {
             p.4 = v == "true";
         } else if let (Some(p), Some(v)) = (pins.last_mut(), attribute(l, "capacitance")) {
@@ -440,6 +446,7 @@ fn parse(text: &str, path: PathBuf) -> Result<Liberty> {
             .map(|(_, c, cap)| (c, cap * ff_per_unit)),
         wire_load,
         inputs,
+        outputs,
         excluded,
         dont_use: vec![],
         clock_gate,

@@ -231,6 +231,26 @@ pub fn choice(list: &[Choice], what: &str, name: &str) -> Result<Choice, TableEr
         })
 }
 
+/// A PE's energy measured at gate level (`regflash power`, the `[gates]` section of a table):
+/// it replaces the table's MAC, PE register-file and PE clock-and-leakage prices. Each figure
+/// is at `node_nm` and scales as logic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateFigures {
+    pub node_nm: f64,
+    /// pJ per MAC: the multiplier, the adder and the MAC's registers (dynamic).
+    pub pe_mac: f64,
+    /// pJ per register-file read: the PE's own logic and flip-flops, the read multiplexers
+    /// among them (dynamic).
+    pub pe_rf_read: f64,
+    /// pJ per register-file write: the written word's flip-flops and clock gates (dynamic).
+    pub pe_rf_write: f64,
+    /// pJ per PE and cycle: its clock and leakage with no data moving.
+    pub pe_cycle: f64,
+    /// The PE module the figures were measured on (`pe_r64_m1_a1`).
+    pub module: String,
+    pub source: String,
+}
+
 /// The energy table: per-event figures, the storage curve, and the knobs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EnergyTable {
@@ -254,6 +274,8 @@ pub struct EnergyTable {
     /// SRAM macro area per MiB (mm², not scaled with `node_nm`): a planar GLB's distance to
     /// the array is derived from it when the design does not give one.
     pub sram_mm2_per_mib: f64,
+    /// The PE measured at gate level, if the table has it (`--energy gates`).
+    pub gates: Option<GateFigures>,
 }
 
 /// A figure's node for figures that do not scale (recorded as 0).
@@ -407,6 +429,7 @@ impl Default for EnergyTable {
             // (128 KiB x 64 bits: 0.4296 mm²; 256 KiB x 256 bits: 0.8598 mm²; the
             // timeloop-accelergy-exercises 2d55108 reference logs).
             sram_mm2_per_mib: 3.4,
+            gates: None,
         }
     }
 }
@@ -786,6 +809,19 @@ impl EnergyTable {
                 ));
             }
         }
+        if let Some(g) = &self.gates {
+            node_energy(g.node_nm).map_err(|e| TableError(format!("gates.node_nm: {e}")))?;
+            for (k, x) in [
+                ("pe_mac", g.pe_mac),
+                ("pe_rf_read", g.pe_rf_read),
+                ("pe_rf_write", g.pe_rf_write),
+                ("pe_cycle", g.pe_cycle),
+            ] {
+                if !ok_pj(x) {
+                    return bad(format!("gates.{k} = {x} must be a finite energy >= 0"));
+                }
+            }
+        }
         for (k, x) in [
             ("pe_pitch_um", self.pe_pitch_um),
             ("buffer_wire_mm", self.buffer_wire_mm),
@@ -819,6 +855,22 @@ impl EnergyTable {
     /// What every report states the energies rest on: the node, the off-chip memory, the
     /// wire's swing, the time-dependent term, each at the node.
     pub fn basis(&self) -> String {
+        let gates = self.gates.as_ref().map_or(String::new(), |g| {
+            format!(
+                "; the PE ({}) at gate level: {:.3} pJ per MAC, {:.3} / {:.3} per register \
+                 read / write, {:.3} per PE-cycle ({})",
+                g.module,
+                g.pe_mac * self.gate_factor(),
+                g.pe_rf_read * self.gate_factor(),
+                g.pe_rf_write * self.gate_factor(),
+                g.pe_cycle * self.gate_factor(),
+                g.source
+            )
+        });
+        let static_pj = match &self.gates {
+            Some(g) => g.pe_cycle * self.gate_factor(),
+            None => self.at_node("static_pe_cycle"),
+        };
         format!(
             "{} nm; DRAM {} ({} pJ/bit); {} wires ({:.4} pJ/(bit mm)); clock and leakage {:.3} pJ \
              per PE-cycle",
@@ -827,8 +879,17 @@ impl EnergyTable {
             self.at_node("dram_bit"),
             self.wire,
             self.at_node("wire_bit_mm"),
-            self.at_node("static_pe_cycle")
-        )
+            static_pj
+        ) + &gates
+    }
+
+    /// The factor that takes the gate-level figures to the table's node (1 without them).
+    fn gate_factor(&self) -> f64 {
+        self.gates.as_ref().map_or(1.0, |g| {
+            Scaling::Logic
+                .factor(g.node_nm, self.node_nm)
+                .expect("validated table")
+        })
     }
 
     /// A figure at the target node (pJ per its unit).
@@ -959,19 +1020,28 @@ impl EnergyTable {
             glb,
             glb_transport,
             // QK and PV have equal MACs: with integer QKᵀ, QK's half are integer.
-            mac: {
-                let int = match g.qk_int_bits {
-                    8 => Some(e("int8_mul")),
-                    4 => Some(e("int4_mul")),
-                    _ => None,
-                };
-                let fp = e("fp16_mul") + e("fp32_add");
-                match int {
-                    Some(mul) => n(a.macs) / 2.0 * (fp + mul + e("int32_add")),
-                    None => n(a.macs) * fp,
+            mac: match &self.gates {
+                Some(gf) => n(a.macs) * gf.pe_mac * self.gate_factor(),
+                None => {
+                    let int = match g.qk_int_bits {
+                        8 => Some(e("int8_mul")),
+                        4 => Some(e("int4_mul")),
+                        _ => None,
+                    };
+                    let fp = e("fp16_mul") + e("fp32_add");
+                    match int {
+                        Some(mul) => n(a.macs) / 2.0 * (fp + mul + e("int32_add")),
+                        None => n(a.macs) * fp,
+                    }
                 }
             },
-            pe_registers: (n(a.rf_reads) * rf_r + n(a.rf_writes) * rf_w) * 32.0 / 64.0,
+            pe_registers: match &self.gates {
+                Some(gf) => {
+                    (n(a.rf_reads) * gf.pe_rf_read + n(a.rf_writes) * gf.pe_rf_write)
+                        * self.gate_factor()
+                }
+                None => (n(a.rf_reads) * rf_r + n(a.rf_writes) * rf_w) * 32.0 / 64.0,
+            },
             p_registers,
             sram,
             buffer_transport,
@@ -986,7 +1056,12 @@ impl EnergyTable {
             broadcast: n(a.bcast_bit_hops) * self.pe_pitch_um / 1000.0 * e("wire_bit_mm"),
             vertical_links: n(a.vlink_bits) * e("bond_bit"),
             dram: n(8 * a.dram_bytes) * e("dram_bit"),
-            static_energy: n(a.cycles) * n(g.pes) * e("static_pe_cycle"),
+            static_energy: n(a.cycles)
+                * n(g.pes)
+                * match &self.gates {
+                    Some(gf) => gf.pe_cycle * self.gate_factor(),
+                    None => e("static_pe_cycle"),
+                },
             leakage: n(a.cycles) * self.sram_leak_pj_per_cycle(g.sram_bytes, g.clock_mhz),
         }
     }

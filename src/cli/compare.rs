@@ -133,7 +133,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         )?),
         None => None,
     };
-    let table = args.energy.table()?;
+    let table = args.energy.table(&config)?;
     let plan = compare::ComparePlan {
         config: config.clone(),
         seq_lens: args.seq.clone(),

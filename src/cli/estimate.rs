@@ -79,7 +79,7 @@ pub(super) fn estimate_cmd(args: EstimateArgs) -> Result<ExitCode> {
         eprintln!("note: {note}");
     }
     let p = hdl::core::CoreParams::from_config(&cfg)?;
-    let table = args.energy.table()?;
+    let table = args.energy.table(&cfg)?;
     anyhow::ensure!(
         args.clock == "synth" || (args.lib.is_none() && args.liberty.is_none()),
         "--lib and --liberty choose the library of --clock synth: add --clock synth"

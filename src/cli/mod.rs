@@ -4,6 +4,7 @@ mod accuracy;
 mod bench;
 mod compare;
 mod estimate;
+mod power;
 mod presets;
 mod sim;
 mod synth;
@@ -18,6 +19,7 @@ use compare::compare_cmd;
 pub use compare::CompareArgs;
 use estimate::estimate_cmd;
 pub use estimate::EstimateArgs;
+use power::power_cmd;
 use presets::presets_cmd;
 use sim::sim_cmd;
 pub use sim::SimArgs;
@@ -88,6 +90,10 @@ pub enum Command {
     /// Synthesize a preset design or one unit with Yosys (generic cells, FPGA, or an ASIC
     /// standard-cell library with OpenSTA timing) and report cells, area and paths.
     Synth(SynthArgs),
+    /// The PE's energy at gate level: mapped at a library, its activity replayed from an RTL
+    /// run, priced by OpenSTA; per MAC, register-file access and cycle, written as an energy
+    /// table (`--energy`).
+    Power(power::PowerArgs),
     /// Accuracy of the numerics: exp2 against f64 by input range, and the tiled hardware model
     /// against the f64 and plain FP16 references for the configuration's tiling.
     Accuracy(AccuracyArgs),
@@ -179,7 +185,9 @@ fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
 #[derive(Args, Debug)]
 pub struct EnergyArgs {
     /// Energy table (TOML) over the default (kernels/src/energy.rs, docs/energy.md): any
-    /// subset of figures, storage points and knobs; unknown keys are refused.
+    /// subset of figures, storage points and knobs; unknown keys are refused. `gates`: the
+    /// design's PE measured at gate level at nangate45 (`regflash power`, cached after the
+    /// first run) prices its MACs, register-file accesses and clock and leakage.
     #[arg(long)]
     pub energy: Option<PathBuf>,
     /// The off-chip memory energy prices: hbm2 (the default), lpddr4, gddr5 or ddr3, each
@@ -189,9 +197,39 @@ pub struct EnergyArgs {
 }
 
 impl EnergyArgs {
-    /// The table these arguments name.
-    pub fn table(&self) -> Result<kernels::energy::EnergyTable> {
-        crate::pricing::load_table(self.energy.as_deref(), self.dram.as_deref())
+    /// The table these arguments name for the design `cfg`.
+    pub fn table(&self, cfg: &CoreConfig) -> Result<kernels::energy::EnergyTable> {
+        let path = self.energy.as_deref();
+        let gates = path.is_some_and(|p| p == std::path::Path::new("gates") && !p.exists());
+        let t = if gates {
+            let opt = crate::power::Options {
+                lib: Some("nangate45".into()),
+                liberty: None,
+                seq: 64,
+                keep: None,
+            };
+            eprintln!(
+                "--energy gates: measuring the PE at gate level (nangate45; cached after the \
+                 first run)"
+            );
+            let pe = crate::power::characterize(cfg, crate::power::Block::Pe, &opt)
+                .context("--energy gates: the PE's gate-level characterization")?;
+            let text = crate::power::table_toml(&pe)?;
+            let t = crate::pricing::table_from_toml(&text, "gates")?;
+            crate::pricing::with_dram(t, self.dram.as_deref())?
+        } else {
+            crate::pricing::load_table(path, self.dram.as_deref())?
+        };
+        if let Some(g) = &t.gates {
+            let module = cfg.pe().module_name();
+            anyhow::ensure!(
+                g.module == module,
+                "the energy table's gate-level PE is {}, this design's is {module}: measure it \
+                 with `regflash power` on this configuration, or use --energy gates",
+                g.module
+            );
+        }
+        Ok(t)
     }
 }
 
@@ -332,6 +370,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Synth(args) => synth_cmd(args),
         Command::Verify(args) => verify_cmd(args),
         Command::Accuracy(args) => accuracy_cmd(args),
+        Command::Power(args) => power_cmd(args),
         Command::Presets { toml: None } => {
             presets_cmd()?;
             Ok(ExitCode::SUCCESS)

@@ -110,7 +110,7 @@ pub(super) fn sim_cmd(args: SimArgs) -> Result<ExitCode> {
     let cfg = args.config.resolve()?;
     let params = CoreParams::from_config(&cfg)?;
     refuse_unused(&args, &params)?;
-    let table = args.energy.table()?;
+    let table = args.energy.table(&cfg)?;
     let out = if args.f32 {
         OutFormat::F32
     } else {

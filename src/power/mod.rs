@@ -1,0 +1,638 @@
+//! `regflash power`: a block's energy at gate level, from its own netlist at a standard-cell
+//! library, with every net's activity measured by replaying the block's ports from an RTL run
+//! of a real attention problem (issue 54's per-block characterization; it grew out of
+//! `scripts/power-crosscheck`).
+//!
+//! For a block (today the PE):
+//! 1. `regflash sim` runs the design on `seq` tokens with a waveform of one instance of the block
+//!    (its run must pass: bit-exact, counters, the error contract);
+//! 2. Yosys maps the block module by module at the library, at the design's clock, and
+//!    flattens it after mapping, so every cell keeps its instance path (`u_mac.u_add.…`); the
+//!    design's clock gates are the library's integrated clock-gating cell;
+//! 3. Icarus replays the instance's input ports, as the waveform has them, into the block's RTL
+//!    and into the netlist with the library's cells as Verilog models: both must give the same
+//!    checksum of every output at every clock edge, or the flow stops;
+//! 4. each net's transitions per cycle in the netlist's run become its driver's activity, and
+//!    OpenSTA reports every cell's power (`sta`), with the activity as measured, and again with
+//!    no data moving and every clock gate closed: the clock and leakage alone.
+//!
+//! A cell's dynamic energy is the first less the second; each part's dynamic energy over its
+//! events, and the clock and leakage per cycle, are the block's characterization, which
+//! `power::table` writes as the `[gates]` section of an energy table (`--energy`).
+
+pub mod netlist;
+pub mod replay;
+pub mod sta;
+pub mod vcd;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context, Result};
+use hdl::config::CoreConfig;
+use hdl::pe::PeOp;
+use serde::{Deserialize, Serialize};
+
+use crate::design::{generate, Target};
+
+/// The flow's version: part of the cache key, so a change of the flow re-measures.
+const FLOW_VERSION: &str = "power-2";
+
+/// A block the flow characterizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Block {
+    /// PE (0, 0) of row 0: per MAC, per register-file read and write, per cycle.
+    Pe,
+}
+
+impl Block {
+    pub fn name(self) -> &'static str {
+        match self {
+            Block::Pe => "pe",
+        }
+    }
+
+    /// The instance the waveform records, from the core's top (`sim --wave-scope`).
+    fn scope(self) -> &'static str {
+        match self {
+            Block::Pe => "u_engine.row0.u_tier.pe0",
+        }
+    }
+
+    /// The block's module in the design.
+    fn module(self, cfg: &CoreConfig) -> String {
+        match self {
+            Block::Pe => cfg.pe().module_name(),
+        }
+    }
+
+    /// Its events: (name, Verilog expression over its ports that holds at a rising edge when
+    /// one happens).
+    fn events(self, cfg: &CoreConfig) -> Vec<(&'static str, String)> {
+        match self {
+            Block::Pe => {
+                let mut ops = vec![PeOp::Mac, PeOp::MacClear, PeOp::MacZero, PeOp::MacScale];
+                if cfg.qk_format.is_some() {
+                    ops.extend([PeOp::IntClear, PeOp::IntMac, PeOp::IntLast]);
+                }
+                let ops: Vec<String> = ops.iter().map(|o| format!("op == {}", *o as u8)).collect();
+                vec![
+                    ("mac", format!("en && ({})", ops.join(" || "))),
+                    ("rf_read", "rf_acc_read".into()),
+                    ("rf_write", "rf_write".into()),
+                ]
+            }
+        }
+    }
+
+    /// The part a cell of the flat netlist belongs to, by its instance path and kind.
+    fn part(self, cell: &str, kind: CellKind) -> &'static str {
+        match (self, kind) {
+            (_, CellKind::Gate) => "clock gates",
+            (_, CellKind::GatedFlop) => "gated flip-flops",
+            (Block::Pe, _) if cell.starts_with("u_mac.u_mul.") => "multiplier",
+            (Block::Pe, _) if cell.starts_with("u_mac.u_add.") => "adder",
+            (Block::Pe, _) if cell.starts_with("u_mac.") => "MAC registers and logic",
+            (_, CellKind::Flop) => "own flip-flops",
+            (_, CellKind::Logic) => "own logic",
+        }
+    }
+}
+
+/// What a cell of the netlist is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CellKind {
+    Gate,
+    GatedFlop,
+    Flop,
+    Logic,
+}
+
+/// One part of a block: its cells, and its energy over the run, as measured and with no data
+/// moving (pJ).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    pub name: String,
+    pub cells: u64,
+    pub measured_pj: f64,
+    pub idle_pj: f64,
+}
+
+/// A block's characterization: where and how it was measured, its run and its parts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockPower {
+    pub block: Block,
+    pub module: String,
+    pub scope: String,
+    pub library: String,
+    /// The library's node (nm), to which the figures belong.
+    pub node_nm: f64,
+    pub clock_mhz: f64,
+    pub seq: usize,
+    pub cycles: u64,
+    pub events: BTreeMap<String, u64>,
+    pub area_um2: f64,
+    /// The run's checksum, equal in the RTL and the netlist.
+    pub checksum: String,
+    pub gates: usize,
+    pub gates_opened: usize,
+    pub parts: Vec<Part>,
+}
+
+impl BlockPower {
+    /// The whole run's energy (pJ), as measured.
+    pub fn total_pj(&self) -> f64 {
+        self.parts.iter().map(|p| p.measured_pj).sum()
+    }
+
+    /// The clock and leakage of one cycle with no data moving (pJ).
+    pub fn idle_pj_per_cycle(&self) -> f64 {
+        self.parts.iter().map(|p| p.idle_pj).sum::<f64>() / self.cycles.max(1) as f64
+    }
+
+    /// The dynamic energy (measured less idle) of the parts named, over the event's count
+    /// (pJ per event).
+    pub fn per_event(&self, parts: &[&str], event: &str) -> Result<f64> {
+        let n = self.events.get(event).copied().unwrap_or(0);
+        ensure!(
+            n > 0,
+            "the {} had no `{event}` in the run: nothing to price per event (a longer --seq?)",
+            self.block.name()
+        );
+        let dynamic: f64 = self
+            .parts
+            .iter()
+            .filter(|p| parts.contains(&p.name.as_str()))
+            .map(|p| p.measured_pj - p.idle_pj)
+            .sum();
+        Ok(dynamic / n as f64)
+    }
+
+    /// The report's lines.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} ({} at {}): {} ({} nm), {:.0} MHz, seq {}: {} cycles, {}; area {:.0} um2, \
+             {} clock gates ({} opened); the netlist's outputs equal the RTL's (checksum {})\n",
+            self.block.name(),
+            self.module,
+            self.scope,
+            self.library,
+            self.node_nm,
+            self.clock_mhz,
+            self.seq,
+            self.cycles,
+            self.events
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.area_um2,
+            self.gates,
+            self.gates_opened,
+            self.checksum
+        );
+        let per_cycle = |pj: f64| pj / self.cycles.max(1) as f64;
+        writeln!(
+            s,
+            "  {:.2} pJ per cycle as measured; the clock and leakage alone {:.2} pJ per cycle",
+            per_cycle(self.total_pj()),
+            self.idle_pj_per_cycle()
+        )
+        .ok();
+        let mut parts = self.parts.clone();
+        parts.sort_by(|a, b| b.measured_pj.total_cmp(&a.measured_pj));
+        for p in parts {
+            writeln!(
+                s,
+                "  {:28} {:6} cells {:8.3} pJ per cycle ({:.3} of it clock and leakage)",
+                p.name,
+                p.cells,
+                per_cycle(p.measured_pj),
+                per_cycle(p.idle_pj)
+            )
+            .ok();
+        }
+        s
+    }
+}
+
+/// Where and how to measure.
+pub struct Options {
+    /// `--lib` name or `--liberty` path (`gen::asic::resolve`).
+    pub lib: Option<String>,
+    pub liberty: Option<PathBuf>,
+    pub seq: usize,
+    /// Keep the work folder here (else a scratch folder, removed).
+    pub keep: Option<PathBuf>,
+}
+
+/// The node (nm) in a library's label (`45 nm`), if it says.
+fn node_of(label: &str) -> Option<f64> {
+    label.split_whitespace().next()?.parse().ok()
+}
+
+/// Runs `cmd`, or an error with its output.
+fn run(cmd: &mut Command, what: &str) -> Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        bail!(
+            "{what} failed:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(text)
+}
+
+/// The block's ports from the manifest (`clk` and `rst` from its text: the manifest lists
+/// neither).
+fn ports(dir: &Path, manifest: &gen::Manifest, module: &str) -> Result<replay::Ports> {
+    let entry = manifest
+        .module(module)
+        .with_context(|| format!("the design has no module {module}"))?;
+    let text = std::fs::read_to_string(manifest.absolute(dir, &entry.file)?)?;
+    let declared = |p: &str| {
+        text.lines().any(|l| {
+            let t: Vec<&str> = l
+                .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+                .filter(|x| !x.is_empty())
+                .collect();
+            t.len() >= 3 && t[0] == "input" && t[1] == "wire" && t[2] == p
+        })
+    };
+    let mut inputs: Vec<(String, u32)> = ["clk", "rst"]
+        .into_iter()
+        .filter(|p| declared(p))
+        .map(|p| (p.to_string(), 1))
+        .collect();
+    ensure!(inputs.iter().any(|p| p.0 == "clk"), "{module} has no clk");
+    let mut outputs = vec![];
+    for p in &entry.ports {
+        if inputs.iter().any(|i| i.0 == p.name) {
+            continue; // clk or rst, when the manifest lists them
+        }
+        if p.is_input() {
+            inputs.push((p.name.clone(), p.width));
+        } else {
+            outputs.push((p.name.clone(), p.width));
+        }
+    }
+    Ok(replay::Ports { inputs, outputs })
+}
+
+/// Characterizes `block` of the design `cfg`, cached by the design's Verilog, the library,
+/// the run and the flow.
+pub fn characterize(cfg: &CoreConfig, block: Block, opt: &Options) -> Result<BlockPower> {
+    let (source, lib_name, label) = gen::asic::resolve(opt.lib.as_deref(), opt.liberty.as_deref())?;
+    let node_nm = node_of(&label).with_context(|| {
+        format!("{lib_name}'s node is unknown ({label}): the figures need one to scale from")
+    })?;
+    let scratch;
+    let work = match &opt.keep {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+            d.clone()
+        }
+        None => {
+            scratch = gen::tools::ScratchDir::new("power")?;
+            scratch.path().to_path_buf()
+        }
+    };
+    let rtl = work.join("rtl");
+    let manifest = generate(cfg, &Target::Top, &rtl)?;
+    let mut key = gen::cache::Fnv::new();
+    for part in [
+        FLOW_VERSION,
+        &lib_name,
+        block.name(),
+        &format!("{} {}", opt.seq, cfg.clock_mhz),
+    ] {
+        key.feed(part.as_bytes());
+    }
+    key.feed(&std::fs::metadata(&source)?.len().to_le_bytes());
+    for f in manifest.absolute_files(&rtl)? {
+        key.feed(gen::cache::without_provenance(&std::fs::read(&f)?));
+    }
+    let cached = gen::cache::cache_root()
+        .join("power")
+        .join(format!("{:016x}.json", key.0));
+    if opt.keep.is_none() {
+        if let Ok(text) = std::fs::read_to_string(&cached) {
+            if let Ok(p) = serde_json::from_str::<BlockPower>(&text) {
+                return Ok(p);
+            }
+        }
+    }
+    let p = measure(
+        cfg,
+        block,
+        opt,
+        (&source, &lib_name, node_nm),
+        (&work, &manifest),
+    )?;
+    std::fs::create_dir_all(cached.parent().context("the cache folder")?)?;
+    let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_string_pretty(&p)?)?;
+    std::fs::rename(&tmp, &cached)?;
+    Ok(p)
+}
+
+fn measure(
+    cfg: &CoreConfig,
+    block: Block,
+    opt: &Options,
+    (source, lib_name, node_nm): (&Path, &str, f64),
+    (work, manifest): (&Path, &gen::Manifest),
+) -> Result<BlockPower> {
+    let lib = gen::asic::load(source, lib_name, work)?;
+    let rtl = work.join("rtl");
+    let module = block.module(cfg);
+    let ports = ports(&rtl, manifest, &module)?;
+    // 1. The RTL run, with the block's waveform.
+    let cfg_path = work.join("design.toml");
+    std::fs::write(&cfg_path, cfg.to_toml())?;
+    let vcd = work.join("rtl.vcd");
+    let exe = std::env::current_exe().context("regflash's own path")?;
+    run(
+        Command::new(&exe)
+            .arg("sim")
+            .arg("--config")
+            .arg(&cfg_path)
+            .args(["--seq", &opt.seq.to_string(), "--wave-scope", block.scope()])
+            .arg("--waves")
+            .arg(&vcd)
+            .current_dir(work),
+        "the RTL run (regflash sim)",
+    )?;
+    // 2. The netlist: module by module at the clock, flattened after mapping.
+    let period_ps = 1e6 / cfg.clock_mhz;
+    // The RTL's files for the replay; for the mapping, the clock gate is the library's cell
+    // instead of its simulation model.
+    let files = manifest.absolute_files(&rtl)?;
+    let gate_model = manifest
+        .module(hdl::clock_gate::NAME)
+        .map(|m| manifest.absolute(&rtl, &m.file))
+        .transpose()?;
+    let map_files: Vec<&String> = files
+        .iter()
+        .filter(|f| Some(*f) != gate_model.as_ref())
+        .collect();
+    let icg = work.join("icg.v");
+    std::fs::write(&icg, lib.clock_gate_netlist()?)?;
+    let (buf, cap) = lib.buffer.clone().with_context(|| {
+        format!(
+            "{} has no buffer to drive and load the block with",
+            lib.name
+        )
+    })?;
+    std::fs::write(
+        work.join("abc.constr"),
+        format!("set_driving_cell {buf}\nset_load {:.4}\n", 4.0 * cap),
+    )?;
+    let libpath = lib.path.display().to_string();
+    let script = format!(
+        "read_liberty -lib {libpath}\nread_verilog {} {}\nhierarchy -check -top {module}\n\
+         synth -top {module}\ndfflibmap -liberty {libpath}\n\
+         abc -D {period_ps:.0} -constr abc.constr -liberty {libpath}\nrename -enumerate -pattern c_% */c:*\nflatten\nopt_clean -purge\n\
+         setundef -zero\nsplitnets -ports\nopt_clean -purge\ntee -q -o area.txt stat -liberty \
+         {libpath}\nwrite_verilog -noattr -noexpr -nohex -nodec net.v\n",
+        map_files.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" "),
+        icg.display()
+    );
+    std::fs::write(work.join("map.ys"), script)?;
+    let yosys = gen::tools::require(gen::tools::Tool::Yosys)?;
+    run(
+        Command::new(&yosys)
+            .args(["-q", "-s", "map.ys"])
+            .current_dir(work),
+        &format!("mapping {module} at {}", lib.name),
+    )?;
+    let net_text = std::fs::read_to_string(work.join("net.v"))?;
+    let cells = netlist::instances(&net_text);
+    let area = area(&std::fs::read_to_string(work.join("area.txt"))?)?;
+    // The cells' functions as Verilog, the clock gate's latch by hand (Yosys reads no
+    // statetable).
+    run(
+        Command::new(&yosys)
+            .args(["-q", "-p"])
+            .arg(format!(
+                "read_liberty -ignore_miss_func {libpath}; write_verilog -noattr models.v"
+            ))
+            .current_dir(work),
+        "the library's cells as Verilog",
+    )?;
+    let gate = lib.clock_gate.clone().context("no clock gate")?;
+    let models = std::fs::read_to_string(work.join("models.v"))?;
+    ensure!(
+        !models.contains(&format!("module {}(", gate.cell))
+            && !models.contains(&format!("module {} (", gate.cell)),
+        "Yosys wrote a model of {}: the flow's own would clash",
+        gate.cell
+    );
+    let test = gate
+        .test
+        .as_ref()
+        .map_or(String::new(), |t| format!(" | {t}"));
+    let test_port = gate
+        .test
+        .as_ref()
+        .map_or(String::new(), |t| format!(", input {t}"));
+    std::fs::write(
+        work.join("models.v"),
+        models
+            + &format!(
+                "module {c} (input {ck}, input {e}{test_port}, output {g});\n  reg iq;\n  \
+                 always @({ck} or {e}) if (!{ck}) iq = {e}{test};\n  assign {g} = {ck} & iq;\nendmodule\n",
+                c = gate.cell,
+                ck = gate.clock,
+                e = gate.enable,
+                g = gate.out
+            ),
+    )?;
+    for c in &cells {
+        ensure!(
+            !(lib.flip_flops.contains(&c.cell) && c.pins.contains_key("SE")),
+            "the netlist uses the scan flip-flop {}, which has no model",
+            c.cell
+        );
+    }
+    // 3. The replay, into the RTL and the netlist.
+    let names: Vec<&str> = ports.inputs.iter().map(|p| p.0.as_str()).collect();
+    let inst = block.scope().rsplit('.').next().unwrap_or_default();
+    let changes = vcd::changes(&vcd, inst, &names)?;
+    let events = block.events(cfg);
+    let iverilog = gen::tools::require(gen::tools::Tool::Iverilog)?;
+    let vvp = iverilog.with_file_name("vvp");
+    let mut results = vec![];
+    for (tag, gate_level) in [("rtl", false), ("gl", true)] {
+        let tb = work.join(format!("tb_{tag}.v"));
+        std::fs::write(
+            &tb,
+            replay::testbench(&module, &ports, &changes, &events, gate_level)?,
+        )?;
+        let mut cmd = Command::new(&iverilog);
+        cmd.args(["-s", "tb", "-o", &format!("{tag}.vvp")]).arg(&tb);
+        if gate_level {
+            cmd.arg("-DDUMP").arg("net.v").arg("models.v");
+        } else {
+            cmd.args(&files);
+        }
+        run(
+            cmd.current_dir(work),
+            &format!("compiling the {tag} replay"),
+        )?;
+        let out = run(
+            Command::new(&vvp)
+                .args(["-n", &format!("{tag}.vvp")])
+                .current_dir(work),
+            &format!("the {tag} replay"),
+        )?;
+        results.push(replay::counts(&out)?);
+    }
+    let (rtl_run, gl_run) = (&results[0], &results[1]);
+    ensure!(
+        rtl_run == gl_run,
+        "the netlist of {module} does not reproduce its RTL: RTL {rtl_run:?}, netlist {gl_run:?}"
+    );
+    // 4. Activities and OpenSTA's power.
+    let toggles = vcd::toggles(&work.join("gl.vcd"), "dut")?;
+    let (acts, _unannotated) = sta::activities(&toggles, &cells, &netlist::ports(&net_text), &lib);
+    let period_ns = period_ps / 1e3;
+    let gated = sta::gated(&acts, &cells, &lib, period_ns)?;
+    let files3 = (lib.path.as_path(), work.join("net.v"), module.as_str());
+    let files3 = (files3.0, files3.1.as_path(), files3.2);
+    let plain = sta::report(work, "plain", files3, period_ns, &acts)?;
+    let measured = sta::report(work, "gated", files3, period_ns, &gated.measured)?;
+    let mut idle_cmds = vec!["set_power_activity -global -activity 0.0 -duty 0.5".to_string()];
+    idle_cmds.extend(gated.idle.iter().cloned());
+    let idle = sta::report(work, "idle", files3, period_ns, &idle_cmds)?;
+    // Per part: each cell from the run that prices it right.
+    let pj = |w: f64| w / (cfg.clock_mhz * 1e6) * 1e12 * rtl_run.cycles as f64;
+    let mut parts: BTreeMap<&str, Part> = BTreeMap::new();
+    let kind = |c: &netlist::Instance| {
+        if c.cell == gate.cell {
+            CellKind::Gate
+        } else if gated.cells.contains(&c.name) {
+            CellKind::GatedFlop
+        } else if lib.flip_flops.contains(&c.cell) {
+            CellKind::Flop
+        } else {
+            CellKind::Logic
+        }
+    };
+    for c in &cells {
+        let k = kind(c);
+        let run = if matches!(k, CellKind::Gate | CellKind::GatedFlop) {
+            &measured
+        } else {
+            &plain
+        };
+        let (Some(m), Some(i)) = (run.get(&c.name), idle.get(&c.name)) else {
+            bail!("OpenSTA's report has no cell {}", c.name);
+        };
+        let name = block.part(&c.name, k);
+        let p = parts.entry(name).or_insert_with(|| Part {
+            name: name.to_string(),
+            cells: 0,
+            measured_pj: 0.0,
+            idle_pj: 0.0,
+        });
+        p.cells += 1;
+        p.measured_pj += pj(m[3]);
+        p.idle_pj += pj(i[3]);
+    }
+    Ok(BlockPower {
+        block,
+        module,
+        scope: block.scope().to_string(),
+        library: lib.name.clone(),
+        node_nm,
+        clock_mhz: cfg.clock_mhz,
+        seq: opt.seq,
+        cycles: rtl_run.cycles,
+        events: rtl_run.events.clone(),
+        area_um2: area,
+        checksum: rtl_run.checksum.clone(),
+        gates: gated.gates,
+        gates_opened: gated.opened,
+        parts: parts.into_values().collect(),
+    })
+}
+
+/// `Chip area for module …: N` of Yosys's `stat -liberty`.
+fn area(stat: &str) -> Result<f64> {
+    stat.lines()
+        .find_map(|l| {
+            let (_, v) = l.split_once("Chip area")?;
+            v.rsplit(':').next()?.trim().parse().ok()
+        })
+        .context("Yosys's stat has no chip area")
+}
+
+/// The parts of a PE whose dynamic energy is its MACs', its register-file writes', its reads'.
+const PE_MAC_PARTS: [&str; 3] = ["multiplier", "adder", "MAC registers and logic"];
+const PE_WRITE_PARTS: [&str; 2] = ["gated flip-flops", "clock gates"];
+const PE_READ_PARTS: [&str; 2] = ["own logic", "own flip-flops"];
+
+/// The PE's figures for an energy table: (pJ per MAC, per register-file read, per write, per
+/// cycle), each part's dynamic energy over its events and the clock and leakage per cycle, so
+/// that the figures times the run's own counts give the measured energy back.
+pub fn pe_figures(pe: &BlockPower) -> Result<[f64; 4]> {
+    ensure!(pe.block == Block::Pe, "{} is not the PE", pe.block.name());
+    for p in &pe.parts {
+        ensure!(
+            PE_MAC_PARTS
+                .iter()
+                .chain(&PE_WRITE_PARTS)
+                .chain(&PE_READ_PARTS)
+                .any(|n| *n == p.name),
+            "the PE's part `{}` is in no figure",
+            p.name
+        );
+    }
+    Ok([
+        pe.per_event(&PE_MAC_PARTS, "mac")?,
+        pe.per_event(&PE_READ_PARTS, "rf_read")?,
+        pe.per_event(&PE_WRITE_PARTS, "rf_write")?,
+        pe.idle_pj_per_cycle(),
+    ])
+}
+
+/// The `[gates]` section of an energy table (`--energy`) from the PE's characterization.
+pub fn table_toml(pe: &BlockPower) -> Result<String> {
+    let [mac, read, write, cycle] = pe_figures(pe)?;
+    Ok(format!(
+        "# regflash power: {module} ({scope}) at {lib}, {mhz:.0} MHz, seq {seq}: {cycles} cycles, \
+         {events}; its netlist's outputs equal its RTL's (checksum {sum}).\n\
+         # The figures replace the table's MAC, PE register-file and PE clock-and-leakage prices;\n\
+         # everything else keeps the default table's sourced figures.\n\
+         [gates]\nnode_nm = {node}\nmodule = \"{module}\"\n\
+         pe_mac = {mac:.6}        # pJ per MAC: multiplier, adder, MAC registers (dynamic)\n\
+         pe_rf_read = {read:.6}    # pJ per accumulator read: the PE's own logic and flip-flops (dynamic)\n\
+         pe_rf_write = {write:.6}   # pJ per register-file write: the word's flip-flops and clock gates (dynamic)\n\
+         pe_cycle = {cycle:.6}      # pJ per PE-cycle: clock and leakage, no data moving\n\
+         source = \"gate level: regflash power, {module} at {lib}, {mhz:.0} MHz, OpenSTA with \
+         activity replayed from an RTL run (seq {seq})\"\n",
+        module = pe.module,
+        scope = pe.scope,
+        lib = pe.library,
+        mhz = pe.clock_mhz,
+        seq = pe.seq,
+        cycles = pe.cycles,
+        events = pe
+            .events
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        sum = pe.checksum,
+        node = pe.node_nm,
+    ))
+}
