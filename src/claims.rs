@@ -406,22 +406,40 @@ fn verdict(hits: &[&str], misses: &[&str], missing: Option<&str>) -> String {
 
 /// The claims table in markdown, with what its columns mean.
 pub fn table(claims: &[ClaimRow]) -> String {
-    let mut s = String::from(
-        "Published claims against regflash's RTL:\n\n\
-         | claim | source | comparison | hierarchy | measured | verdict |\n\
-         |---|---|---|---|---|---|\n",
-    );
-    for c in claims {
+    table_beside(claims, None)
+}
+
+/// The claims table with, when `gates` is given (the same claims priced with the PE at gate
+/// level, `--energy gates`), its measurement and verdict beside the sourced table's.
+pub fn table_beside(claims: &[ClaimRow], gates: Option<&[ClaimRow]>) -> String {
+    let mut s = String::from("Published claims against regflash's RTL:\n\n");
+    match gates {
+        None => {
+            s += "| claim | source | comparison | hierarchy | measured | verdict |\n\
+                  |---|---|---|---|---|---|\n"
+        }
+        Some(_) => {
+            s += "| claim | source | comparison | hierarchy | measured (sourced table) | \
+                  verdict (sourced table) | measured (PE at gate level) | verdict (PE at gate \
+                  level) |\n|---|---|---|---|---|---|---|---|\n"
+        }
+    }
+    let model = |c: &ClaimRow| if c.from_model { " (cycle model)" } else { "" };
+    for (k, c) in claims.iter().enumerate() {
         s += &format!(
-            "| {} | {} | {} | {} | {}{} | {} |\n",
+            "| {} | {} | {} | {} | {}{} | {} |",
             c.claim,
             c.source,
             c.comparison,
             c.hierarchy,
             c.measured,
-            if c.from_model { " (cycle model)" } else { "" },
+            model(c),
             c.verdict
         );
+        if let Some(g) = gates.and_then(|g| g.get(k)) {
+            s += &format!(" {}{} | {} |", g.measured, model(g), g.verdict);
+        }
+        s += "\n";
     }
     s += "\nA claim is reproduced against a baseline when the figure reaches the claim's low end \
           at some length the claim speaks of. rowfused is sized for each length (its S arrays \

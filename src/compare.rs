@@ -488,21 +488,89 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
                 })
             })
             .collect();
-        let base = &at_seq[0];
-        let (base_cycles, base_pj, base_chip) =
-            (base.cycles, base.energy.total_pj, base.energy.on_chip_pj);
-        for r in &mut at_seq {
-            r.speedup_vs_buf2d = base_cycles as f64 / r.cycles.max(1) as f64;
-            r.energy_vs_buf2d = r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
-            r.energy_reduction_vs_buf2d = 1.0 - r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
-            r.on_chip_reduction_vs_buf2d =
-                1.0 - r.energy.on_chip_pj / base_chip.max(f64::MIN_POSITIVE);
-        }
+        relative_to_first(&mut at_seq);
         rows.extend(at_seq);
     }
     // A stop leaves the cycle model's rows partial (`crate::watch`).
     crate::watch::check()?;
     Ok(rows)
+}
+
+/// Each row's speed and energy against the first's (buf2d at the same length).
+fn relative_to_first(at_seq: &mut [CompareRow]) {
+    let Some(base) = at_seq.first() else {
+        return;
+    };
+    let (base_cycles, base_pj, base_chip) =
+        (base.cycles, base.energy.total_pj, base.energy.on_chip_pj);
+    for r in at_seq {
+        r.speedup_vs_buf2d = base_cycles as f64 / r.cycles.max(1) as f64;
+        r.energy_vs_buf2d = r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
+        r.energy_reduction_vs_buf2d = 1.0 - r.energy.total_pj / base_pj.max(f64::MIN_POSITIVE);
+        r.on_chip_reduction_vs_buf2d = 1.0 - r.energy.on_chip_pj / base_chip.max(f64::MIN_POSITIVE);
+    }
+}
+
+/// `rows` priced again under `table`, from their own counters: the same runs under another
+/// energy table (`--energy gates` puts its verdicts beside the sourced table's). Each length's
+/// rows (and with `--glb both` each hierarchy's) are again relative to their buf2d.
+pub fn repriced(rows: &[CompareRow], table: &EnergyTable) -> Vec<CompareRow> {
+    let mut out: Vec<CompareRow> = rows
+        .iter()
+        .map(|r| CompareRow {
+            energy: crate::pricing::report(
+                table,
+                &r.config,
+                &r.counters,
+                r.tokens,
+                r.stacked_banks,
+            ),
+            ..r.clone()
+        })
+        .collect();
+    let mut start = 0;
+    while start < out.len() {
+        let key = |r: &CompareRow| (r.seq_len, r.design.ends_with(" (no GLB)"));
+        let k = key(&out[start]);
+        let end = start + out[start..].iter().take_while(|r| key(r) == k).count();
+        relative_to_first(&mut out[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// Each design's energy per token under two tables (`a`, the sourced table; `b`, the
+/// gate-level PE's), and the ratio b / a, in all and for the components the gate-level PE
+/// prices.
+pub fn both_tables(a: &[CompareRow], b: &[CompareRow]) -> String {
+    let mut s = String::from(
+        "\nEnergy per token under the sourced table and with the PE at gate level \
+         (`--energy gates`), and their ratio:\n\n\
+         | design | seq | sourced (nJ/token) | gate-level PE (nJ/token) | ratio | MAC | PE regs | \
+         static |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (x, y) in a.iter().zip(b) {
+        let ratio = |k: &str| {
+            let (p, q) = (x.energy.components_pj[k], y.energy.components_pj[k]);
+            if p > 0.0 {
+                format!("{:.2}", q / p)
+            } else {
+                "—".into()
+            }
+        };
+        s += &format!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} |\n",
+            x.design,
+            seq_label(x),
+            x.energy.pj_per_token * 1e-3,
+            y.energy.pj_per_token * 1e-3,
+            y.energy.total_pj / x.energy.total_pj.max(f64::MIN_POSITIVE),
+            ratio("mac"),
+            ratio("pe_registers"),
+            ratio("static")
+        );
+    }
+    s
 }
 
 /// `f` over `jobs` on up to two threads (the runs are single-threaded simulations), results

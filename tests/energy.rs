@@ -572,6 +572,24 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     ] {
         assert!(basis.contains(part), "{basis}");
     }
+    // A PE measured at gate level (`regflash power`'s [gates]) prices the MACs, the register
+    // files and the PEs' clock and leakage, at its figures, and nothing else.
+    let gates = "[gates]\nnode_nm = 45\nmodule = \"pe_r64_m1_a1\"\npe_mac = 5.0\n\
+                 pe_rf_read = 4.0\npe_rf_write = 1.0\npe_cycle = 1.25\n";
+    let tg = table_from_toml(gates, "g.toml").unwrap();
+    assert_eq!(changed(&tg), set(&["mac", "pe_registers", "static"]));
+    let (a, g) = (busy(), geometry(None));
+    let b = tg.breakdown(&a, &g);
+    assert!((b.mac - a.macs as f64 * 5.0).abs() < 1e-9);
+    assert!((b.pe_registers - (a.rf_reads as f64 * 4.0 + a.rf_writes as f64)).abs() < 1e-9);
+    assert!((b.static_energy - (a.cycles * g.pes) as f64 * 1.25).abs() < 1e-9);
+    assert!(tg
+        .basis()
+        .contains("the PE (pe_r64_m1_a1) at gate level: 5.000 pJ per MAC"));
+    // At another node they scale as logic.
+    let tg7 = table_from_toml(&format!("node_nm = 7\n{gates}"), "g.toml").unwrap();
+    let k = scale(45.0, 7.0).unwrap();
+    assert!((tg7.breakdown(&a, &g).mac - b.mac * k).abs() < 1e-6);
     // Knobs: the PE pitch prices the broadcasts, the static term every cycle, the buffer's
     // wire the planar buffer's bits.
     assert_eq!(
@@ -668,6 +686,12 @@ fn bad_energy_tables_are_refused_with_the_reason() {
             "sram_fixed_share.read = 1.2",
         ),
         ("dram = \"ddr9\"\n", "dram = \"ddr9\" is not one"),
+        (
+            "[gates]\nnode_nm = 45\nmodule = \"pe\"\npe_mac = -1.0\npe_rf_read = 1.0\n\
+             pe_rf_write = 1.0\npe_cycle = 1.0\n",
+            "gates.pe_mac = -1",
+        ),
+        ("[gates]\nnode_nm = 45\n", "missing field"),
         ("wire = \"no-swing\"\n", "choose low-swing, full-swing"),
         (
             "dram = \"hbm2\"\n[figures.dram_bit]\npj = 1.0\n",

@@ -170,10 +170,27 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         )?;
         md += &compare::iso_area_table(&rows);
     }
+    // With the PE at gate level, the same runs under the sourced table too, side by side.
+    let sourced = table.gates.is_some().then(|| {
+        let t = kernels::energy::EnergyTable {
+            gates: None,
+            ..table.clone()
+        };
+        compare::repriced(&rows, &t)
+    });
+    if let Some(a) = &sourced {
+        md += &compare::both_tables(a, &rows);
+    }
     if args.claims {
         let hierarchy = compare::hierarchy(&config, args.glb);
         md += "\n";
-        md += &crate::claims::table(&crate::claims::claims(&rows, &hierarchy));
+        md += &match &sourced {
+            Some(a) => crate::claims::table_beside(
+                &crate::claims::claims(a, &hierarchy),
+                Some(&crate::claims::claims(&rows, &hierarchy)),
+            ),
+            None => crate::claims::table(&crate::claims::claims(&rows, &hierarchy)),
+        };
     }
     println!("{md}");
     if let Some(path) = &args.out {

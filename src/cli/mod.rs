@@ -209,10 +209,13 @@ impl EnergyArgs {
                 keep: None,
             };
             eprintln!(
-                "--energy gates: measuring the PE at gate level (nangate45; cached after the \
-                 first run)"
+                "--energy gates: the PE at gate level (nangate45, a reg2d run of 64 tokens; \
+                 measured once, then cached)"
             );
-            let pe = crate::power::characterize(cfg, crate::power::Block::Pe, &opt)
+            // The PE of this configuration, measured in its register design's run (every
+            // variant has the same PE; their activities differ by a few per cent).
+            let reg2d = cfg.with_variant(VariantKind::Reg2d);
+            let pe = crate::power::characterize(&reg2d, crate::power::Block::Pe, &opt)
                 .context("--energy gates: the PE's gate-level characterization")?;
             let text = crate::power::table_toml(&pe)?;
             let t = crate::pricing::table_from_toml(&text, "gates")?;

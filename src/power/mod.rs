@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::design::{generate, Target};
 
 /// The flow's version: part of the cache key, so a change of the flow re-measures.
-const FLOW_VERSION: &str = "power-2";
+const FLOW_VERSION: &str = "power-3";
 
 /// A block the flow characterizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +131,8 @@ pub struct BlockPower {
     /// The library's node (nm), to which the figures belong.
     pub node_nm: f64,
     pub clock_mhz: f64,
+    /// The design whose run gave the activity.
+    pub variant: String,
     pub seq: usize,
     pub cycles: u64,
     pub events: BTreeMap<String, u64>,
@@ -174,7 +176,7 @@ impl BlockPower {
     /// The report's lines.
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "{} ({} at {}): {} ({} nm), {:.0} MHz, seq {}: {} cycles, {}; area {:.0} um2, \
+            "{} ({} at {}): {} ({} nm), {:.0} MHz, a {} run of seq {}: {} cycles, {}; area {:.0} um2, \
              {} clock gates ({} opened); the netlist's outputs equal the RTL's (checksum {})\n",
             self.block.name(),
             self.module,
@@ -182,6 +184,7 @@ impl BlockPower {
             self.library,
             self.node_nm,
             self.clock_mhz,
+            self.variant,
             self.seq,
             self.cycles,
             self.events
@@ -317,9 +320,12 @@ pub fn characterize(cfg: &CoreConfig, block: Block, opt: &Options) -> Result<Blo
         key.feed(part.as_bytes());
     }
     key.feed(&std::fs::metadata(&source)?.len().to_le_bytes());
-    for f in manifest.absolute_files(&rtl)? {
+    // The block's own Verilog and its submodules': the rest of the design does not change it
+    // (its activity comes from a run of this configuration, whose problem is fixed).
+    for f in subtree_files(&rtl, &manifest, &block.module(cfg))? {
         key.feed(gen::cache::without_provenance(&std::fs::read(&f)?));
     }
+    key.feed(cfg.to_toml().as_bytes());
     let cached = gen::cache::cache_root()
         .join("power")
         .join(format!("{:016x}.json", key.0));
@@ -555,6 +561,7 @@ fn measure(
         library: lib.name.clone(),
         node_nm,
         clock_mhz: cfg.clock_mhz,
+        variant: cfg.variant.name().to_string(),
         seq: opt.seq,
         cycles: rtl_run.cycles,
         events: rtl_run.events.clone(),
@@ -564,6 +571,24 @@ fn measure(
         gates_opened: gated.opened,
         parts: parts.into_values().collect(),
     })
+}
+
+/// The files of `module` and of every module under it.
+fn subtree_files(dir: &Path, manifest: &gen::Manifest, module: &str) -> Result<Vec<String>> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut order = vec![module.to_string()];
+    let mut files = vec![];
+    while let Some(name) = order.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let entry = manifest
+            .module(&name)
+            .with_context(|| format!("the design has no module {name}"))?;
+        files.push(manifest.absolute(dir, &entry.file)?);
+        order.extend(entry.children.keys().cloned());
+    }
+    Ok(files)
 }
 
 /// `Chip area for module …: N` of Yosys's `stat -liberty`.
@@ -609,7 +634,7 @@ pub fn pe_figures(pe: &BlockPower) -> Result<[f64; 4]> {
 pub fn table_toml(pe: &BlockPower) -> Result<String> {
     let [mac, read, write, cycle] = pe_figures(pe)?;
     Ok(format!(
-        "# regflash power: {module} ({scope}) at {lib}, {mhz:.0} MHz, seq {seq}: {cycles} cycles, \
+        "# regflash power: {module} ({scope}) at {lib}, {mhz:.0} MHz, a {variant} run of seq {seq}: {cycles} cycles, \
          {events}; its netlist's outputs equal its RTL's (checksum {sum}).\n\
          # The figures replace the table's MAC, PE register-file and PE clock-and-leakage prices;\n\
          # everything else keeps the default table's sourced figures.\n\
@@ -619,7 +644,7 @@ pub fn table_toml(pe: &BlockPower) -> Result<String> {
          pe_rf_write = {write:.6}   # pJ per register-file write: the word's flip-flops and clock gates (dynamic)\n\
          pe_cycle = {cycle:.6}      # pJ per PE-cycle: clock and leakage, no data moving\n\
          source = \"gate level: regflash power, {module} at {lib}, {mhz:.0} MHz, OpenSTA with \
-         activity replayed from an RTL run (seq {seq})\"\n",
+         activity replayed from a {variant} RTL run (seq {seq})\"\n",
         module = pe.module,
         scope = pe.scope,
         lib = pe.library,
@@ -633,6 +658,7 @@ pub fn table_toml(pe: &BlockPower) -> Result<String> {
             .collect::<Vec<_>>()
             .join(", "),
         sum = pe.checksum,
+        variant = pe.variant,
         node = pe.node_nm,
     ))
 }
