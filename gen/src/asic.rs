@@ -1841,6 +1841,9 @@ mod tests {
         assert_eq!(l.area["DFF_X1"], 4.25);
         assert!(l.flip_flops.contains("DFF_X1") && !l.flip_flops.contains("INV_X1"));
         assert!(l.latches.contains("DLH_X1") && !l.flip_flops.contains("DLH_X1"));
+        // Each cell's output pins (the power flow's drivers), its inputs apart.
+        assert!(l.outputs["INV_X1"].contains("ZN") && !l.outputs["INV_X1"].contains("A"));
+        assert!(l.outputs["BUF_X4"].contains("Z") && !l.outputs.contains_key("DLH_X1"));
         // Cells marked dont_use (here BUF_X1 by a name pattern) are never the driving cell.
         let marked = mark_dont_use(text, &["_X1"]);
         let m = parse(&marked, PathBuf::from("x")).unwrap();
@@ -1883,6 +1886,7 @@ mod tests {
             buffer: None,
             wire_load: None,
             inputs: BTreeMap::new(),
+            outputs: BTreeMap::new(),
             excluded: BTreeSet::new(),
             dont_use: vec![],
             clock_gate: None,
