@@ -420,8 +420,7 @@ pub fn table_beside(claims: &[ClaimRow], gates: Option<&[ClaimRow]>) -> String {
         }
         Some(_) => {
             s += "| claim | source | comparison | hierarchy | measured (sourced table) | \
-                  verdict (sourced table) | measured (PE at gate level) | verdict (PE at gate \
-                  level) |\n|---|---|---|---|---|---|---|---|\n"
+                  verdict (sourced table) | measured (gate level) | verdict (gate level) |\n|---|---|---|---|---|---|---|---|\n"
         }
     }
     let model = |c: &ClaimRow| if c.from_model { " (cycle model)" } else { "" };

@@ -540,14 +540,15 @@ pub fn repriced(rows: &[CompareRow], table: &EnergyTable) -> Vec<CompareRow> {
 }
 
 /// Each design's energy per token under two tables (`a`, the sourced table; `b`, the
-/// gate-level PE's), and the ratio b / a, in all and for the components the gate-level PE
+/// gate-level one's), and the ratio b / a, in all and for the components the gate level
 /// prices.
 pub fn both_tables(a: &[CompareRow], b: &[CompareRow]) -> String {
     let mut s = String::from(
-        "\nEnergy per token under the sourced table and with the PE at gate level \
-         (`--energy gates`), and their ratio:\n\n\
-         | design | seq | sourced (nJ/token) | gate-level PE (nJ/token) | ratio | MAC | PE regs | \
-         static |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "\nEnergy per token under the sourced table and at gate level (`--energy gates`: the PE \
+         and its row engine measured), and their ratio, in all and per component the gate level \
+         prices:\n\n\
+         | design | seq | sourced (nJ/token) | gate level (nJ/token) | ratio | MAC | PE regs | \
+         softmax | P regs | static |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (x, y) in a.iter().zip(b) {
         let ratio = |k: &str| {
@@ -559,7 +560,7 @@ pub fn both_tables(a: &[CompareRow], b: &[CompareRow]) -> String {
             }
         };
         s += &format!(
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} |\n",
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |\n",
             x.design,
             seq_label(x),
             x.energy.pj_per_token * 1e-3,
@@ -567,6 +568,8 @@ pub fn both_tables(a: &[CompareRow], b: &[CompareRow]) -> String {
             y.energy.total_pj / x.energy.total_pj.max(f64::MIN_POSITIVE),
             ratio("mac"),
             ratio("pe_registers"),
+            ratio("softmax"),
+            ratio("p_registers"),
             ratio("static")
         );
     }

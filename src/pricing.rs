@@ -47,6 +47,11 @@ struct GatesFile {
     pe_rf_read: f64,
     pe_rf_write: f64,
     pe_cycle: f64,
+    /// The row engine (`regflash power`'s row block), all or none of these.
+    row_softmax_cycle: Option<f64>,
+    row_p_read: Option<f64>,
+    row_p_write: Option<f64>,
+    row_control_cycle: Option<f64>,
     source: Option<String>,
 }
 
@@ -209,7 +214,29 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
     }
     t.storage.sort_by_key(|p| p.bytes);
     if let Some(g) = file.gates {
+        let row = match (
+            g.row_softmax_cycle,
+            g.row_p_read,
+            g.row_p_write,
+            g.row_control_cycle,
+        ) {
+            (Some(softmax_cycle), Some(p_read), Some(p_write), Some(control_cycle)) => {
+                Some(kernels::energy::RowGates {
+                    softmax_cycle,
+                    p_read,
+                    p_write,
+                    control_cycle,
+                })
+            }
+            (None, None, None, None) => None,
+            _ => bail!(
+                "energy table {origin}: [gates] gives some of the row engine's figures \
+                 (row_softmax_cycle, row_p_read, row_p_write, row_control_cycle) but not all: \
+                 give all four or none"
+            ),
+        };
         t.gates = Some(kernels::energy::GateFigures {
+            row,
             node_nm: g.node_nm,
             pe_mac: g.pe_mac,
             pe_rf_read: g.pe_rf_read,
@@ -285,6 +312,7 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         .unwrap_or(beat_bytes);
     let staging_bank_bytes = (1u64 << (dma.o_local_row_bits() + dma.o_beat_bits())) * beat_bytes;
     Geometry {
+        rows: cfg.rows as u64,
         pes: cfg.pes() as u64 * mac_tiers,
         qk_int_bits: cfg.qk_format.map_or(0, |f| f.bits()),
         cols: cfg.cols as u64,

@@ -461,6 +461,7 @@ fn busy() -> Activity {
 /// a buffer, 64 KB SRAM banks.
 fn geometry(buffer: Option<Placement>) -> Geometry {
     Geometry {
+        rows: 4,
         qk_int_bits: 0,
         pes: 16,
         cols: 4,
@@ -586,6 +587,38 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     assert!(tg
         .basis()
         .contains("the PE (pe_r64_m1_a1) at gate level: 5.000 pJ per MAC"));
+    // With the row engine's: the softmax and the row's control per row-cycle (its units
+    // toggle every cycle), a register design's P bank per access; SRAM macros keep theirs.
+    let with_row = format!(
+        "{gates}row_softmax_cycle = 40.0\nrow_p_read = 0.5\nrow_p_write = 0.25\n\
+         row_control_cycle = 9.0\n"
+    );
+    let tr = table_from_toml(&with_row, "g.toml").unwrap();
+    assert_eq!(
+        changed(&tr),
+        set(&["mac", "pe_registers", "static", "softmax", "p_registers"])
+    );
+    let br = tr.breakdown(&a, &g);
+    assert!((br.softmax - (a.cycles * g.rows) as f64 * 40.0).abs() < 1e-9);
+    // (A register design's S accesses, none in a real run, keep the storage curve's price.)
+    let no_s = Activity {
+        s_reads: 0,
+        s_writes: 0,
+        ..busy()
+    };
+    let p_regs = tr.breakdown(&no_s, &g).p_registers;
+    assert!((p_regs - (a.p_reads as f64 * 0.5 + a.p_writes as f64 * 0.25)).abs() < 1e-9);
+    let statics = (a.cycles * g.pes) as f64 * 1.25 + (a.cycles * g.rows) as f64 * 9.0;
+    assert!((br.static_energy - statics).abs() < 1e-9);
+    let planar = geometry(Some(Placement::Planar));
+    assert_eq!(
+        tr.breakdown(&a, &planar).sram,
+        tg.breakdown(&a, &planar).sram,
+        "buf2d's SRAM banks keep their sourced price"
+    );
+    let partial = format!("{gates}row_softmax_cycle = 40.0\n");
+    let e = format!("{:#}", table_from_toml(&partial, "g.toml").unwrap_err());
+    assert!(e.contains("give all four or none"), "{e}");
     // At another node they scale as logic.
     let tg7 = table_from_toml(&format!("node_nm = 7\n{gates}"), "g.toml").unwrap();
     let k = scale(45.0, 7.0).unwrap();

@@ -37,7 +37,12 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
         "{}",
         text(&o)
     );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let (r, row) = (&all[0], &all[1]);
+    assert_eq!(
+        (r["block"].as_str(), row["block"].as_str()),
+        (Some("pe"), Some("row"))
+    );
     let ev = |k: &str| r["events"][k].as_u64().unwrap() as f64;
     // Every MAC writes its register back; the 64 words' gates and the load data's two, of which
     // only small's 16 accumulators (2 S slots of 2 x 2, 2 x 4 O) ever open.
@@ -67,6 +72,29 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
     for k in ["pe_mac", "pe_rf_read", "pe_rf_write", "pe_cycle"] {
         assert!(g(k) > 0.0, "{k}");
     }
+    // The row: its figures times its counts, and its PE tier, give its measured energy back.
+    let rev = |k: &str| row["events"][k].as_u64().unwrap() as f64;
+    let rparts = row["parts"].as_array().unwrap();
+    let tier_pj: f64 = rparts
+        .iter()
+        .filter(|p| p["name"] == "PE tier")
+        .map(|p| p["measured_pj"].as_f64().unwrap())
+        .sum();
+    let row_total: f64 = rparts
+        .iter()
+        .map(|p| p["measured_pj"].as_f64().unwrap())
+        .sum();
+    let rcycles = row["cycles"].as_f64().unwrap();
+    let rebuilt_row = (g("row_softmax_cycle") + g("row_control_cycle")) * rcycles
+        + g("row_p_read") * rev("p_read")
+        + g("row_p_write") * rev("p_write")
+        + tier_pj;
+    assert!(near(rebuilt_row, row_total), "{rebuilt_row} vs {row_total}");
+    assert_eq!(
+        rev("macs"),
+        4.0 * ev("mac"),
+        "the row's four PEs, each as busy as PE 0"
+    );
     // Through --energy: the MACs, the register file and the PEs' clock at those figures.
     let sim = dir.path().join("sim.json");
     let o = regflash(&[
@@ -92,7 +120,18 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
         comp("pe_registers"),
         c("rf_reads") * g("pe_rf_read") + c("rf_writes") * g("pe_rf_write")
     ));
-    assert!(near(comp("static"), c("cycles") * 16.0 * g("pe_cycle")));
+    assert!(near(
+        comp("static"),
+        c("cycles") * (16.0 * g("pe_cycle") + 4.0 * g("row_control_cycle"))
+    ));
+    assert!(near(
+        comp("softmax"),
+        c("cycles") * 4.0 * g("row_softmax_cycle")
+    ));
+    assert!(near(
+        comp("p_registers"),
+        c("p_buf_reads") * g("row_p_read") + c("p_buf_writes") * g("row_p_write")
+    ));
     // Another PE is refused: the table is of the 64-register PE.
     let o = regflash(&[
         "sim",

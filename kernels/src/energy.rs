@@ -248,7 +248,27 @@ pub struct GateFigures {
     pub pe_cycle: f64,
     /// The PE module the figures were measured on (`pe_r64_m1_a1`).
     pub module: String,
+    /// A PE row's engine measured at gate level, if the table has it.
+    pub row: Option<RowGates>,
     pub source: String,
+}
+
+/// A PE row's engine measured at gate level (`regflash power`): it replaces the table's
+/// softmax prices and a register design's P-bank accesses, and adds the row's control, clock
+/// and leakage. Its arithmetic units (row update, exp, reciprocal, normalization) toggle every
+/// cycle whether or not an operation is due (their inputs are not isolated, issue 54 item 3),
+/// so they are priced per row and cycle, as measured, not per operation. At
+/// [`GateFigures::node_nm`], logic scaling.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowGates {
+    /// pJ per row and cycle: the row update, exp, reciprocal and normalization units.
+    pub softmax_cycle: f64,
+    /// pJ per P-bank read and write (dynamic).
+    pub p_read: f64,
+    pub p_write: f64,
+    /// pJ per row and cycle: the row's control (its max compares among it), and the P bank's
+    /// clock and leakage.
+    pub control_cycle: f64,
 }
 
 /// The energy table: per-event figures, the storage curve, and the knobs.
@@ -648,6 +668,8 @@ pub enum Placement {
 /// distances and PE count of the design.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Geometry {
+    /// PE rows, each with its row engine.
+    pub rows: u64,
     /// PEs over all tiers (for the static term).
     pub pes: u64,
     /// Integer QKᵀ's bits (8 or 4; 0 without): half the MACs (QK's) are integer products
@@ -811,12 +833,23 @@ impl EnergyTable {
         }
         if let Some(g) = &self.gates {
             node_energy(g.node_nm).map_err(|e| TableError(format!("gates.node_nm: {e}")))?;
+            let row = g.row.as_ref().map_or(vec![], |r| {
+                vec![
+                    ("row_softmax_cycle", r.softmax_cycle),
+                    ("row_p_read", r.p_read),
+                    ("row_p_write", r.p_write),
+                    ("row_control_cycle", r.control_cycle),
+                ]
+            });
             for (k, x) in [
                 ("pe_mac", g.pe_mac),
                 ("pe_rf_read", g.pe_rf_read),
                 ("pe_rf_write", g.pe_rf_write),
                 ("pe_cycle", g.pe_cycle),
-            ] {
+            ]
+            .into_iter()
+            .chain(row)
+            {
                 if !ok_pj(x) {
                     return bad(format!("gates.{k} = {x} must be a finite energy >= 0"));
                 }
@@ -865,7 +898,16 @@ impl EnergyTable {
                 g.pe_rf_write * self.gate_factor(),
                 g.pe_cycle * self.gate_factor(),
                 g.source
-            )
+            ) + &g.row.as_ref().map_or(String::new(), |r| {
+                format!(
+                    "; the row engine at gate level: its arithmetic {:.3} pJ and its control \
+                     {:.3} pJ per row-cycle, {:.3} / {:.3} per P-bank read / write",
+                    r.softmax_cycle * self.gate_factor(),
+                    r.control_cycle * self.gate_factor(),
+                    r.p_read * self.gate_factor(),
+                    r.p_write * self.gate_factor()
+                )
+            })
         });
         let static_pj = match &self.gates {
             Some(g) => g.pe_cycle * self.gate_factor(),
@@ -987,9 +1029,19 @@ impl EnergyTable {
         let s_pj = n(a.s_reads) * s_r + n(a.s_writes) * s_w;
         let buffer_bits = p_bits * (a.p_reads + a.p_writes) + s_bits * (a.s_reads + a.s_writes);
         let scratch_pj = if g.scratch { p_pj + s_pj } else { 0.0 };
+        let row_gates = self.gates.as_ref().and_then(|gf| gf.row.as_ref());
+        let k_gates = self.gate_factor();
         let (p_registers, sram, buffer_transport) = match g.buffer {
             _ if g.scratch => (0.0, 0.0, 0.0),
-            None => (p_pj + s_pj, 0.0, 0.0),
+            None => match row_gates {
+                // A register design's P bank, as the gate-level row measured it.
+                Some(r) => (
+                    (n(a.p_reads) * r.p_read + n(a.p_writes) * r.p_write) * k_gates + s_pj,
+                    0.0,
+                    0.0,
+                ),
+                None => (p_pj + s_pj, 0.0, 0.0),
+            },
             Some(Placement::Planar) => (
                 0.0,
                 p_pj + s_pj,
@@ -1045,11 +1097,17 @@ impl EnergyTable {
             p_registers,
             sram,
             buffer_transport,
-            softmax: n(a.max_ops) * e("int32_add")
-                + n(a.exp_ops) * (e("fp32_mul") + e("exp2") + 2.0 * e("fp32_add"))
-                + n(a.row_updates) * row_update
-                + n(a.recip_ops) * e("recip")
-                + n(a.norm_ops) * e("fp32_mul"),
+            softmax: match row_gates {
+                // Per row and cycle, as measured (`RowGates`).
+                Some(r) => n(a.cycles) * n(g.rows) * r.softmax_cycle * k_gates,
+                None => {
+                    n(a.max_ops) * e("int32_add")
+                        + n(a.exp_ops) * (e("fp32_mul") + e("exp2") + 2.0 * e("fp32_add"))
+                        + n(a.row_updates) * row_update
+                        + n(a.recip_ops) * e("recip")
+                        + n(a.norm_ops) * e("fp32_mul")
+                }
+            },
             landing: (n(a.land_read_bits) * land_r + n(a.land_write_bits) * land_w) / 64.0
                 + scratch_pj,
             staging: n(a.staging_bits) * (st_r + st_w) / 64.0,
@@ -1057,10 +1115,13 @@ impl EnergyTable {
             vertical_links: n(a.vlink_bits) * e("bond_bit"),
             dram: n(8 * a.dram_bytes) * e("dram_bit"),
             static_energy: n(a.cycles)
-                * n(g.pes)
                 * match &self.gates {
-                    Some(gf) => gf.pe_cycle * self.gate_factor(),
-                    None => e("static_pe_cycle"),
+                    Some(gf) => {
+                        (n(g.pes) * gf.pe_cycle
+                            + n(g.rows) * gf.row.as_ref().map_or(0.0, |r| r.control_cycle))
+                            * k_gates
+                    }
+                    None => n(g.pes) * e("static_pe_cycle"),
                 },
             leakage: n(a.cycles) * self.sram_leak_pj_per_cycle(g.sram_bytes, g.clock_mhz),
         }
@@ -1192,6 +1253,7 @@ mod tests {
             ..Activity::default()
         };
         let g = Geometry {
+            rows: 4,
             pes: 16,
             qk_int_bits: 0,
             cols: 4,
@@ -1282,6 +1344,7 @@ mod tests {
             wire_mm: None,
         };
         let g = Geometry {
+            rows: 4,
             pes: 1,
             qk_int_bits: 0,
             cols: 1,

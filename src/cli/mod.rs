@@ -209,15 +209,17 @@ impl EnergyArgs {
                 keep: None,
             };
             eprintln!(
-                "--energy gates: the PE at gate level (nangate45, a reg2d run of 64 tokens; \
-                 measured once, then cached)"
+                "--energy gates: the PE and its row at gate level (nangate45, a reg2d run of 64 \
+                 tokens; measured once, about 6 minutes, then cached)"
             );
             // The PE of this configuration, measured in its register design's run (every
             // variant has the same PE; their activities differ by a few per cent).
             let reg2d = cfg.with_variant(VariantKind::Reg2d);
             let pe = crate::power::characterize(&reg2d, crate::power::Block::Pe, &opt)
                 .context("--energy gates: the PE's gate-level characterization")?;
-            let text = crate::power::table_toml(&pe)?;
+            let row = crate::power::characterize(&reg2d, crate::power::Block::Row, &opt)
+                .context("--energy gates: the PE row's gate-level characterization")?;
+            let text = crate::power::table_toml(&pe, Some(&row))?;
             let t = crate::pricing::table_from_toml(&text, "gates")?;
             crate::pricing::with_dram(t, self.dram.as_deref())?
         } else {

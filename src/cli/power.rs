@@ -22,9 +22,13 @@ pub struct PowerArgs {
     /// compare and estimate prices with it.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Write the characterization (every part's energy, the run's counts) as JSON.
+    /// Write the characterizations (every block's parts and energies, the run's counts) as
+    /// JSON, a list.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// The PE only, not its row (whose netlist takes a few minutes to replay).
+    #[arg(long)]
+    pub pe_only: bool,
     /// Keep the work folder (the RTL, the netlist, the waveforms, OpenSTA's scripts and
     /// reports) here, and measure even when a cached result exists.
     #[arg(long)]
@@ -53,7 +57,14 @@ pub(super) fn power_cmd(args: PowerArgs) -> Result<ExitCode> {
     };
     let pe = power::characterize(&cfg, Block::Pe, &opt)?;
     print!("{}", pe.summary());
-    let table = power::table_toml(&pe)?;
+    let row = if args.pe_only {
+        None
+    } else {
+        let row = power::characterize(&cfg, Block::Row, &opt)?;
+        print!("{}", row.summary());
+        Some(row)
+    };
+    let table = power::table_toml(&pe, row.as_ref())?;
     let t = crate::pricing::table_from_toml(&table, "regflash power")?;
     let default = kernels::energy::EnergyTable {
         node_nm: pe.node_nm,
@@ -73,13 +84,22 @@ pub(super) fn power_cmd(args: PowerArgs) -> Result<ExitCode> {
         rf.1 / 2.0,
         default.at_node("static_pe_cycle")
     );
+    if let Some(row) = &row {
+        let r = power::row_figures(row)?;
+        println!(
+            "    per row-cycle: its arithmetic units {:.3} pJ (they toggle every cycle), its \
+             control {:.3} pJ; per P-bank read {:.3} pJ, write {:.3} pJ",
+            r.softmax_cycle, r.control_cycle, r.p_read, r.p_write
+        );
+    }
     println!("  {}", t.basis());
     if let Some(path) = &args.out {
         std::fs::write(path, &table).with_context(|| format!("cannot write {}", path.display()))?;
         println!("wrote {} (use it with --energy)", path.display());
     }
     if let Some(path) = &args.report {
-        write_json(path, &pe)?;
+        let all: Vec<&power::BlockPower> = std::iter::once(&pe).chain(row.as_ref()).collect();
+        write_json(path, &all)?;
     }
     Ok(ExitCode::SUCCESS)
 }

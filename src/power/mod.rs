@@ -8,7 +8,9 @@
 //!    (its run must pass: bit-exact, counters, the error contract);
 //! 2. Yosys maps the block module by module at the library, at the design's clock, and
 //!    flattens it after mapping, so every cell keeps its instance path (`u_mac.u_add.…`); the
-//!    design's clock gates are the library's integrated clock-gating cell;
+//!    design's clock gates are the library's integrated clock-gating cell; its state machines
+//!    keep the RTL's encoding (`synth -nofsm`: Yosys 0.23's re-encoded row engine does not
+//!    reproduce the RTL at gate level);
 //! 3. Icarus replays the instance's input ports, as the waveform has them, into the block's RTL
 //!    and into the netlist with the library's cells as Verilog models: both must give the same
 //!    checksum of every output at every clock edge, or the flow stops;
@@ -38,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::design::{generate, Target};
 
 /// The flow's version: part of the cache key, so a change of the flow re-measures.
-const FLOW_VERSION: &str = "power-3";
+const FLOW_VERSION: &str = "power-4";
 
 /// A block the flow characterizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,12 +48,16 @@ const FLOW_VERSION: &str = "power-3";
 pub enum Block {
     /// PE (0, 0) of row 0: per MAC, per register-file read and write, per cycle.
     Pe,
+    /// PE row 0 (a register design's): its row engine (exp unit, row updates, reciprocal,
+    /// normalization, P bank, control) per event and per cycle, and its PEs.
+    Row,
 }
 
 impl Block {
     pub fn name(self) -> &'static str {
         match self {
             Block::Pe => "pe",
+            Block::Row => "row",
         }
     }
 
@@ -59,6 +65,7 @@ impl Block {
     fn scope(self) -> &'static str {
         match self {
             Block::Pe => "u_engine.row0.u_tier.pe0",
+            Block::Row => "u_engine.row0",
         }
     }
 
@@ -66,6 +73,7 @@ impl Block {
     fn module(self, cfg: &CoreConfig) -> String {
         match self {
             Block::Pe => cfg.pe().module_name(),
+            Block::Row => cfg.row().module_name(),
         }
     }
 
@@ -85,12 +93,37 @@ impl Block {
                     ("rf_write", "rf_write".into()),
                 ]
             }
+            // The row's own event outputs (each a count this cycle).
+            Block::Row => [
+                "macs",
+                "exp_op",
+                "row_update",
+                "recip_op",
+                "norm_op",
+                "max_op",
+                "p_read",
+                "p_write",
+            ]
+            .iter()
+            .map(|e| (*e, e.to_string()))
+            .collect(),
         }
     }
 
     /// The part a cell of the flat netlist belongs to, by its instance path and kind.
     fn part(self, cell: &str, kind: CellKind) -> &'static str {
+        let under = |prefixes: &[&str]| prefixes.iter().any(|p| cell.starts_with(p));
         match (self, kind) {
+            (Block::Row, _) if under(&["u_tier."]) => "PE tier",
+            (Block::Row, _) if under(&["u_exp.", "u_local_l1."]) => "exp unit and sum",
+            (Block::Row, _) if under(&["u_row", "u_tree."]) => "row update",
+            (Block::Row, _) if under(&["u_recip."]) => "reciprocal",
+            (Block::Row, _) if under(&["u_norm."]) => "normalization",
+            (Block::Row, CellKind::Gate | CellKind::GatedFlop) if under(&["p_bank."]) => {
+                "P bank writes"
+            }
+            (Block::Row, _) if under(&["p_bank."]) => "P bank reads",
+            (Block::Row, _) => "row control",
             (_, CellKind::Gate) => "clock gates",
             (_, CellKind::GatedFlop) => "gated flip-flops",
             (Block::Pe, _) if cell.starts_with("u_mac.u_mul.") => "multiplier",
@@ -137,7 +170,8 @@ pub struct BlockPower {
     pub cycles: u64,
     pub events: BTreeMap<String, u64>,
     pub area_um2: f64,
-    /// The run's checksum, equal in the RTL and the netlist.
+    /// The netlist run's checksum of its outputs (which equal the RTL's wherever the RTL's
+    /// are known).
     pub checksum: String,
     pub gates: usize,
     pub gates_opened: usize,
@@ -177,7 +211,7 @@ impl BlockPower {
     pub fn summary(&self) -> String {
         let mut s = format!(
             "{} ({} at {}): {} ({} nm), {:.0} MHz, a {} run of seq {}: {} cycles, {}; area {:.0} um2, \
-             {} clock gates ({} opened); the netlist's outputs equal the RTL's (checksum {})\n",
+             {} clock gates ({} opened); the netlist's outputs equal the RTL's at every edge out of reset where the RTL's are known (checksum {})\n",
             self.block.name(),
             self.module,
             self.scope,
@@ -300,8 +334,10 @@ pub fn characterize(cfg: &CoreConfig, block: Block, opt: &Options) -> Result<Blo
     let scratch;
     let work = match &opt.keep {
         Some(d) => {
-            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
-            d.clone()
+            let d = d.join(block.name());
+            std::fs::create_dir_all(&d)
+                .with_context(|| format!("cannot create {}", d.display()))?;
+            d
         }
         None => {
             scratch = gen::tools::ScratchDir::new("power")?;
@@ -405,7 +441,7 @@ fn measure(
     let libpath = lib.path.display().to_string();
     let script = format!(
         "read_liberty -lib {libpath}\nread_verilog {} {}\nhierarchy -check -top {module}\n\
-         synth -top {module}\ndfflibmap -liberty {libpath}\n\
+         synth -nofsm -top {module}\ndfflibmap -liberty {libpath}\n\
          abc -D {period_ps:.0} -constr abc.constr -liberty {libpath}\nrename -enumerate -pattern c_% */c:*\nflatten\nopt_clean -purge\n\
          setundef -zero\nsplitnets -ports\nopt_clean -purge\ntee -q -o area.txt stat -liberty \
          {libpath}\nwrite_verilog -noattr -noexpr -nohex -nodec net.v\n",
@@ -435,7 +471,11 @@ fn measure(
         "the library's cells as Verilog",
     )?;
     let gate = lib.clock_gate.clone().context("no clock gate")?;
-    let models = std::fs::read_to_string(work.join("models.v"))?;
+    // Every storage cell starts at 0, as the RTL run's simulator starts every register (a
+    // register without a reset would otherwise stay unknown at gate level, where an unknown
+    // select is not resolved as RTL's `if` resolves it).
+    let models =
+        std::fs::read_to_string(work.join("models.v"))?.replace("  reg IQ;", "  reg IQ = 1'b0;");
     ensure!(
         !models.contains(&format!("module {}(", gate.cell))
             && !models.contains(&format!("module {} (", gate.cell)),
@@ -454,7 +494,7 @@ fn measure(
         work.join("models.v"),
         models
             + &format!(
-                "module {c} (input {ck}, input {e}{test_port}, output {g});\n  reg iq;\n  \
+                "module {c} (input {ck}, input {e}{test_port}, output {g});\n  reg iq = 1'b0;\n  \
                  always @({ck} or {e}) if (!{ck}) iq = {e}{test};\n  assign {g} = {ck} & iq;\nendmodule\n",
                 c = gate.cell,
                 ck = gate.clock,
@@ -481,7 +521,13 @@ fn measure(
         let tb = work.join(format!("tb_{tag}.v"));
         std::fs::write(
             &tb,
-            replay::testbench(&module, &ports, &changes, &events, gate_level)?,
+            replay::testbench(
+                &module,
+                &ports,
+                &changes,
+                &events,
+                (gate_level, &format!("{tag}_outs.txt")),
+            )?,
         )?;
         let mut cmd = Command::new(&iverilog);
         cmd.args(["-s", "tb", "-o", &format!("{tag}.vvp")]).arg(&tb);
@@ -504,9 +550,22 @@ fn measure(
     }
     let (rtl_run, gl_run) = (&results[0], &results[1]);
     ensure!(
-        rtl_run == gl_run,
-        "the netlist of {module} does not reproduce its RTL: RTL {rtl_run:?}, netlist {gl_run:?}"
+        rtl_run.cycles == gl_run.cycles && rtl_run.events == gl_run.events,
+        "the netlist of {module} does not reproduce its RTL's events: RTL {rtl_run:?}, netlist \
+         {gl_run:?}"
     );
+    let read = |f: &str| std::fs::read_to_string(work.join(f));
+    if let Some((edge, port, bit)) = replay::first_difference(
+        &read("rtl_outs.txt")?,
+        &read("gl_outs.txt")?,
+        &ports.outputs,
+    ) {
+        bail!(
+            "the netlist of {module} does not reproduce its RTL: {port}[{bit}] differs at rising \
+             edge {edge} out of reset ({})",
+            work.display()
+        );
+    }
     // 4. Activities and OpenSTA's power.
     let toggles = vcd::toggles(&work.join("gl.vcd"), "dut")?;
     let (acts, _unannotated) = sta::activities(&toggles, &cells, &netlist::ports(&net_text), &lib);
@@ -566,7 +625,7 @@ fn measure(
         cycles: rtl_run.cycles,
         events: rtl_run.events.clone(),
         area_um2: area,
-        checksum: rtl_run.checksum.clone(),
+        checksum: gl_run.checksum.clone(),
         gates: gated.gates,
         gates_opened: gated.opened,
         parts: parts.into_values().collect(),
@@ -630,21 +689,58 @@ pub fn pe_figures(pe: &BlockPower) -> Result<[f64; 4]> {
     ])
 }
 
-/// The `[gates]` section of an energy table (`--energy`) from the PE's characterization.
-pub fn table_toml(pe: &BlockPower) -> Result<String> {
+/// The row engine's arithmetic units, priced per row and cycle.
+const ROW_UNITS: [&str; 4] = [
+    "row update",
+    "exp unit and sum",
+    "reciprocal",
+    "normalization",
+];
+
+/// A row's figures for an energy table: its arithmetic units per cycle (they toggle every cycle
+/// whether an operation is due or not: the measurement's own energy per cycle), the P bank's
+/// reads and writes per access (dynamic), and its control per cycle with the P bank's clock
+/// and leakage, so that the figures times the run's counts give the row's measured energy
+/// less its PE tier's.
+pub fn row_figures(row: &BlockPower) -> Result<kernels::energy::RowGates> {
+    ensure!(
+        row.block == Block::Row,
+        "{} is not a PE row",
+        row.block.name()
+    );
+    let cycles = row.cycles.max(1) as f64;
+    let sum = |names: &[&str], f: fn(&Part) -> f64| -> f64 {
+        row.parts
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()))
+            .map(f)
+            .sum()
+    };
+    Ok(kernels::energy::RowGates {
+        softmax_cycle: sum(&ROW_UNITS, |p| p.measured_pj) / cycles,
+        p_read: row.per_event(&["P bank reads"], "p_read")?,
+        p_write: row.per_event(&["P bank writes"], "p_write")?,
+        control_cycle: (sum(&["row control"], |p| p.measured_pj)
+            + sum(&["P bank reads", "P bank writes"], |p| p.idle_pj))
+            / cycles,
+    })
+}
+
+/// The `[gates]` section of an energy table (`--energy`) from the PE's characterization and,
+/// if given, its row's.
+pub fn table_toml(pe: &BlockPower, row: Option<&BlockPower>) -> Result<String> {
     let [mac, read, write, cycle] = pe_figures(pe)?;
-    Ok(format!(
+    let mut s = format!(
         "# regflash power: {module} ({scope}) at {lib}, {mhz:.0} MHz, a {variant} run of seq {seq}: {cycles} cycles, \
          {events}; its netlist's outputs equal its RTL's (checksum {sum}).\n\
-         # The figures replace the table's MAC, PE register-file and PE clock-and-leakage prices;\n\
+         # The figures replace the table's MAC, PE register-file and PE clock-and-leakage prices\n\
+         # (and with the row's, the softmax, a register design's P bank and the row's control);\n\
          # everything else keeps the default table's sourced figures.\n\
          [gates]\nnode_nm = {node}\nmodule = \"{module}\"\n\
          pe_mac = {mac:.6}        # pJ per MAC: multiplier, adder, MAC registers (dynamic)\n\
          pe_rf_read = {read:.6}    # pJ per accumulator read: the PE's own logic and flip-flops (dynamic)\n\
          pe_rf_write = {write:.6}   # pJ per register-file write: the word's flip-flops and clock gates (dynamic)\n\
-         pe_cycle = {cycle:.6}      # pJ per PE-cycle: clock and leakage, no data moving\n\
-         source = \"gate level: regflash power, {module} at {lib}, {mhz:.0} MHz, OpenSTA with \
-         activity replayed from a {variant} RTL run (seq {seq})\"\n",
+         pe_cycle = {cycle:.6}      # pJ per PE-cycle: clock and leakage, no data moving\n",
         module = pe.module,
         scope = pe.scope,
         lib = pe.library,
@@ -660,5 +756,35 @@ pub fn table_toml(pe: &BlockPower) -> Result<String> {
         sum = pe.checksum,
         variant = pe.variant,
         node = pe.node_nm,
-    ))
+    );
+    if let Some(row) = row {
+        ensure!(
+            row.library == pe.library && row.node_nm == pe.node_nm,
+            "the row was measured at {}, the PE at {}",
+            row.library,
+            pe.library
+        );
+        let r = row_figures(row)?;
+        s += &format!(
+            "# The row ({}, {}): {} cycles, its outputs equal its RTL's (checksum {}).\n\
+             row_softmax_cycle = {:.6}  # pJ per row-cycle: row update, exp, reciprocal, normalization units\n\
+             row_p_read = {:.6}         # pJ per P-bank read (a register design's)\n\
+             row_p_write = {:.6}\n\
+             row_control_cycle = {:.6}  # pJ per row-cycle: its control, the P bank's clock and leakage\n",
+            row.module,
+            row.scope,
+            row.cycles,
+            row.checksum,
+            r.softmax_cycle,
+            r.p_read,
+            r.p_write,
+            r.control_cycle
+        );
+    }
+    s += &format!(
+        "source = \"gate level: regflash power at {}, {:.0} MHz, OpenSTA with activity replayed \
+         from a {} RTL run (seq {})\"\n",
+        pe.library, pe.clock_mhz, pe.variant, pe.seq
+    );
+    Ok(s)
 }

@@ -26,21 +26,32 @@ impl Var {
     }
 }
 
-type Lines = std::io::Lines<BufReader<std::fs::File>>;
+type Reader = BufReader<std::fs::File>;
 
-fn open(path: &Path) -> Result<Lines> {
+fn open(path: &Path) -> Result<Reader> {
     let f = std::fs::File::open(path)
         .with_context(|| format!("cannot read the waveform {}", path.display()))?;
-    Ok(BufReader::new(f).lines())
+    Ok(BufReader::with_capacity(1 << 20, f))
+}
+
+/// The next line into `line` (its end trimmed), or false at the end.
+fn next_line(r: &mut Reader, line: &mut String) -> Result<bool> {
+    line.clear();
+    if r.read_line(line)? == 0 {
+        return Ok(false);
+    }
+    let n = line.trim_end().len();
+    line.truncate(n);
+    Ok(true)
 }
 
 /// Reads the header (up to `$enddefinitions`) and returns the variables declared directly in
 /// the first scope named `scope`, by identifier code.
-fn scope_vars(lines: &mut Lines, path: &Path, scope: &str) -> Result<BTreeMap<String, Vec<Var>>> {
+fn scope_vars(r: &mut Reader, path: &Path, scope: &str) -> Result<BTreeMap<String, Vec<Var>>> {
     let mut ids: BTreeMap<String, Vec<Var>> = BTreeMap::new();
     let (mut level, mut at): (i32, Option<i32>) = (0, None);
-    for line in lines.by_ref() {
-        let line = line?;
+    let mut line = String::new();
+    while next_line(r, &mut line)? {
         let t: Vec<&str> = line.split_whitespace().collect();
         match t.first() {
             Some(&"$scope") => {
@@ -90,34 +101,39 @@ fn change(line: &str) -> Option<(&str, &str)> {
 /// The changes of the variables of `scope` whose base names are in `names`, in time order:
 /// (time, base name, value as binary digits with x and z read as 0). Every name must be there.
 pub fn changes(path: &Path, scope: &str, names: &[&str]) -> Result<Vec<(u64, String, String)>> {
-    let mut lines = open(path)?;
-    let vars = scope_vars(&mut lines, path, scope)?;
-    let ids: BTreeMap<String, String> = vars
-        .iter()
-        .flat_map(|(id, vs)| vs.iter().map(move |v| (id, v)))
-        .filter(|(_, v)| names.contains(&v.base()))
-        .map(|(id, v)| (id.clone(), v.base().to_string()))
-        .collect();
+    let mut reader = open(path)?;
+    let vars = scope_vars(&mut reader, path, scope)?;
+    // Several ports may share one identifier (a signal the simulator aliases).
+    let mut ids: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (id, vs) in &vars {
+        for v in vs.iter().filter(|v| names.contains(&v.base())) {
+            ids.entry(id.clone())
+                .or_default()
+                .push(v.base().to_string());
+        }
+    }
     let missing: Vec<&&str> = names
         .iter()
-        .filter(|n| !ids.values().any(|v| v == *n))
+        .filter(|n| !ids.values().flatten().any(|v| v == *n))
         .collect();
     if !missing.is_empty() {
         bail!("{}: scope {scope} has no port {missing:?}", path.display());
     }
     let mut out = vec![];
     let mut time = 0u64;
-    for line in lines {
-        let line = line?;
+    let mut line = String::new();
+    while next_line(&mut reader, &mut line)? {
         if let Some(t) = line.strip_prefix('#') {
             time = t.trim().parse().context("a VCD time")?;
         } else if let Some((id, v)) = change(&line) {
-            if let Some(name) = ids.get(id) {
+            if let Some(aliases) = ids.get(id) {
                 let v: String = v
                     .chars()
                     .map(|c| if c == '1' { '1' } else { '0' })
                     .collect();
-                out.push((time, name.clone(), v));
+                for name in aliases {
+                    out.push((time, name.clone(), v.clone()));
+                }
             }
         }
     }
@@ -134,8 +150,8 @@ pub struct Toggles {
 }
 
 pub fn toggles(path: &Path, scope: &str) -> Result<Toggles> {
-    let mut lines = open(path)?;
-    let vars = scope_vars(&mut lines, path, scope)?;
+    let mut reader = open(path)?;
+    let vars = scope_vars(&mut reader, path, scope)?;
     for v in vars.values().flatten() {
         if v.width != 1 {
             bail!(
@@ -146,38 +162,47 @@ pub fn toggles(path: &Path, scope: &str) -> Result<Toggles> {
             );
         }
     }
+    // A gate-level run's dump is a gigabyte of one-bit changes: each identifier an index,
+    // counted in place.
+    let index: std::collections::HashMap<&str, usize> = vars
+        .keys()
+        .enumerate()
+        .map(|(k, id)| (id.as_str(), k))
+        .collect();
     let clk = vars
         .iter()
-        .find(|(_, vs)| vs.iter().any(|v| v.name == "clk"))
-        .map(|(id, _)| id.clone())
+        .position(|(_, vs)| vs.iter().any(|v| v.name == "clk"))
         .with_context(|| format!("{}: scope {scope} has no clk", path.display()))?;
-    let mut count: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut last: BTreeMap<&str, char> = BTreeMap::new();
+    let mut count = vec![0u64; vars.len()];
+    let mut last = vec![b'x'; vars.len()];
     let mut cycles = 0;
-    for line in lines {
-        let line = line?;
+    let mut line = String::new();
+    while next_line(&mut reader, &mut line)? {
         let Some((id, v)) = change(&line) else {
             continue;
         };
-        let Some((id, _)) = vars.get_key_value(id) else {
+        let Some(&k) = index.get(id) else {
             continue;
         };
-        let v = v.chars().next().unwrap_or('x').to_ascii_lowercase();
-        if *id == clk && v == '1' {
+        let v = v
+            .as_bytes()
+            .first()
+            .copied()
+            .unwrap_or(b'x')
+            .to_ascii_lowercase();
+        if k == clk && v == b'1' {
             cycles += 1;
         }
-        if let Some(&p) = last.get(id.as_str()) {
-            if p != v && matches!(p, '0' | '1') && matches!(v, '0' | '1') {
-                *count.entry(id).or_default() += 1;
-            }
+        let p = last[k];
+        if p != v && matches!(p, b'0' | b'1') && matches!(v, b'0' | b'1') {
+            count[k] += 1;
         }
-        last.insert(id, v);
+        last[k] = v;
     }
     let mut counts = BTreeMap::new();
-    for (id, vs) in &vars {
+    for (k, vs) in vars.values().enumerate() {
         for v in vs {
-            let name = v.name.trim_start_matches('\\').to_string();
-            counts.insert(name, count.get(id.as_str()).copied().unwrap_or(0));
+            counts.insert(v.name.trim_start_matches('\\').to_string(), count[k]);
         }
     }
     Ok(Toggles { cycles, counts })
@@ -189,7 +214,7 @@ mod tests {
 
     const VCD: &str = "$timescale 1ns $end\n$scope module top $end\n$var wire 1 ! clk $end\n\
         $scope module pe0 $end\n$var wire 1 ! clk $end\n$var wire 4 \" a [3:0] $end\n\
-        $var wire 1 # \\y $end\n$upscope $end\n$upscope $end\n$enddefinitions $end\n\
+        $var wire 1 # \\y $end\n$var wire 1 ! clk_copy $end\n$upscope $end\n$upscope $end\n$enddefinitions $end\n\
         #0\n$dumpvars\n0!\nbx0x1 \"\nx#\n$end\n#1\n1!\nb0101 \"\n0#\n#2\n0!\n1#\n#3\n1!\n0#\n";
 
     fn file(dir: &gen::tools::ScratchDir) -> std::path::PathBuf {
@@ -202,6 +227,11 @@ mod tests {
     fn changes_of_a_scope_and_toggles_of_its_nets() {
         let dir = gen::tools::ScratchDir::new("vcd-test").unwrap();
         let p = file(&dir);
+        // clk_copy shares clk's identifier: both change together.
+        let both = changes(&p, "pe0", &["clk", "clk_copy"]).unwrap();
+        assert_eq!(both.len(), 8, "{both:?}");
+        assert_eq!(both[0].1, "clk");
+        assert_eq!(both[1].1, "clk_copy");
         let c = changes(&p, "pe0", &["clk", "a"]).unwrap();
         assert_eq!(
             c,
