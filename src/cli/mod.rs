@@ -210,7 +210,7 @@ impl EnergyArgs {
             };
             eprintln!(
                 "--energy gates: the PE and its row at gate level (nangate45, a reg2d run of 64 \
-                 tokens; measured once, about 15 minutes on two cores, then cached)"
+                 tokens; measured once, about 8 minutes on two cores, then cached)"
             );
             // The PE of this configuration, measured in its register design's run (every
             // variant has the same PE; their activities differ by a few per cent).

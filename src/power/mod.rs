@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::design::{generate, Target};
 
 /// The flow's version: part of the cache key, so a change of the flow re-measures.
-const FLOW_VERSION: &str = "power-4";
+const FLOW_VERSION: &str = "power-5";
 
 /// A block the flow characterizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -517,6 +517,7 @@ fn measure(
     let iverilog = gen::tools::require(gen::tools::Tool::Iverilog)?;
     let vvp = iverilog.with_file_name("vvp");
     let mut results = vec![];
+    let mut toggles = None;
     for (tag, gate_level) in [("rtl", false), ("gl", true)] {
         let tb = work.join(format!("tb_{tag}.v"));
         std::fs::write(
@@ -540,14 +541,18 @@ fn measure(
             cmd.current_dir(work),
             &format!("compiling the {tag} replay"),
         )?;
-        let out = run(
-            Command::new(&vvp)
-                .args(["-n", &format!("{tag}.vvp")])
-                .current_dir(work),
-            &format!("the {tag} replay"),
-        )?;
+        let mut cmd = Command::new(&vvp);
+        cmd.args(["-n", &format!("{tag}.vvp")]).current_dir(work);
+        let out = if gate_level {
+            let (out, t) = streamed(cmd, &work.join("gl.vcd"))?;
+            toggles = Some(t);
+            out
+        } else {
+            run(&mut cmd, &format!("the {tag} replay"))?
+        };
         results.push(replay::counts(&out)?);
     }
+    let toggles = toggles.context("the gate-level replay's activity")?;
     let (rtl_run, gl_run) = (&results[0], &results[1]);
     ensure!(
         rtl_run.cycles == gl_run.cycles && rtl_run.events == gl_run.events,
@@ -567,7 +572,6 @@ fn measure(
         );
     }
     // 4. Activities and OpenSTA's power.
-    let toggles = vcd::toggles(&work.join("gl.vcd"), "dut")?;
     let (acts, _unannotated) = sta::activities(&toggles, &cells, &netlist::ports(&net_text), &lib);
     let period_ns = period_ps / 1e3;
     let gated = sta::gated(&acts, &cells, &lib, period_ns)?;
@@ -648,6 +652,97 @@ fn subtree_files(dir: &Path, manifest: &gen::Manifest, module: &str) -> Result<V
         order.extend(entry.children.keys().cloned());
     }
     Ok(files)
+}
+
+/// Runs the gate-level replay `cmd`, its waveform (`$dumpfile` at `fifo`) read through a pipe
+/// as it is written: a row's dump is over a gigabyte, and reading it while the simulation runs
+/// takes neither the disk nor the time of a second pass. Returns the run's output and the
+/// nets' transitions. A failed or short run ends the read; a failed read drains the pipe so
+/// the run can finish; nothing waits forever.
+fn streamed(mut cmd: Command, fifo: &Path) -> Result<(String, vcd::Toggles)> {
+    use std::process::Stdio;
+    let _ = std::fs::remove_file(fifo);
+    run(
+        Command::new("mkfifo").arg(fifo),
+        "making a pipe for the gate-level waveform",
+    )?;
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("the gate-level replay: cannot start vvp")?;
+    let pipe = fifo.to_path_buf();
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = read.clone();
+    let waiter = std::thread::spawn(move || {
+        let out = child.wait_with_output();
+        // A reader still waiting for the pipe to open (the run ended before it opened its
+        // waveform) is released by a writer that opens and closes it. The non-blocking open
+        // fails while no reader has the pipe open, so it is tried until the read is over.
+        while !done.load(std::sync::atomic::Ordering::Acquire) {
+            if release(&pipe) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        out
+    });
+    let toggles = vcd::toggles(fifo, "dut");
+    read.store(true, std::sync::atomic::Ordering::Release);
+    if toggles.is_err() {
+        // A run still writing its waveform writes the rest into nothing, until it ends.
+        drain(fifo, &waiter);
+    }
+    let out = waiter
+        .join()
+        .map_err(|_| anyhow::anyhow!("the gate-level replay's waiter panicked"))?
+        .context("the gate-level replay")?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_file(fifo);
+    if !out.status.success() {
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        bail!(
+            "the gate-level replay failed:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok((text, toggles?))
+}
+
+/// Linux's `O_NONBLOCK` (the same on x86-64 and arm64).
+const O_NONBLOCK: i32 = 0o4000;
+
+/// Reads `fifo` into nothing, without blocking, until the run `waiter` waits for has ended.
+fn drain<T>(fifo: &Path, waiter: &std::thread::JoinHandle<T>) {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(fifo)
+    else {
+        return;
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match f.read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return,
+            _ if waiter.is_finished() => return,
+            _ => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+}
+
+/// Opens `fifo` for writing without blocking, and closes it: whether a reader had it open.
+fn release(fifo: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(O_NONBLOCK)
+        .open(fifo)
+        .is_ok()
 }
 
 /// `Chip area for module …: N` of Yosys's `stat -liberty`.
@@ -787,4 +882,34 @@ pub fn table_toml(pe: &BlockPower, row: Option<&BlockPower>) -> Result<String> {
         pe.library, pe.clock_mhz, pe.variant, pe.seq
     );
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A replay that ends before it opens its waveform, or fails, ends the read: an error, not
+    /// a wait.
+    #[test]
+    fn a_run_that_writes_no_waveform_ends_the_read() {
+        let dir = gen::tools::ScratchDir::new("streamed").unwrap();
+        let fifo = dir.path().join("gl.vcd");
+        let e = streamed(Command::new("true"), &fifo)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no $enddefinitions"), "{e}");
+        let e = streamed(Command::new("false"), &fifo)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the gate-level replay failed"), "{e}");
+        // A run that writes a waveform is read as it writes.
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(format!(
+            "printf '$scope module dut $end\\n$var wire 1 ! clk $end\\n$upscope $end\\n\
+             $enddefinitions $end\\n#0\\n0!\\n#1\\n1!\\n' > {}; echo done",
+            fifo.display()
+        ));
+        let (out, t) = streamed(sh, &fifo).unwrap();
+        assert_eq!((out.trim(), t.cycles), ("done", 1));
+    }
 }

@@ -143,6 +143,7 @@ pub fn changes(path: &Path, scope: &str, names: &[&str]) -> Result<Vec<(u64, Str
 /// Every one-bit variable of `scope` with its transitions (x and z excluded), and the rising
 /// edges of its `clk`: a gate-level run's activity. A wider variable is refused (a netlist's
 /// nets are split one bit a net).
+#[derive(Debug)]
 pub struct Toggles {
     pub cycles: u64,
     /// Name (escaping removed) → transitions.
