@@ -986,7 +986,7 @@ pub fn abc_script(buffered: bool) -> String {
 const ENTRY_FILES: [&str; 3] = ["mapped.v", "check.log", "stat.json"];
 
 /// A hash of the liberty file's text, for the cache keys.
-fn liberty_key(path: &Path) -> Result<u64> {
+pub fn liberty_key(path: &Path) -> Result<u64> {
     let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read the liberty file {}", path.display()))?;
     let mut h = crate::cache::Fnv::new();
@@ -1542,20 +1542,11 @@ fn subtree_netlist(
     manifest: &Manifest,
     top: &str,
 ) -> Result<String> {
-    let mut seen = BTreeSet::new();
-    let mut order = vec![top.to_string()];
-    let mut text = String::new();
-    while let Some(name) = order.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        if let Some(body) = parts.get(&name) {
-            text += body;
-        }
-        if let Some(entry) = manifest.module(&name) {
-            order.extend(entry.children.keys().cloned());
-        }
-    }
+    let text: String = manifest
+        .subtree(top)
+        .iter()
+        .filter_map(|name| parts.get(name).map(String::as_str))
+        .collect();
     ensure!(
         parts.contains_key(top),
         "module `{top}` is not in the mapped netlist"

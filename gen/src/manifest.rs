@@ -212,4 +212,22 @@ impl Manifest {
         }
         Ok(copies)
     }
+
+    /// `top` and every module under it, each once (names the manifest does not list, such as
+    /// a netlist's macros, are kept but not descended into).
+    pub fn subtree(&self, top: &str) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut order = vec![top.to_string()];
+        let mut out = vec![];
+        while let Some(name) = order.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if let Some(entry) = self.module(&name) {
+                order.extend(entry.children.keys().cloned());
+            }
+            out.push(name);
+        }
+        out
+    }
 }

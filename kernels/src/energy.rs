@@ -888,29 +888,30 @@ impl EnergyTable {
     /// What every report states the energies rest on: the node, the off-chip memory, the
     /// wire's swing, the time-dependent term, each at the node.
     pub fn basis(&self) -> String {
+        let k = self.gate_factor();
         let gates = self.gates.as_ref().map_or(String::new(), |g| {
             format!(
                 "; the PE ({}) at gate level: {:.3} pJ per MAC, {:.3} / {:.3} per register \
                  read / write, {:.3} per PE-cycle ({})",
                 g.module,
-                g.pe_mac * self.gate_factor(),
-                g.pe_rf_read * self.gate_factor(),
-                g.pe_rf_write * self.gate_factor(),
-                g.pe_cycle * self.gate_factor(),
+                g.pe_mac * k,
+                g.pe_rf_read * k,
+                g.pe_rf_write * k,
+                g.pe_cycle * k,
                 g.source
             ) + &g.row.as_ref().map_or(String::new(), |r| {
                 format!(
                     "; the row engine at gate level: its arithmetic {:.3} pJ and its control \
                      {:.3} pJ per row-cycle, {:.3} / {:.3} per P-bank read / write",
-                    r.softmax_cycle * self.gate_factor(),
-                    r.control_cycle * self.gate_factor(),
-                    r.p_read * self.gate_factor(),
-                    r.p_write * self.gate_factor()
+                    r.softmax_cycle * k,
+                    r.control_cycle * k,
+                    r.p_read * k,
+                    r.p_write * k
                 )
             })
         });
         let static_pj = match &self.gates {
-            Some(g) => g.pe_cycle * self.gate_factor(),
+            Some(g) => g.pe_cycle * k,
             None => self.at_node("static_pe_cycle"),
         };
         format!(
@@ -1073,7 +1074,7 @@ impl EnergyTable {
             glb_transport,
             // QK and PV have equal MACs: with integer QKᵀ, QK's half are integer.
             mac: match &self.gates {
-                Some(gf) => n(a.macs) * gf.pe_mac * self.gate_factor(),
+                Some(gf) => n(a.macs) * gf.pe_mac * k_gates,
                 None => {
                     let int = match g.qk_int_bits {
                         8 => Some(e("int8_mul")),
@@ -1089,8 +1090,7 @@ impl EnergyTable {
             },
             pe_registers: match &self.gates {
                 Some(gf) => {
-                    (n(a.rf_reads) * gf.pe_rf_read + n(a.rf_writes) * gf.pe_rf_write)
-                        * self.gate_factor()
+                    (n(a.rf_reads) * gf.pe_rf_read + n(a.rf_writes) * gf.pe_rf_write) * k_gates
                 }
                 None => (n(a.rf_reads) * rf_r + n(a.rf_writes) * rf_w) * 32.0 / 64.0,
             },

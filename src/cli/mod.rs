@@ -90,9 +90,9 @@ pub enum Command {
     /// Synthesize a preset design or one unit with Yosys (generic cells, FPGA, or an ASIC
     /// standard-cell library with OpenSTA timing) and report cells, area and paths.
     Synth(SynthArgs),
-    /// The PE's energy at gate level: mapped at a library, its activity replayed from an RTL
-    /// run, priced by OpenSTA; per MAC, register-file access and cycle, written as an energy
-    /// table (`--energy`).
+    /// The PE's and its PE row's energy at gate level: mapped at a library, their activity
+    /// replayed from an RTL run, priced by OpenSTA; per MAC, register-file and P-bank access
+    /// and cycle, written as an energy table (`--energy`).
     Power(power::PowerArgs),
     /// Accuracy of the numerics: exp2 against f64 by input range, and the tiled hardware model
     /// against the f64 and plain FP16 references for the configuration's tiling.
@@ -186,8 +186,9 @@ fn load_config(path: &std::path::Path) -> Result<CoreConfig> {
 pub struct EnergyArgs {
     /// Energy table (TOML) over the default (kernels/src/energy.rs, docs/energy.md): any
     /// subset of figures, storage points and knobs; unknown keys are refused. `gates`: the
-    /// design's PE measured at gate level at nangate45 (`regflash power`, cached after the
-    /// first run) prices its MACs, register-file accesses and clock and leakage.
+    /// design's PE and PE row measured at gate level at nangate45 (`regflash power`, cached
+    /// after the first run) price its MACs, register files, softmax, P banks, and the PEs' and
+    /// rows' clock, leakage and control.
     #[arg(long)]
     pub energy: Option<PathBuf>,
     /// The off-chip memory energy prices: hbm2 (the default), lpddr4, gddr5 or ddr3, each

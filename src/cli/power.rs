@@ -1,5 +1,5 @@
-//! `regflash power`: the PE's energy at gate level, measured from its own netlist with the
-//! activity of an RTL run, written as an energy table (`--energy`).
+//! `regflash power`: the PE's and its PE row's energy at gate level, measured from their own
+//! netlists with the activity of an RTL run, written as an energy table (`--energy`).
 
 use super::*;
 use crate::power::{self, Block};
@@ -66,30 +66,34 @@ pub(super) fn power_cmd(args: PowerArgs) -> Result<ExitCode> {
     };
     let table = power::table_toml(&pe, row.as_ref())?;
     let t = crate::pricing::table_from_toml(&table, "regflash power")?;
+    // The default table's prices of the same events, for this design, at the library's node.
     let default = kernels::energy::EnergyTable {
         node_nm: pe.node_nm,
         ..Default::default()
     };
+    let sourced = crate::pricing::prices(&default, &crate::pricing::geometry(&cfg, false));
     let [mac, read, write, cycle] = power::pe_figures(&pe)?;
-    let rf = default.storage_pj(cfg.regs_per_pe as u64 * 4);
     println!(
         "  as an energy table at {} nm (the default table's sourced figures beside them):\n    \
-         per MAC {mac:.3} pJ (Horowitz's FP16 multiply + FP32 add: {:.3})\n    \
-         per register-file read {read:.3} pJ, write {write:.3} pJ (the storage curve at {} B, \
-         32 bits: {:.3} / {:.3})\n    per PE-cycle {cycle:.3} pJ (the default: {:.3})",
+         per MAC {mac:.3} pJ ({:.3})\n    per register-file read {read:.3} pJ, write {write:.3} \
+         pJ ({:.3} / {:.3})\n    per PE-cycle {cycle:.3} pJ ({:.3})",
         pe.node_nm,
-        default.at_node("fp16_mul") + default.at_node("fp32_add"),
-        cfg.regs_per_pe * 4,
-        rf.0 / 2.0,
-        rf.1 / 2.0,
+        sourced["mac"],
+        sourced["rf_read_32b"],
+        sourced["rf_write_32b"],
         default.at_node("static_pe_cycle")
     );
     if let Some(row) = &row {
         let r = power::row_figures(row)?;
         println!(
             "    per row-cycle: its arithmetic units {:.3} pJ (they toggle every cycle), its \
-             control {:.3} pJ; per P-bank read {:.3} pJ, write {:.3} pJ",
-            r.softmax_cycle, r.control_cycle, r.p_read, r.p_write
+             control {:.3} pJ; per P-bank read {:.3} pJ, write {:.3} pJ ({:.3} / {:.3})",
+            r.softmax_cycle,
+            r.control_cycle,
+            r.p_read,
+            r.p_write,
+            sourced["p_read"],
+            sourced["p_write"]
         );
     }
     println!("  {}", t.basis());

@@ -3,7 +3,7 @@
 //! of a real attention problem (issue 54's per-block characterization; it grew out of
 //! `scripts/power-crosscheck`).
 //!
-//! For a block (today the PE):
+//! For a block (the PE, and PE row 0 with its engine):
 //! 1. `regflash sim` runs the design on `seq` tokens with a waveform of one instance of the block
 //!    (its run must pass: bit-exact, counters, the error contract);
 //! 2. Yosys maps the block module by module at the library, at the design's clock, and
@@ -12,15 +12,17 @@
 //!    keep the RTL's encoding (`synth -nofsm`: Yosys 0.23's re-encoded row engine does not
 //!    reproduce the RTL at gate level);
 //! 3. Icarus replays the instance's input ports, as the waveform has them, into the block's RTL
-//!    and into the netlist with the library's cells as Verilog models: both must give the same
-//!    checksum of every output at every clock edge, or the flow stops;
+//!    and into the netlist with the library's cells as Verilog models (every storage cell
+//!    starting at 0, as the RTL run's simulator starts it): the netlist's outputs must equal the
+//!    RTL's at every clock edge out of reset wherever the RTL's are known, and its event counts
+//!    the RTL's, or the flow stops; the netlist's waveform is read through a pipe as it runs;
 //! 4. each net's transitions per cycle in the netlist's run become its driver's activity, and
 //!    OpenSTA reports every cell's power (`sta`), with the activity as measured, and again with
 //!    no data moving and every clock gate closed: the clock and leakage alone.
 //!
 //! A cell's dynamic energy is the first less the second; each part's dynamic energy over its
 //! events, and the clock and leakage per cycle, are the block's characterization, which
-//! `power::table` writes as the `[gates]` section of an energy table (`--energy`).
+//! [`table_toml`] writes as the `[gates]` section of an energy table (`--energy`).
 
 pub mod netlist;
 pub mod replay;
@@ -271,56 +273,27 @@ fn node_of(label: &str) -> Option<f64> {
     label.split_whitespace().next()?.parse().ok()
 }
 
-/// Runs `cmd`, or an error with its output.
+/// Runs `cmd` (`gen::tools::run`), and returns what it printed.
 fn run(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        let tail: Vec<&str> = text.lines().rev().take(20).collect();
-        bail!(
-            "{what} failed:\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        );
-    }
-    Ok(text)
+    let out = gen::tools::run(cmd, what)?;
+    Ok(String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
 }
 
-/// The block's ports from the manifest (`clk` and `rst` from its text: the manifest lists
-/// neither).
-fn ports(dir: &Path, manifest: &gen::Manifest, module: &str) -> Result<replay::Ports> {
+/// The block's ports from the manifest (which lists `clk` and `rst` among them).
+fn ports(manifest: &gen::Manifest, module: &str) -> Result<replay::Ports> {
     let entry = manifest
         .module(module)
         .with_context(|| format!("the design has no module {module}"))?;
-    let text = std::fs::read_to_string(manifest.absolute(dir, &entry.file)?)?;
-    let declared = |p: &str| {
-        text.lines().any(|l| {
-            let t: Vec<&str> = l
-                .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-                .filter(|x| !x.is_empty())
-                .collect();
-            t.len() >= 3 && t[0] == "input" && t[1] == "wire" && t[2] == p
-        })
-    };
-    let mut inputs: Vec<(String, u32)> = ["clk", "rst"]
-        .into_iter()
-        .filter(|p| declared(p))
-        .map(|p| (p.to_string(), 1))
-        .collect();
-    ensure!(inputs.iter().any(|p| p.0 == "clk"), "{module} has no clk");
-    let mut outputs = vec![];
+    let (mut inputs, mut outputs) = (vec![], vec![]);
     for p in &entry.ports {
-        if inputs.iter().any(|i| i.0 == p.name) {
-            continue; // clk or rst, when the manifest lists them
-        }
-        if p.is_input() {
-            inputs.push((p.name.clone(), p.width));
+        let list = if p.is_input() {
+            &mut inputs
         } else {
-            outputs.push((p.name.clone(), p.width));
-        }
+            &mut outputs
+        };
+        list.push((p.name.clone(), p.width));
     }
+    ensure!(inputs.iter().any(|p| p.0 == "clk"), "{module} has no clk");
     Ok(replay::Ports { inputs, outputs })
 }
 
@@ -355,11 +328,15 @@ pub fn characterize(cfg: &CoreConfig, block: Block, opt: &Options) -> Result<Blo
     ] {
         key.feed(part.as_bytes());
     }
-    key.feed(&std::fs::metadata(&source)?.len().to_le_bytes());
+    key.feed(&gen::asic::liberty_key(&source)?.to_le_bytes());
     // The block's own Verilog and its submodules': the rest of the design does not change it
     // (its activity comes from a run of this configuration, whose problem is fixed).
-    for f in subtree_files(&rtl, &manifest, &block.module(cfg))? {
-        key.feed(gen::cache::without_provenance(&std::fs::read(&f)?));
+    for name in manifest.subtree(&block.module(cfg)) {
+        let entry = manifest
+            .module(&name)
+            .with_context(|| format!("the design has no module {name}"))?;
+        let text = std::fs::read(manifest.absolute(&rtl, &entry.file)?)?;
+        key.feed(gen::cache::without_provenance(&text));
     }
     key.feed(cfg.to_toml().as_bytes());
     let cached = gen::cache::cache_root()
@@ -396,7 +373,7 @@ fn measure(
     let lib = gen::asic::load(source, lib_name, work)?;
     let rtl = work.join("rtl");
     let module = block.module(cfg);
-    let ports = ports(&rtl, manifest, &module)?;
+    let ports = ports(manifest, &module)?;
     // 1. The RTL run, with the block's waveform.
     let cfg_path = work.join("design.toml");
     std::fs::write(&cfg_path, cfg.to_toml())?;
@@ -575,13 +552,13 @@ fn measure(
     let (acts, _unannotated) = sta::activities(&toggles, &cells, &netlist::ports(&net_text), &lib);
     let period_ns = period_ps / 1e3;
     let gated = sta::gated(&acts, &cells, &lib, period_ns)?;
-    let files3 = (lib.path.as_path(), work.join("net.v"), module.as_str());
-    let files3 = (files3.0, files3.1.as_path(), files3.2);
-    let plain = sta::report(work, "plain", files3, period_ns, &acts)?;
-    let measured = sta::report(work, "gated", files3, period_ns, &gated.measured)?;
+    let net = work.join("net.v");
+    let design = (lib.path.as_path(), net.as_path(), module.as_str());
+    let plain = sta::report(work, "plain", design, period_ns, &acts)?;
+    let measured = sta::report(work, "gated", design, period_ns, &gated.measured)?;
     let mut idle_cmds = vec!["set_power_activity -global -activity 0.0 -duty 0.5".to_string()];
     idle_cmds.extend(gated.idle.iter().cloned());
-    let idle = sta::report(work, "idle", files3, period_ns, &idle_cmds)?;
+    let idle = sta::report(work, "idle", design, period_ns, &idle_cmds)?;
     // Per part: each cell from the run that prices it right.
     let pj = |w: f64| w / (cfg.clock_mhz * 1e6) * 1e12 * rtl_run.cycles as f64;
     let mut parts: BTreeMap<&str, Part> = BTreeMap::new();
@@ -636,24 +613,6 @@ fn measure(
     })
 }
 
-/// The files of `module` and of every module under it.
-fn subtree_files(dir: &Path, manifest: &gen::Manifest, module: &str) -> Result<Vec<String>> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut order = vec![module.to_string()];
-    let mut files = vec![];
-    while let Some(name) = order.pop() {
-        if !seen.insert(name.clone()) {
-            continue;
-        }
-        let entry = manifest
-            .module(&name)
-            .with_context(|| format!("the design has no module {name}"))?;
-        files.push(manifest.absolute(dir, &entry.file)?);
-        order.extend(entry.children.keys().cloned());
-    }
-    Ok(files)
-}
-
 /// Runs the gate-level replay `cmd`, its waveform (`$dumpfile` at `fifo`) read through a pipe
 /// as it is written: a row's dump is over a gigabyte, and reading it while the simulation runs
 /// takes neither the disk nor the time of a second pass. Returns the run's output and the
@@ -697,16 +656,16 @@ fn streamed(mut cmd: Command, fifo: &Path) -> Result<(String, vcd::Toggles)> {
         .join()
         .map_err(|_| anyhow::anyhow!("the gate-level replay's waiter panicked"))?
         .context("the gate-level replay")?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     let _ = std::fs::remove_file(fifo);
     if !out.status.success() {
-        let tail: Vec<&str> = text.lines().rev().take(20).collect();
         bail!(
-            "the gate-level replay failed:\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            "the gate-level replay failed ({}):\n{}",
+            out.status,
+            gen::tools::tail(&out, 60)
         );
     }
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     Ok((text, toggles?))
 }
 
