@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use crate::design::{generate, Target};
 
 /// The flow's version: part of the cache key, so a change of the flow re-measures.
-const FLOW_VERSION: &str = "power-5";
+const FLOW_VERSION: &str = "power-6";
 
 /// A block the flow characterizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -552,13 +552,22 @@ fn measure(
     let (acts, _unannotated) = sta::activities(&toggles, &cells, &netlist::ports(&net_text), &lib);
     let period_ns = period_ps / 1e3;
     let gated = sta::gated(&acts, &cells, &lib, period_ns)?;
-    let net = work.join("net.v");
-    let design = (lib.path.as_path(), net.as_path(), module.as_str());
-    let plain = sta::report(work, "plain", design, period_ns, &acts)?;
-    let measured = sta::report(work, "gated", design, period_ns, &gated.measured)?;
+    // OpenSTA reads the block behind a wrapper that cuts its inputs (`sta::wrap`: its own
+    // propagation would otherwise replace the measured activities).
+    let (net, cut) = (work.join("sta_net.v"), work.join("cut.lib"));
+    std::fs::write(&net, sta::wrap(&net_text, &module, "clk"))?;
+    std::fs::write(&cut, sta::CUT_LIBRARY)?;
+    let inputs = sta::inputs(&net_text);
+    let design = sta::Design {
+        libs: [lib.path.as_path(), cut.as_path()],
+        net: &net,
+        inputs: &inputs,
+    };
+    let plain = sta::report(work, "plain", &design, period_ns, &acts)?;
+    let measured = sta::report(work, "gated", &design, period_ns, &gated.measured)?;
     let mut idle_cmds = vec!["set_power_activity -global -activity 0.0 -duty 0.5".to_string()];
     idle_cmds.extend(gated.idle.iter().cloned());
-    let idle = sta::report(work, "idle", design, period_ns, &idle_cmds)?;
+    let idle = sta::report(work, "idle", &design, period_ns, &idle_cmds)?;
     // Per part: each cell from the run that prices it right.
     let pj = |w: f64| w / (cfg.clock_mhz * 1e6) * 1e12 * rtl_run.cycles as f64;
     let mut parts: BTreeMap<&str, Part> = BTreeMap::new();
