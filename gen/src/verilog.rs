@@ -833,13 +833,49 @@ impl Plan<'_> {
     /// each word a register on its own clock gate, opened when the one write port writes that
     /// word, and the element of the memory's wire array. (The gates are in the IR one by one,
     /// so the hierarchy counts them; they are printed here, not among the instances.)
+    ///
+    /// The write data reaches the words a group of [`hdl::clock_gate::DATA_GROUP`] at a time:
+    /// each group's copy is the data ANDed with "the port writes this group" (`{name}_gd`), so
+    /// a write toggles the inputs of its own group's flip-flops only. (A gated flip-flop's
+    /// master latch is open while its clock is held low: every toggle of its D is paid for,
+    /// written or not.) A memory of one group takes the data as it is.
     fn gated_words(&self, mem: &Memory) -> String {
         let w = &mem.writes[0];
         let aw = self.m.node(w.addr).width;
         let (name, depth) = (&mem.name, mem.depth);
         let (i, block) = (format!("g_{name}_i"), format!("g_{name}"));
+        let group = hdl::clock_gate::DATA_GROUP;
+        let (data, groups) = if depth > group && aw > group.trailing_zeros() {
+            let gb = group.trailing_zeros();
+            let n = depth.div_ceil(group);
+            let (gi, gblock) = (format!("g_{name}_g"), format!("g_{name}_d"));
+            let assign = wrap_statement(&format!(
+                "            assign {name}_gd[{gi}] = {} & {{{}{{{} && ({} >> {gb}) == GROUP}}}};",
+                self.bare(w.data),
+                mem.width,
+                self.bare(w.enable),
+                self.operand(w.addr),
+            ));
+            let groups = format!(
+                "    // {name}: the write data a group of {group} words at a time.\n\
+                 \x20   wire {}{name}_gd [0:{}];\n\
+                 \x20   genvar {gi};\n\
+                 \x20   generate\n\
+                 \x20       for ({gi} = 0; {gi} < {n}; {gi} = {gi} + 1) begin : {gblock}\n\
+                 \x20           localparam [{}:0] GROUP = {gi};\n\
+                 {assign}\n\
+                 \x20       end\n\
+                 \x20   endgenerate\n",
+                range_decl(mem.width),
+                n - 1,
+                aw - 1,
+            );
+            (format!("{name}_gd[{i} / {group}]"), groups)
+        } else {
+            (self.bare(w.data), String::new())
+        };
         format!(
-            "    // {name}: one clock gate a word, opened only when the write port writes it.\n\
+            "{groups}    // {name}: one clock gate a word, opened only when the write port writes it.\n\
              \x20   genvar {i};\n\
              \x20   generate\n\
              \x20       for ({i} = 0; {i} < {depth}; {i} = {i} + 1) begin : {block}\n\
@@ -847,7 +883,7 @@ impl Plan<'_> {
              \x20           wire gclk;\n\
              \x20           reg  {}q;\n\
              \x20           {} u_cg (.clk(clk), .en({} && {} == WORD), .gclk(gclk));\n\
-             \x20           always @(posedge gclk) q <= {};\n\
+             \x20           always @(posedge gclk) q <= {data};\n\
              \x20           assign {name}[{i}] = q;\n\
              \x20       end\n\
              \x20   endgenerate\n",
@@ -856,7 +892,6 @@ impl Plan<'_> {
             hdl::clock_gate::NAME,
             self.bare(w.enable),
             self.bare(w.addr),
-            self.bare(w.data),
         )
     }
 

@@ -120,6 +120,8 @@ struct Parts {
     s_bank: Option<SramBlock>,
     /// Three tiers: the softmax tier's S registers and links.
     s_tier: Option<STierBlock>,
+    /// The clock gate of the row's gated registers.
+    gate: crate::clock_gate::ClockGate,
 }
 
 /// Defines the PE row.
@@ -141,6 +143,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         p_bank: (!cfg.s_in_memory()).then(|| sram::build(d, &cfg.p_array())),
         s_bank: cfg.s_array().map(|s| sram::build(d, &s)),
         s_tier: cfg.softmax_tier().then(|| pe_tier::build_s_tier(d, cfg)),
+        gate: crate::clock_gate::build(d),
     };
     let cfg = *cfg;
     let inputs = cfg.input_widths();

@@ -37,7 +37,10 @@ pub(super) fn readout(
     // FP32 multiplier's stages, the rounding into the beat register; the beat's write leaves
     // from the register a cycle later. The lane and beat control runs on the visit's signals
     // delayed alike (`cfg.readout_latency()` in all).
-    let o_rd = m.delay("o_rd", value);
+    // The visited O is taken into a register behind a clock gate opened only by the readout's
+    // visits (operand isolation): the normalizing multiplier does not follow the PE registers
+    // in the other cycles, whose results nothing takes.
+    let o_rd = crate::clock_gate::delay(m, &parts.gate, "o_rd", value, e.in_ro);
     let zeros_rd = m.delay("zero_rd", zeros);
     let r_rd = m.delay("r_rd", r.q);
     let zero = m.zero(long);

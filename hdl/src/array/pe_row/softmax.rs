@@ -189,6 +189,10 @@ pub(super) struct SweepRead {
     /// the landing buffer.
     pub(super) s_store: Option<RowStore>,
     pub(super) x_rd: Option<ScratchRead>,
+    /// The exp unit's operand where the read is registered here: a register of its own behind
+    /// a clock gate that only an exp sweep's visit opens (operand isolation with no logic
+    /// between the register and the unit).
+    pub(super) exp_value: Option<Sig>,
 }
 
 pub(super) fn sweep_read(
@@ -207,9 +211,19 @@ pub(super) fn sweep_read(
     let Some(bank) = &parts.s_bank else {
         // A deep exp stage registers the PE registers' read, so the read multiplexers are not
         // in series with the exp stage's multiplier.
-        let (value, visit) = match cfg.s_read_registered() {
-            true => (m.delay("s_value_rd", pe_value), now.registered(m)),
-            false => (pe_value, now),
+        let (value, visit, exp_value) = match cfg.s_read_registered() {
+            true => (
+                m.delay("s_value_rd", pe_value),
+                now.registered(m),
+                Some(crate::clock_gate::delay(
+                    m,
+                    &parts.gate,
+                    "exp_s_rd",
+                    pe_value,
+                    now.in_exp,
+                )),
+            ),
+            false => (pe_value, now, None),
         };
         let zero = m.zero(1);
         return SweepRead {
@@ -220,6 +234,7 @@ pub(super) fn sweep_read(
             s_write: zero,
             s_store: None,
             x_rd: None,
+            exp_value,
         };
     };
     let per = cfg.flow().elems_per_word().0;
@@ -272,6 +287,7 @@ pub(super) fn sweep_read(
         s_write: we,
         s_store,
         x_rd,
+        exp_value: None,
     }
 }
 
@@ -350,6 +366,7 @@ fn sweep_scratch(
         s_write: visit.in_max,
         s_store: Some(s_store),
         x_rd: Some(x_rd),
+        exp_value: None,
     }
 }
 
@@ -423,8 +440,18 @@ pub(super) fn exp_sweep(
     let exp_lat = cfg.exp.latency();
     // The row of the score the sweep read (a cycle after the visit with a registered read:
     // the engine may have moved to the next row's max sweep).
+    // Operand isolation: the exp unit sees the score only in an exp sweep's visit (a gated
+    // register's, or +0 otherwise), so its multiplier, subtract and exp2 do not follow the max
+    // sweep's scores and the PE registers' writes; its weight is taken only then.
+    let s = match sw.exp_value {
+        Some(held) => held,
+        None => {
+            let zero = m.zero(sw.value.width());
+            m.name("exp_s", mux(sw.visit.in_exp, sw.value, zero))
+        }
+    };
     let ins = ExpIn {
-        s: sw.value,
+        s,
         m: mux_index(sw.visit.ii, &sm.row_m),
         c: c_rows.map_or(i.c_const, |c| mux_index(sw.visit.ii, c)),
         masked: sw.visit.masked,
