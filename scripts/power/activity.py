@@ -12,23 +12,8 @@ import collections
 import re
 import sys
 
-from netlist import instances
+from netlist import instances, liberty_pins
 from vcd import scope_vars
-
-
-def output_pins(liberty):
-    """Each cell's output pins, from the liberty file."""
-    outs, cell, pin = collections.defaultdict(set), None, None
-    for line in open(liberty):
-        m = re.match(r"\s*cell\s*\(\s*\"?([\w]+)\"?\s*\)", line)
-        if m:
-            cell = m.group(1)
-        m = re.match(r"\s*pin\s*\(\s*\"?([\w]+)\"?\s*\)", line)
-        if m:
-            pin = m.group(1)
-        if cell and pin and re.match(r"\s*direction\s*:\s*output", line):
-            outs[cell].add(pin)
-    return outs
 
 
 def main():
@@ -52,7 +37,7 @@ def main():
         if p is not None and p != val and "x" not in p and "x" not in val:
             count[k] += 1
         last[k] = val
-    outs = output_pins(liberty)
+    outs = liberty_pins(liberty, "output")
     text = open(netlist).read()
     driver = {}
     for cell, inst, pins in instances(text):

@@ -14,25 +14,10 @@ measured.
 import re
 import sys
 
-from netlist import instances
+from netlist import instances, liberty_pins
 
 PIN = re.compile(r"sta::set_power_pin_activity \[get_pins \{(\S+)/(\w+)\}\] (\S+) (\S+)")
 PORT = re.compile(r"set_power_activity -input_ports \[get_ports \{(\S+)\}\] -activity (\S+) -duty (\S+)")
-
-
-def input_pins(liberty):
-    """Each cell's input pins, from the liberty file."""
-    ins, cell, pin = {}, None, None
-    for line in open(liberty):
-        m = re.match(r"\s*cell\s*\(\s*\"?(\w+)\"?\s*\)", line)
-        if m:
-            cell = m.group(1)
-        m = re.match(r"\s*pin\s*\(\s*\"?(\w+)\"?\s*\)", line)
-        if m:
-            pin = m.group(1)
-        if cell and pin and re.match(r"\s*direction\s*:\s*input", line):
-            ins.setdefault(cell, set()).add(pin)
-    return ins
 
 
 def esc(name):
@@ -66,7 +51,7 @@ def main():
         if m and m.group(1) in inputs and m.group(1) != "clk":
             cmds.append(f"sta::set_power_pin_activity [get_pins {{regflash_cut.{m.group(1)}/Q}}] "
                         f"{m.group(2)} {m.group(3)}")
-    ins = input_pins(liberty)
+    ins = liberty_pins(liberty, "input")
     for cell, inst, pins in cells:
         for p, n in pins.items():
             if p in ins.get(cell, ()) and n not in clocks and n in net_act:

@@ -86,7 +86,7 @@ pub(super) fn power_cmd(args: PowerArgs) -> Result<ExitCode> {
     if let Some(row) = &row {
         let r = power::row_figures(row)?;
         println!(
-            "    per row-cycle: its arithmetic units {:.3} pJ (they toggle every cycle), its \
+            "    per row-cycle: its arithmetic units {:.3} pJ (priced per cycle, as measured), its \
              control {:.3} pJ; per P-bank read {:.3} pJ, write {:.3} pJ ({:.3} / {:.3})",
             r.softmax_cycle,
             r.control_cycle,

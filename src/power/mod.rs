@@ -760,8 +760,9 @@ const ROW_UNITS: [&str; 4] = [
     "normalization",
 ];
 
-/// A row's figures for an energy table: its arithmetic units per cycle (they toggle every cycle
-/// whether an operation is due or not: the measurement's own energy per cycle), the P bank's
+/// A row's figures for an energy table: its arithmetic units per cycle (the measurement's own
+/// energy per cycle: their stage registers take the clock every cycle, and the operands that
+/// are not isolated toggle whether an operation is due or not), the P bank's
 /// reads and writes per access (dynamic), and its control per cycle with the P bank's clock
 /// and leakage, so that the figures times the run's counts give the row's measured energy
 /// less its PE tier's.
