@@ -155,6 +155,43 @@ pub struct Scale2Parts {
 }
 
 impl Scale2Parts {
+    /// The parts registered together behind a clock gate (`scale_<tag>`) that `en` opens: for
+    /// a user whose operands stand still between its operations (`softmax_row`'s l and shift),
+    /// so the register takes no clock edge in between. No reset: read it only after a load.
+    pub fn stage_gated(
+        self,
+        m: &mut ModuleBuilder,
+        gate: &crate::clock_gate::ClockGate,
+        tag: &str,
+        en: Sig,
+    ) -> Self {
+        let fields = [
+            self.a,
+            self.is_nan,
+            self.keep,
+            self.normal,
+            self.exp,
+            self.sig,
+            self.places,
+        ];
+        let q = crate::clock_gate::delay(m, gate, &format!("scale_{tag}"), cat(&fields), en);
+        let mut hi = q.width();
+        let [a, is_nan, keep, normal, exp, sig, places] = fields.map(|f| {
+            let part = q.slice(hi - 1, hi - f.width());
+            hi -= f.width();
+            part
+        });
+        Scale2Parts {
+            a,
+            is_nan,
+            keep,
+            normal,
+            exp,
+            sig,
+            places,
+        }
+    }
+
     /// The parts registered when `cut` (named `<tag>_a`, …).
     pub fn stage(self, m: &mut ModuleBuilder, tag: &str, cut: bool) -> Self {
         let [a, is_nan, keep, normal, exp, sig, places] = arith::stage_all(

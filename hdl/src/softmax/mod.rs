@@ -228,6 +228,7 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
     let ceil = fp32_misc::build_ceil(d);
     // Split, the rescale is inline, in two stages; else the combinational unit.
     let scale2 = (!cfg.split()).then(|| fp32_misc::build_scale2(d));
+    let gate = crate::clock_gate::build(d);
     let threshold = cfg.threshold;
     let latency = cfg.latency();
     let (mf, af) = (cfg.mul.latency, cfg.add.latency);
@@ -266,7 +267,9 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
         let ceiled = m.stage("ceiled", ceiled, split);
         let m_max = m.instantiate(&max, "u_max", &Binary { a: m_reg.q, b: ceiled }).y;
         let max_scaled = m.delay_n("max_v", is_max, mf + split as u32);
-        let m_new = m.hold("m_new", m_max, max_scaled);
+        // The operands held for the adders take the clock only when an operation loads them
+        // (their gates, issue 54 item 1): between operations nothing they feed is written.
+        let m_new = crate::clock_gate::delay(m, &gate, "m_new", m_max, max_scaled);
         let max_done = m.delay_n("max_w", max_scaled, af + 1);
         let max_done = m.name("max_done", max_done);
         let sign = m.lit(32, 0x8000_0000);
@@ -300,18 +303,18 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
         let l_scaled = match &scale2 {
             Some(unit) => {
                 let l_scaled = m.instantiate(unit, "u_rescale", &rescale).y;
-                m.hold("l_scaled", l_scaled, is_sum)
+                crate::clock_gate::delay(m, &gate, "l_scaled", l_scaled, is_sum)
             }
             None => {
                 // m, l and shift stand still from the operation's issue to its write.
-                let parts =
-                    fp32_misc::scale2_prepare(m, rescale.a, rescale.n).stage(m, "rs", true);
+                let parts = fp32_misc::scale2_prepare(m, rescale.a, rescale.n)
+                    .stage_gated(m, &gate, "rs", is_sum);
                 let scaled = fp32_misc::scale2_finish(m, &parts);
                 let sum_d = m.delay("sum_rs", is_sum);
-                m.hold("l_scaled", scaled, sum_d)
+                crate::clock_gate::delay(m, &gate, "l_scaled", scaled, sum_d)
             }
         };
-        let sum_in = m.hold("blk_sum_in", blk_sum, is_sum);
+        let sum_in = crate::clock_gate::delay(m, &gate, "blk_sum_in", blk_sum, is_sum);
         let l_new = m
             .instantiate(&add, "u_sum", &Binary { a: l_scaled, b: sum_in })
             .y;
