@@ -155,17 +155,9 @@ pub struct Scale2Parts {
 }
 
 impl Scale2Parts {
-    /// The parts registered together behind a clock gate (`scale_<tag>`) that `en` opens: for
-    /// a user whose operands stand still between its operations (`softmax_row`'s l and shift),
-    /// so the register takes no clock edge in between. No reset: read it only after a load.
-    pub fn stage_gated(
-        self,
-        m: &mut ModuleBuilder,
-        gate: &crate::clock_gate::ClockGate,
-        tag: &str,
-        en: Sig,
-    ) -> Self {
-        let fields = [
+    /// The fields, in the order [`Scale2Parts::from_fields`] takes them.
+    fn fields(&self) -> [Sig; 7] {
+        [
             self.a,
             self.is_nan,
             self.keep,
@@ -173,14 +165,10 @@ impl Scale2Parts {
             self.exp,
             self.sig,
             self.places,
-        ];
-        let q = crate::clock_gate::delay(m, gate, &format!("scale_{tag}"), cat(&fields), en);
-        let mut hi = q.width();
-        let [a, is_nan, keep, normal, exp, sig, places] = fields.map(|f| {
-            let part = q.slice(hi - 1, hi - f.width());
-            hi -= f.width();
-            part
-        });
+        ]
+    }
+
+    fn from_fields([a, is_nan, keep, normal, exp, sig, places]: [Sig; 7]) -> Self {
         Scale2Parts {
             a,
             is_nan,
@@ -192,31 +180,44 @@ impl Scale2Parts {
         }
     }
 
+    /// The parts registered together behind a clock gate (`scale_<tag>`) that `en` opens: for
+    /// a user whose operands stand still between its operations (`softmax_row`'s l and shift),
+    /// so the register takes no clock edge in between. No reset: read it only after a load.
+    pub fn stage_gated(
+        self,
+        m: &mut ModuleBuilder,
+        gate: &crate::clock_gate::ClockGate,
+        tag: &str,
+        en: Sig,
+    ) -> Self {
+        let fields = self.fields();
+        let q = crate::clock_gate::delay(m, gate, &format!("scale_{tag}"), cat(&fields), en);
+        let mut hi = q.width();
+        Self::from_fields(fields.map(|f| {
+            let part = q.slice(hi - 1, hi - f.width());
+            hi -= f.width();
+            part
+        }))
+    }
+
     /// The parts registered when `cut` (named `<tag>_a`, …).
     pub fn stage(self, m: &mut ModuleBuilder, tag: &str, cut: bool) -> Self {
-        let [a, is_nan, keep, normal, exp, sig, places] = arith::stage_all(
-            m,
-            tag,
-            cut,
-            [
-                ("scale_a", self.a),
-                ("scale_nan", self.is_nan),
-                ("scale_keep", self.keep),
-                ("scale_normal", self.normal),
-                ("scale_exp", self.exp),
-                ("scale_sig", self.sig),
-                ("scale_places", self.places),
-            ],
-        );
-        Scale2Parts {
-            a,
-            is_nan,
-            keep,
-            normal,
-            exp,
-            sig,
-            places,
-        }
+        let names = [
+            "scale_a",
+            "scale_nan",
+            "scale_keep",
+            "scale_normal",
+            "scale_exp",
+            "scale_sig",
+            "scale_places",
+        ];
+        let fields = self.fields();
+        let mut k = 0;
+        let named = names.map(|n| {
+            k += 1;
+            (n, fields[k - 1])
+        });
+        Self::from_fields(arith::stage_all(m, tag, cut, named))
     }
 }
 
