@@ -845,7 +845,8 @@ impl Plan<'_> {
         let (name, depth) = (&mem.name, mem.depth);
         let (i, block) = (format!("g_{name}_i"), format!("g_{name}"));
         let group = hdl::clock_gate::DATA_GROUP;
-        let (data, groups) = if depth > group && aw > group.trailing_zeros() {
+        // More words than a group means more address bits than a group's index needs.
+        let (data, groups) = if depth > group {
             let gb = group.trailing_zeros();
             let n = depth.div_ceil(group);
             let (gi, gblock) = (format!("g_{name}_g"), format!("g_{name}_d"));

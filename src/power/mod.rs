@@ -557,7 +557,7 @@ fn measure(
     let (net, cut) = (work.join("sta_net.v"), work.join("cut.lib"));
     std::fs::write(&net, sta::wrap(&net_text, &module, "clk"))?;
     std::fs::write(&cut, sta::CUT_LIBRARY)?;
-    let inputs = sta::inputs(&net_text);
+    let inputs = netlist::inputs(&net_text);
     let design = sta::Design {
         libs: [lib.path.as_path(), cut.as_path()],
         net: &net,

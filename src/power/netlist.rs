@@ -65,6 +65,15 @@ pub fn instances(text: &str) -> Vec<Instance> {
     out
 }
 
+/// The input ports of the netlist's (first) module, unescaped.
+pub fn inputs(text: &str) -> Vec<String> {
+    let body = text.split("endmodule").next().unwrap_or("");
+    body.split(';')
+        .filter_map(|s| s.trim().strip_prefix("input "))
+        .flat_map(|names| names.split(',').map(clean))
+        .collect()
+}
+
 /// The port names of the netlist's (first) module, unescaped.
 pub fn ports(text: &str) -> Vec<String> {
     let Some(m) = text.find("module ") else {

@@ -229,21 +229,12 @@ fn escaped(name: &str) -> String {
     format!("\\{name} ")
 }
 
-/// The input ports of the netlist's (first) module, unescaped.
-pub fn inputs(text: &str) -> Vec<String> {
-    let body = text.split("endmodule").next().unwrap_or("");
-    body.split(';')
-        .filter_map(|s| s.trim().strip_prefix("input "))
-        .flat_map(|names| names.split(',').map(netlist::clean))
-        .collect()
-}
-
 /// The netlist `text` (its module `module`, clocked by `clk`) with [`WRAPPER`] after it: the
 /// block as [`BLOCK`], each input but the clock through an `RF_CUT` flip-flop ([`cut_cell`]),
 /// the ports named as the block's.
 pub fn wrap(text: &str, module: &str, clk: &str) -> String {
     let ports = netlist::ports(text);
-    let ins: BTreeSet<String> = inputs(text).into_iter().collect();
+    let ins: BTreeSet<String> = netlist::inputs(text).into_iter().collect();
     let mut v = text.to_string();
     let list: Vec<String> = ports.iter().map(|p| escaped(p)).collect();
     let _ = writeln!(v, "\nmodule {WRAPPER}({});", list.join(", "));
@@ -441,7 +432,7 @@ mod tests {
         std::fs::write(&path, wrap(net, "top", "clk")).unwrap();
         let cut = dir.path().join("cut.lib");
         std::fs::write(&cut, CUT_LIBRARY).unwrap();
-        let ins = inputs(net);
+        let ins = netlist::inputs(net);
         assert_eq!(ins, ["clk", "a", "b"]);
         let design = Design {
             libs: [lib.path.as_path(), cut.as_path()],

@@ -212,11 +212,7 @@ impl Scale2Parts {
             "scale_places",
         ];
         let fields = self.fields();
-        let mut k = 0;
-        let named = names.map(|n| {
-            k += 1;
-            (n, fields[k - 1])
-        });
+        let named = std::array::from_fn(|k| (names[k], fields[k]));
         Self::from_fields(arith::stage_all(m, tag, cut, named))
     }
 }
