@@ -103,6 +103,14 @@ impl Shape {
         (pairs, seeing)
     }
 
+    /// Per head: the (query row, key block) pairs in which the row sees a key (its visible
+    /// keys are a prefix: `ceil(visible / bc)` blocks a row).
+    pub fn row_blocks(&self, bc: usize) -> u64 {
+        (0..self.q_len)
+            .map(|i| visible_keys(i, self.q_len, self.k_len, self.causal).div_ceil(bc) as u64)
+            .sum()
+    }
+
     /// Blocks computed and skipped over all heads and tiles (the causal prefix is computed).
     pub fn blocks(&self, p: &CoreParams) -> (u64, u64) {
         let (br, bc) = (p.br() as usize, p.bc() as usize);
@@ -318,7 +326,29 @@ impl Shape {
         };
         let held = blocks - spilled;
         let engine = blocks * sweeps * scores + o_values;
-        let rf_reads = ops - h * (pairs + d * seeing) + engine + s_links;
+        // With runs in the MAC's pipeline a score's products write its register once and read
+        // it never; an O value's, in each block where its row sees a key, write it once and
+        // read it once (the rescale) but in the row's first such block (from +0).
+        let (rf_writes, rf_reads) = if p.row.pe.mac.feedback {
+            let row_blocks = h * self.row_blocks(bc as usize);
+            (
+                h * pairs + d * row_blocks + s_links,
+                d * (row_blocks - h * seeing) + engine + s_links,
+            )
+        } else {
+            (
+                ops + s_links,
+                ops - h * (pairs + d * seeing) + engine + s_links,
+            )
+        };
+        // A PV step's weight: read once per query row and key in the register file's order
+        // (its output columns in turn), at every step with runs (the key changes each step).
+        let p_reads = blocks * scores / p_per
+            * if p.row.pe.mac.feedback {
+                p.row.e as u64
+            } else {
+                1
+            };
         vec![
             ("macs", macs),
             ("masked_macs", blocks * 2 * scores * d - macs),
@@ -327,10 +357,10 @@ impl Shape {
             // Each tier (the one tier of a 2-D design) steps through every block's QK and PV.
             ("qk_cycles", blocks * qk as u64),
             ("pv_cycles", blocks * pv as u64),
-            ("rf_writes", ops + s_links),
+            ("rf_writes", rf_writes),
             ("rf_reads", rf_reads),
             ("p_buf_writes", blocks * scores / p_per),
-            ("p_buf_reads", blocks * scores / p_per),
+            ("p_buf_reads", p_reads),
             // unfused: the scratch buffers' accesses, a score each (packed by the max sweep,
             // read back by the exp sweep).
             (

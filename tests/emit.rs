@@ -96,7 +96,7 @@ fn small_preset_lints_clean_with_named_states() {
     let (dir, manifest) = gen_into(&small(), Target::Core);
     assert_eq!(
         manifest.top,
-        "core_4x4_c4_a2_b2_e4_w256_pe_r64_m1_a1_softmax_exp_m1_a1_e2"
+        "core_4x4_c4_a2_b2_e4_w256_pe_r64_m1_a1_f_softmax_exp_m1_a1_e2"
     );
     let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
     assert!(warnings.is_empty(), "{warnings:#?}");
@@ -658,9 +658,10 @@ fn seed_core_has_one_pe_definition_and_1024_instances() {
     );
     // (16,296 at stop 69, when the PE's register file became 64 words behind clock gates;
     // 17,282 at stop 70, when every memory written a word at a time (landing and staging
-    // banks, P banks, S tiers) did too, each a generate loop of about 15 lines.)
+    // banks, P banks, S tiers) did too, each a generate loop of about 15 lines; 18,009 at stop
+    // 73, when the MAC's runs moved into its pipeline.)
     assert!(
-        lines < 18_000,
+        lines < 18_500,
         "the seed core should stay compact, got {lines} lines"
     );
 }
@@ -695,9 +696,9 @@ fn manifest_describes_ports_latency_and_dependency_order() {
             .position(|f| f == &format!("{name}.v"))
             .unwrap()
     };
-    assert!(pos("fp_mul_e5m10_l1") < pos("mac_m1_a1"));
-    assert!(pos("fp_add_e8m23_l1") < pos("mac_m1_a1"));
-    assert!(pos("mac_m1_a1") < pos("pe_r64_m1_a1"));
+    assert!(pos("fp_mul_e5m10_l1") < pos("mac_m1_a1_f"));
+    assert!(pos("fp_add_e8m23_l1") < pos("mac_m1_a1_f"));
+    assert!(pos("mac_m1_a1_f") < pos("pe_r64_m1_a1_f"));
     let top = m.top_module();
     assert_eq!(top.latency, 3);
     let names: Vec<_> = top
@@ -724,7 +725,7 @@ fn manifest_describes_ports_latency_and_dependency_order() {
         ]
     );
     assert_eq!(m.module("fp_mul_e5m10_l1").unwrap().latency, 1);
-    assert_eq!(m.module("mac_m1_a1").unwrap().latency, 2);
+    assert_eq!(m.module("mac_m1_a1_f").unwrap().latency, 2);
     let filelist = std::fs::read_to_string(dir.path().join("files.f")).unwrap();
     assert_eq!(filelist.lines().collect::<Vec<_>>(), m.files);
 }
@@ -1105,7 +1106,7 @@ fn cli_generates_from_a_config_file() {
     let m = gen::Manifest::load(&out).unwrap();
     assert_eq!(m.top, "regflash_top");
     assert!(m
-        .module("core_2x4_c4_a2_b2_e4_w256_pe_r64_m1_a1_softmax_exp_m1_a1_e2")
+        .module("core_2x4_c4_a2_b2_e4_w256_pe_r64_m1_a1_f_softmax_exp_m1_a1_e2")
         .is_some());
     assert!(out.join("regflash.h").is_file() && out.join("registers.md").is_file());
     assert_eq!(m.config["core"]["rows"], 2);

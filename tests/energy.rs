@@ -575,7 +575,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     }
     // A PE measured at gate level (`regflash power`'s [gates]) prices the MACs, the register
     // files and the PEs' clock and leakage, at its figures, and nothing else.
-    let gates = "[gates]\nnode_nm = 45\nmodule = \"pe_r64_m1_a1\"\npe_mac = 5.0\n\
+    let gates = "[gates]\nnode_nm = 45\nmodule = \"pe_r64_m1_a1_f\"\npe_mac = 5.0\n\
                  pe_rf_read = 4.0\npe_rf_write = 1.0\npe_cycle = 1.25\n";
     let tg = table_from_toml(gates, "g.toml").unwrap();
     assert_eq!(changed(&tg), set(&["mac", "pe_registers", "static"]));
@@ -586,7 +586,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     assert!((b.static_energy - (a.cycles * g.pes) as f64 * 1.25).abs() < 1e-9);
     assert!(tg
         .basis()
-        .contains("the PE (pe_r64_m1_a1) at gate level: 5.000 pJ per MAC"));
+        .contains("the PE (pe_r64_m1_a1_f) at gate level: 5.000 pJ per MAC"));
     // With the row engine's: the softmax and the row's control per row-cycle (its units
     // toggle every cycle), a register design's P bank per access; SRAM macros keep theirs.
     let with_row = format!(

@@ -67,3 +67,19 @@ fn pe_deepest_pipeline() {
     cfg.qk_format = Some(QkFormat::Int8);
     check(&cfg, "pe", 100, 13);
 }
+
+/// Runs in the MAC's loop (issue 54): `MacFeed` continues the previous cycle's result and the
+/// run writes its register once, at its end; masked steps pass the run's value on. A
+/// multiplier of one stage (the accumulator read at issue) with FP16, and of two (read and
+/// scaled in stages of their own) with BF16; a directed stream of special values with masked
+/// steps besides the random runs.
+#[test]
+fn pe_accumulating_in_the_pipeline() {
+    let mut cfg = small(1, 1);
+    cfg.accumulate = hdl::pe::Accumulate::Pipeline;
+    check(&cfg, "pe", 300, 16);
+    let mut cfg = small(2, 1);
+    cfg.accumulate = hdl::pe::Accumulate::Pipeline;
+    cfg.in_format = hdl::format::Format::BF16;
+    check(&cfg, "pe", 100, 17);
+}

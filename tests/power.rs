@@ -108,7 +108,7 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(
-        text(&o).contains("the PE (pe_r64_m1_a1) at gate level"),
+        text(&o).contains("the PE (pe_r64_m1_a1_f) at gate level"),
         "{}",
         text(&o)
     );
@@ -143,7 +143,7 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
         table.to_str().unwrap(),
     ]);
     assert!(
-        !o.status.success() && text(&o).contains("gate-level PE is pe_r64_m1_a1"),
+        !o.status.success() && text(&o).contains("gate-level PE is pe_r64_m1_a1_f"),
         "{}",
         text(&o)
     );

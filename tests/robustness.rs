@@ -554,12 +554,16 @@ fn register_file_counters_count_port_accesses() {
     let r = run(&model, &p, &a, &MemoryTiming::default(), |_, _| {}).unwrap();
     assert!(check(&p, &a, &r).ok());
     assert_eq!(r.counters["macs"], 2048);
-    assert_eq!(r.counters["rf_writes"], 2048);
-    assert_eq!(r.counters["rf_reads"], 2112);
-    // P: the exp stage writes the 64 weights; PV reads each once (a PE row's 8 keys x 2
-    // query rows, per row), for the 4 output columns that share it.
+    // The MAC accumulates in its pipeline: a write per score (64) and per O value (8 rows x
+    // 16 columns, one block), no accumulator reads (one block: O starts at +0, nothing to
+    // rescale); the row engines read each score twice (max and exp sweeps) and each O value
+    // once (the readout): 128 + 128.
+    assert_eq!(r.counters["rf_writes"], 64 + 128);
+    assert_eq!(r.counters["rf_reads"], 128 + 128);
+    // P: the exp stage writes the 64 weights; PV reads each once per output column of its PE
+    // (4), every step taking the next key's weight.
     assert_eq!(r.counters["p_buf_writes"], 64);
-    assert_eq!(r.counters["p_buf_reads"], 64);
+    assert_eq!(r.counters["p_buf_reads"], 64 * 4);
 }
 
 /// Item 12: messages that say what is wrong and how to fix it: impossible port widths and a

@@ -280,7 +280,7 @@ fn timing_constraints_follow_the_clock_and_the_ports() {
     let mut cfg = small();
     cfg.clock_mhz = 500.0;
     generate(&cfg, &Target::Unit("pe".into()), dir.path()).unwrap();
-    let sdc = std::fs::read_to_string(dir.path().join("constraints/pe_r64_m1_a1.sdc")).unwrap();
+    let sdc = std::fs::read_to_string(dir.path().join("constraints/pe_r64_m1_a1_f.sdc")).unwrap();
     assert!(
         sdc.contains("create_clock -name clk -period 2.0000 [get_ports clk]"),
         "{sdc}"
@@ -301,7 +301,7 @@ fn timing_constraints_follow_the_clock_and_the_ports() {
         sdc.contains("set_false_path -from [get_ports rst]"),
         "{sdc}"
     );
-    let xdc = std::fs::read_to_string(dir.path().join("constraints/pe_r64_m1_a1.xdc")).unwrap();
+    let xdc = std::fs::read_to_string(dir.path().join("constraints/pe_r64_m1_a1_f.xdc")).unwrap();
     assert!(
         xdc.contains("create_clock -period 2.0000 -name clk [get_ports clk]"),
         "{xdc}"

@@ -1,33 +1,44 @@
 //! Functional model of a processing element: a register file updated by MAC, clear-MAC and load
 //! operations applied in order. (When each operation takes effect is the hardware's business;
 //! the RTL harness applies an operation to this model at the cycle the RTL writes it back.)
+//!
+//! An accumulation in the MAC's pipeline (`MacFeed`, a PE built with feedback) continues the
+//! previous operation's result without the register file: functionally it is `Mac` on the
+//! register the run accumulates into, and a masked `MacFeed` leaves the run's value as it is.
+//! The hardware writes the register once, at the run's end; [`PeModel::result`] gives each
+//! operation's value from an accumulator the caller holds, for a harness that follows the run.
 
 use crate::format::Format;
 use crate::fp::{fp32_scale2, mac, mac_fused, ACC_CLEAR};
 use crate::quant::{dot_packed, int_to_f32, QkFormat};
 
-/// A PE operation.
+/// A PE operation; its discriminant is the RTL's `op` code (`hdl::pe::PeOp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum PeOp {
-    Nop,
+    Nop = 0,
     /// `rf[addr] = rf[addr] + a × b`.
-    Mac,
+    Mac = 1,
     /// `rf[addr] = −0 + a × b`.
-    MacClear,
+    MacClear = 2,
     /// `rf[addr] = data`.
-    Load,
+    Load = 3,
     /// `rf[addr] = +0 + a × b`: the first product of an O accumulator (O starts at +0).
-    MacZero,
+    MacZero = 4,
     /// `rf[addr] = rf[addr] · 2^−shift + a × b`: the first product of a block into an O
     /// accumulator, applying the block's rescale.
-    MacScale,
+    MacScale = 5,
     /// Integer QKᵀ (a PE with a `qk` format): `rf[addr] = 0 + Σ a_i × b_i` over the packed
     /// lanes, int32.
-    IntClear,
+    IntClear = 8,
     /// `rf[addr] = rf[addr] + Σ a_i × b_i`, int32.
-    IntMac,
+    IntMac = 9,
     /// `rf[addr] = binary32(rf[addr] + Σ a_i × b_i)`: the score's last step converts it.
-    IntLast,
+    IntLast = 10,
+    /// `rf[addr] = rf[addr] + a × b` with `rf[addr]` the result of the run's previous
+    /// operation, taken from the MAC's output instead of the register file (a PE with
+    /// feedback; the run's register is written once, when the run ends).
+    MacFeed = 6,
 }
 
 /// The register file of one PE.
@@ -69,20 +80,26 @@ impl PeModel {
             .expect("an integer operation needs a PE built with a qk format")
     }
 
+    /// The value operation `op` writes, with `old` the register's (or the run's) value before
+    /// it; `None` for a NOP.
+    pub fn result(&self, op: PeOp, old: u32, a: u16, b: u16, data: u32, shift: u8) -> Option<u32> {
+        Some(match op {
+            PeOp::Nop => return None,
+            PeOp::Mac | PeOp::MacFeed => self.mac(old, a, b),
+            PeOp::MacClear => self.mac(ACC_CLEAR, a, b),
+            PeOp::Load => data,
+            PeOp::MacZero => self.mac(0, a, b),
+            PeOp::MacScale => self.mac(fp32_scale2(old, shift), a, b),
+            PeOp::IntClear => dot_packed(0, a, b, self.int_format()),
+            PeOp::IntMac => dot_packed(old, a, b, self.int_format()),
+            PeOp::IntLast => int_to_f32(dot_packed(old, a, b, self.int_format())),
+        })
+    }
+
     /// Applies one operation (`shift` matters to `MacScale` only).
     pub fn apply(&mut self, op: PeOp, addr: usize, a: u16, b: u16, data: u32, shift: u8) {
-        match op {
-            PeOp::Nop => {}
-            PeOp::Mac => self.regs[addr] = self.mac(self.regs[addr], a, b),
-            PeOp::MacClear => self.regs[addr] = self.mac(ACC_CLEAR, a, b),
-            PeOp::Load => self.regs[addr] = data,
-            PeOp::MacZero => self.regs[addr] = self.mac(0, a, b),
-            PeOp::MacScale => self.regs[addr] = self.mac(fp32_scale2(self.regs[addr], shift), a, b),
-            PeOp::IntClear => self.regs[addr] = dot_packed(0, a, b, self.int_format()),
-            PeOp::IntMac => self.regs[addr] = dot_packed(self.regs[addr], a, b, self.int_format()),
-            PeOp::IntLast => {
-                self.regs[addr] = int_to_f32(dot_packed(self.regs[addr], a, b, self.int_format()))
-            }
+        if let Some(v) = self.result(op, self.regs[addr], a, b, data, shift) {
+            self.regs[addr] = v;
         }
     }
 }

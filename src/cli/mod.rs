@@ -167,6 +167,11 @@ pub struct ConfigArgs {
     /// quantized on the host (Q per token, K per block); "none" for QK in the operand format.
     #[arg(long)]
     pub qk_format: Option<String>,
+    /// Override: where a PE's MAC runs accumulate: auto (the MAC's pipeline where the design
+    /// can: add_latency 1, floating-point QK, the default), pipeline, or register-file (every
+    /// MAC reads and writes its register).
+    #[arg(long)]
+    pub accumulate: Option<String>,
 }
 
 /// A configuration from a TOML file, with the file named in any error.
@@ -318,6 +323,9 @@ impl ConfigArgs {
                 "none" => None,
                 k => Some(hdl::format::qk_format_from_key(k)?),
             };
+        }
+        if let Some(key) = &self.accumulate {
+            cfg.accumulate = hdl::pe::Accumulate::from_key(key)?;
         }
         cfg.validate()?;
         Ok(cfg)

@@ -36,6 +36,8 @@ pub struct GridShape {
     pub format: Format,
     /// Integer QKᵀ's format: the PE also takes the integer operations (8 to 10).
     pub qk: Option<QkFormat>,
+    /// The PE accumulates in its MAC's pipeline: it also takes `MacFeed` (6).
+    pub feedback: bool,
 }
 
 /// One cycle of raw stimulus; the harness maps it onto a legal operation.
@@ -55,13 +57,14 @@ pub struct PeCycle {
 }
 
 /// Random cycles for a grid of `rows` × `cols`: mostly MACs into a few hot registers, so long
-/// accumulation chains form. With integer QKᵀ (`qk`) the integer operations join in, on the
+/// accumulation chains form (with `feedback`, mostly `MacFeed`: runs in the MAC's loop). With integer QKᵀ (`qk`) the integer operations join in, on the
 /// same registers, and the operands are as often any 16 bits (packed integers) as values.
 pub fn pe_cycle(
     rows: u32,
     cols: u32,
     format: Format,
     qk: Option<QkFormat>,
+    feedback: bool,
 ) -> impl Strategy<Value = PeCycle> {
     let value = move || -> BoxedStrategy<u16> {
         let v = if format == Format::BF16 {
@@ -83,7 +86,14 @@ pub fn pe_cycle(
         2 => Just(PeOp::MacScale as u8),
         1 => Just(PeOp::Nop as u8),
         1 => 6u8..=7,
-    ];
+    ]
+    .boxed();
+    // With feedback, runs: half the cycles continue the previous cycle's.
+    let fp_op = if feedback {
+        prop_oneof![fp_op, Just(PeOp::MacFeed as u8)].boxed()
+    } else {
+        fp_op
+    };
     let op = if qk.is_some() {
         prop_oneof![
             5 => fp_op,
@@ -183,6 +193,61 @@ pub fn directed_pe_stream(rows: u32, cols: u32, format: Format) -> Vec<PeCycle> 
     cycles
 }
 
+/// Directed runs in the MAC's loop (a PE with feedback): a binary32 special loaded into each
+/// of six registers, then on each a run started every way (MAC, clear-MAC, MAC from +0,
+/// rescaling MAC) and continued by four MacFeeds of the operand format's specials, some of them
+/// masked on some PEs (the run's value, ±0 and NaN included, must pass on unchanged), and runs
+/// whose start is masked.
+pub fn directed_feed_stream(rows: u32, cols: u32, format: Format) -> Vec<PeCycle> {
+    let specials = if format == Format::BF16 {
+        BF16_SPECIALS
+    } else {
+        F16_SPECIALS
+    };
+    let n16 = specials.len();
+    let n = (rows * cols) as usize;
+    let cycle = |op: PeOp, reg: u32, i: usize, en: Vec<bool>, ld: u32| PeCycle {
+        op: op as u8,
+        en,
+        shift: [0u8, 1, 23, 149][i % 4],
+        hot: true,
+        addr: reg,
+        a: (0..rows)
+            .map(|r| specials[(i + r as usize) % n16])
+            .collect(),
+        b: (0..cols)
+            .map(|c| specials[(3 * i + 1 + c as usize) % n16])
+            .collect(),
+        ld_data: ld,
+        rd_addr: 2 * reg,
+        rd_row: reg % rows,
+    };
+    let starts = [PeOp::Mac, PeOp::MacClear, PeOp::MacZero, PeOp::MacScale];
+    let mut v = vec![];
+    for (g, lds) in F32_SPECIALS.chunks(HOT as usize).enumerate() {
+        for (reg, &ld) in lds.iter().enumerate() {
+            v.push(cycle(PeOp::Load, reg as u32, g, vec![true; n], ld));
+        }
+        for reg in 0..lds.len() {
+            let k = g * HOT as usize + reg;
+            // Every third run starts masked on PE 0; MacFeeds masked on every other PE in turn.
+            let mut en = vec![true; n];
+            en[0] = k % 3 != 2;
+            v.push(cycle(starts[k % 4], reg as u32, k, en, 0));
+            for f in 0..4 {
+                let en = (0..n)
+                    .map(|pe| (pe + f + k).is_multiple_of(2) || f == 3)
+                    .collect();
+                v.push(cycle(PeOp::MacFeed, reg as u32, k + 5 * f + 1, en, 0));
+            }
+        }
+        for _ in 0..HOT {
+            v.push(cycle(PeOp::Nop, 0, 0, vec![false; n], 0));
+        }
+    }
+    v
+}
+
 /// A read-port mismatch.
 #[derive(Debug, Clone)]
 pub struct PeMismatch {
@@ -221,13 +286,14 @@ impl fmt::Display for PeMismatch {
 const HOT: u32 = 6;
 
 /// The operation a code asks of a PE (integer ones only of a PE with integer QKᵀ).
-fn decode(op: u8, qk: bool) -> PeOp {
+fn decode(op: u8, qk: bool, feedback: bool) -> PeOp {
     match op {
         1 => PeOp::Mac,
         2 => PeOp::MacClear,
         3 => PeOp::Load,
         4 => PeOp::MacZero,
         5 => PeOp::MacScale,
+        6 if feedback => PeOp::MacFeed,
         8 if qk => PeOp::IntClear,
         9 if qk => PeOp::IntMac,
         10 if qk => PeOp::IntLast,
@@ -358,14 +424,35 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
     } = shape;
     let hot = HOT.min(regs);
     let mut last = vec![i64::MIN / 2; regs as usize];
-    let mut issues = vec![];
+    let mut issues: Vec<Issue> = vec![];
     let mut ops = 0u64;
+    // Per PE: the run of the previous cycle's operation had a live operation.
+    let mut run_live = vec![false; (rows * cols) as usize];
     for (t, c) in cycles.iter().enumerate() {
-        let addr = if c.hot { c.addr % hot } else { c.addr % regs };
-        let mut op = decode(c.op, shape.qk.is_some());
-        // Codes 6 and 7 reach the RTL as they are: they must behave as NOPs.
+        let mut addr = if c.hot { c.addr % hot } else { c.addr % regs };
+        let mut op = decode(c.op, shape.qk.is_some(), shape.feedback);
+        // Codes 6 and 7 reach the RTL as they are: they must behave as NOPs (6 is MacFeed
+        // with feedback).
         let mut raw_op = c.op;
-        if op != PeOp::Nop {
+        let mut en = c.en.clone();
+        if op == PeOp::MacFeed {
+            // A MacFeed continues the previous cycle's run, on its register; a PE whose run has
+            // had no live operation takes it masked.
+            match issues.last() {
+                Some(prev) if continues_run(prev.op) => {
+                    addr = prev.addr;
+                    last[addr as usize] = t as i64;
+                    ops += 1;
+                    for (e, live) in en.iter_mut().zip(&run_live) {
+                        *e &= live;
+                    }
+                }
+                _ => {
+                    op = PeOp::Nop;
+                    raw_op = PeOp::Nop as u8;
+                }
+            }
+        } else if op != PeOp::Nop {
             if (t as i64) - last[addr as usize] < reuse as i64 {
                 op = PeOp::Nop;
                 raw_op = PeOp::Nop as u8;
@@ -373,6 +460,9 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
                 last[addr as usize] = t as i64;
                 ops += 1;
             }
+        }
+        for (live, &e) in run_live.iter_mut().zip(&en) {
+            *live = (e && op != PeOp::Nop) || (op == PeOp::MacFeed && *live);
         }
         let rd_addr = if c.rd_addr & 1 == 0 {
             (c.rd_addr >> 1) % hot
@@ -382,7 +472,7 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
         issues.push(Issue {
             op,
             raw_op,
-            en: c.en.clone(),
+            en,
             shift: c.shift,
             addr,
             a: c.a.clone(),
@@ -413,6 +503,27 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
         }
     }
     (issues, ops)
+}
+
+/// Whether a MacFeed may continue an operation `op` (a MAC of any kind).
+fn continues_run(op: PeOp) -> bool {
+    matches!(
+        op,
+        PeOp::Mac | PeOp::MacClear | PeOp::MacZero | PeOp::MacScale | PeOp::MacFeed
+    )
+}
+
+/// For each issue, whether PE `pe` writes its result back: a live operation, or a MacFeed of a
+/// run with one, unless the next cycle's MacFeed continues it (its run writes once, at its end).
+fn writes(issues: &[Issue], pe: usize) -> Vec<bool> {
+    let mut run_live = false;
+    let mut out = Vec::with_capacity(issues.len());
+    for (t, i) in issues.iter().enumerate() {
+        run_live = (i.en[pe] && i.op != PeOp::Nop) || (i.op == PeOp::MacFeed && run_live);
+        let continued = issues.get(t + 1).is_some_and(|n| n.op == PeOp::MacFeed);
+        out.push(run_live && !continued);
+    }
+    out
 }
 
 /// The input words of `issues`, packed per cycle in the order of the input ports.
@@ -456,6 +567,7 @@ fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Optio
     let mac_latency = shape.latency as usize - 1;
     // The accumulator read is reported a cycle after issue (at issue with a combinational MAC).
     let late = mac_latency.min(1);
+    let writes = writes(issues, 0);
     for (t, i) in issues.iter().enumerate() {
         let acc_want = t >= late
             && live(&issues[t - late])
@@ -463,7 +575,7 @@ fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Optio
                 issues[t - late].op,
                 PeOp::Mac | PeOp::MacScale | PeOp::IntMac | PeOp::IntLast
             );
-        let wr_want = t >= mac_latency && live(&issues[t - mac_latency]);
+        let wr_want = t >= mac_latency && writes[t - mac_latency];
         let (acc, wr) = (s.out[t * s.per + cols], s.out[t * s.per + cols + 1]);
         if (acc != 0) != acc_want || (wr != 0) != wr_want {
             return Some(PeMismatch {
@@ -475,8 +587,13 @@ fn check_port_activity(shape: GridShape, issues: &[Issue], s: &Sampled) -> Optio
                 actual: acc | wr << 1,
                 history: vec![format!(
                     "register-file port activity (bit 0: accumulator read, bit 1: write) \
-                     of {:?} issued at cycle {t}",
-                    i.op
+                     a cycle after {:?} (en {}) and {:?} (en {}) issued at cycles {} and {}",
+                    issues[t.saturating_sub(late)].op,
+                    issues[t.saturating_sub(late)].en[0],
+                    issues[t.saturating_sub(mac_latency)].op,
+                    issues[t.saturating_sub(mac_latency)].en[0],
+                    t.saturating_sub(late),
+                    t.saturating_sub(mac_latency),
                 )],
             });
         }
@@ -503,6 +620,10 @@ fn replay(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch>
         })
         .collect();
     let mut history: Vec<Vec<String>> = vec![vec![]; (rows * cols * regs) as usize];
+    let n = (rows * cols) as usize;
+    let writes: Vec<Vec<bool>> = (0..n).map(|pe| writes(issues, pe)).collect();
+    // Per PE: the value of the last operation applied (a MacFeed's addend, its run so far).
+    let mut run_value = vec![0u32; n];
     let mut pending: VecDeque<usize> = VecDeque::new();
     for (t, i) in issues.iter().enumerate() {
         while let Some(&j) = pending.front() {
@@ -513,23 +634,39 @@ fn replay(shape: GridShape, issues: &[Issue], s: &Sampled) -> Option<PeMismatch>
             let op = &issues[j];
             for r in 0..rows {
                 for c in 0..cols {
-                    if !op.en[(r * cols + c) as usize] {
-                        continue;
-                    }
+                    let k = (r * cols + c) as usize;
                     let (a, b) = (op.a[r as usize], op.b[c as usize]);
-                    pes[(r * cols + c) as usize].apply(
-                        op.op,
-                        op.addr as usize,
-                        a,
-                        b,
-                        op.ld_data,
-                        op.shift,
-                    );
-                    let h = &mut history[((r * cols + c) * regs + op.addr) as usize];
-                    h.push(format!(
-                        "cycle {j}: {:?} a={a:#06x} b={b:#06x} ld={:#010x} shift={}",
-                        op.op, op.ld_data, op.shift
-                    ));
+                    let pe = &mut pes[k];
+                    let addr = op.addr as usize;
+                    let en = op.en[k];
+                    // A MacFeed adds to its run's value (a masked one passes it on); the others
+                    // to the register.
+                    let old = if op.op == PeOp::MacFeed {
+                        run_value[k]
+                    } else {
+                        pe.regs[addr]
+                    };
+                    let value = match (op.op, en) {
+                        (PeOp::MacFeed, false) => Some(old),
+                        _ => pe.result(op.op, old, a, b, op.ld_data, op.shift),
+                    };
+                    if let Some(v) = value {
+                        run_value[k] = v;
+                        if writes[k][j] {
+                            pe.regs[addr] = v;
+                        }
+                    }
+                    if en || op.op == PeOp::MacFeed {
+                        let h = &mut history[((r * cols + c) * regs + op.addr) as usize];
+                        h.push(format!(
+                            "cycle {j}: {:?}{} a={a:#06x} b={b:#06x} ld={:#010x} shift={}{}",
+                            op.op,
+                            if en { "" } else { " (masked)" },
+                            op.ld_data,
+                            op.shift,
+                            if writes[k][j] { "" } else { " (not written)" }
+                        ));
+                    }
                 }
             }
         }
@@ -636,7 +773,13 @@ pub fn proptest_pe(
     };
     let checked = std::cell::Cell::new(PeChecked::default());
     let strategy = prop::collection::vec(
-        pe_cycle(shape.rows, shape.cols, shape.format, shape.qk),
+        pe_cycle(
+            shape.rows,
+            shape.cols,
+            shape.format,
+            shape.qk,
+            shape.feedback,
+        ),
         1..=max_len,
     );
     let result = super::seeds::run(config, seed, &strategy, |cycles| {

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::design::{simulate, Target};
 use crate::units::{self, Check};
 use crate::verify::pe::{
-    check_pe_stream, directed_int_stream, directed_pe_stream, proptest_pe, GridShape,
+    check_pe_stream, directed_feed_stream, directed_int_stream, directed_pe_stream, proptest_pe,
+    GridShape,
 };
 use crate::verify::pure::{check_stream, proptest_vectors};
 use crate::verify::stateful::{
@@ -111,11 +112,15 @@ pub fn verify_pe_block(
         reuse: cfg.pe().reuse_gap(),
         format: cfg.in_format,
         qk: cfg.qk_format,
+        feedback: cfg.pe().mac.feedback,
     };
     let start = Instant::now();
     let mut stream = directed_pe_stream(rows, cols, cfg.in_format);
     if let Some(qk) = cfg.qk_format {
         stream.extend(directed_int_stream(rows, cols, qk));
+    }
+    if shape.feedback {
+        stream.extend(directed_feed_stream(rows, cols, cfg.in_format));
     }
     let directed = match check_pe_stream(&model, shape, &stream)? {
         Ok(stats) => stats,

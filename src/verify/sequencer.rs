@@ -11,7 +11,8 @@
 //!   for causal attention) in the order QK(0), QK(1), PV(0), QK(2), PV(1), …, PV(n−1), each on
 //!   its block number;
 //! * step every phase through its loops in order, one step per cycle of the phase: QK over
-//!   (k, ii, jj), PV over (jk, ii, q), innermost last, `step_valid` exactly on those cycles;
+//!   (k, ii, jj), PV over (jk, ii, q), innermost last (with the MAC accumulating in its
+//!   pipeline QK over (ii, jj, k), PV over (ii, q, jk)), `step_valid` exactly on those cycles;
 //! * start one softmax per block, and report every skipped block at the tile's start (the
 //!   cycle after its go: the count is registered);
 //! * finish with `done`.
@@ -91,20 +92,29 @@ fn phases(n: u64) -> Vec<(bool, u64)> {
     v
 }
 
-/// The loop indices of one phase, in step order: QK (k, ii, jj; k over `qk_dims`, integer
-/// QKᵀ's scale steps included), PV (jk, ii, q).
+/// The loop indices of one phase, in step order, as [dimension, ii, inner]: QK (k, ii, jj; k
+/// over `qk_dims`, integer QKᵀ's scale steps included), PV (jk, ii, q); with the MAC
+/// accumulating in its pipeline each value's products back to back (QK: ii, jj, k; PV: ii, q,
+/// jk, innermost last).
 fn steps(p: &CoreParams, pv: bool) -> Vec<[u64; 3]> {
     let r = &p.row;
-    let (outer, inner) = if pv {
+    let (dims, inner) = if pv {
         (p.bc(), r.e)
     } else {
         (r.qk_dims(), r.b)
     };
+    let (dims, a, inner) = (dims as u64, r.a as u64, inner as u64);
     let mut v = vec![];
-    for o in 0..outer as u64 {
-        for ii in 0..r.a as u64 {
-            for i in 0..inner as u64 {
-                v.push([o, ii, i]);
+    if r.pe.mac.feedback {
+        for ii in 0..a {
+            for i in 0..inner {
+                v.extend((0..dims).map(|o| [o, ii, i]));
+            }
+        }
+    } else {
+        for o in 0..dims {
+            for ii in 0..a {
+                v.extend((0..inner).map(|i| [o, ii, i]));
             }
         }
     }

@@ -12,21 +12,37 @@
 //! Numerics (bit-exact model: `kernels::fp::mac_fused`, for binary16 also `kernels::fp::mac`):
 //! the product is exact, so the result has one RNE rounding and equals a fused multiply-add of
 //! the widened inputs.
+//!
+//! With feedback (`feedback`, suffix `_f`; a one-stage adder after a registered product), two
+//! more ports run an accumulation in the adder's own loop (issue 54): `feed` (with `acc`) adds
+//! the product to `y`, the previous cycle's result, instead of `acc`; `hold` (with the product,
+//! the multiplier's latency after `a` and `b`) adds −0 in place of the product, the exact
+//! identity of RNE addition (x + −0 = x for every x, ±0 included), so a masked step of a run
+//! passes its value on unchanged. The loop is the adder and one multiplexer.
 
 use anyhow::Result;
 
 use crate::format::{Format, Formats};
 use crate::fp32_add::{self, Fp32AddConfig};
 use crate::iface::Block;
-use crate::interface;
 use crate::mul_exact::{self, MulExactConfig};
 use crate::operands::Binary;
 use crate::operands::Y;
-use crate::Design;
+use crate::{group, interface};
+use crate::{mux, Design};
+
+group! {
+    /// The MAC's operands: a · b + acc, and with feedback the run's controls.
+    pub struct MacIn<T> {
+        a, b, acc;
+        run => Option<MacRun<T>>,
+    }
+}
 
 interface! {
-    /// The MAC's operands: a · b + acc.
-    pub struct MacIn { a, b, acc }
+    /// An accumulation in the adder's loop: `feed` takes `y` for `acc`, `hold` −0 for the
+    /// product.
+    pub struct MacRun { feed, hold }
 }
 
 /// Configuration of `mac`.
@@ -37,6 +53,9 @@ pub struct MacConfig {
     pub add: Fp32AddConfig,
     /// Cycles after `a` and `b` that `acc` arrives, at most the multiplier's latency.
     pub acc_stage: u32,
+    /// The `feed` and `hold` ports: an accumulation in the adder's loop (a one-stage adder
+    /// behind a registered product).
+    pub feedback: bool,
 }
 
 impl MacConfig {
@@ -52,7 +71,15 @@ impl MacConfig {
                 addend: operand.exact_product(),
             },
             acc_stage: 0,
+            feedback: false,
         }
+    }
+
+    /// The MAC can accumulate in its adder's loop: one adder stage (its result register
+    /// comes round in one cycle), behind at least one multiplier stage (a masked step's `hold`
+    /// is known from a register, not from the array's late mask).
+    pub fn can_feed_back(&self) -> bool {
+        self.add.latency == 1 && self.mul.latency >= 1
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -67,6 +94,13 @@ impl MacConfig {
             "the MAC's accumulator arrives {} cycles after its operands, past the multiplier's \
              {}-cycle latency",
             self.acc_stage,
+            self.mul.latency
+        );
+        anyhow::ensure!(
+            !self.feedback || self.can_feed_back(),
+            "the MAC accumulates in its adder's loop only with add_latency = 1 and \
+             mul_latency >= 1 (it has add_latency = {}, mul_latency = {})",
+            self.add.latency,
             self.mul.latency
         );
         self.mul.validate()?;
@@ -88,17 +122,18 @@ impl MacConfig {
     }
 
     /// `mac_m1_a1` for binary16 operands; other formats name theirs: `mac_e8m7_m1_a1`; a late
-    /// accumulator `mac_m2_a5_c2`.
+    /// accumulator `mac_m2_a5_c2`; feedback `mac_m1_a1_f`.
     pub fn module_name(&self) -> String {
         let late = match self.acc_stage {
             0 => String::new(),
             k => format!("_c{k}"),
         };
         format!(
-            "mac{}_m{}_a{}{late}",
+            "mac{}_m{}_a{}{late}{}",
             crate::format::suffix(self.mul.operand),
             self.mul.latency,
-            self.add.latency
+            self.add.latency,
+            if self.feedback { "_f" } else { "" }
         )
     }
 }
@@ -115,7 +150,7 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
     let mul = mul_exact::build(d, &cfg.mul);
     let add = fp32_add::build(d, &cfg.add);
     let fp16 = cfg.mul.operand == Format::FP16;
-    Block::of(d.define(&cfg.module_name(), |_, m| {
+    let module = d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mac: y = acc + a * b ({} product, exact; binary32 sum, RNE).\n\
              Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.{}\n\
@@ -127,6 +162,11 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
             match cfg.acc_stage {
                 0 => String::new(),
                 k => format!(" acc arrives {k} cycle(s) after a and b."),
+            } + if cfg.feedback {
+                "\nfeed (with acc): acc := y, the previous result; hold (with the product): \
+                 the product := -0."
+            } else {
+                ""
             },
             if fp16 { "mac" } else { "mac_fused" }
         ));
@@ -134,12 +174,41 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
         let a = m.input("a", w);
         let b = m.input("b", w);
         let acc = m.input("acc", cfg.formats().acc.bits());
+        let run = cfg
+            .feedback
+            .then(|| (m.input("feed", 1), m.input("hold", 1)));
+
         let product = m.instantiate(&mul, "u_mul", &Binary { a, b }).y;
-        let acc = m.delay_n("acc", acc, cfg.mul.latency - cfg.acc_stage);
-        let y = m
-            .instantiate(&add, "u_add", &Binary { a: acc, b: product })
-            .y;
+        let late = cfg.mul.latency - cfg.acc_stage;
+        let acc = m.delay_n("acc", acc, late);
+        let y = match run {
+            None => {
+                m.instantiate(&add, "u_add", &Binary { a: acc, b: product })
+                    .y
+            }
+            Some((feed, hold)) => {
+                // The adder's result register comes back round to its addend.
+                let y = m.net("y_run", cfg.formats().acc.bits());
+                let feed = m.delay_n("feed", feed, late);
+                let neg_zero = m.lit(product.width(), cfg.mul.product().neg_zero());
+                let ins = Binary {
+                    a: m.name("acc_run", mux(feed, y, acc)),
+                    b: m.name("product_run", mux(hold, neg_zero, product)),
+                };
+                let sum = m.instantiate(&add, "u_add", &ins).y;
+                m.drive(y, sum);
+                y
+            }
+        };
         m.output("y", y);
         m.set_latency(cfg.latency());
-    }))
+    });
+    let (w, acc) = (cfg.formats().operand.bits(), cfg.formats().acc.bits());
+    let widths = MacIn {
+        a: w,
+        b: w,
+        acc,
+        run: cfg.feedback.then_some(MacRun { feed: 1, hold: 1 }),
+    };
+    Block::view(module, &widths, Y { y: acc })
 }

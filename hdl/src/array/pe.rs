@@ -41,6 +41,17 @@
 //! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
 //! writes `ld_data` unchanged.
 //!
+//! Accumulation in the MAC's pipeline (`mac.feedback`, issue 54): operation 6, `MacFeed`, adds
+//! its product to the result of the operation issued the cycle before, taken from the MAC's
+//! adder loop ([`crate::mac`]) instead of the register file, and that operation's write-back
+//! is dropped: a run (`MacClear`/`MacZero`/`MacScale`/`Mac`, then `MacFeed` every cycle)
+//! reads the register file at most once and writes it once, when the run ends. A masked
+//! `MacFeed` (`en` low) passes the run's value on unchanged (the MAC adds −0), and the run's
+//! last operation writes if any of the run's operations was live. The schedule's contract: a
+//! `MacFeed` follows, the cycle before, an operation of the same run (same `addr`, a MAC
+//! kind, not a `Load`), and a live `MacFeed` belongs to a run with a live operation before it;
+//! `rd_data` shows a run's register as it was before the run until the run's write-back.
+//!
 //! Integer QKᵀ (`qk`: INT8 or INT4, issue 36): `a` and `b` then also carry packed integers
 //! (two INT8 or four INT4 lanes per 16 bits) and three more operations accumulate their dot
 //! product in int32 through `int_dot` (model: `kernels::quant::dot_packed`): `IntClear` from 0,
@@ -55,8 +66,8 @@ use kernels::quant::QkFormat;
 use crate::iface::Block;
 use crate::int_dot::IntDotIn;
 use crate::interface;
-use crate::mac::MacIn;
 use crate::mac::{self, MacConfig};
+use crate::mac::{MacIn, MacRun};
 use crate::{addr_bits, mux, Design, ModRef};
 use crate::{clock_gate, fp32_misc};
 
@@ -71,7 +82,7 @@ interface! {
     pub struct PeOut { rd_data, rf_acc_read, rf_write }
 }
 
-/// The PE's operations (the `op` port; 6 and 7 are NOPs too).
+/// The PE's operations (the `op` port; 7, and 6 without feedback, are NOPs too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum PeOp {
@@ -87,6 +98,9 @@ pub enum PeOp {
     MacZero = 4,
     /// `rf[addr] = rf[addr] · 2^−shift + a × b`.
     MacScale = 5,
+    /// `rf[addr] = y + a × b`, y the previous cycle's result (a PE with feedback; else a
+    /// NOP).
+    MacFeed = 6,
     /// Integer QKᵀ: `rf[addr] = 0 + Σ a_i × b_i` (int32).
     IntClear = 8,
     /// `rf[addr] = rf[addr] + Σ a_i × b_i` (int32).
@@ -98,6 +112,51 @@ pub enum PeOp {
     ScaleLo = 11,
     /// The second (the high halves); a NOP to the PE.
     ScaleHi = 12,
+}
+
+/// Where a MAC run accumulates (`accumulate` in a configuration file; issue 54).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accumulate {
+    /// The MAC's pipeline wherever the design can ([`crate::mac::MacConfig::can_feed_back`],
+    /// floating-point QKᵀ), else the register file.
+    #[default]
+    Auto,
+    /// The MAC's adder loop (`MacFeed`): the register file is read and written once a run.
+    Pipeline,
+    /// The register file, read and written by every MAC.
+    RegisterFile,
+}
+
+impl Accumulate {
+    pub const ALL: [Accumulate; 3] = [
+        Accumulate::Auto,
+        Accumulate::Pipeline,
+        Accumulate::RegisterFile,
+    ];
+
+    /// The choice a key names (`accumulate = "..."`, `--accumulate`).
+    pub fn from_key(key: &str) -> Result<Accumulate> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name() == key)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "accumulate = \"{key}\" is not a choice: use auto (the MAC's pipeline where \
+                     the design can), pipeline or register-file"
+                )
+            })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Accumulate::Auto => "auto",
+            Accumulate::Pipeline => "pipeline",
+            Accumulate::RegisterFile => "register-file",
+        }
+    }
 }
 
 /// Width of the `op` port (floating-point PEs; [`PeConfig::op_bits`]).
@@ -130,6 +189,11 @@ impl PeConfig {
             "registers per PE = {} is not supported: use a power of two from 2 to 1024 \
              (the seed design has 64)",
             self.regs
+        );
+        anyhow::ensure!(
+            !(self.mac.feedback && self.qk.is_some()),
+            "accumulation in the MAC's pipeline is built for floating-point QKᵀ: leave \
+             qk_format out, or accumulate in the register file"
         );
         self.mac.validate()
     }
@@ -190,7 +254,7 @@ impl PeConfig {
     }
 
     /// The parameters in a name (`pe_r64_m1_a1`; `pe_e8m7_r64_m1_a1` for bfloat16 operands,
-    /// `pe_r64_m1_a1_qi8` with INT8 QKᵀ): part of the names of modules built from it.
+    /// `pe_r64_m1_a1_qi8` with INT8 QKᵀ, `pe_r64_m1_a1_f` with feedback): part of the names of modules built from it.
     pub fn params_name(&self) -> String {
         format!(
             "pe{}_r{}_m{}_a{}{}",
@@ -200,6 +264,7 @@ impl PeConfig {
             self.mac.add.latency,
             self.qk
                 .map_or(String::new(), |f| format!("_qi{}", f.bits()))
+                + if self.mac.feedback { "_f" } else { "" }
         )
     }
 }
@@ -215,11 +280,17 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
              2 mac_clear (rf[addr] = -0 + a*b), 3 load (rf[addr] = ld_data), 4 mac_zero\n\
              (rf[addr] = +0 + a*b), 5 mac_scale (rf[addr] = rf[addr] * 2^-shift + a*b).\n\
              Latency {} cycle(s) from issue to rd_data; one op per cycle; no forwarding: an op\n\
-             reading a register must issue >= {} cycles after the previous write to it.{}",
+             reading a register must issue >= {} cycles after the previous write to it.{}{}",
             cfg.regs,
             cfg.mac.formats().acc.bits(),
             cfg.latency(),
             cfg.reuse_gap(),
+            if cfg.mac.feedback {
+                "\n6 mac_feed (rf[addr] = y + a*b, y the previous cycle's result, which is not \
+                 written;\nmasked: y passes on; a run writes once, at its end)."
+            } else {
+                ""
+            },
             cfg.qk.map_or(String::new(), |f| format!(
                 "\nInteger QK ({}, {} lanes per operand): 8 int_clear (rf[addr] = 0 + dot(a,b)),\n\
                  9 int_mac (rf[addr] += dot(a,b)), 10 int_last (rf[addr] = fp32(rf[addr] +\n\
@@ -243,6 +314,8 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         // A masked PE, or an unused code, does nothing.
         let last_op = if cfg.qk.is_some() {
             PeOp::IntLast
+        } else if cfg.mac.feedback {
+            PeOp::MacFeed
         } else {
             PeOp::MacScale
         };
@@ -265,9 +338,9 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         // after the first pipeline register: a masked operation's read and products run, but
         // nothing it does is written or counted. A combinational MAC (no register) masks it
         // at issue.
-        let ops = if latency == 0 {
+        let (ops, en1) = if latency == 0 {
             let op = mux(en & valid, op_in, nop);
-            vec![m.name("op_eff", op)]
+            (vec![m.name("op_eff", op)], None)
         } else {
             let op = m.name("op_eff", mux(valid, op_in, nop));
             let op1 = m.delay("op_d1", op);
@@ -275,7 +348,20 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             let op1 = m.name("op_d1_live", mux(en1, op1, nop));
             let mut taps = vec![op];
             taps.extend(m.delays("op1", op1, latency - 1));
-            taps
+            (taps, Some(en1))
+        };
+        // Accumulation in the MAC's loop: whether each stage holds a MacFeed, masked or not
+        // (the taps above drop masked operations), from issue to the write-back.
+        let feed = match (cfg.mac.feedback, en1) {
+            (true, Some(en1)) => {
+                let feed = ops[0].eq(PeOp::MacFeed as u64);
+                let taps = m.delays("feed", feed, latency);
+                // A masked MacFeed adds −0: `en` met at the product's stage.
+                let en_mul = m.delay_n("en_mul", en1, cfg.mac.mul.latency - 1);
+                let hold = taps[cfg.mac.mul.latency as usize] & !en_mul;
+                Some((taps, hold))
+            }
+            _ => None,
         };
         let staged = cfg.acc_stage() > 0;
         // The read waits out the multiplier's stages beyond the read's and the scaling's own;
@@ -328,7 +414,16 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let acc_in = mux(is_clear, neg_zero, acc_in);
         let acc_in = m.name("acc_in", acc_in);
         let acc_in = m.stage("acc_in_r", acc_in, staged);
-        let result = m.instantiate(&mac, "u_mac", &MacIn { a, b, acc: acc_in }).y;
+        let ins = MacIn {
+            a,
+            b,
+            acc: acc_in,
+            run: feed.as_ref().map(|(taps, hold)| MacRun {
+                feed: taps[cfg.acc_stage() as usize],
+                hold: *hold,
+            }),
+        };
+        let result = m.instantiate(&mac, "u_mac", &ins).y;
         // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), at the read's
         // stage (the operands wait with it), delayed to the MAC's latency.
         let int_result = int_dot.as_ref().map(|unit| {
@@ -357,7 +452,19 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             let load = ops[k as usize - 1].eq(PeOp::Load as u64);
             clock_gate::delay(m, &gate, &format!("ld_data_d{k}"), v, load)
         });
-        m.drive(wb_en, wb_op.ne(nop));
+        let live = wb_op.ne(nop);
+        let write = match &feed {
+            None => live,
+            Some((taps, _)) => {
+                // A run's value is written when the run ends (no MacFeed follows), if any of
+                // its operations was live (`run_live`: this one, or the run before it).
+                let run_live = m.net("run_live", 1);
+                let before = m.delay("run_live_d", run_live);
+                m.drive(run_live, live | (taps[latency as usize] & before));
+                run_live & !taps[latency as usize - 1]
+            }
+        };
+        m.drive(wb_en, write);
         let wb_load = wb_op.eq(PeOp::Load as u64);
         let result = match int_result {
             // The integer operations are 8 and up: the op's top bit.
@@ -389,4 +496,30 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 /// The PE as a typed block.
 pub fn block(d: &mut Design, cfg: &PeConfig) -> Block<PeIn, PeOut<u32>> {
     Block::of(build(d, cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PeOp;
+    use kernels::pe::PeOp as Model;
+
+    /// The model's operations carry the RTL's codes (the PE harness streams them as codes).
+    #[test]
+    fn model_operations_have_the_rtl_codes() {
+        let pairs = [
+            (Model::Nop, PeOp::Nop),
+            (Model::Mac, PeOp::Mac),
+            (Model::MacClear, PeOp::MacClear),
+            (Model::Load, PeOp::Load),
+            (Model::MacZero, PeOp::MacZero),
+            (Model::MacScale, PeOp::MacScale),
+            (Model::MacFeed, PeOp::MacFeed),
+            (Model::IntClear, PeOp::IntClear),
+            (Model::IntMac, PeOp::IntMac),
+            (Model::IntLast, PeOp::IntLast),
+        ];
+        for (model, rtl) in pairs {
+            assert_eq!(model as u8, rtl as u8, "{model:?}");
+        }
+    }
 }

@@ -130,9 +130,11 @@ fn tier(
     let op_nop = op(m, PeOp::Nop);
     let has_qk = kind != TierKind::Pv;
     let has_pv = kind != TierKind::Qk;
-    // PV: the row's operation for the step's query row and key.
-    let pv_op = if has_pv {
-        pv_operation(m, cfg, i)
+    // PV: the row's operation for the step's query row and key (and whether the key is
+    // masked: with runs a masked key's MacFeed passes the run's value on).
+    let (pv_op, pv_masked) = if has_pv {
+        let (op, masked) = pv_operation(m, cfg, i);
+        (op, Some(masked))
     } else {
         for x in [
             i.p_val,
@@ -144,7 +146,11 @@ fn tier(
         ] {
             m.discard(x);
         }
-        op_nop
+        (op_nop, None)
+    };
+    let pv_en = match pv_masked {
+        Some(masked) if cfg.pe.mac.feedback => !masked,
+        _ => m.lit(1, 1),
     };
     if !has_qk {
         m.discard(i.a_q);
@@ -170,7 +176,6 @@ fn tier(
     let zero_acc = m.zero(cfg.elem_bits().1);
     let zero8 = m.zero(8);
     let shift = if has_pv { i.shift } else { zero8 };
-    let one = m.lit(1, 1);
     let (mut rd, mut acc, mut wr, mut ens) = (vec![], vec![], vec![], vec![]);
     for c in 0..c_n {
         // QK: PE c masked by mask[ii][b·c + jj]; PV: the row's operation decides.
@@ -184,11 +189,11 @@ fn tier(
                 .collect();
             let qk_en = !mux_index(st.ii, &cands);
             match kind {
-                TierKind::Both => mux(st.pv, one, qk_en),
+                TierKind::Both => mux(st.pv, pv_en, qk_en),
                 _ => qk_en,
             }
         } else {
-            one
+            pv_en
         };
         ens.push(en);
         let ins = PeIn {
@@ -244,8 +249,12 @@ fn tier(
 }
 
 /// A PV step's operation: NOP if masked, MAC_ZERO on the row's first product of the tile,
-/// MAC_SCALE on its first of a block, MAC otherwise; and the flags that say which came.
-fn pv_operation(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &TierIn) -> Sig {
+/// MAC_SCALE on its first of a block, MAC otherwise; and the flags that say which came. With
+/// runs (the MAC accumulates in its pipeline), each O value's products in a block run back to
+/// back: its first live one reads the register (MAC_ZERO or MAC_SCALE), the later ones are
+/// MAC_FEED, masked ones too once the run has a live product (they pass its value on). Also
+/// returns whether the step's key is masked.
+fn pv_operation(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &TierIn) -> (Sig, Sig) {
     let (a_n, bc) = (cfg.a, cfg.bc());
     let st = &i.step;
     let started = m.reg("o_started", a_n, Some(0));
@@ -266,16 +275,27 @@ fn pv_operation(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &TierIn) -> Sig {
     );
     let pv_op = mux(scaled_ii, op_mac, op_scale);
     let pv_op = mux(started_ii, pv_op, op_zero);
-    let pv_op = mux(pv_masked, op_nop, pv_op);
-    // Flags: a row's first product of the tile, and of the block.
     let pv_step = st.valid & st.pv;
-    let mark = and_all(&[pv_step, !pv_masked, st.last]);
+    let (pv_op, live) = if cfg.pe.mac.feedback {
+        // The run so far (this O value's earlier keys in the block) has a live product.
+        let run = m.reg("o_run_live", 1, Some(0));
+        let before = run.q & !st.j.is_zero();
+        let pv_op = mux(pv_masked, op_nop, pv_op);
+        let pv_op = mux(before, op(m, PeOp::MacFeed), pv_op);
+        let live = before | !pv_masked;
+        m.set_next(run, mux(pv_step, live, run.q));
+        (pv_op, live)
+    } else {
+        (mux(pv_masked, op_nop, pv_op), !pv_masked)
+    };
+    // Flags: a row's first product of the tile, and of the block.
+    let mark = and_all(&[pv_step, live, st.last]);
     let one_a = m.lit(a_n, 1);
     let zero_a = m.zero(a_n);
     let set = mux(mark, one_a << st.ii, zero_a);
     m.set_next(started, mux(i.tile_reset, zero_a, started.q | set));
     m.set_next(scaled, mux(i.pv_block_start, zero_a, scaled.q | set));
-    pv_op
+    (pv_op, pv_masked)
 }
 
 /// Bit `row * width + col` of `bits` (rows of `width` bits), selected by `row` then `col`.

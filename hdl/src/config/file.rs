@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{CoreConfig, DEFAULT_TOP_NAME};
 use crate::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
 use crate::glb::{GlbParams, GlbPlacement};
+use crate::pe::Accumulate;
 use crate::softmax::Rescale;
 use crate::variants::{BufParams, RowParams, StackParams, Variant, VariantKind};
 
@@ -68,6 +69,9 @@ pub(super) struct ConfigFile {
     // Integer QKᵀ (written only when set).
     #[serde(skip_serializing_if = "Option::is_none")]
     qk_format: Option<String>,
+    // Where MAC runs accumulate (written only when it is not the default, auto).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    accumulate: Option<Accumulate>,
     // The older format's flat keys of the variants (read, never written).
     #[serde(skip_serializing)]
     buf_ports: Option<u32>,
@@ -155,6 +159,7 @@ impl From<&CoreConfig> for ConfigFile {
             in_format: (c.in_format != crate::format::Format::FP16)
                 .then(|| crate::format::in_format_key(c.in_format).to_string()),
             qk_format: c.qk_format.map(|f| f.name().to_string()),
+            accumulate: (c.accumulate != Accumulate::Auto).then_some(c.accumulate),
             buf_ports: None,
             buf_bytes: None,
             buf_macro: None,
@@ -253,6 +258,7 @@ impl ConfigFile {
             Some(key) => Some(crate::format::qk_format_from_key(key)?),
         };
         let cfg = CoreConfig {
+            accumulate: take_or!(accumulate, Accumulate::Auto),
             rescale,
             in_format,
             qk_format,
@@ -595,7 +601,7 @@ mod tests {
         let (c, _) = parse("preset = \"small\"\nin_format = \"bf16\"\n").unwrap();
         assert_eq!(c.in_format, crate::format::Format::BF16);
         assert_eq!(c.formats().operand, crate::format::Format::BF16);
-        assert_eq!(c.pe().mac.module_name(), "mac_e8m7_m1_a1");
+        assert_eq!(c.pe().mac.module_name(), "mac_e8m7_m1_a1_f");
         // A driver learns it from regflash.h: REGFLASH_CFG_IN_FORMAT is 1 for BF16, 0 for FP16.
         let in_format = |c: &CoreConfig| header_limit(c, "IN_FORMAT");
         assert_eq!(in_format(&c), Some(1));

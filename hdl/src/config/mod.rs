@@ -30,7 +30,7 @@ use crate::glb::GlbParams;
 use crate::landing::{LandingConfig, Layout};
 use crate::mac::MacConfig;
 use crate::mask::MaskConfig;
-use crate::pe::PeConfig;
+use crate::pe::{Accumulate, PeConfig};
 use crate::pe_row::PeRowConfig;
 use crate::row_reduce::RowReduceConfig;
 use crate::softmax::Rescale;
@@ -103,6 +103,9 @@ pub struct CoreConfig {
     /// QKᵀ in integers (issue 36): `qk_format = "int8"` or `"int4"`, Q and K quantized with
     /// their scales (see `kernels::quant`); absent (None), QKᵀ is in the operand format.
     pub qk_format: Option<QkFormat>,
+    /// Where a PE's MAC runs accumulate: `accumulate = "auto"` (the default: in the MAC's
+    /// pipeline where the design can), `"pipeline"` or `"register-file"` (see [`Accumulate`]).
+    pub accumulate: Accumulate,
 }
 
 pub const MAX_MEM_LATENCY: u32 = 4096;
@@ -134,11 +137,48 @@ impl CoreConfig {
 
     /// The PE configuration.
     pub fn pe(&self) -> PeConfig {
+        let mut pe = self.pe_accumulating_in_registers();
+        pe.mac.feedback = match self.accumulate {
+            Accumulate::Pipeline => true,
+            Accumulate::RegisterFile => false,
+            Accumulate::Auto => self.pipeline_accumulation_blocker().is_none(),
+        };
+        pe
+    }
+
+    /// The PE with its runs in the register file.
+    fn pe_accumulating_in_registers(&self) -> PeConfig {
         PeConfig {
             regs: self.regs_per_pe,
             mac: MacConfig::new(self.in_format, self.mul_latency, self.add_latency),
             qk: self.qk_format,
         }
+    }
+
+    /// Why the MAC's runs cannot accumulate in its pipeline (`accumulate = "pipeline"`), if
+    /// they cannot.
+    pub fn pipeline_accumulation_blocker(&self) -> Option<String> {
+        let pe = self.pe_accumulating_in_registers();
+        if !pe.mac.can_feed_back() {
+            return Some(format!(
+                "the MAC's adder loop is one cycle only with add_latency = 1 behind                  mul_latency >= 1 (here add_latency = {}, mul_latency = {})",
+                self.add_latency, self.mul_latency
+            ));
+        }
+        if let Some(f) = self.qk_format {
+            return Some(format!(
+                "qk_format = \"{}\" accumulates QKᵀ in int32 in the register file",
+                f.name()
+            ));
+        }
+        if self.row_with(pe).interleaved() {
+            return Some(
+                "the array interleaves QK and PV step by step (a MAC deeper than a PE's S \
+                 accumulators hide)"
+                    .into(),
+            );
+        }
+        None
     }
 
     /// The softmax exp stage.
@@ -331,6 +371,11 @@ impl CoreConfig {
 
     /// The PE row (not validated: `CoreParams::from_config` checks it against the MAC).
     pub fn row(&self) -> PeRowConfig {
+        self.row_with(self.pe())
+    }
+
+    /// [`CoreConfig::row`] with PE `pe`.
+    fn row_with(&self, pe: PeConfig) -> PeRowConfig {
         let c = self;
         let (a, b, e) = (
             c.br / c.rows.max(1),
@@ -342,7 +387,7 @@ impl CoreConfig {
             a,
             b,
             e,
-            pe: c.pe(),
+            pe,
             exp: c.softmax_exp(),
             mem_width: c.mem_width,
             faults: false,

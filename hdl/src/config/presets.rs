@@ -14,6 +14,7 @@ impl CoreConfig {
     pub fn preset(name: &str) -> Result<CoreConfig> {
         let base = CoreConfig {
             rescale: crate::softmax::Rescale::Pow2,
+            accumulate: crate::pe::Accumulate::Auto,
             in_format: crate::format::Format::FP16,
             qk_format: None,
             name: name.to_string(),

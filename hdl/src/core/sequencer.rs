@@ -14,6 +14,10 @@
 //! DMA has already landed it (`k_next`, `v_next`), so a busy tier never idles between blocks.
 //! With a MAC deeper than its a·b S accumulators hide, reg2d runs the same two streams on its
 //! one array, interleaved step by step (QK never two cycles running).
+//! Step order: with the MAC accumulating in its pipeline (`PeConfig`'s feedback) a score's
+//! products, then an O value's over a block's keys, run back to back (QK: ii, jj, k; PV: ii, q,
+//! jk, innermost last; [`LoopCounters::qk_steps`]); else the dimension is outermost and the
+//! accumulators rotate (QK: k, ii, jj; PV: jk, ii, q).
 //! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read): its
 //! address from registers alone, its enable from this cycle's phase choice. Combinational from
 //! the DMA's ready flags to the step bus and `p_rd`'s enable (a path from `v_ready` to the P
@@ -648,19 +652,21 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let start_qk = m.name("start_qk", choose & qk_can);
     let start_pv = m.name("start_pv", choose & pv_can);
 
-    // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last; ii is shared.
+    // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last (with runs ii, jj, k and
+    // ii, q, jk: `LoopCounters::qk_steps`); ii is shared.
     let mut last_flags = vec![];
     let c = LoopCounters::new(m, p, r, None, &mut last_flags);
     m.drive(qk_last_step, in_qk & c.qk_last);
     m.drive(pv_last_step, in_pv & c.pv_last);
     let begin = start_qk | start_pv;
     // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
-    advance(m, r.jj, c.jj_n, in_qk, begin);
-    let ii_step = (in_qk & c.jj_last) | (in_pv & c.q_last);
-    advance(m, r.ii, c.ii_n, ii_step, begin);
-    advance(m, r.kk, c.k_n, in_qk & c.qk_mid, begin);
-    advance(m, r.qq, c.q_n, in_pv, begin);
-    advance(m, r.jk, c.jk_n, in_pv & c.pv_mid, begin);
+    let (qk_jj, qk_ii, qk_k) = c.qk_steps(in_qk);
+    let (pv_q, pv_ii, pv_jk) = c.pv_steps(in_pv);
+    advance(m, r.jj, c.jj_n, qk_jj, begin);
+    advance(m, r.ii, c.ii_n, qk_ii | pv_ii, begin);
+    advance(m, r.kk, c.k_n, qk_k, begin);
+    advance(m, r.qq, c.q_n, pv_q, begin);
+    advance(m, r.jk, c.jk_n, pv_jk, begin);
     for flag in last_flags {
         flag.finish(m);
     }
@@ -899,18 +905,20 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     let start_qk = m.name("start_qk", qk_can);
     let start_pv = m.name("start_pv", pv_can);
 
-    // Step counters: QK (k, ii, jj), PV (jk, pv_ii, q); each steps when its stream does and
-    // resets when its stream's phase begins.
+    // Step counters: QK (k, ii, jj), PV (jk, pv_ii, q) (with runs ii, jj, k and pv_ii, q, jk);
+    // each steps when its stream does and resets when its stream's phase begins.
     let mut last_flags = vec![];
     let c = LoopCounters::new(m, p, r, Some(pv.ii), &mut last_flags);
     m.drive(qk_last_step, qk_go & c.qk_last);
     m.drive(pv_last_step, pv_go & c.pv_last);
-    advance(m, r.jj, c.jj_n, qk_go, start_qk);
-    advance(m, r.ii, c.ii_n, qk_go & c.jj_last, start_qk);
-    advance(m, r.kk, c.k_n, qk_go & c.qk_mid, start_qk);
-    advance(m, r.qq, c.q_n, pv_go, start_pv);
-    advance(m, pv.ii, c.iv_n, pv_go & c.q_last, start_pv);
-    advance(m, r.jk, c.jk_n, pv_go & c.pv_mid, start_pv);
+    let (qk_jj, qk_ii, qk_k) = c.qk_steps(qk_go);
+    let (pv_q, pv_ii, pv_jk) = c.pv_steps(pv_go);
+    advance(m, r.jj, c.jj_n, qk_jj, start_qk);
+    advance(m, r.ii, c.ii_n, qk_ii, start_qk);
+    advance(m, r.kk, c.k_n, qk_k, start_qk);
+    advance(m, r.qq, c.q_n, pv_q, start_pv);
+    advance(m, pv.ii, c.iv_n, pv_ii, start_pv);
+    advance(m, r.jk, c.jk_n, pv_jk, start_pv);
     for flag in last_flags {
         flag.finish(m);
     }
@@ -1049,11 +1057,19 @@ fn p_read(
         let zero = m.zero(x.width());
         mux(continuing, x, zero)
     };
-    let ii = after(pv.ii, c.iv_n, pv.go & c.q_last);
-    let jk = after(r.jk, c.jk_n, pv.go & c.pv_mid);
-    let q0 = after(r.qq, c.q_n, pv.go).is_zero();
+    let (q_step, ii_step, jk_step) = c.pv_steps(pv.go);
+    let ii = after(pv.ii, c.iv_n, ii_step);
+    let jk = after(r.jk, c.jk_n, jk_step);
+    // In the register file's order a weight serves its query row's output columns in turn
+    // (read at column 0); with runs every step takes the next key's.
+    let re = if c.runs {
+        go_next
+    } else {
+        let q0 = after(r.qq, c.q_n, q_step).is_zero();
+        go_next & (q0 | !continuing)
+    };
     PRead {
-        re: go_next & (q0 | !continuing),
+        re,
         slot: mux(continuing, pv.blk, pv_issued_n).bit(0),
         ii: first(m, ii),
         j: first(m, jk),
@@ -1072,6 +1088,10 @@ struct LoopCounters {
     q_last: Sig,
     iv_n: Sig,
     jk_n: Sig,
+    jk_last: Sig,
+    /// The MAC accumulates in its pipeline: each score's and O value's products run back to
+    /// back (QK: ii, jj, k; PV: ii, q, jk, innermost last), not the register file's order.
+    runs: bool,
     /// The QK steps' (ii, jj) and the PV steps' (ii, q) loops wrap.
     qk_mid: Sig,
     pv_mid: Sig,
@@ -1115,6 +1135,8 @@ impl LoopCounters {
             q_last,
             iv_n,
             jk_n,
+            jk_last,
+            runs: p.row.pe.mac.feedback,
             qk_mid,
             pv_mid,
             qk_last: qk_mid & k_last,
@@ -1140,6 +1162,38 @@ impl LastFlag {
     }
 }
 
+impl LoopCounters {
+    /// When a stream stepping on `go` advances its QK counters: (jj, ii, k).
+    fn qk_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
+        if self.runs {
+            let jj = go & self.k_last;
+            (jj, jj & self.jj_last, go)
+        } else {
+            (go, go & self.jj_last, go & self.qk_mid)
+        }
+    }
+
+    /// When a stream stepping on `go` advances its PV counters: (q, query row, jk).
+    fn pv_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
+        if self.runs {
+            let q = go & self.jk_last;
+            (q, q & self.q_last, go)
+        } else {
+            (go, go & self.q_last, go & self.pv_mid)
+        }
+    }
+
+    /// A PV step is a query row's last of its block's (PV's `last`): its last output column
+    /// at a key, or with runs its last output column's last key.
+    fn pv_row_last(&self) -> Sig {
+        if self.runs {
+            self.q_last & self.jk_last
+        } else {
+            self.q_last
+        }
+    }
+}
+
 /// A counter over 0..n (`counter`): its value after a step (wrapping to 0 after n − 1) and
 /// whether it is at n − 1, the latter a register ([`LastFlag`], pushed on `flags`).
 fn loop_counter(
@@ -1159,10 +1213,11 @@ fn loop_counter(
     (mux(reg.q, zero, counter.q + 1), reg.q)
 }
 
-/// The QK and PV step buses: QK steps clear S on the first dimension (MAC_CLEAR), address S
+/// The QK and PV step buses: QK steps clear S on the first dimension (MAC_CLEAR; with runs the
+/// later ones are MAC_FEED), address S
 /// (slot, ii, jj) and mark the last dimension (`last`: each score's last product, which a
-/// softmax tier's S links send up); PV steps address O (ii, q), mark a query row's last output
-/// column and let each row choose its operation. `pv` is the PV phase's (valid, ii, block).
+/// softmax tier's S links send up); PV steps address O (ii, q), mark a query row's last step
+/// of the block ([`LoopCounters::pv_row_last`]) and let each row choose its operation. `pv` is the PV phase's (valid, ii, block).
 fn step_buses(
     m: &mut ModuleBuilder,
     p: &CoreParams,
@@ -1186,7 +1241,9 @@ fn step_buses(
         let int_op = mux(k.eq(1), op(m, PeOp::ScaleHi), int_op);
         mux(k.is_zero(), op(m, PeOp::ScaleLo), int_op)
     } else {
-        mux(r.kk.q.is_zero(), op(m, PeOp::MacClear), op_mac)
+        // With runs a score's later products continue its first in the MAC's loop.
+        let next = if c.runs { op(m, PeOp::MacFeed) } else { op_mac };
+        mux(r.kk.q.is_zero(), op(m, PeOp::MacClear), next)
     };
     let jj = if p.row.b == 1 { m.zero(1) } else { r.jj.q };
     let (zero1, zero_jj, zero_j) = (m.zero(1), m.zero(jj.width()), m.zero(r.jk.q.width()));
@@ -1209,7 +1266,7 @@ fn step_buses(
         ii: pv_ii,
         jj: zero_jj,
         j: r.jk.q,
-        last: c.q_last,
+        last: c.pv_row_last(),
         slot: pv_blk.bit(0),
     };
     (qk, pv)
