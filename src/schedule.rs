@@ -301,9 +301,6 @@ impl Shape {
         let glb = p.dma.glb.is_some() as u64;
         let scores = br * bc;
         let macs = h * 2 * d * pairs;
-        // PE operations: a MAC each, but with integer QKᵀ a score's d products take d / lanes
-        // operations (each writes its register once).
-        let ops = h * (d + d / p.row.macs_per_pe() as u64) * pairs;
         let buffered = p.row.s_in_sram() as u64;
         // buf2d's wide words: an access moves a word of a query row's scores or weights.
         let (s_per, p_per) = p.row.flow().elems_per_word();
@@ -328,27 +325,26 @@ impl Shape {
         let engine = blocks * sweeps * scores + o_values;
         // With runs in the MAC's pipeline a score's products write its register once and read
         // it never; an O value's, in each block where its row sees a key, write it once and
-        // read it once (the rescale) but in the row's first such block (from +0).
-        let (rf_writes, rf_reads) = if p.row.pe.mac.feedback {
-            let row_blocks = h * self.row_blocks(bc as usize);
-            (
-                h * pairs + d * row_blocks + s_links,
-                d * (row_blocks - h * seeing) + engine + s_links,
-            )
+        // read it once (the rescale) but in the row's first such block (from +0). In the
+        // register file's order each operation writes, and reads but a value's first.
+        // QK's operations: a MAC each, but with integer QKᵀ a score's d products take d / lanes.
+        let qk_ops = h * (d / p.row.macs_per_pe() as u64) * pairs;
+        let (qk_writes, qk_reads) = if p.row.qk_runs() {
+            (h * pairs, 0)
         } else {
-            (
-                ops + s_links,
-                ops - h * (pairs + d * seeing) + engine + s_links,
-            )
+            (qk_ops, qk_ops - h * pairs)
         };
+        let (pv_writes, pv_reads) = if p.row.pv_runs() {
+            let row_blocks = h * self.row_blocks(bc as usize);
+            (d * row_blocks, d * (row_blocks - h * seeing))
+        } else {
+            (h * d * pairs, h * d * (pairs - seeing))
+        };
+        let rf_writes = qk_writes + pv_writes + s_links;
+        let rf_reads = qk_reads + pv_reads + engine + s_links;
         // A PV step's weight: read once per query row and key in the register file's order
         // (its output columns in turn), at every step with runs (the key changes each step).
-        let p_reads = blocks * scores / p_per
-            * if p.row.pe.mac.feedback {
-                p.row.e as u64
-            } else {
-                1
-            };
+        let p_reads = blocks * scores / p_per * if p.row.pv_runs() { p.row.e as u64 } else { 1 };
         vec![
             ("macs", macs),
             ("masked_macs", blocks * 2 * scores * d - macs),

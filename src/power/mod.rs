@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use crate::design::{generate, Target};
 
 /// The flow's version: part of the cache key, so a change of the flow re-measures.
-const FLOW_VERSION: &str = "power-6";
+const FLOW_VERSION: &str = "power-7";
 
 /// A block the flow characterizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,12 +88,21 @@ impl Block {
                 if cfg.qk_format.is_some() {
                     ops.extend([PeOp::IntClear, PeOp::IntMac, PeOp::IntLast]);
                 }
+                let feed = cfg.pe().mac.feedback;
+                if feed {
+                    ops.push(PeOp::MacFeed);
+                }
                 let ops: Vec<String> = ops.iter().map(|o| format!("op == {}", *o as u8)).collect();
-                vec![
+                let mut events = vec![
                     ("mac", format!("en && ({})", ops.join(" || "))),
                     ("rf_read", "rf_acc_read".into()),
                     ("rf_write", "rf_write".into()),
-                ]
+                ];
+                if feed {
+                    // The MACs that continue a run in the MAC's loop.
+                    events.push(("mac_feed", format!("en && op == {}", PeOp::MacFeed as u8)));
+                }
+                events
             }
             // The row's own event outputs (each a count this cycle).
             Block::Row => [
@@ -744,6 +753,18 @@ pub fn pe_figures(pe: &BlockPower) -> Result<[f64; 4]> {
             p.name
         );
     }
+    if pe.events.contains_key("mac_feed") {
+        // Runs in the MAC's loop: the accumulator port reads a few times a run, and the PE's own
+        // logic (its operation and address pipeline, its read multiplexers, the run's control)
+        // follows its steps: priced per MAC, a register-file read at nothing of its own.
+        let parts: Vec<&str> = PE_MAC_PARTS.iter().chain(&PE_READ_PARTS).copied().collect();
+        return Ok([
+            pe.per_event(&parts, "mac")?,
+            0.0,
+            pe.per_event(&PE_WRITE_PARTS, "rf_write")?,
+            pe.idle_pj_per_cycle(),
+        ]);
+    }
     Ok([
         pe.per_event(&PE_MAC_PARTS, "mac")?,
         pe.per_event(&PE_READ_PARTS, "rf_read")?,
@@ -794,6 +815,7 @@ pub fn row_figures(row: &BlockPower) -> Result<kernels::energy::RowGates> {
 /// if given, its row's.
 pub fn table_toml(pe: &BlockPower, row: Option<&BlockPower>) -> Result<String> {
     let [mac, read, write, cycle] = pe_figures(pe)?;
+    let runs = pe.events.contains_key("mac_feed");
     let mut s = format!(
         "# regflash power: {module} ({scope}) at {lib}, {mhz:.0} MHz, a {variant} run of seq {seq}: {cycles} cycles, \
          {events}; its netlist's outputs equal its RTL's (checksum {sum}).\n\
@@ -801,10 +823,16 @@ pub fn table_toml(pe: &BlockPower, row: Option<&BlockPower>) -> Result<String> {
          # (and with the row's, the softmax, a register design's P bank and the row's control);\n\
          # everything else keeps the default table's sourced figures.\n\
          [gates]\nnode_nm = {node}\nmodule = \"{module}\"\n\
-         pe_mac = {mac:.6}        # pJ per MAC: multiplier, adder, MAC registers (dynamic)\n\
-         pe_rf_read = {read:.6}    # pJ per accumulator read: the PE's own logic and flip-flops (dynamic)\n\
+         pe_mac = {mac:.6}        # pJ per MAC: multiplier, adder, MAC registers{own} (dynamic)\n\
+         pe_rf_read = {read:.6}    # pJ per accumulator read: {read_what} (dynamic)\n\
          pe_rf_write = {write:.6}   # pJ per register-file write: the word's flip-flops and clock gates (dynamic)\n\
          pe_cycle = {cycle:.6}      # pJ per PE-cycle: clock and leakage, no data moving\n",
+        own = if runs { ", the PE's own logic" } else { "" },
+        read_what = if runs {
+            "in pe_mac (runs in the MAC's loop)"
+        } else {
+            "the PE's own logic and flip-flops"
+        },
         module = pe.module,
         scope = pe.scope,
         lib = pe.library,

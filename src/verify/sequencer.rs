@@ -94,8 +94,8 @@ fn phases(n: u64) -> Vec<(bool, u64)> {
 
 /// The loop indices of one phase, in step order, as [dimension, ii, inner]: QK (k, ii, jj; k
 /// over `qk_dims`, integer QKᵀ's scale steps included), PV (jk, ii, q); with the MAC
-/// accumulating in its pipeline each value's products back to back (QK: ii, jj, k; PV: ii, q,
-/// jk, innermost last).
+/// accumulating in its pipeline each value's products back to back (QK: ii, jj, k; PV, where P
+/// is in the row's P bank: ii, q, jk; innermost last).
 fn steps(p: &CoreParams, pv: bool) -> Vec<[u64; 3]> {
     let r = &p.row;
     let (dims, inner) = if pv {
@@ -104,8 +104,9 @@ fn steps(p: &CoreParams, pv: bool) -> Vec<[u64; 3]> {
         (r.qk_dims(), r.b)
     };
     let (dims, a, inner) = (dims as u64, r.a as u64, inner as u64);
+    let runs = if pv { r.pv_runs() } else { r.qk_runs() };
     let mut v = vec![];
-    if r.pe.mac.feedback {
+    if runs {
         for ii in 0..a {
             for i in 0..inner {
                 v.extend((0..dims).map(|o| [o, ii, i]));

@@ -149,7 +149,7 @@ fn tier(
         (op_nop, None)
     };
     let pv_en = match pv_masked {
-        Some(masked) if cfg.pe.mac.feedback => !masked,
+        Some(masked) if cfg.pv_runs() => !masked,
         _ => m.lit(1, 1),
     };
     if !has_qk {
@@ -276,7 +276,7 @@ fn pv_operation(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &TierIn) -> (Sig, S
     let pv_op = mux(scaled_ii, op_mac, op_scale);
     let pv_op = mux(started_ii, pv_op, op_zero);
     let pv_step = st.valid & st.pv;
-    let (pv_op, live) = if cfg.pe.mac.feedback {
+    let (pv_op, live) = if cfg.pv_runs() {
         // The run so far (this O value's earlier keys in the block) has a live product.
         let run = m.reg("o_run_live", 1, Some(0));
         let before = run.q & !st.j.is_zero();

@@ -15,9 +15,10 @@
 //! With a MAC deeper than its a·b S accumulators hide, reg2d runs the same two streams on its
 //! one array, interleaved step by step (QK never two cycles running).
 //! Step order: with the MAC accumulating in its pipeline (`PeConfig`'s feedback) a score's
-//! products, then an O value's over a block's keys, run back to back (QK: ii, jj, k; PV: ii, q,
-//! jk, innermost last; [`LoopCounters::qk_steps`]); else the dimension is outermost and the
-//! accumulators rotate (QK: k, ii, jj; PV: jk, ii, q).
+//! products run back to back (QK: ii, jj, k, innermost last; [`LoopCounters::qk_steps`]), and
+//! an O value's over a block's keys where P comes from the row's P bank (PV: ii, q, jk;
+//! `pe_row::PeRowConfig::pv_runs`); else the dimension is outermost and the accumulators rotate (QK:
+//! k, ii, jj; PV: jk, ii, q).
 //! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read): its
 //! address from registers alone, its enable from this cycle's phase choice. Combinational from
 //! the DMA's ready flags to the step bus and `p_rd`'s enable (a path from `v_ready` to the P
@@ -1062,7 +1063,7 @@ fn p_read(
     let jk = after(r.jk, c.jk_n, jk_step);
     // In the register file's order a weight serves its query row's output columns in turn
     // (read at column 0); with runs every step takes the next key's.
-    let re = if c.runs {
+    let re = if c.pv_runs {
         go_next
     } else {
         let q0 = after(r.qq, c.q_n, q_step).is_zero();
@@ -1089,9 +1090,12 @@ struct LoopCounters {
     iv_n: Sig,
     jk_n: Sig,
     jk_last: Sig,
-    /// The MAC accumulates in its pipeline: each score's and O value's products run back to
-    /// back (QK: ii, jj, k; PV: ii, q, jk, innermost last), not the register file's order.
-    runs: bool,
+    /// The MAC accumulates in its pipeline: each score's products run back to back (QK: ii,
+    /// jj, k, innermost last), not the register file's order ([`PeRowConfig::qk_runs`]).
+    qk_runs: bool,
+    /// Each O value's products over a block's keys run back to back (PV: ii, q, jk;
+    /// [`PeRowConfig::pv_runs`]).
+    pv_runs: bool,
     /// The QK steps' (ii, jj) and the PV steps' (ii, q) loops wrap.
     qk_mid: Sig,
     pv_mid: Sig,
@@ -1136,7 +1140,8 @@ impl LoopCounters {
             iv_n,
             jk_n,
             jk_last,
-            runs: p.row.pe.mac.feedback,
+            qk_runs: p.row.qk_runs(),
+            pv_runs: p.row.pv_runs(),
             qk_mid,
             pv_mid,
             qk_last: qk_mid & k_last,
@@ -1165,7 +1170,7 @@ impl LastFlag {
 impl LoopCounters {
     /// When a stream stepping on `go` advances its QK counters: (jj, ii, k).
     fn qk_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
-        if self.runs {
+        if self.qk_runs {
             let jj = go & self.k_last;
             (jj, jj & self.jj_last, go)
         } else {
@@ -1175,7 +1180,7 @@ impl LoopCounters {
 
     /// When a stream stepping on `go` advances its PV counters: (q, query row, jk).
     fn pv_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
-        if self.runs {
+        if self.pv_runs {
             let q = go & self.jk_last;
             (q, q & self.q_last, go)
         } else {
@@ -1186,7 +1191,7 @@ impl LoopCounters {
     /// A PV step is a query row's last of its block's (PV's `last`): its last output column
     /// at a key, or with runs its last output column's last key.
     fn pv_row_last(&self) -> Sig {
-        if self.runs {
+        if self.pv_runs {
             self.q_last & self.jk_last
         } else {
             self.q_last
@@ -1242,7 +1247,11 @@ fn step_buses(
         mux(k.is_zero(), op(m, PeOp::ScaleLo), int_op)
     } else {
         // With runs a score's later products continue its first in the MAC's loop.
-        let next = if c.runs { op(m, PeOp::MacFeed) } else { op_mac };
+        let next = if c.qk_runs {
+            op(m, PeOp::MacFeed)
+        } else {
+            op_mac
+        };
         mux(r.kk.q.is_zero(), op(m, PeOp::MacClear), next)
     };
     let jj = if p.row.b == 1 { m.zero(1) } else { r.jj.q };

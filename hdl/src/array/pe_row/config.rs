@@ -176,6 +176,21 @@ impl PeRowConfig {
         Ok(())
     }
 
+    /// A score's products run back to back in the MAC's pipeline (QK steps ii, jj, k): a PE
+    /// that accumulates in its pipeline.
+    pub fn qk_runs(&self) -> bool {
+        self.pe.mac.feedback
+    }
+
+    /// An O value's products over a block's keys run back to back (PV steps ii, q, jk): a PE
+    /// that accumulates in its pipeline, where P comes from the row's own P bank (reg2d, reg3d,
+    /// rowfused). Then every PV step takes the next key's weight; buf2d's buffer and unfused's
+    /// landing buffer keep the register file's order, one read of a weight serving the e steps
+    /// of its query row.
+    pub fn pv_runs(&self) -> bool {
+        self.pe.mac.feedback && !self.s_in_sram() && !self.s_in_memory()
+    }
+
     /// Cycles between a PE's updates of one S accumulator at full rate: a·b, or 2·a·b when the
     /// array interleaves (or could: reg2d's schedule takes the wider gap when it needs it).
     pub fn s_update_gap(&self) -> u32 {
