@@ -44,12 +44,14 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
         (Some("pe"), Some("row"))
     );
     let ev = |k: &str| r["events"][k].as_u64().unwrap() as f64;
-    // Every MAC writes its register back; the 64 words' gates and the load data's two, of which
-    // only small's 16 accumulators (2 S slots of 2 x 2, 2 x 4 O) ever open.
-    assert!(ev("mac") > 0.0 && ev("mac") == ev("rf_write"));
+    // The MAC accumulates in its pipeline: each run (a first operation, then MacFeeds)
+    // writes its register once; a run reads it at most once (a rescale; MacClear and MacZero
+    // read nothing). The 64 words' gates and the load data's two, of which only small's 16
+    // accumulators (2 S slots of 2 x 2, 2 x 4 O) ever open.
+    assert!(ev("mac_feed") > 0.0 && ev("mac") == ev("rf_write") + ev("mac_feed"));
     assert!(
-        ev("rf_read") > 0.0 && ev("rf_read") < ev("mac"),
-        "MacClear/MacZero read nothing"
+        ev("rf_read") > 0.0 && ev("rf_read") < ev("rf_write"),
+        "only rescales read"
     );
     assert_eq!(
         (r["gates"].as_u64(), r["gates_opened"].as_u64()),
@@ -69,9 +71,11 @@ fn the_pe_at_gate_level_prices_runs_as_measured() {
         + g("pe_cycle") * cycles;
     assert!(near(rebuilt, total), "{rebuilt} vs {total}");
     assert!(near(g("pe_cycle") * cycles, idle));
-    for k in ["pe_mac", "pe_rf_read", "pe_rf_write", "pe_cycle"] {
+    for k in ["pe_mac", "pe_rf_write", "pe_cycle"] {
         assert!(g(k) > 0.0, "{k}");
     }
+    // With runs the PE's own logic follows its steps: priced in pe_mac.
+    assert_eq!(g("pe_rf_read"), 0.0);
     // The row: its figures times its counts, and its PE tier, give its measured energy back.
     let rev = |k: &str| row["events"][k].as_u64().unwrap() as f64;
     let rparts = row["parts"].as_array().unwrap();
