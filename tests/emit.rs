@@ -879,6 +879,15 @@ fn configuration_errors_say_what_and_how_to_fix() {
             "mul_latency = 5 is out of range: allowed 0 to 4",
         ),
         (
+            Box::new(|c| {
+                c.add_latency = 3;
+                c.accumulate = hdl::pe::Accumulate::Pipeline;
+            }),
+            "accumulate = \"pipeline\" cannot be built: the MAC's adder loop is one cycle only \
+             with add_latency = 1 behind mul_latency >= 1 (here add_latency = 3, mul_latency = \
+             1); use accumulate = \"auto\"",
+        ),
+        (
             Box::new(|c| c.add_latency = 9),
             "add_latency = 9 is out of range: allowed 0 to 6",
         ),

@@ -161,7 +161,8 @@ impl CoreConfig {
         let pe = self.pe_accumulating_in_registers();
         if !pe.mac.can_feed_back() {
             return Some(format!(
-                "the MAC's adder loop is one cycle only with add_latency = 1 behind                  mul_latency >= 1 (here add_latency = {}, mul_latency = {})",
+                "the MAC's adder loop is one cycle only with add_latency = 1 behind \
+                 mul_latency >= 1 (here add_latency = {}, mul_latency = {})",
                 self.add_latency, self.mul_latency
             ));
         }

@@ -62,14 +62,6 @@ impl CoreConfig {
             Ok(())
         };
         range("rows", self.rows, 1, 256)?;
-        if self.accumulate == crate::pe::Accumulate::Pipeline {
-            if let Some(why) = self.pipeline_accumulation_blocker() {
-                anyhow::bail!(
-                    "accumulate = \"pipeline\" cannot be built: {why}; use accumulate = \
-                     \"auto\" (the pipeline where the design can) or \"register-file\""
-                );
-            }
-        }
         if let crate::softmax::Rescale::Lazy { threshold } = self.rescale {
             ensure!(
                 !self.row().two_pass(),
@@ -185,6 +177,14 @@ impl CoreConfig {
         );
         // The blocks' own checks, in case a knob above maps to more than one.
         self.dma().validate()?;
+        if self.accumulate == crate::pe::Accumulate::Pipeline {
+            if let Some(why) = self.pipeline_accumulation_blocker() {
+                anyhow::bail!(
+                    "accumulate = \"pipeline\" cannot be built: {why}; use accumulate = \
+                     \"auto\" (the pipeline where the design can) or \"register-file\""
+                );
+            }
+        }
         self.pe().validate()?;
         self.softmax_exp().validate()?;
         self.row().validate_qk()?;
