@@ -75,11 +75,17 @@ impl MacConfig {
         }
     }
 
-    /// The MAC can accumulate in its adder's loop: one adder stage (its result register
-    /// comes round in one cycle), behind at least one multiplier stage (a masked step's `hold`
-    /// is known from a register, not from the array's late mask).
-    pub fn can_feed_back(&self) -> bool {
-        self.add.latency == 1 && self.mul.latency >= 1
+    /// Why the MAC cannot accumulate in its adder's loop, if it cannot: that needs one adder
+    /// stage (its result register comes round in one cycle) behind at least one multiplier
+    /// stage (a masked step's `hold` is known from a register, not from the array's late mask).
+    pub fn feedback_blocker(&self) -> Option<String> {
+        (self.add.latency != 1 || self.mul.latency == 0).then(|| {
+            format!(
+                "the MAC's adder loop is one cycle only with add_latency = 1 behind \
+                 mul_latency >= 1 (here add_latency = {}, mul_latency = {})",
+                self.add.latency, self.mul.latency
+            )
+        })
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -96,13 +102,9 @@ impl MacConfig {
             self.acc_stage,
             self.mul.latency
         );
-        anyhow::ensure!(
-            !self.feedback || self.can_feed_back(),
-            "the MAC accumulates in its adder's loop only with add_latency = 1 and \
-             mul_latency >= 1 (it has add_latency = {}, mul_latency = {})",
-            self.add.latency,
-            self.mul.latency
-        );
+        if let Some(why) = self.feedback.then(|| self.feedback_blocker()).flatten() {
+            anyhow::bail!("{why}");
+        }
         self.mul.validate()?;
         self.add.validate()
     }

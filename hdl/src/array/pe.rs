@@ -120,8 +120,8 @@ pub enum PeOp {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Accumulate {
-    /// The MAC's pipeline wherever the design can ([`crate::mac::MacConfig::can_feed_back`],
-    /// floating-point QKᵀ), else the register file.
+    /// The MAC's pipeline wherever the design can
+    /// (`CoreConfig::pipeline_accumulation_blocker`), else the register file.
     #[default]
     Auto,
     /// The MAC's adder loop (`MacFeed`): the register file is read and written once a run.
@@ -190,12 +190,24 @@ impl PeConfig {
              (the seed design has 64)",
             self.regs
         );
-        anyhow::ensure!(
-            !(self.mac.feedback && self.qk.is_some()),
-            "accumulation in the MAC's pipeline is built for floating-point QKᵀ: leave \
-             qk_format out, or accumulate in the register file"
-        );
+        if let Some(why) = self.mac.feedback.then(|| self.feedback_blocker()).flatten() {
+            anyhow::bail!("{why}");
+        }
         self.mac.validate()
+    }
+
+    /// Why the PE cannot accumulate in its MAC's pipeline, if it cannot: the MAC's own reason
+    /// ([`MacConfig::feedback_blocker`]), or integer QKᵀ, whose int32 sums stay in the
+    /// register file.
+    pub fn feedback_blocker(&self) -> Option<String> {
+        self.mac.feedback_blocker().or_else(|| {
+            self.qk.map(|f| {
+                format!(
+                    "qk_format = \"{}\" accumulates QKᵀ in int32 in the register file",
+                    f.name()
+                )
+            })
+        })
     }
 
     /// Width of `op`: 3, or 4 with integer QKᵀ (its operations are 8 to 10).
@@ -254,7 +266,8 @@ impl PeConfig {
     }
 
     /// The parameters in a name (`pe_r64_m1_a1`; `pe_e8m7_r64_m1_a1` for bfloat16 operands,
-    /// `pe_r64_m1_a1_qi8` with INT8 QKᵀ, `pe_r64_m1_a1_f` with feedback): part of the names of modules built from it.
+    /// `pe_r64_m1_a1_qi8` with INT8 QKᵀ, `pe_r64_m1_a1_f` with feedback): part of the names of
+    /// modules built from it.
     pub fn params_name(&self) -> String {
         format!(
             "pe{}_r{}_m{}_a{}{}",

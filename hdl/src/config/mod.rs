@@ -159,18 +159,8 @@ impl CoreConfig {
     /// they cannot.
     pub fn pipeline_accumulation_blocker(&self) -> Option<String> {
         let pe = self.pe_accumulating_in_registers();
-        if !pe.mac.can_feed_back() {
-            return Some(format!(
-                "the MAC's adder loop is one cycle only with add_latency = 1 behind \
-                 mul_latency >= 1 (here add_latency = {}, mul_latency = {})",
-                self.add_latency, self.mul_latency
-            ));
-        }
-        if let Some(f) = self.qk_format {
-            return Some(format!(
-                "qk_format = \"{}\" accumulates QKᵀ in int32 in the register file",
-                f.name()
-            ));
+        if let Some(why) = pe.feedback_blocker() {
+            return Some(why);
         }
         if self.row_with(pe).interleaved() {
             return Some(

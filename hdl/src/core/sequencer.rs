@@ -15,10 +15,10 @@
 //! With a MAC deeper than its a·b S accumulators hide, reg2d runs the same two streams on its
 //! one array, interleaved step by step (QK never two cycles running).
 //! Step order: with the MAC accumulating in its pipeline (`PeConfig`'s feedback) a score's
-//! products run back to back (QK: ii, jj, k, innermost last; [`LoopCounters::qk_steps`]), and
-//! an O value's over a block's keys where P comes from the row's P bank (PV: ii, q, jk;
-//! `pe_row::PeRowConfig::pv_runs`); else the dimension is outermost and the accumulators rotate (QK:
-//! k, ii, jj; PV: jk, ii, q).
+//! products run back to back (QK: ii, jj, k, innermost last; [`nest_steps`]), and an O value's
+//! over a block's keys where P comes from the row's P bank (PV: ii, q, jk;
+//! `pe_row::PeRowConfig::pv_runs`); else the dimension is outermost and the accumulators
+//! rotate (QK: k, ii, jj; PV: jk, ii, q).
 //! The P read bus `p_rd` gives the next cycle's PV step (the P banks' registered read): its
 //! address from registers alone, its enable from this cycle's phase choice. Combinational from
 //! the DMA's ready flags to the step bus and `p_rd`'s enable (a path from `v_ready` to the P
@@ -654,7 +654,7 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let start_pv = m.name("start_pv", choose & pv_can);
 
     // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last (with runs ii, jj, k and
-    // ii, q, jk: `LoopCounters::qk_steps`); ii is shared.
+    // ii, q, jk: `nest_steps`); ii is shared.
     let mut last_flags = vec![];
     let c = LoopCounters::new(m, p, r, None, &mut last_flags);
     m.drive(qk_last_step, in_qk & c.qk_last);
@@ -1148,6 +1148,39 @@ impl LoopCounters {
             pv_last: pv_mid & jk_last,
         }
     }
+
+    /// When a stream stepping on `go` advances its QK counters: (jj, ii, k).
+    fn qk_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
+        nest_steps(go, self.qk_runs, self.k_last, self.jj_last, self.qk_mid)
+    }
+
+    /// When a stream stepping on `go` advances its PV counters: (q, query row, jk).
+    fn pv_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
+        nest_steps(go, self.pv_runs, self.jk_last, self.q_last, self.pv_mid)
+    }
+
+    /// A PV step is a query row's last of its block's (PV's `last`): its last output column
+    /// at a key, or with runs its last output column's last key.
+    fn pv_row_last(&self) -> Sig {
+        if self.pv_runs {
+            self.q_last & self.jk_last
+        } else {
+            self.q_last
+        }
+    }
+}
+
+/// When a phase's three loops (a query row, its inner index, the dimension) advance for a
+/// stream stepping on `go`: (inner, row, dimension). In the register file's order the inner
+/// index is innermost and the dimension outermost (it steps when `mid`, the row and inner
+/// loops, wraps); with `runs` the dimension is innermost, then the inner index, then the row.
+fn nest_steps(go: Sig, runs: bool, dim_last: Sig, inner_last: Sig, mid: Sig) -> (Sig, Sig, Sig) {
+    if runs {
+        let inner = go & dim_last;
+        (inner, inner & inner_last, go)
+    } else {
+        (go, go & inner_last, go & mid)
+    }
 }
 
 /// A loop counter's wrap flag in a register: `counter == n − 1` cycle for cycle
@@ -1164,38 +1197,6 @@ impl LastFlag {
     fn finish(self, m: &mut ModuleBuilder) {
         let last = self.last;
         m.set_next_from_next(self.reg, &[self.counter], |v| v[0].eq(last));
-    }
-}
-
-impl LoopCounters {
-    /// When a stream stepping on `go` advances its QK counters: (jj, ii, k).
-    fn qk_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
-        if self.qk_runs {
-            let jj = go & self.k_last;
-            (jj, jj & self.jj_last, go)
-        } else {
-            (go, go & self.jj_last, go & self.qk_mid)
-        }
-    }
-
-    /// When a stream stepping on `go` advances its PV counters: (q, query row, jk).
-    fn pv_steps(&self, go: Sig) -> (Sig, Sig, Sig) {
-        if self.pv_runs {
-            let q = go & self.jk_last;
-            (q, q & self.q_last, go)
-        } else {
-            (go, go & self.q_last, go & self.pv_mid)
-        }
-    }
-
-    /// A PV step is a query row's last of its block's (PV's `last`): its last output column
-    /// at a key, or with runs its last output column's last key.
-    fn pv_row_last(&self) -> Sig {
-        if self.pv_runs {
-            self.q_last & self.jk_last
-        } else {
-            self.q_last
-        }
     }
 }
 
@@ -1222,7 +1223,8 @@ fn loop_counter(
 /// later ones are MAC_FEED), address S
 /// (slot, ii, jj) and mark the last dimension (`last`: each score's last product, which a
 /// softmax tier's S links send up); PV steps address O (ii, q), mark a query row's last step
-/// of the block ([`LoopCounters::pv_row_last`]) and let each row choose its operation. `pv` is the PV phase's (valid, ii, block).
+/// of the block ([`LoopCounters::pv_row_last`]) and let each row choose its operation. `pv` is
+/// the PV phase's (valid, ii, block).
 fn step_buses(
     m: &mut ModuleBuilder,
     p: &CoreParams,

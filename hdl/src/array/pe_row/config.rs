@@ -183,10 +183,10 @@ impl PeRowConfig {
     }
 
     /// An O value's products over a block's keys run back to back (PV steps ii, q, jk): a PE
-    /// that accumulates in its pipeline, where P comes from the row's own P bank (reg2d, reg3d,
-    /// rowfused). Then every PV step takes the next key's weight; buf2d's buffer and unfused's
-    /// landing buffer keep the register file's order, one read of a weight serving the e steps
-    /// of its query row.
+    /// that accumulates in its pipeline, where P comes from the row's own P bank (reg2d,
+    /// reg3d). Then every PV step takes the next key's weight; buf2d's buffer, rowfused's S
+    /// arrays and unfused's landing buffer keep the register file's order, one read of a weight
+    /// serving the e steps of its query row.
     pub fn pv_runs(&self) -> bool {
         self.pe.mac.feedback && !self.s_in_sram() && !self.s_in_memory()
     }
