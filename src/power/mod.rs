@@ -195,6 +195,11 @@ impl BlockPower {
         self.parts.iter().map(|p| p.measured_pj).sum()
     }
 
+    /// A PE that accumulates in its MAC's loop (its run counted `mac_feed` events).
+    pub fn runs(&self) -> bool {
+        self.block == Block::Pe && self.events.contains_key("mac_feed")
+    }
+
     /// The clock and leakage of one cycle with no data moving (pJ).
     pub fn idle_pj_per_cycle(&self) -> f64 {
         self.parts.iter().map(|p| p.idle_pj).sum::<f64>() / self.cycles.max(1) as f64
@@ -753,21 +758,23 @@ pub fn pe_figures(pe: &BlockPower) -> Result<[f64; 4]> {
             p.name
         );
     }
-    if pe.events.contains_key("mac_feed") {
-        // Runs in the MAC's loop: the accumulator port reads a few times a run, and the PE's own
-        // logic (its operation and address pipeline, its read multiplexers, the run's control)
-        // follows its steps: priced per MAC, a register-file read at nothing of its own.
-        let parts: Vec<&str> = PE_MAC_PARTS.iter().chain(&PE_READ_PARTS).copied().collect();
-        return Ok([
-            pe.per_event(&parts, "mac")?,
+    // With runs in the MAC's loop the accumulator port reads a few times a run, and the PE's
+    // own logic (its operation and address pipeline, its read multiplexers, the run's control)
+    // follows its steps: priced per MAC, a register-file read at nothing of its own.
+    let (mac_parts, read): (Vec<&str>, f64) = if pe.runs() {
+        (
+            PE_MAC_PARTS.iter().chain(&PE_READ_PARTS).copied().collect(),
             0.0,
-            pe.per_event(&PE_WRITE_PARTS, "rf_write")?,
-            pe.idle_pj_per_cycle(),
-        ]);
-    }
+        )
+    } else {
+        (
+            PE_MAC_PARTS.to_vec(),
+            pe.per_event(&PE_READ_PARTS, "rf_read")?,
+        )
+    };
     Ok([
-        pe.per_event(&PE_MAC_PARTS, "mac")?,
-        pe.per_event(&PE_READ_PARTS, "rf_read")?,
+        pe.per_event(&mac_parts, "mac")?,
+        read,
         pe.per_event(&PE_WRITE_PARTS, "rf_write")?,
         pe.idle_pj_per_cycle(),
     ])
@@ -815,7 +822,7 @@ pub fn row_figures(row: &BlockPower) -> Result<kernels::energy::RowGates> {
 /// if given, its row's.
 pub fn table_toml(pe: &BlockPower, row: Option<&BlockPower>) -> Result<String> {
     let [mac, read, write, cycle] = pe_figures(pe)?;
-    let runs = pe.events.contains_key("mac_feed");
+    let runs = pe.runs();
     let mut s = format!(
         "# regflash power: {module} ({scope}) at {lib}, {mhz:.0} MHz, a {variant} run of seq {seq}: {cycles} cycles, \
          {events}; its netlist's outputs equal its RTL's (checksum {sum}).\n\

@@ -57,8 +57,9 @@ pub struct PeCycle {
 }
 
 /// Random cycles for a grid of `rows` × `cols`: mostly MACs into a few hot registers, so long
-/// accumulation chains form (with `feedback`, mostly `MacFeed`: runs in the MAC's loop). With integer QKᵀ (`qk`) the integer operations join in, on the
-/// same registers, and the operands are as often any 16 bits (packed integers) as values.
+/// accumulation chains form (with `feedback`, half of them `MacFeed`: runs in the MAC's loop).
+/// With integer QKᵀ (`qk`) the integer operations join in, on the same registers, and the
+/// operands are as often any 16 bits (packed integers) as values.
 pub fn pe_cycle(
     rows: u32,
     cols: u32,
@@ -462,7 +463,7 @@ fn legalize(shape: GridShape, cycles: &[PeCycle]) -> (Vec<Issue>, u64) {
             }
         }
         for (live, &e) in run_live.iter_mut().zip(&en) {
-            *live = (e && op != PeOp::Nop) || (op == PeOp::MacFeed && *live);
+            *live = run_live_after(op, e, *live);
         }
         let rd_addr = if c.rd_addr & 1 == 0 {
             (c.rd_addr >> 1) % hot
@@ -513,13 +514,19 @@ fn continues_run(op: PeOp) -> bool {
     )
 }
 
+/// Whether a PE's run has had a live operation after `op` (`en`: the PE takes part), given
+/// whether it had before: a live operation, or a MacFeed continuing a run that had one.
+fn run_live_after(op: PeOp, en: bool, before: bool) -> bool {
+    (en && op != PeOp::Nop) || (op == PeOp::MacFeed && before)
+}
+
 /// For each issue, whether PE `pe` writes its result back: a live operation, or a MacFeed of a
 /// run with one, unless the next cycle's MacFeed continues it (its run writes once, at its end).
 fn writes(issues: &[Issue], pe: usize) -> Vec<bool> {
     let mut run_live = false;
     let mut out = Vec::with_capacity(issues.len());
     for (t, i) in issues.iter().enumerate() {
-        run_live = (i.en[pe] && i.op != PeOp::Nop) || (i.op == PeOp::MacFeed && run_live);
+        run_live = run_live_after(i.op, i.en[pe], run_live);
         let continued = issues.get(t + 1).is_some_and(|n| n.op == PeOp::MacFeed);
         out.push(run_live && !continued);
     }
