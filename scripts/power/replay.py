@@ -7,7 +7,8 @@ ports MANIFEST.json (the generated folder's) lists. The testbench drives the blo
 the waveform has them, each change 10 ps after the clock edge that caused it, keeps a checksum
 of all its outputs at every rising edge, and prints the cycles, the checksum and the events:
 the rising edges at which the Verilog expression EVENT over the inputs held (for the PE, a
-MAC: `en && (op == 1 || op == 2 || op == 4 || op == 5)`; for a buffer, a write: `we`). With
+MAC, a run's continuation `MacFeed` = 6 included:
+`en && (op == 1 || op == 2 || op == 4 || op == 5 || op == 6)`; for a buffer, a write: `we`). With
 `gate`, bus ports are connected bit by bit (a netlist after `splitnets -ports`), and the run
 dumps the block's nets to gl.vcd when compiled with -DDUMP.
 """
