@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use gen::asic::{AsicReport, Liberty};
 use hdl::config::{CoreConfig, Variant};
-use hdl::glb::GlbPlacement;
+use hdl::mem::glb::GlbPlacement;
 
 use crate::design::{generate, Target};
 use crate::tiers::TierPart;

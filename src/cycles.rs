@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use hdl::core::readout::Readout as Ro;
 use hdl::core::sequencer::Seq;
 use hdl::core::CoreParams;
-use hdl::dma::CHECK_CYCLES;
+use hdl::mem::dma::CHECK_CYCLES;
 
 use crate::schedule::{needed_keys, tile_scratch_beats, Shape};
 
@@ -241,7 +241,7 @@ struct Model<'a> {
     /// O's rows, in the output format.
     o_tile_beats: u64,
     rr: usize,
-    glb: Option<hdl::glb::GlbConfig>,
+    glb: Option<hdl::mem::glb::GlbConfig>,
     regions: [Region; 2],
     /// The GLB's K/V turn (false: K first) and the hits landing this cycle (granted last).
     prio: bool,
@@ -263,7 +263,7 @@ const Q: usize = 0;
 const K: usize = 1;
 const V: usize = 2;
 const X: usize = 3;
-const SCRATCH: usize = hdl::glb::SCRATCH;
+const SCRATCH: usize = hdl::mem::glb::SCRATCH;
 
 impl<'a> Model<'a> {
     fn new(p: &'a CoreParams, s: Shape, mem: MemTiming) -> Self {

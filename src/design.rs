@@ -182,7 +182,7 @@ pub fn simulate_with(
     // Simulation uses the buffer's behaviour, never a macro's blackbox.
     let cfg = CoreConfig {
         variant: cfg.variant.behavioural(),
-        glb: hdl::glb::GlbParams {
+        glb: hdl::mem::glb::GlbParams {
             blackbox: false,
             ..cfg.glb
         },

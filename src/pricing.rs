@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use hdl::config::CoreConfig;
-use hdl::glb::GlbPlacement;
+use hdl::mem::glb::GlbPlacement;
 use kernels::energy::{
     Activity, Breakdown, EnergyTable, Geometry, GlbGeometry, Placement, Scaling, StoragePoint, KEYS,
 };
@@ -286,7 +286,7 @@ pub fn with_dram(mut t: EnergyTable, dram: Option<&str>) -> Result<EnergyTable> 
 /// `banks` SRAM banks of buf2d's row (S and P arrays; `bytes` per row when the config names a
 /// capacity).
 pub fn row_storage_bytes(cfg: &CoreConfig) -> u64 {
-    match cfg.variant.flow().sram_bank_bytes(cfg) {
+    match cfg.variant.flow().sram_bank_bytes(&cfg.tile()) {
         Some(bytes) => bytes,
         None => {
             let a = (cfg.br / cfg.rows).max(1);
@@ -350,7 +350,7 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
 /// designs have none: their storage is flip-flops), and the global buffer.
 pub fn sram_bytes(cfg: &CoreConfig) -> u64 {
     let flow = cfg.variant.flow();
-    flow.sram_bank_bytes(cfg)
+    flow.sram_bank_bytes(&cfg.tile())
         .map_or(0, |b| b * (cfg.rows * flow.banks()) as u64)
         + cfg.glb.bytes
 }

@@ -165,14 +165,14 @@ impl Shape {
             }
             for (_, keys) in self.tiles(br) {
                 let need = rb * keys as u64;
-                let (hit, fill, stream, mark) = hdl::glb::take(need, filled, region);
+                let (hit, fill, stream, mark) = hdl::mem::glb::take(need, filled, region);
                 f(hit, fill, stream);
                 filled = mark;
             }
         }
     }
 
-    /// Per GLB bank group (`hdl::glb::GlbConfig::place`): the words each of its banks reads
+    /// Per GLB bank group (`hdl::mem::glb::GlbConfig::place`): the words each of its banks reads
     /// (hits) and writes (fills), from the same walk as [`Shape::kv_traffic`]: a descriptor's
     /// hits are its walk's beats 0..hit, its fills the beats after them; K's beat i is in
     /// group i mod G, V's in group (i + G/2) mod G. Empty without a GLB.
@@ -202,7 +202,7 @@ impl Shape {
         // unfused: the scratch region's prefix (word i in group (i + G/4) mod G), each word of
         // S and of P written once and read once.
         let region = g.scratch_beats as u64;
-        let off = g.place(hdl::glb::SCRATCH, 0).0;
+        let off = g.place(hdl::mem::glb::SCRATCH, 0).0;
         self.scratch_walk(p, |s, pp| {
             for (n, b) in banks.iter_mut().enumerate() {
                 let words =
@@ -521,7 +521,7 @@ mod tests {
                     for q in (0..s.q_len).step_by(8) {
                         let need = rb * needed_keys(s.q_len, s.k_len, s.causal, q, 8) as u64;
                         let (hit, fill, _, mark) =
-                            hdl::glb::take(need, filled, g.region_beats as u64);
+                            hdl::mem::glb::take(need, filled, g.region_beats as u64);
                         for c in 0..2 {
                             for i in 0..hit + fill {
                                 let b = &mut want[g.place(c, i).0 as usize];

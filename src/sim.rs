@@ -661,7 +661,7 @@ pub fn run_full(
     let from_env = verilator_tb::WaveFormat::from_env();
     // With the AXI4 master the run goes through the top, as an SoC would drive it: the
     // registers over AXI4-Lite, the memory over AXI4 (a fault or a waveform needs the core).
-    if p.dma.mem_if == hdl::dma::MemIf::Axi4 && fault.is_none() && waves.is_none() {
+    if p.dma.mem_if == hdl::mem::dma::MemIf::Axi4 && fault.is_none() && waves.is_none() {
         let (model, _) = simulate(&Target::Top, from_env)?;
         let wait = attention::Wait::Interrupt;
         let run = attention::run_top(&model, &p, a, timing, wait, timing.seed)?;
@@ -831,7 +831,7 @@ pub fn run_batch(
         r.failures.push(format!(
             "the batch stopped with error {}: {}",
             run.dma_error,
-            hdl::dma::error::describe(run.dma_error)
+            hdl::mem::dma::error::describe(run.dma_error)
         ));
     }
     Ok((r, run.out))

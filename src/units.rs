@@ -13,7 +13,6 @@ use kernels::quant::QkFormat;
 use proptest::strategy::BoxedStrategy;
 
 use crate::verify::pure::PureUnit;
-use crate::verify::run::{self, BlockReport};
 use crate::verify::units as pure;
 
 /// How a block is checked against its model.
@@ -25,10 +24,28 @@ pub enum Check {
         directed: fn(&CoreConfig) -> Vec<Vec<u64>>,
         random: fn(&CoreConfig) -> BoxedStrategy<Vec<u64>>,
     },
-    /// A checker of its own: (configuration, about how many vectors, seed) → report.
-    Own(fn(&CoreConfig, u32, u64) -> Result<BlockReport>),
+    /// A driver of its own in `verify::run` ([`Driver`]), given (configuration, about how many
+    /// vectors, seed).
+    Own(Driver),
     /// No port-level model: checked inside the named block.
     Within(&'static str),
+}
+
+/// The blocks whose checker is a driver of its own, each `verify::run`'s `verify_<name>`. The
+/// registry names them rather than holding the functions: the drivers build their blocks
+/// from it, so it sits below them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    PeBlock,
+    Recip,
+    SoftmaxRow,
+    Dma,
+    Sram,
+    Sequencer,
+    Core,
+    Csr,
+    Batch,
+    Top,
 }
 
 /// One block.
@@ -53,108 +70,108 @@ macro_rules! pure {
 pub static UNITS: &[Unit] = &[
     Unit {
         name: "fp_mul_e5m10",
-        build: |d, c| Ok(hdl::mul_exact::build(d, &mac_in(c, Format::FP16).mul).module),
+        build: |d, c| Ok(hdl::fp::mul_exact::build(d, &mac_in(c, Format::FP16).mul).module),
         check: pure!(fp16_mul),
     },
     Unit {
         name: "fp_mul_e8m7",
-        build: |d, c| Ok(hdl::mul_exact::build(d, &mac_in(c, Format::BF16).mul).module),
+        build: |d, c| Ok(hdl::fp::mul_exact::build(d, &mac_in(c, Format::BF16).mul).module),
         check: pure!(bf16_mul),
     },
     Unit {
         name: "fp_add_e8m23",
-        build: |d, c| Ok(hdl::fp32_add::build(d, &mac_in(c, Format::FP16).add).module),
+        build: |d, c| Ok(hdl::fp::fp32_add::build(d, &mac_in(c, Format::FP16).add).module),
         check: pure!(fp32_add),
     },
     Unit {
         name: "fp_add_e10m15_e8m23",
-        build: |d, c| Ok(hdl::fp32_add::build(d, &mac_in(c, Format::BF16).add).module),
+        build: |d, c| Ok(hdl::fp::fp32_add::build(d, &mac_in(c, Format::BF16).add).module),
         check: pure!(wide_add),
     },
     Unit {
         name: "fp_cvt_e5m10_e8m23",
-        build: |d, _| Ok(hdl::fp16_to_fp32::build(d).module),
+        build: |d, _| Ok(hdl::fp::fp16_to_fp32::build(d).module),
         check: pure!(fp16_to_fp32),
     },
     Unit {
         name: "fp_cvt_e8m23_e5m10",
-        build: |d, _| Ok(hdl::fp32_to_fp16::build(d).module),
+        build: |d, _| Ok(hdl::fp::fp32_to_fp16::build(d).module),
         check: pure!(fp32_to_fp16),
     },
     Unit {
         name: "fp_cvt_e8m7_e8m23",
-        build: |d, _| Ok(hdl::fp16_to_fp32::build_from(d, hdl::format::Format::BF16).module),
+        build: |d, _| Ok(hdl::fp::fp16_to_fp32::build_from(d, hdl::format::Format::BF16).module),
         check: pure!(bf16_to_fp32),
     },
     Unit {
         name: "fp_cvt_e8m23_e8m7",
-        build: |d, _| Ok(hdl::fp32_to_fp16::build_to(d, hdl::format::Format::BF16).module),
+        build: |d, _| Ok(hdl::fp::fp32_to_fp16::build_to(d, hdl::format::Format::BF16).module),
         check: pure!(fp32_to_bf16),
     },
     Unit {
         name: "mac",
-        build: |d, c| Ok(hdl::mac::build(d, &mac_in(c, Format::FP16)).module),
+        build: |d, c| Ok(hdl::array::mac::build(d, &mac_in(c, Format::FP16)).module),
         check: pure!(mac),
     },
     Unit {
         name: "mac_e8m7",
-        build: |d, c| Ok(hdl::mac::build(d, &mac_in(c, Format::BF16)).module),
+        build: |d, c| Ok(hdl::array::mac::build(d, &mac_in(c, Format::BF16)).module),
         check: pure!(mac_bf16),
     },
     Unit {
         name: "int_dot_i8",
-        build: |d, _| Ok(hdl::int_dot::build(d, QkFormat::Int8).module),
+        build: |d, _| Ok(hdl::array::int_dot::build(d, QkFormat::Int8).module),
         check: pure!(int_dot_i8),
     },
     Unit {
         name: "int_dot_i4",
-        build: |d, _| Ok(hdl::int_dot::build(d, QkFormat::Int4).module),
+        build: |d, _| Ok(hdl::array::int_dot::build(d, QkFormat::Int4).module),
         check: pure!(int_dot_i4),
     },
     Unit {
         name: "pe",
-        build: |d, c| Ok(hdl::pe::build(d, &c.pe())),
-        check: Check::Own(|c, v, s| run::verify_pe_block(c, "pe", run::stream_cases(v), 1000, s)),
+        build: |d, c| Ok(hdl::array::pe::build(d, &c.pe())),
+        check: Check::Own(Driver::PeBlock),
     },
     Unit {
         name: "fp_mul_e8m23",
-        build: |d, c| Ok(hdl::fp32_mul::build(d, &c.fmul()).module),
+        build: |d, c| Ok(hdl::fp::fp32_mul::build(d, &c.fmul()).module),
         check: pure!(fp32_mul),
     },
     Unit {
         name: "fp_max_e8m23",
-        build: |d, _| Ok(hdl::fp32_misc::build_max(d).module),
+        build: |d, _| Ok(hdl::fp::fp32_misc::build_max(d).module),
         check: pure!(fp32_max),
     },
     Unit {
         name: "fp_ceil_e8m23",
-        build: |d, _| Ok(hdl::fp32_misc::build_ceil(d).module),
+        build: |d, _| Ok(hdl::fp::fp32_misc::build_ceil(d).module),
         check: pure!(fp32_ceil),
     },
     Unit {
         name: "fp_scale2_e8m23",
-        build: |d, _| Ok(hdl::fp32_misc::build_scale2(d).module),
+        build: |d, _| Ok(hdl::fp::fp32_misc::build_scale2(d).module),
         check: pure!(fp32_scale2),
     },
     Unit {
         name: "fp_exp2_e8m23",
-        build: |d, c| Ok(hdl::exp2::build(d, &c.softmax_exp().exp).module),
+        build: |d, c| Ok(hdl::softmax::exp2::build(d, &c.softmax_exp().exp).module),
         check: pure!(exp2),
     },
     Unit {
         name: "fp_recip_e8m23",
-        build: |d, _| Ok(hdl::fp32_recip::build(d).module),
-        check: Check::Own(run::verify_recip),
+        build: |d, _| Ok(hdl::fp::fp32_recip::build(d).module),
+        check: Check::Own(Driver::Recip),
     },
     Unit {
         name: "row_reduce",
-        build: |d, c| Ok(hdl::row_reduce::build(d, &c.row_reduce()).module),
+        build: |d, c| Ok(hdl::softmax::row_reduce::build(d, &c.row_reduce()).module),
         check: pure!(row_reduce),
     },
     Unit {
         name: "softmax_row",
         build: |d, c| Ok(hdl::softmax::build_row(d, &c.row().row_update()).module),
-        check: Check::Own(run::verify_softmax_row),
+        check: Check::Own(Driver::SoftmaxRow),
     },
     Unit {
         name: "softmax_exp",
@@ -163,36 +180,36 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "mask_gen",
-        build: |d, c| Ok(hdl::mask::build(d, &c.mask()).module),
+        build: |d, c| Ok(hdl::array::mask::build(d, &c.mask()).module),
         check: pure!(mask_gen),
     },
     Unit {
         name: "dma",
-        build: |d, c| Ok(hdl::dma::build(d, &c.dma()).module),
-        check: Check::Own(run::verify_dma),
+        build: |d, c| Ok(hdl::mem::dma::build(d, &c.dma()).module),
+        check: Check::Own(Driver::Dma),
     },
     Unit {
         name: "sram",
         build: |d, c| {
             c.validate()?;
-            Ok(hdl::sram::build(d, &c.row().p_array()).module)
+            Ok(hdl::mem::sram::build(d, &c.row().p_array()).module)
         },
-        check: Check::Own(run::verify_sram),
+        check: Check::Own(Driver::Sram),
     },
     Unit {
         name: "sequencer",
         build: |d, c| Ok(hdl::core::sequencer::build(d, &CoreParams::from_config(c)?).module),
-        check: Check::Own(run::verify_sequencer),
+        check: Check::Own(Driver::Sequencer),
     },
     Unit {
         name: "pe_row",
-        build: |d, c| Ok(hdl::pe_row::build(d, &CoreParams::from_config(c)?.row).module),
+        build: |d, c| Ok(hdl::array::pe_row::build(d, &CoreParams::from_config(c)?.row).module),
         check: Check::Within("core"),
     },
     Unit {
         name: "core",
         build: |d, c| Ok(hdl::core::build(d, &CoreParams::from_config(c)?)),
-        check: Check::Own(run::verify_core),
+        check: Check::Own(Driver::Core),
     },
     Unit {
         name: "csr",
@@ -203,7 +220,7 @@ pub static UNITS: &[Unit] = &[
                 &c.top_name,
             ))
         },
-        check: Check::Own(run::verify_csr),
+        check: Check::Own(Driver::Csr),
     },
     Unit {
         name: "batch",
@@ -214,19 +231,19 @@ pub static UNITS: &[Unit] = &[
                 &c.top_name,
             ))
         },
-        check: Check::Own(run::verify_batch),
+        check: Check::Own(Driver::Batch),
     },
     Unit {
         name: "top",
         build: |d, c| hdl::soc::top::build(d, &CoreParams::from_config(c)?, &c.top_name),
-        check: Check::Own(run::verify_top),
+        check: Check::Own(Driver::Top),
     },
 ];
 
 /// The MAC of `format` operands at the configuration's latencies: each format's units are
 /// checked whatever the configuration's `in_format` (the PE and the core use that one).
-fn mac_in(c: &CoreConfig, format: Format) -> hdl::mac::MacConfig {
-    hdl::mac::MacConfig::new(format, c.mul_latency, c.add_latency)
+fn mac_in(c: &CoreConfig, format: Format) -> hdl::array::mac::MacConfig {
+    hdl::array::mac::MacConfig::new(format, c.mul_latency, c.add_latency)
 }
 
 /// Former names of blocks, still accepted wherever a unit name is (`--unit`, `regflash verify
@@ -280,11 +297,11 @@ pub fn build_unit(d: &mut Design, name: &str, cfg: &CoreConfig) -> Result<ModRef
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdl::exp2::Exp2Config;
+    use hdl::array::mac::MacConfig;
     use hdl::format::Format;
-    use hdl::fp32_add::Fp32AddConfig;
-    use hdl::fp32_mul::Fp32MulConfig;
-    use hdl::mac::MacConfig;
+    use hdl::fp::fp32_add::Fp32AddConfig;
+    use hdl::fp::fp32_mul::Fp32MulConfig;
+    use hdl::softmax::exp2::Exp2Config;
 
     /// Every floating-point unit's registry name is the one its formats give it (`hdl::fp`'s
     /// naming), and its Verilog module is that name (with `_l<latency>` where the unit has a
@@ -296,16 +313,16 @@ mod tests {
             MacConfig::new(Format::BF16, 1, 1).mul.unit_name(),
             Fp32AddConfig::new(1).unit_name(),
             MacConfig::new(Format::BF16, 1, 1).add.unit_name(),
-            hdl::fp16_to_fp32::module_name(),
-            hdl::fp32_to_fp16::module_name(),
-            hdl::fp16_to_fp32::module_name_from(Format::BF16),
-            hdl::fp32_to_fp16::module_name_to(Format::BF16),
+            hdl::fp::fp16_to_fp32::module_name(),
+            hdl::fp::fp32_to_fp16::module_name(),
+            hdl::fp::fp16_to_fp32::module_name_from(Format::BF16),
+            hdl::fp::fp32_to_fp16::module_name_to(Format::BF16),
             Fp32MulConfig::unit_name(),
-            hdl::fp32_misc::max_module_name(),
-            hdl::fp32_misc::ceil_module_name(),
-            hdl::fp32_misc::scale2_module_name(),
+            hdl::fp::fp32_misc::max_module_name(),
+            hdl::fp::fp32_misc::ceil_module_name(),
+            hdl::fp::fp32_misc::scale2_module_name(),
             Exp2Config::unit_name(),
-            hdl::fp32_recip::module_name(),
+            hdl::fp::fp32_recip::module_name(),
         ];
         let cfg = CoreConfig::preset("small").unwrap();
         for name in &derived {

@@ -173,7 +173,7 @@ fn clock_gated_core_is_bit_exact() {
 fn sixteen_columns_count_right() {
     let cfg = CoreConfig {
         name: "c16_reg3d".into(),
-        accumulate: hdl::pe::Accumulate::RegisterFile,
+        accumulate: hdl::array::pe::Accumulate::RegisterFile,
         rows: 4,
         cols: 16,
         br: 16,
@@ -233,7 +233,7 @@ fn on_a_small_glb(
 ) -> regflash::verify::attention::CoreRun {
     c.mem_width = 64;
     c.name += "_w64_glb";
-    c.glb = hdl::glb::GlbParams {
+    c.glb = hdl::mem::glb::GlbParams {
         bytes: 2048,
         banks: 4,
         ..Default::default()

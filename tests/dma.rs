@@ -77,7 +77,7 @@ fn random_transfers_with_the_scratch_channel() {
     // Ten bad descriptors on each of the four read channels, nine on O.
     assert_eq!(n, 4 * 10 + 9, "error cases");
     let axi = CoreConfig {
-        mem_if: hdl::dma::MemIf::Axi4,
+        mem_if: hdl::mem::dma::MemIf::Axi4,
         axi_outstanding: 2,
         ..c.clone()
     };
@@ -95,7 +95,7 @@ fn random_transfers_with_the_scratch_channel() {
 #[test]
 fn random_transfers_over_axi4() {
     let c = CoreConfig {
-        mem_if: hdl::dma::MemIf::Axi4,
+        mem_if: hdl::mem::dma::MemIf::Axi4,
         axi_outstanding: 2,
         ..cfg(64, 16)
     };
@@ -121,7 +121,7 @@ fn random_transfers_over_axi4() {
 #[test]
 fn axi4_errors_are_reported_per_channel() {
     let c = CoreConfig {
-        mem_if: hdl::dma::MemIf::Axi4,
+        mem_if: hdl::mem::dma::MemIf::Axi4,
         ..cfg(64, 16)
     };
     let n = check_errors(&model(&c), &c.dma()).unwrap_or_else(|e| panic!("{e:#}"));
@@ -219,7 +219,7 @@ fn glb_serves_repeated_kv_from_sram() {
     for (banks, cases, seed, axi) in [(4, 120, 75, false), (1, 60, 76, false), (4, 60, 77, true)] {
         let mut c = cfg(64, 16);
         if axi {
-            c.mem_if = hdl::dma::MemIf::Axi4;
+            c.mem_if = hdl::mem::dma::MemIf::Axi4;
             c.variant = hdl::config::Variant::Unfused;
         }
         c.glb.bytes = 2048;

@@ -171,7 +171,7 @@ fn buffered_core_passes_the_gates_and_lists_its_banks() {
             [(4, 64, 8, false), (4, 64, 8, false)]
         };
         assert_eq!(banks, want, "words of {word} bits");
-        assert_eq!(bits, 8 * buf.bytes_needed(&cfg));
+        assert_eq!(bits, 8 * buf.bytes_needed(&cfg.tile()));
         assert!(manifest
             .memories
             .iter()
@@ -259,7 +259,7 @@ fn rowfused_core_passes_the_gates_and_lists_its_banks() {
         };
         let CoreSrams { banks, bits, .. } = linted_core_srams(&cfg);
         assert_eq!(banks, [(32, 16, 4, blackbox), (128, 32, 4, blackbox)]);
-        assert_eq!(bits, 8 * rf.bytes_needed(&cfg));
+        assert_eq!(bits, 8 * rf.bytes_needed(&cfg.tile()));
     }
     for unit in ["pe_row", "sequencer"] {
         let cfg = CoreConfig {
@@ -415,7 +415,7 @@ fn tiered_gates(
 #[test]
 fn axi4_dma_passes_the_gates() {
     let cfg = CoreConfig {
-        mem_if: hdl::dma::MemIf::Axi4,
+        mem_if: hdl::mem::dma::MemIf::Axi4,
         ..small()
     };
     let (dir, manifest) = gen_into(&cfg, Target::Unit("dma".into()));
@@ -449,17 +449,17 @@ fn glb_dma_passes_the_gates() {
     let mut one = small();
     (one.glb.bytes, one.glb.banks, one.glb.blackbox) = (1024, 4, false);
     let mut two = CoreConfig {
-        mem_if: hdl::dma::MemIf::Axi4,
+        mem_if: hdl::mem::dma::MemIf::Axi4,
         variant: hdl::config::Variant::Unfused,
         ..small()
     };
-    two.glb = hdl::glb::GlbParams {
+    two.glb = hdl::mem::glb::GlbParams {
         bytes: 4096,
         banks: 4,
         word_bits: 128,
         ports: 2,
         blackbox: true,
-        ..hdl::glb::GlbParams::default()
+        ..hdl::mem::glb::GlbParams::default()
     };
     for (cfg, bank) in [(one, "sram_1rw_d8_w256"), (two, "sram_1r1w_d64_w128_macro")] {
         cfg.validate().unwrap();
@@ -881,7 +881,7 @@ fn configuration_errors_say_what_and_how_to_fix() {
         (
             Box::new(|c| {
                 c.add_latency = 3;
-                c.accumulate = hdl::pe::Accumulate::Pipeline;
+                c.accumulate = hdl::array::pe::Accumulate::Pipeline;
             }),
             "accumulate = \"pipeline\" cannot be built: the MAC's adder loop is one cycle only \
              with add_latency = 1 behind mul_latency >= 1 (here add_latency = 3, mul_latency = \

@@ -6,8 +6,8 @@
 
 use hdl::config::{CoreConfig, Variant};
 use hdl::core::CoreParams;
-use hdl::dma::MemIf;
-use hdl::glb::GlbParams;
+use hdl::mem::dma::MemIf;
+use hdl::mem::glb::GlbParams;
 use kernels::flash::OutFormat;
 use kernels::patterns::Pattern;
 use regflash::design::{simulate, Target};

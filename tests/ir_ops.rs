@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use gen::tools::ScratchDir;
-use hdl::arith::{clamp, leading_zeros, shift_right_sticky};
+use hdl::fp::arith::{clamp, leading_zeros, shift_right_sticky};
 use hdl::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
 use proptest::prelude::*;
 use proptest::test_runner::Config;

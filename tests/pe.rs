@@ -76,10 +76,10 @@ fn pe_deepest_pipeline() {
 #[test]
 fn pe_accumulating_in_the_pipeline() {
     let mut cfg = small(1, 1);
-    cfg.accumulate = hdl::pe::Accumulate::Pipeline;
+    cfg.accumulate = hdl::array::pe::Accumulate::Pipeline;
     check(&cfg, "pe", 300, 16);
     let mut cfg = small(2, 1);
-    cfg.accumulate = hdl::pe::Accumulate::Pipeline;
+    cfg.accumulate = hdl::array::pe::Accumulate::Pipeline;
     cfg.in_format = hdl::format::Format::BF16;
     check(&cfg, "pe", 100, 17);
 }

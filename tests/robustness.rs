@@ -404,7 +404,7 @@ fn every_assertion_has_a_fault_that_fires_it() {
         let p = CoreParams::from_config(&c).unwrap();
         cores.push(c);
         for fault in faults {
-            if fault.needs(&p).is_none() {
+            if p.fault_needs(fault).is_none() {
                 runs.push((cfg.clone(), fault, causal_seq));
             }
         }
@@ -496,7 +496,7 @@ fn fires(cfg: &std::path::Path, fault: hdl::fault::Fault, causal_seq: &str) {
 /// codes 1, 3 and 5 are raised on the DMA alone (tests/dma.rs).
 #[test]
 fn dma_errors_end_the_run_and_the_core_restarts() {
-    use hdl::dma::error::{MISALIGNED, OUT_OF_RANGE};
+    use hdl::mem::dma::error::{MISALIGNED, OUT_OF_RANGE};
     use regflash::verify::attention::{run_on, Layout};
     let (model, p) = small_core();
     let a = Attention::generate(Pattern::Unit, 2, 20, 28, 16, false, OutFormat::Short, 6);

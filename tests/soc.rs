@@ -10,7 +10,7 @@ use std::process::Command;
 use gen::tools::ScratchDir;
 use hdl::config::CoreConfig;
 use hdl::core::CoreParams;
-use hdl::dma::{self, MemIf, AXI_DECERR, AXI_SLVERR};
+use hdl::mem::dma::{self, MemIf, AXI_DECERR, AXI_SLVERR};
 use hdl::soc::regmap;
 use kernels::flash::OutFormat;
 use kernels::patterns::Pattern;

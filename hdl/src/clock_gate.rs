@@ -30,7 +30,7 @@
 //! is a register of `en` (no combinational path from `en` to `gclk`: the latch is closed
 //! while `clk` is high).
 
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::{interface, Design, MemHandle, ModuleBuilder, Sig};
 
 /// The module's name (one per design; the ASIC flow maps it by this name).

@@ -137,24 +137,4 @@ impl Fault {
             | Fault::StaleScale => None,
         }
     }
-
-    /// Whether the fault can act in the core `p` (None), or what it needs (Some).
-    pub fn needs(self, p: &crate::core::CoreParams) -> Option<&'static str> {
-        match self {
-            Fault::SharedPortClash if p.row.flow().p_ports() != 1 => {
-                Some("variant = \"buf2d\" with [buf2d] ports = 1")
-            }
-            Fault::SharedSTierSlot if !p.row.softmax_tier() => {
-                Some("variant = \"reg3d\" with [reg3d] tiers = 3")
-            }
-            Fault::EarlyWlast if p.dma.mem_if != crate::dma::MemIf::Axi4 => {
-                Some("mem_if = \"axi4\"")
-            }
-            Fault::GlbNoHit | Fault::GlbStaleTag if p.dma.glb.is_none() => {
-                Some("a global buffer (glb_bytes > 0)")
-            }
-            Fault::StaleScale if p.row.pe.qk.is_none() => Some("qk_format = \"int8\" or \"int4\""),
-            _ => None,
-        }
-    }
 }

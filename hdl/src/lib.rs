@@ -10,11 +10,15 @@
 //! * `array/`: MAC, PE, PE tiers, PE row, causal mask; `mem/`: DMA and landing buffers;
 //! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
 //! * `soc/`: the stable top, its AXI4-Lite registers and the register map;
-//! * `variants/`: reg2d, buf2d, reg3d, each with its knobs and its `Dataflow`;
+//! * `variants/`: reg2d, buf2d, reg3d, rowfused and unfused, each with its knobs and its
+//!   `Dataflow`;
 //! * `config/` (whole-design configurations, TOML files and presets), `fault` (fault
 //!   injection), `wrap` (the pin-limited serial wrapper of FPGA smoke builds), `operands` (the
-//!   operand port groups the small blocks share). The registry of blocks by name (RTL, model, stimulus, checker) is the
-//!   `regflash` crate's `units`.
+//!   operand port groups the small blocks share).
+//!
+//! The folders are layers, and a file imports only from its own layer and the ones below
+//! (docs/architecture.md, "Layers"; the `layering` test holds it). The registry of blocks by
+//! name (RTL, model, stimulus, checker) is the `regflash` crate's `units`.
 
 pub mod array;
 pub mod clock_gate;
@@ -31,18 +35,11 @@ pub mod softmax;
 pub mod variants;
 pub mod wrap;
 
-// Every block by its own name as well (`hdl::fp32_add`, `hdl::pe_row`, `hdl::dma`, ...).
-pub use array::{int_dot, mac, mask, pe, pe_row, pe_tier};
-pub use fp::{
-    arith, fp16_to_fp32, fp32_add, fp32_misc, fp32_mul, fp32_recip, fp32_to_fp16, mul_exact,
-};
+// The description layer's own names, used by every block: the IR's types, the builder and the
+// signal operators. The blocks are reached by their folders (`hdl::fp::fp32_add`,
+// `hdl::array::pe_row`, `hdl::mem::dma`), so this root imports from nothing above the IR.
 use ir::{builder, signal};
-pub use ir::{fsm, iface};
-pub use mem::{axi_check, dma, glb, glb_check, landing, sram};
-pub use softmax::{exp2, row_reduce};
 
-pub use builder::{
-    addr_bits, bits_for, check_latency, InstOutputs, MemHandle, ModuleBuilder, RegHandle,
-};
+pub use builder::{check_latency, InstOutputs, MemHandle, ModuleBuilder, RegHandle};
 pub use ir::{Design, ModRef, Sig};
-pub use signal::{and_all, cat, mux, mux_index, or_all, Operand};
+pub use signal::{addr_bits, and_all, bits_for, cat, mux, mux_index, or_all, Operand};

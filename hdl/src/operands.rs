@@ -1,7 +1,7 @@
 //! Port groups shared by the small blocks: two operands, one operand, one result.
 
-use crate::iface::Block;
 use crate::interface;
+use crate::ir::iface::Block;
 
 interface! {
     /// Two operands.

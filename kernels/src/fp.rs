@@ -566,7 +566,7 @@ pub fn exp2_table() -> [u32; 65] {
 /// [`exp2_table`], computed once (the model calls exp2 once per score).
 static EXP2_TABLE: std::sync::LazyLock<[u32; 65]> = std::sync::LazyLock::new(exp2_table);
 
-/// 2^x for binary32 x (one result per cycle in hardware; see `hdl::exp2`).
+/// 2^x for binary32 x (one result per cycle in hardware; see `hdl::softmax::exp2`).
 ///
 /// x = n + f with n = floor(x) and f in [0, 1) taken in fixed point with 24 fraction bits
 /// (floor of the exact product); 2^f = T[k] + (T[k+1] − T[k]) · r / 2^18, with k the top 6 bits of

@@ -12,7 +12,7 @@ use crate::format::Format;
 use crate::fp::{fp32_scale2, mac, mac_fused, ACC_CLEAR};
 use crate::quant::{dot_packed, int_to_f32, QkFormat};
 
-/// A PE operation; its discriminant is the RTL's `op` code (`hdl::pe::PeOp`).
+/// A PE operation; its discriminant is the RTL's `op` code (`hdl::array::pe::PeOp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum PeOp {

@@ -265,61 +265,10 @@ impl QuantQk {
     }
 }
 
-/// How quantized QKᵀ's output compares with f64 attention: on the original Q and K (the
-/// quantization's error and the arithmetic's together), and on the dequantized Q and K (the
-/// arithmetic's alone, which FP16's contract bounds), both as max |O − O_ref| / max |V|.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct QuantAccuracy {
-    pub rel_err: f64,
-    pub rel_err_dequantized: f64,
-}
-
-/// Runs `pattern` with Q and K quantized to `format` through the hardware model `cfg` (FP32
-/// output) and both references.
-pub fn quant_accuracy(
-    pattern: crate::patterns::Pattern,
-    q_len: usize,
-    k_len: usize,
-    cfg: &crate::flash::FlashConfig,
-    format: QkFormat,
-    seed: u64,
-) -> Result<QuantAccuracy, String> {
-    use crate::flash::{flash_attention_quant, OutFormat, Problem};
-    use crate::reference::{attention_f64_values, max_errors};
-    let (d, causal, operand) = (cfg.head_dim, cfg.causal, cfg.operand);
-    let (q, k, v) = crate::patterns::tensors_in(pattern, q_len, k_len, d, seed, operand);
-    let qk = QuantQk::quantize(&q, &k, q_len, k_len, d, cfg.bc, format, operand)?;
-    let p = Problem {
-        q: &q,
-        k: &k,
-        v: &v,
-        q_len,
-        k_len,
-    };
-    let cfg = crate::flash::FlashConfig {
-        out: OutFormat::F32,
-        ..*cfg
-    };
-    let (bits, _) = flash_attention_quant(&p, &qk, &cfg);
-    let got: Vec<f64> = bits.iter().map(|&b| f32::from_bits(b) as f64).collect();
-    let f = |t: &[u16]| -> Vec<f64> { t.iter().map(|&x| value(x, operand)).collect() };
-    let (qf, kf, vf) = (f(&q), f(&k), f(&v));
-    let v_scale = vf.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
-    let rel = |want: &[f64]| max_errors(&got, want).0 / v_scale.max(f64::MIN_POSITIVE);
-    let (dq, dk) = qk.dequantized(d);
-    Ok(QuantAccuracy {
-        rel_err: rel(&attention_f64_values(
-            &qf, &kf, &vf, q_len, k_len, d, causal,
-        )),
-        rel_err_dequantized: rel(&attention_f64_values(
-            &dq, &dk, &vf, q_len, k_len, d, causal,
-        )),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accuracy::quant_accuracy;
     use crate::flash::{FlashConfig, OutFormat, SoftmaxPass};
     use crate::patterns::Pattern;
 

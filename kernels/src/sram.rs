@@ -1,4 +1,4 @@
-//! The SRAM bank (`hdl::sram`): words of up to 64 bits, a registered read, read-first.
+//! The SRAM bank (`hdl::mem::sram`): words of up to 64 bits, a registered read, read-first.
 
 /// A bank's state: its words and the read data register.
 #[derive(Clone, Debug, PartialEq, Eq)]

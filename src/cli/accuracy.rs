@@ -142,8 +142,9 @@ fn quantized_table(
     for pattern in Pattern::ALL {
         for causal in [false, true] {
             let model = model_config(cfg, causal, OutFormat::F32, softmax);
-            match kernels::quant::quant_accuracy(pattern, args.seq, args.seq, &model, qk, args.seed)
-            {
+            match kernels::accuracy::quant_accuracy(
+                pattern, args.seq, args.seq, &model, qk, args.seed,
+            ) {
                 Ok(a) => {
                     let met = a.rel_err_dequantized <= limit;
                     ok &= met;

@@ -38,7 +38,7 @@ use gen::constraints::SynthTarget;
 use gen::flow::SynthReport;
 use gen::tools::ScratchDir;
 use hdl::config::{CoreConfig, StackParams, Variant, VariantKind, PRESETS};
-use hdl::dma::MemIf;
+use hdl::mem::dma::MemIf;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{generate, Target};
@@ -325,7 +325,7 @@ impl ConfigArgs {
             };
         }
         if let Some(key) = &self.accumulate {
-            cfg.accumulate = hdl::pe::Accumulate::from_key(key)?;
+            cfg.accumulate = hdl::array::pe::Accumulate::from_key(key)?;
         }
         cfg.validate()?;
         Ok(cfg)

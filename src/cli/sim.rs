@@ -364,7 +364,7 @@ fn sim_one(
     };
     if let Some(f) = fault {
         let p = CoreParams::from_config(cfg)?;
-        if let Some(need) = f.needs(&p) {
+        if let Some(need) = p.fault_needs(f) {
             anyhow::bail!("fault `{}` acts only in a core with {need}", f.name());
         }
     }

@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
+use hdl::array::pe::PeOp;
 use hdl::config::CoreConfig;
-use hdl::pe::PeOp;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{generate, Target};

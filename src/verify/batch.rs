@@ -10,7 +10,7 @@
 use anyhow::{bail, ensure, Result};
 use hdl::core::ports::Problem;
 use hdl::core::CoreParams;
-use hdl::iface::Ports;
+use hdl::ir::iface::Ports;
 use hdl::soc::batch::VarlenRegs;
 use kernels::batch::{BatchRegs, Launch, Outcome};
 use proptest::prelude::*;

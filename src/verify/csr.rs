@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use anyhow::Result;
 use hdl::core::ports::{Counters, Problem};
 use hdl::core::{CoreParams, COUNTERS};
-use hdl::iface::Ports;
+use hdl::ir::iface::Ports;
 use hdl::soc::batch::VarlenRegs;
 use hdl::soc::regmap::{self, Kind, ProblemReg};
 use kernels::csr::{AddressCheck, CoreStatus, Csr, Reg};

@@ -24,8 +24,8 @@
 //! to memory and come back from it.
 
 use anyhow::{bail, ensure, Result};
-use hdl::dma::{error, DmaConfig, MemIf};
-use hdl::landing::{LandingConfig, Layout};
+use hdl::mem::dma::{error, DmaConfig, MemIf};
+use hdl::mem::landing::{LandingConfig, Layout};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::axi::{bursts_of, AxiFault, AxiStats};
@@ -215,7 +215,7 @@ impl DmaBench {
         self.cycle()?;
         self.dut.set(&format!("{ch}_start"), 0);
         if !was_busy {
-            for _ in 0..hdl::dma::CHECK_CYCLES {
+            for _ in 0..hdl::mem::dma::CHECK_CYCLES {
                 ensure!(
                     self.dut.get(&format!("{ch}_busy")) != 0,
                     "channel {ch} is not busy while it checks {d:?}"
@@ -746,7 +746,7 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
         ));
     }
     // The DMA's counters wrap at BEAT_COUNTER_BITS (the counter file widens them).
-    let wrap = (1u64 << hdl::dma::BEAT_COUNTER_BITS) - 1;
+    let wrap = (1u64 << hdl::mem::dma::BEAT_COUNTER_BITS) - 1;
     if r.read_beats != read_beats & wrap || r.memory.reads != read_beats {
         return Err(format!(
             "read {} beats (memory saw {}), expected exactly {read_beats}",
@@ -951,8 +951,8 @@ fn check_bus_errors(model: &Model, d: &DmaConfig) -> anyhow::Result<u64> {
             block_rows: 2,
         };
         for (resp, code) in [
-            (hdl::dma::AXI_SLVERR, error::SLVERR),
-            (hdl::dma::AXI_DECERR, error::DECERR),
+            (hdl::mem::dma::AXI_SLVERR, error::SLVERR),
+            (hdl::mem::dma::AXI_DECERR, error::DECERR),
         ] {
             let mut b = DmaBench::new(model, d, MemoryConfig::simple(MEM, beat as usize, 3))?;
             b.mem.load_bytes(0, &pattern(5))?;
@@ -1057,7 +1057,7 @@ fn glb_scenario(d: &DmaConfig) -> impl Strategy<Value = GlbScenario> {
         )
 }
 
-/// The GLB's policy on the bench's side (`hdl::glb`): per K/V region its tag and high-water
+/// The GLB's policy on the bench's side (`hdl::mem::glb`): per K/V region its tag and high-water
 /// mark; a job's hits, fills and streamed beats.
 #[derive(Clone, Copy, Default)]
 struct RegionModel {
@@ -1073,7 +1073,7 @@ impl RegionModel {
         }
         self.tag = Some(tag);
         let (hit, fill, stream, mark) =
-            hdl::glb::take(d.rows * d.row_bytes / beat, self.filled, region);
+            hdl::mem::glb::take(d.rows * d.row_bytes / beat, self.filled, region);
         self.filled = mark;
         [hit, fill, stream]
     }

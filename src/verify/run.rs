@@ -9,7 +9,7 @@ use hdl::config::CoreConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::design::{simulate, Target};
-use crate::units::{self, Check};
+use crate::units::{self, Check, Driver};
 use crate::verify::pe::{
     check_pe_stream, directed_feed_stream, directed_int_stream, directed_pe_stream, proptest_pe,
     GridShape,
@@ -174,11 +174,27 @@ fn verify_stateful<T>(
 pub fn verify_block(cfg: &CoreConfig, unit: &str, vectors: u32, seed: u64) -> Result<BlockReport> {
     match units::unit(unit)?.check {
         Check::Pure { .. } => verify_pure(cfg, unit, vectors, seed),
-        Check::Own(check) => check(cfg, vectors, seed),
+        Check::Own(driver) => own(driver, cfg, vectors, seed),
         Check::Within(block) => bail!(
             "{unit} has no port-level model of its own; the {block}'s checks cover it: use \
              --unit {block}"
         ),
+    }
+}
+
+/// Runs the driver of its own that checks a block.
+fn own(driver: Driver, cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockReport> {
+    match driver {
+        Driver::PeBlock => verify_pe_block(cfg, "pe", stream_cases(vectors), 1000, seed),
+        Driver::Recip => verify_recip(cfg, vectors, seed),
+        Driver::SoftmaxRow => verify_softmax_row(cfg, vectors, seed),
+        Driver::Dma => verify_dma(cfg, vectors, seed),
+        Driver::Sram => verify_sram(cfg, vectors, seed),
+        Driver::Sequencer => verify_sequencer(cfg, vectors, seed),
+        Driver::Core => verify_core(cfg, vectors, seed),
+        Driver::Csr => verify_csr(cfg, vectors, seed),
+        Driver::Batch => verify_batch(cfg, vectors, seed),
+        Driver::Top => verify_top(cfg, vectors, seed),
     }
 }
 
@@ -385,7 +401,7 @@ pub fn verify_top(cfg: &CoreConfig, vectors: u32, seed: u64) -> Result<BlockRepo
         )
         .for_design(&p);
         // The AXI4 slave stalls every channel at random and reorders reads across IDs.
-        let axi = p.dma.mem_if == hdl::dma::MemIf::Axi4;
+        let axi = p.dma.mem_if == hdl::mem::dma::MemIf::Axi4;
         let timing = MemoryTiming {
             seed: seed ^ 0x55,
             stall_probability: if axi { 0.2 } else { 0.0 },

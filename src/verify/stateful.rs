@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use hdl::fp32_recip::LATENCY;
+use hdl::fp::fp32_recip::LATENCY;
 use hdl::softmax::RowOp;
 use kernels::fp::{self, F32_NEG_INF};
 use kernels::softmax::{scale_constant, RowState};
@@ -506,7 +506,7 @@ pub fn sram_directed(depth: u32, width: u32, ports: u32) -> Vec<SramCycle> {
 /// proptest over SRAM streams of up to `max_len` cycles; returns cycles checked.
 pub fn proptest_sram(
     dut: &mut Dut,
-    cfg: hdl::sram::SramConfig,
+    cfg: hdl::mem::sram::SramConfig,
     cases: u32,
     max_len: usize,
     seed: u64,

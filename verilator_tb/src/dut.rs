@@ -315,7 +315,7 @@ impl Dut {
     /// Sets every input of a typed port group (an `hdl` interface struct of values), each at
     /// the port its field names under `prefix` (`""` for the group's own names): the same
     /// structs the RTL is wired with, so a renamed port is a compile error here too.
-    pub fn set_all<P: hdl::iface::Ports<u64>>(&mut self, prefix: &str, values: &P) {
+    pub fn set_all<P: hdl::ir::iface::Ports<u64>>(&mut self, prefix: &str, values: &P) {
         let mut leaves = vec![];
         values.leaves(prefix, &mut leaves);
         for (name, v) in leaves {
@@ -325,7 +325,11 @@ impl Dut {
 
     /// Reads every port of a typed port group (given by its widths) under `prefix`: the same
     /// struct, holding the ports' values.
-    pub fn get_all<P: hdl::iface::Ports<u32>>(&mut self, prefix: &str, widths: &P) -> P::With<u64> {
+    pub fn get_all<P: hdl::ir::iface::Ports<u32>>(
+        &mut self,
+        prefix: &str,
+        widths: &P,
+    ) -> P::With<u64> {
         widths.map(prefix, &mut |name, _| self.get(name))
     }
 

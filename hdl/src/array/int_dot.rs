@@ -13,9 +13,9 @@
 
 use kernels::quant::QkFormat;
 
-use crate::arith::{leading_zeros, round_pack_f32};
-use crate::iface::Block;
+use crate::fp::arith::{leading_zeros, round_pack_f32};
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::{mux, Design, ModuleBuilder, Sig};
 
 interface! {

@@ -23,9 +23,9 @@
 use anyhow::Result;
 
 use crate::format::{Format, Formats};
-use crate::fp32_add::{self, Fp32AddConfig};
-use crate::iface::Block;
-use crate::mul_exact::{self, MulExactConfig};
+use crate::fp::fp32_add::{self, Fp32AddConfig};
+use crate::fp::mul_exact::{self, MulExactConfig};
+use crate::ir::iface::Block;
 use crate::operands::Binary;
 use crate::operands::Y;
 use crate::{group, interface};

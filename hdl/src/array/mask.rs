@@ -21,8 +21,8 @@
 
 use anyhow::{ensure, Result};
 
-use crate::iface::Block;
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {

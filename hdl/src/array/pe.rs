@@ -43,7 +43,7 @@
 //!
 //! Accumulation in the MAC's pipeline (`mac.feedback`, issue 54): operation 6, `MacFeed`, adds
 //! its product to the result of the operation issued the cycle before, taken from the MAC's
-//! adder loop ([`crate::mac`]) instead of the register file, and that operation's write-back
+//! adder loop ([`crate::array::mac`]) instead of the register file, and that operation's write-back
 //! is dropped: a run (`MacClear`/`MacZero`/`MacScale`/`Mac`, then `MacFeed` every cycle)
 //! reads the register file at most once and writes it once, when the run ends. A masked
 //! `MacFeed` (`en` low) passes the run's value on unchanged (the MAC adds −0), and the run's
@@ -63,13 +63,13 @@ use anyhow::{ensure, Result};
 
 use kernels::quant::QkFormat;
 
-use crate::iface::Block;
-use crate::int_dot::IntDotIn;
+use crate::array::int_dot::IntDotIn;
+use crate::array::mac::{self, MacConfig};
+use crate::array::mac::{MacIn, MacRun};
 use crate::interface;
-use crate::mac::{self, MacConfig};
-use crate::mac::{MacIn, MacRun};
+use crate::ir::iface::Block;
 use crate::{addr_bits, mux, Design, ModRef};
-use crate::{clock_gate, fp32_misc};
+use crate::{clock_gate, fp::fp32_misc};
 
 interface! {
     /// The PE's inputs: operands, operation, enable, register address, load data, rescale
@@ -285,7 +285,7 @@ impl PeConfig {
 /// Defines the PE (and the blocks it uses) in `d`.
 pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.staged_mac());
-    let int_dot = cfg.qk.map(|f| crate::int_dot::build(d, f));
+    let int_dot = cfg.qk.map(|f| crate::array::int_dot::build(d, f));
     let gate = clock_gate::build(d);
     d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(

@@ -23,10 +23,10 @@
 //! each finished block up in 32/`vlink_bits` beats per score while the next block's QK runs,
 //! and says when the block's last score is above (`linked`).
 
+use crate::array::pe::{PeIn, PeOp, PeOut};
+use crate::array::pe_row::{PeRowConfig, PeStep};
 use crate::fault::Fault;
-use crate::iface::Block;
-use crate::pe::{PeIn, PeOp, PeOut};
-use crate::pe_row::{PeRowConfig, PeStep};
+use crate::ir::iface::Block;
 use crate::{and_all, bits_for, cat, group, interface, mux, mux_index, Design, ModuleBuilder};
 use crate::{RegHandle, Sig};
 
@@ -74,7 +74,7 @@ pub type TierBlock = Block<TierIn, TierOut<u32>>;
 
 /// Defines the `kind` tier of the row `cfg` (and its PE).
 pub fn build(d: &mut Design, cfg: &PeRowConfig, kind: TierKind) -> TierBlock {
-    let pe = crate::pe::block(d, &cfg.pe);
+    let pe = crate::array::pe::block(d, &cfg.pe);
     let c = cfg.cols;
     let (ew, _) = cfg.elem_bits();
     let inputs = TierIn {
@@ -527,9 +527,9 @@ fn s_tier_walk(
     let beat = m.reg("walk_beat", crate::addr_bits(beats), Some(0));
     let pend = m.reg("walk_pend", 1, Some(0));
     let pend_slot = m.reg("walk_pend_slot", 1, Some(0));
-    let (beat_n, beat_last) = crate::pe_row::step_counter(m, beat.q, beats);
-    let (jj_n, jj_last) = crate::pe_row::step_counter(m, wjj.q, cfg.b);
-    let (ii_n, ii_last) = crate::pe_row::step_counter(m, wii.q, cfg.a);
+    let (beat_n, beat_last) = crate::array::pe_row::step_counter(m, beat.q, beats);
+    let (jj_n, jj_last) = crate::array::pe_row::step_counter(m, wjj.q, cfg.b);
+    let (ii_n, ii_last) = crate::array::pe_row::step_counter(m, wii.q, cfg.a);
     let fin = and_all(&[busy.q, beat_last, jj_last, ii_last]);
     let idle = !busy.q | fin;
     let take = idle & (landed | pend.q);

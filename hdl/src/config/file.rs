@@ -9,9 +9,9 @@ use anyhow::{bail, ensure, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{CoreConfig, DEFAULT_TOP_NAME};
-use crate::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
-use crate::glb::{GlbParams, GlbPlacement};
-use crate::pe::Accumulate;
+use crate::array::pe::Accumulate;
+use crate::mem::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
+use crate::mem::glb::{GlbParams, GlbPlacement};
 use crate::softmax::Rescale;
 use crate::variants::{BufParams, RowParams, StackParams, Variant, VariantKind};
 

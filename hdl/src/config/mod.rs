@@ -21,18 +21,18 @@ pub use crate::variants::{BufParams, Dataflow, RowParams, StackParams, Variant, 
 use file::ConfigFile;
 pub use presets::PRESETS;
 
-use crate::dma::{DmaConfig, MemIf};
-use crate::exp2::Exp2Config;
+use crate::array::mac::MacConfig;
+use crate::array::mask::MaskConfig;
+use crate::array::pe::{Accumulate, PeConfig};
+use crate::array::pe_row::PeRowConfig;
 use crate::format::{Format, Formats};
-use crate::fp32_add::Fp32AddConfig;
-use crate::fp32_mul::Fp32MulConfig;
-use crate::glb::GlbParams;
-use crate::landing::{LandingConfig, Layout};
-use crate::mac::MacConfig;
-use crate::mask::MaskConfig;
-use crate::pe::{Accumulate, PeConfig};
-use crate::pe_row::PeRowConfig;
-use crate::row_reduce::RowReduceConfig;
+use crate::fp::fp32_add::Fp32AddConfig;
+use crate::fp::fp32_mul::Fp32MulConfig;
+use crate::mem::dma::{DmaConfig, MemIf};
+use crate::mem::glb::GlbParams;
+use crate::mem::landing::{LandingConfig, Layout};
+use crate::softmax::exp2::Exp2Config;
+use crate::softmax::row_reduce::RowReduceConfig;
 use crate::softmax::Rescale;
 use crate::softmax::SoftmaxExpConfig;
 
@@ -92,7 +92,7 @@ pub struct CoreConfig {
     pub axi_outstanding: u32,
     /// The global buffer (GLB) between the K/V channels and memory: `glb_bytes` (0: none),
     /// `glb_banks`, `glb_word_bits`, `glb_ports`, `glb_macro`, `glb_placement`,
-    /// `glb_wire_mm` in a file (see `crate::glb`).
+    /// `glb_wire_mm` in a file (see `crate::mem::glb`).
     pub glb: GlbParams,
     /// How the online softmax rescales: `rescale = "pow2"` (the default) or `"lazy"` with
     /// `lazy_threshold` (see [`Rescale`]).
@@ -111,6 +111,17 @@ pub struct CoreConfig {
 pub const MAX_MEM_LATENCY: u32 = 4096;
 
 impl CoreConfig {
+    /// What a variant sizes and checks its knobs against.
+    pub fn tile(&self) -> crate::variants::Tile {
+        crate::variants::Tile {
+            rows: self.rows,
+            br: self.br,
+            bc: self.bc,
+            head_dim: self.head_dim,
+            index_bits: self.index_bits,
+        }
+    }
+
     /// Reads a TOML configuration: either every key, or `preset = "<name>"` and the keys that
     /// differ from that preset. Unknown keys are rejected; the result is validated.
     pub fn from_toml(text: &str) -> Result<CoreConfig> {

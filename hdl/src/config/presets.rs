@@ -3,8 +3,8 @@
 use anyhow::{bail, Result};
 
 use super::{CoreConfig, Variant};
-use crate::dma::MemIf;
-use crate::glb::{GlbParams, GlbPlacement};
+use crate::mem::dma::MemIf;
+use crate::mem::glb::{GlbParams, GlbPlacement};
 
 /// Names of the built-in presets.
 pub const PRESETS: &[&str] = &["seed", "small", "medium", "npu16"];
@@ -14,7 +14,7 @@ impl CoreConfig {
     pub fn preset(name: &str) -> Result<CoreConfig> {
         let base = CoreConfig {
             rescale: crate::softmax::Rescale::Pow2,
-            accumulate: crate::pe::Accumulate::Auto,
+            accumulate: crate::array::pe::Accumulate::Auto,
             in_format: crate::format::Format::FP16,
             qk_format: None,
             name: name.to_string(),
@@ -36,9 +36,9 @@ impl CoreConfig {
             variant: Variant::Reg2d,
             top_name: super::DEFAULT_TOP_NAME.into(),
             mem_if: MemIf::default(),
-            axi_id_bits: crate::dma::DEFAULT_AXI_ID_BITS,
-            axi_outstanding: crate::dma::DEFAULT_AXI_OUTSTANDING,
-            glb: crate::glb::GlbParams::default(),
+            axi_id_bits: crate::mem::dma::DEFAULT_AXI_ID_BITS,
+            axi_outstanding: crate::mem::dma::DEFAULT_AXI_OUTSTANDING,
+            glb: crate::mem::glb::GlbParams::default(),
         };
         Ok(match name {
             // The source documents' design: 32x32 PEs, 64 registers each, Br = Bc = 64, d = 128,

@@ -3,12 +3,12 @@
 use anyhow::{bail, ensure, Result};
 
 use super::CoreConfig;
-use crate::dma::{self, MemIf};
-use crate::exp2::Exp2Config;
-use crate::fp32_add::Fp32AddConfig;
-use crate::fp32_mul::Fp32MulConfig;
-use crate::mask;
-use crate::mul_exact::MulExactConfig;
+use crate::array::mask;
+use crate::fp::fp32_add::Fp32AddConfig;
+use crate::fp::fp32_mul::Fp32MulConfig;
+use crate::fp::mul_exact::MulExactConfig;
+use crate::mem::dma::{self, MemIf};
+use crate::softmax::exp2::Exp2Config;
 
 /// The widest memory port (bits, a power of two from 32 to 1024) whose beat divides a row
 /// of `row_bytes` bytes; 0 if none does (a row narrower than 4 bytes).
@@ -177,7 +177,7 @@ impl CoreConfig {
         );
         // The blocks' own checks, in case a knob above maps to more than one.
         self.dma().validate()?;
-        if self.accumulate == crate::pe::Accumulate::Pipeline {
+        if self.accumulate == crate::array::pe::Accumulate::Pipeline {
             if let Some(why) = self.pipeline_accumulation_blocker() {
                 anyhow::bail!(
                     "accumulate = \"pipeline\" cannot be built: {why}; use accumulate = \
@@ -215,6 +215,6 @@ impl CoreConfig {
 
     /// The variant's own knobs.
     fn validate_variant(&self) -> Result<()> {
-        self.variant.flow().validate(self)
+        self.variant.flow().validate(&self.tile())
     }
 }

@@ -13,7 +13,7 @@
 //!   is held.
 
 use super::CoreParams;
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::{group, interface, mux, Design, ModuleBuilder, Sig};
 
 interface! {

@@ -6,10 +6,10 @@
 
 use super::ports::{Counters, RowActivity, Stall};
 use super::{CoreParams, COUNTER_BITS};
-use crate::arith::split_counter;
 use crate::array::pe_row::SpillRead;
-use crate::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
-use crate::iface::{Block, Ports};
+use crate::fp::arith::split_counter;
+use crate::ir::iface::{Block, Ports};
+use crate::mem::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
 use crate::{and_all, bits_for, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
 
 group! {
@@ -60,8 +60,8 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         q_ready: 1,
         k_ready: 1,
         v_ready: 1,
-        dma_read_beats: crate::dma::BEAT_COUNTER_BITS,
-        dma_write_beats: crate::dma::BEAT_COUNTER_BITS,
+        dma_read_beats: crate::mem::dma::BEAT_COUNTER_BITS,
+        dma_write_beats: crate::mem::dma::BEAT_COUNTER_BITS,
         glb: p.dma.glb.map(|g| GlbEvents::widths(&g)),
         glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
         stall: Stall::widths(),
@@ -72,7 +72,7 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
     let name = format!("{}_counters", p.module_name());
     let outputs = CountOut {
         counters: Counters::widths(),
-        glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths()),
+        glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
     };
     d.define_block(&name, &inputs, outputs, |_, m, i| {
         m.doc(

@@ -12,9 +12,9 @@
 use super::ports::{Problem, ReadCmd, ReadStatus, Step};
 use super::sequencer::{keys_needed, reach_bits};
 use super::{reg_set, CoreParams};
-use crate::dma::{ReadDesc, ROW_BYTES_BITS};
 use crate::fault::Fault;
-use crate::iface::Block;
+use crate::ir::iface::Block;
+use crate::mem::dma::{ReadDesc, ROW_BYTES_BITS};
 use crate::{
     addr_bits, and_all, cat, group, interface, mux, mux_index, Design, ModuleBuilder, Sig,
 };
@@ -52,7 +52,7 @@ group! {
 /// The fetch unit's block.
 pub type FetchBlock = Block<FetchIn, FetchOut<u32>>;
 
-fn rd_data_width(p: &CoreParams, l: &crate::landing::LandingConfig) -> u32 {
+fn rd_data_width(p: &CoreParams, l: &crate::mem::landing::LandingConfig) -> u32 {
     l.banks() * p.dma.width
 }
 

@@ -95,13 +95,13 @@ pub mod sequencer;
 
 use anyhow::{ensure, Result};
 
+use crate::array::mask::{self, MaskConfig};
+use crate::array::pe_row::{self, PeRowConfig};
 use crate::config::CoreConfig;
-use crate::dma::{self, DmaConfig};
-use crate::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::fault::Fault;
-use crate::iface::Block;
-use crate::mask::{self, MaskConfig};
-use crate::pe_row::{self, PeRowConfig};
+use crate::ir::iface::Block;
+use crate::mem::dma::{self, DmaConfig};
+use crate::mem::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 use ports::{
     CoreIn, CoreOut, EngineIn, EngineOut, KeyMove, ReadStatus, RowActivity, ScratchStatus, SeqIn,
@@ -167,6 +167,28 @@ pub struct CoreParams {
 }
 
 impl CoreParams {
+    /// Whether `fault` can act in this core (None), or what it needs (Some).
+    pub fn fault_needs(&self, fault: Fault) -> Option<&'static str> {
+        match fault {
+            Fault::SharedPortClash if self.row.flow().p_ports() != 1 => {
+                Some("variant = \"buf2d\" with [buf2d] ports = 1")
+            }
+            Fault::SharedSTierSlot if !self.row.softmax_tier() => {
+                Some("variant = \"reg3d\" with [reg3d] tiers = 3")
+            }
+            Fault::EarlyWlast if self.dma.mem_if != crate::mem::dma::MemIf::Axi4 => {
+                Some("mem_if = \"axi4\"")
+            }
+            Fault::GlbNoHit | Fault::GlbStaleTag if self.dma.glb.is_none() => {
+                Some("a global buffer (glb_bytes > 0)")
+            }
+            Fault::StaleScale if self.row.pe.qk.is_none() => {
+                Some("qk_format = \"int8\" or \"int4\"")
+            }
+            _ => None,
+        }
+    }
+
     pub fn from_config(c: &CoreConfig) -> Result<Self> {
         c.validate()?;
         let p = CoreParams {
@@ -309,7 +331,7 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let eb = e.core.error.width();
     let code = m.reg("error_code", eb, Some(0));
     let zero_code = m.zero(eb);
-    let abort_code = m.lit(eb, crate::soc::regmap::ERR_ABORTED);
+    let abort_code = m.lit(eb, crate::mem::dma::error::ABORTED);
     let cause = mux(e.core.error.any(), e.core.error, abort_code);
     m.set_next(code, mux(go, zero_code, cause));
     m.set_enable(code, go | begin);
@@ -393,7 +415,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     let glb_flush = p.dma.glb.map(|_| m.net("glb_flush", 1));
     let dma_in = DmaIn {
         hold: ei.hold,
-        glb: glb_flush.map(|flush| crate::glb::GlbCtl { flush }),
+        glb: glb_flush.map(|flush| crate::mem::glb::GlbCtl { flush }),
         glb_scratch: w.glb_scratch.map(|s| m.nets("dma_glb_scratch", &s)),
         mem: i.mem,
         m_axi: i.m_axi,
@@ -491,7 +513,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
             let rd_addr = scratch_address(m, p, &seq.p_rd, sweep, x.status.slot);
             m.drive(cmd.rd_addr, rd_addr);
             m.drive_all(&cmd.desc, desc);
-            let o = crate::iface::select(wr.start, wr, &ro.o);
+            let o = crate::ir::iface::select(wr.start, wr, &ro.o);
             let o = WriteDesc {
                 start: wr.start | ro.o.start,
                 ..o
@@ -577,7 +599,7 @@ fn counter_file(
         spill,
         // Integer QKᵀ: the QK bus's scale steps (`ScaleLo`, `ScaleHi`).
         scale: p.row.pe.qk.map(|_| {
-            let lo = m.lit(seq.pe.op.width(), crate::pe::PeOp::ScaleLo as u64);
+            let lo = m.lit(seq.pe.op.width(), crate::array::pe::PeOp::ScaleLo as u64);
             counters::ScaleStep {
                 scale: seq.pe.valid & seq.pe.op.ge(lo),
             }

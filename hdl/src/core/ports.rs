@@ -2,9 +2,9 @@
 //! and statuses, and the interfaces between the core's modules (sequencer, fetch, readout,
 //! counter file, checker).
 
-use super::CoreParams;
-use crate::glb::{GlbBankCounts, GlbBankSel};
-use crate::pe_row::RowOut;
+use super::{CoreParams, COUNTER_BITS};
+use crate::array::pe_row::RowOut;
+use crate::mem::glb::{GlbBankCounts, GlbBankSel};
 use crate::{addr_bits, group, interface};
 
 interface! {
@@ -47,7 +47,7 @@ impl Problem<u32> {
     }
 }
 
-pub use crate::pe_row::{PRead, PeStep};
+pub use crate::array::pe_row::{PRead, PeStep};
 
 interface! {
     /// The sequencer's loop counters: phase (QK, PV) and the indices k (dimension), ii (query
@@ -92,7 +92,7 @@ impl Stall<u32> {
     }
 }
 
-pub use crate::dma::{AxiIn, AxiOut, MemIn, MemReq, ReadCmd, ReadDesc, WriteDesc};
+pub use crate::mem::dma::{AxiIn, AxiOut, MemIn, MemReq, ReadCmd, ReadDesc, WriteDesc};
 
 interface! {
     /// What the fetch unit needs of a read channel: descriptor busy, error code, a block
@@ -104,7 +104,7 @@ impl ReadStatus<u32> {
     pub fn widths(rd_data: u32) -> Self {
         ReadStatus {
             busy: 1,
-            error: crate::dma::error::BITS,
+            error: crate::mem::dma::error::BITS,
             ready: 1,
             slot: 1,
             rd_data,
@@ -167,7 +167,7 @@ interface! {
 
 impl Counters<u32> {
     pub fn widths() -> Self {
-        let w = super::COUNTER_BITS;
+        let w = COUNTER_BITS;
         Counters {
             cycles: w,
             mac_cycles: w,
@@ -346,11 +346,11 @@ impl CoreOut<u32> {
         CoreOut {
             busy: 1,
             done: 1,
-            error: crate::dma::error::BITS,
+            error: crate::mem::dma::error::BITS,
             mem_req,
             m_axi,
             counters: Counters::widths(),
-            glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths()),
+            glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
         }
     }
 }

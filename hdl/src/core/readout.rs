@@ -4,10 +4,10 @@
 
 use super::ports::WriteDesc;
 use super::{reg_set, CoreParams};
-use crate::dma::ROW_BYTES_BITS;
 use crate::fault::Fault;
-use crate::fsm::Fsm;
-use crate::iface::Block;
+use crate::ir::fsm::Fsm;
+use crate::ir::iface::Block;
+use crate::mem::dma::ROW_BYTES_BITS;
 use crate::{and_all, bits_for, group, mux, Design, ModuleBuilder, Sig};
 
 crate::states! {

@@ -29,13 +29,13 @@ use super::ports::{
     SeqIn, SeqOut, Stall, Step, WriteDesc,
 };
 use super::{reg_set, CoreParams};
-use crate::arith::div_ceil_const;
-use crate::dma::ROW_BYTES_BITS;
+use crate::array::pe::PeOp;
+use crate::array::pe_row::SCALE_STEPS;
 use crate::fault::Fault;
-use crate::fsm::Fsm;
-use crate::iface::{select, Block};
-use crate::pe::PeOp;
-use crate::pe_row::SCALE_STEPS;
+use crate::fp::arith::div_ceil_const;
+use crate::ir::fsm::Fsm;
+use crate::ir::iface::{select, Block};
+use crate::mem::dma::ROW_BYTES_BITS;
 use crate::{addr_bits, and_all, cat, mux, Design, ModuleBuilder, RegHandle, Sig};
 
 crate::states! {

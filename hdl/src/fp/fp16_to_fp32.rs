@@ -8,9 +8,9 @@
 //! representable; subnormals are normalized; ±0 and ±Inf keep their sign; NaN gives the
 //! canonical NaN 0x7FC00000.
 
-use crate::arith::{leading_zeros, select_special_f32, unpack};
 use crate::format::Format;
-use crate::iface::Block;
+use crate::fp::arith::{leading_zeros, select_special_f32, unpack};
+use crate::ir::iface::Block;
 use crate::operands::UnaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 

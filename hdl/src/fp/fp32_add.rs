@@ -31,11 +31,11 @@
 
 use anyhow::Result;
 
-use crate::arith::{
+use crate::format::Format;
+use crate::fp::arith::{
     clamp, leading_zeros, select_special_f32, shift_right_sticky, stage_all, unpack, Unpacked,
 };
-use crate::format::Format;
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, mux, or_all, Design, ModuleBuilder, Sig};
 

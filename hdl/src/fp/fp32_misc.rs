@@ -8,10 +8,10 @@
 //! * `fp_scale2_e8m23` (`a`, `n` (8 bits) → `y`): `a · 2^−n`, exact unless the result is
 //!   subnormal, then rounded to nearest even. Model: `kernels::fp::fp32_scale2`.
 
-use crate::arith::{self, unpack};
 use crate::format::Format;
-use crate::iface::Block;
+use crate::fp::arith::{self, unpack};
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::operands::{BinaryBlock, UnaryBlock, Y};
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 

@@ -13,12 +13,12 @@
 
 use anyhow::Result;
 
-use crate::arith::{
+use crate::format::Format;
+use crate::fp::arith::{
     mul_specials, normalize_f32, round_finish_f32, round_prepare_f32, select_special_f32,
     split_product, stage_all, stage_fields, stage_product, unpack,
 };
-use crate::format::Format;
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 

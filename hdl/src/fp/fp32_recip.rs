@@ -18,10 +18,10 @@
 //! the operand's register is in series with the input; the rounded result is registered, so
 //! `y` is a register (a cycle more than the division's).
 
-use crate::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::format::Format;
-use crate::iface::Block;
+use crate::fp::arith::{normalize_f32, round_pack_f32, unpack};
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {

@@ -10,9 +10,9 @@
 //! binary16 and round to bfloat16's subnormals (bfloat16 has binary32's exponent range, so only
 //! the fraction is rounded); NaN gives the target's canonical NaN (0x7E00, 0x7FC0).
 
-use crate::arith::{clamp, shift_right_sticky};
 use crate::format::Format;
-use crate::iface::Block;
+use crate::fp::arith::{clamp, shift_right_sticky};
+use crate::ir::iface::Block;
 use crate::operands::UnaryBlock;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 

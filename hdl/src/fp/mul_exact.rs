@@ -18,11 +18,11 @@
 
 use anyhow::Result;
 
-use crate::arith::{
+use crate::format::Format;
+use crate::fp::arith::{
     leading_zeros, mul_specials, select_special, split_product, stage_all, stage_product, unpack,
 };
-use crate::format::Format;
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::operands::BinaryBlock;
 use crate::{cat, Design, ModuleBuilder, Sig};
 

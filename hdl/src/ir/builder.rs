@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 
 use anyhow::{bail, Result};
 
+use super::signal::{self, addr_bits, mux, Arena};
 use crate::ir::*;
-use crate::signal::{self, mux, Arena};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -88,16 +88,6 @@ pub fn check_latency(block: &str, latency: u32, max: u32) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Bits needed to count `0..=n`.
-pub fn bits_for(n: u64) -> u32 {
-    (64 - n.leading_zeros()).max(1)
-}
-
-/// Bits needed to address `depth` entries (at least 1).
-pub fn addr_bits(depth: u32) -> u32 {
-    bits_for(depth.saturating_sub(1) as u64)
 }
 
 impl ModuleBuilder {

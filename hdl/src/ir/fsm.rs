@@ -9,8 +9,8 @@
 
 use std::marker::PhantomData;
 
+use super::signal::symbol;
 use crate::ir::FsmInfo;
-use crate::signal::symbol;
 use crate::{addr_bits, mux_index, ModuleBuilder, RegHandle, Sig};
 
 /// A set of named states (implemented by [`states!`]).
@@ -62,7 +62,7 @@ macro_rules! states {
         $vis enum $name {
             $($(#[$vmeta])* $variant),+
         }
-        impl $crate::fsm::States for $name {
+        impl $crate::ir::fsm::States for $name {
             const ALL: &'static [Self] = &[$($name::$variant),+];
             const PREFIX: &'static str = $prefix;
             const TYPE: &'static str = stringify!($name);

@@ -85,10 +85,10 @@ macro_rules! interface {
         $vis struct $name<T = $crate::Sig> {
             $($(#[$fmeta])* pub $field: T),+
         }
-        impl<T: Copy> $crate::iface::Ports<T> for $name<T> {
+        impl<T: Copy> $crate::ir::iface::Ports<T> for $name<T> {
             type With<U: Copy> = $name<U>;
             fn leaves(&self, prefix: &str, out: &mut Vec<(String, T)>) {
-                $(out.push(($crate::iface::join(prefix, stringify!($field)), self.$field));)+
+                $(out.push(($crate::ir::iface::join(prefix, stringify!($field)), self.$field));)+
             }
             fn map<U: Copy>(
                 &self,
@@ -96,7 +96,7 @@ macro_rules! interface {
                 f: &mut dyn FnMut(&str, T) -> U,
             ) -> $name<U> {
                 $name {
-                    $($field: f(&$crate::iface::join(prefix, stringify!($field)), self.$field)),+
+                    $($field: f(&$crate::ir::iface::join(prefix, stringify!($field)), self.$field)),+
                 }
             }
         }
@@ -119,11 +119,11 @@ macro_rules! group {
             $($(#[$lmeta])* pub $leaf: $t,)*
             $($(#[$fmeta])* pub $field: $fty),*
         }
-        impl<$t: Copy> $crate::iface::Ports<$t> for $name<$t> {
+        impl<$t: Copy> $crate::ir::iface::Ports<$t> for $name<$t> {
             type With<U: Copy> = $name<U>;
             fn leaves(&self, prefix: &str, out: &mut Vec<(String, $t)>) {
-                $(out.push(($crate::iface::join(prefix, stringify!($leaf)), self.$leaf));)*
-                $($crate::iface::Ports::leaves(
+                $(out.push(($crate::ir::iface::join(prefix, stringify!($leaf)), self.$leaf));)*
+                $($crate::ir::iface::Ports::leaves(
                     &self.$field,
                     &$crate::group!(@prefix $sep prefix, stringify!($field)),
                     out,
@@ -135,8 +135,8 @@ macro_rules! group {
                 f: &mut dyn FnMut(&str, $t) -> U,
             ) -> $name<U> {
                 $name {
-                    $($leaf: f(&$crate::iface::join(prefix, stringify!($leaf)), self.$leaf),)*
-                    $($field: $crate::iface::Ports::map(
+                    $($leaf: f(&$crate::ir::iface::join(prefix, stringify!($leaf)), self.$leaf),)*
+                    $($field: $crate::ir::iface::Ports::map(
                         &self.$field,
                         &$crate::group!(@prefix $sep prefix, stringify!($field)),
                         f,
@@ -145,7 +145,7 @@ macro_rules! group {
             }
         }
     };
-    (@prefix : $prefix:expr, $name:expr) => { $crate::iface::join($prefix, $name) };
+    (@prefix : $prefix:expr, $name:expr) => { $crate::ir::iface::join($prefix, $name) };
     (@prefix => $prefix:expr, $name:expr) => { $prefix.to_string() };
 }
 

@@ -18,8 +18,17 @@ use std::collections::HashMap;
 use std::ops::{Add, BitAnd, BitOr, BitXor, Not, Shl, Shr, Sub};
 use std::rc::Rc;
 
-use crate::bits_for;
 use crate::ir::*;
+
+/// Bits needed to count `0..=n`.
+pub fn bits_for(n: u64) -> u32 {
+    (64 - n.leading_zeros()).max(1)
+}
+
+/// Bits needed to address `depth` entries (at least 1).
+pub fn addr_bits(depth: u32) -> u32 {
+    bits_for(depth.saturating_sub(1) as u64)
+}
 
 /// The expression nodes of one module under construction.
 pub(crate) struct Arena {

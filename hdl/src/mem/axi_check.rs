@@ -11,7 +11,7 @@
 //!   in flight, a write response comes only while a write burst is unanswered.
 
 use super::dma::{AxiIn, AxiOut, DmaConfig, AXI_BOUNDARY, AXI_READ_IDS, AXI_WRITE_ID};
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::{bits_for, group, mux, or_all, Design, ModuleBuilder, Sig};
 
 group! {

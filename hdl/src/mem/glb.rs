@@ -123,8 +123,8 @@ pub struct GlbConfig {
 
 impl GlbConfig {
     /// The bank's SRAM configuration.
-    pub fn bank(&self) -> crate::sram::SramConfig {
-        crate::sram::SramConfig {
+    pub fn bank(&self) -> crate::mem::sram::SramConfig {
+        crate::mem::sram::SramConfig {
             depth: self.bank_words,
             width: self.word_bits,
             ports: self.ports,
@@ -421,8 +421,8 @@ interface! {
 }
 
 impl GlbBankCounts<u32> {
-    pub fn widths() -> Self {
-        let w = crate::core::COUNTER_BITS;
+    /// Both counters `w` bits wide (the core's counter width).
+    pub fn widths(w: u32) -> Self {
         GlbBankCounts {
             reads: w,
             writes: w,

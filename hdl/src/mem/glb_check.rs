@@ -1,15 +1,15 @@
 //! The GLB's checker (simulation only: instantiated under `ifdef REGFLASH_ASSERTIONS`, never
 //! synthesized). From the K and V descriptors, the memory port's steps and responses and the
 //! GLB's grants alone, it keeps its own account of which beats of each region landed from
-//! memory under the region's tag (`crate::glb`'s policy, written again here):
+//! memory under the region's tag (`crate::mem::glb`'s policy, written again here):
 //!
 //! * `kv_fetched_once`: a K/V beat already in the GLB is never read from memory again (for a
 //!   head that fits: its K and V come from memory once);
 //! * `glb_hit_landed`: the GLB serves only beats that landed from memory under the same tag
 //!   since the last flush (never another head's, never a beat it does not hold).
 
-use crate::dma::{DmaConfig, ROW_BYTES_BITS};
-use crate::iface::Block;
+use crate::ir::iface::Block;
+use crate::mem::dma::{DmaConfig, ROW_BYTES_BITS};
 use crate::{and_all, group, interface, mux, Design, ModuleBuilder};
 
 interface! {

@@ -17,8 +17,8 @@
 
 use anyhow::{ensure, Result};
 
-use crate::iface::Block;
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::{addr_bits, cat, Design};
 
 interface! {

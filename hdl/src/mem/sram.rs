@@ -12,7 +12,7 @@
 //! Emitted as behavioural Verilog that Yosys infers as a memory (one `$mem` per bank), or, with
 //! `blackbox`, as a module with the same ports and no body, for a memory macro to replace.
 
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::{addr_bits, interface, Design};
 
 interface! {

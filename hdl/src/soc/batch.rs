@@ -29,9 +29,9 @@
 use super::regmap::{ERR_ABORTED, ERR_ADDRESS, ERR_BATCH};
 use crate::core::ports::{Problem, Scratch};
 use crate::core::CoreParams;
-use crate::dma::{AxiIn, AxiOut, MemIf, MemIn, MemReq};
-use crate::fsm::Fsm;
-use crate::iface::Block;
+use crate::ir::fsm::Fsm;
+use crate::ir::iface::Block;
+use crate::mem::dma::{AxiIn, AxiOut, MemIf, MemIn, MemReq};
 use crate::{
     and_all, group, interface, mux, mux_index, or_all, Design, ModuleBuilder, RegHandle, Sig,
 };
@@ -89,7 +89,7 @@ impl BatchIn<u32> {
             addr_over: 1,
             core_busy: 1,
             core_done: 1,
-            core_error: crate::dma::error::BITS,
+            core_error: crate::mem::dma::error::BITS,
             csr: Problem::widths(p),
             varlen: VarlenRegs::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
@@ -133,7 +133,7 @@ impl BatchOut<u32> {
             busy: 1,
             done: 1,
             finish: 1,
-            error: crate::dma::error::BITS,
+            error: crate::mem::dma::error::BITS,
             core: CoreLaunch {
                 start: 1,
                 keep_counters: 1,
@@ -213,7 +213,7 @@ impl BatchRegs {
             k_hi: m.reg("k_hi", 32, Some(0)),
             aborting: m.reg("aborting", 1, Some(0)),
             launched: m.reg("launched", 1, Some(0)),
-            error: m.reg("error", crate::dma::error::BITS, Some(0)),
+            error: m.reg("error", crate::mem::dma::error::BITS, Some(0)),
         }
     }
 }
@@ -339,8 +339,8 @@ fn axi_port(
     to_mem.arid = mux(own, m.zero(p.dma.axi_id_bits), core_out.arid);
     to_mem.arlen = mux(own, m.zero(8), core_out.arlen);
     to_mem.arsize = mux(own, m.lit(3, beat_shift as u64), core_out.arsize);
-    to_mem.arburst = mux(own, m.lit(2, crate::dma::AXI_INCR), core_out.arburst);
-    to_mem.arcache = mux(own, m.lit(4, crate::dma::AXI_CACHE), core_out.arcache);
+    to_mem.arburst = mux(own, m.lit(2, crate::mem::dma::AXI_INCR), core_out.arburst);
+    to_mem.arcache = mux(own, m.lit(4, crate::mem::dma::AXI_CACHE), core_out.arcache);
     to_mem.arlock = mux(own, m.zero(1), core_out.arlock);
     to_mem.arprot = mux(own, m.zero(3), core_out.arprot);
     to_mem.arqos = mux(own, m.zero(4), core_out.arqos);
@@ -654,7 +654,7 @@ fn error_update(
     run_end: Sig,
 ) {
     let (st, go, aborting) = (&r.st, r.go, r.aborting.q);
-    let eb = crate::dma::error::BITS;
+    let eb = crate::mem::dma::error::BITS;
     let aborted = m.lit(eb, ERR_ABORTED);
     let invalid = m.lit(eb, ERR_BATCH);
     let beyond = m.lit(eb, ERR_ADDRESS);
@@ -862,7 +862,7 @@ fn extent(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, active: Sig) ->
 fn scratch_over(m: &mut ModuleBuilder, p: &CoreParams, vals: &Problem, s_addr: Sig) -> Sig {
     let (a, iw) = (p.addr_bits, p.index_bits);
     let w = a + iw + 20;
-    let blocks = crate::arith::div_ceil_const(m, vals.k_len, p.bc() as u64);
+    let blocks = crate::fp::arith::div_ceil_const(m, vals.k_len, p.bc() as u64);
     // rowfused's spill: the blocks its S arrays hold take no scratch space.
     let blocks = match super::regmap::scratch_held_blocks(p) {
         0 => blocks,

@@ -23,8 +23,8 @@ use super::batch::VarlenRegs;
 use super::regmap::{self, Access, Kind, ProblemReg, Register};
 use crate::core::ports::{Counters, Problem, Scratch};
 use crate::core::{CoreParams, COUNTER_BITS};
-use crate::glb::{GlbBankCounts, GlbBankSel};
-use crate::iface::{Block, Ports};
+use crate::ir::iface::{Block, Ports};
+use crate::mem::glb::{GlbBankCounts, GlbBankSel};
 use crate::{cat, group, interface, mux, or_all, Design, ModuleBuilder, RegHandle, Sig};
 use std::collections::HashMap;
 
@@ -92,11 +92,11 @@ impl CsrIn<u32> {
         CsrIn {
             busy: 1,
             done: 1,
-            error: crate::dma::error::BITS,
+            error: crate::mem::dma::error::BITS,
             finish: 1,
             s_axil: AxilIn::widths(),
             counters: Counters::widths(),
-            glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths()),
+            glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
         }
     }
 }
@@ -411,7 +411,7 @@ fn read_channel(
     let shadow = m.reg("cnt_shadow", COUNTER_BITS - 32, Some(0));
     let zero32 = m.zero(32);
     let (mut values, mut r_hits, mut lo_hits) = (vec![], vec![], vec![]);
-    let high = 24 - crate::dma::error::BITS;
+    let high = 24 - crate::mem::dma::error::BITS;
     let status = cat(&[
         m.zero(high),
         io.error,

@@ -47,7 +47,7 @@ pub fn c_header(p: &CoreParams, top: &str, scale_bits: u32) -> String {
         p.d()
     );
     s += "/* STATUS.ERR_CODE values (0: success). */\n";
-    for (code, name, doc) in crate::dma::error::CODES {
+    for (code, name, doc) in crate::mem::dma::error::CODES {
         s += &format!("#define REGFLASH_ERR_{name} {code}u /* {doc} */\n");
     }
     s += "/* The contract of every launch:\n";
@@ -153,7 +153,7 @@ pub fn markdown(p: &CoreParams, top: &str) -> String {
     }
     s += "\n## Error codes (`STATUS.ERR_CODE`)\n\n| code | name (`REGFLASH_ERR_*`) | meaning |\n\
           |---:|---|---|\n| 0 | | success |\n";
-    for (code, name, doc) in crate::dma::error::CODES {
+    for (code, name, doc) in crate::mem::dma::error::CODES {
         s += &format!("| {code} | {name} | {doc} |\n");
     }
     s += "\n## Limits (`REGFLASH_CFG_*`)\n\n| name | value | meaning |\n|---|---:|---|\n";

@@ -27,14 +27,14 @@ pub const COUNTER_BASE: u32 = 0x100;
 /// With a GLB: `GLB_BANK_SEL`, then the selected bank group's reads and writes as LO/HI pairs.
 pub const GLB_BANK_BASE: u32 = 0x0E0;
 /// `STATUS.ERR_CODE` after a software abort (every code: `dma::error::CODES`).
-pub const ERR_ABORTED: u64 = crate::dma::error::ABORTED;
+pub const ERR_ABORTED: u64 = crate::mem::dma::error::ABORTED;
 /// `STATUS.DONE`.
 pub const STATUS_DONE: u32 = 1 << 1;
 /// `STATUS.ERR_CODE` for an invalid varlen descriptor list (see `batch.rs`).
-pub const ERR_BATCH: u64 = crate::dma::error::BATCH;
+pub const ERR_BATCH: u64 = crate::mem::dma::error::BATCH;
 /// `STATUS.ERR_CODE` for an address the core cannot represent (bits at or above `addr_bits`
 /// in a base, a stride or a list address; or a varlen sequence starting beyond the range).
-pub const ERR_ADDRESS: u64 = crate::dma::error::ADDRESS;
+pub const ERR_ADDRESS: u64 = crate::mem::dma::error::ADDRESS;
 
 /// The rules a driver must follow that no register field states: (name, value, what it
 /// bounds). `regflash.h` has them as `REGFLASH_CFG_<name>`, `registers.md` as a table.
@@ -48,7 +48,7 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
                 "bytes of the memory beat: every base address and every row and head stride of \
                  Q, K, V and O is a multiple of it, else the run stops with ERR_CODE {} \
                  (MISALIGNED)",
-                crate::dma::error::MISALIGNED
+                crate::mem::dma::error::MISALIGNED
             ),
         ),
         (
@@ -74,7 +74,7 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
                  K_LEN (or varlen key length) stops the run with ERR_CODE {} (TOO_LARGE), or \
                  with a scratch region (SCRATCH_BLOCK_BYTES > 0: spill) sends the blocks past \
                  it to the scratch region. The other designs: MAX_LEN",
-                crate::dma::error::TOO_LARGE
+                crate::mem::dma::error::TOO_LARGE
             ),
         ),
         (
@@ -420,7 +420,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         })
     };
     let variant = variant(p).0;
-    let mem_if = (p.dma.mem_if == crate::dma::MemIf::Axi4) as u32;
+    let mem_if = (p.dma.mem_if == crate::mem::dma::MemIf::Axi4) as u32;
     let glb = p.dma.glb;
     let log2 = |x: u32| x.trailing_zeros();
     let id_glb = glb.map_or(0, |g| {
@@ -539,8 +539,8 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             field(
                 "ERR_CODE",
                 8,
-                crate::dma::error::BITS,
-                &crate::dma::error::CODES
+                crate::mem::dma::error::BITS,
+                &crate::mem::dma::error::CODES
                     .iter()
                     .map(|(c, n, _)| format!("{c} {n}"))
                     .collect::<Vec<_>>()

@@ -2,7 +2,7 @@
 //! control and status registers (`csr`), with the core's memory port. Ports: `s_axil_*` (the
 //! register slave), `irq`, and the core's memory port: `mem_req_*` / `mem_rsp_*` (`mem_if =
 //! "simple"`: one request per beat) or the AXI4 master `m_axi_*` (`mem_if = "axi4"`; see
-//! `hdl::dma`). The problem, start, abort, status and counters reach
+//! `hdl::mem::dma`). The problem, start, abort, status and counters reach
 //! the core only through the registers; no debug output leaves the top. Inner modules keep
 //! their parameterized names.
 
@@ -10,7 +10,7 @@ use super::batch::{self, BatchIn};
 use super::csr::{self, AxilIn, AxilOut, CsrIn, CsrOut};
 use crate::core::ports::CoreIn;
 use crate::core::CoreParams;
-use crate::dma::{AxiIn, AxiOut, MemIn, MemReq};
+use crate::mem::dma::{AxiIn, AxiOut, MemIn, MemReq};
 use crate::{group, Design, ModRef};
 
 group! {

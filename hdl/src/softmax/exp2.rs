@@ -17,12 +17,12 @@
 
 use anyhow::Result;
 
-use crate::arith::{
+use crate::format::Format;
+use crate::fp::arith::{
     carry_save_sum, partial_products, round_apply_f32, round_finish_f32, round_plan_f32, stage_all,
     unpack,
 };
-use crate::format::Format;
-use crate::iface::Block;
+use crate::ir::iface::Block;
 use crate::operands::{X, Y};
 use crate::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
 
@@ -100,7 +100,7 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let sig_up = cat(&[u.sig, zero8]);
     let c134 = m.lit(8, 134);
     let rsh = c134 - u.exp_eff;
-    let rsh = crate::arith::clamp(m, rsh, 32, 6);
+    let rsh = crate::fp::arith::clamp(m, rsh, 32, 6);
     let rsh = m.hint("rsh", rsh);
     let whole = sig_up >> rsh;
     let whole = m.hint("whole", whole);

@@ -27,15 +27,15 @@ pub mod row_reduce;
 
 use anyhow::Result;
 
-use crate::exp2::Exp2Config;
 use crate::format::Format;
-use crate::fp32_add::{self, Fp32AddConfig};
-use crate::fp32_misc;
-use crate::fp32_misc::Scale2;
-use crate::fp32_mul::{self, Fp32MulConfig};
-use crate::iface::Block;
+use crate::fp::fp32_add::{self, Fp32AddConfig};
+use crate::fp::fp32_misc;
+use crate::fp::fp32_misc::Scale2;
+use crate::fp::fp32_mul::{self, Fp32MulConfig};
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::operands::{Binary, Unary, X};
+use crate::softmax::exp2::Exp2Config;
 use crate::{cat, mux, Design, ModuleBuilder, Sig};
 
 interface! {
@@ -428,7 +428,7 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
         let neg_m = row_max ^ sign;
         let x = m.instantiate(&add, "u_sub", &Binary { a: t, b: neg_m }).y;
         let e = m.instantiate(&exp, "u_exp2", &X { x }).y;
-        let p = crate::fp32_to_fp16::logic_to(m, e, cfg.p);
+        let p = crate::fp::fp32_to_fp16::logic_to(m, e, cfg.p);
         let late = cfg.p_registered();
         let masked = m.delay_n("masked", masked, cfg.latency() - late as u32);
         let zero = m.zero(cfg.p.bits());

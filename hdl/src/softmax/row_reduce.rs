@@ -11,10 +11,10 @@
 
 use anyhow::{ensure, Result};
 
-use crate::fp32_add::{self, Fp32AddConfig};
-use crate::fp32_misc;
-use crate::iface::Block;
+use crate::fp::fp32_add::{self, Fp32AddConfig};
+use crate::fp::fp32_misc;
 use crate::interface;
+use crate::ir::iface::Block;
 use crate::operands::Binary;
 use crate::operands::X;
 use crate::{Design, Sig};

@@ -6,8 +6,7 @@
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Dataflow;
-use crate::config::CoreConfig;
+use super::{Dataflow, Tile};
 
 /// buf2d's knobs (the `[buf2d]` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,7 +49,7 @@ impl BufParams {
     /// Bytes of on-chip buffer the tiling of `cfg` needs: per PE row an S array (a x Bc FP32,
     /// one block) and a P array (a x Bc FP16, two blocks), addressed by (query row, key), so
     /// each count is rounded up to a power of two.
-    pub fn bytes_needed(&self, cfg: &CoreConfig) -> u64 {
+    pub fn bytes_needed(&self, cfg: &Tile) -> u64 {
         let (s_per, p_per) = self.elems_per_word();
         let (s_words, p_words) = self.array_words(cfg);
         let s_bytes = s_words * 4 * s_per as u64;
@@ -61,7 +60,7 @@ impl BufParams {
     /// Words of one row's S array and P array (both blocks) for the tiling of `cfg`, each
     /// addressed by query row and word, so each count a power of two (a word that holds a
     /// row's whole block needs no index).
-    pub fn array_words(&self, cfg: &CoreConfig) -> (u64, u64) {
+    pub fn array_words(&self, cfg: &Tile) -> (u64, u64) {
         let a = (cfg.br / cfg.rows.max(1)).max(1);
         let words = |per: u32| {
             let index = if per > 1 && cfg.bc == per {
@@ -77,7 +76,7 @@ impl BufParams {
 
     /// The bytes of each bank (a row's S and P arrays split `banks` ways): `bytes` shared out,
     /// or what the tiling needs when that is 0 (no limit).
-    pub fn bank_bytes(&self, cfg: &CoreConfig) -> u64 {
+    pub fn bank_bytes(&self, cfg: &Tile) -> u64 {
         let total = match self.bytes {
             0 => self.bytes_needed(cfg),
             b => b,
@@ -123,7 +122,7 @@ impl Dataflow for BufParams {
         self.banks
     }
 
-    fn sram_bank_bytes(&self, cfg: &CoreConfig) -> Option<u64> {
+    fn sram_bank_bytes(&self, cfg: &Tile) -> Option<u64> {
         Some(self.bank_bytes(cfg))
     }
 
@@ -135,7 +134,7 @@ impl Dataflow for BufParams {
         )
     }
 
-    fn validate(&self, cfg: &CoreConfig) -> Result<()> {
+    fn validate(&self, cfg: &Tile) -> Result<()> {
         let b = self;
         ensure!(
             matches!(b.ports, 1 | 2),

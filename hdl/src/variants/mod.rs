@@ -30,7 +30,22 @@ pub use reg3d::StackParams;
 pub use rowfused::RowParams;
 pub use unfused::Unfused;
 
-use crate::config::CoreConfig;
+/// The parts of a design's configuration a variant sizes and checks its knobs against (a
+/// `CoreConfig`'s, from `CoreConfig::tile`): the variants sit below the configuration that
+/// holds them, and see only this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// PE rows.
+    pub rows: u32,
+    /// Query rows of a tile (Br).
+    pub br: u32,
+    /// Keys of a block (Bc).
+    pub bc: u32,
+    /// Head size (d).
+    pub head_dim: u32,
+    /// Width of the core's row and key indices.
+    pub index_bits: u32,
+}
 
 /// What a variant does, as the rest of the design asks it. The defaults are reg2d's: one tier
 /// of PEs on which QK and PV take turns, S in the PE registers (two blocks), P in a two-port
@@ -146,8 +161,8 @@ pub trait Dataflow {
 
     /// Bytes of each SRAM bank that holds S or P (the energy model prices an access by its
     /// bank's capacity); None when S and P are in registers.
-    fn sram_bank_bytes(&self, cfg: &CoreConfig) -> Option<u64> {
-        let _ = cfg;
+    fn sram_bank_bytes(&self, tile: &Tile) -> Option<u64> {
+        let _ = tile;
         None
     }
 
@@ -157,8 +172,8 @@ pub trait Dataflow {
     }
 
     /// The variant's knobs against the rest of the configuration.
-    fn validate(&self, cfg: &CoreConfig) -> Result<()> {
-        let _ = cfg;
+    fn validate(&self, tile: &Tile) -> Result<()> {
+        let _ = tile;
         Ok(())
     }
 }

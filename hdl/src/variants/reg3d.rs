@@ -6,8 +6,7 @@
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Dataflow;
-use crate::config::CoreConfig;
+use super::{Dataflow, Tile};
 
 /// reg3d's knobs (the `[reg3d]` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -86,7 +85,7 @@ impl Dataflow for StackParams {
             }
     }
 
-    fn validate(&self, _: &CoreConfig) -> Result<()> {
+    fn validate(&self, _: &Tile) -> Result<()> {
         ensure!(
             matches!(self.tiers, 2 | 3),
             "reg3d.tiers = {} is not supported: reg3d has 2 tiers (QK with the softmax engines \

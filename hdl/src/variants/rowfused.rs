@@ -12,8 +12,7 @@
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Dataflow;
-use crate::config::CoreConfig;
+use super::{Dataflow, Tile};
 
 /// rowfused's knobs (the `[rowfused]` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -47,7 +46,7 @@ impl Default for RowParams {
 impl RowParams {
     /// Bytes of the S arrays (per PE row a × keys FP32 scores) and the P banks (per PE row two
     /// blocks of a × bc FP16 weights), each count rounded up to a power of two per query row.
-    pub fn bytes_needed(&self, cfg: &CoreConfig) -> u64 {
+    pub fn bytes_needed(&self, cfg: &Tile) -> u64 {
         let a = (cfg.br / cfg.rows.max(1)).max(1);
         let rows = 1u64 << crate::addr_bits(a);
         // Addressed as (query row, block, key): each field rounded up to a power of two.
@@ -84,7 +83,7 @@ impl Dataflow for RowParams {
         self.macro_blackbox
     }
 
-    fn sram_bank_bytes(&self, cfg: &CoreConfig) -> Option<u64> {
+    fn sram_bank_bytes(&self, cfg: &Tile) -> Option<u64> {
         Some(self.bytes_needed(cfg) / cfg.rows.max(1) as u64)
     }
 
@@ -97,7 +96,7 @@ impl Dataflow for RowParams {
         )
     }
 
-    fn validate(&self, cfg: &CoreConfig) -> Result<()> {
+    fn validate(&self, cfg: &Tile) -> Result<()> {
         let blocks = self.keys / cfg.bc.max(1);
         ensure!(
             self.keys >= cfg.bc
@@ -143,9 +142,10 @@ mod tests {
     /// values): a wider block is refused with what to change; without the spill it runs.
     #[test]
     fn spill_needs_block_rows_that_fit_the_staging_buffer() {
-        let mut cfg = CoreConfig::preset("small").unwrap();
+        let mut cfg = crate::config::CoreConfig::preset("small").unwrap();
         cfg.head_dim = 4;
         cfg.bc = 8;
+        let cfg = cfg.tile();
         let mut r = RowParams {
             keys: 64,
             ..RowParams::default()

@@ -16,8 +16,7 @@
 
 use anyhow::{ensure, Result};
 
-use super::Dataflow;
-use crate::config::CoreConfig;
+use super::{Dataflow, Tile};
 
 /// unfused has no knobs of its own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -36,7 +35,7 @@ impl Dataflow for Unfused {
         "_uf".into()
     }
 
-    fn validate(&self, cfg: &CoreConfig) -> Result<()> {
+    fn validate(&self, cfg: &Tile) -> Result<()> {
         // A block row of S (bc FP32 scores) goes through the O staging buffer, whose rows
         // hold head_dim FP32 values.
         ensure!(

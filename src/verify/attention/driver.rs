@@ -310,7 +310,7 @@ pub struct CoreRun {
     pub glb_banks: Vec<(u64, u64)>,
     pub memory: MemoryStats,
     pub assertion_failures: u32,
-    /// The DMA error code the core stopped with (0: none; see `hdl::dma::error`).
+    /// The DMA error code the core stopped with (0: none; see `hdl::mem::dma::error`).
     pub dma_error: u64,
     /// The memory's timing in this run.
     pub timing: MemoryTiming,
@@ -499,7 +499,7 @@ pub fn run_on(
     progress(cycles, estimate);
     let dma_error = dut.get_id(error);
     link.check_idle()?;
-    let counters = hdl::iface::Ports::named(&dut.get_all("", &Counters::widths()))
+    let counters = hdl::ir::iface::Ports::named(&dut.get_all("", &Counters::widths()))
         .into_iter()
         .collect();
     let glb_banks = glb_banks(p, dut);

@@ -335,7 +335,7 @@ fn run_mismatches(run: &CoreRun, want: &ExpectedCounts) -> Vec<(String, u64, u64
         errors.push((
             format!(
                 "DMA error ({}): the core stopped",
-                hdl::dma::error::describe(run.dma_error)
+                hdl::mem::dma::error::describe(run.dma_error)
             ),
             run.dma_error,
             0,

@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::verify::attention::top::{TopDriver, Wait};
-use hdl::dma::{error, AXI_DECERR, AXI_SLVERR};
+use hdl::mem::dma::{error, AXI_DECERR, AXI_SLVERR};
 
 /// How a launch ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

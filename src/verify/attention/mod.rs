@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use anyhow::{bail, ensure, Context, Result};
 use hdl::config::MAX_MEM_LATENCY;
 use hdl::core::{CoreParams, COUNTERS};
-use hdl::dma::{DmaConfig, MemIf};
 use hdl::format::Format;
+use hdl::mem::dma::{DmaConfig, MemIf};
 use kernels::accuracy::Accuracy;
 use kernels::flash::{
     decode, flash_attention, flash_attention_quant, FlashConfig, FlashStats, OutFormat, Problem,

@@ -2,7 +2,7 @@
 //! more elements and one or more banks.
 
 use super::{Parts, PeRowConfig, RowIn};
-use crate::sram::{SramBlock, SramIn};
+use crate::mem::sram::{SramBlock, SramIn};
 use crate::{cat, mux, mux_index, ModuleBuilder, Sig};
 
 /// The row's P bank: the exp sweep writes each weight (through the write nets, driven by

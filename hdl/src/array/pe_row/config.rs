@@ -2,8 +2,8 @@
 
 use anyhow::{ensure, Result};
 
-use crate::pe::PeConfig;
-use crate::row_reduce::RowReduceConfig;
+use crate::array::pe::PeConfig;
+use crate::softmax::row_reduce::RowReduceConfig;
 use crate::softmax::{RowUpdateConfig, SoftmaxExpConfig};
 use crate::variants::{Dataflow, Variant};
 use crate::{addr_bits, bits_for, ModuleBuilder, Sig};
@@ -412,7 +412,7 @@ impl PeRowConfig {
     /// its wait (`fp32_recip::LATENCY`) and the sweep over the row's d outputs; then the
     /// pipeline's last write (`RE_RO_DRAIN`).
     pub fn readout_cycles(&self) -> u32 {
-        self.a * (1 + crate::fp32_recip::LATENCY + self.cols * self.e) + self.readout_latency()
+        self.a * (1 + crate::fp::fp32_recip::LATENCY + self.cols * self.e) + self.readout_latency()
     }
 
     /// Cycles from the readout's visit of an O value to its beat's write into the staging
@@ -424,10 +424,10 @@ impl PeRowConfig {
 
     /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
     /// in `banks` banks, single-port; in rowfused a × `row_keys` scores at (ii, block, j).
-    pub fn s_array(&self) -> Option<crate::sram::SramConfig> {
+    pub fn s_array(&self) -> Option<crate::mem::sram::SramConfig> {
         let f = self.flow();
         let per = f.elems_per_word().0;
-        f.s_in_sram().then(|| crate::sram::SramConfig {
+        f.s_in_sram().then(|| crate::mem::sram::SramConfig {
             depth: (1 << (self.ii_bits() + self.blk_bits() + self.word_bits(per))) / f.banks(),
             width: self.elem_bits().1 * per,
             ports: 1,
@@ -438,9 +438,9 @@ impl PeRowConfig {
     /// The row's P bank: two blocks of a × Bc FP16 weights at (slot, ii, j); one read and one
     /// write port, or in buf2d one bank of the buffer's P array, with its configured ports,
     /// words of `p_per_word` weights and `banks` banks.
-    pub fn p_array(&self) -> crate::sram::SramConfig {
+    pub fn p_array(&self) -> crate::mem::sram::SramConfig {
         let per = self.p_per_word();
-        crate::sram::SramConfig {
+        crate::mem::sram::SramConfig {
             depth: (2 << (self.ii_bits() + self.word_bits(per))) / self.banks(),
             width: self.elem_bits().0 * per,
             ports: self.flow().p_ports(),

@@ -1,7 +1,7 @@
 //! The row engine's state machine, its sweep counters and the softmax units' operations.
 
 use super::{PeRowConfig, RowIn, SoftmaxRows};
-use crate::fsm::Fsm;
+use crate::ir::fsm::Fsm;
 use crate::{addr_bits, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
 
 /// Counter `v + 1` wrapping at `n` (returns the next value and whether `v` was the last).

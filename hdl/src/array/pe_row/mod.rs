@@ -88,15 +88,15 @@ use normalize::readout;
 use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, SoftmaxRows};
 use tiers::{array, s_link_bits, vlink_bits, Array, ArrayIn};
 
-use crate::fp32_add::{self, Fp32AddConfig};
-use crate::fp32_mul::{self, Fp32MulConfig};
-use crate::fp32_recip::{self, RecipIn, RecipOut};
-use crate::iface::Block;
+use crate::array::pe_tier::{self, STierBlock, TierBlock, TierKind};
+use crate::fp::fp32_add::{self, Fp32AddConfig};
+use crate::fp::fp32_mul::{self, Fp32MulConfig};
+use crate::fp::fp32_recip::{self, RecipIn, RecipOut};
+use crate::ir::iface::Block;
+use crate::mem::sram::{self, SramBlock};
 use crate::operands::{BinaryBlock, X};
-use crate::pe_tier::{self, STierBlock, TierBlock, TierKind};
-use crate::row_reduce::{self, Reduce};
+use crate::softmax::row_reduce::{self, Reduce};
 use crate::softmax::{self as sm_units, ExpIn, ExpOut, RowOpIn, RowState};
-use crate::sram::{self, SramBlock};
 use crate::{bits_for, mux, or_all, Design, ModuleBuilder, Sig};
 
 /// The PE row's block.

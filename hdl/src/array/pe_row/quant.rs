@@ -15,9 +15,9 @@
 //! past the sequence reads a stale scale, and its masked scores must stay −Inf.
 
 use super::{Parts, PeRowConfig, RowIn};
+use crate::array::pe::PeOp;
 use crate::fault::Fault;
 use crate::operands::Binary;
-use crate::pe::PeOp;
 use crate::{and_all, cat, mux, mux_index, ModuleBuilder, Sig};
 
 /// `kernels::quant::positive_normal`: a positive normal or +Inf kept, anything else (zero,

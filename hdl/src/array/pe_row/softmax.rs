@@ -4,9 +4,9 @@
 use super::banks::{banked, element, gather, PBank, Word};
 use super::{EngineRegs, Parts, PeRowConfig, RowIn, RowStore, ScratchRead};
 use crate::fault::Fault;
+use crate::mem::sram::SramIn;
 use crate::operands::{Binary, X};
 use crate::softmax::{ExpIn, RowOp, RowOpIn};
-use crate::sram::SramIn;
 use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, Sig};
 
 /// The row's softmax units (one per query row), driven by the engine through nets.
@@ -404,7 +404,7 @@ pub(super) fn max_sweep(
     let neg_inf = m.lit(acc.bits(), acc.neg_inf());
     let candidate = mux(sw.visit.masked, neg_inf, sw.value);
     let run_max = m.reg("run_max", acc.bits(), Some(acc.neg_inf()));
-    let maxed = crate::fp32_misc::max_logic(m, run_max.q, candidate);
+    let maxed = crate::fp::fp32_misc::max_logic(m, run_max.q, candidate);
     m.set_next(run_max, mux(start_sweep, neg_inf, maxed));
     m.set_enable(run_max, sw.visit.in_max | start_sweep);
     m.drive(sm.blk_max, run_max.q);
@@ -494,11 +494,11 @@ pub(super) fn exp_sweep(
             (p_we, out_valid, Some(store))
         }
     };
-    let wide = crate::fp16_to_fp32::logic_from(m, p, cfg.pe.mac.formats().operand);
+    let wide = crate::fp::fp16_to_fp32::logic_from(m, p, cfg.pe.mac.formats().operand);
     // For a fast clock the widened weight is registered before the first adder (the widening
     // normalizes a subnormal P: a leading-zero count and a shift).
     let cut = cfg.widen_registered();
-    let [wide, out_valid, out_c, out_jj] = crate::arith::stage_all(
+    let [wide, out_valid, out_c, out_jj] = crate::fp::arith::stage_all(
         m,
         "wide",
         cut,

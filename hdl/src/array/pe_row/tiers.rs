@@ -2,7 +2,7 @@
 //! them, and the bits over the vertical links.
 
 use super::{EngineRegs, Parts, PeRowConfig, PeStep, RowIn};
-use crate::pe_tier::{STierIn, TierIn, TierOut};
+use crate::array::pe_tier::{STierIn, TierIn, TierOut};
 use crate::{cat, mux, mux_index, ModuleBuilder, Sig};
 
 /// What one tier of PEs steps on: its step bus, its column bus, the mask of its phase's block,

@@ -7,8 +7,8 @@ use super::{
     error, AxiIn, AxiOut, DmaConfig, AXI_BOUNDARY, AXI_CACHE, AXI_DECERR, AXI_INCR, AXI_MAX_BEATS,
     AXI_READ_IDS, AXI_WRITE_ID, ROW_BYTES_BITS,
 };
-use crate::axi_check::{AxiCheckBlock, AxiWatch};
-use crate::iface::Ports;
+use crate::ir::iface::Ports;
+use crate::mem::axi_check::{AxiCheckBlock, AxiWatch};
 use crate::{addr_bits, and_all, bits_for, mux, mux_index, or_all, ModuleBuilder, RegHandle, Sig};
 
 /// Beats of the burst channel `ch` would issue now (9 bits, 1 to 256 while it has a request):

@@ -2,8 +2,8 @@
 //! and their widths.
 
 use super::{error, DmaConfig, MemIf, BEAT_COUNTER_BITS, ROW_BYTES_BITS};
-use crate::glb::{GlbCtl, GlbEvents, GlbLand, GlbScratch};
-use crate::landing::LandingConfig;
+use crate::mem::glb::{GlbCtl, GlbEvents, GlbLand, GlbScratch};
+use crate::mem::landing::LandingConfig;
 use crate::{addr_bits, group, interface};
 
 interface! {

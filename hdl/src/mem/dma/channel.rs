@@ -2,8 +2,8 @@
 //! and response walkers over its rows and blocks; the landing or staging side.
 
 use super::{error, DmaConfig, MemIf, ROW_BYTES_BITS};
-use crate::arith::split_counter;
-use crate::landing::LandingConfig;
+use crate::fp::arith::split_counter;
+use crate::mem::landing::LandingConfig;
 use crate::{addr_bits, and_all, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
 
 /// Descriptor inputs of a channel.

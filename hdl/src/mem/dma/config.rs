@@ -3,8 +3,8 @@
 use anyhow::{ensure, Result};
 
 use crate::addr_bits;
-use crate::glb::GlbConfig;
-use crate::landing::{self, LandingConfig};
+use crate::mem::glb::GlbConfig;
+use crate::mem::landing::{self, LandingConfig};
 
 /// Configuration of the DMA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct DmaConfig {
     /// Built for fault injection (`Fault::EarlyWlast` acts in the AXI4 master, `GlbNoHit` and
     /// `GlbStaleTag` in the GLB, selected at run time; see `fault.rs`).
     pub faults: bool,
-    /// The global buffer between the K/V channels and the memory port (`crate::glb`).
+    /// The global buffer between the K/V channels and the memory port (`crate::mem::glb`).
     pub glb: Option<GlbConfig>,
     /// The most rows a K or V descriptor may have (rowfused: the keys its S arrays hold);
     /// a longer one stops with `TOO_LARGE`. None: no limit but `index_bits`.

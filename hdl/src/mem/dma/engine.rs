@@ -5,16 +5,16 @@ use super::channel::{self, counter, finish_read};
 use super::glb;
 use super::simple::simple_port;
 use super::{DmaConfig, MemIf, BEAT_COUNTER_BITS};
-use crate::axi_check::{self};
-use crate::iface::Ports;
+use crate::ir::iface::Ports;
+use crate::mem::axi_check::{self};
 use crate::{Design, ModRef, RegHandle};
 
 /// Defines the engine.
 pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
     let check = (cfg.mem_if == MemIf::Axi4).then(|| axi_check::build(d, cfg));
     let glb_blocks = cfg.glb.map(|g| glb::GlbBlocks {
-        bank: crate::sram::build(d, &g.bank()),
-        check: crate::glb_check::build(d, cfg),
+        bank: crate::mem::sram::build(d, &g.bank()),
+        check: crate::mem::glb_check::build(d, cfg),
     });
     let cfg = *cfg;
     d.define(&cfg.engine_name(), |_, m| {

@@ -1,4 +1,4 @@
-//! The GLB's control inside `dma_engine` (the policy and the bank map are in `crate::glb`):
+//! The GLB's control inside `dma_engine` (the policy and the bank map are in `crate::mem::glb`):
 //! per K/V region its tag and high-water mark, per channel the beats requested and landed
 //! since the descriptor was taken, the hit/fill/stream decision, bank arbitration, and the
 //! banks themselves.
@@ -15,10 +15,10 @@ use super::channel::Channel;
 use super::simple::PortSteps;
 use super::{DmaConfig, ROW_BYTES_BITS};
 use crate::fault::Fault;
-use crate::glb::{self, GlbConfig, GlbEvents};
-use crate::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
-use crate::iface::Block;
-use crate::sram::{SramIn, SramOut};
+use crate::ir::iface::Block;
+use crate::mem::glb::{self, GlbConfig, GlbEvents};
+use crate::mem::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
+use crate::mem::sram::{SramIn, SramOut};
 use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
 
 /// The channels the GLB serves (K and V) by their index in the engine.

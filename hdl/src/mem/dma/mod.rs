@@ -65,8 +65,8 @@ pub use channel::CHECK_CYCLES;
 pub use config::*;
 pub use engine::build_engine;
 
-use crate::iface::Block;
-use crate::landing::{self};
+use crate::ir::iface::Block;
+use crate::mem::landing::{self};
 use crate::{addr_bits, cat, mux, mux_index, Design, ModuleBuilder, Sig};
 
 /// The DMA's block.
