@@ -489,7 +489,7 @@ impl ModuleBuilder {
             Some(value) => {
                 let rst = self.node(NodeKind::Reset, 1);
                 let value = self.lit(v.width, value);
-                crate::mux(rst, value, v)
+                mux(rst, value, v)
             }
             None => v,
         }
@@ -513,7 +513,7 @@ impl ModuleBuilder {
         };
         let d = sig(next, width);
         match enable {
-            Some(en) => crate::mux(sig(en, 1), d, r.q),
+            Some(en) => mux(sig(en, 1), d, r.q),
             None => d,
         }
     }
@@ -521,7 +521,7 @@ impl ModuleBuilder {
     /// `bits` (each a single bit) registered together as `name`, one register of them all,
     /// given back bit by bit in the same order.
     pub fn delay_bits(&mut self, name: &str, bits: &[Sig]) -> Vec<Sig> {
-        let r = self.delay(name, crate::cat(bits));
+        let r = self.delay(name, signal::cat(bits));
         (0..bits.len() as u32).rev().map(|k| r.bit(k)).collect()
     }
 

@@ -9,9 +9,11 @@
 
 use std::marker::PhantomData;
 
+use super::builder::{ModuleBuilder, RegHandle};
 use super::signal::symbol;
+use super::signal::{addr_bits, mux_index};
+use super::Sig;
 use crate::ir::FsmInfo;
-use crate::{addr_bits, mux_index, ModuleBuilder, RegHandle, Sig};
 
 /// A set of named states (implemented by [`states!`]).
 pub trait States: Copy + Eq + std::fmt::Debug + 'static {

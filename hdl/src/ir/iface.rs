@@ -13,8 +13,9 @@
 
 use std::marker::PhantomData;
 
+use super::builder::ModuleBuilder;
+use super::{Design, Sig};
 use crate::ir::ModRef;
-use crate::{Design, ModuleBuilder, Sig};
 
 /// A struct of ports with leaves of type `T` (widths `u32`, or signals [`Sig`]).
 pub trait Ports<T: Copy>: Sized {
@@ -82,7 +83,7 @@ macro_rules! interface {
     }) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        $vis struct $name<T = $crate::Sig> {
+        $vis struct $name<T = $crate::ir::Sig> {
             $($(#[$fmeta])* pub $field: T),+
         }
         impl<T: Copy> $crate::ir::iface::Ports<T> for $name<T> {
@@ -115,7 +116,7 @@ macro_rules! group {
     }) => {
         $(#[$meta])*
         #[derive(Clone, Debug, PartialEq, Eq)]
-        $vis struct $name<$t = $crate::Sig> {
+        $vis struct $name<$t = $crate::ir::Sig> {
             $($(#[$lmeta])* pub $leaf: $t,)*
             $($(#[$fmeta])* pub $field: $fty),*
         }
@@ -155,7 +156,7 @@ pub fn select<P: Ports<Sig>>(sel: Sig, t: &P, f: &P) -> P::With<Sig> {
     let mut k = 0;
     t.map("", &mut |_, x| {
         k += 1;
-        crate::mux(sel, x, fs[k - 1])
+        super::signal::mux(sel, x, fs[k - 1])
     })
 }
 

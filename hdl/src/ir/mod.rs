@@ -460,12 +460,12 @@ impl Design {
     pub fn define(
         &mut self,
         name: &str,
-        build: impl FnOnce(&mut Design, &mut crate::ModuleBuilder),
+        build: impl FnOnce(&mut Design, &mut builder::ModuleBuilder),
     ) -> ModRef {
         if let Some(&i) = self.index.get(name) {
             return self.modules[i].interface();
         }
-        let mut b = crate::ModuleBuilder::new(name);
+        let mut b = builder::ModuleBuilder::new(name);
         build(self, &mut b);
         let module = b
             .finish()

@@ -70,9 +70,9 @@
 //! `quant` (integer QKᵀ's scales and C'); this file instantiates the parts and wires the row.
 
 mod banks;
-mod bus;
-mod config;
-mod engine;
+pub mod bus;
+pub mod config;
+pub(crate) mod engine;
 mod normalize;
 mod quant;
 mod softmax;
@@ -80,7 +80,6 @@ mod tiers;
 
 pub use bus::*;
 pub use config::*;
-pub(crate) use engine::step_counter;
 
 use banks::{p_bank, p_landing};
 use engine::{sequencing, Engine, EngineRegs};
