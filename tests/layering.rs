@@ -2,9 +2,10 @@
 //! each other in a circle, and no file of `hdl` imports from a layer above its own.
 //!
 //! The graph is read from the sources, not from the compiler: every `use` tree and every inline
-//! path that starts at `crate`, `super`, `self`, a child module or a name a `use` binds, resolved
-//! through `pub use` re-exports to the file that defines the item. An arrow runs from the file
-//! that names a path to that file. A folder's face (its `mod.rs`, a crate's `lib.rs`) naming
+//! path that starts at `crate`, `super`, `self`, a child module or a name a `use` binds. A path
+//! reaches the file that defines its item or, where a module's `pub use` re-exports the item,
+//! that module's file (the crate's root excepted: a path through it reaches the definition). An
+//! arrow runs from the file that names a path to the file it reaches. A folder's face (its `mod.rs`, a crate's `lib.rs`) naming
 //! its own parts is the folder's structure, not an import, and draws no arrow; a part naming
 //! its face does. Comments, strings and inline modules (the unit tests' `mod tests { … }`) are
 //! not read.
@@ -461,21 +462,33 @@ impl Crate {
                         tail.extend(rest[k + 1..].iter().cloned());
                         return self.resolve(&next, &tail, depth + 1);
                     }
-                    Some(item) => return Some(item),
+                    Some(item) => return Some(Self::through(&cur, item)),
                     None => return None,
                 }
             }
-            for g in m.uses.iter().filter(|u| u.bound == "*") {
+            for g in m.uses.iter().filter(|u| u.public && u.bound == "*") {
                 let mut p = g.path.clone();
                 p.extend(rest[k..].iter().cloned());
                 if let Some(t) = self.resolve(&cur, &p, depth + 1) {
-                    return Some(t);
+                    return Some(Self::through(&cur, t));
                 }
             }
             // A `#[macro_export]` macro lives at the root whichever file defines it.
             return Some(self.definer(seg).map_or(Target::Item(cur), Target::Item));
         }
         Some(Target::Module(cur))
+    }
+
+    /// An item that module `face` re-exports, as a path through `face` reaches it: the
+    /// importer depends on `face`'s file (its `pub use`), as on a file that defined the item;
+    /// the crate's root is no file of its own (it declares every module), so a path through
+    /// it reaches the file that defines the item.
+    fn through(face: &ModPath, item: Target) -> Target {
+        if face.is_empty() {
+            item
+        } else {
+            Target::Item(face.clone())
+        }
     }
 
     /// The one module whose file defines `name` as a macro, if one does.
@@ -656,8 +669,8 @@ fn hdl_imports_run_down_its_layers() {
     );
 }
 
-/// The reader finds what it must: a circle planted in a small crate, and a `pub use`
-/// re-export followed to the file that defines the item.
+/// The reader finds what it must: a circle planted in a small crate, through the root's `pub
+/// use` to the file that defines the item, and an import through a folder's face to the face.
 #[test]
 fn the_reader_sees_a_planted_circle() {
     let dir = std::env::temp_dir().join(format!("regflash-layering-{}", std::process::id()));
@@ -670,13 +683,18 @@ fn the_reader_sees_a_planted_circle() {
     .unwrap();
     std::fs::write(
         src.join("a.rs"),
-        "// crate::b::nothing in a comment\nuse crate::Thing;\npub fn f() -> Thing { todo!() }\n",
+        "// crate::b::nothing in a comment\nuse crate::Thing;\nuse crate::b::Other;\n\
+         pub fn f() -> Thing { todo!() }\n",
     )
     .unwrap();
-    std::fs::write(src.join("b/mod.rs"), "pub mod deep;\n").unwrap();
+    std::fs::write(
+        src.join("b/mod.rs"),
+        "pub mod deep;\npub use deep::Other;\n",
+    )
+    .unwrap();
     std::fs::write(
         src.join("b/deep.rs"),
-        "pub struct Thing;\nfn g() { let s = \"crate::a::f\"; crate::a::f(); }\n",
+        "pub struct Thing;\npub struct Other;\nfn g() { let s = \"crate::a::f\"; crate::a::f(); }\n",
     )
     .unwrap();
     let c = main_crate_files(&src.join("lib.rs"));
@@ -691,9 +709,15 @@ fn the_reader_sees_a_planted_circle() {
         arrows.contains_key(&(key(&["b", "deep"]), key(&["a"]))),
         "{arrows:?}"
     );
+    // Through b's face (its `pub use`), a depends on b/mod.rs; b's face on its own part is
+    // the folder's structure.
+    assert!(
+        arrows.contains_key(&(key(&["a"]), key(&["b"]))),
+        "{arrows:?}"
+    );
     assert_eq!(
         arrows.len(),
-        2,
+        3,
         "a comment or a string drew an arrow: {arrows:?}"
     );
     assert_eq!(

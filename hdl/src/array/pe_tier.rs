@@ -26,7 +26,6 @@
 use crate::array::pe::{PeIn, PeOp, PeOut};
 use crate::array::pe_row::bus::PeStep;
 use crate::array::pe_row::config::PeRowConfig;
-use crate::array::pe_row::engine::step_counter;
 use crate::fault::Fault;
 use crate::ir::iface::Block;
 use crate::{and_all, bits_for, cat, group, interface, mux, mux_index, Design, ModuleBuilder};
@@ -529,9 +528,9 @@ fn s_tier_walk(
     let beat = m.reg("walk_beat", crate::addr_bits(beats), Some(0));
     let pend = m.reg("walk_pend", 1, Some(0));
     let pend_slot = m.reg("walk_pend_slot", 1, Some(0));
-    let (beat_n, beat_last) = step_counter(m, beat.q, beats);
-    let (jj_n, jj_last) = step_counter(m, wjj.q, cfg.b);
-    let (ii_n, ii_last) = step_counter(m, wii.q, cfg.a);
+    let (beat_n, beat_last) = m.wrapping_step(beat.q, beats);
+    let (jj_n, jj_last) = m.wrapping_step(wjj.q, cfg.b);
+    let (ii_n, ii_last) = m.wrapping_step(wii.q, cfg.a);
     let fin = and_all(&[busy.q, beat_last, jj_last, ii_last]);
     let idle = !busy.q | fin;
     let take = idle & (landed | pend.q);

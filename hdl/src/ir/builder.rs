@@ -236,6 +236,15 @@ impl ModuleBuilder {
         self.lit(width, 0)
     }
 
+    /// A counter's step: `v + 1` wrapping at `n` (the next value, and whether `v` was the
+    /// last).
+    pub fn wrapping_step(&mut self, v: Sig, n: u32) -> (Sig, Sig) {
+        let last = v.eq((n - 1) as u64);
+        let inc = v + 1;
+        let zero = self.zero(v.width());
+        (mux(last, zero, inc), last)
+    }
+
     /// All ones, any width.
     pub fn ones(&mut self, width: u32) -> Sig {
         self.arena.borrow_mut().ones(width)

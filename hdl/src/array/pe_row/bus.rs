@@ -1,7 +1,7 @@
 //! The PE row's ports: the step bus, the softmax and readout controls, the P read, the O
 //! staging write, and their widths.
 
-use super::PeRowConfig;
+use super::config::PeRowConfig;
 use crate::{bits_for, group, interface};
 
 interface! {

@@ -4,14 +4,6 @@ use super::{PeRowConfig, RowIn, SoftmaxRows};
 use crate::ir::fsm::Fsm;
 use crate::{addr_bits, bits_for, mux, or_all, ModuleBuilder, RegHandle, Sig};
 
-/// Counter `v + 1` wrapping at `n` (returns the next value and whether `v` was the last).
-pub(crate) fn step_counter(m: &mut ModuleBuilder, v: Sig, n: u32) -> (Sig, Sig) {
-    let last = v.eq((n - 1) as u64);
-    let inc = v + 1;
-    let zero = m.zero(v.width());
-    (mux(last, zero, inc), last)
-}
-
 crate::states! {
     /// The row engine: softmax of a block (in buf2d first the copy of S from the PE registers
     /// to the S array; then per query row max sweep, max update, exp sweep), or the readout of
@@ -119,10 +111,10 @@ pub(super) fn sequencing(
     recip_done: Sig,
     start_sweep: Sig,
 ) -> Sig {
-    let (jj_next, jj_last) = step_counter(m, e.jj.q, cfg.b);
-    let (cc_next, cc_last) = step_counter(m, e.cc.q, cfg.cols);
-    let (qq_next, qq_last) = step_counter(m, e.qq.q, cfg.e);
-    let (ii_next, ii_last) = step_counter(m, e.ii.q, cfg.a);
+    let (jj_next, jj_last) = m.wrapping_step(e.jj.q, cfg.b);
+    let (cc_next, cc_last) = m.wrapping_step(e.cc.q, cfg.cols);
+    let (qq_next, qq_last) = m.wrapping_step(e.qq.q, cfg.e);
+    let (ii_next, ii_last) = m.wrapping_step(e.ii.q, cfg.a);
     let sweep_end = cc_last & jj_last;
     let ro_end = cc_last & qq_last;
     let sweeping = or_all(&[e.in_copy, e.in_max, e.in_exp]);

@@ -72,7 +72,7 @@
 mod banks;
 pub mod bus;
 pub mod config;
-pub(crate) mod engine;
+mod engine;
 mod normalize;
 mod quant;
 mod softmax;
