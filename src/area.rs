@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use gen::asic::{AsicReport, Liberty};
-use hdl::config::{CoreConfig, Variant};
+use hdl::config::CoreConfig;
 use hdl::mem::glb::GlbPlacement;
 
 use crate::design::{generate, Target};
@@ -131,11 +131,7 @@ pub struct DesignArea {
 /// `cfg` as the area flow builds it: its SRAM banks as macros (see the module doc).
 pub fn with_macros(cfg: &CoreConfig) -> CoreConfig {
     let mut c = cfg.clone();
-    match &mut c.variant {
-        Variant::Buf2d(b) => b.macro_blackbox = true,
-        Variant::Rowfused(r) => r.macro_blackbox = true,
-        _ => {}
-    }
+    c.variant = c.variant.with_macros(true);
     if c.glb.bytes > 0 {
         c.glb.blackbox = true;
     }

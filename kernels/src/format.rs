@@ -47,6 +47,18 @@ impl Format {
         format!("e{}m{}", self.exp, self.man)
     }
 
+    /// The format's long name: its IEEE 754 name where it has one (`binary16`), `bfloat16`,
+    /// else its HardFloat-style [`Format::name`] (`e10m15`).
+    pub fn long_name(self) -> String {
+        match self {
+            Format::FP16 => "binary16".into(),
+            Format::BF16 => "bfloat16".into(),
+            Format::FP32 => "binary32".into(),
+            Format::FP64 => "binary64".into(),
+            _ => self.name(),
+        }
+    }
+
     /// The exponent bias, 2^(exp−1) − 1: 15 for binary16, 127 for binary32.
     pub const fn bias(self) -> u64 {
         (1 << (self.exp - 1)) - 1

@@ -157,7 +157,7 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
             "mac: y = acc + a * b ({} product, exact; binary32 sum, RNE).\n\
              Latency {} cycle(s): multiplier {}, adder {}; one result per cycle.{}\n\
              Bit-exact model: kernels::fp::{}.",
-            if fp16 { "binary16" } else { "bfloat16" },
+            cfg.mul.operand.long_name(),
             cfg.latency(),
             cfg.mul.latency,
             cfg.add.latency,

@@ -75,9 +75,9 @@ pub fn build(d: &mut Design, cfg: &MulExactConfig) -> BinaryBlock {
              Latency {} cycle(s), one result per cycle. NaN results are {:#X}.\n\
              Bit-exact model: kernels::fp::{}.",
             cfg.unit_name(),
-            long_name(f),
-            long_name(f),
-            long_name(p),
+            f.long_name(),
+            f.long_name(),
+            p.long_name(),
             cfg.latency,
             p.qnan(),
             if f == Format::FP16 {
@@ -92,16 +92,6 @@ pub fn build(d: &mut Design, cfg: &MulExactConfig) -> BinaryBlock {
         m.output("y", y);
         m.set_latency(cfg.latency);
     }))
-}
-
-/// The IEEE name of a format where it has one (`binary16`), else its HardFloat-style name.
-fn long_name(f: Format) -> String {
-    match f {
-        Format::FP16 => "binary16".into(),
-        Format::BF16 => "bfloat16".into(),
-        Format::FP32 => "binary32".into(),
-        _ => f.name(),
-    }
 }
 
 /// The multiplier's logic; returns the exact product in `cfg.product()`.

@@ -306,16 +306,23 @@ impl Variant {
 
     /// The variant as simulation builds it: SRAM macros as their behaviour, not blackboxes.
     pub fn behavioural(self) -> Variant {
+        self.with_macros(false)
+    }
+
+    /// The variant with its SRAM banks built as macros (`true`: black boxes for the area flow)
+    /// or as behavioural memories (`false`). Every variant is named, so a new one must say
+    /// whether it has banks.
+    pub fn with_macros(self, macros: bool) -> Variant {
         match self {
             Variant::Buf2d(b) => Variant::Buf2d(BufParams {
-                macro_blackbox: false,
+                macro_blackbox: macros,
                 ..b
             }),
             Variant::Rowfused(r) => Variant::Rowfused(RowParams {
-                macro_blackbox: false,
+                macro_blackbox: macros,
                 ..r
             }),
-            v => v,
+            Variant::Reg2d | Variant::Reg3d(_) | Variant::Unfused => self,
         }
     }
 
