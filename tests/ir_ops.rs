@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use gen::tools::ScratchDir;
 use hdl::fp::arith::{clamp, leading_zeros, shift_right_sticky};
 use hdl::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
+use kernels::patterns::Rng;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use verilator_tb::{Dut, Model};
@@ -357,13 +358,8 @@ fn registers_and_memories() {
 
     let mut held = 0x1234u128;
     let mut mem = [0u128; 8];
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15u64);
+    let mut next = || rng.next_u64();
     for cycle in 0..5000 {
         let en = next() & 1;
         let dv = ((next() as u128) << 64 | next() as u128) & mask(70);
@@ -528,13 +524,8 @@ fn clock_gated_registers_load_as_enabled_ones() {
     // Verilator, against a model.
     let model = Model::build(dir.path()).unwrap();
     let mut dut = model.dut().unwrap();
-    let mut rng = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = Rng(0x2545_F491_4F6C_DD1Du64);
+    let mut next = || rng.next_u64();
     let mut words = [None::<u64>; 4];
     let (mut en_r, mut er) = (0u64, None::<u64>);
     for cycle in 0..4000 {

@@ -26,6 +26,7 @@
 use anyhow::{bail, ensure, Result};
 use hdl::mem::dma::{error, DmaConfig, MemIf};
 use hdl::mem::landing::{LandingConfig, Layout};
+use kernels::patterns::Rng;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::axi::{bursts_of, AxiFault, AxiStats};
@@ -465,15 +466,8 @@ pub const MEM: usize = 1 << 20;
 
 /// Deterministic pseudo-random memory contents.
 pub fn pattern(seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..MEM)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut rng = Rng(seed | 1);
+    (0..MEM).map(|_| rng.next_u64() as u8).collect()
 }
 
 /// A random descriptor that fits channel limits, with its rows inside [lo, hi).
@@ -699,18 +693,9 @@ pub fn run(model: &Model, d: &DmaConfig, s: &Scenario) -> Result<(u64, DmaRun), 
                 hold: 0,
             });
         }
-        let mut x = seed | 1;
+        let mut rng = Rng(seed | 1);
         let data: Vec<Vec<u32>> = (0..w.rows * row_beats)
-            .map(|_| {
-                (0..beat / 4)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u32
-                    })
-                    .collect()
-            })
+            .map(|_| (0..beat / 4).map(|_| rng.next_u64() as u32).collect())
             .collect();
         for (n, words) in data.iter().enumerate() {
             let (r, t) = (n as u64 / row_beats, n as u64 % row_beats);

@@ -123,14 +123,11 @@ fn steps(p: &CoreParams, pv: bool) -> Vec<[u64; 3]> {
 }
 
 /// A small deterministic generator for the environment.
-struct Env(u64);
+struct Env(kernels::patterns::Rng);
 
 impl Env {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.0.next_u64()
     }
     /// True with probability `percent` %.
     fn chance(&mut self, percent: u64) -> bool {
@@ -255,7 +252,7 @@ fn drive(dut: &mut Dut, p: &CoreParams, c: &SeqCase) -> Result<Seen, String> {
         dut.set(name, v);
     }
     dut.reset(2);
-    let mut env = Env(c.env_seed | 1);
+    let mut env = Env(kernels::patterns::Rng(c.env_seed | 1));
     let (mut rows_busy_left, mut ro_busy_left) = (0u64, 0u64);
     // The tile's go was seen last cycle (its skipped-block count shows now).
     let mut went = false;

@@ -245,10 +245,7 @@ impl AxiLink {
     }
 
     fn random(&mut self) -> u64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        self.rng
+        crate::memory::xorshift(&mut self.rng)
     }
 
     /// Whether to withhold a ready or a response this cycle.

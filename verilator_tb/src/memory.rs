@@ -176,10 +176,7 @@ impl Memory {
     }
 
     fn random(&mut self) -> f64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+        (xorshift(&mut self.rng) >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// The read response presented this cycle, as 32-bit words.
@@ -326,6 +323,15 @@ impl MemLink {
         mem.end_cycle();
         Ok(())
     }
+}
+
+/// xorshift64 (13, 7, 17; the models' `kernels::patterns::Rng`): the next value of `state`,
+/// which must not be 0. The memory's and the AXI port's seeded back-pressure draw from it.
+pub(crate) fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
 }
 
 #[cfg(test)]

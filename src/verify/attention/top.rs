@@ -32,7 +32,7 @@ pub struct TopDriver {
     pub dut: Dut,
     link: MemPort,
     regs: Vec<Register>,
-    rng: u64,
+    rng: kernels::patterns::Rng,
     /// Cycles clocked so far.
     pub cycles: u64,
 }
@@ -54,7 +54,7 @@ impl TopDriver {
             dut,
             link,
             regs: regmap::registers(p),
-            rng: axi_seed | 1,
+            rng: kernels::patterns::Rng(axi_seed | 1),
             cycles: 0,
         };
         let id = d.read("ID", mem)?;
@@ -69,10 +69,7 @@ impl TopDriver {
     fn delays(&mut self) -> Delays {
         let mut d = [0u32; 3];
         for x in &mut d {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            *x = (self.rng % 4) as u32;
+            *x = (self.rng.next_u64() % 4) as u32;
         }
         Delays {
             addr: d[0],
