@@ -1,6 +1,6 @@
 //! `regflash compare --claims`: the published claims, each against the comparisons that
 //! reproduce its kind (which baseline, which hierarchy, which lengths, iso-PE or not), with the
-//! figure regflash measures and a verdict in so many words (DESIGN.md §8, docs/baselines.md).
+//! figure regflash measures and a verdict in so many words (docs/baselines.md).
 //!
 //! The baselines regflash builds: `unfused` (standard attention: S and P written to memory
 //! and read back between the passes of a tile), `rowfused` (row-materializing fused

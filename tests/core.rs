@@ -493,7 +493,7 @@ fn small_core_with_bf16_operands_is_bit_exact() {
     );
 }
 
-/// Integer QKᵀ (issue 36): INT8 on reg2d, and INT4 with BF16 operands on three-tier reg3d
+/// Integer QKᵀ: INT8 on reg2d, and INT4 with BF16 operands on three-tier reg3d
 /// (the scales captured from the QK tier's bus, S sent up the links): every directed and
 /// random scenario bit-exact with the quantized model, within the contract against exact
 /// attention on the quantized Q and K, every counter right (MACs count the lanes; QK takes

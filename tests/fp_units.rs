@@ -83,7 +83,7 @@ fn mac_combinational() {
     check_unit("mac", 0, 0, 8);
 }
 
-// bfloat16 operands (issue 36): the exact product in e10m15, its addition to a binary32
+// bfloat16 operands: the exact product in e10m15, its addition to a binary32
 // accumulator with one rounding, and the MAC of the two, each against `kernels::fp`'s models.
 
 #[test]
@@ -112,7 +112,7 @@ fn bf16_conversions_exhaustive_boundaries_and_random() {
     check_unit("fp_cvt_e8m23_e8m7", 0, 0, 14);
 }
 
-/// Integer QKᵀ's step (issue 36): two INT8 or four INT4 products onto an int32 accumulator,
+/// Integer QKᵀ's step: two INT8 or four INT4 products onto an int32 accumulator,
 /// and the conversion of a score to binary32 (round to nearest even past 2^24).
 #[test]
 fn integer_dot_steps_and_conversion() {

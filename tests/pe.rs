@@ -68,7 +68,7 @@ fn pe_deepest_pipeline() {
     check(&cfg, "pe", 100, 13);
 }
 
-/// Runs in the MAC's loop (issue 54): `MacFeed` continues the previous cycle's result and the
+/// Runs in the MAC's loop: `MacFeed` continues the previous cycle's result and the
 /// run writes its register once, at its end; masked steps pass the run's value on. A
 /// multiplier of one stage (the accumulator read at issue) with FP16, and of two (read and
 /// scaled in stages of their own) with BF16; a directed stream of special values with masked

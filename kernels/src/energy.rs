@@ -256,7 +256,7 @@ pub struct GateFigures {
 /// A PE row's engine measured at gate level (`regflash power`): it replaces the table's
 /// softmax prices and a register design's P-bank accesses, and adds the row's control, clock
 /// and leakage. Its arithmetic units (row update, exp, reciprocal, normalization) toggle every
-/// cycle whether or not an operation is due (their inputs are not isolated, issue 54 item 3),
+/// cycle whether or not an operation is due (their inputs are not isolated),
 /// so they are priced per row and cycle, as measured, not per operation. At
 /// [`GateFigures::node_nm`], logic scaling.
 #[derive(Clone, Debug, PartialEq)]

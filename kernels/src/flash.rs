@@ -15,7 +15,7 @@
 //! O starts at +0 for every tile.
 //!
 //! [`SoftmaxPass::TwoPass`] is standard attention's order (the unfused and row-materializing
-//! baselines, DESIGN.md §8): the whole row of S exists before any weight, so m is the row's
+//! baselines, docs/baselines.md): the whole row of S exists before any weight, so m is the row's
 //! final max from the start (step 2 over every block first) and every later `shift` is 0: no
 //! online rescale. The same operators in the same order otherwise, so the two differ only
 //! where the running max grew.

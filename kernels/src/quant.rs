@@ -1,4 +1,4 @@
-//! INT8/INT4 QKᵀ (issue 36): the quantization of Q and K, and the scale each score is
+//! INT8/INT4 QKᵀ: the quantization of Q and K, and the scale each score is
 //! dequantized by. The model only, so far; the RTL (integer MACs, two INT8 MACs per PE
 //! cycle) is next.
 //!

@@ -1,4 +1,4 @@
-"""A design study for issue 36's INT8/INT4 QKᵀ: which scale granularity keeps attention's error
+"""A design study for INT8/INT4 QKᵀ: which scale granularity keeps attention's error
 small on real Q/K/V, before the format is built in the model and the RTL.
 
 Not regflash's arithmetic: numpy, with Q and K rounded to FP16 (the core's input format), then

@@ -1,6 +1,6 @@
 //! `regflash power`: a block's energy at gate level, from its own netlist at a standard-cell
 //! library, with every net's activity measured by replaying the block's ports from an RTL run
-//! of a real attention problem (issue 54's per-block characterization; it grew out of
+//! of a real attention problem (the per-block characterization; it grew out of
 //! `scripts/power-crosscheck`).
 //!
 //! For a block (the PE, and PE row 0 with its engine):

@@ -1,4 +1,4 @@
-//! `int_dot_i8` / `int_dot_i4`: the PE's integer QKᵀ step (issue 36), `y = acc + Σ a_i × b_i`
+//! `int_dot_i8` / `int_dot_i4`: the PE's integer QKᵀ step, `y = acc + Σ a_i × b_i`
 //! over the lanes packed in two 16-bit elements (two INT8 values, or four INT4, lane 0 in the
 //! low bits), in two's complement int32; with `last` the sum leaves as binary32.
 //!

@@ -14,7 +14,7 @@
 //! the widened inputs.
 //!
 //! With feedback (`feedback`, suffix `_f`; a one-stage adder after a registered product), two
-//! more ports run an accumulation in the adder's own loop (issue 54): `feed` (with `acc`) adds
+//! more ports run an accumulation in the adder's own loop: `feed` (with `acc`) adds
 //! the product to `y`, the previous cycle's result, instead of `acc`; `hold` (with the product,
 //! the multiplier's latency after `a` and `b`) adds −0 in place of the product, the exact
 //! identity of RNE addition (x + −0 = x for every x, ±0 included), so a masked step of a run

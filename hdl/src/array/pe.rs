@@ -41,7 +41,7 @@
 //! accumulators, which start at +0); `MacScale` from `fp32_scale2(rf[addr], shift)`; `Load`
 //! writes `ld_data` unchanged.
 //!
-//! Accumulation in the MAC's pipeline (`mac.feedback`, issue 54): operation 6, `MacFeed`, adds
+//! Accumulation in the MAC's pipeline (`mac.feedback`): operation 6, `MacFeed`, adds
 //! its product to the result of the operation issued the cycle before, taken from the MAC's
 //! adder loop ([`crate::array::mac`]) instead of the register file, and that operation's write-back
 //! is dropped: a run (`MacClear`/`MacZero`/`MacScale`/`Mac`, then `MacFeed` every cycle)
@@ -52,7 +52,7 @@
 //! kind, not a `Load`), and a live `MacFeed` belongs to a run with a live operation before it;
 //! `rd_data` shows a run's register as it was before the run until the run's write-back.
 //!
-//! Integer QKᵀ (`qk`: INT8 or INT4, issue 36): `a` and `b` then also carry packed integers
+//! Integer QKᵀ (`qk`: INT8 or INT4): `a` and `b` then also carry packed integers
 //! (two INT8 or four INT4 lanes per 16 bits) and three more operations accumulate their dot
 //! product in int32 through `int_dot` (model: `kernels::quant::dot_packed`): `IntClear` from 0,
 //! `IntMac` onto `rf[addr]`, `IntLast` onto `rf[addr]` and converted to binary32 (the score's
@@ -114,7 +114,7 @@ pub enum PeOp {
     ScaleHi = 12,
 }
 
-/// Where a MAC run accumulates (`accumulate` in a configuration file; issue 54).
+/// Where a MAC run accumulates (`accumulate` in a configuration file).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
 )]

@@ -100,7 +100,7 @@ pub struct CoreConfig {
     /// Q, K, V and P's format: `in_format = "fp16"` (binary16, the default) or `"bf16"`
     /// (bfloat16); the MAC accumulates in FP32 either way, and O's short form is this format.
     pub in_format: Format,
-    /// QKᵀ in integers (issue 36): `qk_format = "int8"` or `"int4"`, Q and K quantized with
+    /// QKᵀ in integers: `qk_format = "int8"` or `"int4"`, Q and K quantized with
     /// their scales (see `kernels::quant`); absent (None), QKᵀ is in the operand format.
     pub qk_format: Option<QkFormat>,
     /// Where a PE's MAC runs accumulate: `accumulate = "auto"` (the default: in the MAC's

@@ -200,10 +200,17 @@ struct Regs {
     nblk: RegHandle,
     ph_kind: Fsm<Phase>,
     ph_blk: RegHandle,
+    /// A QK step's position in the dimension loop, 0 to `qk_dims` − 1 (d; with integer QKᵀ
+    /// the scale steps, then the packed products): the innermost counter of QK's ii, jj, k.
     kk: RegHandle,
+    /// A step's query row among a PE's `a` (Br / rows).
     ii: RegHandle,
+    /// A QK step's key among a PE's `b` (Bc / cols).
     jj: RegHandle,
+    /// A PV step's key in the block, 0 to Bc − 1: the weight P[i][jk] and the row of V it
+    /// scales.
     jk: RegHandle,
+    /// A PV step's output column among a PE's `e` (d / cols).
     qq: RegHandle,
     qk_issued: RegHandle,
     pv_issued: RegHandle,

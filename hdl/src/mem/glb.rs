@@ -1,6 +1,6 @@
 //! The global buffer (GLB): a banked SRAM level between the DMA's K/V channels and the memory
 //! port that keeps each K/V head on chip, so that every Q tile after the first reads its keys
-//! and values from SRAM instead of DRAM (DESIGN.md §8; docs/glb.md).
+//! and values from SRAM instead of DRAM (docs/glb.md).
 //!
 //! **What it holds.** K and V each own half of it, a region of `region_beats` memory beats.
 //! A region is tagged by the descriptor that filled it (base, stride, row bytes), and a

@@ -268,7 +268,7 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
         let m_max = m.instantiate(&max, "u_max", &Binary { a: m_reg.q, b: ceiled }).y;
         let max_scaled = m.delay_n("max_v", is_max, mf + split as u32);
         // The operands held for the adders take the clock only when an operation loads them
-        // (their gates, issue 54 item 1): between operations nothing they feed is written.
+        // (their clock gates): between operations nothing they feed is written.
         let m_new = crate::clock_gate::delay(m, &gate, "m_new", m_max, max_scaled);
         let max_done = m.delay_n("max_w", max_scaled, af + 1);
         let max_done = m.name("max_done", max_done);

@@ -1,4 +1,4 @@
-//! rowfused, the row-materializing fused baseline (FLAT, DESIGN.md §8): buf2d's array, row
+//! rowfused, the row-materializing fused baseline (FLAT, docs/baselines.md): buf2d's array, row
 //! engines and P banks, with each PE row's S array deep enough for its query rows' whole rows
 //! of S (`keys` keys). A tile runs in two passes:
 //!

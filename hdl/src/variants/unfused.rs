@@ -1,4 +1,4 @@
-//! unfused: standard attention on the same array, row engines and DMA (DESIGN.md §8). A tile
+//! unfused: standard attention on the same array, row engines and DMA (docs/baselines.md). A tile
 //! runs in three passes, and S and P go through memory in between:
 //!
 //! 1. every block's QK; the row engines' max sweep over each block's S in the PE registers

@@ -1,4 +1,4 @@
-//! Integer QKᵀ (issue 36): the row's multiply of each query row's scores, C' = (C · s_q) ·
+//! Integer QKᵀ: the row's multiply of each query row's scores, C' = (C · s_q) ·
 //! s_k, per query row and block (model: `kernels::quant::QuantQk::scale`).
 //!
 //! The scales travel in the Q and K rows themselves: elements 0 and 1 of a quantized row hold
