@@ -385,10 +385,38 @@ fn measure(
     (work, manifest): (&Path, &gen::Manifest),
 ) -> Result<BlockPower> {
     let lib = gen::asic::load(source, lib_name, work)?;
-    let rtl = work.join("rtl");
     let module = block.module(cfg);
     let ports = ports(manifest, &module)?;
     // 1. The RTL run, with the block's waveform.
+    let vcd = rtl_run(cfg, block, opt, work)?;
+    // 2. The netlist: module by module at the clock, flattened after mapping.
+    let mapped = map(cfg, &lib, &module, (work, manifest))?;
+    // 3. The replay, into the RTL and the netlist.
+    let (rtl_run, gl_run, toggles) = replay(cfg, block, &ports, &vcd, &mapped, work)?;
+    // 4. Activities and OpenSTA's power.
+    let (parts, gated) = price(cfg, block, &lib, &mapped, &toggles, rtl_run.cycles, work)?;
+    let area = mapped.area;
+    Ok(BlockPower {
+        block,
+        module,
+        scope: block.scope().to_string(),
+        library: lib.name.clone(),
+        node_nm,
+        clock_mhz: cfg.clock_mhz,
+        variant: cfg.variant.name().to_string(),
+        seq: opt.seq,
+        cycles: rtl_run.cycles,
+        events: rtl_run.events.clone(),
+        area_um2: area,
+        checksum: gl_run.checksum.clone(),
+        gates: gated.gates,
+        gates_opened: gated.opened,
+        parts,
+    })
+}
+
+/// Runs `block`'s design through `regflash sim` with the block's waveform: the waveform's path.
+fn rtl_run(cfg: &CoreConfig, block: Block, opt: &Options, work: &Path) -> Result<PathBuf> {
     let cfg_path = work.join("design.toml");
     std::fs::write(&cfg_path, cfg.to_toml())?;
     let vcd = work.join("rtl.vcd");
@@ -404,7 +432,33 @@ fn measure(
             .current_dir(work),
         "the RTL run (regflash sim)",
     )?;
-    // 2. The netlist: module by module at the clock, flattened after mapping.
+    Ok(vcd)
+}
+
+/// The block's netlist at the library, and what the replays need of the mapping.
+struct Mapped {
+    /// The block's module.
+    module: String,
+    /// The netlist's text (`net.v`) and its instances.
+    net_text: String,
+    cells: Vec<netlist::Instance>,
+    /// The RTL's files (the RTL replay's sources).
+    files: Vec<String>,
+    /// Cell area, µm².
+    area: f64,
+    period_ps: f64,
+}
+
+/// Maps `module` at `lib` for the configuration's clock (module by module, flattened after
+/// mapping; the clock gates as the library's cell) and writes the cells' models for the
+/// gate-level replay (`models.v`).
+fn map(
+    cfg: &CoreConfig,
+    lib: &gen::asic::Liberty,
+    module: &str,
+    (work, manifest): (&Path, &gen::Manifest),
+) -> Result<Mapped> {
+    let rtl = work.join("rtl");
     let period_ps = 1e6 / cfg.clock_mhz;
     // The RTL's files for the replay; for the mapping, the clock gate is the library's cell
     // instead of its simulation model.
@@ -500,10 +554,30 @@ fn measure(
             c.cell
         );
     }
-    // 3. The replay, into the RTL and the netlist.
+    Ok(Mapped {
+        module: module.to_string(),
+        net_text,
+        cells,
+        files,
+        area,
+        period_ps,
+    })
+}
+
+/// Replays the block's ports from the waveform `vcd` into its RTL and its netlist: both runs'
+/// counts (they must agree, and the outputs bit for bit) and the netlist's toggles.
+fn replay(
+    cfg: &CoreConfig,
+    block: Block,
+    ports: &replay::Ports,
+    vcd: &Path,
+    mapped: &Mapped,
+    work: &Path,
+) -> Result<(replay::Counts, replay::Counts, vcd::Toggles)> {
+    let (files, module) = (&mapped.files, mapped.module.as_str());
     let names: Vec<&str> = ports.inputs.iter().map(|p| p.0.as_str()).collect();
     let inst = block.scope().rsplit('.').next().unwrap_or_default();
-    let changes = vcd::changes(&vcd, inst, &names)?;
+    let changes = vcd::changes(vcd, inst, &names)?;
     let events = block.events(cfg);
     let iverilog = gen::tools::require(gen::tools::Tool::Iverilog)?;
     let vvp = iverilog.with_file_name("vvp");
@@ -514,8 +588,8 @@ fn measure(
         std::fs::write(
             &tb,
             replay::testbench(
-                &module,
-                &ports,
+                module,
+                ports,
                 &changes,
                 &events,
                 (gate_level, &format!("{tag}_outs.txt")),
@@ -526,7 +600,7 @@ fn measure(
         if gate_level {
             cmd.arg("-DDUMP").arg("net.v").arg("models.v");
         } else {
-            cmd.args(&files);
+            cmd.args(files);
         }
         run(
             cmd.current_dir(work),
@@ -562,16 +636,32 @@ fn measure(
             work.display()
         );
     }
-    // 4. Activities and OpenSTA's power.
-    let (acts, _unannotated) = sta::activities(&toggles, &cells, &netlist::ports(&net_text), &lib);
+    Ok((rtl_run.clone(), gl_run.clone(), toggles))
+}
+
+/// Prices every cell with OpenSTA from the measured activities (the gated branches by their
+/// own clocks, `sta::gated`), and sums the cells by part: (the parts, the clock gates).
+fn price(
+    cfg: &CoreConfig,
+    block: Block,
+    lib: &gen::asic::Liberty,
+    mapped: &Mapped,
+    toggles: &vcd::Toggles,
+    cycles: u64,
+    work: &Path,
+) -> Result<(Vec<Part>, sta::Gated)> {
+    let (net_text, cells, period_ps) = (&mapped.net_text, &mapped.cells, mapped.period_ps);
+    let module = mapped.module.as_str();
+    let gate = lib.clock_gate.clone().context("no clock gate")?;
+    let (acts, _unannotated) = sta::activities(toggles, cells, &netlist::ports(net_text), lib);
     let period_ns = period_ps / 1e3;
-    let gated = sta::gated(&acts, &cells, &lib, period_ns)?;
+    let gated = sta::gated(&acts, cells, lib, period_ns)?;
     // OpenSTA reads the block behind a wrapper that cuts its inputs (`sta::wrap`: its own
     // propagation would otherwise replace the measured activities).
     let (net, cut) = (work.join("sta_net.v"), work.join("cut.lib"));
-    std::fs::write(&net, sta::wrap(&net_text, &module, "clk"))?;
+    std::fs::write(&net, sta::wrap(net_text, module, "clk"))?;
     std::fs::write(&cut, sta::CUT_LIBRARY)?;
-    let inputs = netlist::inputs(&net_text);
+    let inputs = netlist::inputs(net_text);
     let design = sta::Design {
         libs: [lib.path.as_path(), cut.as_path()],
         net: &net,
@@ -583,7 +673,7 @@ fn measure(
     idle_cmds.extend(gated.idle.iter().cloned());
     let idle = sta::report(work, "idle", &design, period_ns, &idle_cmds)?;
     // Per part: each cell from the run that prices it right.
-    let pj = |w: f64| w / (cfg.clock_mhz * 1e6) * 1e12 * rtl_run.cycles as f64;
+    let pj = |w: f64| w / (cfg.clock_mhz * 1e6) * 1e12 * cycles as f64;
     let mut parts: BTreeMap<&str, Part> = BTreeMap::new();
     let kind = |c: &netlist::Instance| {
         if c.cell == gate.cell {
@@ -596,7 +686,7 @@ fn measure(
             CellKind::Logic
         }
     };
-    for c in &cells {
+    for c in cells {
         let k = kind(c);
         let run = if matches!(k, CellKind::Gate | CellKind::GatedFlop) {
             &measured
@@ -617,23 +707,7 @@ fn measure(
         p.measured_pj += pj(m[3]);
         p.idle_pj += pj(i[3]);
     }
-    Ok(BlockPower {
-        block,
-        module,
-        scope: block.scope().to_string(),
-        library: lib.name.clone(),
-        node_nm,
-        clock_mhz: cfg.clock_mhz,
-        variant: cfg.variant.name().to_string(),
-        seq: opt.seq,
-        cycles: rtl_run.cycles,
-        events: rtl_run.events.clone(),
-        area_um2: area,
-        checksum: gl_run.checksum.clone(),
-        gates: gated.gates,
-        gates_opened: gated.opened,
-        parts: parts.into_values().collect(),
-    })
+    Ok((parts.into_values().collect(), gated))
 }
 
 /// Runs the gate-level replay `cmd`, its waveform (`$dumpfile` at `fifo`) read through a pipe
