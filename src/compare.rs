@@ -32,6 +32,9 @@ pub enum RunKind {
 }
 
 /// The designs compared, in table order: (name, run, priced as stacked).
+/// One of [`DESIGNS`]: (name, run, whether its banks are stacked).
+type DesignRow = (&'static str, RunKind, bool);
+
 pub const DESIGNS: [(&str, RunKind, bool); 8] = [
     ("buf2d", RunKind::Buf2d, false),
     ("3-D buffered", RunKind::Buf2d, true),
@@ -313,6 +316,71 @@ pub struct ComparePlan {
 /// or more, and prices each design; `each` sees a run's report as it finishes.
 pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<CompareRow>> {
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to compare");
+    let configs = designs(plan);
+    // Every point is checked before the first runs.
+    let modelled = check_plan(plan, &configs)?;
+    let params: Vec<hdl::core::CoreParams> = configs
+        .iter()
+        .map(|(_, c)| hdl::core::CoreParams::from_config(c))
+        .collect::<Result<_>>()?;
+    let simulated = |s: usize| plan.seq_lens[s] <= plan.max_sim_seq;
+    let jobs: Vec<(usize, usize)> = (0..plan.seq_lens.len())
+        .filter(|&s| simulated(s))
+        .flat_map(|s| (0..configs.len()).map(move |c| (s, c)))
+        .collect();
+    let problem = |seq: usize| {
+        sim::random_problem(
+            plan.heads,
+            seq,
+            plan.config.head_dim as usize,
+            plan.causal,
+            OutFormat::Short,
+            plan.seed,
+        )
+        .converted(plan.config.in_format)
+    };
+    let problems: Vec<_> = (0..plan.seq_lens.len())
+        .map(|s| simulated(s).then(|| problem(plan.seq_lens[s])))
+        .collect();
+    let results = parallel(&jobs, |&(s, c)| {
+        let a = problems[s].as_ref().expect("a simulated length");
+        let cfg = &configs[c].1;
+        let (report, _) = sim::run(cfg, a, &plan.timing, |_, _| {}).map_err(|e| {
+            e.context(format!(
+                "{} as {} at seq {}",
+                cfg.name, cfg.variant, plan.seq_lens[s]
+            ))
+        })?;
+        each(&report);
+        Ok(report)
+    })?;
+    let runs = Runs {
+        plan,
+        configs: &configs,
+        params: &params,
+        modelled: &modelled,
+        jobs: &jobs,
+        results: &results,
+    };
+    let mut rows = Vec::new();
+    for (s, &seq) in plan.seq_lens.iter().enumerate() {
+        let mut at_seq: Vec<CompareRow> = DESIGNS
+            .iter()
+            .filter_map(|&design| runs.row(s, seq, design))
+            .collect();
+        relative_to_first(&mut at_seq);
+        rows.extend(at_seq);
+    }
+    // A stop leaves the cycle model's rows partial (`crate::watch`).
+    crate::watch::check()?;
+    Ok(rows)
+}
+
+/// The designs a plan compares, each with its configuration: buf2d, reg2d, reg3d, reg3d at
+/// iso PEs where it exists, unfused, rowfused (spill), and last rowfused sized for the
+/// longest simulated length (its counters do not depend on the S arrays' depth; each length
+/// is priced as the design sized for it).
+fn designs(plan: &ComparePlan) -> Vec<(RunKind, CoreConfig)> {
     let variant = |v: VariantKind| plan.config.with_variant(v);
     let mut configs: Vec<(RunKind, CoreConfig)> = vec![
         (RunKind::Buf2d, variant(VariantKind::Buf2d)),
@@ -340,7 +408,17 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
         RunKind::Rowfused,
         rowfused_config(&plan.config, longest_sim),
     ));
-    // Every point is checked before the first runs.
+    configs
+}
+
+/// A design's configuration at a length beyond simulation, as checked for it: (the
+/// configuration, its parameters, whether its registers were widened for the length).
+type Modelled = BTreeMap<(usize, usize), (CoreConfig, hdl::core::CoreParams, bool)>;
+
+/// Checks every point of the plan before the first run: the simulated lengths as `bench`
+/// checks them, and each length beyond simulation with each design on index and address
+/// registers wide enough for it (no cycle depends on them), as `estimate` checks them.
+fn check_plan(plan: &ComparePlan, configs: &[(RunKind, CoreConfig)]) -> Result<Modelled> {
     let cfgs: Vec<CoreConfig> = configs.iter().map(|(_, c)| c.clone()).collect();
     let fused = &cfgs[..cfgs.len() - 1];
     let (sim_lens, model_lens): (Vec<usize>, Vec<usize>) =
@@ -375,125 +453,97 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             modelled.insert((seq, c), (w, p, widened));
         }
     }
-    let params: Vec<hdl::core::CoreParams> = cfgs
-        .iter()
-        .map(hdl::core::CoreParams::from_config)
-        .collect::<Result<_>>()?;
-    let simulated = |s: usize| plan.seq_lens[s] <= plan.max_sim_seq;
-    let jobs: Vec<(usize, usize)> = (0..plan.seq_lens.len())
-        .filter(|&s| simulated(s))
-        .flat_map(|s| (0..configs.len()).map(move |c| (s, c)))
-        .collect();
-    let problem = |seq: usize| {
-        sim::random_problem(
-            plan.heads,
-            seq,
-            plan.config.head_dim as usize,
-            plan.causal,
-            OutFormat::Short,
-            plan.seed,
-        )
-        .converted(plan.config.in_format)
-    };
-    let problems: Vec<_> = (0..plan.seq_lens.len())
-        .map(|s| simulated(s).then(|| problem(plan.seq_lens[s])))
-        .collect();
-    let results = parallel(&jobs, |&(s, c)| {
-        let a = problems[s].as_ref().expect("a simulated length");
-        let cfg = &configs[c].1;
-        let (report, _) = sim::run(cfg, a, &plan.timing, |_, _| {}).map_err(|e| {
-            e.context(format!(
-                "{} as {} at seq {}",
-                cfg.name, cfg.variant, plan.seq_lens[s]
-            ))
-        })?;
-        each(&report);
-        Ok(report)
-    })?;
-    let shape = |seq: usize| crate::schedule::Shape {
-        heads: plan.heads,
-        q_len: seq,
-        k_len: seq,
-        head_dim: plan.config.head_dim as usize,
-        causal: plan.causal,
-        out_bytes: 2,
-        kv_group: 1,
-    };
-    // Rows beyond --max-sim-seq: the schedule's counts and the cycle model's timing (no
-    // random memory stalls in a compare plan).
-    let mem = plan.timing.model_timing();
-    let mut rows = Vec::new();
-    for (s, &seq) in plan.seq_lens.iter().enumerate() {
-        let mut at_seq: Vec<CompareRow> = DESIGNS
+    Ok(modelled)
+}
+
+/// A plan's RTL runs and the configurations behind them, from which each row is priced.
+struct Runs<'a> {
+    plan: &'a ComparePlan,
+    configs: &'a [(RunKind, CoreConfig)],
+    params: &'a [hdl::core::CoreParams],
+    modelled: &'a Modelled,
+    /// (length index, design index) of each RTL run, and its report.
+    jobs: &'a [(usize, usize)],
+    results: &'a [SimReport],
+}
+
+impl Runs<'_> {
+    /// The row of `design` at the plan's `s`-th length `seq`: from its RTL run where it was
+    /// simulated, else from the schedule's counts and the cycle model's timing (no random
+    /// memory stalls in a compare plan). None for a design the plan does not run.
+    fn row(&self, s: usize, seq: usize, (name, kind, stacked): DesignRow) -> Option<CompareRow> {
+        let (plan, configs, params) = (self.plan, self.configs, self.params);
+        let shape = crate::schedule::Shape {
+            heads: plan.heads,
+            q_len: seq,
+            k_len: seq,
+            head_dim: plan.config.head_dim as usize,
+            causal: plan.causal,
+            out_bytes: 2,
+            kv_group: 1,
+        };
+        let mem = plan.timing.model_timing();
+        let c = configs.iter().position(|(k, _)| *k == kind)?;
+        let (cfg, p) = (&configs[c].1, &params[c]);
+        let sized = (kind == RunKind::Rowfused).then(|| rowfused_config(&plan.config, seq));
+        let cfg = sized.as_ref().unwrap_or(cfg);
+        // A modelled length: the design as checked for it (wider registers if needed).
+        let (cfg, p, widened) = match self.modelled.get(&(seq, c)) {
+            Some((w, wp, widened)) => (w, wp, *widened),
+            None => (cfg, p, false),
+        };
+        let sh = shape;
+        let (qk, pv) = p.block_steps();
+        let steps = if p.row.concurrent_phases() {
+            sh.blocks(p).0 * qk.max(pv) as u64
+        } else {
+            sh.mac_steps(p)
+        };
+        let report = self
+            .jobs
             .iter()
-            .filter_map(|&(name, kind, stacked)| {
-                let c = configs.iter().position(|(k, _)| *k == kind)?;
-                let (cfg, p) = (&configs[c].1, &params[c]);
-                let sized = (kind == RunKind::Rowfused).then(|| rowfused_config(&plan.config, seq));
-                let cfg = sized.as_ref().unwrap_or(cfg);
-                // A modelled length: the design as checked for it (wider registers if needed).
-                let (cfg, p, widened) = match modelled.get(&(seq, c)) {
-                    Some((w, wp, widened)) => (w, wp, *widened),
-                    None => (cfg, p, false),
+            .position(|&job| job == (s, c))
+            .map(|j| self.results[j].clone());
+        let (counters, source) = match &report {
+            Some(r) => (r.counters.clone(), "rtl".to_string()),
+            None => {
+                let (c, method) = crate::cycles::counters(p, &sh, mem);
+                let how = match method {
+                    crate::cycles::Method::Exact => "model",
+                    crate::cycles::Method::Extrapolated { .. } => "model (extrapolated)",
                 };
-                let sh = shape(seq);
-                let (qk, pv) = p.block_steps();
-                let steps = if p.row.concurrent_phases() {
-                    sh.blocks(p).0 * qk.max(pv) as u64
-                } else {
-                    sh.mac_steps(p)
-                };
-                let report = jobs
-                    .iter()
-                    .position(|&job| job == (s, c))
-                    .map(|j| results[j].clone());
-                let (counters, source) = match &report {
-                    Some(r) => (r.counters.clone(), "rtl".to_string()),
-                    None => {
-                        let (c, method) = crate::cycles::counters(p, &sh, mem);
-                        let how = match method {
-                            crate::cycles::Method::Exact => "model",
-                            crate::cycles::Method::Extrapolated { .. } => "model (extrapolated)",
-                        };
-                        let wide = if widened { ", widened" } else { "" };
-                        (c, format!("{how}{wide}"))
-                    }
-                };
-                let tokens = (plan.heads * seq) as u64;
-                let energy = crate::pricing::report(&plan.table, cfg, &counters, tokens, stacked);
-                let report = report.map(|mut r| {
-                    r.energy = Some(energy.clone());
-                    r
-                });
-                Some(CompareRow {
-                    config: cfg.clone(),
-                    stacked_banks: stacked,
-                    area: None,
-                    tokens,
-                    design: name.into(),
-                    seq_len: seq,
-                    causal: plan.causal,
-                    pes: crate::pricing::geometry(cfg, stacked).pes,
-                    cycles: counters["cycles"],
-                    source,
-                    mac_steps: steps,
-                    speedup_vs_buf2d: 0.0,
-                    energy_vs_buf2d: 0.0,
-                    energy_reduction_vs_buf2d: 0.0,
-                    on_chip_reduction_vs_buf2d: 0.0,
-                    energy,
-                    counters,
-                    passed: report.as_ref().map(|r| r.passed),
-                    report,
-                })
-            })
-            .collect();
-        relative_to_first(&mut at_seq);
-        rows.extend(at_seq);
+                let wide = if widened { ", widened" } else { "" };
+                (c, format!("{how}{wide}"))
+            }
+        };
+        let tokens = (plan.heads * seq) as u64;
+        let energy = crate::pricing::report(&plan.table, cfg, &counters, tokens, stacked);
+        let report = report.map(|mut r| {
+            r.energy = Some(energy.clone());
+            r
+        });
+        Some(CompareRow {
+            config: cfg.clone(),
+            stacked_banks: stacked,
+            area: None,
+            tokens,
+            design: name.into(),
+            seq_len: seq,
+            causal: plan.causal,
+            pes: crate::pricing::geometry(cfg, stacked).pes,
+            cycles: counters["cycles"],
+            source,
+            mac_steps: steps,
+            speedup_vs_buf2d: 0.0,
+            energy_vs_buf2d: 0.0,
+            energy_reduction_vs_buf2d: 0.0,
+            on_chip_reduction_vs_buf2d: 0.0,
+            energy,
+            counters,
+            passed: report.as_ref().map(|r| r.passed),
+            report,
+        })
     }
-    // A stop leaves the cycle model's rows partial (`crate::watch`).
-    crate::watch::check()?;
-    Ok(rows)
 }
 
 /// Each row's speed and energy against the first's (buf2d at the same length).

@@ -160,62 +160,63 @@ pub fn run_sequence(model: &Model, p: &CoreParams, seq: &[Launch], seed: u64) ->
     Ok(drv.cycles)
 }
 
-/// One launch on `drv`: program `a`, bend it to the path, START, wait, and check.
-fn launch(
+/// A varlen batch whose second sequence has no keys (cu_k 0, 4, 4): the first sequence's O is
+/// the model's, the second's rows are 0, and no error is raised.
+fn batch_without_keys(
     drv: &mut TopDriver,
     p: &CoreParams,
     a: &Attention,
     l: &Launch,
     timing: &MemoryTiming,
 ) -> Result<()> {
-    let (mut mem, lay) = memory_image(p, a, timing)?;
-    let (_, limit) = cycle_limit(p, a, timing, &mem);
-    if l.path == Path::Run {
-        let r = drv.run(p, a, timing, l.wait, &mut mem, &lay)?;
-        let chk = check(p, a, &r);
-        ensure!(chk.ok(), "{}", chk.describe());
-        return Ok(());
-    }
-    if l.path == Path::BatchNoKeys {
-        let b = Batch::generate(
-            Pattern::Unit,
-            a.heads,
-            a.heads,
-            &[2, 3],
-            &[4, 4],
-            a.head_dim,
-            false,
-            OutFormat::Short,
-            TensorLayout::Bhsd,
-            7,
-        )
-        .for_design(p);
-        let (mut mem, img) = b.image(p, timing)?;
-        // cu_k = 0, 4, 8 becomes 0, 4, 4: the second sequence has no keys.
-        mem.load_bytes(img.cu_k as usize + 8, &4u32.to_le_bytes())?;
-        let (r, outs) = drv.run_batch(p, &b, timing, l.wait, &mut mem, &img)?;
-        ensure!(r.dma_error == 0, "ERR_CODE {}", r.dma_error);
-        ensure!(
-            outs[0] == b.seqs[0].expected(p).0,
-            "the first sequence's O differs from the hardware model"
-        );
-        ensure!(
-            outs[1].iter().all(|&v| v == 0),
-            "the rows of a sequence without keys must be 0"
-        );
-        return Ok(());
-    }
-    drv.program(a, &lay, l.wait, &mut mem)?;
+    let b = Batch::generate(
+        Pattern::Unit,
+        a.heads,
+        a.heads,
+        &[2, 3],
+        &[4, 4],
+        a.head_dim,
+        false,
+        OutFormat::Short,
+        TensorLayout::Bhsd,
+        7,
+    )
+    .for_design(p);
+    let (mut mem, img) = b.image(p, timing)?;
+    // cu_k = 0, 4, 8 becomes 0, 4, 4: the second sequence has no keys.
+    mem.load_bytes(img.cu_k as usize + 8, &4u32.to_le_bytes())?;
+    let (r, outs) = drv.run_batch(p, &b, timing, l.wait, &mut mem, &img)?;
+    ensure!(r.dma_error == 0, "ERR_CODE {}", r.dma_error);
+    ensure!(
+        outs[0] == b.seqs[0].expected(p).0,
+        "the first sequence's O differs from the hardware model"
+    );
+    ensure!(
+        outs[1].iter().all(|&v| v == 0),
+        "the rows of a sequence without keys must be 0"
+    );
+    Ok(())
+}
+
+/// Bends a programmed launch to `path` (a register written wrong, a fault set): the error code
+/// the launch must end with, and whether it must leave memory untouched.
+fn bend(
+    drv: &mut TopDriver,
+    p: &CoreParams,
+    lay: &Layout,
+    path: Path,
+    mem: &mut Memory,
+) -> Result<(u64, bool)> {
     let beat = p.dma.beat_bytes() as u64;
-    let (code, untouched) = match l.path {
+    Ok(match path {
         Path::Run | Path::BatchNoKeys => unreachable!(),
         Path::Misaligned => {
-            drv.write("Q_ADDR_LO", lay.q + beat / 2, &mut mem)?;
+            drv.write("Q_ADDR_LO", lay.q + beat / 2, mem)?;
             (error::MISALIGNED, false)
         }
         Path::BadList => {
-            drv.write("BATCH", 2, &mut mem)?;
-            drv.write("CU_Q_ADDR_LO", 2, &mut mem)?;
+            drv.write("BATCH", 2, mem)?;
+            drv.write("CU_Q_ADDR_LO", 2, mem)?;
             (error::BATCH, true)
         }
         Path::Abort => (error::ABORTED, false),
@@ -233,11 +234,11 @@ fn launch(
             (code, false)
         }
         Path::Empty { no_heads } => {
-            drv.write(if no_heads { "HEADS" } else { "Q_LEN" }, 0, &mut mem)?;
+            drv.write(if no_heads { "HEADS" } else { "Q_LEN" }, 0, mem)?;
             (0, true)
         }
         Path::NoKeys => {
-            drv.write("K_LEN", 0, &mut mem)?;
+            drv.write("K_LEN", 0, mem)?;
             (0, false)
         }
         Path::Beyond { stride } => {
@@ -248,9 +249,9 @@ fn launch(
             } else {
                 "Q_ADDR_HI"
             };
-            drv.write(reg, 1 << bit, &mut mem)?;
+            drv.write(reg, 1 << bit, mem)?;
             ensure!(
-                drv.read(reg, &mut mem)? == 1 << bit,
+                drv.read(reg, mem)? == 1 << bit,
                 "{reg} does not hold the bit written"
             );
             (error::ADDRESS, true)
@@ -258,28 +259,51 @@ fn launch(
         Path::Wraps => {
             // Head 1 of Q at its base + 2^addr_bits − beat: one beat below it, modulo the range.
             let stride = (1u64 << p.addr_bits) - beat;
-            drv.write("Q_HEAD_STRIDE_LO", stride & 0xFFFF_FFFF, &mut mem)?;
-            drv.write("Q_HEAD_STRIDE_HI", stride >> 32, &mut mem)?;
+            drv.write("Q_HEAD_STRIDE_LO", stride & 0xFFFF_FFFF, mem)?;
+            drv.write("Q_HEAD_STRIDE_HI", stride >> 32, mem)?;
             (error::ADDRESS, true)
         }
         Path::LongRows => {
             let keys = p.row.flow().row_keys().expect("rowfused");
-            drv.write("K_LEN", keys as u64 + 1, &mut mem)?;
+            drv.write("K_LEN", keys as u64 + 1, mem)?;
             (error::TOO_LARGE, false)
         }
         Path::ScratchWraps => {
             // The scratch one beat below the top of the range: a tile's S takes more
             // (rowfused's spill: with a block past its S arrays).
             let at = (1u64 << p.addr_bits) - beat;
-            drv.write("S_ADDR_LO", at & 0xFFFF_FFFF, &mut mem)?;
-            drv.write("S_ADDR_HI", at >> 32, &mut mem)?;
+            drv.write("S_ADDR_LO", at & 0xFFFF_FFFF, mem)?;
+            drv.write("S_ADDR_HI", at >> 32, mem)?;
             if p.row.spills() {
                 let keys = p.row.flow().row_keys().expect("rowfused");
-                drv.write("K_LEN", keys as u64 + 1, &mut mem)?;
+                drv.write("K_LEN", keys as u64 + 1, mem)?;
             }
             (error::ADDRESS, true)
         }
-    };
+    })
+}
+
+/// One launch on `drv`: program `a`, bend it to the path, START, wait, and check.
+fn launch(
+    drv: &mut TopDriver,
+    p: &CoreParams,
+    a: &Attention,
+    l: &Launch,
+    timing: &MemoryTiming,
+) -> Result<()> {
+    let (mut mem, lay) = memory_image(p, a, timing)?;
+    let (_, limit) = cycle_limit(p, a, timing, &mem);
+    if l.path == Path::Run {
+        let r = drv.run(p, a, timing, l.wait, &mut mem, &lay)?;
+        let chk = check(p, a, &r);
+        ensure!(chk.ok(), "{}", chk.describe());
+        return Ok(());
+    }
+    if l.path == Path::BatchNoKeys {
+        return batch_without_keys(drv, p, a, l, timing);
+    }
+    drv.program(a, &lay, l.wait, &mut mem)?;
+    let (code, untouched) = bend(drv, p, &lay, l.path, &mut mem)?;
     let before = mem.stats;
     drv.write("CTRL", 1, &mut mem)?;
     if l.path == Path::Abort {
