@@ -68,7 +68,7 @@ use crate::array::mac::{self, MacConfig};
 use crate::array::mac::{MacIn, MacRun};
 use crate::interface;
 use crate::ir::iface::Block;
-use crate::{addr_bits, mux, Design, ModRef};
+use crate::{addr_bits, mux, Design, ModRef, ModuleBuilder, Sig};
 use crate::{clock_gate, fp::fp32_misc};
 
 interface! {
@@ -282,36 +282,110 @@ impl PeConfig {
     }
 }
 
+/// The PE module's doc: its operations and latency.
+fn doc(cfg: &PeConfig) -> String {
+    format!(
+        "pe: MAC + {} x {}-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
+         2 mac_clear (rf[addr] = -0 + a*b), 3 load (rf[addr] = ld_data), 4 mac_zero\n\
+         (rf[addr] = +0 + a*b), 5 mac_scale (rf[addr] = rf[addr] * 2^-shift + a*b).\n\
+         Latency {} cycle(s) from issue to rd_data; one op per cycle; no forwarding: an op\n\
+         reading a register must issue >= {} cycles after the previous write to it.{}{}",
+        cfg.regs,
+        cfg.mac.formats().acc.bits(),
+        cfg.latency(),
+        cfg.reuse_gap(),
+        if cfg.mac.feedback {
+            "\n6 mac_feed (rf[addr] = y + a*b, y the previous cycle's result, which is not \
+             written;\nmasked: y passes on; a run writes once, at its end)."
+        } else {
+            ""
+        },
+        cfg.qk.map_or(String::new(), |f| format!(
+            "\nInteger QK ({}, {} lanes per operand): 8 int_clear (rf[addr] = 0 + dot(a,b)),\n\
+             9 int_mac (rf[addr] += dot(a,b)), 10 int_last (rf[addr] = fp32(rf[addr] +\n\
+             dot(a,b))); int32 accumulation, same latency.",
+            f.name(),
+            f.lanes()
+        ))
+    )
+}
+
+/// The operation at issue and at each pipeline stage to the write-back (masked operations
+/// and unused codes become Nop after the first register), and `en` registered beside it
+/// (None for a combinational MAC, which masks at issue).
+fn operations(
+    m: &mut ModuleBuilder,
+    cfg: &PeConfig,
+    op_in: Sig,
+    en: Sig,
+) -> (Vec<Sig>, Option<Sig>) {
+    let ob = cfg.op_bits();
+    // A masked PE, or an unused code, does nothing.
+    let last_op = if cfg.qk.is_some() {
+        PeOp::IntLast
+    } else if cfg.mac.feedback {
+        PeOp::MacFeed
+    } else {
+        PeOp::MacScale
+    };
+    let last_op = m.lit(ob, last_op as u64);
+    let fp_gap = (cfg.qk.is_some()).then(|| {
+        // 6 and 7 are NOPs between the floating-point and the integer operations.
+        let six = m.lit(ob, 6);
+        let eight = m.lit(ob, PeOp::IntClear as u64);
+        op_in.ge(six) & op_in.lt(eight)
+    });
+    let valid = op_in.le(last_op);
+    let valid = match fp_gap {
+        Some(g) => valid & !g,
+        None => valid,
+    };
+    let nop = m.lit(ob, PeOp::Nop as u64);
+    let latency = cfg.mac.latency();
+    // The operation travels to the write-back; its taps serve the read's stages. `en` (the
+    // array's mask, late in the cycle) is registered beside the operation and applied
+    // after the first pipeline register: a masked operation's read and products run, but
+    // nothing it does is written or counted. A combinational MAC (no register) masks it
+    // at issue.
+    if latency == 0 {
+        let op = mux(en & valid, op_in, nop);
+        (vec![m.name("op_eff", op)], None)
+    } else {
+        let op = m.name("op_eff", mux(valid, op_in, nop));
+        let op1 = m.delay("op_d1", op);
+        let en1 = m.delay("en_d1", en);
+        let op1 = m.name("op_d1_live", mux(en1, op1, nop));
+        let mut taps = vec![op];
+        taps.extend(m.delays("op1", op1, latency - 1));
+        (taps, Some(en1))
+    }
+}
+
+/// Whether the operation reads its accumulator from the register file (the count energy
+/// prices), from the stages `ops`.
+fn counted_read(cfg: &PeConfig, ops: &[Sig]) -> Sig {
+    let latency = cfg.mac.latency();
+    // Reported a cycle after issue, from the op's first pipeline register (at issue with a
+    // combinational MAC, which has none): the count is energy's, and the array's mask,
+    // which decides `en`, does not run on into it.
+    let op1 = ops[latency.min(1) as usize];
+    let is_mac = op1.eq(PeOp::Mac as u64);
+    let acc_read = is_mac | op1.eq(PeOp::MacScale as u64);
+    if cfg.qk.is_some() {
+        let int_acc = op1.eq(PeOp::IntMac as u64) | op1.eq(PeOp::IntLast as u64);
+        acc_read | int_acc
+    } else {
+        acc_read
+    }
+}
+
 /// Defines the PE (and the blocks it uses) in `d`.
 pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.staged_mac());
     let int_dot = cfg.qk.map(|f| crate::array::int_dot::build(d, f));
     let gate = clock_gate::build(d);
     d.define(&cfg.module_name(), |_, m| {
-        m.doc(&format!(
-            "pe: MAC + {} x {}-bit register file. op (when en): 0 nop, 1 mac (rf[addr] += a*b),\n\
-             2 mac_clear (rf[addr] = -0 + a*b), 3 load (rf[addr] = ld_data), 4 mac_zero\n\
-             (rf[addr] = +0 + a*b), 5 mac_scale (rf[addr] = rf[addr] * 2^-shift + a*b).\n\
-             Latency {} cycle(s) from issue to rd_data; one op per cycle; no forwarding: an op\n\
-             reading a register must issue >= {} cycles after the previous write to it.{}{}",
-            cfg.regs,
-            cfg.mac.formats().acc.bits(),
-            cfg.latency(),
-            cfg.reuse_gap(),
-            if cfg.mac.feedback {
-                "\n6 mac_feed (rf[addr] = y + a*b, y the previous cycle's result, which is not \
-                 written;\nmasked: y passes on; a run writes once, at its end)."
-            } else {
-                ""
-            },
-            cfg.qk.map_or(String::new(), |f| format!(
-                "\nInteger QK ({}, {} lanes per operand): 8 int_clear (rf[addr] = 0 + dot(a,b)),\n\
-                 9 int_mac (rf[addr] += dot(a,b)), 10 int_last (rf[addr] = fp32(rf[addr] +\n\
-                 dot(a,b))); int32 accumulation, same latency.",
-                f.name(),
-                f.lanes()
-            ))
-        ));
+        m.doc(&doc(cfg));
         let aw = cfg.addr_width();
         let f = cfg.mac.formats();
         let a = m.input("a", f.operand.bits());
@@ -324,45 +398,9 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let shift = m.input("shift", 8);
         let rd_addr = m.input("rd_addr", aw);
 
-        // A masked PE, or an unused code, does nothing.
-        let last_op = if cfg.qk.is_some() {
-            PeOp::IntLast
-        } else if cfg.mac.feedback {
-            PeOp::MacFeed
-        } else {
-            PeOp::MacScale
-        };
-        let last_op = m.lit(ob, last_op as u64);
-        let fp_gap = (cfg.qk.is_some()).then(|| {
-            // 6 and 7 are NOPs between the floating-point and the integer operations.
-            let six = m.lit(ob, 6);
-            let eight = m.lit(ob, PeOp::IntClear as u64);
-            op_in.ge(six) & op_in.lt(eight)
-        });
-        let valid = op_in.le(last_op);
-        let valid = match fp_gap {
-            Some(g) => valid & !g,
-            None => valid,
-        };
         let nop = m.lit(ob, PeOp::Nop as u64);
         let latency = cfg.mac.latency();
-        // The operation travels to the write-back; its taps serve the read's stages. `en` (the
-        // array's mask, late in the cycle) is registered beside the operation and applied
-        // after the first pipeline register: a masked operation's read and products run, but
-        // nothing it does is written or counted. A combinational MAC (no register) masks it
-        // at issue.
-        let (ops, en1) = if latency == 0 {
-            let op = mux(en & valid, op_in, nop);
-            (vec![m.name("op_eff", op)], None)
-        } else {
-            let op = m.name("op_eff", mux(valid, op_in, nop));
-            let op1 = m.delay("op_d1", op);
-            let en1 = m.delay("en_d1", en);
-            let op1 = m.name("op_d1_live", mux(en1, op1, nop));
-            let mut taps = vec![op];
-            taps.extend(m.delays("op1", op1, latency - 1));
-            (taps, Some(en1))
-        };
+        let (ops, en1) = operations(m, cfg, op_in, en);
         // Accumulation in the MAC's loop: whether each stage holds a MacFeed, masked or not
         // (the taps above drop masked operations), from issue to the write-back.
         let feed = match (cfg.mac.feedback, en1) {
@@ -488,18 +526,7 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
 
         let rd_data = m.mem_read(rf, rd_addr);
         m.output("rd_data", rd_data);
-        // Reported a cycle after issue, from the op's first pipeline register (at issue with a
-        // combinational MAC, which has none): the count is energy's, and the array's mask,
-        // which decides `en`, does not run on into it.
-        let op1 = ops[latency.min(1) as usize];
-        let is_mac = op1.eq(PeOp::Mac as u64);
-        let acc_read = is_mac | op1.eq(PeOp::MacScale as u64);
-        let acc_read = if cfg.qk.is_some() {
-            let int_acc = op1.eq(PeOp::IntMac as u64) | op1.eq(PeOp::IntLast as u64);
-            acc_read | int_acc
-        } else {
-            acc_read
-        };
+        let acc_read = counted_read(cfg, &ops);
         m.output("rf_acc_read", acc_read);
         m.output("rf_write", wb_en);
         m.set_latency(cfg.latency());
