@@ -203,6 +203,178 @@ pub(super) struct GlbBlocks {
     pub(super) check: GlbCheckBlock,
 }
 
+/// A cycle's GLB traffic as arbitrated: what the banks, the regions and the checker take.
+struct Traffic<'a> {
+    flush: Sig,
+    /// A K/V channel's AXI4 error response: its data is never kept.
+    drops: [Sig; 2],
+    /// A K/V response that fills its region (at most one a cycle), either, and its (group, row).
+    fills: &'a [Sig],
+    fill: Sig,
+    fill_at: (Sig, Sig),
+    /// K's and V's hit reads, (group, row), and their grants.
+    reads: &'a [(Sig, Sig)],
+    grants: [Sig; 2],
+    /// unfused's scratch: (O's grant, its group and row, X's group and row), and X's grant.
+    scratch: Option<ScratchTraffic>,
+}
+
+/// unfused's scratch traffic: (O's grant, O's group and row, X's group and row), X's grant.
+type ScratchTraffic = ((Sig, Sig, Sig, Sig, Sig), Sig);
+
+/// The banks, group by group and slice by slice, written by a fill (or O's scratch write) and
+/// read by the granted hits (or X's read): (each group's read data, whether each group reads,
+/// whether each writes; group 0 first).
+fn banks(
+    m: &mut ModuleBuilder,
+    g: &GlbConfig,
+    blocks: &GlbBlocks,
+    port: &PortSteps,
+    t: &Traffic,
+) -> (Vec<Sig>, Vec<Sig>, Vec<Sig>) {
+    let (fill, (fill_group, fill_row), reads) = (t.fill, t.fill_at, t.reads);
+    let [k_grant, v_grant] = t.grants;
+    let mut group_data = vec![];
+    let (mut group_reads, mut group_writes) = (vec![], vec![]);
+    let one = m.lit(1, 1);
+    for n in 0..g.groups {
+        let mine = |grp: Sig| {
+            if g.groups == 1 {
+                one
+            } else {
+                grp.eq(n as u64)
+            }
+        };
+        let fill_here = fill & mine(fill_group);
+        let k_here = k_grant & mine(reads[0].0);
+        let v_here = v_grant & mine(reads[1].0);
+        let (mut we, mut waddr, mut re) = (fill_here, fill_row, k_here | v_here);
+        let mut raddr = mux(k_here, reads[0].1, reads[1].1);
+        let mut o_data = None;
+        if let Some(((o_grant, og, orow, xg, xrow), x_grant)) = t.scratch {
+            let x_here = x_grant & mine(xg);
+            we = we | (o_grant & mine(og));
+            waddr = mux(fill_here, fill_row, orow);
+            re = re | x_here;
+            raddr = mux(k_here | v_here, raddr, xrow);
+            o_data = Some((fill_here, port.wdata));
+        }
+        group_reads.push(re);
+        group_writes.push(we);
+        let mut slices = vec![];
+        for s in 0..g.slices {
+            let wb = g.word_bits;
+            let slice = |d: Sig| d.slice(s * wb + wb - 1, s * wb);
+            let wdata = match o_data {
+                Some((fill_here, o)) => mux(fill_here, slice(port.rsp_data), slice(o)),
+                None => slice(port.rsp_data),
+            };
+            let ins = SramIn {
+                we,
+                waddr,
+                wdata,
+                re,
+                raddr,
+            };
+            let out = m.instantiate(&blocks.bank, &format!("u_glb_g{n}_s{s}"), &ins);
+            slices.push(out.rd_data);
+        }
+        slices.reverse();
+        group_data.push(cat(&slices));
+    }
+    (group_data, group_reads, group_writes)
+}
+
+/// Each K/V region's counters and tag: the beats requested and landed (a memory step or a
+/// hit, a response or a landed hit), the tag taken at a descriptor's load and kept while it
+/// matches (unless flushed, or an error response drops it), and the beats filled.
+fn update_regions(
+    m: &mut ModuleBuilder,
+    cfg: &DmaConfig,
+    g: &GlbConfig,
+    (chans, regions): (&[Channel], &[Region]),
+    port: &PortSteps,
+    t: &Traffic,
+    lands: [Sig; 2],
+) {
+    let mb = g.mark_bits();
+    let cw = regions[0].rsp_beats.q.width();
+    let w = cw.max(mb);
+    let one = m.lit(1, 1);
+    for (c, r) in regions.iter().enumerate() {
+        let i = CHANNELS[c];
+        let ch = &chans[i];
+        let d = &ch.desc;
+        let step = port.steps[i] | t.grants[c];
+        let landed = port.responses[i] | lands[c];
+        let zero = m.zero(cw);
+        let req_inc = r.req_beats.q + 1;
+        m.set_next(r.req_beats, mux(ch.load, zero, req_inc));
+        m.set_enable(r.req_beats, ch.load | step);
+        let rsp_inc = r.rsp_beats.q + 1;
+        m.set_next(r.rsp_beats, mux(ch.load, zero, rsp_inc));
+        m.set_enable(r.rsp_beats, ch.load | landed);
+        let matches = and_all(&[
+            r.tag_base.q.eq(d.base),
+            r.tag_stride.q.eq(d.stride),
+            r.tag_row_bytes.q.eq(d.row_bytes),
+        ]);
+        let same = and_all(&[r.tag_valid.q, !t.flush, matches]);
+        let stale = r.tag_valid.q & !t.flush;
+        let same = m.with_fault(cfg.faults, Fault::GlbStaleTag, |_| stale, same);
+        for (reg, v) in [
+            (r.tag_base, d.base),
+            (r.tag_stride, d.stride),
+            (r.tag_row_bytes, d.row_bytes),
+        ] {
+            m.set_next(reg, v);
+            m.set_enable(reg, ch.load);
+        }
+        let keep = r.tag_valid.q & !t.flush & !t.drops[c];
+        m.set_next(r.tag_valid, mux(ch.load, one, keep));
+        let mark = r.rsp_beats.q.zext(w) + 1;
+        let mark = mark.resize(mb);
+        let zero_mb = m.zero(mb);
+        let kept = mux(same, r.filled.q, zero_mb);
+        m.set_next(r.filled, mux(ch.load, kept, mark));
+        m.set_enable(r.filled, ch.load | t.fills[c]);
+    }
+}
+
+/// The GLB's checker (simulation only), from the descriptors, the port and the grants.
+fn check(
+    m: &mut ModuleBuilder,
+    blocks: &GlbBlocks,
+    chans: &[Channel],
+    port: &PortSteps,
+    t: &Traffic,
+) {
+    let watch = |c: usize| {
+        let i = CHANNELS[c];
+        let ch = &chans[i];
+        GlbChannelWatch {
+            load: ch.load,
+            base: ch.desc.base,
+            stride: ch.desc.stride,
+            row_bytes: ch.desc.row_bytes,
+            mem_step: port.steps[i],
+            hit: t.grants[c],
+            mem_rsp: port.responses[i],
+            drop: t.drops[c],
+        }
+    };
+    let (k, v) = (watch(0), watch(1));
+    m.instantiate(
+        &blocks.check,
+        "u_glb_check",
+        &GlbWatch {
+            flush: t.flush,
+            k,
+            v,
+        },
+    );
+}
+
 /// Arbitrates the banks and updates the regions, given the port's steps and responses.
 pub(super) fn finish(
     m: &mut ModuleBuilder,
@@ -302,54 +474,17 @@ pub(super) fn finish(
     };
 
     // The banks.
-    let mut group_data = vec![];
-    let (mut group_reads, mut group_writes) = (vec![], vec![]);
-    let one = m.lit(1, 1);
-    for n in 0..g.groups {
-        let mine = |grp: Sig| {
-            if g.groups == 1 {
-                one
-            } else {
-                grp.eq(n as u64)
-            }
-        };
-        let fill_here = fill & mine(fill_group);
-        let k_here = k_grant & mine(reads[0].0);
-        let v_here = v_grant & mine(reads[1].0);
-        let (mut we, mut waddr, mut re) = (fill_here, fill_row, k_here | v_here);
-        let mut raddr = mux(k_here, reads[0].1, reads[1].1);
-        let mut o_data = None;
-        if let (Some((o_grant, og, orow, xg, xrow)), Some(x_grant)) = (sc, x_grant) {
-            let x_here = x_grant & mine(xg);
-            we = we | (o_grant & mine(og));
-            waddr = mux(fill_here, fill_row, orow);
-            re = re | x_here;
-            raddr = mux(k_here | v_here, raddr, xrow);
-            o_data = Some((fill_here, port.wdata));
-        }
-        group_reads.push(re);
-        group_writes.push(we);
-        let mut slices = vec![];
-        for s in 0..g.slices {
-            let wb = g.word_bits;
-            let slice = |d: Sig| d.slice(s * wb + wb - 1, s * wb);
-            let wdata = match o_data {
-                Some((fill_here, o)) => mux(fill_here, slice(port.rsp_data), slice(o)),
-                None => slice(port.rsp_data),
-            };
-            let ins = SramIn {
-                we,
-                waddr,
-                wdata,
-                re,
-                raddr,
-            };
-            let out = m.instantiate(&blocks.bank, &format!("u_glb_g{n}_s{s}"), &ins);
-            slices.push(out.rd_data);
-        }
-        slices.reverse();
-        group_data.push(cat(&slices));
-    }
+    let t = Traffic {
+        flush,
+        drops,
+        fills: &fills,
+        fill,
+        fill_at: (fill_group, fill_row),
+        reads: &reads,
+        grants: [k_grant, v_grant],
+        scratch: sc.zip(x_grant),
+    };
+    let (group_data, mut group_reads, mut group_writes) = banks(m, g, blocks, port, &t);
     // Hits land a cycle after their read, with the data of the group they read.
     let grants = [k_grant, v_grant];
     let mut lands = [fill; 2];
@@ -387,61 +522,9 @@ pub(super) fn finish(
     };
 
     // Regions and counters.
-    for (c, r) in regions.iter().enumerate() {
-        let i = CHANNELS[c];
-        let ch = &chans[i];
-        let d = &ch.desc;
-        let step = port.steps[i] | grants[c];
-        let landed = port.responses[i] | lands[c];
-        let zero = m.zero(cw);
-        let req_inc = r.req_beats.q + 1;
-        m.set_next(r.req_beats, mux(ch.load, zero, req_inc));
-        m.set_enable(r.req_beats, ch.load | step);
-        let rsp_inc = r.rsp_beats.q + 1;
-        m.set_next(r.rsp_beats, mux(ch.load, zero, rsp_inc));
-        m.set_enable(r.rsp_beats, ch.load | landed);
-        let matches = and_all(&[
-            r.tag_base.q.eq(d.base),
-            r.tag_stride.q.eq(d.stride),
-            r.tag_row_bytes.q.eq(d.row_bytes),
-        ]);
-        let same = and_all(&[r.tag_valid.q, !flush, matches]);
-        let stale = r.tag_valid.q & !flush;
-        let same = m.with_fault(cfg.faults, Fault::GlbStaleTag, |_| stale, same);
-        for (reg, v) in [
-            (r.tag_base, d.base),
-            (r.tag_stride, d.stride),
-            (r.tag_row_bytes, d.row_bytes),
-        ] {
-            m.set_next(reg, v);
-            m.set_enable(reg, ch.load);
-        }
-        let keep = r.tag_valid.q & !flush & !drops[c];
-        m.set_next(r.tag_valid, mux(ch.load, one, keep));
-        let mark = r.rsp_beats.q.zext(w) + 1;
-        let mark = mark.resize(mb);
-        let zero_mb = m.zero(mb);
-        let kept = mux(same, r.filled.q, zero_mb);
-        m.set_next(r.filled, mux(ch.load, kept, mark));
-        m.set_enable(r.filled, ch.load | fills[c]);
-    }
+    update_regions(m, cfg, g, (chans, regions), port, &t, lands);
     // The checker (simulation only), from the descriptors, the port and the grants.
-    let watch = |c: usize| {
-        let i = CHANNELS[c];
-        let ch = &chans[i];
-        GlbChannelWatch {
-            load: ch.load,
-            base: ch.desc.base,
-            stride: ch.desc.stride,
-            row_bytes: ch.desc.row_bytes,
-            mem_step: port.steps[i],
-            hit: grants[c],
-            mem_rsp: port.responses[i],
-            drop: drops[c],
-        }
-    };
-    let (k, v) = (watch(0), watch(1));
-    m.instantiate(&blocks.check, "u_glb_check", &GlbWatch { flush, k, v });
+    check(m, blocks, chans, port, &t);
     let kv_rsp = port.responses[1] | port.responses[2];
     let spill = kv_rsp & !fill;
     let mut in_flight = lands[0] | lands[1];
