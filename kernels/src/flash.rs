@@ -163,25 +163,9 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
         "operands in {} are not supported",
         fmt.name()
     );
-    // The operands widened once (exact), for the host-FPU MAC (`mac_native`, bit-exact with
-    // `mac` once a chain's result passes `canonical_nan`; for bfloat16, whose products can
-    // leave binary32's range, the host's fused multiply-add, which is `mac_fused`).
-    let widen = move |h: u16| -> u32 {
-        if fmt == Format::FP16 {
-            fp16_to_fp32(h)
-        } else {
-            convert(h as u64, fmt, Format::FP32) as u32
-        }
-    };
-    let fused = fmt != Format::FP16;
-    let mac_host = move |acc: f32, a: f32, b: f32| -> f32 {
-        if fused {
-            a.mul_add(b, acc)
-        } else {
-            mac_native(acc, a, b)
-        }
-    };
-    let wide = |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(widen(h))).collect() };
+    let host = Host { fmt };
+    let wide =
+        |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(host.widen(h))).collect() };
     // Quantized QKᵀ reads its own integers: Q and K are not widened then.
     let (qf, kf) = match quant {
         None => (wide(p.q), wide(p.k)),
@@ -210,7 +194,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                 .iter()
                 .zip(kj)
                 .fold(f32::from_bits(ACC_CLEAR), |acc, (&a, &b)| {
-                    mac_host(acc, a, b)
+                    host.mac(acc, a, b)
                 });
             *sj = canonical_nan(acc);
             macs += d as u64;
@@ -272,7 +256,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                 }
                 for (jj, w) in weights.iter_mut().enumerate() {
                     *w = weight_in(s[jj], st.m, c, !visible[jj], fmt);
-                    wide_w[jj] = widen(*w);
+                    wide_w[jj] = host.widen(*w);
                 }
                 st.update_sum(row_sum(&wide_w, cfg.cols), shift);
                 let orow = &mut o[r * d..(r + 1) * d];
@@ -286,26 +270,61 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                     let w = f32::from_bits(w);
                     let vj = &vf[(k_base + jj) * d..(k_base + jj + 1) * d];
                     for (x, &vv) in orow.iter_mut().zip(vj) {
-                        *x = canonical_nan(mac_host(f32::from_bits(*x), w, vv));
+                        *x = canonical_nan(host.mac(f32::from_bits(*x), w, vv));
                     }
                     stats.macs += d as u64;
                 }
             }
             stats.masked_macs += (2 * cfg.br * cfg.bc * d) as u64 - (stats.macs - macs_before);
         }
-        for r in 0..rows {
-            let recip = state[r].reciprocal();
-            for c in 0..d {
-                let y = fp32_mul_native(o[r * d + c], recip);
-                out[(q_base + r) * d + c] = match cfg.out {
-                    OutFormat::F32 => y,
-                    OutFormat::Short if fmt == Format::FP16 => fp32_to_fp16_native(y) as u32,
-                    OutFormat::Short => convert(y as u64, Format::FP32, fmt) as u32,
-                };
-            }
-        }
+        let tile = &mut out[q_base * d..(q_base + rows) * d];
+        normalize(tile, &o, &state, cfg);
     }
     (out, stats)
+}
+
+/// The operands' arithmetic on the host: each operand widened once (exact) to binary32, and
+/// the host-FPU MAC (`mac_native`, bit-exact with `mac` once a chain's result passes
+/// `canonical_nan`; for bfloat16, whose products can leave binary32's range, the host's fused
+/// multiply-add, which is `mac_fused`).
+#[derive(Clone, Copy)]
+struct Host {
+    fmt: Format,
+}
+
+impl Host {
+    fn widen(self, h: u16) -> u32 {
+        if self.fmt == Format::FP16 {
+            fp16_to_fp32(h)
+        } else {
+            convert(h as u64, self.fmt, Format::FP32) as u32
+        }
+    }
+
+    fn mac(self, acc: f32, a: f32, b: f32) -> f32 {
+        if self.fmt == Format::FP16 {
+            mac_native(acc, a, b)
+        } else {
+            a.mul_add(b, acc)
+        }
+    }
+}
+
+/// A tile's output rows `tile` (rows × d): each row of its accumulators `o` times the
+/// reciprocal of its sum, in the output format.
+fn normalize(tile: &mut [u32], o: &[u32], state: &[RowState], cfg: &FlashConfig) {
+    let (d, fmt) = (cfg.head_dim, cfg.operand);
+    for (r, st) in state.iter().enumerate() {
+        let recip = st.reciprocal();
+        for c in 0..d {
+            let y = fp32_mul_native(o[r * d + c], recip);
+            tile[r * d + c] = match cfg.out {
+                OutFormat::F32 => y,
+                OutFormat::Short if fmt == Format::FP16 => fp32_to_fp16_native(y) as u32,
+                OutFormat::Short => convert(y as u64, Format::FP32, fmt) as u32,
+            };
+        }
+    }
 }
 
 /// Output bits as numbers; `operand` is the short form's format.
