@@ -661,23 +661,15 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     let start_pv = m.name("start_pv", choose & pv_can);
 
     // Step counters: QK (k, ii, jj), PV (jk, ii, q), innermost last (with runs ii, jj, k and
-    // ii, q, jk: `nest_steps`); ii is shared.
-    let mut last_flags = vec![];
-    let c = LoopCounters::new(m, p, r, None, &mut last_flags);
-    m.drive(qk_last_step, in_qk & c.qk_last);
-    m.drive(pv_last_step, in_pv & c.pv_last);
-    let begin = start_qk | start_pv;
-    // jj / ii / k advance in QK, q / ii / jk in PV; all reset when a phase begins.
-    let (qk_jj, qk_ii, qk_k) = c.qk_steps(in_qk);
-    let (pv_q, pv_ii, pv_jk) = c.pv_steps(in_pv);
-    advance(m, r.jj, c.jj_n, qk_jj, begin);
-    advance(m, r.ii, c.ii_n, qk_ii | pv_ii, begin);
-    advance(m, r.kk, c.k_n, qk_k, begin);
-    advance(m, r.qq, c.q_n, pv_q, begin);
-    advance(m, r.jk, c.jk_n, pv_jk, begin);
-    for flag in last_flags {
-        flag.finish(m);
-    }
+    // ii, q, jk: `nest_steps`); ii is shared, and every counter resets when a phase begins.
+    let (c, begin) = step_counters(
+        m,
+        p,
+        r,
+        None,
+        (in_qk, start_qk, qk_last_step),
+        (in_pv, start_pv, pv_last_step),
+    );
     // Phase kind and block.
     let code = |s: Phase| r.ph_kind.code(s);
     let kind_d = mux(start_pv, code(Phase::Pv), code(Phase::None));
@@ -738,6 +730,48 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
         pv_keys: keys,
         flags: n.flags,
     }
+}
+
+/// The step counters of both kinds of phase ([`LoopCounters`]), from (steps this cycle, the
+/// phase begins, the phase's last-step net, which this drives) of QK and of PV: each counter
+/// advances when its kind steps. With `pv_ii` None (one array, the phases alternating) ii is
+/// shared and every counter resets when either phase begins; with PV's own query-row counter
+/// (two streams) each stream's counters reset when its phase begins. Returns the counters and
+/// QK's reset (with one array, "a phase begins").
+fn step_counters(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    r: &Regs,
+    pv_ii: Option<RegHandle>,
+    (qk_go, start_qk, qk_last_step): (Sig, Sig, Sig),
+    (pv_go, start_pv, pv_last_step): (Sig, Sig, Sig),
+) -> (LoopCounters, Sig) {
+    let mut last_flags = vec![];
+    let c = LoopCounters::new(m, p, r, pv_ii, &mut last_flags);
+    m.drive(qk_last_step, qk_go & c.qk_last);
+    m.drive(pv_last_step, pv_go & c.pv_last);
+    let (qk_reset, pv_reset) = match pv_ii {
+        None => {
+            let begin = start_qk | start_pv;
+            (begin, begin)
+        }
+        Some(_) => (start_qk, start_pv),
+    };
+    let (qk_jj, qk_ii, qk_k) = c.qk_steps(qk_go);
+    let (pv_q, pv_i, pv_jk) = c.pv_steps(pv_go);
+    advance(m, r.jj, c.jj_n, qk_jj, qk_reset);
+    let ii_step = if pv_ii.is_some() { qk_ii } else { qk_ii | pv_i };
+    advance(m, r.ii, c.ii_n, ii_step, qk_reset);
+    advance(m, r.kk, c.k_n, qk_k, qk_reset);
+    advance(m, r.qq, c.q_n, pv_q, pv_reset);
+    if let Some(ii) = pv_ii {
+        advance(m, ii, c.iv_n, pv_i, pv_reset);
+    }
+    advance(m, r.jk, c.jk_n, pv_jk, pv_reset);
+    for flag in last_flags {
+        flag.finish(m);
+    }
+    (c, qk_reset)
 }
 
 /// `f(x + bx, y + by)`, each sum at its operand's width as `+` wraps it, where a bump (`bx`,
@@ -915,21 +949,14 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
 
     // Step counters: QK (k, ii, jj), PV (jk, pv_ii, q) (with runs ii, jj, k and pv_ii, q, jk);
     // each steps when its stream does and resets when its stream's phase begins.
-    let mut last_flags = vec![];
-    let c = LoopCounters::new(m, p, r, Some(pv.ii), &mut last_flags);
-    m.drive(qk_last_step, qk_go & c.qk_last);
-    m.drive(pv_last_step, pv_go & c.pv_last);
-    let (qk_jj, qk_ii, qk_k) = c.qk_steps(qk_go);
-    let (pv_q, pv_ii, pv_jk) = c.pv_steps(pv_go);
-    advance(m, r.jj, c.jj_n, qk_jj, start_qk);
-    advance(m, r.ii, c.ii_n, qk_ii, start_qk);
-    advance(m, r.kk, c.k_n, qk_k, start_qk);
-    advance(m, r.qq, c.q_n, pv_q, start_pv);
-    advance(m, pv.ii, c.iv_n, pv_ii, start_pv);
-    advance(m, r.jk, c.jk_n, pv_jk, start_pv);
-    for flag in last_flags {
-        flag.finish(m);
-    }
+    let (c, _) = step_counters(
+        m,
+        p,
+        r,
+        Some(pv.ii),
+        (qk_go, start_qk, qk_last_step),
+        (pv_go, start_pv, pv_last_step),
+    );
     // The streams' phases and blocks.
     let code = |s: Phase| r.ph_kind.code(s);
     r.ph_kind
