@@ -63,7 +63,7 @@ use anyhow::{ensure, Result};
 
 use kernels::quant::QkFormat;
 
-use crate::array::int_dot::IntDotIn;
+use crate::array::int_dot::{IntDotIn, IntDotOut};
 use crate::array::mac::{self, MacConfig};
 use crate::array::mac::{MacIn, MacRun};
 use crate::interface;
@@ -379,6 +379,32 @@ fn counted_read(cfg: &PeConfig, ops: &[Sig]) -> Sig {
     }
 }
 
+/// Integer QK: the dot product of `a` and `b` onto the read accumulator (from 0 for
+/// `IntClear`; `IntLast` converts), at the read's stage `taken` (the operands wait with it),
+/// delayed to the MAC's `latency`.
+fn int_path(
+    m: &mut ModuleBuilder,
+    unit: &Block<IntDotIn, IntDotOut<u32>>,
+    (a, b): (Sig, Sig),
+    (op_rd, acc_rd): (Sig, Sig),
+    (taken, latency): (u32, u32),
+) -> Sig {
+    let int_clear = op_rd.eq(PeOp::IntClear as u64);
+    let int_last = op_rd.eq(PeOp::IntLast as u64);
+    // int32 zero: the bits of +0.
+    let pos_zero = m.zero(32);
+    let acc = mux(int_clear, pos_zero, acc_rd);
+    let (a, b) = (m.delay_n("int_a", a, taken), m.delay_n("int_b", b, taken));
+    let ins = IntDotIn {
+        a,
+        b,
+        acc,
+        last: int_last,
+    };
+    let y = m.instantiate(unit, "u_int", &ins).y;
+    m.delay_n("int_y", y, latency - taken)
+}
+
 /// Defines the PE (and the blocks it uses) in `d`.
 pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
     let mac = mac::build(d, &cfg.staged_mac());
@@ -477,21 +503,9 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
         let result = m.instantiate(&mac, "u_mac", &ins).y;
         // Integer QK: the dot product onto rf[addr] (from 0 for int_clear), at the read's
         // stage (the operands wait with it), delayed to the MAC's latency.
-        let int_result = int_dot.as_ref().map(|unit| {
-            let int_clear = op_rd.eq(PeOp::IntClear as u64);
-            let int_last = op_rd.eq(PeOp::IntLast as u64);
-            // int32 zero: the bits of +0.
-            let acc = mux(int_clear, pos_zero, acc_rd);
-            let (a, b) = (m.delay_n("int_a", a, taken), m.delay_n("int_b", b, taken));
-            let ins = IntDotIn {
-                a,
-                b,
-                acc,
-                last: int_last,
-            };
-            let y = m.instantiate(unit, "u_int", &ins).y;
-            m.delay_n("int_y", y, latency - taken)
-        });
+        let int_result = int_dot
+            .as_ref()
+            .map(|unit| int_path(m, unit, (a, b), (op_rd, acc_rd), (taken, latency)));
 
         // Control and load data travel beside the MAC pipeline to the write-back stage.
         let wb_op = ops[latency as usize];

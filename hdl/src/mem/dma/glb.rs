@@ -285,6 +285,59 @@ fn banks(
     (group_data, group_reads, group_writes)
 }
 
+/// Fills: a K/V response from memory inside its region (at most one a cycle, unless its
+/// channel's error response drops it): (each channel's, either, its (group, row)).
+fn fills(
+    m: &mut ModuleBuilder,
+    g: &GlbConfig,
+    regions: &[Region],
+    port: &PortSteps,
+    drops: [Sig; 2],
+) -> (Vec<Sig>, Sig, (Sig, Sig)) {
+    let mb = g.mark_bits();
+    let region = m.lit(mb, g.region_beats as u64);
+    let cw = regions[0].rsp_beats.q.width();
+    let w = cw.max(mb);
+    let fills: Vec<Sig> = CHANNELS
+        .iter()
+        .zip(regions)
+        .zip(drops)
+        .map(|((&i, r), dropped)| {
+            let inside = r.rsp_beats.q.zext(w).lt(region.zext(w));
+            and_all(&[port.responses[i], r.tag_valid.q, inside, !dropped])
+        })
+        .collect();
+    let fill = fills[0] | fills[1];
+    let fill = m.name("glb_fill_now", fill);
+    let fill_idx = mux(fills[1], regions[1].rsp_beats.q, regions[0].rsp_beats.q);
+    let (fg0, fr0) = place(m, g, 0, fill_idx);
+    let (fg1, fr1) = place(m, g, 1, fill_idx);
+    let fill_group = mux(fills[1], fg1, fg0);
+    let fill_row = mux(fills[1], fr1, fr0);
+    (fills, fill, (fill_group, fill_row))
+}
+
+/// A granted read's landing a cycle later (`glb_<name>_land`), with the data of the group it
+/// read (`group`, held from the grant), or else the memory's response `rsp`: (landed, data).
+fn land(
+    m: &mut ModuleBuilder,
+    g: &GlbConfig,
+    name: &str,
+    (group, grant): (Sig, Sig),
+    group_data: &[Sig],
+    rsp: Sig,
+) -> (Sig, Sig) {
+    let landed = m.delay(&format!("glb_{name}_land"), grant);
+    let grp = m.hold(&format!("glb_{name}_group"), group, grant);
+    let from_glb = if g.groups == 1 {
+        m.discard(grp);
+        group_data[0]
+    } else {
+        mux_index(grp, group_data)
+    };
+    (landed, mux(landed, from_glb, rsp))
+}
+
 /// Each K/V region's counters and tag: the beats requested and landed (a memory step or a
 /// hit, a response or a landed hit), the tag taken at a descriptor's load and kept while it
 /// matches (unless flushed, or an error response drops it), and the beats filled.
@@ -391,27 +444,7 @@ pub(super) fn finish(
         Some(e) => e[CHANNELS[c]].any(),
         None => m.zero(1),
     });
-    let mb = g.mark_bits();
-    let region = m.lit(mb, g.region_beats as u64);
-    let cw = regions[0].rsp_beats.q.width();
-    let w = cw.max(mb);
-    // Fills: a K/V response from memory inside its region (at most one a cycle).
-    let fills: Vec<Sig> = CHANNELS
-        .iter()
-        .zip(regions)
-        .zip(drops)
-        .map(|((&i, r), dropped)| {
-            let inside = r.rsp_beats.q.zext(w).lt(region.zext(w));
-            and_all(&[port.responses[i], r.tag_valid.q, inside, !dropped])
-        })
-        .collect();
-    let fill = fills[0] | fills[1];
-    let fill = m.name("glb_fill_now", fill);
-    let fill_idx = mux(fills[1], regions[1].rsp_beats.q, regions[0].rsp_beats.q);
-    let (fg0, fr0) = place(m, g, 0, fill_idx);
-    let (fg1, fr1) = place(m, g, 1, fill_idx);
-    let fill_group = mux(fills[1], fg1, fg0);
-    let fill_row = mux(fills[1], fr1, fr0);
+    let (fills, fill, (fill_group, fill_row)) = fills(m, g, regions, port, drops);
     // unfused's scratch: O's write (after a fill in its group), X's read and their places.
     let sc = scratch.map(|s| {
         let (og, orow) = place(m, g, glb::SCRATCH, s.o_word);
@@ -491,30 +524,16 @@ pub(super) fn finish(
     let mut data = [fill; 2];
     for c in 0..2 {
         let n = chans[CHANNELS[c]].name;
-        lands[c] = m.delay(&format!("glb_{n}_land"), grants[c]);
-        let grp = m.hold(&format!("glb_{n}_group"), reads[c].0, grants[c]);
-        let from_glb = if g.groups == 1 {
-            m.discard(grp);
-            group_data[0]
-        } else {
-            mux_index(grp, &group_data)
-        };
-        data[c] = mux(lands[c], from_glb, port.rsp_data);
+        let read = (reads[c].0, grants[c]);
+        (lands[c], data[c]) = land(m, g, n, read, &group_data, port.rsp_data);
     }
     let scratch_side = match (sc, x_grant) {
         (Some((o_grant, _, _, xg, _)), Some(x_grant)) => {
-            let x_land = m.delay("glb_x_land", x_grant);
-            let grp = m.hold("glb_x_group", xg, x_grant);
-            let from_glb = if g.groups == 1 {
-                m.discard(grp);
-                group_data[0]
-            } else {
-                mux_index(grp, &group_data)
-            };
+            let (x_land, x_data) = land(m, g, "x", (xg, x_grant), &group_data, port.rsp_data);
             Some(ScratchSide {
                 x_grant,
                 x_land,
-                x_data: mux(x_land, from_glb, port.rsp_data),
+                x_data,
                 o_grant,
             })
         }
