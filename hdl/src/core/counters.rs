@@ -129,6 +129,96 @@ fn bank_window(
     }
 }
 
+/// The MAC slots the issued steps left masked, a cycle late as the tiers' MACs come: R·C
+/// per tier that steps (with integer QKᵀ, R·C·lanes in a QK step, none in a scale step)
+/// less the MACs counted.
+fn masked_slots(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn, macs: Sig) -> Sig {
+    let (rr, mpp) = (p.rows, p.row.macs_per_pe());
+    // MAC slots of the steps issued: R·C per tier that steps this cycle (with integer QKᵀ,
+    // R·C·lanes in a QK step, none in a scale step).
+    let tier_pes = m.lit(macs.width(), (rr * p.row.cols) as u64);
+    let zero_s = m.zero(macs.width());
+    let (qk_pes, qk_step) = match i.scale {
+        Some(s) => (
+            m.lit(macs.width(), (rr * p.row.cols * mpp) as u64),
+            i.qk_step & !s.scale,
+        ),
+        None => (tier_pes, i.qk_step),
+    };
+    // The slots are counted a cycle late, as the tiers' MACs come (registered before their
+    // sums), so each cycle's difference is that step's masked slots.
+    if p.row.concurrent_phases() {
+        let qk_slots = mux(qk_step, qk_pes, zero_s);
+        let pv_slots = mux(i.pv_step, tier_pes, zero_s);
+        m.delay("cnt_slots", qk_slots + pv_slots) - macs
+    } else {
+        // One step bus: a QK or a PV step, or (integer QKᵀ) a scale step with no slot.
+        let (mac_step, slots) = match i.scale {
+            Some(s) => (i.step_valid & !s.scale, mux(qk_step, qk_pes, tier_pes)),
+            None => (i.step_valid, tier_pes),
+        };
+        m.delay("cnt_slots", mux(mac_step, slots, zero_s)) - macs
+    }
+}
+
+/// Why no MAC step issued, while busy: waiting for K or V, for Q, for the softmax (or the row
+/// engines holding S or a single-port P bank), or else.
+fn stalls(i: &CountIn, run_busy: Sig) -> [Sig; 4] {
+    let idle_cycle = run_busy & !i.step_valid;
+    let s = &i.stall;
+    let qk_wait = s.waiting & s.want_qk;
+    let need_k = qk_wait & !i.k_ready;
+    let need_q = and_all(&[qk_wait, i.k_ready, !i.q_ready]);
+    let pv_wait = and_all(&[s.waiting, s.want_pv, s.pv_more]);
+    let need_sm = pv_wait & !s.sm_ahead;
+    let need_v = and_all(&[pv_wait, s.sm_ahead, !i.v_ready]);
+    // The row engines hold the phase back: S not yet copied out of the PE registers (buf2d), or
+    // a single-port P bank busy with the softmax.
+    let need_s = and_all(&[qk_wait, i.k_ready, i.q_ready, !s.s_free]);
+    let need_p = and_all(&[pv_wait, s.sm_ahead, i.v_ready, !s.p_free]);
+    let st_kv = idle_cycle & (need_k | need_v);
+    let st_q = idle_cycle & need_q;
+    let st_sm = idle_cycle & or_all(&[need_sm, need_s, need_p]);
+    let st_other = idle_cycle & !or_all(&[st_kv, st_q, st_sm]);
+    [st_kv, st_q, st_sm, st_other]
+}
+
+/// The broadcast buses' bit·hops and the operand bits read from the landing buffers this
+/// cycle.
+fn wire_bits(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> (Sig, Sig) {
+    let rr = p.rows;
+    // Broadcast wire activity, bits × hops: each tier's step drives its R row buses (an
+    // operand, Q or P, across C PE pitches) and its C column buses (an operand, K or V, down R
+    // rows): 2·16·R·C bit·hops per tier and step with FP16 operands, whatever the data.
+    let ew = p.row.elem_bits().0 as u64;
+    let span = 2 * ew * (rr * p.row.cols) as u64;
+    let bc_w = bits_for(span * p.row.mac_tiers() as u64);
+    let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
+    let bcast = if p.row.concurrent_phases() {
+        mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b)
+    } else {
+        mux(i.step_valid, span_l, zero_b)
+    };
+    // Operand bits from the landing buffers: a QK step reads a Q lane per row and a K lane per
+    // column, a PV step a V lane per column.
+    // rowfused's spill: a spilled block's exp sweep reads a score per row from the scratch
+    // landing buffer.
+    let (qk_bits, pv_bits) = (ew * (rr + p.row.cols) as u64, ew * p.row.cols as u64);
+    let x_bits = i.spill.map(|_| p.row.elem_bits().1 as u64 * rr as u64);
+    let land_w = bits_for(qk_bits + pv_bits + x_bits.unwrap_or(0));
+    let (qk_l, pv_l, zero_l) = (
+        m.lit(land_w, qk_bits),
+        m.lit(land_w, pv_bits),
+        m.zero(land_w),
+    );
+    let land = mux(i.qk_step, qk_l, zero_l) + mux(i.pv_step, pv_l, zero_l);
+    let land = match (i.spill, x_bits) {
+        (Some(x), Some(bits)) => land + mux(x.read, m.lit(land_w, bits), zero_l),
+        _ => land,
+    };
+    (bcast, land)
+}
+
 fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let (rr, cn) = (p.rows, p.row.cols * p.row.mac_tiers());
     // Per-cycle activity summed over the rows: MACs; register-file accesses at the ports (up to
@@ -172,77 +262,9 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let rescales_avoided = sum(m, |r| r.rescale_avoided, p_w);
     let clear = i.clear;
     let run_busy = i.busy & !clear;
-    // MAC slots of the steps issued: R·C per tier that steps this cycle (with integer QKᵀ,
-    // R·C·lanes in a QK step, none in a scale step).
-    let tier_pes = m.lit(macs.width(), (rr * p.row.cols) as u64);
-    let zero_s = m.zero(macs.width());
-    let (qk_pes, qk_step) = match i.scale {
-        Some(s) => (
-            m.lit(macs.width(), (rr * p.row.cols * mpp) as u64),
-            i.qk_step & !s.scale,
-        ),
-        None => (tier_pes, i.qk_step),
-    };
-    // The slots are counted a cycle late, as the tiers' MACs come (registered before their
-    // sums), so each cycle's difference is that step's masked slots.
-    let masked = if p.row.concurrent_phases() {
-        let qk_slots = mux(qk_step, qk_pes, zero_s);
-        let pv_slots = mux(i.pv_step, tier_pes, zero_s);
-        m.delay("cnt_slots", qk_slots + pv_slots) - macs
-    } else {
-        // One step bus: a QK or a PV step, or (integer QKᵀ) a scale step with no slot.
-        let (mac_step, slots) = match i.scale {
-            Some(s) => (i.step_valid & !s.scale, mux(qk_step, qk_pes, tier_pes)),
-            None => (i.step_valid, tier_pes),
-        };
-        m.delay("cnt_slots", mux(mac_step, slots, zero_s)) - macs
-    };
-    // Why no MAC step issued, while busy.
-    let idle_cycle = run_busy & !i.step_valid;
-    let s = &i.stall;
-    let qk_wait = s.waiting & s.want_qk;
-    let need_k = qk_wait & !i.k_ready;
-    let need_q = and_all(&[qk_wait, i.k_ready, !i.q_ready]);
-    let pv_wait = and_all(&[s.waiting, s.want_pv, s.pv_more]);
-    let need_sm = pv_wait & !s.sm_ahead;
-    let need_v = and_all(&[pv_wait, s.sm_ahead, !i.v_ready]);
-    // The row engines hold the phase back: S not yet copied out of the PE registers (buf2d), or
-    // a single-port P bank busy with the softmax.
-    let need_s = and_all(&[qk_wait, i.k_ready, i.q_ready, !s.s_free]);
-    let need_p = and_all(&[pv_wait, s.sm_ahead, i.v_ready, !s.p_free]);
-    let st_kv = idle_cycle & (need_k | need_v);
-    let st_q = idle_cycle & need_q;
-    let st_sm = idle_cycle & or_all(&[need_sm, need_s, need_p]);
-    let st_other = idle_cycle & !or_all(&[st_kv, st_q, st_sm]);
-    // Broadcast wire activity, bits × hops: each tier's step drives its R row buses (an
-    // operand, Q or P, across C PE pitches) and its C column buses (an operand, K or V, down R
-    // rows): 2·16·R·C bit·hops per tier and step with FP16 operands, whatever the data.
-    let ew = p.row.elem_bits().0 as u64;
-    let span = 2 * ew * (rr * p.row.cols) as u64;
-    let bc_w = bits_for(span * p.row.mac_tiers() as u64);
-    let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
-    let bcast = if p.row.concurrent_phases() {
-        mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b)
-    } else {
-        mux(i.step_valid, span_l, zero_b)
-    };
-    // Operand bits from the landing buffers: a QK step reads a Q lane per row and a K lane per
-    // column, a PV step a V lane per column.
-    // rowfused's spill: a spilled block's exp sweep reads a score per row from the scratch
-    // landing buffer.
-    let (qk_bits, pv_bits) = (ew * (rr + p.row.cols) as u64, ew * p.row.cols as u64);
-    let x_bits = i.spill.map(|_| p.row.elem_bits().1 as u64 * rr as u64);
-    let land_w = bits_for(qk_bits + pv_bits + x_bits.unwrap_or(0));
-    let (qk_l, pv_l, zero_l) = (
-        m.lit(land_w, qk_bits),
-        m.lit(land_w, pv_bits),
-        m.zero(land_w),
-    );
-    let land = mux(i.qk_step, qk_l, zero_l) + mux(i.pv_step, pv_l, zero_l);
-    let land = match (i.spill, x_bits) {
-        (Some(x), Some(bits)) => land + mux(x.read, m.lit(land_w, bits), zero_l),
-        _ => land,
-    };
+    let masked = masked_slots(m, p, i, macs);
+    let [st_kv, st_q, st_sm, st_other] = stalls(i, run_busy);
+    let (bcast, land) = wire_bits(m, p, i);
     // The GLB's traffic in bits (each access a memory beat), its conflict stalls and the K/V
     // beats that streamed past it; 0 without a GLB.
     let beat = p.dma.width as u64;
