@@ -505,7 +505,45 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     m.drive_all(&dma_in.q, &fetch.q);
     m.drive_all(&dma_in.k, &fetch.k);
     m.drive_all(&dma_in.v, &fetch.v);
-    match (&dma_in.x, &seq.x, &seq.wr, &dma.x, rows.x_rd) {
+    o_and_scratch(m, p, &dma_in, &seq, &dma, &ro, rows.x_rd);
+    m.drive_all(&dma_in.o_wr, &rows.store);
+    // What nothing in the engine reads: the consumers' wait counters, Q's block number.
+    for c in [&dma.q, &dma.k, &dma.v] {
+        m.discard(c.status.wait);
+        m.discard(c.status.first_wait);
+    }
+    m.discard(dma.q.status.block);
+    m.discard(dma.q.status.next);
+    let counts = counter_file(m, p, parts, &seq, &dma, (rows.activity, rows.spill), i);
+    checker(m, p, parts, &seq, &fetch, &ro, &dma);
+    let error = first_error(m, &dma);
+    EngineOut {
+        quiet: dma.quiet,
+        core: CoreOut {
+            busy: seq.busy,
+            done: seq.done,
+            error,
+            mem_req: dma.mem_req,
+            m_axi: dma.m_axi,
+            counters: counts.counters,
+            glb_bank: counts.glb_bank,
+        },
+    }
+}
+
+/// The O channel's commands: the readout's O or, in unfused, also the passes' S and P blocks
+/// (the sequencer's writes), with the scratch channel's descriptors and its landing buffer's
+/// read.
+fn o_and_scratch(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    dma_in: &DmaIn,
+    seq: &SeqOut,
+    dma: &dma::DmaOut,
+    ro: &readout::ReadoutOut,
+    x_rd: Option<pe_row::ScratchRead>,
+) {
+    match (&dma_in.x, &seq.x, &seq.wr, &dma.x, x_rd) {
         (Some(cmd), Some(desc), Some(wr), Some(x), Some(sweep)) => {
             // unfused: the scratch channel's descriptors from the sequencer, its landing
             // buffer read by the PV steps (P, a cycle ahead) or the exp sweeps (S); the O
@@ -536,17 +574,10 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         }
         _ => m.drive_all(&dma_in.o, &ro.o),
     }
-    m.drive_all(&dma_in.o_wr, &rows.store);
-    // What nothing in the engine reads: the consumers' wait counters, Q's block number.
-    for c in [&dma.q, &dma.k, &dma.v] {
-        m.discard(c.status.wait);
-        m.discard(c.status.first_wait);
-    }
-    m.discard(dma.q.status.block);
-    m.discard(dma.q.status.next);
-    let counts = counter_file(m, p, parts, &seq, &dma, (rows.activity, rows.spill), i);
-    checker(m, p, parts, &seq, &fetch, &ro, &dma);
-    // The first channel's error code (Q, K, V, X, O in that order).
+}
+
+/// The first channel's error code (Q, K, V, X, O in that order).
+fn first_error(m: &mut ModuleBuilder, dma: &dma::DmaOut) -> Sig {
     let mut error = m.zero(dma::error::BITS);
     let x_error = dma.x.as_ref().map(|x| x.status.error);
     for e in [dma.o.error].into_iter().chain(x_error).chain([
@@ -556,18 +587,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     ]) {
         error = mux(e.any(), e, error);
     }
-    EngineOut {
-        quiet: dma.quiet,
-        core: CoreOut {
-            busy: seq.busy,
-            done: seq.done,
-            error,
-            mem_req: dma.mem_req,
-            m_axi: dma.m_axi,
-            counters: counts.counters,
-            glb_bank: counts.glb_bank,
-        },
-    }
+    error
 }
 
 fn counter_file(
