@@ -79,6 +79,67 @@ pub fn build(d: &mut Design, cfg: &Exp2Config) -> Block<X, Y<u32>> {
     }))
 }
 
+/// The table's segment of x · 2^24 and the fraction within it: (n, r, T[k], D[k]).
+///
+/// floor(x · 2^24) = n.k.r (9, 6 and 18 bits): the magnitude w truncated for x >= 0, and
+/// −(w + inexact) = !w + (1 − inexact) for x < 0: one increment, not an increment and a
+/// negation. `cut`: after latency 4's cut, where the increment's carry would come before the lookup.
+fn segment(
+    m: &mut ModuleBuilder,
+    cut: bool,
+    negative: Sig,
+    whole: Sig,
+    inexact: Sig,
+) -> (Sig, Sig, Sig, Sig) {
+    let t = table();
+    let segs = SEGMENTS as usize;
+    let tk = |i: usize| t[i];
+    let dk = |i: usize| t[i + 1] - t[i];
+    if cut {
+        // After the cut the increment's carry would come before the lookup: it reaches k only
+        // when w's r bits are all zero (and x exact), and n only when its k bits are too, so
+        // the table is read at k's bits as they are (w's or their complement) and at the next
+        // index, and the carry picks one (two tables' area for a lookup without a carry chain
+        // before it).
+        let inv = negative.repeat(33);
+        let bits = whole.zext(33) ^ inv;
+        let (n_bits, k_bits, r_bits) = (bits.slice(32, 24), bits.slice(23, 18), bits.slice(17, 0));
+        let carry_r = negative & !inexact;
+        let carry_k = carry_r & whole.slice(17, 0).is_zero();
+        let carry_n = carry_k & whole.slice(23, 18).is_zero();
+        let lookup = |m: &mut ModuleBuilder, width: u32, f: &dyn Fn(usize) -> u64, next: bool| {
+            let consts: Vec<Sig> = (0..segs)
+                .map(|i| m.lit(width, f(if next { (i + 1) % segs } else { i })))
+                .collect();
+            mux_index(k_bits, &consts)
+        };
+        let (base_at, base_next) = (lookup(m, 24, &tk, false), lookup(m, 24, &tk, true));
+        let (slope_at, slope_next) = (lookup(m, 18, &dk, false), lookup(m, 18, &dk, true));
+        (
+            n_bits + carry_n.zext(9),
+            r_bits + carry_r.zext(18),
+            mux(carry_k, base_next, base_at),
+            mux(carry_k, slope_next, slope_at),
+        )
+    } else {
+        let mag33 = whole.zext(33);
+        let neg33 = !mag33 + (!inexact).zext(33);
+        let fixed = mux(negative, neg33, mag33);
+        let fixed = m.name("fixed", fixed);
+        let k = fixed.slice(23, 18);
+        let lookup = |m: &mut ModuleBuilder, width: u32, f: &dyn Fn(usize) -> u64| {
+            let consts: Vec<Sig> = (0..segs).map(|i| m.lit(width, f(i))).collect();
+            mux_index(k, &consts)
+        };
+        (
+            fixed.slice(32, 24),
+            fixed.slice(17, 0),
+            lookup(m, 24, &tk),
+            lookup(m, 18, &dk),
+        )
+    }
+}
+
 /// The exp2 logic with `latency` pipeline registers.
 pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
     let u = unpack(m, x, 8, 23, "x");
@@ -123,56 +184,7 @@ pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
             ("inexact", inexact),
         ],
     );
-    // floor(x · 2^24) = n.k.r (9, 6 and 18 bits): the magnitude w truncated for x >= 0, and
-    // −(w + inexact) = !w + (1 − inexact) for x < 0: one increment, not an increment and a
-    // negation.
-    let t = table();
-    let segs = SEGMENTS as usize;
-    let tk = |i: usize| t[i];
-    let dk = |i: usize| t[i + 1] - t[i];
-    let (n, r, base, slope) = if latency >= 4 {
-        // After the cut the increment's carry would come before the lookup: it reaches k only
-        // when w's r bits are all zero (and x exact), and n only when its k bits are too, so
-        // the table is read at k's bits as they are (w's or their complement) and at the next
-        // index, and the carry picks one (two tables' area for a lookup without a carry chain
-        // before it).
-        let inv = negative.repeat(33);
-        let bits = whole.zext(33) ^ inv;
-        let (n_bits, k_bits, r_bits) = (bits.slice(32, 24), bits.slice(23, 18), bits.slice(17, 0));
-        let carry_r = negative & !inexact;
-        let carry_k = carry_r & whole.slice(17, 0).is_zero();
-        let carry_n = carry_k & whole.slice(23, 18).is_zero();
-        let lookup = |m: &mut ModuleBuilder, width: u32, f: &dyn Fn(usize) -> u64, next: bool| {
-            let consts: Vec<Sig> = (0..segs)
-                .map(|i| m.lit(width, f(if next { (i + 1) % segs } else { i })))
-                .collect();
-            mux_index(k_bits, &consts)
-        };
-        let (base_at, base_next) = (lookup(m, 24, &tk, false), lookup(m, 24, &tk, true));
-        let (slope_at, slope_next) = (lookup(m, 18, &dk, false), lookup(m, 18, &dk, true));
-        (
-            n_bits + carry_n.zext(9),
-            r_bits + carry_r.zext(18),
-            mux(carry_k, base_next, base_at),
-            mux(carry_k, slope_next, slope_at),
-        )
-    } else {
-        let mag33 = whole.zext(33);
-        let neg33 = !mag33 + (!inexact).zext(33);
-        let fixed = mux(negative, neg33, mag33);
-        let fixed = m.name("fixed", fixed);
-        let k = fixed.slice(23, 18);
-        let lookup = |m: &mut ModuleBuilder, width: u32, f: &dyn Fn(usize) -> u64| {
-            let consts: Vec<Sig> = (0..segs).map(|i| m.lit(width, f(i))).collect();
-            mux_index(k, &consts)
-        };
-        (
-            fixed.slice(32, 24),
-            fixed.slice(17, 0),
-            lookup(m, 24, &tk),
-            lookup(m, 18, &dk),
-        )
-    };
+    let (n, r, base, slope) = segment(m, latency >= 4, negative, whole, inexact);
     let base = m.name("base", base);
     let slope = m.name("slope", slope);
 
