@@ -95,11 +95,11 @@ pub fn build(d: &mut Design, p: &CoreParams) -> FetchBlock {
     })
 }
 
-fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
+/// What the sequencer and the readout use of the problem and the channels, not the fetch
+/// unit; the landing addresses read only the fields of the loop counters their layout has
+/// (none, for a single-row bank).
+fn discard_unused(m: &mut ModuleBuilder, i: &FetchIn) {
     let prob = &i.problem;
-    // What the sequencer and the readout use of the problem and the channels; the landing
-    // addresses read only the fields of the loop counters their layout has (none, for a
-    // single-row bank).
     for unused in [
         prob.o_addr,
         prob.out_f32,
@@ -113,6 +113,11 @@ fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
     for unused in [i.q.ready, i.k.ready, i.v.ready] {
         m.discard(unused);
     }
+}
+
+fn fetch(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> FetchOut {
+    let prob = &i.problem;
+    discard_unused(m, i);
     let (iw, aw) = (p.index_bits, p.addr_bits);
     let row_bytes = p.operand_row_bytes() as u64;
     let rb16 = m.lit(ROW_BYTES_BITS, row_bytes);

@@ -388,6 +388,54 @@ struct Aligned {
     y_aligned: Sig,
 }
 
+/// The normalized sum `norm` (hidden bit at 26, guard at 2, sticky below) with its exponent,
+/// rounded to nearest even and packed, or the special value the flags, an overflow or a zero
+/// sum call for.
+fn round_pack(
+    m: &mut ModuleBuilder,
+    (norm, exp): (Sig, Sig),
+    overflow: Sig,
+    sum_zero: Sig,
+    flags: Flags,
+) -> Sig {
+    let Flags {
+        is_nan,
+        is_inf,
+        inf_sign,
+        zero_sign,
+        sign,
+    } = flags;
+    // Without the hidden bit the value is subnormal: exponent field 0.
+    let hidden = norm.bit(26);
+    let zero8 = m.zero(8);
+    let exp_field = mux(hidden, exp, zero8);
+
+    // Round to nearest even on guard (bit 2) and sticky (bits 1..0).
+    let frac = norm.slice(25, 3);
+    let lsb = norm.bit(3);
+    let guard = norm.bit(2);
+    let sticky_bits = norm.slice(1, 0);
+    let sticky = sticky_bits.any();
+    let tie_or_above = sticky | lsb;
+    let round_up = guard & tie_or_above;
+    let round_up = m.name("round_up", round_up);
+    let packed = cat(&[exp_field, frac]);
+    let round31 = round_up.zext(31);
+    let packed = packed + round31;
+    let finite = cat(&[sign, packed]);
+    let infinite = is_inf | overflow;
+    let infinite_sign = inf_sign.map_or(sign, |s| mux(is_inf, s, sign));
+    select_special_f32(
+        m,
+        finite,
+        is_nan,
+        infinite,
+        infinite_sign,
+        sum_zero,
+        zero_sign,
+    )
+}
+
 /// The back end: add or subtract, normalize, round to nearest even, pack to binary32, special
 /// values. `off` is what the exponents' bias exceeds binary32's by (0 for binary32 operands);
 /// `cuts` says where to register (after the sum, after normalization).
@@ -498,13 +546,7 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig 
     };
     // Optional cut after normalization.
     let c = cuts.normalized;
-    let Flags {
-        is_nan,
-        is_inf,
-        inf_sign,
-        zero_sign,
-        sign,
-    } = flags.stage(m, "n", c);
+    let flags = flags.stage(m, "n", c);
     let [norm, exp, overflow, sum_zero] = stage_all(
         m,
         "n",
@@ -516,33 +558,5 @@ fn add_round(m: &mut ModuleBuilder, v: Aligned, off: u64, cuts: AddCuts) -> Sig 
             ("sum_zero", sum_zero),
         ],
     );
-    // Without the hidden bit the value is subnormal: exponent field 0.
-    let hidden = norm.bit(26);
-    let zero8 = m.zero(8);
-    let exp_field = mux(hidden, exp, zero8);
-
-    // Round to nearest even on guard (bit 2) and sticky (bits 1..0).
-    let frac = norm.slice(25, 3);
-    let lsb = norm.bit(3);
-    let guard = norm.bit(2);
-    let sticky_bits = norm.slice(1, 0);
-    let sticky = sticky_bits.any();
-    let tie_or_above = sticky | lsb;
-    let round_up = guard & tie_or_above;
-    let round_up = m.name("round_up", round_up);
-    let packed = cat(&[exp_field, frac]);
-    let round31 = round_up.zext(31);
-    let packed = packed + round31;
-    let finite = cat(&[sign, packed]);
-    let infinite = is_inf | overflow;
-    let infinite_sign = inf_sign.map_or(sign, |s| mux(is_inf, s, sign));
-    select_special_f32(
-        m,
-        finite,
-        is_nan,
-        infinite,
-        infinite_sign,
-        sum_zero,
-        zero_sign,
-    )
+    round_pack(m, (norm, exp), overflow, sum_zero, flags)
 }

@@ -165,30 +165,9 @@ pub(super) fn sequencing(
     let c = |s: Engine| e.state.code(s);
     let pick = |cond: Sig, t: Engine, f: Engine| mux(cond, c(t), c(f));
     let idle = e.state.is(Engine::Idle);
-    // IDLE: a softmax start (in buf2d the copy of S first; init first on the tile's first
-    // block), or a readout.
+    // IDLE: a softmax start, or a readout.
     let buffered = cfg.s_in_sram();
-    let after_copy = pick(i.sm.first, Engine::Init, Engine::MaxSweep);
-    let after_start = if buffered {
-        c(Engine::SCopy)
-    } else {
-        after_copy
-    };
-    // rowfused with `spill`: a block past the S array skips the copy (its max sweep reads the
-    // PE registers).
-    let after_start = if cfg.spills() {
-        mux(i.sm.blk.bit(cfg.blk_bits()), after_copy, after_start)
-    } else {
-        after_start
-    };
-    // rowfused: the max pass (copy, then per query row the max sweep and update) or the exp
-    // pass (per query row a max update against −Inf, which leaves the row's final max and a
-    // shift of 0, then the exp sweep, drain and sum update).
-    let after_start = if cfg.two_pass() {
-        mux(i.sm.second, c(Engine::MaxUpdate), after_start)
-    } else {
-        after_start
-    };
+    let (after_copy, after_start) = after_start(cfg, i, e);
     let (after_max_update, next_row) = match e.second {
         Some(second) => (
             mux(
@@ -256,6 +235,37 @@ pub(super) fn sequencing(
     let sum_sel = bit_of(m, e.sum_row.q, cfg.a);
     m.drive(sm.sum_sel, mux(e.sum_issue, sum_sel, zeros));
     idle
+}
+
+/// Where a softmax start leads from Idle, and where buf2d's copy of S leads: (after the copy,
+/// after the start). In buf2d the copy of S comes first; init comes first on the tile's first
+/// block.
+fn after_start(cfg: &PeRowConfig, i: &RowIn, e: &EngineRegs) -> (Sig, Sig) {
+    let c = |s: Engine| e.state.code(s);
+    let pick = |cond: Sig, t: Engine, f: Engine| mux(cond, c(t), c(f));
+    let buffered = cfg.s_in_sram();
+    let after_copy = pick(i.sm.first, Engine::Init, Engine::MaxSweep);
+    let after_start = if buffered {
+        c(Engine::SCopy)
+    } else {
+        after_copy
+    };
+    // rowfused with `spill`: a block past the S array skips the copy (its max sweep reads the
+    // PE registers).
+    let after_start = if cfg.spills() {
+        mux(i.sm.blk.bit(cfg.blk_bits()), after_copy, after_start)
+    } else {
+        after_start
+    };
+    // rowfused: the max pass (copy, then per query row the max sweep and update) or the exp
+    // pass (per query row a max update against −Inf, which leaves the row's final max and a
+    // shift of 0, then the exp sweep, drain and sum update).
+    let after_start = if cfg.two_pass() {
+        mux(i.sm.second, c(Engine::MaxUpdate), after_start)
+    } else {
+        after_start
+    };
+    (after_copy, after_start)
 }
 
 /// One-hot of `idx` over `n` bits.
