@@ -1108,45 +1108,13 @@ fn map_modules(
                             return Ok(done);
                         };
                         let entry = cache.join(format!("{name}-{key:016x}"));
-                        let one = || -> Result<String> {
-                            if !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
-                                let job = MapJob {
-                                    name,
-                                    file,
-                                    children,
-                                    constr: constr.as_ref(),
-                                };
-                                if let Err(e) = map_one(recipe, &job, &entry, scratch) {
-                                    // ABC may abort at a heavy load: the load is halved
-                                    // until it maps, down to the nominal one, and the entry
-                                    // says which load it took.
-                                    let Some(&want) = loads.get(name.as_str()) else {
-                                        return Err(e);
-                                    };
-                                    let mut pins = want;
-                                    loop {
-                                        pins = (pins / 2).max(NOMINAL_LOAD_PINS);
-                                        let c = recipe.constraints(pins);
-                                        let lighter = MapJob {
-                                            constr: c.as_ref(),
-                                            ..job
-                                        };
-                                        match map_one(recipe, &lighter, &entry, scratch) {
-                                            Ok(()) => break,
-                                            Err(e) if pins <= NOMINAL_LOAD_PINS => return Err(e),
-                                            Err(_) => {}
-                                        }
-                                    }
-                                    std::fs::write(
-                                        entry.join(LOAD_MARKER),
-                                        format!("{pins}\nat {want} pins: {e:#}"),
-                                    )?;
-                                }
-                            }
-                            std::fs::read_to_string(entry.join("check.log")).with_context(|| {
-                                format!("the cached mapping of `{name}` is incomplete")
-                            })
+                        let job = MapJob {
+                            name,
+                            file,
+                            children,
+                            constr: constr.as_ref(),
                         };
+                        let one = || map_cached(recipe, &job, &entry, scratch, loads);
                         match one() {
                             Ok(check) => done.push((n, entry, check)),
                             Err(e) => {
@@ -1179,6 +1147,46 @@ fn map_modules(
             .collect::<Vec<_>>()
             .join("\n"),
     })
+}
+
+/// Maps `job` into its cache entry `entry` unless the entry is whole, and returns its `check`
+/// log. ABC may abort at a heavy load: the load is then halved until it maps, down to the
+/// nominal one, and the entry says which load it took.
+fn map_cached(
+    recipe: &MapRecipe,
+    job: &MapJob,
+    entry: &Path,
+    scratch: &Path,
+    loads: &BTreeMap<String, u64>,
+) -> Result<String> {
+    let name = job.name;
+    if !ENTRY_FILES.iter().all(|f| entry.join(f).is_file()) {
+        if let Err(e) = map_one(recipe, job, entry, scratch) {
+            let Some(&want) = loads.get(name) else {
+                return Err(e);
+            };
+            let mut pins = want;
+            loop {
+                pins = (pins / 2).max(NOMINAL_LOAD_PINS);
+                let c = recipe.constraints(pins);
+                let lighter = MapJob {
+                    constr: c.as_ref(),
+                    ..*job
+                };
+                match map_one(recipe, &lighter, entry, scratch) {
+                    Ok(()) => break,
+                    Err(e) if pins <= NOMINAL_LOAD_PINS => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            std::fs::write(
+                entry.join(LOAD_MARKER),
+                format!("{pins}\nat {want} pins: {e:#}"),
+            )?;
+        }
+    }
+    std::fs::read_to_string(entry.join("check.log"))
+        .with_context(|| format!("the cached mapping of `{name}` is incomplete"))
 }
 
 /// Maps one module (see [`map_modules`]) into the cache entry `entry`, written whole or not at
