@@ -80,32 +80,32 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "fp_add_e8m23",
-        build: |d, c| Ok(hdl::fp::fp32_add::build(d, &mac_in(c, Format::FP16).add).module),
+        build: |d, c| Ok(hdl::fp::add::build(d, &mac_in(c, Format::FP16).add).module),
         check: pure!(fp32_add),
     },
     Unit {
         name: "fp_add_e10m15_e8m23",
-        build: |d, c| Ok(hdl::fp::fp32_add::build(d, &mac_in(c, Format::BF16).add).module),
+        build: |d, c| Ok(hdl::fp::add::build(d, &mac_in(c, Format::BF16).add).module),
         check: pure!(wide_add),
     },
     Unit {
         name: "fp_cvt_e5m10_e8m23",
-        build: |d, _| Ok(hdl::fp::fp16_to_fp32::build(d).module),
+        build: |d, _| Ok(hdl::fp::cvt_widen::build(d).module),
         check: pure!(fp16_to_fp32),
     },
     Unit {
         name: "fp_cvt_e8m23_e5m10",
-        build: |d, _| Ok(hdl::fp::fp32_to_fp16::build(d).module),
+        build: |d, _| Ok(hdl::fp::cvt_narrow::build(d).module),
         check: pure!(fp32_to_fp16),
     },
     Unit {
         name: "fp_cvt_e8m7_e8m23",
-        build: |d, _| Ok(hdl::fp::fp16_to_fp32::build_from(d, hdl::format::Format::BF16).module),
+        build: |d, _| Ok(hdl::fp::cvt_widen::build_from(d, hdl::format::Format::BF16).module),
         check: pure!(bf16_to_fp32),
     },
     Unit {
         name: "fp_cvt_e8m23_e8m7",
-        build: |d, _| Ok(hdl::fp::fp32_to_fp16::build_to(d, hdl::format::Format::BF16).module),
+        build: |d, _| Ok(hdl::fp::cvt_narrow::build_to(d, hdl::format::Format::BF16).module),
         check: pure!(fp32_to_bf16),
     },
     Unit {
@@ -135,22 +135,22 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "fp_mul_e8m23",
-        build: |d, c| Ok(hdl::fp::fp32_mul::build(d, &c.fmul()).module),
+        build: |d, c| Ok(hdl::fp::mul::build(d, &c.fmul()).module),
         check: pure!(fp32_mul),
     },
     Unit {
         name: "fp_max_e8m23",
-        build: |d, _| Ok(hdl::fp::fp32_misc::build_max(d).module),
+        build: |d, _| Ok(hdl::fp::misc::build_max(d).module),
         check: pure!(fp32_max),
     },
     Unit {
         name: "fp_ceil_e8m23",
-        build: |d, _| Ok(hdl::fp::fp32_misc::build_ceil(d).module),
+        build: |d, _| Ok(hdl::fp::misc::build_ceil(d).module),
         check: pure!(fp32_ceil),
     },
     Unit {
         name: "fp_scale2_e8m23",
-        build: |d, _| Ok(hdl::fp::fp32_misc::build_scale2(d).module),
+        build: |d, _| Ok(hdl::fp::misc::build_scale2(d).module),
         check: pure!(fp32_scale2),
     },
     Unit {
@@ -160,7 +160,7 @@ pub static UNITS: &[Unit] = &[
     },
     Unit {
         name: "fp_recip_e8m23",
-        build: |d, _| Ok(hdl::fp::fp32_recip::build(d).module),
+        build: |d, _| Ok(hdl::fp::recip::build(d).module),
         check: Check::Own(Driver::Recip),
     },
     Unit {
@@ -299,8 +299,8 @@ mod tests {
     use super::*;
     use hdl::array::mac::MacConfig;
     use hdl::format::Format;
-    use hdl::fp::fp32_add::Fp32AddConfig;
-    use hdl::fp::fp32_mul::Fp32MulConfig;
+    use hdl::fp::add::Fp32AddConfig;
+    use hdl::fp::mul::Fp32MulConfig;
     use hdl::softmax::exp2::Exp2Config;
 
     /// Every floating-point unit's registry name is the one its formats give it (`hdl::fp`'s
@@ -313,16 +313,16 @@ mod tests {
             MacConfig::new(Format::BF16, 1, 1).mul.unit_name(),
             Fp32AddConfig::new(1).unit_name(),
             MacConfig::new(Format::BF16, 1, 1).add.unit_name(),
-            hdl::fp::fp16_to_fp32::module_name(),
-            hdl::fp::fp32_to_fp16::module_name(),
-            hdl::fp::fp16_to_fp32::module_name_from(Format::BF16),
-            hdl::fp::fp32_to_fp16::module_name_to(Format::BF16),
+            hdl::fp::cvt_widen::module_name(),
+            hdl::fp::cvt_narrow::module_name(),
+            hdl::fp::cvt_widen::module_name_from(Format::BF16),
+            hdl::fp::cvt_narrow::module_name_to(Format::BF16),
             Fp32MulConfig::unit_name(),
-            hdl::fp::fp32_misc::max_module_name(),
-            hdl::fp::fp32_misc::ceil_module_name(),
-            hdl::fp::fp32_misc::scale2_module_name(),
+            hdl::fp::misc::max_module_name(),
+            hdl::fp::misc::ceil_module_name(),
+            hdl::fp::misc::scale2_module_name(),
             Exp2Config::unit_name(),
-            hdl::fp::fp32_recip::module_name(),
+            hdl::fp::recip::module_name(),
         ];
         let cfg = CoreConfig::preset("small").unwrap();
         for name in &derived {

@@ -36,7 +36,7 @@ pub mod variants;
 pub mod wrap;
 
 // The description layer's own names, used by every block: the IR's types, the builder and the
-// signal operators. The blocks are reached by their folders (`hdl::fp::fp32_add`,
+// signal operators. The blocks are reached by their folders (`hdl::fp::add`,
 // `hdl::array::pe_row`, `hdl::mem::dma`), so this root imports from nothing above the IR.
 use ir::{builder, signal};
 

@@ -23,8 +23,8 @@ interface! {
     pub struct Y { y }
 }
 
-/// A block of two operands and one result (`fp32_add`, `fp32_mul`, `fp16_mul`, `fp32_max`).
+/// A block of two operands and one result (`fp_add_e8m23`, `fp_mul_e8m23`, `fp_mul_e5m10`, `fp_max_e8m23`).
 pub type BinaryBlock = Block<Binary, Y<u32>>;
 
-/// A block of one operand and one result (`fp32_ceil`, `fp16_to_fp32`, `fp32_to_fp16`).
+/// A block of one operand and one result (`fp_ceil_e8m23`, `fp_cvt_e5m10_e8m23`, `fp_cvt_e8m23_e5m10`).
 pub type UnaryBlock = Block<Unary, Y<u32>>;

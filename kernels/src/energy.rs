@@ -372,7 +372,7 @@ impl Default for EnergyTable {
                 2.8,
                 45.0,
                 "pJ/op",
-                "estimate, no published per-operation figure: the unit (hdl/src/fp/fp32_recip.rs) \
+                "estimate, no published per-operation figure: the unit (hdl/src/fp/recip.rs) \
                  is a restoring divider, 28 steps of a 28-bit subtract, priced as 28 32-bit \
                  integer adds of Horowitz ISSCC 2014 (45 nm)",
             ),

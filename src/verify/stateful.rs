@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use hdl::fp::fp32_recip::LATENCY;
+use hdl::fp::recip::LATENCY;
 use hdl::softmax::RowOp;
 use kernels::fp::{self, F32_NEG_INF};
 use kernels::softmax::{scale_constant, RowState};

@@ -6,7 +6,7 @@
 //! latency from `a` and `b` (module name `mac_m<mul>_a<add>` for binary16,
 //! `mac_e8m7_m<mul>_a<add>` for bfloat16, `_c<k>` appended when `acc_stage` = k > 0), one
 //! result per cycle: an instance of the exact multiplier (`mul_exact`) feeding an instance of
-//! the binary32 adder (`fp32_add`, its wide form for bfloat16's `e10m15` products), with `acc`
+//! the binary32 adder (`fp_add_e8m23`, its wide form for bfloat16's `e10m15` products), with `acc`
 //! delayed to meet the product.
 //!
 //! Numerics (bit-exact model: `kernels::fp::mac_fused`, for binary16 also `kernels::fp::mac`):
@@ -23,7 +23,7 @@
 use anyhow::Result;
 
 use crate::format::{Format, Formats};
-use crate::fp::fp32_add::{self, Fp32AddConfig};
+use crate::fp::add::{self, Fp32AddConfig};
 use crate::fp::mul_exact::{self, MulExactConfig};
 use crate::ir::iface::Block;
 use crate::operands::Binary;
@@ -150,7 +150,7 @@ impl Default for MacConfig {
 /// Defines the MAC (and its multiplier and adder) in `d`.
 pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
     let mul = mul_exact::build(d, &cfg.mul);
-    let add = fp32_add::build(d, &cfg.add);
+    let add = add::build(d, &cfg.add);
     let fp16 = cfg.mul.operand == Format::FP16;
     let module = d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(

@@ -69,7 +69,7 @@ use crate::array::mac::{MacIn, MacRun};
 use crate::interface;
 use crate::ir::iface::Block;
 use crate::{addr_bits, mux, Design, ModRef, ModuleBuilder, Sig};
-use crate::{clock_gate, fp::fp32_misc};
+use crate::{clock_gate, fp::misc};
 
 interface! {
     /// The PE's inputs: operands, operation, enable, register address, load data, rescale
@@ -476,11 +476,11 @@ pub fn build(d: &mut Design, cfg: &PeConfig) -> ModRef {
             let zero = m.zero(f.acc.bits());
             m.name("scale_src", mux(scaling, acc_old, zero))
         };
-        let parts = fp32_misc::scale2_prepare(m, scale_src, acc_shift);
+        let parts = misc::scale2_prepare(m, scale_src, acc_shift);
         let parts = parts.stage(m, "rd", staged);
         let acc_rd = if staged { parts.a } else { acc_old };
         let op_rd = ops[taken as usize];
-        let scaled = fp32_misc::scale2_finish(m, &parts);
+        let scaled = misc::scale2_finish(m, &parts);
         let is_clear = op_rd.eq(PeOp::MacClear as u64);
         let is_zero = op_rd.eq(PeOp::MacZero as u64);
         let is_scale = op_rd.eq(PeOp::MacScale as u64);

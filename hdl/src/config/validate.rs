@@ -4,8 +4,8 @@ use anyhow::{bail, ensure, Result};
 
 use super::CoreConfig;
 use crate::array::mask;
-use crate::fp::fp32_add::Fp32AddConfig;
-use crate::fp::fp32_mul::Fp32MulConfig;
+use crate::fp::add::Fp32AddConfig;
+use crate::fp::mul::Fp32MulConfig;
 use crate::fp::mul_exact::MulExactConfig;
 use crate::mem::dma::{self, MemIf};
 use crate::softmax::exp2::Exp2Config;

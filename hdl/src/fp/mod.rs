@@ -11,14 +11,14 @@
 
 use crate::format::Format;
 
+pub mod add;
 pub mod arith;
-pub mod fp16_to_fp32;
-pub mod fp32_add;
-pub mod fp32_misc;
-pub mod fp32_mul;
-pub mod fp32_recip;
-pub mod fp32_to_fp16;
+pub mod cvt_narrow;
+pub mod cvt_widen;
+pub mod misc;
+pub mod mul;
 pub mod mul_exact;
+pub mod recip;
 
 /// The name of the floating-point unit doing `op` on `formats`: `fp_<op>` followed by each
 /// format's [`Format::name`] (the operands' format; a conversion's source, then its target).

@@ -12,10 +12,10 @@
 //!   Pipelined: max and sum write their state [`RowUpdateConfig::latency`] cycles after they
 //!   issue (the FP32 multiplier's and adder's latencies plus two), init in one; the row engine
 //!   issues nothing while one is in flight.
-//!   After the last block, 1/l comes from `fp32_recip` unless `l_zero` (then 1: O is zero).
+//!   After the last block, 1/l comes from `fp_recip_e8m23` unless `l_zero` (then 1: O is zero).
 //! * `softmax_exp`: one weight per cycle: `s` (raw score), `m`, `c`, `masked` → `p` (FP16) =
 //!   masked ? +0 : FP16(exp2(s · C − m)), with +0 in place of m while m is −Inf.
-//!   Latency = fp32_mul + fp32_add + exp2 latencies.
+//!   Latency = fp_mul_e8m23 + fp_add_e8m23 + fp_exp2_e8m23 latencies.
 //!
 //! m is an integer-valued FP32 in the log2 domain, so the rescale of O and l by
 //! 2^(m_old − m_new) is an exact exponent shift (`fp32_scale2`). While m is −Inf (all scores so
@@ -28,10 +28,10 @@ pub mod row_reduce;
 use anyhow::Result;
 
 use crate::format::Format;
-use crate::fp::fp32_add::{self, Fp32AddConfig};
-use crate::fp::fp32_misc;
-use crate::fp::fp32_misc::Scale2;
-use crate::fp::fp32_mul::{self, Fp32MulConfig};
+use crate::fp::add::{self, Fp32AddConfig};
+use crate::fp::misc;
+use crate::fp::misc::Scale2;
+use crate::fp::mul::{self, Fp32MulConfig};
 use crate::interface;
 use crate::ir::iface::Block;
 use crate::operands::{Binary, Unary, X};
@@ -222,12 +222,12 @@ impl RowUpdateConfig {
 /// waits), so every stage reads m, l and shift as they stand and the inner results are held
 /// rather than piped.
 pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowState<u32>> {
-    let mul = fp32_mul::build(d, &cfg.mul);
-    let add = fp32_add::build(d, &cfg.add);
-    let max = fp32_misc::build_max(d);
-    let ceil = fp32_misc::build_ceil(d);
+    let mul = mul::build(d, &cfg.mul);
+    let add = add::build(d, &cfg.add);
+    let max = misc::build_max(d);
+    let ceil = misc::build_ceil(d);
     // Split, the rescale is inline, in two stages; else the combinational unit.
-    let scale2 = (!cfg.split()).then(|| fp32_misc::build_scale2(d));
+    let scale2 = (!cfg.split()).then(|| misc::build_scale2(d));
     let gate = crate::clock_gate::build(d);
     let threshold = cfg.threshold;
     let latency = cfg.latency();
@@ -307,9 +307,9 @@ pub fn build_row(d: &mut Design, cfg: &RowUpdateConfig) -> Block<RowOpIn, RowSta
             }
             None => {
                 // m, l and shift stand still from the operation's issue to its write.
-                let parts = fp32_misc::scale2_prepare(m, rescale.a, rescale.n)
+                let parts = misc::scale2_prepare(m, rescale.a, rescale.n)
                     .stage_gated(m, &gate, "rs", is_sum);
-                let scaled = fp32_misc::scale2_finish(m, &parts);
+                let scaled = misc::scale2_finish(m, &parts);
                 let sum_d = m.delay("sum_rs", is_sum);
                 crate::clock_gate::delay(m, &gate, "l_scaled", scaled, sum_d)
             }
@@ -400,8 +400,8 @@ impl SoftmaxExpConfig {
 
 /// Defines `softmax_exp`.
 pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<u32>> {
-    let mul = fp32_mul::build(d, &cfg.mul);
-    let add = fp32_add::build(d, &cfg.add);
+    let mul = mul::build(d, &cfg.mul);
+    let add = add::build(d, &cfg.add);
     let exp = exp2::build(d, &cfg.exp);
     Block::of(d.define(&cfg.module_name(), |_, m| {
         let bf16 = cfg.p == Format::BF16;
@@ -428,7 +428,7 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
         let neg_m = row_max ^ sign;
         let x = m.instantiate(&add, "u_sub", &Binary { a: t, b: neg_m }).y;
         let e = m.instantiate(&exp, "u_exp2", &X { x }).y;
-        let p = crate::fp::fp32_to_fp16::logic_to(m, e, cfg.p);
+        let p = crate::fp::cvt_narrow::logic_to(m, e, cfg.p);
         let late = cfg.p_registered();
         let masked = m.delay_n("masked", masked, cfg.latency() - late as u32);
         let zero = m.zero(cfg.p.bits());

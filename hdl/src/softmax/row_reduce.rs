@@ -11,8 +11,8 @@
 
 use anyhow::{ensure, Result};
 
-use crate::fp::fp32_add::{self, Fp32AddConfig};
-use crate::fp::fp32_misc;
+use crate::fp::add::{self, Fp32AddConfig};
+use crate::fp::misc;
 use crate::interface;
 use crate::ir::iface::Block;
 use crate::operands::Binary;
@@ -69,9 +69,9 @@ impl RowReduceConfig {
 
 /// Defines `row_reduce_c<C>`.
 pub fn build(d: &mut Design, cfg: &RowReduceConfig) -> Block<X, Reduce<u32>> {
-    let max = fp32_misc::build_max(d);
+    let max = misc::build_max(d);
     let stage = cfg.stage();
-    let add = fp32_add::build(d, &Fp32AddConfig::new(stage));
+    let add = add::build(d, &Fp32AddConfig::new(stage));
     Block::of(d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "row_reduce: IEEE max and sum of {} binary32 values (one per PE of a row).\n\

@@ -409,10 +409,10 @@ impl PeRowConfig {
     }
 
     /// Cycles the engine is busy with a tile's readout: per query row the reciprocal's start,
-    /// its wait (`fp32_recip::LATENCY`) and the sweep over the row's d outputs; then the
+    /// its wait (`recip::LATENCY`) and the sweep over the row's d outputs; then the
     /// pipeline's last write (`RE_RO_DRAIN`).
     pub fn readout_cycles(&self) -> u32 {
-        self.a * (1 + crate::fp::fp32_recip::LATENCY + self.cols * self.e) + self.readout_latency()
+        self.a * (1 + crate::fp::recip::LATENCY + self.cols * self.e) + self.readout_latency()
     }
 
     /// Cycles from the readout's visit of an O value to its beat's write into the staging

@@ -56,7 +56,7 @@
 //! walks each finished block up (32/`vlink_bits` cycles per score), then raises `s_free`: the
 //! sequencer counts the block's QK drained then, not a fixed latency after its last step.
 //!
-//! **Readout** (`ro_start`): per query row, r = 1/l (`fp32_recip`, or 1 if l = 0: no visible
+//! **Readout** (`ro_start`): per query row, r = 1/l (`fp_recip_e8m23`, or 1 if l = 0: no visible
 //! key, O is +0), then each O value times r, in FP32 or rounded to FP16 (`out_f32`), packed into
 //! beats for the row's O staging bank (`st_*`). `ro_zero` outputs zeros (a tile with no block).
 //! The multiply is pipelined: the visited value registered, the FP32 multiplier's stages, the
@@ -88,9 +88,9 @@ use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, Softma
 use tiers::{array, s_link_bits, vlink_bits, Array, ArrayIn};
 
 use crate::array::pe_tier::{self, STierBlock, TierBlock, TierKind};
-use crate::fp::fp32_add::{self, Fp32AddConfig};
-use crate::fp::fp32_mul::{self, Fp32MulConfig};
-use crate::fp::fp32_recip::{self, RecipIn, RecipOut};
+use crate::fp::add::{self, Fp32AddConfig};
+use crate::fp::mul::{self, Fp32MulConfig};
+use crate::fp::recip::{self, RecipIn, RecipOut};
 use crate::ir::iface::Block;
 use crate::mem::sram::{self, SramBlock};
 use crate::operands::{BinaryBlock, X};
@@ -134,10 +134,10 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         tiers: kinds.iter().map(|&k| pe_tier::build(d, cfg, k)).collect(),
         srow: sm_units::build_row(d, &cfg.row_update()),
         sexp: sm_units::build_exp(d, &cfg.exp),
-        local_add: fp32_add::build(d, &Fp32AddConfig::new(cfg.tree().stage())),
-        mul0: fp32_mul::build(d, &Fp32MulConfig { latency: 0 }),
-        norm_mul: fp32_mul::build(d, &cfg.exp.mul),
-        recip: fp32_recip::build(d),
+        local_add: add::build(d, &Fp32AddConfig::new(cfg.tree().stage())),
+        mul0: mul::build(d, &Fp32MulConfig { latency: 0 }),
+        norm_mul: mul::build(d, &cfg.exp.mul),
+        recip: recip::build(d),
         tree: row_reduce::build(d, &cfg.tree()),
         p_bank: (!cfg.s_in_memory()).then(|| sram::build(d, &cfg.p_array())),
         s_bank: cfg.s_array().map(|s| sram::build(d, &s)),

@@ -1,7 +1,7 @@
 //! The tile's readout: 1/l, the normalizing multiplies and the O staging beats.
 
 use super::{Engine, EngineRegs, Parts, PeRowConfig, RowIn, RowStore, SoftmaxRows};
-use crate::fp::fp32_recip::RecipIn;
+use crate::fp::recip::RecipIn;
 use crate::operands::Binary;
 use crate::{addr_bits, cat, mux, ModuleBuilder, Sig};
 
@@ -48,7 +48,7 @@ pub(super) fn readout(
     let y = m
         .instantiate(&parts.norm_mul, "u_norm", &Binary { a: o_val, b: r_rd })
         .y;
-    let y_short = crate::fp::fp32_to_fp16::logic_to(m, y, f.out);
+    let y_short = crate::fp::cvt_narrow::logic_to(m, y, f.out);
     let to_beat = cfg.readout_latency() - 1;
     let in_ro = m.delay_n("ro_valid", e.in_ro, to_beat);
     let ro_begin = m.delay_n("ro_begin", e.state.is(Engine::RoWait), to_beat);

@@ -404,7 +404,7 @@ pub(super) fn max_sweep(
     let neg_inf = m.lit(acc.bits(), acc.neg_inf());
     let candidate = mux(sw.visit.masked, neg_inf, sw.value);
     let run_max = m.reg("run_max", acc.bits(), Some(acc.neg_inf()));
-    let maxed = crate::fp::fp32_misc::max_logic(m, run_max.q, candidate);
+    let maxed = crate::fp::misc::max_logic(m, run_max.q, candidate);
     m.set_next(run_max, mux(start_sweep, neg_inf, maxed));
     m.set_enable(run_max, sw.visit.in_max | start_sweep);
     m.drive(sm.blk_max, run_max.q);
@@ -494,7 +494,7 @@ pub(super) fn exp_sweep(
             (p_we, out_valid, Some(store))
         }
     };
-    let wide = crate::fp::fp16_to_fp32::logic_from(m, p, cfg.pe.mac.formats().operand);
+    let wide = crate::fp::cvt_widen::logic_from(m, p, cfg.pe.mac.formats().operand);
     // For a fast clock the widened weight is registered before the first adder (the widening
     // normalizes a subnormal P: a leading-zero count and a shift).
     let cut = cfg.widen_registered();
