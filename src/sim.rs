@@ -349,7 +349,7 @@ impl SimReport {
                 String::new()
             },
             if self.causal { "causal" } else { "non-causal" },
-            if self.in_format == "fp16" {
+            if self.in_format == default_in_format() {
                 self.out_format.clone()
             } else {
                 format!("{} (inputs {})", self.out_format, self.in_format)
@@ -545,11 +545,8 @@ impl SimReport {
                  (--saturate)\n",
                 self.saturated_inputs,
                 self.in_format.to_uppercase(),
-                if self.in_format == "bf16" {
-                    "±3.39e38"
-                } else {
-                    "±65504"
-                }
+                hdl::format::in_format_from_key(&self.in_format)
+                    .map_or_else(|_| "its range".into(), |f| largest(f.max_finite()))
             );
         }
         let on = match &self.qk_format {
@@ -839,6 +836,15 @@ pub fn run_batch(
 
 fn default_in_format() -> String {
     "fp16".into()
+}
+
+/// A format's largest finite value as the report states it: ±65504, ±3.39e38.
+fn largest(v: f64) -> String {
+    if v < 1e6 {
+        format!("±{v}")
+    } else {
+        format!("±{v:.2e}")
+    }
 }
 
 /// The report of a checked run of `a` (for a batch: its shape with the total lengths).

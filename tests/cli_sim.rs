@@ -240,7 +240,10 @@ fn sim_reads_npy_inputs_into_a_bf16_design() {
     );
     let o = run(&p("q_big.npy"), &["--saturate"]);
     assert!(
-        o.status.success() && text(&o).contains("1 values outside the BF16 range clamped"),
+        o.status.success()
+            && text(&o).contains(
+                "1 values outside the BF16 range clamped to its largest finite, ±3.39e38"
+            ),
         "{}",
         text(&o)
     );
@@ -749,7 +752,11 @@ fn sim_and_bench_refuse_bad_input_clearly() {
         "--report",
         &r,
     ]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        o.status.success() && text(&o).contains("FP16 range clamped to its largest finite, ±65504"),
+        "{}",
+        text(&o)
+    );
     let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&r).unwrap()).unwrap();
     assert_eq!(j["saturated_inputs"], 1);
     let o = regflash(&["bench", "--presets", "small", "--seq", "99999999"]);

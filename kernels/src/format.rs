@@ -89,6 +89,12 @@ impl Format {
         self.max_exp() << self.man
     }
 
+    /// The largest finite value, (2 − 2^−man) · 2^bias: 65504 for binary16, about 3.39e38 for
+    /// bfloat16.
+    pub fn max_finite(self) -> f64 {
+        (2.0 - (-(self.man as f64)).exp2()) * (self.bias() as f64).exp2()
+    }
+
     /// −Inf: 0xFC00 for binary16.
     pub const fn neg_inf(self) -> u64 {
         self.sign_mask() | self.inf()
@@ -137,6 +143,15 @@ impl Format {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The largest finite values, against the host's binary32 and the `half` crate's.
+    #[test]
+    fn largest_finite_values() {
+        assert_eq!(Format::FP16.max_finite(), half::f16::MAX.to_f64());
+        assert_eq!(Format::BF16.max_finite(), half::bf16::MAX.to_f64());
+        assert_eq!(Format::FP32.max_finite(), f32::MAX as f64);
+        assert_eq!(Format::FP64.max_finite(), f64::MAX);
+    }
 
     #[test]
     fn encodings_of_the_named_formats() {
