@@ -31,11 +31,11 @@ pub enum RunKind {
     Unfused,
 }
 
-/// The designs compared, in table order: (name, run, priced as stacked).
-/// One of [`DESIGNS`]: (name, run, whether its banks are stacked).
-type DesignRow = (&'static str, RunKind, bool);
+/// One of [`DESIGNS`]: (name, run, priced as stacked).
+pub type DesignRow = (&'static str, RunKind, bool);
 
-pub const DESIGNS: [(&str, RunKind, bool); 8] = [
+/// The designs compared, in table order: (name, run, priced as stacked).
+pub const DESIGNS: [DesignRow; 8] = [
     ("buf2d", RunKind::Buf2d, false),
     ("3-D buffered", RunKind::Buf2d, true),
     ("reg2d", RunKind::Reg2d, false),
@@ -473,7 +473,7 @@ impl Runs<'_> {
     /// memory stalls in a compare plan). None for a design the plan does not run.
     fn row(&self, s: usize, seq: usize, (name, kind, stacked): DesignRow) -> Option<CompareRow> {
         let (plan, configs, params) = (self.plan, self.configs, self.params);
-        let shape = crate::schedule::Shape {
+        let sh = crate::schedule::Shape {
             heads: plan.heads,
             q_len: seq,
             k_len: seq,
@@ -492,7 +492,6 @@ impl Runs<'_> {
             Some((w, wp, widened)) => (w, wp, *widened),
             None => (cfg, p, false),
         };
-        let sh = shape;
         let (qk, pv) = p.block_steps();
         let steps = if p.row.concurrent_phases() {
             sh.blocks(p).0 * qk.max(pv) as u64

@@ -55,6 +55,8 @@ struct ModFile {
     file: PathBuf,
     children: BTreeSet<String>,
     defs: BTreeSet<String>,
+    /// The `macro_rules!` macros it defines (also in `defs`).
+    macros: BTreeSet<String>,
     uses: Vec<UseLeaf>,
     /// Inline paths of two segments or more outside `use` items.
     paths: Vec<Vec<String>>,
@@ -87,7 +89,7 @@ fn load(file: &Path, path: ModPath, face: bool, mods: &mut BTreeMap<ModPath, Mod
             children.insert(w[1].clone());
         }
     }
-    let defs = definitions(&toks);
+    let (defs, macros) = definitions(&toks);
     let (uses, paths) = uses_and_paths(&toks);
     for c in &children {
         let (f, face) = if dir.join(format!("{c}.rs")).exists() {
@@ -105,6 +107,7 @@ fn load(file: &Path, path: ModPath, face: bool, mods: &mut BTreeMap<ModPath, Mod
             file: file.to_path_buf(),
             children,
             defs,
+            macros,
             uses,
             paths,
         },
@@ -276,9 +279,10 @@ fn tokens(code: &str) -> Vec<String> {
     out
 }
 
-/// The names a module's file defines at any depth (items, and `macro_rules!` macros).
-fn definitions(toks: &[String]) -> BTreeSet<String> {
-    let mut defs = BTreeSet::new();
+/// The names a module's file defines at any depth (items, and `macro_rules!` macros), and
+/// its macros apart.
+fn definitions(toks: &[String]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut defs, mut macros) = (BTreeSet::new(), BTreeSet::new());
     for w in toks.windows(3) {
         let kw = [
             "fn", "struct", "enum", "trait", "type", "const", "static", "union", "mod",
@@ -288,9 +292,10 @@ fn definitions(toks: &[String]) -> BTreeSet<String> {
         }
         if w[0] == "macro_rules" && w[1] == "!" && is_ident(&w[2]) {
             defs.insert(w[2].clone());
+            macros.insert(w[2].clone());
         }
     }
-    defs
+    (defs, macros)
 }
 
 /// The `use` items' leaves, and the inline paths outside them.
@@ -493,10 +498,7 @@ impl Crate {
 
     /// The one module whose file defines `name` as a macro, if one does.
     fn definer(&self, name: &str) -> Option<ModPath> {
-        let mut found = self.mods.iter().filter(|(_, m)| {
-            let text = std::fs::read_to_string(&m.file).unwrap_or_default();
-            text.contains(&format!("macro_rules! {name}"))
-        });
+        let mut found = self.mods.iter().filter(|(_, m)| m.macros.contains(name));
         let first = found.next().map(|(p, _)| p.clone());
         first.filter(|_| found.next().is_none())
     }

@@ -395,7 +395,6 @@ fn measure(
     let (rtl_run, gl_run, toggles) = replay(cfg, block, &ports, &vcd, &mapped, work)?;
     // 4. Activities and OpenSTA's power.
     let (parts, gated) = price(cfg, block, &lib, &mapped, &toggles, rtl_run.cycles, work)?;
-    let area = mapped.area;
     Ok(BlockPower {
         block,
         module,
@@ -406,9 +405,9 @@ fn measure(
         variant: cfg.variant.name().to_string(),
         seq: opt.seq,
         cycles: rtl_run.cycles,
-        events: rtl_run.events.clone(),
-        area_um2: area,
-        checksum: gl_run.checksum.clone(),
+        events: rtl_run.events,
+        area_um2: mapped.area,
+        checksum: gl_run.checksum,
         gates: gated.gates,
         gates_opened: gated.opened,
         parts,
@@ -618,7 +617,8 @@ fn replay(
         results.push(replay::counts(&out)?);
     }
     let toggles = toggles.context("the gate-level replay's activity")?;
-    let (rtl_run, gl_run) = (&results[0], &results[1]);
+    let [rtl_run, gl_run]: [replay::Counts; 2] =
+        results.try_into().expect("an RTL and a gate-level run");
     ensure!(
         rtl_run.cycles == gl_run.cycles && rtl_run.events == gl_run.events,
         "the netlist of {module} does not reproduce its RTL's events: RTL {rtl_run:?}, netlist \
@@ -636,7 +636,7 @@ fn replay(
             work.display()
         );
     }
-    Ok((rtl_run.clone(), gl_run.clone(), toggles))
+    Ok((rtl_run, gl_run, toggles))
 }
 
 /// Prices every cell with OpenSTA from the measured activities (the gated branches by their
