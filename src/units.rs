@@ -66,6 +66,17 @@ macro_rules! pure {
     };
 }
 
+/// An FP8 unit's check (`verify::units::fp8`), for E4M3 (`true`) or E5M2.
+macro_rules! fp8 {
+    ($m:ident, $e4m3:literal) => {
+        Check::Pure {
+            unit: pure::fp8::$m::unit::<$e4m3>,
+            directed: pure::fp8::$m::directed::<$e4m3>,
+            random: pure::fp8::$m::random::<$e4m3>,
+        }
+    };
+}
+
 /// Every block, in the order `regflash verify` checks them.
 pub static UNITS: &[Unit] = &[
     Unit {
@@ -117,6 +128,46 @@ pub static UNITS: &[Unit] = &[
         name: "mac_e8m7",
         build: |d, c| Ok(hdl::array::mac::build(d, &mac_in(c, Format::BF16)).module),
         check: pure!(mac_bf16),
+    },
+    Unit {
+        name: "fp_mul_e4m3fn",
+        build: |d, c| Ok(hdl::fp::mul_exact::build(d, &mac_in(c, Format::FP8_E4M3).mul).module),
+        check: fp8!(mul, true),
+    },
+    Unit {
+        name: "fp_cvt_e4m3fn_e8m23",
+        build: |d, _| Ok(hdl::fp::cvt_widen::build_from(d, Format::FP8_E4M3).module),
+        check: fp8!(widen, true),
+    },
+    Unit {
+        name: "fp_cvt_e8m23_e4m3fn",
+        build: |d, _| Ok(hdl::fp::cvt_narrow::build_to(d, Format::FP8_E4M3).module),
+        check: fp8!(narrow, true),
+    },
+    Unit {
+        name: "mac_e4m3fn",
+        build: |d, c| Ok(hdl::array::mac::build(d, &mac_in(c, Format::FP8_E4M3)).module),
+        check: fp8!(mac, true),
+    },
+    Unit {
+        name: "fp_mul_e5m2",
+        build: |d, c| Ok(hdl::fp::mul_exact::build(d, &mac_in(c, Format::FP8_E5M2).mul).module),
+        check: fp8!(mul, false),
+    },
+    Unit {
+        name: "fp_cvt_e5m2_e8m23",
+        build: |d, _| Ok(hdl::fp::cvt_widen::build_from(d, Format::FP8_E5M2).module),
+        check: fp8!(widen, false),
+    },
+    Unit {
+        name: "fp_cvt_e8m23_e5m2",
+        build: |d, _| Ok(hdl::fp::cvt_narrow::build_to(d, Format::FP8_E5M2).module),
+        check: fp8!(narrow, false),
+    },
+    Unit {
+        name: "mac_e5m2",
+        build: |d, c| Ok(hdl::array::mac::build(d, &mac_in(c, Format::FP8_E5M2)).module),
+        check: fp8!(mac, false),
     },
     Unit {
         name: "int_dot_i8",
@@ -317,6 +368,12 @@ mod tests {
             hdl::fp::cvt_narrow::module_name(),
             hdl::fp::cvt_widen::module_name_from(Format::BF16),
             hdl::fp::cvt_narrow::module_name_to(Format::BF16),
+            MacConfig::new(Format::FP8_E4M3, 1, 1).mul.unit_name(),
+            hdl::fp::cvt_widen::module_name_from(Format::FP8_E4M3),
+            hdl::fp::cvt_narrow::module_name_to(Format::FP8_E4M3),
+            MacConfig::new(Format::FP8_E5M2, 1, 1).mul.unit_name(),
+            hdl::fp::cvt_widen::module_name_from(Format::FP8_E5M2),
+            hdl::fp::cvt_narrow::module_name_to(Format::FP8_E5M2),
             Fp32MulConfig::unit_name(),
             hdl::fp::misc::max_module_name(),
             hdl::fp::misc::ceil_module_name(),

@@ -1,8 +1,8 @@
 //! Every FP unit's Verilog under Verilator against its bit-exact Rust model: directed special
 //! values (all pairs / triples, exhaustive sweeps where the space allows) streamed back to back,
 //! and 200,000 proptest-generated biased vectors per unit (one proptest case each, so a failure
-//! shrinks to a minimal vector), at the shortest and longest pipeline. binary16 and bfloat16
-//! operands both.
+//! shrinks to a minimal vector), at the shortest and longest pipeline. binary16, bfloat16 and
+//! the two OCP FP8 formats' operands.
 
 mod common;
 
@@ -118,4 +118,24 @@ fn bf16_conversions_exhaustive_boundaries_and_random() {
 fn integer_dot_steps_and_conversion() {
     check_unit("int_dot_i8", 0, 0, 15);
     check_unit("int_dot_i4", 0, 0, 16);
+}
+
+/// The OCP FP8 formats' units (E4M3, finite-only and saturating; E5M2, IEEE): the
+/// multiplier, both conversions and the MAC, every value and every operand pair directed
+/// (saturation and the subnormal boundaries included), then random vectors.
+#[test]
+fn fp8_units_exhaustive_and_random() {
+    let units = [
+        "fp_mul_e4m3fn",
+        "fp_cvt_e4m3fn_e8m23",
+        "fp_cvt_e8m23_e4m3fn",
+        "mac_e4m3fn",
+        "fp_mul_e5m2",
+        "fp_cvt_e5m2_e8m23",
+        "fp_cvt_e8m23_e5m2",
+        "mac_e5m2",
+    ];
+    for (seed, name) in (40..).zip(units) {
+        check_unit(name, 1, 1, seed);
+    }
 }

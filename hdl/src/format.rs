@@ -12,7 +12,7 @@
 //! crate. The arithmetic is written twice, independently, as models in `kernels` and as logic
 //! here, and the two are compared in tests.
 
-pub use kernels::format::Format;
+pub use kernels::format::{Format, Specials};
 
 /// The formats of a design, by role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -239,9 +239,9 @@ impl Accuracy {
                 "max |O - O_f64| = {:.3e} exceeds 2 x plain {} attention's {:.3e} + one {} ulp of \
                  max |O_f64| ({:.3e})",
                 self.max_abs_err,
-                short_name(self.format),
+                self.format.short_name(),
                 self.plain_err,
-                short_name(self.format),
+                self.format.short_name(),
                 ulp(self.out_scale, self.format)
             ));
         }
@@ -252,7 +252,7 @@ impl Accuracy {
                      storage with FP32 accumulation resolves, so the contract cannot be met \
                      (scale Q and K down)",
                     self.plain_rel_err(),
-                    f = short_name(self.format)
+                    f = self.format.short_name()
                 )
             } else {
                 String::new()
@@ -284,15 +284,6 @@ pub fn ulp(x: f64, format: Format) -> f64 {
         min_exp
     };
     2f64.powi(e.max(min_exp) - format.man as i32)
-}
-
-/// "FP16" or "BF16": the inputs' format as the messages name it.
-pub fn short_name(format: Format) -> &'static str {
-    if format == Format::BF16 {
-        "BF16"
-    } else {
-        "FP16"
-    }
 }
 
 /// Runs `pattern` through the fused hardware model (online softmax; both output formats) and

@@ -159,7 +159,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
     let mut stats = FlashStats::default();
     let fmt = cfg.operand;
     assert!(
-        fmt == Format::FP16 || fmt == Format::BF16,
+        fmt.bits() <= 16 && fmt.exact_product().exp <= Format::FP32.exp + 2,
         "operands in {} are not supported",
         fmt.name()
     );
@@ -284,9 +284,8 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
 }
 
 /// The operands' arithmetic on the host: each operand widened once (exact) to binary32, and
-/// the host-FPU MAC (`mac_native`, bit-exact with `mac` once a chain's result passes
-/// `canonical_nan`; for bfloat16, whose products can leave binary32's range, the host's fused
-/// multiply-add, which is `mac_fused`).
+/// the host-FPU MAC (`fp::mac_host`, bit-exact with `mac_fused` once a chain's result passes
+/// `canonical_nan`).
 #[derive(Clone, Copy)]
 struct Host {
     fmt: Format,
@@ -294,19 +293,11 @@ struct Host {
 
 impl Host {
     fn widen(self, h: u16) -> u32 {
-        if self.fmt == Format::FP16 {
-            fp16_to_fp32(h)
-        } else {
-            convert(h as u64, self.fmt, Format::FP32) as u32
-        }
+        widen(h, self.fmt)
     }
 
     fn mac(self, acc: f32, a: f32, b: f32) -> f32 {
-        if self.fmt == Format::FP16 {
-            mac_native(acc, a, b)
-        } else {
-            a.mul_add(b, acc)
-        }
+        mac_host(acc, a, b, self.fmt)
     }
 }
 
@@ -320,8 +311,7 @@ fn normalize(tile: &mut [u32], o: &[u32], state: &[RowState], cfg: &FlashConfig)
             let y = fp32_mul_native(o[r * d + c], recip);
             tile[r * d + c] = match cfg.out {
                 OutFormat::F32 => y,
-                OutFormat::Short if fmt == Format::FP16 => fp32_to_fp16_native(y) as u32,
-                OutFormat::Short => convert(y as u64, Format::FP32, fmt) as u32,
+                OutFormat::Short => narrow(y, fmt) as u32,
             };
         }
     }

@@ -98,11 +98,12 @@ fn f16_unpack(x: u16) -> (u32, u32) {
     }
 }
 
-/// Conversion between two IEEE binary formats, `x` holding a `from` value in its low
+/// Conversion between two binary formats, `x` holding a `from` value in its low
 /// `from.bits()` bits (the bits above must be zero).
 ///
 /// Integer arithmetic only, under the module's contract: round to nearest even, subnormal inputs
-/// and results supported, overflow to ±Inf, every NaN gives `to.qnan()` (payload and sign
+/// and results supported, overflow to ±Inf (to ±the largest finite value in a saturating
+/// format such as E4M3, ±Inf included), every NaN gives `to.qnan()` (payload and sign
 /// dropped), signed zeros and infinities kept. A conversion to a format at least as wide in both
 /// fields is exact. Supported formats have 2 to 11 exponent bits and 1 to 52 fraction bits.
 pub fn convert(x: u64, from: Format, to: Format) -> u64 {
@@ -121,7 +122,7 @@ pub fn convert(x: u64, from: Format, to: Format) -> u64 {
     let sign = |negative: bool| if negative { to.sign_mask() } else { 0 };
     match decode(x, from) {
         Value::Nan => to.qnan(),
-        Value::Inf(negative) => sign(negative) | to.inf(),
+        Value::Inf(negative) => sign(negative) | to.overflow(),
         Value::Finite(negative, sig, exp) => round_to(to, sign(negative), sig, exp, false),
     }
 }
@@ -142,12 +143,11 @@ fn decode(x: u64, fmt: Format) -> Value {
     let negative = x & fmt.sign_mask() != 0;
     let e = (x >> fmt.man) & fmt.max_exp();
     let f = x & fmt.frac_mask();
-    if e == fmt.max_exp() {
-        return if f != 0 {
-            Value::Nan
-        } else {
-            Value::Inf(negative)
-        };
+    if fmt.is_nan(x) {
+        return Value::Nan;
+    }
+    if fmt.is_inf(x) {
+        return Value::Inf(negative);
     }
     let (sig, e) = if e == 0 {
         (f, 1)
@@ -261,6 +261,38 @@ pub fn fp16_to_fp32(x: u16) -> u32 {
 /// binary16 subnormals or ±0.
 pub fn fp32_to_fp16(x: u32) -> u16 {
     convert(x as u64, Format::FP32, Format::FP16) as u16
+}
+
+// An operand format's arithmetic on the host, as the hardware does it, at host speed. Every
+// operand format up to 16 bits widens exactly to binary32.
+
+/// `x`, an operand of `fmt`, widened (exactly) to binary32.
+#[inline]
+pub fn widen(x: u16, fmt: Format) -> u32 {
+    convert(x as u64, fmt, Format::FP32) as u32
+}
+
+/// The binary32 `x` rounded to `fmt` (nearest even, [`convert`]'s specials), by `half`'s
+/// conversion where `fmt` is binary16.
+#[inline]
+pub fn narrow(x: u32, fmt: Format) -> u16 {
+    if fmt == Format::FP16 {
+        fp32_to_fp16_native(x)
+    } else {
+        convert(x as u64, Format::FP32, fmt) as u16
+    }
+}
+
+/// A MAC of widened `fmt` operands on the host's FPU, bit-exact with [`mac_fused`] once a
+/// chain's result passes [`canonical_nan`]: [`mac_native`] where every product is exact in
+/// binary32 (so the plain multiply-add rounds once), else the host's fused multiply-add.
+#[inline]
+pub fn mac_host(acc: f32, a: f32, b: f32, fmt: Format) -> f32 {
+    if fmt.exact_product() == Format::FP32 {
+        mac_native(acc, a, b)
+    } else {
+        a.mul_add(b, acc)
+    }
 }
 
 /// binary32 addition, round to nearest even, full IEEE special-value handling (see module docs).
@@ -422,7 +454,8 @@ pub fn round_to_f32(sign: u32, sig: u64, exp: i32, sticky: bool) -> u32 {
 /// Rounds the positive value `(sig + ε) · 2^exp` to the format `to` with round to nearest even,
 /// where ε is an infinitesimal present when `sticky` (bits already lost below `sig`), and applies
 /// `sign` (0 or `to.sign_mask()`). Handles subnormal results (nothing is flushed) and overflow
-/// to Inf; a zero `sig` gives a signed zero.
+/// (to Inf, or to the largest finite value in a saturating format); a zero `sig` gives a signed
+/// zero.
 pub fn round_to(to: Format, sign: u64, sig: u64, exp: i32, sticky: bool) -> u64 {
     if sig == 0 {
         // Only a sticky remainder: below half the smallest subnormal.
@@ -430,8 +463,8 @@ pub fn round_to(to: Format, sign: u64, sig: u64, exp: i32, sticky: bool) -> u64 
     }
     let lead = 63 - sig.leading_zeros() as i32;
     let biased = lead + exp + to.bias() as i32;
-    if biased >= to.max_exp() as i32 {
-        return sign | to.inf();
+    if biased > (to.emax() + to.bias() as i64) as i32 {
+        return sign | to.overflow();
     }
     // Keep man + 1 significant bits, fewer for a subnormal result.
     let shift = lead - to.man as i32 + if biased < 1 { 1 - biased } else { 0 };
@@ -455,8 +488,14 @@ pub fn round_to(to: Format, sign: u64, sig: u64, exp: i32, sticky: bool) -> u64 
     };
     // Adding the rounding increment to the packed {exponent, fraction} carries into the exponent
     // when the fraction overflows, turns the largest subnormal into the smallest normal, and the
-    // largest finite value into Inf: all three are the IEEE results.
-    sign | (packed + round_up as u64)
+    // largest finite value into Inf: all three are the IEEE results. Past the largest finite
+    // value (a carry into Inf, or into E4M3's NaN) is overflow.
+    let rounded = packed + round_up as u64;
+    sign | if rounded > to.max_finite_bits() {
+        to.overflow()
+    } else {
+        rounded
+    }
 }
 
 /// Significand normalized to [2^23, 2^24) and the matching (possibly < 1) biased exponent of a
@@ -993,12 +1032,14 @@ mod tests {
     // ---- Conversions between formats ----
 
     const FP64: Format = Format::FP64;
-    /// Small formats for the generic checks (IEEE layouts, not the OCP FP8 encodings).
-    const E4M3: Format = Format { exp: 4, man: 3 };
-    const E5M2: Format = Format { exp: 5, man: 2 };
-    const E2M1: Format = Format { exp: 2, man: 1 };
-    const E3M4: Format = Format { exp: 3, man: 4 };
-    const E6M9: Format = Format { exp: 6, man: 9 };
+    /// Small formats for the generic checks (IEEE layouts; E5M2's is OCP FP8 E5M2's, and
+    /// `E4M3FN` is OCP FP8 E4M3, finite-only and saturating).
+    const E4M3: Format = Format::ieee(4, 3);
+    const E5M2: Format = Format::ieee(5, 2);
+    const E2M1: Format = Format::ieee(2, 1);
+    const E3M4: Format = Format::ieee(3, 4);
+    const E6M9: Format = Format::ieee(6, 9);
+    const E4M3FN: Format = Format::FP8_E4M3;
 
     /// A binary16 → binary32 conversion written for those two formats alone, independently of
     /// `convert`: a second oracle beside `half`.
@@ -1055,10 +1096,6 @@ mod tests {
         sign | (packed + round_up as u32) as u16
     }
 
-    fn is_nan(x: u64, f: Format) -> bool {
-        x & !f.sign_mask() > f.inf()
-    }
-
     /// `half`'s binary32 → bfloat16 (round to nearest even) with its NaNs made canonical.
     fn bf16_oracle(x: u32) -> u16 {
         let y = half::bf16::from_f32(f32::from_bits(x));
@@ -1069,57 +1106,7 @@ mod tests {
         }
     }
 
-    /// 2^k as f64, for k in binary64's normal range (exact).
-    fn pow2(k: i32) -> f64 {
-        assert!((-1022..=1023).contains(&k));
-        f64::from_bits(((k + 1023) as u64) << 52)
-    }
-
-    /// The value of `x` in format `f` as f64 (exact: `f` is binary64 or has at most 8 exponent
-    /// bits and 52 fraction bits).
-    fn value(x: u64, f: Format) -> f64 {
-        if f == FP64 {
-            return f64::from_bits(x);
-        }
-        assert!(f.exp <= 8);
-        let sign = if x & f.sign_mask() != 0 { -1.0 } else { 1.0 };
-        let e = (x >> f.man) & f.max_exp();
-        let m = x & f.frac_mask();
-        if e == f.max_exp() {
-            return if m != 0 {
-                f64::NAN
-            } else {
-                sign * f64::INFINITY
-            };
-        }
-        let (sig, e) = if e == 0 {
-            (m, 1)
-        } else {
-            (m | (1 << f.man), e)
-        };
-        sign * sig as f64 * pow2(e as i32 - f.bias() as i32 - f.man as i32)
-    }
-
-    /// Round to nearest even of the f64 `v` into format `f`, computed with f64 arithmetic (the
-    /// significand scaled to an integer, then `round_ties_even`), returned as an f64 value.
-    /// `v` must be zero, infinite or normal in binary64.
-    fn round_f64(v: f64, f: Format) -> f64 {
-        if v == 0.0 || !v.is_finite() || f == FP64 {
-            return v;
-        }
-        let a = v.abs();
-        let emin = 1 - f.bias() as i32;
-        let emax = f.max_exp() as i32 - 1 - f.bias() as i32;
-        let e = (((a.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(emin);
-        let ulp = pow2(e - f.man as i32);
-        let y = (a / ulp).round_ties_even() * ulp;
-        let y = if y >= pow2(emax + 1) {
-            f64::INFINITY
-        } else {
-            y
-        };
-        y.copysign(v)
-    }
+    use crate::reference::{decode as value, is_nan, round as round_f64};
 
     /// `convert(x, from, to)` agrees with [`round_f64`] of `x`'s value (bit for bit as f64, so
     /// the sign of a zero counts), and NaN gives `to`'s canonical NaN.
@@ -1288,6 +1275,87 @@ mod tests {
         }
     }
 
+    /// The OCP 8-bit floating-point specification's (v1.0) tables of E4M3 and E5M2: the
+    /// largest and smallest values, the specials, and saturation in E4M3.
+    #[test]
+    fn ocp_fp8_encodings() {
+        let v = |x: u64, f: Format| value_of_fp(x, f);
+        let e4 = Format::FP8_E4M3;
+        assert_eq!(
+            (e4.name(), e4.bits(), e4.bias()),
+            ("e4m3fn".to_string(), 8, 7)
+        );
+        assert_eq!(
+            (v(0x7E, e4), v(0x08, e4), v(0x01, e4)),
+            (448.0, 2f64.powi(-6), 2f64.powi(-9))
+        );
+        assert_eq!((v(0x78, e4), v(0x77, e4)), (256.0, 240.0));
+        assert!(v(0x7F, e4).is_nan() && v(0xFF, e4).is_nan());
+        assert_eq!(
+            (e4.qnan(), e4.max_finite_bits(), e4.max_finite()),
+            (0x7F, 0x7E, 448.0)
+        );
+        assert!(!e4.has_inf() && !e4.is_inf(0x78) && !e4.is_nan(0x7E));
+        let from32 = |x: f32| convert(x.to_bits() as u64, Format::FP32, e4);
+        // 464 is the tie between 448 (even) and 480, which does not exist: it rounds to 448,
+        // and everything above saturates, infinities included.
+        assert_eq!(
+            [
+                from32(464.0),
+                from32(465.0),
+                from32(1e30),
+                from32(f32::INFINITY)
+            ],
+            [0x7E; 4]
+        );
+        assert_eq!(from32(f32::NEG_INFINITY), 0xFE);
+        assert_eq!(from32(f32::NAN), 0x7F);
+        assert_eq!(from32(2f32.powi(-10)), 0); // the tie below the smallest subnormal: even
+        assert_eq!(from32(1.5 * 2f32.powi(-10)), 1);
+
+        let e5 = Format::FP8_E5M2;
+        assert_eq!(
+            (e5.name(), e5.max_finite(), e5.max_finite_bits()),
+            ("e5m2".to_string(), 57344.0, 0x7B)
+        );
+        assert_eq!(
+            (v(0x7C, e5), v(0x04, e5), v(0x01, e5)),
+            (f64::INFINITY, 2f64.powi(-14), 2f64.powi(-16))
+        );
+        assert_eq!(e5.qnan(), 0x7E);
+        let from32 = |x: f32| convert(x.to_bits() as u64, Format::FP32, e5);
+        assert_eq!([from32(61440.0), from32(f32::INFINITY)], [0x7C; 2]);
+        assert_eq!(from32(61439.0), 0x7B);
+        // Both FP8 formats' products are exact in binary32.
+        assert_eq!(
+            (e4.exact_product(), e5.exact_product()),
+            (Format::FP32, Format::FP32)
+        );
+    }
+
+    /// Every product of two FP8 values (both formats, all 65,536 pairs) is the exact f64
+    /// product of the operands' values, in binary32, with IEEE's specials.
+    #[test]
+    fn fp8_products_are_exact_in_binary32() {
+        for f in [Format::FP8_E4M3, Format::FP8_E5M2] {
+            for a in 0..=0xFF {
+                for b in 0..=0xFF {
+                    let y = f32::from_bits(mul_exact(a, b, f) as u32) as f64;
+                    let want = value(a, f) * value(b, f);
+                    if want.is_nan() {
+                        assert_eq!(mul_exact(a, b, f), F32_QNAN as u64, "{a:#x} {b:#x} {f:?}");
+                    } else {
+                        assert_eq!(y.to_bits(), want.to_bits(), "{a:#x} {b:#x} {f:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn value_of_fp(x: u64, f: Format) -> f64 {
+        f64::from_bits(convert(x, f, FP64))
+    }
+
     #[test]
     fn widening_then_narrowing_round_trips() {
         for (narrow, wide) in [
@@ -1297,6 +1365,8 @@ mod tests {
             (Format::BF16, FP64),
             (E5M2, Format::FP16),
             (E4M3, Format::BF16),
+            (E4M3FN, Format::FP16),
+            (E4M3FN, Format::FP32),
         ] {
             for x in 0..=narrow.mask() {
                 let w = convert(x, narrow, wide);
@@ -1328,8 +1398,8 @@ mod tests {
             Format::FP32,
             FP64,
         ];
-        for from in [E2M1, E3M4, E4M3, E5M2, Format::FP16, Format::BF16] {
-            for to in formats {
+        for from in [E2M1, E3M4, E4M3, E4M3FN, E5M2, Format::FP16, Format::BF16] {
+            for to in formats.into_iter().chain([E4M3FN]) {
                 for x in 0..=from.mask() {
                     check_against_f64(x, from, to);
                 }
@@ -1359,7 +1429,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "unsupported format")]
     fn convert_rejects_a_format_outside_its_range() {
-        convert(0, Format { exp: 12, man: 10 }, Format::FP32);
+        convert(0, Format::ieee(12, 10), Format::FP32);
     }
 
     #[test]
@@ -1384,7 +1454,7 @@ mod tests {
 
         #[test]
         fn convert_from_fp32_matches_f64_rounding(x in any::<u32>()) {
-            for to in [E2M1, E3M4, E4M3, E5M2, E6M9, Format::FP16, Format::BF16, FP64] {
+            for to in [E2M1, E3M4, E4M3, E4M3FN, E5M2, E6M9, Format::FP16, Format::BF16, FP64] {
                 check_against_f64(x as u64, Format::FP32, to);
             }
         }

@@ -33,7 +33,7 @@ impl OutOfRange {
         };
         format!(
             "= {value} is outside the {} range (±{}; magnitudes from {} round to infinity)",
-            crate::accuracy::short_name(self.format),
+            self.format.short_name(),
             show(largest_finite(self.format)),
             show(overflow_threshold(self.format))
         )

@@ -135,9 +135,6 @@ pub fn tensors_in(
     format: crate::format::Format,
 ) -> (Vec<u16>, Vec<u16>, Vec<u16>) {
     let (q, k, v) = tensors(pattern, q_len, k_len, d, seed);
-    if format == crate::format::Format::FP16 {
-        return (q, k, v);
-    }
     let to = |x: Vec<u16>| -> Vec<u16> {
         x.into_iter()
             .map(|h| crate::fp::convert(h as u64, crate::format::Format::FP16, format) as u16)

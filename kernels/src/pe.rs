@@ -9,7 +9,7 @@
 //! operation's value from an accumulator the caller holds, for a harness that follows the run.
 
 use crate::format::Format;
-use crate::fp::{fp32_scale2, mac, mac_fused, ACC_CLEAR};
+use crate::fp::{fp32_scale2, mac_fused, ACC_CLEAR};
 use crate::quant::{dot_packed, int_to_f32, QkFormat};
 
 /// A PE operation; its discriminant is the RTL's `op` code (`hdl::array::pe::PeOp`).
@@ -68,11 +68,7 @@ impl PeModel {
     }
 
     fn mac(&self, acc: u32, a: u16, b: u16) -> u32 {
-        if self.format == Format::FP16 {
-            mac(acc, a, b)
-        } else {
-            mac_fused(acc, a as u64, b as u64, self.format)
-        }
+        mac_fused(acc, a as u64, b as u64, self.format)
     }
 
     fn int_format(&self) -> QkFormat {

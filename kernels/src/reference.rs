@@ -11,18 +11,11 @@
 //! max is −Inf, and FlashAttention subtracts 0 then). Special values follow IEEE arithmetic: a
 //! NaN score makes its row NaN (the max propagates it), as does a +Inf score (Inf − Inf).
 
-use half::{bf16, f16};
+use crate::format::{Format, Specials};
 
-use crate::format::Format;
-
-/// The value of `x`, a binary16 or bfloat16 value's bits.
+/// The value of `x`, an operand's bits in `format`.
 pub fn value(x: u16, format: Format) -> f64 {
-    if format == Format::BF16 {
-        bf16::from_bits(x).to_f64()
-    } else {
-        debug_assert_eq!(format, Format::FP16);
-        f16::from_bits(x).to_f64()
-    }
+    decode(x as u64, format)
 }
 
 /// The value of `x`, a value of any binary format up to binary64 in its low bits.
@@ -30,13 +23,84 @@ pub fn value_of(x: u64, format: Format) -> f64 {
     f64::from_bits(crate::fp::convert(x, format, Format::FP64))
 }
 
-/// `x` rounded to `format` (binary16 or bfloat16, nearest even).
+/// `x` rounded to `format` (nearest even).
 fn round_f32(x: f32, format: Format) -> f32 {
-    if format == Format::BF16 {
-        bf16::from_f32(x).to_f32()
-    } else {
-        f16::from_f32(x).to_f32()
+    round(x as f64, format) as f32
+}
+
+// The formats' values from their definitions, in f64 arithmetic: independent of the models'
+// integer conversions (`fp::convert`), which the tests hold to these and to `half`.
+
+/// `x` is a NaN of `f`, from the encodings' definitions: IEEE's all-ones exponent with a
+/// nonzero fraction, or a finite-only format's one all-ones pattern.
+pub fn is_nan(x: u64, f: Format) -> bool {
+    let magnitude = x & !f.sign_mask();
+    match f.specials {
+        Specials::Ieee => magnitude > f.max_exp() << f.man,
+        Specials::FiniteSaturating => magnitude == (1 << (f.bits() - 1)) - 1,
     }
+}
+
+/// 2^k as f64, for k in binary64's normal range (exact).
+fn pow2(k: i32) -> f64 {
+    assert!((-1022..=1023).contains(&k));
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// The value of `x` in format `f` as f64 (exact: `f` is binary64 or has at most 8 exponent
+/// bits and 52 fraction bits).
+pub fn decode(x: u64, f: Format) -> f64 {
+    if f == Format::FP64 {
+        return f64::from_bits(x);
+    }
+    assert!(f.exp <= 8);
+    let sign = if x & f.sign_mask() != 0 { -1.0 } else { 1.0 };
+    let e = (x >> f.man) & f.max_exp();
+    let m = x & f.frac_mask();
+    if is_nan(x, f) {
+        return f64::NAN;
+    }
+    if e == f.max_exp() && f.specials == Specials::Ieee {
+        return sign * f64::INFINITY;
+    }
+    let (sig, e) = if e == 0 {
+        (m, 1)
+    } else {
+        (m | (1 << f.man), e)
+    };
+    sign * sig as f64 * pow2(e as i32 - f.bias() as i32 - f.man as i32)
+}
+
+/// Round to nearest even of the f64 `v` into format `f`, computed with f64 arithmetic (the
+/// significand scaled to an integer, then `round_ties_even`), returned as an f64 value.
+/// `v` must be zero, infinite or normal in binary64. Beyond the range: ±Inf, or in a
+/// saturating format (E4M3) its largest finite value, infinities included.
+pub fn round(v: f64, f: Format) -> f64 {
+    let saturating = f.specials == Specials::FiniteSaturating;
+    if v == 0.0 || v.is_nan() || f == Format::FP64 || (v.is_infinite() && !saturating) {
+        return v;
+    }
+    let (emax, largest) = if saturating {
+        // The all-ones exponent holds normal numbers, but for the all-ones fraction (NaN).
+        let emax = f.max_exp() as i32 - f.bias() as i32;
+        (emax, (2.0 - pow2(1 - f.man as i32)) * pow2(emax))
+    } else {
+        let emax = f.max_exp() as i32 - 1 - f.bias() as i32;
+        (emax, (2.0 - pow2(-(f.man as i32))) * pow2(emax))
+    };
+    let a = v.abs();
+    let emin = 1 - f.bias() as i32;
+    let e = (((a.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(emin);
+    let ulp = pow2(e.min(emax) - f.man as i32);
+    let y = (a / ulp).round_ties_even() * ulp;
+    let y = if y <= largest {
+        y
+    } else if saturating {
+        largest
+    } else {
+        f64::INFINITY
+    };
+    y.copysign(v)
 }
 
 /// One head's attention problem for the references: Q (q_len × d), K and V (k_len × d),
@@ -254,6 +318,34 @@ mod tests {
     use super::*;
 
     const ONE: u16 = 0x3C00;
+
+    /// The references' own decoding and rounding agree with `half` on every binary16 and
+    /// bfloat16 value, and on rounding binary32 values to both.
+    #[test]
+    fn definitions_agree_with_half() {
+        use half::{bf16, f16};
+        for x in 0..=u16::MAX {
+            let (h, b) = (f16::from_bits(x).to_f64(), bf16::from_bits(x).to_f64());
+            let got = (value(x, Format::FP16), value(x, Format::BF16));
+            assert!(got.0.to_bits() == h.to_bits() || (got.0.is_nan() && h.is_nan()));
+            assert!(got.1.to_bits() == b.to_bits() || (got.1.is_nan() && b.is_nan()));
+        }
+        let mut rng = crate::patterns::Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..200_000 {
+            let x = f32::from_bits(rng.next_u64() as u32);
+            if x.is_nan() {
+                continue;
+            }
+            assert_eq!(
+                round_f32(x, Format::FP16).to_bits(),
+                f16::from_f32(x).to_f32().to_bits()
+            );
+            assert_eq!(
+                round_f32(x, Format::BF16).to_bits(),
+                bf16::from_f32(x).to_f32().to_bits()
+            );
+        }
+    }
 
     /// A reference on FP16 inputs: (Q, K, V, q_len, k_len, d, causal) → O.
     type Reference = fn(&[u16], &[u16], &[u16], usize, usize, usize, bool) -> Vec<f64>;

@@ -46,7 +46,7 @@ pub fn weight(s: u32, m: u32, c: u32, masked: bool) -> u16 {
     weight_in(s, m, c, masked, Format::FP16)
 }
 
-/// [`weight`] with P in `fmt` (binary16 or bfloat16): the same exp2, rounded to `fmt`.
+/// [`weight`] with P in `fmt` (the operand format): the same exp2, rounded to `fmt`.
 pub fn weight_in(s: u32, m: u32, c: u32, masked: bool, fmt: Format) -> u16 {
     if masked {
         return 0;
@@ -54,11 +54,7 @@ pub fn weight_in(s: u32, m: u32, c: u32, masked: bool, fmt: Format) -> u16 {
     let m = subtracted_max(m);
     // fp32_add and the rounding to FP16 on the host's FPU (bit-identical: see `fp`).
     let e = exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN));
-    if fmt == Format::FP16 {
-        fp32_to_fp16_native(e)
-    } else {
-        convert(e as u64, Format::FP32, fmt) as u16
-    }
+    narrow(e, fmt)
 }
 
 /// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.

@@ -57,7 +57,7 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
             r.max_ulps
         );
     }
-    let f = kernels::accuracy::short_name(cfg.in_format);
+    let f = cfg.in_format.short_name();
     let softmax = match (order, cfg.rescale) {
         (SoftmaxArg::TwoPass, _) => SoftmaxPass::TwoPass,
         (SoftmaxArg::Online, hdl::softmax::Rescale::Pow2) => SoftmaxPass::Online,
@@ -66,7 +66,7 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
         }
     };
     if let Some(qk) = cfg.qk_format {
-        return Ok(exit(quantized_table(&cfg, qk, &args, softmax, f)));
+        return Ok(exit(quantized_table(&cfg, qk, &args, softmax, &f)));
     }
     println!(
         "\nhardware model ({}, {f} inputs) vs f64 reference, next to plain attention at {f} \

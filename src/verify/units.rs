@@ -809,3 +809,186 @@ pub mod int_dot_i4 {
         int_dot_random()
     }
 }
+
+/// The OCP FP8 operand formats' units (`E4M3`: true for E4M3, false for E5M2): small enough
+/// that every value, and every operand pair, is a directed vector.
+pub mod fp8 {
+    use super::*;
+
+    /// The format.
+    pub fn format<const E4M3: bool>() -> Format {
+        if E4M3 {
+            Format::FP8_E4M3
+        } else {
+            Format::FP8_E5M2
+        }
+    }
+
+    /// The unit's registry name, from its formats (`hdl::fp`'s naming).
+    fn name<const E4M3: bool>(what: &str) -> &'static str {
+        match (what, E4M3) {
+            ("mul", true) => "fp_mul_e4m3fn",
+            ("mul", false) => "fp_mul_e5m2",
+            ("widen", true) => "fp_cvt_e4m3fn_e8m23",
+            ("widen", false) => "fp_cvt_e5m2_e8m23",
+            ("narrow", true) => "fp_cvt_e8m23_e4m3fn",
+            ("narrow", false) => "fp_cvt_e8m23_e5m2",
+            ("mac", true) => "mac_e4m3fn",
+            ("mac", false) => "mac_e5m2",
+            _ => unreachable!("no FP8 unit {what}"),
+        }
+    }
+
+    fn values<const E4M3: bool>() -> impl Iterator<Item = u64> {
+        0..=format::<E4M3>().mask()
+    }
+
+    fn value<const E4M3: bool>() -> BoxedStrategy<u64> {
+        (0..=format::<E4M3>().mask()).boxed()
+    }
+
+    /// The accumulators of the directed MAC vectors: binary32's specials and, for every
+    /// operand pair, −0, whose sum is the exact product itself.
+    fn accumulators() -> impl Iterator<Item = u32> {
+        F32_SPECIALS.iter().copied().step_by(3)
+    }
+
+    pub mod mul {
+        use super::*;
+
+        pub fn unit<const E4M3: bool>(_cfg: &CoreConfig) -> PureUnit {
+            let (f, p) = (format::<E4M3>(), format::<E4M3>().exact_product());
+            binary(
+                name::<E4M3>("mul"),
+                Fmt::Fp(f),
+                ("b", Fmt::Fp(f)),
+                Fmt::Fp(p),
+                |a, b| fp::mul_exact(a, b, format::<E4M3>()),
+            )
+        }
+
+        /// Every pair.
+        pub fn directed<const E4M3: bool>(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+            values::<E4M3>()
+                .flat_map(|a| values::<E4M3>().map(move |b| vec![a, b]))
+                .collect()
+        }
+
+        pub fn random<const E4M3: bool>(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+            (value::<E4M3>(), value::<E4M3>())
+                .prop_map(|(a, b)| vec![a, b])
+                .boxed()
+        }
+    }
+
+    pub mod widen {
+        use super::*;
+
+        pub fn unit<const E4M3: bool>(_cfg: &CoreConfig) -> PureUnit {
+            let f = format::<E4M3>();
+            unary(name::<E4M3>("widen"), ("a", Fmt::Fp(f)), Fmt::F32, |a| {
+                fp::convert(a, format::<E4M3>(), Format::FP32)
+            })
+        }
+
+        /// Every value.
+        pub fn directed<const E4M3: bool>(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+            values::<E4M3>().map(|x| vec![x]).collect()
+        }
+
+        pub fn random<const E4M3: bool>(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+            value::<E4M3>().prop_map(|a| vec![a]).boxed()
+        }
+    }
+
+    pub mod narrow {
+        use super::*;
+
+        pub fn unit<const E4M3: bool>(_cfg: &CoreConfig) -> PureUnit {
+            let f = format::<E4M3>();
+            unary(name::<E4M3>("narrow"), ("a", Fmt::F32), Fmt::Fp(f), |a| {
+                fp::convert(a, Format::FP32, format::<E4M3>())
+            })
+        }
+
+        /// Every value's binary32 encoding, the midpoints to its upper neighbour (ties both
+        /// ways, at the largest value the one above saturation or Inf) and one binary32 ulp
+        /// either side, both signs, and the binary32 specials.
+        pub fn directed<const E4M3: bool>(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+            let f = format::<E4M3>();
+            let wide = |x: u64| fp::convert(x, f, Format::FP32) as u32;
+            let mut v = vec![];
+            let top = f.max_finite_bits();
+            for x in 0..=top {
+                let lo = wide(x);
+                // Above the largest value, one ulp up (where the next value would be).
+                let hi = if x < top {
+                    wide(x + 1)
+                } else {
+                    2 * lo - wide(x - 1)
+                };
+                let mid = lo + (hi - lo) / 2;
+                for y in [lo, mid.saturating_sub(1), mid, mid + 1] {
+                    v.push(vec![y as u64]);
+                    v.push(vec![(y | fp::F32_SIGN) as u64]);
+                }
+            }
+            v.extend(F32_SPECIALS.iter().map(|&x| vec![x as u64]));
+            v
+        }
+
+        pub fn random<const E4M3: bool>(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+            f32_value().prop_map(|a| vec![a as u64]).boxed()
+        }
+    }
+
+    pub mod mac {
+        use super::*;
+
+        pub fn unit<const E4M3: bool>(_cfg: &CoreConfig) -> PureUnit {
+            let f = format::<E4M3>();
+            PureUnit {
+                name: name::<E4M3>("mac"),
+                inputs: vec![
+                    one("a", Fmt::Fp(f)),
+                    one("b", Fmt::Fp(f)),
+                    one("acc", Fmt::F32),
+                ],
+                outputs: vec![one("y", Fmt::F32)],
+                model: Box::new(|v| {
+                    vec![fp::mac_fused(v[2] as u32, v[0], v[1], format::<E4M3>()) as u64]
+                }),
+            }
+        }
+
+        /// Every operand pair into −0 (the exact product), and into a third of binary32's
+        /// specials.
+        pub fn directed<const E4M3: bool>(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+            let mut v = vec![];
+            for a in values::<E4M3>() {
+                for b in values::<E4M3>() {
+                    v.push(vec![a, b, fp::ACC_CLEAR as u64]);
+                    if (a ^ b) & 0x11 == 0 {
+                        v.extend(accumulators().map(|acc| vec![a, b, acc as u64]));
+                    }
+                }
+            }
+            v
+        }
+
+        /// Random operands into random accumulators, and into the product's negation (a
+        /// cancellation) with its last bits disturbed.
+        pub fn random<const E4M3: bool>(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+            let f = format::<E4M3>();
+            prop_oneof![
+                (value::<E4M3>(), value::<E4M3>(), f32_value())
+                    .prop_map(|(a, b, acc)| vec![a, b, acc as u64]),
+                (value::<E4M3>(), value::<E4M3>(), 0u32..4).prop_map(move |(a, b, d)| {
+                    let p = fp::mul_exact(a, b, f) as u32 ^ fp::F32_SIGN;
+                    vec![a, b, p.wrapping_add(d) as u64]
+                }),
+            ]
+            .boxed()
+        }
+    }
+}

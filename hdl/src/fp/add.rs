@@ -156,8 +156,8 @@ pub fn build(d: &mut Design, cfg: &Fp32AddConfig) -> BinaryBlock {
 
 /// The adder's logic with `latency` pipeline registers; returns the binary32 sum.
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
-    let ua = unpack(m, a, 8, 23, "a");
-    let ub = unpack(m, b, 8, 23, "b");
+    let ua = unpack(m, a, Format::FP32, "a");
+    let ub = unpack(m, b, Format::FP32, "b");
     let (a_sign, b_sign) = (ua.sign, ub.sign);
     let (subtract, is_nan, is_inf) = add_specials(m, &ua, &ub);
     // An exact zero sum is -0 only when both operands are -0.
@@ -229,8 +229,8 @@ pub fn logic_wide(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &Fp32AddConfig) ->
     let ew = w.exp;
     // Exponents are biased as the addend's: binary32's exponent e is e + off.
     let off = w.bias() - f.bias();
-    let ua = unpack(m, a, f.exp, f.man, "a");
-    let ub = unpack(m, b, w.exp, w.man, "b");
+    let ua = unpack(m, a, f, "a");
+    let ub = unpack(m, b, w, "b");
     let (subtract, is_nan, is_inf) = add_specials(m, &ua, &ub);
     // Inf plus anything finite is that Inf, whatever the finite addend's magnitude.
     let inf_sign = mux(ua.is_inf, ua.sign, ub.sign);

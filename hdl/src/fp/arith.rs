@@ -1,7 +1,7 @@
 //! Building blocks shared by the floating-point units: leading-zero count, right shift with a
 //! sticky bit, and IEEE field decoding.
 
-use crate::format::Format;
+use crate::format::{Format, Specials};
 use crate::{bits_for, cat, mux, or_all, ModuleBuilder, Sig};
 
 /// Number of leading zeros of `x` (x.width when x is zero), `bits_for(x.width)` bits wide.
@@ -69,7 +69,7 @@ pub fn clamp(m: &mut ModuleBuilder, x: Sig, limit: u64, width: u32) -> Sig {
     mux(over, lim_w, low)
 }
 
-/// The fields and classes of an IEEE binary value with `exp_bits` and `frac_bits`.
+/// The fields and classes of a binary floating-point value.
 #[derive(Clone, Copy, Debug)]
 pub struct Unpacked {
     pub sign: Sig,
@@ -85,16 +85,13 @@ pub struct Unpacked {
     pub is_nan: Sig,
 }
 
-/// Splits `x` into IEEE fields; `prefix` names the exponent and fraction wires (`a` gives
-/// `a_exp`, `a_frac`) and hints names for the rest (`a_is_nan`, `a_sig`, ...).
-pub fn unpack(
-    m: &mut ModuleBuilder,
-    x: Sig,
-    exp_bits: u32,
-    frac_bits: u32,
-    prefix: &str,
-) -> Unpacked {
-    assert_eq!(x.width(), 1 + exp_bits + frac_bits);
+/// Splits `x`, a value of `f`, into its fields and classes (by `f`'s [`Specials`]: a
+/// finite-only format's all-ones exponent is a normal number, and only its all-ones pattern
+/// NaN); `prefix` names the exponent and fraction wires (`a` gives `a_exp`, `a_frac`) and
+/// hints names for the rest (`a_is_nan`, `a_sig`, ...).
+pub fn unpack(m: &mut ModuleBuilder, x: Sig, f: Format, prefix: &str) -> Unpacked {
+    let (exp_bits, frac_bits) = (f.exp, f.man);
+    assert_eq!(x.width(), f.bits());
     let sign = x.msb();
     let exp = x.slice(exp_bits + frac_bits - 1, frac_bits);
     let exp = m.name(&format!("{prefix}_exp"), exp);
@@ -111,8 +108,10 @@ pub fn unpack(
     let exp_lo = exp_lo | exp_zero;
     let exp_eff = cat(&[exp_hi, exp_lo]);
     let is_zero = exp_zero & frac_zero;
-    let is_inf = exp_max & frac_zero;
-    let is_nan = exp_max & frac_nonzero;
+    let (is_inf, is_nan) = match f.specials {
+        Specials::Ieee => (exp_max & frac_zero, exp_max & frac_nonzero),
+        Specials::FiniteSaturating => (m.zero(1), exp_max & frac.all()),
+    };
     let mut h = |what: &str, s: Sig| m.hint(&format!("{prefix}_{what}"), s);
     h("exp_max", exp_max);
     h("frac_zero", frac_zero);

@@ -20,8 +20,13 @@ use crate::{cat, mux, Design, ModuleBuilder, Sig};
 pub const IN: Format = Format::FP32;
 /// The format converted to by default.
 pub const OUT: Format = Format::FP16;
-/// The formats converted to.
-pub const TARGETS: [Format; 2] = [Format::FP16, Format::BF16];
+/// The formats converted to: every operand format.
+pub const TARGETS: [Format; 4] = [
+    Format::FP16,
+    Format::BF16,
+    Format::FP8_E4M3,
+    Format::FP8_E5M2,
+];
 
 /// The unit's and its module's name, from its formats (the block has no parameters):
 /// `fp_cvt_e8m23_e5m10`.
@@ -51,8 +56,13 @@ pub fn build_to(d: &mut Design, to: Format) -> UnaryBlock {
         } else {
             m.doc(&format!(
                 "{name}: binary32 -> {}, round to nearest even. Combinational.\n\
-                 Overflow gives Inf, NaN results are {:#x}. Bit-exact model: kernels::fp::convert.",
+                 Overflow gives {}, NaN results are {:#x}. Bit-exact model: kernels::fp::convert.",
                 to.name(),
+                if to.has_inf() {
+                    "Inf"
+                } else {
+                    "the largest finite value (saturating; Inf too)"
+                },
                 to.qnan()
             ));
         }
@@ -65,8 +75,8 @@ pub fn build_to(d: &mut Design, to: Format) -> UnaryBlock {
 /// The conversion to `to` (one of [`TARGETS`]).
 pub fn logic_to(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
     assert!(TARGETS.contains(&to), "no conversion to {}", to.name());
-    if to == OUT {
-        logic(m, a)
+    if to.exp < IN.exp {
+        logic_narrow_range(m, a, to)
     } else {
         logic_same_range(m, a, to)
     }
@@ -110,24 +120,35 @@ fn fields(m: &mut ModuleBuilder, a: Sig) -> (Sig, Sig, Sig, Sig) {
 
 /// The conversion logic (to binary16).
 pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
+    logic_narrow_range(m, a, OUT)
+}
+
+/// The conversion to a format with fewer exponent bits than binary32's (binary16, the FP8
+/// formats): the exponent is rebiased, results below the target's normal range shift right
+/// into its subnormals, and beyond its range a value overflows to ±Inf, or in a saturating
+/// format (E4M3) to ±its largest finite value, as a rounding carry past that value does.
+fn logic_narrow_range(m: &mut ModuleBuilder, a: Sig, to: Format) -> Sig {
     let (sign, exp, frac, is_nan) = fields(m, a);
-    // Binary32 zeros and subnormals are far below half the smallest binary16 subnormal.
+    // Binary32 zeros and subnormals are far below half the target's smallest subnormal.
     let to_zero = exp.is_zero();
-    // Unbiased exponent above 15 (biased 143..254), or Inf itself.
-    let e143 = m.lit(8, 143);
-    let overflow = exp.ge(e143);
+    // Unbiased exponent above the target's largest (binary16: biased 143..254), or Inf itself.
+    let rebias = IN.bias() - to.bias();
+    let e_over = m.lit(IN.exp, IN.bias() + to.emax() as u64 + 1);
+    let overflow = exp.ge(e_over);
     let overflow = m.name("overflow", overflow);
 
-    // Normal results keep 11 significant bits (shift right by 13); below 2^-14 each step down
-    // shifts one more (126 - exp), up to 25, where everything has become sticky.
-    let e113 = m.lit(8, 113);
-    let normal = exp.ge(e113);
+    // Normal results keep man + 1 significant bits (binary16: shift right by 13); below the
+    // target's smallest normal each step down shifts one more, up to 25, where everything has
+    // become sticky.
+    let normal_shift = IN.man - to.man;
+    let e_normal = m.lit(IN.exp, rebias + 1);
+    let normal = exp.ge(e_normal);
     let normal = m.name("normal", normal);
-    let c126 = m.lit(8, 126);
-    let sub_shift = c126 - exp;
+    let c_sub = m.lit(IN.exp, normal_shift as u64 + rebias + 1);
+    let sub_shift = c_sub - exp;
     let sub_shift = clamp(m, sub_shift, 25, 5);
-    let c13 = m.lit(5, 13);
-    let shift = mux(normal, c13, sub_shift);
+    let c_normal = m.lit(5, normal_shift as u64);
+    let shift = mux(normal, c_normal, sub_shift);
     let shift = m.name("shift", shift);
     // Two extra low bits: after the shift, bit 1 is the guard bit and bit 0 the sticky bit.
     let one = m.lit(1, 1);
@@ -135,32 +156,45 @@ pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
     let sig = cat(&[one, frac, zero2]);
     let shifted = shift_right_sticky(m, sig, shift);
     let shifted = m.name("shifted", shifted);
-    // At least 13 places were shifted out: above the 10 kept fraction bits there is only the
-    // hidden bit (implied by the exponent field) and zeros.
-    let known_zero = shifted.slice(25, 12);
+    // At least `normal_shift` places were shifted out: above the kept fraction bits there is
+    // only the hidden bit (implied by the exponent field) and zeros.
+    let known_zero = shifted.slice(25, to.man + 2);
     m.discard(known_zero);
-    let kept = shifted.slice(11, 2);
+    let kept = shifted.slice(to.man + 1, 2);
     let lsb = shifted.bit(2);
     let guard = shifted.bit(1);
     let sticky = shifted.bit(0);
     let tie_or_above = sticky | lsb;
     let round_up = guard & tie_or_above;
     let round_up = m.name("round_up", round_up);
-    let exp_low = exp.trunc(5);
-    let exp_field = exp_low - (112 % 32);
-    let zero5 = m.zero(5);
-    let exp_field = mux(normal, exp_field, zero5);
+    let exp_low = exp.trunc(to.exp);
+    let exp_field = exp_low - (rebias % (1 << to.exp));
+    let zero_exp = m.zero(to.exp);
+    let exp_field = mux(normal, exp_field, zero_exp);
     let packed = cat(&[exp_field, kept]);
-    let round15 = round_up.zext(15);
-    let packed = packed + round15;
+    let packed = if to.has_inf() {
+        let round = round_up.zext(to.bits() - 1);
+        packed + round
+    } else {
+        // A carry past the largest finite value reaches the NaN's encoding, or past the
+        // field: with one more bit, anything above the largest finite value saturates.
+        let round = round_up.zext(to.bits());
+        let packed = packed.zext(to.bits()) + round;
+        let packed = m.name("packed", packed);
+        let max = m.lit(to.bits(), to.max_finite_bits());
+        let past = packed.gt(max);
+        let max = max.trunc(to.bits() - 1);
+        let packed = packed.trunc(to.bits() - 1);
+        mux(past, max, packed)
+    };
     let finite = cat(&[sign, packed]);
 
-    let nan = m.lit(16, Format::FP16.qnan());
-    let inf_bits = m.lit(15, Format::FP16.inf());
-    let inf = cat(&[sign, inf_bits]);
-    let zero_bits = m.zero(15);
+    let nan = m.lit(to.bits(), to.qnan());
+    let over_bits = m.lit(to.bits() - 1, to.overflow());
+    let over = cat(&[sign, over_bits]);
+    let zero_bits = m.zero(to.bits() - 1);
     let zero = cat(&[sign, zero_bits]);
     let y = mux(to_zero, zero, finite);
-    let y = mux(overflow, inf, y);
+    let y = mux(overflow, over, y);
     mux(is_nan, nan, y)
 }

@@ -25,8 +25,13 @@ pub fn module_name() -> String {
     crate::fp::unit_name("cvt", &[IN, OUT])
 }
 
-/// The formats converted from.
-pub const SOURCES: [Format; 2] = [Format::FP16, Format::BF16];
+/// The formats converted from: every operand format.
+pub const SOURCES: [Format; 4] = [
+    Format::FP16,
+    Format::BF16,
+    Format::FP8_E4M3,
+    Format::FP8_E5M2,
+];
 
 /// The name of the conversion from `from`: `fp_cvt_e8m7_e8m23` for bfloat16.
 pub fn module_name_from(from: Format) -> String {
@@ -67,8 +72,8 @@ pub fn logic_from(m: &mut ModuleBuilder, a: Sig, from: Format) -> Sig {
         "no conversion from {}",
         from.name()
     );
-    if from == IN {
-        return logic(m, a);
+    if from.exp < OUT.exp {
+        return logic_narrow_range(m, a, from);
     }
     // binary32's exponent field: the value is the same bits with the fraction padded.
     assert_eq!(from.exp, OUT.exp);
@@ -84,24 +89,31 @@ pub fn logic_from(m: &mut ModuleBuilder, a: Sig, from: Format) -> Sig {
     mux(is_nan, nan, finite)
 }
 
-/// The conversion logic.
+/// The conversion logic (from binary16).
 pub fn logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
-    let u = unpack(m, a, 5, 10, "a");
-    // Subnormal: shift the fraction left until its leading one drops out of the 10-bit field;
-    // that is lz + 1 places, and the exponent falls by as much (1 + 112 - (lz + 1)).
+    logic_narrow_range(m, a, IN)
+}
+
+/// The conversion from a format with fewer exponent bits than binary32's (binary16, the FP8
+/// formats): every value is a binary32 normal number (or a zero), so subnormals are normalized
+/// and the exponent rebiased; NaN and (where the format has them) ±Inf map to binary32's.
+fn logic_narrow_range(m: &mut ModuleBuilder, a: Sig, from: Format) -> Sig {
+    let u = unpack(m, a, from, "a");
+    // Subnormal: shift the fraction left until its leading one drops out of the field; that is
+    // lz + 1 places, and the exponent falls by as much (1 + rebias - (lz + 1)).
     let lz = leading_zeros(m, u.frac);
     let lz_plus_one = lz + 1;
-    let zero4 = m.zero(4);
-    let shift = mux(u.exp_zero, lz_plus_one, zero4);
+    let zero = m.zero(lz.width());
+    let shift = mux(u.exp_zero, lz_plus_one, zero);
     let shift = m.name("shift", shift);
     let frac = u.frac << shift;
     let frac = m.name("frac", frac);
-    let exp_eff = u.exp_eff.zext(8);
-    let exp = exp_eff + 112;
-    let shift8 = shift.zext(8);
-    let exp = exp - shift8;
+    let exp_eff = u.exp_eff.zext(OUT.exp);
+    let exp = exp_eff + (OUT.bias() - from.bias());
+    let shift_wide = shift.zext(OUT.exp);
+    let exp = exp - shift_wide;
     let exp = m.name("exp", exp);
-    let pad = m.zero(13);
+    let pad = m.zero(OUT.man - from.man);
     let finite = cat(&[u.sign, exp, frac, pad]);
     select_special_f32(m, finite, u.is_nan, u.is_inf, u.sign, u.is_zero, u.sign)
 }

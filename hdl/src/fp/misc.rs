@@ -49,8 +49,8 @@ fn order_key(m: &mut ModuleBuilder, x: Sig) -> Sig {
 
 /// IEEE maximum of two binary32 values.
 pub fn max_logic(m: &mut ModuleBuilder, a: Sig, b: Sig) -> Sig {
-    let ua = unpack(m, a, 8, 23, "a");
-    let ub = unpack(m, b, 8, 23, "b");
+    let ua = unpack(m, a, Format::FP32, "a");
+    let ub = unpack(m, b, Format::FP32, "b");
     let is_nan = ua.is_nan | ub.is_nan;
     let ka = order_key(m, a);
     let kb = order_key(m, b);
@@ -78,7 +78,7 @@ pub fn build_max(d: &mut Design) -> BinaryBlock {
 
 /// Round toward +Inf to an integer.
 pub fn ceil_logic(m: &mut ModuleBuilder, a: Sig) -> Sig {
-    let u = unpack(m, a, 8, 23, "a");
+    let u = unpack(m, a, Format::FP32, "a");
     let negative = u.sign;
     // Exponents 150 and above (and Inf) are integers already; below 127, |a| < 1.
     let c150 = m.lit(8, 150);
@@ -219,7 +219,7 @@ impl Scale2Parts {
 
 /// [`scale2_logic`]'s first half: the exponents' subtracts.
 pub fn scale2_prepare(m: &mut ModuleBuilder, a: Sig, n: Sig) -> Scale2Parts {
-    let u = unpack(m, a, 8, 23, "a");
+    let u = unpack(m, a, Format::FP32, "a");
     let e = u.exp.zext(10);
     let n10 = n.zext(10);
     let diff = m.name("exp", e - n10);

@@ -70,8 +70,8 @@ pub fn build(d: &mut Design, cfg: &Fp32MulConfig) -> BinaryBlock {
 /// The multiplier's logic with `latency` pipeline registers.
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, latency: u32) -> Sig {
     let [a, b] = stage_all(m, "in", latency >= 6, [("a", a), ("b", b)]);
-    let ua = unpack(m, a, 8, 23, "a");
-    let ub = unpack(m, b, 8, 23, "b");
+    let ua = unpack(m, a, Format::FP32, "a");
+    let ub = unpack(m, b, Format::FP32, "b");
     let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);
     let (sig_a, exp_a) = normalize_f32(m, &ua);
     let (sig_b, exp_b) = normalize_f32(m, &ub);

@@ -98,8 +98,8 @@ pub fn build(d: &mut Design, cfg: &MulExactConfig) -> BinaryBlock {
 pub fn logic(m: &mut ModuleBuilder, a: Sig, b: Sig, cfg: &MulExactConfig) -> Sig {
     let (f, p) = (cfg.operand, cfg.product());
     let [a, b] = stage_all(m, "in", cfg.latency >= 4, [("a", a), ("b", b)]);
-    let ua = unpack(m, a, f.exp, f.man, "a");
-    let ub = unpack(m, b, f.exp, f.man, "b");
+    let ua = unpack(m, a, f, "a");
+    let ub = unpack(m, b, f, "b");
     let (sign, is_nan, is_inf, is_zero) = mul_specials(m, &ua, &ub);
     // Exponent of the product before normalization: ea + eb + bias' - lz, with
     // bias' = p.bias − 2·f.bias + 1 (98 for binary16 into binary32; see the model).

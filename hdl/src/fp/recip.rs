@@ -74,7 +74,7 @@ fn logic(m: &mut ModuleBuilder, start: Sig, x: Sig) {
     let running = count.q.any();
     let running = m.name("running", running);
     let first = m.name("first_step", count.q.eq(STEPS));
-    let u = unpack(m, x_q, 8, 23, "x");
+    let u = unpack(m, x_q, Format::FP32, "x");
     let (sig, exp) = normalize_f32(m, &u);
 
     // Operand and special-case registers, loaded in the first step.

@@ -142,7 +142,7 @@ fn segment(
 
 /// The exp2 logic with `latency` pipeline registers.
 pub fn logic(m: &mut ModuleBuilder, x: Sig, latency: u32) -> Sig {
-    let u = unpack(m, x, 8, 23, "x");
+    let u = unpack(m, x, Format::FP32, "x");
     let negative = u.sign;
     let positive = !negative;
     let mag = x.slice(30, 0);
