@@ -285,7 +285,7 @@ impl<'a> Model<'a> {
             x_phase: 0,
             qk_steps: qk as u64,
             pv_steps: pv as u64,
-            row_beats: (2 * s.head_dim as u64) / beat,
+            row_beats: p.operand_row_bytes() as u64 / beat,
             beat,
             state: Seq::Idle,
             head: 0,

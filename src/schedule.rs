@@ -133,7 +133,7 @@ impl Shape {
 
     /// Beats of one K or V row.
     pub fn kv_row_beats(&self, p: &CoreParams) -> u64 {
-        2 * self.head_dim as u64 / (p.dma.width / 8) as u64
+        p.operand_row_bytes() as u64 / (p.dma.width / 8) as u64
     }
 
     /// K and V beats by source. Each tile of each Q head walks its K/V head's needed keys from
@@ -219,7 +219,7 @@ impl Shape {
     /// and P and reads them back ([`Shape::scratch_beats`]).
     pub fn beats(&self, p: &CoreParams) -> (u64, u64) {
         let beat = (p.dma.width / 8) as u64;
-        let row = 2 * self.head_dim as u64;
+        let row = p.operand_row_bytes() as u64;
         let h = self.heads as u64;
         let scratch = self.scratch_beats(p) - self.scratch_glb_beats(p);
         let reads = h * self.q_len as u64 * row / beat + self.kv_traffic(p).from_memory();
@@ -306,6 +306,8 @@ impl Shape {
         let (s_per, p_per) = p.row.flow().elems_per_word();
         let (s_per, p_per) = (s_per as u64, p_per as u64);
         let tiered = p.row.concurrent_phases() as u64;
+        // Bits of an operand on the buses and links (Q, K, V, P).
+        let ew = p.row.elem_bits().0 as u64;
         let tile_rows = h * self.q_len.div_ceil(br as usize) as u64 * br;
         let o_values = tile_rows * d;
         let s_links = p.row.softmax_tier() as u64 * h * pairs;
@@ -369,12 +371,12 @@ impl Shape {
             ),
             (
                 "vlink_bits",
-                tiered * (16 * blocks * scores + 32 * o_values) + 32 * s_links,
+                tiered * (ew * blocks * scores + 32 * o_values) + 32 * s_links,
             ),
             ("vlink_s_bits", 32 * s_links),
             (
                 "bcast_bit_hops",
-                32 * (p.rows * p.row.cols) as u64 * blocks * (qk + pv) as u64,
+                2 * ew * (p.rows * p.row.cols) as u64 * blocks * (qk + pv) as u64,
             ),
             ("max_ops", blocks * scores),
             ("exp_ops", blocks * scores),
@@ -383,7 +385,7 @@ impl Shape {
             ("norm_ops", o_values),
             (
                 "land_read_bits",
-                16 * blocks
+                ew * blocks
                     * (qk as u64 * (p.rows + p.row.cols) as u64 + pv as u64 * p.row.cols as u64)
                     + 32 * spilled * scores,
             ),

@@ -44,7 +44,7 @@ pub struct SimReport {
     pub head_dim: usize,
     pub causal: bool,
     pub out_format: String,
-    /// Q, K, V and P's format: "fp16" or "bf16".
+    /// Q, K, V and P's format: its `in_format` key ("fp16", "bf16", "fp8e4m3", "fp8e5m2").
     #[serde(default = "default_in_format")]
     pub in_format: String,
     /// Integer QKᵀ: "int8" or "int4" (absent: QK in the operand format).
@@ -558,7 +558,8 @@ impl SimReport {
              {:.3e} + 1 ulp), max rel {:.3e} of max |V|\n",
             self.max_abs_err,
             self.max_abs_err_bound,
-            self.in_format.to_uppercase(),
+            hdl::format::in_format_from_key(&self.in_format)
+                .map_or_else(|_| self.in_format.to_uppercase(), |f| f.short_name()),
             self.plain_lowprec_max_abs_err,
             self.max_rel_err
         );
@@ -901,10 +902,11 @@ fn report(
         layout: a.layout.name().to_string(),
         head_dim: d,
         causal: a.causal,
-        out_format: match (a.out, a.format == hdl::format::Format::BF16) {
+        out_format: match (a.out, hdl::format::in_format_key(a.format)) {
             (OutFormat::F32, _) => "f32",
-            (OutFormat::Short, false) => "f16",
-            (OutFormat::Short, true) => "bf16",
+            // binary16's short form has kept the name it had before the other formats.
+            (OutFormat::Short, "fp16") => "f16",
+            (OutFormat::Short, key) => key,
         }
         .into(),
         in_format: hdl::format::in_format_key(a.format).into(),
@@ -1184,16 +1186,19 @@ pub fn write_output(path: &Path, a: &Attention, out: &[u32], rank: FileRank) -> 
             (vec![s, h, d], swap_outer_axes(out, h, s, d))
         }
     };
-    // numpy has no bfloat16: BF16's short form is written as float32 (exact).
-    let bf16 = a.format == hdl::format::Format::BF16 && a.out == OutFormat::Short;
+    // numpy has binary16 but neither bfloat16 nor FP8: their short forms are written as
+    // float32 (exact).
+    let widen = a.out == OutFormat::Short && a.format != hdl::format::Format::FP16;
     let t = Tensor {
         dtype: match a.out {
-            OutFormat::Short if !bf16 => DType::F16,
+            OutFormat::Short if !widen => DType::F16,
             _ => DType::F32,
         },
         shape,
-        data: if bf16 {
-            out.iter().map(|&b| b << 16).collect()
+        data: if widen {
+            out.iter()
+                .map(|&b| kernels::fp::widen(b as u16, a.format))
+                .collect()
         } else {
             out
         },

@@ -249,6 +249,71 @@ fn sim_reads_npy_inputs_into_a_bf16_design() {
     );
 }
 
+/// FP8 operands end to end as the CLI runs them: the small preset causal at 256 tokens in
+/// both OCP formats (its beat keeps 16 operands: 128 bits), and each other variant in one of
+/// them (P in its buffers, links, spill and memory at 8 bits): bit-exact against the model,
+/// within the contract against f64, the counters the schedule's. O written to `.npy` is
+/// float32 holding only values of the format.
+#[test]
+fn sim_runs_fp8_operands_on_every_variant() {
+    use hdl::format::Format;
+    let dir = ScratchDir::new("cli-sim-fp8").unwrap();
+    let out = dir.path().join("o.npy");
+    let runs: [(&str, Format, &[&str]); 6] = [
+        ("fp8e4m3", Format::FP8_E4M3, &["--seq", "256", "--causal"]),
+        ("fp8e5m2", Format::FP8_E5M2, &["--seq", "256", "--causal"]),
+        (
+            "fp8e5m2",
+            Format::FP8_E5M2,
+            &["--seq", "40", "--variant", "buf2d"],
+        ),
+        (
+            "fp8e4m3",
+            Format::FP8_E4M3,
+            &["--seq", "40", "--variant", "reg3d", "--tiers", "3"],
+        ),
+        (
+            "fp8e5m2",
+            Format::FP8_E5M2,
+            &[
+                "--seq",
+                "40",
+                "--variant",
+                "rowfused",
+                "--spill",
+                "--row-keys",
+                "16",
+            ],
+        ),
+        (
+            "fp8e4m3",
+            Format::FP8_E4M3,
+            &["--seq", "40", "--causal", "--variant", "unfused"],
+        ),
+    ];
+    for (key, f, extra) in runs {
+        let mut args = vec!["sim", "--in-format", key, "--preset", "small"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        let o = regflash(&args);
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("PASS") && t.contains(&format!("(inputs {key})")),
+            "{args:?}: {t}"
+        );
+        let o = npy::read(&out).unwrap();
+        assert_eq!(o.dtype, DType::F32, "{args:?}");
+        for &x in &o.data {
+            let y = kernels::fp::convert(x as u64, Format::FP32, f);
+            assert_eq!(
+                kernels::fp::widen(y as u16, f),
+                x,
+                "{x:#x} is not a {f:?} value"
+            );
+        }
+    }
+}
+
 /// The hardware model's O of one head, computed here from the head's own rows: what the
 /// tests below hold the CLI's grouping and packing against.
 fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {

@@ -40,21 +40,42 @@ impl Default for Formats {
     }
 }
 
-/// The operand formats a design takes (`in_format`): its key in a configuration and why.
-pub const IN_FORMATS: [(&str, Format); 2] = [("fp16", Format::FP16), ("bf16", Format::BF16)];
+/// The operand formats a design takes (`in_format`), by their keys in a configuration. Its
+/// index is the format's code in the register map's `IN_FORMAT` field.
+pub const IN_FORMATS: [(&str, Format); 4] = [
+    ("fp16", Format::FP16),
+    ("bf16", Format::BF16),
+    ("fp8e4m3", Format::FP8_E4M3),
+    ("fp8e5m2", Format::FP8_E5M2),
+];
 
-/// The operand format named `key` (`"fp16"`, `"bf16"`), or an error naming the choices.
+/// The operand format named `key` (`"fp16"`, `"bf16"`, `"fp8e4m3"`, `"fp8e5m2"`), or an error
+/// naming the choices.
 pub fn in_format_from_key(key: &str) -> anyhow::Result<Format> {
     IN_FORMATS
         .iter()
         .find(|(k, _)| *k == key)
         .map(|&(_, f)| f)
         .ok_or_else(|| {
+            let choices: Vec<String> = IN_FORMATS
+                .iter()
+                .map(|(k, f)| format!("\"{k}\" ({})", f.long_name()))
+                .collect();
             anyhow::anyhow!(
-                "in_format = \"{key}\" is not a supported operand format: choose \"fp16\" \
-                 (binary16, the default) or \"bf16\" (bfloat16); both accumulate in FP32"
+                "in_format = \"{key}\" is not a supported operand format: choose {} (the \
+                 first is the default); every one accumulates in FP32",
+                choices.join(", ")
             )
         })
+}
+
+/// The code of an operand format in the register map's `IN_FORMAT` field: its index in
+/// [`IN_FORMATS`].
+pub fn in_format_code(f: Format) -> u64 {
+    IN_FORMATS
+        .iter()
+        .position(|&(_, g)| g == f)
+        .expect("a design's operand format is one of IN_FORMATS") as u64
 }
 
 /// The integer format of QKᵀ named `key` (`"int8"`, `"int4"`), or an error naming the choices.

@@ -20,14 +20,20 @@ pub struct Format {
     pub specials: Specials,
 }
 
-/// The formats with names of their own: (format, short name, long name).
-const NAMED: [(Format, &str, &str); 6] = [
-    (Format::FP16, "FP16", "binary16"),
-    (Format::BF16, "BF16", "bfloat16"),
-    (Format::FP32, "FP32", "binary32"),
-    (Format::FP64, "FP64", "binary64"),
-    (Format::FP8_E4M3, "FP8 E4M3", "OCP FP8 E4M3"),
-    (Format::FP8_E5M2, "FP8 E5M2", "OCP FP8 E5M2"),
+/// The formats with names of their own: (format, short name, long name, the dtype torch and
+/// ml_dtypes give it).
+const NAMED: [(Format, &str, &str, &str); 6] = [
+    (Format::FP16, "FP16", "binary16", "float16"),
+    (Format::BF16, "BF16", "bfloat16", "bfloat16"),
+    (Format::FP32, "FP32", "binary32", "float32"),
+    (Format::FP64, "FP64", "binary64", "float64"),
+    (
+        Format::FP8_E4M3,
+        "FP8 E4M3",
+        "OCP FP8 E4M3",
+        "float8_e4m3fn",
+    ),
+    (Format::FP8_E5M2, "FP8 E5M2", "OCP FP8 E5M2", "float8_e5m2"),
 ];
 
 /// The special values of a format: what its all-ones exponent field encodes.
@@ -116,7 +122,13 @@ impl Format {
             .map_or_else(|| self.name(), |n| n.1.to_string())
     }
 
-    fn named(self) -> Option<&'static (Format, &'static str, &'static str)> {
+    /// The dtype torch and ml_dtypes name the format by (`float16`, `bfloat16`,
+    /// `float8_e4m3fn`), if it is one of theirs.
+    pub fn dtype_name(self) -> Option<&'static str> {
+        self.named().map(|n| n.3)
+    }
+
+    fn named(self) -> Option<&'static (Format, &'static str, &'static str, &'static str)> {
         NAMED.iter().find(|n| n.0 == self)
     }
 

@@ -1,12 +1,14 @@
 //! The host's rounding of input values to the core's operand format: binary16, binary32 or
-//! binary64 values to binary16 or bfloat16, nearest even, in one rounding (a binary64 value is
-//! never rounded through binary32 first: that would round twice). One definition serves every
-//! front end: the CLI's `.npy` inputs and Python's numpy and torch tensors.
+//! binary64 values to the operand format (binary16, bfloat16, FP8), nearest even, in one
+//! rounding (a binary64 value is never rounded through binary32 first: that would round
+//! twice). One definition serves every front end: the CLI's `.npy` inputs and Python's numpy
+//! and torch tensors.
 //!
-//! A finite value that rounds to infinity is out of the format's range. A front end refuses it
-//! by name ([`OutOfRange`]) or, when the user asked for it, clamps it to the largest finite
-//! value and counts it: a silent ±Inf operand makes a NaN output whose f64 reference (on the
-//! original values) is finite. NaN and ±Inf pass as themselves.
+//! A finite value that rounds past the largest finite value is out of the format's range. A
+//! front end refuses it by name ([`OutOfRange`]) or, when the user asked for it, clamps it to
+//! the largest finite value and counts it: a silent ±Inf operand makes a NaN output whose f64
+//! reference (on the original values) is finite, and E4M3's silent saturation a finite but
+//! wrong one. NaN and ±Inf pass as themselves (±Inf saturates in E4M3, which has none).
 
 use crate::format::Format;
 use crate::fp::convert;
@@ -31,11 +33,20 @@ impl OutOfRange {
             64 => format!("{:e}", self.value),
             _ => format!("{:e}", self.value as f32),
         };
+        let (largest, edge) = (largest_finite(self.format), overflow_threshold(self.format));
+        let past = if self.format.has_inf() {
+            format!("magnitudes from {} round to infinity", show(edge))
+        } else {
+            format!(
+                "magnitudes above {} saturate to {}",
+                show(edge),
+                show(largest)
+            )
+        };
         format!(
-            "= {value} is outside the {} range (±{}; magnitudes from {} round to infinity)",
+            "= {value} is outside the {} range (±{}; {past})",
             self.format.short_name(),
-            show(largest_finite(self.format)),
-            show(overflow_threshold(self.format))
+            show(largest),
         )
     }
 }
@@ -50,21 +61,22 @@ pub fn show(x: f64) -> String {
     }
 }
 
-/// The largest finite value of `format`: 65504 for binary16.
+/// The largest finite value of `format`: 65504 for binary16, 448 for E4M3.
 pub fn largest_finite(format: Format) -> f64 {
-    value_of(format.inf() - 1, format)
+    value_of(format.max_finite_bits(), format)
 }
 
-/// The magnitude from which values round to infinity in `format` (half an ulp above its
-/// largest finite value): 65520 for binary16.
+/// Half an ulp above the largest finite value of `format`, where rounding leaves the range:
+/// 65520 for binary16 (from which values round to infinity), 464 for E4M3 (above which they
+/// would round to 480, which E4M3 lacks: it rounds to 448, its even neighbour, at the tie).
 pub fn overflow_threshold(format: Format) -> f64 {
-    largest_finite(format) + 2f64.powi(format.bias() as i32 - format.man as i32 - 1)
+    largest_finite(format) + 2f64.powi(format.emax() as i32 - format.man as i32 - 1)
 }
 
 /// `values` (bit patterns of `from`: binary16, binary32 or binary64) rounded to `to`, nearest
-/// even, as 16-bit operands; values already in `to` are kept as they are. A finite value that
-/// rounds to infinity is refused, or with `saturate` clamped to ±[`largest_finite`] and
-/// counted (the second result).
+/// even, as operands of at most 16 bits; values already in `to` are kept as they are. A
+/// finite value that rounds past the largest finite value is refused, or with `saturate`
+/// clamped to ±[`largest_finite`] and counted (the second result).
 pub fn round_operands(
     values: impl IntoIterator<Item = u64>,
     from: Format,
@@ -72,18 +84,24 @@ pub fn round_operands(
     saturate: bool,
 ) -> Result<(Vec<u16>, u64), OutOfRange> {
     assert!(
-        to.bits() == 16,
-        "operands are 16-bit values, not {}",
+        to.bits() <= 16,
+        "operands are values of at most 16 bits, not {}",
         to.name()
     );
-    let (max, inf) = (to.inf() - 1, to.inf());
+    let max = to.max_finite_bits();
+    // Past the range: Inf, or in a saturating format a value that lands on the largest one
+    // from beyond the tie above it.
+    let past = |x: u64, y: u64| {
+        y & !to.sign_mask() == to.overflow()
+            && (to.has_inf() || value_of(x, from).abs() > overflow_threshold(to))
+    };
     let values = values.into_iter();
     let mut out = Vec::with_capacity(values.size_hint().0);
     let mut saturated = 0u64;
     for (index, x) in values.enumerate() {
         let y = if from == to { x } else { convert(x, from, to) };
-        let finite = x & !from.sign_mask() < from.inf();
-        out.push(if finite && y & !to.sign_mask() == inf {
+        let finite = !from.is_nan(x) && !from.is_inf(x);
+        out.push(if finite && past(x, y) {
             if !saturate {
                 return Err(OutOfRange {
                     index,
@@ -117,6 +135,41 @@ mod tests {
 
     fn bf16(x: f64, saturate: bool) -> Result<u16, OutOfRange> {
         round_operands([x.to_bits()], Format::FP64, Format::BF16, saturate).map(|(v, _)| v[0])
+    }
+
+    /// FP8: E4M3's tie above 448 rounds to it and is in range, anything past it is refused
+    /// (or clamped and counted), though the conversion itself would saturate silently; E5M2
+    /// overflows to infinity as binary16 does.
+    #[test]
+    fn fp8_ranges() {
+        let e4 = |x: f64, saturate: bool| {
+            round_operands([x.to_bits()], Format::FP64, Format::FP8_E4M3, saturate)
+        };
+        assert_eq!(e4(464.0, false).unwrap(), (vec![0x7E], 0));
+        assert_eq!(e4(-464.0, false).unwrap(), (vec![0xFE], 0));
+        let e = e4(464.5, false).unwrap_err();
+        assert_eq!((e.index, e.value), (0, 464.5));
+        assert!(
+            e.describe()
+                .contains("±448; magnitudes above 464 saturate to 448"),
+            "{}",
+            e.describe()
+        );
+        assert_eq!(e4(-1e9, true).unwrap(), (vec![0xFE], 1));
+        assert_eq!(e4(f64::NAN, false).unwrap(), (vec![0x7F], 0));
+        let e5 = |x: f64| round_operands([x.to_bits()], Format::FP64, Format::FP8_E5M2, false);
+        assert_eq!(e5(61439.0).unwrap(), (vec![0x7B], 0));
+        assert!(e5(61440.0)
+            .unwrap_err()
+            .describe()
+            .contains("from 61440 round to infinity"));
+        assert_eq!(
+            (
+                largest_finite(Format::FP8_E5M2),
+                overflow_threshold(Format::FP8_E4M3)
+            ),
+            (57344.0, 464.0)
+        );
     }
 
     #[test]

@@ -152,7 +152,7 @@ impl Design {
             cfg.rescale = hdl::softmax::Rescale::from_keys(name, lazy_threshold)?;
         }
         if let Some(key) = in_format {
-            cfg.in_format = hdl::format::in_format_from_key(key)?;
+            cfg.set_in_format(hdl::format::in_format_from_key(key)?);
         }
         if let Some(key) = qk_format {
             cfg.qk_format = match key {
@@ -272,10 +272,31 @@ impl Design {
         self.cfg.head_dim
     }
 
-    /// The operand format: "fp16" or "bf16" (the bits `run` takes and its short output).
+    /// The operand format's key: "fp16", "bf16", "fp8e4m3", "fp8e5m2" (the bits `run` takes
+    /// and its short output).
     #[getter]
     fn in_format(&self) -> &'static str {
         hdl::format::in_format_key(self.cfg.in_format)
+    }
+
+    /// The dtype torch names the operand format by: "float16", "bfloat16", "float8_e4m3fn",
+    /// "float8_e5m2".
+    #[getter]
+    fn short_dtype(&self) -> &'static str {
+        self.cfg
+            .in_format
+            .dtype_name()
+            .expect("every operand format has a torch dtype")
+    }
+
+    /// Every value of the operand format as float32 (little-endian bytes, indexed by the
+    /// value's bits): how numpy reads a short output it has no dtype for.
+    fn short_values<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let f = self.cfg.in_format;
+        let bytes: Vec<u8> = (0..=f.mask())
+            .flat_map(|x| kernels::fp::widen(x as u16, f).to_le_bytes())
+            .collect();
+        PyBytes::new(py, &bytes)
     }
 
     /// Integer QKᵀ: "int8", "int4", or None (QK in the operand format).

@@ -86,6 +86,45 @@ def test_bf16_operands_round_inputs_to_bf16_and_keep_bf16s_contract():
         regflash.FlashAttention(16, in_format="bf16", out_dtype="float16")
 
 
+def fp8_magnitudes(fmt):
+    """Every finite magnitude of an OCP FP8 format, from its definition: subnormals k·2^(1−bias−m),
+    normals (1 + j/2^m)·2^(e−bias); E4M3's all-ones exponent holds normals but for its NaN code."""
+    e_bits, m, bias, top = (4, 3, 7, 15) if fmt == "fp8e4m3" else (5, 2, 15, 30)
+    sub = [k * 2.0 ** (1 - bias - m) for k in range(2**m)]
+    norm = [(1 + j / 2**m) * 2.0 ** (e - bias) for e in range(1, top + 1) for j in range(2**m)
+            if not (fmt == "fp8e4m3" and e == top and j == 2**m - 1)]
+    return np.array(sorted(set(sub + norm)))
+
+
+@pytest.mark.parametrize("fmt,dtype,largest", [("fp8e4m3", "float8_e4m3fn", 448.0),
+                                                ("fp8e5m2", "float8_e5m2", 57344.0)])
+def test_fp8_operands_run_within_their_contract(fmt, dtype, largest):
+    # in_format="fp8e4m3"/"fp8e5m2": inputs rounded to the format in Rust; the run within its
+    # contract; the short output (out_dtype naming the format) holds only the format's values;
+    # the values past the largest finite one's tie are refused by name.
+    q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 5)
+    fa = regflash.FlashAttention(16, in_format=fmt)
+    o = fa(q, k, v)
+    assert fa.report["passed"] and fa.report["in_format"] == fmt and o.dtype == np.float32
+    assert fa.report["out_format"] == "f32"
+    short = regflash.FlashAttention(16, in_format=fmt, out_dtype=dtype)(q, k, v)
+    mags = fp8_magnitudes(fmt)
+    assert mags[-1] == largest and short.dtype == np.float32
+    assert np.isin(np.abs(short), mags).all()
+    assert np.abs(short - o).max() <= 2.0 ** -2 * np.abs(o).max()
+    # Operands already in the format (picked from its values) run bit for bit the same.
+    rng = np.random.default_rng(3)
+    x = rng.choice(np.concatenate([mags[:40], -mags[:40]]), size=(1, 1, 24, 16))
+    assert np.array_equal(fa(x, x, x), fa(x.astype(np.float32), x, x.astype(np.float64)))
+    edge = largest + 2.0 ** (np.floor(np.log2(largest)) - (3 if fmt == "fp8e4m3" else 2) - 1)
+    big = np.zeros((1, 1, 8, 16))
+    big[0, 0, 2, 3] = np.nextafter(edge, np.inf)
+    with pytest.raises(regflash.RegflashError, match=r"v\[0, 0, 2, 3\] = .* is outside the FP8"):
+        fa(np.zeros_like(big), np.zeros_like(big), big)
+    with pytest.raises(regflash.RegflashError, match=dtype):
+        regflash.FlashAttention(16, in_format=fmt, out_dtype="float16")
+
+
 def quantized(x, rows, top):
     """Symmetric quantization of each group of `rows` rows (the last axis whole): round half
     to even, clamp to ±top, the scale max|x| / top in float32 (1 for a zero group)."""

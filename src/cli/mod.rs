@@ -159,8 +159,10 @@ pub struct ConfigArgs {
     /// Override: lazy rescaling's threshold τ (1..=15; with --rescale lazy, default 4).
     #[arg(long)]
     pub lazy_threshold: Option<u32>,
-    /// Override: Q, K, V and P's format: fp16 (binary16, the default) or bf16 (bfloat16);
-    /// the MAC accumulates in FP32 either way.
+    /// Override: Q, K, V and P's format: fp16 (binary16, the default), bf16 (bfloat16),
+    /// fp8e4m3 or fp8e5m2 (OCP FP8); the MAC accumulates in FP32 in every one. The memory
+    /// beat keeps its operands: mem_width scales with the format's width (small's 256 bits
+    /// of FP16 are 128 bits of FP8).
     #[arg(long)]
     pub in_format: Option<String>,
     /// Override: QKᵀ in integers: int8 (two products a PE cycle) or int4 (four), Q and K
@@ -316,7 +318,7 @@ impl ConfigArgs {
             cfg.rescale = hdl::softmax::Rescale::from_keys(name, self.lazy_threshold)?;
         }
         if let Some(key) = &self.in_format {
-            cfg.in_format = hdl::format::in_format_from_key(key)?;
+            cfg.set_in_format(hdl::format::in_format_from_key(key)?);
         }
         if let Some(key) = &self.qk_format {
             cfg.qk_format = match key.as_str() {

@@ -57,11 +57,11 @@ pub struct SimArgs {
     /// V as .npy, shaped like K.
     #[arg(long, requires_all = ["q", "k"])]
     pub v: Option<PathBuf>,
-    /// Output FP32 instead of the inputs' 16-bit format (FP16, or BF16 with --in-format bf16).
+    /// Output FP32 instead of the inputs' format (FP16, or the --in-format's).
     #[arg(long)]
     pub f32: bool,
     /// Clamp values of --q/--k/--v outside the inputs' format's range to its largest finite
-    /// value (±65504 for FP16; counted in the report) instead of refusing them.
+    /// value (±65504 for FP16, ±448 for FP8 E4M3; counted in the report) instead of refusing them.
     #[arg(long)]
     pub saturate: bool,
     /// Test only: simulate the core built for fault injection with this deliberate defect

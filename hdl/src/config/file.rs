@@ -257,7 +257,7 @@ impl ConfigFile {
             None => base.as_ref().and_then(|b| b.qk_format),
             Some(key) => Some(crate::format::qk_format_from_key(key)?),
         };
-        let cfg = CoreConfig {
+        let mut cfg = CoreConfig {
             accumulate: take_or!(accumulate, Accumulate::Auto),
             rescale,
             in_format,
@@ -296,6 +296,15 @@ impl ConfigFile {
                 }
             },
         };
+        // A base preset's memory beat keeps its operands when the file changes their format
+        // and not the width (`CoreConfig::set_in_format`).
+        if let (None, Some(b)) = (self.mem_width, &base) {
+            if cfg.in_format != b.in_format {
+                let f = cfg.in_format;
+                cfg.in_format = b.in_format;
+                cfg.set_in_format(f);
+            }
+        }
         if !missing.is_empty() {
             bail!(
                 "the configuration lacks {}: give every key, or start from a preset with \

@@ -141,6 +141,16 @@ impl CoreConfig {
         toml::to_string(self).expect("a CoreConfig always serializes")
     }
 
+    /// Operands in `f`, the memory interface keeping its operands per beat: `mem_width`
+    /// scales with the operands' width (the `small` preset's beat of 16 binary16 values,
+    /// 256 bits, becomes 128 bits of 16 FP8 values), so a preset's rows still fill whole
+    /// beats. How `--in-format` and a file's `in_format` without `mem_width` change a base.
+    pub fn set_in_format(&mut self, f: Format) {
+        let (old, new) = (self.in_format.bits(), f.bits());
+        self.mem_width = (self.mem_width * new / old).max(8);
+        self.in_format = f;
+    }
+
     /// The number formats: operands, accumulator, short output.
     pub fn formats(&self) -> Formats {
         self.pe().mac.formats()

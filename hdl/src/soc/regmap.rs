@@ -91,10 +91,18 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
         ),
         (
             "IN_FORMAT",
-            (p.row.pe.mac.formats().operand == crate::format::Format::BF16) as u64,
-            "the 16-bit format of Q, K, V and of O's short form (OUT_F32 = 0): 0 FP16 \
-             (binary16), 1 BF16 (bfloat16); the core reads every element as it"
-                .into(),
+            crate::format::in_format_code(p.row.pe.mac.formats().operand),
+            format!(
+                "the format of Q, K, V and of O's short form (OUT_F32 = 0): {}; the core reads \
+                 every element as it, {} bits each",
+                crate::format::IN_FORMATS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, f))| format!("{i} {} ({})", f.short_name(), f.long_name()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                p.row.pe.mac.formats().operand.bits()
+            ),
         ),
         (
             "QK_FORMAT",

@@ -140,11 +140,6 @@ def _as_numpy(x: Any, name: str):
     )
 
 
-def _widen_bf16(bits: np.ndarray) -> np.ndarray:
-    """BF16 bits as float32 values (exact)."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
 class FlashAttention:
     """Attention on a regflash design.
 
@@ -176,10 +171,12 @@ class FlashAttention:
     - ``rescale``, ``lazy_threshold``: the online softmax's rescaling, ``"pow2"`` (the
       default) or ``"lazy"`` with a threshold 1..15 (default 4), as the config keys
       ``rescale`` and ``lazy_threshold`` (docs/numerics.md).
-    - ``in_format``: ``"fp16"`` (the default) or ``"bf16"``, as the config key: Q, K and V
-      are rounded to it (nearest even), and P is kept in it. With ``"bf16"`` the output is
-      float32: ``out_dtype="bfloat16"`` returns the short form (BF16 values, as float32),
-      ``"float32"`` (the default) the core's FP32 output.
+    - ``in_format``: ``"fp16"`` (the default), ``"bf16"``, ``"fp8e4m3"`` or ``"fp8e5m2"``
+      (OCP FP8), as the config key: Q, K and V are rounded to it (nearest even; E4M3 refuses
+      magnitudes above 464 rather than saturating them), and P is kept in it. numpy has no
+      dtype for the last three, so their output is float32: ``out_dtype`` naming the format
+      (``"bfloat16"``, ``"float8_e4m3fn"``, ``"float8_e5m2"``) returns the short form (its
+      values, as float32), ``"float32"`` (the default) the core's FP32 output.
     - ``qk_format``: ``"int8"`` or ``"int4"``, as the config key: QKᵀ in integers, Q and K
       quantized by regflash as the core reads them (Q per token, K per block of Bc keys after
       subtracting K's mean over the keys; docs/numerics.md), two INT8 or four INT4 products a
@@ -231,20 +228,27 @@ class FlashAttention:
             in_format,
             qk_format,
         )
-        self.bf16 = self.design.in_format == "bf16"
         self.backend = backend
         self.layout = layout
-        # BF16's short form: numpy has no bfloat16, so it is returned as float32 values.
-        self.short_bf16 = self.bf16 and str(out_dtype) == "bfloat16"
+        # The short output's dtype; numpy has only float16's, and reads the others' bits
+        # through a table of their values, as float32.
+        short = self.design.short_dtype
+        self.native_short = short == "float16"
+        self.short_table = (
+            None if self.native_short
+            else np.frombuffer(self.design.short_values(), dtype="<f4")
+        )
+        self.wide_short = not self.native_short and str(out_dtype) == short
         try:
-            self.out_dtype = None if out_dtype is None or self.short_bf16 else np.dtype(out_dtype)
+            self.out_dtype = None if out_dtype is None or self.wide_short else np.dtype(out_dtype)
         except TypeError as e:
             raise RegflashError(f"out_dtype {out_dtype!r} is not a dtype ({e})") from None
-        allowed = (np.float32,) if self.bf16 else (np.float16, np.float32)
+        allowed = (np.float16, np.float32) if self.native_short else (np.float32,)
         if self.out_dtype is not None and self.out_dtype not in allowed:
             raise RegflashError(
                 f"out_dtype {self.out_dtype} is not an output the core writes: "
-                + ('choose "bfloat16" or float32' if self.bf16 else "choose float16 or float32")
+                + ("choose float16 or float32" if self.native_short
+                   else f'choose "{short}" or float32')
             )
         self.threads = (
             os.cpu_count() or 1 if threads is None else _integer(threads, "threads", 1, 4096)
@@ -262,8 +266,8 @@ class FlashAttention:
         )
 
     def _words(self, a: np.ndarray, name: str) -> np.ndarray:
-        """``a`` as the design's 16-bit operands (uint16 bits of FP16 or BF16, the same
-        shape): float16, float32 and float64 values rounded to nearest even in one rounding
+        """``a`` as the design's operands (uint16 words holding the operand format's bits,
+        the same shape): float16, float32 and float64 values rounded to nearest even in one rounding
         (by the Rust side, as the CLI rounds .npy inputs); a finite value the format cannot
         hold is refused, naming the tensor and the element."""
         if a.dtype.kind != "f" or a.dtype.itemsize not in (2, 4, 8):
@@ -310,10 +314,10 @@ class FlashAttention:
         )
         if f32:
             o = np.frombuffer(out, dtype=np.float32)
-        elif self.bf16:
-            o = _widen_bf16(np.frombuffer(out, dtype=np.uint16))
-        else:
+        elif self.native_short:
             o = np.frombuffer(out, dtype=np.float16)
+        else:
+            o = self.short_table[np.frombuffer(out, dtype="<u2")]
         return o.reshape(heads, q_len, self.head_dim), report
 
     def _attend(self, q, k, v, heads, kv_heads, f32, tell):
@@ -352,8 +356,8 @@ class FlashAttention:
         ka, _, _ = _as_numpy(k, "k")
         va, _, _ = _as_numpy(v, "v")
         out_dtype = self.out_dtype
-        if out_dtype is None and not self.short_bf16:
-            short = str(qtype).endswith("float16") and not self.bf16
+        if out_dtype is None and not self.wide_short:
+            short = str(qtype).endswith("float16") and self.native_short
             out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
         f32 = out_dtype == np.float32
         if (cu_seqlens_q is None) != (cu_seqlens_k is None):
@@ -419,7 +423,7 @@ class FlashAttention:
         # Every value is rounded (and checked) once, where the caller's indices name it.
         qw, kw, vw = self._words(q, "q"), self._words(k, "k"), self._words(v, "v")
         heads, kv_heads = q.shape[1], k.shape[1]
-        short = np.float32 if self.bf16 else np.float16
+        short = np.float16 if self.native_short else np.float32
         out = np.zeros((q.shape[0], heads, self.head_dim), np.float32 if f32 else short)
         runs: List[str] = []
         for i in range(len(cu_q) - 1):

@@ -201,7 +201,7 @@ impl Batch {
             tq,
             tk,
             a0.head_dim,
-            a0.out,
+            (a0.in_bytes(), a0.out_bytes()),
             a0.layout,
         )
         .context("the batch's packed tensors overflow 64-bit addresses")?;
@@ -229,6 +229,7 @@ impl Batch {
             store(
                 &mut mem,
                 &q,
+                a.in_bytes(),
                 lay.q + q0 * lay.q_strides.0,
                 lay.q_strides,
                 a.q_len,
@@ -237,6 +238,7 @@ impl Batch {
             store(
                 &mut mem,
                 &k,
+                a.in_bytes(),
                 lay.k + k0 * lay.k_strides.0,
                 lay.k_strides,
                 a.k_len,
@@ -245,6 +247,7 @@ impl Batch {
             store(
                 &mut mem,
                 &a.v,
+                a.in_bytes(),
                 lay.v + k0 * lay.v_strides.0,
                 lay.v_strides,
                 a.k_len,

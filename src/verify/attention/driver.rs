@@ -31,14 +31,14 @@ impl Layout {
             a.q_len,
             a.k_len,
             a.head_dim,
-            a.out,
+            (a.in_bytes(), a.out_bytes()),
             a.layout,
         )
         .expect("a validated problem fits in 64-bit addresses")
     }
 
-    /// The largest layout of a problem of this shape (every Q head with its own K/V head), or
-    /// None if it overflows 64-bit addresses.
+    /// The largest layout of a problem of this shape (every Q head with its own K/V head, and
+    /// operands of the widest format, 16 bits), or None if it overflows 64-bit addresses.
     pub fn upper_bound(
         heads: usize,
         q_len: usize,
@@ -51,19 +51,19 @@ impl Layout {
             q_len,
             k_len,
             head_dim,
-            out,
+            (2, out_bytes(out, kernels::format::Format::FP16)),
             TensorLayout::Bhsd,
         )
     }
 
-    /// The layout of a problem of this shape ((Q heads, K/V heads)), or None if it overflows
-    /// 64-bit addresses.
+    /// The layout of a problem of this shape ((Q heads, K/V heads)), with (Q/K/V, O) values of
+    /// `bytes` each, or None if it overflows 64-bit addresses.
     pub fn checked(
         (heads, kv_heads): (usize, usize),
         q_len: usize,
         k_len: usize,
         head_dim: usize,
-        out: OutFormat,
+        (in_bytes, out_bytes): (usize, usize),
         layout: TensorLayout,
     ) -> Option<Layout> {
         let align = |x: u64| x.checked_next_multiple_of(4096);
@@ -76,9 +76,9 @@ impl Layout {
                 r.checked_mul(heads as u64)?.checked_mul(len as u64)?,
             ))
         };
-        let (qs, q_bytes) = tensor(2, heads, q_len)?;
-        let (ks, kv_bytes) = tensor(2, kv_heads, k_len)?;
-        let (os, o_bytes) = tensor(out_bytes(out) as u64, heads, q_len)?;
+        let (qs, q_bytes) = tensor(in_bytes as u64, heads, q_len)?;
+        let (ks, kv_bytes) = tensor(in_bytes as u64, kv_heads, k_len)?;
+        let (os, o_bytes) = tensor(out_bytes as u64, heads, q_len)?;
         let q = 0u64;
         let k = align(q.checked_add(q_bytes)?)?;
         let v = align(k.checked_add(kv_bytes)?)?;
@@ -104,18 +104,23 @@ impl Layout {
     }
 }
 
-/// Writes `t` (heads × len rows of `row_elems` FP16 values, logically row-major) into `mem` at
-/// `base` with `strides`.
+/// Writes `t` (heads × len rows of `row_elems` values of `elem_bytes` bytes each, in the low
+/// bytes of each element, logically row-major) into `mem` at `base` with `strides`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn store(
     mem: &mut Memory,
     t: &[u16],
+    elem_bytes: usize,
     base: u64,
     strides: (u64, u64),
     len: usize,
     row_elems: usize,
 ) -> Result<()> {
     for (n, r) in t.chunks(row_elems).enumerate() {
-        let bytes: Vec<u8> = r.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let bytes: Vec<u8> = r
+            .iter()
+            .flat_map(|x| x.to_le_bytes().into_iter().take(elem_bytes))
+            .collect();
         mem.load_bytes(Layout::at(base, strides, n / len, n % len), &bytes)?;
     }
     Ok(())
@@ -336,9 +341,10 @@ pub fn memory_image(
     let mut mem = new_memory(p, lay.size, timing)?;
     let d = a.head_dim;
     let (q, k) = a.stored_qk()?;
-    store(&mut mem, &q, lay.q, lay.q_strides, a.q_len, d)?;
-    store(&mut mem, &k, lay.k, lay.k_strides, a.k_len, d)?;
-    store(&mut mem, &a.v, lay.v, lay.v_strides, a.k_len, d)?;
+    let eb = a.in_bytes();
+    store(&mut mem, &q, eb, lay.q, lay.q_strides, a.q_len, d)?;
+    store(&mut mem, &k, eb, lay.k, lay.k_strides, a.k_len, d)?;
+    store(&mut mem, &a.v, eb, lay.v, lay.v_strides, a.k_len, d)?;
     poison_o(
         &mut mem,
         &lay,

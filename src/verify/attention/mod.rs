@@ -452,8 +452,14 @@ impl Attention {
         Some(worst)
     }
 
+    /// Bytes of one value of O as the core writes it.
     pub fn out_bytes(&self) -> usize {
-        out_bytes(self.out)
+        out_bytes(self.out, self.format)
+    }
+
+    /// Bytes of one value of Q, K and V in memory.
+    pub fn in_bytes(&self) -> usize {
+        self.format.bytes() as usize
     }
 
     /// The problem's shape, which fixes the schedule's counts (`crate::schedule`).
@@ -470,10 +476,10 @@ impl Attention {
     }
 }
 
-/// Bytes of one output value.
-pub(super) fn out_bytes(out: OutFormat) -> usize {
+/// Bytes of one output value, its short form in the operands' `format`.
+pub(super) fn out_bytes(out: OutFormat, format: Format) -> usize {
     match out {
-        OutFormat::Short => 2,
+        OutFormat::Short => format.bytes() as usize,
         OutFormat::F32 => 4,
     }
 }
