@@ -836,7 +836,7 @@ pub fn run_batch(
 }
 
 fn default_in_format() -> String {
-    "fp16".into()
+    hdl::format::in_format_key(hdl::format::Format::default()).into()
 }
 
 /// A format's largest finite value as the report states it: ±65504, ±3.39e38.
@@ -1188,7 +1188,7 @@ pub fn write_output(path: &Path, a: &Attention, out: &[u32], rank: FileRank) -> 
     };
     // numpy has binary16 but neither bfloat16 nor FP8: their short forms are written as
     // float32 (exact).
-    let widen = a.out == OutFormat::Short && a.format != hdl::format::Format::FP16;
+    let widen = a.out == OutFormat::Short && !a.format.numpy_has();
     let t = Tensor {
         dtype: match a.out {
             OutFormat::Short if !widen => DType::F16,

@@ -83,3 +83,18 @@ fn pe_accumulating_in_the_pipeline() {
     cfg.in_format = hdl::format::Format::BF16;
     check(&cfg, "pe", 100, 17);
 }
+
+/// FP8 operands (E4M3 with its run in the MAC's loop, E5M2 accumulating in the register
+/// file): the operand format's own specials directed (E4M3's one NaN, its 448; E5M2's
+/// infinities), then random cycles.
+#[test]
+fn pe_with_fp8_operands() {
+    let mut cfg = small(1, 1);
+    cfg.set_in_format(hdl::format::Format::FP8_E4M3);
+    cfg.accumulate = hdl::array::pe::Accumulate::Pipeline;
+    check(&cfg, "pe", 100, 18);
+    let mut cfg = small(1, 2);
+    cfg.set_in_format(hdl::format::Format::FP8_E5M2);
+    cfg.accumulate = hdl::array::pe::Accumulate::RegisterFile;
+    check(&cfg, "pe", 100, 19);
+}

@@ -102,10 +102,21 @@ pub fn in_format_key(f: Format) -> &'static str {
         .expect("a design's operand format is one of IN_FORMATS")
 }
 
+/// The bit-exact model a unit on operands of `f` names in its documentation: binary16, the
+/// designs' default, has models of its own (`own`: `kernels::fp::mac`); every other format
+/// the format-generic one (`generic`: `kernels::fp::mac_fused`).
+pub fn model_name(f: Format, own: &'static str, generic: &'static str) -> &'static str {
+    if f == Format::default() {
+        own
+    } else {
+        generic
+    }
+}
+
 /// `""` for binary16, the designs' default, else `_` and the format's name (`_e8m7`): how a
 /// module that depends on the operand format says so in its name.
 pub fn suffix(f: Format) -> String {
-    if f == Format::FP16 {
+    if f == Format::default() {
         String::new()
     } else {
         format!("_{}", f.name())

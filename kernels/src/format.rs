@@ -128,6 +128,12 @@ impl Format {
         self.named().map(|n| n.3)
     }
 
+    /// numpy has a dtype of the format's own (binary16, 32, 64; not bfloat16 or FP8, which
+    /// a numpy front end reads as float32 values).
+    pub fn numpy_has(self) -> bool {
+        matches!(self.dtype_name(), Some("float16" | "float32" | "float64"))
+    }
+
     fn named(self) -> Option<&'static (Format, &'static str, &'static str, &'static str)> {
         NAMED.iter().find(|n| n.0 == self)
     }

@@ -289,6 +289,12 @@ impl Design {
             .expect("every operand format has a torch dtype")
     }
 
+    /// numpy has a dtype for the operand format (float16; not bfloat16 or FP8).
+    #[getter]
+    fn numpy_short(&self) -> bool {
+        self.cfg.in_format.numpy_has()
+    }
+
     /// Every value of the operand format as float32 (little-endian bytes, indexed by the
     /// value's bits): how numpy reads a short output it has no dtype for.
     fn short_values<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {

@@ -16,9 +16,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use verilator_tb::Model;
 
-use super::stimulus::{
-    bf16_value, f16_value, f32_value, BF16_SPECIALS, F16_SPECIALS, F32_SPECIALS,
-};
+use super::stimulus::{f32_value, operand_specials, operand_value, F32_SPECIALS};
 use kernels::format::Format;
 use kernels::quant::QkFormat;
 
@@ -68,11 +66,7 @@ pub fn pe_cycle(
     feedback: bool,
 ) -> impl Strategy<Value = PeCycle> {
     let value = move || -> BoxedStrategy<u16> {
-        let v = if format == Format::BF16 {
-            bf16_value().boxed()
-        } else {
-            f16_value().boxed()
-        };
+        let v = operand_value(format);
         if qk.is_some() {
             prop_oneof![v, any::<u16>()].boxed()
         } else {
@@ -143,11 +137,7 @@ pub fn pe_cycle(
 /// different pairing. Six registers rotate, so no operation waits on the hazard rule
 /// (latency ≤ 6).
 pub fn directed_pe_stream(rows: u32, cols: u32, format: Format) -> Vec<PeCycle> {
-    let specials = if format == Format::BF16 {
-        BF16_SPECIALS
-    } else {
-        F16_SPECIALS
-    };
+    let specials = &operand_specials(format)[..];
     let n16 = specials.len();
     let mut triples = vec![];
     for &ld in F32_SPECIALS {
@@ -200,11 +190,7 @@ pub fn directed_pe_stream(rows: u32, cols: u32, format: Format) -> Vec<PeCycle> 
 /// masked on some PEs (the run's value, ±0 and NaN included, must pass on unchanged), and runs
 /// whose start is masked.
 pub fn directed_feed_stream(rows: u32, cols: u32, format: Format) -> Vec<PeCycle> {
-    let specials = if format == Format::BF16 {
-        BF16_SPECIALS
-    } else {
-        F16_SPECIALS
-    };
+    let specials = &operand_specials(format)[..];
     let n16 = specials.len();
     let n = (rows * cols) as usize;
     let cycle = |op: PeOp, reg: u32, i: usize, en: Vec<bool>, ld: u32| PeCycle {

@@ -19,6 +19,57 @@ pub const F16_SPECIALS: &[u16] = &[
     0x7E00, 0x7C01, 0xFE00, 0x7FFF, // NaNs (quiet, signalling, negative)
 ];
 
+/// The values of an operand format every test should see, from its encoding: ±0, the
+/// smallest subnormals, a subnormal, the largest subnormal, the smallest normals, around 1,
+/// ±the largest finite value, ±Inf where the format has them, and NaNs (quiet, signalling and
+/// negative; a finite-only format's one NaN both signs). binary16's are [`F16_SPECIALS`].
+pub fn operand_specials(f: Format) -> Vec<u16> {
+    let (sign, man, one) = (f.sign_mask(), f.man, f.one());
+    let min_normal = 1 << man;
+    let mut v = vec![
+        0,
+        sign,
+        1,
+        sign | 1,
+        1 << (man - 1),
+        f.frac_mask(),
+        sign | f.frac_mask(),
+        min_normal,
+        sign | min_normal,
+        one - min_normal,
+        one - 1,
+        one,
+        sign | one,
+        one + 1,
+        one + min_normal,
+        f.max_finite_bits(),
+        sign | f.max_finite_bits(),
+    ];
+    if f.has_inf() {
+        v.extend([f.inf(), f.neg_inf(), f.qnan(), f.inf() | 1, sign | f.qnan()]);
+        v.push(f.mask() >> 1);
+    } else {
+        v.extend([f.qnan(), sign | f.qnan()]);
+    }
+    v.into_iter().map(|x| x as u16).collect()
+}
+
+/// Values of an operand format biased towards subnormals, the top binades and specials.
+pub fn operand_value(f: Format) -> BoxedStrategy<u16> {
+    let (man, top, frac) = (f.man, f.max_exp() as u16, f.frac_mask() as u16);
+    let with = move |e: std::ops::RangeInclusive<u16>| {
+        (any::<bool>(), e, 0..=frac)
+            .prop_map(move |(s, e, x)| (if s { f.sign_mask() as u16 } else { 0 }) | (e << man) | x)
+    };
+    prop_oneof![
+        3 => 0..=f.mask() as u16,
+        2 => with(0..=2),
+        2 => with(top - 2..=top),
+        1 => select(operand_specials(f)),
+    ]
+    .boxed()
+}
+
 /// binary32 values every test should see.
 pub const F32_SPECIALS: &[u32] = &[
     0x0000_0000,
@@ -417,4 +468,33 @@ pub fn wide_add_pair(pf: Format) -> impl Strategy<Value = (u32, u64)> {
             (acc, sign | (e << pf.man) | (f & pf.frac_mask()))
         }),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated specials are binary16's written-out list, and in FP8 what they claim:
+    /// E4M3's largest is 448 and its NaN the all-ones pattern; E5M2 has its infinities.
+    #[test]
+    fn operand_specials_follow_the_encodings() {
+        assert_eq!(operand_specials(Format::FP16), F16_SPECIALS);
+        let value = |x: u16, f: Format| kernels::reference::decode(x as u64, f);
+        let e4 = operand_specials(Format::FP8_E4M3);
+        assert_eq!(
+            (
+                value(e4[15], Format::FP8_E4M3),
+                value(e4[2], Format::FP8_E4M3)
+            ),
+            (448.0, 2f64.powi(-9))
+        );
+        assert!(e4[17..]
+            .iter()
+            .all(|&x| value(x, Format::FP8_E4M3).is_nan()));
+        let e5 = operand_specials(Format::FP8_E5M2);
+        assert_eq!(value(e5[17], Format::FP8_E5M2), f64::INFINITY);
+        assert!(e5[19..]
+            .iter()
+            .all(|&x| value(x, Format::FP8_E5M2).is_nan()));
+    }
 }

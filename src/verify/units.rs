@@ -553,7 +553,7 @@ pub mod row_reduce {
 pub mod softmax_exp {
     use super::*;
 
-    /// P in the configuration's operand format (binary16 or bfloat16).
+    /// P in the configuration's operand format.
     pub fn unit(cfg: &CoreConfig) -> PureUnit {
         use Fmt::*;
         let format = cfg.in_format;
@@ -565,14 +565,7 @@ pub mod softmax_exp {
                 one("c", F32),
                 one("masked", Bits(1)),
             ],
-            outputs: vec![one(
-                "p",
-                if format == Format::FP16 {
-                    F16
-                } else {
-                    Fp(format)
-                },
-            )],
+            outputs: vec![one("p", Fp(format))],
             model: Box::new(move |v| {
                 vec![weight_in(v[0] as u32, v[1] as u32, v[2] as u32, v[3] == 1, format) as u64]
             }),

@@ -151,7 +151,6 @@ impl Default for MacConfig {
 pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
     let mul = mul_exact::build(d, &cfg.mul);
     let add = add::build(d, &cfg.add);
-    let fp16 = cfg.mul.operand == Format::FP16;
     let module = d.define(&cfg.module_name(), |_, m| {
         m.doc(&format!(
             "mac: y = acc + a * b ({} product, exact; binary32 sum, RNE).\n\
@@ -170,7 +169,7 @@ pub fn build(d: &mut Design, cfg: &MacConfig) -> Block<MacIn, Y<u32>> {
             } else {
                 ""
             },
-            if fp16 { "mac" } else { "mac_fused" }
+            crate::format::model_name(cfg.mul.operand, "mac", "mac_fused")
         ));
         let w = cfg.formats().operand.bits();
         let a = m.input("a", w);

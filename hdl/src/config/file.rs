@@ -156,7 +156,7 @@ impl From<&CoreConfig> for ConfigFile {
                 Rescale::Lazy { threshold } => Some(threshold as u32),
                 Rescale::Pow2 => None,
             },
-            in_format: (c.in_format != crate::format::Format::FP16)
+            in_format: (c.in_format != crate::format::Format::default())
                 .then(|| crate::format::in_format_key(c.in_format).to_string()),
             qk_format: c.qk_format.map(|f| f.name().to_string()),
             accumulate: (c.accumulate != Accumulate::Auto).then_some(c.accumulate),
@@ -250,7 +250,7 @@ impl ConfigFile {
         let in_format = match self.in_format.as_deref() {
             None => base
                 .as_ref()
-                .map_or(crate::format::Format::FP16, |b| b.in_format),
+                .map_or(crate::format::Format::default(), |b| b.in_format),
             Some(key) => crate::format::in_format_from_key(key)?,
         };
         let qk_format = match self.qk_format.as_deref() {

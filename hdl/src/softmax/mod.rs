@@ -364,7 +364,7 @@ pub struct SoftmaxExpConfig {
     pub mul: Fp32MulConfig,
     pub add: Fp32AddConfig,
     pub exp: Exp2Config,
-    /// P's format: the operands' (binary16 or bfloat16).
+    /// P's format: the operands'.
     pub p: Format,
 }
 
@@ -404,13 +404,12 @@ pub fn build_exp(d: &mut Design, cfg: &SoftmaxExpConfig) -> Block<ExpIn, ExpOut<
     let add = add::build(d, &cfg.add);
     let exp = exp2::build(d, &cfg.exp);
     Block::of(d.define(&cfg.module_name(), |_, m| {
-        let bf16 = cfg.p == Format::BF16;
         m.doc(&format!(
             "softmax_exp: p = masked ? +0 : {}(exp2(s * c - m)), one per cycle.\n\
              Latency {} cycle(s). Model: kernels::softmax::{}.",
-            if bf16 { "BF16" } else { "FP16" },
+            cfg.p.short_name(),
             cfg.latency(),
-            if bf16 { "weight_in" } else { "weight" }
+            crate::format::model_name(cfg.p, "weight", "weight_in")
         ));
         let s = m.input("s", 32);
         let row_max = m.input("m", 32);

@@ -233,7 +233,7 @@ class FlashAttention:
         # The short output's dtype; numpy has only float16's, and reads the others' bits
         # through a table of their values, as float32.
         short = self.design.short_dtype
-        self.native_short = short == "float16"
+        self.native_short = self.design.numpy_short
         self.short_table = (
             None if self.native_short
             else np.frombuffer(self.design.short_values(), dtype="<f4")
