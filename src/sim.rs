@@ -50,6 +50,11 @@ pub struct SimReport {
     /// Integer QKᵀ: "int8" or "int4" (absent: QK in the operand format).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qk_format: Option<String>,
+    /// Q's, K's and V's per-tensor scales as exponents (each stored as its values × 2^e):
+    /// operands of a format with a narrower range than the problem's values (FP8); zeros
+    /// otherwise.
+    #[serde(default)]
+    pub operand_scales: [i32; 3],
     /// Integer QKᵀ: max |O − O_f64| / max |V| against f64 attention on the original Q and K
     /// (the quantization's error with the arithmetic's; the accuracy fields hold O to exact
     /// attention on the quantized values). Absent for a varlen batch (each sequence is
@@ -351,8 +356,14 @@ impl SimReport {
             if self.causal { "causal" } else { "non-causal" },
             if self.in_format == default_in_format() {
                 self.out_format.clone()
-            } else {
+            } else if self.operand_scales == [0; 3] {
                 format!("{} (inputs {})", self.out_format, self.in_format)
+            } else {
+                let [q, k, v] = self.operand_scales;
+                format!(
+                    "{} (inputs {}, per-tensor scales Q 2^{q}, K 2^{k}, V 2^{v})",
+                    self.out_format, self.in_format
+                )
             }
         )
     }
@@ -911,6 +922,7 @@ fn report(
         .into(),
         in_format: hdl::format::in_format_key(a.format).into(),
         qk_format: a.qk.map(|q| q.format.name().to_string()),
+        operand_scales: [a.scales.q, a.scales.k, a.scales.v],
         quant_rel_err: a.quantization_error(out),
         memory_latency: run.timing.latency,
         memory_stall_probability: run.timing.stall_probability,
@@ -1136,6 +1148,7 @@ pub fn load_problem(
         out,
         format,
         qk: None,
+        scales: Default::default(),
     };
     Ok((a, rank, qi.saturated + ki.saturated + vi.saturated))
 }
@@ -1187,18 +1200,23 @@ pub fn write_output(path: &Path, a: &Attention, out: &[u32], rank: FileRank) -> 
         }
     };
     // numpy has binary16 but neither bfloat16 nor FP8: their short forms are written as
-    // float32 (exact).
-    let widen = a.out == OutFormat::Short && !a.format.numpy_has();
+    // float32 (exact), and so is O of operands at per-tensor scales, V's taken back (exact).
+    let short = a.out == OutFormat::Short;
+    let as_f32 = (short && !a.format.numpy_has()) || a.scales.v != 0;
+    let back = 2f32.powi(-a.scales.v);
+    let value = |b: u32| match short {
+        true => f32::from_bits(kernels::fp::widen(b as u16, a.format)),
+        false => f32::from_bits(b),
+    };
     let t = Tensor {
-        dtype: match a.out {
-            OutFormat::Short if !widen => DType::F16,
-            _ => DType::F32,
+        dtype: if short && !as_f32 {
+            DType::F16
+        } else {
+            DType::F32
         },
         shape,
-        data: if widen {
-            out.iter()
-                .map(|&b| kernels::fp::widen(b as u16, a.format))
-                .collect()
+        data: if as_f32 {
+            out.iter().map(|&b| (value(b) * back).to_bits()).collect()
         } else {
             out
         },

@@ -106,6 +106,7 @@ fn sim_report_and_output_match_the_hardware_model() {
             d: 16,
             causal: true,
             format: kernels::format::Format::FP16,
+            score_exp: 0,
         };
         let f64_ref = kernels::reference::attention_f64(&inputs);
         let pl = kernels::reference::attention_plain_lowprec(&inputs);
@@ -252,13 +253,14 @@ fn sim_reads_npy_inputs_into_a_bf16_design() {
 /// FP8 operands end to end as the CLI runs them: the small preset causal at 256 tokens in
 /// both OCP formats (its beat keeps 16 operands: 128 bits), and each other variant in one of
 /// them (P in its buffers, links, spill and memory at 8 bits): bit-exact against the model,
-/// within the contract against f64, the counters the schedule's. O written to `.npy` is
-/// float32 holding only values of the format.
+/// within the contract against f64, the counters the schedule's. The binary16 problems are
+/// stored at per-tensor power-of-two scales that fit FP8's range; O written to `.npy` is
+/// float32, V's scale taken back: values of the format times 2^−v.
 #[test]
 fn sim_runs_fp8_operands_on_every_variant() {
     use hdl::format::Format;
     let dir = ScratchDir::new("cli-sim-fp8").unwrap();
-    let out = dir.path().join("o.npy");
+    let (out, report) = (dir.path().join("o.npy"), dir.path().join("r.json"));
     let runs: [(&str, Format, &[&str]); 6] = [
         ("fp8e4m3", Format::FP8_E4M3, &["--seq", "256", "--causal"]),
         ("fp8e5m2", Format::FP8_E5M2, &["--seq", "256", "--causal"]),
@@ -295,15 +297,26 @@ fn sim_runs_fp8_operands_on_every_variant() {
         let mut args = vec!["sim", "--in-format", key, "--preset", "small"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        args.extend_from_slice(&["--report", report.to_str().unwrap()]);
         let o = regflash(&args);
         let t = text(&o);
         assert!(
-            o.status.success() && t.contains("PASS") && t.contains(&format!("(inputs {key})")),
+            o.status.success() && t.contains("PASS") && t.contains(&format!("(inputs {key}, ")),
             "{args:?}: {t}"
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let v = r["operand_scales"][2].as_i64().unwrap() as i32;
+        // The largest |V| of the problems (about 1) lands in the format's top binade.
+        let top = 2f64.powi(v);
+        assert!(
+            top * 0.5 <= f.max_finite() && top * 2.0 > f.max_finite() / 4.0,
+            "{v}"
         );
         let o = npy::read(&out).unwrap();
         assert_eq!(o.dtype, DType::F32, "{args:?}");
         for &x in &o.data {
+            let x = (f32::from_bits(x) * 2f32.powi(v)).to_bits();
             let y = kernels::fp::convert(x as u64, Format::FP32, f);
             assert_eq!(
                 kernels::fp::widen(y as u16, f),
@@ -335,6 +348,7 @@ fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {
         v,
         q_len: q.len() / d,
         k_len: k.len() / d,
+        score_exp: 0,
     };
     kernels::flash::flash_attention(&problem, &cfg).0
 }

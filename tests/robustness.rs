@@ -83,6 +83,7 @@ fn neg_inf_blocks_give_finite_correct_output() {
             d,
             causal: a.causal,
             format: a.format,
+            score_exp: 0,
         });
         assert!(want.iter().all(|x| x.is_finite()), "{what}: reference");
         assert!(
@@ -128,6 +129,7 @@ fn the_contract_fails_wrong_outputs() {
         v: &v,
         q_len: 2,
         k_len: 1,
+        score_exp: 0,
     };
     let acc = |got: &[f64]| Accuracy::of_attention(&p, 1, true, Format::FP16, got);
     assert_eq!(acc(&[0.0, 1.0]).check(), Ok(()));

@@ -54,6 +54,20 @@ pub fn max_rel_err(format: Format) -> f64 {
 }
 
 impl Accuracy {
+    /// The figures of a run on operands stored at per-tensor scales, in the problem's units:
+    /// the errors and magnitudes (O's and V's, 2^`v_exp` times the problem's) scaled back,
+    /// exactly. The contract's ratios are the same.
+    pub fn descaled(self, v_exp: i32) -> Accuracy {
+        let back = 2f64.powi(-v_exp);
+        Accuracy {
+            max_abs_err: self.max_abs_err * back,
+            plain_err: self.plain_err * back,
+            out_scale: self.out_scale * back,
+            v_scale: self.v_scale * back,
+            ..self
+        }
+    }
+
     /// Compares `got` (q_len × d) with the f64 reference `want` and the plain reference `plain`
     /// of the same problem `p` (its V gives the scale).
     pub fn of_output(got: &[f64], want: &[f64], plain: &[f64], p: &Inputs) -> Accuracy {
@@ -111,6 +125,7 @@ impl Accuracy {
             d,
             causal,
             format,
+            score_exp: p.score_exp,
         };
         let want = attention_f64(&inputs);
         let plain = attention_plain_lowprec(&inputs);
@@ -151,6 +166,7 @@ impl Accuracy {
             d,
             causal,
             format,
+            score_exp: 0,
         };
         let plain = attention_plain_lowprec(&inputs);
         Accuracy::of_output(got, &want, &plain, &inputs)
@@ -323,7 +339,7 @@ pub fn attention_accuracy_of(
     seed: u64,
 ) -> Accuracy {
     let (d, causal, format) = (cfg.head_dim, cfg.causal, cfg.operand);
-    let (q, k, v) = tensors_in(pattern, q_len, k_len, d, seed, format);
+    let ((q, k, v), scales) = tensors_in(pattern, q_len, k_len, d, seed, format);
     let inputs = Inputs {
         q: &q,
         k: &k,
@@ -333,6 +349,7 @@ pub fn attention_accuracy_of(
         d,
         causal,
         format,
+        score_exp: scales.score_exp(),
     };
     let want = attention_f64(&inputs);
     let plain = attention_plain_lowprec(&inputs);
@@ -342,12 +359,13 @@ pub fn attention_accuracy_of(
         v: &v,
         q_len,
         k_len,
+        score_exp: scales.score_exp(),
     };
     [OutFormat::Short, OutFormat::F32]
         .map(|out| {
             let (bits, _) = flash_attention(&problem, &FlashConfig { out, ..*cfg });
             let got = decode(&bits, out, format);
-            Accuracy::of_output(&got, &want, &plain, &inputs)
+            Accuracy::of_output(&got, &want, &plain, &inputs).descaled(scales.v)
         })
         .into_iter()
         .reduce(Accuracy::merge)
@@ -425,7 +443,13 @@ pub fn quant_accuracy(
     use crate::quant::QuantQk;
     use crate::reference::{attention_f64_values, max_errors, value};
     let (d, causal, operand) = (cfg.head_dim, cfg.causal, cfg.operand);
-    let (q, k, v) = crate::patterns::tensors_in(pattern, q_len, k_len, d, seed, operand);
+    let ((q, k, v), scales) = crate::patterns::tensors_in(pattern, q_len, k_len, d, seed, operand);
+    if scales != Default::default() {
+        return Err(format!(
+            "integer QKᵀ takes operands stored as they are, not {} at per-tensor scales",
+            operand.short_name()
+        ));
+    }
     let qk = QuantQk::quantize(&q, &k, q_len, k_len, d, cfg.bc, format, operand)?;
     let p = Problem {
         q: &q,
@@ -433,6 +457,7 @@ pub fn quant_accuracy(
         v: &v,
         q_len,
         k_len,
+        score_exp: 0,
     };
     let cfg = crate::flash::FlashConfig {
         out: OutFormat::F32,

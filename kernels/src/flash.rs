@@ -25,7 +25,7 @@ use crate::fp::*;
 use crate::mask::MaskSpec;
 use crate::quant::QuantQk;
 use crate::reduce::{row_max, row_sum};
-use crate::softmax::{scale_constant, weight_in, RowState};
+use crate::softmax::{scaled_constant, weight_in, RowState};
 
 /// The output format of O / l.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +88,10 @@ pub struct Problem<'a> {
     pub v: &'a [u16],
     pub q_len: usize,
     pub k_len: usize,
+    /// The stored Q·Kᵀ is 2^score_exp times the problem's (Q and K at per-tensor power-of-two
+    /// scales, as FP8 operands are): C is divided by as much ([`scaled_constant`]). 0 for
+    /// operands stored as they are.
+    pub score_exp: i32,
 }
 
 /// What the model computed, for performance counters.
@@ -151,7 +155,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
         k_len: p.k_len,
         causal: cfg.causal,
     };
-    let c = scale_constant(d);
+    let c = scaled_constant(d, p.score_exp);
     // The multiply of row i's scores in the block from key j: C, or with quantized QKᵀ the
     // row's and the block's scales folded in.
     let c_of = |i: usize, j: usize| quant.map_or(c, |qk| qk.scale(c, i, j));
@@ -331,7 +335,7 @@ pub fn decode(out: &[u32], format: OutFormat, operand: Format) -> Vec<f64> {
 mod tests {
     use super::*;
     use crate::patterns::{tensors, Pattern};
-    use crate::softmax::{scale_score, weight};
+    use crate::softmax::{scale_constant, scale_score, weight};
 
     fn cfg(bc: usize, softmax: SoftmaxPass) -> FlashConfig {
         FlashConfig {
@@ -354,6 +358,7 @@ mod tests {
             v: &v,
             q_len,
             k_len,
+            score_exp: 0,
         };
         flash_attention(&p, &cfg(bc, softmax)).0
     }
@@ -396,6 +401,7 @@ mod tests {
             v: &v,
             q_len,
             k_len,
+            score_exp: 0,
         };
         let online = flash_attention(&p, &cfg(bc, SoftmaxPass::Online)).0;
         let (two, stats) = flash_attention(&p, &cfg(bc, SoftmaxPass::TwoPass));

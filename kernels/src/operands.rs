@@ -119,6 +119,66 @@ pub fn round_operands(
     Ok((out, saturated))
 }
 
+/// Per-tensor power-of-two scales of the operands: each tensor stored as its values × 2^exp
+/// (FlashAttention-3's FP8 descales, as powers of two, so that scaling and descaling are
+/// exact). The stored Q·Kᵀ is 2^[`TensorScales::score_exp`] times the problem's, which the
+/// softmax constant takes back; O comes out 2^`v` times the problem's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TensorScales {
+    pub q: i32,
+    pub k: i32,
+    pub v: i32,
+}
+
+impl TensorScales {
+    /// The stored scores' exponent: Q's and K's together.
+    pub fn score_exp(self) -> i32 {
+        self.q + self.k
+    }
+}
+
+/// Operands in `to` from values of `from` are scaled per tensor: `to`'s range is narrower
+/// (FP8 from binary16, not bfloat16 from binary16, whose range is wider).
+pub fn scaled_per_tensor(from: Format, to: Format) -> bool {
+    to.max_finite() < from.max_finite()
+}
+
+/// The exponent e that puts a tensor's largest finite magnitude into `to`'s top binade:
+/// max|x| · 2^e at most `to`'s largest finite value and above half of it. 0 for a tensor with
+/// no finite nonzero value.
+pub fn fit_exp(values: impl IntoIterator<Item = f64>, to: Format) -> i32 {
+    let amax = values
+        .into_iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, |m, x| m.max(x.abs()));
+    if amax == 0.0 {
+        return 0;
+    }
+    let mut e = (to.max_finite() / amax).log2().floor() as i32;
+    // log2's rounding: step to the exponent the definition names.
+    while amax * 2f64.powi(e) > to.max_finite() {
+        e -= 1;
+    }
+    while amax * 2f64.powi(e + 1) <= to.max_finite() {
+        e += 1;
+    }
+    e
+}
+
+/// `values` of `from` (binary16, binary32 or binary64 bits) as operands in `to` at the
+/// per-tensor scale [`fit_exp`] gives them: each value times 2^e, rounded once (nearest
+/// even), and e. In range by construction; NaN and ±Inf pass as [`round_operands`] passes
+/// them.
+pub fn round_scaled(values: &[u64], from: Format, to: Format) -> (Vec<u16>, i32) {
+    let e = fit_exp(values.iter().map(|&x| value_of(x, from)), to);
+    let scaled = values
+        .iter()
+        .map(|&x| (value_of(x, from) * 2f64.powi(e)).to_bits());
+    let (bits, _) = round_operands(scaled, Format::FP64, to, false)
+        .expect("a tensor scaled into the format's range rounds within it");
+    (bits, e)
+}
+
 /// The multi-index of flat element `i` of a C-order array of `shape`, as a message names it.
 pub fn multi_index(shape: &[usize], mut i: usize) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
@@ -170,6 +230,32 @@ mod tests {
             ),
             (57344.0, 464.0)
         );
+    }
+
+    /// A tensor's scale puts its largest magnitude in the format's top binade, exactly: the
+    /// scaled values are the values times 2^e rounded once; zeros and non-finite values do
+    /// not move it.
+    #[test]
+    fn per_tensor_scales_fit_the_top_binade() {
+        let e4 = Format::FP8_E4M3;
+        assert_eq!(fit_exp([1.0, -0.5], e4), 8); // 256 <= 448 < 512
+        assert_eq!(fit_exp([448.0], e4), 0);
+        assert_eq!(fit_exp([449.0, f64::INFINITY, f64::NAN], e4), -1);
+        assert_eq!(fit_exp([0.0, -0.0], e4), 0);
+        assert_eq!(fit_exp([65504.0], Format::FP8_E5M2), -1);
+        assert!(
+            scaled_per_tensor(Format::FP16, e4) && !scaled_per_tensor(Format::FP16, Format::BF16)
+        );
+        let xs: Vec<u64> = [1.0f64, -3.0, 1e-3, 65504.0]
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        let (bits, e) = round_scaled(&xs, Format::FP64, e4);
+        assert_eq!(e, fit_exp([65504.0], e4));
+        for (&b, &x) in bits.iter().zip(&xs) {
+            let want = crate::reference::round(f64::from_bits(x) * 2f64.powi(e), e4);
+            assert_eq!(value_of(b as u64, e4), want);
+        }
     }
 
     #[test]

@@ -123,9 +123,14 @@ pub fn tensors(
     }
 }
 
+/// Q, K and V: bits of the operand format, row-major.
+pub type Tensors = (Vec<u16>, Vec<u16>, Vec<u16>);
+
 /// [`tensors`] in `format`: binary16 as they are, bfloat16 as the binary16 values rounded
 /// (nearest even) to bfloat16's 8 significant bits, so both formats see the same problems
-/// (the same ranges, the same −Inf padding).
+/// (the same ranges, the same −Inf padding); a format of a narrower range (FP8) at per-tensor
+/// scales that fit each tensor into it (`operands::round_scaled`), which the second result
+/// names.
 pub fn tensors_in(
     pattern: Pattern,
     q_len: usize,
@@ -133,12 +138,26 @@ pub fn tensors_in(
     d: usize,
     seed: u64,
     format: crate::format::Format,
-) -> (Vec<u16>, Vec<u16>, Vec<u16>) {
+) -> (Tensors, crate::operands::TensorScales) {
+    use crate::format::Format;
     let (q, k, v) = tensors(pattern, q_len, k_len, d, seed);
+    if crate::operands::scaled_per_tensor(Format::FP16, format) {
+        let to = |x: Vec<u16>| {
+            let wide: Vec<u64> = x.into_iter().map(u64::from).collect();
+            crate::operands::round_scaled(&wide, Format::FP16, format)
+        };
+        let ((q, eq), (k, ek), (v, ev)) = (to(q), to(k), to(v));
+        let scales = crate::operands::TensorScales {
+            q: eq,
+            k: ek,
+            v: ev,
+        };
+        return ((q, k, v), scales);
+    }
     let to = |x: Vec<u16>| -> Vec<u16> {
         x.into_iter()
-            .map(|h| crate::fp::convert(h as u64, crate::format::Format::FP16, format) as u16)
+            .map(|h| crate::fp::convert(h as u64, Format::FP16, format) as u16)
             .collect()
     };
-    (to(q), to(k), to(v))
+    ((to(q), to(k), to(v)), Default::default())
 }

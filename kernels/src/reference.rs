@@ -115,6 +115,10 @@ pub struct Inputs<'a> {
     pub d: usize,
     pub causal: bool,
     pub format: Format,
+    /// The stored Q·Kᵀ is 2^score_exp times the problem's (per-tensor power-of-two scales of
+    /// Q and K): the scores are scaled back by 2^−score_exp, exactly. 0 for operands stored as
+    /// they are.
+    pub score_exp: i32,
 }
 
 /// Query `i` sees key `j`: always, or when causal, j ≤ i + k_len − q_len.
@@ -149,10 +153,12 @@ pub fn attention_f64(a: &Inputs) -> Vec<f64> {
         d,
         causal,
         format,
+        score_exp,
     } = *a;
     let f = |x: &u16| value(*x, format);
+    let back = 2f64.powi(-score_exp);
     let (qf, kf, vf): (Vec<f64>, Vec<f64>, Vec<f64>) = (
-        q.iter().map(f).collect(),
+        q.iter().map(|x| f(x) * back).collect(),
         k.iter().map(f).collect(),
         v.iter().map(f).collect(),
     );
@@ -236,8 +242,9 @@ fn plain(a: &Inputs) -> Vec<f64> {
         d,
         causal,
         format,
+        score_exp,
     } = *a;
-    let scale = (1.0 / (d as f64).sqrt()) as f32;
+    let scale = (1.0 / (d as f64).sqrt()) as f32 * 2f32.powi(-score_exp);
     let w = |x: &[u16]| -> Vec<f32> { x.iter().map(|&x| value(x, format) as f32).collect() };
     let (qf, kf, vf) = (w(q), w(k), w(v));
     let mut out = vec![0.0; q_len * d];
@@ -370,6 +377,7 @@ mod tests {
                 d,
                 causal,
                 format: Format::FP16,
+                score_exp: 0,
             }
         }
         [

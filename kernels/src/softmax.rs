@@ -26,6 +26,18 @@ pub fn scale_constant(head_dim: usize) -> u32 {
     ((std::f64::consts::LOG2_E / (head_dim as f64).sqrt()) as f32).to_bits()
 }
 
+/// C for operands stored at per-tensor scales whose scores are 2^`score_exp` times the
+/// problem's (Q scaled by 2^a and K by 2^b: `score_exp` = a + b): C · 2^−score_exp, exact,
+/// so that s · C is the same number. `score_exp` 0 is [`scale_constant`].
+pub fn scaled_constant(head_dim: usize, score_exp: i32) -> u32 {
+    let c = f32::from_bits(scale_constant(head_dim)) as f64 * 2f64.powi(-score_exp);
+    assert!(
+        (2f64.powi(-126)..2f64.powi(127)).contains(&c),
+        "a score scale of 2^{score_exp} takes C out of binary32's normal range"
+    );
+    (c as f32).to_bits()
+}
+
 /// t = s · C.
 pub fn scale_score(s: u32, c: u32) -> u32 {
     fp32_mul_native(s, c) // = fp32_mul, on the host's FPU

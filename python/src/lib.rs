@@ -210,6 +210,7 @@ impl Design {
             },
             format: self.cfg.in_format,
             qk: None,
+            scales: Default::default(),
         };
         let a = a.for_qk_of(&CoreParams::from_config(&self.cfg)?);
         // Both runs check the problem against the core first (`Attention::validate`).

@@ -113,6 +113,7 @@ impl Batch {
                 out: packed.out,
                 format: packed.format,
                 qk: packed.qk,
+                scales: Default::default(),
             });
             q0 += q_len;
             k0 += k_len;

@@ -451,7 +451,7 @@ pub fn run_on(
         k_len: a.k_len as u64,
         causal: a.causal as u64,
         out_f32: (a.out == OutFormat::F32) as u64,
-        c_const: scale_constant(a.head_dim) as u64,
+        c_const: a.softmax_constant() as u64,
         q_row_stride: addrs.q_strides.0,
         q_head_stride: addrs.q_strides.1,
         k_row_stride: addrs.k_strides.0,

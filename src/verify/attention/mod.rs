@@ -28,9 +28,9 @@ use kernels::accuracy::Accuracy;
 use kernels::flash::{
     decode, flash_attention, flash_attention_quant, FlashConfig, FlashStats, OutFormat, Problem,
 };
+use kernels::operands::TensorScales;
 use kernels::patterns::{tensors, Pattern};
 use kernels::quant::{QuantQk, QuantSpec};
-use kernels::softmax::scale_constant;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 pub use verilator_tb::axi::AxiFault;
@@ -100,6 +100,11 @@ pub struct Attention {
     /// (`kernels::quant`: Q per token, K per block of Bc keys after smoothing) as they are
     /// written to memory, and the results are held to exact attention on the quantized values.
     pub qk: Option<QuantSpec>,
+    /// Q, K and V as stored: each tensor its values × 2^exp (`TensorScales`), when the
+    /// operand format's range is narrower than the values' (FP8 operands of binary16 problems,
+    /// [`Attention::converted`]); zero otherwise. The softmax constant takes Q's and K's back
+    /// ([`Attention::softmax_constant`]); O is V's scale times the problem's.
+    pub scales: TensorScales,
 }
 
 impl Attention {
@@ -139,7 +144,23 @@ impl Attention {
             out,
             format: Format::FP16,
             qk: None,
+            scales: TensorScales::default(),
         }
+    }
+
+    /// The softmax constant the core is given (the SCALE register): C for d, divided by the
+    /// stored scores' scale.
+    pub fn softmax_constant(&self) -> u32 {
+        kernels::softmax::scaled_constant(self.head_dim, self.scales.score_exp())
+    }
+
+    /// O's bits as the problem's values (f64): `out` decoded, V's scale taken back.
+    pub fn descaled(&self, out: &[u32]) -> Vec<f64> {
+        let back = 2f64.powi(-self.scales.v);
+        decode(out, self.out, self.format)
+            .into_iter()
+            .map(|x| x * back)
+            .collect()
     }
 
     /// The same problem as the design `p` takes it: its operand format
@@ -193,8 +214,27 @@ impl Attention {
     }
 
     /// The same values in `format`: binary16 kept, bfloat16 rounded from them (nearest even),
-    /// so both formats see the same problems.
+    /// so both formats see the same problems; a format of a narrower range (FP8) at per-tensor
+    /// power-of-two scales that fit each tensor into it (`kernels::operands::round_scaled`).
     pub fn converted(mut self, format: Format) -> Self {
+        if format != self.format && kernels::operands::scaled_per_tensor(self.format, format) {
+            assert_eq!(self.scales, TensorScales::default(), "scaled twice");
+            let from = self.format;
+            let mut exps = [0; 3];
+            for (t, e) in [&mut self.q, &mut self.k, &mut self.v]
+                .into_iter()
+                .zip(&mut exps)
+            {
+                let wide: Vec<u64> = t.iter().map(|&x| x as u64).collect();
+                (*t, *e) = kernels::operands::round_scaled(&wide, from, format);
+            }
+            self.scales = TensorScales {
+                q: exps[0],
+                k: exps[1],
+                v: exps[2],
+            };
+            self.format = format;
+        }
         if format != self.format {
             for t in [&mut self.q, &mut self.k, &mut self.v] {
                 for x in t.iter_mut() {
@@ -309,6 +349,7 @@ impl Attention {
             v: &self.v[g * ks..(g + 1) * ks],
             q_len: self.q_len,
             k_len: self.k_len,
+            score_exp: self.scales.score_exp(),
         }
     }
 
@@ -426,6 +467,7 @@ impl Attention {
         .into_iter()
         .reduce(Accuracy::merge)
         .unwrap_or_default()
+        .descaled(self.scales.v)
     }
 
     /// Integer QKᵀ: `out`'s max |O − O_f64| / max |V| against f64 attention on the original

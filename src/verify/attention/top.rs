@@ -163,7 +163,7 @@ impl TopDriver {
         self.write("K_LEN", a.k_len as u64, mem)?;
         let flags = a.causal as u64 | ((a.out == OutFormat::F32) as u64) << 1;
         self.write("FLAGS", flags, mem)?;
-        self.write("SCALE", scale_constant(a.head_dim) as u64, mem)?;
+        self.write("SCALE", a.softmax_constant() as u64, mem)?;
         for (name, (row, head)) in [
             ("Q", lay.q_strides),
             ("K", lay.k_strides),
