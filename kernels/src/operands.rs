@@ -137,10 +137,10 @@ impl TensorScales {
     }
 }
 
-/// Operands in `to` from values of `from` are scaled per tensor: `to`'s range is narrower
-/// (FP8 from binary16, not bfloat16 from binary16, whose range is wider).
-pub fn scaled_per_tensor(from: Format, to: Format) -> bool {
-    to.max_finite() < from.max_finite()
+/// Operands in `to` are stored at per-tensor scales: its range is narrower than binary16's,
+/// the problems' own (FP8; not bfloat16, whose range is wider).
+pub fn scaled_per_tensor(to: Format) -> bool {
+    to.max_finite() < Format::FP16.max_finite()
 }
 
 /// The exponent e that puts a tensor's largest finite magnitude into `to`'s top binade:

@@ -141,7 +141,7 @@ pub fn tensors_in(
 ) -> (Tensors, crate::operands::TensorScales) {
     use crate::format::Format;
     let (q, k, v) = tensors(pattern, q_len, k_len, d, seed);
-    if crate::operands::scaled_per_tensor(Format::FP16, format) {
+    if crate::operands::scaled_per_tensor(format) {
         let to = |x: Vec<u16>| {
             let wide: Vec<u64> = x.into_iter().map(u64::from).collect();
             crate::operands::round_scaled(&wide, Format::FP16, format)

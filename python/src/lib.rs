@@ -179,7 +179,7 @@ impl Design {
         (q, k, v): (&[u8], &[u8], &[u8]),
         (heads, kv_heads, q_len, k_len): (usize, usize, usize, usize),
         causal: bool,
-        out_f32: bool,
+        (out_f32, scales): (bool, [i32; 3]),
         threads: usize,
     ) -> Result<(Vec<u8>, String)> {
         let bits = |b: &[u8], what: &str| -> Result<Vec<u16>> {
@@ -210,7 +210,11 @@ impl Design {
             },
             format: self.cfg.in_format,
             qk: None,
-            scales: Default::default(),
+            scales: kernels::operands::TensorScales {
+                q: scales[0],
+                k: scales[1],
+                v: scales[2],
+            },
         };
         let a = a.for_qk_of(&CoreParams::from_config(&self.cfg)?);
         // Both runs check the problem against the core first (`Attention::validate`).
@@ -314,8 +318,10 @@ impl Design {
 
     /// `data` (little-endian values of `itemsize` bytes: 2 float16, 4 float32, 8 float64,
     /// C order, of `shape`) rounded to the operand format, nearest even, in one rounding
-    /// (`kernels::operands`): the operands' little-endian bytes. A finite value the format
-    /// cannot hold is refused, naming `name` and the element.
+    /// (`kernels::operands`): the operands' little-endian bytes and the tensor's scale
+    /// exponent. A format of a narrower range than binary16's (FP8) stores the tensor at the
+    /// power-of-two scale that fits it (`round_scaled`); the others at 0, a finite value the
+    /// format cannot hold refused, naming `name` and the element.
     fn operands<'py>(
         &self,
         py: Python<'py>,
@@ -323,12 +329,12 @@ impl Design {
         itemsize: usize,
         shape: Vec<usize>,
         name: &str,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> PyResult<(Bound<'py, PyBytes>, i32)> {
         use kernels::format::Format;
         use kernels::operands::{largest_finite, multi_index, round_operands, show};
         let format = self.cfg.in_format;
-        let rounded = py
-            .detach(|| -> Result<Vec<u16>> {
+        let (rounded, exp) = py
+            .detach(|| -> Result<(Vec<u16>, i32)> {
                 let from = match itemsize {
                     2 => Format::FP16,
                     4 => Format::FP32,
@@ -345,8 +351,12 @@ impl Design {
                     b[..itemsize].copy_from_slice(c);
                     u64::from_le_bytes(b)
                 });
+                if kernels::operands::scaled_per_tensor(format) {
+                    let values: Vec<u64> = values.collect();
+                    return Ok(kernels::operands::round_scaled(&values, from, format));
+                }
                 round_operands(values, from, format, false)
-                    .map(|(bits, _)| bits)
+                    .map(|(bits, _)| (bits, 0))
                     .map_err(|e| {
                         anyhow::anyhow!(
                             "{name}{:?} {}, which the core reads: scale the input, or clamp it to \
@@ -359,7 +369,7 @@ impl Design {
             })
             .map_err(fail)?;
         let bytes: Vec<u8> = rounded.iter().flat_map(|x| x.to_le_bytes()).collect();
-        Ok(PyBytes::new(py, &bytes))
+        Ok((PyBytes::new(py, &bytes), exp))
     }
 
     /// The whole configuration as TOML (what `regflash gen --config` reads).
@@ -372,7 +382,7 @@ impl Design {
     /// operand format, or FP32 with `out_f32`) in (heads, q_len, d) order and the run's report
     /// as JSON.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (backend, q, k, v, heads, kv_heads, q_len, k_len, causal, out_f32, threads, progress=None))]
+    #[pyo3(signature = (backend, q, k, v, heads, kv_heads, q_len, k_len, causal, out_f32, threads, scales=[0, 0, 0], progress=None))]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -387,6 +397,7 @@ impl Design {
         causal: bool,
         out_f32: bool,
         threads: usize,
+        scales: [i32; 3],
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyBytes>, String)> {
         let (bytes, report) = watched(py, progress, || {
@@ -395,7 +406,7 @@ impl Design {
                 (q, k, v),
                 (heads, kv_heads, q_len, k_len),
                 causal,
-                out_f32,
+                (out_f32, scales),
                 threads,
             )
         })?;

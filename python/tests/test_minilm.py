@@ -42,3 +42,16 @@ def test_short_sentences_through_the_rtl_are_bit_identical(model):
     a = model.embed(short, minilm.regflash_attention("model"))
     b = model.embed(short, minilm.regflash_attention("rtl"))
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_fp8_e4m3_attention_keeps_the_nearest_neighbours(model, reference, tmp_path):
+    # OCP FP8 E4M3 operands at per-tensor scales: every sentence's nearest neighbour kept, and
+    # 1 − cosine within E4M3's unit roundoff squared (2^-8; FP16's is 2^-22).
+    config = tmp_path / "e4m3.toml"
+    config.write_text('preset = "medium"\nin_format = "fp8e4m3"\n')
+    attend = minilm.regflash_attention(config=str(config))
+    assert attend.unit_roundoff == 2.0**-4 and attend.in_format == "fp8e4m3"
+    got = model.embed(minilm.SENTENCES, attend)
+    cos = (got * reference).sum(1)
+    assert 1 - cos.min() <= 2.0**-8, cos.min()
+    assert np.array_equal(minilm.neighbours(got)[:, 0], minilm.neighbours(reference)[:, 0])

@@ -99,28 +99,36 @@ def fp8_magnitudes(fmt):
 @pytest.mark.parametrize("fmt,dtype,largest", [("fp8e4m3", "float8_e4m3fn", 448.0),
                                                 ("fp8e5m2", "float8_e5m2", 57344.0)])
 def test_fp8_operands_run_within_their_contract(fmt, dtype, largest):
-    # in_format="fp8e4m3"/"fp8e5m2": inputs rounded to the format in Rust; the run within its
-    # contract; the short output (out_dtype naming the format) holds only the format's values;
-    # the values past the largest finite one's tie are refused by name.
+    # in_format="fp8e4m3"/"fp8e5m2": each tensor stored at the power-of-two scale that puts
+    # its largest magnitude in the format's top binade; the run within the format's contract;
+    # the short output (out_dtype naming the format) is the format's values at V's scale.
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 5)
     fa = regflash.FlashAttention(16, in_format=fmt)
     o = fa(q, k, v)
     assert fa.report["passed"] and fa.report["in_format"] == fmt and o.dtype == np.float32
     assert fa.report["out_format"] == "f32"
-    short = regflash.FlashAttention(16, in_format=fmt, out_dtype=dtype)(q, k, v)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        top = np.abs(x.astype(np.float64)).max() * 2.0 ** fa.scales[name]
+        assert largest / 2 < top <= largest, (name, fa.scales)
+    assert fa.report["operand_scales"] == [fa.scales[t] for t in ("q", "k", "v")]
+    short = regflash.FlashAttention(16, in_format=fmt, out_dtype=dtype)
+    s = short(q, k, v)
     mags = fp8_magnitudes(fmt)
-    assert mags[-1] == largest and short.dtype == np.float32
-    assert np.isin(np.abs(short), mags).all()
-    assert np.abs(short - o).max() <= 2.0 ** -2 * np.abs(o).max()
-    # Operands already in the format (picked from its values) run bit for bit the same.
+    assert mags[-1] == largest and s.dtype == np.float32
+    assert np.isin(np.abs(s.astype(np.float64) * 2.0 ** short.scales["v"]), mags).all()
+    assert np.abs(s - o).max() <= 2.0 ** -2 * np.abs(o).max()
+    # V a million times larger is the same problem at another scale: the output a million
+    # times larger, exactly (the scales are powers of two); Q that large (a one-hot softmax)
+    # runs within the contract too.
+    big = fa(q, k, v.astype(np.float64) * 2.0**20)
+    assert fa.report["passed"] and np.array_equal(big, o * np.float32(2.0**20))
+    fa(q.astype(np.float64) * 2.0**20, k, v)
+    assert fa.report["passed"] and fa.scales["q"] == fa.report["operand_scales"][0]
+    # Operands already in the format (picked from its values) run bit for bit the same
+    # whatever the float type they arrive in.
     rng = np.random.default_rng(3)
     x = rng.choice(np.concatenate([mags[:40], -mags[:40]]), size=(1, 1, 24, 16))
     assert np.array_equal(fa(x, x, x), fa(x.astype(np.float32), x, x.astype(np.float64)))
-    edge = largest + 2.0 ** (np.floor(np.log2(largest)) - (3 if fmt == "fp8e4m3" else 2) - 1)
-    big = np.zeros((1, 1, 8, 16))
-    big[0, 0, 2, 3] = np.nextafter(edge, np.inf)
-    with pytest.raises(regflash.RegflashError, match=r"v\[0, 0, 2, 3\] = .* is outside the FP8"):
-        fa(np.zeros_like(big), np.zeros_like(big), big)
     with pytest.raises(regflash.RegflashError, match=dtype):
         regflash.FlashAttention(16, in_format=fmt, out_dtype="float16")
 

@@ -172,8 +172,11 @@ class FlashAttention:
       default) or ``"lazy"`` with a threshold 1..15 (default 4), as the config keys
       ``rescale`` and ``lazy_threshold`` (docs/numerics.md).
     - ``in_format``: ``"fp16"`` (the default), ``"bf16"``, ``"fp8e4m3"`` or ``"fp8e5m2"``
-      (OCP FP8), as the config key: Q, K and V are rounded to it (nearest even; E4M3 refuses
-      magnitudes above 464 rather than saturating them), and P is kept in it. numpy has no
+      (OCP FP8), as the config key: Q, K and V are rounded to it (nearest even), and P is
+      kept in it. FP8 operands are stored at per-tensor power-of-two scales that put each
+      tensor's largest magnitude in the format's top binade (FlashAttention-3's descales,
+      exact here): the softmax constant and the output take them back, and
+      ``self.scales`` names them. numpy has no
       dtype for the last three, so their output is float32: ``out_dtype`` naming the format
       (``"bfloat16"``, ``"float8_e4m3fn"``, ``"float8_e5m2"``) returns the short form (its
       values, as float32), ``"float32"`` (the default) the core's FP32 output.
@@ -256,6 +259,8 @@ class FlashAttention:
         _check_progress(progress)  # refused here, not at the first call
         self.progress = progress
         self.report: Optional[Dict[str, Any]] = None
+        # The per-tensor scale exponents of the last call's operands (0 but for FP8).
+        self.scales: Dict[str, int] = {"q": 0, "k": 0, "v": 0}
 
     def __repr__(self) -> str:
         causal = repr(self.alignment) if self.causal else "False"
@@ -269,13 +274,17 @@ class FlashAttention:
         """``a`` as the design's operands (uint16 words holding the operand format's bits,
         the same shape): float16, float32 and float64 values rounded to nearest even in one rounding
         (by the Rust side, as the CLI rounds .npy inputs); a finite value the format cannot
-        hold is refused, naming the tensor and the element."""
+        hold is refused, naming the tensor and the element. A format of a narrower range
+        than float16's (FP8) stores the tensor at a power-of-two scale that fits it (its
+        largest magnitude in the format's top binade, as FlashAttention-3's FP8 descales, but
+        exact): its exponent is kept in ``self.scales[name]``."""
         if a.dtype.kind != "f" or a.dtype.itemsize not in (2, 4, 8):
             raise RegflashError(
                 f"{name} holds {a.dtype} values: give float16, float32 or float64 values"
             )
         le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-        bits = self.design.operands(le.tobytes(), le.dtype.itemsize, list(a.shape), name)
+        bits, exp = self.design.operands(le.tobytes(), le.dtype.itemsize, list(a.shape), name)
+        self.scales[name] = exp
         return np.frombuffer(bits, dtype="<u2").reshape(a.shape)
 
     def _heads(self, a: np.ndarray, name: str) -> np.ndarray:
@@ -298,6 +307,7 @@ class FlashAttention:
         """One problem: operand bits (heads, q_len, d) and (kv_heads, k_len, d), ``tell`` the
         progress callback. The output (heads, q_len, d) and the report's JSON."""
         q_len, k_len = q.shape[1], k.shape[1]
+        scales = [self.scales[t] for t in ("q", "k", "v")]
         out, report = self.design.run(
             self.backend,
             np.ascontiguousarray(q).tobytes(),
@@ -310,6 +320,7 @@ class FlashAttention:
             causal,
             f32,
             self.threads,
+            scales,
             tell,
         )
         if f32:
@@ -318,6 +329,8 @@ class FlashAttention:
             o = np.frombuffer(out, dtype=np.float16)
         else:
             o = self.short_table[np.frombuffer(out, dtype="<u2")]
+        if scales[2]:
+            o = o * np.float32(2.0 ** -scales[2])  # V's scale taken back: exact
         return o.reshape(heads, q_len, self.head_dim), report
 
     def _attend(self, q, k, v, heads, kv_heads, f32, tell):

@@ -47,9 +47,12 @@ class Design:
         causal: bool,
         out_f32: bool,
         threads: int,
+        scales: List[int] = [0, 0, 0],
         progress: Progress = None,
     ) -> Tuple[bytes, str]: ...
-    def operands(self, data: bytes, itemsize: int, shape: List[int], name: str) -> bytes: ...
+    def operands(
+        self, data: bytes, itemsize: int, shape: List[int], name: str
+    ) -> Tuple[bytes, int]: ...
     def merge_reports(self, reports: List[str]) -> str: ...
     def estimate(
         self, seq: List[int], heads: int = 1, causal: bool = False, progress: Progress = None

@@ -217,7 +217,7 @@ impl Attention {
     /// so both formats see the same problems; a format of a narrower range (FP8) at per-tensor
     /// power-of-two scales that fit each tensor into it (`kernels::operands::round_scaled`).
     pub fn converted(mut self, format: Format) -> Self {
-        if format != self.format && kernels::operands::scaled_per_tensor(self.format, format) {
+        if format != self.format && kernels::operands::scaled_per_tensor(format) {
             assert_eq!(self.scales, TensorScales::default(), "scaled twice");
             let from = self.format;
             let mut exps = [0; 3];
