@@ -829,8 +829,8 @@ pub fn table(rows: &[CompareRow], cfg: &CoreConfig, t: &EnergyTable) -> String {
     });
     s += "\nrtl rows' counters come from a Verilator run of the generated RTL, bit-checked \
           against the hardware model and the f64 reference; model rows (longer than \
-          --max-sim-seq) take the counts the schedule fixes from the shape alone (src/schedule.rs) \
-          and the cycles and stalls of the cycle model (src/cycles.rs), which every RTL run must \
+          --max-sim-seq) take the counts the schedule fixes from the shape alone (analysis/src/schedule.rs) \
+          and the cycles and stalls of the cycle model (analysis/src/cycles.rs), which every RTL run must \
           match exactly (\"extrapolated\": fitted to shorter exact runs of the model; \"widened\": \
           on index or address registers wider than the configuration's, which the length needs \
           and no cycle depends on); energy = Σ counter × \

@@ -8,17 +8,14 @@ pub mod claims;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod compare;
-pub mod cycles;
 pub mod design;
 #[cfg(feature = "cli")]
 pub mod docs;
 pub mod estimate;
 pub mod power;
-pub mod pricing;
-pub mod report;
-pub mod schedule;
 pub mod sim;
-pub mod tiers;
 pub mod units;
 pub mod verify;
-pub mod watch;
+
+// The analysis model, a crate of its own (analysis/): under its old paths too.
+pub use analysis::{cycles, pricing, report, schedule, tiers, watch};

@@ -36,6 +36,7 @@ const CRATES: &[(&str, &str)] = &[
     ("kernels", "kernels/src/lib.rs"),
     ("gen", "gen/src/lib.rs"),
     ("verilator_tb", "verilator_tb/src/lib.rs"),
+    ("analysis", "analysis/src/lib.rs"),
     ("python", "python/src/lib.rs"),
 ];
 

@@ -244,7 +244,9 @@ mod tests {
         assert_eq!(fit_exp([0.0, -0.0], e4), 0);
         assert_eq!(fit_exp([65504.0], Format::FP8_E5M2), -1);
         assert!(
-            scaled_per_tensor(Format::FP16, e4) && !scaled_per_tensor(Format::FP16, Format::BF16)
+            scaled_per_tensor(e4)
+                && !scaled_per_tensor(Format::BF16)
+                && !scaled_per_tensor(Format::FP16)
         );
         let xs: Vec<u64> = [1.0f64, -3.0, 1e-3, 65504.0]
             .iter()

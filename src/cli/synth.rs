@@ -69,7 +69,7 @@ pub(super) fn synth_cmd(args: SynthArgs) -> Result<ExitCode> {
     if parts.len() > 1 {
         println!(
             "\nBy tier (each part a module: Yosys's cells and flip-flops, the design's memory \
-             bits; see src/tiers.rs):{}",
+             bits; see analysis/src/tiers.rs):{}",
             crate::tiers::table(&parts)
         );
     }
@@ -111,7 +111,7 @@ fn asic_cmd(cfg: &CoreConfig, args: &SynthArgs) -> Result<ExitCode> {
     let parts = crate::tiers::parts(cfg, &report, &manifest.memories);
     if parts.len() > 1 {
         println!(
-            "\nBy tier (each part's modules, their area with every instance; see src/tiers.rs):{}",
+            "\nBy tier (each part's modules, their area with every instance; see analysis/src/tiers.rs):{}",
             crate::tiers::table(&parts)
         );
     }
