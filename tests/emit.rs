@@ -1159,3 +1159,18 @@ fn verilator_version_gate() {
     );
     check_verilator_version((5, 6)).unwrap();
 }
+
+/// A core on OCP FP8 operands (E4M3, its beat of 16 values 128 bits) lints clean under
+/// -Wall; its names say the format. (Its units, the E4M3 and E5M2 multipliers, conversions
+/// and MACs, are linted and synthesized by `every_unit_lints_clean_and_synthesizes_without_
+/// latches`.)
+#[test]
+fn fp8_core_lints_clean() {
+    let mut cfg = small();
+    cfg.set_in_format(Format::FP8_E4M3);
+    assert_eq!(cfg.mem_width, 128);
+    let (dir, manifest) = gen_into(&cfg, Target::Core);
+    assert!(manifest.top.contains("_w128_pe_e4m3fn_"), "{}", manifest.top);
+    let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
