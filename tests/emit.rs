@@ -1170,7 +1170,11 @@ fn fp8_core_lints_clean() {
     cfg.set_in_format(Format::FP8_E4M3);
     assert_eq!(cfg.mem_width, 128);
     let (dir, manifest) = gen_into(&cfg, Target::Core);
-    assert!(manifest.top.contains("_w128_pe_e4m3fn_"), "{}", manifest.top);
+    assert!(
+        manifest.top.contains("_w128_pe_e4m3fn_"),
+        "{}",
+        manifest.top
+    );
     let warnings = gen::flow::verilator_lint(dir.path(), &manifest).unwrap();
     assert!(warnings.is_empty(), "{warnings:#?}");
 }

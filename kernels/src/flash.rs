@@ -167,7 +167,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
         "operands in {} are not supported",
         fmt.name()
     );
-    let host = Host { fmt };
+    let host = Host::new(fmt);
     let wide =
         |x: &[u16]| -> Vec<f32> { x.iter().map(|&h| f32::from_bits(host.widen(h))).collect() };
     // Quantized QKᵀ reads its own integers: Q and K are not widened then.
@@ -176,10 +176,44 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
         Some(_) => (vec![], vec![]),
     };
     let vf = wide(p.v);
+    // K transposed block by block (d × Bc each, zeros past the last key) where every product
+    // is exact in binary32: a row's scores of a block are then Bc chains side by side, each
+    // adding its d products in order (the MAC's), which the loop over them vectorizes.
+    let bc = cfg.bc;
+    let kt: Vec<f32> = if quant.is_none() && host.exact {
+        let mut kt = vec![0.0f32; p.k_len.div_ceil(bc) * d * bc];
+        for (j, row) in kf.chunks(d).enumerate() {
+            let (b, jj) = (j / bc, j % bc);
+            for (x, &v) in row.iter().enumerate() {
+                kt[(b * d + x) * bc + jj] = v;
+            }
+        }
+        kt
+    } else {
+        vec![]
+    };
     // Row i's scores in the block from key `k_base` into `s` (masked: −Inf for the max) and
     // which keys are visible into `visible`; returns the MACs they took.
     let scores = |i: usize, k_base: usize, s: &mut [u32], visible: &mut [bool]| {
         let mut macs = 0u64;
+        if !kt.is_empty() {
+            let block = &kt[k_base / bc * d * bc..][..d * bc];
+            s.fill(ACC_CLEAR);
+            for (&a, kx) in qf[i * d..(i + 1) * d].iter().zip(block.chunks_exact(bc)) {
+                for (sj, &b) in s.iter_mut().zip(kx) {
+                    *sj = mac_native(f32::from_bits(*sj), a, b).to_bits();
+                }
+            }
+            for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
+                *vis = !mask.masked(i, k_base + jj);
+                *sj = match *vis {
+                    true => canonical_nan(f32::from_bits(*sj)),
+                    false => F32_NEG_INF,
+                };
+                macs += (*vis as u64) * d as u64;
+            }
+            return macs;
+        }
         for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
             let j = k_base + jj;
             *vis = !mask.masked(i, j);
@@ -273,9 +307,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                     }
                     let w = f32::from_bits(w);
                     let vj = &vf[(k_base + jj) * d..(k_base + jj + 1) * d];
-                    for (x, &vv) in orow.iter_mut().zip(vj) {
-                        *x = canonical_nan(host.mac(f32::from_bits(*x), w, vv));
-                    }
+                    host.mac_row(orow, w, vj);
                     stats.macs += d as u64;
                 }
             }
@@ -288,20 +320,52 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
 }
 
 /// The operands' arithmetic on the host: each operand widened once (exact) to binary32, and
-/// the host-FPU MAC (`fp::mac_host`, bit-exact with `mac_fused` once a chain's result passes
-/// `canonical_nan`).
+/// the host-FPU MAC, bit-exact with `mac_fused` once a chain's result passes `canonical_nan`:
+/// `mac_native` where every product is exact in binary32, the host's fused multiply-add
+/// otherwise, the choice made once.
 #[derive(Clone, Copy)]
 struct Host {
     fmt: Format,
+    /// Every product of two operands is exact in binary32 (`Format::exact_product`), asked
+    /// once: the plain multiply-add is then the fused one.
+    exact: bool,
 }
 
 impl Host {
+    fn new(fmt: Format) -> Host {
+        Host {
+            fmt,
+            exact: fmt.exact_product() == Format::FP32,
+        }
+    }
+
     fn widen(self, h: u16) -> u32 {
         widen(h, self.fmt)
     }
 
+    /// `o[x] += w · v[x]` for a row of O accumulators (binary32 bits), each the MAC's one
+    /// rounding. NaNs are left as the host makes them: a NaN stays NaN through every later
+    /// MAC and rescale, and the normalizing multiply makes it the canonical one, so the row's
+    /// results are the model's; the loop, free of that branch, vectorizes.
+    fn mac_row(self, o: &mut [u32], w: f32, v: &[f32]) {
+        if self.exact {
+            for (x, &vv) in o.iter_mut().zip(v) {
+                *x = mac_native(f32::from_bits(*x), w, vv).to_bits();
+            }
+        } else {
+            for (x, &vv) in o.iter_mut().zip(v) {
+                *x = w.mul_add(vv, f32::from_bits(*x)).to_bits();
+            }
+        }
+    }
+
+    #[inline(always)]
     fn mac(self, acc: f32, a: f32, b: f32) -> f32 {
-        mac_host(acc, a, b, self.fmt)
+        if self.exact {
+            mac_native(acc, a, b)
+        } else {
+            a.mul_add(b, acc)
+        }
     }
 }
 

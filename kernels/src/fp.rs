@@ -266,10 +266,23 @@ pub fn fp32_to_fp16(x: u32) -> u16 {
 // An operand format's arithmetic on the host, as the hardware does it, at host speed. Every
 // operand format up to 16 bits widens exactly to binary32.
 
-/// `x`, an operand of `fmt`, widened (exactly) to binary32.
+/// `x`, an operand of `fmt`, widened (exactly) to binary32: [`convert`]'s result, by the
+/// host's conversion for binary16 and by a shift for a format of binary32's exponent range
+/// (bfloat16), NaNs made canonical.
 #[inline]
 pub fn widen(x: u16, fmt: Format) -> u32 {
-    convert(x as u64, fmt, Format::FP32) as u32
+    let y = if fmt == Format::FP16 {
+        half::f16::from_bits(x).to_f32().to_bits()
+    } else if fmt.exp == Format::FP32.exp && fmt.has_inf() {
+        (x as u32) << (Format::FP32.bits() - fmt.bits())
+    } else {
+        return convert(x as u64, fmt, Format::FP32) as u32;
+    };
+    if f32_is_nan(y) {
+        F32_QNAN
+    } else {
+        y
+    }
 }
 
 /// The binary32 `x` rounded to `fmt` (nearest even, [`convert`]'s specials), by `half`'s
@@ -280,18 +293,6 @@ pub fn narrow(x: u32, fmt: Format) -> u16 {
         fp32_to_fp16_native(x)
     } else {
         convert(x as u64, Format::FP32, fmt) as u16
-    }
-}
-
-/// A MAC of widened `fmt` operands on the host's FPU, bit-exact with [`mac_fused`] once a
-/// chain's result passes [`canonical_nan`]: [`mac_native`] where every product is exact in
-/// binary32 (so the plain multiply-add rounds once), else the host's fused multiply-add.
-#[inline]
-pub fn mac_host(acc: f32, a: f32, b: f32, fmt: Format) -> f32 {
-    if fmt.exact_product() == Format::FP32 {
-        mac_native(acc, a, b)
-    } else {
-        a.mul_add(b, acc)
     }
 }
 
@@ -1348,6 +1349,25 @@ mod tests {
                         assert_eq!(y.to_bits(), want.to_bits(), "{a:#x} {b:#x} {f:?}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The host's widening is `convert`'s, on every value of every operand format.
+    #[test]
+    fn widen_is_convert_for_every_operand() {
+        for f in [
+            Format::FP16,
+            Format::BF16,
+            Format::FP8_E4M3,
+            Format::FP8_E5M2,
+        ] {
+            for x in 0..=f.mask() {
+                assert_eq!(
+                    widen(x as u16, f) as u64,
+                    convert(x, f, Format::FP32),
+                    "{x:#x} {f:?}"
+                );
             }
         }
     }
