@@ -179,17 +179,23 @@ pub fn attention_f64_values(
     // The identity `sum` starts from, so that the per-column sums below (keys in order, as
     // `(0..k_len).map(..).sum()` adds them) are the same numbers.
     let zero: f64 = std::iter::empty::<f64>().sum();
+    let kt = transposed(kf, d);
     let mut out = vec![0.0; q_len * d];
     let mut acc = vec![zero; d];
+    let mut dots = vec![zero; k_len];
     for i in 0..q_len {
         let qi = &qf[i * d..(i + 1) * d];
-        let scores: Vec<Option<f64>> = (0..k_len)
-            .map(|j| {
-                visible(i, j, q_len, k_len, causal).then(|| {
-                    let kj = &kf[j * d..(j + 1) * d];
-                    qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>() * scale
-                })
-            })
+        // Every key's dot product side by side, each the sum of its d products in order.
+        dots.fill(zero);
+        for (&a, kx) in qi.iter().zip(kt.chunks_exact(k_len.max(1))) {
+            for (dot, &b) in dots.iter_mut().zip(kx) {
+                *dot += a * b;
+            }
+        }
+        let scores: Vec<Option<f64>> = dots
+            .iter()
+            .enumerate()
+            .map(|(j, &dot)| visible(i, j, q_len, k_len, causal).then(|| dot * scale))
             .collect();
         let m = nan_max(scores.iter().flatten().copied());
         if m == f64::NEG_INFINITY {
@@ -247,23 +253,24 @@ fn plain(a: &Inputs) -> Vec<f64> {
     let scale = (1.0 / (d as f64).sqrt()) as f32 * 2f32.powi(-score_exp);
     let w = |x: &[u16]| -> Vec<f32> { x.iter().map(|&x| value(x, format) as f32).collect() };
     let (qf, kf, vf) = (w(q), w(k), w(v));
+    let kt = transposed(&kf, d);
     let mut out = vec![0.0; q_len * d];
     let mut acc = vec![0.0f32; d];
+    let mut dots = vec![0.0f32; k_len];
     for i in 0..q_len {
         let qi = &qf[i * d..(i + 1) * d];
         // Loops, not closures: a closure would not inherit `plain_fma`'s FMA feature, and each
-        // `mul_add` would become a call.
+        // `mul_add` would become a call. Every key's dot product side by side, each its d
+        // products in order.
+        dots.fill(0.0);
+        for (&a, kx) in qi.iter().zip(kt.chunks_exact(k_len.max(1))) {
+            for (dot, &b) in dots.iter_mut().zip(kx) {
+                *dot = a.mul_add(b, *dot);
+            }
+        }
         let mut scores: Vec<Option<f32>> = Vec::with_capacity(k_len);
-        for j in 0..k_len {
-            if !visible(i, j, q_len, k_len, causal) {
-                scores.push(None);
-                continue;
-            }
-            let mut dot = 0.0f32;
-            for (&a, &b) in qi.iter().zip(&kf[j * d..(j + 1) * d]) {
-                dot = a.mul_add(b, dot);
-            }
-            scores.push(Some(dot * scale));
+        for (j, &dot) in dots.iter().enumerate() {
+            scores.push(visible(i, j, q_len, k_len, causal).then_some(dot * scale));
         }
         // Exact: every f32 is an f64.
         let m = nan_max(scores.iter().flatten().map(|&x| x as f64)) as f32;
@@ -288,6 +295,18 @@ fn plain(a: &Inputs) -> Vec<f64> {
         }
     }
     out
+}
+
+/// `m` (rows of `d` values, row-major) transposed: `d` rows of one value per row of `m`.
+fn transposed<T: Copy + Default>(m: &[T], d: usize) -> Vec<T> {
+    let rows = m.len() / d.max(1);
+    let mut t = vec![T::default(); m.len()];
+    for (j, row) in m.chunks(d).enumerate() {
+        for (x, &v) in row.iter().enumerate() {
+            t[x * rows + j] = v;
+        }
+    }
+    t
 }
 
 /// Largest |got − want| and largest finite |want| over all elements. Equal values count as
