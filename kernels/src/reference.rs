@@ -195,7 +195,7 @@ pub fn attention_f64_values(
         let scores: Vec<Option<f64>> = dots
             .iter()
             .enumerate()
-            .map(|(j, &dot)| visible(i, j, q_len, k_len, causal).then(|| dot * scale))
+            .map(|(j, &dot)| visible(i, j, q_len, k_len, causal).then_some(dot * scale))
             .collect();
         let m = nan_max(scores.iter().flatten().copied());
         if m == f64::NEG_INFINITY {
