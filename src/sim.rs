@@ -984,7 +984,9 @@ pub const F16_MAX: f64 = 65504.0;
 ///
 /// With `format` BF16, the values are rounded to BF16 instead (FP16 and FP32 alike; numpy has
 /// no bfloat16), and the range is BF16's (±3.39e38, FP32's but for the last half ulp). One
-/// loop serves both ([`rounded_to`]).
+/// loop serves both ([`rounded_to`]). A format of a narrower range than binary16's (FP8)
+/// stores the tensor at the power-of-two scale that fits it (`Input::exp`): nothing is out of
+/// its range.
 pub fn load_input(
     path: &Path,
     what: &str,
@@ -1005,7 +1007,18 @@ pub fn load_input(
             file_axes(layout)
         ),
     };
-    let (mut bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
+    let (mut bits, saturated, exp) = if kernels::operands::scaled_per_tensor(format) {
+        let from = match t.dtype {
+            DType::F16 => hdl::format::Format::FP16,
+            DType::F32 => hdl::format::Format::FP32,
+        };
+        let values: Vec<u64> = t.data.iter().map(|&x| x as u64).collect();
+        let (bits, exp) = kernels::operands::round_scaled(&values, from, format);
+        (bits, 0, exp)
+    } else {
+        let (bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
+        (bits, saturated, 0)
+    };
     if t.shape.len() == 3 && layout == Bshd {
         bits = swap_outer_axes(&bits, shape[1], shape[0], shape[2]);
     }
@@ -1014,6 +1027,7 @@ pub fn load_input(
         shape,
         file_shape: t.shape,
         saturated,
+        exp,
     })
 }
 
@@ -1027,6 +1041,10 @@ pub struct Input {
     pub file_shape: Vec<usize>,
     /// Values clamped to the format's largest finite value (only with `saturate`).
     pub saturated: u64,
+    /// The tensor's per-tensor scale exponent: a format of a narrower range than binary16's
+    /// (FP8) stores it as its values × 2^exp, fitted to the format's top binade
+    /// (`kernels::operands::round_scaled`); 0 otherwise.
+    pub exp: i32,
 }
 
 /// The axes of a 3-D `.npy` file in `layout`, as messages name them.
@@ -1148,7 +1166,11 @@ pub fn load_problem(
         out,
         format,
         qk: None,
-        scales: Default::default(),
+        scales: kernels::operands::TensorScales {
+            q: qi.exp,
+            k: ki.exp,
+            v: vi.exp,
+        },
     };
     Ok((a, rank, qi.saturated + ki.saturated + vi.saturated))
 }

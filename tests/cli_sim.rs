@@ -327,6 +327,80 @@ fn sim_runs_fp8_operands_on_every_variant() {
     }
 }
 
+/// `.npy` inputs past FP8's range (V about 1,000 times larger than E4M3's largest value) are
+/// stored at their per-tensor scales, not refused: O, with V's scale taken back, is within FP8's
+/// error of f64 attention on the files' own values, computed here.
+#[test]
+fn sim_scales_npy_inputs_into_fp8() {
+    let dir = ScratchDir::new("cli-sim-fp8-npy").unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (len, d) = (30, 16);
+    let mut rng = kernels::patterns::Rng(0x5EED);
+    let mut tensor = |scale: f32| -> Vec<f32> {
+        (0..len * d)
+            .map(|_| ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale)
+            .collect()
+    };
+    let (q, k, v) = (tensor(2.0), tensor(2.0), tensor(8e5));
+    for (name, t) in [("q.npy", &q), ("k.npy", &k), ("v.npy", &v)] {
+        let data = t.iter().map(|x| x.to_bits()).collect();
+        let shape = vec![len, d];
+        npy::write(
+            Path::new(&p(name)),
+            &Tensor {
+                dtype: DType::F32,
+                shape,
+                data,
+            },
+        )
+        .unwrap();
+    }
+    let (qp, kp, vp, op) = (p("q.npy"), p("k.npy"), p("v.npy"), p("o.npy"));
+    let args = [
+        "sim",
+        "--in-format",
+        "fp8e4m3",
+        "--q",
+        &qp,
+        "--k",
+        &kp,
+        "--v",
+        &vp,
+        "--out",
+        &op,
+    ];
+    let o = regflash(&args);
+    assert!(
+        o.status.success() && text(&o).contains("PASS"),
+        "{}",
+        text(&o)
+    );
+    let wide = |t: &[f32]| t.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    let want = kernels::reference::attention_f64_values(
+        &wide(&q),
+        &wide(&k),
+        &wide(&v),
+        len,
+        len,
+        d,
+        false,
+    );
+    let got = npy::read(Path::new(&op)).unwrap();
+    let max_v = v.iter().fold(0f32, |m, x| m.max(x.abs())) as f64;
+    let err = got
+        .data
+        .iter()
+        .zip(&want)
+        .map(|(&g, &w)| (f32::from_bits(g) as f64 - w).abs())
+        .fold(0.0, f64::max);
+    // E4M3 holds 4 significant bits: a few of its unit roundoffs (2^-4) of max |V|.
+    assert!(
+        err / max_v < 0.1,
+        "max |O - O_f64| / max |V| = {}",
+        err / max_v
+    );
+}
+
 /// The hardware model's O of one head, computed here from the head's own rows: what the
 /// tests below hold the CLI's grouping and packing against.
 fn model_head(q: &[u16], k: &[u16], v: &[u16], causal: bool) -> Vec<u32> {

@@ -171,12 +171,18 @@ pub fn fit_exp(values: impl IntoIterator<Item = f64>, to: Format) -> i32 {
 /// them.
 pub fn round_scaled(values: &[u64], from: Format, to: Format) -> (Vec<u16>, i32) {
     let e = fit_exp(values.iter().map(|&x| value_of(x, from)), to);
+    (round_at(values, from, to, e), e)
+}
+
+/// `values` of `from` as operands in `to` at the scale 2^`e` (each value times 2^e, rounded
+/// once); `e` at most [`fit_exp`]'s for them, so that they stay in range.
+pub fn round_at(values: &[u64], from: Format, to: Format, e: i32) -> Vec<u16> {
     let scaled = values
         .iter()
         .map(|&x| (value_of(x, from) * 2f64.powi(e)).to_bits());
     let (bits, _) = round_operands(scaled, Format::FP64, to, false)
         .expect("a tensor scaled into the format's range rounds within it");
-    (bits, e)
+    bits
 }
 
 /// The multi-index of flat element `i` of a C-order array of `shape`, as a message names it.

@@ -52,8 +52,17 @@ impl Batch {
 
     /// The same sequences in `format` ([`Attention::converted`]).
     pub fn converted(self, format: hdl::format::Format) -> Batch {
+        // One set of per-tensor scales for every sequence: they share the SCALE register.
+        let scales = match self.seqs.first() {
+            Some(a) if a.format != format => Attention::fitted_scales_of(&self.seqs, format),
+            _ => None,
+        };
         Batch {
-            seqs: self.seqs.into_iter().map(|a| a.converted(format)).collect(),
+            seqs: self
+                .seqs
+                .into_iter()
+                .map(|a| a.converted_at(format, scales))
+                .collect(),
         }
     }
 
@@ -113,7 +122,7 @@ impl Batch {
                 out: packed.out,
                 format: packed.format,
                 qk: packed.qk,
-                scales: Default::default(),
+                scales: packed.scales,
             });
             q0 += q_len;
             k0 += k_len;

@@ -216,23 +216,49 @@ impl Attention {
     /// The same values in `format`: binary16 kept, bfloat16 rounded from them (nearest even),
     /// so both formats see the same problems; a format of a narrower range (FP8) at per-tensor
     /// power-of-two scales that fit each tensor into it (`kernels::operands::round_scaled`).
-    pub fn converted(mut self, format: Format) -> Self {
-        if format != self.format && kernels::operands::scaled_per_tensor(format) {
+    pub fn converted(self, format: Format) -> Self {
+        let scales = match format != self.format {
+            true => Attention::fitted_scales_of(std::slice::from_ref(&self), format),
+            false => None,
+        };
+        self.converted_at(format, scales)
+    }
+
+    /// The per-tensor scales that fit Q, K and V of all of `problems` into `format`, if it is
+    /// stored at scales (`kernels::operands::fit_exp`): one set a varlen batch's sequences
+    /// share, as they share the SCALE register.
+    pub fn fitted_scales_of(problems: &[Attention], format: Format) -> Option<TensorScales> {
+        use kernels::operands::fit_exp;
+        if !kernels::operands::scaled_per_tensor(format) {
+            return None;
+        }
+        let exp = |t: fn(&Attention) -> &[u16]| {
+            let values = problems.iter().flat_map(|a| {
+                t(a).iter()
+                    .map(|&x| kernels::reference::value_of(x as u64, a.format))
+            });
+            fit_exp(values, format)
+        };
+        Some(TensorScales {
+            q: exp(|a| &a.q),
+            k: exp(|a| &a.k),
+            v: exp(|a| &a.v),
+        })
+    }
+
+    /// [`Attention::converted`] at the given per-tensor `scales` (None: stored as they are).
+    pub fn converted_at(mut self, format: Format, scales: Option<TensorScales>) -> Self {
+        if let (true, Some(scales)) = (format != self.format, scales) {
             assert_eq!(self.scales, TensorScales::default(), "scaled twice");
             let from = self.format;
-            let mut exps = [0; 3];
             for (t, e) in [&mut self.q, &mut self.k, &mut self.v]
                 .into_iter()
-                .zip(&mut exps)
+                .zip([scales.q, scales.k, scales.v])
             {
                 let wide: Vec<u64> = t.iter().map(|&x| x as u64).collect();
-                (*t, *e) = kernels::operands::round_scaled(&wide, from, format);
+                *t = kernels::operands::round_at(&wide, from, format, e);
             }
-            self.scales = TensorScales {
-                q: exps[0],
-                k: exps[1],
-                v: exps[2],
-            };
+            self.scales = scales;
             self.format = format;
         }
         if format != self.format {
