@@ -348,8 +348,10 @@ pub fn report(
     }
     if !out.status.success() || cells.is_empty() {
         bail!(
-            "OpenSTA's power report ({}) has no cell: {}",
+            "OpenSTA ({}) ended with {} and its power report ({}) has no cell: {}",
             path.display(),
+            out.status,
+            dir.join(format!("{tag}.txt")).display(),
             text.lines().rev().take(8).collect::<Vec<_>>().join(" | ")
         );
     }
