@@ -1007,18 +1007,7 @@ pub fn load_input(
             file_axes(layout)
         ),
     };
-    let (mut bits, saturated, exp) = if kernels::operands::scaled_per_tensor(format) {
-        let from = match t.dtype {
-            DType::F16 => hdl::format::Format::FP16,
-            DType::F32 => hdl::format::Format::FP32,
-        };
-        let values: Vec<u64> = t.data.iter().map(|&x| x as u64).collect();
-        let (bits, exp) = kernels::operands::round_scaled(&values, from, format);
-        (bits, 0, exp)
-    } else {
-        let (bits, saturated) = rounded_to(&t, path, what, saturate, format)?;
-        (bits, saturated, 0)
-    };
+    let (mut bits, saturated, exp) = rounded_to(&t, path, what, saturate, format)?;
     if t.shape.len() == 3 && layout == Bshd {
         bits = swap_outer_axes(&bits, shape[1], shape[0], shape[2]);
     }
@@ -1066,23 +1055,25 @@ fn swap_outer_axes<T: Copy>(t: &[T], a: usize, b: usize, d: usize) -> Vec<T> {
     out
 }
 
-/// [`load_input`]'s values: every value rounded to `format` (`kernels::operands`), a finite
-/// value that rounds to infinity refused, or with `saturate` clamped to the largest finite
-/// value and counted.
+/// [`load_input`]'s values as `kernels::operands::round_tensor` stores them: every value
+/// rounded to `format`, at the tensor's scale where the format is stored so, else a finite
+/// value past the range refused, or with `saturate` clamped to the largest finite value and
+/// counted. The bits, the values clamped, the scale's exponent.
 fn rounded_to(
     t: &Tensor,
     path: &Path,
     what: &str,
     saturate: bool,
     format: hdl::format::Format,
-) -> Result<(Vec<u16>, u64)> {
+) -> Result<(Vec<u16>, u64, i32)> {
     use hdl::format::Format;
-    use kernels::operands::{largest_finite, multi_index, round_operands, show};
+    use kernels::operands::{largest_finite, multi_index, round_tensor, show};
     let from = match t.dtype {
         DType::F16 => Format::FP16,
         DType::F32 => Format::FP32,
     };
-    round_operands(t.data.iter().map(|&x| x as u64), from, format, saturate).map_err(|e| {
+    let values: Vec<u64> = t.data.iter().map(|&x| x as u64).collect();
+    round_tensor(&values, from, format, saturate).map_err(|e| {
         anyhow::anyhow!(
             "{what} in {}: element {:?} {}: scale the input, or pass --saturate to clamp such \
              values to ±{}",

@@ -1280,7 +1280,7 @@ mod tests {
     /// largest and smallest values, the specials, and saturation in E4M3.
     #[test]
     fn ocp_fp8_encodings() {
-        let v = |x: u64, f: Format| value_of_fp(x, f);
+        let v = crate::reference::value_of;
         let e4 = Format::FP8_E4M3;
         assert_eq!(
             (e4.name(), e4.bits(), e4.bias()),
@@ -1370,10 +1370,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    fn value_of_fp(x: u64, f: Format) -> f64 {
-        f64::from_bits(convert(x, f, FP64))
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub fn show(x: f64) -> String {
 
 /// The largest finite value of `format`: 65504 for binary16, 448 for E4M3.
 pub fn largest_finite(format: Format) -> f64 {
-    value_of(format.max_finite_bits(), format)
+    format.max_finite()
 }
 
 /// Half an ulp above the largest finite value of `format`, where rounding leaves the range:
@@ -172,6 +172,24 @@ pub fn fit_exp(values: impl IntoIterator<Item = f64>, to: Format) -> i32 {
 pub fn round_scaled(values: &[u64], from: Format, to: Format) -> (Vec<u16>, i32) {
     let e = fit_exp(values.iter().map(|&x| value_of(x, from)), to);
     (round_at(values, from, to, e), e)
+}
+
+/// A tensor's `values` of `from` as operands in `to`, as every front end (the CLI's `.npy`
+/// files, Python's arrays) stores them: where `to` is stored at per-tensor scales, at the
+/// scale that fits them ([`round_scaled`]: nothing is out of range); otherwise as they are
+/// ([`round_operands`]: a value past the range refused, or with `saturate` clamped and
+/// counted). The bits, the values clamped, and the scale's exponent.
+pub fn round_tensor(
+    values: &[u64],
+    from: Format,
+    to: Format,
+    saturate: bool,
+) -> Result<(Vec<u16>, u64, i32), OutOfRange> {
+    if scaled_per_tensor(to) {
+        let (bits, e) = round_scaled(values, from, to);
+        return Ok((bits, 0, e));
+    }
+    round_operands(values.iter().copied(), from, to, saturate).map(|(bits, n)| (bits, n, 0))
 }
 
 /// `values` of `from` as operands in `to` at the scale 2^`e` (each value times 2^e, rounded

@@ -331,7 +331,7 @@ impl Design {
         name: &str,
     ) -> PyResult<(Bound<'py, PyBytes>, i32)> {
         use kernels::format::Format;
-        use kernels::operands::{largest_finite, multi_index, round_operands, show};
+        use kernels::operands::{largest_finite, multi_index, round_tensor, show};
         let format = self.cfg.in_format;
         let (rounded, exp) = py
             .detach(|| -> Result<(Vec<u16>, i32)> {
@@ -346,17 +346,16 @@ impl Design {
                     "{name}: {} bytes are not whole {itemsize}-byte values",
                     data.len()
                 );
-                let values = data.chunks_exact(itemsize).map(|c| {
-                    let mut b = [0u8; 8];
-                    b[..itemsize].copy_from_slice(c);
-                    u64::from_le_bytes(b)
-                });
-                if kernels::operands::scaled_per_tensor(format) {
-                    let values: Vec<u64> = values.collect();
-                    return Ok(kernels::operands::round_scaled(&values, from, format));
-                }
-                round_operands(values, from, format, false)
-                    .map(|(bits, _)| (bits, 0))
+                let values: Vec<u64> = data
+                    .chunks_exact(itemsize)
+                    .map(|c| {
+                        let mut b = [0u8; 8];
+                        b[..itemsize].copy_from_slice(c);
+                        u64::from_le_bytes(b)
+                    })
+                    .collect();
+                round_tensor(&values, from, format, false)
+                    .map(|(bits, _, exp)| (bits, exp))
                     .map_err(|e| {
                         anyhow::anyhow!(
                             "{name}{:?} {}, which the core reads: scale the input, or clamp it to \

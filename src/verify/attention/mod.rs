@@ -154,15 +154,6 @@ impl Attention {
         kernels::softmax::scaled_constant(self.head_dim, self.scales.score_exp())
     }
 
-    /// O's bits as the problem's values (f64): `out` decoded, V's scale taken back.
-    pub fn descaled(&self, out: &[u32]) -> Vec<f64> {
-        let back = 2f64.powi(-self.scales.v);
-        decode(out, self.out, self.format)
-            .into_iter()
-            .map(|x| x * back)
-            .collect()
-    }
-
     /// The same problem as the design `p` takes it: its operand format
     /// ([`Attention::converted`]) and its QKᵀ ([`Attention::for_qk_of`]).
     pub fn for_design(self, p: &CoreParams) -> Self {
