@@ -111,11 +111,11 @@ pub fn widen(cfg: &mut CoreConfig, heads: usize, seq: usize) -> Option<String> {
     let index = bits((seq.max(heads) + cfg.br.max(cfg.bc) as usize) as u64);
     // unfused reads a tile's S back as a block of br rows per block of keys (rowfused's
     // spill: per block past its S arrays).
-    let flow = cfg.variant.flow();
-    let scratch_rows = match flow.scratch() {
+    let plan = cfg.variant.plan();
+    let scratch_rows = match plan.scratch() {
         true => {
-            let held = match flow.spills() {
-                true => flow.row_keys().unwrap_or(0) / cfg.bc.max(1),
+            let held = match plan.spills() {
+                true => plan.row_keys().unwrap_or(0) / cfg.bc.max(1),
                 false => 0,
             };
             (seq.div_ceil(cfg.bc.max(1) as usize) as u64).saturating_sub(held as u64)

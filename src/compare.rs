@@ -51,9 +51,8 @@ pub const DESIGNS: [DesignRow; 8] = [
 /// problem. A configuration that is rowfused already keeps its own `keys`.
 pub fn rowfused_config(cfg: &CoreConfig, seq: usize) -> CoreConfig {
     let mut c = cfg.with_variant(VariantKind::Rowfused);
-    if let (false, hdl::config::Variant::Rowfused(r)) =
-        (cfg.variant.kind() == VariantKind::Rowfused, &mut c.variant)
-    {
+    let sized = cfg.variant.rowfused().is_some();
+    if let (false, hdl::config::Variant::Rowfused(r)) = (sized, &mut c.variant) {
         let bc = cfg.bc.max(1) as usize;
         r.keys = (seq.div_ceil(bc).next_power_of_two() * bc).min(u32::MAX as usize) as u32;
     }
@@ -435,7 +434,12 @@ fn check_plan(plan: &ComparePlan, configs: &[(RunKind, CoreConfig)]) -> Result<M
         for (c, (kind, cfg)) in configs.iter().enumerate() {
             let mut w = match kind {
                 RunKind::Rowfused => rowfused_config(&plan.config, seq),
-                _ => cfg.clone(),
+                RunKind::Buf2d
+                | RunKind::Reg2d
+                | RunKind::Reg3d
+                | RunKind::Reg3dIso
+                | RunKind::RowfusedSpill
+                | RunKind::Unfused => cfg.clone(),
             };
             let widened = crate::bench::widen(&mut w, plan.heads, seq).is_some();
             w.validate()

@@ -66,7 +66,50 @@ pub fn generated() -> Result<Vec<Generated>> {
             text: mermaid(&d, &row)?,
         });
     }
+    v.push(Generated {
+        file: "docs/variants.md",
+        key: "plans",
+        text: plans_table(),
+    });
     Ok(v)
+}
+
+/// Each variant's phase plan (`Dataflow::plan`): its arrays, where S and P live, and the
+/// passes a tile runs, each phase with what it reads and leaves.
+fn plans_table() -> String {
+    use hdl::config::RowParams;
+    use hdl::variants::passes_text;
+    let mut t = String::from(
+        "| design | arrays | S | P | a tile's passes, each over every block (‖ between passes) |\n\
+         |---|---|---|---|---|\n",
+    );
+    let spill = Variant::Rowfused(RowParams {
+        spill: true,
+        ..RowParams::default()
+    });
+    let three = Variant::reg3d(3);
+    let designs = VariantKind::ALL
+        .iter()
+        .map(|k| k.with_defaults())
+        .chain([three, spill]);
+    for v in designs {
+        let plan = v.plan();
+        let passes = passes_text(&plan.passes(false));
+        t += &format!(
+            "| {} | {} | {} | {} | {passes} |\n",
+            v.label(),
+            plan.arrays,
+            plan.s,
+            plan.p
+        );
+        if plan.spills() {
+            t += &format!(
+                "| … past the S array | | | | {} |\n",
+                passes_text(&plan.passes(true))
+            );
+        }
+    }
+    t
 }
 
 /// `unit` of `cfg` built into a fresh design, and its module name.

@@ -898,7 +898,7 @@ fn report(
     if let Err(e) = acc.check() {
         failures.push(format!("not correct against the f64 reference: {e}"));
     }
-    let report = SimReport {
+    SimReport {
         preset: cfg.name.clone(),
         variant: cfg.variant.to_string(),
         rescale: cfg.rescale.to_string(),
@@ -932,7 +932,7 @@ fn report(
         array_busy: c("mac_cycles") as f64 / cycles.max(1) as f64,
         tiers: p.row.tiers(),
         mac_tiers: p.row.mac_tiers(),
-        vlink_bits: p.row.flow().s_link_bits(),
+        vlink_bits: p.row.plan().s_link_bits(),
         s_access_bits: p.row.access_bits().0,
         p_access_bits: p.row.access_bits().1,
         qk_tier_busy: c("qk_cycles") as f64 / cycles.max(1) as f64,
@@ -964,8 +964,7 @@ fn report(
         failures,
         passed: chk.ok(),
         seqlens: vec![],
-    };
-    report
+    }
 }
 
 /// FP16's largest finite value.

@@ -20,6 +20,7 @@ use hdl::core::readout::Readout as Ro;
 use hdl::core::sequencer::Seq;
 use hdl::core::CoreParams;
 use hdl::mem::dma::CHECK_CYCLES;
+use hdl::variants::{Plan, SHome, WholeRows};
 
 use crate::schedule::{needed_keys, tile_scratch_beats, Shape};
 
@@ -172,16 +173,14 @@ struct Model<'a> {
     interleaved: bool,
     qk_went: bool,
     two_port: bool,
-    buffered: bool,
-    /// rowfused: every QK and max pass of a tile first, then exp pass and PV per block.
-    two_pass: bool,
-    /// unfused: every QK and max pass (S written out), every exp pass (S read back, P written
-    /// out), every PV (P read back); the scratch channel's descriptor of the tile (0 none, 1
-    /// S, 2 P).
-    unfused: bool,
-    /// rowfused with `spill`: the blocks past the S arrays' `held` go out after their max
+    /// The variant's plan. S in memory (unfused): every QK and max pass (S written out), every
+    /// exp pass (S read back, P written out), every PV (P read back). An S array of whole rows
+    /// that spills (rowfused with `spill`): the blocks past its `held` go out after their max
     /// pass and come back through the scratch channel for their exp pass.
-    spill: bool,
+    plan: Plan,
+    /// A two-pass softmax (rowfused, unfused): every QK and max pass of a tile first, then exp
+    /// pass and PV per block.
+    two_pass: bool,
     held: u64,
     x_phase: u8,
     qk_steps: u64,
@@ -276,11 +275,9 @@ impl<'a> Model<'a> {
             streams: p.row.two_streams(),
             interleaved: p.row.interleaved(),
             qk_went: false,
-            two_port: p.row.flow().p_ports() != 1,
-            buffered: p.row.s_in_sram(),
+            two_port: !p.row.plan().shared_p_port(),
+            plan: p.row.plan(),
             two_pass: p.row.two_pass(),
-            unfused: p.row.s_in_memory(),
-            spill: p.row.spills(),
             held: p.row.s_blocks() as u64,
             x_phase: 0,
             qk_steps: qk as u64,
@@ -420,21 +417,22 @@ impl<'a> Model<'a> {
         // rowfused: the max passes of blocks 0 .. nblk − 1, then their exp passes.
         let second = self.two_pass && self.sm_done >= self.nblk;
         let blk = self.sm_done - if second { self.nblk } else { 0 };
-        let past = self.spill && blk >= self.held;
+        let past = self.plan.spills() && blk >= self.held;
         let landed = self.x_phase == 1 && self.ch[X].ready();
+        let bank_free = self.pv_issued + 1 >= blk;
         // unfused: a pass writes its block through the O channel (free once the last write is
         // done); an exp pass reads its S from the scratch channel. rowfused's spill: the same
         // for a block past the S arrays, whose exp pass also waits for P as rowfused's does.
-        let p_free = if self.unfused {
-            !self.o_busy() && (!second || landed)
-        } else if past {
-            if second {
-                self.pv_issued + 1 >= blk && landed
-            } else {
-                !self.o_busy()
-            }
-        } else {
-            self.pv_issued + 1 >= blk || (self.two_pass && !second)
+        let p_free = match self.plan.s {
+            SHome::Memory => !self.o_busy() && (!second || landed),
+            SHome::Array {
+                rows: Some(WholeRows { spill: true, .. }),
+            } if past => match second {
+                true => bank_free && landed,
+                false => !self.o_busy(),
+            },
+            SHome::Array { rows: Some(_) } => bank_free || !second,
+            SHome::Registers | SHome::SoftmaxTier { .. } | SHome::Array { rows: None } => bank_free,
         };
         let go = self.state == Seq::Run
             && self.sm_done < self.nblk * (1 + self.two_pass as u64)
@@ -466,12 +464,13 @@ impl<'a> Model<'a> {
         let pv_issued_n = self.pv_issued + pv_last as u64;
         let qk_more = qk_issued_n < self.nblk;
         let pv_more = pv_issued_n < qk_issued_n;
-        let sm_ahead = if self.unfused {
-            self.x_phase == 2 && ready[X]
-        } else {
-            self.sm_done > pv_issued_n + self.two_pass as u64 * self.nblk
+        let sm_ahead = match self.plan.s {
+            SHome::Memory => self.x_phase == 2 && ready[X],
+            SHome::Registers | SHome::SoftmaxTier { .. } | SHome::Array { .. } => {
+                self.sm_done > pv_issued_n + self.two_pass as u64 * self.nblk
+            }
         };
-        let s_free_in = self.buffered && self.copy_left == 1;
+        let s_free_in = self.plan.s_in_sram() && self.copy_left == 1;
         let mut ph = Phases {
             qk_go,
             pv_go,
@@ -504,11 +503,11 @@ impl<'a> Model<'a> {
             let choose = s_run && (no_phase || qk_last || pv_last);
             ph.want_qk = qk_more && (self.two_pass || qk_issued_n < pv_issued_n + 2);
             ph.want_pv = !ph.want_qk;
-            ph.s_free = if self.unfused {
+            ph.s_free = match self.plan.s {
                 // Two S blocks in the PE registers: QK(j + 2) waits for the max pass of j.
-                qk_issued_n < self.sm_done + 2
-            } else {
-                !self.buffered || !self.s_full || s_free_in
+                SHome::Memory => qk_issued_n < self.sm_done + 2,
+                SHome::Array { .. } => !self.s_full || s_free_in,
+                SHome::Registers | SHome::SoftmaxTier { .. } => true,
             };
             ph.p_free = self.two_port || !(self.sm_running || sm.go);
             let qk_can = ph.want_qk && ready[K] && ready[Q] && ph.s_free && !qk_last;
@@ -607,11 +606,11 @@ impl<'a> Model<'a> {
         // unfused reads the tile's S back once the max passes' writes are done, then its P once
         // the exp passes' are; rowfused's spill reads the blocks past the S arrays back once
         // every max pass is done.
-        let (x_load, x_rel) = if self.unfused || self.spill {
+        let (x_load, x_rel) = if self.plan.scratch() {
             let rows = self.tile_rows();
             let quiet = self.state == Seq::Run && !self.o_busy() && !self.ch[X].busy();
             // (start, blocks read back, a P read) and the release of a landed block.
-            let (go, blocks, p_go, rel) = if self.unfused {
+            let (go, blocks, p_go, rel) = if self.plan.s_in_memory() {
                 let s_go = quiet && self.x_phase == 0 && self.nblk > 0 && self.sm_done == self.nblk;
                 let p_go = quiet && self.x_phase == 1 && self.sm_done == 2 * self.nblk;
                 let rel = match self.x_phase {
@@ -882,7 +881,7 @@ impl<'a> Model<'a> {
         // region, packed from the region's start: in unfused every pass (S after a max pass,
         // P over it after an exp pass), in rowfused's spill the max pass of a block past the S
         // arrays (S alone).
-        let scratch_write = match (self.unfused, self.spill) {
+        let scratch_write = match (self.plan.s_in_memory(), self.plan.spills()) {
             (true, _) if sm.finished => Some((
                 self.sm_done - if sm.second { self.nblk } else { 0 },
                 sm.second,
@@ -901,7 +900,7 @@ impl<'a> Model<'a> {
             };
             self.o_check = Some((CHECK_CYCLES, ld));
         }
-        if self.unfused || self.spill {
+        if self.plan.scratch() {
             if self.state == Seq::TileGo {
                 self.x_phase = 0;
             } else if fetch.load[X].is_some() {
@@ -932,7 +931,7 @@ impl<'a> Model<'a> {
             self.copy_left = self.copy_left.saturating_sub(1);
         } else if sm.go {
             self.eng_left = p.row.softmax_cycles(sm.first, sm.second, sm.past) as u64;
-            let copies = self.buffered && !sm.second;
+            let copies = self.plan.s_in_sram() && !sm.second;
             self.copy_left = copies as u64 * p.row.s_free_cycles(sm.first, sm.past) as u64;
         } else if tile.ro_go {
             self.eng_left = p.row.readout_cycles() as u64;
@@ -953,7 +952,7 @@ impl<'a> Model<'a> {
         self.sm_seen = !sm.go && (rows_busy || self.sm_seen) && !sm.finished;
         self.sm_running = sm.go || (self.sm_running && !sm.finished);
         self.step_phases(ph);
-        if self.buffered {
+        if self.plan.s_in_sram() {
             self.s_full = ph.qk_last || (self.s_full && !ph.s_free_in);
         }
         // Bookkeeping: issued at the last step, drained after the PE (and S link) latency, or

@@ -320,12 +320,12 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         staging_bank_bytes,
         pe_rf_bytes: cfg.regs_per_pe as u64 * 4,
         p_bytes: row_storage_bytes(cfg),
-        buffer: cfg.variant.flow().s_in_sram().then_some(if stacked {
+        buffer: cfg.variant.plan().s_in_sram().then_some(if stacked {
             Placement::Stacked
         } else {
             Placement::Planar
         }),
-        scratch: cfg.variant.flow().s_in_memory(),
+        scratch: cfg.variant.plan().s_in_memory(),
         s_access_bits: s_access_bits as u64,
         p_access_bits: p_access_bits as u64,
         sram_bytes: sram_bytes(cfg),
@@ -349,9 +349,10 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
 /// Bytes of SRAM macros in `cfg`: buf2d's S and P arrays, every bank of every row (register
 /// designs have none: their storage is flip-flops), and the global buffer.
 pub fn sram_bytes(cfg: &CoreConfig) -> u64 {
-    let flow = cfg.variant.flow();
-    flow.sram_bank_bytes(&cfg.tile())
-        .map_or(0, |b| b * (cfg.rows * flow.banks()) as u64)
+    cfg.variant
+        .flow()
+        .sram_bank_bytes(&cfg.tile())
+        .map_or(0, |b| b * (cfg.rows * cfg.variant.plan().sram.banks) as u64)
         + cfg.glb.bytes
 }
 

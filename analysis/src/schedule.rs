@@ -303,7 +303,7 @@ impl Shape {
         let macs = h * 2 * d * pairs;
         let buffered = p.row.s_in_sram() as u64;
         // buf2d's wide words: an access moves a word of a query row's scores or weights.
-        let (s_per, p_per) = p.row.flow().elems_per_word();
+        let (s_per, p_per) = p.row.plan().sram.per_word;
         let (s_per, p_per) = (s_per as u64, p_per as u64);
         let tiered = p.row.concurrent_phases() as u64;
         // Bits of an operand on the buses and links (Q, K, V, P).

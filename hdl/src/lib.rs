@@ -11,7 +11,7 @@
 //! * `core/`: the FlashAttention core (sequencer, fetch, readout, counters, checker);
 //! * `soc/`: the stable top, its AXI4-Lite registers and the register map;
 //! * `variants/`: reg2d, buf2d, reg3d, rowfused and unfused, each with its knobs and its
-//!   `Dataflow`;
+//!   phase plan (`Dataflow::plan`);
 //! * `config/` (whole-design configurations, TOML files and presets), `fault` (fault
 //!   injection), `wrap` (the pin-limited serial wrapper of FPGA smoke builds), `operands` (the
 //!   operand port groups the small blocks share).

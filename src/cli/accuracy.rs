@@ -34,7 +34,7 @@ pub(super) fn accuracy_cmd(args: AccuracyArgs) -> Result<ExitCode> {
     use kernels::patterns::Pattern;
     let cfg = args.config.resolve()?;
     anyhow::ensure!(args.seq >= 1, "--seq must be at least 1");
-    let order = args.softmax.unwrap_or(match cfg.variant.flow().row_keys() {
+    let order = args.softmax.unwrap_or(match cfg.variant.plan().row_keys() {
         Some(_) => SoftmaxArg::TwoPass,
         None => SoftmaxArg::Online,
     });

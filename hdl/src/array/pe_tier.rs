@@ -358,7 +358,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         cfg.b,
         link,
         if cfg.s_walk() {
-            format!("v{}", cfg.flow().s_link_bits())
+            format!("v{}", cfg.plan().s_link_bits())
         } else {
             String::new()
         },
@@ -497,7 +497,7 @@ fn s_tier_walk(
     let (lat, link, w) = (
         cfg.pe.latency(),
         cfg.vlink_latency(),
-        cfg.flow().s_link_bits(),
+        cfg.plan().s_link_bits(),
     );
     let beats = cfg.s_beats();
     let st = &i.step;

@@ -374,7 +374,9 @@ fn resolve_variant(
                 if kind == section {
                     let given = match section {
                         VariantKind::Buf2d => buf2d.is_some(),
-                        _ => reg3d.is_some(),
+                        VariantKind::Reg3d => reg3d.is_some(),
+                        VariantKind::Rowfused => rowfused.is_some(),
+                        VariantKind::Reg2d | VariantKind::Unfused => false,
                     };
                     ensure!(
                         !given,

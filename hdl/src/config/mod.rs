@@ -261,17 +261,17 @@ impl CoreConfig {
                 self.mem_width,
                 row_beats,
                 self.bc,
-                self.variant.flow().scratch(),
+                self.variant.plan().scratch(),
             ),
             kv_max_rows: self
                 .variant
-                .flow()
+                .plan()
                 .row_keys()
-                .filter(|_| !self.variant.flow().spills()),
+                .filter(|_| !self.variant.plan().spills()),
             // unfused: S (the larger) and P land a block at a time, a query row of the block
             // per row, in the Q buffer's layout (a bank per PE row); rowfused's spilled S the
             // same way.
-            x: self.variant.flow().scratch().then(|| {
+            x: self.variant.plan().scratch().then(|| {
                 let per = self.row().scratch_per_beat().0.max(1);
                 LandingConfig {
                     rows: self.br,
@@ -304,7 +304,7 @@ impl CoreConfig {
             self.head_dim as u64 * a as u64 * b as u64 + self.bc as u64 * a as u64 * e as u64;
         // rowfused: a V block's wait counts from the tile's last QK (`check.rs`), then it
         // waits for that QK's max pass and its own exp pass (a copy and two sweeps a block).
-        let two_pass = match self.variant.flow().row_keys() {
+        let two_pass = match self.variant.plan().row_keys() {
             Some(_) => 2 * (3 * a as u64 * self.bc as u64 + 64 * a as u64),
             None => 0,
         };

@@ -166,7 +166,7 @@ impl CoreConfig {
             self.mem_width,
             self.kv_row_bytes(),
             self.bc,
-            self.variant.flow().scratch(),
+            self.variant.plan().scratch(),
         )?;
         ensure!(
             self.mem_if == MemIf::Axi4
@@ -213,8 +213,12 @@ impl CoreConfig {
         Ok(())
     }
 
-    /// The variant's own knobs.
+    /// The variant's own knobs, then its plan: a combination of homes the shared RTL builds.
     fn validate_variant(&self) -> Result<()> {
-        self.variant.flow().validate(&self.tile())
+        self.variant.flow().validate(&self.tile())?;
+        self.variant
+            .plan()
+            .validate()
+            .map_err(|e| anyhow::anyhow!("variant {}'s plan: {e}", self.variant.name()))
     }
 }

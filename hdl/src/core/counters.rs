@@ -10,6 +10,7 @@ use crate::array::pe_row::SpillRead;
 use crate::fp::arith::split_counter;
 use crate::ir::iface::{Block, Ports};
 use crate::mem::glb::{GlbBankCounts, GlbBankSel, GlbEvents};
+use crate::variants::Arrays;
 use crate::{and_all, bits_for, group, mux, mux_index, or_all, Design, ModuleBuilder, Sig};
 
 group! {
@@ -147,17 +148,20 @@ fn masked_slots(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn, macs: Sig) -
     };
     // The slots are counted a cycle late, as the tiers' MACs come (registered before their
     // sums), so each cycle's difference is that step's masked slots.
-    if p.row.concurrent_phases() {
-        let qk_slots = mux(qk_step, qk_pes, zero_s);
-        let pv_slots = mux(i.pv_step, tier_pes, zero_s);
-        m.delay("cnt_slots", qk_slots + pv_slots) - macs
-    } else {
-        // One step bus: a QK or a PV step, or (integer QKᵀ) a scale step with no slot.
-        let (mac_step, slots) = match i.scale {
-            Some(s) => (i.step_valid & !s.scale, mux(qk_step, qk_pes, tier_pes)),
-            None => (i.step_valid, tier_pes),
-        };
-        m.delay("cnt_slots", mux(mac_step, slots, zero_s)) - macs
+    match p.row.plan().arrays {
+        Arrays::Stacked => {
+            let qk_slots = mux(qk_step, qk_pes, zero_s);
+            let pv_slots = mux(i.pv_step, tier_pes, zero_s);
+            m.delay("cnt_slots", qk_slots + pv_slots) - macs
+        }
+        Arrays::Shared { .. } => {
+            // One step bus: a QK or a PV step, or (integer QKᵀ) a scale step with no slot.
+            let (mac_step, slots) = match i.scale {
+                Some(s) => (i.step_valid & !s.scale, mux(qk_step, qk_pes, tier_pes)),
+                None => (i.step_valid, tier_pes),
+            };
+            m.delay("cnt_slots", mux(mac_step, slots, zero_s)) - macs
+        }
     }
 }
 
@@ -194,10 +198,9 @@ fn wire_bits(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> (Sig, Sig) {
     let span = 2 * ew * (rr * p.row.cols) as u64;
     let bc_w = bits_for(span * p.row.mac_tiers() as u64);
     let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
-    let bcast = if p.row.concurrent_phases() {
-        mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b)
-    } else {
-        mux(i.step_valid, span_l, zero_b)
+    let bcast = match p.row.plan().arrays {
+        Arrays::Stacked => mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b),
+        Arrays::Shared { .. } => mux(i.step_valid, span_l, zero_b),
     };
     // Operand bits from the landing buffers: a QK step reads a Q lane per row and a K lane per
     // column, a PV step a V lane per column.

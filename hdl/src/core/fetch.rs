@@ -15,6 +15,7 @@ use super::{reg_set, CoreParams};
 use crate::fault::Fault;
 use crate::ir::iface::Block;
 use crate::mem::dma::{ReadDesc, ROW_BYTES_BITS};
+use crate::variants::Arrays;
 use crate::{
     addr_bits, and_all, cat, group, interface, mux, mux_index, Design, ModuleBuilder, Sig,
 };
@@ -321,10 +322,9 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
     // One phase at a time in 2-D: the column bus carries K or V. reg3d: K to the QK tier, V to
     // the PV tier, at once.
     let (k_bus, v_bus) = (cat(&k_cols), cat(&v_cols));
-    let b_col = if p.row.concurrent_phases() {
-        k_bus
-    } else {
-        mux(i.step.pv, v_bus, k_bus)
+    let b_col = match p.row.plan().arrays {
+        Arrays::Stacked => k_bus,
+        Arrays::Shared { .. } => mux(i.step.pv, v_bus, k_bus),
     };
     let b_col = m.name("b_col", b_col);
     let v_col = m.name("v_col", v_bus);

@@ -170,7 +170,7 @@ impl CoreParams {
     /// Whether `fault` can act in this core (None), or what it needs (Some).
     pub fn fault_needs(&self, fault: Fault) -> Option<&'static str> {
         match fault {
-            Fault::SharedPortClash if self.row.flow().p_ports() != 1 => {
+            Fault::SharedPortClash if !self.row.plan().shared_p_port() => {
                 Some("variant = \"buf2d\" with [buf2d] ports = 1")
             }
             Fault::SharedSTierSlot if !self.row.softmax_tier() => {

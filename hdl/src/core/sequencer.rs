@@ -36,6 +36,7 @@ use crate::fp::arith::div_ceil_const;
 use crate::ir::fsm::Fsm;
 use crate::ir::iface::{select, Block};
 use crate::mem::dma::ROW_BYTES_BITS;
+use crate::variants::{Arrays, SHome, SoftmaxPass, WholeRows};
 use crate::{addr_bits, and_all, cat, mux, Design, ModuleBuilder, RegHandle, Sig};
 
 crate::states! {
@@ -385,12 +386,13 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     let tile = main_fsm(m, p, &r, i, &prob, go, nblk_d);
     // One step at a time in 2-D: the one bus carries the running phase's steps (interleaved:
     // the stream whose turn it is).
-    let (pe, pe_pv) = if p.row.concurrent_phases() {
-        (ph.qk_bus, ph.pv_bus)
-    } else {
-        let mut one = select(ph.step.pv, &ph.pv_bus, &ph.qk_bus);
-        one.valid = ph.qk_bus.valid | ph.pv_bus.valid;
-        (one, one)
+    let (pe, pe_pv) = match p.row.plan().arrays {
+        Arrays::Stacked => (ph.qk_bus, ph.pv_bus),
+        Arrays::Shared { .. } => {
+            let mut one = select(ph.step.pv, &ph.pv_bus, &ph.qk_bus);
+            one.valid = ph.qk_bus.valid | ph.pv_bus.valid;
+            (one, one)
+        }
     };
     for flag in std::mem::take(&mut ph.flags) {
         flag.finish(m);
@@ -608,44 +610,51 @@ fn phases(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn, sm: &Softm
     m.discard(i.v_next);
     // rowfused runs every QK of the tile first (its S goes to the rows' S arrays), and a
     // block's PV after its exp pass, the softmaxes after the tile's nblk max passes.
-    let two = p.row.two_pass();
-    let want_qk = if two {
-        qk_more
-    } else {
-        qk_more & flag(m, "qk_ahead", (qk_b, (r.pv_issued, 2, pv_b.2)), Cmp::Lt)
+    let plan = p.row.plan();
+    let want_qk = match plan.softmax() {
+        SoftmaxPass::TwoPass => qk_more,
+        SoftmaxPass::Online => {
+            qk_more & flag(m, "qk_ahead", (qk_b, (r.pv_issued, 2, pv_b.2)), Cmp::Lt)
+        }
     };
     let pv_more = flag(m, "pv_more", (pv_b, qk_b), Cmp::Lt);
-    let sm_ahead = match (r.x_phase.filter(|_| p.row.s_in_memory()), i.x) {
+    let sm_ahead = match (plan.s, plan.softmax()) {
         // unfused: PV(j) reads P(j) from the scratch channel, once every exp pass is done.
-        (Some(x_phase), Some(x)) => x_phase.q.eq(2) & x.ready,
-        _ if two => bumped(
-            (r.sm_done.q, None),
-            (r.pv_issued.q + r.nblk.q, pv_b.2),
-            Sig::gt,
-        ),
-        _ => flag(m, "sm_ahead", ((r.sm_done, 0, None), pv_b), Cmp::Gt),
+        (SHome::Memory, _) => {
+            let (x_phase, x) = scratch_channel(&r.x_phase, &i.x);
+            x_phase.q.eq(2) & x.ready
+        }
+        (SHome::Registers | SHome::SoftmaxTier { .. } | SHome::Array { .. }, two) => match two {
+            SoftmaxPass::TwoPass => bumped(
+                (r.sm_done.q, None),
+                (r.pv_issued.q + r.nblk.q, pv_b.2),
+                Sig::gt,
+            ),
+            SoftmaxPass::Online => flag(m, "sm_ahead", ((r.sm_done, 0, None), pv_b), Cmp::Gt),
+        },
     };
     let phase_over = qk_last_step | pv_last_step;
     let choose = s_run & (no_phase | phase_over);
     let one = m.lit(1, 1);
-    let s_free = match r.s_full {
+    let s_free = match plan.s {
         // unfused: the PE registers hold two S blocks; QK(j + 2) waits for the max pass of j.
-        None if p.row.s_in_memory() => {
+        SHome::Memory => {
             m.discard(i.s_free);
             flag(m, "s_slot_free", (qk_b, (r.sm_done, 2, None)), Cmp::Lt)
         }
-        Some(full) => {
+        SHome::Array { .. } => {
+            let full = r.s_full.expect("an S array's QK waits on its copy");
             // Set when a QK phase ends, cleared when the rows have copied S out (never in the
             // same cycle: the next QK waits for the copy, the copy for the QK).
             m.set_next(full, qk_last_step | (full.q & !i.s_free));
             !full.q | i.s_free
         }
-        None => {
+        SHome::Registers | SHome::SoftmaxTier { .. } => {
             m.discard(i.s_free);
             one
         }
     };
-    let p_free = if p.row.flow().p_ports() == 1 {
+    let p_free = if plan.shared_p_port() {
         let turn = !(sm.running | sm.go);
         m.with_fault(p.faults, Fault::SharedPortClash, |_| one, turn)
     } else {
@@ -772,6 +781,16 @@ fn step_counters(
         flag.finish(m);
     }
     (c, qk_reset)
+}
+
+/// The scratch channel's pass register and status, which a design whose plan puts S in memory
+/// (or spills it there) has.
+fn scratch_channel(
+    x_phase: &Option<RegHandle>,
+    x: &Option<ScratchStatus<Sig>>,
+) -> (RegHandle, ScratchStatus<Sig>) {
+    let none = "a plan with S in memory has the scratch channel";
+    (x_phase.expect(none), x.expect(none))
 }
 
 /// `f(x + bx, y + by)`, each sum at its operand's width as `+` wraps it, where a bump (`bx`,
@@ -1381,46 +1400,54 @@ fn softmax_trigger(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) -
     let sm_kbase = m.reg("sm_kbase", p.index_bits, Some(0));
     // rowfused: softmaxes 0 .. nblk − 1 are the max passes (each after its block's QK),
     // nblk .. 2·nblk − 1 the exp passes of blocks 0 .. nblk − 1 (each once P is free).
-    let two = p.row.two_pass();
-    let (sm_more, second, blk) = if two {
-        let second = r.sm_done.q.ge(r.nblk.q);
-        let zero = m.zero(p.index_bits);
-        let back = mux(second, r.nblk.q, zero);
-        let all = r.nblk.q + r.nblk.q;
-        (r.sm_done.q.lt(all), second, r.sm_done.q - back)
-    } else {
-        (r.sm_done.q.lt(r.nblk.q), m.zero(1), r.sm_done.q)
+    let plan = p.row.plan();
+    let (sm_more, second, blk) = match plan.softmax() {
+        SoftmaxPass::TwoPass => {
+            let second = r.sm_done.q.ge(r.nblk.q);
+            let zero = m.zero(p.index_bits);
+            let back = mux(second, r.nblk.q, zero);
+            let all = r.nblk.q + r.nblk.q;
+            (r.sm_done.q.lt(all), second, r.sm_done.q - back)
+        }
+        SoftmaxPass::Online => (r.sm_done.q.lt(r.nblk.q), m.zero(1), r.sm_done.q),
     };
     let qk_ready = r.qk_done.q.gt(r.sm_done.q) | second;
     let p_free = (r.pv_issued.q + 1).ge(blk);
-    let past = p.row.spills().then(|| {
-        let held = m.lit(p.index_bits, p.row.s_blocks() as u64);
-        blk.ge(held)
-    });
-    let p_free = match (r.x_phase, i.x, past) {
+    let (p_free, past) = match plan.s {
         // rowfused with `spill`: a spilled block's max pass writes its S through the O
         // channel's staging buffer (free once the last write is done); its exp pass reads S
         // from the scratch channel (landed).
-        (Some(x_phase), Some(x), Some(past)) => {
+        SHome::Array {
+            rows: Some(WholeRows { spill: true, .. }),
+        } => {
+            let held = m.lit(p.index_bits, p.row.s_blocks() as u64);
+            let past = blk.ge(held);
+            let (x_phase, x) = scratch_channel(&r.x_phase, &i.x);
             let landed = x_phase.q.eq(1) & x.ready;
             let ok = mux(second, p_free & landed, !i.o_busy);
-            mux(past, ok, p_free | !second)
+            (mux(past, ok, p_free | !second), Some(past))
         }
         // unfused: no P bank. A pass writes its block through the O channel's staging buffer
         // (free once the last write is done), and an exp pass reads its S from the scratch
         // channel (landed).
-        (Some(x_phase), Some(x), None) => {
+        SHome::Memory => {
+            let (x_phase, x) = scratch_channel(&r.x_phase, &i.x);
             let landed = x_phase.q.eq(1) & x.ready;
-            !i.o_busy & (landed | !second)
+            (!i.o_busy & (landed | !second), None)
         }
-        _ if two => p_free | !second,
-        _ => p_free,
+        // The second pass's P waits for the bank.
+        SHome::Array {
+            rows: Some(WholeRows { spill: false, .. }),
+        } => (p_free | !second, None),
+        SHome::Registers | SHome::SoftmaxTier { .. } | SHome::Array { rows: None } => {
+            (p_free, None)
+        }
     };
     let first_block = r.sm_done.q.is_zero();
     let ro_ok = i.ro_idle | !first_block;
     let not_busy = !i.rows_busy;
     // A single-port P bank: the softmax (it writes P) does not start while PV steps read it.
-    let p_turn = if p.row.flow().p_ports() == 1 {
+    let p_turn = if plan.shared_p_port() {
         let turn = !r.ph_kind.is(Phase::Pv);
         m.with_fault(p.faults, Fault::SharedPortClash, |m| m.lit(1, 1), turn)
     } else {

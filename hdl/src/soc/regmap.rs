@@ -68,7 +68,7 @@ pub fn limits(p: &CoreParams) -> Vec<(&'static str, u64, String)> {
         ),
         (
             "ROW_KEYS",
-            p.row.flow().row_keys().map_or(max, u64::from),
+            p.row.plan().row_keys().map_or(max, u64::from),
             format!(
                 "rowfused: the keys of a query tile's rows of S its S arrays hold; a longer \
                  K_LEN (or varlen key length) stops the run with ERR_CODE {} (TOO_LARGE), or \

@@ -6,7 +6,7 @@
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{Dataflow, Tile};
+use super::{Arrays, Dataflow, PHome, Plan, SHome, Sram, Tile};
 
 /// buf2d's knobs (the `[buf2d]` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -94,32 +94,20 @@ impl BufParams {
 }
 
 impl Dataflow for BufParams {
-    fn s_in_sram(&self) -> bool {
-        true
-    }
-
-    fn s_slots(&self) -> u32 {
-        1
-    }
-
-    fn interleaves(&self) -> bool {
-        false
-    }
-
-    fn p_ports(&self) -> u32 {
-        self.ports
-    }
-
-    fn blackbox(&self) -> bool {
-        self.macro_blackbox
-    }
-
-    fn elems_per_word(&self) -> (u32, u32) {
-        BufParams::elems_per_word(self)
-    }
-
-    fn banks(&self) -> u32 {
-        self.banks
+    /// S copied into the row's S array (one block) after QK, P in the buffer's P banks.
+    fn plan(&self) -> Plan {
+        Plan {
+            arrays: Arrays::Shared { interleaves: false },
+            s: SHome::Array { rows: None },
+            p: PHome::Bank { ports: self.ports },
+            s_slots: 1,
+            vlink_latency: 0,
+            sram: Sram {
+                per_word: self.elems_per_word(),
+                banks: self.banks,
+                blackbox: self.macro_blackbox,
+            },
+        }
     }
 
     fn sram_bank_bytes(&self, cfg: &Tile) -> Option<u64> {

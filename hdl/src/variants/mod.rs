@@ -16,6 +16,7 @@
 //!   passes (the unfused baseline).
 
 mod buf2d;
+mod plan;
 mod reg2d;
 mod reg3d;
 mod rowfused;
@@ -25,6 +26,10 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 pub use buf2d::BufParams;
+pub use plan::{
+    passes_text, Arrays, Op, PHome, Pass, Phase, Place, Plan, SHome, SoftmaxPass, Sram, Tensor,
+    WholeRows,
+};
 pub use reg2d::Reg2d;
 pub use reg3d::StackParams;
 pub use rowfused::RowParams;
@@ -47,116 +52,13 @@ pub struct Tile {
     pub index_bits: u32,
 }
 
-/// What a variant does, as the rest of the design asks it. The defaults are reg2d's: one tier
-/// of PEs on which QK and PV take turns, S in the PE registers (two blocks), P in a two-port
-/// bank of one weight per word.
+/// What a variant does, as the rest of the design asks it: its [`Plan`] (where S and P live,
+/// the arrays QK and PV run on, and so the phases a block runs), the bank capacity the energy
+/// model prices, its module-name suffix, and its knobs' checks. The defaults are reg2d's.
 pub trait Dataflow {
-    /// Tiers of the stack (1 for the 2-D designs).
-    fn tiers(&self) -> u32 {
-        1
-    }
-
-    /// Tiers of PEs, the MAC resources (a softmax tier has none).
-    fn mac_tiers(&self) -> u32 {
-        1
-    }
-
-    /// QK and PV run at once on PE tiers of their own, each with its own step bus, column bus
-    /// and causal mask (else one tier takes both, one phase at a time).
-    fn concurrent_phases(&self) -> bool {
-        false
-    }
-
-    /// After QK the row engine copies S out of the PE registers into an SRAM array, and the
-    /// sweeps read it there a cycle after the visit (else they read the PE registers, or a
-    /// softmax tier's).
-    fn s_in_sram(&self) -> bool {
-        false
-    }
-
-    /// The row engines and their S registers sit on a tier of their own, fed over per-PE S
-    /// links.
-    fn softmax_tier(&self) -> bool {
-        false
-    }
-
-    /// Wires of each S link to a softmax tier (32: a score a cycle).
-    fn s_link_bits(&self) -> u32 {
-        32
-    }
-
-    /// Cycles an S link takes per score (1 unless the links are narrower than a score).
-    fn s_beats(&self) -> u32 {
-        32 / self.s_link_bits()
-    }
-
-    /// Register stages of each vertical link (0 without any).
-    fn vlink_latency(&self) -> u32 {
-        0
-    }
-
-    /// S blocks the PE registers hold: two (the softmax of one block reads its S while the
-    /// next block's QK writes the other), or one when S moves on after its QK.
-    fn s_slots(&self) -> u32 {
-        2
-    }
-
-    /// With a MAC deeper than its S accumulators hide (a·b per PE), one array can interleave
-    /// the QK of a later block with the PV of an earlier one step by step, as reg3d's tiers run
-    /// them at once: the S accumulators then come round every 2·a·b cycles. reg2d can (S in
-    /// two PE-register slots, P in a two-port bank); the designs whose QK waits on S leaving
-    /// the PE registers, or that run every QK of a tile first, cannot.
-    fn interleaves(&self) -> bool {
-        true
-    }
-
-    /// Ports of each P bank: 2 (one read, one write: the softmax of a block may write P while
-    /// PV reads the previous block's) or 1 (shared: they take turns).
-    fn p_ports(&self) -> u32 {
-        2
-    }
-
-    /// Keys of a query row the S array holds when it keeps whole rows of S (rowfused): the
-    /// softmax then runs in two passes, the row's max over every block first, then the
-    /// weights with no online rescale. None: one block at a time, online softmax.
-    fn row_keys(&self) -> Option<u32> {
-        None
-    }
-
-    /// Rows of S longer than `row_keys` spill (rowfused with `spill`): the blocks past the S
-    /// array go through the scratch region (the O channel out, the scratch channel back), the
-    /// others stay in the array.
-    fn spills(&self) -> bool {
-        false
-    }
-
-    /// The design has the scratch region: S_ADDR, the scratch channel and its landing buffer,
-    /// and O writes flagged as the scratch region's (unfused, and rowfused with `spill`).
-    fn scratch(&self) -> bool {
-        self.s_in_memory() || self.spills()
-    }
-
-    /// S and P go through memory between the passes of a tile (standard attention): the max
-    /// sweep packs each block's S into the DMA's staging buffer, the exp sweep reads it back
-    /// from the scratch channel's landing buffer and packs P into the staging buffer, and the
-    /// PV steps read P from the landing buffer. No S array, no P bank.
-    fn s_in_memory(&self) -> bool {
-        false
-    }
-
-    /// The SRAM arrays are emitted as memory-macro blackboxes.
-    fn blackbox(&self) -> bool {
-        false
-    }
-
-    /// Scores per S-array word and weights per P word.
-    fn elems_per_word(&self) -> (u32, u32) {
-        (1, 1)
-    }
-
-    /// SRAM banks each array is split into.
-    fn banks(&self) -> u32 {
-        1
+    /// The variant's phase plan.
+    fn plan(&self) -> Plan {
+        Plan::default()
     }
 
     /// Bytes of each SRAM bank that holds S or P (the energy model prices an access by its
@@ -357,7 +259,7 @@ impl Variant {
     pub fn buf(&self) -> Option<&BufParams> {
         match self {
             Variant::Buf2d(b) => Some(b),
-            _ => None,
+            Variant::Reg2d | Variant::Reg3d(_) | Variant::Rowfused(_) | Variant::Unfused => None,
         }
     }
 
@@ -365,7 +267,7 @@ impl Variant {
     pub fn rowfused(&self) -> Option<&RowParams> {
         match self {
             Variant::Rowfused(r) => Some(r),
-            _ => None,
+            Variant::Reg2d | Variant::Buf2d(_) | Variant::Reg3d(_) | Variant::Unfused => None,
         }
     }
 
@@ -373,13 +275,18 @@ impl Variant {
     pub fn stack(&self) -> Option<&StackParams> {
         match self {
             Variant::Reg3d(s) => Some(s),
-            _ => None,
+            Variant::Reg2d | Variant::Buf2d(_) | Variant::Rowfused(_) | Variant::Unfused => None,
         }
     }
 
     /// Tiers of the stack: 1 for the 2-D designs, 2 or 3 for reg3d.
     pub fn tiers(&self) -> u32 {
-        self.flow().tiers()
+        self.plan().tiers()
+    }
+
+    /// The variant's phase plan ([`Dataflow::plan`]).
+    pub fn plan(&self) -> Plan {
+        self.flow().plan()
     }
 
     /// A short label: the name, reg3d's tiers and narrow S links (`reg3d ×3, 8-bit links`),
@@ -391,7 +298,11 @@ impl Variant {
             }
             Variant::Reg3d(s) if s.tiers == 3 => "reg3d ×3".into(),
             Variant::Rowfused(r) if r.spill => "rowfused (spill)".into(),
-            v => v.name().into(),
+            Variant::Reg2d
+            | Variant::Buf2d(_)
+            | Variant::Reg3d(_)
+            | Variant::Rowfused(_)
+            | Variant::Unfused => self.name().into(),
         }
     }
 }

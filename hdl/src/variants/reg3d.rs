@@ -6,7 +6,7 @@
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{Dataflow, Tile};
+use super::{Arrays, Dataflow, Plan, SHome, Tile};
 
 /// reg3d's knobs (the `[reg3d]` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -35,44 +35,25 @@ impl Default for StackParams {
 }
 
 impl Dataflow for StackParams {
-    fn tiers(&self) -> u32 {
-        self.tiers
-    }
-
-    fn mac_tiers(&self) -> u32 {
-        2
-    }
-
-    fn concurrent_phases(&self) -> bool {
-        true
-    }
-
-    fn softmax_tier(&self) -> bool {
-        self.tiers == 3
-    }
-
-    /// The S links' width; 32 (a score a cycle) without a softmax tier, whose rows' links
-    /// carry P and O only.
-    fn s_link_bits(&self) -> u32 {
-        if self.softmax_tier() {
-            self.vlink_bits
-        } else {
-            32
-        }
-    }
-
-    fn vlink_latency(&self) -> u32 {
-        self.vlink_latency
-    }
-
-    /// Three tiers with full-width S links send each score up as it lands, so the QK PEs hold
-    /// one block; narrow links walk a finished block up while the next one's QK runs, so they
-    /// hold two.
-    fn s_slots(&self) -> u32 {
-        if self.softmax_tier() && !self.s_walk() {
-            1
-        } else {
-            2
+    /// QK and PV on tiers of their own; with three, S goes up per-PE links to a softmax tier.
+    /// Full-width S links send each score up as it lands, so the QK PEs hold one block; narrow
+    /// links walk a finished block up while the next one's QK runs, so they hold two.
+    fn plan(&self) -> Plan {
+        Plan {
+            arrays: Arrays::Stacked,
+            s: match self.tiers {
+                3 => SHome::SoftmaxTier {
+                    link_bits: self.vlink_bits,
+                },
+                _ => SHome::Registers,
+            },
+            s_slots: if self.tiers == 3 && !self.s_walk() {
+                1
+            } else {
+                2
+            },
+            vlink_latency: self.vlink_latency,
+            ..Plan::default()
         }
     }
 

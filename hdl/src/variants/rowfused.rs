@@ -12,7 +12,7 @@
 use anyhow::{ensure, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{Dataflow, Tile};
+use super::{Arrays, Dataflow, Plan, SHome, Sram, Tile, WholeRows};
 
 /// rowfused's knobs (the `[rowfused]` section).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -59,28 +59,23 @@ impl RowParams {
 }
 
 impl Dataflow for RowParams {
-    fn s_in_sram(&self) -> bool {
-        true
-    }
-
-    fn s_slots(&self) -> u32 {
-        1
-    }
-
-    fn interleaves(&self) -> bool {
-        false
-    }
-
-    fn row_keys(&self) -> Option<u32> {
-        Some(self.keys)
-    }
-
-    fn spills(&self) -> bool {
-        self.spill
-    }
-
-    fn blackbox(&self) -> bool {
-        self.macro_blackbox
+    /// buf2d's array with whole rows of S in the S array: every QK of a tile first.
+    fn plan(&self) -> Plan {
+        Plan {
+            arrays: Arrays::Shared { interleaves: false },
+            s: SHome::Array {
+                rows: Some(WholeRows {
+                    keys: self.keys,
+                    spill: self.spill,
+                }),
+            },
+            s_slots: 1,
+            sram: Sram {
+                blackbox: self.macro_blackbox,
+                ..Sram::default()
+            },
+            ..Plan::default()
+        }
     }
 
     fn sram_bank_bytes(&self, cfg: &Tile) -> Option<u64> {

@@ -16,19 +16,21 @@
 
 use anyhow::{ensure, Result};
 
-use super::{Dataflow, Tile};
+use super::{Arrays, Dataflow, PHome, Plan, SHome, Tile};
 
 /// unfused has no knobs of its own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Unfused;
 
 impl Dataflow for Unfused {
-    fn s_in_memory(&self) -> bool {
-        true
-    }
-
-    fn interleaves(&self) -> bool {
-        false
+    /// S and P through memory between the passes of a tile.
+    fn plan(&self) -> Plan {
+        Plan {
+            arrays: Arrays::Shared { interleaves: false },
+            s: SHome::Memory,
+            p: PHome::Memory,
+            ..Plan::default()
+        }
     }
 
     fn row_name(&self) -> String {

@@ -82,7 +82,7 @@ pub fn launches(p: &CoreParams) -> impl Strategy<Value = Vec<Launch>> {
         ),
         (1, Just(Path::Wraps).boxed()),
         (
-            2 * (p.row.flow().row_keys().is_some() && !p.row.spills()) as u32,
+            2 * (p.row.plan().row_keys().is_some() && !p.row.spills()) as u32,
             Just(Path::LongRows).boxed(),
         ),
         (2 * p.row.scratch() as u32, Just(Path::ScratchWraps).boxed()),
@@ -117,7 +117,7 @@ pub fn directed(p: &CoreParams) -> Vec<Vec<Launch>> {
         paths.push(Path::BusError { decode: false });
         paths.push(Path::BusError { decode: true });
     }
-    if p.row.flow().row_keys().is_some() && !p.row.spills() {
+    if p.row.plan().row_keys().is_some() && !p.row.spills() {
         paths.push(Path::LongRows);
     }
     if p.row.scratch() {
@@ -264,7 +264,7 @@ fn bend(
             (error::ADDRESS, true)
         }
         Path::LongRows => {
-            let keys = p.row.flow().row_keys().expect("rowfused");
+            let keys = p.row.plan().row_keys().expect("rowfused");
             drv.write("K_LEN", keys as u64 + 1, mem)?;
             (error::TOO_LARGE, false)
         }
@@ -275,7 +275,7 @@ fn bend(
             drv.write("S_ADDR_LO", at & 0xFFFF_FFFF, mem)?;
             drv.write("S_ADDR_HI", at >> 32, mem)?;
             if p.row.spills() {
-                let keys = p.row.flow().row_keys().expect("rowfused");
+                let keys = p.row.plan().row_keys().expect("rowfused");
                 drv.write("K_LEN", keys as u64 + 1, mem)?;
             }
             (error::ADDRESS, true)

@@ -615,7 +615,7 @@ pub fn check_row_keys(p: &CoreParams, k_len: usize) -> Result<()> {
             p.br(),
         );
     }
-    if let Some(keys) = p.row.flow().row_keys().filter(|_| !p.row.spills()) {
+    if let Some(keys) = p.row.plan().row_keys().filter(|_| !p.row.spills()) {
         ensure!(
             k_len <= keys as usize,
             "k_len = {k_len} is longer than the rows of S rowfused holds: its S arrays keep \

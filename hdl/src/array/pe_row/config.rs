@@ -5,7 +5,7 @@ use anyhow::{ensure, Result};
 use crate::array::pe::PeConfig;
 use crate::softmax::row_reduce::RowReduceConfig;
 use crate::softmax::{RowUpdateConfig, SoftmaxExpConfig};
-use crate::variants::{Dataflow, Variant};
+use crate::variants::{PHome, Plan, Variant};
 use crate::{addr_bits, bits_for, ModuleBuilder, Sig};
 
 /// Integer QKᵀ: the steps at the start of a block's QK phase that carry Q's and K's scales
@@ -30,7 +30,7 @@ pub struct PeRowConfig {
     /// Built for fault injection (`Fault::WrongRescale`, `Fault::SharedSTierSlot` and
     /// `Fault::StaleScale` act here, selected at run time; see `fault.rs`).
     pub faults: bool,
-    /// Where S and P live (see `crate::variants`): the row asks its [`Dataflow`].
+    /// Where S and P live (see `crate::variants`): the row asks its variant's [`Plan`].
     pub variant: Variant,
     /// How the row engines rescale when a running max grows.
     pub rescale: crate::softmax::Rescale,
@@ -38,8 +38,8 @@ pub struct PeRowConfig {
 
 impl PeRowConfig {
     pub fn validate(&self) -> Result<()> {
-        let (s_per, p_per) = self.flow().elems_per_word();
-        if self.flow().s_in_sram() {
+        let (s_per, p_per) = self.plan().sram.per_word;
+        if self.s_in_sram() {
             for (what, per) in [("scores per S word", s_per), ("weights per P word", p_per)] {
                 anyhow::ensure!(
                     per.is_power_of_two() && self.bc().is_multiple_of(per),
@@ -115,30 +115,30 @@ impl PeRowConfig {
     /// next block's QK writes the other), or one when S moves on after its QK: to the buffer
     /// (buf2d), or up to the softmax tier (reg3d, three tiers).
     pub fn s_slots(&self) -> u32 {
-        self.flow().s_slots()
+        self.plan().s_slots
     }
 
-    /// The variant's dataflow.
-    pub fn flow(&self) -> &dyn Dataflow {
-        self.variant.flow()
+    /// The variant's phase plan: the row's questions of its variant are the plan's.
+    pub fn plan(&self) -> Plan {
+        self.variant.plan()
     }
 
     /// QK and PV on PE tiers of their own, each on its own step bus (reg3d).
     pub fn concurrent_phases(&self) -> bool {
-        self.flow().concurrent_phases()
+        self.plan().concurrent_phases()
     }
 
     /// One array interleaves the QK of a later block with the PV of an earlier one step by step
     /// (QK never takes two cycles running): its a·b S accumulators alone would come round
     /// sooner than the PE may update one register again ([`PeConfig::reuse_gap`]), and the
-    /// variant can ([`Dataflow::interleaves`]).
+    /// variant can ([`Plan::interleaves`]).
     pub fn interleaved(&self) -> bool {
         self.can_interleave() && self.a * self.b < self.pe.reuse_gap()
     }
 
     /// One array that may interleave QK and PV (not reg3d's tiers, and the variant can).
     fn can_interleave(&self) -> bool {
-        !self.concurrent_phases() && self.flow().interleaves()
+        self.plan().interleaves()
     }
 
     /// QK and PV run as two phase streams (reg3d's tiers, or interleaved on one array): a QK
@@ -199,13 +199,13 @@ impl PeRowConfig {
 
     /// S copied out of the PE registers into the row's S array, which the sweeps read (buf2d).
     pub fn s_in_sram(&self) -> bool {
-        self.flow().s_in_sram()
+        self.plan().s_in_sram()
     }
 
     /// The softmax runs in two passes, the row's max over every block first: the S array
     /// holds whole rows of S (rowfused), or S goes through memory (unfused).
     pub fn two_pass(&self) -> bool {
-        self.flow().row_keys().is_some() || self.s_in_memory()
+        self.plan().softmax() == crate::variants::SoftmaxPass::TwoPass
     }
 
     /// S and P go through memory between the passes (unfused): the sweeps read S a cycle
@@ -213,20 +213,20 @@ impl PeRowConfig {
     /// channel's landing buffer), S and P leave through the O staging buffer, and the PV steps
     /// read P from the landing buffer. No S array, no P bank.
     pub fn s_in_memory(&self) -> bool {
-        self.flow().s_in_memory()
+        self.plan().s_in_memory()
     }
 
     /// rowfused with `spill`: the blocks of a row past the S array go through the scratch
     /// region (packed into the O staging buffer by their max sweep, which reads the PE
     /// registers; read back from the scratch landing buffer by their exp sweep).
     pub fn spills(&self) -> bool {
-        self.flow().spills()
+        self.plan().spills()
     }
 
     /// The row has the scratch channel's landing buffer and packs S into the staging buffer
     /// (unfused; rowfused with `spill`).
     pub fn scratch(&self) -> bool {
-        self.flow().scratch()
+        self.plan().scratch()
     }
 
     /// Width of the softmax's block field (`sm_blk`): the block's place in the S array, and
@@ -265,7 +265,7 @@ impl PeRowConfig {
 
     /// Blocks of a query row the S array holds (1 but in rowfused).
     pub fn s_blocks(&self) -> u32 {
-        self.flow().row_keys().map_or(1, |k| k / self.bc())
+        self.plan().row_keys().map_or(1, |k| k / self.bc())
     }
 
     /// Bits of a block's place in a query row of the S array (0 with one block).
@@ -275,7 +275,7 @@ impl PeRowConfig {
 
     /// Three tiers: the row engine and its S registers on a tier of their own.
     pub fn softmax_tier(&self) -> bool {
-        self.flow().softmax_tier()
+        self.plan().softmax_tier()
     }
 
     /// Three tiers with narrow S links: the QK PEs keep two S blocks, and a serializer walks
@@ -286,12 +286,12 @@ impl PeRowConfig {
 
     /// Cycles an S link takes per score (32 / `vlink_bits`; 1 without a softmax tier).
     pub fn s_beats(&self) -> u32 {
-        self.flow().s_beats()
+        self.plan().s_beats()
     }
 
     /// Register stages of each vertical link (0 in the 2-D designs).
     pub fn vlink_latency(&self) -> u32 {
-        self.flow().vlink_latency()
+        self.plan().vlink_latency
     }
 
     /// The softmax tier's S registers above each QK PE (three tiers): two blocks of the PE's
@@ -425,13 +425,14 @@ impl PeRowConfig {
     /// One bank of the row's S array: a × Bc FP32 scores at (ii, j), `s_per_word` to a word,
     /// in `banks` banks, single-port; in rowfused a × `row_keys` scores at (ii, block, j).
     pub fn s_array(&self) -> Option<crate::mem::sram::SramConfig> {
-        let f = self.flow();
-        let per = f.elems_per_word().0;
-        f.s_in_sram().then(|| crate::mem::sram::SramConfig {
-            depth: (1 << (self.ii_bits() + self.blk_bits() + self.word_bits(per))) / f.banks(),
+        let plan = self.plan();
+        let per = plan.sram.per_word.0;
+        plan.s_in_sram().then(|| crate::mem::sram::SramConfig {
+            depth: (1 << (self.ii_bits() + self.blk_bits() + self.word_bits(per)))
+                / plan.sram.banks,
             width: self.elem_bits().1 * per,
             ports: 1,
-            blackbox: f.blackbox(),
+            blackbox: plan.sram.blackbox,
         })
     }
 
@@ -443,26 +444,31 @@ impl PeRowConfig {
         crate::mem::sram::SramConfig {
             depth: (2 << (self.ii_bits() + self.word_bits(per))) / self.banks(),
             width: self.elem_bits().0 * per,
-            ports: self.flow().p_ports(),
-            blackbox: self.flow().blackbox(),
+            // A design whose P goes through memory builds no bank; its `sram` unit is the
+            // two-port form.
+            ports: match self.plan().p {
+                PHome::Bank { ports } => ports,
+                PHome::Memory => 2,
+            },
+            blackbox: self.plan().sram.blackbox,
         }
     }
 
     /// Bits of an S-array access and of a P-bank access (32 and 16, or buf2d's wide words).
     pub fn access_bits(&self) -> (u32, u32) {
-        let (s_per, p_per) = self.flow().elems_per_word();
+        let (s_per, p_per) = self.plan().sram.per_word;
         let (op, acc) = self.elem_bits();
         (acc * s_per, op * p_per)
     }
 
     /// SRAM banks of each array (1 but in buf2d with `buf2d.banks`).
     pub fn banks(&self) -> u32 {
-        self.flow().banks()
+        self.plan().sram.banks
     }
 
     /// Weights per P word (1 but in buf2d with wide words).
     pub fn p_per_word(&self) -> u32 {
-        self.flow().elems_per_word().1
+        self.plan().sram.per_word.1
     }
 
     /// Bits of a word's index within a query row's Bc keys, `per` keys to a word (none when
@@ -533,12 +539,12 @@ impl PeRowConfig {
 
     /// Tiers of the stack (1; 2 or 3 in reg3d).
     pub fn tiers(&self) -> u32 {
-        self.flow().tiers()
+        self.plan().tiers()
     }
 
     /// Tiers of PEs (MAC resources): 1, or 2 in reg3d (the softmax tier has none).
     pub fn mac_tiers(&self) -> u32 {
-        self.flow().mac_tiers()
+        self.plan().mac_tiers()
     }
 
     /// Width of a row's per-cycle vertical-link bit count: a weight up (an operand) and an O
@@ -582,7 +588,7 @@ impl PeRowConfig {
             self.mem_width,
             self.pe.params_name(),
             self.exp.module_name()
-        ) + &self.flow().row_name()
+        ) + &self.variant.flow().row_name()
             + &match self.rescale.threshold() {
                 0 => String::new(),
                 t => format!("_lazy{t}"),

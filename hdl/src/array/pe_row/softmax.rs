@@ -237,7 +237,7 @@ pub(super) fn sweep_read(
             exp_value,
         };
     };
-    let per = cfg.flow().elems_per_word().0;
+    let per = cfg.plan().sram.per_word.0;
     let j = key_index(m, cfg, e.cc.q, e.jj.q);
     let word = Word::of(cfg, j, per);
     // rowfused: the block's place in the query row's S.
