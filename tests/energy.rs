@@ -463,6 +463,7 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
     Geometry {
         rows: 4,
         qk_int_bits: 0,
+        operand_bits: 16,
         pes: 16,
         cols: 4,
         landing_bank_bytes: 2048,
@@ -481,7 +482,8 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
 }
 
 /// The components of `t` that differ from the default table's, over a register design, a
-/// planar and a stacked buffer, and a register design with INT8 and with INT4 QKᵀ.
+/// planar and a stacked buffer, and a register design with INT8 and with INT4 QKᵀ and with FP8
+/// operands.
 fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
     let d = EnergyTable::default();
     let mut out = BTreeSet::new();
@@ -491,7 +493,11 @@ fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
         .chain([8, 4].map(|bits| Geometry {
             qk_int_bits: bits,
             ..geometry(None)
-        }));
+        }))
+        .chain([Geometry {
+            operand_bits: 8,
+            ..geometry(None)
+        }]);
     for g in geometries {
         let (a, b) = (d.breakdown(&busy(), &g), t.breakdown(&busy(), &g));
         for (x, y) in a.components().iter().zip(b.components()) {
@@ -507,6 +513,7 @@ fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
 fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     let expect: &[(&str, &[&str])] = &[
         ("fp16_mul", &["mac"]),
+        ("fp8_mul", &["mac"]),
         ("fp32_add", &["mac", "softmax"]),
         ("fp32_mul", &["softmax"]),
         ("int32_add", &["softmax", "mac"]),
@@ -685,7 +692,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
 #[test]
 fn bad_energy_tables_are_refused_with_the_reason() {
     for (toml, says) in [
-        ("[figures.fp8_mul]\npj = 1.0\n", "unknown figure `fp8_mul`"),
+        ("[figures.fp4_mul]\npj = 1.0\n", "unknown figure `fp4_mul`"),
         ("nodes_nm = 7\n", "unknown field `nodes_nm`"),
         ("[figures.fp16_mul]\npj = -1.0\n", "fp16_mul: pj = -1"),
         (
@@ -741,12 +748,12 @@ fn bad_energy_tables_are_refused_with_the_reason() {
     // From the command line: a missing file and a bad table stop before any simulation.
     let dir = ScratchDir::new("energy-bad").unwrap();
     let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, "[figures.fp8_mul]\npj = 1.0\n").unwrap();
+    std::fs::write(&bad, "[figures.fp4_mul]\npj = 1.0\n").unwrap();
     for (flag, path, says) in [
         (
             "--energy",
             bad.to_str().unwrap(),
-            "unknown figure `fp8_mul`",
+            "unknown figure `fp4_mul`",
         ),
         (
             "--energy",

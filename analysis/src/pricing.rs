@@ -315,6 +315,7 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
         rows: cfg.rows as u64,
         pes: cfg.pes() as u64 * mac_tiers,
         qk_int_bits: cfg.qk_format.map_or(0, |f| f.bits()),
+        operand_bits: cfg.row().elem_bits().0,
         cols: cfg.cols as u64,
         landing_bank_bytes,
         staging_bank_bytes,
