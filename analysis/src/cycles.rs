@@ -1352,12 +1352,14 @@ fn glb_scaled(p: &CoreParams, s: &Shape, probe: &Shape, smallest: &Shape) -> Cor
         }
     }
     // rowfused's spill: the S arrays' capacity likewise, in whole blocks, against the keys.
-    if let hdl::config::Variant::Rowfused(r) = &mut q.row.variant {
-        let keys = r.keys as usize;
-        if r.spill && s.k_len > keys && smallest.k_len < keys {
+    if let Some(rows) = q.row.plan().whole_rows() {
+        let keys = rows.keys as usize;
+        if rows.spill && s.k_len > keys && smallest.k_len < keys {
             let bc = p.bc() as usize;
             let blocks = (keys / bc) as f64 * probe.k_len as f64 / s.k_len as f64;
-            r.keys = (blocks.round().max(1.0) as usize * bc) as u32;
+            q.row
+                .variant
+                .set_row_keys((blocks.round().max(1.0) as usize * bc) as u32);
         }
     }
     q

@@ -151,8 +151,8 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
     if !args.tiers.is_empty() {
         configs = configs
             .iter()
-            .flat_map(|c| match c.variant {
-                Variant::Reg3d(s) => args
+            .flat_map(|c| match c.variant.stack() {
+                Some(&s) => args
                     .tiers
                     .iter()
                     .map(|&tiers| CoreConfig {
@@ -160,15 +160,15 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
                         ..c.clone()
                     })
                     .collect(),
-                _ => vec![c.clone()],
+                None => vec![c.clone()],
             })
             .collect();
     }
     if !args.vlink_bits.is_empty() {
         configs = configs
             .iter()
-            .flat_map(|c| match c.variant {
-                Variant::Reg3d(s) if s.tiers == 3 => args
+            .flat_map(|c| match c.variant.stack().filter(|s| s.tiers == 3) {
+                Some(&s) => args
                     .vlink_bits
                     .iter()
                     .map(|&vlink_bits| CoreConfig {
@@ -176,7 +176,7 @@ pub(super) fn bench_cmd(args: BenchArgs) -> Result<ExitCode> {
                         ..c.clone()
                     })
                     .collect(),
-                _ => vec![c.clone()],
+                None => vec![c.clone()],
             })
             .collect();
     }

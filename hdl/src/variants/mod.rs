@@ -228,6 +228,15 @@ impl Variant {
         }
     }
 
+    /// The keys of a query row the S array holds, where it holds whole rows (the plan's
+    /// `WholeRows::keys`); a design without such an array has none to set.
+    pub fn set_row_keys(&mut self, keys: u32) {
+        match self {
+            Variant::Rowfused(r) => r.keys = keys,
+            Variant::Reg2d | Variant::Buf2d(_) | Variant::Reg3d(_) | Variant::Unfused => {}
+        }
+    }
+
     /// reg3d with `tiers` tiers and the other knobs at their defaults.
     pub fn reg3d(tiers: u32) -> Variant {
         Variant::Reg3d(StackParams {
