@@ -36,17 +36,17 @@ pub struct ClaimRow {
 }
 
 /// A figure of one design against one baseline at one length.
-struct Point {
-    seq: usize,
-    value: f64,
-    model: bool,
+pub(crate) struct Point {
+    pub seq: usize,
+    pub value: f64,
+    pub model: bool,
 }
 
 /// The rows of one hierarchy (the GLB the configuration gives, or none), by design name
 /// without the hierarchy's suffix, then by length.
-type Runs<'a> = BTreeMap<String, BTreeMap<usize, &'a CompareRow>>;
+pub(crate) type Runs<'a> = BTreeMap<String, BTreeMap<usize, &'a CompareRow>>;
 
-fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
+pub(crate) fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
     let mut m: Runs = BTreeMap::new();
     for r in rows {
         let name = match suffix {
@@ -63,7 +63,7 @@ fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
 }
 
 /// `f(ours, base)` at every length both ran at (and that `keep` keeps).
-fn points(
+pub(crate) fn points(
     runs: &Runs,
     ours: &str,
     base: &str,
@@ -117,22 +117,22 @@ fn times(x: f64) -> String {
 
 /// What one claim needs: our design, the baselines to try, the lengths it speaks of, the
 /// figure, the threshold a figure must reach to reproduce it.
-struct Spec {
-    claim: &'static str,
-    source: &'static str,
-    ours: &'static str,
+pub(crate) struct Spec {
+    pub claim: &'static str,
+    pub source: &'static str,
+    pub ours: &'static str,
     /// What the comparison is, in words.
-    kind: &'static str,
-    baselines: &'static [&'static str],
-    keep: fn(usize) -> bool,
+    pub kind: &'static str,
+    pub baselines: &'static [&'static str],
+    pub keep: fn(usize) -> bool,
     /// The lengths `keep` keeps, in words.
-    lengths: &'static str,
-    figure: fn(&CompareRow, &CompareRow) -> f64,
-    show: fn(f64) -> String,
+    pub lengths: &'static str,
+    pub figure: fn(&CompareRow, &CompareRow) -> f64,
+    pub show: fn(f64) -> String,
     /// The figure reproduces the claim at some length in range when it reaches this.
-    reaches: f64,
+    pub reaches: f64,
     /// The claim's own baseline is not among those built (why).
-    missing: Option<&'static str>,
+    pub missing: Option<&'static str>,
 }
 
 fn energy_cut(o: &CompareRow, b: &CompareRow) -> f64 {
@@ -166,7 +166,7 @@ fn sram_share(_: &CompareRow, b: &CompareRow) -> f64 {
     b.energy.sram_share
 }
 
-const SPECS: [Spec; 11] = [
+pub(crate) const SPECS: [Spec; 11] = [
     Spec {
         claim: "46–93 % less energy",
         source: "3D-Flow",

@@ -14,6 +14,7 @@ pub mod docs;
 pub mod estimate;
 pub mod power;
 pub mod sim;
+pub mod solve;
 pub mod units;
 pub mod verify;
 

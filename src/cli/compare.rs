@@ -17,8 +17,10 @@ pub struct CompareArgs {
     pub causal: bool,
     /// Longer sequences are not simulated: their rows take the counts the schedule fixes and
     /// the cycle model's timing (both of which every simulated run matches exactly).
-    #[arg(long, default_value_t = 4096)]
-    pub max_sim_seq: usize,
+    /// (Default 4096; with --solve 0: the solver works on the model's counts, which every RTL
+    /// run equals.)
+    #[arg(long)]
+    pub max_sim_seq: Option<usize>,
     #[command(flatten)]
     pub run: RunArgs,
     #[command(flatten)]
@@ -55,6 +57,11 @@ pub struct CompareArgs {
     /// measured and a verdict (docs/baselines.md).
     #[arg(long)]
     pub claims: bool,
+    /// With --claims: for each claim and baseline, the value of this parameter at which the
+    /// verdict flips (dram_pj_per_bit: repriced; seq_len, head_dim: through
+    /// the schedule and the cycle model), with the bound where no value flips it.
+    #[arg(long)]
+    pub solve: Option<crate::solve::Param>,
     /// How the designs are set side by side: pe (the same PEs per tier: the tables above) or
     /// area (also each design's silicon at a standard-cell library, from the ASIC flow, and
     /// its tokens/s per mm² of footprint and energy per token; docs/asic.md).
@@ -87,6 +94,10 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     for path in args.out.iter().chain(&args.report).chain(&args.plot) {
         check_writable(path)?;
     }
+    anyhow::ensure!(
+        args.solve.is_none() || args.claims,
+        "--solve finds where a claim's verdict flips: add --claims"
+    );
     anyhow::ensure!(
         args.config.variant.is_none(),
         "compare runs every variant (buf2d, reg2d, reg3d, rowfused, unfused): drop --variant"
@@ -142,7 +153,9 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         seed: args.run.seed,
         timing: args.run.timing(),
         table: table.clone(),
-        max_sim_seq: args.max_sim_seq,
+        max_sim_seq: args
+            .max_sim_seq
+            .unwrap_or(if args.solve.is_some() { 0 } else { 4096 }),
         spill_keys: args
             .spill_keys
             .unwrap_or(config.variant.rowfused().copied().unwrap_or_default().keys),
@@ -191,6 +204,11 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
             ),
             None => crate::claims::table(&crate::claims::claims(&rows, &hierarchy)),
         };
+    }
+    if let Some(p) = args.solve {
+        let hierarchy = compare::hierarchy(&config, args.glb);
+        let solved = crate::solve::solve(&rows, &plan, args.glb, &hierarchy, p)?;
+        md += &crate::solve::table(p, &solved);
     }
     println!("{md}");
     if let Some(path) = &args.out {
