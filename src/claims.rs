@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::compare::CompareRow;
+use crate::compare::{CompareRow, FUSEMAX_SUFFIX};
 
 /// One published claim and what regflash measures of it.
 #[derive(Clone, Debug, Serialize)]
@@ -22,6 +22,10 @@ pub struct ClaimRow {
     pub claim: String,
     /// The source document.
     pub source: String,
+    /// The baseline, workload and scale the source measured the claim on.
+    pub setting: String,
+    /// The array, head size and heads regflash measures it on.
+    pub ours: String,
     /// The comparison that reproduces its kind: our design against which baselines, how the
     /// PEs are counted, at which lengths.
     pub comparison: String,
@@ -50,7 +54,7 @@ pub(crate) fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
     let mut m: Runs = BTreeMap::new();
     for r in rows {
         let name = match suffix {
-            "" if r.design.ends_with(" (no GLB)") => continue,
+            "" if r.design.ends_with(" (no GLB)") || r.design.ends_with(FUSEMAX_SUFFIX) => continue,
             "" => r.design.clone(),
             s => match r.design.strip_suffix(s) {
                 Some(n) => n.to_string(),
@@ -60,6 +64,33 @@ pub(crate) fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
         m.entry(name).or_default().insert(r.seq_len, r);
     }
     m
+}
+
+/// The runs a claim is measured on in the hierarchy of `suffix`: at FuseMax's scale for its
+/// claims when `rows` hold those runs (the configuration's hierarchy), else the
+/// configuration's.
+pub(crate) fn runs_for<'a>(rows: &'a [CompareRow], suffix: &str, s: &Spec) -> Runs<'a> {
+    let scaled = s.fusemax_scale
+        && suffix.is_empty()
+        && rows.iter().any(|r| r.design.ends_with(FUSEMAX_SUFFIX));
+    runs_of(rows, if scaled { FUSEMAX_SUFFIX } else { suffix })
+}
+
+/// The array, head size and heads of `ours`'s runs in `runs`, in words.
+fn scale_of(runs: &Runs, ours: &str) -> String {
+    let Some(r) = runs.get(ours).and_then(|m| m.values().next()) else {
+        return "-".into();
+    };
+    let c = &r.config;
+    let heads = r.tokens / r.seq_len.max(1) as u64;
+    format!(
+        "{}×{} PEs per tier, d = {}, {heads} head{}{}",
+        c.rows,
+        c.cols,
+        c.head_dim,
+        if heads == 1 { "" } else { "s" },
+        if r.causal { ", causal" } else { "" }
+    )
 }
 
 /// `f(ours, base)` at every length both ran at (and that `keep` keeps).
@@ -133,6 +164,13 @@ pub(crate) struct Spec {
     pub reaches: f64,
     /// The claim's own baseline is not among those built (why).
     pub missing: Option<&'static str>,
+    /// The baseline, workload and scale the source measured the claim on.
+    pub setting: &'static str,
+    /// The source's own baseline among `baselines` ("" when it is not built).
+    pub named: &'static str,
+    /// Measured at FuseMax's scale ([`crate::compare::fusemax_config`]) rather than the
+    /// configuration's.
+    pub fusemax_scale: bool,
 }
 
 fn energy_cut(o: &CompareRow, b: &CompareRow) -> f64 {
@@ -147,15 +185,6 @@ fn speedup(o: &CompareRow, b: &CompareRow) -> f64 {
     b.cycles as f64 / o.cycles.max(1) as f64
 }
 
-/// 1 − our DRAM bytes / the baseline's (memory traffic: beats read and written).
-fn traffic_cut(o: &CompareRow, b: &CompareRow) -> f64 {
-    let bytes = |r: &CompareRow| {
-        let c = |n: &str| r.counters.get(n).copied().unwrap_or(0);
-        (c("read_beats") + c("write_beats")) as f64
-    };
-    1.0 - bytes(o) / bytes(b).max(f64::MIN_POSITIVE)
-}
-
 fn efficiency(o: &CompareRow, b: &CompareRow) -> f64 {
     b.energy.total_pj / o.energy.total_pj.max(f64::MIN_POSITIVE)
 }
@@ -166,114 +195,177 @@ fn sram_share(_: &CompareRow, b: &CompareRow) -> f64 {
     b.energy.sram_share
 }
 
+/// 1 − our peak DRAM footprint / the baseline's: the problem's memory image (Q, K, V and O)
+/// and, for a design with the scratch region, the region (a tile's S, then P over it).
+fn footprint_cut(o: &CompareRow, b: &CompareRow) -> f64 {
+    1.0 - footprint(o) / footprint(b).max(f64::MIN_POSITIVE)
+}
+
+/// Bytes of memory a run needs at its peak ([`footprint_cut`]).
+pub(crate) fn footprint(r: &CompareRow) -> f64 {
+    use crate::verify::attention::{scratch_bytes, Layout};
+    let heads = (r.tokens / r.seq_len.max(1) as u64).max(1) as usize;
+    let d = r.config.head_dim as usize;
+    let out = kernels::flash::OutFormat::Short;
+    let image = Layout::upper_bound(heads, r.seq_len, r.seq_len, d, out)
+        .map_or(f64::NAN, |l| l.size as f64);
+    let scratch = match hdl::core::CoreParams::from_config(&r.config) {
+        Ok(p) if p.row.scratch() => scratch_bytes(&p, r.seq_len).next_multiple_of(4096) as f64,
+        Ok(_) => 0.0,
+        Err(_) => f64::NAN,
+    };
+    image + scratch
+}
+
+/// 3D-Flow's setting and its baselines here.
+const THREE_D_FLOW: &str = "OPT-like (d = 64, MHA) and Qwen-like (d = 128, GQA) models; \
+    against 2-D multi-array designs limited by NoC router-to-router transfers, and 3-D stacked \
+    designs with buffers";
+const THREE_D_FLOW_BASES: &[&str] = &[
+    "3-D buffered",
+    "unfused",
+    "rowfused",
+    "rowfused (spill)",
+    "buf2d",
+];
+const NO_NOC: Option<&str> = Some(
+    "its 2-D baseline, multi-array designs joined by a NoC, is not built yet (noc2d); 3-D \
+     buffered (buf2d's banks priced as stacked SRAM) stands for its 3-D one",
+);
+
 pub(crate) const SPECS: [Spec; 11] = [
     Spec {
         claim: "46–93 % less energy",
         source: "3D-Flow",
         ours: "reg3d",
         kind: "reg3d (QK, softmax and PV on stacked tiers, twice the PEs) against",
-        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
+        baselines: THREE_D_FLOW_BASES,
         keep: |_| true,
         lengths: "any N",
         figure: energy_cut,
         show: pct,
         reaches: 0.46,
-        missing: None,
+        missing: NO_NOC,
+        setting: THREE_D_FLOW,
+        named: "3-D buffered",
+        fusemax_scale: false,
     },
     Spec {
         claim: "46–93 % less energy (on chip: DRAM left out)",
         source: "3D-Flow",
         ours: "reg3d",
         kind: "reg3d (twice the PEs), its on-chip energy, against",
-        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
+        baselines: THREE_D_FLOW_BASES,
         keep: |_| true,
         lengths: "any N",
         figure: on_chip_cut,
         show: pct,
         reaches: 0.46,
-        missing: None,
+        missing: NO_NOC,
+        setting: THREE_D_FLOW,
+        named: "3-D buffered",
+        fusemax_scale: false,
     },
     Spec {
         claim: "46–93 % less energy (iso-PE)",
         source: "3D-Flow",
         ours: "reg3d iso-PE",
         kind: "reg3d with the 2-D array's PEs split over its tiers against",
-        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
+        baselines: THREE_D_FLOW_BASES,
         keep: |_| true,
         lengths: "any N",
         figure: energy_cut,
         show: pct,
         reaches: 0.46,
-        missing: None,
+        missing: NO_NOC,
+        setting: THREE_D_FLOW,
+        named: "3-D buffered",
+        fusemax_scale: false,
     },
     Spec {
         claim: "1.4–7.6× faster",
         source: "3D-Flow",
         ours: "reg3d",
         kind: "reg3d (twice the PEs) against",
-        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
+        baselines: THREE_D_FLOW_BASES,
         keep: |_| true,
         lengths: "any N",
         figure: speedup,
         show: times,
         reaches: 1.4,
-        missing: None,
+        missing: NO_NOC,
+        setting: THREE_D_FLOW,
+        named: "3-D buffered",
+        fusemax_scale: false,
     },
     Spec {
         claim: "1.4–7.6× faster (iso-PE)",
         source: "3D-Flow",
         ours: "reg3d iso-PE",
         kind: "reg3d with the 2-D array's PEs split over its tiers against",
-        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
+        baselines: THREE_D_FLOW_BASES,
         keep: |_| true,
         lengths: "any N",
         figure: speedup,
         show: times,
         reaches: 1.4,
-        missing: None,
+        missing: NO_NOC,
+        setting: THREE_D_FLOW,
+        named: "3-D buffered",
+        fusemax_scale: false,
     },
     Spec {
         claim: "SRAM over 60 % of energy for N > 2k",
         source: "3D-Flow",
         ours: "",
         kind: "the SRAM share (accesses to the buffer and the GLB) of the energy of",
-        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
+        baselines: THREE_D_FLOW_BASES,
         keep: |n| n > 2048,
         lengths: "N > 2048",
         figure: sram_share,
         show: pct,
         reaches: 0.6,
-        missing: None,
+        missing: NO_NOC,
+        setting: THREE_D_FLOW,
+        named: "3-D buffered",
+        fusemax_scale: false,
     },
     Spec {
-        claim: "2–3× energy efficiency over an SRAM-buffered NPU at seq > 8192",
+        claim: "2–3× energy efficiency at seq > 8192",
         source: "register-level NPU",
         ours: "reg2d",
         kind: "reg2d (S and P in the PE registers, the same array) against",
-        baselines: &["rowfused", "rowfused (spill)", "buf2d"],
+        baselines: &["unfused", "rowfused", "rowfused (spill)", "buf2d"],
         keep: |n| n > 8192,
         lengths: "N > 8192",
         figure: efficiency,
         show: times,
         reaches: 2.0,
         missing: None,
+        setting: "sequences past 8,192 tokens; against an ordinary NPU that keeps the \
+                  intermediate results (S, P) in external DRAM",
+        named: "unfused",
+        fusemax_scale: false,
     },
     Spec {
-        claim: "utilization: fused 0.99 against FLAT's 0.125 (7.9×; 256×256 PEs, BERT 16K)",
+        claim: "utilization: fused 0.99 against FLAT's 0.125 (7.9×)",
         source: "FuseMax",
         ours: "buf2d",
         kind: "fused FlashAttention (buf2d) against the row-materializing design on the same \
                array and MACs (utilization ratio = cycle ratio):",
-        baselines: &["rowfused", "rowfused (spill)"],
+        baselines: &["rowfused (spill)", "rowfused"],
         keep: |n| n == 16384,
         lengths: "N = 16384",
         figure: speedup,
         show: times,
         reaches: 7.9,
         missing: None,
+        setting: "BERT at 16K tokens on a 256×256 array; FLAT with its fixed on-chip buffer",
+        named: "rowfused (spill)",
+        fusemax_scale: true,
     },
     Spec {
-        claim: "utilization: fused 0.99 against unfused 0.08 (12.4×; 256×256 PEs, BERT 16K)",
+        claim: "utilization: fused 0.99 against unfused 0.08 (12.4×)",
         source: "FuseMax",
         ours: "buf2d",
         kind: "fused FlashAttention (buf2d) against standard attention on the same array and \
@@ -285,6 +377,9 @@ pub(crate) const SPECS: [Spec; 11] = [
         show: times,
         reaches: 12.4,
         missing: None,
+        setting: "BERT at 16K tokens on a 256×256 array; unfused attention on the same array",
+        named: "unfused",
+        fusemax_scale: true,
     },
     Spec {
         claim: "FlashAttention 64 % faster than standard attention at 2k",
@@ -298,21 +393,29 @@ pub(crate) const SPECS: [Spec; 11] = [
         show: times,
         reaches: 1.64,
         missing: None,
+        setting: "2,048 tokens; FlashAttention's kernel against standard attention's on one \
+                  accelerator",
+        named: "unfused",
+        fusemax_scale: false,
     },
     Spec {
         claim: "FlashAttention 81 % less memory than standard attention at 2k",
         source: "ops-transformer",
         ours: "buf2d",
-        kind: "FlashAttention's memory traffic (DRAM bytes read and written; buf2d) against \
-               standard attention, whose S and P go to DRAM past what the GLB holds (half of \
-               it, with a GLB):",
+        kind: "FlashAttention's peak DRAM footprint (Q, K, V and O; buf2d) against standard \
+               attention's, which adds its scratch region (a tile's Br × N of S, then P over \
+               it):",
         baselines: &["unfused"],
         keep: |n| n == 2048,
         lengths: "N = 2048",
-        figure: traffic_cut,
+        figure: footprint_cut,
         show: pct,
         reaches: 0.81,
         missing: None,
+        setting: "2,048 tokens; memory is the peak footprint, where standard attention holds \
+                  the whole N × N S (it runs out of memory at 4,096 tokens)",
+        named: "unfused",
+        fusemax_scale: false,
     },
 ];
 
@@ -332,8 +435,8 @@ pub fn claims(rows: &[CompareRow], hierarchy: &str) -> Vec<ClaimRow> {
         vec![("", hierarchy.to_string())]
     };
     for (suffix, hier) in &sets {
-        let runs = runs_of(rows, suffix);
         for s in &SPECS {
+            let runs = runs_for(rows, suffix, s);
             let mut measured = vec![];
             let (mut hits, mut misses, mut model) = (vec![], vec![], false);
             for base in s.baselines {
@@ -362,11 +465,17 @@ pub fn claims(rows: &[CompareRow], hierarchy: &str) -> Vec<ClaimRow> {
                     .unwrap_or_default();
                 format!("not measured: give --seq a length with {}{why}", s.lengths)
             } else {
-                verdict(&hits, &misses, s.missing)
+                named_verdict(s.named, &hits, &misses, s.missing)
+            };
+            let ours = match s.ours {
+                "" => s.baselines[0],
+                o => o,
             };
             out.push(ClaimRow {
                 claim: s.claim.into(),
                 source: s.source.into(),
+                setting: s.setting.into(),
+                ours: scale_of(&runs, ours),
                 comparison: format!("{} {}", s.kind, s.baselines.join(", ")),
                 hierarchy: hier.clone(),
                 measured: measured.join("; "),
@@ -378,6 +487,19 @@ pub fn claims(rows: &[CompareRow], hierarchy: &str) -> Vec<ClaimRow> {
     out
 }
 
+/// The verdict against the source's own baseline (`named`) first, when it ran, then over
+/// every baseline ([`verdict`]).
+fn named_verdict(named: &str, hits: &[&str], misses: &[&str], missing: Option<&str>) -> String {
+    let all = verdict(hits, misses, missing);
+    match (hits.contains(&named), misses.contains(&named)) {
+        (true, _) => format!("against {named}, the source's baseline: reproduced. In all: {all}"),
+        (false, true) => {
+            format!("against {named}, the source's baseline: not reproduced. In all: {all}")
+        }
+        (false, false) => all,
+    }
+}
+
 /// The verdict's exact words from the baselines that reproduce the claim and those that do
 /// not, and why the claim's own baseline is missing (if it is).
 fn verdict(hits: &[&str], misses: &[&str], missing: Option<&str>) -> String {
@@ -387,6 +509,11 @@ fn verdict(hits: &[&str], misses: &[&str], missing: Option<&str>) -> String {
     };
     match (hits.is_empty(), misses.is_empty(), missing) {
         (false, true, None) => "reproduced".into(),
+        (false, true, Some(why)) => format!(
+            "reproduced against every baseline built ({}); the published baseline is not \
+             modelled because {why}",
+            list(hits)
+        ),
         (false, _, Some(why)) => format!(
             "reproduced only against {}; the published baseline is not modelled because {why}",
             list(hits)
@@ -415,20 +542,23 @@ pub fn table_beside(claims: &[ClaimRow], gates: Option<&[ClaimRow]>) -> String {
     let mut s = String::from("Published claims against regflash's RTL:\n\n");
     match gates {
         None => {
-            s += "| claim | source | comparison | hierarchy | measured | verdict |\n\
-                  |---|---|---|---|---|---|\n"
+            s += "| claim | source | the source's setting | ours | comparison | hierarchy | \
+                  measured | verdict |\n|---|---|---|---|---|---|---|---|\n"
         }
         Some(_) => {
-            s += "| claim | source | comparison | hierarchy | measured (sourced table) | \
-                  verdict (sourced table) | measured (gate level) | verdict (gate level) |\n|---|---|---|---|---|---|---|---|\n"
+            s += "| claim | source | the source's setting | ours | comparison | hierarchy | \
+                  measured (sourced table) | verdict (sourced table) | measured (gate level) | \
+                  verdict (gate level) |\n|---|---|---|---|---|---|---|---|---|---|\n"
         }
     }
     let model = |c: &ClaimRow| if c.from_model { " (cycle model)" } else { "" };
     for (k, c) in claims.iter().enumerate() {
         s += &format!(
-            "| {} | {} | {} | {} | {}{} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {}{} | {} |",
             c.claim,
             c.source,
+            c.setting,
+            c.ours,
             c.comparison,
             c.hierarchy,
             c.measured,
@@ -450,7 +580,12 @@ pub fn table_beside(claims: &[ClaimRow], gates: Option<&[ClaimRow]>) -> String {
           first half-GLB of them stays in the GLB's upper half (K and V keep a quarter each) \
           and the rest goes to DRAM; without one, all of it. \"(cycle model)\": some length \
           was not simulated, and its counters come from the schedule and the validated cycle \
-          model.\n";
+          model. \"The source's setting\" is the baseline, workload and scale the claim was made \
+          on; \"ours\" the array it is measured on here. The verdict names the source's own \
+          baseline first where regflash builds it. FuseMax's rows run at its scale (256 rows and \
+          d columns: columns must divide d) when compare runs with --claims. The memory claim \
+          is a footprint: the problem's memory image, plus the scratch region where a design \
+          has one.\n";
     s
 }
 
@@ -479,7 +614,21 @@ mod tests {
             "not reproduced against rowfused; the published baseline is not modelled because why"
         );
         let v = verdict(&["rowfused"], &[], Some("why"));
+        assert!(v.starts_with("reproduced against every baseline built (rowfused); the published"));
+        let v = verdict(&["rowfused"], &["buf2d"], Some("why"));
         assert!(v.starts_with("reproduced only against rowfused; the published baseline"));
+        // The source's own baseline first.
+        assert_eq!(
+            named_verdict("unfused", &["unfused"], &["buf2d"], None),
+            "against unfused, the source's baseline: reproduced. In all: reproduced only \
+             against unfused; not against buf2d"
+        );
+        assert!(named_verdict("unfused", &[], &["unfused"], None)
+            .starts_with("against unfused, the source's baseline: not reproduced."));
+        assert_eq!(
+            named_verdict("noc2d", &[], &["buf2d"], None),
+            "not reproduced against buf2d"
+        );
     }
 
     #[test]

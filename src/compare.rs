@@ -71,6 +71,61 @@ pub fn spill_config(cfg: &CoreConfig, keys: u32) -> CoreConfig {
     c
 }
 
+/// FuseMax's scale: its array is 256 × 256 PEs (BERT at 16K tokens). Columns must divide
+/// d here, so the widest array on the configuration's head size has 256 rows and d columns
+/// (256 × 128 at d = 128, half FuseMax's PEs; up to 256 columns at d ≥ 256). The tile grows to
+/// keep the MAC's reuse gap hidden: one key and one output column per PE, and the fewest query
+/// rows per PE row (a power of two) that cover the gap.
+pub const FUSEMAX_ROWS: u32 = 256;
+
+/// The design names of the rows run at FuseMax's scale ([`fusemax_config`]).
+pub const FUSEMAX_SUFFIX: &str = " (FuseMax scale)";
+
+/// The lengths FuseMax's utilization figures are at (BERT, 16K tokens).
+pub const FUSEMAX_SEQ: usize = 16384;
+
+/// The configuration at FuseMax's scale (see [`FUSEMAX_ROWS`]), or why none fits.
+pub fn fusemax_config(cfg: &CoreConfig) -> Result<CoreConfig> {
+    let cols = cfg.head_dim.min(FUSEMAX_ROWS);
+    let mut c = CoreConfig {
+        rows: FUSEMAX_ROWS,
+        cols,
+        bc: cols,
+        ..cfg.clone()
+    };
+    // One key per PE (b = 1): a PE's a S accumulators must cover the gap.
+    let a = c.row().pe.reuse_gap().next_power_of_two();
+    let e = cfg.head_dim / cols.max(1);
+    c.br = FUSEMAX_ROWS * a;
+    c.regs_per_pe = (2 * a + a * e).next_power_of_two();
+    c.name = format!("{} at FuseMax's scale", cfg.name);
+    c.validate().with_context(|| {
+        format!(
+            "{} at FuseMax's scale ({}×{} PEs, br = {}, bc = {})",
+            cfg.name, c.rows, c.cols, c.br, c.bc
+        )
+    })?;
+    Ok(c)
+}
+
+/// The designs at FuseMax's scale and length (BERT's: no causal mask), from the schedule and
+/// the cycle model, named with [`FUSEMAX_SUFFIX`] (the configuration's hierarchy).
+pub fn run_fusemax(plan: &ComparePlan) -> Result<Vec<CompareRow>> {
+    let q = ComparePlan {
+        config: fusemax_config(&plan.config)?,
+        seq_lens: vec![FUSEMAX_SEQ],
+        max_sim_seq: 0,
+        // BERT, an encoder: no mask.
+        causal: false,
+        ..plan.clone()
+    };
+    let mut rows = run(&q, |_| {})?;
+    for r in &mut rows {
+        r.design += FUSEMAX_SUFFIX;
+    }
+    Ok(rows)
+}
+
 /// reg3d with half the PEs per tier, so that its two tiers hold as many PEs as the 2-D
 /// array: half the columns, or else half the rows, whichever is a valid tiling (None if
 /// neither is).

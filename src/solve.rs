@@ -135,7 +135,7 @@ pub struct BreakEven {
 /// A claim's best figure against `base` over the lengths it speaks of, in `rows` (None: no
 /// length of it ran).
 fn best(rows: &[CompareRow], suffix: &str, s: &Spec, base: &str) -> Option<f64> {
-    let runs = claims::runs_of(rows, suffix);
+    let runs = claims::runs_for(rows, suffix, s);
     let ours = if s.ours.is_empty() { base } else { s.ours };
     let pts = claims::points(&runs, ours, base, s.keep, s.figure);
     pts.iter().map(|p| p.value).reduce(f64::max)
@@ -301,6 +301,9 @@ fn solve_shape(
     // The model's rows at each candidate (none where the configuration refuses it).
     let mut runs: Vec<(usize, Vec<CompareRow>)> = vec![];
     let mut refused = vec![];
+    let scaled = rows
+        .iter()
+        .any(|r| r.design.ends_with(compare::FUSEMAX_SUFFIX));
     for &v in &values {
         let mut q = plan.clone();
         q.max_sim_seq = 0;
@@ -316,7 +319,13 @@ fn solve_shape(
             Param::DramPjPerBit => bail!("not a shape parameter"),
         }
         match compare::run_glb(&q, glb, |_| {}) {
-            Ok(r) => runs.push((v, r)),
+            Ok(mut r) => {
+                // FuseMax's claims at its scale, as the rows measured them.
+                if scaled {
+                    r.extend(compare::run_fusemax(&q).unwrap_or_default());
+                }
+                runs.push((v, r))
+            }
             Err(_) => refused.push(v.to_string()),
         }
     }

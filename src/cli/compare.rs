@@ -194,20 +194,38 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     if let Some(a) = &sourced {
         md += &compare::both_tables(a, &rows);
     }
+    // The claims FuseMax made at its scale are measured there (the model's rows).
+    let fusemax = match args.claims {
+        true => compare::run_fusemax(&plan)?,
+        false => vec![],
+    };
+    let with_fusemax = |r: &[compare::CompareRow], t: &kernels::energy::EnergyTable| {
+        let mut v = r.to_vec();
+        v.extend(compare::repriced(&fusemax, t));
+        v
+    };
     if args.claims {
         let hierarchy = compare::hierarchy(&config, args.glb);
         md += "\n";
+        let all = with_fusemax(&rows, &table);
         md += &match &sourced {
-            Some(a) => crate::claims::table_beside(
-                &crate::claims::claims(a, &hierarchy),
-                Some(&crate::claims::claims(&rows, &hierarchy)),
-            ),
-            None => crate::claims::table(&crate::claims::claims(&rows, &hierarchy)),
+            Some(a) => {
+                let t = kernels::energy::EnergyTable {
+                    gates: None,
+                    ..table.clone()
+                };
+                crate::claims::table_beside(
+                    &crate::claims::claims(&with_fusemax(a, &t), &hierarchy),
+                    Some(&crate::claims::claims(&all, &hierarchy)),
+                )
+            }
+            None => crate::claims::table(&crate::claims::claims(&all, &hierarchy)),
         };
     }
     if let Some(p) = args.solve {
         let hierarchy = compare::hierarchy(&config, args.glb);
-        let solved = crate::solve::solve(&rows, &plan, args.glb, &hierarchy, p)?;
+        let solved =
+            crate::solve::solve(&with_fusemax(&rows, &table), &plan, args.glb, &hierarchy, p)?;
         md += &crate::solve::table(p, &solved);
     }
     println!("{md}");
