@@ -285,26 +285,23 @@ fn candidates(plan: &ComparePlan, p: Param) -> Vec<usize> {
     }
 }
 
-fn solve_shape(
+/// The model's rows at each value of a shape parameter (with FuseMax's scale where `rows`
+/// have it), and the values the configuration refuses.
+type ShapeRuns = (Vec<(usize, Vec<CompareRow>)>, Vec<String>);
+
+fn shape_runs(
     rows: &[CompareRow],
     plan: &ComparePlan,
     glb: GlbRuns,
-    hierarchy: &str,
     p: Param,
-) -> Result<Vec<BreakEven>> {
-    let values = candidates(plan, p);
-    ensure!(
-        !values.is_empty(),
-        "no candidate {} fits the array",
-        p.name()
-    );
-    // The model's rows at each candidate (none where the configuration refuses it).
+    values: &[usize],
+) -> Result<ShapeRuns> {
     let mut runs: Vec<(usize, Vec<CompareRow>)> = vec![];
     let mut refused = vec![];
     let scaled = rows
         .iter()
         .any(|r| r.design.ends_with(compare::FUSEMAX_SUFFIX));
-    for &v in &values {
+    for &v in values {
         let mut q = plan.clone();
         q.max_sim_seq = 0;
         match p {
@@ -329,6 +326,23 @@ fn solve_shape(
             Err(_) => refused.push(v.to_string()),
         }
     }
+    Ok((runs, refused))
+}
+
+fn solve_shape(
+    rows: &[CompareRow],
+    plan: &ComparePlan,
+    glb: GlbRuns,
+    hierarchy: &str,
+    p: Param,
+) -> Result<Vec<BreakEven>> {
+    let values = candidates(plan, p);
+    ensure!(
+        !values.is_empty(),
+        "no candidate {} fits the array",
+        p.name()
+    );
+    let (runs, refused) = shape_runs(rows, plan, glb, p, &values)?;
     let refused = match refused.is_empty() {
         true => String::new(),
         false => format!(
@@ -464,6 +478,217 @@ pub fn table(p: Param, rows: &[BreakEven]) -> String {
     s
 }
 
+/// `--sweep PARAM=A..B`: a parameter and the range to sweep it over.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sweep {
+    pub param: Param,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl std::str::FromStr for Sweep {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            anyhow::anyhow!(
+                "--sweep {s}: write PARAM=A..B, for example dram_pj_per_bit=1..100 or \
+                 head_dim=32..256"
+            )
+        };
+        let (name, range) = s.split_once('=').ok_or_else(bad)?;
+        let (a, b) = range.split_once("..").ok_or_else(bad)?;
+        let (lo, hi): (f64, f64) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        let param: Param = name.trim().parse()?;
+        ensure!(
+            lo.is_finite() && hi.is_finite() && lo > 0.0 && hi > lo,
+            "--sweep {s}: the range must run from a positive A to a larger B"
+        );
+        Ok(Sweep { param, lo, hi })
+    }
+}
+
+/// One claim's figure against one baseline, along a sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct Series {
+    pub claim: String,
+    pub hierarchy: String,
+    pub baseline: String,
+    /// The claim's range, as its figure reads (a fraction, or a ratio).
+    pub band: (f64, f64),
+    pub percent: bool,
+    /// (the parameter, the figure), in the parameter's order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Every claim's figure against each baseline along the sweep: the rows repriced at 33
+/// log-spaced prices, or run through the model at each shape value in the range. Series that
+/// do not move with the parameter are left out.
+pub fn sweep(
+    rows: &[CompareRow],
+    plan: &ComparePlan,
+    glb: GlbRuns,
+    hierarchy: &str,
+    sw: Sweep,
+) -> Result<Vec<Series>> {
+    let at: Vec<(f64, Vec<CompareRow>)> = match sw.param {
+        Param::DramPjPerBit => (0..=32)
+            .map(|i| sw.lo * (sw.hi / sw.lo).powf(i as f64 / 32.0))
+            .map(|x| {
+                let t = with_value(&plan.table, sw.param, x);
+                (x, compare::repriced(rows, &t))
+            })
+            .collect(),
+        Param::SeqLen | Param::HeadDim => {
+            let values: Vec<usize> = candidates(plan, sw.param)
+                .into_iter()
+                .filter(|&v| v as f64 >= sw.lo && v as f64 <= sw.hi)
+                .collect();
+            ensure!(
+                !values.is_empty(),
+                "--sweep {}: no candidate in {}..{} (powers of two{})",
+                sw.param.name(),
+                sw.lo,
+                sw.hi,
+                match sw.param {
+                    Param::HeadDim => " the array's columns divide",
+                    _ => "",
+                }
+            );
+            shape_runs(rows, plan, glb, sw.param, &values)?
+                .0
+                .into_iter()
+                .map(|(v, r)| (v as f64, r))
+                .collect()
+        }
+    };
+    let mut out = vec![];
+    for (suffix, hier) in hierarchies(rows, hierarchy) {
+        for s in claims::SPECS.iter() {
+            for base in s.baselines {
+                let points: Vec<(f64, f64)> = at
+                    .iter()
+                    .filter_map(|(x, r)| best(r, suffix, s, base).map(|f| (*x, f)))
+                    .filter(|p| p.1.is_finite())
+                    .collect();
+                let (lo, hi) = points
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                        (a.min(p.1), b.max(p.1))
+                    });
+                if points.len() < 2 || hi - lo <= 1e-6 * hi.abs().max(1.0) {
+                    continue;
+                }
+                out.push(Series {
+                    claim: s.claim.into(),
+                    hierarchy: hier.clone(),
+                    baseline: (*base).into(),
+                    band: (s.reaches, s.top),
+                    percent: s.reaches < 1.0,
+                    points,
+                });
+            }
+        }
+    }
+    ensure!(
+        !out.is_empty(),
+        "no claim's figure moves with {} over {}..{}",
+        sw.param.name(),
+        sw.lo,
+        sw.hi
+    );
+    Ok(out)
+}
+
+/// The sweep as an SVG: a panel per claim and hierarchy, its band shaded, a line per baseline.
+#[cfg(feature = "cli")]
+pub fn plot_sweep(series: &[Series], sw: Sweep, path: &std::path::Path) -> Result<()> {
+    use plotters::prelude::*;
+    let mut panels: Vec<(&str, &str)> = vec![];
+    for s in series {
+        if !panels.contains(&(s.claim.as_str(), s.hierarchy.as_str())) {
+            panels.push((&s.claim, &s.hierarchy));
+        }
+    }
+    let cols = panels.len().min(3);
+    let rows = panels.len().div_ceil(cols);
+    let draw_err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plot {}: {e}", path.display());
+    let root = SVGBackend::new(path, (520 * cols as u32, 400 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| draw_err(&e))?;
+    let areas = root.split_evenly((rows, cols));
+    let colors = [RED, BLUE, GREEN, MAGENTA, BLACK, RGBColor(230, 150, 30)];
+    let log = |x: f64| x.log10();
+    let (x0, x1) = (log(sw.lo), log(sw.hi));
+    for (k, (claim, hier)) in panels.iter().enumerate() {
+        let mine: Vec<&Series> = series
+            .iter()
+            .filter(|s| s.claim == *claim && s.hierarchy == *hier)
+            .collect();
+        let scale = if mine[0].percent { 100.0 } else { 1.0 };
+        let band = mine[0].band;
+        let ys = mine
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .chain([band.0, band.1]);
+        let (y0, y1) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+            (a.min(y), b.max(y))
+        });
+        let pad = 0.08 * (y1 - y0).max(1e-3);
+        let (y0, y1) = (scale * (y0 - pad).min(0.0), scale * (y1 + pad));
+        let short = if hier.starts_with("no GLB") {
+            "no GLB"
+        } else {
+            "with the GLB"
+        };
+        let mut chart = ChartBuilder::on(&areas[k])
+            .caption(format!("{claim} ({short})"), ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(34)
+            .y_label_area_size(46)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(|e| draw_err(&e))?;
+        chart
+            .configure_mesh()
+            .x_desc(format!(
+                "{}{} (log scale)",
+                sw.param.name(),
+                sw.param.unit()
+            ))
+            .x_label_formatter(&|x| sig3(10f64.powf(*x)))
+            .draw()
+            .map_err(|e| draw_err(&e))?;
+        let (b0, b1) = (scale * band.0, scale * band.1.max(band.0 + 1e-3 / scale));
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x0, b0), (x1, b1)],
+                CYAN.mix(0.25).filled(),
+            )))
+            .map_err(|e| draw_err(&e))?
+            .label("the claim")
+            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], CYAN.mix(0.5).filled()));
+        for (i, s) in mine.iter().enumerate() {
+            let c = colors[i % colors.len()];
+            let line: Vec<(f64, f64)> = s.points.iter().map(|p| (log(p.0), scale * p.1)).collect();
+            chart
+                .draw_series(LineSeries::new(line, c.stroke_width(2)))
+                .map_err(|e| draw_err(&e))?
+                .label(format!("against {}", s.baseline))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| draw_err(&e))?;
+    }
+    root.present().map_err(|e| draw_err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,5 +768,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("choose one of dram_pj_per_bit"), "{e}");
+    }
+
+    /// A DRAM sweep's series: priced at 33 points from A to B, each a figure of one claim
+    /// against one baseline that moves monotonically with the price (an energy is linear in
+    /// it), with the claim's band; the plot names every panel. A bad range is refused.
+    #[cfg(feature = "cli")]
+    #[test]
+    fn dram_sweep_moves_monotonically_between_its_ends() {
+        let (plan, rows) = small_rows();
+        let sw: Sweep = "dram_pj_per_bit=1..100".parse().unwrap();
+        let series = sweep(&rows, &plan, GlbRuns::Config, "h", sw).unwrap();
+        assert!(!series.is_empty());
+        for s in &series {
+            assert_eq!(s.points.len(), 33, "{s:?}");
+            assert!((s.points[0].0 - 1.0).abs() < 1e-9 && (s.points[32].0 - 100.0).abs() < 1e-6);
+            let up = s.points.windows(2).all(|w| w[1].1 >= w[0].1 - 1e-12);
+            let down = s.points.windows(2).all(|w| w[1].1 <= w[0].1 + 1e-12);
+            assert!(up || down, "{s:?}");
+            assert!(s.band.0 <= s.band.1);
+        }
+        let dir = gen::tools::ScratchDir::new("sweep").unwrap();
+        let svg = dir.path().join("s.svg");
+        plot_sweep(&series, sw, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("46–93 % less energy") && text.contains("against unfused"));
+        for bad in [
+            "dram_pj_per_bit=100..1",
+            "dram_pj_per_bit=0..5",
+            "dram=1..5",
+            "seq_len",
+        ] {
+            assert!(bad.parse::<Sweep>().is_err(), "{bad}");
+        }
     }
 }

@@ -62,6 +62,14 @@ pub struct CompareArgs {
     /// the schedule and the cycle model), with the bound where no value flips it.
     #[arg(long)]
     pub solve: Option<crate::solve::Param>,
+    /// With --claims: each claim's figure against the parameter over a range, as an SVG at
+    /// --sweep-plot, with the claim's band (PARAM=A..B: dram_pj_per_bit=1..100,
+    /// head_dim=32..256, seq_len=512..65536).
+    #[arg(long)]
+    pub sweep: Option<crate::solve::Sweep>,
+    /// Where --sweep writes its SVG.
+    #[arg(long)]
+    pub sweep_plot: Option<PathBuf>,
     /// How the designs are set side by side: pe (the same PEs per tier: the tables above) or
     /// area (also each design's silicon at a standard-cell library, from the ASIC flow, and
     /// its tokens/s per mm² of footprint and energy per token; docs/asic.md).
@@ -91,12 +99,22 @@ pub struct CompareArgs {
 pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     use crate::compare;
     args.run.check()?;
-    for path in args.out.iter().chain(&args.report).chain(&args.plot) {
+    for path in args
+        .out
+        .iter()
+        .chain(&args.report)
+        .chain(&args.plot)
+        .chain(&args.sweep_plot)
+    {
         check_writable(path)?;
     }
     anyhow::ensure!(
-        args.solve.is_none() || args.claims,
-        "--solve finds where a claim's verdict flips: add --claims"
+        (args.solve.is_none() && args.sweep.is_none()) || args.claims,
+        "--solve and --sweep follow the claims' verdicts: add --claims"
+    );
+    anyhow::ensure!(
+        args.sweep.is_some() == args.sweep_plot.is_some(),
+        "--sweep draws an SVG: give both --sweep PARAM=A..B and --sweep-plot PATH"
     );
     anyhow::ensure!(
         args.config.variant.is_none(),
@@ -153,9 +171,12 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         seed: args.run.seed,
         timing: args.run.timing(),
         table: table.clone(),
-        max_sim_seq: args
-            .max_sim_seq
-            .unwrap_or(if args.solve.is_some() { 0 } else { 4096 }),
+        max_sim_seq: args.max_sim_seq.unwrap_or(
+            match args.solve.is_some() || args.sweep.is_some() {
+                true => 0,
+                false => 4096,
+            },
+        ),
         spill_keys: args
             .spill_keys
             .unwrap_or(config.variant.rowfused().copied().unwrap_or_default().keys),
@@ -227,6 +248,25 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         let solved =
             crate::solve::solve(&with_fusemax(&rows, &table), &plan, args.glb, &hierarchy, p)?;
         md += &crate::solve::table(p, &solved);
+    }
+    if let (Some(sw), Some(path)) = (args.sweep, &args.sweep_plot) {
+        let hierarchy = compare::hierarchy(&config, args.glb);
+        let series = crate::solve::sweep(
+            &with_fusemax(&rows, &table),
+            &plan,
+            args.glb,
+            &hierarchy,
+            sw,
+        )?;
+        crate::solve::plot_sweep(&series, sw, path)?;
+        md += &format!(
+            "\n{} claim figures against {} from {} to {}: {}\n",
+            series.len(),
+            sw.param.name(),
+            sw.lo,
+            sw.hi,
+            path.display()
+        );
     }
     println!("{md}");
     if let Some(path) = &args.out {
