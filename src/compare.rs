@@ -213,10 +213,16 @@ pub struct IsoArea {
     /// Per mm² of footprint (the largest tier).
     #[serde(serialize_with = "real")]
     pub tokens_per_s_per_mm2: f64,
-    /// This row's tokens/s per mm² over buf2d's at the same length (and hierarchy): the
-    /// speedup at equal silicon.
+    /// This row's tokens/s per mm² of footprint over buf2d's at the same length (and
+    /// hierarchy): the speedup at equal footprint (iso-footprint).
     #[serde(serialize_with = "real")]
     pub iso_area_vs_buf2d: f64,
+    /// Per mm² of silicon (every tier).
+    #[serde(serialize_with = "real")]
+    pub tokens_per_s_per_silicon_mm2: f64,
+    /// The same over buf2d's: the speedup at equal silicon (iso-silicon).
+    #[serde(serialize_with = "real")]
+    pub iso_silicon_vs_buf2d: f64,
     /// Energy per token, nJ.
     #[serde(serialize_with = "real")]
     pub nj_per_token: f64,
@@ -268,21 +274,25 @@ pub fn iso_area(
         let tokens_per_s = tokens / seconds;
         r.area = Some(IsoArea {
             tokens_per_s_per_mm2: tokens_per_s / silicon.footprint_mm2.max(f64::MIN_POSITIVE),
+            tokens_per_s_per_silicon_mm2: tokens_per_s / silicon.silicon_mm2.max(f64::MIN_POSITIVE),
             tokens_per_s,
             clock_mhz,
             iso_area_vs_buf2d: 0.0,
+            iso_silicon_vs_buf2d: 0.0,
             nj_per_token: r.energy.pj_per_token * 1e-3,
             silicon,
         });
     }
     // Against the buf2d row that heads each (length, hierarchy) set.
-    let mut base = 0.0;
+    let (mut base, mut base_si) = (0.0, 0.0);
     for r in rows.iter_mut() {
         let a = r.area.as_mut().expect("priced above");
         if r.design.starts_with("buf2d") {
-            base = a.tokens_per_s_per_mm2;
+            (base, base_si) = (a.tokens_per_s_per_mm2, a.tokens_per_s_per_silicon_mm2);
         }
         a.iso_area_vs_buf2d = a.tokens_per_s_per_mm2 / f64::max(base, f64::MIN_POSITIVE);
+        a.iso_silicon_vs_buf2d =
+            a.tokens_per_s_per_silicon_mm2 / f64::max(base_si, f64::MIN_POSITIVE);
     }
     Ok(())
 }
@@ -298,9 +308,10 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
          `cells mm²` as mapped), placed at {:.0} % utilization in the tiers (--utilization), plus \
          SRAM macros at {:.3} mm² per MiB and {:.0} µm² a macro ({})\n\n\
          | design | seq | cells mm² | SRAM macros mm² | tiers (mm²) | silicon mm² | footprint mm² \
-         | tokens/s per mm² | iso-area vs buf2d | iso-PE speedup vs buf2d | energy per token (nJ) \
+         | tokens/s per mm² of footprint | iso-footprint vs buf2d | tokens/s per mm² of silicon \
+         | iso-silicon vs buf2d | iso-PE speedup vs buf2d | energy per token (nJ) \
          | fmax (synthesis) MHz | clock MHz |\n\
-         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         |---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         s0.library,
         s0.node,
         100.0 * s0.utilization,
@@ -317,7 +328,7 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
             .map(|(t, mm2)| format!("{t}: {mm2:.3}"))
             .collect();
         s += &format!(
-            "| {} | {} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3e} | {:.3} | {:.3} | {:.3} | {} | {:.0} |\n",
+            "| {} | {} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.3e} | {:.3} | {:.3e} | {:.3} | {:.3} | {:.3} | {} | {:.0} |\n",
             r.design,
             seq_label(r),
             si.cells_mm2,
@@ -327,6 +338,8 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
             si.footprint_mm2,
             a.tokens_per_s_per_mm2,
             a.iso_area_vs_buf2d,
+            a.tokens_per_s_per_silicon_mm2,
+            a.iso_silicon_vs_buf2d,
             r.speedup_vs_buf2d,
             a.nj_per_token,
             si.fmax_mhz.map_or("-".into(), |f| format!("{f:.0}")),
@@ -335,10 +348,11 @@ pub fn iso_area_table(rows: &[CompareRow]) -> String {
     }
     s += "\nTokens/s at the clock column's: the configuration's, every design alike (the \
           synthesis-level design fmax, the slowest block's, beside it), or with --clock synth \
-          each design's own fmax; per mm² of footprint: a stack's largest tier. Silicon adds every tier. \
-          iso-area vs buf2d: tokens/s per mm² over buf2d's at the same length and hierarchy, \
-          the speedup at equal footprint; iso-PE speedup: cycles against buf2d's on the same \
-          PEs per tier (docs/asic.md).\n";
+          each design's own fmax; per mm² of footprint: a stack's largest tier; per mm² of \
+          silicon: every tier added. iso-footprint and iso-silicon vs buf2d: tokens/s per mm² \
+          of each over buf2d's at the same length and hierarchy, the speedup at equal \
+          footprint and at equal silicon (a stack's tiers each cost silicon); iso-PE speedup: \
+          cycles against buf2d's on the same PEs per tier (docs/asic.md).\n";
     s
 }
 

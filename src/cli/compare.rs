@@ -72,7 +72,7 @@ pub struct CompareArgs {
     pub sweep_plot: Option<PathBuf>,
     /// How the designs are set side by side: pe (the same PEs per tier: the tables above) or
     /// area (also each design's silicon at a standard-cell library, from the ASIC flow, and
-    /// its tokens/s per mm² of footprint and energy per token; docs/asic.md).
+    /// its tokens/s per mm² of footprint and of silicon, and energy per token; docs/asic.md).
     #[arg(long, default_value = "pe", value_parser = ["pe", "area"])]
     pub iso: String,
     /// --iso area: a known library (nangate45, the default; asap7; sky130hd; sg13g2; osu018).
