@@ -370,6 +370,8 @@ pub struct ComparePlan {
     pub seq_lens: Vec<usize>,
     pub causal: bool,
     pub heads: usize,
+    /// K/V heads (grouped-query attention when fewer than `heads`, a divisor of it).
+    pub kv_heads: usize,
     pub seed: u64,
     pub timing: MemoryTiming,
     pub table: EnergyTable,
@@ -384,6 +386,12 @@ pub struct ComparePlan {
 /// or more, and prices each design; `each` sees a run's report as it finishes.
 pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<CompareRow>> {
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to compare");
+    ensure!(
+        plan.kv_heads >= 1 && plan.heads.is_multiple_of(plan.kv_heads),
+        "--kv-heads {} must divide --heads {} (each K/V head serves a group of query heads)",
+        plan.kv_heads,
+        plan.heads
+    );
     let configs = designs(plan);
     // Every point is checked before the first runs.
     let modelled = check_plan(plan, &configs)?;
@@ -405,6 +413,7 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
             OutFormat::Short,
             plan.seed,
         )
+        .grouped(plan.kv_heads)
         .converted(plan.config.in_format)
     };
     let problems: Vec<_> = (0..plan.seq_lens.len())
@@ -553,7 +562,7 @@ impl Runs<'_> {
             head_dim: plan.config.head_dim as usize,
             causal: plan.causal,
             out_bytes: 2,
-            kv_group: 1,
+            kv_group: plan.heads / plan.kv_heads.max(1),
         };
         let mem = plan.timing.model_timing();
         let c = configs.iter().position(|(k, _)| *k == kind)?;

@@ -701,6 +701,7 @@ mod tests {
             seq_lens: vec![256, 512],
             causal: false,
             heads: 1,
+            kv_heads: 1,
             seed: 1,
             timing: MemoryTiming::default(),
             table: EnergyTable::default(),

@@ -856,3 +856,53 @@ fn iso_area_refuses_what_it_cannot_price_before_running() {
         assert!(!t.contains("seq 8:") && !t.contains("panicked"), "{t}");
     }
 }
+
+/// `compare --kv-heads`: grouped-query attention on a GLB design reads each shared K/V head
+/// from memory once, so every design's read beats fall (four query heads on one K/V head read
+/// half the beats of four K/V heads at 512 tokens, Q being the other half), from the model's
+/// rows, which RTL runs equal; a K/V head count that does not divide the heads is refused.
+#[test]
+fn compare_with_shared_kv_heads_reads_each_kv_head_once() {
+    let dir = ScratchDir::new("energy-gqa").unwrap();
+    let run = |kv: &str| -> Value {
+        let path = dir.path().join(format!("kv{kv}.json"));
+        let o = regflash(&[
+            "compare",
+            "--preset",
+            "npu16",
+            "--seq",
+            "512",
+            "--heads",
+            "4",
+            "--kv-heads",
+            kv,
+            "--max-sim-seq",
+            "0",
+            "--report",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let (mha, gqa) = (run("4"), run("1"));
+    for (a, b) in mha.as_array().unwrap().iter().zip(gqa.as_array().unwrap()) {
+        let beats = |r: &Value| r["counters"]["read_beats"].as_u64().unwrap();
+        assert!(beats(b) < beats(a), "{}", a["design"]);
+        assert_eq!(a["counters"]["macs"], b["counters"]["macs"]);
+    }
+    let o = regflash(&[
+        "compare",
+        "--preset",
+        "npu16",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "3",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--kv-heads 3 must divide --heads 4"),
+        "{}",
+        text(&o)
+    );
+}

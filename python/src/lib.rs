@@ -444,6 +444,7 @@ impl Design {
                 seq_lens: seq,
                 causal,
                 heads,
+                kv_heads: heads,
                 seed: 1,
                 timing: MemoryTiming::default(),
                 table: kernels::energy::EnergyTable::default(),

@@ -15,6 +15,10 @@ pub struct CompareArgs {
     /// Causal masking.
     #[arg(long)]
     pub causal: bool,
+    /// K/V heads, for grouped-query attention (a divisor of --heads; default: --heads, one
+    /// K/V head per query head). Only the GLB's K/V reuse depends on it.
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
     /// Longer sequences are not simulated: their rows take the counts the schedule fixes and
     /// the cycle model's timing (both of which every simulated run matches exactly).
     /// (Default 4096; with --solve 0: the solver works on the model's counts, which every RTL
@@ -168,6 +172,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         seq_lens: args.seq.clone(),
         causal: args.causal,
         heads: args.run.heads,
+        kv_heads: args.kv_heads.unwrap_or(args.run.heads),
         seed: args.run.seed,
         timing: args.run.timing(),
         table: table.clone(),
