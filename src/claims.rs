@@ -83,8 +83,12 @@ fn scale_of(runs: &Runs, ours: &str) -> String {
     };
     let c = &r.config;
     let heads = r.tokens / r.seq_len.max(1) as u64;
+    let kv = match r.kv_heads as u64 {
+        k if k == heads || k == 0 => String::new(),
+        k => format!(" on {k} K/V head{}", if k == 1 { "" } else { "s" }),
+    };
     format!(
-        "{}×{} PEs per tier, d = {}, {heads} head{}{}",
+        "{}×{} PEs per tier, d = {}, {heads} head{}{kv}{}",
         c.rows,
         c.cols,
         c.head_dim,

@@ -71,6 +71,15 @@ pub fn spill_config(cfg: &CoreConfig, keys: u32) -> CoreConfig {
     c
 }
 
+/// A model family's attention, as 3D-Flow evaluates it (OPT and Qwen): its name, head size,
+/// query heads and K/V heads. OPT-like: OPT-1.3B's 32 heads of 64 (multi-head); Qwen-like:
+/// Qwen2-7B's 28 query heads of 128 on 4 K/V heads (grouped-query).
+pub const WORKLOADS: [(&str, u32, usize, usize); 2] = [("opt", 64, 32, 32), ("qwen", 128, 28, 4)];
+
+/// The sequence lengths a workload runs at by default: the long-sequence regime 3D-Flow
+/// speaks of (N > 2k, where it finds SRAM over 60 % of the energy).
+pub const WORKLOAD_SEQS: [usize; 4] = [2048, 4096, 8192, 16384];
+
 /// FuseMax's scale: its array is 256 × 256 PEs (BERT at 16K tokens). Columns must divide
 /// d here, so the widest array on the configuration's head size has 256 rows and d columns
 /// (256 × 128 at d = 128, half FuseMax's PEs; up to 256 columns at d ≥ 256). The tile grows to
@@ -152,6 +161,8 @@ pub struct CompareRow {
     pub design: String,
     pub seq_len: usize,
     pub causal: bool,
+    /// K/V heads (the query heads are `tokens / seq_len`).
+    pub kv_heads: usize,
     /// PEs over all tiers (reg3d: two PE tiers).
     pub pes: u64,
     /// Query tokens of the problem (heads × length).
@@ -611,6 +622,7 @@ impl Runs<'_> {
             design: name.into(),
             seq_len: seq,
             causal: plan.causal,
+            kv_heads: plan.kv_heads,
             pes: crate::pricing::geometry(cfg, stacked).pes,
             cycles: counters["cycles"],
             source,

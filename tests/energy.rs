@@ -906,3 +906,46 @@ fn compare_with_shared_kv_heads_reads_each_kv_head_once() {
         text(&o)
     );
 }
+
+/// `compare --workload qwen`: Qwen-like attention (d = 128, 28 query heads on 4 K/V heads)
+/// on the configuration's array, model rows; the heads come from the workload, so --heads
+/// beside it is refused.
+#[test]
+fn compare_runs_a_workload_at_its_heads() {
+    let dir = ScratchDir::new("energy-workload").unwrap();
+    let path = dir.path().join("q.json");
+    let o = regflash(&[
+        "compare",
+        "--preset",
+        "npu16",
+        "--workload",
+        "qwen",
+        "--seq",
+        "512",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("d 128"), "{}", text(&o));
+    let rows: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for r in rows.as_array().unwrap() {
+        assert_eq!(r["tokens"].as_u64(), Some(28 * 512), "{}", r["design"]);
+        assert_eq!(r["kv_heads"].as_u64(), Some(4));
+        assert_eq!(r["source"], "model");
+    }
+    let o = regflash(&[
+        "compare",
+        "--preset",
+        "npu16",
+        "--workload",
+        "opt",
+        "--heads",
+        "2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--workload sets the heads"),
+        "{}",
+        text(&o)
+    );
+}

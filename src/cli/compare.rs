@@ -10,11 +10,18 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// Sequence lengths, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "512,1024,2048")]
+    /// (Default 512,1024,2048; with --workload 2048,4096,8192,16384.)
+    #[arg(long, value_delimiter = ',')]
     pub seq: Vec<usize>,
     /// Causal masking.
     #[arg(long)]
     pub causal: bool,
+    /// A model family's attention, as 3D-Flow evaluates it: opt (d = 64, 32 heads, multi-head)
+    /// or qwen (d = 128, 28 query heads on 4 K/V heads). Sets head_dim, --heads and
+    /// --kv-heads, and unless --seq is given the lengths 2048,4096,8192,16384; model rows
+    /// unless --max-sim-seq says otherwise.
+    #[arg(long, value_parser = ["opt", "qwen"])]
+    pub workload: Option<String>,
     /// K/V heads, for grouped-query attention (a divisor of --heads; default: --heads, one
     /// K/V head per query head). Only the GLB's K/V reuse depends on it.
     #[arg(long)]
@@ -125,6 +132,30 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         "compare runs every variant (buf2d, reg2d, reg3d, rowfused, unfused): drop --variant"
     );
     let mut config = args.config.resolve()?;
+    // A workload: its head size and heads, and its lengths unless --seq gives them.
+    let workload = args
+        .workload
+        .as_deref()
+        .and_then(|w| compare::WORKLOADS.iter().find(|x| x.0 == w).copied());
+    anyhow::ensure!(
+        workload.is_none() || (args.kv_heads.is_none() && args.run.heads == 1),
+        "--workload sets the heads and K/V heads: drop --heads and --kv-heads"
+    );
+    let (heads, kv_heads) = match workload {
+        Some((name, d, h, kv)) => {
+            config.head_dim = d;
+            config.validate().with_context(|| {
+                format!("--workload {name}: the configuration at head_dim = {d}")
+            })?;
+            (h, kv)
+        }
+        None => (args.run.heads, args.kv_heads.unwrap_or(args.run.heads)),
+    };
+    let seq_lens = match (args.seq.is_empty(), workload) {
+        (false, _) => args.seq.clone(),
+        (true, Some(_)) => compare::WORKLOAD_SEQS.to_vec(),
+        (true, None) => vec![512, 1024, 2048],
+    };
     if let Some(b) = args.buf_bytes {
         // The buf2d runs' capacity: the base becomes buf2d (its other runs are derived from
         // it by variant, so they are unchanged).
@@ -169,15 +200,15 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     let table = args.energy.table(&config)?;
     let plan = compare::ComparePlan {
         config: config.clone(),
-        seq_lens: args.seq.clone(),
+        seq_lens,
         causal: args.causal,
-        heads: args.run.heads,
-        kv_heads: args.kv_heads.unwrap_or(args.run.heads),
+        heads,
+        kv_heads,
         seed: args.run.seed,
         timing: args.run.timing(),
         table: table.clone(),
         max_sim_seq: args.max_sim_seq.unwrap_or(
-            match args.solve.is_some() || args.sweep.is_some() {
+            match args.solve.is_some() || args.sweep.is_some() || workload.is_some() {
                 true => 0,
                 false => 4096,
             },
