@@ -417,7 +417,7 @@ impl Design {
     /// design's GLB, without it, or both (`glb`: "config", "none", "both"); JSON `{"rows":
     /// [...], "claims": [...]}` (the claims table's rows with `claims`).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None, progress=None))]
+    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None, progress=None, kv_heads=None))]
     fn compare(
         &self,
         py: Python<'_>,
@@ -429,6 +429,7 @@ impl Design {
         claims: bool,
         spill_keys: Option<u32>,
         progress: Option<&Bound<'_, PyAny>>,
+        kv_heads: Option<usize>,
     ) -> PyResult<String> {
         watched(py, progress, || -> Result<String> {
             use regflash::compare::{self, GlbRuns};
@@ -444,7 +445,7 @@ impl Design {
                 seq_lens: seq,
                 causal,
                 heads,
-                kv_heads: heads,
+                kv_heads: kv_heads.unwrap_or(heads),
                 seed: 1,
                 timing: MemoryTiming::default(),
                 table: kernels::energy::EnergyTable::default(),

@@ -425,6 +425,17 @@ def test_estimate_returns_the_cycle_model_figures():
     assert 0 < a["utilization"] <= 1 and a["energy"]["total_pj"] > 0
 
 
+def test_compare_shares_kv_heads_and_refuses_a_group_that_does_not_divide():
+    # npu16 (a GLB), from the model: two query heads on one K/V head read K and V once.
+    mha = regflash.compare([512], preset="npu16", head_dim=128, heads=2, max_sim_seq=0)
+    gqa = regflash.compare([512], preset="npu16", head_dim=128, heads=2, kv_heads=1, max_sim_seq=0)
+    for a, b in zip(mha["rows"], gqa["rows"]):
+        assert (a["kv_heads"], b["kv_heads"]) == (2, 1)
+        assert b["counters"]["read_beats"] < a["counters"]["read_beats"], a["design"]
+    with pytest.raises(regflash.RegflashError, match="must divide"):
+        regflash.compare([512], preset="npu16", head_dim=128, heads=2, kv_heads=3, max_sim_seq=0)
+
+
 def test_compare_returns_every_design_and_the_claims():
     # small: 64 tokens simulated on the RTL (bit-checked), 2,048 from the schedule and the
     # cycle model; rowfused (spill) with S arrays of 32 keys.

@@ -496,6 +496,7 @@ def compare(
     config: Optional[str] = None,
     causal: bool = False,
     heads: int = 1,
+    kv_heads: Optional[int] = None,
     max_sim_seq: int = 4096,
     glb: str = "config",
     claims: bool = False,
@@ -509,7 +510,8 @@ def compare(
     the design's global buffer ("config"), none, or both. Returns ``{"design", "rows": [one
     dict per design and length: cycles, counters, energy, speedup_vs_buf2d, energy_vs_buf2d
     (this design's energy / buf2d's), energy_reduction_vs_buf2d (1 − that), source, passed],
-    "claims": [the claims table's rows when claims=True]}``. ``progress``: a callable taking
+    "claims": [the claims table's rows when claims=True]}``. ``kv_heads``: K/V heads for
+    grouped-query attention (a divisor of ``heads``; default ``heads``). ``progress``: a callable taking
     (cycles simulated, cycles expected), True or False (default: tqdm when installed)."""
     seq = _lengths(seq)
     d = _native.Design(_integer(head_dim, "head_dim", 1), preset, None if config is None else os.fspath(config), None)
@@ -522,6 +524,7 @@ def compare(
         bool(claims),
         None if spill_keys is None else _integer(spill_keys, "spill_keys"),
     )
-    out = json.loads(_watched(progress, "compare", lambda tell: d.compare(*args, tell)))
+    kv = None if kv_heads is None else _integer(kv_heads, "kv_heads", 1)
+    out = json.loads(_watched(progress, "compare", lambda tell: d.compare(*args, tell, kv)))
     out["design"] = d.name
     return out

@@ -73,6 +73,7 @@ def compare(
     config: Optional[Union[str, PathLike]] = None,
     causal: bool = False,
     heads: int = 1,
+    kv_heads: Optional[int] = None,
     max_sim_seq: int = 4096,
     glb: str = "config",
     claims: bool = False,

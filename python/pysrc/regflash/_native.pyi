@@ -67,4 +67,5 @@ class Design:
         claims: bool = False,
         spill_keys: Optional[int] = None,
         progress: Progress = None,
+        kv_heads: Optional[int] = None,
     ) -> str: ...
