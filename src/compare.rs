@@ -1122,14 +1122,29 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<(
                 }))
                 .map_err(|e| draw_err(&e))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| draw_err(&e))?;
+        draw_legend(&mut chart).map_err(|e| draw_err(&e))?;
     }
     root.present().map_err(|e| draw_err(&e))?;
     Ok(())
+}
+
+/// A panel's legend, as every plot here draws it: upper left, on white.
+#[cfg(feature = "cli")]
+pub(crate) fn draw_legend<'a, DB: plotters::prelude::DrawingBackend + 'a>(
+    chart: &mut plotters::prelude::ChartContext<
+        'a,
+        DB,
+        plotters::prelude::Cartesian2d<
+            plotters::coord::types::RangedCoordf64,
+            plotters::coord::types::RangedCoordf64,
+        >,
+    >,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>> {
+    use plotters::prelude::*;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
 }

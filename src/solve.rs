@@ -677,13 +677,7 @@ pub fn plot_sweep(series: &[Series], sw: Sweep, path: &std::path::Path) -> Resul
                 .label(format!("against {}", s.baseline))
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| draw_err(&e))?;
+        compare::draw_legend(&mut chart).map_err(|e| draw_err(&e))?;
     }
     root.present().map_err(|e| draw_err(&e))?;
     Ok(())
