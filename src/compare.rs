@@ -96,21 +96,37 @@ pub const FUSEMAX_SEQ: usize = 16384;
 /// The configuration at FuseMax's scale (see [`FUSEMAX_ROWS`]), or why none fits.
 pub fn fusemax_config(cfg: &CoreConfig) -> Result<CoreConfig> {
     let cols = cfg.head_dim.min(FUSEMAX_ROWS);
+    // One key per PE (b = 1).
+    array_config(cfg, (FUSEMAX_ROWS, cols), (1, 1), "at FuseMax's scale")
+}
+
+/// `cfg` on a `rows` × `cols` array, each PE taking `b` keys of a block and at least `a0`
+/// query rows: the fewest query rows per PE (doubling from `a0`) whose accumulators hide the
+/// MAC's reuse gap, and the registers they need. `what` names the result.
+pub fn array_config(
+    cfg: &CoreConfig,
+    (rows, cols): (u32, u32),
+    (a0, b): (u32, u32),
+    what: &str,
+) -> Result<CoreConfig> {
     let mut c = CoreConfig {
-        rows: FUSEMAX_ROWS,
+        rows,
         cols,
-        bc: cols,
+        bc: cols * b,
         ..cfg.clone()
     };
-    // One key per PE (b = 1): a PE's a S accumulators must cover the gap.
-    let a = c.row().pe.reuse_gap().next_power_of_two();
+    let gap = c.row().pe.reuse_gap();
     let e = cfg.head_dim / cols.max(1);
-    c.br = FUSEMAX_ROWS * a;
-    c.regs_per_pe = (2 * a + a * e).next_power_of_two();
-    c.name = format!("{} at FuseMax's scale", cfg.name);
+    let mut a = a0.max(1);
+    while a * b < gap || a * e < gap {
+        a *= 2;
+    }
+    c.br = rows * a;
+    c.regs_per_pe = (2 * a * b + a * e).next_power_of_two();
+    c.name = format!("{} {what}", cfg.name);
     c.validate().with_context(|| {
         format!(
-            "{} at FuseMax's scale ({}×{} PEs, br = {}, bc = {})",
+            "{} {what} ({}×{} PEs, br = {}, bc = {})",
             cfg.name, c.rows, c.cols, c.br, c.bc
         )
     })?;

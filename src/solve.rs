@@ -28,11 +28,19 @@ pub enum Param {
     SeqLen,
     /// The head size d (powers of two the array's columns divide).
     HeadDim,
+    /// The memory port's width in bits (`mem_width`, powers of two 64 to 1024).
+    PortBits,
+    /// The array's side: a square array of this many rows and columns (powers of two the head
+    /// size allows), each PE keeping the configuration's keys per block and the query rows
+    /// that hide the MAC.
+    ArraySide,
 }
 
 /// Every parameter, by its name on the command line.
-pub const PARAMS: [(&str, Param); 3] = [
+pub const PARAMS: [(&str, Param); 5] = [
     ("dram_pj_per_bit", Param::DramPjPerBit),
+    ("port_bits", Param::PortBits),
+    ("array_side", Param::ArraySide),
     ("seq_len", Param::SeqLen),
     ("head_dim", Param::HeadDim),
 ];
@@ -63,14 +71,17 @@ impl Param {
         match self {
             Param::DramPjPerBit => " pJ/bit",
             Param::SeqLen => " tokens",
-            Param::HeadDim => "",
+            Param::PortBits => " bits",
+            Param::HeadDim | Param::ArraySide => "",
         }
     }
 
     fn show(self, x: f64) -> String {
         match self {
             Param::DramPjPerBit => format!("{}{}", sig3(x), self.unit()),
-            Param::SeqLen | Param::HeadDim => format!("{x:.0}{}", self.unit()),
+            Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {
+                format!("{x:.0}{}", self.unit())
+            }
         }
     }
 }
@@ -88,7 +99,7 @@ fn sig3(x: f64) -> String {
 pub fn table_value(t: &EnergyTable, p: Param) -> Option<f64> {
     match p {
         Param::DramPjPerBit => Some(t.at_node("dram_bit")),
-        Param::SeqLen | Param::HeadDim => None,
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => None,
     }
 }
 
@@ -104,7 +115,7 @@ fn with_value(t: &EnergyTable, p: Param, x: f64) -> EnergyTable {
             f.pj = x;
             f.scaling = Scaling::Interface;
         }
-        Param::SeqLen | Param::HeadDim => {}
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {}
     }
     t
 }
@@ -164,7 +175,9 @@ pub fn solve(
 ) -> Result<Vec<BreakEven>> {
     match p {
         Param::DramPjPerBit => Ok(solve_price(rows, &plan.table, hierarchy, p)),
-        Param::SeqLen | Param::HeadDim => solve_shape(rows, plan, glb, hierarchy, p),
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {
+            solve_shape(rows, plan, glb, hierarchy, p)
+        }
     }
 }
 
@@ -281,6 +294,11 @@ fn candidates(plan: &ComparePlan, p: Param) -> Vec<usize> {
             .into_iter()
             .filter(|&d| d % plan.config.cols as usize == 0)
             .collect(),
+        Param::PortBits => pow2(64, 1024),
+        Param::ArraySide => pow2(4, 256)
+            .into_iter()
+            .filter(|&x| plan.config.head_dim as usize % x == 0)
+            .collect(),
         Param::DramPjPerBit => vec![],
     }
 }
@@ -306,11 +324,32 @@ fn shape_runs(
         q.max_sim_seq = 0;
         match p {
             Param::SeqLen => q.seq_lens = vec![v],
-            Param::HeadDim => {
-                q.config.head_dim = v as u32;
+            Param::HeadDim | Param::PortBits => {
+                match p {
+                    Param::HeadDim => q.config.head_dim = v as u32,
+                    _ => q.config.mem_width = v as u32,
+                }
                 if q.config.validate().is_err() {
                     refused.push(v.to_string());
                     continue;
+                }
+            }
+            Param::ArraySide => {
+                let c = &plan.config;
+                let tile = (c.br / c.rows.max(1), c.bc / c.cols.max(1));
+                // At least the configuration's registers per PE (reg3d iso-PE's halved array
+                // needs more than the tile alone).
+                let sized =
+                    compare::array_config(c, (v as u32, v as u32), tile, "").and_then(|mut cfg| {
+                        cfg.regs_per_pe = cfg.regs_per_pe.max(c.regs_per_pe);
+                        cfg.validate().map(|_| cfg)
+                    });
+                match sized {
+                    Ok(cfg) => q.config = cfg,
+                    Err(_) => {
+                        refused.push(v.to_string());
+                        continue;
+                    }
                 }
             }
             Param::DramPjPerBit => bail!("not a shape parameter"),
@@ -353,7 +392,9 @@ fn solve_shape(
     };
     let now = match p {
         Param::HeadDim => plan.config.head_dim as usize,
-        _ => 0,
+        Param::PortBits => plan.config.mem_width as usize,
+        Param::ArraySide => plan.config.cols as usize,
+        Param::SeqLen | Param::DramPjPerBit => 0,
     };
     let mut out = vec![];
     for (suffix, hier) in hierarchies(rows, hierarchy) {
@@ -372,8 +413,10 @@ fn solve_shape(
                 // Adjacent candidates where the verdict changes, nearest today's value first
                 // (for seq_len, the shortest).
                 let dist = |v: usize| match p {
-                    Param::HeadDim => (v as f64 / now.max(1) as f64).ln().abs(),
-                    _ => v as f64,
+                    Param::HeadDim | Param::PortBits | Param::ArraySide => {
+                        (v as f64 / now.max(1) as f64).ln().abs()
+                    }
+                    Param::SeqLen | Param::DramPjPerBit => v as f64,
                 };
                 let flip = at
                     .windows(2)
@@ -398,8 +441,8 @@ fn solve_shape(
                     figure: (s.show)(fig_now),
                     reproduced,
                     now: match p {
-                        Param::HeadDim => p.show(now as f64),
-                        _ => "the lengths run".into(),
+                        Param::HeadDim | Param::PortBits | Param::ArraySide => p.show(now as f64),
+                        Param::SeqLen | Param::DramPjPerBit => "the lengths run".into(),
                     },
                     value: flip.as_ref().map(|f| f.0 as f64),
                     plausible: None,
@@ -441,7 +484,7 @@ fn where_it_lies(p: Param, x: f64) -> String {
                 None => format!("above every named memory ({} is {} pJ/bit)", hi.name, hi.pj),
             }
         }
-        Param::SeqLen | Param::HeadDim => String::new(),
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => String::new(),
     }
 }
 
@@ -541,7 +584,7 @@ pub fn sweep(
                 (x, compare::repriced(rows, &t))
             })
             .collect(),
-        Param::SeqLen | Param::HeadDim => {
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {
             let values: Vec<usize> = candidates(plan, sw.param)
                 .into_iter()
                 .filter(|&v| v as f64 >= sw.lo && v as f64 <= sw.hi)
@@ -554,7 +597,8 @@ pub fn sweep(
                 sw.hi,
                 match sw.param {
                     Param::HeadDim => " the array's columns divide",
-                    _ => "",
+                    Param::ArraySide => " that divide the head size",
+                    Param::SeqLen | Param::PortBits | Param::DramPjPerBit => "",
                 }
             );
             shape_runs(rows, plan, glb, sw.param, &values)?
@@ -748,15 +792,32 @@ mod tests {
         }
     }
 
-    /// A shape parameter's break-even is a value at which the model's verdict differs from
-    /// the one next to it; head_dim's candidates are the powers of two the columns divide.
+    /// The shape parameters' candidates: head_dim's the powers of two the columns divide,
+    /// array_side's those that divide d (each array hiding the MAC), port_bits' 64 to 1024.
     #[test]
-    fn head_dim_candidates_fit_the_array() {
+    fn shape_candidates_fit_the_array() {
         let (plan, _) = small_rows();
         let c = candidates(&plan, Param::HeadDim);
         assert!(!c.is_empty());
         for d in c {
             assert!(d.is_power_of_two() && d % plan.config.cols as usize == 0);
+        }
+        for x in candidates(&plan, Param::ArraySide) {
+            assert!(x.is_power_of_two() && plan.config.head_dim as usize % x == 0);
+        }
+        assert_eq!(
+            candidates(&plan, Param::PortBits),
+            [64, 128, 256, 512, 1024]
+        );
+        // The array's side through the same tile derivation as FuseMax's scale: every array
+        // it gives hides the MAC and validates.
+        let c = &plan.config;
+        for x in candidates(&plan, Param::ArraySide) {
+            let tile = (c.br / c.rows, c.bc / c.cols);
+            if let Ok(cfg) = compare::array_config(c, (x as u32, x as u32), tile, "") {
+                assert_eq!((cfg.rows, cfg.cols), (x as u32, x as u32));
+                cfg.row().validate_mac_hidden().unwrap();
+            }
         }
         let e = "dram_pj_per_bit_x"
             .parse::<Param>()
