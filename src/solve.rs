@@ -297,7 +297,7 @@ fn candidates(plan: &ComparePlan, p: Param) -> Vec<usize> {
         Param::PortBits => pow2(64, 1024),
         Param::ArraySide => pow2(4, 256)
             .into_iter()
-            .filter(|&x| plan.config.head_dim as usize % x == 0)
+            .filter(|&x| (plan.config.head_dim as usize).is_multiple_of(x))
             .collect(),
         Param::DramPjPerBit => vec![],
     }
@@ -803,7 +803,7 @@ mod tests {
             assert!(d.is_power_of_two() && d % plan.config.cols as usize == 0);
         }
         for x in candidates(&plan, Param::ArraySide) {
-            assert!(x.is_power_of_two() && plan.config.head_dim as usize % x == 0);
+            assert!(x.is_power_of_two() && (plan.config.head_dim as usize).is_multiple_of(x));
         }
         assert_eq!(
             candidates(&plan, Param::PortBits),
