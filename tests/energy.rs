@@ -337,6 +337,14 @@ fn assert_claims(md: &str) {
             cols[3].contains(" PEs per tier, d = ") || cols[3] == "-",
             "{row}"
         );
+        // FuseMax's claims run at its scale: 256 rows, d columns.
+        if row.contains("| FuseMax |") {
+            assert!(cols[3].starts_with("256×16 PEs per tier"), "{row}");
+        }
+        // The register-level NPU's claim is against its source's baseline, unfused, first.
+        if row.contains("| register-level NPU |") {
+            assert!(cols[4].contains(" against unfused, rowfused"), "{row}");
+        }
         if row.contains("than standard attention") {
             assert!(cols[4].ends_with(" unfused"), "{row}");
             assert!(!verdict.contains("not modelled"), "{row}");
