@@ -87,8 +87,12 @@ fn scale_of(runs: &Runs, ours: &str) -> String {
         k if k == heads || k == 0 => String::new(),
         k => format!(" on {k} K/V head{}", if k == 1 { "" } else { "s" }),
     };
+    let tiers = match c.variant.tiers() {
+        1 => String::new(),
+        t => format!(", {t} tiers"),
+    };
     format!(
-        "{}×{} PEs per tier, d = {}, {heads} head{}{kv}{}",
+        "{}×{} PEs per tier{tiers}, d = {}, {heads} head{}{kv}{}",
         c.rows,
         c.cols,
         c.head_dim,
