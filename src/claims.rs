@@ -70,10 +70,11 @@ pub(crate) fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
 /// claims when `rows` hold those runs (the configuration's hierarchy), else the
 /// configuration's.
 pub(crate) fn runs_for<'a>(rows: &'a [CompareRow], suffix: &str, s: &Spec) -> Runs<'a> {
-    let scaled = s.fusemax_scale
-        && suffix.is_empty()
-        && rows.iter().any(|r| r.design.ends_with(FUSEMAX_SUFFIX));
-    runs_of(rows, if scaled { FUSEMAX_SUFFIX } else { suffix })
+    let scaled = format!("{suffix}{FUSEMAX_SUFFIX}");
+    match s.fusemax_scale && rows.iter().any(|r| r.design.ends_with(&scaled)) {
+        true => runs_of(rows, &scaled),
+        false => runs_of(rows, suffix),
+    }
 }
 
 /// The array, head size and heads of `ours`'s runs in `runs`, in words.
@@ -213,12 +214,21 @@ fn footprint_cut(o: &CompareRow, b: &CompareRow) -> f64 {
 
 /// Bytes of memory a run needs at its peak ([`footprint_cut`]).
 pub(crate) fn footprint(r: &CompareRow) -> f64 {
-    use crate::verify::attention::{scratch_bytes, Layout};
+    use crate::verify::attention::{scratch_bytes, Layout, TensorLayout};
     let heads = (r.tokens / r.seq_len.max(1) as u64).max(1) as usize;
+    let kv_heads = r.kv_heads.clamp(1, heads);
     let d = r.config.head_dim as usize;
-    let out = kernels::flash::OutFormat::Short;
-    let image = Layout::upper_bound(heads, r.seq_len, r.seq_len, d, out)
-        .map_or(f64::NAN, |l| l.size as f64);
+    // Q, K, V and (its short form) O in the operand format, K and V per K/V head.
+    let bytes = r.config.formats().operand.bytes() as usize;
+    let image = Layout::checked(
+        (heads, kv_heads),
+        r.seq_len,
+        r.seq_len,
+        d,
+        (bytes, bytes),
+        TensorLayout::Bhsd,
+    )
+    .map_or(f64::NAN, |l| l.size as f64);
     let scratch = match hdl::core::CoreParams::from_config(&r.config) {
         Ok(p) if p.row.scratch() => scratch_bytes(&p, r.seq_len).next_multiple_of(4096) as f64,
         Ok(_) => 0.0,
@@ -239,8 +249,8 @@ const THREE_D_FLOW_BASES: &[&str] = &[
     "buf2d",
 ];
 const NO_NOC: Option<&str> = Some(
-    "its 2-D baseline, multi-array designs joined by a NoC, is not built yet (noc2d); 3-D \
-     buffered (buf2d's banks priced as stacked SRAM) stands for its 3-D one",
+    "its 2-D baseline, multi-array designs joined by a NoC, is not built yet (noc2d); its \
+     3-D one is 3-D buffered here (buf2d's banks priced as stacked SRAM)",
 );
 
 pub(crate) const SPECS: [Spec; 11] = [

@@ -135,7 +135,7 @@ pub fn array_config(
 
 /// The designs at FuseMax's scale and length (BERT's: no causal mask), from the schedule and
 /// the cycle model, named with [`FUSEMAX_SUFFIX`] (the configuration's hierarchy).
-pub fn run_fusemax(plan: &ComparePlan) -> Result<Vec<CompareRow>> {
+pub fn run_fusemax(plan: &ComparePlan, glb: GlbRuns) -> Result<Vec<CompareRow>> {
     let q = ComparePlan {
         config: fusemax_config(&plan.config)?,
         seq_lens: vec![FUSEMAX_SEQ],
@@ -144,7 +144,8 @@ pub fn run_fusemax(plan: &ComparePlan) -> Result<Vec<CompareRow>> {
         causal: false,
         ..plan.clone()
     };
-    let mut rows = run(&q, |_| {})?;
+    // The hierarchies the run compares, each named as `run_glb` names them, then marked.
+    let mut rows = run_glb(&q, glb, |_| {})?;
     for r in &mut rows {
         r.design += FUSEMAX_SUFFIX;
     }

@@ -238,31 +238,50 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
                             }
                         }
                         let x = (a * b).sqrt();
-                        let rising = hi > lo;
+                        // Reproduced on the side of the crossing whose scanned value reaches.
+                        let rising = vals[i + 1] >= s.reaches;
+                        let crossings = (0..scan.len() - 1)
+                            .filter(|&k| (vals[k] >= s.reaches) != (vals[k + 1] >= s.reaches))
+                            .count();
                         row.value = Some(x);
                         row.break_even = Some(p.show(x));
                         row.plausible = Some(where_it_lies(p, x));
                         row.note = format!(
-                            "reproduced {} {}; the figure runs from {} at 0 to {} as {} grows \
-                             without bound",
+                            "reproduced {} {}{}; the figure runs from {} at 0 to {} as {} \
+                             grows without bound",
                             if rising { "above" } else { "below" },
                             p.show(x),
+                            match crossings {
+                                1 => String::new(),
+                                n => format!(" (the nearest of {n} crossings)"),
+                            },
                             (s.show)(lo),
                             (s.show)(hi),
                             p.name()
                         );
                     }
                     None => {
-                        let bound = lo.max(hi);
-                        row.note = match bound >= s.reaches {
-                            true => format!(
+                        let ends = vals.iter().chain([&lo, &hi]);
+                        let (all, none) = (
+                            ends.clone().all(|v| *v >= s.reaches),
+                            ends.clone().all(|v| *v < s.reaches),
+                        );
+                        row.note = match (all, none) {
+                            (false, false) => format!(
+                                "the verdict flips beyond 10^-6 to 10^6 × today's value: the \
+                                 figure runs from {} at 0 to {} as {} grows without bound",
+                                (s.show)(lo),
+                                (s.show)(hi),
+                                p.name()
+                            ),
+                            (true, _) => format!(
                                 "reproduced at every value: the figure runs from {} at 0 to {} \
                                  as {} grows without bound",
                                 (s.show)(lo),
                                 (s.show)(hi),
                                 p.name()
                             ),
-                            false => format!(
+                            (false, true) => format!(
                                 "no value reaches {}: the figure runs from {} at 0 to {} as {} \
                                  grows without bound",
                                 (s.show)(s.reaches),
@@ -356,9 +375,16 @@ fn shape_runs(
         }
         match compare::run_glb(&q, glb, |_| {}) {
             Ok(mut r) => {
-                // FuseMax's claims at its scale, as the rows measured them.
+                // FuseMax's claims at its scale, as the rows measured them (a value whose
+                // FuseMax scale does not fit is refused, not measured on another array).
                 if scaled {
-                    r.extend(compare::run_fusemax(&q).unwrap_or_default());
+                    match compare::run_fusemax(&q, glb) {
+                        Ok(f) => r.extend(f),
+                        Err(_) => {
+                            refused.push(v.to_string());
+                            continue;
+                        }
+                    }
                 }
                 runs.push((v, r))
             }

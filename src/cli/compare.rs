@@ -69,8 +69,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub claims: bool,
     /// With --claims: for each claim and baseline, the value of this parameter at which the
-    /// verdict flips (dram_pj_per_bit: repriced; seq_len, head_dim: through
-    /// the schedule and the cycle model), with the bound where no value flips it.
+    /// verdict flips (dram_pj_per_bit: repriced; seq_len, head_dim, port_bits, array_side:
+    /// through the schedule and the cycle model), with the bound where no value flips it.
     #[arg(long)]
     pub solve: Option<crate::solve::Param>,
     /// With --claims: each claim's figure against the parameter over a range, as an SVG at
@@ -253,7 +253,12 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     }
     // The claims FuseMax made at its scale are measured there (the model's rows).
     let fusemax = match args.claims {
-        true => compare::run_fusemax(&plan)?,
+        // A configuration whose FuseMax scale does not fit keeps its own array for them, and
+        // the claims' "ours" column says so.
+        true => compare::run_fusemax(&plan, args.glb).unwrap_or_else(|e| {
+            eprintln!("note: FuseMax's claims measured on the configuration's array: {e:#}");
+            vec![]
+        }),
         false => vec![],
     };
     let with_fusemax = |r: &[compare::CompareRow], t: &kernels::energy::EnergyTable| {
