@@ -66,6 +66,30 @@ pub(crate) fn runs_of<'a>(rows: &'a [CompareRow], suffix: &str) -> Runs<'a> {
     m
 }
 
+/// The hierarchies `rows` hold, as the claims table names them: (design-name suffix, words):
+/// the configuration's (`hierarchy`), and with `--glb both` none.
+pub(crate) fn hierarchies(rows: &[CompareRow], hierarchy: &str) -> Vec<(&'static str, String)> {
+    let mut v = vec![("", hierarchy.to_string())];
+    if rows.iter().any(|r| r.design.ends_with(" (no GLB)")) {
+        v.push((
+            " (no GLB)",
+            "no GLB: DRAM behind the landing buffers".into(),
+        ));
+    }
+    v
+}
+
+impl Spec {
+    /// The design whose figure is set against `base`: ours, or (a claim about the baselines
+    /// themselves) the baseline.
+    pub(crate) fn ours_against<'a>(&'a self, base: &'a str) -> &'a str {
+        match self.ours {
+            "" => base,
+            o => o,
+        }
+    }
+}
+
 /// The runs a claim is measured on in the hierarchy of `suffix`: at FuseMax's scale for its
 /// claims when `rows` hold those runs (the configuration's hierarchy), else the
 /// configuration's.
@@ -454,25 +478,13 @@ pub(crate) const SPECS: [Spec; 11] = [
 /// each hierarchy they hold: the configuration's, and with `--glb both` none.
 pub fn claims(rows: &[CompareRow], hierarchy: &str) -> Vec<ClaimRow> {
     let mut out = vec![];
-    let sets: Vec<(&str, String)> = if rows.iter().any(|r| r.design.ends_with(" (no GLB)")) {
-        vec![
-            ("", hierarchy.to_string()),
-            (
-                " (no GLB)",
-                "no GLB: DRAM behind the landing buffers".to_string(),
-            ),
-        ]
-    } else {
-        vec![("", hierarchy.to_string())]
-    };
-    for (suffix, hier) in &sets {
+    for (suffix, hier) in &hierarchies(rows, hierarchy) {
         for s in &SPECS {
             let runs = runs_for(rows, suffix, s);
             let mut measured = vec![];
             let (mut hits, mut misses, mut model) = (vec![], vec![], false);
             for base in s.baselines {
-                let ours = if s.ours.is_empty() { base } else { s.ours };
-                let pts = points(&runs, ours, base, s.keep, s.figure);
+                let pts = points(&runs, s.ours_against(base), base, s.keep, s.figure);
                 if pts.is_empty() {
                     continue;
                 }

@@ -122,6 +122,7 @@ pub fn array_config(
         a *= 2;
     }
     c.br = rows * a;
+    // Two S slots, the most any variant keeps: every variant compare derives from it fits.
     c.regs_per_pe = (2 * a * b + a * e).next_power_of_two();
     c.name = format!("{} {what}", cfg.name);
     c.validate().with_context(|| {

@@ -8,16 +8,18 @@
 //! monotone in it between its limits at 0 and at ∞, and a claim neither limit reaches is
 //! reported with the bound. (An SRAM price is not offered: the storage curve is interpolated
 //! log-log through register and SRAM points alike, so scaling its SRAM points is not linear in
-//! any one figure.) Shape parameters (`seq_len`, `head_dim`) change the counts: each candidate value is
-//! run through the schedule and the cycle model (no RTL), and the verdict flips at the first
-//! candidate, in order from today's value, where it does.
+//! any one figure.) Shape parameters (`seq_len`, `head_dim`, `port_bits`, `array_side`) change
+//! the counts: each candidate value is run through the schedule and the cycle model (no RTL),
+//! and the verdict flips between the two neighbouring candidates nearest today's value (for
+//! `seq_len`, the shortest) where it does.
 
 use anyhow::{bail, ensure, Result};
 use kernels::energy::{EnergyTable, Scaling};
 use serde::Serialize;
 
-use crate::claims::{self, Spec};
+use crate::claims::{self, hierarchies, Spec};
 use crate::compare::{self, ComparePlan, CompareRow, GlbRuns};
+use hdl::config::CoreConfig;
 
 /// A parameter the solver moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,21 +149,8 @@ pub struct BreakEven {
 /// length of it ran).
 fn best(rows: &[CompareRow], suffix: &str, s: &Spec, base: &str) -> Option<f64> {
     let runs = claims::runs_for(rows, suffix, s);
-    let ours = if s.ours.is_empty() { base } else { s.ours };
-    let pts = claims::points(&runs, ours, base, s.keep, s.figure);
+    let pts = claims::points(&runs, s.ours_against(base), base, s.keep, s.figure);
     pts.iter().map(|p| p.value).reduce(f64::max)
-}
-
-/// The hierarchies `rows` hold, as the claims table names them: (design-name suffix, words).
-fn hierarchies(rows: &[CompareRow], hierarchy: &str) -> Vec<(&'static str, String)> {
-    let mut v = vec![("", hierarchy.to_string())];
-    if rows.iter().any(|r| r.design.ends_with(" (no GLB)")) {
-        v.push((
-            " (no GLB)",
-            "no GLB: DRAM behind the landing buffers".into(),
-        ));
-    }
-    v
 }
 
 /// Every (claim, baseline) of `rows` with its break-even in `p`. `plan` and `glb` rerun the
@@ -218,14 +207,15 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
                     out.push(row);
                     continue;
                 }
-                // The scan's crossings of the threshold, nearest today's value first.
+                // The scan's crossings of the threshold, and the one nearest today's value.
                 let vals: Vec<f64> = priced.iter().map(|r| f(r)).collect();
-                let crossing = (0..scan.len() - 1)
+                let crossings: Vec<usize> = (0..scan.len() - 1)
                     .filter(|&i| (vals[i] >= s.reaches) != (vals[i + 1] >= s.reaches))
-                    .min_by(|&a, &b| {
-                        let d = |i: usize| (scan[i].ln() - now.max(1e-6).ln()).abs();
-                        d(a).total_cmp(&d(b))
-                    });
+                    .collect();
+                let crossing = crossings.iter().copied().min_by(|&a, &b| {
+                    let d = |i: usize| (scan[i].ln() - now.max(1e-6).ln()).abs();
+                    d(a).total_cmp(&d(b))
+                });
                 match crossing {
                     Some(i) => {
                         let (mut a, mut b) = (scan[i], scan[i + 1]);
@@ -240,9 +230,6 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
                         let x = (a * b).sqrt();
                         // Reproduced on the side of the crossing whose scanned value reaches.
                         let rising = vals[i + 1] >= s.reaches;
-                        let crossings = (0..scan.len() - 1)
-                            .filter(|&k| (vals[k] >= s.reaches) != (vals[k + 1] >= s.reaches))
-                            .count();
                         row.value = Some(x);
                         row.break_even = Some(p.show(x));
                         row.plausible = Some(where_it_lies(p, x));
@@ -251,7 +238,7 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
                              grows without bound",
                             if rising { "above" } else { "below" },
                             p.show(x),
-                            match crossings {
+                            match crossings.len() {
                                 1 => String::new(),
                                 n => format!(" (the nearest of {n} crossings)"),
                             },
@@ -341,37 +328,37 @@ fn shape_runs(
     for &v in values {
         let mut q = plan.clone();
         q.max_sim_seq = 0;
-        match p {
-            Param::SeqLen => q.seq_lens = vec![v],
-            Param::HeadDim | Param::PortBits => {
-                match p {
-                    Param::HeadDim => q.config.head_dim = v as u32,
-                    _ => q.config.mem_width = v as u32,
-                }
-                if q.config.validate().is_err() {
-                    refused.push(v.to_string());
-                    continue;
-                }
+        let c = &plan.config;
+        let sized = match p {
+            Param::SeqLen => {
+                q.seq_lens = vec![v];
+                Ok(c.clone())
             }
+            Param::HeadDim => Ok(CoreConfig {
+                head_dim: v as u32,
+                ..c.clone()
+            }),
+            Param::PortBits => Ok(CoreConfig {
+                mem_width: v as u32,
+                ..c.clone()
+            }),
+            // At least the configuration's registers per PE (reg3d iso-PE's halved array needs
+            // more than the tile alone).
             Param::ArraySide => {
-                let c = &plan.config;
                 let tile = (c.br / c.rows.max(1), c.bc / c.cols.max(1));
-                // At least the configuration's registers per PE (reg3d iso-PE's halved array
-                // needs more than the tile alone).
-                let sized =
-                    compare::array_config(c, (v as u32, v as u32), tile, "").and_then(|mut cfg| {
-                        cfg.regs_per_pe = cfg.regs_per_pe.max(c.regs_per_pe);
-                        cfg.validate().map(|_| cfg)
-                    });
-                match sized {
-                    Ok(cfg) => q.config = cfg,
-                    Err(_) => {
-                        refused.push(v.to_string());
-                        continue;
-                    }
-                }
+                compare::array_config(c, (v as u32, v as u32), tile, "").map(|cfg| CoreConfig {
+                    regs_per_pe: cfg.regs_per_pe.max(c.regs_per_pe),
+                    ..cfg
+                })
             }
             Param::DramPjPerBit => bail!("not a shape parameter"),
+        };
+        match sized.and_then(|cfg| cfg.validate().map(|_| cfg)) {
+            Ok(cfg) => q.config = cfg,
+            Err(_) => {
+                refused.push(v.to_string());
+                continue;
+            }
         }
         match compare::run_glb(&q, glb, |_| {}) {
             Ok(mut r) => {
@@ -434,8 +421,6 @@ fn solve_shape(
                     .iter()
                     .filter_map(|(v, r)| best(r, suffix, s, base).map(|f| (*v, f)))
                     .collect();
-                // The flip nearest today's value: for seq_len, the shortest length the claim
-                // speaks of at which the verdict differs from today's.
                 // Adjacent candidates where the verdict changes, nearest today's value first
                 // (for seq_len, the shortest).
                 let dist = |v: usize| match p {

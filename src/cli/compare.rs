@@ -241,13 +241,11 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         md += &compare::iso_area_table(&rows);
     }
     // With the PE at gate level, the same runs under the sourced table too, side by side.
-    let sourced = table.gates.is_some().then(|| {
-        let t = kernels::energy::EnergyTable {
-            gates: None,
-            ..table.clone()
-        };
-        compare::repriced(&rows, &t)
+    let sourced_table = table.gates.is_some().then(|| kernels::energy::EnergyTable {
+        gates: None,
+        ..table.clone()
     });
+    let sourced = sourced_table.as_ref().map(|t| compare::repriced(&rows, t));
     if let Some(a) = &sourced {
         md += &compare::both_tables(a, &rows);
     }
@@ -261,44 +259,26 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         }),
         false => vec![],
     };
-    let with_fusemax = |r: &[compare::CompareRow], t: &kernels::energy::EnergyTable| {
-        let mut v = r.to_vec();
-        v.extend(compare::repriced(&fusemax, t));
-        v
-    };
+    // The rows the claims read: the runs, and FuseMax's (priced with the same table).
+    let claim_rows = [rows.as_slice(), &fusemax].concat();
+    let hierarchy = compare::hierarchy(&config, args.glb);
     if args.claims {
-        let hierarchy = compare::hierarchy(&config, args.glb);
         md += "\n";
-        let all = with_fusemax(&rows, &table);
-        md += &match &sourced {
-            Some(a) => {
-                let t = kernels::energy::EnergyTable {
-                    gates: None,
-                    ..table.clone()
-                };
-                crate::claims::table_beside(
-                    &crate::claims::claims(&with_fusemax(a, &t), &hierarchy),
-                    Some(&crate::claims::claims(&all, &hierarchy)),
-                )
+        let ours = crate::claims::claims(&claim_rows, &hierarchy);
+        md += &match (&sourced, &sourced_table) {
+            (Some(a), Some(t)) => {
+                let a = [a.as_slice(), &compare::repriced(&fusemax, t)].concat();
+                crate::claims::table_beside(&crate::claims::claims(&a, &hierarchy), Some(&ours))
             }
-            None => crate::claims::table(&crate::claims::claims(&all, &hierarchy)),
+            _ => crate::claims::table(&ours),
         };
     }
     if let Some(p) = args.solve {
-        let hierarchy = compare::hierarchy(&config, args.glb);
-        let solved =
-            crate::solve::solve(&with_fusemax(&rows, &table), &plan, args.glb, &hierarchy, p)?;
+        let solved = crate::solve::solve(&claim_rows, &plan, args.glb, &hierarchy, p)?;
         md += &crate::solve::table(p, &solved);
     }
     if let (Some(sw), Some(path)) = (args.sweep, &args.sweep_plot) {
-        let hierarchy = compare::hierarchy(&config, args.glb);
-        let series = crate::solve::sweep(
-            &with_fusemax(&rows, &table),
-            &plan,
-            args.glb,
-            &hierarchy,
-            sw,
-        )?;
+        let series = crate::solve::sweep(&claim_rows, &plan, args.glb, &hierarchy, sw)?;
         crate::solve::plot_sweep(&series, sw, path)?;
         md += &format!(
             "\n{} claim figures against {} from {} to {}: {}\n",
