@@ -153,6 +153,25 @@ fn best(rows: &[CompareRow], suffix: &str, s: &Spec, base: &str) -> Option<f64> 
     pts.iter().map(|p| p.value).reduce(f64::max)
 }
 
+/// Every (hierarchy's suffix, its words, claim, baseline) the claims table measures, in its
+/// order.
+fn claim_bases(
+    rows: &[CompareRow],
+    hierarchy: &str,
+) -> Vec<(&'static str, String, &'static Spec, &'static str)> {
+    let mut v = vec![];
+    for (suffix, hier) in hierarchies(rows, hierarchy) {
+        for s in claims::SPECS.iter() {
+            v.extend(
+                s.baselines
+                    .iter()
+                    .map(|base| (suffix, hier.clone(), s, *base)),
+            );
+        }
+    }
+    v
+}
+
 /// Every (claim, baseline) of `rows` with its break-even in `p`. `plan` and `glb` rerun the
 /// model for the shape parameters.
 pub fn solve(
@@ -180,108 +199,104 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
     let priced: Vec<Vec<CompareRow>> = scan.iter().map(|&x| at(x)).collect();
     let (zero, huge) = (at(0.0), at(now.max(1e-6) * 1e6));
     let mut out = vec![];
-    for (suffix, hier) in hierarchies(rows, hierarchy) {
-        for s in claims::SPECS.iter() {
-            for base in s.baselines {
-                let Some(fig_now) = best(rows, suffix, s, base) else {
-                    continue;
-                };
-                let f = |r: &[CompareRow]| best(r, suffix, s, base).unwrap_or(f64::NAN);
-                let reproduced = fig_now >= s.reaches;
-                let mut row = BreakEven {
-                    claim: s.claim.into(),
-                    source: s.source.into(),
-                    hierarchy: hier.clone(),
-                    baseline: (*base).into(),
-                    figure: (s.show)(fig_now),
-                    reproduced,
-                    now: p.show(now),
-                    value: None,
-                    break_even: None,
-                    plausible: None,
-                    note: String::new(),
-                };
-                let (lo, hi) = (f(&zero), f(&huge));
-                if (lo - hi).abs() <= 1e-6 * lo.abs().max(1.0) {
-                    row.note = format!("does not depend on {}", p.name());
-                    out.push(row);
-                    continue;
+    for (suffix, hier, s, base) in claim_bases(rows, hierarchy) {
+        let Some(fig_now) = best(rows, suffix, s, base) else {
+            continue;
+        };
+        let f = |r: &[CompareRow]| best(r, suffix, s, base).unwrap_or(f64::NAN);
+        let reproduced = fig_now >= s.reaches;
+        let mut row = BreakEven {
+            claim: s.claim.into(),
+            source: s.source.into(),
+            hierarchy: hier.clone(),
+            baseline: base.into(),
+            figure: (s.show)(fig_now),
+            reproduced,
+            now: p.show(now),
+            value: None,
+            break_even: None,
+            plausible: None,
+            note: String::new(),
+        };
+        let (lo, hi) = (f(&zero), f(&huge));
+        if (lo - hi).abs() <= 1e-6 * lo.abs().max(1.0) {
+            row.note = format!("does not depend on {}", p.name());
+            out.push(row);
+            continue;
+        }
+        // The scan's crossings of the threshold, and the one nearest today's value.
+        let vals: Vec<f64> = priced.iter().map(|r| f(r)).collect();
+        let crossings: Vec<usize> = (0..scan.len() - 1)
+            .filter(|&i| (vals[i] >= s.reaches) != (vals[i + 1] >= s.reaches))
+            .collect();
+        let crossing = crossings.iter().copied().min_by(|&a, &b| {
+            let d = |i: usize| (scan[i].ln() - now.max(1e-6).ln()).abs();
+            d(a).total_cmp(&d(b))
+        });
+        match crossing {
+            Some(i) => {
+                let (mut a, mut b) = (scan[i], scan[i + 1]);
+                let above_a = vals[i] >= s.reaches;
+                for _ in 0..50 {
+                    let m = (a * b).sqrt();
+                    match (f(&at(m)) >= s.reaches) == above_a {
+                        true => a = m,
+                        false => b = m,
+                    }
                 }
-                // The scan's crossings of the threshold, and the one nearest today's value.
-                let vals: Vec<f64> = priced.iter().map(|r| f(r)).collect();
-                let crossings: Vec<usize> = (0..scan.len() - 1)
-                    .filter(|&i| (vals[i] >= s.reaches) != (vals[i + 1] >= s.reaches))
-                    .collect();
-                let crossing = crossings.iter().copied().min_by(|&a, &b| {
-                    let d = |i: usize| (scan[i].ln() - now.max(1e-6).ln()).abs();
-                    d(a).total_cmp(&d(b))
-                });
-                match crossing {
-                    Some(i) => {
-                        let (mut a, mut b) = (scan[i], scan[i + 1]);
-                        let above_a = vals[i] >= s.reaches;
-                        for _ in 0..50 {
-                            let m = (a * b).sqrt();
-                            match (f(&at(m)) >= s.reaches) == above_a {
-                                true => a = m,
-                                false => b = m,
-                            }
-                        }
-                        let x = (a * b).sqrt();
-                        // Reproduced on the side of the crossing whose scanned value reaches.
-                        let rising = vals[i + 1] >= s.reaches;
-                        row.value = Some(x);
-                        row.break_even = Some(p.show(x));
-                        row.plausible = Some(where_it_lies(p, x));
-                        row.note = format!(
-                            "reproduced {} {}{}; the figure runs from {} at 0 to {} as {} \
+                let x = (a * b).sqrt();
+                // Reproduced on the side of the crossing whose scanned value reaches.
+                let rising = vals[i + 1] >= s.reaches;
+                row.value = Some(x);
+                row.break_even = Some(p.show(x));
+                row.plausible = Some(where_it_lies(p, x));
+                row.note = format!(
+                    "reproduced {} {}{}; the figure runs from {} at 0 to {} as {} \
                              grows without bound",
-                            if rising { "above" } else { "below" },
-                            p.show(x),
-                            match crossings.len() {
-                                1 => String::new(),
-                                n => format!(" (the nearest of {n} crossings)"),
-                            },
-                            (s.show)(lo),
-                            (s.show)(hi),
-                            p.name()
-                        );
-                    }
-                    None => {
-                        let ends = vals.iter().chain([&lo, &hi]);
-                        let (all, none) = (
-                            ends.clone().all(|v| *v >= s.reaches),
-                            ends.clone().all(|v| *v < s.reaches),
-                        );
-                        row.note = match (all, none) {
-                            (false, false) => format!(
-                                "the verdict flips beyond 10^-6 to 10^6 × today's value: the \
+                    if rising { "above" } else { "below" },
+                    p.show(x),
+                    match crossings.len() {
+                        1 => String::new(),
+                        n => format!(" (the nearest of {n} crossings)"),
+                    },
+                    (s.show)(lo),
+                    (s.show)(hi),
+                    p.name()
+                );
+            }
+            None => {
+                let ends = vals.iter().chain([&lo, &hi]);
+                let (all, none) = (
+                    ends.clone().all(|v| *v >= s.reaches),
+                    ends.clone().all(|v| *v < s.reaches),
+                );
+                row.note = match (all, none) {
+                    (false, false) => format!(
+                        "the verdict flips beyond 10^-6 to 10^6 × today's value: the \
                                  figure runs from {} at 0 to {} as {} grows without bound",
-                                (s.show)(lo),
-                                (s.show)(hi),
-                                p.name()
-                            ),
-                            (true, _) => format!(
-                                "reproduced at every value: the figure runs from {} at 0 to {} \
+                        (s.show)(lo),
+                        (s.show)(hi),
+                        p.name()
+                    ),
+                    (true, _) => format!(
+                        "reproduced at every value: the figure runs from {} at 0 to {} \
                                  as {} grows without bound",
-                                (s.show)(lo),
-                                (s.show)(hi),
-                                p.name()
-                            ),
-                            (false, true) => format!(
-                                "no value reaches {}: the figure runs from {} at 0 to {} as {} \
+                        (s.show)(lo),
+                        (s.show)(hi),
+                        p.name()
+                    ),
+                    (false, true) => format!(
+                        "no value reaches {}: the figure runs from {} at 0 to {} as {} \
                                  grows without bound",
-                                (s.show)(s.reaches),
-                                (s.show)(lo),
-                                (s.show)(hi),
-                                p.name()
-                            ),
-                        };
-                    }
-                }
-                out.push(row);
+                        (s.show)(s.reaches),
+                        (s.show)(lo),
+                        (s.show)(hi),
+                        p.name()
+                    ),
+                };
             }
         }
+        out.push(row);
     }
     out
 }
@@ -410,68 +425,64 @@ fn solve_shape(
         Param::SeqLen | Param::DramPjPerBit => 0,
     };
     let mut out = vec![];
-    for (suffix, hier) in hierarchies(rows, hierarchy) {
-        for s in claims::SPECS.iter() {
-            for base in s.baselines {
-                let Some(fig_now) = best(rows, suffix, s, base) else {
-                    continue;
-                };
-                let reproduced = fig_now >= s.reaches;
-                let at: Vec<(usize, f64)> = runs
-                    .iter()
-                    .filter_map(|(v, r)| best(r, suffix, s, base).map(|f| (*v, f)))
-                    .collect();
-                // Adjacent candidates where the verdict changes, nearest today's value first
-                // (for seq_len, the shortest).
-                let dist = |v: usize| match p {
-                    Param::HeadDim | Param::PortBits | Param::ArraySide => {
-                        (v as f64 / now.max(1) as f64).ln().abs()
-                    }
-                    Param::SeqLen | Param::DramPjPerBit => v as f64,
-                };
-                let flip = at
-                    .windows(2)
-                    .filter(|w| (w[0].1 >= s.reaches) != (w[1].1 >= s.reaches))
-                    .map(|w| match w[1].1 >= s.reaches {
-                        true => (w[1].0, format!("reproduced from {}", p.show(w[1].0 as f64))),
-                        false => (
-                            w[0].0,
-                            format!("reproduced up to {}", p.show(w[0].0 as f64)),
-                        ),
-                    })
-                    .min_by(|a, b| dist(a.0).total_cmp(&dist(b.0)));
-                let listed: Vec<String> = at
-                    .iter()
-                    .map(|(v, f)| format!("{v}: {}", (s.show)(*f)))
-                    .collect();
-                out.push(BreakEven {
-                    claim: s.claim.into(),
-                    source: s.source.into(),
-                    hierarchy: hier.clone(),
-                    baseline: (*base).into(),
-                    figure: (s.show)(fig_now),
-                    reproduced,
-                    now: match p {
-                        Param::HeadDim | Param::PortBits | Param::ArraySide => p.show(now as f64),
-                        Param::SeqLen | Param::DramPjPerBit => "the lengths run".into(),
-                    },
-                    value: flip.as_ref().map(|f| f.0 as f64),
-                    plausible: None,
-                    break_even: flip.as_ref().map(|f| p.show(f.0 as f64)),
-                    note: match (&flip, at.is_empty()) {
-                        (Some((_, how)), _) => {
-                            format!("{how}; by {}: {}", p.name(), listed.join(", "))
-                        }
-                        (None, true) => format!("no {} it speaks of runs", p.name()),
-                        (None, false) => format!(
-                            "the same verdict at every {} tried: {}",
-                            p.name(),
-                            listed.join(", ")
-                        ),
-                    } + &refused,
-                });
+    for (suffix, hier, s, base) in claim_bases(rows, hierarchy) {
+        let Some(fig_now) = best(rows, suffix, s, base) else {
+            continue;
+        };
+        let reproduced = fig_now >= s.reaches;
+        let at: Vec<(usize, f64)> = runs
+            .iter()
+            .filter_map(|(v, r)| best(r, suffix, s, base).map(|f| (*v, f)))
+            .collect();
+        // Adjacent candidates where the verdict changes, nearest today's value first
+        // (for seq_len, the shortest).
+        let dist = |v: usize| match p {
+            Param::HeadDim | Param::PortBits | Param::ArraySide => {
+                (v as f64 / now.max(1) as f64).ln().abs()
             }
-        }
+            Param::SeqLen | Param::DramPjPerBit => v as f64,
+        };
+        let flip = at
+            .windows(2)
+            .filter(|w| (w[0].1 >= s.reaches) != (w[1].1 >= s.reaches))
+            .map(|w| match w[1].1 >= s.reaches {
+                true => (w[1].0, format!("reproduced from {}", p.show(w[1].0 as f64))),
+                false => (
+                    w[0].0,
+                    format!("reproduced up to {}", p.show(w[0].0 as f64)),
+                ),
+            })
+            .min_by(|a, b| dist(a.0).total_cmp(&dist(b.0)));
+        let listed: Vec<String> = at
+            .iter()
+            .map(|(v, f)| format!("{v}: {}", (s.show)(*f)))
+            .collect();
+        out.push(BreakEven {
+            claim: s.claim.into(),
+            source: s.source.into(),
+            hierarchy: hier.clone(),
+            baseline: base.into(),
+            figure: (s.show)(fig_now),
+            reproduced,
+            now: match p {
+                Param::HeadDim | Param::PortBits | Param::ArraySide => p.show(now as f64),
+                Param::SeqLen | Param::DramPjPerBit => "the lengths run".into(),
+            },
+            value: flip.as_ref().map(|f| f.0 as f64),
+            plausible: None,
+            break_even: flip.as_ref().map(|f| p.show(f.0 as f64)),
+            note: match (&flip, at.is_empty()) {
+                (Some((_, how)), _) => {
+                    format!("{how}; by {}: {}", p.name(), listed.join(", "))
+                }
+                (None, true) => format!("no {} it speaks of runs", p.name()),
+                (None, false) => format!(
+                    "the same verdict at every {} tried: {}",
+                    p.name(),
+                    listed.join(", ")
+                ),
+            } + &refused,
+        });
     }
     Ok(out)
 }
@@ -620,32 +631,28 @@ pub fn sweep(
         }
     };
     let mut out = vec![];
-    for (suffix, hier) in hierarchies(rows, hierarchy) {
-        for s in claims::SPECS.iter() {
-            for base in s.baselines {
-                let points: Vec<(f64, f64)> = at
-                    .iter()
-                    .filter_map(|(x, r)| best(r, suffix, s, base).map(|f| (*x, f)))
-                    .filter(|p| p.1.is_finite())
-                    .collect();
-                let (lo, hi) = points
-                    .iter()
-                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-                        (a.min(p.1), b.max(p.1))
-                    });
-                if points.len() < 2 || hi - lo <= 1e-6 * hi.abs().max(1.0) {
-                    continue;
-                }
-                out.push(Series {
-                    claim: s.claim.into(),
-                    hierarchy: hier.clone(),
-                    baseline: (*base).into(),
-                    band: (s.reaches, s.top),
-                    percent: s.reaches < 1.0,
-                    points,
-                });
-            }
+    for (suffix, hier, s, base) in claim_bases(rows, hierarchy) {
+        let points: Vec<(f64, f64)> = at
+            .iter()
+            .filter_map(|(x, r)| best(r, suffix, s, base).map(|f| (*x, f)))
+            .filter(|p| p.1.is_finite())
+            .collect();
+        let (lo, hi) = points
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                (a.min(p.1), b.max(p.1))
+            });
+        if points.len() < 2 || hi - lo <= 1e-6 * hi.abs().max(1.0) {
+            continue;
         }
+        out.push(Series {
+            claim: s.claim.into(),
+            hierarchy: hier.clone(),
+            baseline: base.into(),
+            band: (s.reaches, s.top),
+            percent: s.reaches < 1.0,
+            points,
+        });
     }
     ensure!(
         !out.is_empty(),
