@@ -146,18 +146,24 @@ pub struct Mapped {
     pub parts: Vec<TierPart>,
 }
 
-/// Maps `cfg`'s whole top (its banks as macros) at `lib` for `clock_mhz`.
+/// Maps `cfg`'s whole top (its banks as macros) at `lib` for `clock_mhz`; `timed`: and times
+/// it (minutes on `seed`; untimed, the report has areas and no fmax).
 pub fn map_design(
     cfg: &CoreConfig,
     lib: &Liberty,
     label: (&str, &str),
     clock_mhz: f64,
+    timed: bool,
 ) -> Result<Mapped> {
     let cfg = with_macros(cfg);
     let dir = gen::tools::ScratchDir::new("area")?;
     let manifest = generate(&cfg, &Target::Top, dir.path())?;
-    let report = gen::asic::asic(dir.path(), lib, label, clock_mhz)
-        .with_context(|| format!("the ASIC flow of {} at {}", cfg.variant.label(), label.0))?;
+    let report = if timed {
+        gen::asic::asic(dir.path(), lib, label, clock_mhz)
+    } else {
+        gen::asic::asic_timing_up_to(dir.path(), lib, label, clock_mhz, 0)
+    }
+    .with_context(|| format!("the ASIC flow of {} at {}", cfg.variant.label(), label.0))?;
     anyhow::ensure!(
         report.passed(),
         "the ASIC flow of {} found latches or problems: {:?}",
@@ -192,6 +198,77 @@ impl Mapped {
     }
 }
 
+/// One part of a design on the die it sits on, at a library's density and utilization.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Placed {
+    /// The die: a logic tier (`tier 0 (QK)`, ...) or a stacked SRAM die.
+    pub die: String,
+    pub part: String,
+    /// Its standard cells over the placement utilization (mm²).
+    pub cells_mm2: f64,
+    /// Its memory macros at the density, bits and periphery (mm²).
+    pub macros_mm2: f64,
+    pub macro_bits: u64,
+}
+
+impl Placed {
+    pub fn mm2(&self) -> f64 {
+        self.cells_mm2 + self.macros_mm2
+    }
+}
+
+/// The GLB's banks, as a part of their own (the control's macros).
+pub const GLB_BANKS: &str = "GLB banks";
+/// The die of the stacked GLB, and of 3-D buffered's banks.
+pub const GLB_DIE: &str = "GLB tier (stacked)";
+pub const BANKS_DIE: &str = "SRAM tier (stacked banks)";
+
+/// The parts on their dies: the control joins the bottom logic tier, its macros (the GLB's
+/// banks) are a part of their own on the GLB's die when the GLB is stacked, and
+/// `stacked_banks` moves the rows' SRAM banks (buf2d's buffer, the P banks) to a die of their
+/// own (the "3-D buffered" design). Parts with no silicon are left out.
+pub fn placed(
+    cfg: &CoreConfig,
+    parts: &[TierPart],
+    (density, utilization): (&SramDensity, f64),
+    stacked_banks: bool,
+) -> Vec<Placed> {
+    let bottom = parts
+        .iter()
+        .map(|p| p.tier.as_str())
+        .filter(|t| *t != "base")
+        .min()
+        .unwrap_or("tier 0")
+        .to_string();
+    let glb_stacked = cfg.glb.bytes > 0 && cfg.glb.placement == GlbPlacement::Stacked;
+    let mut out = vec![];
+    for p in parts {
+        let cells_mm2 = p.area_um2.unwrap_or(0.0) * 1e-6 / utilization;
+        let macros_mm2 = density.area_um2(p.macro_bits, p.macros) * 1e-6;
+        let at = |die: &str, part: &str, cells_mm2: f64, macros_mm2: f64, macro_bits: u64| Placed {
+            die: die.to_string(),
+            part: part.to_string(),
+            cells_mm2,
+            macros_mm2,
+            macro_bits,
+        };
+        let banks = p.part.starts_with("S buffer") || p.part.starts_with("P banks");
+        if stacked_banks && banks {
+            out.push(at(BANKS_DIE, &p.part, cells_mm2, macros_mm2, p.macro_bits));
+        } else if p.tier == "base" {
+            // The control's macros are the GLB's banks: on their own stacked die, or beside
+            // the control.
+            let glb_die = if glb_stacked { GLB_DIE } else { &bottom };
+            out.push(at(&bottom, &p.part, cells_mm2, 0.0, 0));
+            out.push(at(glb_die, GLB_BANKS, 0.0, macros_mm2, p.macro_bits));
+        } else {
+            out.push(at(&p.tier, &p.part, cells_mm2, macros_mm2, p.macro_bits));
+        }
+    }
+    out.retain(|p| p.mm2() > 0.0);
+    out
+}
+
 /// The tiers' silicon from the parts (see [`Mapped::price`]).
 fn price(
     cfg: &CoreConfig,
@@ -201,34 +278,12 @@ fn price(
     stacked_banks: bool,
 ) -> DesignArea {
     let mut tiers: Vec<(String, f64)> = vec![];
-    let mut add = |tier: &str, mm2: f64| match tiers.iter_mut().find(|t| t.0 == tier) {
-        Some(t) => t.1 += mm2,
-        None => tiers.push((tier.to_string(), mm2)),
-    };
-    let bottom = parts
-        .iter()
-        .map(|p| p.tier.as_str())
-        .filter(|t| *t != "base")
-        .min()
-        .unwrap_or("tier 0")
-        .to_string();
-    let glb_stacked = cfg.glb.bytes > 0 && cfg.glb.placement == GlbPlacement::Stacked;
-    for p in parts {
-        let cells = p.area_um2.unwrap_or(0.0) * 1e-6 / utilization;
-        let macros = density.area_um2(p.macro_bits, p.macros) * 1e-6;
-        let tier = if p.tier == "base" { &bottom } else { &p.tier };
-        let banks = p.part.starts_with("S buffer") || p.part.starts_with("P banks");
-        if stacked_banks && banks {
-            add("SRAM tier (stacked banks)", cells + macros);
-        } else if p.tier == "base" && glb_stacked {
-            // The control's macros are the GLB's banks, on their own stacked die.
-            add(tier, cells);
-            add("GLB tier (stacked)", macros);
-        } else {
-            add(tier, cells + macros);
+    for p in placed(cfg, parts, (density, utilization), stacked_banks) {
+        match tiers.iter_mut().find(|t| t.0 == p.die) {
+            Some(t) => t.1 += p.mm2(),
+            None => tiers.push((p.die.clone(), p.mm2())),
         }
     }
-    tiers.retain(|t| t.1 > 0.0);
     // The logic tiers in order, then the stacked SRAM dies.
     tiers.sort_by(|a, b| (!a.0.starts_with("tier"), &a.0).cmp(&(!b.0.starts_with("tier"), &b.0)));
     let macro_bits: u64 = parts.iter().map(|p| p.macro_bits).sum();

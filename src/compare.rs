@@ -283,7 +283,7 @@ pub fn iso_area(
             Some(i) => i,
             None => {
                 progress(&format!("{} at seq {}", r.design, r.seq_len));
-                let m = crate::area::map_design(&r.config, lib, label, r.config.clock_mhz)?;
+                let m = crate::area::map_design(&r.config, lib, label, r.config.clock_mhz, true)?;
                 done.push((key, m));
                 done.len() - 1
             }

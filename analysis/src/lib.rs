@@ -9,6 +9,7 @@
 //!   the RTL's cycle count at every simulated point.
 //! - [`pricing`]: energy from the counters and an energy table (`kernels::energy`).
 //! - [`tiers`]: the area of a design's tiers from synthesis reports.
+//! - [`thermal`]: a die stack's steady-state temperatures (a compact RC grid).
 //! - [`report`]: how JSON reports write numbers.
 //! - [`watch`]: progress and stop requests of long runs.
 //!
@@ -19,5 +20,6 @@ pub mod cycles;
 pub mod pricing;
 pub mod report;
 pub mod schedule;
+pub mod thermal;
 pub mod tiers;
 pub mod watch;

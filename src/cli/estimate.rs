@@ -52,7 +52,7 @@ fn synthesized_clock(
     let scratch = ScratchDir::new("clock")?;
     let (library, (name, node)) = crate::area::load_library(lib, liberty, scratch.path())?;
     eprintln!("--clock synth: mapping the design at {name} (each module once, cached)");
-    let mapped = crate::area::map_design(cfg, &library, (&name, &node), cfg.clock_mhz)?;
+    let mapped = crate::area::map_design(cfg, &library, (&name, &node), cfg.clock_mhz, true)?;
     let Some((block, _, t)) = mapped.report.design_fmax() else {
         anyhow::bail!(
             "--clock synth: nothing of the design was timed at {name}, so it has no fmax"
