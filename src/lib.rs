@@ -9,6 +9,7 @@ pub mod claims;
 pub mod cli;
 pub mod compare;
 pub mod design;
+pub mod die_stack;
 #[cfg(feature = "cli")]
 pub mod docs;
 pub mod estimate;
@@ -19,4 +20,4 @@ pub mod units;
 pub mod verify;
 
 // The analysis model, a crate of its own (analysis/): under its old paths too.
-pub use analysis::{cycles, pricing, report, schedule, tiers, watch};
+pub use analysis::{cycles, pricing, report, schedule, thermal, tiers, watch};

@@ -865,6 +865,41 @@ fn iso_area_refuses_what_it_cannot_price_before_running() {
     }
 }
 
+/// `regflash thermal`'s refusals come before the ASIC flow maps anything: a grid too coarse,
+/// stacked banks on a design without SRAM banks, an unknown memory placement, a clock that is
+/// not one, air at or above the limit, floorplans at a node the energy table does not price.
+#[test]
+fn thermal_refuses_what_it_cannot_model_before_mapping() {
+    for (args, says) in [
+        (vec!["--grid", "2"], "--grid is the cells a side"),
+        (vec!["--stacked-banks"], "has none: use --variant buf2d"),
+        (
+            vec!["--memory-tier", "sideways"],
+            "--memory-tier is near-lid",
+        ),
+        (vec!["--clock-mhz", "0"], "--clock-mhz takes clocks above 0"),
+        (
+            vec!["--clock-mhz", "1500,nan"],
+            "--clock-mhz takes clocks above 0",
+        ),
+        (
+            vec!["--ambient-c", "90"],
+            "--ambient-c is the air's temperature",
+        ),
+        (vec!["--lib", "asap7"], "the energy table prices at 45 nm"),
+    ] {
+        let mut all = vec!["thermal", "--seq", "64"];
+        all.extend(&args);
+        let o = regflash(&all);
+        let t = text(&o);
+        assert!(!o.status.success() && t.contains(says), "{args:?}: {t}");
+        assert!(
+            !t.contains("mapping the design") && !t.contains("panicked"),
+            "{t}"
+        );
+    }
+}
+
 /// `compare --kv-heads`: grouped-query attention on a GLB design reads each shared K/V head
 /// from memory once, so every design's read beats fall (four query heads on one K/V head read
 /// half the beats of four K/V heads at 512 tokens, Q being the other half), from the model's

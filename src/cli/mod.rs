@@ -8,6 +8,7 @@ mod power;
 mod presets;
 mod sim;
 mod synth;
+mod thermal;
 mod verify;
 
 use accuracy::accuracy_cmd;
@@ -25,6 +26,8 @@ use sim::sim_cmd;
 pub use sim::SimArgs;
 use synth::synth_cmd;
 pub use synth::{synth_table, SynthArgs};
+use thermal::thermal_cmd;
+pub use thermal::ThermalArgs;
 use verify::verify_cmd;
 pub use verify::VerifyArgs;
 
@@ -94,6 +97,10 @@ pub enum Command {
     /// replayed from an RTL run, priced by OpenSTA; per MAC, register-file and P-bank access
     /// and cycle, written as an energy table (`--energy`).
     Power(power::PowerArgs),
+    /// The die stack's steady-state temperatures at a clock: each tier's peak and mean and its
+    /// hotspot's block, heat maps, and the highest clock that keeps every tier within 85 °C
+    /// (a compact RC grid over the tiers' floorplans and the run's power; docs/thermal.md).
+    Thermal(ThermalArgs),
     /// Accuracy of the numerics: exp2 against f64 by input range, and the tiled hardware model
     /// against the f64 and plain FP16 references for the configuration's tiling.
     Accuracy(AccuracyArgs),
@@ -387,6 +394,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify(args) => verify_cmd(args),
         Command::Accuracy(args) => accuracy_cmd(args),
         Command::Power(args) => power_cmd(args),
+        Command::Thermal(args) => thermal_cmd(args),
         Command::Presets { toml: None } => {
             presets_cmd()?;
             Ok(ExitCode::SUCCESS)
