@@ -19,7 +19,7 @@ use hdl::config::CoreConfig;
 use hdl::mem::glb::GlbPlacement;
 
 use crate::design::{generate, Target};
-use crate::tiers::TierPart;
+use crate::tiers::{PartKind, TierPart};
 
 /// An SRAM macro's area at a node: mm² per MiB of bits, a fixed area per macro for its
 /// periphery (decoders, sense amplifiers, I/O and pins, which a small bank cannot spread over
@@ -204,6 +204,8 @@ pub struct Placed {
     /// The die: a logic tier (`tier 0 (QK)`, ...) or a stacked SRAM die.
     pub die: String,
     pub part: String,
+    #[serde(skip)]
+    pub kind: PartKind,
     /// Its standard cells over the placement utilization (mm²).
     pub cells_mm2: f64,
     /// Its memory macros at the density, bits and periphery (mm²).
@@ -245,24 +247,26 @@ pub fn placed(
     for p in parts {
         let cells_mm2 = p.area_um2.unwrap_or(0.0) * 1e-6 / utilization;
         let macros_mm2 = density.area_um2(p.macro_bits, p.macros) * 1e-6;
-        let at = |die: &str, part: &str, cells_mm2: f64, macros_mm2: f64, macro_bits: u64| Placed {
+        let at = |die: &str, (part, kind): (&str, PartKind), mm2: (f64, f64), macro_bits| Placed {
             die: die.to_string(),
             part: part.to_string(),
-            cells_mm2,
-            macros_mm2,
+            kind,
+            cells_mm2: mm2.0,
+            macros_mm2: mm2.1,
             macro_bits,
         };
-        let banks = p.part.starts_with("S buffer") || p.part.starts_with("P banks");
-        if stacked_banks && banks {
-            out.push(at(BANKS_DIE, &p.part, cells_mm2, macros_mm2, p.macro_bits));
-        } else if p.tier == "base" {
+        let this = (p.part.as_str(), p.kind);
+        if stacked_banks && p.kind.banks() {
+            out.push(at(BANKS_DIE, this, (cells_mm2, macros_mm2), p.macro_bits));
+        } else if p.kind == PartKind::Control {
             // The control's macros are the GLB's banks: on their own stacked die, or beside
             // the control.
             let glb_die = if glb_stacked { GLB_DIE } else { &bottom };
-            out.push(at(&bottom, &p.part, cells_mm2, 0.0, 0));
-            out.push(at(glb_die, GLB_BANKS, 0.0, macros_mm2, p.macro_bits));
+            out.push(at(&bottom, this, (cells_mm2, 0.0), 0));
+            let glb = (GLB_BANKS, PartKind::GlbBanks);
+            out.push(at(glb_die, glb, (0.0, macros_mm2), p.macro_bits));
         } else {
-            out.push(at(&p.tier, &p.part, cells_mm2, macros_mm2, p.macro_bits));
+            out.push(at(&p.tier, this, (cells_mm2, macros_mm2), p.macro_bits));
         }
     }
     out.retain(|p| p.mm2() > 0.0);
@@ -365,11 +369,16 @@ mod tests {
     use super::*;
     use gen::asic::{AsicModule, PathTiming};
 
-    fn part(tier: &str, name: &str, area_um2: f64, (macro_bits, macros): (u64, u64)) -> TierPart {
+    fn part(
+        (tier, name, kind): (&str, &str, PartKind),
+        area_um2: f64,
+        (macro_bits, macros): (u64, u64),
+    ) -> TierPart {
         TierPart {
             macros,
             tier: tier.into(),
             part: name.into(),
+            kind,
             instances: 1,
             cells: 1,
             flip_flops: 0,
@@ -442,10 +451,22 @@ mod tests {
         let density = sram_density("nangate45").unwrap();
         let mib = 1u64 << 23;
         let parts = vec![
-            part("tier 0 (QK)", "QK tier PEs", 2.0e6, (0, 0)),
-            part("tier 1 (PV)", "PV tier PEs", 1.5e6, (0, 0)),
-            part("tier 1 (PV)", "P banks", 0.25e6, (0, 0)),
-            part("base", "control: DMA", 0.5e6, (mib, 16)),
+            part(
+                ("tier 0 (QK)", "QK tier PEs", PartKind::QkPes),
+                2.0e6,
+                (0, 0),
+            ),
+            part(
+                ("tier 1 (PV)", "PV tier PEs", PartKind::PvPes),
+                1.5e6,
+                (0, 0),
+            ),
+            part(("tier 1 (PV)", "P banks", PartKind::PBanks), 0.25e6, (0, 0)),
+            part(
+                ("base", "control: DMA", PartKind::Control),
+                0.5e6,
+                (mib, 16),
+            ),
         ];
         let mut cfg = CoreConfig::preset("small").unwrap();
         cfg.glb.bytes = 1 << 20;

@@ -23,12 +23,13 @@
 use anyhow::{ensure, Result};
 use serde::Serialize;
 
-use crate::area::{Placed, BANKS_DIE, GLB_BANKS, GLB_DIE};
+use crate::area::{Placed, BANKS_DIE, GLB_DIE};
 use crate::pricing::EnergyReport;
 use crate::thermal::{
     Block, Layer, Leakage, Package, Stack, BEOL_UM, BOND_UM, K_BEOL, K_BOND, K_SILICON,
     THINNED_DIE_UM, TOP_DIE_UM,
 };
+use crate::tiers::PartKind;
 
 /// The share of the PE's clock-and-leakage figure that is leakage, at the clock it was
 /// measured at: 0.25 of 1.50 pJ per PE-cycle at 1,500 MHz (NangateOpenCellLibrary typical,
@@ -64,6 +65,8 @@ impl std::str::FromStr for MemoryTier {
 pub struct PartPower {
     pub die: String,
     pub part: String,
+    #[serde(skip)]
+    pub kind: PartKind,
     pub mm2: f64,
     /// Dynamic energy per cycle (pJ), the PEs' clock among it: times the clock, a power.
     pub dynamic_pj_per_cycle: f64,
@@ -80,14 +83,6 @@ impl PartPower {
     pub fn watts(&self, clock_mhz: f64) -> f64 {
         self.dynamic_pj_per_cycle * clock_mhz * 1e-6 + self.leakage_w
     }
-}
-
-/// What a part is, for the energy it spends.
-fn is_pe(part: &str) -> bool {
-    part.starts_with("PE array") || part.starts_with("QK tier PEs") || part.starts_with("PV tier")
-}
-fn is_bank(part: &str) -> bool {
-    part.starts_with("P banks") || part.starts_with("S buffer")
 }
 
 /// The energy components [`part_power`] places (every one the pricing reports).
@@ -143,6 +138,7 @@ pub fn part_power(
         .map(|p| PartPower {
             die: p.die.clone(),
             part: p.part.clone(),
+            kind: p.kind,
             mm2: p.mm2(),
             dynamic_pj_per_cycle: 0.0,
             leakage_w: 0.0,
@@ -150,7 +146,7 @@ pub fn part_power(
             assumed_leakage_w: 0.0,
         })
         .collect();
-    let pes: Vec<usize> = (0..out.len()).filter(|&i| is_pe(&out[i].part)).collect();
+    let pes: Vec<usize> = (0..out.len()).filter(|&i| out[i].kind.pes()).collect();
     ensure!(
         !pes.is_empty(),
         "the design's parts hold no PEs, so its power has nowhere to go: {:?}",
@@ -172,14 +168,14 @@ pub fn part_power(
             out[i].dynamic_pj_per_cycle += pj * weight(i) / sum;
         }
     };
-    let find = |f: &dyn Fn(&Placed) -> bool| -> Vec<usize> {
-        (0..placed.len()).filter(|&i| f(&placed[i])).collect()
+    let find = |f: &dyn Fn(PartKind) -> bool| -> Vec<usize> {
+        (0..placed.len()).filter(|&i| f(placed[i].kind)).collect()
     };
-    let banks = find(&|p| is_bank(&p.part));
-    let engines = find(&|p| p.part.starts_with("row engines"));
-    let control = find(&|p| p.part.starts_with("control"));
-    let glb = find(&|p| p.part == GLB_BANKS);
-    let links = find(&|p| is_pe(&p.part) || p.part.starts_with("S registers"));
+    let banks = find(&|k| k.banks());
+    let engines = find(&|k| k == PartKind::RowEngines);
+    let control = find(&|k| k == PartKind::Control);
+    let glb = find(&|k| k == PartKind::GlbBanks);
+    let links = find(&|k| k.pes() || k == PartKind::SRegisters);
     // The PEs' clock and leakage: the clock part scales with the clock, the leakage does not.
     // The rows' (gate-level tables only) goes to their engines and P banks, as dynamic.
     let pe_static = c("static") * pe_share;
@@ -207,7 +203,9 @@ pub fn part_power(
     for &i in &pes {
         out[i].leakage_w += pe_leak_w / pes.len() as f64;
     }
-    let macro_parts = find(&|p| p.macro_bits > 0);
+    let macro_parts: Vec<usize> = (0..placed.len())
+        .filter(|&i| placed[i].macro_bits > 0)
+        .collect();
     let bits: u64 = macro_parts.iter().map(|&i| placed[i].macro_bits).sum();
     let sram_leak_w = c("leakage") * clock_mhz * 1e-6;
     for &i in &macro_parts {
@@ -216,7 +214,7 @@ pub fn part_power(
     // The logic the table does not price: the PEs' clock and leakage per mm² of cells.
     let pe_cells: f64 = pes.iter().map(|&i| placed[i].cells_mm2).sum();
     for (i, p) in placed.iter().enumerate() {
-        let priced = is_pe(&p.part) || (row_static > 0.0 && rows.contains(&i));
+        let priced = p.kind.pes() || (row_static > 0.0 && rows.contains(&i));
         if priced || p.cells_mm2 <= 0.0 || pe_cells <= 0.0 {
             continue;
         }
@@ -279,7 +277,7 @@ pub fn stack(
             });
         }
         let mut of: Vec<&PartPower> = parts.iter().filter(|p| p.die == *d).collect();
-        of.sort_by_key(|p| !is_pe(&p.part));
+        of.sort_by_key(|p| !p.kind.pes());
         let mut x = 0.0;
         let mut blocks = vec![];
         for p in of {
@@ -357,10 +355,17 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn placed(die: &str, part: &str, cells: f64, macros: f64, bits: u64) -> Placed {
+    fn placed(
+        die: &str,
+        (part, kind): (&str, PartKind),
+        cells: f64,
+        macros: f64,
+        bits: u64,
+    ) -> Placed {
         Placed {
             die: die.into(),
             part: part.into(),
+            kind,
             cells_mm2: cells,
             macros_mm2: macros,
             macro_bits: bits,
@@ -374,18 +379,24 @@ mod tests {
     #[test]
     fn power_is_conserved_and_placed() {
         let parts = vec![
-            placed("tier 0 (QK)", "QK tier PEs", 2.0, 0.0, 0),
+            placed("tier 0 (QK)", ("QK tier PEs", PartKind::QkPes), 2.0, 0.0, 0),
             placed(
                 "tier 0 (QK)",
-                "row engines (softmax, normalization)",
+                ("row engines", PartKind::RowEngines),
                 0.5,
                 0.0,
                 0,
             ),
-            placed("tier 0 (QK)", "control: DMA", 0.5, 0.0, 0),
-            placed("tier 1 (PV)", "PV tier PEs", 2.0, 0.0, 0),
-            placed("tier 1 (PV)", "P banks", 0.2, 0.0, 0),
-            placed(GLB_DIE, GLB_BANKS, 0.0, 1.0, 1 << 20),
+            placed("tier 0 (QK)", ("control", PartKind::Control), 0.5, 0.0, 0),
+            placed("tier 1 (PV)", ("PV tier PEs", PartKind::PvPes), 2.0, 0.0, 0),
+            placed("tier 1 (PV)", ("P banks", PartKind::PBanks), 0.2, 0.0, 0),
+            placed(
+                GLB_DIE,
+                ("GLB banks", PartKind::GlbBanks),
+                0.0,
+                1.0,
+                1 << 20,
+            ),
         ];
         let comps: BTreeMap<String, f64> = [
             ("mac", 1000.0),

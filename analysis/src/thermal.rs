@@ -238,6 +238,18 @@ pub struct Solution {
 }
 
 impl Solution {
+    /// The layers of `stack` that dissipate (its dies), with their temperatures.
+    pub fn dies<'a>(
+        &'a self,
+        stack: &'a Stack,
+    ) -> impl Iterator<Item = (&'a Layer, &'a LayerTemps)> {
+        stack
+            .layers
+            .iter()
+            .zip(&self.layers)
+            .filter(|(l, _)| !l.blocks.is_empty())
+    }
+
     /// The hottest layer's peak (°C).
     pub fn peak_c(&self) -> f64 {
         self.layers
@@ -378,11 +390,15 @@ impl Stack {
         let mut rise = vec![0.0; grid.nodes];
         let mut iterations = 0;
         let mut power = vec![0.0; grid.nodes];
-        loop {
-            iterations += 1;
+        // Each node's power at the temperatures `rise` says.
+        let power_at = |rise: &[f64], power: &mut [f64]| {
             for i in 0..grid.nodes {
                 power[i] = dynamic[i] + leak0[i] * self.leakage.factor(ambient + rise[i]);
             }
+        };
+        loop {
+            iterations += 1;
+            power_at(&rise, &mut power);
             let next = grid.solve(&power, &rise)?;
             let change = next
                 .iter()
@@ -404,9 +420,7 @@ impl Stack {
                 break;
             }
         }
-        for i in 0..grid.nodes {
-            power[i] = dynamic[i] + leak0[i] * self.leakage.factor(ambient + rise[i]);
-        }
+        power_at(&rise, &mut power);
         let out = layers
             .iter()
             .enumerate()

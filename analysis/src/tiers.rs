@@ -76,6 +76,38 @@ impl Synthesized for AsicReport {
     }
 }
 
+/// What a part is, for what it spends and where it may go (its `part` names it for people).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartKind {
+    /// A 2-D design's array, running both the QK and the PV steps.
+    PeArray,
+    QkPes,
+    PvPes,
+    /// The softmax tier's S registers and their links (reg3d with three tiers).
+    SRegisters,
+    /// The rows' P banks (16-bit words).
+    PBanks,
+    /// buf2d's S arrays.
+    SBuffer,
+    /// The rest of each PE row: its softmax and normalization.
+    RowEngines,
+    /// The rest of the top: DMA, sequencer, fetch, readout, counters, masks.
+    Control,
+    /// The GLB's banks: the control's macros, as the area flow splits them off.
+    GlbBanks,
+}
+
+impl PartKind {
+    /// The PEs that run the MACs.
+    pub fn pes(self) -> bool {
+        matches!(self, PartKind::PeArray | PartKind::QkPes | PartKind::PvPes)
+    }
+    /// A row's SRAM banks.
+    pub fn banks(self) -> bool {
+        matches!(self, PartKind::PBanks | PartKind::SBuffer)
+    }
+}
+
 /// One part of the design on its tier.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TierPart {
@@ -83,6 +115,8 @@ pub struct TierPart {
     /// on its bottom tier with the memory interface).
     pub tier: String,
     pub part: String,
+    #[serde(skip)]
+    pub kind: PartKind,
     /// Instances of the part's module in the design (rows × tiers' worth).
     pub instances: u64,
     pub cells: u64,
@@ -131,31 +165,34 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
     };
     let mut out = vec![];
     for m in &modules {
-        let (tier, part) = if m.starts_with("pe_tier_qkpv_") {
-            (&qk, "PE array (QK and PV steps)")
+        let (tier, part, kind) = if m.starts_with("pe_tier_qkpv_") {
+            (&qk, "PE array (QK and PV steps)", PartKind::PeArray)
         } else if m.starts_with("pe_tier_qk_") {
-            (&qk, "QK tier PEs")
+            (&qk, "QK tier PEs", PartKind::QkPes)
         } else if m.starts_with("pe_tier_pv_") {
-            (&pv, "PV tier PEs")
+            (&pv, "PV tier PEs", PartKind::PvPes)
         } else if m.starts_with("s_tier_") {
-            (&sm, "S registers and S links")
+            (&sm, "S registers and S links", PartKind::SRegisters)
         } else if m.starts_with("sram_") && in_rows(m) > 0 {
             // The rows' SRAM banks: P (16-bit words; on the PV tier in reg3d), buf2d's S.
             if m.trim_end_matches("_macro").ends_with("_w16") {
-                (&pv, "P banks")
+                (&pv, "P banks", PartKind::PBanks)
             } else {
-                (&qk, "S buffer arrays")
+                (&qk, "S buffer arrays", PartKind::SBuffer)
             }
         } else {
             continue;
         };
-        out.push(h.part(tier, part, m, in_rows(m)));
+        out.push(h.part((tier, part, kind), m, in_rows(m)));
     }
     // What remains of the rows is their engines; of the top, the control.
     for row in &rows {
         let whole = h.part(
-            &sm,
-            "row engines (softmax, normalization)",
+            (
+                &sm,
+                "row engines (softmax, normalization)",
+                PartKind::RowEngines,
+            ),
             row,
             h.count(r.top(), row),
         );
@@ -163,8 +200,11 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
         out.push(engines);
     }
     let top = h.part(
-        "base",
-        "control: DMA, sequencer, fetch, readout, counters, masks",
+        (
+            "base",
+            "control: DMA, sequencer, fetch, readout, counters, masks",
+            PartKind::Control,
+        ),
         r.top(),
         1,
     );
@@ -213,7 +253,7 @@ impl<S: Synthesized> Hierarchy<'_, S> {
     }
 
     /// `n` instances of `module`, its submodules expanded.
-    fn part(&self, tier: &str, part: &str, module: &str, n: u64) -> TierPart {
+    fn part(&self, (tier, part, kind): (&str, &str, PartKind), module: &str, n: u64) -> TierPart {
         let (cells, flip_flops, area) = self.r.subtree(module);
         // Over the memories (macros only, or all): each instance's `per`.
         let sum = |macros: bool, per: fn(&MemoryEntry) -> u64| -> u64 {
@@ -227,6 +267,7 @@ impl<S: Synthesized> Hierarchy<'_, S> {
         TierPart {
             tier: tier.to_string(),
             part: part.to_string(),
+            kind,
             instances: n,
             cells: n * cells,
             flip_flops: n * flip_flops,

@@ -86,20 +86,8 @@ pub struct CompareArgs {
     /// its tokens/s per mm² of footprint and of silicon, and energy per token; docs/asic.md).
     #[arg(long, default_value = "pe", value_parser = ["pe", "area"])]
     pub iso: String,
-    /// --iso area: a known library (nangate45, the default; asap7; sky130hd; sg13g2; osu018).
-    #[arg(long)]
-    pub lib: Option<String>,
-    /// --iso area: a liberty file (.lib or .lib.gz) instead of --lib.
-    #[arg(long)]
-    pub liberty: Option<PathBuf>,
-    /// --iso area: the SRAM macros' density in mm² per MiB (required at a library without a
-    /// sourced one: every one but nangate45 and asap7).
-    #[arg(long)]
-    pub sram_mm2_per_mib: Option<f64>,
-    /// --iso area: the placement utilization the standard cells are priced at (the share of
-    /// a tier's area its cells fill; default 0.7).
-    #[arg(long)]
-    pub utilization: Option<f64>,
+    #[command(flatten)]
+    pub silicon: super::SiliconArgs,
     /// --iso area: the clock behind each design's tokens/s: config (the configuration's
     /// `clock_mhz`, every design alike) or synth (each design's own synthesized fmax at the
     /// library, synthesis-level: designs with different critical paths at their own clocks).
@@ -168,11 +156,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
     }
     let area = args.iso == "area";
     anyhow::ensure!(
-        area || (args.lib.is_none()
-            && args.liberty.is_none()
-            && args.sram_mm2_per_mib.is_none()
-            && args.utilization.is_none()
-            && args.clock == "config"),
+        area || (!args.silicon.given() && args.clock == "config"),
         "--lib, --liberty, --sram-mm2-per-mib, --utilization and --clock synth price the \
          designs' silicon: add --iso area"
     );
@@ -180,21 +164,14 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         "synth" => compare::RowClock::Synth,
         _ => compare::RowClock::Config,
     };
-    let utilization = crate::area::check_utilization(
-        args.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION),
-    )?;
+    let utilization = args.silicon.utilization()?;
     // The library is checked before any run.
     // (The scratch folder holds the decompressed library until the end.)
     let scratch = area
         .then(|| gen::tools::ScratchDir::new("iso-area"))
         .transpose()?;
     let library = match &scratch {
-        Some(dir) => Some(crate::area::resolve_library(
-            args.lib.as_deref(),
-            args.liberty.as_deref(),
-            args.sram_mm2_per_mib,
-            dir.path(),
-        )?),
+        Some(dir) => Some(args.silicon.resolve(dir.path())?),
         None => None,
     };
     let table = args.energy.table(&config)?;

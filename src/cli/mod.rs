@@ -112,6 +112,71 @@ pub enum Command {
     },
 }
 
+/// The standard-cell library and the SRAM density a design's silicon is priced at (`compare
+/// --iso area`, `thermal`).
+#[derive(Args, Debug, Clone)]
+pub struct SiliconArgs {
+    /// The standard-cell library (compare: with --iso area): a known one (nangate45, the
+    /// default; asap7; sky130hd; sg13g2; osu018).
+    #[arg(long)]
+    pub lib: Option<String>,
+    /// A liberty file (.lib or .lib.gz) instead of --lib.
+    #[arg(long)]
+    pub liberty: Option<PathBuf>,
+    /// The SRAM macros' density in mm² per MiB (required at a library without a sourced one:
+    /// every one but nangate45 and asap7).
+    #[arg(long)]
+    pub sram_mm2_per_mib: Option<f64>,
+    /// The placement utilization the standard cells are priced at (the share of a tier's area
+    /// its cells fill; default 0.7).
+    #[arg(long)]
+    pub utilization: Option<f64>,
+}
+
+impl SiliconArgs {
+    /// Whether any of them was given.
+    pub fn given(&self) -> bool {
+        self.lib.is_some()
+            || self.liberty.is_some()
+            || self.sram_mm2_per_mib.is_some()
+            || self.utilization.is_some()
+    }
+
+    /// The utilization, checked.
+    pub fn utilization(&self) -> Result<f64> {
+        crate::area::check_utilization(self.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION))
+    }
+
+    /// The known library these name (nangate45 when neither --lib nor --liberty is given), as
+    /// `gen::asic::KNOWN` lists it, without looking for its file: (name, node, path).
+    pub fn known(&self) -> Option<&'static (&'static str, &'static str, &'static str)> {
+        let lib = match (&self.lib, &self.liberty) {
+            (Some(l), _) => l.as_str(),
+            (None, None) => "nangate45",
+            (None, Some(_)) => return None,
+        };
+        gen::asic::KNOWN.iter().find(|k| k.0 == lib)
+    }
+
+    /// The library loaded into `scratch`, its (name, node) and the SRAM density
+    /// (`crate::area::resolve_library`).
+    pub fn resolve(
+        &self,
+        scratch: &std::path::Path,
+    ) -> Result<(
+        gen::asic::Liberty,
+        (String, String),
+        crate::area::SramDensity,
+    )> {
+        crate::area::resolve_library(
+            self.lib.as_deref(),
+            self.liberty.as_deref(),
+            self.sram_mm2_per_mib,
+            scratch,
+        )
+    }
+}
+
 /// Which configuration to start from and how to change it.
 #[derive(Args, Debug, Clone)]
 pub struct ConfigArgs {

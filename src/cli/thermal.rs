@@ -39,18 +39,9 @@ pub struct ThermalArgs {
     /// Cells a side of each layer's grid.
     #[arg(long, default_value_t = 32)]
     pub grid: usize,
-    /// The floorplans' library (nangate45, the default; asap7; ...), as `compare --iso area`.
-    #[arg(long)]
-    pub lib: Option<String>,
-    /// A liberty file (.lib or .lib.gz) instead of --lib.
-    #[arg(long)]
-    pub liberty: Option<PathBuf>,
-    /// The SRAM macros' density in mm² per MiB (required at a library without a sourced one).
-    #[arg(long)]
-    pub sram_mm2_per_mib: Option<f64>,
-    /// The placement utilization the standard cells are priced at (default 0.7).
-    #[arg(long)]
-    pub utilization: Option<f64>,
+    /// The floorplans' library and SRAM, as `compare --iso area` prices them.
+    #[command(flatten)]
+    pub silicon: super::SiliconArgs,
     #[command(flatten)]
     pub energy: super::EnergyArgs,
     /// Write a heat map of every die at every clock (SVG) into this folder.
@@ -132,16 +123,9 @@ pub(super) fn thermal_cmd(args: ThermalArgs) -> Result<ExitCode> {
     }
     let p = hdl::core::CoreParams::from_config(&cfg)?;
     let table = args.energy.table(&cfg)?;
-    let utilization = crate::area::check_utilization(
-        args.utilization.unwrap_or(crate::area::DEFAULT_UTILIZATION),
-    )?;
+    let utilization = args.silicon.utilization()?;
     // A known library's node against the table's, before the library is looked for.
-    let lib = args
-        .lib
-        .as_deref()
-        .or(args.liberty.is_none().then_some("nangate45"));
-    let known = lib.and_then(|l| gen::asic::KNOWN.iter().find(|k| k.0 == l));
-    if let Some(&(name, node, _)) = known {
+    if let Some(&(name, node, _)) = args.silicon.known() {
         let lib_nm = node_nm(node).unwrap_or(table.node_nm);
         anyhow::ensure!(
             (lib_nm - table.node_nm).abs() < 0.5,
@@ -152,12 +136,7 @@ pub(super) fn thermal_cmd(args: ThermalArgs) -> Result<ExitCode> {
         );
     }
     let scratch = ScratchDir::new("thermal")?;
-    let (library, (name, node), density) = crate::area::resolve_library(
-        args.lib.as_deref(),
-        args.liberty.as_deref(),
-        args.sram_mm2_per_mib,
-        scratch.path(),
-    )?;
+    let (library, (name, node), density) = args.silicon.resolve(scratch.path())?;
     // The run: the cycle model's counters, priced at the configuration's clock.
     let mem = crate::verify::attention::MemoryTiming::default().model_timing();
     let point = crate::estimate::point(&cfg, &p, &table, mem, (args.seq, args.heads, args.causal))?;
@@ -223,12 +202,7 @@ pub(super) fn thermal_cmd(args: ThermalArgs) -> Result<ExitCode> {
         );
         println!("\n| die | peak °C | mean °C | hotspot | power W | of it leakage W |");
         println!("|---|---:|---:|---|---:|---:|");
-        for l in sol.layers.iter().filter(|l| {
-            stack
-                .layers
-                .iter()
-                .any(|s| s.name == l.name && !s.blocks.is_empty())
-        }) {
+        for (_, l) in sol.dies(&stack) {
             println!(
                 "| {} | {:.1} | {:.1} | {} | {:.3} | {:.3} |",
                 l.name,
@@ -301,10 +275,7 @@ pub(super) fn thermal_cmd(args: ThermalArgs) -> Result<ExitCode> {
         for (mhz, stack, sol) in &runs {
             let lo = stack.package.ambient_c;
             let hi = sol.peak_c();
-            for (l, s) in sol.layers.iter().zip(&stack.layers) {
-                if s.blocks.is_empty() {
-                    continue;
-                }
+            for (s, l) in sol.dies(stack) {
                 let file = dir.join(format!(
                     "{}_{}_{mhz:.0}MHz_{}.svg",
                     cfg.name,
