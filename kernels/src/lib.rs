@@ -1,7 +1,8 @@
 //! Golden models with no hardware dependency: the number formats (`format`), bit-exact operator
 //! models (`fp`), the reduction orders (`reduce`), the online-softmax arithmetic (`softmax`), the
 //! causal mask (`mask`), the host's rounding of inputs to the operand format (`operands`), the PE (`pe`), the tiled FlashAttention hardware model (`flash`) and the
-//! f64 and plain low-precision references (`reference`), and the per-event energy table
+//! f64 and plain low-precision references (`reference`), the vertical links' spare lanes and
+//! repair (`link`), and the per-event energy table
 //! (`energy`).
 
 pub mod accuracy;
@@ -11,6 +12,7 @@ pub mod energy;
 pub mod flash;
 pub mod format;
 pub mod fp;
+pub mod link;
 pub mod mask;
 pub mod operands;
 pub mod patterns;

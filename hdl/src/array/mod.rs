@@ -1,7 +1,9 @@
 //! The PE array: the MAC, the PE (MAC + register file), the PE tiers and the PE row with its
-//! row engine, and the causal-mask generator the rows are masked by.
+//! row engine, the vertical links' spare lanes and repair, and the causal-mask generator the
+//! rows are masked by.
 
 pub mod int_dot;
+pub mod link;
 pub mod mac;
 pub mod mask;
 pub mod pe;

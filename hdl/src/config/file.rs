@@ -447,6 +447,8 @@ mod tests {
                 tiers: 3,
                 vlink_latency: 2,
                 vlink_bits: 8,
+                spares: 2,
+                spare_group: 16,
             }),
             Variant::Rowfused(RowParams {
                 keys: 2048,

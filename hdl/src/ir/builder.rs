@@ -72,9 +72,19 @@ pub struct ModuleBuilder {
     verbatim: Option<String>,
     /// Output names reserved before their ports are declared.
     declared_outputs: HashSet<String>,
-    /// The fault-injection select input, once declared (`crate::fault::SELECT`).
-    fault_select: Option<Sig>,
+    /// Threaded inputs ([`THREADED`]) by name, once declared or set.
+    threaded: HashMap<String, Sig>,
 }
+
+/// Inputs a parent passes to every child that has one, declaring its own on first use: the
+/// fault-injection select (`crate::fault::SELECT`), and the vertical links' self-test bus and
+/// lane faults (`crate::array::link`). A child's port of such a name left unconnected takes the
+/// parent's.
+pub const THREADED: [&str; 3] = [
+    crate::fault::SELECT,
+    crate::array::link::BIST,
+    crate::array::link::LANE_FAULTS,
+];
 
 /// Checks a pipelined block's latency against the most it supports.
 pub fn check_latency(block: &str, latency: u32, max: u32) -> Result<()> {
@@ -123,7 +133,7 @@ impl ModuleBuilder {
             blackbox: false,
             verbatim: None,
             declared_outputs: HashSet::new(),
-            fault_select: None,
+            threaded: HashMap::new(),
         }
     }
 
@@ -685,14 +695,27 @@ impl ModuleBuilder {
     }
 
     fn fault_select(&mut self) -> Sig {
-        match self.fault_select {
-            Some(s) => s,
-            None => {
-                let s = self.input(crate::fault::SELECT, crate::fault::SELECT_BITS);
-                self.fault_select = Some(s);
-                s
-            }
+        self.threaded_input(crate::fault::SELECT, crate::fault::SELECT_BITS)
+    }
+
+    /// The threaded input `name` ([`THREADED`]): the one this module was given
+    /// ([`ModuleBuilder::set_threaded`]) or declared, else declared now.
+    pub fn threaded_input(&mut self, name: &str, width: u32) -> Sig {
+        assert!(THREADED.contains(&name), "`{name}` is not a threaded input");
+        if let Some(&s) = self.threaded.get(name) {
+            assert_eq!(s.width, width, "{}: threaded `{name}`'s width", self.name);
+            return s;
         }
+        let s = self.input(name, width);
+        self.threaded.insert(name.to_string(), s);
+        s
+    }
+
+    /// Makes `value` this module's threaded `name`: the children that take it get `value`.
+    pub fn set_threaded(&mut self, name: &str, value: Sig) {
+        assert!(THREADED.contains(&name), "`{name}` is not a threaded input");
+        let old = self.threaded.insert(name.to_string(), value);
+        assert!(old.is_none(), "{}: `{name}` threaded twice", self.name);
     }
 
     // ----- hierarchy -----------------------------------------------------------------------
@@ -734,9 +757,9 @@ impl ModuleBuilder {
         let index = self.insts.len();
         let mut in_nodes = vec![];
         for p in module.ports.iter().filter(|p| p.dir == Dir::Input) {
-            if p.name == crate::fault::SELECT && !inputs.iter().any(|(n, _)| *n == p.name) {
-                // A child built for fault injection takes this module's select.
-                let sel = self.fault_select();
+            if THREADED.contains(&p.name.as_str()) && !inputs.iter().any(|(n, _)| *n == p.name) {
+                // A child built for fault injection (or with spare lanes) takes this module's.
+                let sel = self.threaded_input(&p.name, p.width);
                 in_nodes.push(sel.id);
                 continue;
             }

@@ -102,6 +102,7 @@ impl Dataflow for BufParams {
             p: PHome::Bank { ports: self.ports },
             s_slots: 1,
             vlink_latency: 0,
+            spares: None,
             sram: Sram {
                 per_word: self.elems_per_word(),
                 banks: self.banks,

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 pub use buf2d::BufParams;
 pub use plan::{
-    passes_text, Arrays, Op, PHome, Pass, Phase, Place, Plan, SHome, SoftmaxPass, Sram, Tensor,
-    WholeRows,
+    passes_text, Arrays, Op, PHome, Pass, Phase, Place, Plan, SHome, SoftmaxPass, Spares, Sram,
+    Tensor, WholeRows,
 };
 pub use reg2d::Reg2d;
 pub use reg3d::StackParams;

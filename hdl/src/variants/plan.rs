@@ -101,7 +101,16 @@ pub struct Plan {
     pub s_slots: u32,
     /// Register stages of each vertical link (0 without any).
     pub vlink_latency: u32,
+    /// Spare lanes on the vertical links, with their self-test and repair (None: none).
+    pub spares: Option<Spares>,
     pub sram: Sram,
+}
+
+/// Spare lanes on every vertical bundle: `spares` in each group of `group` lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Spares {
+    pub spares: u32,
+    pub group: u32,
 }
 
 impl Default for Plan {
@@ -114,6 +123,7 @@ impl Default for Plan {
             p: PHome::Bank { ports: 2 },
             s_slots: 2,
             vlink_latency: 0,
+            spares: None,
             sram: Sram::default(),
         }
     }

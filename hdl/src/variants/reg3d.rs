@@ -22,6 +22,26 @@ pub struct StackParams {
     /// 32/vlink_bits beats, so the QK PEs keep two S blocks and a serializer sends a finished
     /// block while the next one's QK runs (hidden while 32/vlink_bits <= d).
     pub vlink_bits: u32,
+    /// Spare lanes in each group of `spare_group` lanes of every vertical bundle (P up, O down
+    /// and the S links), with the link self-test and shifted-lane repair
+    /// (`crate::array::link`). 0: no spares, no test.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spares: u32,
+    /// Lanes that share a group's spares.
+    #[serde(skip_serializing_if = "is_default_group")]
+    pub spare_group: u32,
+}
+
+/// The default `spare_group`: one spare lane per 32 is the TSV-repair literature's common ratio
+/// (Kang et al. JSSC 2010 shift a 32-bit word onto its spare).
+pub const SPARE_GROUP: u32 = 32;
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+fn is_default_group(x: &u32) -> bool {
+    *x == SPARE_GROUP
 }
 
 impl Default for StackParams {
@@ -30,6 +50,8 @@ impl Default for StackParams {
             tiers: 2,
             vlink_latency: 1,
             vlink_bits: 32,
+            spares: 0,
+            spare_group: SPARE_GROUP,
         }
     }
 }
@@ -53,6 +75,10 @@ impl Dataflow for StackParams {
                 2
             },
             vlink_latency: self.vlink_latency,
+            spares: (self.spares > 0).then_some(super::Spares {
+                spares: self.spares,
+                group: self.spare_group,
+            }),
             ..Plan::default()
         }
     }
@@ -61,6 +87,11 @@ impl Dataflow for StackParams {
         format!("_t{}l{}", self.tiers, self.vlink_latency)
             + &if self.s_walk() {
                 format!("v{}", self.vlink_bits)
+            } else {
+                String::new()
+            }
+            + &if self.spares > 0 {
+                format!("s{}g{}", self.spares, self.spare_group)
             } else {
                 String::new()
             }
@@ -90,6 +121,16 @@ impl Dataflow for StackParams {
              per-PE S links (with two tiers the links are per row: P up, O down); set tiers = 3 \
              or leave vlink_bits at 32",
             self.vlink_bits
+        );
+        ensure!(
+            self.spares <= 4,
+            "reg3d.spares = {} is out of range: allowed 0 (no spare lanes) to 4 spares per group",
+            self.spares
+        );
+        ensure!(
+            (2..=64).contains(&self.spare_group),
+            "reg3d.spare_group = {} is out of range: a group of 2 to 64 lanes shares its spares",
+            self.spare_group
         );
         Ok(())
     }

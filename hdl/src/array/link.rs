@@ -1,0 +1,386 @@
+//! `vlink`: one bundle of vertical links (TSVs or hybrid bonds between two tiers) with spare
+//! lanes, its share of the link self-test, and shifted-lane repair (bit-exact model:
+//! `kernels::link`, which cites the repair scheme followed).
+//!
+//! The bundle's `lanes` logical lanes cross in groups of `group`, each group on its lanes plus
+//! `spares` spare physical lanes. Transmitter: physical lane j of a group carries logical lane
+//! `j − tx_shift[j]` of the group (nothing past its last); `link_latency` register stages
+//! (the link's own, as before); receiver: logical lane i reads physical lane `i + rx_shift[i]`.
+//! Both shift maps (the repair map register) reset to 0, every lane on its own TSV.
+//!
+//! The self-test bus (`vlink_bist`, from the core's controller [`controller`], threaded to every
+//! bundle): `clear` empties the failed-lane register; in `run` cycles the transmitter drives
+//! the test pattern instead of data (physical lane `step` of every group carries `!zero`, every
+//! other lane `zero`); `link_latency` cycles later the receiver compares each physical lane
+//! with the pattern and marks the lanes that differ failed; `load` loads the repair map from
+//! the failed lanes: each good lane's shift is the count of failed lanes below it in its group.
+//! While a pattern arrives the logical outputs are 0, so no test bit reaches the tier above
+//! as data. Outputs: the failed lanes' count, and `bad`: a group has more than `spares`.
+//!
+//! Fault injection (a core built for it, `crate::fault`): each physical lane's receiver may be
+//! stuck at 0, stuck at 1 or open (a resistive open: it sees the lane's value a cycle late),
+//! as the threaded input `tsv_lane_fault` says: [`FAULT_SLOTS`] entries of (kind, lane), the
+//! lane numbered within the PE row ([`LinkConfig::base`] + the bundle's physical lane).
+
+use kernels::link::Geometry;
+
+use crate::ir::iface::Block;
+use crate::{addr_bits, bits_for, cat, interface, mux, mux_index, or_all, Design, ModuleBuilder};
+use crate::{RegHandle, Sig};
+
+/// The self-test bus's name (threaded from the core's engine to every bundle).
+pub const BIST: &str = "vlink_bist";
+/// A row's lane faults (threaded from the PE row to every bundle in it).
+pub const LANE_FAULTS: &str = "tsv_lane_fault";
+/// Lane faults one run can inject in a row (and in the core).
+pub const FAULT_SLOTS: u32 = 8;
+/// Bits of a fault's kind (0 none, then `kernels::link::LaneFault::code`).
+pub const KIND_BITS: u32 = 2;
+/// Bits of a lane's number within a PE row.
+pub const LANE_BITS: u32 = 16;
+
+/// The self-test bus's width for groups of `width` physical lanes: clear, load, run, zero,
+/// step.
+pub fn bist_bits(width: u32) -> u32 {
+    4 + addr_bits(width)
+}
+
+/// A row's lane-fault input's width.
+pub fn lane_fault_bits() -> u32 {
+    FAULT_SLOTS * (KIND_BITS + LANE_BITS)
+}
+
+/// The self-test bus's fields.
+#[derive(Clone, Copy, Debug)]
+pub struct Bist {
+    pub clear: Sig,
+    pub load: Sig,
+    pub run: Sig,
+    pub zero: Sig,
+    pub step: Sig,
+}
+
+impl Bist {
+    fn of(bus: Sig) -> Bist {
+        let n = bus.width();
+        Bist {
+            clear: bus.bit(n - 1),
+            load: bus.bit(n - 2),
+            run: bus.bit(n - 3),
+            zero: bus.bit(n - 4),
+            step: bus.slice(n - 5, 0),
+        }
+    }
+
+    fn bus(&self) -> Sig {
+        cat(&[self.clear, self.load, self.run, self.zero, self.step])
+    }
+}
+
+/// One bundle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkConfig {
+    pub geometry: Geometry,
+    /// Register stages between the transmitter and the TSVs' receivers.
+    pub latency: u32,
+    /// The number of the bundle's first physical lane within its PE row (fault injection).
+    pub base: u32,
+    /// Built for fault injection.
+    pub faults: bool,
+}
+
+impl LinkConfig {
+    pub fn module_name(&self) -> String {
+        let g = &self.geometry;
+        format!(
+            "vlink_n{}_g{}s{}_l{}{}",
+            g.lanes,
+            g.group,
+            g.spares,
+            self.latency,
+            if self.faults {
+                format!("_at{}_faults", self.base)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+interface! {
+    /// A bundle's input: the logical lanes at the transmitter.
+    pub struct LinkIn { d }
+}
+
+interface! {
+    /// A bundle's outputs: the logical lanes at the receiver, its failed lanes' count, and
+    /// whether a group has more than its spares.
+    pub struct LinkOut { q, failed, bad }
+}
+
+interface! {
+    /// A row's (and the core's engine's) links as the core sees them: a group beyond repair,
+    /// the failed lanes.
+    pub struct LinkStatus { bad, failed }
+}
+
+/// The bundle's block.
+pub type LinkBlock = Block<LinkIn, LinkOut<u32>>;
+
+/// Bits of a failed-lane count of `physical` lanes.
+pub fn count_bits(physical: u32) -> u32 {
+    bits_for(physical as u64)
+}
+
+/// Defines the bundle `cfg`.
+pub fn build(d: &mut Design, cfg: &LinkConfig) -> LinkBlock {
+    let g = cfg.geometry;
+    let cfg = *cfg;
+    let outputs = LinkOut {
+        q: g.lanes,
+        failed: count_bits(g.physical()),
+        bad: 1,
+    };
+    d.define_block(
+        &cfg.module_name(),
+        &LinkIn { d: g.lanes },
+        outputs,
+        |_, m, i| {
+            m.doc(&format!(
+                "vlink: {} lanes across a tier boundary in groups of {} with {} spare lanes each\n\
+                 ({} physical), {} register stages; walking-one and walking-zero self-test and\n\
+                 shifted-lane repair. See hdl/src/array/link.rs. Model: kernels::link.",
+                g.lanes,
+                g.group,
+                g.spares,
+                g.physical(),
+                cfg.latency
+            ));
+            m.set_latency(cfg.latency);
+            bundle(m, &cfg, i.d)
+        },
+    )
+}
+
+/// The physical lanes of group `grp` as (bundle index, index within the group).
+fn group_lanes(g: &Geometry, grp: u32) -> impl Iterator<Item = (u32, u32)> {
+    let base = g.group_base(grp);
+    (0..g.group_lanes(grp) + g.spares).map(move |j| (base + j, j))
+}
+
+fn bundle(m: &mut ModuleBuilder, cfg: &LinkConfig, d: Sig) -> LinkOut {
+    let g = cfg.geometry;
+    let (n_phys, s) = (g.physical(), g.spares);
+    let sw = bits_for(s as u64);
+    let bist = Bist::of(m.threaded_input(BIST, bist_bits(g.width())));
+    let tx_shift = m.reg("tx_shift", n_phys * sw, Some(0));
+    let rx_shift = m.reg("rx_shift", g.lanes * sw, Some(0));
+    let failed = m.reg("failed", n_phys, Some(0));
+    let field = |r: RegHandle, k: u32| r.q.slice(k * sw + sw - 1, k * sw);
+    let zero = m.zero(1);
+    // Transmitter: each physical lane's logical lane, or the test pattern.
+    let mut tx = vec![zero; n_phys as usize];
+    for grp in 0..g.groups() {
+        let first = grp * g.group;
+        let n = g.group_lanes(grp);
+        for (p, j) in group_lanes(&g, grp) {
+            let from: Vec<Sig> = (0..=s)
+                .map(|k| match j.checked_sub(k) {
+                    Some(l) if l < n => d.bit(first + l),
+                    _ => zero,
+                })
+                .collect();
+            let data = mux_index(field(tx_shift, p), &from);
+            let pattern = bist.step.eq(j as u64) ^ bist.zero;
+            tx[p as usize] = mux(bist.run, pattern, data);
+        }
+    }
+    tx.reverse();
+    let sent = m.delay_n("lanes", cat(&tx), cfg.latency);
+    // The pattern as it arrives (clear and load are the transmitter side's).
+    let sw_step = bist.step.width();
+    let arriving = m.delay_n("check", cat(&[bist.run, bist.zero, bist.step]), cfg.latency);
+    let check = Bist {
+        clear: bist.clear,
+        load: bist.load,
+        run: arriving.bit(sw_step + 1),
+        zero: arriving.bit(sw_step),
+        step: arriving.slice(sw_step - 1, 0),
+    };
+    let got = if cfg.faults {
+        inject(m, cfg, sent)
+    } else {
+        sent
+    };
+    let got = m.name("lanes_rx", got);
+    // Self-test: the lanes that differ from the pattern as it arrives.
+    let mut expect = vec![zero; n_phys as usize];
+    for grp in 0..g.groups() {
+        for (p, j) in group_lanes(&g, grp) {
+            expect[p as usize] = check.step.eq(j as u64) ^ check.zero;
+        }
+    }
+    expect.reverse();
+    let differ = (got ^ cat(&expect)) & check.run.repeat(n_phys);
+    let none = m.zero(n_phys);
+    m.set_next(failed, mux(bist.clear, none, failed.q | differ));
+    // The repair map from the failed lanes: per group, the failed lanes below each one.
+    let cw = bits_for(s as u64 + 1);
+    let mut tx_next = vec![m.zero(sw); n_phys as usize];
+    let mut rx_next = vec![m.zero(sw); g.lanes as usize];
+    let mut bad = vec![];
+    for grp in 0..g.groups() {
+        let mut below = m.zero(cw);
+        let lanes: Vec<(u32, u32)> = group_lanes(&g, grp).collect();
+        let mut counts = vec![];
+        for &(p, _) in &lanes {
+            counts.push(below);
+            let full = below.eq(s as u64 + 1);
+            let inc = below + failed.q.bit(p).zext(cw);
+            below = mux(full, below, inc);
+        }
+        bad.push(below.eq(s as u64 + 1));
+        for (&(p, _), &c) in lanes.iter().zip(&counts) {
+            tx_next[p as usize] = c.resize(sw);
+        }
+        for i in 0..g.group_lanes(grp) {
+            // Logical lane i: the good lane i + k with k failed lanes below it.
+            let hits: Vec<Sig> = (0..=s)
+                .filter_map(|k| lanes.get((i + k) as usize).map(|&(p, _)| (p, k)))
+                .map(|(p, k)| {
+                    let on = !failed.q.bit(p) & counts[(p - lanes[0].0) as usize].eq(k as u64);
+                    let k = m.lit(sw, k as u64);
+                    mux(on, k, m.zero(sw))
+                })
+                .collect();
+            rx_next[(grp * g.group + i) as usize] = or_all(&hits);
+        }
+    }
+    tx_next.reverse();
+    rx_next.reverse();
+    m.set_next(tx_shift, cat(&tx_next));
+    m.set_enable(tx_shift, bist.load);
+    m.set_next(rx_shift, cat(&rx_next));
+    m.set_enable(rx_shift, bist.load);
+    // Receiver: each logical lane from its physical lane; nothing while a pattern arrives.
+    let mut q = vec![];
+    for grp in 0..g.groups() {
+        let lanes: Vec<(u32, u32)> = group_lanes(&g, grp).collect();
+        for i in 0..g.group_lanes(grp) {
+            let from: Vec<Sig> = (0..=s)
+                .map(|k| {
+                    lanes
+                        .get((i + k) as usize)
+                        .map_or(zero, |&(p, _)| got.bit(p))
+                })
+                .collect();
+            let l = grp * g.group + i;
+            q.push(mux_index(field(rx_shift, l), &from) & !check.run);
+        }
+    }
+    q.reverse();
+    let failed_bits: Vec<Sig> = (0..n_phys).map(|p| failed.q.bit(p)).collect();
+    LinkOut {
+        q: cat(&q),
+        failed: m.sum(&failed_bits, count_bits(n_phys)),
+        bad: or_all(&bad),
+    }
+}
+
+/// The receivers' view of `sent` with the injected lane faults.
+fn inject(m: &mut ModuleBuilder, cfg: &LinkConfig, sent: Sig) -> Sig {
+    let n = sent.width();
+    let faults = m.threaded_input(LANE_FAULTS, lane_fault_bits());
+    let entry = KIND_BITS + LANE_BITS;
+    let slots: Vec<(Sig, Sig)> = (0..FAULT_SLOTS)
+        .map(|e| {
+            let lo = e * entry;
+            (
+                faults.slice(lo + entry - 1, lo + LANE_BITS),
+                faults.slice(lo + LANE_BITS - 1, lo),
+            )
+        })
+        .collect();
+    let late = m.delay("lanes_late", sent);
+    let zero = m.zero(KIND_BITS);
+    let mut got = vec![];
+    for p in 0..n {
+        let kinds: Vec<Sig> = slots
+            .iter()
+            .map(|&(kind, lane)| mux(lane.eq((cfg.base + p) as u64), kind, zero))
+            .collect();
+        let kind = or_all(&kinds);
+        let (v, l) = (sent.bit(p), late.bit(p));
+        let (one, nil) = (m.lit(1, 1), m.zero(1));
+        got.push(mux_index(kind, &[v, nil, one, l]));
+    }
+    got.reverse();
+    cat(&got)
+}
+
+/// What the core's link-test controller gives: the self-test bus, a test running, and the
+/// cycles the last test took.
+pub struct Controller {
+    pub bus: Sig,
+    pub testing: Sig,
+    pub cycles: Sig,
+}
+
+/// Bits of the controller's cycle count.
+pub const CYCLE_BITS: u32 = 16;
+
+/// The link-test controller: a test at reset and at each `request` while idle: a cycle to
+/// clear the failed lanes, `2 (group + spares)` pattern cycles, `latency` cycles for the last
+/// pattern to arrive, a cycle to load the repair maps (`Geometry::test_cycles`).
+pub fn controller(m: &mut ModuleBuilder, g: &Geometry, latency: u32, request: Sig) -> Controller {
+    let w = g.width();
+    // Phases: clear (the state at reset), run, drain, load, idle.
+    let clear = m.reg("bist_clear", 1, Some(1));
+    let run = m.reg("bist_run", 1, Some(0));
+    let drain = m.reg("bist_drain", 1, Some(0));
+    let load = m.reg("bist_load", 1, Some(0));
+    let zero = m.reg("bist_zero", 1, Some(0));
+    let step = m.reg("bist_step", addr_bits(w), Some(0));
+    let wait = m.reg("bist_wait", bits_for(latency as u64), Some(0));
+    let testing = clear.q | run.q | drain.q | load.q;
+    let (step_n, step_last) = m.wrapping_step(step.q, w);
+    let run_end = run.q & zero.q & step_last;
+    let drain_end = if latency == 0 {
+        run_end
+    } else {
+        drain.q & wait.q.eq(latency as u64 - 1)
+    };
+    let (no, step_0, wait_0) = (m.zero(1), m.zero(step.q.width()), m.zero(wait.q.width()));
+    m.set_next(clear, request & !testing);
+    m.set_next(run, clear.q | (run.q & !run_end));
+    m.set_next(step, mux(clear.q, step_0, step_n));
+    m.set_enable(step, clear.q | run.q);
+    m.set_next(zero, mux(clear.q, no, zero.q | step_last));
+    m.set_enable(zero, clear.q | run.q);
+    if latency == 0 {
+        m.set_next(drain, no);
+        m.discard(wait.q);
+        m.set_next(wait, wait_0);
+    } else {
+        m.set_next(drain, run_end | (drain.q & !drain_end));
+        let w1 = wait.q + 1;
+        m.set_next(wait, mux(drain.q, w1, wait_0));
+    }
+    m.set_next(load, drain_end);
+    let cycles = m.reg("bist_cycles", CYCLE_BITS, Some(0));
+    let one = m.lit(CYCLE_BITS, 1);
+    m.set_next(cycles, mux(clear.q, one, cycles.q + 1));
+    m.set_enable(cycles, testing);
+    let bus = Bist {
+        clear: clear.q,
+        load: load.q,
+        run: run.q,
+        zero: zero.q,
+        step: step.q,
+    };
+    Controller {
+        bus: bus.bus(),
+        testing,
+        cycles: cycles.q,
+    }
+}

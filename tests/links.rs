@@ -1,0 +1,236 @@
+//! The vertical links' spare lanes, self-test and repair (issue 58): the `vlink` bundle with
+//! the core's test controller under Verilator against `kernels::link`, lint-clean and
+//! latch-free; then the small reg3d core with TSV faults injected on chosen lanes.
+
+use gen::tools::ScratchDir;
+use hdl::array::link::{self, LinkConfig, FAULT_SLOTS, KIND_BITS, LANE_BITS};
+use hdl::Design;
+use kernels::link::{Geometry, LaneFault, Lanes, Repair};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use verilator_tb::{Dut, Model};
+
+/// The bundle `cfg` with the controller, as the core's engine wires them: `test` asks for a
+/// test (a test also runs at reset), `tsv_lane_fault` injects faults.
+fn bench(cfg: &LinkConfig) -> (Model, ScratchDir) {
+    let mut d = Design::new();
+    let blk = link::build(&mut d, cfg);
+    let g = cfg.geometry;
+    let top = d.define("link_bench", |_, m| {
+        let test = m.input("test", 1);
+        let data = m.input("d", g.lanes);
+        let ctl = link::controller(m, &g, cfg.latency, test);
+        m.set_threaded(link::BIST, ctl.bus);
+        let out = m.instantiate(&blk, "u_link", &link::LinkIn { d: data });
+        m.output("q", out.q);
+        m.output("failed", out.failed);
+        m.output("bad", out.bad);
+        m.output("testing", ctl.testing);
+        m.output("cycles", ctl.cycles);
+    });
+    let dir = ScratchDir::new("vlink").unwrap();
+    let spec = gen::OutputSpec::new(&d, &top.name, serde_json::json!({ "test": "links" }));
+    gen::write_design(&spec, dir.path()).unwrap();
+    let report = gen::flow::lint(dir.path()).unwrap();
+    assert!(report.passed(), "{}", report.summary());
+    let synth =
+        gen::flow::synth(dir.path(), gen::constraints::SynthTarget::Generic, false).unwrap();
+    assert_eq!(synth.latches, 0);
+    assert!(
+        synth.yosys_problems.is_empty(),
+        "{:?}",
+        synth.yosys_problems
+    );
+    (Model::build(dir.path()).unwrap(), dir)
+}
+
+fn words(bits: &[bool]) -> Vec<u32> {
+    let mut w = vec![0u32; bits.len().div_ceil(32)];
+    for (i, &b) in bits.iter().enumerate() {
+        w[i / 32] |= (b as u32) << (i % 32);
+    }
+    w
+}
+
+fn bits(w: &[u32], n: u32) -> Vec<bool> {
+    (0..n as usize)
+        .map(|i| w[i / 32] >> (i % 32) & 1 == 1)
+        .collect()
+}
+
+/// The fault port's words for `faults` (lane, kind).
+fn fault_words(faults: &[(u32, LaneFault)]) -> Vec<u32> {
+    assert!(faults.len() <= FAULT_SLOTS as usize);
+    let entry = KIND_BITS + LANE_BITS;
+    let mut v = vec![false; (FAULT_SLOTS * entry) as usize];
+    for (e, &(lane, kind)) in faults.iter().enumerate() {
+        let x = (kind.code() << LANE_BITS) | lane as u64;
+        for b in 0..entry {
+            v[(e as u32 * entry + b) as usize] = x >> b & 1 == 1;
+        }
+    }
+    words(&v)
+}
+
+/// Waits out a test; its cycles.
+fn finish_test(dut: &mut Dut) -> u64 {
+    for _ in 0..1000 {
+        if dut.get("testing") == 0 {
+            return dut.get("cycles");
+        }
+        dut.tick();
+    }
+    panic!("the link test did not finish");
+}
+
+/// One case: inject `faults`, run a test on request, check the failed lanes and `bad` against
+/// the model, and (repaired) stream `data` through: every word arrives `latency` cycles later.
+fn case(
+    dut: &mut Dut,
+    cfg: &LinkConfig,
+    faults: &[(u32, LaneFault)],
+    data: &[Vec<bool>],
+) -> Result<(), TestCaseError> {
+    let g = cfg.geometry;
+    dut.set_words("tsv_lane_fault", &fault_words(faults));
+    dut.set_words("d", &words(&vec![false; g.lanes as usize]));
+    dut.set("test", 1);
+    dut.tick();
+    dut.set("test", 0);
+    let cycles = finish_test(dut);
+    prop_assert_eq!(cycles, g.test_cycles(cfg.latency) as u64);
+    let mut lanes = Lanes::new(&g, faults);
+    let failed = kernels::link::self_test(&g, &mut lanes, &vec![false; g.physical() as usize]);
+    let repair = Repair::of(&g, &failed);
+    let n_failed = failed.iter().filter(|&&f| f).count() as u64;
+    prop_assert_eq!(dut.get("failed"), n_failed, "failed lanes of {:?}", faults);
+    prop_assert_eq!(dut.get("bad") == 1, repair.bad, "bad with {:?}", faults);
+    if repair.bad {
+        return Ok(());
+    }
+    let lat = cfg.latency as usize;
+    for t in 0..data.len() + lat {
+        let now = data
+            .get(t)
+            .cloned()
+            .unwrap_or(vec![false; g.lanes as usize]);
+        dut.set_words("d", &words(&now));
+        if t >= lat {
+            let q = bits(&dut.get_words("q"), g.lanes);
+            prop_assert_eq!(&q, &data[t - lat], "cycle {} with {:?}", t, faults);
+        }
+        dut.tick();
+    }
+    Ok(())
+}
+
+/// Faults at random lanes: up to `spares` a group, or one group one past them.
+fn faults(g: Geometry, over: bool) -> impl Strategy<Value = Vec<(u32, LaneFault)>> {
+    let kinds = prop::sample::select(LaneFault::ALL.to_vec());
+    let per_group = (0..g.groups())
+        .map(move |grp| {
+            let n = g.group_lanes(grp) + g.spares;
+            prop::collection::btree_set(0..n, 0..=g.spares as usize).prop_map(move |s| {
+                s.into_iter()
+                    .map(|j| g.group_base(grp) + j)
+                    .collect::<Vec<u32>>()
+            })
+        })
+        .collect::<Vec<_>>();
+    let extra = (0..g.groups(), any::<prop::sample::Index>());
+    (per_group, extra, prop::collection::vec(kinds, 16)).prop_map(
+        move |(groups, (grp, pick), kinds)| {
+            let mut lanes: Vec<u32> = groups.into_iter().flatten().collect();
+            if over {
+                // Fill group `grp` to spares + 1.
+                let n = g.group_lanes(grp) + g.spares;
+                let mut free: Vec<u32> = (0..n)
+                    .map(|j| g.group_base(grp) + j)
+                    .filter(|p| !lanes.contains(p))
+                    .collect();
+                while lanes.iter().filter(|&&p| (p / g.width()) == grp).count() <= g.spares as usize
+                {
+                    let p = free.remove(pick.index(free.len()));
+                    lanes.push(p);
+                }
+            }
+            lanes.truncate(FAULT_SLOTS as usize);
+            lanes.into_iter().zip(kinds.into_iter().cycle()).collect()
+        },
+    )
+}
+
+#[test]
+fn a_bundle_finds_and_steers_around_its_failed_lanes() {
+    let geometries = [
+        // Three groups, the last short, two spares each, one register stage.
+        LinkConfig {
+            geometry: Geometry {
+                lanes: 21,
+                group: 8,
+                spares: 2,
+            },
+            latency: 1,
+            base: 0,
+            faults: true,
+        },
+        // Combinational (the O link), one spare per 4.
+        LinkConfig {
+            geometry: Geometry {
+                lanes: 10,
+                group: 4,
+                spares: 1,
+            },
+            latency: 0,
+            base: 0,
+            faults: true,
+        },
+    ];
+    for (n, cfg) in geometries.iter().enumerate() {
+        let (model, _dir) = bench(cfg);
+        let mut dut = model.dut().unwrap();
+        dut.set_words("tsv_lane_fault", &fault_words(&[]));
+        dut.reset(2);
+        // The test at reset: nothing failed, the identity map.
+        assert_eq!(
+            finish_test(&mut dut),
+            cfg.geometry.test_cycles(cfg.latency) as u64
+        );
+        assert_eq!((dut.get("failed"), dut.get("bad")), (0, 0));
+        let g = cfg.geometry;
+        let dut = std::cell::RefCell::new(dut);
+        let data = prop::collection::vec(
+            prop::collection::vec(any::<bool>(), g.lanes as usize),
+            1..12,
+        );
+        for over in [false, true] {
+            let mut runner = TestRunner::new_with_rng(
+                Config {
+                    cases: 48,
+                    failure_persistence: None,
+                    ..Config::default()
+                },
+                proptest::test_runner::TestRng::deterministic_rng(
+                    proptest::test_runner::RngAlgorithm::ChaCha,
+                ),
+            );
+            runner
+                .run(&(faults(g, over), data.clone()), |(f, d)| {
+                    case(&mut dut.borrow_mut(), cfg, &f, &d)
+                })
+                .unwrap_or_else(|e| panic!("geometry {n}, over = {over}: {e}"));
+        }
+        // Directed: every lane of the first group failed in turn, of each kind.
+        for kind in LaneFault::ALL {
+            for p in 0..g.width() {
+                case(
+                    &mut dut.borrow_mut(),
+                    cfg,
+                    &[(p, kind)],
+                    &[vec![true; g.lanes as usize]],
+                )
+                .unwrap_or_else(|e| panic!("{kind:?} on lane {p}: {e}"));
+            }
+        }
+    }
+}
