@@ -73,10 +73,16 @@ fn batch_controller_equals_its_model() {
 
 /// The register block equals its model over directed and random streams with random
 /// channel delays (`verify --unit csr`), with the GLB's bank window (its select and every
-/// group's counters, and a select of the group count).
+/// group's counters, and a select of the group count), and (reg3d with spare lanes) the
+/// link registers: CTRL.LINK_TEST's pulse, LINK_STATUS and LINK_FAILED.
 #[test]
 fn register_block_equals_its_model() {
-    let r = regflash::verify::run::verify_block(&small_glb(), "csr", 8000, 17).unwrap();
+    let mut cfg = small_glb();
+    cfg.variant = hdl::variants::Variant::Reg3d(hdl::variants::StackParams {
+        spares: 1,
+        ..Default::default()
+    });
+    let r = regflash::verify::run::verify_block(&cfg, "csr", 8000, 17).unwrap();
     assert!(r.directed_vectors > 500 && r.random_vectors > 200, "{r:?}");
 }
 

@@ -39,6 +39,19 @@ pub enum Reg {
     /// Bits 31..0 of the selected bank group's reads (`writes = false`) or writes; reading
     /// copies bits 63..32 into the shadow.
     BankLo { writes: bool },
+    /// The vertical links' test: TESTING [0], BAD [1], CYCLES [31:16]; read-only.
+    LinkStatus,
+    /// The failed lanes the last link test found; read-only.
+    LinkFailed,
+}
+
+/// What the vertical links' self-test shows the registers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkView {
+    pub testing: bool,
+    pub bad: bool,
+    pub failed: u32,
+    pub cycles: u16,
 }
 
 /// What the core shows the registers.
@@ -50,6 +63,7 @@ pub struct CoreStatus {
     pub counters: Vec<u64>,
     /// Per GLB bank group: (reads, writes).
     pub banks: Vec<(u64, u64)>,
+    pub link: LinkView,
 }
 
 /// What a write did: the response, and the pulses it sends the core.
@@ -58,6 +72,8 @@ pub struct WriteEffect {
     pub resp: u8,
     pub start: bool,
     pub abort: bool,
+    /// CTRL bit 2 (a design with spare lanes tests its links).
+    pub link_test: bool,
 }
 
 /// Which problem values are addresses the core takes `addr_bits` of: any bit above refuses
@@ -148,7 +164,9 @@ impl Csr {
                 | Reg::Status
                 | Reg::CounterLo(_)
                 | Reg::CounterHi
-                | Reg::BankLo { .. },
+                | Reg::BankLo { .. }
+                | Reg::LinkStatus
+                | Reg::LinkFailed,
             ) => e.resp = SLVERR,
             Some(Reg::BankSel { width }) => {
                 let field = (1u32 << width) - 1;
@@ -157,6 +175,7 @@ impl Csr {
             Some(Reg::Ctrl) => {
                 e.start = set & 1 == 1;
                 e.abort = set & 2 == 2;
+                e.link_test = set & 4 == 4;
             }
             Some(Reg::IrqEnable) => {
                 if mask & 1 == 1 {
@@ -221,6 +240,11 @@ impl Csr {
                 self.shadow = (v >> 32) as u32;
                 v as u32
             }
+            Reg::LinkStatus => {
+                let l = &st.link;
+                l.testing as u32 | (l.bad as u32) << 1 | (l.cycles as u32) << 16
+            }
+            Reg::LinkFailed => st.link.failed,
         };
         (v, OKAY)
     }

@@ -140,6 +140,7 @@ pub fn run(model: &Model, p: &CoreParams, s: &Scenario) -> Result<u64> {
         reorder: false,
         fault: None,
         core_fault: None,
+        ..MemoryTiming::default()
     };
     let mut link = MemPort::new(&dut, &p.dma, &timing)?;
     let mut regs = s.problem.iter();

@@ -13,7 +13,7 @@ use hdl::core::{CoreParams, COUNTERS};
 use hdl::ir::iface::Ports;
 use hdl::soc::batch::VarlenRegs;
 use hdl::soc::regmap::{self, Kind, ProblemReg};
-use kernels::csr::{AddressCheck, CoreStatus, Csr, Reg};
+use kernels::csr::{AddressCheck, CoreStatus, Csr, LinkView, Reg};
 use proptest::prelude::*;
 use verilator_tb::Dut;
 
@@ -43,6 +43,8 @@ pub fn model(p: &CoreParams) -> Csr {
                 Kind::Counter { hi: true, .. } | Kind::GlbBank { hi: true, .. } => Reg::CounterHi,
                 Kind::GlbBankSel { width } => Reg::BankSel { width },
                 Kind::GlbBank { writes, hi: false } => Reg::BankLo { writes },
+                Kind::LinkStatus => Reg::LinkStatus,
+                Kind::LinkFailed => Reg::LinkFailed,
             };
             (r.offset, m)
         })
@@ -94,9 +96,10 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
         ..Default::default()
     };
     axil::idle(dut);
-    apply(dut, &st);
+    apply(dut, p, &st);
     dut.reset(2);
-    let pulses = RefCell::new((0u32, 0u32));
+    let pulses = RefCell::new((0u32, 0u32, 0u32));
+    let links = p.row.spares().is_some();
     // The core's bank window, as the CSR's select picks it.
     let banks = RefCell::new(st.banks.clone());
     for (n, op) in ops.iter().enumerate() {
@@ -104,6 +107,9 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
             let mut c = pulses.borrow_mut();
             c.0 += dut.get("start") as u32;
             c.1 += dut.get("abort_req") as u32;
+            if links {
+                c.2 += dut.get("link_test") as u32;
+            }
             if p.dma.glb.is_some() {
                 let sel = dut.get("glb_bank_sel") as usize;
                 let (r, w) = banks.borrow().get(sel).copied().unwrap_or((0, 0));
@@ -128,11 +134,17 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
                         e.resp
                     )));
                 }
-                let (starts, aborts) = pulses.replace((0, 0));
+                let (starts, aborts, tests) = pulses.replace((0, 0, 0));
                 if (starts, aborts) != (e.start as u32, e.abort as u32) {
                     return Ok(Err(format!(
                         "op {n} {op:x?}: {starts} start and {aborts} abort pulses, model {} and {}",
                         e.start as u32, e.abort as u32
+                    )));
+                }
+                if links && tests != e.link_test as u32 {
+                    return Ok(Err(format!(
+                        "op {n} {op:x?}: {tests} link_test pulses, model {}",
+                        e.link_test as u32
                     )));
                 }
                 format!("{op:x?}")
@@ -151,7 +163,7 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
             Op::Core(s) => {
                 st = s.clone();
                 banks.replace(st.banks.clone());
-                apply(dut, &st);
+                apply(dut, p, &st);
                 tick(dut)?;
                 String::new()
             }
@@ -175,7 +187,15 @@ fn bank_groups(p: &CoreParams) -> usize {
     p.dma.glb.map_or(0, |g| g.groups as usize)
 }
 
-fn apply(dut: &mut Dut, st: &CoreStatus) {
+fn apply(dut: &mut Dut, p: &CoreParams, st: &CoreStatus) {
+    if p.row.spares().is_some() {
+        dut.set("link_testing", st.link.testing as u64);
+        dut.set("link_bad", st.link.bad as u64);
+        let failed = dut.port("link_failed").expect("link_failed");
+        let w = dut.width(failed);
+        dut.set("link_failed", st.link.failed as u64 & ((1 << w) - 1));
+        dut.set("link_cycles", st.link.cycles as u64);
+    }
     dut.set("busy", st.busy as u64);
     dut.set("done", st.done as u64);
     dut.set("error", st.error as u64);
@@ -275,12 +295,21 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
         error: 0,
         counters: counters.clone(),
         banks: banks.clone(),
+        link: LinkView {
+            testing: true,
+            bad: true,
+            failed: 0x2B,
+            cycles: 0x1234,
+        },
     }));
     for i in 0..COUNTERS.len() as u32 {
         let lo = regmap::COUNTER_BASE + 8 * i;
         ops.push(Op::Read { addr: lo, d });
         ops.push(Op::Read { addr: lo + 4, d });
     }
+    // The links' status (unmapped without spare lanes).
+    ops.push(Op::Read { addr: 0x030, d });
+    ops.push(Op::Read { addr: 0x034, d });
     // Every bank group through the window, LO then HI of each, then a select of the group
     // count: past the only group of a one-bit select, else its low bits (group 0).
     if !banks.is_empty() {
@@ -302,6 +331,7 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             error: 0,
             counters: counters.clone(),
             banks: banks.clone(),
+            link: LinkView::default(),
         }),
         Op::Finish,
         Op::Read { addr: 0x02C, d },
@@ -324,12 +354,15 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
         w(0x020, 1),
         w(0x020, 2),
         w(0x020, 3),
+        w(0x020, 4),
+        w(0x020, 7),
         Op::Core(CoreStatus {
             busy: false,
             done: false,
             error: 0,
             counters: counters.clone(),
             banks: banks.clone(),
+            link: LinkView::default(),
         }),
         Op::Core(CoreStatus {
             busy: false,
@@ -337,6 +370,7 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             error: regmap::ERR_ABORTED as u8,
             counters,
             banks,
+            link: LinkView::default(),
         }),
         Op::Finish,
         Op::Read { addr: 0x02C, d },
@@ -370,16 +404,25 @@ fn op(offsets: Vec<u32>, groups: usize) -> impl Strategy<Value = Op> {
         0u8..8,
         prop::collection::vec(0u64..1 << 48, COUNTERS.len()),
         prop::collection::vec((0u64..1 << 48, 0u64..1 << 48), groups),
+        (any::<bool>(), any::<bool>(), 0u32..64, any::<u16>()),
     )
-        .prop_map(|(busy, done, error, counters, banks)| {
-            Op::Core(CoreStatus {
-                busy,
-                done,
-                error,
-                counters,
-                banks,
-            })
-        });
+        .prop_map(
+            |(busy, done, error, counters, banks, (testing, bad, failed, cycles))| {
+                Op::Core(CoreStatus {
+                    busy,
+                    done,
+                    error,
+                    counters,
+                    banks,
+                    link: LinkView {
+                        testing,
+                        bad,
+                        failed,
+                        cycles,
+                    },
+                })
+            },
+        );
     prop_oneof![
         4 => (addr.clone(), any::<u32>(), 0u8..16, delays.clone())
             .prop_map(|(addr, data, strb, d)| Op::Write { addr, data, strb, d }),

@@ -126,6 +126,7 @@ impl DmaBench {
             reorder: true,
             fault: None,
             core_fault: None,
+            ..MemoryTiming::default()
         };
         let link = MemPort::new(&dut, cfg, &timing)?;
         let lands = cfg.landings();

@@ -32,6 +32,11 @@ use crate::{RegHandle, Sig};
 pub const BIST: &str = "vlink_bist";
 /// A row's lane faults (threaded from the PE row to every bundle in it).
 pub const LANE_FAULTS: &str = "tsv_lane_fault";
+/// The core's lane faults (threaded from the core's top to its engine, which gives each row
+/// its own): [`FAULT_SLOTS`] entries of (kind, row, lane).
+pub const CORE_FAULTS: &str = "tsv_fault";
+/// Bits of a row's number in a core's lane fault.
+pub const ROW_BITS: u32 = 8;
 /// Lane faults one run can inject in a row (and in the core).
 pub const FAULT_SLOTS: u32 = 8;
 /// Bits of a fault's kind (0 none, then `kernels::link::LaneFault::code`).
@@ -48,6 +53,28 @@ pub fn bist_bits(width: u32) -> u32 {
 /// A row's lane-fault input's width.
 pub fn lane_fault_bits() -> u32 {
     FAULT_SLOTS * (KIND_BITS + LANE_BITS)
+}
+
+/// The core's lane-fault input's width.
+pub fn core_fault_bits() -> u32 {
+    FAULT_SLOTS * (KIND_BITS + ROW_BITS + LANE_BITS)
+}
+
+/// Row `row`'s lane faults out of the core's (`faults`, [`CORE_FAULTS`]): each entry's kind
+/// where its row is `row`, else no fault.
+pub fn row_faults(m: &mut ModuleBuilder, faults: Sig, row: u32) -> Sig {
+    let entry = KIND_BITS + ROW_BITS + LANE_BITS;
+    let none = m.zero(KIND_BITS);
+    let mut out = vec![];
+    for e in (0..FAULT_SLOTS).rev() {
+        let lo = e * entry;
+        let kind = faults.slice(lo + entry - 1, lo + ROW_BITS + LANE_BITS);
+        let at = faults.slice(lo + ROW_BITS + LANE_BITS - 1, lo + LANE_BITS);
+        let lane = faults.slice(lo + LANE_BITS - 1, lo);
+        out.push(mux(at.eq(row as u64), kind, none));
+        out.push(lane);
+    }
+    cat(&out)
 }
 
 /// The self-test bus's fields.
@@ -383,4 +410,154 @@ pub fn controller(m: &mut ModuleBuilder, g: &Geometry, latency: u32, request: Si
         testing,
         cycles: cycles.q,
     }
+}
+
+/// The vertical bundles of a reg3d PE row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bundle {
+    /// P weights up to the PV tier's P bank (write enable, address, data), `vlink_latency`
+    /// stages: the QK → PV bundle (from the softmax tier with three tiers).
+    PUp,
+    /// O values down from the PV tier to the readout, combinational.
+    ODown,
+    /// Three tiers: the S links from the QK PEs up to the softmax tier's S registers (each
+    /// PE's score, or with narrow links its beats, and the position they are written at).
+    SUp,
+}
+
+impl Bundle {
+    pub const ALL: [Bundle; 3] = [Bundle::PUp, Bundle::ODown, Bundle::SUp];
+
+    /// The number of its first physical lane within a row (fault injection): the bundle in
+    /// the top two of the [`LANE_BITS`].
+    pub fn base(self) -> u32 {
+        (self as u32) << (LANE_BITS - 2)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bundle::PUp => "p_up",
+            Bundle::ODown => "o_down",
+            Bundle::SUp => "s_up",
+        }
+    }
+}
+
+/// The signals that cross one bundle. Without spares each goes through the link's register
+/// stages as before; with them, each is a net the bundle drives once every signal is in
+/// ([`Crossing::finish`]).
+pub struct Crossing {
+    spares: Option<crate::variants::Spares>,
+    latency: u32,
+    sent: Vec<Sig>,
+    arriving: Vec<Sig>,
+}
+
+impl Crossing {
+    pub fn new(spares: Option<crate::variants::Spares>, latency: u32) -> Self {
+        Crossing {
+            spares,
+            latency,
+            sent: vec![],
+            arriving: vec![],
+        }
+    }
+
+    /// `x` as it arrives across the tier boundary.
+    pub fn send(&mut self, m: &mut ModuleBuilder, name: &str, x: Sig) -> Sig {
+        match self.spares {
+            None => m.delay_n(name, x, self.latency),
+            Some(_) => {
+                let net = m.net(name, x.width());
+                self.sent.push(x);
+                self.arriving.push(net);
+                net
+            }
+        }
+    }
+
+    /// Builds the bundle `which` of `lanes` lanes (checked against the signals sent) and drives
+    /// what arrives; its status, or None without spares.
+    pub fn finish(
+        self,
+        d: &mut Design,
+        m: &mut ModuleBuilder,
+        (which, lanes): (Bundle, u32),
+        faults: bool,
+    ) -> Option<LinkStatus> {
+        let spares = self.spares?;
+        let width: u32 = self.sent.iter().map(|s| s.width()).sum();
+        assert_eq!(width, lanes, "bundle {} lanes", which.name());
+        let cfg = LinkConfig {
+            geometry: Geometry {
+                lanes,
+                group: spares.group,
+                spares: spares.spares,
+            },
+            latency: self.latency,
+            base: which.base(),
+            faults,
+        };
+        let blk = build(d, &cfg);
+        let mut sent = self.sent;
+        sent.reverse();
+        let out = m.instantiate(
+            &blk,
+            &format!("u_{}", which.name()),
+            &LinkIn { d: cat(&sent) },
+        );
+        let mut lo = 0;
+        for net in self.arriving {
+            let w = net.width();
+            m.drive(net, out.q.slice(lo + w - 1, lo));
+            lo += w;
+        }
+        Some(LinkStatus {
+            bad: out.bad,
+            failed: out.failed,
+        })
+    }
+}
+
+/// The statuses of several bundles as one: any beyond repair, the failed lanes' sum.
+pub fn combine(m: &mut ModuleBuilder, all: &[LinkStatus], width: u32) -> LinkStatus {
+    let bads: Vec<Sig> = all.iter().map(|s| s.bad).collect();
+    let failed: Vec<Sig> = all.iter().map(|s| s.failed).collect();
+    LinkStatus {
+        bad: or_all(&bads),
+        failed: m.sum(&failed, width),
+    }
+}
+
+/// A TSV fault on one physical lane of one row's bundle (fault injection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TsvFault {
+    pub row: u32,
+    pub bundle: Bundle,
+    /// The physical lane within the bundle.
+    pub lane: u32,
+    pub kind: kernels::link::LaneFault,
+}
+
+/// The core's lane-fault port ([`CORE_FAULTS`]) as 32-bit words, for `faults` (at most
+/// [`FAULT_SLOTS`]).
+pub fn core_fault_words(faults: &[TsvFault]) -> Vec<u32> {
+    assert!(
+        faults.len() <= FAULT_SLOTS as usize,
+        "at most 8 lane faults"
+    );
+    let entry = KIND_BITS + ROW_BITS + LANE_BITS;
+    let mut words = vec![0u32; core_fault_bits().div_ceil(32) as usize];
+    for (e, f) in faults.iter().enumerate() {
+        let x = f.kind.code() << (ROW_BITS + LANE_BITS)
+            | (f.row as u64) << LANE_BITS
+            | (f.bundle.base() + f.lane) as u64;
+        for b in 0..entry {
+            if x >> b & 1 == 1 {
+                let at = e as u32 * entry + b;
+                words[(at / 32) as usize] |= 1 << (at % 32);
+            }
+        }
+    }
+    words
 }

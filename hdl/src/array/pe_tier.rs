@@ -23,6 +23,7 @@
 //! each finished block up in 32/`vlink_bits` beats per score while the next block's QK runs,
 //! and says when the block's last score is above (`linked`).
 
+use crate::array::link::{Bundle, Crossing, LinkStatus};
 use crate::array::pe::{PeIn, PeOp, PeOut};
 use crate::array::pe_row::bus::PeStep;
 use crate::array::pe_row::config::PeRowConfig;
@@ -320,11 +321,15 @@ group! {
     }
 }
 
-interface! {
+group! {
     /// The S tier's outputs: the QK PEs' read address (the link's), the score at the engine's
     /// position, per PE (bit c) the link's read of the QK PE and its write above this cycle,
-    /// and (narrow links) the last write of a block's walk.
-    pub struct STierOut { rd_addr, value, reads, writes, linked }
+    /// and (narrow links) the last write of a block's walk; with spare lanes the S links'
+    /// status.
+    pub struct STierOut<T> {
+        rd_addr, value, reads, writes, linked;
+        link: Option<crate::array::link::LinkStatus<T>>,
+    }
 }
 
 /// The S tier's block.
@@ -349,6 +354,14 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         reads: c,
         writes: c,
         linked: 1,
+        link: cfg
+            .bundles()
+            .iter()
+            .find(|(b, _, _)| *b == Bundle::SUp)
+            .map(|(_, g, _)| LinkStatus {
+                bad: 1,
+                failed: crate::array::link::count_bits(g.physical()),
+            }),
     };
     let one_slot = cfg.faults;
     let name = format!(
@@ -364,10 +377,12 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         },
         cfg.pe.params_name(),
         if one_slot { "_faults" } else { "" }
-    );
+    ) + &cfg
+        .spares()
+        .map_or(String::new(), |sp| format!("_s{}g{}", sp.spares, sp.group));
     let cfg = *cfg;
     let gate = crate::clock_gate::build(d);
-    d.define_block(&name, &inputs, outputs, |_, m, i| {
+    d.define_block(&name, &inputs, outputs, |d, m, i| {
         m.doc(&format!(
             "s_tier: the softmax tier's S registers above {} QK PEs (2 blocks of {} x {} FP32 \n\
              each) and their S links ({} register stages). See hdl/src/array/pe_tier.rs.",
@@ -375,11 +390,19 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         ));
         m.set_latency(cfg.pe.latency() + link + 1);
         let above = Above::new(gate);
-        if cfg.s_walk() {
-            s_tier_walk(m, &cfg, one_slot, &i, above)
+        let mut up = Crossing::new(cfg.spares(), link);
+        let mut out = if cfg.s_walk() {
+            s_tier_walk(m, &cfg, one_slot, &i, (above, &mut up))
         } else {
-            s_tier(m, &cfg, (link, one_slot), &i, above)
-        }
+            s_tier(m, &cfg, (link, one_slot), &i, (above, &mut up))
+        };
+        let lanes = cfg
+            .bundles()
+            .iter()
+            .find(|(b, _, _)| *b == Bundle::SUp)
+            .map_or(0, |(_, g, _)| g.lanes);
+        out.link = up.finish(d, m, (Bundle::SUp, lanes), cfg.faults);
+        out
     })
 }
 
@@ -395,7 +418,7 @@ fn s_tier(
     cfg: &PeRowConfig,
     (link, one_slot): (u32, bool),
     i: &STierIn,
-    mut above: Above,
+    (mut above, up): (Above, &mut Crossing),
 ) -> STierOut {
     let lat = cfg.pe.latency();
     let acc_bits = cfg.elem_bits().1;
@@ -407,16 +430,23 @@ fn s_tier(
     let lands = m.name("s_lands", st.valid & !st.pv & st.last);
     let slot_of = |m: &mut ModuleBuilder, s: Sig| above_slot(m, one_slot, s);
     let w_slot = slot_of(m, st.slot);
-    let at = m.delay_n("link_s_at", cat(&[w_slot, st.ii, st.jj]), lat + link);
+    let pos = cat(&[w_slot, st.ii, st.jj]);
+    let at = match cfg.spares() {
+        None => m.delay_n("link_s_at", pos, lat + link),
+        Some(_) => {
+            let landed_at = m.delay_n("link_s_pos", pos, lat);
+            up.send(m, "link_s_at", landed_at)
+        }
+    };
     let r_slot = slot_of(m, i.slot);
     let raddr = cat(&[r_slot, i.ii, i.jj]);
     for c in 0..cfg.cols {
         let read = m.delay_n(&format!("link_s_rd{c}"), lands & i.en.bit(c), lat);
-        let we = m.delay_n(&format!("link_s_we{c}"), read, link);
-        let data = m.delay_n(
+        let we = up.send(m, &format!("link_s_we{c}"), read);
+        let data = up.send(
+            m,
             &format!("link_s_d{c}"),
             i.rd_data.slice(acc_bits * c + acc_bits - 1, acc_bits * c),
-            link,
         );
         above.push(m, cfg, c, (we, at, data), raddr, read);
     }
@@ -476,6 +506,7 @@ impl Above {
             reads: cat(&self.reads),
             writes: cat(&self.writes),
             linked,
+            link: None,
         }
     }
 }
@@ -492,13 +523,9 @@ fn s_tier_walk(
     cfg: &PeRowConfig,
     one_slot: bool,
     i: &STierIn,
-    mut above: Above,
+    (mut above, up): (Above, &mut Crossing),
 ) -> STierOut {
-    let (lat, link, w) = (
-        cfg.pe.latency(),
-        cfg.vlink_latency(),
-        cfg.plan().s_link_bits(),
-    );
+    let (lat, w) = (cfg.pe.latency(), cfg.plan().s_link_bits());
     let beats = cfg.s_beats();
     let st = &i.step;
     m.discard(st.op);
@@ -565,10 +592,10 @@ fn s_tier_walk(
     // Up the links: the beat's bits, the beat flags, the position and the live PEs.
     let slot_of = |m: &mut ModuleBuilder, s: Sig| above_slot(m, one_slot, s);
     let w_slot = slot_of(m, wslot.q);
-    let at = m.delay_n("link_s_at", cat(&[w_slot, wii.q, wjj.q]), link);
-    let up_beat = m.delay_n("link_s_beat", busy.q, link);
-    let up_last = m.delay_n("link_s_last", busy.q & beat_last, link);
-    let up_live = m.delay_n("link_s_live", live, link);
+    let at = up.send(m, "link_s_at", cat(&[w_slot, wii.q, wjj.q]));
+    let up_beat = up.send(m, "link_s_beat", busy.q);
+    let up_last = up.send(m, "link_s_last", busy.q & beat_last);
+    let up_live = up.send(m, "link_s_live", live);
     let r_slot = slot_of(m, i.slot);
     let raddr = cat(&[r_slot, i.ii, i.jj]);
     for c in 0..cfg.cols {
@@ -577,7 +604,7 @@ fn s_tier_walk(
         m.set_next(sh, mux(first, word.slice(acc_bits - 1, w), sh.q >> w));
         m.set_enable(sh, busy.q);
         let lane = mux(first, word.slice(w - 1, 0), sh.q.slice(w - 1, 0));
-        let lane_up = m.delay_n(&format!("link_s_lane{c}"), lane, link);
+        let lane_up = up.send(m, &format!("link_s_lane{c}"), lane);
         // Above: beats shift in from the top; the last beat completes the score.
         let acc = m.reg(&format!("link_s_acc{c}"), acc_bits - w, Some(0));
         let score = cat(&[lane_up, acc.q]);
@@ -586,6 +613,6 @@ fn s_tier_walk(
         let we = up_last & up_live.bit(c);
         above.push(m, cfg, c, (we, at, score), raddr, first & live.bit(c));
     }
-    let linked = m.delay_n("link_s_linked", fin, link);
+    let linked = up.send(m, "link_s_linked", fin);
     above.out(rd_addr, i.cc, linked)
 }

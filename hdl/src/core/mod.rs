@@ -256,6 +256,17 @@ impl CoreParams {
         (r.qk_dims() * r.a * r.b, self.bc() * r.a * r.e)
     }
 
+    /// Bits of the core's failed-lane count (every row's bundles' physical lanes).
+    pub fn link_count_bits(&self) -> u32 {
+        let row: u32 = self
+            .row
+            .bundles()
+            .iter()
+            .map(|(_, g, _)| g.physical())
+            .sum();
+        crate::array::link::count_bits(row * self.rows)
+    }
+
     pub fn module_name(&self) -> String {
         format!(
             "core_{}x{}_{}",
@@ -326,6 +337,15 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let e = m.instantiate_with_reset(engine, "u_engine", &to_engine, engine_rst);
     // Abort: latch the first error, drain, reset the engine for one cycle, report done.
     let go = i.start & (!e.core.busy & !draining.q);
+    // With spare lanes the engine holds START while its links are tested or one is beyond
+    // repair; the start is refused here: busy for a cycle, then done with ERR_CODE BUSY (a
+    // test was running) or LINK, nothing read or written.
+    let refusal = e.core.link.as_ref().map(|l| {
+        let refused = i.start & !draining.q & (l.testing | (!e.core.busy & l.bad));
+        let busy_code = m.lit(crate::mem::dma::error::BITS, crate::mem::dma::error::BUSY);
+        let link_code = m.lit(crate::mem::dma::error::BITS, crate::mem::dma::error::LINK);
+        (refused, mux(l.testing, busy_code, link_code))
+    });
     let aborted_by_sw = i.abort_req & e.core.busy;
     let begin = (e.core.error.any() | aborted_by_sw) & !draining.q;
     let eb = e.core.error.width();
@@ -333,8 +353,17 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     let zero_code = m.zero(eb);
     let abort_code = m.lit(eb, crate::mem::dma::error::ABORTED);
     let cause = mux(e.core.error.any(), e.core.error, abort_code);
-    m.set_next(code, mux(go, zero_code, cause));
-    m.set_enable(code, go | begin);
+    let next_code = mux(go, zero_code, cause);
+    match refusal {
+        Some((refused, why)) => {
+            m.set_next(code, mux(refused, why, next_code));
+            m.set_enable(code, go | begin | refused);
+        }
+        None => {
+            m.set_next(code, next_code);
+            m.set_enable(code, go | begin);
+        }
+    }
     // The engine's reset comes from a register (the cycle after the drain ends), never from
     // logic: it fans out to every register of the engine, and a combinational one put the
     // DMA's idle flags in series with the sequencer's look-ahead outputs (635 MHz at asap7).
@@ -344,9 +373,11 @@ fn abort_wrapper(m: &mut ModuleBuilder, engine: &EngineBlock, i: &CoreIn) -> Cor
     m.drive(soft_rst, reset_now);
     m.set_next(draining, (begin | draining.q) & !reset_now);
     let aborted = m.reg("aborted", 1, Some(0));
-    m.set_next(aborted, (reset_now | aborted.q) & !go);
+    let ended = (reset_now | aborted.q) & !go;
+    let refusing = refusal.map(|(refused, _)| m.delay("refusing", refused));
+    m.set_next(aborted, refusing.map_or(ended, |r| r | ended));
     let mut out = e.core.clone();
-    out.busy = e.core.busy | draining.q;
+    out.busy = refusing.map_or(e.core.busy | draining.q, |r| e.core.busy | draining.q | r);
     out.done = e.core.done | aborted.q;
     out.error = code.q;
     out
@@ -430,8 +461,14 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     let rows_busy = m.net("rows_busy", 1);
     let s_free = m.net("s_free", 1);
     let ro_idle = m.net("ro_idle", 1);
+    // No run starts while the links are tested or with a bundle beyond repair (the core's top
+    // refuses it with ERR_CODE LINK).
+    let link_hold = i.link.map(|_| m.net("link_hold", 1));
     let seq_in = SeqIn {
-        start: i.start,
+        start: match link_hold {
+            Some(h) => i.start & !h,
+            None => i.start,
+        },
         rows_busy,
         s_free,
         ro_idle,
@@ -498,6 +535,16 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         sp: mask_sp,
     };
     let x_data = dma.x.as_ref().map(|c| c.rd_data);
+    // With spare lanes: the link test, at reset and on request, over every row's bundles.
+    let test = i.link.map(|req| {
+        let (_, g, _) = p.row.bundles()[0];
+        // A request is taken while no problem runs (the core's top refuses a START while a
+        // test runs).
+        let request = req.test & !seq.busy;
+        let ctl = crate::array::link::controller(m, &g, p.row.vlink_latency(), request);
+        m.set_threaded(crate::array::link::BIST, ctl.bus);
+        ctl
+    });
     let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks, x_data);
     m.drive(rows_busy, rows.busy);
     m.drive(s_free, rows.s_free);
@@ -517,16 +564,32 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     let counts = counter_file(m, p, parts, &seq, &dma, (rows.activity, rows.spill), i);
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
     let error = first_error(m, &dma);
+    let link = match (test, rows.link, link_hold) {
+        (Some(t), Some(status), Some(hold)) => {
+            m.drive(hold, t.testing | status.bad);
+            Some(crate::core::ports::LinkState {
+                testing: t.testing,
+                bad: status.bad,
+                failed: status.failed,
+                cycles: t.cycles,
+            })
+        }
+        _ => None,
+    };
     EngineOut {
         quiet: dma.quiet,
         core: CoreOut {
-            busy: seq.busy,
+            busy: match &link {
+                Some(l) => seq.busy | l.testing,
+                None => seq.busy,
+            },
             done: seq.done,
             error,
             mem_req: dma.mem_req,
             m_axi: dma.m_axi,
             counters: counts.counters,
             glb_bank: counts.glb_bank,
+            link,
         },
     }
 }
@@ -750,6 +813,8 @@ struct Rows {
     /// rowfused's spill: row 0's landing-buffer read of a spilled score (every row reads
     /// one in the same cycle).
     spill: Option<pe_row::SpillRead>,
+    /// With spare lanes: every row's links.
+    link: Option<crate::array::link::LinkStatus>,
 }
 
 /// unfused: the scratch landing buffer's read address {slot, query row, beat}: the PV step's P
@@ -824,8 +889,21 @@ fn pe_rows(
     let mut spill = None;
     let (mut en, mut row, mut beat, mut data, mut activity) =
         (vec![], vec![], vec![], vec![], vec![]);
+    let mut links = vec![];
+    // A core built for fault injection with spare lanes: the TSV faults, each to its row.
+    let tsv_faults = (p.faults && p.row.spares().is_some()).then(|| {
+        assert!(
+            p.rows <= 1 << crate::array::link::ROW_BITS,
+            "lane faults address 256 rows"
+        );
+        let bits = crate::array::link::core_fault_bits();
+        m.threaded_input(crate::array::link::CORE_FAULTS, bits)
+    });
     for r in 0..p.rows {
         let lo = span * r;
+        let tsv = tsv_faults.map(|f| pe_row::RowTsv {
+            lane_fault: crate::array::link::row_faults(m, f, r),
+        });
         let out = m.instantiate(
             row_blk,
             &format!("row{r}"),
@@ -856,8 +934,10 @@ fn pe_rows(
                 x: x_data.map(|d| pe_row::RowScratch {
                     data: d.slice(p.dma.width * (r + 1) - 1, p.dma.width * r),
                 }),
+                tsv,
             },
         );
+        links.extend(out.link);
         match (r, out.x_rd) {
             (0, Some(rd)) => x_rd = Some(rd),
             (_, Some(rd)) => m.discard_all(&rd),
@@ -906,5 +986,9 @@ fn pe_rows(
         activity,
         x_rd,
         spill,
+        link: p
+            .row
+            .spares()
+            .map(|_| crate::array::link::combine(m, &links, p.link_count_bits())),
     }
 }

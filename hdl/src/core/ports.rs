@@ -290,6 +290,31 @@ group! {
         problem => Problem<T>,
         s: Option<Scratch<T>>,
         glb_bank: Option<GlbBankSel<T>>,
+        link: Option<LinkReq<T>>,
+    }
+}
+
+interface! {
+    /// With spare lanes on the vertical links: `link_test` asks for a link self-test (taken
+    /// while idle; one also runs at reset).
+    pub struct LinkReq { test }
+}
+
+interface! {
+    /// With spare lanes: a link test is running (the core is busy), some bundle has more failed
+    /// lanes than spares (START is refused with `ERR_CODE` LINK), the failed lanes found by
+    /// the last test, and the cycles it took.
+    pub struct LinkState { testing, bad, failed, cycles }
+}
+
+impl LinkState<u32> {
+    pub fn widths(p: &CoreParams) -> Option<Self> {
+        p.row.spares().map(|_| LinkState {
+            testing: 1,
+            bad: 1,
+            failed: p.link_count_bits(),
+            cycles: crate::array::link::CYCLE_BITS,
+        })
     }
 }
 
@@ -305,6 +330,7 @@ impl CoreIn<u32> {
             problem: Problem::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
+            link: p.row.spares().map(|_| LinkReq { test: 1 }),
         }
     }
 }
@@ -320,6 +346,7 @@ group! {
         m_axi: Option<AxiOut<T>>,
         counters => Counters<T>,
         glb_bank: Option<GlbBankCounts<T>>,
+        link: Option<LinkState<T>>,
     }
 }
 
@@ -351,6 +378,7 @@ impl CoreOut<u32> {
             m_axi,
             counters: Counters::widths(),
             glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
+            link: LinkState::widths(p),
         }
     }
 }

@@ -80,10 +80,11 @@ pub struct ModuleBuilder {
 /// fault-injection select (`crate::fault::SELECT`), and the vertical links' self-test bus and
 /// lane faults (`crate::array::link`). A child's port of such a name left unconnected takes the
 /// parent's.
-pub const THREADED: [&str; 3] = [
+pub const THREADED: [&str; 4] = [
     crate::fault::SELECT,
     crate::array::link::BIST,
     crate::array::link::LANE_FAULTS,
+    crate::array::link::CORE_FAULTS,
 ];
 
 /// Checks a pipelined block's latency against the most it supports.

@@ -84,6 +84,7 @@ group! {
         s_axil: AxilIn<T>,
         counters => Counters<T>,
         glb_bank: Option<GlbBankCounts<T>>,
+        link: Option<crate::core::ports::LinkState<T>>,
     }
 }
 
@@ -97,6 +98,7 @@ impl CsrIn<u32> {
             s_axil: AxilIn::widths(),
             counters: Counters::widths(),
             glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
+            link: crate::core::ports::LinkState::widths(p),
         }
     }
 }
@@ -113,6 +115,7 @@ group! {
         varlen => VarlenRegs<T>,
         s: Option<Scratch<T>>,
         glb_bank: Option<GlbBankSel<T>>,
+        link: Option<crate::core::ports::LinkReq<T>>,
     }
 }
 
@@ -128,6 +131,10 @@ impl CsrOut<u32> {
             varlen: VarlenRegs::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
+            link: p
+                .row
+                .spares()
+                .map(|_| crate::core::ports::LinkReq { test: 1 }),
         }
     }
 }
@@ -252,6 +259,8 @@ impl WriteChannel {
 struct Control {
     start: Sig,
     abort: Sig,
+    /// With spare lanes: CTRL.LINK_TEST's pulse.
+    link_test: Option<Sig>,
     irq_en: Sig,
     pending: Sig,
 }
@@ -262,6 +271,11 @@ fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, finish: 
     let ctrl_w = wr.hit(ctrl);
     let start = m.delay("start_q", ctrl_w & wr.set_bits.bit(0));
     let abort = m.delay("abort_q", ctrl_w & wr.set_bits.bit(1));
+    let link_test = ctrl
+        .fields
+        .iter()
+        .any(|f| f.name == "LINK_TEST")
+        .then(|| m.delay("link_test_q", ctrl_w & wr.set_bits.bit(2)));
     let irq_en_r = regs
         .iter()
         .find(|r| r.kind == Kind::IrqEnable)
@@ -281,6 +295,7 @@ fn control(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel, finish: 
     Control {
         start,
         abort,
+        link_test,
         irq_en: irq_en.q,
         pending: pending.q,
     }
@@ -448,6 +463,15 @@ fn read_channel(
                 lo_hits.push((hit, c.slice(COUNTER_BITS - 1, 32)));
                 c.slice(31, 0)
             }
+            Kind::LinkStatus => {
+                let l = io.link.as_ref().expect("the links' status");
+                let gap = m.zero(14);
+                cat(&[l.cycles, gap, l.bad, l.testing])
+            }
+            Kind::LinkFailed => {
+                let l = io.link.as_ref().expect("the links' status");
+                l.failed.zext(32)
+            }
         };
         values.push(mux(hit, v, zero32));
         r_hits.push(hit);
@@ -534,5 +558,8 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
         varlen,
         s: scratch,
         glb_bank: sel.map(|sel| GlbBankSel { sel }),
+        link: ctl
+            .link_test
+            .map(|test| crate::core::ports::LinkReq { test }),
     }
 }

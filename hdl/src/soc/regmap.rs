@@ -351,6 +351,10 @@ pub enum Kind {
         writes: bool,
         hi: bool,
     },
+    /// `LINK_STATUS` (spare lanes on the vertical links): TESTING, BAD, CYCLES.
+    LinkStatus,
+    /// `LINK_FAILED`: the failed lanes the last link test found.
+    LinkFailed,
 }
 
 /// A bit field of a register.
@@ -514,27 +518,50 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             doc,
         );
     }
-    push(
-        "CTRL",
-        0x020,
-        Access::W1s,
-        Kind::Ctrl,
-        vec![
-            field(
-                "START",
-                0,
-                1,
-                "start the problem in the problem registers (ignored while busy)",
-            ),
-            field(
-                "ABORT",
-                1,
-                1,
-                "stop the running problem: DONE with ERR_CODE 6",
-            ),
-        ],
-        "Control.",
-    );
+    let spares = p.row.spares();
+    if let Some(sp) = spares {
+        push(
+            "ID_LINK",
+            0x018,
+            Access::Ro,
+            Kind::Const(sp.spares | sp.group << 8 | p.row.vlink_latency() << 16),
+            vec![
+                field(
+                    "SPARES",
+                    0,
+                    8,
+                    "spare lanes in each group of a vertical bundle",
+                ),
+                field("GROUP", 8, 8, "lanes that share a group's spares"),
+                field("LATENCY", 16, 8, "register stages of a vertical link"),
+            ],
+            "The vertical links' spare lanes (reg3d with spares only).",
+        );
+    }
+    let mut ctrl = vec![
+        field(
+            "START",
+            0,
+            1,
+            "start the problem in the problem registers (ignored while busy)",
+        ),
+        field(
+            "ABORT",
+            1,
+            1,
+            "stop the running problem: DONE with ERR_CODE 6",
+        ),
+    ];
+    if spares.is_some() {
+        ctrl.push(field(
+            "LINK_TEST",
+            2,
+            1,
+            "test the vertical links and reload their repair map (ignored while busy; BUSY \
+             while it runs)",
+        ));
+    }
+    push("CTRL", 0x020, Access::W1s, Kind::Ctrl, ctrl, "Control.");
     push(
         "STATUS",
         0x024,
@@ -573,6 +600,44 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         vec![field("DONE", 0, 1, "a problem finished (write 1 to clear)")],
         "Interrupt status; irq = |(IRQ_STATUS & IRQ_ENABLE).",
     );
+    if spares.is_some() {
+        push(
+            "LINK_STATUS",
+            0x030,
+            Access::Ro,
+            Kind::LinkStatus,
+            vec![
+                field(
+                    "TESTING",
+                    0,
+                    1,
+                    "a link test runs (at reset, or CTRL.LINK_TEST)",
+                ),
+                field(
+                    "BAD",
+                    1,
+                    1,
+                    "a group of lanes has more failed lanes than spares: START is refused with \
+                     ERR_CODE 11 (LINK)",
+                ),
+                field("CYCLES", 16, 16, "cycles the last link test took"),
+            ],
+            "The vertical links' self-test.",
+        );
+        push(
+            "LINK_FAILED",
+            0x034,
+            Access::Ro,
+            Kind::LinkFailed,
+            vec![field(
+                "LANES",
+                0,
+                32,
+                "physical lanes the last link test found failed (repaired while BAD is 0)",
+            )],
+            "Failed vertical-link lanes.",
+        );
+    }
     let pairs = |first: u32, regs: &[(ProblemReg, &'static str, &'static str)]| {
         regs.iter()
             .enumerate()

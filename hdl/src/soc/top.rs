@@ -97,6 +97,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 // after the other).
                 s: from_csr.s,
                 glb_bank: from_csr.glb_bank,
+                link: from_csr.link,
             },
         );
         // The batch controller: the registers' values, the core's status and memory outputs,
@@ -133,6 +134,7 @@ pub fn build(d: &mut Design, p: &CoreParams, name: &str) -> anyhow::Result<ModRe
                 s_axil: i.s_axil,
                 counters: c.counters,
                 glb_bank: c.glb_bank,
+                link: c.link,
             },
         );
         m.drive_all(&from_csr, &r);

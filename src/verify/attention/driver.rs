@@ -143,6 +143,9 @@ pub struct MemoryTiming {
     /// Fault injection: the deliberate defect the testbench selects in a core built for it
     /// (`CoreParams::for_fault_injection`; `fault_sel`). Never set for a real design.
     pub core_fault: Option<hdl::fault::Fault>,
+    /// Fault injection in a core with spare lanes: TSV faults on chosen lanes of the vertical
+    /// links (`tsv_fault`). Never set for a real design.
+    pub tsv_faults: [Option<hdl::array::link::TsvFault>; hdl::array::link::FAULT_SLOTS as usize],
 }
 
 impl MemoryTiming {
@@ -202,6 +205,7 @@ impl Default for MemoryTiming {
             reorder: true,
             fault: None,
             core_fault: None,
+            tsv_faults: [None; hdl::array::link::FAULT_SLOTS as usize],
         }
     }
 }
@@ -422,8 +426,42 @@ pub fn run_traced(
         );
         dut.set(hdl::fault::SELECT, f.code());
     }
+    let tsv: Vec<_> = timing.tsv_faults.iter().flatten().copied().collect();
+    if p.faults && p.row.spares().is_some() {
+        dut.set_words(
+            hdl::array::link::CORE_FAULTS,
+            &hdl::array::link::core_fault_words(&tsv),
+        );
+    } else {
+        anyhow::ensure!(
+            tsv.is_empty(),
+            "TSV faults given for a core not built for fault injection with spare lanes"
+        );
+    }
     dut.reset(2);
+    link_test_done(&mut dut, p)?;
     run_on(&mut dut, p, a, timing, &mut mem, &lay, &lay, progress)
+}
+
+/// With spare lanes: waits out the link test the reset started (the core is busy until it
+/// ends, and takes no START).
+pub fn link_test_done(dut: &mut Dut, p: &CoreParams) -> Result<()> {
+    let Some(sp) = p.row.spares() else {
+        return Ok(());
+    };
+    let g = kernels::link::Geometry {
+        lanes: sp.group,
+        group: sp.group,
+        spares: sp.spares,
+    };
+    let bound = g.test_cycles(p.row.vlink_latency()) + 2;
+    for _ in 0..bound {
+        if dut.get("link_testing") == 0 {
+            return Ok(());
+        }
+        dut.tick();
+    }
+    bail!("the link test did not finish within {bound} cycles of reset")
 }
 
 /// One run on an existing, idle `dut` (not reset first: a core must take a new `start` after

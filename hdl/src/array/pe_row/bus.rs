@@ -72,7 +72,14 @@ group! {
         sm: SmCtl<T>,
         ro: RoCtl<T>,
         x: Option<RowScratch<T>>,
+        tsv: Option<RowTsv<T>>,
     }
+}
+
+interface! {
+    /// A row built for fault injection with spare lanes: the TSV faults on its vertical links
+    /// (`tsv_lane_fault`, see `crate::array::link`).
+    pub struct RowTsv { lane_fault }
 }
 
 group! {
@@ -90,6 +97,7 @@ group! {
         st: RowStore<T>,
         x_rd: Option<ScratchRead<T>>,
         spill: Option<SpillRead<T>>,
+        link: Option<crate::array::link::LinkStatus<T>>,
     }
 }
 
@@ -133,6 +141,9 @@ impl PeRowConfig {
             ro: RoCtl { start: 1, zero: 1 },
             x: self.scratch().then_some(RowScratch {
                 data: self.mem_width,
+            }),
+            tsv: (self.faults && self.spares().is_some()).then(|| RowTsv {
+                lane_fault: crate::array::link::lane_fault_bits(),
             }),
         }
     }
@@ -180,6 +191,10 @@ impl PeRowConfig {
                 j: self.j_bits(),
             }),
             spill: self.spills().then_some(SpillRead { read: 1 }),
+            link: self.spares().map(|_| crate::array::link::LinkStatus {
+                bad: 1,
+                failed: self.link_count_bits(),
+            }),
         }
     }
 }

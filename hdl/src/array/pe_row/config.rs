@@ -560,6 +560,51 @@ impl PeRowConfig {
         self.s_slots() * self.a * self.b + self.a * self.e
     }
 
+    /// Spare lanes on the row's vertical links (reg3d with `spares`; None otherwise).
+    pub fn spares(&self) -> Option<crate::variants::Spares> {
+        self.plan().spares.filter(|_| self.concurrent_phases())
+    }
+
+    /// The row's vertical bundles with spare lanes: each with its shape and register stages
+    /// (`crate::array::link`). Empty without spares.
+    pub fn bundles(&self) -> Vec<(crate::array::link::Bundle, kernels::link::Geometry, u32)> {
+        use crate::array::link::Bundle;
+        let Some(sp) = self.spares() else {
+            return vec![];
+        };
+        let p = self.p_array();
+        let p_up = 1 + p.addr_width() + self.banks().trailing_zeros() + p.width;
+        let acc = self.elem_bits().1;
+        let at = 1 + self.ii_bits() + self.jj_bits();
+        let c = self.cols;
+        let s_up = if self.s_walk() {
+            at + 3 + c + c * self.plan().s_link_bits()
+        } else {
+            at + c + c * acc
+        };
+        let link = self.vlink_latency();
+        let mut v = vec![(Bundle::PUp, p_up, link), (Bundle::ODown, acc, 0)];
+        if self.softmax_tier() {
+            v.push((Bundle::SUp, s_up, link));
+        }
+        v.into_iter()
+            .map(|(b, lanes, lat)| {
+                let g = kernels::link::Geometry {
+                    lanes,
+                    group: sp.group,
+                    spares: sp.spares,
+                };
+                (b, g, lat)
+            })
+            .collect()
+    }
+
+    /// Bits of the row's failed-lane count (its bundles' physical lanes).
+    pub fn link_count_bits(&self) -> u32 {
+        let n: u32 = self.bundles().iter().map(|(_, g, _)| g.physical()).sum();
+        crate::array::link::count_bits(n)
+    }
+
     pub fn ii_bits(&self) -> u32 {
         addr_bits(self.a)
     }

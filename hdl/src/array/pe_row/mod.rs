@@ -87,6 +87,7 @@ use normalize::readout;
 use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, SoftmaxRows};
 use tiers::{array, s_link_bits, vlink_bits, Array, ArrayIn};
 
+use crate::array::link::{self, Bundle, Crossing, LinkStatus};
 use crate::array::pe_tier::{self, STierBlock, TierBlock, TierKind};
 use crate::fp::add::{self, Fp32AddConfig};
 use crate::fp::mul::{self, Fp32MulConfig};
@@ -150,7 +151,7 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
         &cfg.module_name(),
         &inputs,
         cfg.output_widths(),
-        |_, m, i| {
+        |d, m, i| {
             m.doc(&format!(
             "pe_row: {} PEs and the row engine of {} query rows ({} keys and {} output columns\n\
              per PE). See hdl/src/array/pe_row/ for the mapping, the MAC steps, the softmax and\n\
@@ -158,12 +159,22 @@ pub fn build(d: &mut Design, cfg: &PeRowConfig) -> RowBlock {
             cfg.cols, cfg.a, cfg.b, cfg.e
         ));
             m.set_latency(1);
-            row(m, &cfg, &parts, &i)
+            row(d, m, &cfg, &parts, &i)
         },
     )
 }
 
-fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> RowOut {
+fn row(
+    d: &mut Design,
+    m: &mut ModuleBuilder,
+    cfg: &PeRowConfig,
+    parts: &Parts,
+    i: &RowIn,
+) -> RowOut {
+    // The TSV faults a core built for fault injection puts on the row's vertical links.
+    if let Some(t) = &i.tsv {
+        m.set_threaded(link::LANE_FAULTS, t.lane_fault);
+    }
     let aw = cfg.pe.addr_width();
     let e = EngineRegs::new(m, cfg, i);
     // The engine reads PE registers at one shared address; `cc` picks the PE.
@@ -192,8 +203,31 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
     let sw = sweep_read(m, cfg, parts, i, &e, value, masked);
     let start_sweep = e.state.is(Engine::MaxUpdate); // run_max is read there, then reset
     max_sweep(m, cfg, &sw, &sm, start_sweep);
-    let exp = exp_sweep(m, cfg, parts, i, &e, &sm, &sw, &p_bank, c_rows.as_deref());
+    let mut p_up = Crossing::new(cfg.spares(), cfg.vlink_latency());
+    let exp = exp_sweep(
+        m,
+        cfg,
+        parts,
+        i,
+        (&e, &sm, &sw),
+        (&p_bank, &mut p_up),
+        c_rows.as_deref(),
+    );
+    // reg3d: O comes down from the PV tier to the readout.
+    let mut o_down = Crossing::new(cfg.spares(), 0);
+    let o_value = o_down.send(m, "link_o", o_value);
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
+    let bundles = cfg.bundles();
+    let lanes = |b: Bundle| {
+        bundles
+            .iter()
+            .find(|(x, _, _)| *x == b)
+            .map_or(0, |(_, g, _)| g.lanes)
+    };
+    let mut links: Vec<LinkStatus> = vec![];
+    links.extend(p_up.finish(d, m, (Bundle::PUp, lanes(Bundle::PUp)), cfg.faults));
+    links.extend(o_down.finish(d, m, (Bundle::ODown, lanes(Bundle::ODown)), cfg.faults));
+    links.extend(s_link.as_ref().and_then(|l| l.link));
     // unfused: the staging buffer also takes the max sweep's S and the exp sweep's P (never in
     // the same cycle as each other or the readout's O).
     // rowfused with `spill`: the max sweep's S of a spilled block.
@@ -264,6 +298,9 @@ fn row(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> Ro
         spill: e.spill.map(|sp| SpillRead {
             read: e.in_exp & sp,
         }),
+        link: cfg
+            .spares()
+            .map(|_| link::combine(m, &links, cfg.link_count_bits())),
     }
 }
 

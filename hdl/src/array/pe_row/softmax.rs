@@ -430,10 +430,8 @@ pub(super) fn exp_sweep(
     cfg: &PeRowConfig,
     parts: &Parts,
     i: &RowIn,
-    e: &EngineRegs,
-    sm: &SoftmaxRows,
-    sw: &SweepRead,
-    p_bank: &PBank,
+    (e, sm, sw): (&EngineRegs, &SoftmaxRows, &SweepRead),
+    (p_bank, p_up): (&PBank, &mut crate::array::link::Crossing),
     c_rows: Option<&[Sig]>,
 ) -> ExpSweep {
     let c_n = cfg.cols;
@@ -473,14 +471,12 @@ pub(super) fn exp_sweep(
     let p_we = p_word.at_last(out_valid);
     let p_data = gather(m, "p_gather", p, out_valid, per);
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
-    let link = cfg.vlink_latency();
-    let up = |m: &mut ModuleBuilder, name: &str, x: Sig| m.delay_n(name, x, link);
     let (we, p_write, p_store) = match p_bank.write {
         Some((bank_we, bank_waddr, bank_wdata)) => {
             let (we, waddr, wdata) = (
-                up(m, "link_p_we", p_we),
-                up(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
-                up(m, "link_p_wdata", p_data),
+                p_up.send(m, "link_p_we", p_we),
+                p_up.send(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
+                p_up.send(m, "link_p_wdata", p_data),
             );
             m.drive(bank_we, we);
             m.drive(bank_waddr, waddr);

@@ -38,6 +38,8 @@ pub(super) struct STier {
     pub(super) writes: Vec<Sig>,
     /// Narrow links: a block's walk wrote its last score above.
     pub(super) linked: Sig,
+    /// With spare lanes: the S links' status.
+    pub(super) link: Option<crate::array::link::LinkStatus>,
 }
 
 /// Bits over the vertical links this cycle (reg3d): a P weight up to the PV tier's bank (16),
@@ -232,6 +234,7 @@ pub(super) fn array(
                     reads: bits(out.reads),
                     writes: bits(out.writes),
                     linked: out.linked,
+                    link: out.link,
                 };
                 qk.acc_reads.extend(link.reads.iter().copied());
                 qk.rf_writes.extend(link.writes.iter().copied());

@@ -127,10 +127,13 @@ pub mod error {
     pub const BATCH: u64 = 9;
     /// An address the core cannot represent (the SoC top: refused at START).
     pub const ADDRESS: u64 = 10;
+    /// A vertical link with more failed lanes than spares (reg3d with spare lanes: the core
+    /// refuses START).
+    pub const LINK: u64 = 11;
 
     /// Every error code: (code, name, what it means). `STATUS.ERR_CODE`, `regflash.h`'s
     /// `REGFLASH_ERR_*` and `registers.md` are generated from this table.
-    pub const CODES: [(u64, &str, &str); 10] = [
+    pub const CODES: [(u64, &str, &str); 11] = [
         (
             ZERO_SIZE,
             "ZERO_SIZE",
@@ -175,6 +178,14 @@ pub mod error {
              bits at or above ADDR_BITS, or a tensor of the launch reaching past 2^ADDR_BITS \
              (its last head's last row), refused at START with nothing read or written; in a \
              varlen batch, the sequence so refused stops the batch before it",
+        ),
+        (
+            LINK,
+            "LINK",
+            "a vertical link the self-test could not repair: a group of TSV lanes with more \
+             failed lanes than spares (LINK_STATUS.BAD, LINK_FAILED); START is refused with \
+             nothing read or written until a link test (CTRL.LINK_TEST, or reset) finds it \
+             repairable",
         ),
     ];
 
