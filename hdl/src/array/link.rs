@@ -29,12 +29,12 @@ use crate::{addr_bits, bits_for, cat, interface, mux, mux_index, or_all, Design,
 use crate::{RegHandle, Sig};
 
 /// The self-test bus's name (threaded from the core's engine to every bundle).
-pub const BIST: &str = "vlink_bist";
+pub const BIST: &str = crate::ir::builder::LINK_BIST;
 /// A row's lane faults (threaded from the PE row to every bundle in it).
-pub const LANE_FAULTS: &str = "tsv_lane_fault";
+pub const LANE_FAULTS: &str = crate::ir::builder::LANE_FAULTS;
 /// The core's lane faults (threaded from the core's top to its engine, which gives each row
 /// its own): [`FAULT_SLOTS`] entries of (kind, row, lane).
-pub const CORE_FAULTS: &str = "tsv_fault";
+pub const CORE_FAULTS: &str = crate::ir::builder::CORE_FAULTS;
 /// Bits of a row's number in a core's lane fault.
 pub const ROW_BITS: u32 = 8;
 /// Lane faults one run can inject in a row (and in the core).

@@ -76,16 +76,18 @@ pub struct ModuleBuilder {
     threaded: HashMap<String, Sig>,
 }
 
+/// The vertical links' self-test bus (`crate::array::link::BIST`).
+pub const LINK_BIST: &str = "vlink_bist";
+/// A PE row's TSV lane faults (`crate::array::link::LANE_FAULTS`).
+pub const LANE_FAULTS: &str = "tsv_lane_fault";
+/// The core's TSV lane faults (`crate::array::link::CORE_FAULTS`).
+pub const CORE_FAULTS: &str = "tsv_fault";
+
 /// Inputs a parent passes to every child that has one, declaring its own on first use: the
 /// fault-injection select (`crate::fault::SELECT`), and the vertical links' self-test bus and
 /// lane faults (`crate::array::link`). A child's port of such a name left unconnected takes the
 /// parent's.
-pub const THREADED: [&str; 4] = [
-    crate::fault::SELECT,
-    crate::array::link::BIST,
-    crate::array::link::LANE_FAULTS,
-    crate::array::link::CORE_FAULTS,
-];
+pub const THREADED: [&str; 4] = [crate::fault::SELECT, LINK_BIST, LANE_FAULTS, CORE_FAULTS];
 
 /// Checks a pipelined block's latency against the most it supports.
 pub fn check_latency(block: &str, latency: u32, max: u32) -> Result<()> {
