@@ -175,7 +175,7 @@ pub fn part_power(
     let engines = find(&|k| k == PartKind::RowEngines);
     let control = find(&|k| k == PartKind::Control);
     let glb = find(&|k| k == PartKind::GlbBanks);
-    let links = find(&|k| k.pes() || k == PartKind::SRegisters);
+    let links = find(&|k| k.pes() || k == PartKind::SRegisters || k == PartKind::Links);
     // The PEs' clock and leakage: the clock part scales with the clock, the leakage does not.
     // The rows' (gate-level tables only) goes to their engines and P banks, as dynamic.
     let pe_static = c("static") * pe_share;

@@ -155,6 +155,9 @@ pub struct SimReport {
     /// The run's energy from its counters and the energy table (`with_energy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<EnergyReport>,
+    /// reg3d with spare lanes: the link test the core ran at reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_test: Option<attention::LinkTest>,
     /// O equals the hardware model bit for bit.
     pub bit_exact: bool,
     /// Every counter is what the schedule requires, and no RTL assertion failed.
@@ -318,6 +321,18 @@ impl SimReport {
             None => {}
         }
         s += &self.cycle_lines();
+        if let Some(l) = &self.link_test {
+            s += &format!(
+                "  link test at reset: {} cycles, {} failed TSV lane(s), {}\n",
+                l.cycles,
+                l.failed_lanes,
+                if l.beyond_repair {
+                    "beyond repair (START refused)"
+                } else {
+                    "repaired"
+                }
+            );
+        }
         s += &self.activity_lines();
         s += &self.memory_lines();
         if let Some(e) = &self.energy {
@@ -638,7 +653,8 @@ pub fn run_full(
     progress: impl FnMut(u64, u64),
 ) -> Result<(SimReport, Vec<u32>)> {
     let p = CoreParams::from_config(cfg)?;
-    // A fault is selected at run time on the core built for fault injection.
+    // A fault is selected at run time on the core built for fault injection (TSV faults too).
+    let tsv = timing.tsv_faults.iter().any(|f| f.is_some());
     let (p, timing) = match fault {
         Some(f) => (
             p.for_fault_injection(),
@@ -647,8 +663,10 @@ pub fn run_full(
                 ..*timing
             },
         ),
+        None if tsv => (p.for_fault_injection(), timing),
         None => (p, timing),
     };
+    let injected = fault.is_some() || tsv;
     a.validate(&p)?;
     timing.validate()?;
     // Only whether the run is short matters: the cycle model steps at most that far (the
@@ -670,7 +688,7 @@ pub fn run_full(
     let from_env = verilator_tb::WaveFormat::from_env();
     // With the AXI4 master the run goes through the top, as an SoC would drive it: the
     // registers over AXI4-Lite, the memory over AXI4 (a fault or a waveform needs the core).
-    if p.dma.mem_if == hdl::mem::dma::MemIf::Axi4 && fault.is_none() && waves.is_none() {
+    if p.dma.mem_if == hdl::mem::dma::MemIf::Axi4 && !injected && waves.is_none() {
         let (model, _) = simulate(&Target::Top, from_env)?;
         let wait = attention::Wait::Interrupt;
         let run = attention::run_top(&model, &p, a, timing, wait, timing.seed)?;
@@ -680,9 +698,10 @@ pub fn run_full(
             run.out,
         ));
     }
-    let target = match fault {
-        Some(_) => Target::FaultyCore,
-        None => Target::Core,
+    let target = if injected {
+        Target::FaultyCore
+    } else {
+        Target::Core
     };
     let (model, _) = match waves {
         Some(w) => {
@@ -797,6 +816,7 @@ pub fn model_run(cfg: &CoreConfig, a: &Attention, threads: usize) -> Result<(Sim
         },
         assertion_failures: 0,
         dma_error: 0,
+        link: None,
         timing,
         axi: None,
     };
@@ -958,6 +978,7 @@ fn report(
         scratch_bytes: scratch_bytes(p, &[a.shape()]),
         saturated_inputs: 0,
         energy: None,
+        link_test: run.link,
         bit_exact: chk.bit_mismatches == 0,
         counters_ok: chk.counter_errors.is_empty(),
         accuracy_ok: chk.accuracy_ok(),

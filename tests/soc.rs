@@ -580,6 +580,7 @@ fn the_c_driver_runs_the_top() {
         dma_error: code as u64,
         timing,
         axi: None,
+        link: None,
     };
     let chk = check(&p, &a, &r);
     assert!(chk.ok(), "{}", chk.describe());

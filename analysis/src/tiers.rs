@@ -95,6 +95,9 @@ pub enum PartKind {
     Control,
     /// The GLB's banks: the control's macros, as the area flow splits them off.
     GlbBanks,
+    /// reg3d with spare lanes: the vertical bundles' repair muxes, repair maps and test
+    /// checkers (`vlink_*`), counted on the row engines' tier.
+    Links,
 }
 
 impl PartKind {
@@ -173,6 +176,12 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
             (&pv, "PV tier PEs", PartKind::PvPes)
         } else if m.starts_with("s_tier_") {
             (&sm, "S registers and S links", PartKind::SRegisters)
+        } else if m.starts_with("vlink_") {
+            (
+                &sm,
+                "vertical links: spare lanes, repair, self-test",
+                PartKind::Links,
+            )
         } else if m.starts_with("sram_") && in_rows(m) > 0 {
             // The rows' SRAM banks: P (16-bit words; on the PV tier in reg3d), buf2d's S.
             if m.trim_end_matches("_macro").ends_with("_w16") {
@@ -184,6 +193,29 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
             continue;
         };
         out.push(h.part((tier, part, kind), m, in_rows(m)));
+    }
+    // The S tier's bundles are in the links' part, not the S registers'.
+    let links: Vec<&str> = modules
+        .iter()
+        .copied()
+        .filter(|m| m.starts_with("vlink_"))
+        .collect();
+    for p in out.iter_mut().filter(|p| p.kind == PartKind::SRegisters) {
+        let s_tiers: Vec<&str> = modules
+            .iter()
+            .copied()
+            .filter(|m| m.starts_with("s_tier_"))
+            .collect();
+        let inner: Vec<TierPart> = s_tiers
+            .iter()
+            .flat_map(|t| {
+                links.iter().map(|l| {
+                    let n = in_rows(t) * h.count(t, l);
+                    h.part((&sm, "", PartKind::Links), l, n)
+                })
+            })
+            .collect();
+        *p = p.clone().less(&inner);
     }
     // What remains of the rows is their engines; of the top, the control.
     for row in &rows {

@@ -211,6 +211,13 @@ pub struct ConfigArgs {
     /// Override: wires of each QK PE's S link (reg3d with three tiers: 1, 2, 4, 8, 16 or 32).
     #[arg(long)]
     pub vlink_bits: Option<u32>,
+    /// Override: spare lanes in each group of every vertical bundle (reg3d: 0 to 4), with the
+    /// link self-test and shifted-lane repair.
+    #[arg(long)]
+    pub spares: Option<u32>,
+    /// Override: lanes that share a group's spares (reg3d: 2 to 64).
+    #[arg(long)]
+    pub spare_group: Option<u32>,
     /// Override: the memory interface: simple (one request per beat) or axi4 (an AXI4 master
     /// with bursts, m_axi_*).
     #[arg(long)]
@@ -374,6 +381,12 @@ impl ConfigArgs {
         }
         if let Some(v) = self.vlink_bits {
             cfg.stack_mut("--vlink-bits")?.vlink_bits = v;
+        }
+        if let Some(v) = self.spares {
+            cfg.stack_mut("--spares")?.spares = v;
+        }
+        if let Some(v) = self.spare_group {
+            cfg.stack_mut("--spare-group")?.spare_group = v;
         }
         if let Some(v) = self.mem_if {
             cfg.mem_if = v;

@@ -71,6 +71,11 @@ pub struct SimArgs {
     /// stale_scale.
     #[arg(long, hide = true)]
     pub fault: Option<String>,
+    /// Test only: simulate the core built for fault injection with a TSV fault on one lane of
+    /// a vertical link (reg3d with --spares): ROW:BUNDLE:LANE:KIND, BUNDLE p_up, o_down or
+    /// s_up, LANE a physical lane of the bundle, KIND sa0, sa1 or open. Repeatable (up to 8).
+    #[arg(long, hide = true)]
+    pub tsv_fault: Vec<String>,
     /// Write O as .npy, shaped like Q's file: (seq, d) for a 2-D Q; for a 3-D Q (one head
     /// too), (heads, seq, d), or (seq, heads, d) with --layout bshd. Random inputs: (seq, d)
     /// for one head, else the 3-D shape of --layout. A varlen batch's O is packed like Q.
@@ -342,6 +347,73 @@ fn sim_batch(
     Ok(exit(report.passed))
 }
 
+/// The `--tsv-fault` values as lane faults of core `p`'s bundles.
+fn tsv_faults(p: &CoreParams, given: &[String]) -> Result<Vec<hdl::array::link::TsvFault>> {
+    use hdl::array::link::{TsvFault, FAULT_SLOTS};
+    use kernels::link::LaneFault;
+    let bundles = p.row.bundles();
+    anyhow::ensure!(
+        !bundles.is_empty(),
+        "--tsv-fault needs vertical links with spare lanes: --variant reg3d --spares 1 (or more)"
+    );
+    anyhow::ensure!(
+        given.len() <= FAULT_SLOTS as usize,
+        "--tsv-fault is given {} times: a run injects at most {FAULT_SLOTS}",
+        given.len()
+    );
+    given
+        .iter()
+        .map(|s| {
+            let usage = || {
+                format!(
+                    "--tsv-fault {s:?}: expected ROW:BUNDLE:LANE:KIND, e.g. 0:p_up:3:sa1 (BUNDLE \
+                     {}; KIND sa0, sa1 or open)",
+                    bundles
+                        .iter()
+                        .map(|(b, g, _)| format!("{} ({} lanes)", b.name(), g.physical()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let f: Vec<&str> = s.split(':').collect();
+            let [row, bundle, lane, kind] = f[..] else {
+                anyhow::bail!(usage());
+            };
+            let row: u32 = row.parse().map_err(|_| anyhow::anyhow!(usage()))?;
+            let lane: u32 = lane.parse().map_err(|_| anyhow::anyhow!(usage()))?;
+            let (bundle, g) = bundles
+                .iter()
+                .find(|(b, _, _)| b.name() == bundle)
+                .map(|(b, g, _)| (*b, *g))
+                .ok_or_else(|| anyhow::anyhow!(usage()))?;
+            let kind = match kind {
+                "sa0" => LaneFault::StuckAt0,
+                "sa1" => LaneFault::StuckAt1,
+                "open" => LaneFault::Open,
+                _ => anyhow::bail!(usage()),
+            };
+            anyhow::ensure!(
+                row < p.rows,
+                "--tsv-fault {s:?}: row {row} is past the array's {} rows",
+                p.rows
+            );
+            anyhow::ensure!(
+                lane < g.physical(),
+                "--tsv-fault {s:?}: bundle {} has {} physical lanes (0 to {})",
+                bundle.name(),
+                g.physical(),
+                g.physical() - 1
+            );
+            Ok(TsvFault {
+                row,
+                bundle,
+                lane,
+                kind,
+            })
+        })
+        .collect()
+}
+
 /// Runs one problem on the core (on the top with the AXI4 port), with a fault or a waveform
 /// when asked, and writes its O of Q's `rank` ([`sim::write_output`]).
 fn sim_one(
@@ -368,6 +440,15 @@ fn sim_one(
             anyhow::bail!("fault `{}` acts only in a core with {need}", f.name());
         }
     }
+    let mut timing = *timing;
+    if !args.tsv_fault.is_empty() {
+        let p = CoreParams::from_config(cfg)?;
+        let faults = tsv_faults(&p, &args.tsv_fault)?;
+        for (slot, f) in timing.tsv_faults.iter_mut().zip(faults) {
+            *slot = Some(f);
+        }
+    }
+    let timing = &timing;
     let waves = match &args.waves {
         Some(path) => {
             check_writable(path)?;

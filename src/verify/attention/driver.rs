@@ -325,6 +325,28 @@ pub struct CoreRun {
     pub timing: MemoryTiming,
     /// The AXI4 slave's statistics (AXI4 memory interface only).
     pub axi: Option<AxiStats>,
+    /// With spare lanes on the vertical links: what the last link test found.
+    pub link: Option<LinkTest>,
+}
+
+/// A link test as the core reports it (`link_*` ports, `LINK_STATUS`, `LINK_FAILED`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LinkTest {
+    /// Cycles the test took.
+    pub cycles: u64,
+    /// Physical lanes it found failed.
+    pub failed_lanes: u64,
+    /// A group had more failed lanes than spares (START refused with ERR_CODE LINK).
+    pub beyond_repair: bool,
+}
+
+/// The core's last link test (None without spare lanes).
+pub fn link_test(dut: &mut Dut, p: &CoreParams) -> Option<LinkTest> {
+    p.row.spares().map(|_| LinkTest {
+        cycles: dut.get("link_cycles"),
+        failed_lanes: dut.get("link_failed"),
+        beyond_repair: dut.get("link_bad") == 1,
+    })
 }
 
 /// The memory model for `a` before a run: Q, K and V at their [`Layout`], O filled with
@@ -543,6 +565,7 @@ pub fn run_on(
     progress(cycles, estimate);
     let dma_error = dut.get_id(error);
     link.check_idle()?;
+    let link_result = link_test(dut, p);
     let counters = hdl::ir::iface::Ports::named(&dut.get_all("", &Counters::widths()))
         .into_iter()
         .collect();
@@ -556,6 +579,7 @@ pub fn run_on(
         dma_error,
         timing: *timing,
         axi: link.axi_stats(),
+        link: link_result,
     })
 }
 

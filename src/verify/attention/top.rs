@@ -63,7 +63,32 @@ impl TopDriver {
             "ID reads {id:#x}, not the magic {:#x}",
             regmap::MAGIC
         );
+        // With spare lanes a link test runs from reset, and START waits for its end.
+        if d.offset("LINK_STATUS").is_ok() {
+            let mut polls = 0;
+            while d.read("LINK_STATUS", mem)? & 1 == 1 {
+                polls += 1;
+                ensure!(
+                    polls < 1000,
+                    "the link test did not end (LINK_STATUS.TESTING)"
+                );
+            }
+        }
         Ok(d)
+    }
+
+    /// The last link test, by LINK_STATUS and LINK_FAILED (None without spare lanes).
+    fn link_test(&mut self, mem: &mut Memory) -> Result<Option<LinkTest>> {
+        if self.offset("LINK_STATUS").is_err() {
+            return Ok(None);
+        }
+        let st = self.read("LINK_STATUS", mem)?;
+        let failed = self.read("LINK_FAILED", mem)?;
+        Ok(Some(LinkTest {
+            cycles: (st >> 16) as u64,
+            failed_lanes: failed as u64,
+            beyond_repair: st >> 1 & 1 == 1,
+        }))
     }
 
     fn delays(&mut self) -> Delays {
@@ -302,6 +327,7 @@ impl TopDriver {
         self.link.check_idle()?;
         let counters = self.counters(mem)?;
         let glb_banks = self.glb_banks(mem)?;
+        let link = self.link_test(mem)?;
         self.one_done_event(mem)?;
         Ok(CoreRun {
             out: vec![],
@@ -312,6 +338,7 @@ impl TopDriver {
             dma_error: st.code,
             timing: *timing,
             axi: self.link.axi_stats(),
+            link,
         })
     }
 
