@@ -245,7 +245,29 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
         out.push(control);
     }
     out.sort_by(|a, b| a.tier.cmp(&b.tier));
-    out
+    // The links' bundles (a module each) as one part.
+    let mut merged: Vec<TierPart> = vec![];
+    for p in out {
+        match merged
+            .iter_mut()
+            .find(|m| m.kind == PartKind::Links && (&m.tier, m.kind) == (&p.tier, p.kind))
+        {
+            Some(m) => {
+                m.instances += p.instances;
+                m.cells += p.cells;
+                m.flip_flops += p.flip_flops;
+                m.memory_bits += p.memory_bits;
+                m.macro_bits += p.macro_bits;
+                m.macros += p.macros;
+                m.area_um2 = match (m.area_um2, p.area_um2) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+            }
+            None => merged.push(p),
+        }
+    }
+    merged
 }
 
 impl TierPart {
