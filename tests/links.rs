@@ -314,7 +314,8 @@ fn core_faults(
     out
 }
 
-/// Issue 58's done-when, on `small` reg3d with two tiers and with three (narrow S links): up
+/// Issue 58's done-when, on `small` reg3d with two tiers and with three (full and narrow S
+/// links): up
 /// to `spares` stuck or open TSVs in any group of any bundle at random lanes are found by
 /// the link test at reset and repaired, and the runs are bit-exact (O, every counter, the
 /// cycle count of the same run without faults); one more in a group is found and START is
@@ -325,7 +326,7 @@ fn core_faults(
 fn small_reg3d_repairs_its_tsv_faults_or_refuses_to_start() {
     use regflash::design::{simulate, Target};
     use regflash::verify::attention::{run, run_and_check, Attention, MemoryTiming};
-    for (tiers, vlink_bits) in [(2, 32), (3, 8)] {
+    for (tiers, vlink_bits) in [(2, 32), (3, 32), (3, 8)] {
         let cfg = reg3d(tiers, vlink_bits);
         let p = hdl::core::CoreParams::from_config(&cfg)
             .unwrap()
@@ -372,4 +373,60 @@ fn small_reg3d_repairs_its_tsv_faults_or_refuses_to_start() {
             assert_eq!(r.memory.writes, 0, "{tiers} tiers, {faults:?}");
         }
     }
+}
+
+/// Through the SoC top (AXI4 memory, registers over AXI4-Lite): the test at reset is waited
+/// out on LINK_STATUS.TESTING; CTRL.LINK_TEST runs another, and a START during it is refused
+/// (the batch controller ends the launch: DONE, ERR_CODE 5, one interrupt), LINK_STATUS and
+/// LINK_FAILED read as the core reports; then the same problem runs bit-exact.
+#[test]
+fn the_top_tests_its_links_on_request_and_refuses_a_start_meanwhile() {
+    use regflash::design::{simulate, Target};
+    use regflash::verify::attention::{
+        check, memory_image, Attention, MemoryTiming, TopDriver, Wait,
+    };
+    // The longest test (4 spares per 64: 139 cycles), so that a START written right after
+    // CTRL.LINK_TEST reaches the core (through the batch controller's launch) while it runs.
+    let mut cfg = reg3d(2, 32);
+    cfg.variant = hdl::variants::Variant::Reg3d(hdl::variants::StackParams {
+        spares: 4,
+        spare_group: 64,
+        ..Default::default()
+    });
+    cfg.mem_if = hdl::mem::dma::MemIf::Axi4;
+    let p = hdl::core::CoreParams::from_config(&cfg).unwrap();
+    let (model, _) = simulate(&cfg, &Target::Top).unwrap();
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        12,
+        12,
+        16,
+        false,
+        kernels::flash::OutFormat::Short,
+        9,
+    )
+    .for_design(&p);
+    let timing = MemoryTiming::default().on(&p);
+    let (mut mem, lay) = memory_image(&p, &a, &timing).unwrap();
+    let mut d = TopDriver::new(&model, &p, 3, &timing, &mut mem).unwrap();
+    let g = p.row.bundles()[0].1;
+    let cycles = g.test_cycles(p.row.vlink_latency()) as u32;
+    assert_eq!(d.read("LINK_STATUS", &mut mem).unwrap(), cycles << 16);
+    assert_eq!(d.read("LINK_FAILED", &mut mem).unwrap(), 0);
+    d.program(&a, &lay, Wait::Poll, &mut mem).unwrap();
+    d.write("CTRL", 4, &mut mem).unwrap();
+    assert_eq!(d.read("LINK_STATUS", &mut mem).unwrap() & 1, 1, "testing");
+    d.write("CTRL", 1, &mut mem).unwrap();
+    let st = d.wait(Wait::Poll, 1000, &mut mem).unwrap();
+    assert_eq!(st.code, hdl::mem::dma::error::BUSY, "{st:?}");
+    d.one_done_event(&mut mem).unwrap();
+    assert_eq!(mem.stats.writes, 0);
+    while d.read("LINK_STATUS", &mut mem).unwrap() & 1 == 1 {}
+    let r = d
+        .run(&p, &a, &timing, Wait::Interrupt, &mut mem, &lay)
+        .unwrap();
+    assert_eq!(r.dma_error, 0);
+    assert!(check(&p, &a, &r).ok(), "{}", check(&p, &a, &r).describe());
+    assert_eq!(r.link.map(|l| l.failed_lanes), Some(0));
 }
