@@ -163,6 +163,28 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
             },
             vec![0, 1, 3, 16, 33, 64, u32::MAX as u64],
         ),
+        (
+            "spares",
+            |c, v| {
+                c.variant = Variant::Reg3d(StackParams {
+                    spares: v as u32,
+                    spare_group: 8,
+                    ..StackParams::default()
+                });
+            },
+            vec![1, 5, u32::MAX as u64],
+        ),
+        (
+            "spare_group",
+            |c, v| {
+                c.variant = Variant::Reg3d(StackParams {
+                    spares: 4,
+                    spare_group: v as u32,
+                    ..StackParams::default()
+                });
+            },
+            vec![0, 1, 2, 65, u32::MAX as u64],
+        ),
     ]
 }
 

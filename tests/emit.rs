@@ -317,9 +317,11 @@ fn three_tier_core_passes_the_gates() {
     tiered_gates(3, 32, Rescale::Pow2, Format::FP16, None);
 }
 
-/// With BF16 operands and INT4 QKᵀ as well: the whole core lints clean, and its PE row (the
-/// e10m15 MACs and the INT4 dot products, P in BF16, O's short form in BF16, the scale
-/// capture and C' per row) synthesizes without latches or loops.
+/// With BF16 operands, INT4 QKᵀ and spare lanes as well: the whole core lints clean, and its
+/// PE row (the e10m15 MACs and the INT4 dot products, P in BF16, O's short form in BF16, the
+/// scale capture and C' per row, the vertical bundles with their repair and test) synthesizes
+/// without latches or loops; the bundles are their own part (the S tier's taken out of the S
+/// registers'), and the parts still add up to the whole.
 #[test]
 fn three_tier_core_with_narrow_links_passes_the_gates() {
     let int4 = Some(kernels::quant::QkFormat::Int4);
@@ -335,10 +337,14 @@ fn tiered_gates(
     in_format: Format,
     qk_format: Option<kernels::quant::QkFormat>,
 ) {
+    // Spare lanes with the narrow links (two per 16).
+    let spares = if vlink_bits < 32 { 2 } else { 0 };
     let cfg = CoreConfig {
         variant: Variant::Reg3d(StackParams {
             tiers,
             vlink_bits,
+            spares,
+            spare_group: 16,
             ..StackParams::default()
         }),
         rescale,
@@ -354,7 +360,7 @@ fn tiered_gates(
         .iter()
         .find(|m| m.name.starts_with("pe_row"))
         .unwrap();
-    let narrow = if vlink_bits < 32 { "v8" } else { "" };
+    let narrow = if vlink_bits < 32 { "v8s2g16" } else { "" };
     let lazy = match rescale.threshold() {
         0 => String::new(),
         t => format!("_lazy{t}"),
@@ -395,6 +401,13 @@ fn tiered_gates(
     assert_eq!(part("P banks").tier, pv.tier);
     let engines = part("row engines");
     assert!(engines.cells > 0);
+    let links = parts.iter().find(|p| p.part.starts_with("vertical links"));
+    assert_eq!(links.is_some(), spares > 0, "{parts:#?}");
+    if let Some(l) = links {
+        // P up and O down in each row, the S links in its S tier.
+        assert_eq!(l.instances, 3, "{l:?}");
+        assert!(l.cells > 0 && l.flip_flops > 0, "{l:?}");
+    }
     if tiers == 3 {
         let s = part("S registers");
         // Narrow links also keep which PEs' scores are live: 2 blocks x a x b x 4 bits.

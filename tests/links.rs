@@ -163,7 +163,8 @@ fn faults(g: Geometry, over: bool) -> impl Strategy<Value = Vec<(u32, LaneFault)
 #[test]
 fn a_bundle_finds_and_steers_around_its_failed_lanes() {
     let geometries = [
-        // Three groups, the last short, two spares each, one register stage.
+        // Three groups, the last short, two spares each, one register stage (the core tests
+        // below run combinational bundles, O down, and other group shapes).
         LinkConfig {
             geometry: Geometry {
                 lanes: 21,
@@ -171,17 +172,6 @@ fn a_bundle_finds_and_steers_around_its_failed_lanes() {
                 spares: 2,
             },
             latency: 1,
-            base: 0,
-            faults: true,
-        },
-        // Combinational (the O link), one spare per 4.
-        LinkConfig {
-            geometry: Geometry {
-                lanes: 10,
-                group: 4,
-                spares: 1,
-            },
-            latency: 0,
             base: 0,
             faults: true,
         },
@@ -314,8 +304,7 @@ fn core_faults(
     out
 }
 
-/// Issue 58's done-when, on `small` reg3d with two tiers and with three (full and narrow S
-/// links): up
+/// Issue 58's done-when, on `small` reg3d with two tiers and with three (narrow S links): up
 /// to `spares` stuck or open TSVs in any group of any bundle at random lanes are found by
 /// the link test at reset and repaired, and the runs are bit-exact (O, every counter, the
 /// cycle count of the same run without faults); one more in a group is found and START is
@@ -324,9 +313,23 @@ fn core_faults(
 /// shows a stuck lane does.
 #[test]
 fn small_reg3d_repairs_its_tsv_faults_or_refuses_to_start() {
+    repairs_or_refuses(&[(2, 32), (3, 8)]);
+}
+
+/// The same with three tiers and full-width S links (each score up as it lands; the default
+/// run covers the narrow links' serializer and the two-tier bundles).
+#[test]
+#[ignore = "full: one more fault-injection model of small"]
+fn small_reg3d_with_full_s_links_repairs_its_tsv_faults() {
+    repairs_or_refuses(&[(3, 32)]);
+}
+
+/// [`small_reg3d_repairs_its_tsv_faults_or_refuses_to_start`] on reg3d with each (tiers,
+/// S-link wires).
+fn repairs_or_refuses(designs: &[(u32, u32)]) {
     use regflash::design::{simulate, Target};
     use regflash::verify::attention::{run, run_and_check, Attention, MemoryTiming};
-    for (tiers, vlink_bits) in [(2, 32), (3, 32), (3, 8)] {
+    for &(tiers, vlink_bits) in designs {
         let cfg = reg3d(tiers, vlink_bits);
         let p = hdl::core::CoreParams::from_config(&cfg)
             .unwrap()
