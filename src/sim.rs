@@ -323,9 +323,14 @@ impl SimReport {
         s += &self.cycle_lines();
         if let Some(l) = &self.link_test {
             s += &format!(
-                "  link test at reset: {} cycles, {} failed TSV lane(s), {}\n",
+                "  link test at reset: {} cycles, {} failed TSV lane(s){}, {}\n",
                 l.cycles,
                 l.failed_lanes,
+                if l.lanes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", l.lanes_text())
+                },
                 if l.beyond_repair {
                     "beyond repair (START refused)"
                 } else {
@@ -978,7 +983,7 @@ fn report(
         scratch_bytes: scratch_bytes(p, &[a.shape()]),
         saturated_inputs: 0,
         energy: None,
-        link_test: run.link,
+        link_test: run.link.clone(),
         bit_exact: chk.bit_mismatches == 0,
         counters_ok: chk.counter_errors.is_empty(),
         accuracy_ok: chk.accuracy_ok(),

@@ -324,6 +324,23 @@ fn small_reg3d_with_full_s_links_repairs_its_tsv_faults() {
     repairs_or_refuses(&[(3, 32)]);
 }
 
+/// The failed lanes a run's link test reports, sorted.
+fn found(r: &regflash::verify::attention::CoreRun) -> Vec<(u32, String, u32)> {
+    let mut v = r.link.as_ref().expect("a link test").lanes.clone();
+    v.sort();
+    v
+}
+
+/// `faults`' lanes as a link test reports them, sorted.
+fn injected(faults: &[hdl::array::link::TsvFault]) -> Vec<(u32, String, u32)> {
+    let mut v: Vec<_> = faults
+        .iter()
+        .map(|f| (f.row, f.bundle.name().to_string(), f.lane))
+        .collect();
+    v.sort();
+    v
+}
+
 /// [`small_reg3d_repairs_its_tsv_faults_or_refuses_to_start`] on reg3d with each (tiers,
 /// S-link wires).
 fn repairs_or_refuses(designs: &[(u32, u32)]) {
@@ -360,6 +377,8 @@ fn repairs_or_refuses(designs: &[(u32, u32)]) {
                 .unwrap_or_else(|e| panic!("{tiers} tiers, {faults:?}: {e:#}"));
             assert_eq!(r.out, clean.out, "{tiers} tiers, {faults:?}");
             assert_eq!(r.counters, clean.counters, "{tiers} tiers, {faults:?}");
+            // The probe finds exactly the lanes injected.
+            assert_eq!(found(&r), injected(&faults), "{tiers} tiers");
             // One past the spares: refused, nothing written.
             let faults = core_faults(&p, true, seed);
             let mut timing = MemoryTiming::default();
@@ -374,6 +393,8 @@ fn repairs_or_refuses(designs: &[(u32, u32)]) {
                 "{tiers} tiers, {faults:?}"
             );
             assert_eq!(r.memory.writes, 0, "{tiers} tiers, {faults:?}");
+            assert!(r.link.as_ref().unwrap().beyond_repair);
+            assert_eq!(found(&r), injected(&faults), "{tiers} tiers");
         }
     }
 }
@@ -381,7 +402,8 @@ fn repairs_or_refuses(designs: &[(u32, u32)]) {
 /// Through the SoC top (AXI4 memory, registers over AXI4-Lite): the test at reset is waited
 /// out on LINK_STATUS.TESTING; CTRL.LINK_TEST runs another, and a START during it is refused
 /// (the batch controller ends the launch: DONE, ERR_CODE 5, one interrupt), LINK_STATUS and
-/// LINK_FAILED read as the core reports; then the same problem runs bit-exact.
+/// LINK_FAILED read as the core reports, LINK_PROBE reads back; then the same problem runs
+/// bit-exact.
 #[test]
 fn the_top_tests_its_links_on_request_and_refuses_a_start_meanwhile() {
     use regflash::design::{simulate, Target};
@@ -417,6 +439,14 @@ fn the_top_tests_its_links_on_request_and_refuses_a_start_meanwhile() {
     let cycles = g.test_cycles(p.row.vlink_latency());
     assert_eq!(d.read("LINK_STATUS", &mut mem).unwrap(), cycles << 16);
     assert_eq!(d.read("LINK_FAILED", &mut mem).unwrap(), 0);
+    let probe = hdl::array::link::probe_value(1, hdl::array::link::Bundle::ODown, 7);
+    d.write("LINK_PROBE", probe, &mut mem).unwrap();
+    assert_eq!(d.read("LINK_PROBE", &mut mem).unwrap() as u64, probe);
+    assert_eq!(
+        d.read("LINK_STATUS", &mut mem).unwrap() >> 2 & 1,
+        0,
+        "no lane failed"
+    );
     d.program(&a, &lay, Wait::Poll, &mut mem).unwrap();
     d.write("CTRL", 4, &mut mem).unwrap();
     assert_eq!(d.read("LINK_STATUS", &mut mem).unwrap() & 1, 1, "testing");

@@ -43,6 +43,8 @@ pub enum Reg {
     LinkStatus,
     /// The failed lanes the last link test found; read-only.
     LinkFailed,
+    /// The probed lane: bits 23..0, read-write.
+    LinkProbe,
 }
 
 /// What the vertical links' self-test shows the registers.
@@ -52,6 +54,16 @@ pub struct LinkView {
     pub bad: bool,
     pub failed: u32,
     pub cycles: u16,
+    /// The lanes that failed, to this model: lane value v (LINK_PROBE) failed when bit v mod
+    /// 32 is set.
+    pub failed_mask: u32,
+}
+
+impl LinkView {
+    /// Whether the lane LINK_PROBE names (`probe`) failed.
+    pub fn probed(&self, probe: u32) -> bool {
+        self.failed_mask >> (probe % 32) & 1 == 1
+    }
 }
 
 /// What the core shows the registers.
@@ -98,6 +110,7 @@ pub struct Csr {
     pending: bool,
     shadow: u32,
     bank_sel: u32,
+    link_probe: u32,
     check: AddressCheck,
 }
 
@@ -112,6 +125,7 @@ impl Csr {
             pending: false,
             shadow: 0,
             bank_sel: 0,
+            link_probe: 0,
             check,
         }
     }
@@ -171,6 +185,10 @@ impl Csr {
             Some(Reg::BankSel { width }) => {
                 let field = (1u32 << width) - 1;
                 self.bank_sel = (self.bank_sel & !(mask & field)) | (data & mask & field);
+            }
+            Some(Reg::LinkProbe) => {
+                let field = (1u32 << 24) - 1;
+                self.link_probe = (self.link_probe & !(mask & field)) | (data & mask & field);
             }
             Some(Reg::Ctrl) => {
                 e.start = set & 1 == 1;
@@ -242,8 +260,12 @@ impl Csr {
             }
             Reg::LinkStatus => {
                 let l = &st.link;
-                l.testing as u32 | (l.bad as u32) << 1 | (l.cycles as u32) << 16
+                l.testing as u32
+                    | (l.bad as u32) << 1
+                    | (l.probed(self.link_probe) as u32) << 2
+                    | (l.cycles as u32) << 16
             }
+            Reg::LinkProbe => self.link_probe,
             Reg::LinkFailed => st.link.failed,
         };
         (v, OKAY)

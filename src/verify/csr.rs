@@ -45,6 +45,7 @@ pub fn model(p: &CoreParams) -> Csr {
                 Kind::GlbBank { writes, hi: false } => Reg::BankLo { writes },
                 Kind::LinkStatus => Reg::LinkStatus,
                 Kind::LinkFailed => Reg::LinkFailed,
+                Kind::LinkProbe => Reg::LinkProbe,
             };
             (r.offset, m)
         })
@@ -100,8 +101,10 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
     dut.reset(2);
     let pulses = RefCell::new((0u32, 0u32, 0u32));
     let links = p.row.spares().is_some();
-    // The core's bank window, as the CSR's select picks it.
+    // The core's bank window, as the CSR's select picks it; the probed lane's flag, as its
+    // probe names it.
     let banks = RefCell::new(st.banks.clone());
+    let link = RefCell::new(st.link);
     for (n, op) in ops.iter().enumerate() {
         let mut tick = |dut: &mut Dut| -> Result<()> {
             let mut c = pulses.borrow_mut();
@@ -109,6 +112,8 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
             c.1 += dut.get("abort_req") as u32;
             if links {
                 c.2 += dut.get("link_test") as u32;
+                let probe = dut.get("link_probe") as u32;
+                dut.set("link_probed", link.borrow().probed(probe) as u64);
             }
             if p.dma.glb.is_some() {
                 let sel = dut.get("glb_bank_sel") as usize;
@@ -163,6 +168,7 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
             Op::Core(s) => {
                 st = s.clone();
                 banks.replace(st.banks.clone());
+                link.replace(st.link);
                 apply(dut, p, &st);
                 tick(dut)?;
                 String::new()
@@ -300,6 +306,7 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
             bad: true,
             failed: 0x2B,
             cycles: 0x1234,
+            failed_mask: 0x0000_0104,
         },
     }));
     for i in 0..COUNTERS.len() as u32 {
@@ -307,9 +314,15 @@ pub fn directed(p: &CoreParams) -> Vec<Op> {
         ops.push(Op::Read { addr: lo, d });
         ops.push(Op::Read { addr: lo + 4, d });
     }
-    // The links' status (unmapped without spare lanes).
+    // The links' status (unmapped without spare lanes), with the probe on a failed lane (2,
+    // 8) and on others.
     ops.push(Op::Read { addr: 0x030, d });
     ops.push(Op::Read { addr: 0x034, d });
+    for probe in [2, 3, 0x0102_0008, 0xFF00_0008] {
+        ops.push(w(0x038, probe));
+        ops.push(Op::Read { addr: 0x038, d });
+        ops.push(Op::Read { addr: 0x030, d });
+    }
     // Every bank group through the window, LO then HI of each, then a select of the group
     // count: past the only group of a one-bit select, else its low bits (group 0).
     if !banks.is_empty() {
@@ -404,10 +417,16 @@ fn op(offsets: Vec<u32>, groups: usize) -> impl Strategy<Value = Op> {
         0u8..8,
         prop::collection::vec(0u64..1 << 48, COUNTERS.len()),
         prop::collection::vec((0u64..1 << 48, 0u64..1 << 48), groups),
-        (any::<bool>(), any::<bool>(), 0u32..64, any::<u16>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            0u32..64,
+            any::<u16>(),
+            any::<u32>(),
+        ),
     )
         .prop_map(
-            |(busy, done, error, counters, banks, (testing, bad, failed, cycles))| {
+            |(busy, done, error, counters, banks, (testing, bad, failed, cycles, failed_mask))| {
                 Op::Core(CoreStatus {
                     busy,
                     done,
@@ -419,6 +438,7 @@ fn op(offsets: Vec<u32>, groups: usize) -> impl Strategy<Value = Op> {
                         bad,
                         failed,
                         cycles,
+                        failed_mask,
                     },
                 })
             },

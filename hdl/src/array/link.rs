@@ -32,6 +32,12 @@ use crate::{RegHandle, Sig};
 pub const BIST: &str = crate::ir::builder::LINK_BIST;
 /// A row's lane faults (threaded from the PE row to every bundle in it).
 pub const LANE_FAULTS: &str = crate::ir::builder::LANE_FAULTS;
+/// The lane (numbered within the row, [`Bundle::base`]) whose failed flag the row's bundles
+/// show (threaded from the PE row, which the engine gives the core's `link_probe` when it
+/// names the row, else [`NO_LANE`]).
+pub const PROBE: &str = crate::ir::builder::LINK_PROBE;
+/// A probe that names no lane.
+pub const NO_LANE: u64 = (1 << LANE_BITS) - 1;
 /// The core's lane faults (threaded from the core's top to its engine, which gives each row
 /// its own): [`FAULT_SLOTS`] entries of (kind, row, lane).
 pub const CORE_FAULTS: &str = crate::ir::builder::CORE_FAULTS;
@@ -140,15 +146,15 @@ interface! {
 }
 
 interface! {
-    /// A bundle's outputs: the logical lanes at the receiver, its failed lanes' count, and
-    /// whether a group has more than its spares.
-    pub struct LinkOut { q, failed, bad }
+    /// A bundle's outputs: the logical lanes at the receiver, its failed lanes' count, whether
+    /// a group has more than its spares, and whether the probed lane is one of its failed.
+    pub struct LinkOut { q, failed, bad, probed }
 }
 
 interface! {
     /// A row's (and the core's engine's) links as the core sees them: a group beyond repair,
-    /// the failed lanes.
-    pub struct LinkStatus { bad, failed }
+    /// the failed lanes, the probed lane failed.
+    pub struct LinkStatus { bad, failed, probed }
 }
 
 /// The bundle's block.
@@ -167,7 +173,14 @@ pub fn build(d: &mut Design, cfg: &LinkConfig) -> LinkBlock {
         q: g.lanes,
         failed: count_bits(g.physical()),
         bad: 1,
+        probed: 1,
     };
+    assert!(
+        g.physical() < 1 << (LANE_BITS - 2),
+        "a bundle of {} physical lanes: lanes are numbered in {} bits",
+        g.physical(),
+        LANE_BITS - 2
+    );
     d.define_block(
         &cfg.module_name(),
         &LinkIn { d: g.lanes },
@@ -311,10 +324,22 @@ fn bundle(m: &mut ModuleBuilder, cfg: &LinkConfig, d: Sig) -> LinkOut {
     }
     q.reverse();
     let failed_bits: Vec<Sig> = (0..n_phys).map(|p| failed.q.bit(p)).collect();
+    // The probe: the failed flag of the lane it names, if the lane is this bundle's.
+    let probe = m.threaded_input(PROBE, LANE_BITS);
+    let here = probe
+        .slice(LANE_BITS - 1, LANE_BITS - 2)
+        .eq((cfg.base >> (LANE_BITS - 2)) as u64);
+    let lane = probe.slice(LANE_BITS - 3, 0);
+    let within = lane.lt(n_phys as u64);
+    let flag = mux_index(lane.resize(addr_bits(n_phys)), &failed_bits);
+    if addr_bits(n_phys) < LANE_BITS - 2 {
+        m.discard(lane);
+    }
     LinkOut {
         q: cat(&q),
         failed: m.sum(&failed_bits, count_bits(n_phys)),
         bad: or_all(&bad),
+        probed: here & within & flag,
     }
 }
 
@@ -519,6 +544,7 @@ impl Crossing {
         Some(LinkStatus {
             bad: out.bad,
             failed: out.failed,
+            probed: out.probed,
         })
     }
 }
@@ -527,9 +553,11 @@ impl Crossing {
 pub fn combine(m: &mut ModuleBuilder, all: &[LinkStatus], width: u32) -> LinkStatus {
     let bads: Vec<Sig> = all.iter().map(|s| s.bad).collect();
     let failed: Vec<Sig> = all.iter().map(|s| s.failed).collect();
+    let probed: Vec<Sig> = all.iter().map(|s| s.probed).collect();
     LinkStatus {
         bad: or_all(&bads),
         failed: m.sum(&failed, width),
+        probed: or_all(&probed),
     }
 }
 
@@ -541,6 +569,19 @@ pub struct TsvFault {
     /// The physical lane within the bundle.
     pub lane: u32,
     pub kind: kernels::link::LaneFault,
+}
+
+/// The core's `link_probe` value naming `row`'s lane `lane` of `bundle` (a physical lane).
+pub fn probe_value(row: u32, bundle: Bundle, lane: u32) -> u64 {
+    (row as u64) << LANE_BITS | (bundle.base() + lane) as u64
+}
+
+/// Row `row`'s probe out of the core's (`probe`: row, lane): the lane where it names the row,
+/// else [`NO_LANE`].
+pub fn row_probe(m: &mut ModuleBuilder, probe: Sig, row: u32) -> Sig {
+    let none = m.lit(LANE_BITS, NO_LANE);
+    let at = probe.slice(ROW_BITS + LANE_BITS - 1, LANE_BITS);
+    mux(at.eq(row as u64), probe.slice(LANE_BITS - 1, 0), none)
 }
 
 /// The core's lane-fault port ([`CORE_FAULTS`]) as 32-bit words, for `faults` (at most

@@ -361,6 +361,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
             .map(|(_, g, _)| LinkStatus {
                 bad: 1,
                 failed: crate::array::link::count_bits(g.physical()),
+                probed: 1,
             }),
     };
     let one_slot = cfg.faults;

@@ -545,7 +545,8 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         m.set_threaded(crate::array::link::BIST, ctl.bus);
         ctl
     });
-    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks, x_data);
+    let probe = i.link.map(|l| l.probe);
+    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks, (x_data, probe));
     m.drive(rows_busy, rows.busy);
     m.drive(s_free, rows.s_free);
     // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
@@ -572,6 +573,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
                 bad: status.bad,
                 failed: status.failed,
                 cycles: t.cycles,
+                probed: status.probed,
             })
         }
         _ => None,
@@ -880,7 +882,7 @@ fn pe_rows(
     fetch: &fetch::FetchOut,
     ro: &readout::ReadoutOut,
     masks: &RowMasks,
-    x_data: Option<Sig>,
+    (x_data, probe): (Option<Sig>, Option<Sig>),
 ) -> Rows {
     let span = p.row.a * p.bc();
     let mut busy = m.zero(1);
@@ -903,6 +905,9 @@ fn pe_rows(
         let lo = span * r;
         let tsv = tsv_faults.map(|f| pe_row::RowTsv {
             lane_fault: crate::array::link::row_faults(m, f, r),
+        });
+        let link = probe.map(|l| pe_row::RowProbe {
+            probe: crate::array::link::row_probe(m, l, r),
         });
         let out = m.instantiate(
             row_blk,
@@ -935,6 +940,7 @@ fn pe_rows(
                     data: d.slice(p.dma.width * (r + 1) - 1, p.dma.width * r),
                 }),
                 tsv,
+                link,
             },
         );
         links.extend(out.link);

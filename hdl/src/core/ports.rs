@@ -296,15 +296,26 @@ group! {
 
 interface! {
     /// With spare lanes on the vertical links: `link_test` asks for a link self-test (taken
-    /// while idle; one also runs at reset).
-    pub struct LinkReq { test }
+    /// while idle; one also runs at reset); `link_probe` names a lane (row, and the lane
+    /// within the row: `crate::array::link::probe_value`) whose result `link_probed` shows.
+    pub struct LinkReq { test, probe }
+}
+
+impl LinkReq<u32> {
+    pub fn widths(p: &CoreParams) -> Option<Self> {
+        use crate::array::link::{LANE_BITS, ROW_BITS};
+        p.row.spares().map(|_| LinkReq {
+            test: 1,
+            probe: ROW_BITS + LANE_BITS,
+        })
+    }
 }
 
 interface! {
     /// With spare lanes: a link test is running (the core is busy), some bundle has more failed
     /// lanes than spares (START is refused with `ERR_CODE` LINK), the failed lanes found by
-    /// the last test, and the cycles it took.
-    pub struct LinkState { testing, bad, failed, cycles }
+    /// the last test, the cycles it took, and whether the probed lane is one of them.
+    pub struct LinkState { testing, bad, failed, cycles, probed }
 }
 
 impl LinkState<u32> {
@@ -314,6 +325,7 @@ impl LinkState<u32> {
             bad: 1,
             failed: p.link_count_bits(),
             cycles: crate::array::link::CYCLE_BITS,
+            probed: 1,
         })
     }
 }
@@ -330,7 +342,7 @@ impl CoreIn<u32> {
             problem: Problem::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
-            link: p.row.spares().map(|_| LinkReq { test: 1 }),
+            link: LinkReq::widths(p),
         }
     }
 }

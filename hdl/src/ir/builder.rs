@@ -82,12 +82,20 @@ pub const LINK_BIST: &str = "vlink_bist";
 pub const LANE_FAULTS: &str = "tsv_lane_fault";
 /// The core's TSV lane faults (`crate::array::link::CORE_FAULTS`).
 pub const CORE_FAULTS: &str = "tsv_fault";
+/// The lane whose test result a PE row's bundles show (`crate::array::link::PROBE`).
+pub const LINK_PROBE: &str = "vlink_probe";
 
 /// Inputs a parent passes to every child that has one, declaring its own on first use: the
 /// fault-injection select (`crate::fault::SELECT`), and the vertical links' self-test bus and
 /// lane faults (`crate::array::link`). A child's port of such a name left unconnected takes the
 /// parent's.
-pub const THREADED: [&str; 4] = [crate::fault::SELECT, LINK_BIST, LANE_FAULTS, CORE_FAULTS];
+pub const THREADED: [&str; 5] = [
+    crate::fault::SELECT,
+    LINK_BIST,
+    LANE_FAULTS,
+    CORE_FAULTS,
+    LINK_PROBE,
+];
 
 /// Checks a pipelined block's latency against the most it supports.
 pub fn check_latency(block: &str, latency: u32, max: u32) -> Result<()> {

@@ -131,10 +131,7 @@ impl CsrOut<u32> {
             varlen: VarlenRegs::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
-            link: p
-                .row
-                .spares()
-                .map(|_| crate::core::ports::LinkReq { test: 1 }),
+            link: crate::core::ports::LinkReq::widths(p),
         }
     }
 }
@@ -343,6 +340,16 @@ fn problem_regs(
     problem
 }
 
+/// `LINK_PROBE` (with spare lanes): read-write, strobed like every register.
+fn link_probe(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Option<Sig> {
+    let r = regs.iter().find(|r| r.kind == Kind::LinkProbe)?;
+    let width = crate::array::link::ROW_BITS + crate::array::link::LANE_BITS;
+    let probe = m.reg("link_probe", width, Some(0));
+    m.set_next(probe, wr.merged(probe.q));
+    m.set_enable(probe, wr.hit(r));
+    Some(probe.q)
+}
+
 /// `GLB_BANK_SEL` (with a GLB): read-write, strobed like every register.
 fn bank_sel(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Option<Sig> {
     let r = regs
@@ -416,7 +423,7 @@ fn read_channel(
     io: &CsrIn,
     ctl: &Control,
     problem: &HashMap<ProblemReg, Sig>,
-    sel: Option<Sig>,
+    (sel, probe): (Option<Sig>, Option<Sig>),
 ) -> ReadChannel {
     let inp = &io.s_axil;
     let counters: Vec<Sig> = io.counters.named().into_iter().map(|(_, c)| c).collect();
@@ -465,9 +472,10 @@ fn read_channel(
             }
             Kind::LinkStatus => {
                 let l = io.link.as_ref().expect("the links' status");
-                let gap = m.zero(14);
-                cat(&[l.cycles, gap, l.bad, l.testing])
+                let gap = m.zero(13);
+                cat(&[l.cycles, gap, l.probed, l.bad, l.testing])
             }
+            Kind::LinkProbe => probe.expect("LINK_PROBE").zext(32),
             Kind::LinkFailed => {
                 let l = io.link.as_ref().expect("the links' status");
                 l.failed.zext(32)
@@ -547,7 +555,8 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
     let problem = problem_regs(m, p, &regs, &wr);
     let (values, varlen, scratch, addr_over) = launch_outputs(p, &problem);
     let sel = bank_sel(m, &regs, &wr);
-    let rd = read_channel(m, &regs, io, &ctl, &problem, sel);
+    let probe = link_probe(m, &regs, &wr);
+    let rd = read_channel(m, &regs, io, &ctl, &problem, (sel, probe));
     CsrOut {
         irq: ctl.pending & ctl.irq_en,
         start: ctl.start,
@@ -558,8 +567,9 @@ fn csr(m: &mut ModuleBuilder, p: &CoreParams, io: &CsrIn) -> CsrOut {
         varlen,
         s: scratch,
         glb_bank: sel.map(|sel| GlbBankSel { sel }),
-        link: ctl
-            .link_test
-            .map(|test| crate::core::ports::LinkReq { test }),
+        link: ctl.link_test.map(|test| crate::core::ports::LinkReq {
+            test,
+            probe: probe.expect("LINK_PROBE with LINK_TEST"),
+        }),
     }
 }

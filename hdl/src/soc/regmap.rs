@@ -355,6 +355,8 @@ pub enum Kind {
     LinkStatus,
     /// `LINK_FAILED`: the failed lanes the last link test found.
     LinkFailed,
+    /// `LINK_PROBE`: the lane whose result LINK_STATUS.PROBED shows, read-write.
+    LinkProbe,
 }
 
 /// A bit field of a register.
@@ -620,6 +622,12 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                     "a group of lanes has more failed lanes than spares: START is refused with \
                      ERR_CODE 11 (LINK)",
                 ),
+                field(
+                    "PROBED",
+                    2,
+                    1,
+                    "the lane LINK_PROBE names failed the last link test",
+                ),
                 field("CYCLES", 16, 16, "cycles the last link test took"),
             ],
             "The vertical links' self-test.",
@@ -636,6 +644,24 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 "physical lanes the last link test found failed (repaired while BAD is 0)",
             )],
             "Failed vertical-link lanes.",
+        );
+        push(
+            "LINK_PROBE",
+            0x038,
+            Access::Rw,
+            Kind::LinkProbe,
+            vec![
+                field(
+                    "LANE",
+                    0,
+                    crate::array::link::LANE_BITS,
+                    "a physical lane within the PE row: the bundle (0 P up, 1 O down, 2 S up) in \
+                     bits 15:14, the lane of the bundle below",
+                ),
+                field("ROW", 16, crate::array::link::ROW_BITS, "the PE row"),
+            ],
+            "The lane whose test result LINK_STATUS.PROBED shows: walking it over a row's \
+             bundles lists the failed lanes.",
         );
     }
     let pairs = |first: u32, regs: &[(ProblemReg, &'static str, &'static str)]| {

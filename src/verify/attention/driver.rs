@@ -329,8 +329,9 @@ pub struct CoreRun {
     pub link: Option<LinkTest>,
 }
 
-/// A link test as the core reports it (`link_*` ports, `LINK_STATUS`, `LINK_FAILED`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// A link test as the core reports it (`link_*` ports, `LINK_STATUS`, `LINK_FAILED`, the
+/// failed lanes by `LINK_PROBE`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LinkTest {
     /// Cycles the test took.
     pub cycles: u64,
@@ -338,15 +339,67 @@ pub struct LinkTest {
     pub failed_lanes: u64,
     /// A group had more failed lanes than spares (START refused with ERR_CODE LINK).
     pub beyond_repair: bool,
+    /// Which: (row, bundle, physical lane of the bundle), found by probing each lane.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<(u32, String, u32)>,
+}
+
+impl LinkTest {
+    /// The failed lanes, each as `row r bundle lane`.
+    pub fn lanes_text(&self) -> String {
+        self.lanes
+            .iter()
+            .map(|(r, b, l)| format!("row {r} {b} {l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Walks the probe over every lane of core `p`'s bundles, row by row, until `failed` lanes
+/// have answered failed (`probed`: whether the lane with that probe value failed).
+pub fn probe_lanes(
+    p: &CoreParams,
+    failed: u64,
+    mut probed: impl FnMut(u64) -> Result<bool>,
+) -> Result<Vec<(u32, String, u32)>> {
+    let mut out = vec![];
+    for row in 0..p.rows {
+        for (bundle, g, _) in p.row.bundles() {
+            for lane in 0..g.physical() {
+                if out.len() as u64 >= failed {
+                    return Ok(out);
+                }
+                if probed(hdl::array::link::probe_value(row, bundle, lane))? {
+                    out.push((row, bundle.name().to_string(), lane));
+                }
+            }
+        }
+    }
+    ensure!(
+        out.len() as u64 == failed,
+        "the link test counted {failed} failed lanes, the probe found {}",
+        out.len()
+    );
+    Ok(out)
 }
 
 /// The core's last link test (None without spare lanes).
-pub fn link_test(dut: &mut Dut, p: &CoreParams) -> Option<LinkTest> {
-    p.row.spares().map(|_| LinkTest {
+pub fn link_test(dut: &mut Dut, p: &CoreParams) -> Result<Option<LinkTest>> {
+    if p.row.spares().is_none() {
+        return Ok(None);
+    }
+    let failed = dut.get("link_failed");
+    let lanes = probe_lanes(p, failed, |v| {
+        dut.set("link_probe", v);
+        Ok(dut.get("link_probed") == 1)
+    })?;
+    dut.set("link_probe", 0);
+    Ok(Some(LinkTest {
         cycles: dut.get("link_cycles"),
-        failed_lanes: dut.get("link_failed"),
+        failed_lanes: failed,
         beyond_repair: dut.get("link_bad") == 1,
-    })
+        lanes,
+    }))
 }
 
 /// The memory model for `a` before a run: Q, K and V at their [`Layout`], O filled with
@@ -565,7 +618,7 @@ pub fn run_on(
     progress(cycles, estimate);
     let dma_error = dut.get_id(error);
     link.check_idle()?;
-    let link_result = link_test(dut, p);
+    let link_result = link_test(dut, p)?;
     let counters = hdl::ir::iface::Ports::named(&dut.get_all("", &Counters::widths()))
         .into_iter()
         .collect();

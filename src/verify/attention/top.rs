@@ -32,6 +32,7 @@ pub struct TopDriver {
     pub dut: Dut,
     link: MemPort,
     regs: Vec<Register>,
+    p: CoreParams,
     rng: kernels::patterns::Rng,
     /// Cycles clocked so far.
     pub cycles: u64,
@@ -54,6 +55,7 @@ impl TopDriver {
             dut,
             link,
             regs: regmap::registers(p),
+            p: *p,
             rng: kernels::patterns::Rng(axi_seed | 1),
             cycles: 0,
         };
@@ -83,11 +85,17 @@ impl TopDriver {
             return Ok(None);
         }
         let st = self.read("LINK_STATUS", mem)?;
-        let failed = self.read("LINK_FAILED", mem)?;
+        let failed = self.read("LINK_FAILED", mem)? as u64;
+        let p = self.p;
+        let lanes = probe_lanes(&p, failed, |v| {
+            self.write("LINK_PROBE", v, mem)?;
+            Ok(self.read("LINK_STATUS", mem)? >> 2 & 1 == 1)
+        })?;
         Ok(Some(LinkTest {
             cycles: (st >> 16) as u64,
-            failed_lanes: failed as u64,
+            failed_lanes: failed,
             beyond_repair: st >> 1 & 1 == 1,
+            lanes,
         }))
     }
 

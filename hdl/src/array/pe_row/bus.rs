@@ -73,7 +73,14 @@ group! {
         ro: RoCtl<T>,
         x: Option<RowScratch<T>>,
         tsv: Option<RowTsv<T>>,
+        link: Option<RowProbe<T>>,
     }
+}
+
+interface! {
+    /// A row with spare lanes: the lane whose test result its bundles show (`link_probe`; see
+    /// `crate::array::link::PROBE`).
+    pub struct RowProbe { probe }
 }
 
 interface! {
@@ -145,6 +152,9 @@ impl PeRowConfig {
             tsv: (self.faults && self.spares().is_some()).then(|| RowTsv {
                 lane_fault: crate::array::link::lane_fault_bits(),
             }),
+            link: self.spares().map(|_| RowProbe {
+                probe: crate::array::link::LANE_BITS,
+            }),
         }
     }
 
@@ -194,6 +204,7 @@ impl PeRowConfig {
             link: self.spares().map(|_| crate::array::link::LinkStatus {
                 bad: 1,
                 failed: self.link_count_bits(),
+                probed: 1,
             }),
         }
     }

@@ -175,6 +175,10 @@ fn row(
     if let Some(t) = &i.tsv {
         m.set_threaded(link::LANE_FAULTS, t.lane_fault);
     }
+    // The lane whose failed flag the bundles show.
+    if let Some(l) = &i.link {
+        m.set_threaded(link::PROBE, l.probe);
+    }
     let aw = cfg.pe.addr_width();
     let e = EngineRegs::new(m, cfg, i);
     // The engine reads PE registers at one shared address; `cc` picks the PE.
