@@ -11,7 +11,8 @@ use proptest::test_runner::{Config, TestRunner};
 use verilator_tb::{Dut, Model};
 
 /// The bundle `cfg` with the controller, as the core's engine wires them: `test` asks for a
-/// test (a test also runs at reset), `tsv_lane_fault` injects faults.
+/// test (a test also runs at reset), `tsv_lane_fault` injects faults, `vlink_probe` names a
+/// lane whose failed flag `probed` shows.
 fn bench(cfg: &LinkConfig) -> (Model, ScratchDir) {
     let mut d = Design::new();
     let blk = link::build(&mut d, cfg);
@@ -25,6 +26,7 @@ fn bench(cfg: &LinkConfig) -> (Model, ScratchDir) {
         m.output("q", out.q);
         m.output("failed", out.failed);
         m.output("bad", out.bad);
+        m.output("probed", out.probed);
         m.output("testing", ctl.testing);
         m.output("cycles", ctl.cycles);
     });
@@ -105,6 +107,17 @@ fn case(
     let n_failed = failed.iter().filter(|&&f| f).count() as u64;
     prop_assert_eq!(dut.get("failed"), n_failed, "failed lanes of {:?}", faults);
     prop_assert_eq!(dut.get("bad") == 1, repair.bad, "bad with {:?}", faults);
+    // The probe shows each lane's flag (the bundle's lanes are numbered from its base).
+    for lane in 0..g.physical() {
+        dut.set(link::PROBE, (cfg.base + lane) as u64);
+        prop_assert_eq!(
+            dut.get("probed") == 1,
+            failed[lane as usize],
+            "lane {}",
+            lane
+        );
+    }
+    dut.set(link::PROBE, link::NO_LANE);
     if repair.bad {
         return Ok(());
     }
