@@ -448,8 +448,7 @@ fn the_top_tests_its_links_on_request_and_refuses_a_start_meanwhile() {
     let timing = MemoryTiming::default().on(&p);
     let (mut mem, lay) = memory_image(&p, &a, &timing).unwrap();
     let mut d = TopDriver::new(&model, &p, 3, &timing, &mut mem).unwrap();
-    let g = p.row.bundles()[0].1;
-    let cycles = g.test_cycles(p.row.vlink_latency());
+    let cycles = p.row.link_test_cycles().unwrap();
     assert_eq!(d.read("LINK_STATUS", &mut mem).unwrap(), cycles << 16);
     assert_eq!(d.read("LINK_FAILED", &mut mem).unwrap(), 0);
     let probe = hdl::array::link::probe_value(1, hdl::array::link::Bundle::ODown, 7);

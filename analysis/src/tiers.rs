@@ -252,18 +252,7 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
             .iter_mut()
             .find(|m| m.kind == PartKind::Links && (&m.tier, m.kind) == (&p.tier, p.kind))
         {
-            Some(m) => {
-                m.instances += p.instances;
-                m.cells += p.cells;
-                m.flip_flops += p.flip_flops;
-                m.memory_bits += p.memory_bits;
-                m.macro_bits += p.macro_bits;
-                m.macros += p.macros;
-                m.area_um2 = match (m.area_um2, p.area_um2) {
-                    (Some(a), Some(b)) => Some(a + b),
-                    _ => None,
-                };
-            }
+            Some(m) => m.add(&p),
             None => merged.push(p),
         }
     }
@@ -271,6 +260,17 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
 }
 
 impl TierPart {
+    /// Adds `p` (another module of this part) to this part.
+    fn add(&mut self, p: &TierPart) {
+        self.instances += p.instances;
+        self.cells += p.cells;
+        self.flip_flops += p.flip_flops;
+        self.memory_bits += p.memory_bits;
+        self.macro_bits += p.macro_bits;
+        self.macros += p.macros;
+        self.area_um2 = self.area_um2.zip(p.area_um2).map(|(a, b)| a + b);
+    }
+
     /// This part less the parts inside it.
     fn less(mut self, inner: &[TierPart]) -> TierPart {
         for p in inner {

@@ -354,15 +354,11 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         reads: c,
         writes: c,
         linked: 1,
-        link: cfg
-            .bundles()
-            .iter()
-            .find(|(b, _, _)| *b == Bundle::SUp)
-            .map(|(_, g, _)| LinkStatus {
-                bad: 1,
-                failed: crate::array::link::count_bits(g.physical()),
-                probed: 1,
-            }),
+        link: cfg.bundle(Bundle::SUp).map(|g| LinkStatus {
+            bad: 1,
+            failed: crate::array::link::count_bits(g.physical()),
+            probed: 1,
+        }),
     };
     let one_slot = cfg.faults;
     let name = format!(
@@ -397,11 +393,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         } else {
             s_tier(m, &cfg, (link, one_slot), &i, (above, &mut up))
         };
-        let lanes = cfg
-            .bundles()
-            .iter()
-            .find(|(b, _, _)| *b == Bundle::SUp)
-            .map_or(0, |(_, g, _)| g.lanes);
+        let lanes = cfg.bundle(Bundle::SUp).map_or(0, |g| g.lanes);
         out.link = up.finish(d, m, (Bundle::SUp, lanes), cfg.faults);
         out
     })

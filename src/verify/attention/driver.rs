@@ -521,15 +521,10 @@ pub fn run_traced(
 /// With spare lanes: waits out the link test the reset started (the core is busy until it
 /// ends, and takes no START).
 pub fn link_test_done(dut: &mut Dut, p: &CoreParams) -> Result<()> {
-    let Some(sp) = p.row.spares() else {
+    let Some(cycles) = p.row.link_test_cycles() else {
         return Ok(());
     };
-    let g = kernels::link::Geometry {
-        lanes: sp.group,
-        group: sp.group,
-        spares: sp.spares,
-    };
-    let bound = g.test_cycles(p.row.vlink_latency()) + 2;
+    let bound = cycles + 2;
     for _ in 0..bound {
         if dut.get("link_testing") == 0 {
             return Ok(());

@@ -599,6 +599,20 @@ impl PeRowConfig {
             .collect()
     }
 
+    /// The shape of the row's bundle `b` (None without spares, or without that bundle).
+    pub fn bundle(&self, b: crate::array::link::Bundle) -> Option<kernels::link::Geometry> {
+        self.bundles()
+            .into_iter()
+            .find(|(x, _, _)| *x == b)
+            .map(|(_, g, _)| g)
+    }
+
+    /// Cycles of a link test (every bundle's groups are as wide; None without spares).
+    pub fn link_test_cycles(&self) -> Option<u32> {
+        let (_, g, _) = *self.bundles().first()?;
+        Some(g.test_cycles(self.vlink_latency()))
+    }
+
     /// Bits of the row's failed-lane count (its bundles' physical lanes).
     pub fn link_count_bits(&self) -> u32 {
         let n: u32 = self.bundles().iter().map(|(_, g, _)| g.physical()).sum();

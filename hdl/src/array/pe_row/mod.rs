@@ -221,13 +221,7 @@ fn row(
     let mut o_down = Crossing::new(cfg.spares(), 0);
     let o_value = o_down.send(m, "link_o", o_value);
     let (st, recip_done) = readout(m, cfg, parts, i, &e, &sm, o_value);
-    let bundles = cfg.bundles();
-    let lanes = |b: Bundle| {
-        bundles
-            .iter()
-            .find(|(x, _, _)| *x == b)
-            .map_or(0, |(_, g, _)| g.lanes)
-    };
+    let lanes = |b: Bundle| cfg.bundle(b).map_or(0, |g| g.lanes);
     let mut links: Vec<LinkStatus> = vec![];
     links.extend(p_up.finish(d, m, (Bundle::PUp, lanes(Bundle::PUp)), cfg.faults));
     links.extend(o_down.finish(d, m, (Bundle::ODown, lanes(Bundle::ODown)), cfg.faults));
