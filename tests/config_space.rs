@@ -153,6 +153,22 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
             vec![0, 1, 2, 3],
         ),
         (
+            "glb_spares",
+            |c, v| {
+                (c.glb.bytes, c.glb.banks) = (2048, 2);
+                (c.glb.spares, c.glb.spare_group) = (v as u32, 8);
+            },
+            vec![1, 5, u32::MAX as u64],
+        ),
+        (
+            "glb_spare_group",
+            |c, v| {
+                (c.glb.bytes, c.glb.banks) = (2048, 2);
+                (c.glb.spares, c.glb.spare_group) = (4, v as u32);
+            },
+            vec![0, 1, 65, u32::MAX as u64],
+        ),
+        (
             "vlink_bits",
             |c, v| {
                 c.variant = Variant::Reg3d(StackParams {

@@ -95,8 +95,9 @@ pub enum PartKind {
     Control,
     /// The GLB's banks: the control's macros, as the area flow splits them off.
     GlbBanks,
-    /// reg3d with spare lanes: the vertical bundles' repair muxes, repair maps and test
-    /// checkers (`vlink_*`), counted on the row engines' tier.
+    /// Spare lanes: the vertical bundles' repair muxes, repair maps and test checkers
+    /// (`vlink_*`), reg3d's counted on the row engines' tier, the stacked GLB's bond's on the
+    /// bottom tier with the control.
     Links,
 }
 
@@ -133,6 +134,9 @@ pub struct TierPart {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub area_um2: Option<f64>,
 }
+
+/// The stacked GLB's bond's part (its bundles' spare lanes, repair and self-test).
+pub const GLB_BOND: &str = "GLB bond: spare lanes, repair, self-test";
 
 /// The design's parts by tier, from the synthesis report `r` of the core (or of one PE row)
 /// and the design's memories. The parts' cells, flip-flops and memory bits add up to the
@@ -177,6 +181,19 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
         } else if m.starts_with("s_tier_") {
             (&sm, "S registers and S links", PartKind::SRegisters)
         } else if m.starts_with("vlink_") {
+            // The stacked GLB's bond's bundles (in the DMA, not in a row): with the control
+            // on the bottom tier.
+            let glb = h.count(r.top(), m) - in_rows(m);
+            if glb > 0 {
+                let part = ("", GLB_BOND, PartKind::Links);
+                out.push(TierPart {
+                    tier: qk.clone(),
+                    ..h.part(part, m, glb)
+                });
+            }
+            if in_rows(m) == 0 {
+                continue;
+            }
             (
                 &sm,
                 "vertical links: spare lanes, repair, self-test",
@@ -248,10 +265,9 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
     // The links' bundles (a module each) as one part.
     let mut merged: Vec<TierPart> = vec![];
     for p in out {
-        match merged
-            .iter_mut()
-            .find(|m| m.kind == PartKind::Links && (&m.tier, m.kind) == (&p.tier, p.kind))
-        {
+        match merged.iter_mut().find(|m| {
+            m.kind == PartKind::Links && (&m.tier, m.kind, &m.part) == (&p.tier, p.kind, &p.part)
+        }) {
             Some(m) => m.add(&p),
             None => merged.push(p),
         }

@@ -211,11 +211,11 @@ pub struct ConfigArgs {
     /// Override: wires of each QK PE's S link (reg3d with three tiers: 1, 2, 4, 8, 16 or 32).
     #[arg(long)]
     pub vlink_bits: Option<u32>,
-    /// Override: spare lanes in each group of every vertical bundle (reg3d: 0 to 4), with the
-    /// link self-test and shifted-lane repair.
+    /// Override: spare lanes in each group of every vertical bundle (reg3d's links and a
+    /// stacked GLB's bond: 0 to 4), with the link self-test and shifted-lane repair.
     #[arg(long)]
     pub spares: Option<u32>,
-    /// Override: lanes that share a group's spares (reg3d: 2 to 64).
+    /// Override: lanes that share a group's spares (2 to 64).
     #[arg(long)]
     pub spare_group: Option<u32>,
     /// Override: the memory interface: simple (one request per beat) or axi4 (an AXI4 master
@@ -383,10 +383,10 @@ impl ConfigArgs {
             cfg.stack_mut("--vlink-bits")?.vlink_bits = v;
         }
         if let Some(v) = self.spares {
-            cfg.stack_mut("--spares")?.spares = v;
+            cfg.vertical_mut("--spares", |s, _| *s = v)?;
         }
         if let Some(v) = self.spare_group {
-            cfg.stack_mut("--spare-group")?.spare_group = v;
+            cfg.vertical_mut("--spare-group", |_, g| *g = v)?;
         }
         if let Some(v) = self.mem_if {
             cfg.mem_if = v;

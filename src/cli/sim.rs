@@ -72,8 +72,9 @@ pub struct SimArgs {
     #[arg(long, hide = true)]
     pub fault: Option<String>,
     /// Test only: simulate the core built for fault injection with a TSV fault on one lane of
-    /// a vertical link (reg3d with --spares): ROW:BUNDLE:LANE:KIND, BUNDLE p_up, o_down or
-    /// s_up, LANE a physical lane of the bundle, KIND sa0, sa1 or open. Repeatable (up to 8).
+    /// a vertical link (with --spares): ROW:BUNDLE:LANE:KIND, ROW a PE row (BUNDLE p_up,
+    /// o_down or s_up) or glb (BUNDLE glb_up or glb_down: the stacked GLB's bond), LANE a
+    /// physical lane of the bundle, KIND sa0, sa1 or open. Repeatable (up to 8).
     #[arg(long, hide = true)]
     pub tsv_fault: Vec<String>,
     /// Write O as .npy, shaped like Q's file: (seq, d) for a 2-D Q; for a 3-D Q (one head
@@ -349,42 +350,57 @@ fn sim_batch(
 
 /// The `--tsv-fault` values as lane faults of core `p`'s bundles.
 fn tsv_faults(p: &CoreParams, given: &[String]) -> Result<Vec<hdl::array::link::TsvFault>> {
-    use hdl::array::link::{TsvFault, FAULT_SLOTS};
+    use hdl::array::link::{TsvFault, FAULT_SLOTS, GLB_ROW};
     use kernels::link::LaneFault;
-    let bundles = p.row.bundles();
+    let bundles = p.bundles();
     anyhow::ensure!(
         !bundles.is_empty(),
-        "--tsv-fault needs vertical links with spare lanes: --variant reg3d --spares 1 (or more)"
+        "--tsv-fault needs vertical links with spare lanes: --variant reg3d --spares 1 (or \
+         more), or a stacked GLB with --spares"
     );
     anyhow::ensure!(
         given.len() <= FAULT_SLOTS as usize,
         "--tsv-fault is given {} times: a run injects at most {FAULT_SLOTS}",
         given.len()
     );
+    // Each bundle's name and lanes, once (every PE row has the same).
+    let mut kinds: Vec<(bool, hdl::array::link::Bundle, u32)> = vec![];
+    for b in &bundles {
+        if !kinds.iter().any(|&(_, x, _)| x == b.bundle) {
+            kinds.push((b.row == GLB_ROW, b.bundle, b.lanes()));
+        }
+    }
     given
         .iter()
         .map(|s| {
-            let usage = || {
-                format!(
-                    "--tsv-fault {s:?}: expected ROW:BUNDLE:LANE:KIND, e.g. 0:p_up:3:sa1 (BUNDLE \
-                     {}; KIND sa0, sa1 or open)",
-                    bundles
+            let usage =
+                || {
+                    format!(
+                    "--tsv-fault {s:?}: expected ROW:BUNDLE:LANE:KIND, e.g. {} (BUNDLE {}; KIND \
+                     sa0, sa1 or open)",
+                    if kinds[0].0 { "glb:glb_up:3:sa1" } else { "0:p_up:3:sa1" },
+                    kinds
                         .iter()
-                        .map(|(b, g, _)| format!("{} ({} lanes)", b.name(), g.physical()))
+                        .map(|(glb, b, n)| {
+                            let row = if *glb { "ROW glb" } else { "a PE row" };
+                            format!("{} ({n} lanes, {row})", b.name())
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
-            };
+                };
             let f: Vec<&str> = s.split(':').collect();
             let [row, bundle, lane, kind] = f[..] else {
                 anyhow::bail!(usage());
             };
-            let row: u32 = row.parse().map_err(|_| anyhow::anyhow!(usage()))?;
+            let row: u32 = match row {
+                "glb" => GLB_ROW,
+                r => r.parse().map_err(|_| anyhow::anyhow!(usage()))?,
+            };
             let lane: u32 = lane.parse().map_err(|_| anyhow::anyhow!(usage()))?;
-            let (bundle, g) = bundles
+            let &(glb, bundle, lanes) = kinds
                 .iter()
-                .find(|(b, _, _)| b.name() == bundle)
-                .map(|(b, g, _)| (*b, *g))
+                .find(|(_, b, _)| b.name() == bundle)
                 .ok_or_else(|| anyhow::anyhow!(usage()))?;
             let kind = match kind {
                 "sa0" => LaneFault::StuckAt0,
@@ -393,16 +409,25 @@ fn tsv_faults(p: &CoreParams, given: &[String]) -> Result<Vec<hdl::array::link::
                 _ => anyhow::bail!(usage()),
             };
             anyhow::ensure!(
-                row < p.rows,
+                glb == (row == GLB_ROW),
+                "--tsv-fault {s:?}: bundle {} is {}",
+                bundle.name(),
+                if glb {
+                    "the GLB's bond: give ROW glb"
+                } else {
+                    "a PE row's: give ROW as a row number"
+                }
+            );
+            anyhow::ensure!(
+                glb || row < p.rows,
                 "--tsv-fault {s:?}: row {row} is past the array's {} rows",
                 p.rows
             );
             anyhow::ensure!(
-                lane < g.physical(),
-                "--tsv-fault {s:?}: bundle {} has {} physical lanes (0 to {})",
+                lane < lanes,
+                "--tsv-fault {s:?}: bundle {} has {lanes} physical lanes (0 to {})",
                 bundle.name(),
-                g.physical(),
-                g.physical() - 1
+                lanes - 1
             );
             Ok(TsvFault {
                 row,

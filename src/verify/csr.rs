@@ -100,7 +100,7 @@ pub fn check(dut: &mut Dut, p: &CoreParams, ops: &[Op]) -> Result<Result<(), Str
     apply(dut, p, &st);
     dut.reset(2);
     let pulses = RefCell::new((0u32, 0u32, 0u32));
-    let links = p.row.spares().is_some();
+    let links = p.links();
     // The core's bank window, as the CSR's select picks it; the probed lane's flag, as its
     // probe names it.
     let banks = RefCell::new(st.banks.clone());
@@ -194,7 +194,7 @@ fn bank_groups(p: &CoreParams) -> usize {
 }
 
 fn apply(dut: &mut Dut, p: &CoreParams, st: &CoreStatus) {
-    if p.row.spares().is_some() {
+    if p.links() {
         dut.set("link_testing", st.link.testing as u64);
         dut.set("link_bad", st.link.bad as u64);
         let failed = dut.port("link_failed").expect("link_failed");

@@ -157,6 +157,42 @@ interface! {
     pub struct LinkStatus { bad, failed, probed }
 }
 
+interface! {
+    /// With spare lanes, what asks for a link test: `test` (taken while idle; one also runs at
+    /// reset) and `probe`, a lane (row, and the lane within the row: [`probe_value`]) whose
+    /// result `probed` shows.
+    pub struct LinkReq { test, probe }
+}
+
+impl LinkReq<u32> {
+    pub fn widths() -> Self {
+        LinkReq {
+            test: 1,
+            probe: ROW_BITS + LANE_BITS,
+        }
+    }
+}
+
+interface! {
+    /// With spare lanes: a link test is running (the core is busy), some bundle has more failed
+    /// lanes than spares (START is refused with `ERR_CODE` LINK), the failed lanes found by
+    /// the last test, the cycles it took, and whether the probed lane is one of them.
+    pub struct LinkState { testing, bad, failed, cycles, probed }
+}
+
+impl LinkState<u32> {
+    /// With a failed-lane count of `failed` bits.
+    pub fn widths(failed: u32) -> Self {
+        LinkState {
+            testing: 1,
+            bad: 1,
+            failed,
+            cycles: CYCLE_BITS,
+            probed: 1,
+        }
+    }
+}
+
 /// The bundle's block.
 pub type LinkBlock = Block<LinkIn, LinkOut<u32>>;
 
@@ -176,10 +212,10 @@ pub fn build(d: &mut Design, cfg: &LinkConfig) -> LinkBlock {
         probed: 1,
     };
     assert!(
-        g.physical() < 1 << (LANE_BITS - 2),
-        "a bundle of {} physical lanes: lanes are numbered in {} bits",
+        cfg.base + g.physical() < 1 << LANE_BITS,
+        "a bundle of {} physical lanes from lane {}: lanes are numbered in {LANE_BITS} bits",
         g.physical(),
-        LANE_BITS - 2
+        cfg.base,
     );
     d.define_block(
         &cfg.module_name(),
@@ -326,20 +362,17 @@ fn bundle(m: &mut ModuleBuilder, cfg: &LinkConfig, d: Sig) -> LinkOut {
     let failed_bits: Vec<Sig> = (0..n_phys).map(|p| failed.q.bit(p)).collect();
     // The probe: the failed flag of the lane it names, if the lane is this bundle's.
     let probe = m.threaded_input(PROBE, LANE_BITS);
-    let here = probe
-        .slice(LANE_BITS - 1, LANE_BITS - 2)
-        .eq((cfg.base >> (LANE_BITS - 2)) as u64);
-    let lane = probe.slice(LANE_BITS - 3, 0);
-    let within = lane.lt(n_phys as u64);
+    let lane = probe - cfg.base as u64;
+    let within = probe.ge(cfg.base as u64) & lane.lt(n_phys as u64);
     let flag = mux_index(lane.resize(addr_bits(n_phys)), &failed_bits);
-    if addr_bits(n_phys) < LANE_BITS - 2 {
+    if addr_bits(n_phys) < LANE_BITS {
         m.discard(lane);
     }
     LinkOut {
         q: cat(&q),
         failed: m.sum(&failed_bits, count_bits(n_phys)),
         bad: or_all(&bad),
-        probed: here & within & flag,
+        probed: within & flag,
     }
 }
 
@@ -441,7 +474,8 @@ pub fn controller(m: &mut ModuleBuilder, g: &Geometry, latency: u32, request: Si
     }
 }
 
-/// The vertical bundles of a reg3d PE row.
+/// The vertical bundles: a reg3d PE row's, and the stacked GLB's bond (numbered as the lanes
+/// of one more row, [`GLB_ROW`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bundle {
     /// P weights up to the PV tier's P bank (write enable, address, data), `vlink_latency`
@@ -452,15 +486,44 @@ pub enum Bundle {
     /// Three tiers: the S links from the QK PEs up to the softmax tier's S registers (each
     /// PE's score, or with narrow links its beats, and the position they are written at).
     SUp,
+    /// The stacked GLB's bond, from the logic tier up to the banks: each bank group's write
+    /// enable, address and data, read enable and address (a `vlink` per group, combinational:
+    /// the banks register them), group 0's lanes first.
+    GlbUp,
+    /// The bond down: each bank group's read data (a `vlink` per group, combinational).
+    GlbDown,
 }
 
-impl Bundle {
-    pub const ALL: [Bundle; 3] = [Bundle::PUp, Bundle::ODown, Bundle::SUp];
+/// The row number of the stacked GLB's bond in lane faults and the probe (past every PE row).
+pub const GLB_ROW: u32 = (1 << ROW_BITS) - 1;
 
-    /// The number of its first physical lane within a row (fault injection): the bundle in
-    /// the top two of the [`LANE_BITS`].
+impl Bundle {
+    pub const ALL: [Bundle; 5] = [
+        Bundle::PUp,
+        Bundle::ODown,
+        Bundle::SUp,
+        Bundle::GlbUp,
+        Bundle::GlbDown,
+    ];
+
+    /// The number of its first physical lane within its row (fault injection, the probe): a
+    /// PE row's bundles a quarter of the [`LANE_BITS`] apart, the GLB's bond (its own row)
+    /// up at 0 and down at half.
     pub fn base(self) -> u32 {
-        (self as u32) << (LANE_BITS - 2)
+        match self {
+            Bundle::PUp | Bundle::GlbUp => 0,
+            Bundle::ODown => 1 << (LANE_BITS - 2),
+            Bundle::SUp => 2 << (LANE_BITS - 2),
+            Bundle::GlbDown => 1 << (LANE_BITS - 1),
+        }
+    }
+
+    /// The most physical lanes it may have (its numbers up to the next bundle's base).
+    pub fn max_lanes(self) -> u32 {
+        match self {
+            Bundle::GlbUp | Bundle::GlbDown => 1 << (LANE_BITS - 1),
+            _ => 1 << (LANE_BITS - 2),
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -468,7 +531,48 @@ impl Bundle {
             Bundle::PUp => "p_up",
             Bundle::ODown => "o_down",
             Bundle::SUp => "s_up",
+            Bundle::GlbUp => "glb_up",
+            Bundle::GlbDown => "glb_down",
         }
+    }
+
+    /// The stacked GLB's bond (in row [`GLB_ROW`]).
+    pub fn glb(self) -> bool {
+        matches!(self, Bundle::GlbUp | Bundle::GlbDown)
+    }
+}
+
+/// One vertical bundle of a core: its row ([`GLB_ROW`] for the GLB's bond), which, its shape
+/// (of one part), its parts (`vlink`s of that shape, their lanes numbered one after
+/// another: the GLB's bank groups) and register stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BundleAt {
+    pub row: u32,
+    pub bundle: Bundle,
+    pub geometry: Geometry,
+    pub parts: u32,
+    pub latency: u32,
+}
+
+impl BundleAt {
+    /// Its physical lanes (every part's).
+    pub fn lanes(&self) -> u32 {
+        self.parts * self.geometry.physical()
+    }
+
+    /// The group of spares physical lane `lane` is in: (part, group within the part).
+    pub fn group_of(&self, lane: u32) -> (u32, u32) {
+        let n = self.geometry.physical();
+        (lane / n, lane % n / self.geometry.width())
+    }
+}
+
+/// A row's name in reports: its number, or `glb` for the GLB's bond.
+pub fn row_name(row: u32) -> String {
+    if row == GLB_ROW {
+        "glb".into()
+    } else {
+        format!("row {row}")
     }
 }
 
@@ -514,27 +618,40 @@ impl Crossing {
         (which, lanes): (Bundle, u32),
         faults: bool,
     ) -> Option<LinkStatus> {
+        self.finish_part(d, m, (which, lanes, None), faults)
+    }
+
+    /// As [`Crossing::finish`] for part `n` of a bundle built of equal parts (the GLB's bond,
+    /// a part per bank group): its lanes numbered after the parts before it.
+    pub fn finish_part(
+        self,
+        d: &mut Design,
+        m: &mut ModuleBuilder,
+        (which, lanes, n): (Bundle, u32, Option<u32>),
+        faults: bool,
+    ) -> Option<LinkStatus> {
         let spares = self.spares?;
         let width: u32 = self.sent.iter().map(|s| s.width()).sum();
         assert_eq!(width, lanes, "bundle {} lanes", which.name());
+        let geometry = Geometry {
+            lanes,
+            group: spares.group,
+            spares: spares.spares,
+        };
         let cfg = LinkConfig {
-            geometry: Geometry {
-                lanes,
-                group: spares.group,
-                spares: spares.spares,
-            },
+            geometry,
             latency: self.latency,
-            base: which.base(),
+            base: which.base() + n.unwrap_or(0) * geometry.physical(),
             faults,
         };
         let blk = build(d, &cfg);
         let mut sent = self.sent;
         sent.reverse();
-        let out = m.instantiate(
-            &blk,
-            &format!("u_{}", which.name()),
-            &LinkIn { d: cat(&sent) },
-        );
+        let instance = match n {
+            Some(n) => format!("u_{}_{n}", which.name()),
+            None => format!("u_{}", which.name()),
+        };
+        let out = m.instantiate(&blk, &instance, &LinkIn { d: cat(&sent) });
         let mut lo = 0;
         for net in self.arriving {
             let w = net.width();

@@ -58,6 +58,10 @@ pub(super) struct ConfigFile {
     glb_placement: Option<GlbPlacement>,
     #[serde(skip_serializing_if = "Option::is_none")]
     glb_wire_mm: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_spares: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    glb_spare_group: Option<u32>,
     // The online softmax's rescaling (written only when it is not the default, pow2).
     #[serde(skip_serializing_if = "Option::is_none")]
     rescale: Option<String>,
@@ -151,6 +155,10 @@ impl From<&CoreConfig> for ConfigFile {
             glb_macro: g.map(|g| g.blackbox),
             glb_placement: g.map(|g| g.placement),
             glb_wire_mm: g.map(|g| g.wire_mm),
+            glb_spares: g.filter(|g| g.spares > 0).map(|g| g.spares),
+            glb_spare_group: g
+                .filter(|g| g.spare_group != crate::variants::SPARE_GROUP)
+                .map(|g| g.spare_group),
             rescale: (c.rescale != Rescale::Pow2).then(|| c.rescale.name().to_string()),
             lazy_threshold: match c.rescale {
                 Rescale::Lazy { threshold } => Some(threshold as u32),
@@ -293,6 +301,8 @@ impl ConfigFile {
                     blackbox: self.glb_macro.unwrap_or(b.blackbox),
                     placement: self.glb_placement.unwrap_or(b.placement),
                     wire_mm: self.glb_wire_mm.unwrap_or(b.wire_mm),
+                    spares: self.glb_spares.unwrap_or(b.spares),
+                    spare_group: self.glb_spare_group.unwrap_or(b.spare_group),
                 }
             },
         };
@@ -562,6 +572,27 @@ mod tests {
         );
         let e = err("preset = \"small\"\nglb_placement = \"above\"\n");
         assert!(e.contains("unknown variant `above`"), "{e}");
+        // The bond's spares: round trip, and refused without a stacked GLB, or past the
+        // probe's lane numbers.
+        let (c, _) = parse(
+            "preset = \"small\"\nglb_bytes = 4096\nglb_banks = 4\nglb_spares = 2\n\
+             glb_spare_group = 16\n",
+        )
+        .unwrap();
+        let g = c.dma().glb.unwrap();
+        assert_eq!(g.bond.map(|b| (b.spares, b.group)), Some((2, 16)));
+        // Four groups of 256-bit words, 32 per bank: 2 + 2 x 5 + 256 lanes up, 256 down.
+        assert_eq!(g.bond_group_lanes(), (268, 256));
+        let (back, _) = parse(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        let e = err("preset = \"small\"\nglb_spares = 1\n");
+        assert!(e.contains("glb_spares = 1 needs a GLB"), "{e}");
+        let e = err(
+            "preset = \"small\"\nglb_bytes = 4096\nglb_placement = \"planar\"\nglb_spares = 1\n",
+        );
+        assert!(e.contains("needs a stacked GLB"), "{e}");
+        let e = err("preset = \"seed\"\nmem_width = 1024\nglb_banks = 64\nglb_spares = 1\n");
+        assert!(e.contains("past the 32768 the link probe numbers"), "{e}");
     }
 
     /// The value regflash.h gives `REGFLASH_CFG_<name>` for the design `c`.

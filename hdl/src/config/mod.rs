@@ -9,7 +9,7 @@
 //! explains in the user's terms what cannot work. A preset's design is `regflash_top`: the
 //! core behind its AXI4-Lite registers.
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use kernels::quant::QkFormat;
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +29,7 @@ use crate::format::{Format, Formats};
 use crate::fp::add::Fp32AddConfig;
 use crate::fp::mul::Fp32MulConfig;
 use crate::mem::dma::{DmaConfig, MemIf};
-use crate::mem::glb::GlbParams;
+use crate::mem::glb::{GlbParams, GlbPlacement};
 use crate::mem::landing::{LandingConfig, Layout};
 use crate::softmax::exp2::Exp2Config;
 use crate::softmax::row_reduce::RowReduceConfig;
@@ -340,6 +340,27 @@ impl CoreConfig {
                  reg3d, or variant = \"reg3d\" in the file), or leave it out"
             ),
         }
+    }
+
+    /// Sets (`set(spares, spare_group)`) the spare lanes of every vertical bundle the design
+    /// has: reg3d's links and a stacked GLB's bond; an error that names `what` when it has
+    /// neither.
+    pub fn vertical_mut(&mut self, what: &str, set: impl Fn(&mut u32, &mut u32)) -> Result<()> {
+        let glb = self.glb.present() && self.glb.placement == GlbPlacement::Stacked;
+        let stack = matches!(self.variant, Variant::Reg3d(_));
+        ensure!(
+            glb || stack,
+            "{what} applies to vertical links, and this design has none: choose reg3d \
+             (--variant reg3d) or a stacked GLB (glb_bytes with glb_placement = \"stacked\" in \
+             a file), or leave it out"
+        );
+        if let Variant::Reg3d(st) = &mut self.variant {
+            set(&mut st.spares, &mut st.spare_group);
+        }
+        if glb {
+            set(&mut self.glb.spares, &mut self.glb.spare_group);
+        }
+        Ok(())
     }
 
     /// rowfused's knobs to change, or an error that names `what` when the design is not

@@ -62,6 +62,15 @@ impl CoreConfig {
             Ok(())
         };
         range("rows", self.rows, 1, 256)?;
+        let spares = match self.variant {
+            crate::variants::Variant::Reg3d(s) => s.spares,
+            _ => 0,
+        } + self.glb.spares;
+        ensure!(
+            spares == 0 || self.rows < 256,
+            "rows = 256 with spare lanes: the link test numbers 255 PE rows (row 255 is the \
+             GLB's bond); use at most 255 rows or no spares"
+        );
         if let crate::softmax::Rescale::Lazy { threshold } = self.rescale {
             ensure!(
                 !self.row().two_pass(),

@@ -95,6 +95,7 @@ pub mod sequencer;
 
 use anyhow::{ensure, Result};
 
+use crate::array::link::LinkState;
 use crate::array::mask::{self, MaskConfig};
 use crate::array::pe_row::{self, PeRowConfig};
 use crate::config::CoreConfig;
@@ -256,15 +257,61 @@ impl CoreParams {
         (r.qk_dims() * r.a * r.b, self.bc() * r.a * r.e)
     }
 
-    /// Bits of the core's failed-lane count (every row's bundles' physical lanes).
+    /// Whether the core has vertical links with spare lanes (reg3d's, a stacked GLB's bond),
+    /// and so the link self-test, `link_*` ports and registers.
+    pub fn links(&self) -> bool {
+        self.row.spares().is_some() || self.glb_bond().is_some()
+    }
+
+    /// The stacked GLB's bond spares (None without).
+    pub fn glb_bond(&self) -> Option<crate::variants::Spares> {
+        self.dma.glb.and_then(|g| g.bond)
+    }
+
+    /// Every vertical bundle with spare lanes: each PE row's, then the GLB's bond (row
+    /// `link::GLB_ROW`, a part per bank group).
+    pub fn bundles(&self) -> Vec<crate::array::link::BundleAt> {
+        use crate::array::link::BundleAt;
+        let mut v = vec![];
+        for row in 0..self.rows {
+            for (bundle, geometry, latency) in self.row.bundles() {
+                v.push(BundleAt {
+                    row,
+                    bundle,
+                    geometry,
+                    parts: 1,
+                    latency,
+                });
+            }
+        }
+        if let Some(g) = self.dma.glb {
+            for (bundle, geometry) in g.bond_bundles() {
+                v.push(BundleAt {
+                    row: crate::array::link::GLB_ROW,
+                    bundle,
+                    geometry,
+                    parts: g.groups,
+                    latency: 0,
+                });
+            }
+        }
+        v
+    }
+
+    /// Cycles of a link test: the longest of the rows' and the GLB's bond's, which run at once
+    /// (None without spares).
+    pub fn link_test_cycles(&self) -> Option<u32> {
+        let glb = self
+            .dma
+            .glb
+            .and_then(|g| g.bond_bundles().first().map(|(_, geo)| geo.test_cycles(0)));
+        self.row.link_test_cycles().max(glb)
+    }
+
+    /// Bits of the core's failed-lane count (every vertical bundle's physical lanes).
     pub fn link_count_bits(&self) -> u32 {
-        let row: u32 = self
-            .row
-            .bundles()
-            .iter()
-            .map(|(_, g, _)| g.physical())
-            .sum();
-        crate::array::link::count_bits(row * self.rows)
+        let n: u32 = self.bundles().iter().map(|b| b.lanes()).sum();
+        crate::array::link::count_bits(n)
     }
 
     pub fn module_name(&self) -> String {
@@ -448,6 +495,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         hold: ei.hold,
         glb: glb_flush.map(|flush| crate::mem::glb::GlbCtl { flush }),
         glb_scratch: w.glb_scratch.map(|s| m.nets("dma_glb_scratch", &s)),
+        glb_link: w.glb_link.map(|l| m.nets("dma_glb_link", &l)),
         mem: i.mem,
         m_axi: i.m_axi,
         q: m.nets("dma_q", &w.q),
@@ -535,17 +583,22 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
         sp: mask_sp,
     };
     let x_data = dma.x.as_ref().map(|c| c.rd_data);
-    // With spare lanes: the link test, at reset and on request, over every row's bundles.
-    let test = i.link.map(|req| {
-        let (_, g, _) = p.row.bundles()[0];
-        // A request is taken while no problem runs (the core's top refuses a START while a
-        // test runs).
-        let request = req.test & !seq.busy;
-        let ctl = crate::array::link::controller(m, &g, p.row.vlink_latency(), request);
-        m.set_threaded(crate::array::link::BIST, ctl.bus);
-        ctl
-    });
-    let probe = i.link.map(|l| l.probe);
+    // With spare lanes: the link test, at reset and on request, over every row's bundles (and
+    // the GLB's bond, whose own controller in the DMA takes the same request). A request is
+    // taken while no problem runs (the core's top refuses a START while a test runs).
+    let request = i.link.map(|req| req.test & !seq.busy);
+    if let (Some(req), Some(to_dma), Some(request)) = (i.link, &dma_in.glb_link, request) {
+        m.drive(to_dma.test, request);
+        m.drive(to_dma.probe, req.probe);
+    }
+    let test = request
+        .zip(p.row.bundles().first())
+        .map(|(request, &(_, g, _))| {
+            let ctl = crate::array::link::controller(m, &g, p.row.vlink_latency(), request);
+            m.set_threaded(crate::array::link::BIST, ctl.bus);
+            ctl
+        });
+    let probe = i.link.filter(|_| p.row.spares().is_some()).map(|l| l.probe);
     let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks, (x_data, probe));
     m.drive(rows_busy, rows.busy);
     m.drive(s_free, rows.s_free);
@@ -565,19 +618,27 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     let counts = counter_file(m, p, parts, &seq, &dma, (rows.activity, rows.spill), i);
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
     let error = first_error(m, &dma);
-    let link = match (test, rows.link, link_hold) {
-        (Some(t), Some(status), Some(hold)) => {
-            m.drive(hold, t.testing | status.bad);
-            Some(crate::core::ports::LinkState {
-                testing: t.testing,
-                bad: status.bad,
-                failed: status.failed,
-                cycles: t.cycles,
-                probed: status.probed,
-            })
-        }
-        _ => None,
+    // The links' state: the rows' and the GLB bond's, whichever the core has.
+    let rows_link = test.zip(rows.link).map(|(t, status)| LinkState {
+        testing: t.testing,
+        bad: status.bad,
+        failed: status.failed,
+        cycles: t.cycles,
+        probed: status.probed,
+    });
+    let link = match (rows_link, dma.glb_link) {
+        (Some(a), Some(b)) => Some(LinkState {
+            testing: a.testing | b.testing,
+            bad: a.bad | b.bad,
+            failed: m.sum(&[a.failed, b.failed], p.link_count_bits()),
+            cycles: mux(a.cycles.lt(b.cycles), b.cycles, a.cycles),
+            probed: a.probed | b.probed,
+        }),
+        (a, b) => a.or(b),
     };
+    if let (Some(l), Some(hold)) = (&link, link_hold) {
+        m.drive(hold, l.testing | l.bad);
+    }
     EngineOut {
         quiet: dma.quiet,
         core: CoreOut {
@@ -895,8 +956,8 @@ fn pe_rows(
     // A core built for fault injection with spare lanes: the TSV faults, each to its row.
     let tsv_faults = (p.faults && p.row.spares().is_some()).then(|| {
         assert!(
-            p.rows <= 1 << crate::array::link::ROW_BITS,
-            "lane faults address 256 rows"
+            p.rows <= crate::array::link::GLB_ROW,
+            "lane faults address 255 PE rows (row 255 is the GLB's bond)"
         );
         let bits = crate::array::link::core_fault_bits();
         m.threaded_input(crate::array::link::CORE_FAULTS, bits)

@@ -294,41 +294,7 @@ group! {
     }
 }
 
-interface! {
-    /// With spare lanes on the vertical links: `link_test` asks for a link self-test (taken
-    /// while idle; one also runs at reset); `link_probe` names a lane (row, and the lane
-    /// within the row: `crate::array::link::probe_value`) whose result `link_probed` shows.
-    pub struct LinkReq { test, probe }
-}
-
-impl LinkReq<u32> {
-    pub fn widths(p: &CoreParams) -> Option<Self> {
-        use crate::array::link::{LANE_BITS, ROW_BITS};
-        p.row.spares().map(|_| LinkReq {
-            test: 1,
-            probe: ROW_BITS + LANE_BITS,
-        })
-    }
-}
-
-interface! {
-    /// With spare lanes: a link test is running (the core is busy), some bundle has more failed
-    /// lanes than spares (START is refused with `ERR_CODE` LINK), the failed lanes found by
-    /// the last test, the cycles it took, and whether the probed lane is one of them.
-    pub struct LinkState { testing, bad, failed, cycles, probed }
-}
-
-impl LinkState<u32> {
-    pub fn widths(p: &CoreParams) -> Option<Self> {
-        p.row.spares().map(|_| LinkState {
-            testing: 1,
-            bad: 1,
-            failed: p.link_count_bits(),
-            cycles: crate::array::link::CYCLE_BITS,
-            probed: 1,
-        })
-    }
-}
+pub use crate::array::link::{LinkReq, LinkState};
 
 impl CoreIn<u32> {
     pub fn widths(p: &CoreParams) -> Self {
@@ -342,7 +308,7 @@ impl CoreIn<u32> {
             problem: Problem::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
-            link: LinkReq::widths(p),
+            link: p.links().then(LinkReq::widths),
         }
     }
 }
@@ -390,7 +356,7 @@ impl CoreOut<u32> {
             m_axi,
             counters: Counters::widths(),
             glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
-            link: LinkState::widths(p),
+            link: p.links().then(|| LinkState::widths(p.link_count_bits())),
         }
     }
 }

@@ -273,12 +273,12 @@ impl<I: Ports<Sig>, O: Ports<u32>> Block<I, O> {
         for (leaves, dir) in dirs {
             want.extend(leaves.into_iter().map(|(n, w)| (n, dir, w)));
         }
-        // A module built for fault injection also takes the select, which its parents pass
-        // down by themselves (`ModuleBuilder::fault`).
+        // A module built for fault injection also takes the select (and the TSV lane faults),
+        // which its parents pass down by themselves (the builder's threaded inputs).
         let mut have: Vec<(String, crate::ir::Dir, u32)> = module
             .ports
             .iter()
-            .filter(|p| p.name != crate::fault::SELECT)
+            .filter(|p| p.name != crate::fault::SELECT && p.name != crate::ir::builder::CORE_FAULTS)
             .map(|p| (p.name.clone(), p.dir, p.width))
             .collect();
         want.sort_by(|a, b| a.0.cmp(&b.0));

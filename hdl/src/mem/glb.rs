@@ -73,6 +73,12 @@ pub struct GlbParams {
     pub placement: GlbPlacement,
     /// Planar: mm of wire between the GLB and the array; 0: derived from the macros' area.
     pub wire_mm: f64,
+    /// Stacked: spare lanes in each group of `spare_group` lanes of the bond's bundles (each
+    /// bank group's lanes up and its read data down), with the link self-test and
+    /// shifted-lane repair (`crate::array::link`). 0: no spares, no test.
+    pub spares: u32,
+    /// Lanes that share a group's spares.
+    pub spare_group: u32,
 }
 
 impl Default for GlbParams {
@@ -87,6 +93,8 @@ impl Default for GlbParams {
             blackbox: true,
             placement: GlbPlacement::Stacked,
             wire_mm: 0.0,
+            spares: 0,
+            spare_group: crate::variants::SPARE_GROUP,
         }
     }
 }
@@ -119,6 +127,8 @@ pub struct GlbConfig {
     /// unfused: beats of the scratch region's prefix the GLB holds (its upper half); 0: no
     /// scratch region (K and V own half each).
     pub scratch_beats: u32,
+    /// Stacked with spare lanes: the bond's spares (None: the banks wired as before).
+    pub bond: Option<crate::variants::Spares>,
 }
 
 impl GlbConfig {
@@ -151,6 +161,35 @@ impl GlbConfig {
         crate::bits_for(self.region_beats as u64)
     }
 
+    /// The bond's lanes of one bank group: up (write enable, address and data, read enable
+    /// and address) and down (read data).
+    pub fn bond_group_lanes(&self) -> (u32, u32) {
+        let rb = row_bits(self);
+        let data = self.slices * self.word_bits;
+        (2 + 2 * rb + data, data)
+    }
+
+    /// With spare lanes on the bond: its two bundles, each as one bank group's shape (a
+    /// `vlink` per group). Empty without spares.
+    pub fn bond_bundles(&self) -> Vec<(crate::array::link::Bundle, kernels::link::Geometry)> {
+        use crate::array::link::Bundle;
+        let Some(sp) = self.bond else {
+            return vec![];
+        };
+        let (up, down) = self.bond_group_lanes();
+        [(Bundle::GlbUp, up), (Bundle::GlbDown, down)]
+            .into_iter()
+            .map(|(b, lanes)| {
+                let g = kernels::link::Geometry {
+                    lanes,
+                    group: sp.group,
+                    spares: sp.spares,
+                };
+                (b, g)
+            })
+            .collect()
+    }
+
     /// The name suffix of a DMA with this GLB.
     pub fn suffix(&self) -> String {
         format!(
@@ -166,6 +205,9 @@ impl GlbConfig {
             format!("s{}", self.scratch_beats)
         } else {
             String::new()
+        } + &match self.bond {
+            Some(b) => format!("_bond{}g{}", b.spares, b.group),
+            None => String::new(),
         }
     }
 
@@ -255,9 +297,31 @@ impl GlbParams {
              positive length in mm",
             self.wire_mm
         );
+        ensure!(
+            self.spares <= 4,
+            "glb_spares = {} is out of range: allowed 0 (no spare lanes) to 4 spares per group",
+            self.spares
+        );
+        ensure!(
+            (2..=64).contains(&self.spare_group),
+            "glb_spare_group = {} is out of range: a group of 2 to 64 lanes shares its spares",
+            self.spare_group
+        );
         if !self.present() {
+            ensure!(
+                self.spares == 0,
+                "glb_spares = {} needs a GLB: set glb_bytes, or leave glb_spares at 0",
+                self.spares
+            );
             return Ok(());
         }
+        ensure!(
+            self.spares == 0 || self.placement == GlbPlacement::Stacked,
+            "glb_spares = {} needs a stacked GLB (its bond is the vertical link the spares \
+             serve); glb_placement = \"planar\" has none: set glb_placement = \"stacked\" \
+             or glb_spares = 0",
+            self.spares
+        );
         let wb = self.word_bits_for(width);
         ensure!(
             wb.is_power_of_two() && (8..=width).contains(&wb),
@@ -315,6 +379,27 @@ impl GlbParams {
                     .max(bank_bytes.next_power_of_two())
                     .max((least / self.banks as u64).next_power_of_two())
         );
+        if self.spares > 0 {
+            // Each bundle's lanes are numbered within half a probe's lane field.
+            let groups = self.banks / slices;
+            let rb = addr_bits((bank_bytes / word_bytes) as u32);
+            let g = |lanes: u32| kernels::link::Geometry {
+                lanes,
+                group: self.spare_group,
+                spares: self.spares,
+            };
+            for (what, lanes) in [("up", 2 + 2 * rb + width), ("down", width)] {
+                let all = groups as u64 * g(lanes).physical() as u64;
+                let most = crate::array::link::Bundle::GlbUp.max_lanes() as u64;
+                ensure!(
+                    all <= most,
+                    "glb_spares = {}: the GLB's bond {what} has {all} physical lanes ({groups} \
+                     bank groups), past the {most} the link probe numbers: use fewer glb_banks \
+                     (wider groups) or glb_spares = 0",
+                    self.spares
+                );
+            }
+        }
         Ok(())
     }
 
@@ -345,6 +430,10 @@ impl GlbParams {
             } else {
                 0
             },
+            bond: (self.spares > 0).then_some(crate::variants::Spares {
+                spares: self.spares,
+                group: self.spare_group,
+            }),
         })
     }
 }

@@ -98,7 +98,9 @@ impl CsrIn<u32> {
             s_axil: AxilIn::widths(),
             counters: Counters::widths(),
             glb_bank: p.dma.glb.map(|_| GlbBankCounts::widths(COUNTER_BITS)),
-            link: crate::core::ports::LinkState::widths(p),
+            link: p
+                .links()
+                .then(|| crate::core::ports::LinkState::widths(p.link_count_bits())),
         }
     }
 }
@@ -131,7 +133,7 @@ impl CsrOut<u32> {
             varlen: VarlenRegs::widths(p),
             s: p.row.scratch().then_some(Scratch { addr: p.addr_bits }),
             glb_bank: p.dma.glb.map(|g| GlbBankSel::widths(&g)),
-            link: crate::core::ports::LinkReq::widths(p),
+            link: p.links().then(crate::core::ports::LinkReq::widths),
         }
     }
 }

@@ -520,8 +520,8 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             doc,
         );
     }
-    let spares = p.row.spares();
-    if let Some(sp) = spares {
+    let links = p.links();
+    if let Some(sp) = p.row.spares() {
         push(
             "ID_LINK",
             0x018,
@@ -537,7 +537,25 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 field("GROUP", 8, 8, "lanes that share a group's spares"),
                 field("LATENCY", 16, 8, "register stages of a vertical link"),
             ],
-            "The vertical links' spare lanes (reg3d with spares only).",
+            "The PE rows' vertical links' spare lanes (reg3d with spares only).",
+        );
+    }
+    if let Some(sp) = p.glb_bond() {
+        push(
+            "ID_GLB_LINK",
+            0x01C,
+            Access::Ro,
+            Kind::Const(sp.spares | sp.group << 8),
+            vec![
+                field(
+                    "SPARES",
+                    0,
+                    8,
+                    "spare lanes in each group of the GLB bond's bundles",
+                ),
+                field("GROUP", 8, 8, "lanes that share a group's spares"),
+            ],
+            "The stacked GLB's bond's spare lanes (a GLB with glb_spares only).",
         );
     }
     let mut ctrl = vec![
@@ -554,7 +572,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
             "stop the running problem: DONE with ERR_CODE 6",
         ),
     ];
-    if spares.is_some() {
+    if links {
         ctrl.push(field(
             "LINK_TEST",
             2,
@@ -602,7 +620,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
         vec![field("DONE", 0, 1, "a problem finished (write 1 to clear)")],
         "Interrupt status; irq = |(IRQ_STATUS & IRQ_ENABLE).",
     );
-    if spares.is_some() {
+    if links {
         push(
             "LINK_STATUS",
             0x030,
@@ -656,9 +674,15 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                     0,
                     crate::array::link::LANE_BITS,
                     "a physical lane within the PE row: the bundle (0 P up, 1 O down, 2 S up) in \
-                     bits 15:14, the lane of the bundle below",
+                     bits 15:14, the lane of the bundle below; in row 255 (the GLB's bond) the \
+                     lanes up in 0 to 32767, down from 32768",
                 ),
-                field("ROW", 16, crate::array::link::ROW_BITS, "the PE row"),
+                field(
+                    "ROW",
+                    16,
+                    crate::array::link::ROW_BITS,
+                    "the PE row, or 255 for the GLB's bond",
+                ),
             ],
             "The lane whose test result LINK_STATUS.PROBED shows: walking it over a row's \
              bundles lists the failed lanes.",

@@ -31,7 +31,7 @@ pub use plan::{
     Tensor, WholeRows,
 };
 pub use reg2d::Reg2d;
-pub use reg3d::StackParams;
+pub use reg3d::{StackParams, SPARE_GROUP};
 pub use rowfused::RowParams;
 pub use unfused::Unfused;
 

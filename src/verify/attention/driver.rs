@@ -339,7 +339,8 @@ pub struct LinkTest {
     pub failed_lanes: u64,
     /// A group had more failed lanes than spares (START refused with ERR_CODE LINK).
     pub beyond_repair: bool,
-    /// Which: (row, bundle, physical lane of the bundle), found by probing each lane.
+    /// Which: (row, bundle, physical lane of the bundle), found by probing each lane (the
+    /// GLB's bond is row `hdl::array::link::GLB_ROW`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<(u32, String, u32)>,
 }
@@ -349,7 +350,7 @@ impl LinkTest {
     pub fn lanes_text(&self) -> String {
         self.lanes
             .iter()
-            .map(|(r, b, l)| format!("row {r} {b} {l}"))
+            .map(|(r, b, l)| format!("{} {b} {l}", hdl::array::link::row_name(*r)))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -363,15 +364,13 @@ pub fn probe_lanes(
     mut probed: impl FnMut(u64) -> Result<bool>,
 ) -> Result<Vec<(u32, String, u32)>> {
     let mut out = vec![];
-    for row in 0..p.rows {
-        for (bundle, g, _) in p.row.bundles() {
-            for lane in 0..g.physical() {
-                if out.len() as u64 >= failed {
-                    return Ok(out);
-                }
-                if probed(hdl::array::link::probe_value(row, bundle, lane))? {
-                    out.push((row, bundle.name().to_string(), lane));
-                }
+    for b in p.bundles() {
+        for lane in 0..b.lanes() {
+            if out.len() as u64 >= failed {
+                return Ok(out);
+            }
+            if probed(hdl::array::link::probe_value(b.row, b.bundle, lane))? {
+                out.push((b.row, b.bundle.name().to_string(), lane));
             }
         }
     }
@@ -385,7 +384,7 @@ pub fn probe_lanes(
 
 /// The core's last link test (None without spare lanes).
 pub fn link_test(dut: &mut Dut, p: &CoreParams) -> Result<Option<LinkTest>> {
-    if p.row.spares().is_none() {
+    if !p.links() {
         return Ok(None);
     }
     let failed = dut.get("link_failed");
@@ -502,7 +501,7 @@ pub fn run_traced(
         dut.set(hdl::fault::SELECT, f.code());
     }
     let tsv: Vec<_> = timing.tsv_faults.iter().flatten().copied().collect();
-    if p.faults && p.row.spares().is_some() {
+    if p.faults && p.links() {
         dut.set_words(
             hdl::array::link::CORE_FAULTS,
             &hdl::array::link::core_fault_words(&tsv),
@@ -521,7 +520,7 @@ pub fn run_traced(
 /// With spare lanes: waits out the link test the reset started (the core is busy until it
 /// ends, and takes no START).
 pub fn link_test_done(dut: &mut Dut, p: &CoreParams) -> Result<()> {
-    let Some(cycles) = p.row.link_test_cycles() else {
+    let Some(cycles) = p.link_test_cycles() else {
         return Ok(());
     };
     let bound = cycles + 2;

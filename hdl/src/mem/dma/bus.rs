@@ -2,6 +2,7 @@
 //! and their widths.
 
 use super::{error, DmaConfig, MemIf, BEAT_COUNTER_BITS, ROW_BYTES_BITS};
+use crate::array::link::{LinkReq, LinkState};
 use crate::mem::glb::{GlbCtl, GlbEvents, GlbLand, GlbScratch};
 use crate::mem::landing::LandingConfig;
 use crate::{addr_bits, group, interface};
@@ -101,6 +102,7 @@ group! {
         hold;
         glb: Option<GlbCtl<T>>,
         glb_scratch: Option<GlbScratch<T>>,
+        glb_link: Option<LinkReq<T>>,
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         q: ReadCmd<T>,
@@ -118,6 +120,7 @@ group! {
     pub struct DmaOut<T> {
         read_beats, write_beats, quiet;
         glb: Option<GlbEvents<T>>,
+        glb_link: Option<LinkState<T>>,
         mem_req: Option<MemReq<T>>,
         m_axi: Option<AxiOut<T>>,
         q: ReadChannel<T>,
@@ -135,6 +138,7 @@ group! {
         hold, o_rd_data;
         glb: Option<GlbCtl<T>>,
         glb_scratch: Option<GlbScratch<T>>,
+        glb_link: Option<LinkReq<T>>,
         mem: Option<MemIn<T>>,
         m_axi: Option<AxiIn<T>>,
         q: ReadDesc<T>,
@@ -151,6 +155,7 @@ group! {
     pub struct EngineOut<T> {
         read_beats, write_beats, quiet, land_data, o_rd_row, o_rd_beat;
         glb: Option<GlbOut<T>>,
+        glb_link: Option<LinkState<T>>,
         mem_req: Option<MemReq<T>>,
         m_axi: Option<AxiOut<T>>,
         q: ChannelStatus<T>,
@@ -294,6 +299,20 @@ impl DmaConfig {
             })
     }
 
+    /// The GLB's bond with spare lanes: its link test's request and probe.
+    fn glb_link_req(&self) -> Option<LinkReq<u32>> {
+        self.glb.and_then(|g| g.bond).map(|_| LinkReq::widths())
+    }
+
+    /// The GLB's bond with spare lanes: its link test's state.
+    fn glb_link_state(&self) -> Option<LinkState<u32>> {
+        let g = self.glb.filter(|g| g.bond.is_some())?;
+        let lanes: u32 = g.bond_bundles().iter().map(|(_, geo)| geo.physical()).sum();
+        Some(LinkState::widths(crate::array::link::count_bits(
+            g.groups * lanes,
+        )))
+    }
+
     /// The memory port's input widths: the simple port's or the AXI4 master's.
     pub fn mem_inputs(&self) -> (Option<MemIn<u32>>, Option<AxiIn<u32>>) {
         match self.mem_if {
@@ -332,6 +351,7 @@ impl DmaConfig {
             hold: 1,
             glb: self.glb_ctl(),
             glb_scratch: self.glb_scratch(),
+            glb_link: self.glb_link_req(),
             mem,
             m_axi,
             o_rd_data: self.width,
@@ -360,6 +380,7 @@ impl DmaConfig {
                 events: GlbEvents::widths(&g),
                 x: (g.scratch_beats > 0).then_some(GlbLand { data: self.width }),
             }),
+            glb_link: self.glb_link_state(),
             mem_req,
             m_axi,
             q: self.channel_status(),
@@ -385,6 +406,7 @@ impl DmaConfig {
             hold: 1,
             glb: self.glb_ctl(),
             glb_scratch: self.glb_scratch(),
+            glb_link: self.glb_link_req(),
             mem,
             m_axi,
             q: self.read_cmd(&self.q),
@@ -409,6 +431,7 @@ impl DmaConfig {
             write_beats: BEAT_COUNTER_BITS,
             quiet: 1,
             glb: self.glb.map(|g| GlbEvents::widths(&g)),
+            glb_link: self.glb_link_state(),
             mem_req,
             m_axi,
             q: self.read_channel(&self.q),

@@ -17,7 +17,7 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         check: crate::mem::glb_check::build(d, cfg),
     });
     let cfg = *cfg;
-    d.define(&cfg.engine_name(), |_, m| {
+    d.define(&cfg.engine_name(), |d, m| {
         let port = match cfg.mem_if {
             MemIf::Simple => format!(
                 "one {}-bit valid/ready memory port, round-robin, up to {} reads in flight",
@@ -86,9 +86,15 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
         };
 
         let side = match (cfg.glb, &regions, &glb_blocks) {
-            (Some(g), Some((r, _)), Some(b)) => {
-                Some(glb::finish(m, &cfg, &g, b, &chans, (r, scratch), &port))
-            }
+            (Some(g), Some((r, _)), Some(b)) => Some(glb::finish(
+                (d, m),
+                &cfg,
+                &g,
+                b,
+                &chans,
+                (r, scratch),
+                &port,
+            )),
             _ => None,
         };
         // Channel updates: a K/V walker also steps on a GLB hit, and lands it a cycle later.
@@ -141,6 +147,11 @@ pub fn build_engine(d: &mut Design, cfg: &DmaConfig) -> ModRef {
             }
             for (n, e) in s.events.named() {
                 m.output(&format!("glb_{n}"), e);
+            }
+            if let Some(l) = &s.link {
+                for (n, e) in l.named() {
+                    m.output(&format!("glb_link_{n}"), e);
+                }
             }
             quiet = quiet & !s.in_flight;
         }

@@ -14,12 +14,13 @@
 use super::channel::Channel;
 use super::simple::PortSteps;
 use super::{DmaConfig, ROW_BYTES_BITS};
+use crate::array::link::{self, Bundle, Crossing, LinkState, LinkStatus};
 use crate::fault::Fault;
 use crate::ir::iface::Block;
 use crate::mem::glb::{self, GlbConfig, GlbEvents};
 use crate::mem::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
 use crate::mem::sram::{SramIn, SramOut};
-use crate::{and_all, bits_for, cat, mux, mux_index, ModuleBuilder, RegHandle, Sig};
+use crate::{and_all, bits_for, cat, mux, mux_index, Design, ModuleBuilder, RegHandle, Sig};
 
 /// The channels the GLB serves (K and V) by their index in the engine.
 const CHANNELS: [usize; 2] = [1, 2];
@@ -155,6 +156,8 @@ pub(super) struct GlbSide {
     /// With a scratch region: X's read granted, landing (a cycle later) and landing data,
     /// and O's write granted.
     pub(super) scratch: Option<ScratchSide>,
+    /// With spare lanes on the bond: its link test's state.
+    pub(super) link: Option<LinkState>,
 }
 
 /// What the scratch region adds to the X and O channels.
@@ -222,20 +225,31 @@ struct Traffic<'a> {
 /// unfused's scratch traffic: (O's grant, O's group and row, X's group and row), X's grant.
 type ScratchTraffic = ((Sig, Sig, Sig, Sig, Sig), Sig);
 
+/// What the banks give: each group's read data, whether each group reads, whether each
+/// writes (group 0 first), and with spare lanes on the bond its bundles' statuses.
+struct Banks {
+    data: Vec<Sig>,
+    reads: Vec<Sig>,
+    writes: Vec<Sig>,
+    links: Vec<LinkStatus>,
+}
+
 /// The banks, group by group and slice by slice, written by a fill (or O's scratch write) and
-/// read by the granted hits (or X's read): (each group's read data, whether each group reads,
-/// whether each writes; group 0 first).
+/// read by the granted hits (or X's read). With spare lanes on the bond, each group's
+/// controls and write data cross it up and its read data down through a `vlink` each.
 fn banks(
-    m: &mut ModuleBuilder,
-    g: &GlbConfig,
+    (d, m): (&mut Design, &mut ModuleBuilder),
+    (cfg, g): (&DmaConfig, &GlbConfig),
     blocks: &GlbBlocks,
     port: &PortSteps,
     t: &Traffic,
-) -> (Vec<Sig>, Vec<Sig>, Vec<Sig>) {
+) -> Banks {
     let (fill, (fill_group, fill_row), reads) = (t.fill, t.fill_at, t.reads);
     let [k_grant, v_grant] = t.grants;
     let mut group_data = vec![];
     let (mut group_reads, mut group_writes) = (vec![], vec![]);
+    let mut links = vec![];
+    let (up_lanes, down_lanes) = g.bond_group_lanes();
     let one = m.lit(1, 1);
     for n in 0..g.groups {
         let mine = |grp: Sig| {
@@ -261,18 +275,37 @@ fn banks(
         }
         group_reads.push(re);
         group_writes.push(we);
+        let wb = g.word_bits;
+        let slice = |d: Sig, s: u32| d.slice(s * wb + wb - 1, s * wb);
+        let slice_wdata = |s: u32| match o_data {
+            Some((fill_here, o)) => mux(fill_here, slice(port.rsp_data, s), slice(o, s)),
+            None => slice(port.rsp_data, s),
+        };
+        // Up the bond: the bank group's enables, addresses and write data.
+        let mut up = g.bond.map(|sp| Crossing::new(Some(sp), 0));
+        let cross = |c: &mut Option<Crossing>, m: &mut ModuleBuilder, what: &str, x: Sig| match c {
+            Some(c) => c.send(m, &format!("glb_g{n}_{what}"), x),
+            None => x,
+        };
+        let we = cross(&mut up, m, "we", we);
+        let waddr = cross(&mut up, m, "waddr", waddr);
+        let wdata = up.is_some().then(|| {
+            let mut all: Vec<Sig> = (0..g.slices).map(slice_wdata).collect();
+            all.reverse();
+            cross(&mut up, m, "wdata", cat(&all))
+        });
+        let re = cross(&mut up, m, "re", re);
+        let raddr = cross(&mut up, m, "raddr", raddr);
+        if let Some(c) = up {
+            let part = (Bundle::GlbUp, up_lanes, Some(n));
+            links.extend(c.finish_part(d, m, part, cfg.faults));
+        }
         let mut slices = vec![];
         for s in 0..g.slices {
-            let wb = g.word_bits;
-            let slice = |d: Sig| d.slice(s * wb + wb - 1, s * wb);
-            let wdata = match o_data {
-                Some((fill_here, o)) => mux(fill_here, slice(port.rsp_data), slice(o)),
-                None => slice(port.rsp_data),
-            };
             let ins = SramIn {
                 we,
                 waddr,
-                wdata,
+                wdata: wdata.map_or_else(|| slice_wdata(s), |w| slice(w, s)),
                 re,
                 raddr,
             };
@@ -280,9 +313,21 @@ fn banks(
             slices.push(out.rd_data);
         }
         slices.reverse();
-        group_data.push(cat(&slices));
+        // Down the bond: its read data.
+        let mut down = g.bond.map(|sp| Crossing::new(Some(sp), 0));
+        let data = cross(&mut down, m, "rd_data", cat(&slices));
+        if let Some(c) = down {
+            let part = (Bundle::GlbDown, down_lanes, Some(n));
+            links.extend(c.finish_part(d, m, part, cfg.faults));
+        }
+        group_data.push(data);
     }
-    (group_data, group_reads, group_writes)
+    Banks {
+        data: group_data,
+        reads: group_reads,
+        writes: group_writes,
+        links,
+    }
 }
 
 /// Fills: a K/V response from memory inside its region (at most one a cycle, unless its
@@ -430,7 +475,7 @@ fn check(
 
 /// Arbitrates the banks and updates the regions, given the port's steps and responses.
 pub(super) fn finish(
-    m: &mut ModuleBuilder,
+    (d, m): (&mut Design, &mut ModuleBuilder),
     cfg: &DmaConfig,
     g: &GlbConfig,
     blocks: &GlbBlocks,
@@ -517,7 +562,36 @@ pub(super) fn finish(
         grants: [k_grant, v_grant],
         scratch: sc.zip(x_grant),
     };
-    let (group_data, mut group_reads, mut group_writes) = banks(m, g, blocks, port, &t);
+    // With spare lanes on the bond: its own link test (at reset and on the core's request),
+    // its lane faults and probe (the bond is row `GLB_ROW` of the core's).
+    let test = g.bond.map(|_| {
+        let request = m.input("glb_link_test", 1);
+        let probe = m.input("glb_link_probe", link::ROW_BITS + link::LANE_BITS);
+        let mine = link::row_probe(m, probe, link::GLB_ROW);
+        m.set_threaded(link::PROBE, mine);
+        if cfg.faults {
+            let all = m.threaded_input(link::CORE_FAULTS, link::core_fault_bits());
+            let mine = link::row_faults(m, all, link::GLB_ROW);
+            m.set_threaded(link::LANE_FAULTS, mine);
+        }
+        let (_, geo) = g.bond_bundles()[0];
+        let ctl = link::controller(m, &geo, 0, request);
+        m.set_threaded(link::BIST, ctl.bus);
+        ctl
+    });
+    let b = banks((d, m), (cfg, g), blocks, port, &t);
+    let (group_data, mut group_reads, mut group_writes) = (b.data, b.reads, b.writes);
+    let link = test.map(|ctl| {
+        let lanes: u32 = g.bond_bundles().iter().map(|(_, geo)| geo.physical()).sum();
+        let status = link::combine(m, &b.links, link::count_bits(g.groups * lanes));
+        LinkState {
+            testing: ctl.testing,
+            bad: status.bad,
+            failed: status.failed,
+            cycles: ctl.cycles,
+            probed: status.probed,
+        }
+    });
     // Hits land a cycle after their read, with the data of the group they read.
     let grants = [k_grant, v_grant];
     let mut lands = [fill; 2];
@@ -567,5 +641,6 @@ pub(super) fn finish(
         },
         in_flight,
         scratch: scratch_side,
+        link,
     }
 }
