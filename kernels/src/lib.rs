@@ -14,6 +14,7 @@ pub mod format;
 pub mod fp;
 pub mod link;
 pub mod mask;
+pub mod noc;
 pub mod operands;
 pub mod patterns;
 pub mod pe;

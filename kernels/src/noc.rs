@@ -1,0 +1,278 @@
+//! A mesh NoC router, cycle by cycle: the bit-exact model of `hdl::array::noc` (the router of
+//! the `noc2d` baseline, issue 56: the 2-D multi-array designs 3D-Flow compares against move
+//! S and P between arrays over router-to-router links instead of vertical ones).
+//!
+//! **The router.** Five ports, each an input and an output: local (the node's own traffic),
+//! east (+x), west (−x), north (+y) and south (−y). A flit is one packet: its destination
+//! (x, y) in the low bits, its payload above. Each input has a FIFO of `depth` flits; each
+//! output a credit counter (the free places of the FIFO it feeds, `depth` at reset) and a link
+//! register. Every cycle, the head flit of each input is routed dimension-ordered (XY: east or
+//! west until its x is the router's, then north or south, then local), each output grants one
+//! of the inputs whose head routes to it while it holds a credit, round robin from the input
+//! after the one it granted last; a granted flit leaves its FIFO and enters the output's link
+//! register (on the wire the next cycle), the output spends a credit, and the input returns
+//! one upstream (its `credit_out`, registered). A flit thus takes two cycles a hop: written
+//! into an input FIFO, then through the switch into a link register. This is the classic
+//! input-queued, credit-flow-controlled wormhole router (Dally and Towles, "Principles and
+//! Practices of Interconnection Networks", 2004, ch. 16) with single-flit packets, so no
+//! output is held between the flits of a packet.
+
+/// A router's ports, in their order on the block.
+pub const PORTS: [&str; 5] = ["l", "e", "w", "n", "s"];
+/// Port numbers.
+pub const LOCAL: usize = 0;
+pub const EAST: usize = 1;
+pub const WEST: usize = 2;
+pub const NORTH: usize = 3;
+pub const SOUTH: usize = 4;
+
+/// A router's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RouterConfig {
+    /// Bits of a flit: the destination's x and y (`coord_bits` each, low bits first) and the
+    /// payload above them.
+    pub flit_bits: u32,
+    /// Bits of one coordinate.
+    pub coord_bits: u32,
+    /// Flits each input FIFO holds.
+    pub depth: u32,
+}
+
+impl RouterConfig {
+    pub fn payload_bits(&self) -> u32 {
+        self.flit_bits - 2 * self.coord_bits
+    }
+}
+
+/// One flit: its destination and payload (`payload_bits`, low word first).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Flit {
+    pub x: u32,
+    pub y: u32,
+    pub payload: Vec<u32>,
+}
+
+impl Flit {
+    /// Its bits on a link of `cfg`, as 32-bit words (low first).
+    pub fn words(&self, cfg: &RouterConfig) -> Vec<u32> {
+        let cb = cfg.coord_bits;
+        let mut w = vec![0u32; cfg.flit_bits.div_ceil(32) as usize];
+        let mut put = |at: u32, v: u32, n: u32| {
+            for b in 0..n {
+                if v >> b & 1 == 1 {
+                    w[((at + b) / 32) as usize] |= 1 << ((at + b) % 32);
+                }
+            }
+        };
+        put(0, self.x, cb);
+        put(cb, self.y, cb);
+        for b in 0..cfg.payload_bits() {
+            let bit = self.payload[(b / 32) as usize] >> (b % 32) & 1;
+            put(2 * cb + b, bit, 1);
+        }
+        w
+    }
+
+    /// The flit whose link bits are `w`.
+    pub fn from_words(w: &[u32], cfg: &RouterConfig) -> Flit {
+        let cb = cfg.coord_bits;
+        let get = |at: u32, n: u32| -> u32 {
+            (0..n).fold(0, |v, b| {
+                v | (w[((at + b) / 32) as usize] >> ((at + b) % 32) & 1) << b
+            })
+        };
+        let pb = cfg.payload_bits();
+        let mut payload = vec![0u32; pb.div_ceil(32) as usize];
+        for b in 0..pb {
+            payload[(b / 32) as usize] |= get(2 * cb + b, 1) << (b % 32);
+        }
+        Flit {
+            x: get(0, cb),
+            y: get(cb, cb),
+            payload,
+        }
+    }
+}
+
+/// The output port dimension-ordered routing takes at router (`x`, `y`) to (`dx`, `dy`).
+pub fn route(x: u32, y: u32, dx: u32, dy: u32) -> usize {
+    if dx > x {
+        EAST
+    } else if dx < x {
+        WEST
+    } else if dy > y {
+        NORTH
+    } else if dy < y {
+        SOUTH
+    } else {
+        LOCAL
+    }
+}
+
+/// One router's state.
+#[derive(Clone, Debug)]
+pub struct Router {
+    pub cfg: RouterConfig,
+    pub x: u32,
+    pub y: u32,
+    fifos: [std::collections::VecDeque<Flit>; 5],
+    credits: [u32; 5],
+    /// Per output, the input its round robin starts from.
+    next: [usize; 5],
+    /// The link registers (what each output drives this cycle).
+    pub out: [Option<Flit>; 5],
+    /// The credits each input returns upstream this cycle.
+    pub credit_out: [bool; 5],
+}
+
+/// What one cycle did: flits written into the input FIFOs and read out of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    pub writes: u32,
+    pub reads: u32,
+}
+
+impl Router {
+    pub fn new(cfg: RouterConfig, x: u32, y: u32) -> Router {
+        Router {
+            cfg,
+            x,
+            y,
+            fifos: Default::default(),
+            credits: [cfg.depth; 5],
+            next: [0; 5],
+            out: Default::default(),
+            credit_out: [false; 5],
+        }
+    }
+
+    /// The flits waiting in input `i`'s FIFO.
+    pub fn queued(&self, i: usize) -> usize {
+        self.fifos[i].len()
+    }
+
+    /// One clock edge: `input[i]` arrives at input `i` (its sender held a credit for it),
+    /// `credit_in[o]` returns a credit to output `o`. Err if a flit arrives at a full FIFO or a
+    /// credit past the depth (a sender's fault, never the router's).
+    pub fn step(
+        &mut self,
+        input: &[Option<Flit>; 5],
+        credit_in: &[bool; 5],
+    ) -> Result<Events, String> {
+        let heads: Vec<Option<usize>> = self
+            .fifos
+            .iter()
+            .map(|f| f.front().map(|h| route(self.x, self.y, h.x, h.y)))
+            .collect();
+        let mut granted = [None; 5];
+        for (o, g) in granted.iter_mut().enumerate() {
+            if self.credits[o] == 0 {
+                continue;
+            }
+            *g = (0..5)
+                .map(|k| (self.next[o] + k) % 5)
+                .find(|&i| heads[i] == Some(o));
+        }
+        let mut ev = Events::default();
+        self.credit_out = [false; 5];
+        for o in 0..5 {
+            self.out[o] = granted[o].map(|i| {
+                self.credit_out[i] = true;
+                self.next[o] = (i + 1) % 5;
+                self.credits[o] -= 1;
+                ev.reads += 1;
+                self.fifos[i].pop_front().expect("a granted head")
+            });
+            if credit_in[o] {
+                self.credits[o] += 1;
+                if self.credits[o] > self.cfg.depth {
+                    return Err(format!("output {}: a credit past the depth", PORTS[o]));
+                }
+            }
+        }
+        for (i, f) in input.iter().enumerate() {
+            if let Some(f) = f {
+                if self.fifos[i].len() as u32 >= self.cfg.depth {
+                    return Err(format!("input {}: a flit into a full FIFO", PORTS[i]));
+                }
+                self.fifos[i].push_back(f.clone());
+                ev.writes += 1;
+            }
+        }
+        Ok(ev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(depth: u32) -> RouterConfig {
+        RouterConfig {
+            flit_bits: 40,
+            coord_bits: 2,
+            depth,
+        }
+    }
+
+    fn flit(x: u32, y: u32, p: u32) -> Flit {
+        Flit {
+            x,
+            y,
+            payload: vec![p, 0],
+        }
+    }
+
+    /// XY routing: x first, then y, then local.
+    #[test]
+    fn routes_x_first() {
+        assert_eq!(route(1, 1, 3, 0), EAST);
+        assert_eq!(route(1, 1, 0, 3), WEST);
+        assert_eq!(route(1, 1, 1, 3), NORTH);
+        assert_eq!(route(1, 1, 1, 0), SOUTH);
+        assert_eq!(route(1, 1, 1, 1), LOCAL);
+    }
+
+    /// A flit's bits round-trip.
+    #[test]
+    fn flit_words_round_trip() {
+        let c = cfg(2);
+        let f = Flit {
+            x: 3,
+            y: 1,
+            payload: vec![0xDEAD_BEEF, 0x3],
+        };
+        assert_eq!(Flit::from_words(&f.words(&c), &c), f);
+    }
+
+    /// Two cycles a hop; four inputs to one output take turns; a full output waits for its
+    /// credits.
+    #[test]
+    fn grants_round_robin_within_credits() {
+        let mut r = Router::new(cfg(2), 1, 1);
+        let none: [Option<Flit>; 5] = Default::default();
+        let mut input = none.clone();
+        for (i, slot) in input.iter_mut().enumerate().skip(1) {
+            *slot = Some(flit(1, 1, i as u32));
+        }
+        r.step(&input, &[false; 5]).unwrap();
+        assert!(
+            r.out.iter().all(|o| o.is_none()),
+            "written, not yet switched"
+        );
+        let mut got = vec![];
+        for _ in 0..4 {
+            r.step(&none, &[false; 5]).unwrap();
+            got.extend(r.out[LOCAL].as_ref().map(|f| f.payload[0]));
+        }
+        // Two credits: two flits out, then nothing until credits return.
+        assert_eq!(got, vec![1, 2]);
+        for _ in 0..4 {
+            r.step(&none, &[true, false, false, false, false]).unwrap();
+            got.extend(r.out[LOCAL].as_ref().map(|f| f.payload[0]));
+        }
+        assert_eq!(got, vec![1, 2, 3, 4]);
+        // Four flits out, four credits back: one more is past the depth (the sender's fault).
+        assert!(r.step(&none, &[true, false, false, false, false]).is_err());
+    }
+}
