@@ -2,6 +2,8 @@
 //! the core's test controller under Verilator against `kernels::link`, lint-clean and
 //! latch-free; then the small reg3d core with TSV faults injected on chosen lanes.
 
+mod common;
+
 use gen::tools::ScratchDir;
 use hdl::array::link::{self, LinkConfig, FAULT_SLOTS, KIND_BITS, LANE_BITS};
 use hdl::Design;
@@ -30,20 +32,7 @@ fn bench(cfg: &LinkConfig) -> (Model, ScratchDir) {
         m.output("testing", ctl.testing);
         m.output("cycles", ctl.cycles);
     });
-    let dir = ScratchDir::new("vlink").unwrap();
-    let spec = gen::OutputSpec::new(&d, &top.name, serde_json::json!({ "test": "links" }));
-    gen::write_design(&spec, dir.path()).unwrap();
-    let report = gen::flow::lint(dir.path()).unwrap();
-    assert!(report.passed(), "{}", report.summary());
-    let synth =
-        gen::flow::synth(dir.path(), gen::constraints::SynthTarget::Generic, false).unwrap();
-    assert_eq!(synth.latches, 0);
-    assert!(
-        synth.yosys_problems.is_empty(),
-        "{:?}",
-        synth.yosys_problems
-    );
-    (Model::build(dir.path()).unwrap(), dir)
+    common::block_bench(&d, &top.name, "links")
 }
 
 fn words(bits: &[bool]) -> Vec<u32> {

@@ -3,6 +3,8 @@
 //! at random rates; lint-clean and latch-free; and every flit sent arrives once, unchanged, at
 //! the output its destination names (a check that does not rest on the model).
 
+mod common;
+
 use std::cell::RefCell;
 
 use gen::tools::ScratchDir;
@@ -17,20 +19,7 @@ use verilator_tb::{Dut, Model};
 fn bench(cfg: &RouterConfig) -> (Model, ScratchDir) {
     let mut d = Design::new();
     let blk = noc::build(&mut d, cfg);
-    let dir = ScratchDir::new("noc").unwrap();
-    let spec = gen::OutputSpec::new(&d, &blk.module.name, serde_json::json!({ "test": "noc" }));
-    gen::write_design(&spec, dir.path()).unwrap();
-    let report = gen::flow::lint(dir.path()).unwrap();
-    assert!(report.passed(), "{}", report.summary());
-    let synth =
-        gen::flow::synth(dir.path(), gen::constraints::SynthTarget::Generic, false).unwrap();
-    assert_eq!(synth.latches, 0);
-    assert!(
-        synth.yosys_problems.is_empty(),
-        "{:?}",
-        synth.yosys_problems
-    );
-    (Model::build(dir.path()).unwrap(), dir)
+    common::block_bench(&d, &blk.module.name, "noc")
 }
 
 /// One case's traffic: the router's place; per input, the flits its sender offers (each a

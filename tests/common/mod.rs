@@ -30,3 +30,26 @@ pub fn text(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// A block's bench: `d` (its top `top`) written out, linted clean under `-Wall`, synthesized
+/// (generic cells) without a latch or a Yosys problem, and built under Verilator.
+pub fn block_bench(
+    d: &hdl::Design,
+    top: &str,
+    test: &str,
+) -> (verilator_tb::Model, gen::tools::ScratchDir) {
+    let dir = gen::tools::ScratchDir::new(test).unwrap();
+    let spec = gen::OutputSpec::new(d, top, serde_json::json!({ "test": test }));
+    gen::write_design(&spec, dir.path()).unwrap();
+    let report = gen::flow::lint(dir.path()).unwrap();
+    assert!(report.passed(), "{}", report.summary());
+    let synth =
+        gen::flow::synth(dir.path(), gen::constraints::SynthTarget::Generic, false).unwrap();
+    assert_eq!(synth.latches, 0);
+    assert!(
+        synth.yosys_problems.is_empty(),
+        "{:?}",
+        synth.yosys_problems
+    );
+    (verilator_tb::Model::build(dir.path()).unwrap(), dir)
+}
