@@ -228,10 +228,15 @@ impl Line {
     }
 
     /// One clock edge with `flit` (addressed to the last router) sent if given (the source
-    /// must be [`Line::ready`]); the flit the sink takes this cycle, if any.
-    pub fn step(&mut self, flit: Option<Flit>) -> Result<Option<Flit>, String> {
+    /// must be [`Line::ready`]); the flit the sink takes this cycle, if any, and the cycle's
+    /// events.
+    pub fn step(&mut self, flit: Option<Flit>) -> Result<LineStep, String> {
         let n = self.routers.len();
         let out = self.routers[n - 1].out[LOCAL].clone();
+        let links = self.routers[..n - 1]
+            .iter()
+            .filter(|r| r.out[EAST].is_some())
+            .count() as u32;
         if self.routers[0].credit_out[LOCAL] {
             self.credits += 1;
         }
@@ -260,11 +265,27 @@ impl Line {
                 (input, credit)
             })
             .collect();
+        let mut ev = Events::default();
         for (r, (input, credit)) in self.routers.iter_mut().zip(&wires) {
-            r.step(input, credit)?;
+            let e = r.step(input, credit)?;
+            ev.writes += e.writes;
+            ev.reads += e.reads;
         }
-        Ok(out)
+        Ok(LineStep {
+            out,
+            events: ev,
+            links,
+        })
     }
+}
+
+/// One cycle of a [`Line`]: the flit the sink took, the FIFOs' writes and reads over every
+/// router, and the flits on the links between routers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineStep {
+    pub out: Option<Flit>,
+    pub events: Events,
+    pub links: u32,
 }
 
 #[cfg(test)]
@@ -298,7 +319,7 @@ mod tests {
             let f = flit(hops, 0, 5);
             let mut t = 0;
             line.step(Some(f.clone())).unwrap();
-            while line.step(None).unwrap().is_none() {
+            while line.step(None).unwrap().out.is_none() {
                 t += 1;
                 assert!(t < 100);
             }
@@ -306,14 +327,14 @@ mod tests {
         }
         for (depth, per_100) in [(1, 25), (2, 50), (3, 75), (4, 100), (5, 100)] {
             let mut line = Line::new(cfg(depth), 2);
-            let mut got = 0;
+            let mut got: i32 = 0;
             for c in 0..200 {
                 let send = line.ready().then(|| flit(2, 0, c));
-                if line.step(send).unwrap().is_some() && c >= 100 {
+                if line.step(send).unwrap().out.is_some() && c >= 100 {
                     got += 1;
                 }
             }
-            assert!((got as i32 - per_100).abs() <= 1, "depth {depth}: {got}");
+            assert!((got - per_100).abs() <= 1, "depth {depth}: {got}");
         }
     }
 

@@ -273,3 +273,186 @@ fn router(m: &mut ModuleBuilder, cfg: &RouterConfig, i: &RouterIn) -> RouterOut 
 pub fn pack(x: Sig, y: Sig, payload: Sig) -> Sig {
     cat(&[payload, y, x])
 }
+
+/// A line of routers: `hops` links between a source and a sink (the path `noc2d` sends an
+/// array's traffic on to the other). Model: `kernels::noc::Line`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LineConfig {
+    pub router: RouterConfig,
+    pub hops: u32,
+}
+
+impl LineConfig {
+    pub fn module_name(&self) -> String {
+        format!("noc_line_h{}_{}", self.hops, module_name(&self.router))
+    }
+}
+
+interface! {
+    /// The line's source side: a flit sent (`in_valid`, `in_flit`: addressed to the last
+    /// router), only while `ready`.
+    pub struct LineIn { in_valid, in_flit }
+}
+
+interface! {
+    /// The line's outputs: the source may send (`ready`: it holds a credit), the flit the sink
+    /// takes this cycle (`out_valid`, `out_flit`), and the cycle's events over every router:
+    /// flits written into and read out of FIFOs, flits on the links between routers.
+    pub struct LineOut { ready, out_valid, out_flit, writes, reads, hops }
+}
+
+/// The line's block.
+pub type LineBlock = Block<LineIn, LineOut<u32>>;
+
+/// Bits of the line's event counts for `hops` links (up to 5 a router a cycle).
+fn line_event_bits(hops: u32) -> u32 {
+    bits_for(5 * (hops as u64 + 1))
+}
+
+/// Defines the line `cfg`: `hops + 1` routers at x = 0 to `hops`, y = 0, router i's east
+/// output feeding router i + 1's west input; the source's credit counter for router 0's
+/// local input; the sink returns a credit for every flit it takes.
+pub fn build_line(d: &mut Design, cfg: &LineConfig) -> LineBlock {
+    let r = cfg.router;
+    assert!(cfg.hops >= 1 && cfg.hops < 1 << r.coord_bits);
+    let router = build(d, &r);
+    let inputs = LineIn {
+        in_valid: 1,
+        in_flit: r.flit_bits,
+    };
+    let eb = line_event_bits(cfg.hops);
+    let outputs = LineOut {
+        ready: 1,
+        out_valid: 1,
+        out_flit: r.flit_bits,
+        writes: eb,
+        reads: eb,
+        hops: bits_for(cfg.hops as u64),
+    };
+    let cfg = *cfg;
+    d.define_block(&cfg.module_name(), &inputs, outputs, |_, m, i| {
+        m.doc(&format!(
+            "noc_line: {} routers in a row, {} hops from a source to a sink (see\n\
+             hdl/src/array/noc.rs; model kernels::noc::Line).",
+            cfg.hops + 1,
+            cfg.hops
+        ));
+        line(m, &cfg, &router, &i)
+    })
+}
+
+fn line(m: &mut ModuleBuilder, cfg: &LineConfig, router: &RouterBlock, i: &LineIn) -> LineOut {
+    let r = cfg.router;
+    let n = cfg.hops + 1;
+    let none = |m: &mut ModuleBuilder| PortIn {
+        in_valid: m.zero(1),
+        in_flit: m.zero(r.flit_bits),
+        credit_in: m.zero(1),
+    };
+    // Each router's west input and east credit come from its neighbours: nets, driven below.
+    let west: Vec<PortIn> = (0..n)
+        .map(|k| PortIn {
+            in_valid: m.net(&format!("r{k}_w_valid"), 1),
+            in_flit: m.net(&format!("r{k}_w_flit"), r.flit_bits),
+            credit_in: m.zero(1),
+        })
+        .collect();
+    let east_credit: Vec<Sig> = (0..n)
+        .map(|k| m.net(&format!("r{k}_e_credit"), 1))
+        .collect();
+    let sink_credit = m.net("sink_credit", 1);
+    let credits = m.reg(
+        "src_credits",
+        bits_for(r.depth as u64),
+        Some(r.depth as u64),
+    );
+    let mut outs = vec![];
+    for k in 0..n {
+        let local = if k == 0 {
+            PortIn {
+                in_valid: i.in_valid,
+                in_flit: i.in_flit,
+                credit_in: m.zero(1),
+            }
+        } else {
+            PortIn {
+                credit_in: if k == n - 1 { sink_credit } else { m.zero(1) },
+                ..none(m)
+            }
+        };
+        let ins = RouterIn {
+            x: m.lit(r.coord_bits, k as u64),
+            y: m.zero(r.coord_bits),
+            l: local,
+            e: PortIn {
+                credit_in: east_credit[k as usize],
+                ..none(m)
+            },
+            w: west[k as usize],
+            n: none(m),
+            s: none(m),
+        };
+        outs.push(m.instantiate(router, &format!("u_r{k}"), &ins));
+    }
+    for k in 0..n as usize {
+        let o = &outs[k];
+        if k + 1 < n as usize {
+            m.drive(west[k + 1].in_valid, o.e.out_valid);
+            m.drive(west[k + 1].in_flit, o.e.out_flit);
+        } else {
+            m.discard(o.e.out_valid);
+            m.discard(o.e.out_flit);
+        }
+        if k > 0 {
+            m.drive(east_credit[k - 1], o.w.credit_out);
+        } else {
+            let (nil, nil_flit) = (m.zero(1), m.zero(r.flit_bits));
+            m.drive(west[0].in_valid, nil);
+            m.drive(west[0].in_flit, nil_flit);
+            m.discard(o.w.credit_out);
+            m.discard(o.w.out_valid);
+            m.discard(o.w.out_flit);
+        }
+        if k == n as usize - 1 {
+            let nil = m.zero(1);
+            m.drive(east_credit[k], nil);
+        }
+        for p in [&o.n, &o.s] {
+            m.discard(p.out_valid);
+            m.discard(p.out_flit);
+            m.discard(p.credit_out);
+        }
+        m.discard(o.e.credit_out);
+        if k > 0 {
+            m.discard(o.w.out_valid);
+            m.discard(o.w.out_flit);
+            m.discard(o.l.credit_out);
+        }
+        if k + 1 < n as usize {
+            m.discard(o.l.out_valid);
+            m.discard(o.l.out_flit);
+        }
+    }
+    let last = &outs[n as usize - 1];
+    // The sink takes every flit: a credit back the cycle it arrives.
+    m.drive(sink_credit, last.l.out_valid);
+    // The source's credits: one spent per flit sent, one back per flit router 0 switched.
+    let cw = credits.q.width();
+    let back = outs[0].l.credit_out.zext(cw);
+    m.set_next(credits, credits.q + back - i.in_valid.zext(cw));
+    let eb = line_event_bits(cfg.hops);
+    let writes: Vec<Sig> = outs.iter().map(|o| o.writes).collect();
+    let reads: Vec<Sig> = outs.iter().map(|o| o.reads).collect();
+    let links: Vec<Sig> = outs[..cfg.hops as usize]
+        .iter()
+        .map(|o| o.e.out_valid)
+        .collect();
+    LineOut {
+        ready: credits.q.ne(0u64),
+        out_valid: last.l.out_valid,
+        out_flit: last.l.out_flit,
+        writes: m.sum(&writes, eb),
+        reads: m.sum(&reads, eb),
+        hops: m.sum(&links, bits_for(cfg.hops as u64)),
+    }
+}
