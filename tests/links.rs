@@ -336,28 +336,28 @@ fn core_faults(
     out
 }
 
-/// Issue 58's done-when, on `small` reg3d with two tiers over a stacked GLB (its bond with
-/// spares too) and with three (narrow S links): up to `spares` stuck or open TSVs in any
-/// group of any bundle at random lanes are found by the link test at reset and repaired, and
-/// the runs are bit-exact (O, every counter, the cycle count of the same run without
-/// faults); one more in a group (of a PE row's bundle, or of the GLB's bond) is found and
-/// START is refused with ERR_CODE LINK, nothing written. Without repair (a core whose test
-/// is never run cannot exist: it runs at reset) the same faults would corrupt O; the model
-/// test above shows a stuck lane does.
+/// Issue 58's done-when, on `small` reg3d with three tiers (narrow S links) over a stacked
+/// GLB whose bond has the same spares: every kind of bundle in one model (P up, O down, the S
+/// links, the bond up and down). Up to `spares` stuck or open TSVs in any group of any bundle
+/// at random lanes are found by the link test at reset and repaired, and the runs are
+/// bit-exact (O, every counter, the cycle count of the same run without faults); one more in
+/// a group (of a PE row's bundle, or of the GLB's bond) is found and START is refused with
+/// ERR_CODE LINK, nothing written. Without repair (a core whose test is never run cannot
+/// exist: it runs at reset) the same faults would corrupt O; the model test above shows a
+/// stuck lane does.
 #[test]
 fn small_reg3d_repairs_its_tsv_faults_or_refuses_to_start() {
-    repairs_or_refuses(&[reg3d_glb(2, 32), reg3d(3, 8)]);
+    repairs_or_refuses(&[reg3d_glb(3, 8)]);
 }
 
-/// The same with three tiers and full-width S links (each score up as it lands; the default
-/// run covers the narrow links' serializer and the two-tier bundles), and the GLB's bond
-/// alone (reg2d over a stacked GLB with spares).
+/// The same with two tiers (P up from the QK tier), with three and full-width S links (each
+/// score up as it lands), and the GLB's bond alone (reg2d over a stacked GLB with spares).
 #[test]
-#[ignore = "full: two more fault-injection models of small"]
+#[ignore = "full: three more fault-injection models of small"]
 fn small_reg3d_with_full_s_links_repairs_its_tsv_faults() {
     let mut reg2d = reg3d_glb(2, 32);
     reg2d.variant = hdl::variants::Variant::Reg2d;
-    repairs_or_refuses(&[reg3d(3, 32), reg2d]);
+    repairs_or_refuses(&[reg3d(2, 32), reg3d(3, 32), reg2d]);
 }
 
 /// The failed lanes a run's link test reports, sorted.
