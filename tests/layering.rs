@@ -21,7 +21,7 @@ const HDL_LAYERS: &[&[&str]] = &[
     &["ir", "format", "fault"],
     &["clock_gate", "operands", "wrap"],
     &["fp"],
-    &["softmax", "variants"],
+    &["softmax", "variants", "link"],
     &["array", "mem"],
     &["config"],
     &["core"],

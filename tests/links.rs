@@ -5,7 +5,7 @@
 mod common;
 
 use gen::tools::ScratchDir;
-use hdl::array::link::{self, LinkConfig, FAULT_SLOTS, KIND_BITS, LANE_BITS};
+use hdl::link::{self, LinkConfig, FAULT_SLOTS, KIND_BITS, LANE_BITS};
 use hdl::Design;
 use kernels::link::{Geometry, LaneFault, Lanes, Repair};
 use proptest::prelude::*;
@@ -259,12 +259,8 @@ fn reg3d_glb(tiers: u32, vlink_bits: u32) -> hdl::config::CoreConfig {
 /// Faults at random lanes of random bundles (every row's and the GLB bond's): in each group
 /// of spares up to the spares (or, `over`, one group one past them). The first fault is on
 /// the GLB's bond for odd seeds where the core has one, else on a PE row's bundle.
-fn core_faults(
-    p: &hdl::core::CoreParams,
-    over: bool,
-    seed: u64,
-) -> Vec<hdl::array::link::TsvFault> {
-    use hdl::array::link::TsvFault;
+fn core_faults(p: &hdl::core::CoreParams, over: bool, seed: u64) -> Vec<hdl::link::TsvFault> {
+    use hdl::link::TsvFault;
     let mut rng = kernels::patterns::Rng(seed * 0x9E37_79B9 + 0x1234_5678);
     let mut below = |n: u64| rng.next_u64() % n;
     let bundles = p.bundles();
@@ -368,7 +364,7 @@ fn found(r: &regflash::verify::attention::CoreRun) -> Vec<(u32, String, u32)> {
 }
 
 /// `faults`' lanes as a link test reports them, sorted.
-fn injected(faults: &[hdl::array::link::TsvFault]) -> Vec<(u32, String, u32)> {
+fn injected(faults: &[hdl::link::TsvFault]) -> Vec<(u32, String, u32)> {
     let mut v: Vec<_> = faults
         .iter()
         .map(|f| (f.row, f.bundle.name().to_string(), f.lane))
@@ -477,7 +473,7 @@ fn the_top_tests_its_links_on_request_and_refuses_a_start_meanwhile() {
     assert_eq!(d.read("LINK_STATUS", &mut mem).unwrap(), cycles << 16);
     assert_eq!(d.read("LINK_FAILED", &mut mem).unwrap(), 0);
     assert_eq!(d.read("ID_GLB_LINK", &mut mem).unwrap(), 4 | 64 << 8);
-    let probe = hdl::array::link::probe_value(1, hdl::array::link::Bundle::ODown, 7);
+    let probe = hdl::link::probe_value(1, hdl::link::Bundle::ODown, 7);
     d.write("LINK_PROBE", probe, &mut mem).unwrap();
     assert_eq!(d.read("LINK_PROBE", &mut mem).unwrap() as u64, probe);
     assert_eq!(

@@ -28,6 +28,7 @@ pub mod fault;
 pub mod format;
 pub mod fp;
 pub mod ir;
+pub mod link;
 pub mod mem;
 pub mod operands;
 pub mod soc;

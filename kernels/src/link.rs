@@ -1,5 +1,5 @@
 //! A vertical link's spare lanes, its built-in self-test and its shifted-lane repair: the
-//! bit-exact model of `hdl::array::link`.
+//! bit-exact model of `hdl::link`.
 //!
 //! A bundle of `lanes` logical lanes is split into groups of `group` lanes (the last may be
 //! shorter); each group crosses on its lanes plus `spares` spare physical lanes. The test walks a

@@ -349,8 +349,8 @@ fn sim_batch(
 }
 
 /// The `--tsv-fault` values as lane faults of core `p`'s bundles.
-fn tsv_faults(p: &CoreParams, given: &[String]) -> Result<Vec<hdl::array::link::TsvFault>> {
-    use hdl::array::link::{TsvFault, FAULT_SLOTS, GLB_ROW};
+fn tsv_faults(p: &CoreParams, given: &[String]) -> Result<Vec<hdl::link::TsvFault>> {
+    use hdl::link::{TsvFault, FAULT_SLOTS, GLB_ROW};
     use kernels::link::LaneFault;
     let bundles = p.bundles();
     anyhow::ensure!(
@@ -364,7 +364,7 @@ fn tsv_faults(p: &CoreParams, given: &[String]) -> Result<Vec<hdl::array::link::
         given.len()
     );
     // Each bundle's name and lanes, once (every PE row has the same).
-    let mut kinds: Vec<(bool, hdl::array::link::Bundle, u32)> = vec![];
+    let mut kinds: Vec<(bool, hdl::link::Bundle, u32)> = vec![];
     for b in &bundles {
         if !kinds.iter().any(|&(_, x, _)| x == b.bundle) {
             kinds.push((b.row == GLB_ROW, b.bundle, b.lanes()));

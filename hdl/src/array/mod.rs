@@ -3,7 +3,6 @@
 //! rows are masked by.
 
 pub mod int_dot;
-pub mod link;
 pub mod mac;
 pub mod mask;
 pub mod noc;

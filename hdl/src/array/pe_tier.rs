@@ -23,12 +23,12 @@
 //! each finished block up in 32/`vlink_bits` beats per score while the next block's QK runs,
 //! and says when the block's last score is above (`linked`).
 
-use crate::array::link::{Bundle, Crossing, LinkStatus};
 use crate::array::pe::{PeIn, PeOp, PeOut};
 use crate::array::pe_row::bus::PeStep;
 use crate::array::pe_row::config::PeRowConfig;
 use crate::fault::Fault;
 use crate::ir::iface::Block;
+use crate::link::{Bundle, Crossing, LinkStatus};
 use crate::{and_all, bits_for, cat, group, interface, mux, mux_index, Design, ModuleBuilder};
 use crate::{RegHandle, Sig};
 
@@ -328,7 +328,7 @@ group! {
     /// status.
     pub struct STierOut<T> {
         rd_addr, value, reads, writes, linked;
-        link: Option<crate::array::link::LinkStatus<T>>,
+        link: Option<crate::link::LinkStatus<T>>,
     }
 }
 
@@ -356,7 +356,7 @@ pub fn build_s_tier(d: &mut Design, cfg: &PeRowConfig) -> STierBlock {
         linked: 1,
         link: cfg.bundle(Bundle::SUp).map(|g| LinkStatus {
             bad: 1,
-            failed: crate::array::link::count_bits(g.physical()),
+            failed: crate::link::count_bits(g.physical()),
             probed: 1,
         }),
     };

@@ -95,12 +95,12 @@ pub mod sequencer;
 
 use anyhow::{ensure, Result};
 
-use crate::array::link::LinkState;
 use crate::array::mask::{self, MaskConfig};
 use crate::array::pe_row::{self, PeRowConfig};
 use crate::config::CoreConfig;
 use crate::fault::Fault;
 use crate::ir::iface::Block;
+use crate::link::LinkState;
 use crate::mem::dma::{self, DmaConfig};
 use crate::mem::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
@@ -270,8 +270,8 @@ impl CoreParams {
 
     /// Every vertical bundle with spare lanes: each PE row's, then the GLB's bond (row
     /// `link::GLB_ROW`, a part per bank group).
-    pub fn bundles(&self) -> Vec<crate::array::link::BundleAt> {
-        use crate::array::link::BundleAt;
+    pub fn bundles(&self) -> Vec<crate::link::BundleAt> {
+        use crate::link::BundleAt;
         let mut v = vec![];
         for row in 0..self.rows {
             for (bundle, geometry, latency) in self.row.bundles() {
@@ -287,7 +287,7 @@ impl CoreParams {
         if let Some(g) = self.dma.glb {
             for (bundle, geometry) in g.bond_bundles() {
                 v.push(BundleAt {
-                    row: crate::array::link::GLB_ROW,
+                    row: crate::link::GLB_ROW,
                     bundle,
                     geometry,
                     parts: g.groups,
@@ -311,7 +311,7 @@ impl CoreParams {
     /// Bits of the core's failed-lane count (every vertical bundle's physical lanes).
     pub fn link_count_bits(&self) -> u32 {
         let n: u32 = self.bundles().iter().map(|b| b.lanes()).sum();
-        crate::array::link::count_bits(n)
+        crate::link::count_bits(n)
     }
 
     pub fn module_name(&self) -> String {
@@ -594,8 +594,8 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     let test = request
         .zip(p.row.bundles().first())
         .map(|(request, &(_, g, _))| {
-            let ctl = crate::array::link::controller(m, &g, p.row.vlink_latency(), request);
-            m.set_threaded(crate::array::link::BIST, ctl.bus);
+            let ctl = crate::link::controller(m, &g, p.row.vlink_latency(), request);
+            m.set_threaded(crate::link::BIST, ctl.bus);
             ctl
         });
     let probe = i.link.filter(|_| p.row.spares().is_some()).map(|l| l.probe);
@@ -877,7 +877,7 @@ struct Rows {
     /// one in the same cycle).
     spill: Option<pe_row::SpillRead>,
     /// With spare lanes: every row's links.
-    link: Option<crate::array::link::LinkStatus>,
+    link: Option<crate::link::LinkStatus>,
 }
 
 /// unfused: the scratch landing buffer's read address {slot, query row, beat}: the PV step's P
@@ -956,19 +956,19 @@ fn pe_rows(
     // A core built for fault injection with spare lanes: the TSV faults, each to its row.
     let tsv_faults = (p.faults && p.row.spares().is_some()).then(|| {
         assert!(
-            p.rows <= crate::array::link::GLB_ROW,
+            p.rows <= crate::link::GLB_ROW,
             "lane faults address 255 PE rows (row 255 is the GLB's bond)"
         );
-        let bits = crate::array::link::core_fault_bits();
-        m.threaded_input(crate::array::link::CORE_FAULTS, bits)
+        let bits = crate::link::core_fault_bits();
+        m.threaded_input(crate::link::CORE_FAULTS, bits)
     });
     for r in 0..p.rows {
         let lo = span * r;
         let tsv = tsv_faults.map(|f| pe_row::RowTsv {
-            lane_fault: crate::array::link::row_faults(m, f, r),
+            lane_fault: crate::link::row_faults(m, f, r),
         });
         let link = probe.map(|l| pe_row::RowProbe {
-            probe: crate::array::link::row_probe(m, l, r),
+            probe: crate::link::row_probe(m, l, r),
         });
         let out = m.instantiate(
             row_blk,
@@ -1056,6 +1056,6 @@ fn pe_rows(
         link: p
             .row
             .spares()
-            .map(|_| crate::array::link::combine(m, &links, p.link_count_bits())),
+            .map(|_| crate::link::combine(m, &links, p.link_count_bits())),
     }
 }

@@ -294,7 +294,7 @@ group! {
     }
 }
 
-pub use crate::array::link::{LinkReq, LinkState};
+pub use crate::link::{LinkReq, LinkState};
 
 impl CoreIn<u32> {
     pub fn widths(p: &CoreParams) -> Self {

@@ -76,18 +76,18 @@ pub struct ModuleBuilder {
     threaded: HashMap<String, Sig>,
 }
 
-/// The vertical links' self-test bus (`crate::array::link::BIST`).
+/// The vertical links' self-test bus (`crate::link::BIST`).
 pub const LINK_BIST: &str = "vlink_bist";
-/// A PE row's TSV lane faults (`crate::array::link::LANE_FAULTS`).
+/// A PE row's TSV lane faults (`crate::link::LANE_FAULTS`).
 pub const LANE_FAULTS: &str = "tsv_lane_fault";
-/// The core's TSV lane faults (`crate::array::link::CORE_FAULTS`).
+/// The core's TSV lane faults (`crate::link::CORE_FAULTS`).
 pub const CORE_FAULTS: &str = "tsv_fault";
-/// The lane whose test result a PE row's bundles show (`crate::array::link::PROBE`).
+/// The lane whose test result a PE row's bundles show (`crate::link::PROBE`).
 pub const LINK_PROBE: &str = "vlink_probe";
 
 /// Inputs a parent passes to every child that has one, declaring its own on first use: the
 /// fault-injection select (`crate::fault::SELECT`), and the vertical links' self-test bus and
-/// lane faults (`crate::array::link`). A child's port of such a name left unconnected takes the
+/// lane faults (`crate::link`). A child's port of such a name left unconnected takes the
 /// parent's.
 pub const THREADED: [&str; 5] = [
     crate::fault::SELECT,

@@ -75,7 +75,7 @@ pub struct GlbParams {
     pub wire_mm: f64,
     /// Stacked: spare lanes in each group of `spare_group` lanes of the bond's bundles (each
     /// bank group's lanes up and its read data down), with the link self-test and
-    /// shifted-lane repair (`crate::array::link`). 0: no spares, no test.
+    /// shifted-lane repair (`crate::link`). 0: no spares, no test.
     pub spares: u32,
     /// Lanes that share a group's spares.
     pub spare_group: u32,
@@ -171,8 +171,8 @@ impl GlbConfig {
 
     /// With spare lanes on the bond: its two bundles, each as one bank group's shape (a
     /// `vlink` per group). Empty without spares.
-    pub fn bond_bundles(&self) -> Vec<(crate::array::link::Bundle, kernels::link::Geometry)> {
-        use crate::array::link::Bundle;
+    pub fn bond_bundles(&self) -> Vec<(crate::link::Bundle, kernels::link::Geometry)> {
+        use crate::link::Bundle;
         let Some(sp) = self.bond else {
             return vec![];
         };
@@ -390,7 +390,7 @@ impl GlbParams {
             };
             for (what, lanes) in [("up", 2 + 2 * rb + width), ("down", width)] {
                 let all = groups as u64 * g(lanes).physical() as u64;
-                let most = crate::array::link::Bundle::GlbUp.max_lanes() as u64;
+                let most = crate::link::Bundle::GlbUp.max_lanes() as u64;
                 ensure!(
                     all <= most,
                     "glb_spares = {}: the GLB's bond {what} has {all} physical lanes ({groups} \

@@ -345,7 +345,7 @@ fn problem_regs(
 /// `LINK_PROBE` (with spare lanes): read-write, strobed like every register.
 fn link_probe(m: &mut ModuleBuilder, regs: &[Register], wr: &WriteChannel) -> Option<Sig> {
     let r = regs.iter().find(|r| r.kind == Kind::LinkProbe)?;
-    let width = crate::array::link::ROW_BITS + crate::array::link::LANE_BITS;
+    let width = crate::link::ROW_BITS + crate::link::LANE_BITS;
     let probe = m.reg("link_probe", width, Some(0));
     m.set_next(probe, wr.merged(probe.q));
     m.set_enable(probe, wr.hit(r));

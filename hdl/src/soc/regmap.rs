@@ -672,7 +672,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 field(
                     "LANE",
                     0,
-                    crate::array::link::LANE_BITS,
+                    crate::link::LANE_BITS,
                     "a physical lane within the PE row: the bundle (0 P up, 1 O down, 2 S up) in \
                      bits 15:14, the lane of the bundle below; in row 255 (the GLB's bond) the \
                      lanes up in 0 to 32767, down from 32768",
@@ -680,7 +680,7 @@ pub fn registers(p: &CoreParams) -> Vec<Register> {
                 field(
                     "ROW",
                     16,
-                    crate::array::link::ROW_BITS,
+                    crate::link::ROW_BITS,
                     "the PE row, or 255 for the GLB's bond",
                 ),
             ],

@@ -24,7 +24,7 @@ pub struct StackParams {
     pub vlink_bits: u32,
     /// Spare lanes in each group of `spare_group` lanes of every vertical bundle (P up, O down
     /// and the S links), with the link self-test and shifted-lane repair
-    /// (`crate::array::link`). 0: no spares, no test.
+    /// (`crate::link`). 0: no spares, no test.
     #[serde(skip_serializing_if = "is_zero")]
     pub spares: u32,
     /// Lanes that share a group's spares.

@@ -145,7 +145,7 @@ pub struct MemoryTiming {
     pub core_fault: Option<hdl::fault::Fault>,
     /// Fault injection in a core with spare lanes: TSV faults on chosen lanes of the vertical
     /// links (`tsv_fault`). Never set for a real design.
-    pub tsv_faults: [Option<hdl::array::link::TsvFault>; hdl::array::link::FAULT_SLOTS as usize],
+    pub tsv_faults: [Option<hdl::link::TsvFault>; hdl::link::FAULT_SLOTS as usize],
 }
 
 impl MemoryTiming {
@@ -205,7 +205,7 @@ impl Default for MemoryTiming {
             reorder: true,
             fault: None,
             core_fault: None,
-            tsv_faults: [None; hdl::array::link::FAULT_SLOTS as usize],
+            tsv_faults: [None; hdl::link::FAULT_SLOTS as usize],
         }
     }
 }
@@ -340,7 +340,7 @@ pub struct LinkTest {
     /// A group had more failed lanes than spares (START refused with ERR_CODE LINK).
     pub beyond_repair: bool,
     /// Which: (row, bundle, physical lane of the bundle), found by probing each lane (the
-    /// GLB's bond is row `hdl::array::link::GLB_ROW`).
+    /// GLB's bond is row `hdl::link::GLB_ROW`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<(u32, String, u32)>,
 }
@@ -350,7 +350,7 @@ impl LinkTest {
     pub fn lanes_text(&self) -> String {
         self.lanes
             .iter()
-            .map(|(r, b, l)| format!("{} {b} {l}", hdl::array::link::row_name(*r)))
+            .map(|(r, b, l)| format!("{} {b} {l}", hdl::link::row_name(*r)))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -369,7 +369,7 @@ pub fn probe_lanes(
             if out.len() as u64 >= failed {
                 return Ok(out);
             }
-            if probed(hdl::array::link::probe_value(b.row, b.bundle, lane))? {
+            if probed(hdl::link::probe_value(b.row, b.bundle, lane))? {
                 out.push((b.row, b.bundle.name().to_string(), lane));
             }
         }
@@ -502,10 +502,7 @@ pub fn run_traced(
     }
     let tsv: Vec<_> = timing.tsv_faults.iter().flatten().copied().collect();
     if p.faults && p.links() {
-        dut.set_words(
-            hdl::array::link::CORE_FAULTS,
-            &hdl::array::link::core_fault_words(&tsv),
-        );
+        dut.set_words(hdl::link::CORE_FAULTS, &hdl::link::core_fault_words(&tsv));
     } else {
         anyhow::ensure!(
             tsv.is_empty(),

@@ -79,13 +79,13 @@ group! {
 
 interface! {
     /// A row with spare lanes: the lane whose test result its bundles show (`link_probe`; see
-    /// `crate::array::link::PROBE`).
+    /// `crate::link::PROBE`).
     pub struct RowProbe { probe }
 }
 
 interface! {
     /// A row built for fault injection with spare lanes: the TSV faults on its vertical links
-    /// (`tsv_lane_fault`, see `crate::array::link`).
+    /// (`tsv_lane_fault`, see `crate::link`).
     pub struct RowTsv { lane_fault }
 }
 
@@ -104,7 +104,7 @@ group! {
         st: RowStore<T>,
         x_rd: Option<ScratchRead<T>>,
         spill: Option<SpillRead<T>>,
-        link: Option<crate::array::link::LinkStatus<T>>,
+        link: Option<crate::link::LinkStatus<T>>,
     }
 }
 
@@ -150,10 +150,10 @@ impl PeRowConfig {
                 data: self.mem_width,
             }),
             tsv: (self.faults && self.spares().is_some()).then(|| RowTsv {
-                lane_fault: crate::array::link::lane_fault_bits(),
+                lane_fault: crate::link::lane_fault_bits(),
             }),
             link: self.spares().map(|_| RowProbe {
-                probe: crate::array::link::LANE_BITS,
+                probe: crate::link::LANE_BITS,
             }),
         }
     }
@@ -201,7 +201,7 @@ impl PeRowConfig {
                 j: self.j_bits(),
             }),
             spill: self.spills().then_some(SpillRead { read: 1 }),
-            link: self.spares().map(|_| crate::array::link::LinkStatus {
+            link: self.spares().map(|_| crate::link::LinkStatus {
                 bad: 1,
                 failed: self.link_count_bits(),
                 probed: 1,

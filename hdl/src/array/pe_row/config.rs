@@ -566,9 +566,9 @@ impl PeRowConfig {
     }
 
     /// The row's vertical bundles with spare lanes: each with its shape and register stages
-    /// (`crate::array::link`). Empty without spares.
-    pub fn bundles(&self) -> Vec<(crate::array::link::Bundle, kernels::link::Geometry, u32)> {
-        use crate::array::link::Bundle;
+    /// (`crate::link`). Empty without spares.
+    pub fn bundles(&self) -> Vec<(crate::link::Bundle, kernels::link::Geometry, u32)> {
+        use crate::link::Bundle;
         let Some(sp) = self.spares() else {
             return vec![];
         };
@@ -600,7 +600,7 @@ impl PeRowConfig {
     }
 
     /// The shape of the row's bundle `b` (None without spares, or without that bundle).
-    pub fn bundle(&self, b: crate::array::link::Bundle) -> Option<kernels::link::Geometry> {
+    pub fn bundle(&self, b: crate::link::Bundle) -> Option<kernels::link::Geometry> {
         self.bundles()
             .into_iter()
             .find(|(x, _, _)| *x == b)
@@ -616,7 +616,7 @@ impl PeRowConfig {
     /// Bits of the row's failed-lane count (its bundles' physical lanes).
     pub fn link_count_bits(&self) -> u32 {
         let n: u32 = self.bundles().iter().map(|(_, g, _)| g.physical()).sum();
-        crate::array::link::count_bits(n)
+        crate::link::count_bits(n)
     }
 
     pub fn ii_bits(&self) -> u32 {

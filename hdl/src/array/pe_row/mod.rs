@@ -87,12 +87,12 @@ use normalize::readout;
 use softmax::{exp_sweep, max_sweep, softmax_rows, sweep_mask, sweep_read, SoftmaxRows};
 use tiers::{array, s_link_bits, vlink_bits, Array, ArrayIn};
 
-use crate::array::link::{self, Bundle, Crossing, LinkStatus};
 use crate::array::pe_tier::{self, STierBlock, TierBlock, TierKind};
 use crate::fp::add::{self, Fp32AddConfig};
 use crate::fp::mul::{self, Fp32MulConfig};
 use crate::fp::recip::{self, RecipIn, RecipOut};
 use crate::ir::iface::Block;
+use crate::link::{self, Bundle, Crossing, LinkStatus};
 use crate::mem::sram::{self, SramBlock};
 use crate::operands::{BinaryBlock, X};
 use crate::softmax::row_reduce::{self, Reduce};

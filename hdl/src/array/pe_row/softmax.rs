@@ -431,7 +431,7 @@ pub(super) fn exp_sweep(
     parts: &Parts,
     i: &RowIn,
     (e, sm, sw): (&EngineRegs, &SoftmaxRows, &SweepRead),
-    (p_bank, p_up): (&PBank, &mut crate::array::link::Crossing),
+    (p_bank, p_up): (&PBank, &mut crate::link::Crossing),
     c_rows: Option<&[Sig]>,
 ) -> ExpSweep {
     let c_n = cfg.cols;

@@ -39,7 +39,7 @@ pub(super) struct STier {
     /// Narrow links: a block's walk wrote its last score above.
     pub(super) linked: Sig,
     /// With spare lanes: the S links' status.
-    pub(super) link: Option<crate::array::link::LinkStatus>,
+    pub(super) link: Option<crate::link::LinkStatus>,
 }
 
 /// Bits over the vertical links this cycle (reg3d): a P weight up to the PV tier's bank (16),

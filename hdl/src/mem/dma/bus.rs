@@ -2,7 +2,7 @@
 //! and their widths.
 
 use super::{error, DmaConfig, MemIf, BEAT_COUNTER_BITS, ROW_BYTES_BITS};
-use crate::array::link::{LinkReq, LinkState};
+use crate::link::{LinkReq, LinkState};
 use crate::mem::glb::{GlbCtl, GlbEvents, GlbLand, GlbScratch};
 use crate::mem::landing::LandingConfig;
 use crate::{addr_bits, group, interface};
@@ -308,9 +308,7 @@ impl DmaConfig {
     fn glb_link_state(&self) -> Option<LinkState<u32>> {
         let g = self.glb.filter(|g| g.bond.is_some())?;
         let lanes: u32 = g.bond_bundles().iter().map(|(_, geo)| geo.physical()).sum();
-        Some(LinkState::widths(crate::array::link::count_bits(
-            g.groups * lanes,
-        )))
+        Some(LinkState::widths(crate::link::count_bits(g.groups * lanes)))
     }
 
     /// The memory port's input widths: the simple port's or the AXI4 master's.

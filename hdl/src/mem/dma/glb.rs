@@ -14,9 +14,9 @@
 use super::channel::Channel;
 use super::simple::PortSteps;
 use super::{DmaConfig, ROW_BYTES_BITS};
-use crate::array::link::{self, Bundle, Crossing, LinkState, LinkStatus};
 use crate::fault::Fault;
 use crate::ir::iface::Block;
+use crate::link::{self, Bundle, Crossing, LinkState, LinkStatus};
 use crate::mem::glb::{self, GlbConfig, GlbEvents};
 use crate::mem::glb_check::{GlbChannelWatch, GlbCheckBlock, GlbWatch};
 use crate::mem::sram::{SramIn, SramOut};

@@ -225,7 +225,7 @@ pub fn build(d: &mut Design, cfg: &LinkConfig) -> LinkBlock {
             m.doc(&format!(
                 "vlink: {} lanes across a tier boundary in groups of {} with {} spare lanes each\n\
                  ({} physical), {} register stages; walking-one and walking-zero self-test and\n\
-                 shifted-lane repair. See hdl/src/array/link.rs. Model: kernels::link.",
+                 shifted-lane repair. See hdl/src/link.rs. Model: kernels::link.",
                 g.lanes,
                 g.group,
                 g.spares,
