@@ -264,7 +264,9 @@ fn core_faults(p: &hdl::core::CoreParams, over: bool, seed: u64) -> Vec<hdl::lin
     let mut rng = kernels::patterns::Rng(seed * 0x9E37_79B9 + 0x1234_5678);
     let mut below = |n: u64| rng.next_u64() % n;
     let bundles = p.bundles();
-    let first_glb = seed % 2 == 1 && bundles.iter().any(|b| b.bundle.glb());
+    // (A design with only one kind puts its first fault there.)
+    let glb = bundles.iter().filter(|b| b.bundle.glb()).count();
+    let first_glb = glb == bundles.len() || (seed % 2 == 1 && glb > 0);
     let mut out: Vec<TsvFault> = vec![];
     let slots = FAULT_SLOTS as usize - over as usize;
     let at = |f: &TsvFault| {
