@@ -666,6 +666,19 @@ impl Crossing {
     }
 }
 
+impl LinkState {
+    /// A link test's state: its controller's `ctl` over the bundles whose status is `status`.
+    pub fn of(ctl: &Controller, status: LinkStatus) -> Self {
+        LinkState {
+            testing: ctl.testing,
+            bad: status.bad,
+            failed: status.failed,
+            cycles: ctl.cycles,
+            probed: status.probed,
+        }
+    }
+}
+
 /// The statuses of several bundles as one: any beyond repair, the failed lanes' sum.
 pub fn combine(m: &mut ModuleBuilder, all: &[LinkStatus], width: u32) -> LinkStatus {
     let bads: Vec<Sig> = all.iter().map(|s| s.bad).collect();

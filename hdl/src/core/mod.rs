@@ -619,13 +619,9 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
     let error = first_error(m, &dma);
     // The links' state: the rows' and the GLB bond's, whichever the core has.
-    let rows_link = test.zip(rows.link).map(|(t, status)| LinkState {
-        testing: t.testing,
-        bad: status.bad,
-        failed: status.failed,
-        cycles: t.cycles,
-        probed: status.probed,
-    });
+    let rows_link = test
+        .zip(rows.link)
+        .map(|(t, status)| LinkState::of(&t, status));
     let link = match (rows_link, dma.glb_link) {
         (Some(a), Some(b)) => Some(LinkState {
             testing: a.testing | b.testing,

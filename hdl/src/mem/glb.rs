@@ -190,6 +190,12 @@ impl GlbConfig {
             .collect()
     }
 
+    /// Bits of the bond's failed-lane count (every bank group's physical lanes up and down).
+    pub fn bond_count_bits(&self) -> u32 {
+        let lanes: u32 = self.bond_bundles().iter().map(|(_, g)| g.physical()).sum();
+        crate::link::count_bits(self.groups * lanes)
+    }
+
     /// The name suffix of a DMA with this GLB.
     pub fn suffix(&self) -> String {
         format!(

@@ -307,8 +307,7 @@ impl DmaConfig {
     /// The GLB's bond with spare lanes: its link test's state.
     fn glb_link_state(&self) -> Option<LinkState<u32>> {
         let g = self.glb.filter(|g| g.bond.is_some())?;
-        let lanes: u32 = g.bond_bundles().iter().map(|(_, geo)| geo.physical()).sum();
-        Some(LinkState::widths(crate::link::count_bits(g.groups * lanes)))
+        Some(LinkState::widths(g.bond_count_bits()))
     }
 
     /// The memory port's input widths: the simple port's or the AXI4 master's.

@@ -581,17 +581,7 @@ pub(super) fn finish(
     });
     let b = banks((d, m), (cfg, g), blocks, port, &t);
     let (group_data, mut group_reads, mut group_writes) = (b.data, b.reads, b.writes);
-    let link = test.map(|ctl| {
-        let lanes: u32 = g.bond_bundles().iter().map(|(_, geo)| geo.physical()).sum();
-        let status = link::combine(m, &b.links, link::count_bits(g.groups * lanes));
-        LinkState {
-            testing: ctl.testing,
-            bad: status.bad,
-            failed: status.failed,
-            cycles: ctl.cycles,
-            probed: status.probed,
-        }
-    });
+    let link = test.map(|ctl| LinkState::of(&ctl, link::combine(m, &b.links, g.bond_count_bits())));
     // Hits land a cycle after their read, with the data of the group they read.
     let grants = [k_grant, v_grant];
     let mut lands = [fill; 2];
