@@ -109,6 +109,8 @@ impl SynthReport {
 /// Runs Verilator's lint and generic Yosys synthesis checks on the folder `dir`.
 pub fn lint(dir: &Path) -> Result<LintReport> {
     let manifest = Manifest::load(dir)?;
+    // The synthesis below would refuse them: say so before the lint's minutes on them.
+    refuse_big_memories(&manifest)?;
     let warnings = verilator_lint(dir, &manifest)?;
     // Verilog that Verilator cannot parse would only fail again in Yosys, with less to say:
     // report Verilator's own messages instead.
