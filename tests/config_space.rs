@@ -66,9 +66,10 @@ fn small() -> CoreConfig {
 
 type Edit = fn(&mut CoreConfig, u64);
 
-/// (key, how to set it, values at / inside / beyond its bounds).
+/// (key, how to set it, values at and beyond its bounds: a value inside them would lint much
+/// the same modules again, at seconds each).
 fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
-    let wide = vec![0, 1, 2, 3, 4, 8, 256, 257, 65536, u32::MAX as u64];
+    let wide = vec![0, 1, 3, 4, 256, 257, 65536, u32::MAX as u64];
     vec![
         ("rows", |c, v| c.rows = v as u32, wide.clone()),
         ("cols", |c, v| c.cols = v as u32, wide.clone()),
@@ -103,17 +104,17 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
         (
             "index_bits",
             |c, v| c.index_bits = v as u32,
-            vec![0, 3, 4, 5, 30, 31, 32, 63, 64, 65, u32::MAX as u64],
+            vec![0, 3, 4, 30, 31, 32, 63, 64, 65, u32::MAX as u64],
         ),
         (
             "mem_width",
             |c, v| c.mem_width = v as u32,
-            vec![0, 7, 16, 24, 32, 64, 128, 512, 1024, 2048, u32::MAX as u64],
+            vec![0, 7, 16, 24, 32, 128, 512, 1024, 2048, u32::MAX as u64],
         ),
         (
             "addr_bits",
             |c, v| c.addr_bits = v as u32,
-            vec![0, 8, 12, 15, 16, 17, 32, 48, 49, 64, u32::MAX as u64],
+            vec![0, 8, 12, 15, 16, 32, 48, 49, 64, u32::MAX as u64],
         ),
         (
             "max_outstanding",
@@ -130,7 +131,6 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
                 511,
                 512,
                 1024,
-                2048,
                 3072,
                 1 << 20,
                 1 << 33,
@@ -145,7 +145,7 @@ fn keys() -> Vec<(&'static str, Edit, Vec<u64>)> {
         (
             "glb_word_bits",
             |c, v| (c.glb.bytes, c.glb.banks, c.glb.word_bits) = (2048, 8, v as u32),
-            vec![0, 7, 8, 64, 256, 512, u32::MAX as u64],
+            vec![0, 7, 8, 256, 512, u32::MAX as u64],
         ),
         (
             "glb_ports",
@@ -239,8 +239,9 @@ fn extreme_configurations_build_and_lint() {
     (tall.rows, tall.cols, tall.br, tall.bc, tall.head_dim) = (256, 1, 512, 2, 4);
     (tall.mul_latency, tall.add_latency, tall.mem_width) = (0, 0, 64);
     let mut wide = small();
-    // 1 x 256 PEs: a 256-input row-reduction tree, 1 KiB rows.
-    (wide.rows, wide.cols, wide.br, wide.bc, wide.head_dim) = (1, 256, 2, 512, 512);
+    // 1 x 256 PEs: a 256-input row-reduction tree, 512-byte rows (a key and an O column per
+    // PE: wider blocks made K's and V's landing buffers 512 KiB each, a minute of lint).
+    (wide.rows, wide.cols, wide.br, wide.bc, wide.head_dim) = (1, 256, 2, 256, 256);
     (wide.mul_latency, wide.add_latency) = (0, 0);
     let mut linted = Linted::default();
     for c in [tall, wide, narrowest(), widest()] {
