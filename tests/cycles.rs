@@ -37,9 +37,9 @@ fn shape(p: &CoreParams, heads: usize, seq: usize, causal: bool) -> Shape {
 #[test]
 fn extrapolation_matches_stepping() {
     let cases = [
-        ("small", Variant::Reg2d, 1536),
-        ("small", Variant::reg3d(2), 1536),
-        ("medium", Variant::buf2d(), 2048),
+        ("small", Variant::Reg2d, 1024),
+        ("small", Variant::reg3d(2), 1024),
+        ("medium", Variant::buf2d(), 1536),
         (
             "small",
             Variant::Rowfused(hdl::config::RowParams {
@@ -47,11 +47,11 @@ fn extrapolation_matches_stepping() {
                 macro_blackbox: false,
                 spill: false,
             }),
-            1536,
+            1024,
         ),
-        ("small", Variant::Unfused, 1536),
-        ("npu16", Variant::Reg2d, 4096),
-        ("seed", Variant::Reg2d, 4096),
+        ("small", Variant::Unfused, 1024),
+        ("npu16", Variant::Reg2d, 2048),
+        ("seed", Variant::Reg2d, 3072),
     ];
     for (preset, variant, seq) in cases {
         let p = params(preset, variant);
@@ -126,7 +126,7 @@ fn extrapolation_matches_stepping() {
         }
     }
     // A length off the unit (and a query count not a multiple of the tile).
-    for (preset, seq) in [("small", 1001), ("npu16", 3000)] {
+    for (preset, seq) in [("small", 1001), ("npu16", 1500)] {
         let p = params(preset, Variant::Reg2d);
         for causal in [false, true] {
             let s = shape(&p, 3, seq, causal);
