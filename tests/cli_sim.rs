@@ -251,8 +251,8 @@ fn sim_reads_npy_inputs_into_a_bf16_design() {
 }
 
 /// FP8 operands end to end as the CLI runs them: the small preset causal at 256 tokens in
-/// both OCP formats (its beat keeps 16 operands: 128 bits), and each other variant in one of
-/// them (P in its buffers, links, spill and memory at 8 bits): bit-exact against the model,
+/// E4M3 (its beat keeps 16 operands: 128 bits), and each other variant in one of the OCP
+/// formats (P in its buffers, links, spill and memory at 8 bits; E5M2 in two): bit-exact against the model,
 /// within the contract against f64, the counters the schedule's. The binary16 problems are
 /// stored at per-tensor power-of-two scales that fit FP8's range; O written to `.npy` is
 /// float32, V's scale taken back: values of the format times 2^−v.
@@ -261,9 +261,8 @@ fn sim_runs_fp8_operands_on_every_variant() {
     use hdl::format::Format;
     let dir = ScratchDir::new("cli-sim-fp8").unwrap();
     let (out, report) = (dir.path().join("o.npy"), dir.path().join("r.json"));
-    let runs: [(&str, Format, &[&str]); 6] = [
+    let runs: [(&str, Format, &[&str]); 5] = [
         ("fp8e4m3", Format::FP8_E4M3, &["--seq", "256", "--causal"]),
-        ("fp8e5m2", Format::FP8_E5M2, &["--seq", "256", "--causal"]),
         (
             "fp8e5m2",
             Format::FP8_E5M2,
