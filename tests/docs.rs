@@ -64,3 +64,39 @@ fn doc_links_resolve() {
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// Every test that .config/nextest.toml starts first is a test of the workspace: a renamed
+/// test would silently drop its priority and might start last, leaving a core idle.
+#[test]
+fn prioritized_tests_exist() {
+    let root = Path::new(ROOT);
+    let config = std::fs::read_to_string(root.join(".config/nextest.toml")).unwrap();
+    let mut sources = String::new();
+    for dir in ["tests", "src", "kernels/src", "hdl/src", "gen/src", "verilator_tb/src"] {
+        let mut todo = vec![root.join(dir)];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    todo.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    sources += &std::fs::read_to_string(&p).unwrap();
+                }
+            }
+        }
+    }
+    let names: Vec<&str> = config
+        .split("test(=")
+        .skip(1)
+        .map(|s| s.split(')').next().unwrap())
+        .collect();
+    assert!(names.len() >= 5, "{names:?}");
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|n| !sources.contains(&format!("fn {n}()")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        ".config/nextest.toml names tests that do not exist: {missing:?}"
+    );
+}
