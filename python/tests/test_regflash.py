@@ -395,7 +395,10 @@ def test_an_interrupt_stops_the_run_and_progress_is_reported():
     # Ctrl-C (here interrupt_main, from the progress callback) stops a run between heads and
     # is raised then, not when the run would have ended; an uninterrupted run reports every
     # step done.
+    # A shell's background job starts with SIGINT ignored, and then Python installs no
+    # handler and interrupt_main does nothing: the test installs Python's own for its run.
     import _thread
+    import signal
 
     q, k, v = tensors((1, 32, 256, 16), (1, 32, 256, 16), 10)
     seen = []
@@ -405,8 +408,12 @@ def test_an_interrupt_stops_the_run_and_progress_is_reported():
         if len(seen) == 1:
             _thread.interrupt_main()
 
-    with pytest.raises(KeyboardInterrupt):
-        regflash.FlashAttention(16, threads=1, progress=interrupt)(q, k, v)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            regflash.FlashAttention(16, threads=1, progress=interrupt)(q, k, v)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert seen[-1][0] < seen[-1][1] == 64  # two steps a head: the model, the references
     steps = []
     fa = regflash.FlashAttention(16, progress=lambda d, t: steps.append((d, t)))
