@@ -76,6 +76,37 @@ pub fn spill_config(cfg: &CoreConfig, keys: u32) -> CoreConfig {
 /// Qwen2-7B's 28 query heads of 128 on 4 K/V heads (grouped-query).
 pub const WORKLOADS: [(&str, u32, usize, usize); 2] = [("opt", 64, 32, 32), ("qwen", 128, 28, 4)];
 
+/// A batch of `batch` sequences of `heads` query heads on `kv_heads` K/V heads each, as the
+/// core runs it: `batch × heads` independent heads one after another on `batch × kv_heads`
+/// K/V heads (a sequence's K/V serve its own query heads alone, so each group of query heads
+/// stays within its sequence: query head h of the whole reads K/V head h / (heads /
+/// kv_heads)). The rows' tokens are then the batch's (query heads × length, as for heads).
+pub fn batched(heads: usize, kv_heads: usize, batch: usize) -> Result<(usize, usize)> {
+    ensure!(
+        batch >= 1,
+        "--batch {batch}: a batch holds at least one sequence (1 by default)"
+    );
+    check_groups(heads, kv_heads)?;
+    match (heads.checked_mul(batch), kv_heads.checked_mul(batch)) {
+        (Some(h), Some(kv)) => Ok((h, kv)),
+        _ => anyhow::bail!(
+            "--batch {batch} of {heads} heads is more heads than this machine counts: take a \
+             smaller batch (a batch's sequences share nothing, so a smaller one gives the same \
+             figures per token)"
+        ),
+    }
+}
+
+/// Grouped-query attention's heads: the K/V heads divide the query heads.
+fn check_groups(heads: usize, kv_heads: usize) -> Result<()> {
+    ensure!(
+        kv_heads >= 1 && heads.is_multiple_of(kv_heads),
+        "--kv-heads {kv_heads} must divide --heads {heads} (each K/V head serves a group of \
+         query heads)"
+    );
+    Ok(())
+}
+
 /// The sequence lengths a workload runs at by default: the long-sequence regime 3D-Flow
 /// speaks of (N > 2k, where it finds SRAM over 60 % of the energy).
 pub const WORKLOAD_SEQS: [usize; 4] = [2048, 4096, 8192, 16384];
@@ -415,12 +446,7 @@ pub struct ComparePlan {
 /// or more, and prices each design; `each` sees a run's report as it finishes.
 pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<CompareRow>> {
     ensure!(!plan.seq_lens.is_empty(), "no sequence length to compare");
-    ensure!(
-        plan.kv_heads >= 1 && plan.heads.is_multiple_of(plan.kv_heads),
-        "--kv-heads {} must divide --heads {} (each K/V head serves a group of query heads)",
-        plan.kv_heads,
-        plan.heads
-    );
+    check_groups(plan.heads, plan.kv_heads)?;
     let configs = designs(plan);
     // Every point is checked before the first runs.
     let modelled = check_plan(plan, &configs)?;

@@ -72,7 +72,14 @@ fn prioritized_tests_exist() {
     let root = Path::new(ROOT);
     let config = std::fs::read_to_string(root.join(".config/nextest.toml")).unwrap();
     let mut sources = String::new();
-    for dir in ["tests", "src", "kernels/src", "hdl/src", "gen/src", "verilator_tb/src"] {
+    for dir in [
+        "tests",
+        "src",
+        "kernels/src",
+        "hdl/src",
+        "gen/src",
+        "verilator_tb/src",
+    ] {
         let mut todo = vec![root.join(dir)];
         while let Some(d) = todo.pop() {
             for e in std::fs::read_dir(&d).unwrap() {

@@ -474,7 +474,10 @@ fn glb_dma_passes_the_gates() {
     assert!(manifest.top.contains("_glb"), "{}", manifest.top);
     assert!(!manifest.top.contains("_x8x1"), "{}", manifest.top);
     assert!(
-        manifest.modules.iter().any(|m| m.name == "sram_1rw_d4_w256"),
+        manifest
+            .modules
+            .iter()
+            .any(|m| m.name == "sram_1rw_d4_w256"),
         "{:?}",
         manifest.modules.iter().map(|m| &m.name).collect::<Vec<_>>()
     );

@@ -904,11 +904,13 @@ fn thermal_refuses_what_it_cannot_model_before_mapping() {
 /// from memory once, so every design's read beats fall (four query heads on one K/V head read
 /// half the beats of four K/V heads at 512 tokens, Q being the other half), from the model's
 /// rows, which RTL runs equal; a K/V head count that does not divide the heads is refused.
+/// `--batch 2` of that grouped attention: each sequence reads its own K/V head, so twice the
+/// tokens, MACs and read beats.
 #[test]
 fn compare_with_shared_kv_heads_reads_each_kv_head_once() {
     let dir = ScratchDir::new("energy-gqa").unwrap();
-    let run = |kv: &str| -> Value {
-        let path = dir.path().join(format!("kv{kv}.json"));
+    let run = |kv: &str, batch: &str| -> Value {
+        let path = dir.path().join(format!("kv{kv}b{batch}.json"));
         let o = regflash(&[
             "compare",
             "--preset",
@@ -919,6 +921,8 @@ fn compare_with_shared_kv_heads_reads_each_kv_head_once() {
             "4",
             "--kv-heads",
             kv,
+            "--batch",
+            batch,
             "--max-sim-seq",
             "0",
             "--report",
@@ -927,12 +931,27 @@ fn compare_with_shared_kv_heads_reads_each_kv_head_once() {
         assert!(o.status.success(), "{}", text(&o));
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     };
-    let (mha, gqa) = (run("4"), run("1"));
-    for (a, b) in mha.as_array().unwrap().iter().zip(gqa.as_array().unwrap()) {
+    let (mha, gqa, two) = (run("4", "1"), run("1", "1"), run("1", "2"));
+    let rows = |v: &Value| v.as_array().unwrap().clone();
+    for ((a, b), c) in rows(&mha).iter().zip(rows(&gqa)).zip(rows(&two)) {
         let beats = |r: &Value| r["counters"]["read_beats"].as_u64().unwrap();
-        assert!(beats(b) < beats(a), "{}", a["design"]);
+        assert!(beats(&b) < beats(a), "{}", a["design"]);
         assert_eq!(a["counters"]["macs"], b["counters"]["macs"]);
+        let n = |r: &Value, k: &str| {
+            r[k].as_u64()
+                .unwrap_or_else(|| r["counters"][k].as_u64().unwrap())
+        };
+        for k in ["tokens", "macs", "read_beats"] {
+            assert_eq!(n(&c, k), 2 * n(&b, k), "{} {k}", a["design"]);
+        }
+        assert_eq!(c["kv_heads"], 2);
     }
+    let o = regflash(&["compare", "--preset", "npu16", "--batch", "0"]);
+    assert!(
+        !o.status.success() && text(&o).contains("--batch 0"),
+        "{}",
+        text(&o)
+    );
     let o = regflash(&[
         "compare",
         "--preset",

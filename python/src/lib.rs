@@ -417,7 +417,7 @@ impl Design {
     /// design's GLB, without it, or both (`glb`: "config", "none", "both"); JSON `{"rows":
     /// [...], "claims": [...]}` (the claims table's rows with `claims`).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None, progress=None, kv_heads=None))]
+    #[pyo3(signature = (seq, causal=false, heads=1, max_sim_seq=4096, glb="config", claims=false, spill_keys=None, progress=None, kv_heads=None, batch=1))]
     fn compare(
         &self,
         py: Python<'_>,
@@ -430,6 +430,7 @@ impl Design {
         spill_keys: Option<u32>,
         progress: Option<&Bound<'_, PyAny>>,
         kv_heads: Option<usize>,
+        batch: usize,
     ) -> PyResult<String> {
         watched(py, progress, || -> Result<String> {
             use regflash::compare::{self, GlbRuns};
@@ -440,12 +441,13 @@ impl Design {
                 g => bail!("glb = \"{g}\": choose \"config\", \"none\" or \"both\""),
             };
             ensure!(heads >= 1, "heads must be at least 1");
+            let (heads, kv_heads) = compare::batched(heads, kv_heads.unwrap_or(heads), batch)?;
             let plan = compare::ComparePlan {
                 config: self.cfg.clone(),
                 seq_lens: seq,
                 causal,
                 heads,
-                kv_heads: kv_heads.unwrap_or(heads),
+                kv_heads,
                 seed: 1,
                 timing: MemoryTiming::default(),
                 table: kernels::energy::EnergyTable::default(),

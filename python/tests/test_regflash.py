@@ -441,6 +441,13 @@ def test_compare_shares_kv_heads_and_refuses_a_group_that_does_not_divide():
         assert b["counters"]["read_beats"] < a["counters"]["read_beats"], a["design"]
     with pytest.raises(regflash.RegflashError, match="must divide"):
         regflash.compare([512], preset="npu16", head_dim=128, heads=2, kv_heads=3, max_sim_seq=0)
+    # A batch of two such sequences: each reads its own K/V head.
+    two = regflash.compare([512], preset="npu16", head_dim=128, heads=2, kv_heads=1, batch=2, max_sim_seq=0)
+    for a, b in zip(gqa["rows"], two["rows"]):
+        assert b["kv_heads"] == 2 and b["tokens"] == 2 * a["tokens"]
+        assert b["counters"]["read_beats"] == 2 * a["counters"]["read_beats"], a["design"]
+    with pytest.raises(regflash.RegflashError, match="batch = 0 is out of range"):
+        regflash.compare([512], preset="npu16", head_dim=128, batch=0, max_sim_seq=0)
 
 
 def test_compare_returns_every_design_and_the_claims():

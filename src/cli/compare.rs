@@ -26,6 +26,11 @@ pub struct CompareArgs {
     /// K/V head per query head). Only the GLB's K/V reuse depends on it.
     #[arg(long)]
     pub kv_heads: Option<usize>,
+    /// Sequences in a batch, each with --heads query heads on --kv-heads K/V heads (or the
+    /// workload's): the core runs the batch's heads one after another, each sequence's query
+    /// heads on its own K/V, and the rows count the batch's tokens.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
     /// Longer sequences are not simulated: their rows take the counts the schedule fixes and
     /// the cycle model's timing (both of which every simulated run matches exactly).
     /// (Default 4096; with --solve 0: the solver works on the model's counts, which every RTL
@@ -139,6 +144,7 @@ pub(super) fn compare_cmd(args: CompareArgs) -> Result<ExitCode> {
         }
         None => (args.run.heads, args.kv_heads.unwrap_or(args.run.heads)),
     };
+    let (heads, kv_heads) = compare::batched(heads, kv_heads, args.batch)?;
     let seq_lens = match (args.seq.is_empty(), workload) {
         (false, _) => args.seq.clone(),
         (true, Some(_)) => compare::WORKLOAD_SEQS.to_vec(),

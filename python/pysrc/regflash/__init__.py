@@ -502,6 +502,7 @@ def compare(
     claims: bool = False,
     spill_keys: Optional[int] = None,
     progress: Any = None,
+    batch: int = 1,
 ) -> Dict[str, Any]:
     """``regflash compare`` as a dict: every variant (buf2d, 3-D buffered, reg2d, reg3d, reg3d
     iso-PE, rowfused, rowfused (spill), unfused) on the design's array at each length of
@@ -511,7 +512,9 @@ def compare(
     dict per design and length: cycles, counters, energy, speedup_vs_buf2d, energy_vs_buf2d
     (this design's energy / buf2d's), energy_reduction_vs_buf2d (1 − that), source, passed],
     "claims": [the claims table's rows when claims=True]}``. ``kv_heads``: K/V heads for
-    grouped-query attention (a divisor of ``heads``; default ``heads``). ``progress``: a callable taking
+    grouped-query attention (a divisor of ``heads``; default ``heads``). ``batch``: sequences of
+    ``heads`` heads each, run one after another (each on its own K/V; the rows' tokens are the
+    batch's). ``progress``: a callable taking
     (cycles simulated, cycles expected), True or False (default: tqdm when installed)."""
     seq = _lengths(seq)
     d = _native.Design(_integer(head_dim, "head_dim", 1), preset, None if config is None else os.fspath(config), None)
@@ -525,6 +528,7 @@ def compare(
         None if spill_keys is None else _integer(spill_keys, "spill_keys"),
     )
     kv = None if kv_heads is None else _integer(kv_heads, "kv_heads", 1)
-    out = json.loads(_watched(progress, "compare", lambda tell: d.compare(*args, tell, kv)))
+    b = _integer(batch, "batch", 1)
+    out = json.loads(_watched(progress, "compare", lambda tell: d.compare(*args, tell, kv, b)))
     out["design"] = d.name
     return out
