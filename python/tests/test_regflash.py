@@ -421,6 +421,26 @@ def test_an_interrupt_stops_the_run_and_progress_is_reported():
     assert fa.report["passed"] and steps[-1] == (64, 64)
 
 
+def test_an_unchecked_run_gives_the_same_bits_and_says_it_was_not_checked():
+    # check=False skips the references, not the model: the same output, a report that claims
+    # nothing (also when a top-left mask merges two runs); the RTL backend always checks.
+    q, k, v = tensors((1, 2, 40, 16), (1, 2, 24, 16), 4)
+    for causal in (False, "top-left"):
+        checked = regflash.FlashAttention(16, causal=causal, out_dtype="float32")
+        unchecked = regflash.FlashAttention(16, causal=causal, out_dtype="float32", check=False)
+        assert np.array_equal(checked(q, k, v), unchecked(q, k, v))
+        assert checked.report["passed"] and checked.report["checked"]
+        r = unchecked.report
+        assert not r["checked"] and not r["passed"] and not r["accuracy_ok"]
+        assert any("not checked" in f for f in r["failures"]), r["failures"]
+        assert np.isnan(float(r["max_abs_err"])) and np.isnan(float(r["max_abs_err_bound"]))
+        assert r["bit_exact"] and r["counters"] == checked.report["counters"]
+    with pytest.raises(regflash.RegflashError, match="always checked"):
+        regflash.FlashAttention(16, backend="rtl", check=False)
+    with pytest.raises(regflash.RegflashError, match="check = 'no'"):
+        regflash.FlashAttention(16, check="no")
+
+
 def test_estimate_returns_the_cycle_model_figures():
     e = regflash.estimate([1024, 4096], head_dim=128, preset="seed", variant="reg3d")
     assert e["design"] == "seed" and e["variant"] == "reg3d"
