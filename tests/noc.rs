@@ -188,53 +188,51 @@ fn case(dut: &mut Dut, cfg: &RouterConfig, t: &Traffic) -> Result<(), TestCaseEr
 /// inputs to one output (round robin, each served in turn) and a full output.
 #[test]
 fn the_router_matches_its_model_and_delivers_every_flit() {
-    {
-        let cfg = RouterConfig {
-            flit_bits: 70,
-            coord_bits: 3,
-            depth: 1,
-        };
-        let (model, _dir) = bench(&cfg);
-        let dut = RefCell::new(model.dut().unwrap());
-        regflash::verify::seeds::run(
-            Config {
-                cases: 40,
-                failure_persistence: None,
-                ..Config::default()
-            },
-            56,
-            &traffic(cfg),
-            |t| case(&mut dut.borrow_mut(), &cfg, &t),
-        )
-        .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-        // Directed: every input but the local one to the local output, at full rate, the sink
-        // slow; then one output with no credits back for 40 cycles.
-        let here = (1, 1);
-        let to_local: Vec<(u32, u32, u64)> = (0..6).map(|s| (1, 1, s)).collect();
-        let t = Traffic {
-            at: here,
-            offers: [
-                vec![],
-                to_local.clone(),
-                to_local.clone(),
-                to_local.clone(),
-                to_local,
-            ],
-            send: [8; 5],
-            drain: [1, 8, 8, 8, 8],
-            seed: 7,
-        };
-        case(&mut dut.borrow_mut(), &cfg, &t).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-        let east: Vec<(u32, u32, u64)> = (0..8).map(|s| (3, 1, s)).collect();
-        let t = Traffic {
-            at: here,
-            offers: [east.clone(), vec![], east, vec![], vec![]],
-            send: [8; 5],
-            drain: [8, 0, 8, 8, 8],
-            seed: 9,
-        };
-        case(&mut dut.borrow_mut(), &cfg, &t).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-    }
+    let cfg = RouterConfig {
+        flit_bits: 70,
+        coord_bits: 3,
+        depth: 1,
+    };
+    let (model, _dir) = bench(&cfg);
+    let dut = RefCell::new(model.dut().unwrap());
+    regflash::verify::seeds::run(
+        Config {
+            cases: 40,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        56,
+        &traffic(cfg),
+        |t| case(&mut dut.borrow_mut(), &cfg, &t),
+    )
+    .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+    // Directed: every input but the local one to the local output, at full rate, the sink
+    // slow; then one output with no credits back for 40 cycles.
+    let here = (1, 1);
+    let to_local: Vec<(u32, u32, u64)> = (0..6).map(|s| (1, 1, s)).collect();
+    let t = Traffic {
+        at: here,
+        offers: [
+            vec![],
+            to_local.clone(),
+            to_local.clone(),
+            to_local.clone(),
+            to_local,
+        ],
+        send: [8; 5],
+        drain: [1, 8, 8, 8, 8],
+        seed: 7,
+    };
+    case(&mut dut.borrow_mut(), &cfg, &t).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+    let east: Vec<(u32, u32, u64)> = (0..8).map(|s| (3, 1, s)).collect();
+    let t = Traffic {
+        at: here,
+        offers: [east.clone(), vec![], east, vec![], vec![]],
+        send: [8; 5],
+        drain: [8, 0, 8, 8, 8],
+        seed: 9,
+    };
+    case(&mut dut.borrow_mut(), &cfg, &t).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
 }
 
 /// A line of routers (`noc_line`, what noc2d sends an array's traffic on) against
@@ -244,78 +242,76 @@ fn the_router_matches_its_model_and_delivers_every_flit() {
 /// source stalls on credits).
 #[test]
 fn a_line_of_routers_matches_its_model() {
-    {
-        let (hops, depth) = (3u32, 3u32);
-        let cfg = noc::LineConfig {
-            router: RouterConfig {
-                flit_bits: 20,
-                coord_bits: 2,
-                depth,
-            },
-            hops,
-        };
-        let mut d = Design::new();
-        let blk = noc::build_line(&mut d, &cfg);
-        let (model, _dir) = common::block_bench(&d, &blk.module.name, "noc_line");
-        let dut = RefCell::new(model.dut().unwrap());
-        let payloads = prop::collection::vec((any::<u64>(), 0u32..=8), 1..80);
-        regflash::verify::seeds::run(
-            Config {
-                cases: 24,
-                failure_persistence: None,
-                ..Config::default()
-            },
-            57,
-            &payloads,
-            |flits| {
-                let dut = &mut dut.borrow_mut();
-                dut.reset(2);
-                let mut line = Line::new(cfg.router, hops);
-                let (mut sent, mut got) = (vec![], vec![]);
-                let mut k = 0;
-                for cycle in 0..2000u64 {
-                    prop_assert_eq!(dut.get("ready") == 1, line.ready(), "cycle {}", cycle);
-                    let send = (k < flits.len() && line.ready() && cycle % 8 < flits[k].1 as u64)
-                        .then(|| {
-                            k += 1;
-                            Flit {
-                                x: hops,
-                                y: 0,
-                                payload: payload(&cfg.router, flits[k - 1].0),
-                            }
-                        });
-                    dut.set("in_valid", send.is_some() as u64);
-                    let words = send.as_ref().map_or(vec![0], |f| f.words(&cfg.router));
-                    dut.set_words("in_flit", &words);
-                    if let Some(f) = &send {
-                        sent.push((cycle, f.clone()));
-                    }
-                    let st = line
-                        .step(send)
-                        .map_err(|e| TestCaseError::fail(format!("cycle {cycle}: {e}")))?;
-                    let valid = dut.get("out_valid") == 1;
-                    prop_assert_eq!(valid, st.out.is_some(), "cycle {}", cycle);
-                    if let Some(f) = &st.out {
-                        let rtl = Flit::from_words(&dut.get_words("out_flit"), &cfg.router);
-                        prop_assert_eq!(&rtl, f, "cycle {}", cycle);
-                        got.push((cycle, f.clone()));
-                    }
-                    prop_assert_eq!(dut.get("writes"), st.events.writes as u64);
-                    prop_assert_eq!(dut.get("reads"), st.events.reads as u64);
-                    prop_assert_eq!(dut.get("hops"), st.links as u64);
-                    dut.tick();
-                    if got.len() == flits.len() {
-                        break;
-                    }
+    let (hops, depth) = (3u32, 3u32);
+    let cfg = noc::LineConfig {
+        router: RouterConfig {
+            flit_bits: 20,
+            coord_bits: 2,
+            depth,
+        },
+        hops,
+    };
+    let mut d = Design::new();
+    let blk = noc::build_line(&mut d, &cfg);
+    let (model, _dir) = common::block_bench(&d, &blk.module.name, "noc_line");
+    let dut = RefCell::new(model.dut().unwrap());
+    let payloads = prop::collection::vec((any::<u64>(), 0u32..=8), 1..80);
+    regflash::verify::seeds::run(
+        Config {
+            cases: 24,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        57,
+        &payloads,
+        |flits| {
+            let dut = &mut dut.borrow_mut();
+            dut.reset(2);
+            let mut line = Line::new(cfg.router, hops);
+            let (mut sent, mut got) = (vec![], vec![]);
+            let mut k = 0;
+            for cycle in 0..2000u64 {
+                prop_assert_eq!(dut.get("ready") == 1, line.ready(), "cycle {}", cycle);
+                let send =
+                    (k < flits.len() && line.ready() && cycle % 8 < flits[k].1 as u64).then(|| {
+                        k += 1;
+                        Flit {
+                            x: hops,
+                            y: 0,
+                            payload: payload(&cfg.router, flits[k - 1].0),
+                        }
+                    });
+                dut.set("in_valid", send.is_some() as u64);
+                let words = send.as_ref().map_or(vec![0], |f| f.words(&cfg.router));
+                dut.set_words("in_flit", &words);
+                if let Some(f) = &send {
+                    sent.push((cycle, f.clone()));
                 }
-                prop_assert_eq!(got.len(), sent.len());
-                for ((ts, fs), (tg, fg)) in sent.iter().zip(&got) {
-                    prop_assert_eq!(fs, fg);
-                    prop_assert!(tg - ts >= 2 * (hops as u64 + 1), "{} after {}", tg, ts);
+                let st = line
+                    .step(send)
+                    .map_err(|e| TestCaseError::fail(format!("cycle {cycle}: {e}")))?;
+                let valid = dut.get("out_valid") == 1;
+                prop_assert_eq!(valid, st.out.is_some(), "cycle {}", cycle);
+                if let Some(f) = &st.out {
+                    let rtl = Flit::from_words(&dut.get_words("out_flit"), &cfg.router);
+                    prop_assert_eq!(&rtl, f, "cycle {}", cycle);
+                    got.push((cycle, f.clone()));
                 }
-                Ok(())
-            },
-        )
-        .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
-    }
+                prop_assert_eq!(dut.get("writes"), st.events.writes as u64);
+                prop_assert_eq!(dut.get("reads"), st.events.reads as u64);
+                prop_assert_eq!(dut.get("hops"), st.links as u64);
+                dut.tick();
+                if got.len() == flits.len() {
+                    break;
+                }
+            }
+            prop_assert_eq!(got.len(), sent.len());
+            for ((ts, fs), (tg, fg)) in sent.iter().zip(&got) {
+                prop_assert_eq!(fs, fg);
+                prop_assert!(tg - ts >= 2 * (hops as u64 + 1), "{} after {}", tg, ts);
+            }
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
 }
