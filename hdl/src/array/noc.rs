@@ -394,43 +394,45 @@ fn line(m: &mut ModuleBuilder, cfg: &LineConfig, router: &RouterBlock, i: &LineI
         };
         outs.push(m.instantiate(router, &format!("u_r{k}"), &ins));
     }
-    for k in 0..n as usize {
-        let o = &outs[k];
-        if k + 1 < n as usize {
-            m.drive(west[k + 1].in_valid, o.e.out_valid);
-            m.drive(west[k + 1].in_flit, o.e.out_flit);
-        } else {
-            m.discard(o.e.out_valid);
-            m.discard(o.e.out_flit);
+    // The line's ends: nothing comes into router 0 from the west, no credit into the last
+    // router from the east.
+    let (nil, nil_flit) = (m.zero(1), m.zero(r.flit_bits));
+    m.drive(west[0].in_valid, nil);
+    m.drive(west[0].in_flit, nil_flit);
+    let nil = m.zero(1);
+    m.drive(east_credit[n as usize - 1], nil);
+    for (k, o) in outs.iter().enumerate() {
+        // East to the next router's west, its credits back; the last router's east output
+        // and router 0's west credits go nowhere.
+        match outs.get(k + 1) {
+            Some(next) => {
+                m.drive(west[k + 1].in_valid, o.e.out_valid);
+                m.drive(west[k + 1].in_flit, o.e.out_flit);
+                m.drive(east_credit[k], next.w.credit_out);
+            }
+            None => {
+                m.discard(o.e.out_valid);
+                m.discard(o.e.out_flit);
+            }
         }
-        if k > 0 {
-            m.drive(east_credit[k - 1], o.w.credit_out);
-        } else {
-            let (nil, nil_flit) = (m.zero(1), m.zero(r.flit_bits));
-            m.drive(west[0].in_valid, nil);
-            m.drive(west[0].in_flit, nil_flit);
+        if k == 0 {
             m.discard(o.w.credit_out);
-            m.discard(o.w.out_valid);
-            m.discard(o.w.out_flit);
-        }
-        if k == n as usize - 1 {
-            let nil = m.zero(1);
-            m.drive(east_credit[k], nil);
-        }
-        for p in [&o.n, &o.s] {
-            m.discard(p.out_valid);
-            m.discard(p.out_flit);
-            m.discard(p.credit_out);
-        }
-        m.discard(o.e.credit_out);
-        if k > 0 {
-            m.discard(o.w.out_valid);
-            m.discard(o.w.out_flit);
+        } else {
+            // Only router 0's local input takes flits (its credits are the source's).
             m.discard(o.l.credit_out);
         }
-        if k + 1 < n as usize {
+        // Only the last router's local output delivers (to the sink, below).
+        if k + 1 < outs.len() {
             m.discard(o.l.out_valid);
             m.discard(o.l.out_flit);
+        }
+        // Every flit goes east: nothing leaves west, north or south, and no credit east.
+        for p in [&o.w, &o.n, &o.s] {
+            m.discard(p.out_valid);
+            m.discard(p.out_flit);
+        }
+        for p in [&o.n, &o.s, &o.e] {
+            m.discard(p.credit_out);
         }
     }
     let last = &outs[n as usize - 1];
