@@ -252,8 +252,8 @@ fn sim_reads_npy_inputs_into_a_bf16_design() {
 
 /// FP8 operands end to end as the CLI runs them: the small preset causal at 256 tokens in
 /// E4M3 (its beat keeps 16 operands: 128 bits), and each other variant in one of the OCP
-/// formats (P in its buffers, links, spill and memory at 8 bits; E5M2 in two): bit-exact against the model,
-/// within the contract against f64, the counters the schedule's. The binary16 problems are
+/// formats (P in its buffers, links, spill and memory at 8 bits; E5M2 in two): bit-exact
+/// against the model, within the contract against f64, the counters the schedule's. The binary16 problems are
 /// stored at per-tensor power-of-two scales that fit FP8's range; O written to `.npy` is
 /// float32, V's scale taken back: values of the format times 2^−v.
 #[test]
