@@ -25,7 +25,7 @@ use crate::fp::*;
 use crate::mask::MaskSpec;
 use crate::quant::QuantQk;
 use crate::reduce::{row_max, row_sum};
-use crate::softmax::{scaled_constant, weight_in, RowState};
+use crate::softmax::{scaled_constant, weights_in, RowState};
 
 /// The output format of O / l.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +142,32 @@ pub fn flash_attention_quant(
 }
 
 fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, FlashStats) {
+    // The same arithmetic either way: the vector units' lanes round as the scalar unit does,
+    // and `mul_add` is one rounding in hardware or in software.
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above.
+        return unsafe { flash_avx2(p, cfg, quant) };
+    }
+    flash_on_host(p, cfg, quant)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn flash_avx2(
+    p: &Problem,
+    cfg: &FlashConfig,
+    quant: Option<&QuantQk>,
+) -> (Vec<u32>, FlashStats) {
+    flash_on_host(p, cfg, quant)
+}
+
+#[inline(always)]
+fn flash_on_host(
+    p: &Problem,
+    cfg: &FlashConfig,
+    quant: Option<&QuantQk>,
+) -> (Vec<u32>, FlashStats) {
     let d = cfg.head_dim;
     assert_eq!(p.q.len(), p.q_len * d, "Q must be q_len x d");
     assert_eq!(p.k.len(), p.k_len * d, "K must be k_len x d");
@@ -192,52 +218,15 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
     } else {
         vec![]
     };
-    // Row i's scores in the block from key `k_base` into `s` (masked: −Inf for the max) and
-    // which keys are visible into `visible`; returns the MACs they took.
-    let scores = |i: usize, k_base: usize, s: &mut [u32], visible: &mut [bool]| {
-        let mut macs = 0u64;
-        if !kt.is_empty() {
-            let block = &kt[k_base / bc * d * bc..][..d * bc];
-            s.fill(ACC_CLEAR);
-            for (&a, kx) in qf[i * d..(i + 1) * d].iter().zip(block.chunks_exact(bc)) {
-                for (sj, &b) in s.iter_mut().zip(kx) {
-                    *sj = mac_native(f32::from_bits(*sj), a, b).to_bits();
-                }
-            }
-            for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
-                *vis = !mask.masked(i, k_base + jj);
-                *sj = match *vis {
-                    true => canonical_nan(f32::from_bits(*sj)),
-                    false => F32_NEG_INF,
-                };
-                macs += (*vis as u64) * d as u64;
-            }
-            return macs;
-        }
-        for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
-            let j = k_base + jj;
-            *vis = !mask.masked(i, j);
-            if !*vis {
-                *sj = F32_NEG_INF;
-                continue;
-            }
-            if let Some(qk) = quant {
-                // Exact in binary32: |Σ| ≤ d · 127² < 2^24.
-                *sj = (qk.score(i, j, d) as f32).to_bits();
-                macs += d as u64;
-                continue;
-            }
-            let (qi, kj) = (&qf[i * d..(i + 1) * d], &kf[j * d..(j + 1) * d]);
-            let acc = qi
-                .iter()
-                .zip(kj)
-                .fold(f32::from_bits(ACC_CLEAR), |acc, (&a, &b)| {
-                    host.mac(acc, a, b)
-                });
-            *sj = canonical_nan(acc);
-            macs += d as u64;
-        }
-        macs
+    let scores = Scores {
+        kt: &kt,
+        qf: &qf,
+        kf: &kf,
+        d,
+        bc,
+        mask,
+        quant,
+        host,
     };
     let blocks = p.k_len.div_ceil(cfg.bc);
     let (mut s, mut visible) = (vec![0u32; cfg.bc], vec![false; cfg.bc]);
@@ -263,7 +252,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                 for (r, st) in state.iter_mut().enumerate() {
                     let at = (r * blocks + k_base / cfg.bc) * cfg.bc;
                     let (sr, vr) = (&mut rows_s[at..at + cfg.bc], &mut rows_vis[at..at + cfg.bc]);
-                    scores(q_base + r, k_base, sr, vr);
+                    scores.row(q_base + r, k_base, sr, vr);
                     st.update_max(row_max(sr, cfg.cols), c_of(q_base + r, k_base));
                 }
             }
@@ -282,7 +271,7 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                     visible.copy_from_slice(&rows_vis[at..at + cfg.bc]);
                     stats.macs += (d * visible.iter().filter(|&&v| v).count()) as u64;
                 } else {
-                    stats.macs += scores(q_base + r, k_base, &mut s, &mut visible);
+                    stats.macs += scores.row(q_base + r, k_base, &mut s, &mut visible);
                 }
                 let st = &mut state[r];
                 let c = c_of(q_base + r, k_base);
@@ -292,24 +281,18 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
                     stats.rescales += (shift != 0) as u64;
                     stats.rescales_avoided += up.avoided as u64;
                 }
-                for (jj, w) in weights.iter_mut().enumerate() {
-                    *w = weight_in(s[jj], st.m, c, !visible[jj], fmt);
-                    wide_w[jj] = host.widen(*w);
-                }
+                weights_in(&s, &visible, (st.m, c), fmt, &mut weights, &mut wide_w);
                 st.update_sum(row_sum(&wide_w, cfg.cols), shift);
                 let orow = &mut o[r * d..(r + 1) * d];
-                for x in orow.iter_mut() {
-                    *x = fp32_scale2_native(*x, shift);
-                }
-                for (jj, &w) in wide_w.iter().enumerate() {
-                    if !visible[jj] {
-                        continue;
+                // A shift of 0 multiplies by 1: every value but a NaN's payload stays, and
+                // the normalizing multiply makes any NaN the canonical one.
+                if shift != 0 {
+                    for x in orow.iter_mut() {
+                        *x = fp32_scale2_native(*x, shift);
                     }
-                    let w = f32::from_bits(w);
-                    let vj = &vf[(k_base + jj) * d..(k_base + jj + 1) * d];
-                    host.mac_row(orow, w, vj);
-                    stats.macs += d as u64;
                 }
+                host.pv_row(orow, &wide_w, &visible, &vf[k_base * d..]);
+                stats.macs += (d * visible.iter().filter(|&&v| v).count()) as u64;
             }
             stats.masked_macs += (2 * cfg.br * cfg.bc * d) as u64 - (stats.macs - macs_before);
         }
@@ -317,6 +300,107 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
         normalize(tile, &o, &state, cfg);
     }
     (out, stats)
+}
+
+/// What a query row's scores of one block are computed from: the operands widened (and K
+/// transposed block by block where every product is exact in binary32), or quantized QKᵀ.
+struct Scores<'a> {
+    kt: &'a [f32],
+    qf: &'a [f32],
+    kf: &'a [f32],
+    d: usize,
+    bc: usize,
+    mask: MaskSpec,
+    quant: Option<&'a QuantQk>,
+    host: Host,
+}
+
+impl Scores<'_> {
+    /// Row i's scores in the block from key `k_base` into `s` (masked: −Inf for the max) and
+    /// which keys are visible into `visible`; returns the MACs they took. Inlined, so that it
+    /// takes the caller's vector unit.
+    #[inline(always)]
+    fn row(&self, i: usize, k_base: usize, s: &mut [u32], visible: &mut [bool]) -> u64 {
+        let (d, bc) = (self.d, self.bc);
+        let mut macs = 0u64;
+        if !self.kt.is_empty() {
+            let block = &self.kt[k_base / bc * d * bc..][..d * bc];
+            qk_row(&self.qf[i * d..(i + 1) * d], block, s);
+            for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
+                *vis = !self.mask.masked(i, k_base + jj);
+                *sj = match *vis {
+                    true => canonical_nan(f32::from_bits(*sj)),
+                    false => F32_NEG_INF,
+                };
+                macs += (*vis as u64) * d as u64;
+            }
+            return macs;
+        }
+        for (jj, (sj, vis)) in s.iter_mut().zip(visible.iter_mut()).enumerate() {
+            let j = k_base + jj;
+            *vis = !self.mask.masked(i, j);
+            if !*vis {
+                *sj = F32_NEG_INF;
+                continue;
+            }
+            if let Some(qk) = self.quant {
+                // Exact in binary32: |Σ| ≤ d · 127² < 2^24.
+                *sj = (qk.score(i, j, d) as f32).to_bits();
+                macs += d as u64;
+                continue;
+            }
+            let (qi, kj) = (&self.qf[i * d..(i + 1) * d], &self.kf[j * d..(j + 1) * d]);
+            let acc = qi
+                .iter()
+                .zip(kj)
+                .fold(f32::from_bits(ACC_CLEAR), |acc, (&a, &b)| {
+                    self.host.mac(acc, a, b)
+                });
+            *sj = canonical_nan(acc);
+            macs += d as u64;
+        }
+        macs
+    }
+}
+
+/// A query row's scores of one block where every product is exact in binary32: `s[j]` is
+/// −0 plus `q[x] · block[x][j]` for x in order (the MAC's chain), `block` being the block's K
+/// transposed (d × Bc). The keys go `L` at a time, each chain in a vector lane, the lanes
+/// held in registers across the dimension.
+#[inline(always)]
+fn qk_row(q: &[f32], block: &[f32], s: &mut [u32]) {
+    let bc = s.len();
+    let mut at = 0;
+    at = qk_lanes::<16>(q, block, s, at, bc);
+    at = qk_lanes::<8>(q, block, s, at, bc);
+    qk_lanes::<1>(q, block, s, at, bc);
+}
+
+/// [`qk_row`]'s keys from `at` on, `L` at a time while `L` of them remain; returns where it
+/// stopped.
+#[inline(always)]
+fn qk_lanes<const L: usize>(
+    q: &[f32],
+    block: &[f32],
+    s: &mut [u32],
+    at: usize,
+    bc: usize,
+) -> usize {
+    let mut at = at;
+    while at + L <= bc {
+        let mut acc = [f32::from_bits(ACC_CLEAR); L];
+        for (x, &a) in q.iter().enumerate() {
+            let kx = &block[x * bc + at..][..L];
+            for l in 0..L {
+                acc[l] = mac_native(acc[l], a, kx[l]);
+            }
+        }
+        for l in 0..L {
+            s[at + l] = acc[l].to_bits();
+        }
+        at += L;
+    }
+    at
 }
 
 /// The operands' arithmetic on the host: each operand widened once (exact) to binary32, and
@@ -343,20 +427,52 @@ impl Host {
         widen(h, self.fmt)
     }
 
-    /// `o[x] += w · v[x]` for a row of O accumulators (binary32 bits), each the MAC's one
-    /// rounding. NaNs are left as the host makes them: a NaN stays NaN through every later
-    /// MAC and rescale, and the normalizing multiply makes it the canonical one, so the row's
-    /// results are the model's; the loop, free of that branch, vectorizes.
-    fn mac_row(self, o: &mut [u32], w: f32, v: &[f32]) {
-        if self.exact {
-            for (x, &vv) in o.iter_mut().zip(v) {
-                *x = mac_native(f32::from_bits(*x), w, vv).to_bits();
+    /// A row of O accumulators (binary32 bits, d of them) after one block: for each visible
+    /// key j in order, `o[x] += w[j] · v[j][x]`, each the MAC's one rounding (`v` the block's V
+    /// rows from its first key). `L` columns at a time stay in registers across the keys.
+    /// NaNs are left as the host makes them: a NaN stays NaN through every later MAC and
+    /// rescale, and the normalizing multiply makes it the canonical one, so the row's results
+    /// are the model's; the loops, free of that branch, vectorize.
+    #[inline(always)]
+    fn pv_row(self, o: &mut [u32], w: &[u32], visible: &[bool], v: &[f32]) {
+        let mut at = 0;
+        at = self.pv_lanes::<32>(o, w, visible, v, at);
+        at = self.pv_lanes::<8>(o, w, visible, v, at);
+        self.pv_lanes::<1>(o, w, visible, v, at);
+    }
+
+    /// [`Host::pv_row`]'s columns from `at` on, `L` at a time while `L` of them remain;
+    /// returns where it stopped.
+    #[inline(always)]
+    fn pv_lanes<const L: usize>(
+        self,
+        o: &mut [u32],
+        w: &[u32],
+        visible: &[bool],
+        v: &[f32],
+        at: usize,
+    ) -> usize {
+        let d = o.len();
+        let mut at = at;
+        while at + L <= d {
+            let mut acc: [f32; L] = std::array::from_fn(|l| f32::from_bits(o[at + l]));
+            for (j, (&wj, _)) in w
+                .iter()
+                .zip(visible)
+                .enumerate()
+                .filter(|(_, (_, &vis))| vis)
+            {
+                let (wj, vj) = (f32::from_bits(wj), &v[j * d + at..][..L]);
+                for l in 0..L {
+                    acc[l] = self.mac(acc[l], wj, vj[l]);
+                }
             }
-        } else {
-            for (x, &vv) in o.iter_mut().zip(v) {
-                *x = w.mul_add(vv, f32::from_bits(*x)).to_bits();
+            for l in 0..L {
+                o[at + l] = acc[l].to_bits();
             }
+            at += L;
         }
+        at
     }
 
     #[inline(always)]
@@ -398,8 +514,8 @@ pub fn decode(out: &[u32], format: OutFormat, operand: Format) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::patterns::{tensors, Pattern};
-    use crate::softmax::{scale_constant, scale_score, weight};
+    use crate::patterns::{tensors, tensors_in, Pattern};
+    use crate::softmax::{scale_constant, scale_score, weight, weight_in};
 
     fn cfg(bc: usize, softmax: SoftmaxPass) -> FlashConfig {
         FlashConfig {
@@ -425,6 +541,101 @@ mod tests {
             score_exp: 0,
         };
         flash_attention(&p, &cfg(bc, softmax)).0
+    }
+
+    /// The tiled model written plainly, one score and one MAC at a time, from the integer
+    /// operator models (`mac_fused`, the tree reductions, `weight_in`, `fp32_scale2`,
+    /// `fp32_mul`): what the model's host forms (vector lanes, the slice sweep, the one-pass
+    /// max) must equal bit for bit.
+    fn plain(p: &Problem, cfg: &FlashConfig) -> Vec<u32> {
+        use crate::reduce::tree;
+        let (d, fmt) = (cfg.head_dim, cfg.operand);
+        let mask = MaskSpec {
+            q_len: p.q_len,
+            k_len: p.k_len,
+            causal: cfg.causal,
+        };
+        let c = scaled_constant(d, p.score_exp);
+        let lazy = cfg.softmax.lazy_threshold();
+        let mut out = vec![0u32; p.q_len * d];
+        for q_base in (0..p.q_len).step_by(cfg.br) {
+            for i in q_base..p.q_len.min(q_base + cfg.br) {
+                let (mut st, mut o) = (RowState::default(), vec![0u32; d]);
+                for k_base in (0..p.k_len).step_by(cfg.bc) {
+                    if mask.block_skipped(q_base, cfg.br, k_base) {
+                        continue;
+                    }
+                    let vis: Vec<bool> = (k_base..k_base + cfg.bc)
+                        .map(|j| !mask.masked(i, j))
+                        .collect();
+                    let s: Vec<u32> = (0..cfg.bc)
+                        .map(|jj| match vis[jj] {
+                            false => F32_NEG_INF,
+                            true => (0..d).fold(ACC_CLEAR, |a, x| {
+                                let (qx, kx) = (p.q[i * d + x], p.k[(k_base + jj) * d + x]);
+                                mac_fused(a, qx as u64, kx as u64, fmt)
+                            }),
+                        })
+                        .collect();
+                    let b = cfg.bc / cfg.cols;
+                    let locals: Vec<u32> = s.chunks(b).map(|x| tree(x, fp32_max)).collect();
+                    let up = st.update_max_lazy(tree(&locals, fp32_max), c, lazy);
+                    let w: Vec<u16> = (0..cfg.bc)
+                        .map(|jj| weight_in(s[jj], st.m, c, !vis[jj], fmt))
+                        .collect();
+                    let wide: Vec<u32> = w.iter().map(|&x| widen(x, fmt)).collect();
+                    let sums: Vec<u32> = wide.chunks(b).map(|x| tree(x, fp32_add)).collect();
+                    st.update_sum(tree(&sums, fp32_add), up.shift);
+                    for (x, ox) in o.iter_mut().enumerate() {
+                        *ox = fp32_scale2(*ox, up.shift);
+                        for jj in (0..cfg.bc).filter(|&jj| vis[jj]) {
+                            *ox = mac_fused(
+                                *ox,
+                                w[jj] as u64,
+                                p.v[(k_base + jj) * d + x] as u64,
+                                fmt,
+                            );
+                        }
+                    }
+                }
+                let r = st.reciprocal();
+                for x in 0..d {
+                    let y = fp32_mul(o[x], r);
+                    out[i * d + x] = match cfg.out {
+                        OutFormat::F32 => y,
+                        OutFormat::Short => narrow(y, fmt) as u32,
+                    };
+                }
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// The model equals [`plain`] on random shapes (partial tiles and blocks, Bc past the
+        /// vector widths and short of them, d = 1 to 40), causal or not, online or lazy, FP16
+        /// or BF16, FP32 or short output, and inputs from every pattern (Inf and NaN
+        /// included).
+        #[test]
+        fn the_host_forms_are_the_plain_model(
+            q_len in 1usize..40, k_len in 1usize..70, d in 1usize..41,
+            br in 1usize..9, cols in 1usize..5, b in 1usize..7,
+            causal in proptest::prelude::any::<bool>(), lazy in 0u8..3,
+            bf16 in proptest::prelude::any::<bool>(), f32_out in proptest::prelude::any::<bool>(),
+            pattern in 0usize..Pattern::ALL.len(), seed in proptest::prelude::any::<u64>(),
+        ) {
+            let operand = if bf16 { Format::BF16 } else { Format::FP16 };
+            let ((q, k, v), _) = tensors_in(Pattern::ALL[pattern], q_len, k_len, d, seed, operand);
+            let p = Problem { q: &q, k: &k, v: &v, q_len, k_len, score_exp: 0 };
+            let cfg = FlashConfig {
+                br, bc: b * cols, head_dim: d, cols, causal,
+                out: if f32_out { OutFormat::F32 } else { OutFormat::Short },
+                softmax: match lazy { 0 => SoftmaxPass::Online, t => SoftmaxPass::Lazy { threshold: t * 4 } },
+                operand,
+            };
+            proptest::prop_assert_eq!(flash_attention(&p, &cfg).0, plain(&p, &cfg));
+        }
     }
 
     /// With one block per row the running max is the row's max: both orders agree bit for bit.

@@ -655,6 +655,39 @@ pub fn exp2(x: u32) -> u32 {
     round_to_f32(0, y, n - 23, false)
 }
 
+/// [`exp2`] with its two conversions on the host's FPU: the fixed-point split (x · 2^24 is
+/// exact in binary64, and its floor is the model's; for a negative x the model's
+/// −(q + inexact) is that floor too) and the final rounding (y · 2^(n−23) is exact in
+/// binary64, y < 2^25, and one conversion to binary32 rounds it to nearest even, subnormals
+/// included, as `round_to_f32` does). The table and its interpolation are the model's.
+/// `exp2_native_matches_exp2` holds it to [`exp2`] (and `--full`, every binary32 input).
+#[inline]
+pub fn exp2_native(x: u32) -> u32 {
+    let v = f32::from_bits(x);
+    if v.is_nan() {
+        return F32_QNAN;
+    }
+    if v >= 128.0 {
+        return F32_INF;
+    }
+    if v <= -152.0 {
+        return 0;
+    }
+    // The floor by truncation (|x · 2^24| < 2^32): `f64::floor` is a library call without
+    // SSE4.1.
+    let scaled = v as f64 * (1u64 << 24) as f64;
+    let cut = scaled as i64;
+    let fixed = cut - ((cut as f64) > scaled) as i64;
+    let n = (fixed >> 24) as i32;
+    let f = (fixed & 0xFF_FFFF) as u32;
+    let (k, r) = ((f >> 18) as usize, (f & 0x3_FFFF) as u64);
+    let t = &*EXP2_TABLE;
+    let y = t[k] as u64 + (((t[k + 1] - t[k]) as u64 * r) >> 18);
+    // 2^(n − 23), normal in binary64: n − 23 ≥ −175.
+    let pow = f64::from_bits(((1023 + n - 23) as u64) << 52);
+    ((y as f64 * pow) as f32).to_bits()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -955,6 +988,15 @@ mod tests {
             prop_assert_eq!(fp32_scale2(x, n), fp32_scale2_native(x, n), "x={:#x} n={}", x, n);
         }
 
+        /// The host's form of exp2 is the model's: any bit pattern, and inputs spread over
+        /// the range where the result goes from Inf through the normals and subnormals to 0.
+        #[test]
+        fn exp2_native_matches_exp2(x in any::<u32>(), e in 110u32..=134, m in any::<u32>(), neg in any::<bool>()) {
+            prop_assert_eq!(exp2_native(x), exp2(x), "x={:#010x}", x);
+            let y = (neg as u32) << 31 | e << 23 | (m & 0x7F_FFFF);
+            prop_assert_eq!(exp2_native(y), exp2(y), "x={:#010x}", y);
+        }
+
         #[test]
         fn fp32_ceil_and_max_match_std(a in any::<u32>(), b in any::<u32>(), e in 100u32..=160) {
             let a2 = (a & 0x807F_FFFF) | (e << 23);
@@ -1008,6 +1050,24 @@ mod tests {
                 r.max_rel
             );
         }
+    }
+
+    /// Every binary32 input: the host's exp2 against the model's (about a minute on two cores).
+    #[test]
+    #[ignore = "full: all 2^32 inputs of exp2_native; the proptest samples them"]
+    fn exp2_native_matches_exp2_everywhere() {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        let span = (1u64 << 32).div_ceil(threads);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    for x in t * span..((t + 1) * span).min(1 << 32) {
+                        let x = x as u32;
+                        assert_eq!(exp2_native(x), exp2(x), "x={x:#010x}");
+                    }
+                });
+            }
+        });
     }
 
     #[test]

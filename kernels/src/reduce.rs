@@ -6,7 +6,7 @@
 //! ((v0 ⊕ v1) ⊕ v2) ⊕ ..., has no operation waiting on the one before it at a value's rate, so
 //! the hardware pipelines it at the adder's latency; for b ≤ 2 the two are the same.)
 
-use crate::fp::{fp32_add_native, fp32_max};
+use crate::fp::{f32_order_key, fp32_add_native, F32_INF, F32_QNAN, F32_SIGN};
 
 /// The row-reduction tree over `values` (one per PE of a row) with operator `op`.
 pub fn tree(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
@@ -15,7 +15,8 @@ pub fn tree(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
 
 /// [`tree`] in `values`' own storage: each level's results overwrite its front (result i is
 /// written after its inputs 2i and 2i + 1 are read, and no later pair reads below 2i + 2).
-fn tree_in_place(values: &mut [u32], op: fn(u32, u32) -> u32) -> u32 {
+#[inline(always)]
+fn tree_in_place(values: &mut [u32], op: impl Fn(u32, u32) -> u32) -> u32 {
     assert!(
         !values.is_empty(),
         "a tree reduction needs at least one value"
@@ -40,16 +41,34 @@ pub fn tree_levels(n: usize) -> u32 {
 
 /// Row sum as the array computes it: `values` (a row of one block, Bc of them) split into
 /// `cols` contiguous groups of Bc/cols, each summed by its PE as a tree, then the row's tree.
+#[inline(always)]
 pub fn row_sum(values: &[u32], cols: usize) -> u32 {
     row_reduce(values, cols, fp32_add_native) // = fp32_add, on the host's FPU
 }
 
-/// Row maximum (order does not matter for max, but the hardware uses the same shape).
+/// Row maximum. The hardware takes it in [`row_sum`]'s shape, but `fp32_max` is the max of a
+/// total order (−0 below +0) with NaN absorbing, so every order gives the same bits: one pass
+/// over the values, on order keys (it vectorizes). `row_max_is_the_tree` holds it to the tree.
 pub fn row_max(values: &[u32], cols: usize) -> u32 {
-    row_reduce(values, cols, fp32_max)
+    assert!(
+        cols > 0 && !values.is_empty() && values.len().is_multiple_of(cols),
+        "{} values do not split over {cols} PEs",
+        values.len()
+    );
+    let (mut nan, mut key) = (false, 0u32);
+    for &x in values {
+        nan |= x & 0x7FFF_FFFF > F32_INF;
+        key = key.max(f32_order_key(x));
+    }
+    match (nan, key & F32_SIGN != 0) {
+        (true, _) => F32_QNAN,
+        (false, true) => key & !F32_SIGN,
+        (false, false) => !key,
+    }
 }
 
-fn row_reduce(values: &[u32], cols: usize, op: fn(u32, u32) -> u32) -> u32 {
+#[inline(always)]
+fn row_reduce(values: &[u32], cols: usize, op: impl Fn(u32, u32) -> u32 + Copy) -> u32 {
     assert!(
         cols > 0 && values.len().is_multiple_of(cols),
         "{} values do not split over {cols} PEs",
@@ -82,6 +101,27 @@ fn scratch<'a>(stack: &'a mut [u32; 64], heap: &'a mut Vec<u32>, n: usize) -> &'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fp::fp32_max;
+
+    proptest::proptest! {
+        /// The one-pass max is the tree's, NaNs, infinities and signed zeros included.
+        #[test]
+        fn row_max_is_the_tree(
+            raw in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..64),
+            special in proptest::collection::vec(0usize..6, 64),
+            cols in 1usize..5,
+        ) {
+            let picks = [0, F32_SIGN, F32_INF, F32_INF | F32_SIGN, F32_QNAN, 0x7F80_0001];
+            let n = raw.len() / cols * cols;
+            proptest::prop_assume!(n > 0);
+            let values: Vec<u32> = raw[..n]
+                .iter()
+                .zip(&special)
+                .map(|(&x, &k)| if k < picks.len() && x % 7 == 0 { picks[k] } else { x })
+                .collect();
+            proptest::prop_assert_eq!(row_max(&values, cols), row_reduce(&values, cols, fp32_max));
+        }
+    }
 
     #[test]
     fn tree_shape() {

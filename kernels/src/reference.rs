@@ -175,6 +175,36 @@ pub fn attention_f64_values(
     d: usize,
     causal: bool,
 ) -> Vec<f64> {
+    // The same arithmetic either way: the vector unit's lanes round as the scalar unit does
+    // (Rust never fuses a multiply and an add it was not asked to).
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { f64_values_avx2(qf, kf, vf, (q_len, k_len, d), causal) };
+    }
+    f64_values(qf, kf, vf, (q_len, k_len, d), causal)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn f64_values_avx2(
+    qf: &[f64],
+    kf: &[f64],
+    vf: &[f64],
+    shape: (usize, usize, usize),
+    causal: bool,
+) -> Vec<f64> {
+    f64_values(qf, kf, vf, shape, causal)
+}
+
+#[inline(always)]
+fn f64_values(
+    qf: &[f64],
+    kf: &[f64],
+    vf: &[f64],
+    (q_len, k_len, d): (usize, usize, usize),
+    causal: bool,
+) -> Vec<f64> {
     let scale = 1.0 / (d as f64).sqrt();
     // The identity `sum` starts from, so that the per-column sums below (keys in order, as
     // `(0..k_len).map(..).sum()` adds them) are the same numbers.
@@ -224,15 +254,15 @@ pub fn attention_f64_values(
 pub fn attention_plain_lowprec(a: &Inputs) -> Vec<f64> {
     // The same arithmetic either way: `mul_add` is one rounding in hardware or in software.
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has FMA, checked just above.
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above.
         return unsafe { plain_fma(a) };
     }
     plain(a)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn plain_fma(a: &Inputs) -> Vec<f64> {
     plain(a)
 }

@@ -64,9 +64,57 @@ pub fn weight_in(s: u32, m: u32, c: u32, masked: bool, fmt: Format) -> u16 {
         return 0;
     }
     let m = subtracted_max(m);
-    // fp32_add and the rounding to FP16 on the host's FPU (bit-identical: see `fp`).
-    let e = exp2(fp32_add_native(scale_score(s, c), m ^ F32_SIGN));
+    // fp32_add, exp2's conversions and the rounding to FP16 on the host's FPU (bit-identical:
+    // see `fp`).
+    let e = exp2_native(fp32_add_native(scale_score(s, c), m ^ F32_SIGN));
     narrow(e, fmt)
+}
+
+/// [`weight_in`] over one row of a block, the model's sweep: `w[j]` the weight of score
+/// `s[j]` (+0 where `visible[j]` is false) and `wide[j]` that weight widened to binary32
+/// ([`widen`]). FP16's weights go through the host's conversions a slice at a time (`half`'s
+/// vector forms, F16C where the CPU has it); every format gives `weight_in`'s bits
+/// (`weights_are_weight_in`).
+#[inline(always)]
+pub fn weights_in(
+    s: &[u32],
+    visible: &[bool],
+    (m, c): (u32, u32),
+    fmt: Format,
+    w: &mut [u16],
+    wide: &mut [u32],
+) {
+    let n = s.len();
+    assert!(visible.len() == n && w.len() == n && wide.len() == n);
+    if fmt != Format::FP16 {
+        for j in 0..n {
+            w[j] = weight_in(s[j], m, c, !visible[j], fmt);
+            wide[j] = widen(w[j], fmt);
+        }
+        return;
+    }
+    use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+    let neg_m = subtracted_max(m) ^ F32_SIGN;
+    let mut e = [0f32; 64];
+    for at in (0..n).step_by(e.len()) {
+        let k = e.len().min(n - at);
+        let (e, w) = (&mut e[..k], &mut w[at..at + k]);
+        for (x, (&sj, &vis)) in e.iter_mut().zip(s[at..].iter().zip(&visible[at..])) {
+            let t = exp2_native(fp32_add_native(scale_score(sj, c), neg_m));
+            *x = f32::from_bits(if vis { t } else { 0 });
+        }
+        w.reinterpret_cast_mut::<half::f16>()
+            .convert_from_f32_slice(e);
+        for h in w.iter_mut() {
+            if *h & 0x7FFF > 0x7C00 {
+                *h = F16_QNAN;
+            }
+        }
+        w.reinterpret_cast::<half::f16>().convert_to_f32_slice(e);
+        for (y, x) in wide[at..at + k].iter_mut().zip(e.iter()) {
+            *y = canonical_nan(*x);
+        }
+    }
 }
 
 /// `min(d, 255)` for the integer-valued, non-negative FP32 difference `d`; NaN gives 255.
@@ -145,7 +193,8 @@ impl RowState {
 
     /// Takes a block's row sum of weights: l = l · 2^-shift + sum.
     pub fn update_sum(&mut self, block_sum: u32, shift: u8) {
-        self.l = fp32_add(fp32_scale2(self.l, shift), block_sum);
+        // fp32_add and fp32_scale2 on the host's FPU (bit-identical: see `fp`).
+        self.l = fp32_add_native(fp32_scale2_native(self.l, shift), block_sum);
     }
 
     /// 1 / l, or 1 when l is zero (every key masked: O is zero and stays zero).
@@ -198,6 +247,33 @@ mod tests {
         assert_eq!(shift, 2);
         r.update_sum(1.0f32.to_bits(), shift);
         assert_eq!(f32::from_bits(r.l), 1.5 / 4.0 + 1.0);
+    }
+
+    proptest::proptest! {
+        /// The row sweep gives `weight_in`'s bits and their widening, element by element, in
+        /// every operand format: scores of any bits (NaN, Inf, subnormal), masked or not, a
+        /// running max from −Inf up, rows longer than the sweep's slice.
+        #[test]
+        fn weights_are_weight_in(
+            s in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..150),
+            vis in proptest::collection::vec(proptest::prelude::any::<bool>(), 150),
+            m in proptest::prelude::prop_oneof![
+                proptest::prelude::Just(F32_NEG_INF),
+                proptest::prelude::Strategy::prop_map(-200i32..200, |x| (x as f32).to_bits()),
+            ],
+            c_raw in 0.01f32..2.0,
+            f in 0usize..4,
+        ) {
+            let fmt = [Format::FP16, Format::BF16, Format::FP8_E4M3, Format::FP8_E5M2][f];
+            let (n, c) = (s.len(), c_raw.to_bits());
+            let (mut w, mut wide) = (vec![0u16; n], vec![0u32; n]);
+            weights_in(&s, &vis[..n], (m, c), fmt, &mut w, &mut wide);
+            for j in 0..n {
+                let want = weight_in(s[j], m, c, !vis[j], fmt);
+                proptest::prop_assert_eq!(w[j], want, "s={:#010x} m={:#010x}", s[j], m);
+                proptest::prop_assert_eq!(wide[j], widen(want, fmt));
+            }
+        }
     }
 
     #[test]
