@@ -38,7 +38,7 @@ def tensors(shape_q, shape_kv, seed):
 def test_model_meets_the_error_contract_against_an_independent_reference(causal):
     # medium: d = 32 (MiniLM's head dimension); 70 queries over 90 keys, a partial tile.
     q, k, v = tensors((2, 3, 70, 32), (2, 3, 90, 32), 1)
-    fa = regflash.FlashAttention(32, causal)
+    fa = regflash.FlashAttention(32, causal, check=True)
     out = fa(q, k, v)
     assert out.dtype == np.float16 and out.shape == q.shape
     err = np.abs(out.astype(np.float64) - reference(q, k, v, causal)).max()
@@ -56,8 +56,8 @@ def test_lazy_rescaling_keeps_the_contract_and_counts_its_rescales():
     # A stale max changes weights by powers of two: within the contract, close to pow2's
     # output, with fewer rescales and the blocks run against a stale max counted.
     q, k, v = tensors((1, 2, 48, 16), (1, 2, 48, 16), 5)
-    pow2 = regflash.FlashAttention(16, out_dtype="float32")
-    lazy = regflash.FlashAttention(16, out_dtype="float32", rescale="lazy", lazy_threshold=4)
+    pow2 = regflash.FlashAttention(16, out_dtype="float32", check=True)
+    lazy = regflash.FlashAttention(16, out_dtype="float32", rescale="lazy", lazy_threshold=4, check=True)
     a, b = pow2(q, k, v), lazy(q, k, v)
     r, r2 = pow2.report, lazy.report
     assert r2["passed"] and r2["rescale"] == "lazy, threshold 4" and r["rescale"] == "pow2"
@@ -72,7 +72,7 @@ def test_bf16_operands_round_inputs_to_bf16_and_keep_bf16s_contract():
     # given as float32 give the same output bits; FP16-only output dtypes are refused.
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 4)
     q32, k32, v32 = (x.astype(np.float32) * 3.0 for x in (q, k, v))
-    fa = regflash.FlashAttention(16, in_format="bf16")
+    fa = regflash.FlashAttention(16, in_format="bf16", check=True)
     o = fa(q32, k32, v32)
     assert fa.report["passed"] and fa.report["in_format"] == "bf16" and o.dtype == np.float32
     short = regflash.FlashAttention(16, in_format="bf16", out_dtype="bfloat16")(q32, k32, v32)
@@ -103,7 +103,7 @@ def test_fp8_operands_run_within_their_contract(fmt, dtype, largest):
     # its largest magnitude in the format's top binade; the run within the format's contract;
     # the short output (out_dtype naming the format) is the format's values at V's scale.
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 5)
-    fa = regflash.FlashAttention(16, in_format=fmt)
+    fa = regflash.FlashAttention(16, in_format=fmt, check=True)
     o = fa(q, k, v)
     assert fa.report["passed"] and fa.report["in_format"] == fmt and o.dtype == np.float32
     assert fa.report["out_format"] == "f32"
@@ -149,7 +149,7 @@ def test_integer_qk_is_exact_attention_on_an_independent_quantization(qk_format,
     # on those values within FP16's contract; the report's two errors are these two errors;
     # the RTL gives the model's bits.
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 40, 16), 6)
-    fa = regflash.FlashAttention(16, qk_format=qk_format, out_dtype="float32")
+    fa = regflash.FlashAttention(16, qk_format=qk_format, out_dtype="float32", check=True)
     out = fa(q, k, v).astype(np.float64)
     r = fa.report
     assert r["passed"] and r["qk_format"] == qk_format and fa.design.qk_format == qk_format
@@ -200,7 +200,7 @@ def test_varlen_batch_is_its_sequences_one_by_one():
     k = rng.standard_normal((sum(lens_k), 2, 16)).astype(np.float16)
     v = rng.standard_normal((sum(lens_k), 2, 16)).astype(np.float16)
     cu_q, cu_k = np.cumsum([0] + lens_q), np.cumsum([0] + lens_k)
-    fa = regflash.FlashAttention(16, True)
+    fa = regflash.FlashAttention(16, True, check=True)
     out = fa(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
     assert fa.report["passed"] and len(fa.report["sequences"]) == 2
     for i in range(3):
@@ -300,7 +300,7 @@ def test_bad_inputs_are_refused_with_the_reason():
 def test_bf16_values_are_rounded_once_and_never_silently_overflow():
     # A float64 value beyond BF16's range is refused by name, as FP16's are: rounded to ±Inf
     # it made an all-NaN output that passed against a reference of the same ±Inf inputs.
-    fa = regflash.FlashAttention(32, in_format="bf16")
+    fa = regflash.FlashAttention(32, in_format="bf16", check=True)
     big = np.full((1, 1, 8, 32), 1e300)
     with pytest.raises(regflash.RegflashError, match=r"q\[0, 0, 0, 0\] = 1e300 is outside the BF16"):
         fa(big, np.ones_like(big), np.ones_like(big))
@@ -318,7 +318,7 @@ def test_nan_inputs_count_their_nan_outputs():
     # finite).
     q, k, v = tensors((1, 1, 8, 16), (1, 1, 8, 16), 8)
     k[0, 0, 3, 5] = np.nan
-    fa = regflash.FlashAttention(16)
+    fa = regflash.FlashAttention(16, check=True)
     out = fa(q, k, v)
     r = fa.report
     assert r["passed"] and r["nonfinite_outputs"] == np.isnan(out).sum() > 0
@@ -347,7 +347,7 @@ def test_varlen_refuses_inconsistent_inputs_and_reports_the_whole_batch():
     rng = np.random.default_rng(9)
     q = rng.standard_normal((20, 2, 16)).astype(np.float16)
     k = rng.standard_normal((20, 2, 16)).astype(np.float16)
-    fa = regflash.FlashAttention(16)
+    fa = regflash.FlashAttention(16, check=True)
     cu = [0, 10, 20]
     with pytest.raises(regflash.RegflashError, match="K and V rows and heads must match"):
         fa(q, k, np.concatenate([k, k[:5]]), cu_seqlens_q=cu, cu_seqlens_k=cu)
@@ -374,7 +374,7 @@ def test_causal_alignment_top_left_is_torch_sdpas(sq, sk):
     q = rng.standard_normal((1, 2, sq, 16)).astype(np.float16)
     k = rng.standard_normal((1, 2, sk, 16)).astype(np.float16)
     v = rng.standard_normal((1, 2, sk, 16)).astype(np.float16)
-    top = regflash.FlashAttention(16, causal="top-left", out_dtype="float32")
+    top = regflash.FlashAttention(16, causal="top-left", out_dtype="float32", check=True)
     out = top(q, k, v)
     pad = max(sq - sk, 0)  # the reference's bottom-right mask shifted to the top left
     qpad = np.concatenate([q, np.zeros((1, 2, sk - sq, 16), q.dtype)], 2) if sk > sq else q
@@ -385,7 +385,7 @@ def test_causal_alignment_top_left_is_torch_sdpas(sq, sk):
         want[:, :, sk:] = reference(q[:, :, sk:], k, v, False)
     assert top.report["passed"] and top.report["causal_alignment"] == "top-left"
     assert np.abs(out - want).max() <= top.report["max_abs_err_bound"]
-    bottom = regflash.FlashAttention(16, causal="bottom-right", out_dtype="float32")
+    bottom = regflash.FlashAttention(16, causal="bottom-right", out_dtype="float32", check=True)
     assert np.array_equal(bottom(q, k, v), regflash.FlashAttention(16, True, out_dtype="float32")(q, k, v))
     assert np.abs(bottom(q, k, v) - reference(q, k, v, True)).max() <= bottom.report["max_abs_err_bound"]
     assert (sq == sk) == np.array_equal(bottom(q, k, v), out)
@@ -411,23 +411,24 @@ def test_an_interrupt_stops_the_run_and_progress_is_reported():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            regflash.FlashAttention(16, threads=1, progress=interrupt)(q, k, v)
+            regflash.FlashAttention(16, threads=1, progress=interrupt, check=True)(q, k, v)
     finally:
         signal.signal(signal.SIGINT, before)
     assert seen[-1][0] < seen[-1][1] == 64  # two steps a head: the model, the references
     steps = []
-    fa = regflash.FlashAttention(16, progress=lambda d, t: steps.append((d, t)))
+    fa = regflash.FlashAttention(16, progress=lambda d, t: steps.append((d, t)), check=True)
     fa(q, k, v)
     assert fa.report["passed"] and steps[-1] == (64, 64)
 
 
 def test_an_unchecked_run_gives_the_same_bits_and_says_it_was_not_checked():
-    # check=False skips the references, not the model: the same output, a report that claims
-    # nothing (also when a top-left mask merges two runs); the RTL backend always checks.
+    # The model backend's default, check=False, skips the references, not the model: the same
+    # output, a report that claims nothing (also when a top-left mask merges two runs); the
+    # RTL backend always checks.
     q, k, v = tensors((1, 2, 40, 16), (1, 2, 24, 16), 4)
     for causal in (False, "top-left"):
-        checked = regflash.FlashAttention(16, causal=causal, out_dtype="float32")
-        unchecked = regflash.FlashAttention(16, causal=causal, out_dtype="float32", check=False)
+        checked = regflash.FlashAttention(16, causal=causal, out_dtype="float32", check=True)
+        unchecked = regflash.FlashAttention(16, causal=causal, out_dtype="float32")
         assert np.array_equal(checked(q, k, v), unchecked(q, k, v))
         assert checked.report["passed"] and checked.report["checked"]
         r = unchecked.report
@@ -437,6 +438,7 @@ def test_an_unchecked_run_gives_the_same_bits_and_says_it_was_not_checked():
         assert r["bit_exact"] and r["counters"] == checked.report["counters"]
     with pytest.raises(regflash.RegflashError, match="always checked"):
         regflash.FlashAttention(16, backend="rtl", check=False)
+    assert regflash.FlashAttention(16, backend="rtl").check
     with pytest.raises(regflash.RegflashError, match="check = 'no'"):
         regflash.FlashAttention(16, check="no")
 

@@ -145,7 +145,7 @@ class FlashAttention:
 
     ``FlashAttention(head_dim, causal=False, *, preset=None, config=None, backend="model",
     variant=None, layout="bhsd", out_dtype=None, threads=None, rescale=None,
-    lazy_threshold=None, in_format=None, qk_format=None, progress=None, check=True)``:
+    lazy_threshold=None, in_format=None, qk_format=None, progress=None, check=None)``:
 
     - ``causal``: False; True or ``"bottom-right"`` (FlashAttention's mask: query i of S_q
       sees keys up to i + S_k − S_q); ``"top-left"`` (torch SDPA's ``is_causal``: query i
@@ -168,11 +168,12 @@ class FlashAttention:
     - ``out_dtype``: ``"float16"`` or ``"float32"`` (the core's FP32 output); default the
       query's dtype (float16 stays float16, others are float32).
     - ``threads``: heads run on this many threads (model backend; default all cores).
-    - ``check``: True (the default) checks every call's output against an f64 attention and
-      a plain FP16 one by the numerical contract (the report's ``passed``); False, on the
-      model backend only, skips those references (about 40 % of a call at 512 to 2,048
-      tokens): the output is the same bit-exact model's, and the report says
-      ``checked: False``, ``passed: False``, its accuracy figures NaN.
+    - ``check``: True checks every call's output against an f64 attention and a plain FP16
+      one by the numerical contract (the report's ``passed``); False skips those references:
+      the output is the same bit-exact model's, and the report says ``checked: False``,
+      ``passed: False``, its accuracy figures NaN. The default (None) is False on the model
+      backend, where the references cost about twice the model itself (docs/python.md,
+      Speed), and True on the RTL backend, which always checks.
     - ``rescale``, ``lazy_threshold``: the online softmax's rescaling, ``"pow2"`` (the
       default) or ``"lazy"`` with a threshold 1..15 (default 4), as the config keys
       ``rescale`` and ``lazy_threshold`` (docs/numerics.md).
@@ -209,7 +210,7 @@ class FlashAttention:
         in_format: Optional[str] = None,
         qk_format: Optional[str] = None,
         progress: Any = None,
-        check: bool = True,
+        check: Optional[bool] = None,
     ) -> None:
         if backend not in ("model", "rtl"):
             raise RegflashError(f'unknown backend "{backend}": choose "model" or "rtl"')
@@ -238,8 +239,10 @@ class FlashAttention:
             qk_format,
         )
         self.backend = backend
+        if check is None:
+            check = backend == "rtl"
         if not isinstance(check, (bool, np.bool_)):
-            raise RegflashError(f"check = {check!r}: give True or False")
+            raise RegflashError(f"check = {check!r}: give True, False or None")
         if not check and backend != "model":
             raise RegflashError(
                 "check=False skips the model backend's accuracy references; an RTL run is "
