@@ -172,6 +172,9 @@ struct Model<'a> {
     streams: bool,
     interleaved: bool,
     qk_went: bool,
+    /// Cycles from a QK phase's last step to its S being ready (`PeRowConfig::s_ready_latency`),
+    /// asked every cycle, so computed once.
+    s_ready_latency: u32,
     two_port: bool,
     /// The variant's plan. S in memory (unfused): every QK and max pass (S written out), every
     /// exp pass (S read back, P written out), every PV (P read back). An S array of whole rows
@@ -275,6 +278,7 @@ impl<'a> Model<'a> {
             streams: p.row.two_streams(),
             interleaved: p.row.interleaved(),
             qk_went: false,
+            s_ready_latency: p.row.s_ready_latency(),
             two_port: !p.row.plan().shared_p_port(),
             plan: p.row.plan(),
             two_pass: p.row.two_pass(),
@@ -715,17 +719,19 @@ impl<'a> Model<'a> {
     fn arbitrate(&self, hits: [bool; 2], scratch: [bool; 2]) -> Option<usize> {
         let room = (self.tags.len() as u64) < self.p.dma.max_outstanding as u64;
         // The read channels, then O; round robin over 4 places, or 8 with the X channel.
-        let mut reqs = vec![
-            self.ch[Q].wants() && room,
-            self.ch[K].wants() && room && !hits[0],
-            self.ch[V].wants() && room && !hits[1],
-        ];
+        // On the stack: the model asks every cycle.
+        let mut reqs = [false; 8];
+        reqs[Q] = self.ch[Q].wants() && room;
+        reqs[K] = self.ch[K].wants() && room && !hits[0];
+        reqs[V] = self.ch[V].wants() && room && !hits[1];
+        let mut o = 3;
         if self.reads > 3 {
-            reqs.push(self.ch[X].wants() && room && !scratch[0]);
+            reqs[3] = self.ch[X].wants() && room && !scratch[0];
+            o = 4;
         }
-        reqs.push(self.o_active && self.o_req.rows_left > 0 && !scratch[1]);
+        reqs[o] = self.o_active && self.o_req.rows_left > 0 && !scratch[1];
         let n = self.rr_places();
-        reqs.resize(n, false);
+        debug_assert!(n > o && n <= reqs.len());
         let grant = (self.rr..n)
             .find(|&c| reqs[c])
             .or_else(|| (0..n).find(|&c| reqs[c]));
@@ -960,7 +966,7 @@ impl<'a> Model<'a> {
         let qk_drained = if self.walk {
             self.walk_edge(ph.qk_last)
         } else {
-            delayed(self.qk_drain, ph.qk_last, p.row.s_ready_latency())
+            delayed(self.qk_drain, ph.qk_last, self.s_ready_latency)
         };
         let pv_drained = delayed(self.pv_drain, ph.pv_last, p.row.pe.latency());
         self.qk_drain = (self.qk_drain << 1) | ph.qk_last as u64;
