@@ -24,6 +24,7 @@ class FlashAttention:
     layout: str
     out_dtype: Optional[np.dtype]
     threads: int
+    check: bool
     report: Optional[Dict[str, Any]]
     def __init__(
         self,
@@ -42,6 +43,7 @@ class FlashAttention:
         in_format: Optional[str] = None,
         qk_format: Optional[str] = None,
         progress: Progress = None,
+        check: Optional[bool] = None,
     ) -> None: ...
     def __call__(
         self,
