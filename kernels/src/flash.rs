@@ -455,7 +455,11 @@ impl Host {
         let d = o.len();
         let mut at = at;
         while at + L <= d {
-            let mut acc: [f32; L] = std::array::from_fn(|l| f32::from_bits(o[at + l]));
+            // A loop, not `array::from_fn`: its closure was not inlined into the AVX2 body.
+            let mut acc = [0f32; L];
+            for l in 0..L {
+                acc[l] = f32::from_bits(o[at + l]);
+            }
             for (j, (&wj, _)) in w
                 .iter()
                 .zip(visible)
