@@ -802,7 +802,7 @@ fn model_counters(
 /// to `threads` threads), the counters the schedule fixes with the cycle model's timing (which
 /// every RTL run matches exactly), checked against the f64 reference as an RTL run is; the
 /// report has an RTL run's fields. Without `check` the references are not computed (about
-/// 40 % of such a run at 512 to 2,048 tokens): the output is the bit-exact model's, and the
+/// twice the model's own time at 512 to 2,048 tokens since stop 81): the output is the bit-exact model's, and the
 /// report says it was not checked ([`SimReport::checked`]).
 pub fn model_run(
     cfg: &CoreConfig,

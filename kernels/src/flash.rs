@@ -547,10 +547,11 @@ mod tests {
         flash_attention(&p, &cfg(bc, softmax)).0
     }
 
-    /// The tiled model written plainly, one score and one MAC at a time, from the integer
-    /// operator models (`mac_fused`, the tree reductions, `weight_in`, `fp32_scale2`,
-    /// `fp32_mul`): what the model's host forms (vector lanes, the slice sweep, the one-pass
-    /// max) must equal bit for bit.
+    /// The tiled model written plainly, one score and one MAC at a time, from the scalar
+    /// operator models (`mac_fused`, the tree reductions over `fp32_max` and `fp32_add`,
+    /// `weight_in`, `fp32_scale2`, `fp32_mul`; `weight_in` and `RowState` use host forms that
+    /// their own tests hold to the integer models): what the model's vector lanes, slice
+    /// sweep and one-pass max must equal bit for bit.
     fn plain(p: &Problem, cfg: &FlashConfig) -> Vec<u32> {
         use crate::reduce::tree;
         let (d, fmt) = (cfg.head_dim, cfg.operand);

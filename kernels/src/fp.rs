@@ -645,14 +645,20 @@ pub fn exp2(x: u32) -> u32 {
             q
         }
     };
+    let (n, y) = exp2_split(fixed);
+    round_to_f32(0, y, n - 23, false)
+}
+
+/// exp2's fixed point X = floor(x · 2^24) as (n, y): n = floor(x), and y the table's value of
+/// 2^f (f = X's 24 fraction bits) by linear interpolation, in 1.23 fixed point (the result is
+/// y · 2^(n − 23) before its rounding).
+#[inline]
+fn exp2_split(fixed: i64) -> (i32, u64) {
     let n = (fixed >> 24) as i32;
     let f = (fixed & 0xFF_FFFF) as u32;
-    let k = (f >> 18) as usize;
-    let r = (f & 0x3_FFFF) as u64;
+    let (k, r) = ((f >> 18) as usize, (f & 0x3_FFFF) as u64);
     let t = &*EXP2_TABLE;
-    let slope = (t[k + 1] - t[k]) as u64;
-    let y = t[k] as u64 + ((slope * r) >> 18);
-    round_to_f32(0, y, n - 23, false)
+    (n, t[k] as u64 + (((t[k + 1] - t[k]) as u64 * r) >> 18))
 }
 
 /// [`exp2`] with its two conversions on the host's FPU: the fixed-point split (x · 2^24 is
@@ -677,12 +683,7 @@ pub fn exp2_native(x: u32) -> u32 {
     // SSE4.1.
     let scaled = v as f64 * (1u64 << 24) as f64;
     let cut = scaled as i64;
-    let fixed = cut - ((cut as f64) > scaled) as i64;
-    let n = (fixed >> 24) as i32;
-    let f = (fixed & 0xFF_FFFF) as u32;
-    let (k, r) = ((f >> 18) as usize, (f & 0x3_FFFF) as u64);
-    let t = &*EXP2_TABLE;
-    let y = t[k] as u64 + (((t[k + 1] - t[k]) as u64 * r) >> 18);
+    let (n, y) = exp2_split(cut - ((cut as f64) > scaled) as i64);
     // 2^(n − 23), normal in binary64: n − 23 ≥ −175.
     let pow = f64::from_bits(((1023 + n - 23) as u64) << 52);
     ((y as f64 * pow) as f32).to_bits()

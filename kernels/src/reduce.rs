@@ -6,7 +6,7 @@
 //! ((v0 ⊕ v1) ⊕ v2) ⊕ ..., has no operation waiting on the one before it at a value's rate, so
 //! the hardware pipelines it at the adder's latency; for b ≤ 2 the two are the same.)
 
-use crate::fp::{f32_order_key, fp32_add_native, F32_INF, F32_QNAN, F32_SIGN};
+use crate::fp::{f32_is_nan, f32_order_key, fp32_add_native, F32_QNAN, F32_SIGN};
 
 /// The row-reduction tree over `values` (one per PE of a row) with operator `op`.
 pub fn tree(values: &[u32], op: fn(u32, u32) -> u32) -> u32 {
@@ -50,14 +50,10 @@ pub fn row_sum(values: &[u32], cols: usize) -> u32 {
 /// total order (−0 below +0) with NaN absorbing, so every order gives the same bits: one pass
 /// over the values, on order keys (it vectorizes). `row_max_is_the_tree` holds it to the tree.
 pub fn row_max(values: &[u32], cols: usize) -> u32 {
-    assert!(
-        cols > 0 && !values.is_empty() && values.len().is_multiple_of(cols),
-        "{} values do not split over {cols} PEs",
-        values.len()
-    );
+    per_pe(values, cols);
     let (mut nan, mut key) = (false, 0u32);
     for &x in values {
-        nan |= x & 0x7FFF_FFFF > F32_INF;
+        nan |= f32_is_nan(x);
         key = key.max(f32_order_key(x));
     }
     match (nan, key & F32_SIGN != 0) {
@@ -69,12 +65,7 @@ pub fn row_max(values: &[u32], cols: usize) -> u32 {
 
 #[inline(always)]
 fn row_reduce(values: &[u32], cols: usize, op: impl Fn(u32, u32) -> u32 + Copy) -> u32 {
-    assert!(
-        cols > 0 && values.len().is_multiple_of(cols),
-        "{} values do not split over {cols} PEs",
-        values.len()
-    );
-    let b = values.len() / cols;
+    let b = per_pe(values, cols);
     // The PEs' results, and one PE's values while its tree runs, on the stack (the model runs
     // this for every row of every block).
     let (mut stack, mut heap) = ([0u32; 64], vec![]);
@@ -89,6 +80,18 @@ fn row_reduce(values: &[u32], cols: usize, op: impl Fn(u32, u32) -> u32 + Copy) 
 }
 
 /// `n` words of `stack`, or of `heap` when they do not fit.
+/// The values each of a row's `cols` PEs holds, `values` split evenly over them (at least one
+/// each).
+#[inline(always)]
+fn per_pe(values: &[u32], cols: usize) -> usize {
+    assert!(
+        cols > 0 && !values.is_empty() && values.len().is_multiple_of(cols),
+        "{} values do not split over {cols} PEs",
+        values.len()
+    );
+    values.len() / cols
+}
+
 fn scratch<'a>(stack: &'a mut [u32; 64], heap: &'a mut Vec<u32>, n: usize) -> &'a mut [u32] {
     if n <= stack.len() {
         &mut stack[..n]
@@ -101,7 +104,7 @@ fn scratch<'a>(stack: &'a mut [u32; 64], heap: &'a mut Vec<u32>, n: usize) -> &'
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fp::fp32_max;
+    use crate::fp::{fp32_max, F32_INF};
 
     proptest::proptest! {
         /// The one-pass max is the tree's, NaNs, infinities and signed zeros included.

@@ -63,11 +63,20 @@ pub fn weight_in(s: u32, m: u32, c: u32, masked: bool, fmt: Format) -> u16 {
     if masked {
         return 0;
     }
-    let m = subtracted_max(m);
-    // fp32_add, exp2's conversions and the rounding to FP16 on the host's FPU (bit-identical:
-    // see `fp`).
-    let e = exp2_native(fp32_add_native(scale_score(s, c), m ^ F32_SIGN));
-    narrow(e, fmt)
+    narrow(unrounded_weight(s, negated_max(m), c), fmt)
+}
+
+/// −(the max a weight subtracts) ([`subtracted_max`]), once per row and block.
+fn negated_max(m: u32) -> u32 {
+    subtracted_max(m) ^ F32_SIGN
+}
+
+/// A weight before its rounding to the operand format: exp2(s · C − m) in binary32, `neg_m`
+/// being [`negated_max`]. fp32_add and exp2's conversions on the host's FPU (bit-identical:
+/// see `fp`).
+#[inline(always)]
+fn unrounded_weight(s: u32, neg_m: u32, c: u32) -> u32 {
+    exp2_native(fp32_add_native(scale_score(s, c), neg_m))
 }
 
 /// [`weight_in`] over one row of a block, the model's sweep: `w[j]` the weight of score
@@ -94,21 +103,22 @@ pub fn weights_in(
         return;
     }
     use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-    let neg_m = subtracted_max(m) ^ F32_SIGN;
+    let neg_m = negated_max(m);
     let mut e = [0f32; 64];
     for at in (0..n).step_by(e.len()) {
         let k = e.len().min(n - at);
         let (e, w) = (&mut e[..k], &mut w[at..at + k]);
         for (x, (&sj, &vis)) in e.iter_mut().zip(s[at..].iter().zip(&visible[at..])) {
-            let t = exp2_native(fp32_add_native(scale_score(sj, c), neg_m));
-            *x = f32::from_bits(if vis { t } else { 0 });
+            *x = f32::from_bits(if vis {
+                unrounded_weight(sj, neg_m, c)
+            } else {
+                0
+            });
         }
         w.reinterpret_cast_mut::<half::f16>()
             .convert_from_f32_slice(e);
-        for h in w.iter_mut() {
-            if *h & 0x7FFF > 0x7C00 {
-                *h = F16_QNAN;
-            }
+        for h in w.iter_mut().filter(|h| f16_is_nan(**h)) {
+            *h = F16_QNAN;
         }
         w.reinterpret_cast::<half::f16>().convert_to_f32_slice(e);
         for (y, x) in wide[at..at + k].iter_mut().zip(e.iter()) {
