@@ -8,7 +8,7 @@ mod common;
 use std::cell::RefCell;
 
 use gen::tools::ScratchDir;
-use hdl::array::noc;
+use hdl::array::{noc, noc_path};
 use hdl::Design;
 use kernels::noc::{route, Flit, Line, Router, RouterConfig, PORTS};
 use proptest::prelude::*;
@@ -310,6 +310,115 @@ fn a_line_of_routers_matches_its_model() {
                 prop_assert_eq!(fs, fg);
                 prop_assert!(tg - ts >= 2 * (hops as u64 + 1), "{} after {}", tg, ts);
             }
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+}
+
+/// noc2d's P path (`noc_path`: source bank, sender, line, receiver) against
+/// `kernels::noc::Path` cycle by cycle under random bursts of the rows' writes (never more
+/// than two blocks ahead of the blocks landed, as the sequencer keeps them): the receiver's
+/// writes, the block ends, the sender's flits, stalls and reads, the routers' events; and,
+/// independently, every row's weights land once, in the order written, at the addresses
+/// written. Five rows of two a flit (three flits a word, the last half empty), two-flit FIFOs
+/// (a flit every other cycle), a·Bc = 2·6 (a key field that does not fill its bits).
+#[test]
+fn the_p_path_matches_its_model() {
+    use kernels::noc::{Path, PathConfig, PathIn};
+    let cfg = PathConfig {
+        router: noc_path::router(40, 2, 2),
+        hops: 2,
+        rows: 5,
+        elem_bits: 16,
+        a: 2,
+        bc: 6,
+        ii_bits: 1,
+        j_bits: 3,
+    };
+    assert_eq!((cfg.per_flit(), cfg.flits_per_word()), (2, 3));
+    let mut d = Design::new();
+    let blk = noc_path::build(&mut d, &cfg, false);
+    let (model, _dir) = common::block_bench(&d, &blk.module.name, "noc_path");
+    let dut = RefCell::new(model.dut().unwrap());
+    let bw = cfg.block_words();
+    let cases = (1u64..=8, 1u32..=4, any::<u64>());
+    regflash::verify::seeds::run(
+        Config {
+            cases: 12,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        58,
+        &cases,
+        |(rate, blocks, seed)| {
+            let dut = &mut dut.borrow_mut();
+            dut.reset(2);
+            let mut path = Path::new(cfg);
+            let mut rng = kernels::patterns::Rng(seed | 1);
+            let (mut next, mut arrived) = (0u32, 0u32);
+            let mut written: Vec<Vec<(u32, u32)>> = vec![vec![]; 5];
+            let mut landed: Vec<Vec<(u32, u32)>> = vec![vec![]; 5];
+            for cycle in 0..4000u32 {
+                if arrived == blocks {
+                    break;
+                }
+                let we = next / bw < (arrived + 2).min(blocks) && rng.next_u64() % 8 < rate;
+                let data: Vec<u32> = (0..5).map(|_| rng.next_u64() as u32 & 0xffff).collect();
+                let waddr = cfg.address(next % (2 * bw));
+                let words: Vec<u32> = (0..3)
+                    .map(|k| {
+                        (0..2).fold(0, |v, h| {
+                            v | data.get(2 * k + h).copied().unwrap_or(0) << (16 * h)
+                        })
+                    })
+                    .collect();
+                dut.set("we", we as u64);
+                dut.set("waddr", waddr as u64);
+                dut.set_words("wdata", &words);
+                if we {
+                    for (r, w) in written.iter_mut().enumerate() {
+                        w.push((waddr, data[r]));
+                    }
+                    next += 1;
+                }
+                let o = path
+                    .step(PathIn {
+                        we,
+                        waddr,
+                        wdata: &data,
+                    })
+                    .map_err(|e| TestCaseError::fail(format!("cycle {cycle}: {e}")))?;
+                prop_assert_eq!(dut.get("p_we"), o.we, "cycle {} p_we", cycle);
+                if o.we != 0 {
+                    prop_assert_eq!(dut.get("p_waddr"), o.waddr as u64, "cycle {}", cycle);
+                    let got = dut.get("p_wdata");
+                    for (i, v) in o.wdata.iter().enumerate() {
+                        prop_assert_eq!(got >> (16 * i) & 0xffff, *v as u64, "cycle {}", cycle);
+                    }
+                    for r in 0..5usize {
+                        if o.we >> r & 1 == 1 {
+                            let v = (got >> (16 * (r % 2)) & 0xffff) as u32;
+                            landed[r].push((o.waddr, v));
+                        }
+                    }
+                }
+                for (port, want) in [
+                    ("arrived", o.arrived as u64),
+                    ("sent", o.sent as u64),
+                    ("stalled", o.stalled as u64),
+                    ("read", o.read as u64),
+                    ("writes", o.line.writes as u64),
+                    ("reads", o.line.reads as u64),
+                    ("hops", o.line.links as u64),
+                ] {
+                    prop_assert_eq!(dut.get(port), want, "cycle {} {}", cycle, port);
+                }
+                arrived += o.arrived as u32;
+                dut.tick();
+            }
+            prop_assert_eq!(arrived, blocks);
+            prop_assert_eq!(landed, written);
             Ok(())
         },
     )

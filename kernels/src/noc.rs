@@ -288,6 +288,323 @@ pub struct LineStep {
     pub links: u32,
 }
 
+/// A [`Line`]'s timing alone. With one source and one sink every flit takes the same ports
+/// (router 0's local input, then each router's west input; the east outputs, then the last
+/// router's local output), so a router is its FIFO's fill, its output's credits, its link
+/// register and its input's returned credit, and the flits' order never changes. Cycle for
+/// cycle a [`Line`] with the payloads left out (a test holds them equal); [`Path`] and the
+/// cycle model step it.
+#[derive(Clone, Debug)]
+pub struct LineTiming {
+    hops: Vec<HopState>,
+    depth: u32,
+    credits: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct HopState {
+    queued: u32,
+    credits: u32,
+    out: bool,
+    credit_out: bool,
+}
+
+/// One cycle of a [`LineTiming`]: whether the sink takes a flit, the FIFOs' writes and reads
+/// over every router, and the flits on the links between routers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineTick {
+    pub out: bool,
+    pub writes: u32,
+    pub reads: u32,
+    pub links: u32,
+}
+
+impl LineTiming {
+    pub fn new(depth: u32, hops: u32) -> LineTiming {
+        let hop = HopState {
+            queued: 0,
+            credits: depth,
+            out: false,
+            credit_out: false,
+        };
+        LineTiming {
+            hops: vec![hop; hops as usize + 1],
+            depth,
+            credits: depth,
+        }
+    }
+
+    /// Whether the source may send this cycle.
+    pub fn ready(&self) -> bool {
+        self.credits > 0
+    }
+
+    /// Whether the sink takes a flit this cycle.
+    pub fn out(&self) -> bool {
+        self.hops.last().is_some_and(|h| h.out)
+    }
+
+    /// No flit and no credit in flight: a cycle without a send changes nothing.
+    pub fn idle(&self) -> bool {
+        self.credits == self.depth
+            && self
+                .hops
+                .iter()
+                .all(|h| h.queued == 0 && h.credits == self.depth && !h.out && !h.credit_out)
+    }
+
+    /// One clock edge, a flit sent if `send` (the source must be [`LineTiming::ready`]).
+    pub fn step(&mut self, send: bool) -> Result<LineTick, String> {
+        let n = self.hops.len();
+        let out = self.out();
+        let mut tick = LineTick {
+            out,
+            links: self.hops[..n - 1].iter().filter(|h| h.out).count() as u32,
+            ..LineTick::default()
+        };
+        if self.hops[0].credit_out {
+            self.credits += 1;
+        }
+        if send {
+            if self.credits == 0 {
+                return Err("the source sent without a credit".into());
+            }
+            self.credits -= 1;
+        }
+        // Router i's input is router i − 1's link register before the edge (the source's flit
+        // at router 0); its credit comes from router i + 1's input (the sink's at the last).
+        let mut input = send;
+        for i in 0..n {
+            let credit_in = if i + 1 < n {
+                self.hops[i + 1].credit_out
+            } else {
+                out
+            };
+            let h = &mut self.hops[i];
+            let next_input = h.out;
+            let grant = h.queued > 0 && h.credits > 0;
+            h.out = grant;
+            h.credit_out = grant;
+            if grant {
+                h.queued -= 1;
+                h.credits -= 1;
+                tick.reads += 1;
+            }
+            if credit_in {
+                h.credits += 1;
+                if h.credits > self.depth {
+                    return Err(format!("router {i}: a credit past the depth"));
+                }
+            }
+            if input {
+                if h.queued >= self.depth {
+                    return Err(format!("router {i}: a flit into a full FIFO"));
+                }
+                h.queued += 1;
+                tick.writes += 1;
+            }
+            input = next_input;
+        }
+        Ok(tick)
+    }
+}
+
+/// `noc2d`'s P path from the QK array to the PV array: a source bank, a sender, a [`Line`] of
+/// routers and a receiver (the network interfaces at both ends).
+///
+/// The PE rows' exp sweeps write a block's weights in lockstep, one word a cycle: word (slot,
+/// query row ii, key j) holds each of the R PE rows' weight, in the order ii, j, the slots
+/// taking turns by block. The source bank keeps two blocks, at the P bank's addresses. The
+/// sender reads the oldest word not yet sent (a registered read), cuts it into
+/// `flits_per_word` flits of `per_flit` rows' weights (rows k·g .. k·g + g − 1 in flit k, row
+/// k·g + i at payload bits i·w), and sends one a cycle while the line has a credit; the read
+/// of the next word overlaps the last flit. The receiver at the far end writes each flit's
+/// weights into its rows' P banks at the word's address, which it counts itself (one source,
+/// one sink: the flits arrive in the order sent), and marks a block's last word (`arrived`).
+/// The path assumes the rows' writes never overrun the bank (the sequencer's: a block's
+/// softmax starts once the PV of the block two before has issued, and that PV waited for its
+/// P to arrive), and checks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PathConfig {
+    /// The line's routers: flit width, coordinate bits, FIFO depth.
+    pub router: RouterConfig,
+    pub hops: u32,
+    /// PE rows (a word holds one weight of each).
+    pub rows: u32,
+    /// Bits of a weight.
+    pub elem_bits: u32,
+    /// Query rows of a PE row (a) and keys of a block (Bc): a block is a·Bc words.
+    pub a: u32,
+    pub bc: u32,
+    /// Bits of the bank address's query-row and key fields (the P bank's layout: slot, ii, j).
+    pub ii_bits: u32,
+    pub j_bits: u32,
+}
+
+impl PathConfig {
+    /// Rows' weights in a flit.
+    pub fn per_flit(&self) -> u32 {
+        (self.router.payload_bits() / self.elem_bits).min(self.rows)
+    }
+
+    /// Flits a word takes.
+    pub fn flits_per_word(&self) -> u32 {
+        self.rows.div_ceil(self.per_flit())
+    }
+
+    pub fn block_words(&self) -> u32 {
+        self.a * self.bc
+    }
+
+    /// Words the source bank's address space spans (two blocks at the P bank's addresses).
+    pub fn bank_depth(&self) -> u32 {
+        2 << (self.ii_bits + self.j_bits)
+    }
+
+    /// The bank address of the `w`-th word of the two blocks (slot, ii, j).
+    pub fn address(&self, w: u32) -> u32 {
+        let bw = self.block_words();
+        let (slot, rest) = (w / bw, w % bw);
+        slot << (self.ii_bits + self.j_bits) | (rest / self.bc) << self.j_bits | rest % self.bc
+    }
+}
+
+/// The P path's state ([`PathConfig`]).
+#[derive(Clone, Debug)]
+pub struct Path {
+    pub cfg: PathConfig,
+    bank: Vec<Vec<u32>>,
+    /// The next word the rows write and the next the sender reads (0 .. 2·a·Bc), and the
+    /// words written and not yet read.
+    written: u32,
+    read: u32,
+    queued: u32,
+    /// The bank's read register holds a word not yet sent, and the flit of it next sent.
+    have: bool,
+    flit: u32,
+    word: Vec<u32>,
+    line: LineTiming,
+    flying: std::collections::VecDeque<Vec<u32>>,
+    /// The receiver's word (0 .. 2·a·Bc) and its flit next to land.
+    landed: u32,
+    landing: u32,
+}
+
+/// The rows' P write in a cycle: `we`, its address and each row's weight.
+#[derive(Clone, Copy, Debug)]
+pub struct PathIn<'a> {
+    pub we: bool,
+    pub waddr: u32,
+    pub wdata: &'a [u32],
+}
+
+/// One cycle of the path: the receiver's write (`we`: a mask of the rows written, at `waddr`,
+/// the flit's weights `wdata`, row k·g + i's at i), whether it ends a block (`arrived`), the
+/// sender's flit (`sent`), its wait for a credit (`stalled`: a flit ready and none), the
+/// source bank's read, and the line's events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathOut {
+    pub we: u64,
+    pub waddr: u32,
+    pub wdata: Vec<u32>,
+    pub arrived: bool,
+    pub sent: bool,
+    pub stalled: bool,
+    pub read: bool,
+    pub line: LineTick,
+}
+
+impl Path {
+    pub fn new(cfg: PathConfig) -> Path {
+        assert!(cfg.per_flit() >= 1 && cfg.rows <= 64);
+        Path {
+            cfg,
+            bank: vec![vec![0; cfg.rows as usize]; cfg.bank_depth() as usize],
+            written: 0,
+            read: 0,
+            queued: 0,
+            have: false,
+            flit: 0,
+            word: vec![0; cfg.rows as usize],
+            line: LineTiming::new(cfg.router.depth, cfg.hops),
+            flying: Default::default(),
+            landed: 0,
+            landing: 0,
+        }
+    }
+
+    /// Nothing written and not yet landed: a cycle without a write changes nothing.
+    pub fn idle(&self) -> bool {
+        self.queued == 0 && !self.have && self.line.idle()
+    }
+
+    fn rows_of(&self, k: u32) -> std::ops::Range<usize> {
+        let g = self.cfg.per_flit();
+        (k * g) as usize..((k + 1) * g).min(self.cfg.rows) as usize
+    }
+
+    /// One clock edge with the rows' write `w`; Err if the write is out of order or overruns
+    /// the bank.
+    pub fn step(&mut self, w: PathIn) -> Result<PathOut, String> {
+        let cfg = self.cfg;
+        let (f, words) = (cfg.flits_per_word(), 2 * cfg.block_words());
+        let mut out = PathOut::default();
+        // The receiver: the flit the line delivers this cycle.
+        if self.line.out() {
+            let data = self.flying.pop_front().expect("a flit in flight");
+            out.we = self
+                .rows_of(self.landing)
+                .fold(0u64, |m, r| m | 1 << r as u64);
+            out.waddr = cfg.address(self.landed);
+            out.wdata = data;
+            let last = self.landing == f - 1;
+            out.arrived = last && self.landed % cfg.block_words() == cfg.block_words() - 1;
+            self.landing = if last { 0 } else { self.landing + 1 };
+            if last {
+                self.landed = (self.landed + 1) % words;
+            }
+        }
+        // The sender: a flit of the held word if the line has a credit; the next word's read
+        // with the held word's last flit, or when none is held.
+        let send = self.have && self.line.ready();
+        let done = send && self.flit == f - 1;
+        let re = (!self.have || done) && self.queued > 0;
+        out.sent = send;
+        out.stalled = self.have && !send;
+        out.read = re;
+        if send {
+            let data = self.word[self.rows_of(self.flit)].to_vec();
+            self.flying.push_back(data);
+            self.flit = if done { 0 } else { self.flit + 1 };
+        }
+        if w.we {
+            if w.waddr != cfg.address(self.written) {
+                return Err(format!(
+                    "a P write at {:#x} where the path expects {:#x} (the rows' words out of order)",
+                    w.waddr,
+                    cfg.address(self.written)
+                ));
+            }
+            if self.queued == words {
+                return Err("a P write into a full source bank".into());
+            }
+        }
+        if re {
+            self.word
+                .clone_from(&self.bank[cfg.address(self.read) as usize]);
+            self.read = (self.read + 1) % words;
+        }
+        if w.we {
+            self.bank[w.waddr as usize].copy_from_slice(w.wdata);
+            self.written = (self.written + 1) % words;
+        }
+        self.queued = self.queued + w.we as u32 - re as u32;
+        self.have = re || (self.have && !done);
+        out.line = self.line.step(send)?;
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +652,101 @@ mod tests {
                 }
             }
             assert!((got - per_100).abs() <= 1, "depth {depth}: {got}");
+        }
+    }
+
+    /// The timing-only line is the line, cycle by cycle, under every send pattern.
+    #[test]
+    fn line_timing_is_the_line() {
+        let mut rng = crate::patterns::Rng(0x5eed);
+        for depth in 1..=5 {
+            for hops in 1..=4 {
+                for rate in 1..=8u64 {
+                    let mut line = Line::new(cfg(depth), hops);
+                    let mut lean = LineTiming::new(depth, hops);
+                    for c in 0..300 {
+                        assert_eq!(line.ready(), lean.ready());
+                        let send = line.ready() && rng.next_u64() % 8 < rate;
+                        let st = line.step(send.then(|| flit(hops, 0, c))).unwrap();
+                        let t = lean.step(send).unwrap();
+                        let want = LineTick {
+                            out: st.out.is_some(),
+                            writes: st.events.writes,
+                            reads: st.events.reads,
+                            links: st.links,
+                        };
+                        assert_eq!(t, want, "depth {depth} hops {hops} rate {rate} cycle {c}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The P path delivers every row's weight of every word once, at the word's address, in
+    /// order, marks each block's last word, and reads each word of the bank once.
+    #[test]
+    fn the_p_path_delivers_each_block() {
+        for (flit_bits, depth, hops) in [(38, 4, 1), (70, 2, 3), (134, 1, 2), (262, 4, 1)] {
+            let cfg = PathConfig {
+                router: RouterConfig {
+                    flit_bits,
+                    coord_bits: 3,
+                    depth,
+                },
+                hops,
+                rows: 12,
+                elem_bits: 16,
+                a: 2,
+                bc: 6,
+                ii_bits: 1,
+                j_bits: 3,
+            };
+            let mut path = Path::new(cfg);
+            let (bw, blocks) = (cfg.block_words(), 5);
+            let mut next = 0u32;
+            let mut got: Vec<Vec<u32>> = vec![];
+            let mut row_word = vec![0u32; 12];
+            let mut arrived = vec![];
+            for c in 0..20_000u32 {
+                // The rows write a block's words in bursts, never more than two blocks ahead
+                // of what has landed.
+                let ahead = next / bw < (arrived.len() as u32 + 2).min(blocks);
+                let we = ahead && c % 7 != 3;
+                let data: Vec<u32> = (0..12).map(|r| (next * 16 + r) & 0xffff).collect();
+                let o = path
+                    .step(PathIn {
+                        we,
+                        waddr: cfg.address(next % (2 * bw)),
+                        wdata: &data,
+                    })
+                    .unwrap();
+                if we {
+                    next += 1;
+                }
+                for r in 0..12 {
+                    if o.we >> r & 1 == 1 {
+                        let w = row_word[r];
+                        assert_eq!(o.waddr, cfg.address(w % (2 * bw)));
+                        let g = cfg.per_flit() as usize;
+                        assert_eq!(o.wdata[r % g], w * 16 + r as u32, "row {r} word {w}");
+                        if got.len() <= w as usize {
+                            got.resize(w as usize + 1, vec![]);
+                        }
+                        got[w as usize].push(r as u32);
+                        row_word[r] += 1;
+                    }
+                }
+                if o.arrived {
+                    arrived.push(c);
+                    assert!(row_word.iter().all(|&w| w == arrived.len() as u32 * bw));
+                }
+                if arrived.len() as u32 == blocks {
+                    break;
+                }
+            }
+            assert_eq!(arrived.len() as u32, blocks, "{cfg:?}");
+            assert!(got.iter().all(|r| r.len() == 12));
+            assert!(path.idle());
         }
     }
 

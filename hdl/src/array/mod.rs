@@ -6,6 +6,7 @@ pub mod int_dot;
 pub mod mac;
 pub mod mask;
 pub mod noc;
+pub mod noc_path;
 pub mod pe;
 pub mod pe_row;
 pub mod pe_tier;
