@@ -465,7 +465,7 @@ impl PathConfig {
     pub fn address(&self, w: u32) -> u32 {
         let bw = self.block_words();
         let (slot, rest) = (w / bw, w % bw);
-        slot << (self.ii_bits + self.j_bits) | (rest / self.bc) << self.j_bits | rest % self.bc
+        slot << (self.ii_bits + self.j_bits) | (rest / self.bc) << self.j_bits | (rest % self.bc)
     }
 }
 
