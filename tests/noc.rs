@@ -396,10 +396,10 @@ fn the_p_path_matches_its_model() {
                     for (i, v) in o.wdata.iter().enumerate() {
                         prop_assert_eq!(got >> (16 * i) & 0xffff, *v as u64, "cycle {}", cycle);
                     }
-                    for r in 0..5usize {
+                    for (r, l) in landed.iter_mut().enumerate() {
                         if o.we >> r & 1 == 1 {
                             let v = (got >> (16 * (r % 2)) & 0xffff) as u32;
-                            landed[r].push((o.waddr, v));
+                            l.push((o.waddr, v));
                         }
                     }
                 }

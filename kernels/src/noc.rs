@@ -705,7 +705,7 @@ mod tests {
             let (bw, blocks) = (cfg.block_words(), 5);
             let mut next = 0u32;
             let mut got: Vec<Vec<u32>> = vec![];
-            let mut row_word = vec![0u32; 12];
+            let mut row_word = [0u32; 12];
             let mut arrived = vec![];
             for c in 0..20_000u32 {
                 // The rows write a block's words in bursts, never more than two blocks ahead
@@ -723,9 +723,9 @@ mod tests {
                 if we {
                     next += 1;
                 }
-                for r in 0..12 {
+                for (r, rw) in row_word.iter_mut().enumerate() {
                     if o.we >> r & 1 == 1 {
-                        let w = row_word[r];
+                        let w = *rw;
                         assert_eq!(o.waddr, cfg.address(w % (2 * bw)));
                         let g = cfg.per_flit() as usize;
                         assert_eq!(o.wdata[r % g], w * 16 + r as u32, "row {r} word {w}");
@@ -733,7 +733,7 @@ mod tests {
                             got.resize(w as usize + 1, vec![]);
                         }
                         got[w as usize].push(r as u32);
-                        row_word[r] += 1;
+                        *rw += 1;
                     }
                 }
                 if o.arrived {
