@@ -322,12 +322,13 @@ fn a_line_of_routers_matches_its_model() {
 /// writes, the block ends, the sender's flits, stalls and reads, the routers' events; and,
 /// independently, every row's weights land once, in the order written, at the addresses
 /// written. Five rows of two a flit (three flits a word, the last half empty), two-flit FIFOs
-/// (a flit every other cycle), a·Bc = 2·6 (a key field that does not fill its bits).
+/// (a flit every other cycle), a·Bc = 2·6 (a key field that does not fill its bits), the slot
+/// restarting every three blocks (a tile's first block is slot 0).
 #[test]
 fn the_p_path_matches_its_model() {
     use kernels::noc::{Path, PathConfig, PathIn};
     let cfg = PathConfig {
-        router: noc_path::router(40, 2, 2),
+        router: noc_path::router(41, 2, 2),
         hops: 2,
         rows: 5,
         elem_bits: 16,
@@ -365,7 +366,7 @@ fn the_p_path_matches_its_model() {
                 }
                 let we = next / bw < (arrived + 2).min(blocks) && rng.next_u64() % 8 < rate;
                 let data: Vec<u32> = (0..5).map(|_| rng.next_u64() as u32 & 0xffff).collect();
-                let waddr = cfg.address(next % (2 * bw));
+                let waddr = (next / bw % 3 % 2) << 4 | cfg.in_block(cfg.address(next % bw));
                 let words: Vec<u32> = (0..3)
                     .map(|k| {
                         (0..2).fold(0, |v, h| {

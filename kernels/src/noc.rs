@@ -413,14 +413,15 @@ impl LineTiming {
 /// routers and a receiver (the network interfaces at both ends).
 ///
 /// The PE rows' exp sweeps write a block's weights in lockstep, one word a cycle: word (slot,
-/// query row ii, key j) holds each of the R PE rows' weight, in the order ii, j, the slots
-/// taking turns by block. The source bank keeps two blocks, at the P bank's addresses. The
-/// sender reads the oldest word not yet sent (a registered read), cuts it into
-/// `flits_per_word` flits of `per_flit` rows' weights (rows k·g .. k·g + g − 1 in flit k, row
-/// k·g + i at payload bits i·w), and sends one a cycle while the line has a credit; the read
-/// of the next word overlaps the last flit. The receiver at the far end writes each flit's
-/// weights into its rows' P banks at the word's address, which it counts itself (one source,
-/// one sink: the flits arrive in the order sent), and marks a block's last word (`arrived`).
+/// query row ii, key j) holds each of the R PE rows' weight, in the order ii, j (the slot is
+/// the block's parity in its tile, which the path carries). The source bank keeps two blocks,
+/// each word with its slot bit, in a ring of its own. The sender reads the oldest word not yet
+/// sent (a registered read), cuts it into `flits_per_word` flits of `per_flit` rows' weights
+/// (the slot bit at payload bit 0; rows k·g .. k·g + g − 1 in flit k, row k·g + i at payload
+/// bits 1 + i·w), and sends one a cycle while the line has a credit; the read of the next word
+/// overlaps the last flit. The receiver at the far end writes each flit's weights into its
+/// rows' P banks at (the flit's slot, ii, j), counting ii and j itself (one source, one sink:
+/// the flits arrive in the order sent), and marks a block's last word (`arrived`).
 /// The path assumes the rows' writes never overrun the bank (the sequencer's: a block's
 /// softmax starts once the PV of the block two before has issued, and that PV waited for its
 /// P to arrive), and checks it.
@@ -442,9 +443,9 @@ pub struct PathConfig {
 }
 
 impl PathConfig {
-    /// Rows' weights in a flit.
+    /// Rows' weights in a flit (after its slot bit).
     pub fn per_flit(&self) -> u32 {
-        (self.router.payload_bits() / self.elem_bits).min(self.rows)
+        (self.router.payload_bits().saturating_sub(1) / self.elem_bits).min(self.rows)
     }
 
     /// Flits a word takes.
@@ -467,13 +468,24 @@ impl PathConfig {
         let (slot, rest) = (w / bw, w % bw);
         slot << (self.ii_bits + self.j_bits) | (rest / self.bc) << self.j_bits | (rest % self.bc)
     }
+
+    /// An address's (ii, j) part, without the slot.
+    pub fn in_block(&self, addr: u32) -> u32 {
+        addr & ((1 << (self.ii_bits + self.j_bits)) - 1)
+    }
+
+    /// An address's slot.
+    pub fn slot(&self, addr: u32) -> u32 {
+        addr >> (self.ii_bits + self.j_bits)
+    }
 }
 
 /// The P path's state ([`PathConfig`]).
 #[derive(Clone, Debug)]
 pub struct Path {
     pub cfg: PathConfig,
-    bank: Vec<Vec<u32>>,
+    /// The source bank's words: the slot bit and each row's weight.
+    bank: Vec<(u32, Vec<u32>)>,
     /// The next word the rows write and the next the sender reads (0 .. 2·a·Bc), and the
     /// words written and not yet read.
     written: u32,
@@ -482,9 +494,9 @@ pub struct Path {
     /// The bank's read register holds a word not yet sent, and the flit of it next sent.
     have: bool,
     flit: u32,
-    word: Vec<u32>,
+    word: (u32, Vec<u32>),
     line: LineTiming,
-    flying: std::collections::VecDeque<Vec<u32>>,
+    flying: std::collections::VecDeque<(u32, Vec<u32>)>,
     /// The receiver's word (0 .. 2·a·Bc) and its flit next to land.
     landed: u32,
     landing: u32,
@@ -519,13 +531,13 @@ impl Path {
         assert!(cfg.per_flit() >= 1 && cfg.rows <= 64);
         Path {
             cfg,
-            bank: vec![vec![0; cfg.rows as usize]; cfg.bank_depth() as usize],
+            bank: vec![(0, vec![0; cfg.rows as usize]); cfg.bank_depth() as usize],
             written: 0,
             read: 0,
             queued: 0,
             have: false,
             flit: 0,
-            word: vec![0; cfg.rows as usize],
+            word: (0, vec![0; cfg.rows as usize]),
             line: LineTiming::new(cfg.router.depth, cfg.hops),
             flying: Default::default(),
             landed: 0,
@@ -551,11 +563,11 @@ impl Path {
         let mut out = PathOut::default();
         // The receiver: the flit the line delivers this cycle.
         if self.line.out() {
-            let data = self.flying.pop_front().expect("a flit in flight");
+            let (slot, data) = self.flying.pop_front().expect("a flit in flight");
             out.we = self
                 .rows_of(self.landing)
                 .fold(0u64, |m, r| m | 1 << r as u64);
-            out.waddr = cfg.address(self.landed);
+            out.waddr = slot << (cfg.ii_bits + cfg.j_bits) | cfg.in_block(cfg.address(self.landed));
             out.wdata = data;
             let last = self.landing == f - 1;
             out.arrived = last && self.landed % cfg.block_words() == cfg.block_words() - 1;
@@ -573,16 +585,17 @@ impl Path {
         out.stalled = self.have && !send;
         out.read = re;
         if send {
-            let data = self.word[self.rows_of(self.flit)].to_vec();
-            self.flying.push_back(data);
+            let data = self.word.1[self.rows_of(self.flit)].to_vec();
+            self.flying.push_back((self.word.0, data));
             self.flit = if done { 0 } else { self.flit + 1 };
         }
         if w.we {
-            if w.waddr != cfg.address(self.written) {
+            let want = cfg.in_block(cfg.address(self.written));
+            if cfg.in_block(w.waddr) != want {
                 return Err(format!(
-                    "a P write at {:#x} where the path expects {:#x} (the rows' words out of order)",
+                    "a P write at {:#x} where the path expects query row and key {want:#x} (the \
+                     rows' words out of order)",
                     w.waddr,
-                    cfg.address(self.written)
                 ));
             }
             if self.queued == words {
@@ -595,7 +608,9 @@ impl Path {
             self.read = (self.read + 1) % words;
         }
         if w.we {
-            self.bank[w.waddr as usize].copy_from_slice(w.wdata);
+            let at = &mut self.bank[cfg.address(self.written) as usize];
+            at.0 = cfg.slot(w.waddr);
+            at.1.copy_from_slice(w.wdata);
             self.written = (self.written + 1) % words;
         }
         self.queued = self.queued + w.we as u32 - re as u32;
@@ -686,7 +701,7 @@ mod tests {
     /// order, marks each block's last word, and reads each word of the bank once.
     #[test]
     fn the_p_path_delivers_each_block() {
-        for (flit_bits, depth, hops) in [(38, 4, 1), (70, 2, 3), (134, 1, 2), (262, 4, 1)] {
+        for (flit_bits, depth, hops) in [(39, 4, 1), (71, 2, 3), (135, 1, 2), (263, 4, 1)] {
             let cfg = PathConfig {
                 router: RouterConfig {
                     flit_bits,
@@ -713,10 +728,13 @@ mod tests {
                 let ahead = next / bw < (arrived.len() as u32 + 2).min(blocks);
                 let we = ahead && c % 7 != 3;
                 let data: Vec<u32> = (0..12).map(|r| (next * 16 + r) & 0xffff).collect();
+                // Tiles of three blocks: the slot is the block's parity in its tile.
+                let slot = next / bw % 3 % 2;
+                let waddr = slot << 4 | cfg.in_block(cfg.address(next % bw));
                 let o = path
                     .step(PathIn {
                         we,
-                        waddr: cfg.address(next % (2 * bw)),
+                        waddr,
                         wdata: &data,
                     })
                     .unwrap();
@@ -726,7 +744,8 @@ mod tests {
                 for (r, rw) in row_word.iter_mut().enumerate() {
                     if o.we >> r & 1 == 1 {
                         let w = *rw;
-                        assert_eq!(o.waddr, cfg.address(w % (2 * bw)));
+                        let slot = w / bw % 3 % 2;
+                        assert_eq!(o.waddr, slot << 4 | cfg.in_block(cfg.address(w % bw)));
                         let g = cfg.per_flit() as usize;
                         assert_eq!(o.wdata[r % g], w * 16 + r as u32, "row {r} word {w}");
                         if got.len() <= w as usize {

@@ -5,9 +5,10 @@
 //! microarchitecture's description: `kernels::noc::Path`.
 //!
 //! Ports: in `we`, `waddr`, `wdata` (the rows' exp sweeps' write of a word: row r's weight at
-//! bits r·w; the rows write in lockstep, and the address must be the next in the path's order,
-//! which a simulation assertion checks); out `p_we` (a bit per row: its P bank is written this
-//! cycle), `p_waddr`, `p_wdata` (the flit's weights, row k·g + i's at bits i·w), `arrived` (the
+//! bits r·w; the rows write in lockstep, and the address's query row and key must be the next
+//! in the path's order, which a simulation assertion checks; its slot travels with the word);
+//! out `p_we` (a bit per row: its P bank is written this cycle), `p_waddr`, `p_wdata` (the
+//! flit's weights, row k·g + i's at bits i·w), `arrived` (the
 //! write is a block's last word), and the cycle's events: `sent` (a flit into the line),
 //! `stalled` (a flit ready and no credit), `read` (the source bank's), `writes`, `reads` (the
 //! routers' FIFOs), `hops` (flits on the links between routers).
@@ -45,11 +46,11 @@ pub fn addr_width(cfg: &PathConfig) -> u32 {
     addr_bits(cfg.bank_depth())
 }
 
-/// The source bank.
+/// The source bank: two blocks of words, each the slot bit and every row's weight.
 pub fn bank(cfg: &PathConfig, blackbox: bool) -> SramConfig {
     SramConfig {
         depth: cfg.bank_depth(),
-        width: cfg.rows * cfg.elem_bits,
+        width: 1 + cfg.rows * cfg.elem_bits,
         ports: 2,
         blackbox,
     }
@@ -128,9 +129,9 @@ pub fn build(d: &mut Design, cfg: &PathConfig, blackbox: bool) -> PathBlock {
     })
 }
 
-/// A word counter in the path's order (j, then ii, then the slot): the address, and whether
-/// it is a block's last word.
-fn word_counter(m: &mut ModuleBuilder, cfg: &PathConfig, name: &str, en: Sig) -> (Sig, Sig) {
+/// A word counter in the path's order (j, then ii, then the ring's slot): the word's (ii, j),
+/// the ring's slot, and whether it is a block's last word.
+fn word_counter(m: &mut ModuleBuilder, cfg: &PathConfig, name: &str, en: Sig) -> (Sig, Sig, Sig) {
     let mut fields = vec![];
     let mut carry = en;
     let mut last_all = m.lit(1, 1);
@@ -149,9 +150,8 @@ fn word_counter(m: &mut ModuleBuilder, cfg: &PathConfig, name: &str, en: Sig) ->
     let slot = m.reg(&format!("{name}_slot"), 1, Some(0));
     m.set_next(slot, !slot.q);
     m.set_enable(slot, carry);
-    fields.push(slot.q);
     fields.reverse();
-    (cat(&fields), last_all)
+    (cat(&fields), slot.q, last_all)
 }
 
 fn path(
@@ -179,11 +179,15 @@ fn path(
     let cw = queued.q.width();
     m.set_next(queued, queued.q + i.we.zext(cw) - re.zext(cw));
     // The rows' writes: in the path's order, never into a full bank.
-    let (w_addr, w_end) = word_counter(m, cfg, "wr", i.we);
+    let (w_key, w_ring, w_end) = word_counter(m, cfg, "wr", i.we);
     m.discard(w_end);
+    let aw = addr_width(cfg);
+    let w_slot = i.waddr.bit(aw - 1);
+    // The query row and key are only checked (the ring counts them).
+    m.discard(i.waddr.slice(aw - 2, 0));
     m.assert_always(
         "p_path_order",
-        !(i.we & i.waddr.ne(w_addr)),
+        !(i.we & i.waddr.slice(aw - 2, 0).ne(w_key)),
         "a P write out of the path's order (the PE rows' exp sweeps not in lockstep)",
     );
     m.assert_always(
@@ -191,28 +195,30 @@ fn path(
         !(i.we & queued.q.eq(words as u64)),
         "a P write into a full source bank (the sequencer let a softmax overrun the path)",
     );
-    let (r_addr, r_end) = word_counter(m, cfg, "rd", re);
+    let (r_key, r_ring, r_end) = word_counter(m, cfg, "rd", re);
     m.discard(r_end);
-    let rd = m
+    let word = m
         .instantiate(
             bank_blk,
             "u_bank",
             &SramIn {
                 we: i.we,
-                waddr: i.waddr,
-                wdata: i.wdata,
+                waddr: cat(&[w_ring, w_key]),
+                wdata: cat(&[i.wdata, w_slot]),
                 re,
-                raddr: r_addr,
+                raddr: cat(&[r_ring, r_key]),
             },
         )
         .rd_data;
-    // Flit k: rows k·g .. k·g + g − 1 of the held word, zero above the last row.
+    let (slot, rd) = (word.bit(0), word.slice(word.width - 1, 1));
+    // Flit k: the slot bit, then rows k·g .. k·g + g − 1 of the held word, zero above the last
+    // row.
     let pieces: Vec<Sig> = (0..f)
         .map(|k| {
             let lo = k * g * w;
             let hi = ((k + 1) * g).min(cfg.rows) * w;
             let piece = rd.slice(hi - 1, lo);
-            piece.zext(g * w)
+            cat(&[piece.zext(g * w), slot])
         })
         .collect();
     let data = if f == 1 {
@@ -242,16 +248,19 @@ fn path(
     let (next_land, _) = m.wrapping_step(landing.q, f);
     m.set_next(landing, next_land);
     m.set_enable(landing, got);
-    let (p_waddr, block_end) = word_counter(m, cfg, "land", got & last_land);
+    let (land_key, land_ring, block_end) = word_counter(m, cfg, "land", got & last_land);
+    m.discard(land_ring);
     let p_we: Vec<Sig> = (0..cfg.rows)
         .rev()
         .map(|r| got & landing.q.eq((r / g) as u64))
         .collect();
     // The flit's destination and the payload past the last row's weight are not read.
-    let payload = lo.out_flit.slice(2 * cb + g * w - 1, 2 * cb);
+    let used = 2 * cb + 1 + g * w;
+    let payload = lo.out_flit.slice(used - 1, 2 * cb + 1);
+    let p_waddr = cat(&[lo.out_flit.bit(2 * cb), land_key]);
     m.discard(lo.out_flit.slice(2 * cb - 1, 0));
-    if cfg.router.flit_bits > 2 * cb + g * w {
-        m.discard(lo.out_flit.slice(cfg.router.flit_bits - 1, 2 * cb + g * w));
+    if cfg.router.flit_bits > used {
+        m.discard(lo.out_flit.slice(cfg.router.flit_bits - 1, used));
     }
     PathOut {
         p_we: cat(&p_we),

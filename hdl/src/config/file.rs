@@ -13,7 +13,7 @@ use crate::array::pe::Accumulate;
 use crate::mem::dma::{MemIf, DEFAULT_AXI_ID_BITS, DEFAULT_AXI_OUTSTANDING};
 use crate::mem::glb::{GlbParams, GlbPlacement};
 use crate::softmax::Rescale;
-use crate::variants::{BufParams, RowParams, StackParams, Variant, VariantKind};
+use crate::variants::{BufParams, NocParams, RowParams, StackParams, Variant, VariantKind};
 
 /// A configuration file: an optional base preset and any keys of [`CoreConfig`]. Also the
 /// serialized form of a whole `CoreConfig` (every key, no preset, no flat variant keys).
@@ -100,6 +100,8 @@ pub(super) struct ConfigFile {
     reg3d: Option<StackParams>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rowfused: Option<RowParams>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    noc2d: Option<NocParams>,
 }
 
 /// The variants' sections a file gives.
@@ -107,6 +109,7 @@ struct Sections {
     buf2d: Option<BufParams>,
     reg3d: Option<StackParams>,
     rowfused: Option<RowParams>,
+    noc2d: Option<NocParams>,
 }
 
 /// The variants' knobs as flat keys, as files spelled them before the `[buf2d]` and `[reg3d]`
@@ -179,6 +182,7 @@ impl From<&CoreConfig> for ConfigFile {
             buf2d: c.variant.buf().copied(),
             reg3d: c.variant.stack().copied(),
             rowfused: c.variant.rowfused().copied(),
+            noc2d: c.variant.noc().copied(),
         }
     }
 }
@@ -236,6 +240,7 @@ impl ConfigFile {
                 buf2d: self.buf2d,
                 reg3d: self.reg3d,
                 rowfused: self.rowfused,
+                noc2d: self.noc2d,
             },
             &LegacyKeys {
                 buf_ports: self.buf_ports,
@@ -340,12 +345,14 @@ fn resolve_variant(
         buf2d,
         reg3d,
         rowfused,
+        noc2d,
     } = sections;
     let kind = kind.or(base.map(|b| b.kind())).unwrap_or_default();
     for (section, given) in [
         (VariantKind::Buf2d, buf2d.is_some()),
         (VariantKind::Reg3d, reg3d.is_some()),
         (VariantKind::Rowfused, rowfused.is_some()),
+        (VariantKind::Noc2d, noc2d.is_some()),
     ] {
         ensure!(
             !given || kind == section,
@@ -373,6 +380,11 @@ fn resolve_variant(
                 .or(from_base.and_then(|b| b.rowfused().copied()))
                 .unwrap_or_default(),
         ),
+        VariantKind::Noc2d => Variant::Noc2d(
+            noc2d
+                .or(from_base.and_then(|b| b.noc().copied()))
+                .unwrap_or_default(),
+        ),
     };
     let mut notes = vec![];
     // Each flat key: its variant and that variant's knobs type, the knob, and the knob's name
@@ -386,7 +398,7 @@ fn resolve_variant(
                         VariantKind::Buf2d => buf2d.is_some(),
                         VariantKind::Reg3d => reg3d.is_some(),
                         VariantKind::Rowfused => rowfused.is_some(),
-                        VariantKind::Reg2d | VariantKind::Unfused => false,
+                        VariantKind::Reg2d | VariantKind::Unfused | VariantKind::Noc2d => false,
                     };
                     ensure!(
                         !given,

@@ -149,7 +149,7 @@ fn masked_slots(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn, macs: Sig) -
     // The slots are counted a cycle late, as the tiers' MACs come (registered before their
     // sums), so each cycle's difference is that step's masked slots.
     match p.row.plan().arrays {
-        Arrays::Stacked => {
+        Arrays::PerPhase => {
             let qk_slots = mux(qk_step, qk_pes, zero_s);
             let pv_slots = mux(i.pv_step, tier_pes, zero_s);
             m.delay("cnt_slots", qk_slots + pv_slots) - macs
@@ -199,7 +199,7 @@ fn wire_bits(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> (Sig, Sig) {
     let bc_w = bits_for(span * p.row.mac_tiers() as u64);
     let (span_l, zero_b) = (m.lit(bc_w, span), m.zero(bc_w));
     let bcast = match p.row.plan().arrays {
-        Arrays::Stacked => mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b),
+        Arrays::PerPhase => mux(i.qk_step, span_l, zero_b) + mux(i.pv_step, span_l, zero_b),
         Arrays::Shared { .. } => mux(i.step_valid, span_l, zero_b),
     };
     // Operand bits from the landing buffers: a QK step reads a Q lane per row and a K lane per

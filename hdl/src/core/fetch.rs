@@ -323,7 +323,7 @@ fn operands(m: &mut ModuleBuilder, p: &CoreParams, i: &FetchIn) -> (Vec<RowOpera
     // the PV tier, at once.
     let (k_bus, v_bus) = (cat(&k_cols), cat(&v_cols));
     let b_col = match p.row.plan().arrays {
-        Arrays::Stacked => k_bus,
+        Arrays::PerPhase => k_bus,
         Arrays::Shared { .. } => mux(i.step.pv, v_bus, k_bus),
     };
     let b_col = m.name("b_col", b_col);

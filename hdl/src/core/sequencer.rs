@@ -387,7 +387,7 @@ fn sequencer(m: &mut ModuleBuilder, p: &CoreParams, i: &SeqIn) -> SeqOut {
     // One step at a time in 2-D: the one bus carries the running phase's steps (interleaved:
     // the stream whose turn it is).
     let (pe, pe_pv) = match p.row.plan().arrays {
-        Arrays::Stacked => (ph.qk_bus, ph.pv_bus),
+        Arrays::PerPhase => (ph.qk_bus, ph.pv_bus),
         Arrays::Shared { .. } => {
             let mut one = select(ph.step.pv, &ph.pv_bus, &ph.qk_bus);
             one.valid = ph.qk_bus.valid | ph.pv_bus.valid;

@@ -103,6 +103,7 @@ impl Dataflow for BufParams {
             s_slots: 1,
             vlink_latency: 0,
             spares: None,
+            noc: None,
             sram: Sram {
                 per_word: self.elems_per_word(),
                 banks: self.banks,

@@ -13,9 +13,12 @@
 //! - `rowfused`: buf2d with each query row's whole row of S in the buffer and a two-pass
 //!   softmax (the row-materializing baseline, FLAT);
 //! - `unfused`: standard attention, S and P written to memory and read back between its
-//!   passes (the unfused baseline).
+//!   passes (the unfused baseline);
+//! - `noc2d`: reg3d's two arrays side by side on one die, P crossing over a NoC of mesh
+//!   routers (the 2-D multi-array baseline).
 
 mod buf2d;
+mod noc2d;
 mod plan;
 mod reg2d;
 mod reg3d;
@@ -26,9 +29,10 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 pub use buf2d::BufParams;
+pub use noc2d::NocParams;
 pub use plan::{
-    passes_text, Arrays, Op, PHome, Pass, Phase, Place, Plan, SHome, SoftmaxPass, Spares, Sram,
-    Tensor, WholeRows,
+    passes_text, Arrays, NocPlan, Op, PHome, Pass, Phase, Place, Plan, SHome, SoftmaxPass, Spares,
+    Sram, Tensor, WholeRows,
 };
 pub use reg2d::Reg2d;
 pub use reg3d::{StackParams, SPARE_GROUP};
@@ -99,16 +103,19 @@ pub enum VariantKind {
     /// Standard attention: S and P through memory between the passes (the unfused
     /// baseline).
     Unfused,
+    /// reg3d's two arrays side by side, P over a NoC (the 2-D multi-array baseline).
+    Noc2d,
 }
 
 impl VariantKind {
     /// Every variant, by name.
-    pub const ALL: [VariantKind; 5] = [
+    pub const ALL: [VariantKind; 6] = [
         VariantKind::Reg2d,
         VariantKind::Buf2d,
         VariantKind::Reg3d,
         VariantKind::Rowfused,
         VariantKind::Unfused,
+        VariantKind::Noc2d,
     ];
 
     pub fn name(self) -> &'static str {
@@ -118,6 +125,7 @@ impl VariantKind {
             VariantKind::Reg3d => "reg3d",
             VariantKind::Rowfused => "rowfused",
             VariantKind::Unfused => "unfused",
+            VariantKind::Noc2d => "noc2d",
         }
     }
 
@@ -137,6 +145,7 @@ impl VariantKind {
             VariantKind::Reg3d => "REG3D",
             VariantKind::Rowfused => "ROWFUSED",
             VariantKind::Unfused => "UNFUSED",
+            VariantKind::Noc2d => "NOC2D",
         }
     }
 
@@ -148,6 +157,7 @@ impl VariantKind {
             VariantKind::Reg3d => Variant::Reg3d(StackParams::default()),
             VariantKind::Rowfused => Variant::Rowfused(RowParams::default()),
             VariantKind::Unfused => Variant::Unfused,
+            VariantKind::Noc2d => Variant::Noc2d(NocParams::default()),
         }
     }
 }
@@ -166,7 +176,7 @@ impl std::str::FromStr for VariantKind {
             .find(|v| v.name() == s)
             .ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown variant `{s}`: choose one of reg2d, buf2d, reg3d, rowfused, unfused"
+                    "unknown variant `{s}`: choose one of reg2d, buf2d, reg3d, rowfused, unfused, noc2d"
                 )
             })
     }
@@ -186,6 +196,8 @@ pub enum Variant {
     Rowfused(RowParams),
     /// Standard attention: S and P through memory.
     Unfused,
+    /// reg3d's two arrays side by side, P over a NoC.
+    Noc2d(NocParams),
 }
 
 impl std::fmt::Display for Variant {
@@ -203,6 +215,7 @@ impl Variant {
             Variant::Reg3d(s) => s,
             Variant::Rowfused(r) => r,
             Variant::Unfused => &Unfused,
+            Variant::Noc2d(n) => n,
         }
     }
 
@@ -224,7 +237,7 @@ impl Variant {
                 macro_blackbox: macros,
                 ..r
             }),
-            Variant::Reg2d | Variant::Reg3d(_) | Variant::Unfused => self,
+            Variant::Reg2d | Variant::Reg3d(_) | Variant::Unfused | Variant::Noc2d(_) => self,
         }
     }
 
@@ -233,7 +246,11 @@ impl Variant {
     pub fn set_row_keys(&mut self, keys: u32) {
         match self {
             Variant::Rowfused(r) => r.keys = keys,
-            Variant::Reg2d | Variant::Buf2d(_) | Variant::Reg3d(_) | Variant::Unfused => {}
+            Variant::Reg2d
+            | Variant::Buf2d(_)
+            | Variant::Reg3d(_)
+            | Variant::Unfused
+            | Variant::Noc2d(_) => {}
         }
     }
 
@@ -257,6 +274,7 @@ impl Variant {
             Variant::Reg3d(_) => VariantKind::Reg3d,
             Variant::Rowfused(_) => VariantKind::Rowfused,
             Variant::Unfused => VariantKind::Unfused,
+            Variant::Noc2d(_) => VariantKind::Noc2d,
         }
     }
 
@@ -268,7 +286,11 @@ impl Variant {
     pub fn buf(&self) -> Option<&BufParams> {
         match self {
             Variant::Buf2d(b) => Some(b),
-            Variant::Reg2d | Variant::Reg3d(_) | Variant::Rowfused(_) | Variant::Unfused => None,
+            Variant::Reg2d
+            | Variant::Reg3d(_)
+            | Variant::Rowfused(_)
+            | Variant::Unfused
+            | Variant::Noc2d(_) => None,
         }
     }
 
@@ -276,7 +298,11 @@ impl Variant {
     pub fn rowfused(&self) -> Option<&RowParams> {
         match self {
             Variant::Rowfused(r) => Some(r),
-            Variant::Reg2d | Variant::Buf2d(_) | Variant::Reg3d(_) | Variant::Unfused => None,
+            Variant::Reg2d
+            | Variant::Buf2d(_)
+            | Variant::Reg3d(_)
+            | Variant::Unfused
+            | Variant::Noc2d(_) => None,
         }
     }
 
@@ -284,7 +310,23 @@ impl Variant {
     pub fn stack(&self) -> Option<&StackParams> {
         match self {
             Variant::Reg3d(s) => Some(s),
-            Variant::Reg2d | Variant::Buf2d(_) | Variant::Rowfused(_) | Variant::Unfused => None,
+            Variant::Reg2d
+            | Variant::Buf2d(_)
+            | Variant::Rowfused(_)
+            | Variant::Unfused
+            | Variant::Noc2d(_) => None,
+        }
+    }
+
+    /// noc2d's knobs.
+    pub fn noc(&self) -> Option<&NocParams> {
+        match self {
+            Variant::Noc2d(n) => Some(n),
+            Variant::Reg2d
+            | Variant::Buf2d(_)
+            | Variant::Reg3d(_)
+            | Variant::Rowfused(_)
+            | Variant::Unfused => None,
         }
     }
 
@@ -307,6 +349,7 @@ impl Variant {
             }
             Variant::Reg3d(s) if s.tiers == 3 => "reg3d ×3".into(),
             Variant::Rowfused(r) if r.spill => "rowfused (spill)".into(),
+            Variant::Noc2d(n) => format!("noc2d, {}-bit flits, {} hops", n.flit_bits, n.hops),
             Variant::Reg2d
             | Variant::Buf2d(_)
             | Variant::Reg3d(_)

@@ -14,9 +14,10 @@ pub enum Arrays {
     /// 2·a·b cycles. It can when S has two PE-register slots and P a two-port bank, and its QK
     /// does not wait on S leaving the registers or every QK of a tile running first.
     Shared { interleaves: bool },
-    /// QK and PV on PE tiers of their own (a stack), each with its own step bus, column bus and
-    /// causal mask, running at once; P goes up and O comes down the vertical links.
-    Stacked,
+    /// QK and PV on PE arrays of their own, each with its own step bus, column bus and causal
+    /// mask, running at once: stacked tiers (P goes up and O comes down the vertical links), or
+    /// with [`Plan::noc`] two arrays side by side (P crosses over the NoC).
+    PerPhase,
 }
 
 /// Where S lives from its QK to the softmax sweeps that read it.
@@ -104,6 +105,18 @@ pub struct Plan {
     /// Spare lanes on the vertical links, with their self-test and repair (None: none).
     pub spares: Option<Spares>,
     pub sram: Sram,
+    /// The two arrays side by side, P crossing from the QK array's row engines to the PV
+    /// array's P banks over a line of mesh routers (None: stacked, or one array).
+    pub noc: Option<NocPlan>,
+}
+
+/// The NoC P crosses between two arrays side by side (`noc2d`): a line of `hops` router hops
+/// of `flit_bits`-bit flits and `depth`-flit input FIFOs (`array::noc_path`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NocPlan {
+    pub flit_bits: u32,
+    pub hops: u32,
+    pub depth: u32,
 }
 
 /// Spare lanes on every vertical bundle: `spares` in each group of `group` lanes.
@@ -125,6 +138,7 @@ impl Default for Plan {
             vlink_latency: 0,
             spares: None,
             sram: Sram::default(),
+            noc: None,
         }
     }
 }
@@ -181,7 +195,7 @@ pub type Pass = Vec<Phase>;
 impl Plan {
     /// The combinations the shared RTL builds; else what a new variant asks for that is not.
     pub fn validate(&self) -> Result<()> {
-        let stacked = self.arrays == Arrays::Stacked;
+        let stacked = self.arrays == Arrays::PerPhase;
         match self.s {
             SHome::Registers => {}
             SHome::SoftmaxTier { link_bits } => ensure!(
@@ -206,23 +220,36 @@ impl Plan {
         if let PHome::Bank { ports } = self.p {
             ensure!(matches!(ports, 1 | 2), "a P bank has one port or two");
         }
+        if self.noc.is_some() {
+            ensure!(
+                stacked
+                    && self.s == SHome::Registers
+                    && self.p == (PHome::Bank { ports: 2 })
+                    && self.vlink_latency == 0
+                    && self.spares.is_none(),
+                "P over a NoC is built between two arrays side by side, S in the QK array's \
+                 registers and P landing in two-port banks, with no vertical links"
+            );
+        }
         Ok(())
     }
 
-    /// Tiers of the stack: 1, 2 (QK and PV), or 3 (a softmax tier between them).
+    /// Tiers of the stack: 1, 2 (QK and PV), or 3 (a softmax tier between them); 1 for two
+    /// arrays side by side.
     pub fn tiers(&self) -> u32 {
         match (self.arrays, self.s) {
             (Arrays::Shared { .. }, _) => 1,
-            (Arrays::Stacked, SHome::SoftmaxTier { .. }) => 3,
-            (Arrays::Stacked, SHome::Registers | SHome::Array { .. } | SHome::Memory) => 2,
+            (Arrays::PerPhase, _) if self.noc.is_some() => 1,
+            (Arrays::PerPhase, SHome::SoftmaxTier { .. }) => 3,
+            (Arrays::PerPhase, SHome::Registers | SHome::Array { .. } | SHome::Memory) => 2,
         }
     }
 
-    /// Tiers holding PEs, the MAC resources (a softmax tier has none).
+    /// PE arrays, the MAC resources (a tier of each in a stack; a softmax tier has none).
     pub fn mac_tiers(&self) -> u32 {
         match self.arrays {
             Arrays::Shared { .. } => 1,
-            Arrays::Stacked => 2,
+            Arrays::PerPhase => 2,
         }
     }
 
@@ -230,7 +257,7 @@ impl Plan {
     pub fn concurrent_phases(&self) -> bool {
         match self.arrays {
             Arrays::Shared { .. } => false,
-            Arrays::Stacked => true,
+            Arrays::PerPhase => true,
         }
     }
 
@@ -238,7 +265,7 @@ impl Plan {
     pub fn interleaves(&self) -> bool {
         match self.arrays {
             Arrays::Shared { interleaves } => interleaves,
-            Arrays::Stacked => false,
+            Arrays::PerPhase => false,
         }
     }
 
@@ -429,7 +456,7 @@ impl std::fmt::Display for Arrays {
         f.write_str(match self {
             Arrays::Shared { interleaves: true } => "one array, QK and PV in turn (may interleave)",
             Arrays::Shared { interleaves: false } => "one array, QK and PV in turn",
-            Arrays::Stacked => "QK and PV tiers, at once",
+            Arrays::PerPhase => "QK and PV tiers, at once",
         })
     }
 }
@@ -556,7 +583,7 @@ mod tests {
     fn plans_the_rtl_does_not_build_are_refused() {
         let bad = [
             Plan {
-                arrays: Arrays::Stacked,
+                arrays: Arrays::PerPhase,
                 s: SHome::Memory,
                 p: PHome::Memory,
                 ..Plan::default()

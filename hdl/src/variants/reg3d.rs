@@ -62,7 +62,7 @@ impl Dataflow for StackParams {
     /// links walk a finished block up while the next one's QK runs, so they hold two.
     fn plan(&self) -> Plan {
         Plan {
-            arrays: Arrays::Stacked,
+            arrays: Arrays::PerPhase,
             s: match self.tiers {
                 3 => SHome::SoftmaxTier {
                     link_bits: self.vlink_bits,
