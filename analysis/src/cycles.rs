@@ -257,8 +257,44 @@ struct Model<'a> {
     tags: VecDeque<usize>,
     in_flight: VecDeque<u64>,
     credit: u64,
+    /// noc2d: the P path between the arrays.
+    noc: Option<Noc>,
     cycle: u64,
     t: Timing,
+}
+
+/// noc2d's P path (`kernels::noc::Path`, the RTL's model cycle by cycle): the rows' writes
+/// due (the cycle and the bank address), the blocks landed in the tile.
+struct Noc {
+    path: kernels::noc::Path,
+    writes: VecDeque<(u64, u32)>,
+    arrived: u64,
+    zeros: Vec<u32>,
+}
+
+impl Noc {
+    /// The path at this cycle's edge with the rows' write due now, if any; whether a block's
+    /// last word lands.
+    fn edge(&mut self, cycle: u64) -> bool {
+        let due = self.writes.front().is_some_and(|w| w.0 == cycle);
+        if !due && self.path.idle() {
+            return false;
+        }
+        let waddr = if due {
+            self.writes.pop_front().expect("due").1
+        } else {
+            0
+        };
+        let w = kernels::noc::PathIn {
+            we: due,
+            waddr,
+            wdata: &self.zeros,
+        };
+        self.path
+            .step(w)
+            .unwrap_or_else(|e| panic!("the P path at cycle {cycle}: {e}"))
+            .arrived
+    }
 }
 
 const Q: usize = 0;
@@ -340,6 +376,12 @@ impl<'a> Model<'a> {
             tags: VecDeque::new(),
             in_flight: VecDeque::new(),
             credit: beat,
+            noc: p.noc_path().map(|c| Noc {
+                path: kernels::noc::Path::new(c),
+                writes: VecDeque::new(),
+                arrived: 0,
+                zeros: vec![0; c.rows as usize],
+            }),
             cycle: 0,
             t: Timing::default(),
         }
@@ -474,6 +516,8 @@ impl<'a> Model<'a> {
                 self.sm_done > pv_issued_n + self.two_pass as u64 * self.nblk
             }
         };
+        // noc2d: a PV also waits for its block's P to land across the NoC.
+        let sm_ahead = sm_ahead && self.noc.as_ref().is_none_or(|n| n.arrived > pv_issued_n);
         let s_free_in = self.plan.s_in_sram() && self.copy_left == 1;
         let mut ph = Phases {
             qk_go,
@@ -937,6 +981,17 @@ impl<'a> Model<'a> {
             self.copy_left = self.copy_left.saturating_sub(1);
         } else if sm.go {
             self.eng_left = p.row.softmax_cycles(sm.first, sm.second, sm.past) as u64;
+            if let Some(n) = &mut self.noc {
+                // The block's P leaves the rows on the exp sweeps' schedule, into its slot.
+                let c = n.path.cfg;
+                let slot = (self.sm_done % 2) as u32;
+                let times = p.row.p_write_times(sm.first);
+                for (w, t) in times.into_iter().enumerate() {
+                    let key = c.in_block(c.address(w as u32));
+                    let at = slot << (c.ii_bits + c.j_bits) | key;
+                    n.writes.push_back((self.cycle + t as u64, at));
+                }
+            }
             let copies = self.plan.s_in_sram() && !sm.second;
             self.copy_left = copies as u64 * p.row.s_free_cycles(sm.first, sm.past) as u64;
         } else if tile.ro_go {
@@ -978,6 +1033,10 @@ impl<'a> Model<'a> {
         count(&mut self.qk_done, qk_drained);
         count(&mut self.pv_done, pv_drained);
         count(&mut self.sm_done, sm.finished);
+        if let Some(n) = &mut self.noc {
+            let landed = n.edge(self.cycle);
+            count(&mut n.arrived, landed);
+        }
         // Heads and tiles (the block count from the tile's first row before it moves on).
         if self.state == Seq::Plan {
             self.nblk = self.keys(self.q_base).div_ceil(p.bc() as u64);

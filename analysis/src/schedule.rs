@@ -305,7 +305,8 @@ impl Shape {
         // buf2d's wide words: an access moves a word of a query row's scores or weights.
         let (s_per, p_per) = p.row.plan().sram.per_word;
         let (s_per, p_per) = (s_per as u64, p_per as u64);
-        let tiered = p.row.concurrent_phases() as u64;
+        // Vertical links: a stack's (noc2d's arrays sit side by side; P crosses its NoC).
+        let tiered = (p.row.concurrent_phases() && p.row.noc().is_none()) as u64;
         // Bits of an operand on the buses and links (Q, K, V, P).
         let ew = p.row.elem_bits().0 as u64;
         let tile_rows = h * self.q_len.div_ceil(br as usize) as u64 * br;

@@ -235,7 +235,7 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let macs = sum(m, |r| r.macs, bits_for((rr * cn * mpp) as u64));
     // Up to C + 1 reads and C writes per tier, and one engine read (three tiers: the S links
     // read the QK PEs and write the softmax tier's registers).
-    let acc_w = bits_for((rr * (p.row.cols * p.row.tiers() + 1)) as u64);
+    let acc_w = bits_for((rr * (p.row.cols * p.row.rf_tiers() + 1)) as u64);
     let rf_reads = sum(m, |r| r.rf_reads, acc_w);
     let rf_writes = sum(m, |r| r.rf_writes, acc_w);
     let p_w = bits_for(rr as u64);

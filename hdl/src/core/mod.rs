@@ -96,6 +96,7 @@ pub mod sequencer;
 use anyhow::{ensure, Result};
 
 use crate::array::mask::{self, MaskConfig};
+use crate::array::noc_path;
 use crate::array::pe_row::{self, PeRowConfig};
 use crate::config::CoreConfig;
 use crate::fault::Fault;
@@ -105,8 +106,8 @@ use crate::mem::dma::{self, DmaConfig};
 use crate::mem::dma::{DmaIn, ReadCmd, StageWrite};
 use crate::{cat, mux, Design, ModRef, ModuleBuilder, RegHandle, Sig};
 use ports::{
-    CoreIn, CoreOut, EngineIn, EngineOut, KeyMove, ReadStatus, RowActivity, ScratchStatus, SeqIn,
-    SeqOut, WriteDesc,
+    CoreIn, CoreOut, EngineIn, EngineOut, KeyMove, NocStatus, ReadStatus, RowActivity,
+    ScratchStatus, SeqIn, SeqOut, WriteDesc,
 };
 
 /// Counter width.
@@ -227,6 +228,21 @@ impl CoreParams {
             "rows of head_dim values must fill whole memory beats"
         );
         Ok(())
+    }
+
+    /// noc2d: the P path between the arrays (None in the other designs).
+    pub fn noc_path(&self) -> Option<kernels::noc::PathConfig> {
+        let r = &self.row;
+        r.noc().map(|n| kernels::noc::PathConfig {
+            router: crate::array::noc_path::router(n.flit_bits, n.depth, n.hops),
+            hops: n.hops,
+            rows: self.rows,
+            elem_bits: r.elem_bits().0,
+            a: r.a,
+            bc: self.bc(),
+            ii_bits: r.ii_bits(),
+            j_bits: r.word_bits(1),
+        })
     }
 
     pub fn br(&self) -> u32 {
@@ -445,6 +461,9 @@ fn build_engine(d: &mut Design, p: &CoreParams) -> EngineBlock {
         readout: readout::build(d, p),
         counters: counters::build(d, p),
         check: check::build(d, p),
+        noc: p
+            .noc_path()
+            .map(|c| noc_path::build(d, &c, p.row.plan().sram.blackbox)),
     };
     let p = *p;
     let name = format!("{}_engine", p.module_name());
@@ -482,6 +501,8 @@ struct Parts {
     readout: readout::ReadoutBlock,
     counters: counters::CountBlock,
     check: check::CheckBlock,
+    /// noc2d: the P path between the arrays.
+    noc: Option<noc_path::PathBlock>,
 }
 
 fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -> EngineOut {
@@ -512,6 +533,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     // No run starts while the links are tested or with a bundle beyond repair (the core's top
     // refuses it with ERR_CODE LINK).
     let link_hold = i.link.map(|_| m.net("link_hold", 1));
+    let p_arrived = parts.noc.as_ref().map(|_| m.net("p_arrived", 1));
     let seq_in = SeqIn {
         start: match link_hold {
             Some(h) => i.start & !h,
@@ -532,6 +554,7 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
             ready: c.status.ready,
             busy: c.status.busy,
         }),
+        noc: p_arrived.map(|arrived| NocStatus { arrived }),
     };
     let seq = m.instantiate(&parts.seq, "u_seq", &seq_in);
     // The GLB forgets K and V at every launch (memory may have changed between them).
@@ -599,8 +622,21 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
             ctl
         });
     let probe = i.link.filter(|_| p.row.spares().is_some()).map(|l| l.probe);
-    let rows = pe_rows(m, p, &parts.row, &seq, &fetch, &ro, &masks, (x_data, probe));
+    let rows = pe_rows(m, p, parts, &seq, &fetch, &ro, &masks, (x_data, probe));
     m.drive(rows_busy, rows.busy);
+    if let (Some(net), Some(noc)) = (p_arrived, &rows.noc) {
+        m.drive(net, noc.arrived);
+        for e in [
+            noc.sent,
+            noc.stalled,
+            noc.read,
+            noc.writes,
+            noc.reads,
+            noc.hops,
+        ] {
+            m.discard(e);
+        }
+    }
     m.drive(s_free, rows.s_free);
     // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
     m.drive_all(&dma_in.q, &fetch.q);
@@ -874,6 +910,8 @@ struct Rows {
     spill: Option<pe_row::SpillRead>,
     /// With spare lanes: every row's links.
     link: Option<crate::link::LinkStatus>,
+    /// noc2d: the P path's block ends and events.
+    noc: Option<noc_path::PathOut>,
 }
 
 /// unfused: the scratch landing buffer's read address {slot, query row, beat}: the PV step's P
@@ -934,15 +972,23 @@ struct RowMasks {
 fn pe_rows(
     m: &mut ModuleBuilder,
     p: &CoreParams,
-    row_blk: &pe_row::RowBlock,
+    parts: &Parts,
     seq: &SeqOut,
     fetch: &fetch::FetchOut,
     ro: &readout::ReadoutOut,
     masks: &RowMasks,
     (x_data, probe): (Option<Sig>, Option<Sig>),
 ) -> Rows {
+    let row_blk = &parts.row;
     let span = p.row.a * p.bc();
     let mut busy = m.zero(1);
+    // noc2d: what lands in each row's P bank comes from the P path, which takes the rows' P:
+    // nets, driven below.
+    let pw = p.row.p_write_widths();
+    let p_in: Vec<Option<pe_row::PWrite>> = (0..p.rows)
+        .map(|r| p.row.noc().map(|_| m.nets(&format!("row{r}_p_in"), &pw)))
+        .collect();
+    let mut p_out = vec![];
     let mut s_free = vec![];
     let mut x_rd = None;
     let mut spill = None;
@@ -998,9 +1044,11 @@ fn pe_rows(
                 }),
                 tsv,
                 link,
+                p_in: p_in[r as usize],
             },
         );
         links.extend(out.link);
+        p_out.extend(out.p_out);
         match (r, out.x_rd) {
             (0, Some(rd)) => x_rd = Some(rd),
             (_, Some(rd)) => m.discard_all(&rd),
@@ -1037,6 +1085,10 @@ fn pe_rows(
     for &f in &s_free[1..] {
         m.discard(f);
     }
+    let noc = parts
+        .noc
+        .as_ref()
+        .map(|blk| p_path(m, p, blk, &p_out, &p_in));
     Rows {
         busy,
         s_free: s_free[0],
@@ -1053,5 +1105,53 @@ fn pe_rows(
             .row
             .spares()
             .map(|_| crate::link::combine(m, &links, p.link_count_bits())),
+        noc,
     }
+}
+
+/// noc2d: the rows' P into the P path (row 0's write enable and address: the rows sweep in
+/// lockstep, which an assertion checks), and what lands into each row's P bank.
+fn p_path(
+    m: &mut ModuleBuilder,
+    p: &CoreParams,
+    blk: &noc_path::PathBlock,
+    p_out: &[pe_row::PWrite],
+    p_in: &[Option<pe_row::PWrite>],
+) -> noc_path::PathOut {
+    let cfg = p.noc_path().expect("noc2d");
+    let w = cfg.elem_bits;
+    let lockstep: Vec<Sig> = p_out[1..]
+        .iter()
+        .map(|o| o.we.eq(p_out[0].we) & o.addr.eq(p_out[0].addr))
+        .collect();
+    if !lockstep.is_empty() {
+        m.assert_always(
+            "p_rows_lockstep",
+            crate::and_all(&lockstep),
+            "the PE rows' exp sweeps wrote P out of lockstep (the NoC takes row 0's address)",
+        );
+    }
+    for o in &p_out[1..] {
+        m.discard(o.we);
+        m.discard(o.addr);
+    }
+    let data: Vec<Sig> = p_out.iter().rev().map(|o| o.data).collect();
+    let out = m.instantiate(
+        blk,
+        "u_noc",
+        &noc_path::PathIn {
+            we: p_out[0].we,
+            waddr: p_out[0].addr,
+            wdata: cat(&data),
+        },
+    );
+    let g = cfg.per_flit();
+    for (r, land) in p_in.iter().enumerate() {
+        let land = land.expect("noc2d");
+        let lane = r as u32 % g;
+        m.drive(land.we, out.p_we.bit(r as u32));
+        m.drive(land.addr, out.p_waddr);
+        m.drive(land.data, out.p_wdata.slice(lane * w + w - 1, lane * w));
+    }
+    out
 }

@@ -219,13 +219,19 @@ interface! {
     pub struct ScratchStatus { ready, busy }
 }
 
+interface! {
+    /// noc2d: a block's P has landed in the PV array's P banks (its last word, this cycle).
+    pub struct NocStatus { arrived }
+}
+
 group! {
-    /// The sequencer's inputs (unfused: the scratch base and channel).
+    /// The sequencer's inputs (unfused: the scratch base and channel; noc2d: P's arrivals).
     pub struct SeqIn<T> {
         start, rows_busy, s_free, ro_idle, q_ready, k_ready, v_ready, k_next, v_next, o_busy;
         problem: Problem<T>,
         s: Option<Scratch<T>>,
         x: Option<ScratchStatus<T>>,
+        noc: Option<NocStatus<T>>,
     }
 }
 

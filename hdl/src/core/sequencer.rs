@@ -25,8 +25,8 @@
 //! banks' read); latency 1 from `start` to `busy`.
 
 use super::ports::{
-    KeyMove, MaskNext, PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass, ScratchStatus,
-    SeqIn, SeqOut, Stall, Step, WriteDesc,
+    KeyMove, MaskNext, NocStatus, PRead, PeStep, Problem, ReadDesc, Scratch, ScratchPass,
+    ScratchStatus, SeqIn, SeqOut, Stall, Step, WriteDesc,
 };
 use super::{reg_set, CoreParams};
 use crate::array::pe::PeOp;
@@ -71,6 +71,7 @@ pub fn input_widths(p: &CoreParams) -> SeqIn<u32> {
         x: p.row
             .scratch()
             .then_some(ScratchStatus { ready: 1, busy: 1 }),
+        noc: p.row.noc().map(|_| NocStatus { arrived: 1 }),
     }
 }
 
@@ -218,6 +219,8 @@ struct Regs {
     qk_done: RegHandle,
     pv_done: RegHandle,
     sm_done: RegHandle,
+    /// noc2d: the blocks whose P has landed in the PV array's P banks.
+    p_arrived: Option<RegHandle>,
     /// buf2d: the PE registers' one S block holds a QK's result the rows have not yet copied
     /// out.
     s_full: Option<RegHandle>,
@@ -265,6 +268,7 @@ impl Regs {
             reg("pv_done", iw),
             reg("sm_done", iw),
         );
+        let p_arrived = p.row.noc().map(|_| reg("p_arrived", iw));
         let s_full = p.row.s_in_sram().then(|| reg("s_full", 1));
         let scratch = p.row.scratch();
         let x_phase = scratch.then(|| reg("x_phase", 2));
@@ -293,6 +297,7 @@ impl Regs {
             qk_done,
             pv_done,
             sm_done,
+            p_arrived,
             s_full,
             pv,
             x_phase,
@@ -958,6 +963,14 @@ fn phases_streams(m: &mut ModuleBuilder, p: &CoreParams, r: &Regs, i: &SeqIn) ->
     let qk_can = and_all(&[s_run, qk_free, qk_more, s_slot_free, k_ok, i.q_ready]);
     let pv_more = flag(m, "pv_more", (pv_b, qk_b), Cmp::Lt);
     let sm_ahead = flag(m, "sm_ahead", ((r.sm_done, 0, None), pv_b), Cmp::Gt);
+    // noc2d: a PV also waits for its block's P to land across the NoC.
+    let sm_ahead = match (r.p_arrived, &i.noc) {
+        (Some(arrived), Some(noc)) => {
+            count_by(m, r, arrived, noc.arrived, None);
+            sm_ahead & flag(m, "p_landed", ((arrived, 0, None), pv_b), Cmp::Gt)
+        }
+        _ => sm_ahead,
+    };
     let pv_free = !in_pv | pv_last_step;
     let v_ok = mux(pv_last_step, i.v_next, i.v_ready);
     let pv_can = and_all(&[s_run, pv_free, pv_more, sm_ahead, v_ok]);

@@ -51,6 +51,12 @@ interface! {
 }
 
 interface! {
+    /// noc2d: a write of a weight into a P bank (`we`, `addr`, `data`): leaving the row's exp
+    /// sweep for the NoC (`p_out`), or landing from it in the row's bank (`p_in`).
+    pub struct PWrite { we, addr, data }
+}
+
+interface! {
     /// rowfused with `spill`: the exp sweep reads a score of a spilled block from the scratch
     /// landing buffer this cycle (counted as landing-buffer reads).
     pub struct SpillRead { read }
@@ -74,6 +80,7 @@ group! {
         x: Option<RowScratch<T>>,
         tsv: Option<RowTsv<T>>,
         link: Option<RowProbe<T>>,
+        p_in: Option<PWrite<T>>,
     }
 }
 
@@ -105,6 +112,7 @@ group! {
         x_rd: Option<ScratchRead<T>>,
         spill: Option<SpillRead<T>>,
         link: Option<crate::link::LinkStatus<T>>,
+        p_out: Option<PWrite<T>>,
     }
 }
 
@@ -155,6 +163,17 @@ impl PeRowConfig {
             link: self.spares().map(|_| RowProbe {
                 probe: crate::link::LANE_BITS,
             }),
+            p_in: self.noc().map(|_| self.p_write_widths()),
+        }
+    }
+
+    /// noc2d's P writes' widths (a P bank's address and word).
+    pub fn p_write_widths(&self) -> PWrite<u32> {
+        let bank = self.p_array();
+        PWrite {
+            we: 1,
+            addr: bank.addr_width() + self.banks().trailing_zeros(),
+            data: bank.width,
         }
     }
 
@@ -170,7 +189,7 @@ impl PeRowConfig {
 
     /// The outputs' widths.
     pub fn output_widths(&self) -> RowOut<u32> {
-        let c = (self.cols * self.tiers()) as u64;
+        let c = (self.cols * self.rf_tiers()) as u64;
         RowOut {
             busy: 1,
             s_free: 1,
@@ -206,6 +225,7 @@ impl PeRowConfig {
                 failed: self.link_count_bits(),
                 probed: 1,
             }),
+            p_out: self.noc().map(|_| self.p_write_widths()),
         }
     }
 }

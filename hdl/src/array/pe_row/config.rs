@@ -378,6 +378,23 @@ impl PeRowConfig {
             + tail
     }
 
+    /// noc2d: the cycles after a softmax's start (the cycle its `sm.start` is high) in which
+    /// the exp sweep's P writes leave the row, one per query row and key in the order (ii, j):
+    /// [`PeRowConfig::softmax_cycles`]' timeline, row ii's exp sweep starting `period` cycles
+    /// after row ii − 1's, each weight the registered read and the exp pipeline after its
+    /// visit. The online softmax over S in the PE registers, with no vertical link.
+    pub fn p_write_times(&self, first: bool) -> Vec<u32> {
+        assert!(!self.two_pass() && !self.s_in_sram() && self.vlink_latency() == 0);
+        let bc = self.bc();
+        let registered = self.s_read_registered() as u32;
+        let to_exp = bc + registered + self.row_update().latency();
+        let period = bc - 1 + (1 + to_exp).max(self.drain_latency() + 3);
+        let lead = first as u32 + to_exp + 1 + registered + self.exp.latency();
+        (0..self.a)
+            .flat_map(|ii| (0..bc).map(move |k| lead + ii * period + k))
+            .collect()
+    }
+
     /// The reduction tree of the row's C local sums (its adder the softmax datapath's).
     pub fn tree(&self) -> RowReduceConfig {
         RowReduceConfig {
@@ -542,9 +559,20 @@ impl PeRowConfig {
         self.plan().tiers()
     }
 
-    /// Tiers of PEs (MAC resources): 1, or 2 in reg3d (the softmax tier has none).
+    /// Tiers of PEs (MAC resources): 1, or 2 in reg3d and noc2d (the softmax tier has none).
     pub fn mac_tiers(&self) -> u32 {
         self.plan().mac_tiers()
+    }
+
+    /// Register files a PE column has, one a tier or array (reg3d's softmax tier's S registers
+    /// too): the most register-file accesses a column makes in a cycle.
+    pub fn rf_tiers(&self) -> u32 {
+        self.tiers().max(self.mac_tiers())
+    }
+
+    /// noc2d: the NoC P crosses from the QK array to the PV array.
+    pub fn noc(&self) -> Option<crate::variants::NocPlan> {
+        self.plan().noc
     }
 
     /// Width of a row's per-cycle vertical-link bit count: a weight up (an operand) and an O

@@ -248,7 +248,7 @@ fn row(
     } else {
         or_all(&[e.in_max, e.in_exp, e.in_ro])
     };
-    let count_w = bits_for((cfg.cols * cfg.tiers()) as u64 + 1);
+    let count_w = bits_for((cfg.cols * cfg.rf_tiers()) as u64 + 1);
     let s_bits = s_link_bits(m, cfg, s_link.as_ref());
     let mut reads = pes.acc_reads;
     reads.push(reading);
@@ -299,6 +299,7 @@ fn row(
         link: cfg
             .spares()
             .map(|_| link::combine(m, &links, cfg.link_count_bits())),
+        p_out: exp.p_out,
     }
 }
 

@@ -419,6 +419,8 @@ pub(super) struct ExpSweep {
     pub(super) link_we: Sig,
     /// unfused: the staging write of the weights, packed into beats.
     pub(super) p_store: Option<RowStore>,
+    /// noc2d: the weights' writes, leaving for the NoC.
+    pub(super) p_out: Option<super::PWrite>,
 }
 
 /// Exp sweep: p = FP16(exp2(s·C − m)) through the exp pipeline into the P buffer; each PE's b
@@ -471,8 +473,20 @@ pub(super) fn exp_sweep(
     let p_we = p_word.at_last(out_valid);
     let p_data = gather(m, "p_gather", p, out_valid, per);
     // reg3d: P goes up to the PV tier's bank through the vertical link's register stages.
-    let (we, p_write, p_store) = match p_bank.write {
-        Some((bank_we, bank_waddr, bank_wdata)) => {
+    // noc2d: P leaves for the NoC, and the bank takes what lands from it.
+    let (we, p_write, p_store, p_out) = match (p_bank.write, i.p_in) {
+        (Some((bank_we, bank_waddr, bank_wdata)), Some(land)) => {
+            m.drive(bank_we, land.we);
+            m.drive(bank_waddr, land.addr);
+            m.drive(bank_wdata, land.data);
+            let out = super::PWrite {
+                we: p_we,
+                addr: p_word.address(&[e.slot, out_ii]),
+                data: p_data,
+            };
+            (p_we, p_we, None, Some(out))
+        }
+        (Some((bank_we, bank_waddr, bank_wdata)), None) => {
             let (we, waddr, wdata) = (
                 p_up.send(m, "link_p_we", p_we),
                 p_up.send(m, "link_p_waddr", p_word.address(&[e.slot, out_ii])),
@@ -481,13 +495,14 @@ pub(super) fn exp_sweep(
             m.drive(bank_we, we);
             m.drive(bank_waddr, waddr);
             m.drive(bank_wdata, wdata);
-            (we, p_we, None)
+            (we, p_we, None, None)
         }
-        None => {
+        (None, land) => {
+            assert!(land.is_none(), "P lands from the NoC in a P bank");
             // unfused: P leaves in beats of `per` weights through the staging buffer.
             let store = staging_store(m, cfg, &p_word, p_we, out_ii, p_data);
             // Counted a weight each, as the P bank's accesses are.
-            (p_we, out_valid, Some(store))
+            (p_we, out_valid, Some(store), None)
         }
     };
     let wide = crate::fp::cvt_widen::logic_from(m, p, cfg.pe.mac.formats().operand);
@@ -520,6 +535,7 @@ pub(super) fn exp_sweep(
         p_write,
         link_we: we,
         p_store,
+        p_out,
     }
 }
 

@@ -54,7 +54,9 @@ pub(super) fn vlink_bits(
 ) -> Sig {
     let w = cfg.vlink_width();
     let zero = m.zero(w);
-    if !cfg.concurrent_phases() {
+    // One array, or two side by side (noc2d: P crosses the NoC, counted there): no vertical
+    // links.
+    if !cfg.concurrent_phases() || cfg.noc().is_some() {
         m.discard(s);
         return zero;
     }
