@@ -499,6 +499,19 @@ impl SimReport {
                 c("vlink_bits")
             );
         }
+        if c("noc_flits") > 0 {
+            s += &format!(
+                "  NoC (P, QK array -> PV array): {} flits, {} bit-hops over the router links, \
+                 router FIFOs {} writes / {} reads, {} cycles a flit waited for a credit; \
+                 source bank {} word reads\n",
+                c("noc_flits"),
+                c("noc_hop_bits"),
+                c("noc_fifo_writes"),
+                c("noc_fifo_reads"),
+                c("noc_stalls"),
+                c("noc_src_reads")
+            );
+        }
         if c("s_buf_writes") > 0 {
             s += &format!(
                 "  S buffer ({}-bit words): reads {} ({} bits) / writes {} ({} bits)\n",

@@ -44,11 +44,13 @@ pub struct Timing {
     pub stall_other: u64,
     /// GLB hit reads refused by a bank conflict (0 without a GLB).
     pub glb_conflict_stalls: u64,
+    /// noc2d: cycles the P path's sender held a flit for want of a credit.
+    pub noc_stalls: u64,
 }
 
 impl Timing {
     /// The counters by the core's names.
-    pub fn counters(&self) -> [(&'static str, u64); 7] {
+    pub fn counters(&self) -> [(&'static str, u64); 8] {
         [
             ("cycles", self.cycles),
             ("mac_cycles", self.mac_cycles),
@@ -57,6 +59,7 @@ impl Timing {
             ("stall_softmax", self.stall_softmax),
             ("stall_other", self.stall_other),
             ("glb_conflict_stalls", self.glb_conflict_stalls),
+            ("noc_stalls", self.noc_stalls),
         ]
     }
 }
@@ -273,12 +276,12 @@ struct Noc {
 }
 
 impl Noc {
-    /// The path at this cycle's edge with the rows' write due now, if any; whether a block's
-    /// last word lands.
-    fn edge(&mut self, cycle: u64) -> bool {
+    /// The path at this cycle's edge with the rows' write due now, if any: whether a block's
+    /// last word lands, and whether the sender waited for a credit.
+    fn edge(&mut self, cycle: u64) -> (bool, bool) {
         let due = self.writes.front().is_some_and(|w| w.0 == cycle);
         if !due && self.path.idle() {
-            return false;
+            return (false, false);
         }
         let waddr = if due {
             self.writes.pop_front().expect("due").1
@@ -290,10 +293,11 @@ impl Noc {
             waddr,
             wdata: &self.zeros,
         };
-        self.path
+        let o = self
+            .path
             .step(w)
-            .unwrap_or_else(|e| panic!("the P path at cycle {cycle}: {e}"))
-            .arrived
+            .unwrap_or_else(|e| panic!("the P path at cycle {cycle}: {e}"));
+        (o.arrived, o.stalled)
     }
 }
 
@@ -1034,8 +1038,9 @@ impl<'a> Model<'a> {
         count(&mut self.pv_done, pv_drained);
         count(&mut self.sm_done, sm.finished);
         if let Some(n) = &mut self.noc {
-            let landed = n.edge(self.cycle);
+            let (landed, stalled) = n.edge(self.cycle);
             count(&mut n.arrived, landed);
+            self.t.noc_stalls += stalled as u64;
         }
         // Heads and tiles (the block count from the tile's first row before it moves on).
         if self.state == Seq::Plan {
@@ -1378,6 +1383,7 @@ pub fn extrapolate(
         stall_softmax: fit(|t| t.stall_softmax),
         stall_other: fit(|t| t.stall_other),
         glb_conflict_stalls: fit(|t| t.glb_conflict_stalls),
+        noc_stalls: fit(|t| t.noc_stalls),
     };
     let probes = xs
         .iter()

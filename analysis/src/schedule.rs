@@ -348,6 +348,19 @@ impl Shape {
         // A PV step's weight: read once per query row and key in the register file's order
         // (its output columns in turn), at every step with runs (the key changes each step).
         let p_reads = blocks * scores / p_per * if p.row.pv_runs() { p.row.e as u64 } else { 1 };
+        // noc2d: every computed block's a·Bc words of P (a weight of each PE row) cross the
+        // NoC, each in `flits_per_word` flits through every router's FIFO and over every link.
+        let [noc_flits, noc_hop_bits, noc_fifo, noc_src] = p.noc_path().map_or([0; 4], |c| {
+            let words = blocks * c.block_words() as u64;
+            let flits = words * c.flits_per_word() as u64;
+            let hops = c.hops as u64;
+            [
+                flits,
+                flits * hops * c.router.flit_bits as u64,
+                flits * (hops + 1),
+                words,
+            ]
+        });
         vec![
             ("macs", macs),
             ("masked_macs", blocks * 2 * scores * d - macs),
@@ -395,6 +408,11 @@ impl Shape {
             ("glb_read_bits", (kv.hit + scratch_glb) * w),
             ("glb_write_bits", (kv.fill + scratch_glb) * w),
             ("kv_spill_bits", glb * kv.stream * w),
+            ("noc_flits", noc_flits),
+            ("noc_hop_bits", noc_hop_bits),
+            ("noc_fifo_writes", noc_fifo),
+            ("noc_fifo_reads", noc_fifo),
+            ("noc_src_reads", noc_src),
         ]
     }
 }

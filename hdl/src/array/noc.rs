@@ -309,6 +309,19 @@ fn line_event_bits(hops: u32) -> u32 {
     bits_for(5 * (hops as u64 + 1))
 }
 
+/// The line's output widths.
+pub fn line_widths(cfg: &LineConfig) -> LineOut<u32> {
+    let eb = line_event_bits(cfg.hops);
+    LineOut {
+        ready: 1,
+        out_valid: 1,
+        out_flit: cfg.router.flit_bits,
+        writes: eb,
+        reads: eb,
+        hops: bits_for(cfg.hops as u64),
+    }
+}
+
 /// Defines the line `cfg`: `hops + 1` routers at x = 0 to `hops`, y = 0, router i's east
 /// output feeding router i + 1's west input; the source's credit counter for router 0's
 /// local input; the sink returns a credit for every flit it takes.
@@ -320,15 +333,7 @@ pub fn build_line(d: &mut Design, cfg: &LineConfig) -> LineBlock {
         in_valid: 1,
         in_flit: r.flit_bits,
     };
-    let eb = line_event_bits(cfg.hops);
-    let outputs = LineOut {
-        ready: 1,
-        out_valid: 1,
-        out_flit: r.flit_bits,
-        writes: eb,
-        reads: eb,
-        hops: bits_for(cfg.hops as u64),
-    };
+    let outputs = line_widths(cfg);
     let cfg = *cfg;
     d.define_block(&cfg.module_name(), &inputs, outputs, |_, m, i| {
         m.doc(&format!(

@@ -26,8 +26,16 @@ group! {
         stall: Stall<T>,
         rows: Vec<RowActivity<T>>,
         spill: Option<SpillRead<T>>,
+        noc: Option<NocEvents<T>>,
         scale: Option<ScaleStep<T>>,
     }
+}
+
+crate::interface! {
+    /// noc2d's P path this cycle (`array::noc_path`): a flit sent, flits on the links between
+    /// routers, the routers' FIFO writes and reads, a flit held for want of a credit, a word
+    /// read from the source bank.
+    pub struct NocEvents { sent, hops, writes, reads, stalled, read }
 }
 
 crate::interface! {
@@ -68,6 +76,17 @@ pub fn build(d: &mut Design, p: &CoreParams) -> CountBlock {
         stall: Stall::widths(),
         rows: vec![RowActivity::widths(p); p.rows as usize],
         spill: p.row.spills().then_some(SpillRead { read: 1 }),
+        noc: p.noc_path().map(|c| {
+            let line = crate::array::noc::line_widths(&crate::array::noc_path::line(&c));
+            NocEvents {
+                sent: 1,
+                hops: line.hops,
+                writes: line.writes,
+                reads: line.reads,
+                stalled: 1,
+                read: 1,
+            }
+        }),
         scale: p.row.pe.qk.map(|_| ScaleStep { scale: 1 }),
     };
     let name = format!("{}_counters", p.module_name());
@@ -291,6 +310,24 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
     let glb_write_bits = glb_c(1, "cnt_glb_write_bits");
     let glb_conflict_stalls = glb_c(2, "cnt_glb_conflict_stalls");
     let kv_spill_bits = glb_c(3, "cnt_kv_spill_bits");
+    // noc2d's P path: flits, their bits times the links they crossed, the routers' FIFO
+    // accesses, the sender's waits for a credit, the source bank's word reads.
+    let noc = i.noc.as_ref().map(|n| {
+        let flit = p.noc_path().expect("noc2d").router.flit_bits as u64;
+        let hw = n.hops.width() + bits_for(flit);
+        let hop_bits = n.hops.zext(hw).mul_lo(m.lit(hw, flit), hw);
+        [n.sent, hop_bits, n.writes, n.reads, n.stalled, n.read]
+    });
+    let mut noc_c = |k: usize, name: &str| match &noc {
+        Some(n) => counter(m, name, n[k], clear),
+        None => m.zero(COUNTER_BITS),
+    };
+    let noc_flits = noc_c(0, "cnt_noc_flits");
+    let noc_hop_bits = noc_c(1, "cnt_noc_hop_bits");
+    let noc_fifo_writes = noc_c(2, "cnt_noc_fifo_writes");
+    let noc_fifo_reads = noc_c(3, "cnt_noc_fifo_reads");
+    let noc_stalls = noc_c(4, "cnt_noc_stalls");
+    let noc_src_reads = noc_c(5, "cnt_noc_src_reads");
     let rescales = counter(m, "cnt_rescales", rescales, clear);
     let rescales_avoided = counter(m, "cnt_rescales_avoided", rescales_avoided, clear);
     let mut c = |name: &str, inc: Sig| counter(m, name, inc, clear);
@@ -330,6 +367,12 @@ fn counters(m: &mut ModuleBuilder, p: &CoreParams, i: &CountIn) -> CountOut {
         kv_spill_bits,
         rescales,
         rescales_avoided,
+        noc_flits,
+        noc_hop_bits,
+        noc_fifo_writes,
+        noc_fifo_reads,
+        noc_stalls,
+        noc_src_reads,
     };
     assert_eq!(
         out.named()

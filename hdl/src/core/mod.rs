@@ -150,6 +150,12 @@ pub const COUNTERS: &[&str] = &[
     "kv_spill_bits",
     "rescales",
     "rescales_avoided",
+    "noc_flits",
+    "noc_hop_bits",
+    "noc_fifo_writes",
+    "noc_fifo_reads",
+    "noc_stalls",
+    "noc_src_reads",
 ];
 
 /// Everything the core is built from, derived from a `CoreConfig`.
@@ -626,16 +632,6 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     m.drive(rows_busy, rows.busy);
     if let (Some(net), Some(noc)) = (p_arrived, &rows.noc) {
         m.drive(net, noc.arrived);
-        for e in [
-            noc.sent,
-            noc.stalled,
-            noc.read,
-            noc.writes,
-            noc.reads,
-            noc.hops,
-        ] {
-            m.discard(e);
-        }
     }
     m.drive(s_free, rows.s_free);
     // The DMA's commands: the fetch unit's Q/K/V, the readout's O, the rows' O staging.
@@ -651,7 +647,16 @@ fn engine(m: &mut ModuleBuilder, p: &CoreParams, parts: &Parts, ei: &EngineIn) -
     }
     m.discard(dma.q.status.block);
     m.discard(dma.q.status.next);
-    let counts = counter_file(m, p, parts, &seq, &dma, (rows.activity, rows.spill), i);
+    let noc_events = rows.noc.as_ref().map(|n| counters::NocEvents {
+        sent: n.sent,
+        hops: n.hops,
+        writes: n.writes,
+        reads: n.reads,
+        stalled: n.stalled,
+        read: n.read,
+    });
+    let activity = (rows.activity, rows.spill, noc_events);
+    let counts = counter_file(m, p, parts, &seq, &dma, activity, i);
     checker(m, p, parts, &seq, &fetch, &ro, &dma);
     let error = first_error(m, &dma);
     // The links' state: the rows' and the GLB bond's, whichever the core has.
@@ -754,7 +759,11 @@ fn counter_file(
     parts: &Parts,
     seq: &SeqOut,
     dma: &dma::DmaOut,
-    (rows, spill): (Vec<RowActivity>, Option<pe_row::SpillRead>),
+    (rows, spill, noc): (
+        Vec<RowActivity>,
+        Option<pe_row::SpillRead>,
+        Option<counters::NocEvents>,
+    ),
     i: &CoreIn,
 ) -> counters::CountOut {
     let count_in = counters::CountIn {
@@ -775,6 +784,7 @@ fn counter_file(
         stall: seq.stall,
         rows,
         spill,
+        noc,
         // Integer QKᵀ: the QK bus's scale steps (`ScaleLo`, `ScaleHi`).
         scale: p.row.pe.qk.map(|_| {
             let lo = m.lit(seq.pe.op.width(), crate::array::pe::PeOp::ScaleLo as u64);

@@ -161,7 +161,8 @@ interface! {
         p_buf_writes, s_buf_reads, s_buf_writes, vlink_bits, vlink_s_bits, bcast_bit_hops,
         max_ops, exp_ops, row_updates, recip_ops, norm_ops, land_read_bits, read_beats,
         write_beats, glb_read_bits, glb_write_bits, glb_conflict_stalls, kv_spill_bits,
-        rescales, rescales_avoided
+        rescales, rescales_avoided, noc_flits, noc_hop_bits, noc_fifo_writes, noc_fifo_reads,
+        noc_stalls, noc_src_reads
     }
 }
 
@@ -204,6 +205,12 @@ impl Counters<u32> {
             kv_spill_bits: w,
             rescales: w,
             rescales_avoided: w,
+            noc_flits: w,
+            noc_hop_bits: w,
+            noc_fifo_writes: w,
+            noc_fifo_reads: w,
+            noc_stalls: w,
+            noc_src_reads: w,
         }
     }
 }
