@@ -344,6 +344,17 @@ pub fn geometry(cfg: &CoreConfig, stacked: bool) -> Geometry {
                 wire_mm: (g.wire_mm > 0.0).then_some(g.wire_mm),
             }
         }),
+        noc: cfg.variant.noc().map(|n| {
+            let word_bits = cfg.rows as u64 * cfg.row().elem_bits().0 as u64 + 1;
+            kernels::energy::NocGeometry {
+                flit_bits: n.flit_bits as u64,
+                fifo_bytes: (n.buffer_depth as u64 * n.flit_bits as u64).div_ceil(8),
+                link_pitches: cfg.cols as u64,
+                // The P bank's words (two blocks), each a weight of every row and the slot.
+                src_bytes: row_storage_bytes(cfg) / 2 * word_bits / 8,
+                src_word_bits: word_bits,
+            }
+        }),
     }
 }
 
@@ -383,6 +394,10 @@ pub fn activity(counters: &BTreeMap<String, u64>, mem_width: u32) -> Activity {
         glb_write_bits: c("glb_write_bits"),
         staging_bits: c("write_beats") * mem_width as u64,
         dram_bytes: (c("read_beats") + c("write_beats")) * (mem_width / 8) as u64,
+        noc_fifo_writes: c("noc_fifo_writes"),
+        noc_fifo_reads: c("noc_fifo_reads"),
+        noc_hop_bits: c("noc_hop_bits"),
+        noc_src_reads: c("noc_src_reads"),
     }
 }
 

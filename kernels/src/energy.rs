@@ -670,6 +670,13 @@ pub struct Activity {
     /// write beat once each way).
     pub staging_bits: u64,
     pub dram_bytes: u64,
+    /// noc2d's P path: flits into and out of the routers' input FIFOs (each read is a switch
+    /// traversal), flit bits times the links they crossed, the source bank's word reads (its
+    /// writes are as many).
+    pub noc_fifo_writes: u64,
+    pub noc_fifo_reads: u64,
+    pub noc_hop_bits: u64,
+    pub noc_src_reads: u64,
 }
 
 /// Where a design's buffer sits: beside the array (2-D, its bits cross `buffer_wire_mm` of
@@ -718,6 +725,21 @@ pub struct Geometry {
     pub clock_mhz: f64,
     /// The global buffer, if the design has one.
     pub glb: Option<GlbGeometry>,
+    /// noc2d's NoC, if the design has one.
+    pub noc: Option<NocGeometry>,
+}
+
+/// noc2d's P path as the pricing sees it: its flit width, a router input FIFO's bytes (a
+/// register array), a link's length in PE pitches (the array's side: neighbouring arrays'
+/// routers are an array apart), and the source bank's bytes and word (a register array of two
+/// blocks of P, a weight of every PE row a word).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NocGeometry {
+    pub flit_bits: u64,
+    pub fifo_bytes: u64,
+    pub link_pitches: u64,
+    pub src_bytes: u64,
+    pub src_word_bits: u64,
 }
 
 /// A global buffer's banks and place: its accesses are `word_bits` wide on banks of
@@ -766,11 +788,15 @@ pub struct Breakdown {
     pub glb: f64,
     /// Moving GLB bits to and from the DMA: bonds (stacked) or wire (planar).
     pub glb_transport: f64,
+    /// noc2d's routers (input FIFO writes and reads, switch traversals) and its source bank.
+    pub noc: f64,
+    /// noc2d's links between routers.
+    pub noc_links: f64,
 }
 
 impl Breakdown {
     /// (name, pJ) for each component, in report order.
-    pub fn components(&self) -> [(&'static str, f64); 15] {
+    pub fn components(&self) -> [(&'static str, f64); 17] {
         [
             ("mac", self.mac),
             ("pe_registers", self.pe_registers),
@@ -787,6 +813,8 @@ impl Breakdown {
             ("leakage", self.leakage),
             ("glb", self.glb),
             ("glb_transport", self.glb_transport),
+            ("noc", self.noc),
+            ("noc_links", self.noc_links),
         ]
     }
 
@@ -1087,7 +1115,32 @@ impl EnergyTable {
                 )
             }
         };
+        let (noc, noc_links) = match &g.noc {
+            None => (0.0, 0.0),
+            Some(c) => {
+                // A FIFO access of a flit: the register array's 64-bit figure, scaled to the
+                // flit. A switch traversal: the flit across a 5-port crossbar, whose side is
+                // 5 · flit_bits wire tracks (Dally and Towles 2004, §17.2) at the node's
+                // metal pitch (0.14 um at 45 nm, scaled with the node); a bit crosses half
+                // of it in and half out.
+                let (fr, fw) = self.storage_pj(c.fifo_bytes);
+                let flit = n(c.flit_bits) / 64.0;
+                let xbar_mm = 5.0 * n(c.flit_bits) * 0.14e-3 * self.node_nm / 45.0;
+                let switch = n(c.flit_bits) * xbar_mm * e("wire_bit_mm");
+                let (sr, sw) = self.storage_pj(c.src_bytes);
+                let src = n(a.noc_src_reads) * (sr + sw) * n(c.src_word_bits) / 64.0;
+                (
+                    (n(a.noc_fifo_writes) * fw + n(a.noc_fifo_reads) * fr) * flit
+                        + n(a.noc_fifo_reads) * switch
+                        + src,
+                    n(a.noc_hop_bits) * n(c.link_pitches) * self.pe_pitch_um / 1000.0
+                        * e("wire_bit_mm"),
+                )
+            }
+        };
         Breakdown {
+            noc,
+            noc_links,
             glb,
             glb_transport,
             // QK and PV have equal MACs: with integer QKᵀ, QK's half are integer.
