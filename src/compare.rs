@@ -17,13 +17,15 @@ use crate::report::real;
 use crate::sim::{self, SimReport};
 use crate::verify::attention::MemoryTiming;
 
-/// The RTL runs behind the designs: the four variants at the config's array, and reg3d
-/// with half the PEs per tier (the same total PEs as a 2-D design: iso total PEs).
+/// The RTL runs behind the designs: the variants at the config's array, and reg3d with half
+/// the PEs per tier (the same total PEs as a 2-D design: iso total PEs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {
     Buf2d,
     Reg2d,
     Reg3d,
+    /// reg3d's two arrays side by side, P over the NoC (the 2-D multi-array baseline).
+    Noc2d,
     Reg3dIso,
     Rowfused,
     /// rowfused with a fixed S array (`ComparePlan::spill_keys`) and its spill.
@@ -35,11 +37,12 @@ pub enum RunKind {
 pub type DesignRow = (&'static str, RunKind, bool);
 
 /// The designs compared, in table order: (name, run, priced as stacked).
-pub const DESIGNS: [DesignRow; 8] = [
+pub const DESIGNS: [DesignRow; 9] = [
     ("buf2d", RunKind::Buf2d, false),
     ("3-D buffered", RunKind::Buf2d, true),
     ("reg2d", RunKind::Reg2d, false),
     ("reg3d", RunKind::Reg3d, false),
+    ("noc2d", RunKind::Noc2d, false),
     ("reg3d iso-PE", RunKind::Reg3dIso, false),
     ("rowfused", RunKind::Rowfused, false),
     ("rowfused (spill)", RunKind::RowfusedSpill, false),
@@ -508,8 +511,8 @@ pub fn run(plan: &ComparePlan, each: impl Fn(&SimReport) + Sync) -> Result<Vec<C
     Ok(rows)
 }
 
-/// The designs a plan compares, each with its configuration: buf2d, reg2d, reg3d, reg3d at
-/// iso PEs where it exists, unfused, rowfused (spill), and last rowfused sized for the
+/// The designs a plan compares, each with its configuration: buf2d, reg2d, reg3d, noc2d,
+/// reg3d at iso PEs where it exists, unfused, rowfused (spill), and last rowfused sized for the
 /// longest simulated length (its counters do not depend on the S arrays' depth; each length
 /// is priced as the design sized for it).
 fn designs(plan: &ComparePlan) -> Vec<(RunKind, CoreConfig)> {
@@ -518,6 +521,7 @@ fn designs(plan: &ComparePlan) -> Vec<(RunKind, CoreConfig)> {
         (RunKind::Buf2d, variant(VariantKind::Buf2d)),
         (RunKind::Reg2d, variant(VariantKind::Reg2d)),
         (RunKind::Reg3d, variant(VariantKind::Reg3d)),
+        (RunKind::Noc2d, variant(VariantKind::Noc2d)),
     ];
     if let Some(c) = iso_pe_config(&plan.config) {
         configs.push((RunKind::Reg3dIso, c));
@@ -570,6 +574,7 @@ fn check_plan(plan: &ComparePlan, configs: &[(RunKind, CoreConfig)]) -> Result<M
                 RunKind::Buf2d
                 | RunKind::Reg2d
                 | RunKind::Reg3d
+                | RunKind::Noc2d
                 | RunKind::Reg3dIso
                 | RunKind::RowfusedSpill
                 | RunKind::Unfused => cfg.clone(),
@@ -800,7 +805,7 @@ fn parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> Result<R> + Sync) ->
 }
 
 /// The components in the table's column order, with their headings.
-const COLUMNS: [(&str, &str); 15] = [
+const COLUMNS: [(&str, &str); 17] = [
     ("mac", "MAC"),
     ("pe_registers", "PE regs"),
     ("p_registers", "P regs"),
@@ -813,6 +818,8 @@ const COLUMNS: [(&str, &str); 15] = [
     ("staging", "staging"),
     ("broadcast", "broadcast"),
     ("vertical_links", "vertical links"),
+    ("noc", "NoC routers"),
+    ("noc_links", "NoC links"),
     ("dram", "DRAM"),
     ("static", "static"),
     ("leakage", "SRAM leakage"),
@@ -825,7 +832,7 @@ pub const KINDS: [(&str, &[&str]); 5] = [
     ("SRAM levels", &["sram", "glb", "leakage"]),
     (
         "registers",
-        &["pe_registers", "p_registers", "landing", "staging"],
+        &["pe_registers", "p_registers", "landing", "staging", "noc"],
     ),
     (
         "wires",
@@ -834,6 +841,7 @@ pub const KINDS: [(&str, &[&str]); 5] = [
             "buffer_transport",
             "glb_transport",
             "vertical_links",
+            "noc_links",
         ],
     ),
     ("logic", &["mac", "softmax", "static"]),
@@ -1053,6 +1061,7 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<(
         MAGENTA,
         BLUE,
         GREEN,
+        RGBColor(120, 60, 200),
         BLACK,
         RGBColor(150, 90, 0),
         RGBColor(230, 150, 30),

@@ -86,7 +86,7 @@ impl PartPower {
 }
 
 /// The energy components [`part_power`] places (every one the pricing reports).
-const COMPONENTS: [&str; 15] = [
+const COMPONENTS: [&str; 17] = [
     "mac",
     "pe_registers",
     "p_registers",
@@ -102,6 +102,8 @@ const COMPONENTS: [&str; 15] = [
     "leakage",
     "glb",
     "glb_transport",
+    "noc",
+    "noc_links",
 ];
 
 /// The share of the `static` component that is the PEs' own under `t`: all of it, unless the
@@ -175,6 +177,7 @@ pub fn part_power(
     let engines = find(&|k| k == PartKind::RowEngines);
     let control = find(&|k| k == PartKind::Control);
     let glb = find(&|k| k == PartKind::GlbBanks);
+    let noc = find(&|k| k == PartKind::Noc);
     let links = find(&|k| k.pes() || k == PartKind::SRegisters || k == PartKind::Links);
     // The PEs' clock and leakage: the clock part scales with the clock, the leakage does not.
     // The rows' (gate-level tables only) goes to their engines and P banks, as dynamic.
@@ -199,6 +202,7 @@ pub fn part_power(
     spread(&mut out, row_static, rows.clone(), false);
     spread(&mut out, c("landing") + c("staging"), control, false);
     spread(&mut out, c("glb") + c("glb_transport"), glb, true);
+    spread(&mut out, c("noc") + c("noc_links"), noc, false);
     // Leakage: the PEs' by their count (equal parts), the macros' by bits.
     for &i in &pes {
         out[i].leakage_w += pe_leak_w / pes.len() as f64;

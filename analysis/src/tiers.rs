@@ -99,6 +99,8 @@ pub enum PartKind {
     /// (`vlink_*`), reg3d's counted on the row engines' tier, the stacked GLB's bond's on the
     /// bottom tier with the control.
     Links,
+    /// noc2d's P path (`noc_path_*`): the source bank, the routers and the receiver.
+    Noc,
 }
 
 impl PartKind {
@@ -180,6 +182,15 @@ pub fn parts(cfg: &CoreConfig, r: &impl Synthesized, mems: &[MemoryEntry]) -> Ve
             (&pv, "PV tier PEs", PartKind::PvPes)
         } else if m.starts_with("s_tier_") {
             (&sm, "S registers and S links", PartKind::SRegisters)
+        } else if m.starts_with("noc_path_") {
+            // noc2d's NoC, between the arrays on their one die.
+            let part = (
+                qk.as_str(),
+                "NoC: source bank, routers, receiver",
+                PartKind::Noc,
+            );
+            out.push(h.part(part, m, h.count(r.top(), m)));
+            continue;
         } else if m.starts_with("vlink_") {
             // The stacked GLB's bond's bundles (in the DMA, not in a row): with the control
             // on the bottom tier.
