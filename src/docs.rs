@@ -98,7 +98,7 @@ fn plans_table() -> String {
         t += &format!(
             "| {} | {} | {} | {} | {passes} |\n",
             v.label(),
-            plan.arrays,
+            plan.arrays_label(),
             plan.s,
             plan.p
         );

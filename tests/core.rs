@@ -206,6 +206,55 @@ fn small_tiered_core_is_bit_exact() {
     scenarios(&stacked(&small(), 3), 40, 300, 90);
 }
 
+/// `cfg` as noc2d: the two arrays side by side, P over `hops` router hops of `flit_bits`-bit
+/// flits and `depth`-flit FIFOs.
+fn noc2d(cfg: &CoreConfig, flit_bits: u32, depth: u32, hops: u32) -> CoreConfig {
+    let c = CoreConfig {
+        name: format!("{}_noc2d_f{flit_bits}d{depth}h{hops}", cfg.name),
+        variant: Variant::Noc2d(hdl::config::NocParams {
+            flit_bits,
+            hops,
+            buffer_depth: depth,
+        }),
+        ..cfg.clone()
+    };
+    c.validate().unwrap();
+    c
+}
+
+/// noc2d with the NoC setting the pace: flits of one weight (four a word of the four PE
+/// rows' weights), two-flit FIFOs (a flit every other cycle), three hops; the directed and
+/// random scenarios bit-exact, every counter right (the NoC's flits, hop-bits, FIFO accesses
+/// and source-bank reads from the schedule, its sender's credit waits and the cycles from the
+/// cycle model), and the NoC's counts against what a block's P must take over it.
+#[test]
+fn small_noc2d_core_is_bit_exact() {
+    let cfg = noc2d(&small(), 36, 2, 3);
+    let (model, p) = core(&cfg);
+    model_scenarios(&model, &p, 40, 300, 98);
+    let a = Attention::generate(
+        kernels::patterns::Pattern::Unit,
+        1,
+        40,
+        40,
+        16,
+        true,
+        OutFormat::Short,
+        5,
+    );
+    let (r, chk) = run_and_check(&model, &p, &a, &MemoryTiming::default()).unwrap();
+    assert!(chk.ok(), "{}", chk.describe());
+    // Each computed block's a·Bc words of P, a weight of each of the 4 rows a flit, over 3
+    // links of 36 bits and through 4 routers' FIFOs; the NoC is the bottleneck, so the
+    // sender waits for credits.
+    let words = r.counters["blocks"] * (p.row.a * p.bc()) as u64;
+    assert_eq!(r.counters["noc_src_reads"], words);
+    assert_eq!(r.counters["noc_flits"], 4 * words);
+    assert_eq!(r.counters["noc_hop_bits"], 3 * 36 * 4 * words);
+    assert_eq!(r.counters["noc_fifo_writes"], 4 * 4 * words);
+    assert!(r.counters["noc_stalls"] > 0);
+}
+
 /// The buffered baseline (S and P in the SRAM buffer, two-port P banks, 64-bit words: two
 /// scores or four weights to an access, each array in four interleaved banks) on the same
 /// shapes.

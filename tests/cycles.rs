@@ -300,3 +300,62 @@ fn documented_bench_points() {
     }
     assert!(checked >= 70, "only {checked} documented points found");
 }
+
+/// noc2d degenerates to reg3d: with one hop, a flit per word (every PE row's weight in one
+/// flit) and FIFOs deep enough for a flit a cycle, a block's P lands a fixed few cycles after
+/// its exp sweep writes it, before the row engines' last sum update, so the PV waits for the
+/// softmax alone, as reg3d's does with no vertical-link stage: the same cycles and stalls at
+/// every shape, causal or not, several heads. Narrow the flit to a weight and starve the
+/// FIFOs, and the NoC sets the pace: noc2d then takes more cycles than reg3d and its sender
+/// waits for credits. The cycle model is the RTL's, counter for counter, in every RTL test.
+#[test]
+fn noc2d_with_an_ideal_router_is_reg3d() {
+    use hdl::config::NocParams;
+    let noc = |preset: &str, flit_bits, buffer_depth, hops| {
+        params(
+            preset,
+            Variant::Noc2d(NocParams {
+                flit_bits,
+                hops,
+                buffer_depth,
+            }),
+        )
+    };
+    let reg3d = |preset: &str| {
+        params(
+            preset,
+            Variant::Reg3d(StackParams {
+                vlink_latency: 0,
+                ..StackParams::default()
+            }),
+        )
+    };
+    for (preset, wide) in [("small", 128), ("medium", 160), ("npu16", 288)] {
+        let (n, r) = (noc(preset, wide, 4, 1), reg3d(preset));
+        assert_eq!(n.noc_path().unwrap().flits_per_word(), 1, "{preset}");
+        for (heads, seq, causal) in [(1, 256, false), (2, 200, true), (1, 512, true)] {
+            let (tn, tr) = (
+                cycles::exact(&n, &shape(&n, heads, seq, causal), MEM),
+                cycles::exact(&r, &shape(&r, heads, seq, causal), MEM),
+            );
+            assert_eq!(tn.noc_stalls, 0, "{preset} {seq}");
+            assert_eq!(
+                Timing {
+                    noc_stalls: 0,
+                    ..tn
+                },
+                tr,
+                "{preset} {heads}x{seq} causal {causal}"
+            );
+        }
+        let narrow = noc(preset, 36, 2, 3);
+        let s = shape(&narrow, 1, 256, false);
+        let (tn, tr) = (cycles::exact(&narrow, &s, MEM), cycles::exact(&r, &s, MEM));
+        eprintln!(
+            "{preset}: noc2d 1-weight flits, 2-flit FIFOs, 3 hops: {} cycles against reg3d's {}, \
+             {} credit waits",
+            tn.cycles, tr.cycles, tn.noc_stalls
+        );
+        assert!(tn.cycles > tr.cycles && tn.noc_stalls > 0, "{preset}");
+    }
+}

@@ -483,6 +483,10 @@ fn busy() -> Activity {
         dram_bytes: 2048,
         glb_read_bits: 0,
         glb_write_bits: 0,
+        noc_fifo_writes: 64,
+        noc_fifo_reads: 64,
+        noc_hop_bits: 4096,
+        noc_src_reads: 16,
     }
 }
 
@@ -507,12 +511,14 @@ fn geometry(buffer: Option<Placement>) -> Geometry {
         sram_bytes: if buffer.is_some() { 4 * (64 << 10) } else { 0 },
         clock_mhz: 1000.0,
         glb: None,
+        noc: None,
     }
 }
 
 /// The components of `t` that differ from the default table's, over a register design, a
-/// planar and a stacked buffer, and a register design with INT8 and with INT4 QKᵀ and with FP8
-/// operands.
+/// planar and a stacked buffer, and a register design with INT8 and with INT4 QKᵀ, with FP8
+/// operands, and with noc2d's NoC (128-bit flits, four-flit FIFOs, 4-PE links, a 1 KiB
+/// source bank of 65-bit words).
 fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
     let d = EnergyTable::default();
     let mut out = BTreeSet::new();
@@ -523,10 +529,22 @@ fn changed(t: &EnergyTable) -> BTreeSet<&'static str> {
             qk_int_bits: bits,
             ..geometry(None)
         }))
-        .chain([Geometry {
-            operand_bits: 8,
-            ..geometry(None)
-        }]);
+        .chain([
+            Geometry {
+                operand_bits: 8,
+                ..geometry(None)
+            },
+            Geometry {
+                noc: Some(kernels::energy::NocGeometry {
+                    flit_bits: 128,
+                    fifo_bytes: 64,
+                    link_pitches: 4,
+                    src_bytes: 1040,
+                    src_word_bits: 65,
+                }),
+                ..geometry(None)
+            },
+        ]);
     for g in geometries {
         let (a, b) = (d.breakdown(&busy(), &g), t.breakdown(&busy(), &g));
         for (x, y) in a.components().iter().zip(b.components()) {
@@ -552,7 +570,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         ("recip", &["softmax"]),
         ("dram_bit", &["dram"]),
         ("bond_bit", &["vertical_links", "buffer_transport"]),
-        ("wire_bit_mm", &["broadcast"]),
+        ("wire_bit_mm", &["broadcast", "noc", "noc_links"]),
         ("sram_leak", &["leakage"]),
         ("static_pe_cycle", &["static"]),
     ];
@@ -564,13 +582,14 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         assert!(t.figures[key].source.contains("t.toml"));
     }
     // A storage point prices the storage interpolated from it: the 4-byte register point moves
-    // the PE register files (256 B), register P banks and the landing and staging banks, not
-    // the 64 KB SRAM banks; the 128 KB macro point moves the SRAM only.
+    // the PE register files (256 B), register P banks, the landing and staging banks and the
+    // NoC's FIFOs and source bank, not the 64 KB SRAM banks; the 128 KB macro point moves the
+    // SRAM only.
     let regs = "[[storage]]\nbytes = 4\nread_pj = 1.0\nwrite_pj = 1.0\nnode_nm = 40\n";
     let set = |v: &[&'static str]| v.iter().copied().collect::<BTreeSet<_>>();
     assert_eq!(
         changed(&table_from_toml(regs, "t").unwrap()),
-        set(&["pe_registers", "p_registers", "landing", "staging"])
+        set(&["pe_registers", "p_registers", "landing", "staging", "noc"])
     );
     let sram = "[[storage]]\nbytes = 131072\nread_pj = 50.0\nwrite_pj = 50.0\nnode_nm = 45\n";
     assert_eq!(
@@ -593,7 +612,7 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
         lp.basis()
     );
     let full = table_from_toml("wire = \"full-swing\"", "t").unwrap();
-    assert_eq!(changed(&full), set(&["broadcast"]));
+    assert_eq!(changed(&full), set(&["broadcast", "noc", "noc_links"]));
     assert!(
         full.basis().contains("full-swing wires"),
         "{}",
@@ -659,11 +678,11 @@ fn one_changed_figure_changes_exactly_the_components_that_use_it() {
     let tg7 = table_from_toml(&format!("node_nm = 7\n{gates}"), "g.toml").unwrap();
     let k = scale(45.0, 7.0).unwrap();
     assert!((tg7.breakdown(&a, &g).mac - b.mac * k).abs() < 1e-6);
-    // Knobs: the PE pitch prices the broadcasts, the static term every cycle, the buffer's
-    // wire the planar buffer's bits.
+    // Knobs: the PE pitch prices the broadcasts and the NoC's links (an array's side), the
+    // static term every cycle, the buffer's wire the planar buffer's bits.
     assert_eq!(
         changed(&table_from_toml("pe_pitch_um = 80.0", "t").unwrap()),
-        set(&["broadcast"])
+        set(&["broadcast", "noc_links"])
     );
     assert_eq!(
         changed(&table_from_toml("static_pj_per_pe_cycle = 0.1", "t").unwrap()),

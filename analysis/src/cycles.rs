@@ -1252,15 +1252,24 @@ fn limit_for(p: &CoreParams, s: &Shape, mem: MemTiming) -> u64 {
         b => b as u64,
     };
     let (computed, skipped) = s.blocks(p);
-    4 * (s.mac_steps(p) + (reads + writes) * beat.div_ceil(bpc))
+    4 * (s.mac_steps(p) + (reads + writes) * beat.div_ceil(bpc) + noc_cycles(p, s))
         + (computed + skipped + (s.heads * s.q_len) as u64 + 16) * (1000 + 4 * mem.latency as u64)
 }
 
+/// noc2d: the cycles P's flits take at the line's rate (a flit a cycle with four-flit FIFOs,
+/// `depth` every four cycles with fewer); 0 in the other designs.
+fn noc_cycles(p: &CoreParams, s: &Shape) -> u64 {
+    p.noc_path().map_or(0, |c| {
+        let words = s.blocks(p).0 * c.block_words() as u64;
+        words * c.flits_per_word() as u64 * 4 / c.router.depth.min(4) as u64
+    })
+}
+
 /// Cycles a problem may take at least, for choosing between stepping and extrapolating: its
-/// MAC steps (one tier's in reg3d) or its memory beats, whichever is more.
+/// MAC steps (one tier's in reg3d), its memory beats or noc2d's flits, whichever is more.
 fn size(p: &CoreParams, s: &Shape) -> u64 {
     let (reads, writes) = s.beats(p);
-    s.mac_steps(p).max(reads + writes)
+    s.mac_steps(p).max(reads + writes).max(noc_cycles(p, s))
 }
 
 /// How an estimate was made.

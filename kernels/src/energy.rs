@@ -1344,6 +1344,7 @@ mod tests {
             sram_bytes: 0,
             clock_mhz: 1000.0,
             glb: None,
+            noc: None,
         };
         let b = t.breakdown(&a, &g);
         let k = scale(45.0, 16.0).unwrap();
@@ -1446,6 +1447,7 @@ mod tests {
             sram_bytes: 0,
             clock_mhz: 1000.0,
             glb: Some(glb),
+            noc: None,
         };
         let b = t.breakdown(&a, &g);
         let (r, w) = t.sram_access_pj(128 << 10, 128);

@@ -510,13 +510,13 @@ pub struct PathIn<'a> {
     pub wdata: &'a [u32],
 }
 
-/// One cycle of the path: the receiver's write (`we`: a mask of the rows written, at `waddr`,
-/// the flit's weights `wdata`, row k·g + i's at i), whether it ends a block (`arrived`), the
+/// One cycle of the path: the receiver's write (`we`: the rows written, none without a write,
+/// at `waddr`, the flit's weights `wdata`, row k·g + i's at i), whether it ends a block (`arrived`), the
 /// sender's flit (`sent`), its wait for a credit (`stalled`: a flit ready and none), the
 /// source bank's read, and the line's events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PathOut {
-    pub we: u64,
+    pub we: std::ops::Range<u32>,
     pub waddr: u32,
     pub wdata: Vec<u32>,
     pub arrived: bool,
@@ -528,7 +528,7 @@ pub struct PathOut {
 
 impl Path {
     pub fn new(cfg: PathConfig) -> Path {
-        assert!(cfg.per_flit() >= 1 && cfg.rows <= 64);
+        assert!(cfg.per_flit() >= 1);
         Path {
             cfg,
             bank: vec![(0, vec![0; cfg.rows as usize]); cfg.bank_depth() as usize],
@@ -550,9 +550,9 @@ impl Path {
         self.queued == 0 && !self.have && self.line.idle()
     }
 
-    fn rows_of(&self, k: u32) -> std::ops::Range<usize> {
+    fn rows_of(&self, k: u32) -> std::ops::Range<u32> {
         let g = self.cfg.per_flit();
-        (k * g) as usize..((k + 1) * g).min(self.cfg.rows) as usize
+        k * g..((k + 1) * g).min(self.cfg.rows)
     }
 
     /// One clock edge with the rows' write `w`; Err if the write is out of order or overruns
@@ -564,9 +564,7 @@ impl Path {
         // The receiver: the flit the line delivers this cycle.
         if self.line.out() {
             let (slot, data) = self.flying.pop_front().expect("a flit in flight");
-            out.we = self
-                .rows_of(self.landing)
-                .fold(0u64, |m, r| m | 1 << r as u64);
+            out.we = self.rows_of(self.landing);
             out.waddr = slot << (cfg.ii_bits + cfg.j_bits) | cfg.in_block(cfg.address(self.landed));
             out.wdata = data;
             let last = self.landing == f - 1;
@@ -585,7 +583,8 @@ impl Path {
         out.stalled = self.have && !send;
         out.read = re;
         if send {
-            let data = self.word.1[self.rows_of(self.flit)].to_vec();
+            let rows = self.rows_of(self.flit);
+            let data = self.word.1[rows.start as usize..rows.end as usize].to_vec();
             self.flying.push_back((self.word.0, data));
             self.flit = if done { 0 } else { self.flit + 1 };
         }
@@ -742,7 +741,7 @@ mod tests {
                     next += 1;
                 }
                 for (r, rw) in row_word.iter_mut().enumerate() {
-                    if o.we >> r & 1 == 1 {
+                    if o.we.contains(&(r as u32)) {
                         let w = *rw;
                         let slot = w / bw % 3 % 2;
                         assert_eq!(o.waddr, slot << 4 | cfg.in_block(cfg.address(w % bw)));

@@ -198,8 +198,9 @@ pub struct ConfigArgs {
     pub regs: Option<u32>,
     /// Override: where S and P live: reg2d (PE registers), buf2d (an on-chip SRAM buffer),
     /// reg3d (stacked tiers), rowfused (whole rows of S in the buffer, a two-pass softmax:
-    /// the row-materializing baseline), or unfused (S and P through memory between the
-    /// passes: standard attention).
+    /// the row-materializing baseline), unfused (S and P through memory between the
+    /// passes: standard attention), or noc2d (reg3d's two arrays side by side, P over a NoC:
+    /// the 2-D multi-array baseline).
     #[arg(long)]
     pub variant: Option<VariantKind>,
     /// Override: reg3d's tiers (2: QK with the softmax engines, PV; 3: QK, softmax, PV).
@@ -211,6 +212,17 @@ pub struct ConfigArgs {
     /// Override: wires of each QK PE's S link (reg3d with three tiers: 1, 2, 4, 8, 16 or 32).
     #[arg(long)]
     pub vlink_bits: Option<u32>,
+    /// Override: noc2d's flit width in bits (its destination, a slot bit and as many 16-bit
+    /// weights as fit, one per PE row; up to 1024).
+    #[arg(long)]
+    pub flit_bits: Option<u32>,
+    /// Override: noc2d's router hops between the QK and the PV array (1 to 15).
+    #[arg(long)]
+    pub hops: Option<u32>,
+    /// Override: flits each of noc2d's router input FIFOs holds (1 to 16; 4 pass a flit a
+    /// cycle).
+    #[arg(long)]
+    pub buffer_depth: Option<u32>,
     /// Override: spare lanes in each group of every vertical bundle (reg3d's links and a
     /// stacked GLB's bond: 0 to 4), with the link self-test and shifted-lane repair.
     #[arg(long)]
@@ -381,6 +393,15 @@ impl ConfigArgs {
         }
         if let Some(v) = self.vlink_bits {
             cfg.stack_mut("--vlink-bits")?.vlink_bits = v;
+        }
+        if let Some(v) = self.flit_bits {
+            cfg.noc_mut("--flit-bits")?.flit_bits = v;
+        }
+        if let Some(v) = self.hops {
+            cfg.noc_mut("--hops")?.hops = v;
+        }
+        if let Some(v) = self.buffer_depth {
+            cfg.noc_mut("--buffer-depth")?.buffer_depth = v;
         }
         if let Some(v) = self.spares {
             cfg.vertical_mut("--spares", |s, _| *s = v)?;

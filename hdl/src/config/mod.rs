@@ -17,7 +17,9 @@ mod file;
 mod presets;
 mod validate;
 
-pub use crate::variants::{BufParams, Dataflow, RowParams, StackParams, Variant, VariantKind};
+pub use crate::variants::{
+    BufParams, Dataflow, NocParams, RowParams, StackParams, Variant, VariantKind,
+};
 use file::ConfigFile;
 pub use presets::PRESETS;
 
@@ -338,6 +340,17 @@ impl CoreConfig {
             v => anyhow::bail!(
                 "{what} applies to reg3d only, but the variant is {v}: choose reg3d (--variant \
                  reg3d, or variant = \"reg3d\" in the file), or leave it out"
+            ),
+        }
+    }
+
+    /// noc2d's knobs to change, or an error that names `what` when the design is not noc2d.
+    pub fn noc_mut(&mut self, what: &str) -> Result<&mut NocParams> {
+        match &mut self.variant {
+            Variant::Noc2d(n) => Ok(n),
+            v => anyhow::bail!(
+                "{what} applies to noc2d only, but the variant is {v}: choose noc2d (--variant \
+                 noc2d, or variant = \"noc2d\" in the file), or leave it out"
             ),
         }
     }

@@ -349,7 +349,12 @@ impl Variant {
             }
             Variant::Reg3d(s) if s.tiers == 3 => "reg3d ×3".into(),
             Variant::Rowfused(r) if r.spill => "rowfused (spill)".into(),
-            Variant::Noc2d(n) => format!("noc2d, {}-bit flits, {} hops", n.flit_bits, n.hops),
+            Variant::Noc2d(n) => format!(
+                "noc2d, {}-bit flits, {} hop{}",
+                n.flit_bits,
+                n.hops,
+                if n.hops == 1 { "" } else { "s" }
+            ),
             Variant::Reg2d
             | Variant::Buf2d(_)
             | Variant::Reg3d(_)

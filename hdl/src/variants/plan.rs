@@ -245,6 +245,19 @@ impl Plan {
         }
     }
 
+    /// The arrays in words: [`Arrays`]' own, or two side by side with P over the NoC.
+    pub fn arrays_label(&self) -> String {
+        match (self.arrays, self.noc) {
+            (Arrays::PerPhase, Some(n)) => format!(
+                "QK and PV arrays side by side, at once; P over {} router hop{} ({}-bit flits)",
+                n.hops,
+                plural(n.hops),
+                n.flit_bits
+            ),
+            (a, _) => a.to_string(),
+        }
+    }
+
     /// PE arrays, the MAC resources (a tier of each in a stack; a softmax tier has none).
     pub fn mac_tiers(&self) -> u32 {
         match self.arrays {
