@@ -42,11 +42,11 @@ pub const DESIGNS: [DesignRow; 9] = [
     ("3-D buffered", RunKind::Buf2d, true),
     ("reg2d", RunKind::Reg2d, false),
     ("reg3d", RunKind::Reg3d, false),
-    ("noc2d", RunKind::Noc2d, false),
     ("reg3d iso-PE", RunKind::Reg3dIso, false),
     ("rowfused", RunKind::Rowfused, false),
     ("rowfused (spill)", RunKind::RowfusedSpill, false),
     ("unfused", RunKind::Unfused, false),
+    ("noc2d", RunKind::Noc2d, false),
 ];
 
 /// rowfused on the configuration's array with its S arrays holding rows of `seq` keys (the
@@ -1061,11 +1061,11 @@ pub fn plot(rows: &[CompareRow], path: &std::path::Path, base: &str) -> Result<(
         MAGENTA,
         BLUE,
         GREEN,
-        RGBColor(120, 60, 200),
         BLACK,
         RGBColor(150, 90, 0),
         RGBColor(230, 150, 30),
         RGBColor(0, 120, 120),
+        RGBColor(120, 60, 200),
     ];
     // The base design's row at a row's length.
     let base_of = |r: &CompareRow| {

@@ -442,7 +442,9 @@ pub struct EnergyReport {
     /// `buf2d.word_bits`; with a buffer's wire or bond crossing),
     /// `max_op`, `exp_op`, `row_update`, `recip_op`, `norm_op`, `land_read_bit`,
     /// `land_write_bit`, `staging_bit` (written and read), `bcast_bit_hop`, `vlink_bit`,
-    /// `dram_byte`, `static_cycle` (the static term and the SRAM macros' leakage of one cycle).
+    /// `dram_byte`, `static_cycle` (the static term and the SRAM macros' leakage of one cycle),
+    /// and noc2d's `noc_fifo_write`, `noc_fifo_read` (with its switch traversal),
+    /// `noc_hop_bit` and `noc_src_word` (a source-bank word read and written; 0 elsewhere).
     /// A DMA byte moves 8 landing or staging bits as well.
     pub prices_pj: BTreeMap<String, f64>,
     /// The storage each price came from: PE register file, P bank or SRAM bank, landing and
@@ -464,7 +466,7 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         t.breakdown(&a, g).total()
     };
     type Event = (&'static str, fn(&mut Activity));
-    let list: [Event; 21] = [
+    let list: [Event; 25] = [
         ("mac", |a| a.macs = 1),
         ("rf_read_32b", |a| a.rf_reads = 1),
         ("rf_write_32b", |a| a.rf_writes = 1),
@@ -490,6 +492,12 @@ pub fn prices(t: &EnergyTable, g: &Geometry) -> BTreeMap<String, f64> {
         }),
         ("glb_write_bit", |a| a.glb_write_bits = 1),
         ("static_cycle", |a| a.cycles = 1),
+        // noc2d: a flit into and out of a router's FIFO (the read with its switch
+        // traversal), a flit bit over a link, a source-bank word read and written.
+        ("noc_fifo_write", |a| a.noc_fifo_writes = 1),
+        ("noc_fifo_read", |a| a.noc_fifo_reads = 1),
+        ("noc_hop_bit", |a| a.noc_hop_bits = 1),
+        ("noc_src_word", |a| a.noc_src_reads = 1),
     ];
     list.iter().map(|(n, f)| (n.to_string(), one(*f))).collect()
 }
