@@ -477,6 +477,11 @@ mod tests {
                 macro_blackbox: true,
                 spill: true,
             }),
+            Variant::Noc2d(NocParams {
+                flit_bits: 64,
+                hops: 3,
+                buffer_depth: 2,
+            }),
         ];
         for preset in crate::config::PRESETS {
             for v in variants {
@@ -526,6 +531,32 @@ mod tests {
         assert!(e.contains("but the variant is reg2d"), "{e}");
         let e = err("preset = \"small\"\nvariant = \"buf2d\"\n[buf2d]\nbank = 2\n");
         assert!(e.contains("unknown field `bank`"), "{e}");
+    }
+
+    /// noc2d's keys out of their ranges are refused with the key, the range and why.
+    #[test]
+    fn noc2d_keys_out_of_range_are_refused() {
+        let noc = |k: &str| {
+            let text = format!("preset = \"small\"\nvariant = \"noc2d\"\n[noc2d]\n{k}\n");
+            parse(&text).and_then(|(c, _)| c.validate()).map(|_| ())
+        };
+        assert!(noc("flit_bits = 19").is_ok() && noc("hops = 15").is_ok());
+        for (key, says) in [
+            ("hops = 0", "noc2d.hops = 0 is out of range"),
+            ("hops = 16", "noc2d.hops = 16 is out of range"),
+            ("buffer_depth = 0", "noc2d.buffer_depth = 0 is out of range"),
+            ("buffer_depth = 17", "noc2d.buffer_depth = 17 is out of range"),
+            ("flit_bits = 18", "at least one 16-bit weight"),
+            ("flit_bits = 1025", "up to 1024 bits"),
+        ] {
+            let e = format!("{:#}", noc(key).unwrap_err());
+            assert!(e.contains(says), "{key}: {e}");
+        }
+        let e = err("preset = \"small\"\n[noc2d]\nhops = 2\n");
+        assert!(e.contains("a [noc2d] section applies to variant = \"noc2d\""), "{e}");
+        let mut c = CoreConfig::preset("small").unwrap();
+        let e = format!("{:#}", c.noc_mut("--hops").unwrap_err());
+        assert!(e.contains("--hops applies to noc2d only"), "{e}");
     }
 
     /// The older format's flat keys are read into the section, each with a note; at their
