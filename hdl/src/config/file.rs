@@ -545,7 +545,10 @@ mod tests {
             ("hops = 0", "noc2d.hops = 0 is out of range"),
             ("hops = 16", "noc2d.hops = 16 is out of range"),
             ("buffer_depth = 0", "noc2d.buffer_depth = 0 is out of range"),
-            ("buffer_depth = 17", "noc2d.buffer_depth = 17 is out of range"),
+            (
+                "buffer_depth = 17",
+                "noc2d.buffer_depth = 17 is out of range",
+            ),
             ("flit_bits = 18", "at least one 16-bit weight"),
             ("flit_bits = 1025", "up to 1024 bits"),
         ] {
@@ -553,7 +556,10 @@ mod tests {
             assert!(e.contains(says), "{key}: {e}");
         }
         let e = err("preset = \"small\"\n[noc2d]\nhops = 2\n");
-        assert!(e.contains("a [noc2d] section applies to variant = \"noc2d\""), "{e}");
+        assert!(
+            e.contains("a [noc2d] section applies to variant = \"noc2d\""),
+            "{e}"
+        );
         let mut c = CoreConfig::preset("small").unwrap();
         let e = format!("{:#}", c.noc_mut("--hops").unwrap_err());
         assert!(e.contains("--hops applies to noc2d only"), "{e}");
