@@ -8,7 +8,8 @@
 //! monotone in it between its limits at 0 and at ∞, and a claim neither limit reaches is
 //! reported with the bound. (An SRAM price is not offered: the storage curve is interpolated
 //! log-log through register and SRAM points alike, so scaling its SRAM points is not linear in
-//! any one figure.) Shape parameters (`seq_len`, `head_dim`, `port_bits`, `array_side`) change
+//! any one figure.) Shape parameters (`seq_len`, `head_dim`, `port_bits`, `array_side`,
+//! `flit_bits`: noc2d's rows alone) change
 //! the counts: each candidate value is run through the schedule and the cycle model (no RTL),
 //! and the verdict flips between the two neighbouring candidates nearest today's value (for
 //! `seq_len`, the shortest) where it does.
@@ -36,15 +37,19 @@ pub enum Param {
     /// size allows), each PE keeping the configuration's keys per block and the query rows
     /// that hide the MAC.
     ArraySide,
+    /// noc2d's flit width in bits (powers of two 32 to 1024): how fast P crosses between its
+    /// arrays; it moves the noc2d rows alone.
+    FlitBits,
 }
 
 /// Every parameter, by its name on the command line.
-pub const PARAMS: [(&str, Param); 5] = [
+pub const PARAMS: [(&str, Param); 6] = [
     ("dram_pj_per_bit", Param::DramPjPerBit),
     ("port_bits", Param::PortBits),
     ("array_side", Param::ArraySide),
     ("seq_len", Param::SeqLen),
     ("head_dim", Param::HeadDim),
+    ("flit_bits", Param::FlitBits),
 ];
 
 impl std::str::FromStr for Param {
@@ -73,7 +78,7 @@ impl Param {
         match self {
             Param::DramPjPerBit => " pJ/bit",
             Param::SeqLen => " tokens",
-            Param::PortBits => " bits",
+            Param::PortBits | Param::FlitBits => " bits",
             Param::HeadDim | Param::ArraySide => "",
         }
     }
@@ -81,7 +86,11 @@ impl Param {
     fn show(self, x: f64) -> String {
         match self {
             Param::DramPjPerBit => format!("{}{}", sig3(x), self.unit()),
-            Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {
+            Param::SeqLen
+            | Param::HeadDim
+            | Param::PortBits
+            | Param::ArraySide
+            | Param::FlitBits => {
                 format!("{x:.0}{}", self.unit())
             }
         }
@@ -101,7 +110,9 @@ fn sig3(x: f64) -> String {
 pub fn table_value(t: &EnergyTable, p: Param) -> Option<f64> {
     match p {
         Param::DramPjPerBit => Some(t.at_node("dram_bit")),
-        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => None,
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {
+            None
+        }
     }
 }
 
@@ -117,7 +128,7 @@ fn with_value(t: &EnergyTable, p: Param, x: f64) -> EnergyTable {
             f.pj = x;
             f.scaling = Scaling::Interface;
         }
-        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {}
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {}
     }
     t
 }
@@ -183,7 +194,7 @@ pub fn solve(
 ) -> Result<Vec<BreakEven>> {
     match p {
         Param::DramPjPerBit => Ok(solve_price(rows, &plan.table, hierarchy, p)),
-        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {
             solve_shape(rows, plan, glb, hierarchy, p)
         }
     }
@@ -301,6 +312,11 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
     out
 }
 
+/// noc2d's knobs in `c` (its defaults when `c` is another design, as `compare` runs noc2d).
+fn noc_now(c: &CoreConfig) -> hdl::config::NocParams {
+    c.variant.noc().copied().unwrap_or_default()
+}
+
 /// The candidate values of a shape parameter, today's first, then outward.
 fn candidates(plan: &ComparePlan, p: Param) -> Vec<usize> {
     let pow2 = |lo: usize, hi: usize| -> Vec<usize> {
@@ -316,6 +332,7 @@ fn candidates(plan: &ComparePlan, p: Param) -> Vec<usize> {
             .filter(|&d| d % plan.config.cols as usize == 0)
             .collect(),
         Param::PortBits => pow2(64, 1024),
+        Param::FlitBits => pow2(32, 1024),
         Param::ArraySide => pow2(4, 256)
             .into_iter()
             .filter(|&x| (plan.config.head_dim as usize).is_multiple_of(x))
@@ -355,6 +372,14 @@ fn shape_runs(
             }),
             Param::PortBits => Ok(CoreConfig {
                 mem_width: v as u32,
+                ..c.clone()
+            }),
+            // noc2d's knobs (the others' rows come from their defaults as before).
+            Param::FlitBits => Ok(CoreConfig {
+                variant: hdl::config::Variant::Noc2d(hdl::config::NocParams {
+                    flit_bits: v as u32,
+                    ..noc_now(c)
+                }),
                 ..c.clone()
             }),
             // At least the configuration's registers per PE (reg3d iso-PE's halved array needs
@@ -422,6 +447,7 @@ fn solve_shape(
         Param::HeadDim => plan.config.head_dim as usize,
         Param::PortBits => plan.config.mem_width as usize,
         Param::ArraySide => plan.config.cols as usize,
+        Param::FlitBits => noc_now(&plan.config).flit_bits as usize,
         Param::SeqLen | Param::DramPjPerBit => 0,
     };
     let mut out = vec![];
@@ -437,7 +463,7 @@ fn solve_shape(
         // Adjacent candidates where the verdict changes, nearest today's value first
         // (for seq_len, the shortest).
         let dist = |v: usize| match p {
-            Param::HeadDim | Param::PortBits | Param::ArraySide => {
+            Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {
                 (v as f64 / now.max(1) as f64).ln().abs()
             }
             Param::SeqLen | Param::DramPjPerBit => v as f64,
@@ -465,7 +491,9 @@ fn solve_shape(
             figure: (s.show)(fig_now),
             reproduced,
             now: match p {
-                Param::HeadDim | Param::PortBits | Param::ArraySide => p.show(now as f64),
+                Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {
+                    p.show(now as f64)
+                }
                 Param::SeqLen | Param::DramPjPerBit => "the lengths run".into(),
             },
             value: flip.as_ref().map(|f| f.0 as f64),
@@ -506,7 +534,9 @@ fn where_it_lies(p: Param, x: f64) -> String {
                 None => format!("above every named memory ({} is {} pJ/bit)", hi.name, hi.pj),
             }
         }
-        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => String::new(),
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {
+            String::new()
+        }
     }
 }
 
@@ -606,7 +636,7 @@ pub fn sweep(
                 (x, compare::repriced(rows, &t))
             })
             .collect(),
-        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide => {
+        Param::SeqLen | Param::HeadDim | Param::PortBits | Param::ArraySide | Param::FlitBits => {
             let values: Vec<usize> = candidates(plan, sw.param)
                 .into_iter()
                 .filter(|&v| v as f64 >= sw.lo && v as f64 <= sw.hi)
@@ -620,7 +650,7 @@ pub fn sweep(
                 match sw.param {
                     Param::HeadDim => " the array's columns divide",
                     Param::ArraySide => " that divide the head size",
-                    Param::SeqLen | Param::PortBits | Param::DramPjPerBit => "",
+                    Param::SeqLen | Param::PortBits | Param::FlitBits | Param::DramPjPerBit => "",
                 }
             );
             shape_runs(rows, plan, glb, sw.param, &values)?
