@@ -11,7 +11,7 @@ pub struct BenchArgs {
     #[arg(long = "config")]
     pub configs: Vec<PathBuf>,
     /// Variants to run each configuration as, comma separated (reg2d, buf2d, reg3d, rowfused,
-    /// unfused; default: each configuration's own).
+    /// unfused, noc2d; default: each configuration's own).
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<VariantKind>,
     /// reg3d's tier counts to run it with, comma separated (2, 3; default: each
