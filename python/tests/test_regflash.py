@@ -477,7 +477,7 @@ def test_compare_returns_every_design_and_the_claims():
     # cycle model; rowfused (spill) with S arrays of 32 keys.
     c = regflash.compare([64, 2048], head_dim=16, max_sim_seq=64, claims=True, spill_keys=32)
     rows = c["rows"]
-    designs = [r["design"] for r in rows[:8]]
+    designs = [r["design"] for r in rows[:9]]
     assert designs == [
         "buf2d",
         "3-D buffered",
@@ -487,12 +487,13 @@ def test_compare_returns_every_design_and_the_claims():
         "rowfused",
         "rowfused (spill)",
         "unfused",
+        "noc2d",
     ]
-    assert [r["source"] for r in rows] == ["rtl"] * 8 + ["model"] * 8
-    assert all(r["report"]["passed"] and r["passed"] for r in rows[:8])
-    assert all(r["passed"] is None for r in rows[8:])  # no data runs through the cycle model
+    assert [r["source"] for r in rows] == ["rtl"] * 9 + ["model"] * 9
+    assert all(r["report"]["passed"] and r["passed"] for r in rows[:9])
+    assert all(r["passed"] is None for r in rows[9:])  # no data runs through the cycle model
     assert all(r["energy_reduction_vs_buf2d"] == pytest.approx(1 - r["energy_vs_buf2d"]) for r in rows)
-    spill, sized = rows[8 + 6], rows[8 + 5]
+    spill, sized = rows[9 + 6], rows[9 + 5]
     # At 2,048 keys the spill sends 252 of a row's 256 blocks out and back.
     assert spill["counters"]["write_beats"] > sized["counters"]["write_beats"]
     verdicts = [r["verdict"] for r in c["claims"]]

@@ -160,8 +160,8 @@ class FlashAttention:
     - ``preset``: a built-in design (``"small"``, ``"medium"``, ``"npu16"``, ``"seed"``), or
       ``config``: a TOML configuration file's path.
     - ``variant``: where S and P live (``"reg2d"``, ``"buf2d"``, ``"reg3d"``, ``"rowfused"``,
-      ``"unfused"``); default the design's own. The fused variants give the same bits;
-      rowfused and unfused standard attention's.
+      ``"unfused"``, ``"noc2d"``); default the design's own. The fused variants give the same
+      bits; rowfused and unfused standard attention's.
     - ``backend``: ``"model"`` (the bit-exact model, with the cycle model's timing) or
       ``"rtl"`` (the generated Verilog, simulated by Verilator; built once and cached).
     - ``layout``: ``"bhsd"`` for (B, H, S, D) tensors, ``"bshd"`` for (B, S, H, D).
@@ -523,7 +523,7 @@ def compare(
     batch: int = 1,
 ) -> Dict[str, Any]:
     """``regflash compare`` as a dict: every variant (buf2d, 3-D buffered, reg2d, reg3d, reg3d
-    iso-PE, rowfused, rowfused (spill), unfused) on the design's array at each length of
+    iso-PE, rowfused, rowfused (spill), unfused, noc2d) on the design's array at each length of
     ``seq``: lengths up to ``max_sim_seq`` simulated on the RTL (bit-checked: the row's
     ``passed``), longer ones from the schedule and the cycle model (``passed`` None). ``glb``:
     the design's global buffer ("config"), none, or both. Returns ``{"design", "rows": [one
