@@ -26,6 +26,11 @@ pub const WEST: usize = 2;
 pub const NORTH: usize = 3;
 pub const SOUTH: usize = 4;
 
+/// The coordinate bits a line of `hops` hops needs (x up to `hops`).
+pub fn coord_bits(hops: u32) -> u32 {
+    (32 - hops.leading_zeros()).max(1)
+}
+
 /// A router's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RouterConfig {

@@ -67,16 +67,11 @@ pub fn module_name(cfg: &PathConfig) -> String {
     )
 }
 
-/// The coordinate bits a line of `hops` hops needs (x up to `hops`).
-pub fn coord_bits(hops: u32) -> u32 {
-    bits_for(hops as u64).max(1)
-}
-
 /// The router of a path of `flit_bits`-bit flits, `depth`-flit FIFOs and `hops` hops.
 pub fn router(flit_bits: u32, depth: u32, hops: u32) -> RouterConfig {
     RouterConfig {
         flit_bits,
-        coord_bits: coord_bits(hops),
+        coord_bits: kernels::noc::coord_bits(hops),
         depth,
     }
 }

@@ -72,7 +72,7 @@ impl Dataflow for NocParams {
              (4 pass a flit a cycle)",
             self.buffer_depth
         );
-        let coords = 2 * crate::bits_for(self.hops as u64).max(1);
+        let coords = 2 * kernels::noc::coord_bits(self.hops);
         ensure!(
             (coords + 17..=1024).contains(&self.flit_bits),
             "noc2d.flit_bits = {} is out of range: a flit holds its destination ({coords} bits), \

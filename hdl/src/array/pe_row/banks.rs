@@ -46,13 +46,12 @@ pub(super) fn p_landing(m: &mut ModuleBuilder, cfg: &PeRowConfig, i: &RowIn) -> 
 }
 
 pub(super) fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i: &RowIn) -> PBank {
-    let bank = cfg.p_array();
-    // The array's word address: a bank's, and the bank.
-    let aw = bank.addr_width() + cfg.banks().trailing_zeros();
+    // The array's write port: the word address (a bank's, and the bank) and the word.
+    let pw = cfg.p_write_widths();
     let (we, waddr, wdata) = (
-        m.net("p_we", 1),
-        m.net("p_waddr", aw),
-        m.net("p_wdata", bank.width),
+        m.net("p_we", pw.we),
+        m.net("p_waddr", pw.addr),
+        m.net("p_wdata", pw.data),
     );
     let per = cfg.p_per_word();
     let word = Word::of(cfg, i.p_rd.j, per);
@@ -86,7 +85,7 @@ pub(super) fn p_bank(m: &mut ModuleBuilder, cfg: &PeRowConfig, parts: &Parts, i:
             element(mux(fetched, word_rd, held), cfg.elem_bits().0, Some(f_rd))
         }
     };
-    if bank.ports == 1 {
+    if cfg.p_array().ports == 1 {
         m.assert_always(
             "p_one_access",
             !(we & re),

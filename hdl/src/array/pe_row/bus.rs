@@ -167,7 +167,8 @@ impl PeRowConfig {
         }
     }
 
-    /// noc2d's P writes' widths (a P bank's address and word).
+    /// The widths of a write into the row's P bank (its address over the banks, and its word):
+    /// the bank's own write port, and noc2d's P writes.
     pub fn p_write_widths(&self) -> PWrite<u32> {
         let bank = self.p_array();
         PWrite {
