@@ -125,6 +125,14 @@ impl std::ops::AddAssign for FlashStats {
 
 /// The output bits (FP16 in the low half, or FP32), q_len × d, and the counters.
 pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats) {
+    let (out, _, stats) = flash(p, cfg, None);
+    (out, stats)
+}
+
+/// [`flash_attention`] that also saves what the backward pass reads: each query row's
+/// log-sum-exp (natural, binary32, [`RowState::lse`]; +Inf for a row that sees no key), q_len
+/// of them after the output.
+pub fn flash_attention_lse(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, Vec<u32>, FlashStats) {
     flash(p, cfg, None)
 }
 
@@ -138,10 +146,14 @@ pub fn flash_attention_quant(
 ) -> (Vec<u32>, FlashStats) {
     assert_eq!(qk.bc, cfg.bc, "K's scales must be per block of Bc keys");
     assert!(qk.q.len() == p.q_len * cfg.head_dim && qk.k.len() == p.k_len * cfg.head_dim);
-    flash(p, cfg, Some(qk))
+    let (out, _, stats) = flash(p, cfg, Some(qk));
+    (out, stats)
 }
 
-fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, FlashStats) {
+/// The output, each row's log-sum-exp, and the counters.
+type Flash = (Vec<u32>, Vec<u32>, FlashStats);
+
+fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> Flash {
     // The same arithmetic either way: the vector units' lanes round as the scalar unit does,
     // and `mul_add` is one rounding in hardware or in software.
     #[cfg(target_arch = "x86_64")]
@@ -154,20 +166,12 @@ fn flash(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> (Vec<u32>, 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn flash_avx2(
-    p: &Problem,
-    cfg: &FlashConfig,
-    quant: Option<&QuantQk>,
-) -> (Vec<u32>, FlashStats) {
+unsafe fn flash_avx2(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> Flash {
     flash_on_host(p, cfg, quant)
 }
 
 #[inline(always)]
-fn flash_on_host(
-    p: &Problem,
-    cfg: &FlashConfig,
-    quant: Option<&QuantQk>,
-) -> (Vec<u32>, FlashStats) {
+fn flash_on_host(p: &Problem, cfg: &FlashConfig, quant: Option<&QuantQk>) -> Flash {
     let d = cfg.head_dim;
     assert_eq!(p.q.len(), p.q_len * d, "Q must be q_len x d");
     assert_eq!(p.k.len(), p.k_len * d, "K must be k_len x d");
@@ -186,6 +190,7 @@ fn flash_on_host(
     // row's and the block's scales folded in.
     let c_of = |i: usize, j: usize| quant.map_or(c, |qk| qk.scale(c, i, j));
     let mut out = vec![0u32; p.q_len * d];
+    let mut lse = Vec::with_capacity(p.q_len);
     let mut stats = FlashStats::default();
     let fmt = cfg.operand;
     assert!(
@@ -298,8 +303,9 @@ fn flash_on_host(
         }
         let tile = &mut out[q_base * d..(q_base + rows) * d];
         normalize(tile, &o, &state, cfg);
+        lse.extend(state.iter().map(RowState::lse));
     }
-    (out, stats)
+    (out, lse, stats)
 }
 
 /// What a query row's scores of one block are computed from: the operands widened (and K

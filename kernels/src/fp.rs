@@ -689,6 +689,43 @@ pub fn exp2_native(x: u32) -> u32 {
     ((y as f64 * pow) as f32).to_bits()
 }
 
+/// log2's table: log2(1 + k/64) for k = 0..=64 in 0.30 fixed point, rounded to nearest.
+pub fn log2_table() -> [u32; 65] {
+    std::array::from_fn(|k| ((1.0 + k as f64 / 64.0).log2() * (1u64 << 30) as f64).round() as u32)
+}
+
+/// [`log2_table`], computed once.
+static LOG2_TABLE: std::sync::LazyLock<[u32; 65]> = std::sync::LazyLock::new(log2_table);
+
+/// log2(x) for binary32 x (the row engine's one log per query row, for the log-sum-exp the
+/// backward pass reads).
+///
+/// x = 2^E · (1 + f) with f's 23 bits (subnormals normalized first); log2(1 + f) =
+/// T[k] + (T[k+1] − T[k]) · r / 2^17, with k the top 6 bits of f and r the low 17 bits (table
+/// of 65 entries in 0.30 fixed point, linear interpolation, product truncated); the result
+/// E + that, a fixed-point number with 30 fraction bits, rounded once to nearest even.
+/// NaN and negative x → canonical NaN; ±0 → −Inf; +Inf → +Inf. Absolute error below 2^-14
+/// (the interpolation's; `log2_is_within_its_bound`).
+pub fn fp32_log2(x: u32) -> u32 {
+    if f32_is_nan(x) || (x & F32_SIGN != 0 && x != F32_SIGN) {
+        return F32_QNAN;
+    }
+    if x & 0x7FFF_FFFF == 0 {
+        return F32_NEG_INF;
+    }
+    if x == F32_INF {
+        return F32_INF;
+    }
+    let (m, e) = f32_normalized(x);
+    let f = (m as u32) & 0x7F_FFFF;
+    let (k, r) = ((f >> 17) as usize, (f & 0x1_FFFF) as u64);
+    let t = &*LOG2_TABLE;
+    let y = t[k] as i64 + (((t[k + 1] - t[k]) as u64 * r) >> 17) as i64;
+    let fixed = ((e - 127) as i64) * (1i64 << 30) + y;
+    let sign = if fixed < 0 { F32_SIGN } else { 0 };
+    round_to_f32(sign, fixed.unsigned_abs(), -30, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1082,6 +1119,41 @@ mod tests {
                 "entry {k} is within 1e-6 of a tie"
             );
         }
+    }
+
+    #[test]
+    fn log2_table_entries_are_far_from_rounding_ties() {
+        // So that any correctly rounded log2 in f64 gives the same table.
+        for k in 0..=64 {
+            let v = (1.0 + k as f64 / 64.0).log2() * (1u64 << 30) as f64;
+            let frac = v - v.floor();
+            assert!((frac - 0.5).abs() > 1e-4, "entry {k} is near a tie");
+        }
+    }
+
+    /// log2 against f64: within 2^-14 absolute over every binade of binary32 (subnormals
+    /// included) at 4,099 significands each, exact at powers of two, and the special values.
+    #[test]
+    fn log2_is_within_its_bound() {
+        let mut worst = 0f64;
+        for e in -149i32..128 {
+            for i in 0..=4098u64 {
+                let x = 2f64.powi(e) * (1.0 + i as f64 / 4099.0);
+                let xb = (x as f32).to_bits();
+                let got = f32::from_bits(fp32_log2(xb)) as f64;
+                let want = (f32::from_bits(xb) as f64).log2();
+                worst = worst.max((got - want).abs());
+            }
+            let p = (2f64.powi(e) as f32).to_bits();
+            assert_eq!(f32::from_bits(fp32_log2(p)), e as f32, "2^{e}");
+        }
+        assert!(worst < 2f64.powi(-14), "worst error {worst:e}");
+        assert_eq!(fp32_log2(0), F32_NEG_INF);
+        assert_eq!(fp32_log2(F32_SIGN), F32_NEG_INF);
+        assert_eq!(fp32_log2(F32_INF), F32_INF);
+        assert_eq!(fp32_log2(F32_QNAN | 5), F32_QNAN);
+        assert_eq!(fp32_log2(0xBF80_0000), F32_QNAN, "log2(−1)");
+        assert_eq!(fp32_log2(F32_NEG_INF), F32_QNAN);
     }
 
     #[test]

@@ -161,3 +161,26 @@ pub fn tensors_in(
     };
     ((to(q), to(k), to(v)), Default::default())
 }
+
+/// A backward problem's inputs in `format`: Q and dO of `group` query heads (group × q_len ×
+/// d, head after head), K and V (k_len × d). Q, K and V are [`tensors_in`]'s of `pattern`
+/// (each head's Q from its own seed), dO uniform in [−1, 1].
+pub fn backward_tensors(
+    pattern: Pattern,
+    (group, q_len, k_len, d): (usize, usize, usize, usize),
+    seed: u64,
+    format: crate::format::Format,
+) -> (Tensors, Vec<u16>) {
+    use crate::format::Format;
+    let ((_, k, v), _) = tensors_in(pattern, 1, k_len, d, seed, format);
+    let mut q = Vec::with_capacity(group * q_len * d);
+    for h in 0..group as u64 {
+        let head_seed = seed ^ (h + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        q.extend(tensors_in(pattern, q_len, 1, d, head_seed, format).0 .0);
+    }
+    let mut rng = Rng(seed | 1);
+    let d_o = (0..group * q_len * d)
+        .map(|_| crate::fp::convert(rng.uniform(-1.0, 1.0) as u64, Format::FP16, format) as u16)
+        .collect();
+    ((q, k, v), d_o)
+}

@@ -150,6 +150,21 @@ pub struct MaxUpdate {
     pub avoided: bool,
 }
 
+/// The weight P that the backward pass recomputes from a score `s` and its row's saved
+/// log-sum-exp `lse` ([`RowState::lse`], base 2): FP(exp2(s · C − lse)), rounded to `fmt` as
+/// the forward's weights are ([`weight_in`], with the log-sum-exp in m's place). A row that
+/// saw no key has lse = +Inf, so every weight is +0.
+pub fn lse_weight(s: u32, lse: u32, c: u32, fmt: Format) -> u16 {
+    narrow(lse_weight_wide(s, lse ^ F32_SIGN, c), fmt)
+}
+
+/// exp2(s · C − lse) in binary32 before its rounding to the operand format, `neg_lse` being
+/// −lse (the host's FPU for the add and exp2's conversions, bit-identical).
+#[inline(always)]
+pub fn lse_weight_wide(s: u32, neg_lse: u32, c: u32) -> u32 {
+    unrounded_weight(s, neg_lse, c)
+}
+
 /// Running state of one query row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowState {
@@ -205,6 +220,22 @@ impl RowState {
     pub fn update_sum(&mut self, block_sum: u32, shift: u8) {
         // fp32_add and fp32_scale2 on the host's FPU (bit-identical: see `fp`).
         self.l = fp32_add_native(fp32_scale2_native(self.l, shift), block_sum);
+    }
+
+    /// The row's log-sum-exp, what FlashAttention saves for its backward pass, in the exp
+    /// unit's base: log2 Σ exp2(t) over the row's keys (t = s · C), which is log2(e) times the
+    /// natural ln Σ exp(s/√d). In binary32, m + log2(l) ([`fp32_log2`]), one rounding: m is
+    /// integer-valued, so this holds whether or not a lazy threshold left m stale, and the
+    /// backward's s · C − lse meets the forward's t in its own units (a natural log-sum-exp,
+    /// multiplied by ln 2 and back, lost up to two ulps of it: with scores near 2^30, whole
+    /// powers of two of every weight). A row that saw no key (l = 0) gets +Inf,
+    /// FlashAttention's convention, so that the backward's weights are +0; a NaN row stays
+    /// NaN.
+    pub fn lse(&self) -> u32 {
+        if self.l & 0x7FFF_FFFF == 0 {
+            return F32_INF;
+        }
+        fp32_add(self.m, fp32_log2(self.l))
     }
 
     /// 1 / l, or 1 when l is zero (every key masked: O is zero and stays zero).
