@@ -210,6 +210,16 @@ pub static UNITS: &[Unit] = &[
         check: pure!(exp2),
     },
     Unit {
+        name: "fp_log2_e8m23",
+        build: |d, c| {
+            let cfg = hdl::softmax::log2::Log2Config {
+                latency: c.exp_latency,
+            };
+            Ok(hdl::softmax::log2::build(d, &cfg).module)
+        },
+        check: pure!(log2),
+    },
+    Unit {
         name: "fp_recip_e8m23",
         build: |d, _| Ok(hdl::fp::recip::build(d).module),
         check: Check::Own(Driver::Recip),

@@ -68,6 +68,15 @@ fn exp2_at_every_latency() {
     }
 }
 
+/// The log unit combinational, at the presets' latency (2) and with every cut (6): a signal
+/// that skipped a cut would arrive a cycle off at 6, whatever the cuts below it.
+#[test]
+fn log2_combinational_preset_and_deepest() {
+    for (latency, seed) in [(0, 80), (2, 81), (6, 82)] {
+        check(&with(|c| c.exp_latency = latency), "fp_log2_e8m23", seed);
+    }
+}
+
 #[test]
 fn reciprocal() {
     check(&small(1, 1), "fp_recip_e8m23", 49);

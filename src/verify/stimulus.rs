@@ -314,6 +314,21 @@ pub fn f32_for_exp2() -> impl Strategy<Value = u32> {
     ]
 }
 
+/// log2 inputs: mostly a row's sum of weights, [0.5, 2^16], then every positive binade (its
+/// significand around the table's segment edges too), then anything.
+pub fn f32_for_log2() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        4 => (0.5f32..=65536.0).prop_map(f32::to_bits),
+        2 => (0u32..=254, 0u32..64, 0u32..4).prop_map(|(e, k, x)| {
+            // A segment edge k/64 and its neighbours: x steps below or above.
+            let f = (k << 17).wrapping_add(x).wrapping_sub(2) & 0x7F_FFFF;
+            (e << 23) | f
+        }),
+        1 => 1u32..0x7F80_0000,
+        1 => f32_value(),
+    ]
+}
+
 /// One FP32 value per PE of a row: mixes of ordinary values, cancelling pairs and specials.
 pub fn row_lanes(n: usize) -> impl Strategy<Value = Vec<u32>> {
     prop_oneof![

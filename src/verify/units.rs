@@ -499,6 +499,45 @@ pub mod exp2 {
     }
 }
 
+/// `fp_log2_e8m23`: ports and bit-exact model, directed vectors, random stimulus.
+pub mod log2 {
+    use super::*;
+
+    pub fn unit(_cfg: &CoreConfig) -> PureUnit {
+        use Fmt::*;
+        unary("fp_log2_e8m23", ("x", F32), F32, |x| {
+            fp::fp32_log2(x as u32) as u64
+        })
+    }
+
+    pub fn directed(_cfg: &CoreConfig) -> Vec<Vec<u64>> {
+        let mut v: Vec<Vec<u64>> = F32_SPECIALS.iter().map(|&x| vec![x as u64]).collect();
+        // Every power of two (subnormals included) and its neighbours; every segment edge of
+        // [1, 2) and [2^-140, ...) with its neighbours; 1 and the sums a row reaches.
+        for e in 0u32..=255 {
+            for x in [e << 23, (e << 23) | 1, ((e << 23) | 0x7F_FFFF)] {
+                v.push(vec![x as u64]);
+            }
+        }
+        for e in [1u32, 6, 126, 127, 128, 200] {
+            for k in 0u32..64 {
+                for d in [-1i64, 0, 1] {
+                    let x = (((e << 23) | (k << 17)) as i64 + d) as u32;
+                    v.push(vec![x as u64]);
+                }
+            }
+        }
+        for n in 1..=4096u32 {
+            v.push(vec![(n as f32 / 8.0).to_bits() as u64]);
+        }
+        v
+    }
+
+    pub fn random(_cfg: &CoreConfig) -> BoxedStrategy<Vec<u64>> {
+        f32_for_log2().prop_map(|x| vec![x as u64]).boxed()
+    }
+}
+
 /// `row_reduce`: ports and bit-exact model, directed vectors, random stimulus.
 pub mod row_reduce {
     use super::*;

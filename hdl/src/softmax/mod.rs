@@ -23,6 +23,7 @@
 //! is 1, so blocks of −Inf scores (padding keys) contribute +0, never NaN.
 
 pub mod exp2;
+pub mod log2;
 pub mod row_reduce;
 
 use anyhow::Result;
