@@ -3,6 +3,7 @@
 //! simulate, compare); the Python extension uses it without the command line.
 
 pub mod area;
+pub mod backward;
 pub mod bench;
 pub mod claims;
 #[cfg(feature = "cli")]

@@ -97,6 +97,14 @@ fn watched<T: Send>(
 }
 
 /// A regflash design: a configuration (a built-in preset or a TOML file) and its variant.
+/// dQ's, dK's and dV's bytes and the report's JSON.
+type GradBytes<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    String,
+);
+
 #[pyclass(frozen, module = "regflash._native")]
 struct Design {
     cfg: CoreConfig,
@@ -419,6 +427,90 @@ impl Design {
             )
         })?;
         Ok((PyBytes::new(py, &bytes), report))
+    }
+
+    /// The backward pass on the bit-exact model (`regflash::backward::model_backward`): Q and
+    /// dO of `heads` heads ((heads, q_len, d) bytes of the operand format), K and V of
+    /// `kv_heads` ((kv_heads, k_len, d)); the forward's O and log-sum-exp are the model's,
+    /// recomputed (the same bits its forward returns). Returns dQ, dK and dV (bytes of the
+    /// operand format, or FP32 with `out_f32`, laid out as Q, K and V) and the report's JSON.
+    /// With `check`, the gradients are held to the f64 and plain backward by FlashAttention's
+    /// criterion, and a gradient outside it is an error.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (q, k, v, d_o, heads, kv_heads, q_len, k_len, causal, out_f32, threads, check=true))]
+    fn backward<'py>(
+        &self,
+        py: Python<'py>,
+        q: &[u8],
+        k: &[u8],
+        v: &[u8],
+        d_o: &[u8],
+        heads: usize,
+        kv_heads: usize,
+        q_len: usize,
+        k_len: usize,
+        causal: bool,
+        out_f32: bool,
+        threads: usize,
+        check: bool,
+    ) -> PyResult<GradBytes<'py>> {
+        let words = |b: &[u8], what: &str| -> Result<Vec<u16>> {
+            ensure!(
+                b.len().is_multiple_of(2),
+                "{what} must be 16-bit values' bytes (an even count), got {}",
+                b.len()
+            );
+            Ok(b.chunks_exact(2)
+                .map(|x| u16::from_le_bytes([x[0], x[1]]))
+                .collect())
+        };
+        let (grads, report) = py
+            .detach(|| -> Result<_> {
+                let (q, k, v, d_o) = (
+                    words(q, "q")?,
+                    words(k, "k")?,
+                    words(v, "v")?,
+                    words(d_o, "dout")?,
+                );
+                let run = regflash::backward::BackwardRun {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    d_o: &d_o,
+                    heads,
+                    kv_heads,
+                    q_len,
+                    k_len,
+                    causal,
+                    out: if out_f32 {
+                        OutFormat::F32
+                    } else {
+                        OutFormat::Short
+                    },
+                };
+                let (report, grads) =
+                    regflash::backward::model_backward(&self.cfg, &run, threads, check)?;
+                ensure!(
+                    !check || report.passed,
+                    "the backward is not correct: {}",
+                    report.failures.join("; ")
+                );
+                Ok((grads, serde_json::to_string(&report)?))
+            })
+            .map_err(fail)?;
+        let bytes = |x: &[u32]| -> Vec<u8> {
+            if out_f32 {
+                x.iter().flat_map(|y| y.to_le_bytes()).collect()
+            } else {
+                x.iter().flat_map(|&y| (y as u16).to_le_bytes()).collect()
+            }
+        };
+        Ok((
+            PyBytes::new(py, &bytes(&grads.dq)),
+            PyBytes::new(py, &bytes(&grads.dk)),
+            PyBytes::new(py, &bytes(&grads.dv)),
+            report,
+        ))
     }
 
     /// `regflash compare` on this design's array: every variant at each length of `seq`

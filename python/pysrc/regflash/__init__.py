@@ -29,7 +29,15 @@ import numpy as np
 from . import _native
 from ._native import RegflashError
 
-__all__ = ["FlashAttention", "Design", "RegflashError", "estimate", "compare"]
+__all__ = [
+    "FlashAttention",
+    "Design",
+    "RegflashError",
+    "estimate",
+    "compare",
+    "flash_attn_func",
+    "flash_attn_backward",
+]
 
 Design = _native.Design
 
@@ -470,6 +478,117 @@ class FlashAttention:
             raise RegflashError("the varlen batch has no query rows: nothing to attend")
         self.report = self._report(runs, True)
         return out
+
+
+def flash_attn_func(q, k, v, causal: Any = False, *, layout: str = "bshd", **kwargs):
+    """FlashAttention's ``flash_attn_func(q, k, v, causal)`` on a regflash design's bit-exact
+    model (or its RTL with ``backend="rtl"``): the output, shaped like ``q``. The layout is
+    FlashAttention's (B, S, H, D) unless ``layout="bhsd"``; the causal mask is bottom-right
+    aligned, as FlashAttention's (≥ 2.1). Every other keyword is ``FlashAttention``'s
+    (``preset``, ``config``, ``variant``, ``in_format``, ``out_dtype``, ``threads``, ...).
+    Its gradients: ``flash_attn_backward``."""
+    qa, _, _ = _as_numpy(q, "q")
+    if qa.ndim < 1:
+        raise RegflashError("q must be a 4-D tensor")
+    return FlashAttention(qa.shape[-1], causal, layout=layout, **kwargs)(q, k, v)
+
+
+def flash_attn_backward(
+    dout,
+    q,
+    k,
+    v,
+    causal: Any = False,
+    *,
+    layout: str = "bshd",
+    preset: Optional[str] = None,
+    config: Optional[str] = None,
+    variant: Optional[str] = None,
+    in_format: Optional[str] = None,
+    out_dtype: Any = None,
+    threads: Optional[int] = None,
+    check: bool = True,
+    report: bool = False,
+):
+    """The gradients (dq, dk, dv) of ``flash_attn_func(q, k, v, causal)`` for the upstream
+    gradient ``dout`` (shaped like the output), on the design's bit-exact model of
+    FlashAttention-2's backward pass (docs/backward.md): S and P recomputed from the forward's
+    saved log-sum-exp, dV and dK accumulated per K/V block, dQ through an FP32 accumulator;
+    grouped-query K/V heads get their group's summed gradients. Each gradient has its
+    tensor's shape and the caller's type; its dtype is ``out_dtype``, default float16 for
+    float16 inputs on an FP16 design and float32 otherwise.
+
+    ``check`` (default True) holds every gradient to an f64 backward and a plain FP16 (BF16)
+    one by FlashAttention's criterion (within twice the plain one's error plus one ulp) and
+    raises ``RegflashError`` otherwise. ``report=True`` also returns the run's report (MACs,
+    blocks, each gradient's error and bound). No design's RTL runs the backward yet: this is
+    the arithmetic it is to match."""
+    if layout not in ("bhsd", "bshd"):
+        raise RegflashError(f'unknown layout "{layout}": choose "bhsd" or "bshd"')
+    if isinstance(causal, str) and causal != "bottom-right":
+        raise RegflashError(
+            f'causal = "{causal}": the backward masks as FlashAttention does, bottom-right '
+            '(True or "bottom-right"), or not at all (False)'
+        )
+    if not isinstance(check, (bool, np.bool_)):
+        raise RegflashError(f"check = {check!r}: give True or False")
+    qa, back_q, qtype = _as_numpy(q, "q")
+    ka, back_k, _ = _as_numpy(k, "k")
+    va, back_v, _ = _as_numpy(v, "v")
+    da, _, _ = _as_numpy(dout, "dout")
+    if qa.ndim != 4:
+        raise RegflashError(f"q has shape {qa.shape}: give a 4-D tensor")
+    if da.shape != qa.shape:
+        raise RegflashError(
+            f"dout has shape {da.shape} but q has {qa.shape}: dout is the gradient of the "
+            "output, which is shaped like q"
+        )
+    if ka.shape != va.shape:
+        raise RegflashError(f"k has shape {ka.shape} but v has {va.shape}: they must match")
+    fa = FlashAttention(
+        qa.shape[-1], bool(causal), preset=preset, config=config, variant=variant,
+        layout=layout, out_dtype=out_dtype, threads=threads, in_format=in_format,
+    )
+    if fa.design.in_format not in ("fp16", "bf16"):
+        raise RegflashError(
+            f"the backward pass runs on fp16 or bf16 operands; this design's in_format is "
+            f'"{fa.design.in_format}": give in_format="fp16" or "bf16"'
+        )
+    qh, kh, vh, dh = (fa._heads(a, n) for a, n in ((qa, "q"), (ka, "k"), (va, "v"), (da, "dout")))
+    b = qa.shape[0]
+    if ka.shape[0] != b:
+        raise RegflashError(f"q has batch {b} but k has {ka.shape[0]}: they must match")
+    heads, kv_heads = qh.shape[0], kh.shape[0]
+    if heads % kv_heads:
+        raise RegflashError(
+            f"q has {heads // b} heads and k {kv_heads // b}: the K/V heads must divide the "
+            "query heads (grouped-query attention)"
+        )
+    out_dtype = fa.out_dtype
+    if out_dtype is None:
+        short = str(qtype).endswith("float16") and fa.native_short
+        out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
+    f32 = out_dtype == np.float32
+    dq, dk, dv, rep = fa.design.backward(
+        qh.tobytes(), kh.tobytes(), vh.tobytes(), dh.tobytes(),
+        heads, kv_heads, qh.shape[1], kh.shape[1], fa.causal, f32, fa.threads, bool(check),
+    )
+
+    def shaped(raw: bytes, like: np.ndarray) -> np.ndarray:
+        if f32:
+            a = np.frombuffer(raw, dtype="<f4")
+        elif fa.native_short:
+            a = np.frombuffer(raw, dtype="<f2")
+        else:
+            a = fa.short_table[np.frombuffer(raw, dtype="<u2")]
+        n, s = like.shape[0], like.shape[1]
+        a = a.reshape(b, n // b, s, fa.head_dim)
+        if layout == "bshd":
+            a = a.transpose(0, 2, 1, 3)
+        return np.ascontiguousarray(a)
+
+    grads = (back_q(shaped(dq, qh)), back_k(shaped(dk, kh)), back_v(shaped(dv, vh)))
+    return (grads + (json.loads(rep),)) if report else grads
 
 
 def _lengths(seq: Any) -> List[int]:

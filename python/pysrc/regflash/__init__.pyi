@@ -8,7 +8,15 @@ import numpy as np
 from ._native import Design as Design
 from ._native import RegflashError as RegflashError
 
-__all__ = ["FlashAttention", "Design", "RegflashError", "estimate", "compare"]
+__all__ = [
+    "FlashAttention",
+    "Design",
+    "RegflashError",
+    "estimate",
+    "compare",
+    "flash_attn_func",
+    "flash_attn_backward",
+]
 
 # A callable taking (done, total), True (a tqdm bar when tqdm is installed: the default) or
 # False (none).
@@ -54,6 +62,28 @@ class FlashAttention:
         cu_seqlens_q: Optional[Sequence[int]] = None,
         cu_seqlens_k: Optional[Sequence[int]] = None,
     ) -> Any: ...
+
+def flash_attn_func(
+    q: Any, k: Any, v: Any, causal: Causal = False, *, layout: str = "bshd", **kwargs: Any
+) -> Any: ...
+
+def flash_attn_backward(
+    dout: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    causal: Causal = False,
+    *,
+    layout: str = "bshd",
+    preset: Optional[str] = None,
+    config: Optional[Union[str, PathLike]] = None,
+    variant: Optional[str] = None,
+    in_format: Optional[str] = None,
+    out_dtype: Any = None,
+    threads: Optional[int] = None,
+    check: bool = True,
+    report: bool = False,
+) -> Any: ...
 
 def estimate(
     seq: Union[int, Sequence[int]],

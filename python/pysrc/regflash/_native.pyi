@@ -54,6 +54,21 @@ class Design:
         self, data: bytes, itemsize: int, shape: List[int], name: str
     ) -> Tuple[bytes, int]: ...
     def merge_reports(self, reports: List[str]) -> str: ...
+    def backward(
+        self,
+        q: bytes,
+        k: bytes,
+        v: bytes,
+        d_o: bytes,
+        heads: int,
+        kv_heads: int,
+        q_len: int,
+        k_len: int,
+        causal: bool,
+        out_f32: bool,
+        threads: int,
+        check: bool = True,
+    ) -> Tuple[bytes, bytes, bytes, str]: ...
     def estimate(
         self, seq: List[int], heads: int = 1, causal: bool = False, progress: Progress = None
     ) -> str: ...
