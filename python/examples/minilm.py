@@ -171,6 +171,88 @@ class MiniLM:
         return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
+def paraphrase_loss_grad(model: "MiniLM", pair: List[str]):
+    """A real loss on two sentences and its gradient at the last layer's attention: the
+    negated cosine of their embeddings (a paraphrase objective), the encoder in FP32 with
+    FP32 attention up to the last layer, then in f64 from the last layer's attention output
+    on: its projection, residual and LayerNorm, the feed-forward block (erf GELU), its
+    residual and LayerNorm, mean pooling and the L2 normalization, backpropagated by hand.
+
+    Returns (loss, per sentence (q, k, v, dout), the attention output, the loss as a function
+    of it): the last layer's Q, K, V and dLoss/dO as (1, tokens, H, d) float64 arrays,
+    FlashAttention's layout; the attention output (tokens of both, H, d) and the function for
+    checking dout by differences."""
+    w = {n: t.astype(np.float64) for n, t in model.w.items()}
+    ids = [e.ids for e in model.tok.encode_batch(pair)]
+    cu = np.cumsum([0] + [len(i) for i in ids])
+    flat = np.concatenate([np.asarray(i) for i in ids])
+    pos = np.concatenate([np.arange(len(i)) for i in ids])
+    x = (
+        model.w["embeddings.word_embeddings.weight"][flat]
+        + model.w["embeddings.position_embeddings.weight"][pos]
+        + model.w["embeddings.token_type_embeddings.weight"][0]
+    )
+    x = model.norm(x, "embeddings.LayerNorm").astype(np.float32)
+    n, heads = len(flat), model.heads
+    d = x.shape[1] // heads
+    last = model.layers - 1
+    for i in range(last):
+        p = f"encoder.layer.{i}."
+        q, k, v = (model.dense(x, p + f"attention.self.{t}").reshape(n, heads, d) for t in ("query", "key", "value"))
+        a = fp32_attention(q, k, v, cu).reshape(n, -1)
+        x = model.norm(x + model.dense(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        h = model.gelu(model.dense(x, p + "intermediate.dense"))
+        x = model.norm(x + model.dense(h, p + "output.dense"), p + "output.LayerNorm").astype(np.float32)
+    p = f"encoder.layer.{last}."
+    x = x.astype(np.float64)
+    dense = lambda t, name: t @ w[name + ".weight"].T + w[name + ".bias"]
+    q, k, v = (dense(x, p + f"attention.self.{t}").reshape(n, heads, d) for t in ("query", "key", "value"))
+    a = np.empty_like(q)
+    for lo, hi in zip(cu, cu[1:]):
+        qs, ks, vs = (t[lo:hi].transpose(1, 0, 2) for t in (q, k, v))
+        sc = qs @ ks.transpose(0, 2, 1) / math.sqrt(d)
+        pr = np.exp(sc - sc.max(-1, keepdims=True))
+        a[lo:hi] = ((pr / pr.sum(-1, keepdims=True)) @ vs).transpose(1, 0, 2)
+
+    def norm(t, name):
+        mu = t.mean(-1, keepdims=True)
+        sd = np.sqrt(((t - mu) ** 2).mean(-1, keepdims=True) + model.eps)
+        hat = (t - mu) / sd
+        return hat * w[name + ".weight"] + w[name + ".bias"], (hat, sd, w[name + ".weight"])
+
+    def norm_back(dy, saved):
+        hat, sd, gamma = saved
+        g = dy * gamma
+        return (g - g.mean(-1, keepdims=True) - hat * (g * hat).mean(-1, keepdims=True)) / sd
+
+    erf = np.vectorize(math.erf)
+
+    def tail(a_):
+        u = x + dense(a_.reshape(n, -1), p + "attention.output.dense")
+        x1, ln1 = norm(u, p + "attention.output.LayerNorm")
+        z = dense(x1, p + "intermediate.dense")
+        h = 0.5 * z * (1 + erf(z / math.sqrt(2)))
+        x2, ln2 = norm(x1 + dense(h, p + "output.dense"), p + "output.LayerNorm")
+        pooled = np.stack([x2[lo:hi].mean(0) for lo, hi in zip(cu, cu[1:])])
+        size = np.linalg.norm(pooled, axis=1, keepdims=True)
+        e = pooled / size
+        return -float(e[0] @ e[1]), (ln1, z, ln2, size, e)
+
+    loss, (ln1, z, ln2, size, e) = tail(a)
+    # Backward: d(−e0·e1)/de_i = −e_j; through the normalization; the mean; the layer.
+    de = -e[::-1]
+    dpooled = (de - e * (de * e).sum(1, keepdims=True)) / size
+    dx2 = np.concatenate([np.repeat(dpooled[s : s + 1] / (hi - lo), hi - lo, 0) for s, (lo, hi) in enumerate(zip(cu, cu[1:]))])
+    dv2 = norm_back(dx2, ln2)
+    dh = dv2 @ w[p + "output.dense.weight"]
+    gelu_grad = 0.5 * (1 + erf(z / math.sqrt(2))) + z * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    dx1 = dv2 + (dh * gelu_grad) @ w[p + "intermediate.dense.weight"]
+    du = norm_back(dx1, ln1)
+    da = (du @ w[p + "attention.output.dense.weight"]).reshape(n, heads, d)
+    per = [tuple(t[lo:hi][None] for t in (q, k, v, da)) for lo, hi in zip(cu, cu[1:])]
+    return loss, per, a, lambda a_: tail(a_)[0]
+
+
 def neighbours(e: np.ndarray) -> np.ndarray:
     """Each sentence's other sentences, nearest first (cosine similarity)."""
     s = e @ e.T
