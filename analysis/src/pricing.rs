@@ -28,6 +28,8 @@ struct TableFile {
     static_pj_per_pe_cycle: Option<f64>,
     buffer_wire_mm: Option<f64>,
     sram_mm2_per_mib: Option<f64>,
+    /// noc2d's router and link energy, times this.
+    noc_scale: Option<f64>,
     sram_fixed_share: Option<ShareFile>,
     #[serde(default)]
     figures: BTreeMap<String, FigureFile>,
@@ -115,6 +117,9 @@ pub fn table_from_toml(text: &str, origin: &str) -> Result<EnergyTable> {
     }
     if let Some(x) = file.sram_mm2_per_mib {
         t.sram_mm2_per_mib = x;
+    }
+    if let Some(x) = file.noc_scale {
+        t.noc_scale = x;
     }
     if let Some(x) = file.sram_fixed_share {
         t.sram_fixed_share = kernels::energy::FixedShare {

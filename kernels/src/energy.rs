@@ -300,6 +300,10 @@ pub struct EnergyTable {
     pub sram_mm2_per_mib: f64,
     /// The PE measured at gate level, if the table has it (`--energy gates`).
     pub gates: Option<GateFigures>,
+    /// noc2d's routers and links: their derived energy (the FIFOs' register arrays, the
+    /// crossbar's wire tracks, the links' wire) times this; 1 by default. What `compare
+    /// --claims --solve noc_energy_scale` varies, and a user table's `noc_scale`.
+    pub noc_scale: f64,
 }
 
 /// A figure's node for figures that do not scale (recorded as 0).
@@ -466,6 +470,7 @@ impl Default for EnergyTable {
             // timeloop-accelergy-exercises 2d55108 reference logs).
             sram_mm2_per_mib: 3.4,
             gates: None,
+            noc_scale: 1.0,
         }
     }
 }
@@ -905,6 +910,7 @@ impl EnergyTable {
             ("pe_pitch_um", self.pe_pitch_um),
             ("buffer_wire_mm", self.buffer_wire_mm),
             ("sram_mm2_per_mib", self.sram_mm2_per_mib),
+            ("noc_scale", self.noc_scale),
         ] {
             if !ok_pj(x) {
                 return bad(format!("{k} = {x} must be finite and >= 0"));
@@ -1130,11 +1136,13 @@ impl EnergyTable {
                 let (sr, sw) = self.storage_pj(c.src_bytes);
                 let src = n(a.noc_src_reads) * (sr + sw) * n(c.src_word_bits) / 64.0;
                 (
-                    (n(a.noc_fifo_writes) * fw + n(a.noc_fifo_reads) * fr) * flit
+                    ((n(a.noc_fifo_writes) * fw + n(a.noc_fifo_reads) * fr) * flit
                         + n(a.noc_fifo_reads) * switch
-                        + src,
+                        + src)
+                        * self.noc_scale,
                     n(a.noc_hop_bits) * n(c.link_pitches) * self.pe_pitch_um / 1000.0
-                        * e("wire_bit_mm"),
+                        * e("wire_bit_mm")
+                        * self.noc_scale,
                 )
             }
         };

@@ -74,9 +74,9 @@ pub struct CompareArgs {
     #[arg(long)]
     pub claims: bool,
     /// With --claims: for each claim and baseline, the value of this parameter at which the
-    /// verdict flips (dram_pj_per_bit: repriced; seq_len, head_dim, port_bits, array_side,
-    /// flit_bits (noc2d's): through the schedule and the cycle model), with the bound where no
-    /// value flips it.
+    /// verdict flips (dram_pj_per_bit, noc_energy_scale (noc2d's router and link energy as a
+    /// factor): repriced; seq_len, head_dim, port_bits, array_side, flit_bits (noc2d's):
+    /// through the schedule and the cycle model), with the bound where no value flips it.
     #[arg(long)]
     pub solve: Option<crate::solve::Param>,
     /// With --claims: each claim's figure against the parameter over a range, as an SVG at
