@@ -61,7 +61,8 @@
 //! `stall_kv`, `stall_q`, `stall_softmax`, `stall_other` (busy cycles without a MAC step, by the
 //! reason the next phase could not start), `blocks`, `skipped_blocks`, `rf_reads`,
 //! `rf_writes` (32-bit register-file accesses at the PE ports), `p_buf_reads`, `p_buf_writes`
-//! (16-bit accesses of the rows' P banks: one read per query row and key of a PV block, one
+//! (16-bit accesses of the rows' P banks: one read per query row and key of a PV block, once
+//! per O column of the PE when the PV steps accumulate in the MAC pipeline (`accumulate`), one
 //! write per weight), `s_buf_reads`, `s_buf_writes` (32-bit accesses of the buf2d S arrays;
 //! zero otherwise), `vlink_bits` (reg3d: bits over the vertical links, 16 per weight up, 32
 //! per O value down, and with three tiers 32 per score up), `vlink_s_bits` (of those, the S
