@@ -12,8 +12,8 @@ use hdl::core::CoreParams;
 use kernels::backward::{
     flash_attention_backward, saved_forward, BackwardConfig, BackwardProblem, BackwardStats, Grads,
 };
-use kernels::backward_reference::{BackwardInputs, GradAccuracy, GradValues, TensorError};
-use kernels::flash::{decode, OutFormat};
+use kernels::backward_reference::{BackwardInputs, GradAccuracy, TensorError};
+use kernels::flash::OutFormat;
 use kernels::format::Format;
 use serde::Serialize;
 
@@ -190,11 +190,6 @@ pub fn model_backward(
         };
         let (grads, stats) = flash_attention_backward(&prob, &bwd);
         let accuracy = check.then(|| {
-            let got = GradValues {
-                dq: decode(&grads.dq, run.out, format),
-                dk: decode(&grads.dk, run.out, format),
-                dv: decode(&grads.dv, run.out, format),
-            };
             let inputs = BackwardInputs {
                 q,
                 k,
@@ -207,7 +202,7 @@ pub fn model_backward(
                 causal: run.causal,
                 format,
             };
-            GradAccuracy::of(&got, &inputs)
+            GradAccuracy::of_bits(&grads, run.out, &inputs)
         });
         (grads, stats, accuracy)
     };

@@ -265,6 +265,21 @@ impl GradAccuracy {
         }
     }
 
+    /// [`GradAccuracy::of`] on the backward model's bits (`out` their format).
+    pub fn of_bits(
+        g: &crate::backward::Grads,
+        out: crate::flash::OutFormat,
+        a: &BackwardInputs,
+    ) -> GradAccuracy {
+        let values = |x: &[u32]| crate::flash::decode(x, out, a.format);
+        let got = GradValues {
+            dq: values(&g.dq),
+            dk: values(&g.dk),
+            dv: values(&g.dv),
+        };
+        GradAccuracy::of(&got, a)
+    }
+
     /// Ok when each of dQ, dK and dV is within its bound ([`TensorError::limit`]) and agrees
     /// with every special value of the f64 reference; otherwise what failed.
     pub fn check(&self) -> Result<(), String> {
@@ -307,7 +322,7 @@ pub fn backward_accuracy_of(
     seed: u64,
 ) -> GradAccuracy {
     use crate::backward::{flash_attention_backward, saved_forward, BackwardProblem};
-    use crate::flash::{decode, FlashConfig, SoftmaxPass};
+    use crate::flash::{FlashConfig, SoftmaxPass};
     let (d, format) = (cfg.head_dim, cfg.operand);
     let ((q, k, v), d_o) =
         crate::patterns::backward_tensors(pattern, (group, q_len, k_len, d), seed, format);
@@ -334,11 +349,6 @@ pub fn backward_accuracy_of(
         k_len,
     };
     let (g, _) = flash_attention_backward(&p, cfg);
-    let got = GradValues {
-        dq: decode(&g.dq, cfg.out, format),
-        dk: decode(&g.dk, cfg.out, format),
-        dv: decode(&g.dv, cfg.out, format),
-    };
     let inputs = BackwardInputs {
         q: &q,
         k: &k,
@@ -351,7 +361,7 @@ pub fn backward_accuracy_of(
         causal: cfg.causal,
         format,
     };
-    GradAccuracy::of(&got, &inputs)
+    GradAccuracy::of_bits(&g, cfg.out, &inputs)
 }
 
 #[cfg(test)]

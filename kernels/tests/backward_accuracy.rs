@@ -99,8 +99,8 @@ fn seed_tiling_every_pattern() {
 #[test]
 fn the_contract_separates_right_from_slightly_wrong() {
     use kernels::backward::{flash_attention_backward, saved_forward, BackwardProblem};
-    use kernels::backward_reference::{BackwardInputs, GradAccuracy, GradValues};
-    use kernels::flash::{decode, FlashConfig, SoftmaxPass};
+    use kernels::backward_reference::{BackwardInputs, GradAccuracy};
+    use kernels::flash::{FlashConfig, SoftmaxPass};
     use kernels::patterns::backward_tensors;
     for operand in [Format::FP16, Format::BF16] {
         let cfg = BackwardConfig {
@@ -151,12 +151,7 @@ fn the_contract_separates_right_from_slightly_wrong() {
                 k_len,
             };
             let (g, _) = flash_attention_backward(&p, &cfg);
-            let values = GradValues {
-                dq: decode(&g.dq, cfg.out, operand),
-                dk: decode(&g.dk, cfg.out, operand),
-                dv: decode(&g.dv, cfg.out, operand),
-            };
-            GradAccuracy::of(&values, &inputs)
+            GradAccuracy::of_bits(&g, cfg.out, &inputs)
         };
         let a = accuracy(&o, &lse);
         for (name, t) in [("dQ", a.dq), ("dK", a.dk), ("dV", a.dv)] {

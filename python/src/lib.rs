@@ -97,6 +97,18 @@ fn watched<T: Send>(
 }
 
 /// A regflash design: a configuration (a built-in preset or a TOML file) and its variant.
+/// `b`, little-endian 16-bit values' bytes (the tensor `what`), as the values.
+fn words(b: &[u8], what: &str) -> Result<Vec<u16>> {
+    ensure!(
+        b.len().is_multiple_of(2),
+        "{what} must be 16-bit values' bytes (an even count), got {}",
+        b.len()
+    );
+    Ok(b.chunks_exact(2)
+        .map(|x| u16::from_le_bytes([x[0], x[1]]))
+        .collect())
+}
+
 /// dQ's, dK's and dV's bytes and the report's JSON.
 type GradBytes<'py> = (
     Bound<'py, PyBytes>,
@@ -190,16 +202,6 @@ impl Design {
         (out_f32, scales): (bool, [i32; 3]),
         threads: usize,
     ) -> Result<(Vec<u8>, String)> {
-        let bits = |b: &[u8], what: &str| -> Result<Vec<u16>> {
-            ensure!(
-                b.len().is_multiple_of(2),
-                "{what} must be 16-bit values' bytes (an even count), got {}",
-                b.len()
-            );
-            Ok(b.chunks_exact(2)
-                .map(|x| u16::from_le_bytes([x[0], x[1]]))
-                .collect())
-        };
         let a = Attention {
             heads,
             kv_heads,
@@ -207,9 +209,9 @@ impl Design {
             q_len,
             k_len,
             head_dim: self.cfg.head_dim as usize,
-            q: bits(q, "q")?,
-            k: bits(k, "k")?,
-            v: bits(v, "v")?,
+            q: words(q, "q")?,
+            k: words(k, "k")?,
+            v: words(v, "v")?,
             causal,
             out: if out_f32 {
                 OutFormat::F32
@@ -454,16 +456,6 @@ impl Design {
         threads: usize,
         check: bool,
     ) -> PyResult<GradBytes<'py>> {
-        let words = |b: &[u8], what: &str| -> Result<Vec<u16>> {
-            ensure!(
-                b.len().is_multiple_of(2),
-                "{what} must be 16-bit values' bytes (an even count), got {}",
-                b.len()
-            );
-            Ok(b.chunks_exact(2)
-                .map(|x| u16::from_le_bytes([x[0], x[1]]))
-                .collect())
-        };
         let (grads, report) = py
             .detach(|| -> Result<_> {
                 let (q, k, v, d_o) = (
