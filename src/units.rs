@@ -389,6 +389,7 @@ mod tests {
             hdl::fp::misc::ceil_module_name(),
             hdl::fp::misc::scale2_module_name(),
             Exp2Config::unit_name(),
+            hdl::softmax::log2::Log2Config::unit_name(),
             hdl::fp::recip::module_name(),
         ];
         let cfg = CoreConfig::preset("small").unwrap();
