@@ -587,3 +587,29 @@ def test_flash_attn_func_and_backward_refuse_what_they_cannot_run():
         regflash.flash_attn_backward(q, q, q, q, causal="top-left")
     with pytest.raises(regflash.RegflashError, match="fp16 or bf16"):
         regflash.flash_attn_backward(q, q, q, q, in_format="fp8e4m3")
+
+
+def test_varlen_backward_is_its_sequences_one_by_one():
+    # Three sequences (one with no queries) of a varlen batch, GQA, causal: each sequence's
+    # rows of dq, dk and dv equal that sequence's own call, bit for bit.
+    rng = np.random.default_rng(3)
+    cu_q, cu_k = [0, 9, 9, 30], [0, 12, 20, 45]
+    q = rng.standard_normal((30, 4, 16)).astype(np.float16)
+    k = rng.standard_normal((45, 2, 16)).astype(np.float16)
+    v = rng.standard_normal((45, 2, 16)).astype(np.float16)
+    dout = rng.standard_normal((30, 4, 16)).astype(np.float16)
+    dq, dk, dv, rep = regflash.flash_attn_backward(
+        dout, q, k, v, True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, report=True
+    )
+    assert rep["passed"] and len(rep["sequences"]) == 2
+    for (q0, q1), (k0, k1) in zip(zip(cu_q, cu_q[1:]), zip(cu_k, cu_k[1:])):
+        if q1 == q0:
+            assert not dk[k0:k1].any() and not dv[k0:k1].any()
+            continue
+        one = regflash.flash_attn_backward(
+            dout[None, q0:q1], q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], True
+        )
+        for got, want in zip((dq[q0:q1], dk[k0:k1], dv[k0:k1]), one):
+            assert np.array_equal(got.view(np.uint16), want[0].view(np.uint16))
+    with pytest.raises(regflash.RegflashError, match="must rise from 0"):
+        regflash.flash_attn_backward(dout, q, k, v, cu_seqlens_q=[0, 40], cu_seqlens_k=[0, 45])

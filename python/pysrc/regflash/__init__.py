@@ -509,6 +509,8 @@ def flash_attn_backward(
     threads: Optional[int] = None,
     check: bool = True,
     report: bool = False,
+    cu_seqlens_q=None,
+    cu_seqlens_k=None,
 ):
     """The gradients (dq, dk, dv) of ``flash_attn_func(q, k, v, causal)`` for the upstream
     gradient ``dout`` (shaped like the output), on the design's bit-exact model of
@@ -522,7 +524,12 @@ def flash_attn_backward(
     one by FlashAttention's criterion (within twice the plain one's error plus one ulp) and
     raises ``RegflashError`` otherwise. ``report=True`` also returns the run's report (MACs,
     blocks, each gradient's error and bound). No design's RTL runs the backward yet: this is
-    the arithmetic it is to match."""
+    the arithmetic it is to match.
+
+    Varlen batches take ``cu_seqlens_q`` / ``cu_seqlens_k`` with (total, H, D) tensors, as
+    FlashAttention's varlen functions do: each sequence's gradients are its own problem's
+    (its rows of dq, dk and dv), and the report lists the sequences' reports under
+    ``sequences``, ``passed`` only if every one passed."""
     if layout not in ("bhsd", "bshd"):
         raise RegflashError(f'unknown layout "{layout}": choose "bhsd" or "bshd"')
     if isinstance(causal, str) and causal != "bottom-right":
@@ -536,6 +543,17 @@ def flash_attn_backward(
     ka, back_k, _ = _as_numpy(k, "k")
     va, back_v, _ = _as_numpy(v, "v")
     da, _, _ = _as_numpy(dout, "dout")
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise RegflashError("give both cu_seqlens_q and cu_seqlens_k, or neither")
+    if cu_seqlens_q is not None:
+        grads = _varlen_backward(
+            (da, qa, ka, va), (cu_seqlens_q, cu_seqlens_k), bool(causal), qtype,
+            dict(preset=preset, config=config, variant=variant, out_dtype=out_dtype,
+                 threads=threads, in_format=in_format),
+            bool(check),
+        )
+        out = (back_q(grads[0]), back_k(grads[1]), back_v(grads[2]))
+        return (out + (grads[3],)) if report else out
     if qa.ndim != 4:
         raise RegflashError(f"q has shape {qa.shape}: give a 4-D tensor")
     if da.shape != qa.shape:
@@ -589,6 +607,86 @@ def flash_attn_backward(
 
     grads = (back_q(shaped(dq, qh)), back_k(shaped(dk, kh)), back_v(shaped(dv, vh)))
     return (grads + (json.loads(rep),)) if report else grads
+
+
+def _varlen_backward(tensors, cu, causal, qtype, design, check):
+    """``flash_attn_backward`` of a varlen batch: dout and q (total_q, H, D), k and v
+    (total_k, H_kv, D), each sequence's rows between its offsets run as one problem. The
+    gradients as float arrays of their tensors' shapes, and the report."""
+    da, qa, ka, va = tensors
+    for name, a in (("dout", da), ("q", qa), ("k", ka), ("v", va)):
+        if a.ndim != 3:
+            raise RegflashError(
+                f"{name} has shape {a.shape}: a varlen batch takes (total, H, D) tensors"
+            )
+    if da.shape != qa.shape:
+        raise RegflashError(f"dout has shape {da.shape} but q has {qa.shape}: they must match")
+    if ka.shape != va.shape:
+        raise RegflashError(f"k has shape {ka.shape} but v has {va.shape}: they must match")
+    fa = FlashAttention(qa.shape[-1], causal, **design)
+    if fa.design.in_format not in ("fp16", "bf16"):
+        raise RegflashError(
+            f"the backward pass runs on fp16 or bf16 operands; this design's in_format is "
+            f'"{fa.design.in_format}": give in_format="fp16" or "bf16"'
+        )
+    cu_q = FlashAttention._offsets(cu[0], "cu_seqlens_q")
+    cu_k = FlashAttention._offsets(cu[1], "cu_seqlens_k")
+    if len(cu_q) != len(cu_k) or len(cu_q) < 2:
+        raise RegflashError(
+            f"cu_seqlens_q has {len(cu_q)} offsets and cu_seqlens_k {len(cu_k)}: give one "
+            "more offset than sequences in each (at least one sequence)"
+        )
+    for name, c, total in (("cu_seqlens_q", cu_q, qa.shape[0]), ("cu_seqlens_k", cu_k, ka.shape[0])):
+        if c[0] != 0 or c[-1] != total or any(b < a for a, b in zip(c, c[1:])):
+            raise RegflashError(f"{name} = {c} must rise from 0 to the tensor's {total} rows")
+    heads, kv_heads = qa.shape[1], ka.shape[1]
+    if heads % kv_heads:
+        raise RegflashError(
+            f"q has {heads} heads and k {kv_heads}: the K/V heads must divide the query heads"
+        )
+    words = [fa._words(a, n) for a, n in ((da, "dout"), (qa, "q"), (ka, "k"), (va, "v"))]
+    out_dtype = fa.out_dtype
+    if out_dtype is None:
+        short = str(qtype).endswith("float16") and fa.native_short
+        out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
+    f32 = out_dtype == np.float32
+    dtype = np.float32 if f32 or not fa.native_short else np.float16
+    grads = [np.zeros(a.shape, dtype) for a in (qa, ka, va)]
+
+    def values(raw: bytes):
+        if f32:
+            return np.frombuffer(raw, dtype="<f4")
+        if fa.native_short:
+            return np.frombuffer(raw, dtype="<f2")
+        return fa.short_table[np.frombuffer(raw, dtype="<u2")]
+
+    reports = []
+    for i in range(len(cu_q) - 1):
+        (q0, q1), (k0, k1) = (cu_q[i], cu_q[i + 1]), (cu_k[i], cu_k[i + 1])
+        if q1 == q0:
+            continue
+        if k1 == k0:
+            raise RegflashError(f"sequence {i} has queries but no keys: give it at least one")
+        d, qs, ks, vs = (
+            np.ascontiguousarray(w[lo:hi].transpose(1, 0, 2))
+            for w, lo, hi in zip(words, (q0, q0, k0, k0), (q1, q1, k1, k1))
+        )
+        dq, dk, dv, rep = fa.design.backward(
+            qs.tobytes(), ks.tobytes(), vs.tobytes(), d.tobytes(),
+            heads, kv_heads, q1 - q0, k1 - k0, fa.causal, f32, fa.threads, check,
+        )
+        for g, raw, lo, hi, h in ((0, dq, q0, q1, heads), (1, dk, k0, k1, kv_heads), (2, dv, k0, k1, kv_heads)):
+            grads[g][lo:hi] = values(raw).reshape(h, hi - lo, fa.head_dim).transpose(1, 0, 2)
+        reports.append(json.loads(rep))
+    if not reports:
+        raise RegflashError("the varlen batch has no query rows: nothing to differentiate")
+    merged = {
+        "passed": all(r["passed"] for r in reports),
+        "checked": check,
+        "macs": sum(r["macs"] for r in reports),
+        "sequences": reports,
+    }
+    return grads[0], grads[1], grads[2], merged
 
 
 def _lengths(seq: Any) -> List[int]:

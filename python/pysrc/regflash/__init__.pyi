@@ -83,6 +83,8 @@ def flash_attn_backward(
     threads: Optional[int] = None,
     check: bool = True,
     report: bool = False,
+    cu_seqlens_q: Optional[Sequence[int]] = None,
+    cu_seqlens_k: Optional[Sequence[int]] = None,
 ) -> Any: ...
 
 def estimate(
