@@ -17,7 +17,7 @@ use kernels::flash::OutFormat;
 use kernels::format::Format;
 use serde::Serialize;
 
-use crate::verify::attention::{Attention, TensorLayout};
+use crate::verify::attention::flash_config;
 
 /// One backward problem: Q and dO of `heads` query heads ((heads, q_len, d) bits of the
 /// design's operand format), K and V of `kv_heads` heads ((kv_heads, k_len, d)).
@@ -145,23 +145,7 @@ pub fn model_backward(
         );
     }
     // The forward's tiling and softmax, as the design runs it.
-    let a = Attention {
-        heads,
-        kv_heads,
-        layout: TensorLayout::Bhsd,
-        q_len,
-        k_len,
-        head_dim: d,
-        q: vec![],
-        k: vec![],
-        v: vec![],
-        causal: run.causal,
-        out: OutFormat::Short,
-        format,
-        qk: None,
-        scales: Default::default(),
-    };
-    let fwd = a.flash_config(&p);
+    let fwd = flash_config(&p, (d, run.causal), OutFormat::Short, format);
     let bwd = BackwardConfig {
         br: p.br() as usize,
         bc: p.bc() as usize,

@@ -218,6 +218,11 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
         .collect();
     let priced: Vec<Vec<CompareRow>> = scan.iter().map(|&x| at(x)).collect();
     let (zero, huge) = (at(0.0), at(now.max(1e-6) * 1e6));
+    // What a NoC factor's hop costs, once (the DRAM price has its own table).
+    let noc_hop = match p {
+        Param::NocEnergyScale => noc_bit_hop(rows, t),
+        _ => None,
+    };
     let mut out = vec![];
     for (suffix, hier, s, base) in claim_bases(rows, hierarchy) {
         let Some(fig_now) = best(rows, suffix, s, base) else {
@@ -269,7 +274,7 @@ fn solve_price(rows: &[CompareRow], t: &EnergyTable, hierarchy: &str, p: Param) 
                 let rising = vals[i + 1] >= s.reaches;
                 row.value = Some(x);
                 row.break_even = Some(p.show(x));
-                row.plausible = Some(where_it_lies(p, x, noc_bit_hop(rows, t)));
+                row.plausible = Some(where_it_lies(p, x, noc_hop));
                 row.note = format!(
                     "reproduced {} {}{}; the figure runs from {} at 0 to {} as {} \
                              grows without bound",
@@ -550,8 +555,8 @@ fn where_it_lies(p: Param, x: f64, noc_bit_hop: Option<(f64, f64)>) -> String {
     match p {
         Param::NocEnergyScale => match noc_bit_hop {
             Some((hop, dram)) => format!(
-                "a flit bit's hop (its router's FIFOs and crossbar, its link) at {} pJ, {} the \
-                 DRAM bit's {} pJ{}",
+                "a flit bit's hop (its routers' FIFOs and crossbars, its links, its share of \
+                 the source bank) at {} pJ, {} the DRAM bit's {} pJ{}",
                 sig3(hop * x),
                 match hop * x / dram {
                     r if r >= 1.0 => format!("{}×", sig3(r)),

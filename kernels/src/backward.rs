@@ -30,7 +30,7 @@ use crate::format::Format;
 use crate::fp::*;
 use crate::mask::MaskSpec;
 use crate::reduce::tree;
-use crate::softmax::{lse_weight_wide, scale_constant};
+use crate::softmax::{scale_constant, unrounded_weight};
 
 /// The tiling and mapping that change the backward's arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +181,8 @@ fn backward_on_host(p: &BackwardProblem, cfg: &BackwardConfig) -> (Grads, Backwa
     let (mut ps, mut dss) = (vec![0f32; cfg.bc], vec![0f32; cfg.bc]);
     let mut vis = vec![false; cfg.bc];
     let mut partials = vec![0u32; cfg.rows];
+    let scale = score_scale(d);
+    let store = |y: u32| cfg.out.store(y, fmt);
     for k_base in (0..k_len).step_by(cfg.bc) {
         let keys = cfg.bc.min(k_len - k_base);
         let mut dk_acc = vec![0f32; keys * d];
@@ -205,7 +207,7 @@ fn backward_on_host(p: &BackwardProblem, cfg: &BackwardConfig) -> (Grads, Backwa
                         }
                         let (kj, vj) = (&kf[j * d..(j + 1) * d], &vf[j * d..(j + 1) * d]);
                         let s = dot(qi, kj);
-                        let pw = widen(narrow(lse_weight_wide(s, neg_l[r], c), fmt), fmt);
+                        let pw = widen(narrow(unrounded_weight(s, neg_l[r], c), fmt), fmt);
                         let dp = dot(doi, vj);
                         let ds = narrow(fp32_mul_native(pw, fp32_add_native(dp, neg_d[r])), fmt);
                         (ps[jj], dss[jj]) = (f32::from_bits(pw), f32::from_bits(widen(ds, fmt)));
@@ -238,16 +240,14 @@ fn backward_on_host(p: &BackwardProblem, cfg: &BackwardConfig) -> (Grads, Backwa
                 stats.masked_macs += (5 * cfg.br * cfg.bc * d) as u64 - (stats.macs - before);
             }
         }
-        let scale = score_scale(d);
         for (at, (&a, &b)) in dk_acc.iter().zip(&dv_acc).enumerate() {
-            dk[k_base * d + at] = out_bits(fp32_mul_native(canonical_nan(a), scale), cfg);
-            dv[k_base * d + at] = out_bits(canonical_nan(b), cfg);
+            dk[k_base * d + at] = store(fp32_mul_native(canonical_nan(a), scale));
+            dv[k_base * d + at] = store(canonical_nan(b));
         }
     }
-    let scale = score_scale(d);
     let dq = dq_acc
         .iter()
-        .map(|&a| out_bits(fp32_mul_native(canonical_nan(a), scale), cfg))
+        .map(|&a| store(fp32_mul_native(canonical_nan(a), scale)))
         .collect();
     (Grads { dq, dk, dv }, stats)
 }
@@ -280,14 +280,6 @@ pub fn saved_forward(
         lse.extend(lh);
     }
     (o, lse)
-}
-
-/// A gradient's binary32 value in the output format.
-fn out_bits(y: u32, cfg: &BackwardConfig) -> u32 {
-    match cfg.out {
-        OutFormat::F32 => y,
-        OutFormat::Short => narrow(y, cfg.operand) as u32,
-    }
 }
 
 #[cfg(test)]
@@ -364,12 +356,12 @@ mod tests {
                 }
             }
             for at in 0..keys * d {
-                dk[k_base * d + at] = out_bits(fp32_mul(dka[at], scale), cfg);
-                dv[k_base * d + at] = out_bits(dva[at], cfg);
+                dk[k_base * d + at] = cfg.out.store(fp32_mul(dka[at], scale), fmt);
+                dv[k_base * d + at] = cfg.out.store(dva[at], fmt);
             }
         }
         for x in dq.iter_mut() {
-            *x = out_bits(fp32_mul(*x, scale), cfg);
+            *x = cfg.out.store(fp32_mul(*x, scale), fmt);
         }
         Grads { dq, dk, dv }
     }

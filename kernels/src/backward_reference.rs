@@ -18,7 +18,7 @@
 
 use crate::accuracy::ulp;
 use crate::format::Format;
-use crate::reference::{abs_error, round, value, visible};
+use crate::reference::{abs_error, nan_max, round, value, visible};
 
 /// One K/V head's backward problem with its `group` query heads (see
 /// `backward::BackwardProblem`; O and the log-sum-exp are the model's business, the references
@@ -45,25 +45,23 @@ pub struct GradValues {
     pub dv: Vec<f64>,
 }
 
-/// One query row's unnormalized softmax weights exp(s − max) in the arithmetic `T` (None
-/// scores are masked keys: 0): every weight 0 when the row sees no key or its max is −Inf;
-/// every visible weight NaN when a score is NaN.
-fn weights<T: Copy + PartialOrd + Into<f64>>(
+/// One query row's unnormalized softmax weights exp(s − m) in the arithmetic `T`, m the row's
+/// max as the forward references take it (`reference::nan_max`: a NaN score makes every
+/// visible weight NaN); None scores are masked keys (0), and every weight is 0 when the row
+/// sees no key or its max is −Inf.
+fn weights<T: Copy + Into<f64>>(
     scores: &[Option<T>],
-    exp_sub: impl Fn(T, T) -> T,
-    (zero, nan): (T, T),
+    exp_sub: impl Fn(T, f64) -> T,
+    zero: T,
 ) -> Vec<T> {
-    let visible = || scores.iter().flatten().copied();
-    if visible().any(|s| s.into().is_nan()) {
-        return scores.iter().map(|s| s.map_or(zero, |_| nan)).collect();
+    let m = nan_max(scores.iter().flatten().map(|&s| s.into()));
+    if m == f64::NEG_INFINITY {
+        return vec![zero; scores.len()];
     }
-    match visible().reduce(|a, b| if b > a { b } else { a }) {
-        Some(m) if m.into() != f64::NEG_INFINITY => scores
-            .iter()
-            .map(|s| s.map_or(zero, |s| exp_sub(s, m)))
-            .collect(),
-        _ => vec![zero; scores.len()],
-    }
+    scores
+        .iter()
+        .map(|s| s.map_or(zero, |s| exp_sub(s, m)))
+        .collect()
 }
 
 /// The exact gradients (in f64) of attention softmax(Q·Kᵀ/√d)·V with upstream gradient dO.
@@ -105,7 +103,7 @@ pub fn backward_f64_with_terms(a: &BackwardInputs) -> (GradValues, GradValues) {
                     .then(|| (0..d).map(|x| qi[x] * k[j * d + x]).sum::<f64>() * scale)
             })
             .collect();
-        let e = weights(&scores, |s, m| (s - m).exp(), (0.0, f64::NAN));
+        let e = weights(&scores, |s, m| (s - m).exp(), 0.0);
         let l: f64 = e.iter().sum();
         let p: Vec<f64> = e
             .iter()
@@ -163,7 +161,7 @@ pub fn backward_plain_lowprec(a: &BackwardInputs) -> GradValues {
                         .then(|| dot(qi, &k[j * d..(j + 1) * d]) * scale)
                 })
                 .collect();
-            let e = weights(&scores, |s, m| (s - m).exp(), (0f32, f32::NAN));
+            let e = weights(&scores, |s, m| (s - m as f32).exp(), 0f32);
             let l: f32 = e.iter().sum();
             let p: Vec<f32> = e
                 .iter()

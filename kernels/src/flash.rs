@@ -37,6 +37,17 @@ pub enum OutFormat {
     F32,
 }
 
+impl OutFormat {
+    /// A binary32 result `y` as stored in this format (the short form in the low bits, in
+    /// `operand`'s format).
+    pub fn store(self, y: u32, operand: Format) -> u32 {
+        match self {
+            OutFormat::F32 => y,
+            OutFormat::Short => narrow(y, operand) as u32,
+        }
+    }
+}
+
 /// When the row max is known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SoftmaxPass {
@@ -130,8 +141,8 @@ pub fn flash_attention(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, FlashStats)
 }
 
 /// [`flash_attention`] that also saves what the backward pass reads: each query row's
-/// log-sum-exp (natural, binary32, [`RowState::lse`]; +Inf for a row that sees no key), q_len
-/// of them after the output.
+/// log-sum-exp (binary32, in the exp unit's base 2, [`RowState::lse`]; +Inf for a row that
+/// sees no key), q_len of them after the output.
 pub fn flash_attention_lse(p: &Problem, cfg: &FlashConfig) -> (Vec<u32>, Vec<u32>, FlashStats) {
     flash(p, cfg, None)
 }
@@ -503,10 +514,7 @@ fn normalize(tile: &mut [u32], o: &[u32], state: &[RowState], cfg: &FlashConfig)
         let recip = st.reciprocal();
         for c in 0..d {
             let y = fp32_mul_native(o[r * d + c], recip);
-            tile[r * d + c] = match cfg.out {
-                OutFormat::F32 => y,
-                OutFormat::Short => narrow(y, fmt) as u32,
-            };
+            tile[r * d + c] = cfg.out.store(y, fmt);
         }
     }
 }
@@ -611,11 +619,7 @@ mod tests {
                 }
                 let r = st.reciprocal();
                 for x in 0..d {
-                    let y = fp32_mul(o[x], r);
-                    out[i * d + x] = match cfg.out {
-                        OutFormat::F32 => y,
-                        OutFormat::Short => narrow(y, fmt) as u32,
-                    };
+                    out[i * d + x] = cfg.out.store(fp32_mul(o[x], r), fmt);
                 }
             }
         }

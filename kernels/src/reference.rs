@@ -132,7 +132,7 @@ pub fn has_visible_key(i: usize, q_len: usize, k_len: usize, causal: bool) -> bo
 }
 
 /// The row max with NaN propagated (f64::max would drop it); −Inf for no value.
-fn nan_max(xs: impl Iterator<Item = f64>) -> f64 {
+pub(crate) fn nan_max(xs: impl Iterator<Item = f64>) -> f64 {
     xs.fold(f64::NEG_INFINITY, |a, b| {
         if a.is_nan() || b.is_nan() {
             f64::NAN

@@ -72,10 +72,10 @@ fn negated_max(m: u32) -> u32 {
 }
 
 /// A weight before its rounding to the operand format: exp2(s · C − m) in binary32, `neg_m`
-/// being [`negated_max`]. fp32_add and exp2's conversions on the host's FPU (bit-identical:
-/// see `fp`).
+/// being [`negated_max`] (or, for the backward's recomputed weights, −LSE). fp32_add and
+/// exp2's conversions on the host's FPU (bit-identical: see `fp`).
 #[inline(always)]
-fn unrounded_weight(s: u32, neg_m: u32, c: u32) -> u32 {
+pub fn unrounded_weight(s: u32, neg_m: u32, c: u32) -> u32 {
     exp2_native(fp32_add_native(scale_score(s, c), neg_m))
 }
 
@@ -155,14 +155,7 @@ pub struct MaxUpdate {
 /// the forward's weights are ([`weight_in`], with the log-sum-exp in m's place). A row that
 /// saw no key has lse = +Inf, so every weight is +0.
 pub fn lse_weight(s: u32, lse: u32, c: u32, fmt: Format) -> u16 {
-    narrow(lse_weight_wide(s, lse ^ F32_SIGN, c), fmt)
-}
-
-/// exp2(s · C − lse) in binary32 before its rounding to the operand format, `neg_lse` being
-/// −lse (the host's FPU for the add and exp2's conversions, bit-identical).
-#[inline(always)]
-pub fn lse_weight_wide(s: u32, neg_lse: u32, c: u32) -> u32 {
-    unrounded_weight(s, neg_lse, c)
+    narrow(unrounded_weight(s, lse ^ F32_SIGN, c), fmt)
 }
 
 /// Running state of one query row.
@@ -222,6 +215,11 @@ impl RowState {
         self.l = fp32_add_native(fp32_scale2_native(self.l, shift), block_sum);
     }
 
+    /// l is ±0: every key the row saw was masked or −Inf.
+    fn l_zero(&self) -> bool {
+        self.l & 0x7FFF_FFFF == 0
+    }
+
     /// The row's log-sum-exp, what FlashAttention saves for its backward pass, in the exp
     /// unit's base: log2 Σ exp2(t) over the row's keys (t = s · C), which is log2(e) times the
     /// natural ln Σ exp(s/√d). In binary32, m + log2(l) ([`fp32_log2`]), one rounding: m is
@@ -232,7 +230,7 @@ impl RowState {
     /// FlashAttention's convention, so that the backward's weights are +0; a NaN row stays
     /// NaN.
     pub fn lse(&self) -> u32 {
-        if self.l & 0x7FFF_FFFF == 0 {
+        if self.l_zero() {
             return F32_INF;
         }
         fp32_add(self.m, fp32_log2(self.l))
@@ -240,7 +238,7 @@ impl RowState {
 
     /// 1 / l, or 1 when l is zero (every key masked: O is zero and stays zero).
     pub fn reciprocal(&self) -> u32 {
-        if self.l & 0x7FFF_FFFF == 0 {
+        if self.l_zero() {
             F32_ONE
         } else {
             fp32_recip(self.l)

@@ -109,6 +109,24 @@ fn words(b: &[u8], what: &str) -> Result<Vec<u16>> {
         .collect())
 }
 
+/// The output format a caller's `out_f32` asks for.
+fn out_format(out_f32: bool) -> OutFormat {
+    if out_f32 {
+        OutFormat::F32
+    } else {
+        OutFormat::Short
+    }
+}
+
+/// Output bits (binary32, or the operand format in the low 16 bits) as the little-endian
+/// bytes of their format.
+fn out_bytes(x: &[u32], out: OutFormat) -> Vec<u8> {
+    match out {
+        OutFormat::F32 => x.iter().flat_map(|y| y.to_le_bytes()).collect(),
+        OutFormat::Short => x.iter().flat_map(|&y| (y as u16).to_le_bytes()).collect(),
+    }
+}
+
 /// dQ's, dK's and dV's bytes and the report's JSON.
 type GradBytes<'py> = (
     Bound<'py, PyBytes>,
@@ -213,11 +231,7 @@ impl Design {
             k: words(k, "k")?,
             v: words(v, "v")?,
             causal,
-            out: if out_f32 {
-                OutFormat::F32
-            } else {
-                OutFormat::Short
-            },
+            out: out_format(out_f32),
             format: self.cfg.in_format,
             qk: None,
             scales: kernels::operands::TensorScales {
@@ -247,12 +261,10 @@ impl Design {
             "the {backend} run is not correct: {}",
             report.failures.join("; ")
         );
-        let bytes = if out_f32 {
-            out.iter().flat_map(|x| x.to_le_bytes()).collect()
-        } else {
-            out.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect()
-        };
-        Ok((bytes, serde_json::to_string(&report)?))
+        Ok((
+            out_bytes(&out, out_format(out_f32)),
+            serde_json::to_string(&report)?,
+        ))
     }
 }
 
@@ -474,11 +486,7 @@ impl Design {
                     q_len,
                     k_len,
                     causal,
-                    out: if out_f32 {
-                        OutFormat::F32
-                    } else {
-                        OutFormat::Short
-                    },
+                    out: out_format(out_f32),
                 };
                 let (report, grads) =
                     regflash::backward::model_backward(&self.cfg, &run, threads, check)?;
@@ -490,13 +498,7 @@ impl Design {
                 Ok((grads, serde_json::to_string(&report)?))
             })
             .map_err(fail)?;
-        let bytes = |x: &[u32]| -> Vec<u8> {
-            if out_f32 {
-                x.iter().flat_map(|y| y.to_le_bytes()).collect()
-            } else {
-                x.iter().flat_map(|&y| (y as u16).to_le_bytes()).collect()
-            }
-        };
+        let bytes = |x: &[u32]| out_bytes(x, out_format(out_f32));
         Ok((
             PyBytes::new(py, &bytes(&grads.dq)),
             PyBytes::new(py, &bytes(&grads.dk)),

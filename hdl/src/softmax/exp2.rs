@@ -29,11 +29,12 @@ use crate::{cat, mux, mux_index, Design, ModuleBuilder, Sig};
 /// Segments of the 2^f table (a power of two).
 pub const SEGMENTS: u32 = 64;
 
-/// The table T[0..=64]: 2^(k/64) in 1.23 fixed point, rounded to nearest.
+/// The table T[0..=64]: 2^(k/64) in 1.23 fixed point, rounded to nearest: the model's
+/// (`kernels::fp::exp2_table`), so the two cannot part.
 pub fn table() -> Vec<u64> {
-    (0..=SEGMENTS)
-        .map(|k| ((k as f64 / SEGMENTS as f64).exp2() * (1u64 << 23) as f64).round() as u64)
-        .collect()
+    let t = kernels::fp::exp2_table();
+    assert_eq!(t.len(), SEGMENTS as usize + 1);
+    t.iter().map(|&x| x as u64).collect()
 }
 
 /// Configuration of `fp_exp2_e8m23`.

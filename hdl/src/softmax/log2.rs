@@ -33,12 +33,12 @@ pub const SEGMENTS: u32 = 64;
 /// Fraction bits of the table and of the fixed-point result.
 const FRAC: u32 = 30;
 
-/// The table T[0..=64]: log2(1 + k/64) in 0.30 fixed point, rounded to nearest (the model's
-/// `kernels::fp::log2_table`).
+/// The table T[0..=64]: log2(1 + k/64) in 0.30 fixed point, rounded to nearest: the model's
+/// (`kernels::fp::log2_table`), so the two cannot part.
 pub fn table() -> Vec<u64> {
-    (0..=SEGMENTS)
-        .map(|k| ((1.0 + k as f64 / SEGMENTS as f64).log2() * (1u64 << FRAC) as f64).round() as u64)
-        .collect()
+    let t = kernels::fp::log2_table();
+    assert_eq!(t.len(), SEGMENTS as usize + 1);
+    t.iter().map(|&x| x as u64).collect()
 }
 
 /// Configuration of `fp_log2_e8m23`.

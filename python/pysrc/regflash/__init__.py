@@ -349,12 +349,7 @@ class FlashAttention:
             tell,
             self.check,
         )
-        if f32:
-            o = np.frombuffer(out, dtype=np.float32)
-        elif self.native_short:
-            o = np.frombuffer(out, dtype=np.float16)
-        else:
-            o = self.short_table[np.frombuffer(out, dtype="<u2")]
+        o = self._values(out, f32)
         if scales[2]:
             o = o * np.float32(2.0 ** -scales[2])  # V's scale taken back: exact
         return o.reshape(heads, q_len, self.head_dim), report
@@ -394,11 +389,7 @@ class FlashAttention:
         qa, back, qtype = _as_numpy(q, "q")
         ka, _, _ = _as_numpy(k, "k")
         va, _, _ = _as_numpy(v, "v")
-        out_dtype = self.out_dtype
-        if out_dtype is None and not self.wide_short:
-            short = str(qtype).endswith("float16") and self.native_short
-            out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
-        f32 = out_dtype == np.float32
+        f32 = self._f32_out(qtype)
         if (cu_seqlens_q is None) != (cu_seqlens_k is None):
             raise RegflashError("give both cu_seqlens_q and cu_seqlens_k, or neither")
         if cu_seqlens_q is not None:
@@ -433,32 +424,63 @@ class FlashAttention:
             raise RegflashError(f"{name} has shape {a.shape}: give a 1-D list of offsets")
         return [_integer(x, f"{name}[{i}]", 0, 2**62) for i, x in enumerate(a.tolist())]
 
-    def _varlen(self, q, k, v, cu_q, cu_k, f32, tell):
-        """Varlen: q (total_q, H, D), k and v (total_k, H_kv, D); sequence i's queries are rows
-        cu_q[i] .. cu_q[i + 1]. Each sequence runs on its own (the SoC's BATCH does the same)."""
-        cu_q = self._offsets(cu_q, "cu_seqlens_q")
-        cu_k = self._offsets(cu_k, "cu_seqlens_k")
-        for name, a in (("q", q), ("k", k), ("v", v)):
+    def _f32_out(self, qtype) -> bool:
+        """Whether a call on a query of dtype ``qtype`` returns the core's FP32 output: as
+        ``out_dtype`` asks, by default for anything but float16 queries on a float16 design."""
+        out_dtype = self.out_dtype
+        if out_dtype is None and not self.wide_short:
+            short = str(qtype).endswith("float16") and self.native_short
+            out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
+        return out_dtype == np.float32
+
+    def _values(self, raw: bytes, f32: bool) -> np.ndarray:
+        """Output bytes as values: float32, float16, or the short format's values (as
+        float32) through its table where numpy has no dtype for it."""
+        if f32:
+            return np.frombuffer(raw, dtype="<f4")
+        if self.native_short:
+            return np.frombuffer(raw, dtype="<f2")
+        return self.short_table[np.frombuffer(raw, dtype="<u2")]
+
+    def _varlen_shapes(self, named) -> None:
+        """A varlen batch's (name, tensor) pairs are (total, H, D) tensors, and its K and V
+        (named "k" and "v") match."""
+        for name, a in named:
             if a.ndim != 3 or a.shape[2] != self.head_dim:
                 raise RegflashError(
                     f"{name} has shape {a.shape}: a varlen batch takes (total, H, "
                     f"{self.head_dim}) tensors"
                 )
-        if k.shape != v.shape:
+        t = dict(named)
+        if t["k"].shape != t["v"].shape:
             raise RegflashError(
-                f"k has shape {k.shape} but v has {v.shape}: a varlen batch's K and V rows and "
-                "heads must match"
+                f"k has shape {t['k'].shape} but v has {t['v'].shape}: a varlen batch's K and V "
+                "rows and heads must match"
             )
+
+    @classmethod
+    def _sequences(cls, cu_q, cu_k, total_q: int, total_k: int):
+        """A varlen batch's offset lists as ints, checked: as many of each, at least two, each
+        rising from 0 to its tensor's rows."""
+        cu_q = cls._offsets(cu_q, "cu_seqlens_q")
+        cu_k = cls._offsets(cu_k, "cu_seqlens_k")
         if len(cu_q) != len(cu_k) or len(cu_q) < 2:
             raise RegflashError(
                 f"cu_seqlens_q has {len(cu_q)} offsets and cu_seqlens_k {len(cu_k)}: "
                 "give one more offset than sequences in each (at least one sequence)"
             )
-        for name, cu, total in (("cu_seqlens_q", cu_q, q.shape[0]), ("cu_seqlens_k", cu_k, k.shape[0])):
+        for name, cu, total in (("cu_seqlens_q", cu_q, total_q), ("cu_seqlens_k", cu_k, total_k)):
             if cu[0] != 0 or cu[-1] != total or any(b < a for a, b in zip(cu, cu[1:])):
                 raise RegflashError(
                     f"{name} = {cu} must rise from 0 to the tensor's {total} rows"
                 )
+        return cu_q, cu_k
+
+    def _varlen(self, q, k, v, cu_q, cu_k, f32, tell):
+        """Varlen: q (total_q, H, D), k and v (total_k, H_kv, D); sequence i's queries are rows
+        cu_q[i] .. cu_q[i + 1]. Each sequence runs on its own (the SoC's BATCH does the same)."""
+        self._varlen_shapes((("q", q), ("k", k), ("v", v)))
+        cu_q, cu_k = self._sequences(cu_q, cu_k, q.shape[0], k.shape[0])
         # Every value is rounded (and checked) once, where the caller's indices name it.
         qw, kw, vw = self._words(q, "q"), self._words(k, "k"), self._words(v, "v")
         heads, kv_heads = q.shape[1], k.shape[1]
@@ -563,15 +585,10 @@ def flash_attn_backward(
         )
     if ka.shape != va.shape:
         raise RegflashError(f"k has shape {ka.shape} but v has {va.shape}: they must match")
-    fa = FlashAttention(
+    fa = _backward_attention(
         qa.shape[-1], bool(causal), preset=preset, config=config, variant=variant,
         layout=layout, out_dtype=out_dtype, threads=threads, in_format=in_format,
     )
-    if fa.design.in_format not in ("fp16", "bf16"):
-        raise RegflashError(
-            f"the backward pass runs on fp16 or bf16 operands; this design's in_format is "
-            f'"{fa.design.in_format}": give in_format="fp16" or "bf16"'
-        )
     qh, kh, vh, dh = (fa._heads(a, n) for a, n in ((qa, "q"), (ka, "k"), (va, "v"), (da, "dout")))
     b = qa.shape[0]
     if ka.shape[0] != b:
@@ -582,25 +599,15 @@ def flash_attn_backward(
             f"q has {heads // b} heads and k {kv_heads // b}: the K/V heads must divide the "
             "query heads (grouped-query attention)"
         )
-    out_dtype = fa.out_dtype
-    if out_dtype is None:
-        short = str(qtype).endswith("float16") and fa.native_short
-        out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
-    f32 = out_dtype == np.float32
+    f32 = fa._f32_out(qtype)
     dq, dk, dv, rep = fa.design.backward(
         qh.tobytes(), kh.tobytes(), vh.tobytes(), dh.tobytes(),
         heads, kv_heads, qh.shape[1], kh.shape[1], fa.causal, f32, fa.threads, bool(check),
     )
 
     def shaped(raw: bytes, like: np.ndarray) -> np.ndarray:
-        if f32:
-            a = np.frombuffer(raw, dtype="<f4")
-        elif fa.native_short:
-            a = np.frombuffer(raw, dtype="<f2")
-        else:
-            a = fa.short_table[np.frombuffer(raw, dtype="<u2")]
         n, s = like.shape[0], like.shape[1]
-        a = a.reshape(b, n // b, s, fa.head_dim)
+        a = fa._values(raw, f32).reshape(b, n // b, s, fa.head_dim)
         if layout == "bshd":
             a = a.transpose(0, 2, 1, 3)
         return np.ascontiguousarray(a)
@@ -609,57 +616,39 @@ def flash_attn_backward(
     return (grads + (json.loads(rep),)) if report else grads
 
 
-def _varlen_backward(tensors, cu, causal, qtype, design, check):
-    """``flash_attn_backward`` of a varlen batch: dout and q (total_q, H, D), k and v
-    (total_k, H_kv, D), each sequence's rows between its offsets run as one problem. The
-    gradients as float arrays of their tensors' shapes, and the report."""
-    da, qa, ka, va = tensors
-    for name, a in (("dout", da), ("q", qa), ("k", ka), ("v", va)):
-        if a.ndim != 3:
-            raise RegflashError(
-                f"{name} has shape {a.shape}: a varlen batch takes (total, H, D) tensors"
-            )
-    if da.shape != qa.shape:
-        raise RegflashError(f"dout has shape {da.shape} but q has {qa.shape}: they must match")
-    if ka.shape != va.shape:
-        raise RegflashError(f"k has shape {ka.shape} but v has {va.shape}: they must match")
-    fa = FlashAttention(qa.shape[-1], causal, **design)
+def _backward_attention(head_dim: int, causal: bool, **design) -> "FlashAttention":
+    """The FlashAttention whose design, conversions and output choices a backward call uses,
+    refused unless its operands are FP16 or BF16 (the backward's contract)."""
+    fa = FlashAttention(head_dim, causal, **design)
     if fa.design.in_format not in ("fp16", "bf16"):
         raise RegflashError(
             f"the backward pass runs on fp16 or bf16 operands; this design's in_format is "
             f'"{fa.design.in_format}": give in_format="fp16" or "bf16"'
         )
-    cu_q = FlashAttention._offsets(cu[0], "cu_seqlens_q")
-    cu_k = FlashAttention._offsets(cu[1], "cu_seqlens_k")
-    if len(cu_q) != len(cu_k) or len(cu_q) < 2:
-        raise RegflashError(
-            f"cu_seqlens_q has {len(cu_q)} offsets and cu_seqlens_k {len(cu_k)}: give one "
-            "more offset than sequences in each (at least one sequence)"
-        )
-    for name, c, total in (("cu_seqlens_q", cu_q, qa.shape[0]), ("cu_seqlens_k", cu_k, ka.shape[0])):
-        if c[0] != 0 or c[-1] != total or any(b < a for a, b in zip(c, c[1:])):
-            raise RegflashError(f"{name} = {c} must rise from 0 to the tensor's {total} rows")
+    return fa
+
+
+def _varlen_backward(tensors, cu, causal, qtype, design, check):
+    """``flash_attn_backward`` of a varlen batch: dout and q (total_q, H, D), k and v
+    (total_k, H_kv, D), each sequence's rows between its offsets run as one problem. The
+    gradients as float arrays of their tensors' shapes, and the report."""
+    da, qa, ka, va = tensors
+    if qa.ndim < 1:
+        raise RegflashError("q must be a (total, H, D) tensor")
+    fa = _backward_attention(qa.shape[-1], causal, **design)
+    fa._varlen_shapes((("dout", da), ("q", qa), ("k", ka), ("v", va)))
+    if da.shape != qa.shape:
+        raise RegflashError(f"dout has shape {da.shape} but q has {qa.shape}: they must match")
+    cu_q, cu_k = FlashAttention._sequences(cu[0], cu[1], qa.shape[0], ka.shape[0])
     heads, kv_heads = qa.shape[1], ka.shape[1]
     if heads % kv_heads:
         raise RegflashError(
             f"q has {heads} heads and k {kv_heads}: the K/V heads must divide the query heads"
         )
     words = [fa._words(a, n) for a, n in ((da, "dout"), (qa, "q"), (ka, "k"), (va, "v"))]
-    out_dtype = fa.out_dtype
-    if out_dtype is None:
-        short = str(qtype).endswith("float16") and fa.native_short
-        out_dtype = np.dtype(np.float16) if short else np.dtype(np.float32)
-    f32 = out_dtype == np.float32
+    f32 = fa._f32_out(qtype)
     dtype = np.float32 if f32 or not fa.native_short else np.float16
     grads = [np.zeros(a.shape, dtype) for a in (qa, ka, va)]
-
-    def values(raw: bytes):
-        if f32:
-            return np.frombuffer(raw, dtype="<f4")
-        if fa.native_short:
-            return np.frombuffer(raw, dtype="<f2")
-        return fa.short_table[np.frombuffer(raw, dtype="<u2")]
-
     reports = []
     for i in range(len(cu_q) - 1):
         (q0, q1), (k0, k1) = (cu_q[i], cu_q[i + 1]), (cu_k[i], cu_k[i + 1])
@@ -676,7 +665,7 @@ def _varlen_backward(tensors, cu, causal, qtype, design, check):
             heads, kv_heads, q1 - q0, k1 - k0, fa.causal, f32, fa.threads, check,
         )
         for g, raw, lo, hi, h in ((0, dq, q0, q1, heads), (1, dk, k0, k1, kv_heads), (2, dv, k0, k1, kv_heads)):
-            grads[g][lo:hi] = values(raw).reshape(h, hi - lo, fa.head_dim).transpose(1, 0, 2)
+            grads[g][lo:hi] = fa._values(raw, f32).reshape(h, hi - lo, fa.head_dim).transpose(1, 0, 2)
         reports.append(json.loads(rep))
     if not reports:
         raise RegflashError("the varlen batch has no query rows: nothing to differentiate")

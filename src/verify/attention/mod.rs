@@ -78,6 +78,33 @@ impl TensorLayout {
     }
 }
 
+/// The hardware model's tiling and arithmetic for `p` (the forward's, as the core runs it) on
+/// heads of `head_dim` with `causal` masking, O in `out`, operands in `format`.
+pub fn flash_config(
+    p: &CoreParams,
+    (head_dim, causal): (usize, bool),
+    out: OutFormat,
+    format: Format,
+) -> FlashConfig {
+    FlashConfig {
+        br: p.br() as usize,
+        bc: p.bc() as usize,
+        head_dim,
+        cols: p.row.cols as usize,
+        causal,
+        out,
+        // The fused designs' online softmax, or rowfused's two passes over whole rows.
+        softmax: match (p.row.two_pass(), p.row.rescale) {
+            (true, _) => kernels::flash::SoftmaxPass::TwoPass,
+            (false, hdl::softmax::Rescale::Pow2) => kernels::flash::SoftmaxPass::Online,
+            (false, hdl::softmax::Rescale::Lazy { threshold }) => {
+                kernels::flash::SoftmaxPass::Lazy { threshold }
+            }
+        },
+        operand: format,
+    }
+}
+
 /// One attention problem: `heads` heads of FP16 Q (q_len × d) and `kv_heads` heads of K and V
 /// (k_len × d; Q head h uses K/V head h / (heads / kv_heads), grouped-query attention when
 /// fewer), logically (heads, len, d) row-major here, stored in memory by `layout`.
@@ -371,23 +398,7 @@ impl Attention {
     }
 
     pub fn flash_config(&self, p: &CoreParams) -> FlashConfig {
-        FlashConfig {
-            br: p.br() as usize,
-            bc: p.bc() as usize,
-            head_dim: self.head_dim,
-            cols: p.row.cols as usize,
-            causal: self.causal,
-            out: self.out,
-            // The fused designs' online softmax, or rowfused's two passes over whole rows.
-            softmax: match (p.row.two_pass(), p.row.rescale) {
-                (true, _) => kernels::flash::SoftmaxPass::TwoPass,
-                (false, hdl::softmax::Rescale::Pow2) => kernels::flash::SoftmaxPass::Online,
-                (false, hdl::softmax::Rescale::Lazy { threshold }) => {
-                    kernels::flash::SoftmaxPass::Lazy { threshold }
-                }
-            },
-            operand: self.format,
-        }
+        flash_config(p, (self.head_dim, self.causal), self.out, self.format)
     }
 
     /// `f` of every head, in head order, on up to `threads` threads (heads split in runs),
